@@ -1,0 +1,1 @@
+"""pytest-agentreplay: replay-based regression testing of LLM agents."""

@@ -1,0 +1,42 @@
+"""Names and versions that are part of the on-disk and user-facing contract."""
+
+from __future__ import annotations
+
+from typing import Final
+
+FORMAT_NAME: Final = "pytest-agentreplay"
+# Version 1 had no hash chain; version 2 chains every event to its predecessor.
+FORMAT_VERSION: Final = 2
+OLDEST_SUPPORTED_VERSION: Final = 1
+
+CASSETTE_SUFFIX: Final = ".json"
+BLOB_DIR_NAME: Final = ".blobs"
+DEFAULT_CASSETTE_DIR: Final = "cassettes"
+# Payloads whose canonical JSON is larger than this go to the blob store.
+INLINE_PAYLOAD_LIMIT: Final = 2048
+
+RECORD_MODES: Final = ("none", "missing", "all")
+REPLAY_MODES: Final = ("audit", "regression", "model-comparison", "sandbox")
+DEFAULT_RECORD_MODE: Final = "none"
+DEFAULT_REPLAY_MODE: Final = "regression"
+
+EVENT_TYPES: Final = (
+    "run.start",
+    "run.end",
+    "model.call",
+    "tool.call",
+    "tool.result",
+    "retrieval",
+    "policy.decision",
+    "approval",
+    "state.update",
+    "effect",
+    "http",
+    "error",
+)
+ACTORS: Final = ("model", "runtime", "tool", "human", "policy")
+EVENT_CLASSES: Final = ("input", "decision", "effect")
+DATA_CLASSES: Final = ("public", "internal", "personal", "secret-free")
+
+REDACTED: Final = "[REDACTED]"
+GENESIS_HASH: Final = "0" * 64

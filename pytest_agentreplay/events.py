@@ -1,0 +1,120 @@
+"""The event-history model: runs, events, payload references; the cassette document and its schema.
+
+Imports nothing heavier than pydantic so that agent code can use the explicit event API in production.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .constants import FORMAT_NAME, FORMAT_VERSION
+
+EventType = Literal[
+    "run.start",
+    "run.end",
+    "model.call",
+    "tool.call",
+    "tool.result",
+    "retrieval",
+    "policy.decision",
+    "approval",
+    "state.update",
+    "effect",
+    "http",
+    "error",
+]
+Actor = Literal["model", "runtime", "tool", "human", "policy"]
+EventClass = Literal["input", "decision", "effect"]
+DataClass = Literal["public", "internal", "personal"]
+Hex64 = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=False)
+
+
+class ToolInfo(StrictModel):
+    name: str
+    schema_version: str | None = None
+    idempotency_key: str | None = None
+
+
+class EffectInfo(StrictModel):
+    kind: str
+    target: str | None = None
+    receipt: Any = None
+    committed: bool = False
+
+
+class PayloadRef(StrictModel):
+    """A payload either inline (``inline``) or in the blob store (``sha256``), tagged with a data class."""
+
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    inline: Any = None
+    data_class: DataClass = "internal"
+    media_type: str | None = None
+    size: int | None = Field(default=None, ge=0)
+
+
+class Event(StrictModel):
+    run_id: str
+    seq: int = Field(ge=0)
+    ts: str
+    type: EventType
+    actor: Actor
+    event_class: EventClass = Field(alias="class")
+    trace_id: str | None = None
+    span_id: str | None = None
+    state_hash: str | None = None
+    policy_version: str | None = None
+    tool: ToolInfo | None = None
+    input_ref: PayloadRef | None = None
+    output_ref: PayloadRef | None = None
+    effect: EffectInfo | None = None
+    # Type-specific fields (model, decision, usage, verdict, document ids...).
+    data: dict[str, Any] = Field(default_factory=dict)
+    # Hash chain: sha256 of the previous event (or of the run header for seq 0).
+    prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class RunMeta(StrictModel):
+    run_id: str
+    agent: str | None = None
+    code_version: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    decoding: dict[str, Any] = Field(default_factory=dict)
+    tool_schema_versions: dict[str, str] = Field(default_factory=dict)
+    policy_versions: dict[str, str] = Field(default_factory=dict)
+    corpus_version: str | None = None
+    test: str | None = None
+    recorded_at: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class CassetteDoc(StrictModel):
+    """The whole cassette file."""
+
+    format: Literal["pytest-agentreplay"] = FORMAT_NAME
+    version: Literal[2] = FORMAT_VERSION
+    run: RunMeta
+    events: list[Event]
+    event_count: int = Field(ge=0)
+    head_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+CASSETTE_ADAPTER: TypeAdapter[CassetteDoc] = TypeAdapter(CassetteDoc)
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def cassette_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the current cassette format."""
+    schema = CassetteDoc.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}"
+    return schema

@@ -1,0 +1,104 @@
+"""One exception tree. Every error names where it happened (cassette, mode) and how to fix it.
+
+Messages follow one layout: a headline, the evidence, the location, then numbered fixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class AgentReplayError(Exception):
+    """Root of every error this package raises on purpose."""
+
+    def __init__(
+        self,
+        headline: str,
+        *,
+        evidence: Sequence[str] = (),
+        cassette: Path | str | None = None,
+        mode: str | None = None,
+        place: str | None = None,
+        fixes: Sequence[str] = (),
+    ) -> None:
+        self.headline = headline
+        self.evidence = tuple(evidence)
+        self.cassette = str(cassette) if cassette is not None else None
+        self.mode = mode
+        self.place = place
+        self.fixes = tuple(fixes)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [self.headline]
+        if self.evidence:
+            lines.append("")
+            lines.extend(f"  {line}" for line in self.evidence)
+        location = []
+        if self.cassette is not None:
+            location.append(f"cassette: {self.cassette}")
+        if self.place is not None:
+            location.append(f"at: {self.place}")
+        if self.mode is not None:
+            location.append(f"mode: {self.mode}")
+        if location:
+            lines.append("")
+            lines.extend(location)
+        if self.fixes:
+            lines.append("")
+            lines.append("How to fix:")
+            lines.extend(f"  {n}. {fix}" for n, fix in enumerate(self.fixes, 1))
+        return "\n".join(lines)
+
+
+class ConfigError(AgentReplayError):
+    """Invalid configuration: option, ini key, marker argument or rule."""
+
+
+class CassetteError(AgentReplayError):
+    """A cassette cannot be read or written as it is."""
+
+
+class CassetteNotFoundError(CassetteError):
+    """Replay asked for a cassette that does not exist."""
+
+
+class CassetteCorruptError(CassetteError):
+    """The file is not valid JSON or not a cassette at all."""
+
+
+class CassetteSchemaError(CassetteError):
+    """The content does not match the cassette schema (unknown field, wrong type)."""
+
+
+class CassetteVersionError(CassetteError):
+    """The format version is newer than this package or unknown."""
+
+
+class CassetteIntegrityError(CassetteError):
+    """The hash chain does not match: an edit, a reordering or a truncation."""
+
+
+class BlobMissingError(CassetteError):
+    """An event references a payload blob that is not in the blob store."""
+
+
+class SecretLeakError(CassetteError):
+    """A value shaped like a secret survived redaction; the cassette was not written."""
+
+
+class ReplayError(AgentReplayError):
+    """Replay could not serve a live call from the cassette."""
+
+
+class UnmatchedRequestError(ReplayError):
+    """A live request has no recorded counterpart."""
+
+
+class NetworkBlockedError(ReplayError):
+    """An outbound connection the mode does not allow was refused."""
+
+
+class DriftError(AgentReplayError):
+    """The replayed history differs from the recorded one by a regression."""
