@@ -1,1 +1,69 @@
-"""pytest-agentreplay: replay-based regression testing of LLM agents."""
+"""pytest-agentreplay: replay-based regression testing of LLM agents.
+
+The explicit event API here is importable without pytest and is a no-op when no run is active. Names
+are resolved lazily so that loading the pytest plugin costs nothing for sessions that never use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .api import (
+        RecordedToolError,
+        capture_run,
+        record_approval,
+        record_policy,
+        record_retrieval,
+        record_state,
+        tool,
+    )
+    from .capture import current_run, state_hash
+    from .constants import FORMAT_VERSION
+    from .exceptions import (
+        AgentReplayError,
+        CassetteError,
+        ConfigError,
+        DriftError,
+        NetworkBlockedError,
+        ReplayError,
+        SecretLeakError,
+        UnmatchedRequestError,
+    )
+
+_WHERE = {
+    "RecordedToolError": "api",
+    "capture_run": "api",
+    "record_approval": "api",
+    "record_policy": "api",
+    "record_retrieval": "api",
+    "record_state": "api",
+    "tool": "api",
+    "current_run": "capture",
+    "state_hash": "capture",
+    "FORMAT_VERSION": "constants",
+    "AgentReplayError": "exceptions",
+    "CassetteError": "exceptions",
+    "ConfigError": "exceptions",
+    "DriftError": "exceptions",
+    "NetworkBlockedError": "exceptions",
+    "ReplayError": "exceptions",
+    "SecretLeakError": "exceptions",
+    "UnmatchedRequestError": "exceptions",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_agentreplay' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,334 @@
+"""The explicit event API agent code calls. Every function is a no-op when no run is active, so agent
+code can keep these calls in production.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar, overload
+
+from .canonical import hash_value
+from .capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
+from .events import DataClass, EffectInfo, RunMeta, ToolInfo
+
+P = ParamSpec("P")
+R = TypeVar("R")
+EffectKind = Literal["read", "write"]
+
+
+def _bound_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return {"args": to_jsonable(list(args)), **to_jsonable(kwargs)}
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    # A method's receiver is not an argument the model chose.
+    for receiver in ("self", "cls"):
+        arguments.pop(receiver, None)
+    return {k: to_jsonable(v) for k, v in arguments.items()}
+
+
+class _ToolCall:
+    """The bookkeeping shared by the sync and async forms of a ``@tool`` call."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        name: str,
+        schema_version: str | None,
+        effect: EffectKind,
+        arguments: dict[str, Any],
+        idempotency_key: str | None,
+    ) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.effect = effect
+        self.arguments = arguments
+        self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
+        self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
+        ctx.recorder.emit(
+            "tool.call",
+            actor="runtime",
+            event_class="decision",
+            tool=self.info,
+            data={"arguments": arguments, "attempt": self.attempt, "effect": effect},
+        )
+
+    @property
+    def executes(self) -> bool:
+        return self.ctx.executes_tool(self.effect)
+
+    def served(self) -> Any:
+        """The recorded result for this call (raises the recorded error again, as the tool did)."""
+        tools = self.ctx.tools
+        if tools is None:
+            from .exceptions import ReplayError
+
+            raise ReplayError(
+                f"tool {self.name!r} cannot be served: no recorded run is loaded",
+                cassette=self.ctx.cassette,
+                mode=self.ctx.mode,
+                fixes=["record the cassette first: pytest --agentreplay-record=missing"],
+            )
+        outcome = tools.serve(self.name, self.arguments, self.info.idempotency_key, ctx=self.ctx)
+        self.finished(outcome.result, outcome.error)
+        if outcome.error is not None:
+            raise RecordedToolError(self.name, outcome.error)
+        return outcome.result
+
+    def finished(self, result: Any, error: str | None) -> None:
+        recorder = self.ctx.recorder
+        data: dict[str, Any] = {"attempt": self.attempt}
+        if error is not None:
+            data["error"] = error
+        if self.effect == "write" and error is None:
+            recorder.emit(
+                "effect",
+                actor="tool",
+                event_class="effect",
+                tool=self.info,
+                output=payload(result),
+                effect=EffectInfo(kind=self.name, receipt=_receipt_of(result), committed=True),
+                data=data,
+            )
+        else:
+            recorder.emit(
+                "tool.result",
+                actor="tool",
+                event_class="input",
+                tool=self.info,
+                output=payload(result) if error is None else None,
+                data=data,
+            )
+
+
+class RecordedToolError(Exception):
+    """Raised during replay where the tool raised during recording; carries the recorded message."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(f"{tool}: {message}")
+        self.tool = tool
+        self.message = message
+
+
+def _receipt_of(result: Any) -> Any:
+    value = to_jsonable(result)
+    if isinstance(value, dict):
+        for key in ("receipt", "id", "receipt_id", "ticket_id", "refund_id"):
+            if key in value:
+                return value[key]
+    return value
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    schema_version: str | None = None,
+    effect: EffectKind = "read",
+    idempotency_key: str | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    schema_version: str | None = None,
+    effect: EffectKind = "read",
+    idempotency_key: str | None = None,
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Mark a function as an agent tool.
+
+    Recording runs it and records the call and its result (a ``write`` tool records an ``effect`` with a
+    receipt). Regression and model-comparison replay serve the recorded result without running it; sandbox
+    runs it. ``idempotency_key`` names the parameter that carries the call's idempotency key.
+    """
+    if effect not in ("read", "write"):
+        raise ValueError(f"@tool effect must be 'read' or 'write', not {effect!r}")
+
+    def decorate(func: Callable[P, R]) -> Callable[P, R]:
+        tool_name = name or func.__name__
+
+        def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolCall | None:
+            ctx = current_run()
+            if ctx is None:
+                return None
+            arguments = _bound_arguments(func, args, kwargs)
+            key = arguments.get(idempotency_key) if idempotency_key else None
+            return _ToolCall(ctx, tool_name, schema_version, effect, arguments, None if key is None else str(key))
+
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                call = start(args, kwargs)
+                if call is None:
+                    return await func(*args, **kwargs)  # type: ignore[misc]
+                if not call.executes:
+                    return call.served()
+                try:
+                    result = await func(*args, **kwargs)  # type: ignore[misc]
+                except Exception as exc:
+                    call.finished(None, _error_text(exc))
+                    raise
+                call.finished(result, None)
+                return result
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            call = start(args, kwargs)
+            if call is None:
+                return func(*args, **kwargs)
+            if not call.executes:
+                return call.served()  # type: ignore[no-any-return]
+            try:
+                result = func(*args, **kwargs)
+            except Exception as exc:
+                call.finished(None, _error_text(exc))
+                raise
+            call.finished(result, None)
+            return result
+
+        return wrapper
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+def record_state(
+    state: Any, *, snapshot: bool = False, label: str | None = None, data_class: DataClass = "internal"
+) -> str | None:
+    """Record a state transition; returns the state hash (sha256 of canonical JSON), or None when inactive."""
+    ctx = current_run()
+    if ctx is None:
+        return None
+    digest = state_hash(state)
+    data: dict[str, Any] = {}
+    if label is not None:
+        data["label"] = label
+    ctx.recorder.emit(
+        "state.update",
+        actor="runtime",
+        event_class="decision",
+        state_hash=digest,
+        output=payload(state, data_class) if snapshot else None,
+        data=data,
+    )
+    return digest
+
+
+def record_retrieval(
+    query: str,
+    *,
+    document_ids: Sequence[str],
+    corpus_version: str | None = None,
+    scores: Sequence[float] | None = None,
+    data_class: DataClass = "internal",
+) -> None:
+    """Record what a retrieval step returned: the query, the corpus version and the document IDs."""
+    ctx = current_run()
+    if ctx is None:
+        return
+    data: dict[str, Any] = {"query": query, "document_ids": list(document_ids), "corpus_version": corpus_version}
+    if scores is not None:
+        data["scores"] = [float(s) for s in scores]
+    ctx.recorder.emit("retrieval", actor="tool", event_class="input", data=data)
+
+
+def record_policy(
+    policy: str, verdict: str, *, version: str | None = None, reason: str | None = None
+) -> None:
+    """Record a policy decision (e.g. ``record_policy("refund-limit", "needs_approval", version="3")``)."""
+    ctx = current_run()
+    if ctx is None:
+        return
+    data: dict[str, Any] = {"policy": policy, "verdict": verdict}
+    if reason is not None:
+        data["reason"] = reason
+    ctx.recorder.emit("policy.decision", actor="policy", event_class="decision", policy_version=version, data=data)
+
+
+def record_approval(
+    status: Literal["requested", "granted", "denied"],
+    *,
+    by: str | None = None,
+    subject: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """Record a human approval checkpoint."""
+    if status not in ("requested", "granted", "denied"):
+        raise ValueError(f"approval status must be requested, granted or denied, not {status!r}")
+    ctx = current_run()
+    if ctx is None:
+        return
+    data: dict[str, Any] = {"status": status}
+    for key, value in (("by", by), ("subject", subject), ("reason", reason)):
+        if value is not None:
+            data[key] = value
+    actor = "human" if status != "requested" else "runtime"
+    ctx.recorder.emit("approval", actor=actor, event_class="decision", data=data)
+
+
+@contextmanager
+def capture_run(
+    path: str | Path,
+    *,
+    agent: str | None = None,
+    run_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    blob_dir: str | Path | None = None,
+    intercept_http: bool = True,
+) -> Iterator[RunContext]:
+    """Capture a run outside pytest (production or staging) into a cassette at ``path``.
+
+    The cassette is written atomically when the block exits, also after an exception (the run then ends
+    with status ``error``), so an incident can be replayed later.
+    """
+    import uuid
+
+    from .capture import utc_now
+    from .store import save_cassette
+
+    meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
+    ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))
+    uninstall = _install_http() if intercept_http else None
+    try:
+        with activate(ctx):
+            ctx.start()
+            try:
+                yield ctx
+            except BaseException as exc:
+                ctx.finish("error", _error_text(exc))
+                raise
+            else:
+                ctx.finish("ok")
+    finally:
+        if uninstall is not None:
+            uninstall()
+        save_cassette(Path(path), meta, ctx.recorder.events, blob_dir=Path(blob_dir) if blob_dir else None)
+
+
+def _install_http() -> Callable[[], None] | None:
+    try:
+        from .http import install
+    except ImportError:
+        return None
+    return install()

@@ -1,0 +1,224 @@
+"""The recorder: appends events to the active run in a defined order, from any thread or task.
+
+The active run lives in a context variable so concurrent runs (async tests) stay apart. Worker
+threads started by a plain ``ThreadPoolExecutor`` do not inherit context variables, so when the
+context holds no run we fall back to the single run active in this process: a call from such a
+thread must never escape the run (and its network guard) just because context was not copied.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .canonical import hash_value
+from .constants import GENESIS_HASH
+from .events import (
+    Actor,
+    DataClass,
+    EffectInfo,
+    Event,
+    EventClass,
+    EventType,
+    PayloadRef,
+    RunMeta,
+    ToolInfo,
+)
+
+if TYPE_CHECKING:
+    from .replay.tools import ToolReplayer
+    from .store import LoadedCassette
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def state_hash(state: Any) -> str:
+    """sha256 of the canonical JSON of ``state`` (objects with ``model_dump``/``__dict__`` are converted)."""
+    return hash_value(to_jsonable(state))
+
+
+def to_jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((to_jsonable(v) for v in value), key=repr)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return to_jsonable(dump(mode="json"))
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+
+        return to_jsonable(dataclasses.asdict(value))
+    if hasattr(value, "__dict__"):
+        return to_jsonable(vars(value))
+    return repr(value)
+
+
+def payload(value: Any, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
+    return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
+
+
+class Recorder:
+    """Collects the ordered events of one run. Thread-safe: ``seq`` is assigned under a lock."""
+
+    def __init__(self, run: RunMeta) -> None:
+        self.run = run
+        self.events: list[Event] = []
+        self._lock = threading.Lock()
+        self._attempts: dict[tuple[str, str], int] = {}
+
+    def emit(
+        self,
+        type: EventType,
+        *,
+        actor: Actor,
+        event_class: EventClass,
+        data: dict[str, Any] | None = None,
+        tool: ToolInfo | None = None,
+        input: PayloadRef | None = None,
+        output: PayloadRef | None = None,
+        effect: EffectInfo | None = None,
+        state_hash: str | None = None,
+        policy_version: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> Event:
+        with self._lock:
+            event = Event.model_construct(
+                run_id=self.run.run_id,
+                seq=len(self.events),
+                ts=utc_now(),
+                type=type,
+                actor=actor,
+                event_class=event_class,
+                trace_id=trace_id,
+                span_id=span_id,
+                state_hash=state_hash,
+                policy_version=policy_version,
+                tool=tool,
+                input_ref=input,
+                output_ref=output,
+                effect=effect,
+                data=to_jsonable(data or {}),
+                prev_hash=GENESIS_HASH,
+            )
+            self.events.append(event)
+            return event
+
+    def next_attempt(self, name: str, key: str) -> int:
+        """1 for the first call of a tool with this idempotency key (or argument hash), 2 for its retry..."""
+        with self._lock:
+            attempt = self._attempts.get((name, key), 0) + 1
+            self._attempts[(name, key)] = attempt
+            return attempt
+
+
+class RunContext:
+    """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
+
+    ``mode`` is ``"record"`` (or ``"capture"`` outside pytest) when talking to the real world, else one of
+    the replay modes. ``tools`` serves recorded tool results during replay.
+    """
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        mode: str = "record",
+        cassette: str | None = None,
+        tools: ToolReplayer | None = None,
+        recorded: LoadedCassette | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.mode = mode
+        self.cassette = cassette
+        self.tools = tools
+        # The recorded cassette being replayed (None while recording).
+        self.recorded = recorded
+        # Project settings the HTTP layer reads (allowed hosts, provider base URLs, receipts...).
+        self.settings: dict[str, Any] = settings or {}
+        # Per-run state owned by other layers (e.g. the HTTP replayer's index), keyed by owner name.
+        self.extensions: dict[str, Any] = {}
+        # Problems found during the run that must fail the test even if the agent swallowed them.
+        self.failures: list[BaseException] = []
+
+    @property
+    def recording(self) -> bool:
+        return self.mode in ("record", "capture")
+
+    def executes_tool(self, effect: str) -> bool:
+        """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""
+        if self.recording or self.mode == "sandbox":
+            return True
+        return False
+
+    def start(self) -> None:
+        self.recorder.emit(
+            "run.start",
+            actor="runtime",
+            event_class="input",
+            data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
+        )
+
+    def finish(self, status: str = "ok", error: str | None = None) -> None:
+        data: dict[str, Any] = {"status": status}
+        if error is not None:
+            data["error"] = error
+        self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)
+
+
+_CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
+_PROCESS_RUNS: list[RunContext] = []
+_PROCESS_LOCK = threading.Lock()
+
+
+def current_run() -> RunContext | None:
+    ctx = _CURRENT.get()
+    if ctx is not None:
+        return ctx
+    with _PROCESS_LOCK:
+        return _PROCESS_RUNS[-1] if len(_PROCESS_RUNS) == 1 else None
+
+
+@contextmanager
+def activate(ctx: RunContext) -> Iterator[RunContext]:
+    """Make ``ctx`` the active run for this context and, as fallback, for threads of this process."""
+    token = _CURRENT.set(ctx)
+    with _PROCESS_LOCK:
+        _PROCESS_RUNS.append(ctx)
+    try:
+        yield ctx
+    finally:
+        with _PROCESS_LOCK:
+            _PROCESS_RUNS.remove(ctx)
+        _CURRENT.reset(token)
+
+
+def push_active(ctx: RunContext) -> object:
+    """Non-context-manager form of :func:`activate` for fixtures that span setup and teardown."""
+    token = _CURRENT.set(ctx)
+    with _PROCESS_LOCK:
+        _PROCESS_RUNS.append(ctx)
+    return token
+
+
+def pop_active(ctx: RunContext, token: object) -> None:
+    with _PROCESS_LOCK:
+        if ctx in _PROCESS_RUNS:
+            _PROCESS_RUNS.remove(ctx)
+    try:
+        _CURRENT.reset(token)  # type: ignore[arg-type]
+    except ValueError:
+        # Reset from another context (pytest may tear down in a different context): clear instead.
+        _CURRENT.set(None)

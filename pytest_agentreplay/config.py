@@ -1,0 +1,251 @@
+"""Settings: where each value comes from and which source wins. Plain Python, no pytest import.
+
+Precedence for every setting: command line > marker (per test) > ini key ``agentreplay_<name>`` >
+``[tool.agentreplay]`` in pyproject.toml > default. A marker never overrides a record mode given
+explicitly on the command line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .constants import (
+    DEFAULT_CASSETTE_DIR,
+    DEFAULT_RECORD_MODE,
+    DEFAULT_REPLAY_MODE,
+    RECORD_MODES,
+    REPLAY_MODES,
+)
+from .exceptions import ConfigError
+
+MARKER_KEYS = ("cassette", "mode", "rules", "record", "allow_hosts", "sandbox", "faults", "model")
+PROJECT_KEYS = (
+    "record",
+    "mode",
+    "cassette_dir",
+    "report",
+    "model",
+    "update",
+    "allow_hosts",
+    "save_on_failure",
+    "fail_on_unused",
+    "rules",
+    "redact_headers",
+    "redact_keys",
+    "redact_patterns",
+    "idempotency_header",
+    "receipts",
+    "openai_compatible_base_urls",
+    "inline_limit",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    record: str = DEFAULT_RECORD_MODE
+    record_explicit: bool = False
+    mode: str = DEFAULT_REPLAY_MODE
+    mode_explicit: bool = False
+    update: bool = False
+    cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
+    report: Path | None = None
+    model: str | None = None
+    allow_hosts: tuple[str, ...] = ()
+    save_on_failure: bool = False
+    fail_on_unused: bool = True
+    rules: Any = None
+    redaction: Mapping[str, Any] = field(default_factory=dict)
+    http: Mapping[str, Any] = field(default_factory=dict)
+    inline_limit: int | None = None
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...], source: str) -> str:
+    if value not in choices:
+        raise ConfigError(
+            f"invalid {name} {value!r} in {source}",
+            evidence=[f"valid values: {', '.join(choices)}"],
+            fixes=[f"use one of: {', '.join(choices)}"],
+        )
+    return value
+
+
+def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
+    path = rootdir / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", fixes=["fix the TOML syntax"]) from exc
+    table = data.get("tool", {}).get("agentreplay", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"[tool.agentreplay] in {path} must be a table")
+    unknown = sorted(set(table) - set(PROJECT_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) in [tool.agentreplay] of {path}: {', '.join(unknown)}",
+            evidence=[f"valid keys: {', '.join(PROJECT_KEYS)}"],
+            fixes=["remove or rename the key"],
+        )
+    return table
+
+
+def _as_bool(name: str, value: Any, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    raise ConfigError(f"{name} in {source} must be true or false, not {value!r}", fixes=["use true or false"])
+
+
+def _as_list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(part for part in value.replace(",", " ").split() if part)
+    return tuple(str(v) for v in value)
+
+
+def build_settings(
+    *,
+    rootdir: Path,
+    cli: Mapping[str, Any],
+    ini: Mapping[str, Any],
+    project: Mapping[str, Any],
+) -> Settings:
+    """Merge command line, ini and pyproject values (each mapping holds only values that were given)."""
+
+    def pick(name: str) -> tuple[Any, str] | None:
+        for source_name, source in (("the command line", cli), ("the ini file", ini), ("pyproject.toml", project)):
+            value = source.get(name)
+            if value is not None and value != "":
+                return value, source_name
+        return None
+
+    values: dict[str, Any] = {}
+    if (got := pick("record")) is not None:
+        values["record"] = check_choice("record mode", str(got[0]), RECORD_MODES, got[1])
+        values["record_explicit"] = cli.get("record") is not None
+    if (got := pick("mode")) is not None:
+        values["mode"] = check_choice("replay mode", str(got[0]), REPLAY_MODES, got[1])
+        values["mode_explicit"] = cli.get("mode") is not None
+    if (got := pick("update")) is not None:
+        values["update"] = _as_bool("update", got[0], got[1])
+    if (got := pick("cassette_dir")) is not None:
+        cassette_dir = Path(str(got[0]))
+        values["cassette_dir"] = cassette_dir if cassette_dir.is_absolute() else rootdir / cassette_dir
+    else:
+        values["cassette_dir"] = rootdir / DEFAULT_CASSETTE_DIR
+    if (got := pick("report")) is not None:
+        report = Path(str(got[0]))
+        if report.suffix not in (".md", ".json", ".html"):
+            raise ConfigError(
+                f"report path {report} must end in .md, .json or .html",
+                evidence=["the report format is chosen by the suffix"],
+                fixes=["use e.g. --agentreplay-report=drift.md"],
+            )
+        values["report"] = report
+    if (got := pick("model")) is not None:
+        values["model"] = str(got[0])
+    if (got := pick("allow_hosts")) is not None:
+        values["allow_hosts"] = _as_list(got[0])
+    if (got := pick("save_on_failure")) is not None:
+        values["save_on_failure"] = _as_bool("save_on_failure", got[0], got[1])
+    if (got := pick("fail_on_unused")) is not None:
+        values["fail_on_unused"] = _as_bool("fail_on_unused", got[0], got[1])
+    if (got := pick("inline_limit")) is not None:
+        try:
+            values["inline_limit"] = int(got[0])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"inline_limit in {got[1]} must be an integer, not {got[0]!r}") from exc
+    values["rules"] = project.get("rules")
+    values["redaction"] = {k: project[k] for k in ("redact_headers", "redact_keys", "redact_patterns") if k in project}
+    values["http"] = {
+        k: project[k] for k in ("idempotency_header", "receipts", "openai_compatible_base_urls") if k in project
+    }
+    return Settings(**values)
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """The settings of one test after the marker and the ``agentreplay_config`` fixture are applied."""
+
+    record: str
+    mode: str
+    update: bool
+    cassette: Path
+    rules: Any
+    marker_rules: Any
+    allow_hosts: tuple[str, ...]
+    model: str | None
+    extra: Mapping[str, Any]
+
+
+def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]:
+    """Merge the kwargs of the test's ``agentreplay`` marks (closest mark wins) and validate them."""
+    merged: dict[str, Any] = {}
+    for kwargs in reversed(marks):
+        merged.update(kwargs)
+    unknown = sorted(set(merged) - set(MARKER_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown argument(s) to @pytest.mark.agentreplay on {nodeid}: {', '.join(unknown)}",
+            evidence=[f"valid arguments: {', '.join(MARKER_KEYS)}"],
+            fixes=["remove or rename the argument"],
+        )
+    return merged
+
+
+def resolve_test_settings(
+    settings: Settings,
+    *,
+    nodeid: str,
+    marker: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    default_cassette: Path,
+) -> TestSettings:
+    """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings."""
+    source = f"@pytest.mark.agentreplay on {nodeid}"
+    record = settings.record
+    if not settings.record_explicit:
+        for given, where in ((overrides.get("record"), "agentreplay_config"), (marker.get("record"), source)):
+            if given is not None:
+                record = check_choice("record mode", str(given), RECORD_MODES, where)
+    mode = settings.mode
+    if not settings.mode_explicit:
+        for given, where in ((overrides.get("mode"), "agentreplay_config"), (marker.get("mode"), source)):
+            if given is not None:
+                mode = check_choice("replay mode", str(given), REPLAY_MODES, where)
+    cassette = default_cassette
+    if marker.get("cassette") is not None:
+        cassette = Path(str(marker["cassette"]))
+        if not cassette.is_absolute():
+            cassette = settings.cassette_dir / cassette
+        if cassette.suffix != ".json":
+            cassette = cassette.with_name(cassette.name + ".json")
+    allow_hosts = settings.allow_hosts + _as_list(overrides.get("allow_hosts")) + _as_list(marker.get("allow_hosts"))
+    model = settings.model if settings.model is not None else marker.get("model", overrides.get("model"))
+    extra = {k: v for k, v in overrides.items() if k not in ("record", "mode", "allow_hosts", "model", "rules")}
+    for key in ("sandbox", "faults"):
+        if key in marker:
+            extra = {**extra, key: marker[key]}
+    return TestSettings(
+        record=record,
+        mode=mode,
+        update=settings.update,
+        cassette=cassette,
+        rules=overrides.get("rules", settings.rules),
+        marker_rules=marker.get("rules"),
+        allow_hosts=allow_hosts,
+        model=model,
+        extra=extra,
+    )
+
+
+def with_overrides(settings: Settings, **changes: Any) -> Settings:
+    return replace(settings, **changes)

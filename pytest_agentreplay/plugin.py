@@ -1,0 +1,277 @@
+"""pytest wiring of pytest-agentreplay: options, ini keys, marker, fixtures and hooks. Logic lives elsewhere."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .constants import RECORD_MODES, REPLAY_MODES
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .handle import AgentReplay
+    from .session import TestRun
+
+SETTINGS_KEY = pytest.StashKey["Settings"]()
+TEST_RUN_KEY = pytest.StashKey["TestRun"]()
+PLUGIN_NAME = "agentreplay-session"
+REPORT_PROPERTY = "agentreplay"
+
+OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    (
+        "record",
+        {"choices": RECORD_MODES, "help": "record cassettes: none (default, replay only), missing, all"},
+        "record mode: none, missing or all",
+    ),
+    (
+        "mode",
+        {"choices": REPLAY_MODES, "help": "replay mode (default regression)"},
+        "replay mode: audit, regression, model-comparison or sandbox",
+    ),
+    (
+        "cassette-dir",
+        {"metavar": "DIR", "help": "cassette folder (default: cassettes under the rootdir)"},
+        "cassette folder, relative to the rootdir",
+    ),
+    (
+        "report",
+        {"metavar": "PATH", "help": "write the session drift report; format by suffix: .md, .json, .html"},
+        "drift report path (.md, .json or .html)",
+    ),
+    (
+        "model",
+        {"metavar": "NAME", "help": "model-comparison: replace the model of each live model call"},
+        "model-comparison model override",
+    ),
+    (
+        "allow-hosts",
+        {"metavar": "HOSTS", "help": "comma-separated hosts replay may connect to (e.g. localhost)"},
+        "hosts replay may connect to",
+    ),
+)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agentreplay", "replay-based regression testing of LLM agents")
+    for name, kwargs, ini_help in OPTIONS:
+        dest = "agentreplay_" + name.replace("-", "_")
+        group.addoption(f"--agentreplay-{name}", dest=dest, default=None, **kwargs)
+        parser.addini(dest, help=f"{ini_help} (the command line wins)", default=None)
+    group.addoption(
+        "--agentreplay-update",
+        dest="agentreplay_update",
+        action="store_true",
+        default=None,
+        help="accept drift: rewrite drifting cassettes from the replayed run, remove unused ones",
+    )
+    parser.addini("agentreplay_update", help="accept drift (prefer the command-line flag)", type="bool", default=None)
+    group.addoption(
+        "--agentreplay-save-on-failure",
+        dest="agentreplay_save_on_failure",
+        action="store_true",
+        default=None,
+        help="also write the cassette when a recording test fails",
+    )
+    parser.addini("agentreplay_save_on_failure", help="also write cassettes of failing tests", type="bool", default=None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "agentreplay(cassette=None, mode=None, rules=None, record=None, allow_hosts=None, sandbox=None, "
+        "faults=None, model=None): configure agent replay for this test; the command line wins",
+    )
+    from .config import build_settings, read_pyproject_table
+    from .exceptions import ConfigError
+
+    names = [o[0].replace("-", "_") for o in OPTIONS] + ["update", "save_on_failure"]
+    cli = {name: config.getoption("agentreplay_" + name) for name in names}
+    ini = {name: config.getini("agentreplay_" + name) for name in names}
+    try:
+        project = read_pyproject_table(config.rootpath)
+        settings = build_settings(rootdir=config.rootpath, cli=cli, ini=ini, project=project)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    config.stash[SETTINGS_KEY] = settings
+    config.pluginmanager.register(SessionPlugin(config, settings), PLUGIN_NAME)
+
+
+class SessionPlugin:
+    """Per-session state: what happened to each cassette (collected from xdist workers too)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings) -> None:
+        self.config = config
+        self.settings = settings
+        self.outcomes: list[dict[str, Any]] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        test_run = item.stash.get(TEST_RUN_KEY, None)
+        if test_run is None or test_run.ctx is None:
+            return (yield)
+        from .exceptions import AgentReplayError
+
+        try:
+            result = yield
+        except BaseException as exc:
+            failures = test_run.ctx.failures
+            test_run.end(passed=False, error=f"{type(exc).__name__}: {exc}")
+            if failures and not isinstance(exc, AgentReplayError):
+                # The agent hit a replay error (maybe wrapped by an SDK): show ours, not the SDK's traceback.
+                pytest.fail("\n\n".join(str(f) for f in failures), pytrace=False)
+            raise
+        try:
+            test_run.end(passed=True)
+        except AgentReplayError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report: pytest.TestReport = yield
+        test_run = item.stash.get(TEST_RUN_KEY, None)
+        if test_run is not None and report.when == "call" and test_run.outcome is not None:
+            report.user_properties.append((REPORT_PROPERTY, json.dumps(test_run.outcome.to_dict())))
+        return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        # Audit mode executes nothing: the recorded run is verified and rendered instead of the test body.
+        test_run = pyfuncitem.stash.get(TEST_RUN_KEY, None)
+        if test_run is not None and test_run.setup_error is not None:
+            pytest.fail(str(test_run.setup_error), pytrace=False)
+        if test_run is None or test_run.ctx is None or test_run.ctx.mode != "audit":
+            return None
+        pyfuncitem.add_report_section("call", "agentreplay audit", test_run.audit_view())
+        return True
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Runs on the controller for xdist workers' reports too: user_properties travel with the report.
+        for name, value in report.user_properties:
+            if name == REPORT_PROPERTY:
+                self.outcomes.append(json.loads(value))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.outcomes:
+            return
+        from .summary import summary_lines
+
+        terminalreporter.section("agentreplay")
+        for line in summary_lines(self.outcomes):
+            terminalreporter.write_line(line)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.settings.report is None or hasattr(self.config, "workerinput"):
+            return
+        from .summary import write_report
+
+        write_report(self.settings.report, self.outcomes)
+
+
+@pytest.fixture
+def agentreplay_config() -> dict[str, Any]:
+    """Per-directory overrides of agent replay settings; override this fixture in a conftest.py.
+
+    Keys: record, mode, rules, allow_hosts, model, and HTTP settings (idempotency_header, receipts,
+    openai_compatible_base_urls). The marker wins over this fixture; the command line wins over both.
+    """
+    return {}
+
+
+@pytest.fixture
+def agentreplay_cassette_path(request: pytest.FixtureRequest) -> Path:
+    """The cassette path of this test; override this fixture to customise the layout."""
+    from .session import default_cassette_path
+
+    item = request.node
+    settings = request.config.stash[SETTINGS_KEY]
+    default = default_cassette_path(settings.cassette_dir, request.config.rootpath, item.path, item.name)
+    chosen = request.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
+    return Path(chosen) if chosen is not None else default
+
+
+@pytest.fixture
+def agent_replay(
+    request: pytest.FixtureRequest, agentreplay_config: dict[str, Any], agentreplay_cassette_path: Path
+) -> Generator[AgentReplay, None, None]:
+    """Activate capture or replay for this test and hand over the run.
+
+    With ``--agentreplay-record`` the test runs against the real services and its cassette is written when
+    it passes; otherwise the recorded cassette is replayed and the new history compared with it.
+    """
+    from .config import marker_kwargs, resolve_test_settings
+    from .exceptions import AgentReplayError
+    from .handle import AgentReplay
+    from .session import TestRun
+
+    item = request.node
+    settings = request.config.stash[SETTINGS_KEY]
+    try:
+        marker = marker_kwargs([m.kwargs for m in item.iter_markers("agentreplay")], item.nodeid)
+        test_settings = resolve_test_settings(
+            settings,
+            nodeid=item.nodeid,
+            marker=marker,
+            overrides=agentreplay_config,
+            default_cassette=agentreplay_cassette_path,
+        )
+    except AgentReplayError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    hook = request.config.hook
+    test_run = TestRun(
+        item.nodeid,
+        settings,
+        test_settings,
+        redact_hook=_redact_hook(hook),
+        rules_hook=lambda: [r for rules in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode)
+                            for r in (rules or [])],
+    )
+    uninstall = _install_interception()
+    try:
+        item.stash[TEST_RUN_KEY] = test_run
+        try:
+            test_run.begin()
+        except AgentReplayError as exc:
+            # Reported as the test's failure (not a setup error) by pytest_pyfunc_call.
+            test_run.setup_error = exc
+        yield AgentReplay(test_run)
+    finally:
+        test_run.deactivate()
+        if uninstall is not None:
+            uninstall()
+
+
+@pytest.fixture
+def decision_snapshot(snapshot: Any) -> Any:
+    """syrupy's ``snapshot`` storing a normalised decision trace as one JSON file per test."""
+    from .snapshot import DecisionTraceExtension
+
+    return snapshot.use_extension(DecisionTraceExtension)
+
+
+def _redact_hook(hook: Any) -> Any:
+    def redact(event: dict[str, Any]) -> dict[str, Any]:
+        for replacement in hook.pytest_agentreplay_redact_event(event=event):
+            if replacement is not None:
+                event = replacement
+        return event
+
+    return redact
+
+
+def _install_interception() -> Any:
+    try:
+        from .http import install
+    except ImportError:
+        return None
+    return install()

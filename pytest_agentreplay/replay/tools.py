@@ -1,0 +1,96 @@
+"""Serving recorded ``@tool`` results during replay, matched by tool name and arguments."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..canonical import hash_value
+from ..events import Event
+from ..exceptions import UnmatchedRequestError
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+    from ..store import LoadedCassette
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    result: Any
+    error: str | None
+    recorded_seq: int
+
+
+@dataclass
+class _Recorded:
+    name: str
+    arguments: dict[str, Any]
+    idempotency_key: str | None
+    outcome: ToolOutcome
+    served: bool = False
+
+
+class ToolReplayer:
+    """Index of recorded tool calls: exact (name, arguments) first, in recorded order; built once."""
+
+    def __init__(self, cassette: LoadedCassette) -> None:
+        self._cassette = cassette
+        self._exact: dict[tuple[str, str], deque[_Recorded]] = defaultdict(deque)
+        self._by_name: dict[str, list[_Recorded]] = defaultdict(list)
+        pending: dict[str, deque[Event]] = defaultdict(deque)
+        for event in cassette.events:
+            if event.tool is None:
+                continue
+            name = event.tool.name
+            if event.type == "tool.call":
+                pending[name].append(event)
+            elif event.type in ("tool.result", "effect") and pending[name]:
+                call = pending[name].popleft()
+                arguments = call.data.get("arguments", {})
+                outcome = ToolOutcome(
+                    result=cassette.payload(event.output_ref),
+                    error=event.data.get("error"),
+                    recorded_seq=event.seq,
+                )
+                rec = _Recorded(name, arguments, call.tool.idempotency_key if call.tool else None, outcome)
+                self._exact[(name, hash_value(arguments))].append(rec)
+                self._by_name[name].append(rec)
+
+    def serve(
+        self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
+    ) -> ToolOutcome:
+        queue = self._exact.get((name, hash_value(arguments)))
+        while queue:
+            rec = queue.popleft()
+            if not rec.served:
+                rec.served = True
+                return rec.outcome
+        error = UnmatchedRequestError(
+            f"tool call {name}({_short(arguments)}) has no recorded result",
+            evidence=self._closest(name, arguments),
+            cassette=ctx.cassette,
+            mode=ctx.mode,
+            fixes=[
+                "if the new arguments are intended, re-record: pytest --agentreplay-record=all <test>",
+                "or accept the drift: pytest --agentreplay-update <test>",
+            ],
+        )
+        ctx.failures.append(error)
+        raise error
+
+    def _closest(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        candidates = self._by_name.get(name, [])
+        if not candidates:
+            known = sorted(self._by_name)
+            return [f"live: {name}({_short(arguments)})", f"recorded tools: {', '.join(known) or 'none'}"]
+        lines = [f"live:     {name}({_short(arguments)})"]
+        for rec in candidates[:3]:
+            state = "served" if rec.served else "unplayed"
+            lines.append(f"recorded: {name}({_short(rec.arguments)})  [seq {rec.outcome.recorded_seq}, {state}]")
+        return lines
+
+
+def _short(arguments: dict[str, Any], limit: int = 160) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,242 @@
+"""One test's replay lifecycle: decide record or replay, run, then save or compare. No pytest import."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .capture import Recorder, RunContext, pop_active, push_active, utc_now
+from .config import Settings, TestSettings
+from .events import Event, RunMeta, event_to_dict
+from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
+
+
+def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
+    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
+    try:
+        relative = module_path.resolve().relative_to(rootdir.resolve())
+    except ValueError:
+        relative = Path(module_path.name)
+    name = _UNSAFE.sub("_", test_name)[:200]
+    return cassette_dir / relative.with_suffix("") / f"{name}.json"
+
+
+def record_command(nodeid: str, record: str = "missing") -> str:
+    return f"pytest --agentreplay-record={record} '{nodeid}'"
+
+
+@dataclass
+class TestOutcome:
+    """What happened to one test's cassette; reported to the controller under xdist."""
+
+    nodeid: str
+    cassette: str
+    action: str  # recorded | replayed | drifted | updated | audited | not-saved
+    mode: str
+    regressions: int = 0
+    expected: int = 0
+    drift: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeid": self.nodeid,
+            "cassette": self.cassette,
+            "action": self.action,
+            "mode": self.mode,
+            "regressions": self.regressions,
+            "expected": self.expected,
+            "drift": self.drift,
+        }
+
+
+@dataclass
+class TestRun:
+    nodeid: str
+    settings: Settings
+    test: TestSettings
+    redact_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    rules_hook: Callable[[], list[Any]] | None = None
+    ctx: RunContext | None = None
+    outcome: TestOutcome | None = None
+    drift: Any = None
+    setup_error: AgentReplayError | None = None
+    _token: object = field(default=None, repr=False)
+
+    @property
+    def cassette(self) -> Path:
+        return self.test.cassette
+
+    @property
+    def recording(self) -> bool:
+        if self.test.record == "all":
+            return True
+        return self.test.record == "missing" and not self.cassette.exists()
+
+    def begin(self) -> RunContext:
+        meta = RunMeta(run_id=uuid.uuid4().hex, test=self.nodeid, recorded_at=utc_now())
+        http_settings: dict[str, Any] = {**self.settings.http, "allow_hosts": list(self.test.allow_hosts)}
+        http_settings.update(self.test.extra)
+        if self.test.model is not None:
+            http_settings["model_override"] = self.test.model
+        if self.recording:
+            ctx = RunContext(Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings)
+        else:
+            recorded = self._load_recorded()
+            from .replay.tools import ToolReplayer
+
+            meta = recorded.run.model_copy(update={"run_id": meta.run_id, "recorded_at": meta.recorded_at})
+            ctx = RunContext(
+                Recorder(meta),
+                mode=self.test.mode,
+                cassette=str(self.cassette),
+                tools=ToolReplayer(recorded),
+                recorded=recorded,
+                settings=http_settings,
+            )
+        self.ctx = ctx
+        self._token = push_active(ctx)
+        ctx.start()
+        return ctx
+
+    def _load_recorded(self) -> Any:
+        from .store import load_cassette
+
+        if not self.cassette.exists():
+            raise CassetteNotFoundError(
+                f"no cassette for {self.nodeid}",
+                evidence=[
+                    f"record mode is {self.test.record!r}: an absent cassette is not recorded",
+                ],
+                cassette=self.cassette,
+                mode=self.test.mode,
+                fixes=[
+                    f"record it against the real services: {record_command(self.nodeid)}",
+                    "commit the new cassette with the change that needs it",
+                ],
+            )
+        return load_cassette(self.cassette, mode=self.test.mode)
+
+    def deactivate(self) -> None:
+        if self.ctx is not None and self._token is not None:
+            pop_active(self.ctx, self._token)
+            self._token = None
+
+    def end(self, *, passed: bool, error: str | None = None) -> TestOutcome:
+        """Finish the run: save it when recording (only if the test passed), else compare it."""
+        ctx = self.ctx
+        assert ctx is not None, "end() before begin()"
+        ctx.finish("ok" if passed else "error", error)
+        self.deactivate()
+        if ctx.recording:
+            if passed or self.settings.save_on_failure:
+                self._save(ctx.recorder.run, ctx.recorder.events)
+                self.outcome = TestOutcome(self.nodeid, str(self.cassette), "recorded", "record")
+            else:
+                self.outcome = TestOutcome(self.nodeid, str(self.cassette), "not-saved", "record")
+            return self.outcome
+        if ctx.mode == "audit":
+            self.outcome = self._audit(ctx)
+            return self.outcome
+        if ctx.failures and passed:
+            raise ctx.failures[0]
+        self.outcome = self._compare(ctx, passed=passed)
+        return self.outcome
+
+    def audit_view(self) -> str:
+        """The recorded run as a timeline (the audit view shown in the test report)."""
+        from .timeline import render_timeline
+
+        assert self.ctx is not None and self.ctx.recorded is not None
+        recorded = self.ctx.recorded
+        return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
+
+    def _audit(self, ctx: RunContext) -> TestOutcome:
+        from .audit import audit_problems
+        from .exceptions import CassetteIntegrityError
+
+        assert ctx.recorded is not None
+        problems = audit_problems(ctx.recorded)
+        self.outcome = TestOutcome(self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems))
+        if problems:
+            raise CassetteIntegrityError(
+                f"audit of {self.nodeid} found {len(problems)} problem(s)",
+                evidence=problems,
+                cassette=self.cassette,
+                mode="audit",
+                fixes=[
+                    "re-record the run: " + record_command(self.nodeid, "all"),
+                    "make every write carry an Idempotency-Key and return a receipt",
+                ],
+            )
+        return self.outcome
+
+    def _save(self, run: RunMeta, events: list[Event]) -> None:
+        from .redaction import Redactor
+        from .store import save_cassette
+
+        redactor = Redactor.from_config(self.settings.redaction)
+        kwargs: dict[str, Any] = {"redactor": redactor, "extra_redact": self.redact_hook}
+        if self.settings.inline_limit is not None:
+            kwargs["inline_limit"] = self.settings.inline_limit
+        save_cassette(self.cassette, run, events, **kwargs)
+
+    def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
+        from .diff import compare_histories, render_drift
+        from .diff.rules import RuleSet
+
+        recorded = ctx.recorded
+        assert recorded is not None
+        rules = RuleSet.from_layers(
+            self.test.mode,
+            project=self.test.rules,
+            marker=self.test.marker_rules,
+            hook=self.rules_hook() if self.rules_hook is not None else None,
+        )
+        replayed_dicts = [event_to_dict(e) for e in ctx.recorder.events]
+        result = compare_histories(
+            recorded.event_dicts(), replayed_dicts, rules=rules, resolve=_resolver(recorded)
+        )
+        self.drift = result
+        outcome = TestOutcome(
+            self.nodeid,
+            str(self.cassette),
+            "replayed",
+            self.test.mode,
+            regressions=result.regression_count,
+            expected=result.expected_count,
+            drift=result.to_dict() if (result.regression_count or result.expected_count) else None,
+        )
+        if result.has_regressions and passed:
+            if self.test.update:
+                self._save(recorded.run, list(ctx.recorder.events))
+                outcome.action = "updated"
+            else:
+                outcome.action = "drifted"
+                self.outcome = outcome
+                raise DriftError(render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode))
+        return outcome
+
+
+def _resolver(recorded: Any) -> Callable[[Any], Any]:
+    def resolve(ref: Any) -> Any:
+        if ref is None:
+            return None
+        if isinstance(ref, dict):
+            if ref.get("sha256"):
+                from .events import PayloadRef
+
+                return recorded.payload(PayloadRef.model_validate(ref))
+            return ref.get("inline")
+        return recorded.payload(ref)
+
+    return resolve
+
+
+def is_replay_error(exc: BaseException) -> bool:
+    return isinstance(exc, AgentReplayError)
