@@ -60,9 +60,9 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_agentreplay' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    # Not cached in globals(): a re-imported submodule (pytester restores sys.modules between inner
+    # sessions) must hand out its own objects, or the API and the plugin would see different run contexts.
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def __dir__() -> list[str]:

@@ -150,6 +150,9 @@ class RunContext:
         self.settings: dict[str, Any] = settings or {}
         # Per-run state owned by other layers (e.g. the HTTP replayer's index), keyed by owner name.
         self.extensions: dict[str, Any] = {}
+        # The redactor cassettes are written with: live values are redacted the same way before they are
+        # matched or compared with recorded (already redacted) ones. Set by whoever starts the run.
+        self.redactor: Any = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures: list[BaseException] = []
 

@@ -121,19 +121,23 @@ class SessionPlugin:
             return (yield)
         from .exceptions import AgentReplayError
 
+        message: str | None = None
         try:
             result = yield
         except BaseException as exc:
             failures = test_run.ctx.failures
             test_run.end(passed=False, error=f"{type(exc).__name__}: {exc}")
-            if failures and not isinstance(exc, AgentReplayError):
-                # The agent hit a replay error (maybe wrapped by an SDK): show ours, not the SDK's traceback.
-                pytest.fail("\n\n".join(str(f) for f in failures), pytrace=False)
-            raise
-        try:
-            test_run.end(passed=True)
-        except AgentReplayError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            if not (isinstance(exc, AgentReplayError) or failures):
+                raise
+            # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
+            message = "\n\n".join(dict.fromkeys([str(f) for f in failures] or [str(exc)]))
+        else:
+            try:
+                test_run.end(passed=True)
+            except AgentReplayError as exc:
+                message = str(exc)
+        if message is not None:
+            pytest.fail(message, pytrace=False)
         return result
 
     @pytest.hookimpl(wrapper=True)
@@ -233,8 +237,7 @@ def agent_replay(
         settings,
         test_settings,
         redact_hook=_redact_hook(hook),
-        rules_hook=lambda: [r for rules in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode)
-                            for r in (rules or [])],
+        rules_hook=lambda: [r for r in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode) if r],
     )
     uninstall = _install_interception()
     try:

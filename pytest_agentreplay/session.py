@@ -61,7 +61,7 @@ class TestRun:
     settings: Settings
     test: TestSettings
     redact_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    rules_hook: Callable[[], list[Any]] | None = None
+    rules_hook: Callable[[], Any] | None = None
     ctx: RunContext | None = None
     outcome: TestOutcome | None = None
     drift: Any = None
@@ -80,7 +80,11 @@ class TestRun:
 
     def begin(self) -> RunContext:
         meta = RunMeta(run_id=uuid.uuid4().hex, test=self.nodeid, recorded_at=utc_now())
-        http_settings: dict[str, Any] = {**self.settings.http, "allow_hosts": list(self.test.allow_hosts)}
+        http_settings: dict[str, Any] = {
+            **self.settings.http,
+            "allow_hosts": list(self.test.allow_hosts),
+            "nodeid": self.nodeid,
+        }
         http_settings.update(self.test.extra)
         if self.test.model is not None:
             http_settings["model_override"] = self.test.model
@@ -90,7 +94,9 @@ class TestRun:
             recorded = self._load_recorded()
             from .replay.tools import ToolReplayer
 
-            meta = recorded.run.model_copy(update={"run_id": meta.run_id, "recorded_at": meta.recorded_at})
+            # The replayed run keeps the recorded run's id and metadata: an accepted update then rewrites
+            # only what changed.
+            meta = recorded.run
             ctx = RunContext(
                 Recorder(meta),
                 mode=self.test.mode,
@@ -99,6 +105,9 @@ class TestRun:
                 recorded=recorded,
                 settings=http_settings,
             )
+        from .redaction import Redactor
+
+        ctx.redactor = Redactor.from_config(self.settings.redaction)
         self.ctx = ctx
         self._token = push_active(ctx)
         ctx.start()
@@ -177,11 +186,10 @@ class TestRun:
         return self.outcome
 
     def _save(self, run: RunMeta, events: list[Event]) -> None:
-        from .redaction import Redactor
         from .store import save_cassette
 
-        redactor = Redactor.from_config(self.settings.redaction)
-        kwargs: dict[str, Any] = {"redactor": redactor, "extra_redact": self.redact_hook}
+        assert self.ctx is not None
+        kwargs: dict[str, Any] = {"redactor": self.ctx.redactor, "extra_redact": self.redact_hook}
         if self.settings.inline_limit is not None:
             kwargs["inline_limit"] = self.settings.inline_limit
         save_cassette(self.cassette, run, events, **kwargs)
@@ -198,7 +206,8 @@ class TestRun:
             marker=self.test.marker_rules,
             hook=self.rules_hook() if self.rules_hook is not None else None,
         )
-        replayed_dicts = [event_to_dict(e) for e in ctx.recorder.events]
+        # The recorded side was redacted when saved: redact the replayed side the same way.
+        replayed_dicts = [ctx.redactor.redact(event_to_dict(e)) for e in ctx.recorder.events]
         result = compare_histories(
             recorded.event_dicts(), replayed_dicts, rules=rules, resolve=_resolver(recorded)
         )
@@ -208,18 +217,23 @@ class TestRun:
             str(self.cassette),
             "replayed",
             self.test.mode,
-            regressions=result.regression_count,
-            expected=result.expected_count,
-            drift=result.to_dict() if (result.regression_count or result.expected_count) else None,
+            regressions=len(result.regressions),
+            expected=len(result.expected),
+            drift=result.to_dict() if result.has_drift else None,
         )
-        if result.has_regressions and passed:
-            if self.test.update:
-                self._save(recorded.run, list(ctx.recorder.events))
-                outcome.action = "updated"
-            else:
-                outcome.action = "drifted"
-                self.outcome = outcome
-                raise DriftError(render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode))
+        if not result.has_regressions:
+            return outcome
+        if self.test.update and passed:
+            from .update import merge_for_update
+
+            events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
+            self._save(recorded.run, events)
+            outcome.action = "updated"
+            return outcome
+        outcome.action = "drifted"
+        self.outcome = outcome
+        if passed:
+            raise DriftError(render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode))
         return outcome
 
 

@@ -40,6 +40,7 @@ def write_agent_test(pytester: pytest.Pytester, subject: str = "late parcel", or
 import agentlib
 
 def test_support(agent_replay):
+    agentlib.CALLS.clear()
     receipt = agentlib.agent({order!r}, {subject!r})
     assert receipt["id"] == "T-1"
     if agent_replay.recording:

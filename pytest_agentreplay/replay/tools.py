@@ -60,6 +60,9 @@ class ToolReplayer:
     def serve(
         self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
     ) -> ToolOutcome:
+        if ctx.redactor is not None:
+            # Recorded arguments were redacted on save; compare like with like.
+            arguments = ctx.redactor.redact(arguments)
         queue = self._exact.get((name, hash_value(arguments)))
         while queue:
             rec = queue.popleft()
@@ -72,8 +75,9 @@ class ToolReplayer:
             cassette=ctx.cassette,
             mode=ctx.mode,
             fixes=[
-                "if the new arguments are intended, re-record: pytest --agentreplay-record=all <test>",
-                "or accept the drift: pytest --agentreplay-update <test>",
+                "if the new call is intended, re-record the run: "
+                f"pytest --agentreplay-record=all '{ctx.settings.get('nodeid', '<test>')}'",
+                "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )
         ctx.failures.append(error)

@@ -1,0 +1,491 @@
+"""Alignment of a recorded and a replayed history: which events correspond.
+
+Each event gets an identity (``identity``): its type plus what names the step (tool name, provider and
+endpoint, effect kind and target, idempotency key, policy name...). The two identity sequences are
+aligned with a Myers diff (O((N+M)·D), linear for the usual small number of edits; patience anchoring
+and a greedy pass bound the cost when histories differ wildly), so one inserted event is exactly one
+``inserted`` and every later pair stays matched. Events left over in a gap are paired on a coarser
+identity (e.g. the same tool called with a new idempotency key, an effect with a new target) so a
+changed field reads as a change, not as missing + inserted. Runs of events that are order-insensitive
+(the same ``data.group`` value, or consecutive events of rule-configured types) align as one unit and
+their members are matched as multisets, by content hash then identity. Finally events with the same
+identity that are left missing on one side and inserted on the other are reported as ``moved``
+(their order relative to the other steps changed).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections import defaultdict, deque
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from ..canonical import dumps_compact
+
+Event = Mapping[str, Any]
+Key = tuple[Hashable, ...]
+
+MYERS_MAX_EDITS: Final = 400
+
+
+# ------------------------------------------------------------------------------------------ identity
+
+
+_EMPTY: Final[Mapping[str, Any]] = {}
+
+
+def _sub(event: Event, name: str) -> Mapping[str, Any]:
+    value = event.get(name)
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return _EMPTY
+
+
+def identities(event: Event) -> tuple[Key, Key]:
+    """``(identity, coarse_identity)`` of an event, computed together."""
+    etype = event.get("type")
+    tool = _sub(event, "tool")
+    coarse: Key
+    fine: Key
+    if etype == "tool.call" or etype == "tool.result":
+        coarse = fine = (etype, tool.get("name"))
+    elif etype == "model.call":
+        data = _sub(event, "data")
+        coarse = fine = (etype, data.get("provider"), data.get("endpoint"))
+    elif etype == "effect":
+        effect = _sub(event, "effect")
+        target = effect.get("target")
+        coarse = (etype, effect.get("kind"))
+        fine = (*coarse, target if isinstance(target, Hashable) else dumps_compact(target))
+    elif etype == "policy.decision":
+        coarse = fine = (etype, _sub(event, "data").get("policy"))
+    elif etype == "approval":
+        coarse = fine = (etype, _sub(event, "data").get("subject"))
+    elif etype == "http":
+        data = _sub(event, "data")
+        url = data.get("url")
+        if isinstance(url, str):
+            url = _url_identity(url)
+        coarse = (etype, data.get("method"))
+        fine = (*coarse, url if isinstance(url, Hashable) else dumps_compact(url))
+    else:
+        coarse = fine = (etype,)
+    idem = tool.get("idempotency_key")
+    if idem is not None:
+        fine = (*fine, idem if isinstance(idem, Hashable) else dumps_compact(idem))
+    return fine, coarse
+
+
+@functools.lru_cache(maxsize=4096)
+def _url_identity(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def coarse_identity(event: Event) -> Key:
+    """Type plus the name of the step (tool name, provider and endpoint, effect kind, policy name,
+    approval subject, HTTP method): what must stay the same for two events to be the same step."""
+    return identities(event)[1]
+
+
+def identity(event: Event) -> Key:
+    """The identity used for alignment: the coarse identity plus effect target, HTTP URL (without
+    query) and the tool idempotency key."""
+    return identities(event)[0]
+
+
+def group_of(event: Event) -> Hashable | None:
+    data = event.get("data")
+    group = data.get("group") if type(data) is dict else _sub(event, "data").get("group")
+    if group is None or isinstance(group, bool):
+        return None
+    return group if isinstance(group, Hashable) else dumps_compact(group)
+
+
+# ------------------------------------------------------------------------------- sequence alignment
+
+
+def lcs_pairs(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)`` with ``a[i] == b[j]``, increasing in both, of a longest (or, when the
+    sequences differ by more than a few hundred edits, a long) common subsequence."""
+    out: list[tuple[int, int]] = []
+    _diff(a, 0, len(a), b, 0, len(b), out)
+    return out
+
+
+def _diff(
+    a: Sequence[Hashable], alo: int, ahi: int, b: Sequence[Hashable], blo: int, bhi: int,
+    out: list[tuple[int, int]],
+) -> None:  # fmt: skip
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:
+        out.append((alo, blo))
+        alo += 1
+        blo += 1
+    tail: list[tuple[int, int]] = []
+    while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+        ahi -= 1
+        bhi -= 1
+        tail.append((ahi, bhi))
+    if alo < ahi and blo < bhi:
+        found = _myers(a, alo, ahi, b, blo, bhi, MYERS_MAX_EDITS)
+        if found is not None:
+            out.extend(found)
+        else:
+            _patience(a, alo, ahi, b, blo, bhi, out)
+    out.extend(reversed(tail))
+
+
+def _myers(
+    a: Sequence[Hashable], alo: int, ahi: int, b: Sequence[Hashable], blo: int, bhi: int, max_d: int
+) -> list[tuple[int, int]] | None:
+    n, m = ahi - alo, bhi - blo
+    max_d = min(max_d, n + m)
+    offset = max_d + 1
+    v = [0] * (2 * max_d + 3)
+    trace: list[list[int]] = []
+    for d in range(max_d + 1):
+        trace.append(v[offset - d - 1 : offset + d + 2])
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[offset + k - 1] < v[offset + k + 1]):
+                x = v[offset + k + 1]
+            else:
+                x = v[offset + k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[alo + x] == b[blo + y]:
+                x += 1
+                y += 1
+            v[offset + k] = x
+            if x >= n and y >= m:
+                return _backtrack(trace, d, n, m, alo, blo)
+    return None
+
+
+def _backtrack(
+    trace: list[list[int]], dist: int, n: int, m: int, alo: int, blo: int
+) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    x, y = n, m
+    for d in range(dist, 0, -1):
+        snap = trace[d]  # v after step d-1, stored for k in [-d-1, d+1]
+        base = d + 1
+        k = x - y
+        down = k == -d or (k != d and snap[base + k - 1] < snap[base + k + 1])
+        prev_k = k + 1 if down else k - 1
+        prev_x = snap[base + prev_k]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            x -= 1
+            y -= 1
+            pairs.append((alo + x, blo + y))
+        x, y = prev_x, prev_y
+    while x > 0 and y > 0:
+        x -= 1
+        y -= 1
+        pairs.append((alo + x, blo + y))
+    pairs.reverse()
+    return pairs
+
+
+def _patience(
+    a: Sequence[Hashable], alo: int, ahi: int, b: Sequence[Hashable], blo: int, bhi: int,
+    out: list[tuple[int, int]],
+) -> None:  # fmt: skip
+    """Anchor on keys unique on both sides (longest increasing run), diff the gaps; greedy if none."""
+    count_a: dict[Hashable, int] = defaultdict(int)
+    count_b: dict[Hashable, int] = defaultdict(int)
+    pos_a: dict[Hashable, int] = {}
+    pos_b: dict[Hashable, int] = {}
+    for i in range(alo, ahi):
+        count_a[a[i]] += 1
+        pos_a[a[i]] = i
+    for j in range(blo, bhi):
+        count_b[b[j]] += 1
+        pos_b[b[j]] = j
+    candidates = sorted(
+        (pos_a[key], pos_b[key]) for key, c in count_a.items() if c == 1 and count_b.get(key) == 1
+    )
+    anchors = _longest_increasing(candidates)
+    if not anchors:
+        _greedy(a, alo, ahi, b, blo, bhi, out)
+        return
+    pa, pb = alo, blo
+    for ia, ib in anchors:
+        _diff(a, pa, ia, b, pb, ib, out)
+        out.append((ia, ib))
+        pa, pb = ia + 1, ib + 1
+    _diff(a, pa, ahi, b, pb, bhi, out)
+
+
+def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Longest subsequence of ``pairs`` (sorted by first) increasing in the second element."""
+    tails: list[int] = []
+    tail_idx: list[int] = []
+    back: list[int] = [-1] * len(pairs)
+    for n, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(tails, j)
+        if pos == len(tails):
+            tails.append(j)
+            tail_idx.append(n)
+        else:
+            tails[pos] = j
+            tail_idx[pos] = n
+        back[n] = tail_idx[pos - 1] if pos > 0 else -1
+    result: list[tuple[int, int]] = []
+    n = tail_idx[-1] if tail_idx else -1
+    while n >= 0:
+        result.append(pairs[n])
+        n = back[n]
+    result.reverse()
+    return result
+
+
+def _greedy(
+    a: Sequence[Hashable], alo: int, ahi: int, b: Sequence[Hashable], blo: int, bhi: int,
+    out: list[tuple[int, int]],
+) -> None:  # fmt: skip
+    """Two-sided greedy common subsequence, O(n log n): at a mismatch skip the side whose next match
+    is nearer. Only used when the histories differ by far more edits than ``MYERS_MAX_EDITS``."""
+    pos_a: dict[Hashable, list[int]] = defaultdict(list)
+    pos_b: dict[Hashable, list[int]] = defaultdict(list)
+    for i in range(alo, ahi):
+        pos_a[a[i]].append(i)
+    for j in range(blo, bhi):
+        pos_b[b[j]].append(j)
+    far = ahi + bhi
+    i, j = alo, blo
+    while i < ahi and j < bhi:
+        if a[i] == b[j]:
+            out.append((i, j))
+            i += 1
+            j += 1
+            continue
+        cands_b = pos_b.get(a[i], [])
+        k = bisect.bisect_left(cands_b, j)
+        skip_b = cands_b[k] - j if k < len(cands_b) else far
+        cands_a = pos_a.get(b[j], [])
+        k = bisect.bisect_left(cands_a, i)
+        skip_a = cands_a[k] - i if k < len(cands_a) else far
+        if skip_a == far and skip_b == far:
+            i += 1
+            j += 1
+        elif skip_b <= skip_a:
+            j += skip_b
+        else:
+            i += skip_a
+
+
+# ----------------------------------------------------------------------------------------- alignment
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Indexes into the recorded (first) and replayed (second) event lists."""
+
+    pairs: tuple[tuple[int, int], ...]
+    """Matched events, in replayed order."""
+    missing: tuple[int, ...]
+    """Recorded events with no replayed counterpart."""
+    inserted: tuple[int, ...]
+    """Replayed events with no recorded counterpart."""
+    moved: tuple[tuple[int, int], ...]
+    """Same step in both histories, but its order relative to the other steps changed."""
+    grouped: frozenset[int] = frozenset()
+    """Recorded indexes of events matched inside an order-insensitive group."""
+
+
+_Unit = tuple[Key, Key, tuple[int, ...], bool]
+"""(identity key, coarse key, member indexes, is an order-insensitive group)"""
+
+
+def _units(events: Sequence[Event], oi_types: frozenset[str]) -> list[_Unit]:
+    units: list[_Unit] = []
+    i, n = 0, len(events)
+    while i < n:
+        ev = events[i]
+        group = group_of(ev)
+        etype = ev.get("type")
+        j = i + 1
+        if group is not None:
+            while j < n and group_of(events[j]) == group:
+                j += 1
+            units.append((("<group>",), ("<group>",), tuple(range(i, j)), True))
+        elif etype in oi_types:
+            while j < n and events[j].get("type") in oi_types and group_of(events[j]) is None:
+                j += 1
+            units.append((("<unordered>",), ("<unordered>",), tuple(range(i, j)), True))
+        else:
+            fine, coarse = identities(ev)
+            units.append((fine, coarse, (i,), False))
+        i = j
+    return units
+
+
+def content_key(event: Event) -> str:
+    """Canonical JSON of the event without its volatile envelope (seq, ts, ids, hash chain)."""
+    return dumps_compact({k: v for k, v in event.items() if k not in VOLATILE_ENVELOPE})
+
+
+VOLATILE_ENVELOPE: Final = frozenset({"seq", "ts", "run_id", "trace_id", "span_id", "prev_hash"})
+
+
+def _field_signature(event: Event) -> frozenset[tuple[str, str, str]]:
+    """The event's fields two levels deep, for scoring how alike two events are."""
+    sig: set[tuple[str, str, str]] = set()
+    for key, value in event.items():
+        if key in VOLATILE_ENVELOPE:
+            continue
+        if isinstance(value, Mapping):
+            sig.update((key, str(k2), repr(v2)) for k2, v2 in value.items())
+        else:
+            sig.add((key, "", repr(value)))
+    return frozenset(sig)
+
+
+BEST_MATCH_LIMIT: Final = 4096
+
+
+def _pair_bucket(
+    recorded: Sequence[Event], replayed: Sequence[Event], la: list[int], lb: list[int],
+    pairs: list[tuple[int, int]],
+) -> tuple[list[int], list[int]]:  # fmt: skip
+    """Pair events of one identity bucket, most alike first (in order when the bucket is huge)."""
+    if len(la) * len(lb) > BEST_MATCH_LIMIT or len(la) == 1 == len(lb):
+        n = min(len(la), len(lb))
+        pairs.extend(zip(la[:n], lb[:n], strict=True))
+        return la[n:], lb[n:]
+    sig_b = [_field_signature(replayed[j]) for j in lb]
+    scored = sorted(
+        ((-len(sa & sb), x, y) for x, sa in enumerate(_field_signature(recorded[i]) for i in la)
+         for y, sb in enumerate(sig_b)),
+    )  # fmt: skip
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    for _, x, y in scored:
+        if x not in used_a and y not in used_b:
+            used_a.add(x)
+            used_b.add(y)
+            pairs.append((la[x], lb[y]))
+    return (
+        [i for x, i in enumerate(la) if x not in used_a],
+        [j for y, j in enumerate(lb) if y not in used_b],
+    )
+
+
+def _pair_unordered(
+    recorded: Sequence[Event], replayed: Sequence[Event], ma: Sequence[int], mb: Sequence[int],
+    pairs: list[tuple[int, int]], missing: list[int], inserted: list[int],
+) -> None:  # fmt: skip
+    """Match two groups as multisets: same content first (hash buckets), then within the same identity
+    (then coarse identity) the most alike events."""
+    left_a = list(ma)
+    left_b = list(mb)
+    for keyfn in (content_key, identity, coarse_identity):
+        if not left_a or not left_b:
+            break
+        bucket_b: dict[Hashable, list[int]] = defaultdict(list)
+        for j in left_b:
+            bucket_b[keyfn(replayed[j])].append(j)
+        bucket_a: dict[Hashable, list[int]] = defaultdict(list)
+        for i in left_a:
+            bucket_a[keyfn(recorded[i])].append(i)
+        still_a: list[int] = []
+        still_b: list[int] = []
+        for key, la in bucket_a.items():
+            lb = bucket_b.pop(key, [])
+            if keyfn is content_key:
+                n = min(len(la), len(lb))
+                pairs.extend(zip(la[:n], lb[:n], strict=True))
+                rest_a, rest_b = la[n:], lb[n:]
+            else:
+                rest_a, rest_b = _pair_bucket(recorded, replayed, la, lb, pairs) if lb else (la, [])
+            still_a += rest_a
+            still_b += rest_b
+        for lb in bucket_b.values():
+            still_b += lb
+        left_a, left_b = sorted(still_a), sorted(still_b)
+    missing.extend(left_a)
+    inserted.extend(left_b)
+
+
+def align_histories(
+    recorded: Sequence[Event],
+    replayed: Sequence[Event],
+    *,
+    order_insensitive_types: Iterable[str] = (),
+) -> Alignment:
+    """Pair recorded and replayed events; see the module docstring."""
+    oi = frozenset(order_insensitive_types)
+    units_a = _units(recorded, oi)
+    units_b = _units(replayed, oi)
+    interned: dict[Key, int] = {}
+    ka = [interned.setdefault(u[0], len(interned)) for u in units_a]
+    kb = [interned.setdefault(u[0], len(interned)) for u in units_b]
+    matched = lcs_pairs(ka, kb)
+
+    unit_pairs: list[tuple[int, int]] = []
+    pa = pb = 0
+    for ua, ub in [*matched, (len(units_a), len(units_b))]:
+        if ua > pa and ub > pb:  # a gap with events on both sides: pair on the coarse identity
+            ca = [units_a[x][1] for x in range(pa, ua)]
+            cb = [units_b[x][1] for x in range(pb, ub)]
+            unit_pairs.extend((pa + x, pb + y) for x, y in lcs_pairs(ca, cb))
+        if ua < len(units_a):
+            unit_pairs.append((ua, ub))
+        pa, pb = ua + 1, ub + 1
+
+    pairs: list[tuple[int, int]] = []
+    missing: list[int] = []
+    inserted: list[int] = []
+    grouped: set[int] = set()
+    paired_a: set[int] = set()
+    paired_b: set[int] = set()
+    for ua, ub in unit_pairs:
+        paired_a.add(ua)
+        paired_b.add(ub)
+        unit_a, unit_b = units_a[ua], units_b[ub]
+        if unit_a[3] or unit_b[3]:
+            before = len(pairs)
+            _pair_unordered(recorded, replayed, unit_a[2], unit_b[2], pairs, missing, inserted)
+            grouped.update(i for i, _ in pairs[before:])
+        else:
+            pairs.append((unit_a[2][0], unit_b[2][0]))
+    for n, unit in enumerate(units_a):
+        if n not in paired_a:
+            missing.extend(unit[2])
+    for n, unit in enumerate(units_b):
+        if n not in paired_b:
+            inserted.extend(unit[2])
+
+    # Same step on both sides but not aligned: it moved relative to the others.
+    moved: list[tuple[int, int]] = []
+    if missing and inserted:
+        missing.sort()
+        inserted.sort()
+        for keyfn in (identity, coarse_identity):
+            pool: dict[Key, deque[int]] = defaultdict(deque)
+            for j in inserted:
+                pool[keyfn(replayed[j])].append(j)
+            still: list[int] = []
+            used: set[int] = set()
+            for i in missing:
+                bucket = pool.get(keyfn(recorded[i]))
+                if bucket:
+                    j = bucket.popleft()
+                    used.add(j)
+                    moved.append((i, j))
+                else:
+                    still.append(i)
+            missing = still
+            inserted = [j for j in inserted if j not in used]
+    pairs.sort(key=lambda p: p[1])
+    moved.sort(key=lambda p: p[1])
+    return Alignment(
+        pairs=tuple(pairs),
+        missing=tuple(sorted(missing)),
+        inserted=tuple(sorted(inserted)),
+        moved=tuple(moved),
+        grouped=frozenset(grouped),
+    )

@@ -1,0 +1,400 @@
+"""Compare two aligned histories under rules: equal pairs are skipped by their canonical hash, only
+differing pairs are walked field by field (payload references resolved on demand)."""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import marshal
+from collections import defaultdict, deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from ..canonical import dumps_compact
+from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
+from .result import Difference, DiffKind, DriftResult
+from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, join_path
+from .text import ABSENT, similar
+
+Event = Mapping[str, Any]
+Resolver = Callable[[Mapping[str, Any]], Any]
+REF_FIELDS = ("input_ref", "output_ref")
+
+
+def event_fingerprint(event: Event) -> str:
+    """sha256 of the canonical JSON of the event without the volatile envelope and ``prev_hash``."""
+    stripped = {k: v for k, v in event.items() if k not in VOLATILE_ENVELOPE}
+    return hashlib.sha256(dumps_compact(stripped).encode()).hexdigest()
+
+
+def event_label(event: Event) -> str:
+    """What a person calls the step: tool name, model, policy, effect kind and target, HTTP request."""
+    etype = event.get("type")
+    data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
+    tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
+    effect = event.get("effect") if isinstance(event.get("effect"), Mapping) else {}
+    assert isinstance(data, Mapping) and isinstance(tool, Mapping) and isinstance(effect, Mapping)
+    parts: list[Any]
+    if etype in ("tool.call", "tool.result"):
+        parts = [tool.get("name")]
+    elif etype == "model.call":
+        model = data.get("model")
+        where = " ".join(str(p) for p in (data.get("provider"), data.get("endpoint")) if p)
+        parts = [model, f"({where})" if where and model else where]
+    elif etype == "effect":
+        parts = [effect.get("kind"), f"-> {effect['target']}" if effect.get("target") else None]
+    elif etype == "policy.decision":
+        parts = [data.get("policy")]
+    elif etype == "approval":
+        parts = [data.get("subject")]
+    elif etype == "http":
+        parts = [data.get("method"), data.get("url")]
+    elif etype == "retrieval":
+        parts = [data.get("corpus_version")]
+    elif etype == "error":
+        parts = [data.get("kind") or data.get("type")]
+    else:
+        parts = []
+    if tool.get("idempotency_key") and etype in ("effect", "tool.call"):
+        parts.append(f"[key {tool['idempotency_key']}]")
+    return " ".join(str(p) for p in parts if p)
+
+
+def _strict_bytes(value: Any) -> bytes | str:
+    """A type-exact serialisation for telling ``True`` from ``1`` and ``1`` from ``1.0`` after ``==``
+    said equal. marshal format 2 writes no back-references, so equal values give equal bytes."""
+    try:
+        return marshal.dumps(value, 2)
+    except ValueError:
+        return repr(value)
+
+
+def events_equal(a: Event, b: Event) -> bool:
+    """Cheap equality of two events without their volatile envelope: one C-level ``==`` (the answer
+    comparing canonical hashes gives, without serialising to JSON), confirmed type-exactly so ``true``
+    vs ``1`` is not taken as equal. A false "different" (key order) only costs a walk that finds nothing."""
+    sa = {k: v for k, v in a.items() if k not in VOLATILE_ENVELOPE}
+    sb = {k: v for k, v in b.items() if k not in VOLATILE_ENVELOPE}
+    return sa == sb and _strict_bytes(sa) == _strict_bytes(sb)
+
+
+def _seq(event: Event, index: int) -> int:
+    seq = event.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else index
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: ``true`` is not ``1`` (Python's ``==`` says it is), ``1`` is ``1.0``."""
+    if a is b:
+        return True
+    if isinstance(a, dict | list):
+        # == first (C speed), then type-exact bytes tell True from 1 inside. A mismatch from key order
+        # or 1 vs 1.0 only makes the walk descend and find nothing.
+        return bool(a == b) and _strict_bytes(a) == _strict_bytes(b)
+    return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
+
+
+class _Stats:
+    __slots__ = ("ignored", "tolerated")
+
+    def __init__(self) -> None:
+        self.ignored = 0
+        self.tolerated = 0
+
+
+class _PairWalker:
+    """Walks two values of one event pair, emitting a ``Difference`` per differing leaf."""
+
+    def __init__(
+        self,
+        rules: RuleSet,
+        resolve: Resolver | None,
+        event_type: str,
+        label: str,
+        seqs: tuple[int | None, int | None],
+        sink: list[Difference],
+        stats: _Stats,
+        kind: DiffKind = "changed",
+    ) -> None:
+        self.rules = rules
+        self.resolve = resolve
+        self.event_type = event_type
+        self.label = label
+        self.seqs = seqs
+        self.sink = sink
+        self.stats = stats
+        self.kind = kind
+
+    def judge(self, tokens: Path) -> Judgement:
+        return self.rules.judge(self.event_type, tokens)
+
+    def event(self, a: Event, b: Event) -> None:
+        for key in sorted(set(a) | set(b), key=str):
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+            if _same(va, vb):
+                continue
+            if key in REF_FIELDS:
+                self.payload(va, vb, (key,))
+            else:
+                self.walk(va, vb, (str(key),))
+
+    def _load(self, ref: Any) -> Any:
+        if ref is ABSENT or ref is None:
+            return ABSENT
+        if not isinstance(ref, Mapping):
+            return ref
+        if ref.get("sha256"):
+            if "inline" in ref and ref["inline"] is not None:
+                return ref["inline"]
+            if self.resolve is None:
+                return {"sha256": ref["sha256"]}
+            return self.resolve(ref)
+        if "inline" in ref:
+            return ref["inline"]
+        return self.resolve(ref) if self.resolve is not None else dict(ref)
+
+    def payload(self, ra: Any, rb: Any, tokens: Path) -> None:
+        if isinstance(ra, Mapping) and isinstance(rb, Mapping):
+            sha = ra.get("sha256")
+            if sha and sha == rb.get("sha256"):
+                return  # same content; ref metadata (size, media type) follows from it
+            if not sha and not rb.get("sha256") and _same(ra.get("inline"), rb.get("inline")):
+                return
+        self.walk(self._load(ra), self._load(rb), tokens)
+
+    def walk(self, a: Any, b: Any, tokens: Path) -> None:
+        if _same(a, b):
+            return
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            for key in sorted(set(a) | set(b), key=str):
+                va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+                if not _same(va, vb):
+                    self.walk(va, vb, (*tokens, str(key)))
+            return
+        if isinstance(a, list) and isinstance(b, list):
+            judgement = self.judge(tokens)
+            if judgement.rule.order_insensitive:
+                self._multiset(a, b, tokens, judgement)
+            else:
+                self._sequence(a, b, tokens, judgement)
+            return
+        self.leaf(a, b, tokens)
+
+    def leaf(self, a: Any, b: Any, tokens: Path) -> None:
+        judgement = self.judge(tokens)
+        if judgement.verdict == "ignore":
+            self.stats.ignored += 1
+            return
+        if _tolerated(judgement, a, b):
+            self.stats.tolerated += 1
+            return
+        self.sink.append(
+            Difference(
+                kind=self.kind,
+                event_type=self.event_type,
+                label=self.label,
+                path=join_path(tokens),
+                recorded=a,
+                replayed=b,
+                verdict=judgement.verdict,
+                rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
+                seq_recorded=self.seqs[0],
+                seq_replayed=self.seqs[1],
+                path_tokens=tokens,
+            )
+        )
+
+    def _sequence(self, a: list[Any], b: list[Any], tokens: Path, judgement: Judgement) -> None:
+        if len(a) == len(b):
+            for i, (va, vb) in enumerate(zip(a, b, strict=True)):
+                if not _same(va, vb):
+                    self.walk(va, vb, (*tokens, f"[{i}]"))
+            return
+        ka = [_item_key(x, judgement) for x in a]
+        kb = [_item_key(x, judgement) for x in b]
+        pa = pb = 0
+        for ia, ib in [*lcs_pairs(ka, kb), (len(a), len(b))]:
+            common = min(ia - pa, ib - pb)
+            for off in range(common):  # changed items, side by side
+                self.walk(a[pa + off], b[pb + off], (*tokens, f"[{pa + off}]"))
+            for i in range(pa + common, ia):
+                self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
+            for j in range(pb + common, ib):
+                self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+            pa, pb = ia + 1, ib + 1
+
+    def _multiset(self, a: list[Any], b: list[Any], tokens: Path, judgement: Judgement) -> None:
+        pool: dict[Hashable, deque[int]] = defaultdict(deque)
+        for j, item in enumerate(b):
+            pool[_item_key(item, judgement)].append(j)
+        left_a: list[int] = []
+        used: set[int] = set()
+        for i, item in enumerate(a):
+            bucket = pool.get(_item_key(item, judgement))
+            if bucket:
+                used.add(bucket.popleft())
+            else:
+                left_a.append(i)
+        left_b = [j for j in range(len(b)) if j not in used]
+        for i, j in zip(left_a, left_b, strict=False):
+            self.walk(a[i], b[j], (*tokens, f"[{i}]"))
+        for i in left_a[len(left_b) :]:
+            self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
+        for j in left_b[len(left_a) :]:
+            self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+
+
+def _normalized(value: Any, judgement: Judgement) -> Any:
+    if isinstance(value, str):
+        return judgement.normalize(value)
+    if isinstance(value, Mapping):
+        return {k: _normalized(v, judgement) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalized(v, judgement) for v in value]
+    return value
+
+
+def _item_key(item: Any, judgement: Judgement) -> Hashable:
+    if judgement.normalizers:
+        item = _normalized(item, judgement)
+    if isinstance(item, Mapping | list):
+        try:
+            return ("j", dumps_compact(item))
+        except (TypeError, ValueError):
+            return ("r", repr(item))
+    if isinstance(item, Hashable):
+        return (type(item).__name__, item)
+    return ("r", repr(item))
+
+
+def _tolerated(judgement: Judgement, a: Any, b: Any) -> bool:
+    if a is ABSENT or b is ABSENT:
+        return False
+    rule = judgement.rule
+    if rule.epsilon is not None and _is_number(a) and _is_number(b):
+        return bool(abs(a - b) <= rule.epsilon)
+    if isinstance(a, str) and isinstance(b, str):
+        if judgement.normalizers:
+            a, b = judgement.normalize(a), judgement.normalize(b)
+            if a == b:
+                return True
+        if rule.similarity is not None:
+            return similar(a, b, rule.similarity)
+    return False
+
+
+def _identity_text(event: Event) -> str:
+    label = event_label(event)
+    return f"{event.get('type')} {label}".strip()
+
+
+def compare_histories(
+    recorded: Sequence[Event],
+    replayed: Sequence[Event],
+    *,
+    rules: RuleSet | None = None,
+    resolve: Resolver | None = None,
+) -> DriftResult:
+    """Align ``replayed`` to ``recorded`` and judge every difference with ``rules`` (default: the
+    regression-mode defaults). ``resolve(ref)`` returns the payload of an ``input_ref``/``output_ref``
+    stored by ``sha256``; refs with the same ``sha256`` (or the same ``inline`` value) are equal without
+    resolving. Without ``resolve`` differing blob refs are compared by their ``sha256``."""
+    rules = rules if rules is not None else RuleSet.defaults("regression")
+    if not rules.compares:
+        return DriftResult(
+            mode=rules.mode, events_recorded=len(recorded), events_replayed=len(replayed), compared=False
+        )
+    alignment = align_histories(recorded, replayed, order_insensitive_types=rules.order_insensitive_types())
+    stats = _Stats()
+    entries: list[tuple[tuple[float, int, int], list[Difference]]] = []
+    equal = 0
+
+    def walker(
+        ev: Event, seqs: tuple[int | None, int | None], sink: list[Difference], kind: DiffKind
+    ) -> _PairWalker:
+        return _PairWalker(rules, resolve, str(ev.get("type")), event_label(ev), seqs, sink, stats, kind)
+
+    for i, j in alignment.pairs:
+        a, b = recorded[i], replayed[j]
+        if events_equal(a, b):
+            equal += 1
+            continue
+        sink: list[Difference] = []
+        walker(b, (_seq(a, i), _seq(b, j)), sink, "changed").event(a, b)
+        if sink:
+            entries.append(((j, 1, i), sink))
+
+    for i, j in alignment.moved:
+        a, b = recorded[i], replayed[j]
+        sink = []
+        w = walker(b, (_seq(a, i), _seq(b, j)), sink, "moved")
+        judgement = rules.judge(w.event_type, (ORDER,))
+        if judgement.verdict == "ignore":
+            stats.ignored += 1
+        else:
+            sink.append(_whole_event("moved", w, a, b, judgement, ORDER))
+        if not events_equal(a, b):
+            w.kind = "changed"
+            w.event(a, b)
+        if sink:
+            entries.append(((j, 1, i), sink))
+
+    # Missing events sit where they would have been in the replay: after the replayed partner of the
+    # closest preceding matched recorded event.
+    monotone = sorted(alignment.pairs)
+    rec_index = [p[0] for p in monotone]
+    for i in alignment.missing:
+        a = recorded[i]
+        k = bisect.bisect_left(rec_index, i)
+        anchor = monotone[k - 1][1] + 0.5 if k > 0 else -0.5
+        w = walker(a, (_seq(a, i), None), [], "missing")
+        judgement = rules.judge(w.event_type, (PRESENCE,))
+        if judgement.verdict == "ignore":
+            stats.ignored += 1
+            continue
+        entries.append(((anchor, 0, i), [_whole_event("missing", w, a, ABSENT, judgement, PRESENCE)]))
+    for j in alignment.inserted:
+        b = replayed[j]
+        w = walker(b, (None, _seq(b, j)), [], "inserted")
+        judgement = rules.judge(w.event_type, (PRESENCE,))
+        if judgement.verdict == "ignore":
+            stats.ignored += 1
+            continue
+        entries.append(((j, 1, -1), [_whole_event("inserted", w, ABSENT, b, judgement, PRESENCE)]))
+
+    entries.sort(key=lambda e: e[0])
+    return DriftResult(
+        mode=rules.mode,
+        differences=tuple(d for _, sink in entries for d in sink),
+        events_recorded=len(recorded),
+        events_replayed=len(replayed),
+        pairs_compared=len(alignment.pairs) + len(alignment.moved),
+        pairs_equal=equal,
+        ignored=stats.ignored,
+        tolerated=stats.tolerated,
+    )
+
+
+def _whole_event(
+    kind: DiffKind, w: _PairWalker, a: Any, b: Any, judgement: Judgement, pseudo: str
+) -> Difference:
+    return Difference(
+        kind=kind,
+        event_type=w.event_type,
+        label=w.label,
+        path=pseudo,
+        recorded=ABSENT if a is ABSENT else _identity_text(a),
+        replayed=ABSENT if b is ABSENT else _identity_text(b),
+        verdict=judgement.verdict,
+        rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
+        seq_recorded=w.seqs[0],
+        seq_replayed=w.seqs[1],
+        path_tokens=(pseudo,),
+    )
+
+
+__all__ = ["Resolver", "compare_histories", "event_fingerprint", "event_label", "identity"]

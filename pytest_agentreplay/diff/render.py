@@ -1,0 +1,103 @@
+"""The failure text a developer reads: what drifted, per event and field, and how to fix it.
+
+Deterministic (no timestamps, no dict-order or set-order dependence) so it can be snapshot-tested.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Final
+
+from .result import Difference, DriftResult
+from .rules import ORDER, PRESENCE, generalize_path
+from .text import focused_diff, format_value, is_long
+
+MAX_RULE_SUGGESTIONS: Final = 5
+_KIND_TITLE: Final = {"inserted": "inserted", "missing": "missing", "moved": "order changed"}
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def headline(result: DriftResult, *, test: str, cassette: str, mode: str) -> str:
+    if not result.compared:
+        return f"{test}: not compared (cassette {cassette}, mode {mode})"
+    regressions = len(result.regressions)
+    expected = len(result.expected)
+    if not regressions and not expected:
+        return f"{test}: no drift (cassette {cassette}, mode {mode})"
+    return (
+        f"{test}: {_plural(regressions, 'regression')}, "
+        f"{_plural(expected, 'expected difference')} (cassette {cassette}, mode {mode})"
+    )
+
+
+def _seq(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _event_header(diff: Difference) -> str:
+    what = f"{diff.event_type} {diff.label}".rstrip()
+    return f"seq {_seq(diff.seq_recorded)} -> {_seq(diff.seq_replayed)}  {what}"
+
+
+def _field_lines(diff: Difference) -> list[str]:
+    tag = f"[{diff.verdict}, {diff.rule.source} rule {diff.rule.selector}]"
+    if diff.kind in _KIND_TITLE and diff.path in (PRESENCE, ORDER):
+        title = _KIND_TITLE[diff.kind]
+        if diff.kind == "missing":
+            detail = "recorded, not replayed"
+        elif diff.kind == "inserted":
+            detail = "replayed, not recorded"
+        else:
+            detail = f"was seq {_seq(diff.seq_recorded)}, now seq {_seq(diff.seq_replayed)}"
+        return [f"  {title}: {detail}  {tag}"]
+    if is_long(diff.recorded) or is_long(diff.replayed):
+        lines = [f"  {diff.path}:  {tag}"]
+        lines.extend(f"      {line}" for line in focused_diff(diff.recorded, diff.replayed))
+        return lines
+    return [f"  {diff.path}: {format_value(diff.recorded)} -> {format_value(diff.replayed)}  {tag}"]
+
+
+def _suggestion(diff: Difference) -> str:
+    path = diff.path if diff.path in (PRESENCE, ORDER) else generalize_path(diff.path_tokens or (diff.path,))
+    selector = f"{diff.event_type}:{path}".replace('"', '\\"')
+    return f'"{selector}" = "expected"'
+
+
+def render_drift(result: DriftResult, *, test: str, cassette: str, mode: str | None = None) -> str:
+    """Headline, then every drifting event (seq, type, tool/model) with each field ``recorded ->
+    replayed`` and the judging rule, then how to fix it."""
+    mode = mode or result.mode
+    lines = [headline(result, test=test, cassette=cassette, mode=mode)]
+    if not result.differences:
+        return lines[0]
+    current: tuple[object, ...] | None = None
+    for diff in result.differences:
+        key = (diff.seq_recorded, diff.seq_replayed, diff.event_type)
+        if key != current:
+            lines.append("")
+            lines.append(_event_header(diff))
+            current = key
+        lines.extend(_field_lines(diff))
+    if result.has_regressions:
+        suggestions: list[str] = []
+        for diff in result.regressions:
+            line = _suggestion(diff)
+            if line not in suggestions:
+                suggestions.append(line)
+        shown = suggestions[:MAX_RULE_SUGGESTIONS]
+        lines += [
+            "",
+            "How to fix:",
+            "  1. If the new behaviour is intended, accept it (rewrites the cassette from this run):",
+            f"       pytest --agentreplay-update {shlex.quote(test)}",
+            "  2. If these differences should not fail, mark them expected in pyproject.toml:",
+            "       [tool.agentreplay.rules]",
+            *(f"       {line}" for line in shown),
+        ]
+        if len(suggestions) > len(shown):
+            lines.append(f"       # ... {len(suggestions) - len(shown)} more")
+        lines.append("     (or pass rules= to @pytest.mark.agentreplay for this test only)")
+    return "\n".join(lines)

@@ -1,0 +1,495 @@
+"""Comparison of aligned histories under rules (pytest_agentreplay.diff.compare)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.canonical import hash_value
+from pytest_agentreplay.diff import ABSENT, RuleSet, compare_histories, event_fingerprint
+
+
+def ev(seq: int, etype: str, **fields: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "run_id": "run-a",
+        "seq": seq,
+        "ts": f"2025-01-01T00:00:{seq:02d}Z",
+        "type": etype,
+        "actor": "runtime",
+        "class": "decision",
+        "trace_id": "t" * 32,
+        "span_id": "s" * 16,
+        "prev_hash": "0" * 64,
+        "data": {},
+    }
+    event.update(fields)
+    return event
+
+
+REQUEST = {
+    "method": "POST",
+    "url": "https://api.openai.com/v1/chat/completions",
+    "headers": {"content-type": "application/json", "x-request-id": "req_1", "Idempotency-Key": "ik-1"},
+    "body": {
+        "json": {
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "You are a refund agent."},
+                {"role": "user", "content": "Refund order 42"},
+            ],
+        }
+    },
+}
+
+
+def model_call(seq: int, text: str = "I will look up order 42.", request: Any = None) -> dict[str, Any]:
+    request = copy.deepcopy(REQUEST if request is None else request)
+    return ev(
+        seq,
+        "model.call",
+        actor="model",
+        data={
+            "provider": "openai",
+            "endpoint": "/v1/chat/completions",
+            "model": "gpt-4o",
+            "decoding": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "tool_choice": "auto"},
+            "decision": {
+                "text": text,
+                "stop_reason": "tool_calls",
+                "tool_calls": [{"id": "call_1", "name": "get_order", "arguments": {"id": 42}}],
+            },
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+            "latency_ms": 420,
+            "response_id": "chatcmpl-1",
+        },
+        input_ref={"sha256": hash_value(request), "data_class": "internal"},
+    )
+
+
+def history() -> list[dict[str, Any]]:
+    return [
+        ev(0, "run.start"),
+        model_call(1),
+        ev(2, "tool.call", tool={"name": "get_order"}, data={"arguments": {"id": 42}, "attempt": 1}),
+        ev(3, "tool.result", tool={"name": "get_order"}, data={"result": {"total": 19.99}, "attempt": 1}),
+        ev(
+            4,
+            "retrieval",
+            data={
+                "query": "refund policy",
+                "corpus_version": "v3",
+                "document_ids": ["d1", "d2", "d3"],
+                "scores": [0.9, 0.8, 0.7],
+            },
+        ),
+        ev(
+            5,
+            "policy.decision",
+            policy_version="2",
+            data={"policy": "refund-limit", "verdict": "allow", "reason": "under 50"},
+        ),
+        ev(6, "approval", data={"status": "granted", "by": "alice", "subject": "refund"}),
+        ev(
+            7,
+            "effect",
+            tool={"name": "refund", "idempotency_key": "ik-1"},
+            effect={
+                "kind": "payment.refund",
+                "target": "order-42",
+                "receipt": {"id": "re_1"},
+                "committed": True,
+            },
+        ),
+        ev(8, "run.end"),
+    ]
+
+
+class Blobs:
+    """A resolver over a dict of payloads by sha256 that records what it resolved."""
+
+    def __init__(self, *payloads: Any) -> None:
+        self.by_sha = {hash_value(p): p for p in payloads}
+        self.calls: list[str] = []
+
+    def __call__(self, ref: Mapping[str, Any]) -> Any:
+        self.calls.append(ref["sha256"])
+        return self.by_sha[ref["sha256"]]
+
+
+def summary(result: Any) -> list[tuple[Any, ...]]:
+    return [(d.kind, d.seq_recorded, d.path, d.recorded, d.replayed, d.verdict) for d in result.differences]
+
+
+# -------------------------------------------------------------------------------------------- basics
+
+
+def test_identical_histories_have_no_drift_and_volatile_fields_are_ignored() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    for n, event in enumerate(replayed):
+        event["ts"] = f"2026-02-02T00:00:{n:02d}Z"
+        event["trace_id"] = "x" * 32
+        event["run_id"] = "run-b"
+        event["prev_hash"] = "1" * 64
+    replayed[1]["data"]["response_id"] = "chatcmpl-2"
+    replayed[1]["data"]["latency_ms"] = 980
+    result = compare_histories(recorded, replayed)
+    assert result.differences == ()
+    assert not result.has_regressions
+    assert result.pairs_compared == len(recorded)
+    assert result.pairs_equal == len(recorded) - 1  # the model call differs only in ignored fields
+    assert result.ignored == 6  # ts, run_id, trace_id, prev_hash, response_id, latency_ms of that pair
+
+
+def test_fingerprint_ignores_the_envelope() -> None:
+    a = history()[2]
+    b = dict(a, ts="later", seq=99, prev_hash="f" * 64, trace_id="x", span_id="y", run_id="z")
+    assert event_fingerprint(a) == event_fingerprint(b)
+    assert event_fingerprint(a) != event_fingerprint(dict(a, actor="tool"))
+
+
+def test_each_verdict() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[2]["data"]["arguments"]["id"] = 43  # regression (default)
+    replayed[5]["data"]["reason"] = "under the limit"  # expected (project rule)
+    replayed[6]["data"]["by"] = "bob"  # ignore (project rule)
+    rules = RuleSet.from_layers(
+        "regression", project={"policy.decision:data.reason": "expected", "approval:data.by": "ignore"}
+    )
+    result = compare_histories(recorded, replayed, rules=rules)
+    assert summary(result) == [
+        ("changed", 2, "data.arguments.id", 42, 43, "regression"),
+        ("changed", 5, "data.reason", "under 50", "under the limit", "expected"),
+    ]
+    assert [d.rule.source for d in result.differences] == ["default", "project"]
+    assert result.differences[0].rule.selector == "*:**"
+    assert result.differences[1].rule.selector == "policy.decision:data.reason"
+    assert result.differences[0].label == "get_order"
+    assert result.ignored == 1
+    assert result.has_regressions
+    assert len(result.regressions) == 1 and len(result.expected) == 1
+
+
+def test_only_expected_differences_do_not_regress() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["data"]["usage"]["completion_tokens"] = 12
+    replayed[1]["data"]["usage"]["total_tokens"] = 62
+    result = compare_histories(recorded, replayed)
+    assert [(d.path, d.verdict) for d in result.differences] == [
+        ("data.usage.completion_tokens", "expected"),
+        ("data.usage.total_tokens", "expected"),
+    ]
+    assert not result.has_regressions
+
+
+def test_bool_versus_int_is_a_difference() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[7]["effect"]["committed"] = 1
+    assert summary(compare_histories(recorded, replayed)) == [
+        ("changed", 7, "effect.committed", True, 1, "regression")
+    ]
+
+
+def test_added_and_removed_keys_use_absent() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    del replayed[2]["data"]["attempt"]
+    replayed[2]["data"]["arguments"]["force"] = True
+    result = compare_histories(recorded, replayed)
+    assert summary(result) == [
+        ("changed", 2, "data.arguments.force", ABSENT, True, "regression"),
+        ("changed", 2, "data.attempt", 1, ABSENT, "regression"),
+    ]
+    as_dict = result.to_dict()["differences"]
+    assert as_dict[0]["recorded_absent"] is True and "recorded" not in as_dict[0]
+    assert as_dict[1]["replayed_absent"] is True
+
+
+# ---------------------------------------------------------------------------------------- tolerances
+
+
+def test_epsilon() -> None:
+    recorded = history()
+    close = copy.deepcopy(recorded)
+    close[4]["data"]["scores"] = [0.905, 0.8, 0.7]
+    far = copy.deepcopy(recorded)
+    far[4]["data"]["scores"] = [0.95, 0.8, 0.7]
+    rules = RuleSet.from_layers("regression", project={"retrieval:data.scores": {"epsilon": 0.01}})
+    assert compare_histories(recorded, close, rules=rules).differences == ()
+    assert compare_histories(recorded, close, rules=rules).tolerated == 1
+    assert summary(compare_histories(recorded, far, rules=rules)) == [
+        ("changed", 4, "data.scores[0]", 0.9, 0.95, "regression")
+    ]
+    assert summary(compare_histories(recorded, close)) == [
+        ("changed", 4, "data.scores[0]", 0.9, 0.905, "regression")
+    ]
+
+
+def test_similarity() -> None:
+    recorded = history()
+    reworded = copy.deepcopy(recorded)
+    reworded[1]["data"]["decision"]["text"] = "I will look up the order 42."
+    different = copy.deepcopy(recorded)
+    different[1]["data"]["decision"]["text"] = "Refund denied: policy forbids it."
+    rules = RuleSet.from_layers(
+        "regression", project={"model.call:data.decision.text": {"verdict": "regression", "similarity": 0.8}}
+    )
+    assert compare_histories(recorded, reworded, rules=rules).differences == ()
+    assert [d.path for d in compare_histories(recorded, different, rules=rules).differences] == [
+        "data.decision.text"
+    ]
+    # without the tolerance a rewording is a regression
+    assert [d.verdict for d in compare_histories(recorded, reworded).differences] == ["regression"]
+
+
+def test_order_insensitive_list() -> None:
+    recorded = history()
+    shuffled = copy.deepcopy(recorded)
+    shuffled[4]["data"]["document_ids"] = ["d3", "d1", "d2"]
+    changed = copy.deepcopy(recorded)
+    changed[4]["data"]["document_ids"] = ["d3", "d1", "d9"]
+    grown = copy.deepcopy(recorded)
+    grown[4]["data"]["document_ids"] = ["d2", "d1", "d3", "d4"]
+    rules = RuleSet.from_layers(
+        "regression",
+        project={"retrieval:data.document_ids": {"verdict": "regression", "order_insensitive": True}},
+    )
+    assert compare_histories(recorded, shuffled, rules=rules).differences == ()
+    assert summary(compare_histories(recorded, changed, rules=rules)) == [
+        ("changed", 4, "data.document_ids[1]", "d2", "d9", "regression")
+    ]
+    assert summary(compare_histories(recorded, grown, rules=rules)) == [
+        ("changed", 4, "data.document_ids[3]", ABSENT, "d4", "regression")
+    ]
+    # in order, a permutation is three changed positions
+    assert len(compare_histories(recorded, shuffled).differences) == 3
+
+
+def test_regex_normaliser() -> None:
+    recorded = history()
+    recorded[5]["data"]["reason"] = "checked at 2025-01-01T10:00:00Z by req_abc123"
+    replayed = copy.deepcopy(recorded)
+    replayed[5]["data"]["reason"] = "checked at 2026-03-04T11:12:13Z by req_zz9"
+    worse = copy.deepcopy(recorded)
+    worse[5]["data"]["reason"] = "denied at 2026-03-04T11:12:13Z by req_zz9"
+    rules = RuleSet.from_layers(
+        "regression",
+        project={"policy.decision:data.reason": {"normalize": [r"\d{4}-\d{2}-\d{2}T[\d:]+Z", r"req_\w+"]}},
+    )
+    assert compare_histories(recorded, replayed, rules=rules).differences == ()
+    assert [(d.path, d.verdict) for d in compare_histories(recorded, worse, rules=rules).differences] == [
+        ("data.reason", "regression")
+    ]
+    assert len(compare_histories(recorded, replayed).differences) == 1
+
+
+# ------------------------------------------------------------------------------------------ payloads
+
+
+def test_equal_refs_are_not_resolved() -> None:
+    blobs = Blobs(REQUEST)
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["input_ref"]["size"] = 123  # metadata only: same sha
+    assert compare_histories(recorded, replayed, resolve=blobs).differences == ()
+    assert blobs.calls == []
+
+
+def test_differing_refs_are_resolved_and_diffed_by_payload_path() -> None:
+    changed = copy.deepcopy(REQUEST)
+    changed["body"]["json"]["messages"][1]["content"] = "Refund order 43"
+    changed["headers"]["x-request-id"] = "req_2"  # volatile header: ignored
+    blobs = Blobs(REQUEST, changed)
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1] = model_call(1, request=changed)
+    result = compare_histories(recorded, replayed, resolve=blobs)
+    assert summary(result) == [
+        (
+            "changed",
+            1,
+            "input_ref.body.json.messages[1].content",
+            "Refund order 42",
+            "Refund order 43",
+            "regression",
+        ),
+    ]
+    assert sorted(blobs.calls) == sorted([hash_value(REQUEST), hash_value(changed)])
+    # a changed prompt may be declared expected by payload path
+    rules = RuleSet.from_layers(
+        "regression", marker={"model.call:input_ref.body.json.messages[*].content": "expected"}
+    )
+    assert [
+        d.verdict for d in compare_histories(recorded, replayed, rules=rules, resolve=blobs).differences
+    ] == ["expected"]
+
+
+def test_changed_idempotency_header_is_a_regression() -> None:
+    changed = copy.deepcopy(REQUEST)
+    changed["headers"]["Idempotency-Key"] = "ik-2"
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1] = model_call(1, request=changed)
+    result = compare_histories(recorded, replayed, resolve=Blobs(REQUEST, changed))
+    assert summary(result) == [
+        ("changed", 1, "input_ref.headers.Idempotency-Key", "ik-1", "ik-2", "regression")
+    ]
+
+
+def test_inline_refs_and_appended_messages() -> None:
+    longer = copy.deepcopy(REQUEST)
+    longer["body"]["json"]["messages"].append({"role": "user", "content": "and order 43"})
+    recorded = history()
+    recorded[1]["input_ref"] = {"inline": REQUEST, "data_class": "internal"}
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["input_ref"] = {"inline": longer, "data_class": "internal"}
+    result = compare_histories(recorded, replayed)
+    assert summary(result) == [
+        (
+            "changed",
+            1,
+            "input_ref.body.json.messages[2]",
+            ABSENT,
+            {"role": "user", "content": "and order 43"},
+            "regression",
+        ),
+    ]
+
+
+def test_without_resolver_differing_blob_refs_compare_by_sha() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["input_ref"]["sha256"] = "f" * 64
+    assert [d.path for d in compare_histories(recorded, replayed).differences] == ["input_ref.sha256"]
+
+
+# ----------------------------------------------------------------------------------- per-mode defaults
+
+
+def test_changed_model_text_per_mode() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["data"]["decision"]["text"] = "Refund denied."
+    replayed[1]["data"]["model"] = "gpt-4.1"
+    regression = compare_histories(recorded, replayed, rules=RuleSet.defaults("regression"))
+    assert [(d.path, d.verdict) for d in regression.differences] == [
+        ("data.decision.text", "regression"),
+        ("data.model", "regression"),
+    ]
+    comparison = compare_histories(recorded, replayed, rules=RuleSet.defaults("model-comparison"))
+    assert [(d.path, d.verdict) for d in comparison.differences] == [
+        ("data.decision.text", "expected"),
+        ("data.model", "expected"),
+    ]
+    assert not comparison.has_regressions
+
+
+def test_model_comparison_still_fails_on_tool_choice_and_arguments() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[1]["data"]["decision"]["tool_calls"] = [
+        {"id": "call_9", "name": "get_order", "arguments": {"id": 7}}
+    ]
+    result = compare_histories(recorded, replayed, rules=RuleSet.defaults("model-comparison"))
+    assert [(d.path, d.verdict) for d in result.differences] == [
+        ("data.decision.tool_calls[0].arguments.id", "regression")
+    ]
+
+
+def test_sandbox_expects_fake_service_results_and_receipts() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[3]["data"]["result"] = {"total": 0.0}
+    replayed[7]["effect"]["receipt"] = {"id": "fake_1"}
+    sandbox = compare_histories(recorded, replayed, rules=RuleSet.defaults("sandbox"))
+    assert [(d.path, d.verdict) for d in sandbox.differences] == [
+        ("data.result.total", "expected"),
+        ("effect.receipt.id", "expected"),
+    ]
+    assert compare_histories(recorded, replayed).has_regressions
+
+
+def test_audit_mode_compares_nothing() -> None:
+    recorded = history()
+    result = compare_histories(recorded, [], rules=RuleSet.defaults("audit"))
+    assert result.differences == () and not result.compared and not result.has_regressions
+    assert result.to_dict()["compared"] is False
+
+
+def test_inserted_http_read_and_state_update_are_expected() -> None:
+    recorded = history()
+    replayed = [
+        *recorded[:3],
+        ev(
+            90,
+            "http",
+            data={"method": "GET", "url": "https://x.test/a", "status": 200, "classification": "read"},
+        ),
+        ev(91, "state.update", state_hash="a" * 64),
+        *recorded[3:],
+    ]
+    result = compare_histories(recorded, replayed)
+    assert [(d.kind, d.event_type, d.verdict) for d in result.differences] == [
+        ("inserted", "http", "expected"),
+        ("inserted", "state.update", "expected"),
+    ]
+    assert not result.has_regressions
+
+
+@pytest.mark.parametrize("etype_index", [1, 2, 4, 5, 6, 7])
+def test_missing_decisions_and_effects_are_regressions(etype_index: int) -> None:
+    recorded = history()
+    replayed = [e for n, e in enumerate(recorded) if n != etype_index]
+    result = compare_histories(recorded, replayed)
+    assert [(d.kind, d.seq_recorded, d.verdict) for d in result.differences] == [
+        ("missing", etype_index, "regression")
+    ]
+
+
+def test_presence_can_be_ignored_by_rule() -> None:
+    recorded = history()
+    replayed = [e for n, e in enumerate(recorded) if n != 6]
+    rules = RuleSet.from_layers("regression", hook=[{"approval:@presence": "ignore"}])
+    result = compare_histories(recorded, replayed, rules=rules)
+    assert result.differences == () and result.ignored == 1
+
+
+# ------------------------------------------------------------------------------------------- result
+
+
+def test_to_dict_is_json_ready() -> None:
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    replayed[2]["data"]["arguments"]["id"] = 43
+    replayed.insert(3, ev(50, "tool.call", tool={"name": "audit"}, data={"arguments": {}}))
+    data = compare_histories(recorded, replayed).to_dict()
+    assert json.loads(json.dumps(data)) == data
+    assert data["has_regressions"] is True
+    assert data["counts"]["regression"] == 2
+    assert data["counts"]["inserted"] == 1 and data["counts"]["changed"] == 1
+    assert data["differences"][0] == {
+        "kind": "changed",
+        "event_type": "tool.call",
+        "label": "get_order",
+        "path": "data.arguments.id",
+        "seq_recorded": 2,
+        "seq_replayed": 2,
+        "verdict": "regression",
+        "rule": {"source": "default", "selector": "*:**"},
+        "recorded": 42,
+        "replayed": 43,
+    }
+
+
+def test_importing_the_diff_package_does_not_import_deepdiff() -> None:
+    code = "import sys, pytest_agentreplay.diff; assert 'deepdiff' not in sys.modules, 'deepdiff imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
