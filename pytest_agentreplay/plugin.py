@@ -83,6 +83,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also write the cassette when a recording test fails",
     )
     parser.addini("agentreplay_save_on_failure", help="also write cassettes of failing tests", type="bool", default=None)
+    parser.addini(
+        "agentreplay_fail_on_unused",
+        help="fail the session when cassettes no test uses remain (default true)",
+        type="bool",
+        default=None,
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -96,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     names = [o[0].replace("-", "_") for o in OPTIONS] + ["update", "save_on_failure"]
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
-    ini = {name: config.getini("agentreplay_" + name) for name in names}
+    ini = {name: config.getini("agentreplay_" + name) for name in [*names, "fail_on_unused"]}
     try:
         project = read_pyproject_table(config.rootpath)
         settings = build_settings(rootdir=config.rootpath, cli=cli, ini=ini, project=project)
@@ -113,6 +119,46 @@ class SessionPlugin:
         self.config = config
         self.settings = settings
         self.outcomes: list[dict[str, Any]] = []
+        self.deselected: list[pytest.Item] = []
+        self.module_dirs: set[Path] = set()
+        self.known_cassettes: set[Path] = set()
+        self.unused: list[str] = []
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected.extend(items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from .session import default_cassette_path
+
+        cassette_dir = self.settings.cassette_dir
+        items = [*session.items, *self.deselected]
+        replay_modules = {item.path for item in items if "agent_replay" in getattr(item, "fixturenames", ())}
+        for item in items:
+            if item.path not in replay_modules:
+                continue
+            default = default_cassette_path(cassette_dir, self.config.rootpath, item.path, item.name)
+            self.module_dirs.add(default.parent)
+            self.known_cassettes.add(default)
+            for mark in item.iter_markers("agentreplay"):
+                if mark.kwargs.get("cassette"):
+                    named = Path(str(mark.kwargs["cassette"]))
+                    named = named if named.is_absolute() else cassette_dir / named
+                    self.known_cassettes.add(named if named.suffix == ".json" else named.with_name(named.name + ".json"))
+
+    def _find_unused(self, session: pytest.Session) -> list[str]:
+        from .unused import unused_cassettes
+
+        if session.testsfailed and not self.settings.update:
+            # A crashed or failing session says nothing reliable about which cassettes are still wanted.
+            return []
+        used = {Path(str(o["cassette"])) for o in self.outcomes}
+        return [str(p) for p in unused_cassettes(self.module_dirs, self.known_cassettes | used)]
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        # xdist controller: every worker collected the whole suite, so any worker's list will do.
+        output = getattr(node, "workeroutput", {}) or {}
+        if not self.unused and output.get("agentreplay_unused"):
+            self.unused = list(output["agentreplay_unused"])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
@@ -166,20 +212,40 @@ class SessionPlugin:
                 self.outcomes.append(json.loads(value))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.outcomes:
+        if not self.outcomes and not self.unused:
             return
         from .summary import summary_lines
 
         terminalreporter.section("agentreplay")
-        for line in summary_lines(self.outcomes):
+        for line in summary_lines(self.outcomes, unused=self.unused):
             terminalreporter.write_line(line)
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.settings.report is None or hasattr(self.config, "workerinput"):
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None:
+            if workerinput.get("workerid") == "gw0":
+                self.config.workeroutput["agentreplay_unused"] = self._find_unused(session)  # type: ignore[attr-defined]
             return
-        from .summary import write_report
+        if not self.unused and not self.config.pluginmanager.has_plugin("dsession"):
+            self.unused = self._find_unused(session)
+        if self.unused:
+            if self.settings.update:
+                from .unused import remove
 
-        write_report(self.settings.report, self.outcomes)
+                removed = remove(Path(p) for p in self.unused)
+                self.outcomes.extend(
+                    {"nodeid": "", "cassette": str(p), "action": "removed", "mode": "update",
+                     "regressions": 0, "expected": 0, "drift": None}
+                    for p in removed
+                )
+                self.unused = []
+            elif self.settings.fail_on_unused and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.settings.report is not None:
+            from .summary import write_report
+
+            write_report(self.settings.report, self.outcomes, unused=self.unused)
 
 
 @pytest.fixture

@@ -1,0 +1,641 @@
+"""Cassette files: canonical, atomic, versioned, hash-chained and redacted, plus their blob store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic_core
+from pydantic import ValidationError
+
+from .atomic import atomic_write_bytes, path_lock
+from .blobs import BlobStore, PendingBlobs, plan_externalize
+from .canonical import dumps_pretty, hash_value
+from .constants import (
+    BLOB_DIR_NAME,
+    DEFAULT_CASSETTE_DIR,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INLINE_PAYLOAD_LIMIT,
+    OLDEST_SUPPORTED_VERSION,
+)
+from .events import CASSETTE_ADAPTER, CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
+from .exceptions import (
+    BlobMissingError,
+    CassetteCorruptError,
+    CassetteError,
+    CassetteIntegrityError,
+    CassetteNotFoundError,
+    CassetteSchemaError,
+    CassetteVersionError,
+    SecretLeakError,
+)
+from .migrations import MIGRATIONS, migrate_document
+from .redaction import Redactor, default_redactor
+
+Document = dict[str, Any]
+REF_FIELDS = ("input_ref", "output_ref")
+# Tool and policy names are keys there: "reset_password" names a tool, it does not hold a password.
+_NAME_KEYED_RUN_FIELDS = ("tool_schema_versions", "policy_versions")
+_MAX_LISTED_PROBLEMS = 20
+
+
+def default_blob_dir(cassette_path: Path) -> Path:
+    """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
+    parent = Path(cassette_path).absolute().parent
+    for ancestor in (parent, *parent.parents):
+        if ancestor.name == DEFAULT_CASSETTE_DIR or (ancestor / BLOB_DIR_NAME).is_dir():
+            return ancestor / BLOB_DIR_NAME
+    return parent / BLOB_DIR_NAME
+
+
+def run_to_dict(run: RunMeta) -> Document:
+    return run.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _test_hint(raw: Any) -> str:
+    if isinstance(raw, dict) and isinstance(raw.get("run"), dict) and isinstance(raw["run"].get("test"), str):
+        return str(raw["run"]["test"])
+    return "<test>"
+
+
+def _fixes_rerecord(path: Path, test: str = "<test>") -> list[str]:
+    return [
+        f"restore the file from git: `git checkout -- {path}`",
+        f"re-record it: `pytest --agentreplay-record=all {test}`",
+    ]
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _parse(data: bytes, path: Path, mode: str | None) -> Any:
+    try:
+        # jiter parses faster than json.loads; json.loads remains the referee for errors and odd inputs.
+        return pydantic_core.from_json(data, allow_inf_nan=False)
+    except ValueError:
+        return _parse_slow(data, path, mode)
+
+
+def _parse_slow(data: bytes, path: Path, mode: str | None) -> Any:
+    if not data.strip():
+        raise CassetteCorruptError(
+            f"cassette {path.name} is empty",
+            evidence=[f"{len(data)} bytes, no JSON document"],
+            cassette=path,
+            mode=mode,
+            place="line 1, column 1",
+            fixes=_fixes_rerecord(path),
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not valid UTF-8",
+            evidence=[str(exc)],
+            cassette=path,
+            mode=mode,
+            place=f"byte {exc.start} (line {line})",
+            fixes=_fixes_rerecord(path),
+        ) from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("}")
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not valid JSON" + (" (the file looks truncated)" if truncated else ""),
+            evidence=[exc.msg],
+            cassette=path,
+            mode=mode,
+            place=f"line {exc.lineno}, column {exc.colno}",
+            fixes=_fixes_rerecord(path),
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CassetteCorruptError(
+            f"cassette {path.name} cannot be parsed: {exc}",
+            cassette=path,
+            mode=mode,
+            fixes=_fixes_rerecord(path),
+        ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_header(raw: Any, path: Path, mode: str | None) -> int:
+    test = _test_hint(raw)
+    if not isinstance(raw, dict):
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not a cassette: its top level is a JSON {type(raw).__name__}",
+            cassette=path,
+            mode=mode,
+            place="line 1, column 1",
+            fixes=_fixes_rerecord(path, test),
+        )
+    if raw.get("format") != FORMAT_NAME:
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not a {FORMAT_NAME} cassette",
+            evidence=[f"format is {raw.get('format')!r}, expected {FORMAT_NAME!r}"],
+            cassette=path,
+            mode=mode,
+            place="format",
+            fixes=[
+                "if it is a vcrpy / pytest-recording cassette: `agentreplay import-vcr <file>`",
+                *_fixes_rerecord(path, test),
+            ],
+        )
+    version = raw.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise CassetteVersionError(
+            f"cassette {path.name} has format version {version}, newer than this pytest-agentreplay "
+            f"(reads up to version {FORMAT_VERSION})",
+            cassette=path,
+            mode=mode,
+            place="version",
+            fixes=[
+                "upgrade pytest-agentreplay (`pip install -U -e <checkout>`) to the version that wrote it",
+                f"or re-record it with this version: `pytest --agentreplay-record=all {test}`",
+            ],
+        )
+    if (
+        not isinstance(version, int)
+        or isinstance(version, bool)
+        or (version != FORMAT_VERSION and (version < OLDEST_SUPPORTED_VERSION or version not in MIGRATIONS))
+    ):
+        raise CassetteVersionError(
+            f"cassette {path.name} has an unknown format version {version!r}",
+            evidence=[f"known versions: {OLDEST_SUPPORTED_VERSION}..{FORMAT_VERSION}"],
+            cassette=path,
+            mode=mode,
+            place="version",
+            fixes=[
+                f"restore the file from git: `git checkout -- {path}`",
+                "upgrade pytest-agentreplay if a newer release wrote it",
+                f"re-record it: `pytest --agentreplay-record=all {test}`",
+            ],
+        )
+    return version
+
+
+def _schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | None) -> CassetteSchemaError:
+    details = exc.errors(include_url=False)
+    places = [_describe_loc(err["loc"], raw) for err in details]
+    evidence = []
+    for err, place in zip(details[:8], places, strict=False):
+        what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+        evidence.append(f"{place}: {what} (found {_short(err.get('input'))})")
+    if len(details) > 8:
+        evidence.append(f"... and {len(details) - 8} more")
+    test = _test_hint(raw)
+    return CassetteSchemaError(
+        f"cassette {path.name} does not match the cassette schema ({len(details)} problem(s))",
+        evidence=evidence,
+        cassette=path,
+        mode=mode,
+        place=places[0] if places else None,
+        fixes=[
+            f"if an older pytest-agentreplay wrote it: `agentreplay migrate {path}`",
+            "if it was edited by hand, undo the edit or restore it: `git checkout -- " + str(path) + "`",
+            f"re-record it: `pytest --agentreplay-record=all {test}`",
+            "see the format: `agentreplay schema`",
+        ],
+    )
+
+
+def _describe_loc(loc: tuple[int | str, ...], raw: Document) -> str:
+    if len(loc) >= 2 and loc[0] == "events" and isinstance(loc[1], int):
+        index = loc[1]
+        events = raw.get("events")
+        seq: Any = index
+        if isinstance(events, list) and index < len(events) and isinstance(events[index], dict):
+            seq = events[index].get("seq", index)
+        field_path = ".".join(str(part) for part in loc[2:]) or "(the event)"
+        return f"event seq {seq} (events[{index}]), field {field_path}"
+    return "field " + ".".join(str(part) for part in loc)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    index: int | None
+    message: str
+
+
+def _chain_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
+    run = doc["run"]
+    events: list[Document] = doc["events"]
+    digests = _fast_digests(events)
+    problems: list[ChainProblem] = []
+    for index, event in enumerate(events):
+        if event.get("seq") != index:
+            problems.append(
+                ChainProblem(
+                    index,
+                    (
+                        f"events[{index}] has seq {event.get('seq')!r} where seq {index} belongs: "
+                        "events were reordered, removed or inserted"
+                    ),
+                )
+            )
+            break
+    expected = hash_value(run)
+    for index, event in enumerate(events):
+        if index:
+            expected = _event_hash(events[index - 1], event.get("prev_hash"), digests[index - 1])
+        if event.get("prev_hash") != expected:
+            if index == 0:
+                message = (
+                    "seq 0 does not chain to the run header: the run metadata was edited "
+                    f"(prev_hash {str(event.get('prev_hash'))[:12]}..., run hashes to {expected[:12]}...)"
+                )
+            else:
+                message = (
+                    f"hash chain broken at seq {index}: its prev_hash {str(event.get('prev_hash'))[:12]}... "
+                    f"does not match seq {index - 1} (hashes to {expected[:12]}...): seq {index - 1} was "
+                    "edited, or events between them were removed or reordered"
+                )
+            problems.append(ChainProblem(max(index - 1, 0) if index else 0, message))
+    if events:
+        expected = _event_hash(events[-1], doc.get("head_hash"), digests[-1])
+    count = doc.get("event_count")
+    if count != len(events):
+        problems.append(
+            ChainProblem(
+                min(len(events), count) if isinstance(count, int) else None,
+                (
+                    f"event_count is {count!r} but the file holds {len(events)} events: "
+                    "events were removed or added"
+                ),
+            )
+        )
+    if doc.get("head_hash") != expected:
+        last = len(events) - 1
+        problems.append(
+            ChainProblem(
+                last if last >= 0 else None,
+                (
+                    f"head_hash does not match the last event (seq {last}): it was edited, "
+                    "or events were removed from the end"
+                    if last >= 0
+                    else "head_hash does not match the run header: the run metadata was edited"
+                ),
+            )
+        )
+    return problems
+
+
+def _fast_digests(events: list[Any]) -> list[str | None]:
+    """sha256 of each event serialized by pydantic-core, which for a parsed canonical file (keys already
+    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize."""
+    to_json = pydantic_core.to_json
+    sha256 = hashlib.sha256
+    try:
+        return [sha256(to_json(event)).hexdigest() for event in events]
+    except (ValueError, pydantic_core.PydanticSerializationError):
+        digests: list[str | None] = []
+        for event in events:
+            try:
+                digests.append(sha256(to_json(event)).hexdigest())
+            except (ValueError, pydantic_core.PydanticSerializationError):
+                digests.append(None)
+        return digests
+
+
+def _event_hash(event: Document, claimed: Any, fast: str | None) -> str:
+    # A disagreement is float spelling (1e-07 vs 1e-7) or real damage; the canonical function decides.
+    return fast if fast is not None and fast == claimed else hash_value(event)
+
+
+def verify_chain(doc: Mapping[str, Any] | CassetteDoc) -> list[str]:
+    """Every hash-chain problem of a cassette document (raw dict or model); empty when intact."""
+    raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
+    messages = [problem.message for problem in _chain_problems(raw)]
+    if len(messages) > _MAX_LISTED_PROBLEMS:
+        messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
+    return messages
+
+
+def _doc_to_dict(doc: CassetteDoc) -> Document:
+    return {
+        "format": doc.format,
+        "version": doc.version,
+        "run": run_to_dict(doc.run),
+        "events": [event_to_dict(event) for event in doc.events],
+        "event_count": doc.event_count,
+        "head_hash": doc.head_hash,
+    }
+
+
+def _load(path: Path, mode: str | None) -> tuple[Document, int, CassetteDoc]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CassetteNotFoundError(
+            f"cassette {path.name} does not exist",
+            evidence=[f"looked for: {path}"],
+            cassette=path,
+            mode=mode,
+            fixes=[
+                "record it: `pytest --agentreplay-record=missing <test>`",
+                "check --agentreplay-cassette-dir and the marker's cassette= argument",
+                f"if it was committed, restore it: `git checkout -- {path}`",
+            ],
+        ) from None
+    except OSError as exc:
+        raise CassetteCorruptError(
+            f"cassette {path.name} cannot be read: {exc.strerror or exc}",
+            cassette=path,
+            mode=mode,
+            fixes=["check the path and its permissions", *_fixes_rerecord(path)],
+        ) from None
+    raw = _parse(data, path, mode)
+    version = _check_header(raw, path, mode)
+    try:
+        if version != FORMAT_VERSION:
+            raw = migrate_document(raw, str(path))
+        doc = CASSETTE_ADAPTER.validate_python(raw)
+        problems = _chain_problems(raw)
+    except CassetteError as exc:
+        exc.mode = mode
+        raise
+    except ValidationError as exc:
+        raise _schema_error(exc, raw, path, mode) from None
+    except (ValueError, UnicodeError, RecursionError) as exc:
+        # Only reachable through damage: an infinite number or a lone surrogate escape cannot be hashed.
+        raise CassetteCorruptError(
+            f"cassette {path.name} holds a value JSON cannot round-trip: {exc}",
+            cassette=path,
+            mode=mode,
+            fixes=_fixes_rerecord(path, _test_hint(raw)),
+        ) from None
+    if problems:
+        first = problems[0]
+        raise CassetteIntegrityError(
+            f"cassette {path.name} fails its hash-chain check: it was edited, reordered or truncated",
+            evidence=[p.message for p in problems[:5]],
+            cassette=path,
+            mode=mode,
+            place=f"event seq {first.index} (events[{first.index}])" if first.index is not None else "header",
+            fixes=[
+                f"undo the edit or restore it: `git checkout -- {path}`",
+                f"re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+                f"list every problem: `agentreplay verify {path}`",
+            ],
+        )
+    return raw, version, doc
+
+
+def load_document(path: Path, *, mode: str | None = None) -> tuple[Document, int]:
+    """The validated, chain-checked cassette as a current-format dict, and the version the file had."""
+    raw, version, _ = _load(path, mode)
+    return raw, version
+
+
+def load_cassette(
+    path: Path, *, blob_dir: Path | None = None, mode: str | None = None, verify_blobs: bool = False
+) -> LoadedCassette:
+    """Read a cassette (migrating older versions in memory); every failure is a ``CassetteError``."""
+    path = Path(path)
+    raw, _, doc = _load(path, mode)
+    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
+    if verify_blobs:
+        for index, name, ref in loaded.iter_refs():
+            if ref.sha256 is not None:
+                try:
+                    store.referenced(ref.sha256)
+                except CassetteError as exc:
+                    raise _relocate(
+                        exc, path, mode, f"event seq {index} (events[{index}]), field {name}"
+                    ) from None
+    return loaded
+
+
+def _relocate(exc: CassetteError, path: Path, mode: str | None, place: str) -> CassetteError:
+    return type(exc)(
+        exc.headline,
+        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+        cassette=path,
+        mode=mode,
+        place=place,
+        fixes=exc.fixes,
+    )
+
+
+@dataclass
+class LoadedCassette:
+    path: Path
+    run: RunMeta
+    events: list[Event]
+    blob_store: BlobStore
+    document: Document = field(repr=False, default_factory=dict)
+    mode: str | None = None
+
+    def payload(self, ref: PayloadRef | None) -> Any:
+        """The payload value: inline as stored, or the blob with every ``$blob`` reference expanded."""
+        if ref is None:
+            return None
+        if ref.sha256 is None:
+            return ref.inline
+        try:
+            return self.blob_store.load(ref.sha256)
+        except CassetteError as exc:
+            raise _relocate(exc, self.path, self.mode, f"payload {ref.sha256}") from None
+
+    def event_dicts(self) -> list[Document]:
+        return [event_to_dict(event) for event in self.events]
+
+    def iter_refs(self) -> Iterator[tuple[int, str, PayloadRef]]:
+        for index, event in enumerate(self.events):
+            for name in REF_FIELDS:
+                ref = getattr(event, name)
+                if ref is not None:
+                    yield index, name, ref
+
+    def verify(self, redactor: Redactor | None = None) -> list[str]:
+        """Every problem: hash chain, missing or damaged blobs, secret-shaped values (doc and blobs)."""
+        doc = self.document or self._current_document()
+        problems = verify_chain(doc)
+        redactor = redactor or default_redactor()
+        problems.extend(f"secret-shaped value at {p}" for p in _scan_document(doc, redactor))
+        checked: set[str] = set()
+        for index, name, ref in self.iter_refs():
+            if ref.sha256 is None or ref.sha256 in checked:
+                continue
+            try:
+                shas = self.blob_store.referenced(ref.sha256)
+            except CassetteError as exc:
+                problems.append(f"events[{index}].{name}: {exc.headline}")
+                continue
+            for sha in shas - checked:
+                leaks = redactor.find_secrets(self.blob_store.get(sha))
+                problems.extend(f"secret-shaped value in blob {sha} at {p}" for p in leaks)
+            checked |= shas
+        return problems
+
+    def _current_document(self) -> Document:
+        # Rebuilt from the models, so the chain is recomputed: only blobs and secrets are really checked.
+        return build_document(run_to_dict(self.run), self.event_dicts())
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def _redact_run(run: Document, redactor: Redactor) -> Document:
+    return {k: redactor.redact(v, keys=k not in _NAME_KEYED_RUN_FIELDS) for k, v in run.items()}
+
+
+def _scan_document(doc: Mapping[str, Any], redactor: Redactor) -> list[str]:
+    found: list[str] = []
+    for key, value in doc["run"].items():
+        found.extend(redactor.find_secrets(value, f"run.{key}", keys=key not in _NAME_KEYED_RUN_FIELDS))
+    found.extend(redactor.find_secrets(doc["events"], "events"))
+    return found
+
+
+def _place_payloads(
+    event: Document,
+    index: int,
+    inline_limit: int,
+    store: BlobStore,
+    source: BlobStore | None,
+    pending: PendingBlobs,
+    path: Path,
+) -> None:
+    for name in REF_FIELDS:
+        ref = event.get(name)
+        if not isinstance(ref, dict):
+            continue
+        if "inline" in ref:
+            placed, blobs = plan_externalize(ref["inline"], inline_limit)
+            rest = {k: v for k, v in ref.items() if k not in ("inline", "sha256", "size")}
+            if "inline" in placed and "size" in ref:
+                rest["size"] = ref["size"]
+            event[name] = {**rest, **placed}
+            pending.update(blobs)
+        elif isinstance(ref.get("sha256"), str) and not store.exists(ref["sha256"]):
+            sha = ref["sha256"]
+            if source is None or not source.exists(sha):
+                raise BlobMissingError(
+                    f"cannot save {path.name}: event seq {index} references blob {sha}, "
+                    f"which is not in {store.root}",
+                    cassette=path,
+                    place=f"event seq {index} (events[{index}]), field {name}",
+                    fixes=[
+                        "pass source_blob_store= the store the cassette was loaded from",
+                        f"re-record it: `pytest --agentreplay-record=all {event.get('run_id', '<test>')}`",
+                    ],
+                )
+            for needed in source.referenced(sha):
+                pending[needed] = (source.get(needed), source.path_for(needed).read_bytes())
+
+
+def build_document(run: Document, events: list[Document]) -> Document:
+    """The current-format document, with the hash chain computed over ``events`` (mutated in place)."""
+    prev = hash_value(run)
+    for event in events:
+        event["prev_hash"] = prev
+        prev = hash_value(event)
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "run": run,
+        "events": events,
+        "event_count": len(events),
+        "head_hash": prev,
+    }
+
+
+def _apply_hook(hook: Callable[[Document], Document], event: Document, index: int, path: Path) -> Document:
+    try:
+        # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
+        return event_to_dict(Event.model_validate(hook(event)))
+    except ValidationError as exc:
+        raise CassetteSchemaError(
+            f"cannot save {path.name}: the redaction hook returned an invalid event",
+            evidence=[
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:8]
+            ],
+            cassette=path,
+            place=f"event seq {index} (events[{index}])",
+            fixes=["make the hook return the event dict it was given, modified in place of values only"],
+        ) from None
+
+
+def save_cassette(
+    path: Path,
+    run: RunMeta,
+    events: Sequence[Event],
+    *,
+    blob_dir: Path | None = None,
+    redactor: Redactor | None = None,
+    inline_limit: int = INLINE_PAYLOAD_LIMIT,
+    extra_redact: Callable[[Document], Document] | None = None,
+    source_blob_store: BlobStore | None = None,
+) -> LoadedCassette:
+    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
+
+    ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
+    """
+    path = Path(path)
+    for index, event in enumerate(events):
+        if event.seq != index:
+            raise ValueError(
+                f"event at index {index} has seq {event.seq}: seq must be dense 0..{len(events) - 1}"
+            )
+    redactor = redactor or default_redactor()
+    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    doc: Document = {}
+    try:
+        run_dict = _redact_run(run_to_dict(run), redactor)
+        pending: PendingBlobs = {}
+        event_dicts: list[Document] = []
+        for index, event in enumerate(events):
+            current = redactor.redact(event_to_dict(event))
+            if extra_redact is not None:
+                current = _apply_hook(extra_redact, current, index, path)
+            _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
+            event_dicts.append(current)
+        doc = build_document(run_dict, event_dicts)
+        validated = CASSETTE_ADAPTER.validate_python(doc)
+        text = dumps_pretty(doc).encode("utf-8")
+    except ValidationError as exc:
+        raise _schema_error(exc, doc, path, None) from None
+    except (ValueError, UnicodeError) as exc:
+        raise CassetteSchemaError(
+            f"cannot save {path.name}: a value has no canonical JSON form ({exc})",
+            evidence=["NaN/Infinity floats and lone surrogate characters cannot be stored"],
+            cassette=path,
+            fixes=["convert the value before recording it (e.g. str() it or drop it)"],
+        ) from None
+    leaks = _scan_document(doc, redactor)
+    for sha, (value, _) in pending.items():
+        leaks.extend(f"blob {sha}: {p}" for p in redactor.find_secrets(value))
+    if leaks:
+        raise SecretLeakError(
+            f"refusing to write {path.name}: {len(leaks)} secret-shaped value(s) survived redaction",
+            evidence=leaks[:20],
+            cassette=path,
+            place=leaks[0],
+            fixes=[
+                "make the redaction hook (pytest_agentreplay_redact_event) stop re-adding the value",
+                "if it is not a secret, exclude it from the project's redact_patterns/redact_keys",
+                "add the name to [tool.agentreplay] redact_keys / redact_headers if a new field carries it",
+            ],
+        )
+    with path_lock(path):
+        # Blobs first: a cassette on disk never references a blob that is not there yet.
+        for sha, (_, data) in pending.items():
+            store.put_bytes(sha, data)
+        atomic_write_bytes(path, text)
+    return LoadedCassette(path, validated.run, validated.events, store, document=doc)

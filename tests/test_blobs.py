@@ -1,0 +1,166 @@
+"""Content-addressed blob store: write-once, verified reads, message-level dedup, exact round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.atomic import TEMP_PREFIX
+from pytest_agentreplay.blobs import CHAIN, BlobStore, plan_externalize
+from pytest_agentreplay.canonical import dumps_compact, hash_value
+from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.exceptions import BlobMissingError, CassetteIntegrityError
+from pytest_agentreplay.store import load_cassette, save_cassette
+
+
+def test_put_get_exists(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    value = {"b": [1, 2.5, None, "ü"], "a": True}
+    sha = store.put(value)
+    assert sha == hash_value(value)
+    path = tmp_path / sha[:2] / f"{sha}.json"
+    assert path.read_text(encoding="utf-8") == dumps_compact(value)
+    assert store.exists(sha) and store.get(sha) == value
+    assert BlobStore(tmp_path).get(sha) == value  # from disk, no cache
+    mtime = path.stat().st_mtime_ns
+    assert store.put(value) == sha and path.stat().st_mtime_ns == mtime  # write-once
+
+
+def test_missing_blob_names_sha_and_fix(tmp_path: Path) -> None:
+    sha = "ab" * 32
+    with pytest.raises(BlobMissingError) as info:
+        BlobStore(tmp_path).get(sha)
+    assert sha in str(info.value) and "How to fix:" in str(info.value) and ".blobs" in str(info.value)
+
+
+def test_tampered_blob(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    sha = store.put({"x": 1})
+    (tmp_path / sha[:2] / f"{sha}.json").write_text('{"x":2}')
+    with pytest.raises(CassetteIntegrityError, match=sha):
+        BlobStore(tmp_path).get(sha)
+
+
+def test_iter_shas_ignores_stray_files(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    shas = {store.put(i) for i in range(5)}
+    sub = tmp_path / next(iter(shas))[:2]
+    (sub / f"{TEMP_PREFIX}abc.part").write_text("partial")
+    (tmp_path / "README").write_text("x")
+    assert set(store.iter_shas()) == shas
+    assert list(BlobStore(tmp_path / "absent").iter_shas()) == []
+
+
+def test_small_payload_stays_inline(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    assert store.externalize({"a": 1}, 2048) == {"inline": {"a": 1}}
+    assert list(store.iter_shas()) == []
+
+
+def test_large_payload_goes_to_blob_and_round_trips(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    value = {"messages": [{"role": "user", "content": "x" * 500 + str(i)} for i in range(4)], "n": 1}
+    placed = store.externalize(value, 100)
+    assert set(placed) == {"sha256", "size"} and placed["size"] == len(dumps_compact(value).encode())
+    top = store.get(placed["sha256"])
+    assert set(top["messages"]) == {CHAIN}
+    assert store.load(placed["sha256"]) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"$blob": "not-a-ref"},
+        {"$lit": {"$blob": "x"}},
+        {"$chain": {"prev": None, "items": []}},
+        [{"a": "b" * 300}, {"$chain": 1}, {"c": "d" * 300}, 5, {"e": "f" * 300}],
+        [{"$blob": "a" * 64, "pad": "y" * 300}, {"$blob": "b" * 64}],
+        {"deep": [[[{"k": "v" * 300}]] * 3, {"$lit": 1}]},
+        ["ünïcödé ✓ " * 40, {"e": "😀" * 100}],
+    ],
+)
+def test_literal_markers_round_trip(tmp_path: Path, value: Any) -> None:
+    store = BlobStore(tmp_path)
+    placed = store.externalize(value, 0)
+    assert BlobStore(tmp_path).load(placed["sha256"]) == value
+
+
+def test_plan_does_not_write(tmp_path: Path) -> None:
+    placed, pending = plan_externalize({"x": ["y" * 400, {"z": "w" * 400}]}, 10)
+    assert "sha256" in placed and placed["sha256"] in pending and len(pending) == 2
+    assert plan_externalize({"x": [{"m": "y" * 400}] * 3}, 10)[1]  # chained: nodes + message + top
+    assert not any(tmp_path.iterdir())
+
+
+def conversation_events(calls: int) -> tuple[list[Event], int, int]:
+    """A chat that resends its whole history on every model call, like every provider SDK does."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a support agent. " * 20}]
+    events: list[Event] = []
+    naive = 0
+    for call in range(calls):
+        messages.append(
+            {"role": "user", "content": f"question {call}: " + "please help me with my order " * 12}
+        )
+        request = {
+            "method": "POST",
+            "url": "https://api.anthropic.com/v1/messages",
+            "headers": {"content-type": "application/json"},
+            "body": {
+                "json": {"model": "claude", "max_tokens": 1024, "messages": list(messages)},
+                "content_type": "application/json",
+            },
+        }
+        answer = {"role": "assistant", "content": f"answer {call}: " + "here is what I found " * 15}
+        response = {
+            "status": 200,
+            "headers": {},
+            "body": {"json": answer, "content_type": "application/json"},
+        }
+        messages.append(answer)
+        naive += len(json.dumps(request)) + len(json.dumps(response))
+        events.append(
+            Event.model_validate(
+                {
+                    "run_id": "r",
+                    "seq": len(events),
+                    "ts": "2025-01-01T00:00:00Z",
+                    "type": "model.call",
+                    "actor": "model",
+                    "class": "decision",
+                    "input_ref": PayloadRef(inline=request),
+                    "output_ref": PayloadRef(inline=response),
+                    "prev_hash": "0" * 64,
+                }
+            )
+        )
+    distinct = sum(len(json.dumps(m)) for m in messages)
+    return events, naive, distinct
+
+
+def test_conversation_dedup(tmp_path: Path) -> None:
+    events, naive, distinct = conversation_events(50)
+    path = tmp_path / "cassettes" / "chat.json"
+    saved = save_cassette(path, RunMeta(run_id="r"), events)
+    blob_bytes = sum(p.stat().st_size for p in (tmp_path / "cassettes" / ".blobs").rglob("*.json"))
+    total = blob_bytes + path.stat().st_size
+    assert blob_bytes < 0.25 * naive
+    assert total < 0.25 * naive
+    # About the size of the distinct messages, plus one small reference list per call.
+    assert blob_bytes < 2.5 * distinct, (blob_bytes, distinct)
+    loaded = load_cassette(path, verify_blobs=True)
+    for original, event in zip(events, loaded.events, strict=True):
+        assert original.input_ref is not None and original.output_ref is not None
+        assert loaded.payload(event.input_ref) == original.input_ref.inline
+        assert loaded.payload(event.output_ref) == original.output_ref.inline
+    assert saved.event_dicts() == loaded.event_dicts()
+
+
+def test_resolve_cache_returns_fresh_containers(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path)
+    placed = store.externalize({"m": [{"t": "x" * 400}]}, 10)
+    first = store.load(placed["sha256"])
+    first["m"][0]["t"] = "mutated"
+    assert store.load(placed["sha256"])["m"][0]["t"] == "x" * 400

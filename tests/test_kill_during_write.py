@@ -1,0 +1,102 @@
+"""SIGKILL at random moments while a cassette is being saved: the target is absent or fully valid."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.atomic import TEMP_PREFIX
+from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.store import load_cassette, save_cassette
+
+KILLS = 60
+TIME_BUDGET_S = 35.0
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs fork and SIGKILL")
+
+
+def variant(tag: int) -> list[Event]:
+    return [
+        Event.model_validate(
+            {
+                "run_id": f"run-{tag}",
+                "seq": seq,
+                "ts": "2025-01-01T00:00:00Z",
+                "type": "tool.result",
+                "actor": "tool",
+                "class": "input",
+                "data": {"variant": tag, "row": seq, "text": f"variant {tag} " * 100},
+                # Every tenth payload goes to the blob store, so blob writes get killed too.
+                "output_ref": PayloadRef(inline={"rows": [tag, seq] * (600 if seq % 10 == 0 else 20)}),
+                "prev_hash": "0" * 64,
+            }
+        )
+        for seq in range(250)
+    ]
+
+
+def writer(path: str, started: Any) -> None:
+    histories = [variant(0), variant(1)]
+    started.set()
+    tag = 0
+    while True:
+        save_cassette(Path(path), RunMeta(run_id=f"run-{tag}"), histories[tag])
+        tag = 1 - tag
+
+
+def wait_for_temp_file(folder: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(name.startswith(TEMP_PREFIX) for name in os.listdir(folder)):
+            return
+        time.sleep(0.0002)
+
+
+def test_sigkill_never_leaves_a_partial_cassette(tmp_path: Path) -> None:
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    path = folder / "test_kill.json"
+    context = multiprocessing.get_context("fork")
+    rng = random.Random(20250101)
+    start = time.monotonic()
+    outcomes = {"absent": 0, "valid": 0}
+    for kill in range(KILLS):
+        assert time.monotonic() - start < TIME_BUDGET_S, f"only {kill} kills within the time budget"
+        started = context.Event()
+        child = context.Process(target=writer, args=(str(path), started), daemon=True)
+        child.start()
+        assert started.wait(10), "writer did not start"
+        if kill % 2:
+            # Half the kills aim at the write itself: right after a temp file shows up.
+            wait_for_temp_file(folder, rng.uniform(0.02, 0.4))
+            time.sleep(rng.uniform(0, 0.0005))
+        else:
+            time.sleep(rng.uniform(0, 0.35))
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        assert child.exitcode == -signal.SIGKILL
+
+        if not path.exists():
+            outcomes["absent"] += 1
+            continue
+        loaded = load_cassette(path, verify_blobs=True)
+        tags = {event.data["variant"] for event in loaded.events}
+        assert len(loaded.events) == 250 and len(tags) == 1
+        assert loaded.run.run_id == f"run-{tags.pop()}"
+        outcomes["valid"] += 1
+
+    assert outcomes["valid"] > 0, outcomes
+    strays = [p.name for p in folder.rglob("*") if p.is_file() and p.name.startswith(TEMP_PREFIX)]
+    # Only temp files can be left over, and the blob store never lists them.
+    others = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(TEMP_PREFIX)]
+    assert all(p == path or p.suffix == ".json" for p in others)
+    print(f"kills: {KILLS}, outcomes: {outcomes}, stray temp files: {len(strays)}")

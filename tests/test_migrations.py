@@ -1,0 +1,108 @@
+"""Older formats load in memory unchanged on disk; `migrate_file` upgrades atomically."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_agentreplay.canonical import hash_value
+from pytest_agentreplay.constants import FORMAT_VERSION
+from pytest_agentreplay.exceptions import CassetteIntegrityError, CassetteSchemaError, CassetteVersionError
+from pytest_agentreplay.migrations import MIGRATIONS, migrate_document, migrate_file
+from pytest_agentreplay.store import load_cassette, save_cassette
+
+V1_FIXTURE = Path(__file__).parent / "data" / "v1_cassette.json"
+
+
+@pytest.fixture
+def v1(tmp_path: Path) -> Path:
+    path = tmp_path / "cassettes" / "test_support" / "test_refund.json"
+    path.parent.mkdir(parents=True)
+    shutil.copy(V1_FIXTURE, path)
+    return path
+
+
+def test_fixture_is_version_1() -> None:
+    doc = json.loads(V1_FIXTURE.read_text())
+    assert doc["version"] == 1 and "head_hash" not in doc
+    assert all("prev_hash" not in event for event in doc["events"])
+
+
+def test_every_old_version_has_a_migration() -> None:
+    assert sorted(MIGRATIONS) == list(range(1, FORMAT_VERSION))
+
+
+def test_v1_loads_in_memory_without_touching_the_file(v1: Path) -> None:
+    before = v1.read_bytes()
+    mtime = v1.stat().st_mtime_ns
+    loaded = load_cassette(v1)
+    assert [e.type for e in loaded.events] == ["run.start", "model.call", "tool.call", "run.end"]
+    assert loaded.events[2].tool is not None and loaded.events[2].tool.idempotency_key == "refund-42"
+    assert loaded.payload(loaded.events[0].input_ref) == {"user": "I want a refund for order 42"}
+    assert loaded.verify() == []
+    assert v1.read_bytes() == before and v1.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in v1.parent.iterdir()) == ["test_refund.json"]
+
+
+def test_migration_computes_the_chain(v1: Path) -> None:
+    doc = migrate_document(json.loads(v1.read_text()))
+    assert doc["version"] == FORMAT_VERSION and doc["event_count"] == 4
+    assert doc["events"][0]["prev_hash"] == hash_value(doc["run"])
+    assert doc["events"][1]["prev_hash"] == hash_value(doc["events"][0])
+    assert doc["head_hash"] == hash_value(doc["events"][3])
+
+
+def test_migrate_file_dry_run_then_real(v1: Path) -> None:
+    before = v1.read_bytes()
+    assert migrate_file(v1, dry_run=True) is True
+    assert v1.read_bytes() == before
+    assert migrate_file(v1) is True
+    doc = json.loads(v1.read_text())
+    assert doc["version"] == FORMAT_VERSION
+    assert migrate_file(v1) is False  # already current
+    after = v1.read_bytes()
+    loaded = load_cassette(v1)
+    save_cassette(v1, loaded.run, loaded.events)
+    assert v1.read_bytes() == after  # the migrated file is already canonical
+
+
+def test_v1_relabelled_v2_file_is_refused(tmp_path: Path) -> None:
+    # Relabelling a v2 file as v1 must not be a way to get a fresh chain over an edited event.
+    path = tmp_path / "c.json"
+    shutil.copy(V1_FIXTURE, path)
+    migrate_file(path)
+    doc = json.loads(path.read_text())
+    doc["version"] = 1
+    doc["events"][1]["data"]["model"] = "edited"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CassetteSchemaError) as info:
+        load_cassette(path)
+    assert "version-2 field" in str(info.value) and path.name in str(info.value)
+
+
+def test_broken_v1_is_a_schema_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    doc = json.loads(V1_FIXTURE.read_text())
+    doc["events"][2] = "not an event"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CassetteSchemaError, match=r"events\[2\]"):
+        load_cassette(path)
+    doc = json.loads(V1_FIXTURE.read_text())
+    doc["events"][1]["seq"] = 5
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CassetteIntegrityError, match="seq 5"):
+        load_cassette(path)
+
+
+def test_migrate_file_refuses_broken_files(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    doc = json.loads(V1_FIXTURE.read_text())
+    doc["version"] = 99
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    with pytest.raises(CassetteVersionError):
+        migrate_file(path)
+    assert path.read_bytes() == before

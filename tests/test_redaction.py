@@ -1,0 +1,334 @@
+"""Secrets never reach disk: one test per place a credential hides, plus the final scan as a backstop."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.constants import REDACTED
+from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
+from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
+from pytest_agentreplay.store import load_cassette, save_cassette
+
+OPENAI_KEY = "sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
+ANTHROPIC_KEY = "sk-ant-api03-Zz9yXw8vUt7sRq6pOn5mLk4j"
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+BEARER_TOKEN = "opaque-token-9f8e7d6c5b4a"
+GITHUB_TOKEN = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+PLAIN_SECRET = "hunter2-correct-horse"
+PAD = "filler text " * 250  # pushes the payload over the inline limit, so the blob files are checked too
+
+
+def request(headers: dict[str, str], url: str = "https://api.example.com/v1/chat", body: Any = None) -> Any:
+    return {"method": "POST", "url": url, "headers": headers, "body": body}
+
+
+def save(tmp_path: Path, payload: Any, redactor: Redactor | None = None, **kwargs: Any) -> Path:
+    path = tmp_path / "cassettes" / "test_mod" / "test_secret.json"
+    events = [
+        Event.model_validate(
+            {
+                "run_id": "r",
+                "seq": seq,
+                "ts": "2025-01-01T00:00:00Z",
+                "type": "http",
+                "actor": "runtime",
+                "class": "input",
+                "input_ref": PayloadRef(inline=value),
+                "data": {"note": "copy", "payload": value} if seq == 0 else {},
+                "prev_hash": "0" * 64,
+            }
+        )
+        for seq, value in enumerate([payload, {"big": [payload, PAD]}])
+    ]
+    save_cassette(path, RunMeta(run_id="r"), events, redactor=redactor, **kwargs)
+    return path
+
+
+def assert_not_on_disk(tmp_path: Path, *secrets: str) -> None:
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) >= 2, "expected the cassette and at least one blob"
+    for file in files:
+        data = file.read_bytes()
+        for secret in secrets:
+            assert secret.encode() not in data, f"{secret!r} leaked into {file}"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "authorization",
+        "Authorization",
+        "proxy-authorization",
+        "api-key",
+        "x-api-key",
+        "anthropic-api-key",
+        "openai-api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "x-auth-token",
+    ],
+)
+def test_secret_headers(tmp_path: Path, header: str) -> None:
+    path = save(tmp_path, request({header: PLAIN_SECRET, "content-type": "application/json"}))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+    loaded = load_cassette(path)
+    headers = loaded.payload(loaded.events[0].input_ref)["headers"]
+    assert headers == {header: REDACTED, "content-type": "application/json"}
+
+
+def test_header_pairs(tmp_path: Path) -> None:
+    save(tmp_path, {"headers": [["Authorization", f"Basic {PLAIN_SECRET}"], ["Accept", "*/*"]]})
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+
+
+def test_response_set_cookie(tmp_path: Path) -> None:
+    save(
+        tmp_path,
+        {"status": 200, "headers": {"set-cookie": f"session={PLAIN_SECRET}; HttpOnly"}, "body": None},
+    )
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+
+
+def test_query_parameters(tmp_path: Path) -> None:
+    url = (
+        f"https://maps.example.com/api?q=coffee&api_key={PLAIN_SECRET}1&key={PLAIN_SECRET}2"
+        f"&access_token={PLAIN_SECRET}3&sig={PLAIN_SECRET}4&page=2"
+    )
+    path = save(tmp_path, request({}, url=url))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+    loaded = load_cassette(path)
+    assert loaded.payload(loaded.events[0].input_ref)["url"] == (
+        f"https://maps.example.com/api?q=coffee&api_key={REDACTED}&key={REDACTED}"
+        f"&access_token={REDACTED}&sig={REDACTED}&page=2"
+    )
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/vnd.api+json"])
+def test_json_body_as_text(tmp_path: Path, content_type: str) -> None:
+    text = json.dumps({"data": {"attributes": {"password": PLAIN_SECRET, "name": "ann"}}})
+    path = save(tmp_path, request({}, body={"text": text, "content_type": content_type}))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+    loaded = load_cassette(path)
+    body = loaded.payload(loaded.events[0].input_ref)["body"]
+    assert body == {
+        "json": {"data": {"attributes": {"password": REDACTED, "name": "ann"}}},
+        "content_type": content_type,
+    }
+
+
+def test_structured_json_body(tmp_path: Path) -> None:
+    body = {"json": {"client_secret": PLAIN_SECRET, "grant_type": "x"}, "content_type": "application/json"}
+    save(tmp_path, request({}, body=body))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+
+
+def test_base64_json_body(tmp_path: Path) -> None:
+    raw = json.dumps({"api_key": PLAIN_SECRET}).encode()
+    body = {"base64": base64.b64encode(raw).decode(), "content_type": "application/json"}
+    save(tmp_path, request({}, body=body))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET, base64.b64encode(raw).decode())
+
+
+def test_form_body(tmp_path: Path) -> None:
+    body = {
+        "text": f"grant_type=client_credentials&client_secret={PLAIN_SECRET}",
+        "content_type": "application/x-www-form-urlencoded",
+    }
+    save(tmp_path, request({}, body=body))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+
+
+def test_sse_stream(tmp_path: Path) -> None:
+    body = {
+        "sse": [
+            {
+                "event": "delta",
+                "data": json.dumps({"text": f"your key is {OPENAI_KEY}"}),
+                "id": None,
+                "t": 0.1,
+            },
+            {"event": None, "data": {"token": PLAIN_SECRET}, "id": "2", "t": 0.2},
+        ],
+        "content_type": "text/event-stream",
+    }
+    save(tmp_path, {"status": 200, "headers": {}, "body": body})
+    assert_not_on_disk(tmp_path, OPENAI_KEY, PLAIN_SECRET)
+
+
+@pytest.mark.parametrize("secret", [OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, JWT, GITHUB_TOKEN, "sk-" + "a1" * 24])
+def test_key_shaped_values_in_tool_result(tmp_path: Path, secret: str) -> None:
+    result = {"stdout": f'export CREDS="{secret}"\ndone', "exit_code": 0}
+    save(tmp_path, result)
+    assert_not_on_disk(tmp_path, secret)
+
+
+@pytest.mark.parametrize("secret", [OPENAI_KEY, ANTHROPIC_KEY, AWS_KEY, JWT, GITHUB_TOKEN])
+def test_key_shaped_values_in_model_message(tmp_path: Path, secret: str) -> None:
+    body = {
+        "json": {
+            "messages": [{"role": "user", "content": [{"type": "text", "text": f"use {secret} please"}]}]
+        },
+        "content_type": "application/json",
+    }
+    save(tmp_path, request({"content-type": "application/json"}, body=body))
+    assert_not_on_disk(tmp_path, secret)
+
+
+def test_bearer_in_free_text(tmp_path: Path) -> None:
+    path = save(tmp_path, {"log": f"curl -H 'Authorization: Bearer {BEARER_TOKEN}' https://x"})
+    assert_not_on_disk(tmp_path, BEARER_TOKEN)
+    loaded = load_cassette(path)
+    assert "Bearer [REDACTED]" in loaded.payload(loaded.events[0].input_ref)["log"]
+
+
+def test_project_configured_key_and_pattern(tmp_path: Path) -> None:
+    redactor = Redactor.from_config(
+        {
+            "redact_keys": ["customer_pin", "^x_internal_.*$"],
+            "redact_patterns": [r"ACME-[0-9]{6}"],
+            "redact_headers": ["x-tenant-signature"],
+        }
+    )
+    payload = {
+        "customer_pin": "4711-0815",
+        "X_Internal_Ref": "internal-ref-77",
+        "note": "ticket ACME-123456 resolved",
+        "headers": {"x-tenant-signature": "tenant-sig-99"},
+    }
+    path = save(tmp_path, payload, redactor=redactor)
+    assert_not_on_disk(tmp_path, "4711-0815", "internal-ref-77", "ACME-123456", "tenant-sig-99")
+    loaded = load_cassette(path)
+    assert loaded.payload(loaded.events[0].input_ref)["note"] == f"ticket {REDACTED} resolved"
+
+
+def test_final_scan_refuses_a_reintroduced_secret(tmp_path: Path) -> None:
+    def hook(event: dict[str, Any]) -> dict[str, Any]:
+        event["data"]["debug"] = f"Authorization: Bearer {BEARER_TOKEN}"
+        return event
+
+    path = tmp_path / "cassettes" / "test_mod" / "test_secret.json"
+    with pytest.raises(SecretLeakError) as info:
+        save(tmp_path, {"big": PAD}, extra_redact=hook)
+    message = str(info.value)
+    assert "events[0].data.debug" in message and path.name in message and "How to fix:" in message
+    assert not path.exists()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_final_scan_covers_blobs(tmp_path: Path) -> None:
+    def hook(event: dict[str, Any]) -> dict[str, Any]:
+        ref = event.get("input_ref")
+        if ref and isinstance(ref.get("inline"), dict) and "big" in ref["inline"]:
+            ref["inline"]["big"].append({"password": PLAIN_SECRET})
+        return event
+
+    with pytest.raises(SecretLeakError, match=r"blob [0-9a-f]{64}: big\[2\]\.password"):
+        save(tmp_path, {"x": 1}, extra_redact=hook)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+# -- what must survive ----------------------------------------------------------------------------
+
+
+def test_usage_and_bookkeeping_fields_pass_through() -> None:
+    value = {
+        "max_tokens": 1024,
+        "input_tokens": 1,
+        "output_tokens": 2,
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 5,
+        "cache_creation_input_tokens": 6,
+        "cache_read_input_tokens": 7,
+        "idempotency_key": "idem-1",
+        "idempotency-key": "idem-2",
+        "Idempotency-Key": "idem-3",
+        "cache_key": "ck",
+        "tokens": [1, 2, 3],
+        "maxTokens": 9,
+        "usage": {"input_tokens": 10, "output_tokens": 20},
+        "signature": "EqQBCkYIARgCIkA",  # Anthropic thinking signature: not a credential
+        "key_points": ["a"],
+    }
+    assert redact(value) == value
+    assert find_secrets(value) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "550e8400-e29b-41d4-a716-446655440000",
+        "claude-3-5-sonnet-20241022",
+        "gpt-4o-mini-2024-07-18",
+        "text-embedding-3-small",
+        "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "chatcmpl-9pWbPv3L9zYbBqUo0c9hZbX1aBcDe",
+        "the bearer of bad news said the task-force risk-assessment-framework is done",
+        "https://example.com/search?q=tokens&page=2&sort=asc",
+        "Use the key: value syntax; the token budget is 4096.",
+    ],
+)
+def test_no_false_positives(text: str) -> None:
+    assert redact(text) == text
+    assert find_secrets({"text": text}) == []
+
+
+def test_secret_named_keys_with_empty_values_are_kept() -> None:
+    value = {"password": None, "token": "", "auth": False, "api_key": REDACTED}
+    assert redact(value) == value and find_secrets(value) == []
+
+
+def test_redaction_is_idempotent() -> None:
+    value = {
+        "headers": {"authorization": f"Bearer {BEARER_TOKEN}"},
+        "url": f"https://x/y?key={PLAIN_SECRET}",
+        "text": f"{OPENAI_KEY} and Bearer {BEARER_TOKEN}",
+        "body": {"text": json.dumps({"secret": "s"}), "content_type": "application/json"},
+    }
+    once = redact(value)
+    assert redact(once) == once
+    assert find_secrets(once) == []
+
+
+def test_find_secrets_paths() -> None:
+    doc = {
+        "events": [
+            {},
+            {},
+            {},
+            {"output_ref": {"inline": {"headers": {"authorization": "Bearer x"}, "note": f"k={AWS_KEY}"}}},
+        ]
+    }
+    assert find_secrets(doc) == [
+        "events[3].output_ref.inline.headers.authorization",
+        "events[3].output_ref.inline.note",
+    ]
+
+
+def test_redact_body_keeps_non_json_text() -> None:
+    body = {"text": "hello", "content_type": "text/plain"}
+    assert redact_body(body) == body
+    body = {"text": "{not json", "content_type": "application/json"}
+    assert redact_body(body) == body
+    clean = {"text": '{"a": 1}', "content_type": "application/json"}
+    assert redact_body(clean) == clean  # untouched bytes when nothing needs hiding
+
+
+def test_config_errors_name_the_bad_entry() -> None:
+    with pytest.raises(ConfigError) as info:
+        Redactor.from_config({"redact_patterns": ["ok", "(unclosed"]})
+    assert "(unclosed" in str(info.value) and "redact_patterns" in str(info.value)
+    with pytest.raises(ConfigError, match=r"\[a-"):
+        Redactor.from_config({"redact_keys": ["[a-"]})
+    with pytest.raises(ConfigError, match="list of strings"):
+        Redactor.from_config({"redact_headers": [1]})
+    assert Redactor.from_config({"unrelated": 1, "redact_headers": "x-one"}).is_secret_name("X-One")

@@ -1,0 +1,415 @@
+"""Cassette store: canonical round trip, hash chain, every failure as its own CassetteError subclass."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.atomic import TEMP_PREFIX, lock_path_for, path_lock
+from pytest_agentreplay.blobs import BlobStore
+from pytest_agentreplay.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.constants import FORMAT_VERSION, GENESIS_HASH
+from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.exceptions import (
+    BlobMissingError,
+    CassetteCorruptError,
+    CassetteError,
+    CassetteIntegrityError,
+    CassetteNotFoundError,
+    CassetteSchemaError,
+    CassetteVersionError,
+)
+from pytest_agentreplay.store import (
+    default_blob_dir,
+    load_cassette,
+    load_document,
+    save_cassette,
+    verify_chain,
+)
+
+RUN = RunMeta(run_id="run-1", agent="bot", model="claude-3-5-sonnet-20241022", test="tests/test_x.py::test_a")
+
+
+def make_event(seq: int, inline: Any = None, **extra: Any) -> Event:
+    fields: dict[str, Any] = {
+        "run_id": "run-1",
+        "seq": seq,
+        "ts": f"2025-01-01T00:00:{seq:02d}Z",
+        "type": "model.call",
+        "actor": "model",
+        "class": "decision",
+        "data": {"n": seq, "usage": {"input_tokens": 10 * seq, "output_tokens": 3}},
+        "prev_hash": GENESIS_HASH,
+    }
+    if inline is not None:
+        fields["output_ref"] = PayloadRef(inline=inline)
+    fields.update(extra)
+    return Event.model_validate(fields)
+
+
+def history(n: int = 6) -> list[Event]:
+    big = {"text": "lorem ipsum " * 400}
+    return [make_event(i, inline=big if i % 3 == 0 else {"reply": f"answer {i}"}) for i in range(n)]
+
+
+@pytest.fixture
+def cassette(tmp_path: Path) -> Path:
+    path = tmp_path / "cassettes" / "test_x" / "test_a.json"
+    save_cassette(path, RUN, history())
+    return path
+
+
+def load_error(path: Path, cls: type[CassetteError]) -> CassetteError:
+    with pytest.raises(CassetteError) as info:
+        load_cassette(path)
+    assert type(info.value) is cls, f"expected {cls.__name__}, got {type(info.value).__name__}: {info.value}"
+    message = str(info.value)
+    assert path.name in message
+    assert "How to fix:" in message and "  1. " in message
+    return info.value
+
+
+def rewrite(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+
+# -- round trip -----------------------------------------------------------------------------------
+
+
+def test_save_load_save_is_byte_identical(cassette: Path) -> None:
+    first = cassette.read_bytes()
+    loaded = load_cassette(cassette)
+    save_cassette(cassette, loaded.run, loaded.events)
+    assert cassette.read_bytes() == first
+    again = load_cassette(cassette)
+    assert again.event_dicts() == loaded.event_dicts()
+
+
+def test_file_is_canonical_pretty_json(cassette: Path) -> None:
+    text = cassette.read_text(encoding="utf-8")
+    assert text == dumps_pretty(json.loads(text))
+    assert text.endswith("}\n")
+
+
+def test_saving_twice_from_memory_is_byte_identical(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "c.json", tmp_path / "b" / "c.json"
+    save_cassette(a, RUN, history())
+    save_cassette(b, RUN, history())
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_payloads_round_trip_inline_and_blob(cassette: Path) -> None:
+    loaded = load_cassette(cassette)
+    assert loaded.events[0].output_ref is not None and loaded.events[0].output_ref.sha256 is not None
+    assert loaded.events[0].output_ref.inline is None
+    assert loaded.payload(loaded.events[0].output_ref) == {"text": "lorem ipsum " * 400}
+    assert loaded.payload(loaded.events[1].output_ref) == {"reply": "answer 1"}
+    assert loaded.payload(None) is None
+
+
+def test_hash_chain_fields(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    assert doc["version"] == FORMAT_VERSION
+    assert doc["event_count"] == 6
+    assert doc["events"][0]["prev_hash"] == hash_value(doc["run"])
+    for prev, event in zip(doc["events"], doc["events"][1:], strict=False):
+        assert event["prev_hash"] == hash_value(prev)
+    assert doc["head_hash"] == hash_value(doc["events"][-1])
+    assert verify_chain(doc) == []
+
+
+def test_empty_history(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    save_cassette(path, RUN, [])
+    doc = json.loads(path.read_text())
+    assert doc["head_hash"] == hash_value(doc["run"]) and doc["event_count"] == 0
+    assert load_cassette(path).events == []
+
+
+def test_seq_must_be_dense(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="seq must be dense"):
+        save_cassette(tmp_path / "c.json", RUN, [make_event(0), make_event(2)])
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_no_temp_files_or_lock_files_left(cassette: Path) -> None:
+    folder = cassette.parents[1]
+    names = [p.name for p in folder.rglob("*")]
+    assert not [n for n in names if n.startswith(TEMP_PREFIX) or n.endswith(".lock")]
+    assert lock_path_for(cassette).parent == Path(tempfile.gettempdir()) / "pytest-agentreplay-locks"
+
+
+def test_path_lock_is_reentrant_across_paths(tmp_path: Path) -> None:
+    with path_lock(tmp_path / "a.json"), path_lock(tmp_path / "b.json"):
+        pass
+
+
+# -- blob dir -------------------------------------------------------------------------------------
+
+
+def test_default_blob_dir(tmp_path: Path) -> None:
+    assert default_blob_dir(tmp_path / "cassettes" / "mod" / "t.json") == tmp_path / "cassettes" / ".blobs"
+    (tmp_path / "other" / ".blobs").mkdir(parents=True)
+    assert default_blob_dir(tmp_path / "other" / "deep" / "t.json") == tmp_path / "other" / ".blobs"
+    assert default_blob_dir(tmp_path / "plain" / "t.json") == tmp_path / "plain" / ".blobs"
+
+
+def test_explicit_blob_dir(tmp_path: Path) -> None:
+    blobs = tmp_path / "store"
+    path = tmp_path / "c.json"
+    save_cassette(path, RUN, history(), blob_dir=blobs)
+    assert list(BlobStore(blobs).iter_shas())
+    loaded = load_cassette(path, blob_dir=blobs)
+    assert loaded.payload(loaded.events[0].output_ref) == {"text": "lorem ipsum " * 400}
+
+
+def test_resave_elsewhere_copies_blobs_from_source(cassette: Path, tmp_path: Path) -> None:
+    loaded = load_cassette(cassette)
+    target = tmp_path / "elsewhere" / "c.json"
+    with pytest.raises(BlobMissingError, match="source_blob_store"):
+        save_cassette(target, loaded.run, loaded.events)
+    assert not target.exists()
+    save_cassette(target, loaded.run, loaded.events, source_blob_store=loaded.blob_store)
+    copy = load_cassette(target, verify_blobs=True)
+    assert copy.payload(copy.events[0].output_ref) == loaded.payload(loaded.events[0].output_ref)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    error = load_error(tmp_path / "nope.json", CassetteNotFoundError)
+    assert "--agentreplay-record" in str(error)
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n", b"{", b"not json", b'{"format": "pytest-agentreplay",'])
+def test_not_json(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    error = load_error(path, CassetteCorruptError)
+    assert "line " in str(error) and "column " in str(error)
+    assert "git checkout" in str(error)
+
+
+def test_invalid_utf8(cassette: Path) -> None:
+    data = cassette.read_bytes()
+    cassette.write_bytes(data[:40] + b"\xff\xfe" + data[40:])
+    load_error(cassette, CassetteCorruptError)
+
+
+def test_truncated_at_many_offsets(cassette: Path) -> None:
+    data = cassette.read_bytes()
+    step = max(1, len(data) // 150)
+    for cut in range(0, len(data) - 2, step):
+        cassette.write_bytes(data[:cut])
+        error = load_error(cassette, CassetteCorruptError)
+        if cut > 10:
+            assert "line " in str(error)
+            assert "truncated" in str(error)
+
+
+@pytest.mark.parametrize("doc", [[], "text", 3, None])
+def test_not_an_object(tmp_path: Path, doc: Any) -> None:
+    path = tmp_path / "c.json"
+    rewrite(path, doc)
+    load_error(path, CassetteCorruptError)
+
+
+def test_wrong_format_name(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["format"] = "vcrpy"
+    rewrite(cassette, doc)
+    assert "import-vcr" in str(load_error(cassette, CassetteCorruptError))
+
+
+def test_newer_version(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["version"] = FORMAT_VERSION + 1
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteVersionError)
+    assert "upgrade pytest-agentreplay" in str(error)
+    assert f"version {FORMAT_VERSION + 1}" in str(error)
+
+
+@pytest.mark.parametrize("version", [0, -1, "2", 2.5, None, True])
+def test_unknown_version(cassette: Path, version: Any) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["version"] = version
+    rewrite(cassette, doc)
+    assert "unknown format version" in str(load_error(cassette, CassetteVersionError))
+
+
+def test_missing_version(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    del doc["version"]
+    rewrite(cassette, doc)
+    load_error(cassette, CassetteVersionError)
+
+
+def test_unknown_field(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][3]["surprise"] = 1
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteSchemaError)
+    assert "event seq 3 (events[3]), field surprise" in str(error)
+    assert "unknown field" in str(error)
+    assert "agentreplay migrate" in str(error)
+
+
+def test_wrong_type(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][2]["output_ref"]["size"] = "big"
+    doc["events"][4]["seq"] = "4"
+    rewrite(cassette, doc)
+    message = str(load_error(cassette, CassetteSchemaError))
+    assert "event seq 4 (events[4]), field seq" in message
+    assert "event seq 2 (events[2]), field output_ref.size" in message
+
+
+def test_wrong_type_in_run(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["run"]["labels"] = {"a": 1}
+    rewrite(cassette, doc)
+    assert "field run.labels.a" in str(load_error(cassette, CassetteSchemaError))
+
+
+def test_bad_enum_value(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][1]["actor"] = "robot"
+    rewrite(cassette, doc)
+    assert "field actor" in str(load_error(cassette, CassetteSchemaError))
+
+
+def test_edited_event(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][2]["data"]["n"] = 99
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteIntegrityError)
+    assert error.place == "event seq 2 (events[2])"
+    assert "seq 2 was edited" in str(error)
+
+
+def test_edited_last_event(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][-1]["ts"] = "2030-01-01T00:00:00Z"
+    rewrite(cassette, doc)
+    assert "head_hash does not match the last event (seq 5)" in str(
+        load_error(cassette, CassetteIntegrityError)
+    )
+
+
+def test_edited_run_header(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["run"]["model"] = "gpt-4o"
+    rewrite(cassette, doc)
+    assert "run metadata was edited" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_reordered_events(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][2], doc["events"][3] = doc["events"][3], doc["events"][2]
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteIntegrityError)
+    assert "events[2] has seq 3" in str(error) and error.place == "event seq 2 (events[2])"
+
+
+def test_reordered_and_renumbered(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"][2], doc["events"][3] = doc["events"][3], doc["events"][2]
+    doc["events"][2]["seq"], doc["events"][3]["seq"] = 2, 3
+    rewrite(cassette, doc)
+    assert "hash chain broken at seq 2" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_removed_event(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    del doc["events"][3]
+    rewrite(cassette, doc)
+    assert "events[3] has seq 4" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_removed_last_event(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    del doc["events"][-1]
+    rewrite(cassette, doc)
+    message = str(load_error(cassette, CassetteIntegrityError))
+    assert "event_count is 6 but the file holds 5 events" in message
+
+
+def test_removed_last_event_and_fixed_count(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    del doc["events"][-1]
+    doc["event_count"] = 5
+    rewrite(cassette, doc)
+    assert "head_hash does not match" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_reformatted_file_still_loads(cassette: Path) -> None:
+    # Whitespace and key order are not content: a reformatting editor must not break the chain.
+    doc = json.loads(cassette.read_text())
+    cassette.write_text(json.dumps(doc, indent=4, sort_keys=False), encoding="utf-8")
+    assert len(load_cassette(cassette).events) == 6
+
+
+def test_missing_blob_on_resolve_and_verify(cassette: Path) -> None:
+    loaded = load_cassette(cassette)
+    ref = loaded.events[0].output_ref
+    assert ref is not None and ref.sha256 is not None
+    blob = loaded.blob_store.path_for(ref.sha256)
+    blob.unlink()
+    fresh = load_cassette(cassette)  # lazy: loading does not need the blob
+    with pytest.raises(BlobMissingError) as info:
+        fresh.payload(fresh.events[0].output_ref)
+    assert ref.sha256 in str(info.value) and cassette.name in str(info.value)
+    assert "How to fix:" in str(info.value)
+    with pytest.raises(BlobMissingError) as info:
+        load_cassette(cassette, verify_blobs=True)
+    assert "event seq 0 (events[0]), field output_ref" in str(info.value)
+    assert any("missing" in problem for problem in fresh.verify())
+
+
+def test_damaged_blob(cassette: Path) -> None:
+    loaded = load_cassette(cassette)
+    ref = loaded.events[0].output_ref
+    assert ref is not None and ref.sha256 is not None
+    loaded.blob_store.path_for(ref.sha256).write_text('{"text":"tampered"}')
+    with pytest.raises(CassetteIntegrityError, match="does not match its content hash"):
+        load_cassette(cassette).payload(ref)
+    with pytest.raises(CassetteIntegrityError):
+        load_cassette(cassette, verify_blobs=True)
+
+
+def test_verify_lists_every_problem(cassette: Path) -> None:
+    assert load_cassette(cassette).verify() == []
+    doc = json.loads(cassette.read_text())
+    doc["events"][1]["data"]["n"] = 7
+    doc["events"][4]["data"]["n"] = 7
+    problems = verify_chain(doc)
+    assert len(problems) == 2 and "seq 1 was edited" in problems[0] and "seq 4 was edited" in problems[1]
+
+
+def test_mode_is_named_in_errors(tmp_path: Path) -> None:
+    with pytest.raises(CassetteNotFoundError) as info:
+        load_cassette(tmp_path / "x.json", mode="regression")
+    assert "mode: regression" in str(info.value)
+
+
+def test_load_document_reports_version(cassette: Path) -> None:
+    doc, version = load_document(cassette)
+    assert version == FORMAT_VERSION and doc["event_count"] == 6
+
+
+def test_store_import_is_light() -> None:
+    code = (
+        "import sys, pytest_agentreplay.store\n"
+        "bad = [m for m in ('pytest', '_pytest', 'respx', 'vcr', 'deepdiff', 'syrupy') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
