@@ -13,7 +13,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from .canonical import hash_value
 from .capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
-from .events import DataClass, EffectInfo, RunMeta, ToolInfo
+from .events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -170,7 +170,9 @@ def tool(
                 return None
             arguments = _bound_arguments(func, args, kwargs)
             key = arguments.get(idempotency_key) if idempotency_key else None
-            return _ToolCall(ctx, tool_name, schema_version, effect, arguments, None if key is None else str(key))
+            return _ToolCall(
+                ctx, tool_name, schema_version, effect, arguments, None if key is None else str(key)
+            )
 
         if inspect.iscoroutinefunction(func):
 
@@ -178,11 +180,11 @@ def tool(
             async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
                 call = start(args, kwargs)
                 if call is None:
-                    return await func(*args, **kwargs)  # type: ignore[misc]
+                    return await func(*args, **kwargs)
                 if not call.executes:
                     return call.served()
                 try:
-                    result = await func(*args, **kwargs)  # type: ignore[misc]
+                    result = await func(*args, **kwargs)
                 except Exception as exc:
                     call.finished(None, _error_text(exc))
                     raise
@@ -247,7 +249,11 @@ def record_retrieval(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {"query": query, "document_ids": list(document_ids), "corpus_version": corpus_version}
+    data: dict[str, Any] = {
+        "query": query,
+        "document_ids": list(document_ids),
+        "corpus_version": corpus_version,
+    }
     if scores is not None:
         data["scores"] = [float(s) for s in scores]
     ctx.recorder.emit("retrieval", actor="tool", event_class="input", data=data)
@@ -263,7 +269,9 @@ def record_policy(
     data: dict[str, Any] = {"policy": policy, "verdict": verdict}
     if reason is not None:
         data["reason"] = reason
-    ctx.recorder.emit("policy.decision", actor="policy", event_class="decision", policy_version=version, data=data)
+    ctx.recorder.emit(
+        "policy.decision", actor="policy", event_class="decision", policy_version=version, data=data
+    )
 
 
 def record_approval(
@@ -283,7 +291,7 @@ def record_approval(
     for key, value in (("by", by), ("subject", subject), ("reason", reason)):
         if value is not None:
             data[key] = value
-    actor = "human" if status != "requested" else "runtime"
+    actor: Actor = "human" if status != "requested" else "runtime"
     ctx.recorder.emit("approval", actor=actor, event_class="decision", data=data)
 
 

@@ -162,9 +162,7 @@ class RunContext:
 
     def executes_tool(self, effect: str) -> bool:
         """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""
-        if self.recording or self.mode == "sandbox":
-            return True
-        return False
+        return self.recording or self.mode == "sandbox"
 
     def start(self) -> None:
         self.recorder.emit(

@@ -98,7 +98,16 @@ def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
 def _as_bool(name: str, value: Any, source: str) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+    if isinstance(value, str) and value.strip().lower() in (
+        "1",
+        "true",
+        "yes",
+        "on",
+        "0",
+        "false",
+        "no",
+        "off",
+    ):
         return value.strip().lower() in ("1", "true", "yes", "on")
     raise ConfigError(f"{name} in {source} must be true or false, not {value!r}", fixes=["use true or false"])
 
@@ -121,7 +130,11 @@ def build_settings(
     """Merge command line, ini and pyproject values (each mapping holds only values that were given)."""
 
     def pick(name: str) -> tuple[Any, str] | None:
-        for source_name, source in (("the command line", cli), ("the ini file", ini), ("pyproject.toml", project)):
+        for source_name, source in (
+            ("the command line", cli),
+            ("the ini file", ini),
+            ("pyproject.toml", project),
+        ):
             value = source.get(name)
             if value is not None and value != "":
                 return value, source_name
@@ -164,9 +177,13 @@ def build_settings(
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"inline_limit in {got[1]} must be an integer, not {got[0]!r}") from exc
     values["rules"] = project.get("rules")
-    values["redaction"] = {k: project[k] for k in ("redact_headers", "redact_keys", "redact_patterns") if k in project}
+    values["redaction"] = {
+        k: project[k] for k in ("redact_headers", "redact_keys", "redact_patterns") if k in project
+    }
     values["http"] = {
-        k: project[k] for k in ("idempotency_header", "receipts", "openai_compatible_base_urls") if k in project
+        k: project[k]
+        for k in ("idempotency_header", "receipts", "openai_compatible_base_urls")
+        if k in project
     }
     return Settings(**values)
 
@@ -228,9 +245,13 @@ def resolve_test_settings(
             cassette = settings.cassette_dir / cassette
         if cassette.suffix != ".json":
             cassette = cassette.with_name(cassette.name + ".json")
-    allow_hosts = settings.allow_hosts + _as_list(overrides.get("allow_hosts")) + _as_list(marker.get("allow_hosts"))
+    allow_hosts = (
+        settings.allow_hosts + _as_list(overrides.get("allow_hosts")) + _as_list(marker.get("allow_hosts"))
+    )
     model = settings.model if settings.model is not None else marker.get("model", overrides.get("model"))
-    extra = {k: v for k, v in overrides.items() if k not in ("record", "mode", "allow_hosts", "model", "rules")}
+    extra = {
+        k: v for k, v in overrides.items() if k not in ("record", "mode", "allow_hosts", "model", "rules")
+    }
     for key in ("sandbox", "faults"):
         if key in marker:
             extra = {**extra, key: marker[key]}

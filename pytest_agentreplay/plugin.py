@@ -1,4 +1,4 @@
-"""pytest wiring of pytest-agentreplay: options, ini keys, marker, fixtures and hooks. Logic lives elsewhere."""
+"""pytest wiring of pytest-agentreplay: options, ini keys, marker, fixtures, hooks. Logic lives elsewhere."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from .constants import RECORD_MODES, REPLAY_MODES
 if TYPE_CHECKING:
     from .config import Settings
     from .handle import AgentReplay
-    from .session import TestRun
+    from .session import TestRun  # noqa: F401
 
+# String subscripts: the typed classes import pydantic, which a session that never replays should not pay for.
 SETTINGS_KEY = pytest.StashKey["Settings"]()
 TEST_RUN_KEY = pytest.StashKey["TestRun"]()
 PLUGIN_NAME = "agentreplay-session"
@@ -74,7 +75,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="accept drift: rewrite drifting cassettes from the replayed run, remove unused ones",
     )
-    parser.addini("agentreplay_update", help="accept drift (prefer the command-line flag)", type="bool", default=None)
+    parser.addini(
+        "agentreplay_update", help="accept drift (prefer the command-line flag)", type="bool", default=None
+    )
     group.addoption(
         "--agentreplay-save-on-failure",
         dest="agentreplay_save_on_failure",
@@ -82,7 +85,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="also write the cassette when a recording test fails",
     )
-    parser.addini("agentreplay_save_on_failure", help="also write cassettes of failing tests", type="bool", default=None)
+    parser.addini(
+        "agentreplay_save_on_failure", help="also write cassettes of failing tests", type="bool", default=None
+    )
     parser.addini(
         "agentreplay_fail_on_unused",
         help="fail the session when cassettes no test uses remain (default true)",
@@ -143,7 +148,9 @@ class SessionPlugin:
                 if mark.kwargs.get("cassette"):
                     named = Path(str(mark.kwargs["cassette"]))
                     named = named if named.is_absolute() else cassette_dir / named
-                    self.known_cassettes.add(named if named.suffix == ".json" else named.with_name(named.name + ".json"))
+                    self.known_cassettes.add(
+                        named if named.suffix == ".json" else named.with_name(named.name + ".json")
+                    )
 
     def _find_unused(self, session: pytest.Session) -> list[str]:
         from .unused import unused_cassettes
@@ -187,11 +194,18 @@ class SessionPlugin:
         return result
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
         report: pytest.TestReport = yield
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if test_run is not None and report.when == "call" and test_run.outcome is not None:
-            report.user_properties.append((REPORT_PROPERTY, json.dumps(test_run.outcome.to_dict())))
+            from .report.junit import add_junit_properties
+
+            outcome = test_run.outcome.to_dict()
+            report.user_properties.append((REPORT_PROPERTY, json.dumps(outcome)))
+            # On the item: junitxml writes the properties of the teardown report, built from the item's.
+            add_junit_properties(item, outcome)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -209,7 +223,7 @@ class SessionPlugin:
         # Runs on the controller for xdist workers' reports too: user_properties travel with the report.
         for name, value in report.user_properties:
             if name == REPORT_PROPERTY:
-                self.outcomes.append(json.loads(value))
+                self.outcomes.append(json.loads(str(value)))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes and not self.unused:
@@ -235,8 +249,15 @@ class SessionPlugin:
 
                 removed = remove(Path(p) for p in self.unused)
                 self.outcomes.extend(
-                    {"nodeid": "", "cassette": str(p), "action": "removed", "mode": "update",
-                     "regressions": 0, "expected": 0, "drift": None}
+                    {
+                        "nodeid": "",
+                        "cassette": str(p),
+                        "action": "removed",
+                        "mode": "update",
+                        "regressions": 0,
+                        "expected": 0,
+                        "drift": None,
+                    }
                     for p in removed
                 )
                 self.unused = []
@@ -303,7 +324,9 @@ def agent_replay(
         settings,
         test_settings,
         redact_hook=_redact_hook(hook),
-        rules_hook=lambda: [r for r in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode) if r],
+        rules_hook=lambda: [
+            r for r in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode) if r
+        ],
     )
     uninstall = _install_interception()
     try:

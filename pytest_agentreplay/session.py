@@ -89,7 +89,9 @@ class TestRun:
         if self.test.model is not None:
             http_settings["model_override"] = self.test.model
         if self.recording:
-            ctx = RunContext(Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings)
+            ctx = RunContext(
+                Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings
+            )
         else:
             recorded = self._load_recorded()
             from .replay.tools import ToolReplayer
@@ -171,7 +173,9 @@ class TestRun:
 
         assert ctx.recorded is not None
         problems = audit_problems(ctx.recorded)
-        self.outcome = TestOutcome(self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems))
+        self.outcome = TestOutcome(
+            self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems)
+        )
         if problems:
             raise CassetteIntegrityError(
                 f"audit of {self.nodeid} found {len(problems)} problem(s)",
@@ -233,7 +237,9 @@ class TestRun:
         outcome.action = "drifted"
         self.outcome = outcome
         if passed:
-            raise DriftError(render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode))
+            raise DriftError(
+                render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
+            )
         return outcome
 
 

@@ -13,7 +13,9 @@ from typing import Any
 from syrupy.extensions.json import JSONSnapshotExtension
 
 # Values that change on every run even when behaviour does not: ids minted by services and providers.
-_VOLATILE_KEYS = frozenset({"ts", "run_id", "trace_id", "span_id", "prev_hash", "latency_ms", "response_id", "created"})
+_VOLATILE_KEYS = frozenset(
+    {"ts", "run_id", "trace_id", "span_id", "prev_hash", "latency_ms", "response_id", "created"}
+)
 _VOLATILE_VALUES = (
     (re.compile(r"\b(chatcmpl|msg|resp|toolu|call|req|rs|fc)([-_])[A-Za-z0-9]{6,}\b"), r"\1\2<id>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?\b"), "<timestamp>"),
@@ -32,7 +34,7 @@ def normalise(value: Any) -> Any:
     return value
 
 
-class DecisionTraceExtension(JSONSnapshotExtension):  # type: ignore[misc]
+class DecisionTraceExtension(JSONSnapshotExtension):
     """One ``.json`` snapshot per test holding the normalised decision trace."""
 
     def serialize(self, data: Any, **kwargs: Any) -> Any:

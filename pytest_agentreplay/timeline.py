@@ -75,7 +75,11 @@ def describe(event: Event) -> str:
 
 def render_timeline(run: RunMeta, events: Iterable[Event], *, title: str | None = None) -> str:
     lines = [title or f"run {run.run_id}" + (f" ({run.test})" if run.test else "")]
-    meta = [f"{k}={v}" for k, v in (("agent", run.agent), ("model", run.model), ("recorded", run.recorded_at)) if v]
+    meta = [
+        f"{k}={v}"
+        for k, v in (("agent", run.agent), ("model", run.model), ("recorded", run.recorded_at))
+        if v
+    ]
     if meta:
         lines.append("  " + "  ".join(meta))
     lines.append("-" * min(_WIDTH, max(len(lines[0]), 40)))

@@ -19,9 +19,7 @@ _DATA_KEEP = ("latency_ms", "response_id", "duration_ms")
 def merge_for_update(recorded: Sequence[Event], replayed: Sequence[Event], run_id: str) -> list[Event]:
     from .diff.align import align_histories
 
-    alignment = align_histories(
-        [event_to_dict(e) for e in recorded], [event_to_dict(e) for e in replayed]
-    )
+    alignment = align_histories([event_to_dict(e) for e in recorded], [event_to_dict(e) for e in replayed])
     partner: dict[int, int] = {j: i for i, j in (*alignment.pairs, *alignment.moved)}
     merged: list[Event] = []
     for index, event in enumerate(replayed):

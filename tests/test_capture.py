@@ -146,7 +146,13 @@ def test_capture_run_writes_a_cassette_outside_pytest(tmp_path: Path) -> None:
         record_policy("refund-limit", "needs_approval", version="4", reason="over 100")
     doc = json.loads(path.read_text())
     assert doc["run"]["agent"] == "support-bot"
-    assert [e["type"] for e in doc["events"]] == ["run.start", "tool.call", "tool.result", "policy.decision", "run.end"]
+    assert [e["type"] for e in doc["events"]] == [
+        "run.start",
+        "tool.call",
+        "tool.result",
+        "policy.decision",
+        "run.end",
+    ]
     assert doc["events"][3]["policy_version"] == "4"
     assert doc["events"][-1]["data"]["status"] == "ok"
 
@@ -180,7 +186,8 @@ def test_import_loads_no_heavy_library() -> None:
     code = (
         "import sys, pytest_agentreplay;"
         "pytest_agentreplay.tool; pytest_agentreplay.record_state; pytest_agentreplay.capture_run;"
-        "heavy = [m for m in ('pytest', 'respx', 'vcr', 'deepdiff', 'syrupy', 'httpx', 'httpx2') if m in sys.modules];"
+        "names = ('pytest', 'respx', 'vcr', 'deepdiff', 'syrupy', 'httpx', 'httpx2');"
+        "heavy = [m for m in names if m in sys.modules];"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-AGENT = '''
+AGENT = """
 import pytest
 from pytest_agentreplay import tool, record_state, record_retrieval, record_policy, record_approval
 
@@ -30,13 +30,13 @@ def agent(order_id, subject):
     record_policy("ticket-policy", "allow", version="3")
     record_approval("granted", by="alice")
     return create_ticket(subject, key="idem-1")
-'''
+"""
 
 
 def write_agent_test(pytester: pytest.Pytester, subject: str = "late parcel", order: str = "A1") -> None:
     pytester.makepyfile(agentlib=AGENT)
     pytester.makepyfile(
-        test_agent=f'''
+        test_agent=f"""
 import agentlib
 
 def test_support(agent_replay):
@@ -47,7 +47,7 @@ def test_support(agent_replay):
         assert agentlib.CALLS == [{order!r}, {subject!r}]
     else:
         assert agentlib.CALLS == [], "replay must not execute tools"
-'''
+"""
     )
 
 
@@ -112,13 +112,13 @@ def test_record_missing_records_only_absent_cassettes(pytester: pytest.Pytester)
 def test_failing_recording_test_writes_no_cassette(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(agentlib=AGENT)
     pytester.makepyfile(
-        test_agent='''
+        test_agent="""
 import agentlib
 
 def test_support(agent_replay):
     agentlib.agent("A1", "x")
     assert False, "the agent got it wrong"
-'''
+"""
     )
     result = pytester.runpytest("--agentreplay-record=all")
     result.assert_outcomes(failed=1)
@@ -135,13 +135,13 @@ def test_drift_in_tool_arguments_fails(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*lookup_order*"])
 
 
-PRECEDENCE_TEST = '''
+PRECEDENCE_TEST = """
 import pytest
 
 @pytest.mark.agentreplay(record={marker!r})
 def test_support(agent_replay):
     print("EFFECTIVE", agent_replay.mode)
-'''
+"""
 
 
 @pytest.mark.parametrize(
@@ -201,17 +201,19 @@ def test_bad_configuration_is_a_usage_error(
 
 def test_bad_marker_mode_lists_valid_values(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_x='''
+        test_x="""
 import pytest
 
 @pytest.mark.agentreplay(mode="fast")
 def test_x(agent_replay):
     pass
-'''
+"""
     )
     result = pytester.runpytest()
     assert result.ret != 0
-    result.stdout.fnmatch_lines(["*invalid replay mode 'fast'*", "*valid values: audit, regression, model-comparison, sandbox*"])
+    result.stdout.fnmatch_lines(
+        ["*invalid replay mode 'fast'*", "*valid values: audit, regression, model-comparison, sandbox*"]
+    )
 
 
 def test_unknown_pyproject_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -225,23 +227,23 @@ def test_unknown_pyproject_key_is_a_usage_error(pytester: pytest.Pytester) -> No
 
 def test_marker_cassette_name_and_override_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
-        '''
+        """
 import pytest
 
 @pytest.fixture
 def agentreplay_config():
     return {"record": "all"}
-'''
+"""
     )
     pytester.makepyfile(
-        test_x='''
+        test_x="""
 import pytest
 
 @pytest.mark.agentreplay(cassette="shared/custom")
 def test_x(agent_replay):
     assert agent_replay.recording
     assert agent_replay.cassette_path.name == "custom.json"
-'''
+"""
     )
     pytester.runpytest().assert_outcomes(passed=1)
     assert (pytester.path / "cassettes" / "shared" / "custom.json").is_file()

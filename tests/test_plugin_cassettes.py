@@ -9,7 +9,7 @@ import pytest
 
 from pytest_agentreplay.store import load_cassette
 
-BIG_AGENT_TEST = '''
+BIG_AGENT_TEST = """
 from pytest_agentreplay import tool, record_state
 
 @tool(name="fetch_doc")
@@ -20,7 +20,7 @@ def test_agent(agent_replay):
     doc = fetch_doc("d1")
     record_state({"doc": doc["doc_id"]})
     record_state({"done": True})
-'''
+"""
 
 
 def recorded(pytester: pytest.Pytester) -> Path:
@@ -81,7 +81,7 @@ def test_newer_format_version(pytester: pytest.Pytester) -> None:
 
 
 def test_missing_blob(pytester: pytest.Pytester) -> None:
-    path = recorded(pytester)
+    recorded(pytester)
     blobs = [p for p in (pytester.path / "cassettes" / ".blobs").rglob("*") if p.is_file()]
     assert blobs, "the large tool result must live in the blob store"
     for blob in blobs:
@@ -91,15 +91,15 @@ def test_missing_blob(pytester: pytest.Pytester) -> None:
 
 def test_fifty_tests_recorded_under_xdist(pytester: pytest.Pytester) -> None:
     body = "\n".join(
-        f'''
+        f"""
 def test_n{i}(agent_replay):
     fetch_doc("doc-{i % 7}")
     record_state({{"n": {i}}})
-'''
+"""
         for i in range(50)
     )
     pytester.makepyfile(
-        test_many='from pytest_agentreplay import tool, record_state\n'
+        test_many="from pytest_agentreplay import tool, record_state\n"
         + '@tool\ndef fetch_doc(doc_id):\n    return {"doc_id": doc_id, "text": "x" * 3000}\n'
         + body
     )

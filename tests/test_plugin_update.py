@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-AGENT = '''
+AGENT = """
 from pytest_agentreplay import tool, record_policy, record_state
 
 @tool(name="lookup")
@@ -18,9 +18,9 @@ def agent(verdict):
     lookup("parcel")
     record_policy("refund-limit", verdict, version="2")
     record_state({"verdict": verdict})
-'''
+"""
 
-TESTS = '''
+TESTS = """
 import agentlib
 
 def test_a(agent_replay):
@@ -28,7 +28,7 @@ def test_a(agent_replay):
 
 def test_b(agent_replay):
     agentlib.lookup("parcel")
-'''
+"""
 
 
 def setup_project(pytester: pytest.Pytester, verdict: str) -> None:
@@ -52,7 +52,7 @@ def test_drift_then_update_then_pass(pytester: pytest.Pytester) -> None:
     drift.stdout.fnmatch_lines(
         [
             "*test_flow.py::test_a: 2 regressions*",
-            "*data.verdict: \"allow\" -> \"deny\"*",
+            '*data.verdict: "allow" -> "deny"*',
             "*pytest --agentreplay-update*",
         ]
     )
@@ -64,13 +64,12 @@ def test_drift_then_update_then_pass(pytester: pytest.Pytester) -> None:
 
     after_a = cassette(pytester, "test_a").read_text()
     changed = [
-        (old, new)
-        for old, new in zip(before_a.splitlines(), after_a.splitlines(), strict=True)
-        if old != new
+        (old, new) for old, new in zip(before_a.splitlines(), after_a.splitlines(), strict=True) if old != new
     ]
     # Only the verdict, the state hash it changes, and the hash chain lines after them differ.
     assert all(
-        any(key in old for key in ('"verdict"', '"state_hash"', '"prev_hash"', '"head_hash"')) for old, _ in changed
+        any(key in old for key in ('"verdict"', '"state_hash"', '"prev_hash"', '"head_hash"'))
+        for old, _ in changed
     ), changed
     assert sum('"verdict"' in old for old, _ in changed) == 1
     assert json.loads(after_a)["events"][3]["data"]["verdict"] == "deny"

@@ -91,7 +91,9 @@ class ToolReplayer:
         lines = [f"live:     {name}({_short(arguments)})"]
         for rec in candidates[:3]:
             state = "served" if rec.served else "unplayed"
-            lines.append(f"recorded: {name}({_short(rec.arguments)})  [seq {rec.outcome.recorded_seq}, {state}]")
+            lines.append(
+                f"recorded: {name}({_short(rec.arguments)})  [seq {rec.outcome.recorded_seq}, {state}]"
+            )
         return lines
 
 

@@ -1,0 +1,277 @@
+"""Body encoding: raw bytes <-> the readable stored shapes, and content-encoding (gzip/deflate/br).
+
+Stored shapes (``BODY``): ``{"json": value, "content_type"}``, ``{"text": str, "content_type"}``,
+``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` or ``None`` (empty body).
+Bodies are always stored decoded (no content-encoding) so cassettes stay readable and diffable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any
+
+from . import sse
+
+JSON_SEPARATORS = (",", ":")
+
+# How a JSON body was serialised, so replay serves the same bytes: agents often hand a tool's raw
+# response text to the model, and different whitespace would then show up as prompt drift.
+# ``None`` (the default, not stored) is compact UTF-8, what the LLM APIs send.
+_JSON_FORMATS: dict[str | None, dict[str, Any]] = {
+    None: {"separators": JSON_SEPARATORS, "ensure_ascii": False},
+    "compact-ascii": {"separators": JSON_SEPARATORS, "ensure_ascii": True},
+    "spaced": {"ensure_ascii": True},
+    "spaced-utf8": {"ensure_ascii": False},
+    "indent2": {"indent": 2, "ensure_ascii": False},
+    "indent2-ascii": {"indent": 2, "ensure_ascii": True},
+}
+
+
+def _detect_format(raw: bytes, value: Any) -> str | bool | None:
+    """The name of the format reproducing ``raw`` exactly; False when none does."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    newline = text.endswith("\n")
+    core = text[:-1] if newline else text
+    for name, kwargs in _JSON_FORMATS.items():
+        try:
+            if json.dumps(value, **kwargs) == core:
+                if newline:
+                    return f"{name or 'compact'}+nl"
+                return name
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+# One encoder per format, built once: ``json.dumps`` with options builds a new encoder per call.
+_ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in _JSON_FORMATS.items()}
+
+
+def _dump_json(value: Any, fmt: str | None) -> bytes:
+    newline = False
+    if fmt is not None and fmt.endswith("+nl"):
+        newline = True
+        fmt = fmt[:-3]
+        if fmt == "compact":
+            fmt = None
+    encoder = _ENCODERS.get(fmt) or _ENCODERS[None]
+    out = encoder.encode(value)
+    return (out + "\n" if newline else out).encode("utf-8")
+
+
+# Content types whose bodies are text even though they are not ``text/*``.
+_TEXTUAL_APPLICATION = (
+    "application/x-www-form-urlencoded",
+    "application/xml",
+    "application/javascript",
+    "application/x-ndjson",
+    "application/graphql",
+)
+
+
+def media_type(content_type: str | None) -> str:
+    """``"application/json"`` from ``"Application/JSON; charset=utf-8"``."""
+    if not content_type:
+        return ""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def is_json_type(content_type: str | None) -> bool:
+    # Any JSON flavour stays structured (vcrpy only handled exactly ``application/json``).
+    mt = media_type(content_type)
+    return mt == "application/json" or mt.endswith("+json") or mt.endswith("/json")
+
+
+def is_sse_type(content_type: str | None) -> bool:
+    return media_type(content_type) == "text/event-stream"
+
+
+def _is_text_type(content_type: str | None) -> bool:
+    mt = media_type(content_type)
+    return mt.startswith("text/") or mt in _TEXTUAL_APPLICATION or mt.endswith("+xml")
+
+
+class Decoder:
+    """Incremental content decoder for one ``Content-Encoding`` header value (possibly a chain).
+
+    Used while teeing a live stream: bytes are decoded as they arrive, so SSE events can be
+    timed when they arrive instead of after the whole (compressed) body is in.
+    """
+
+    def __init__(self, encoding: str | None) -> None:
+        # Encodings are applied in order, so they are undone in reverse order.
+        names = [e.strip().lower() for e in (encoding or "").split(",") if e.strip()]
+        self._steps: list[Any] = [_make_step(n) for n in reversed(names) if n != "identity"]
+
+    @property
+    def active(self) -> bool:
+        return bool(self._steps)
+
+    def feed(self, data: bytes) -> bytes:
+        for step in self._steps:
+            data = step.feed(data)
+        return data
+
+    def flush(self) -> bytes:
+        # Each step's tail flows through the steps after it.
+        out = b""
+        for step in self._steps:
+            out = step.feed(out) + step.flush()
+        return out
+
+
+class _ZlibStep:
+    def __init__(self, wbits: int, fallback_raw: bool) -> None:
+        self._obj = zlib.decompressobj(wbits)
+        self._fallback_raw = fallback_raw
+        self._first = True
+
+    def feed(self, data: bytes) -> bytes:
+        if not data:
+            return b""
+        if self._first and self._fallback_raw:
+            self._first = False
+            # "deflate" is zlib-wrapped per the RFC, but some servers send raw deflate.
+            try:
+                return self._obj.decompress(data)
+            except zlib.error:
+                self._obj = zlib.decompressobj(-zlib.MAX_WBITS)
+                return self._obj.decompress(data)
+        self._first = False
+        return self._obj.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._obj.flush()
+
+
+class _BrotliStep:
+    def __init__(self) -> None:
+        import brotli  # lazily: only needed for br bodies
+
+        self._obj = brotli.Decompressor()
+
+    def feed(self, data: bytes) -> bytes:
+        if not data:
+            return b""
+        out: bytes = self._obj.process(data)
+        return out
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Identity:
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+    def flush(self) -> bytes:
+        return b""
+
+
+def _make_step(name: str) -> Any:
+    if name in ("gzip", "x-gzip"):
+        return _ZlibStep(zlib.MAX_WBITS | 16, fallback_raw=False)
+    if name == "deflate":
+        return _ZlibStep(zlib.MAX_WBITS, fallback_raw=True)
+    if name == "br":
+        return _BrotliStep()
+    # Unknown encodings are kept as they are (stored as base64 later if binary).
+    return _Identity()
+
+
+def decode_content(data: bytes, encoding: str | None) -> bytes:
+    """Undo ``Content-Encoding`` on a complete body."""
+    if not data or not encoding:
+        return data
+    dec = Decoder(encoding)
+    if not dec.active:
+        return data
+    return dec.feed(data) + dec.flush()
+
+
+def encode_content(data: bytes, encoding: str) -> bytes:
+    """Compress ``data`` (used by tests and test servers to produce encoded bodies)."""
+    name = encoding.strip().lower()
+    if name == "gzip":
+        import gzip
+
+        return gzip.compress(data)
+    if name == "deflate":
+        return zlib.compress(data)
+    if name == "br":
+        import brotli
+
+        out: bytes = brotli.compress(data)
+        return out
+    raise ValueError(f"unsupported content encoding {encoding!r}")
+
+
+def encode_body(raw: bytes, content_type: str | None) -> dict[str, Any] | None:
+    """Decoded raw bytes -> the stored BODY shape."""
+    if not raw:
+        return None
+    if is_sse_type(content_type):
+        return {"sse": sse.parse_all(raw), "content_type": content_type}
+    if is_json_type(content_type) or (not content_type and raw[:1] in (b"{", b"[")):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            pass
+        else:
+            fmt = _detect_format(raw, value)
+            if fmt is None:
+                return {"json": value, "content_type": content_type}
+            if fmt is not False:
+                return {"json": value, "content_type": content_type, "format": fmt}
+            # No known serialisation reproduces the bytes: still structured (values are what
+            # clients parse), served compactly.
+            return {"json": value, "content_type": content_type}
+    if not content_type or _is_text_type(content_type) or is_json_type(content_type):
+        try:
+            return {"text": raw.decode("utf-8"), "content_type": content_type}
+        except UnicodeDecodeError:
+            pass
+    return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
+
+
+def body_bytes(body: dict[str, Any] | None) -> bytes:
+    """The stored BODY shape -> bytes to serve (SSE rendered whole; see :func:`iter_body`)."""
+    if not body:
+        return b""
+    if "json" in body:
+        return _dump_json(body["json"], body.get("format"))
+    if "text" in body:
+        text: str = body["text"]
+        return text.encode("utf-8")
+    if "base64" in body:
+        return base64.b64decode(body["base64"])
+    if "sse" in body:
+        return b"".join(sse.encode_event(ev) for ev in body["sse"])
+    return b""
+
+
+def body_content_type(body: dict[str, Any] | None) -> str | None:
+    if not body:
+        return None
+    ct = body.get("content_type")
+    return ct if isinstance(ct, str) else None
+
+
+def normalise_for_match(body: dict[str, Any] | None) -> str:
+    """A compact, order-independent key of a body, for matching reads and writes."""
+    if not body:
+        return ""
+    if "json" in body:
+        return json.dumps(body["json"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
+    if "text" in body:
+        text: str = body["text"]
+        return text
+    if "base64" in body:
+        b64: str = body["base64"]
+        return b64
+    return json.dumps(body.get("sse"), sort_keys=True, separators=JSON_SEPARATORS)

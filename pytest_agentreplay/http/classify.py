@@ -1,0 +1,125 @@
+"""Classify an HTTP exchange: a model call (per provider adapter), a read, or a write effect.
+
+Extensible: :func:`register_classifier` adds functions consulted first (the plugin feeds them from
+the ``pytest_agentreplay_classify`` hook). A classifier returns a :class:`Classification` or ``None``
+to let the next one decide. Classification must work from the request alone (replay classifies
+before it knows which response to serve); ``response`` is passed when known.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .exchange import HttpRequest, HttpResponse
+from .providers import ADAPTERS
+
+Kind = Literal["model", "read", "write"]
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
+DEFAULT_IDEMPOTENCY_HEADER = "idempotency-key"
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    kind: Kind
+    # Model calls: which adapter and endpoint ("openai"/"chat.completions", ...).
+    provider: str | None = None
+    endpoint: str | None = None
+    # Reads/writes: the tool name recorded on the event (defaults to host + path).
+    tool_name: str | None = None
+
+    @property
+    def endpoint_key(self) -> str:
+        return f"{self.provider}:{self.endpoint}"
+
+
+Classifier = Callable[[HttpRequest, HttpResponse | None, Mapping[str, Any]], Classification | None]
+
+_CLASSIFIERS: list[Classifier] = []
+_LOCK = threading.Lock()
+
+
+def register_classifier(fn: Classifier) -> Callable[[], None]:
+    """Add ``fn`` ahead of the built-in rules; returns a callable that removes it again."""
+    with _LOCK:
+        _CLASSIFIERS.insert(0, fn)
+
+    def unregister() -> None:
+        with _LOCK:
+            if fn in _CLASSIFIERS:
+                _CLASSIFIERS.remove(fn)
+
+    return unregister
+
+
+def has_custom_classifiers() -> bool:
+    return bool(_CLASSIFIERS)
+
+
+def tool_name_for(request: HttpRequest, settings: Mapping[str, Any]) -> str:
+    """``settings["tool_names"]`` maps a host or host+path prefix to a name; else host + path."""
+    host, path = request.host, request.path
+    names: Mapping[str, str] = settings.get("tool_names") or {}
+    if names:
+        target = host + path
+        best = ""
+        for prefix in names:
+            if target.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        if best:
+            return names[best]
+    return host + path
+
+
+def classify_exchange(
+    request: HttpRequest, response: HttpResponse | None, settings: Mapping[str, Any]
+) -> Classification:
+    if _CLASSIFIERS:
+        for fn in tuple(_CLASSIFIERS):
+            result = fn(request, response, settings)
+            if result is not None:
+                return result
+    for name, adapter in ADAPTERS.items():
+        endpoint = adapter.match(request, settings)
+        if endpoint is not None:
+            return Classification("model", provider=name, endpoint=endpoint)
+    kind: Kind = "read" if request.method in READ_METHODS else "write"
+    return Classification(kind, tool_name=tool_name_for(request, settings))
+
+
+def idempotency_key(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+    header = str(settings.get("idempotency_header") or DEFAULT_IDEMPOTENCY_HEADER).lower()
+    return request.headers.get(header)
+
+
+def _json_path(value: Any, path: str) -> Any:
+    """``"data.id"`` / ``"$.data.items.0.id"`` -> the value, or None."""
+    for part in path.removeprefix("$").strip(".").split("."):
+        if not part:
+            continue
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def extract_receipt(request: HttpRequest, response: HttpResponse, settings: Mapping[str, Any]) -> Any:
+    """The receipt of a write: configured per host (JSON path or header name), else ``id``, else Location."""
+    body = response.json()
+    rule = (settings.get("receipts") or {}).get(request.host)
+    if rule:
+        rule = str(rule)
+        if rule.lower() in response.headers:
+            return response.headers[rule.lower()]
+        found = _json_path(body, rule)
+        if found is not None:
+            return found
+    if isinstance(body, dict) and body.get("id") is not None:
+        return body["id"]
+    return response.headers.get("location")

@@ -1,0 +1,48 @@
+"""The per-call decision shared by every interceptor: pass through, record live, or serve."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..capture import current_run
+from .classify import Classification, classify_exchange, has_custom_classifiers
+from .exchange import HttpRequest
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+
+PASS = 0  # no active run: the call is none of our business
+LIVE = 1  # send it and record it (record mode, or a live call the replay mode allows)
+SERVE = 2  # answer from the cassette, never send
+
+
+def active_run() -> RunContext | None:
+    return current_run()
+
+
+def _classify(ctx: RunContext, request: HttpRequest) -> Classification:
+    """Built-in rules depend only on method, host and path: cache them per run (settings are per run).
+
+    Registered classifiers may look at anything (headers, body), so nothing is cached while any exists.
+    """
+    if has_custom_classifiers():
+        return classify_exchange(request, None, ctx.settings)
+    cache: dict[tuple[str, str, str], Classification] | None = ctx.extensions.get("http.classify")
+    if cache is None:
+        cache = ctx.extensions.setdefault("http.classify", {})
+    key = (request.method, request.host, request.path)
+    cls = cache.get(key)
+    if cls is None:
+        cls = classify_exchange(request, None, ctx.settings)
+        if len(cache) < 4096:
+            cache[key] = cls
+    return cls
+
+
+def plan(ctx: RunContext, request: HttpRequest) -> tuple[int, Classification]:
+    cls = _classify(ctx, request)
+    if ctx.recording:
+        return LIVE, cls
+    from ..replay.http import goes_live
+
+    return (LIVE if goes_live(ctx, request, cls) else SERVE), cls

@@ -1,0 +1,248 @@
+"""Client-independent request/response value objects, and their stored payload shapes.
+
+Every interceptor (httpx, httpx2, urllib3, aiohttp) converts to these, so classification, recording
+and replay are written once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..constants import REDACTED
+from . import bodies, sse
+
+REQUEST_MEDIA_TYPE = "application/vnd.agentreplay.http-request+json"
+RESPONSE_MEDIA_TYPE = "application/vnd.agentreplay.http-response+json"
+
+# Headers whose values are credentials: never stored (the cassette is committed to a repository).
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "set-cookie",
+        "x-goog-api-key",
+        "openai-organization",
+        "openai-project",
+        "anthropic-organization-id",
+    }
+)
+# Framing headers describe the bytes on the wire, which replay regenerates: stored bodies are
+# decoded, so a stored Content-Encoding would make clients decode twice.
+_FRAMING_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def lower_headers(items: Any) -> dict[str, str]:
+    """Lower-case header names; repeated headers are joined with ", " like HTTP allows."""
+    out: dict[str, str] = {}
+    pairs = items.items() if isinstance(items, Mapping) else items
+    for name, value in pairs:
+        if isinstance(name, bytes):
+            name = name.decode("latin-1")
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        key = name.lower()
+        if key in out:
+            out[key] = f"{out[key]}, {value}"
+        else:
+            out[key] = str(value)
+    return out
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in headers.items()}
+
+
+def normalise_url(url: str) -> str:
+    """Lower-case scheme/host, drop default ports and fragments, sort query parameters.
+
+    String operations only (no ``urlsplit``/``parse_qsl``): this runs for every live call in replay.
+    Query pairs are sorted as raw ``k=v`` strings, so the order of parameters never matters.
+    """
+    base, _, query = url.partition("?")
+    if "#" in base:
+        base = base.partition("#")[0]
+        query = ""
+    elif "#" in query:
+        query = query.partition("#")[0]
+    scheme_end = base.find("://")
+    if scheme_end > 0:
+        path_start = base.find("/", scheme_end + 3)
+        netloc = base[scheme_end + 3 : path_start] if path_start >= 0 else base[scheme_end + 3 :]
+        path = base[path_start:] if path_start >= 0 else "/"
+        scheme = base[:scheme_end].lower()
+        netloc = netloc.lower()
+        port = _DEFAULT_PORTS.get(scheme)
+        if port is not None and netloc.endswith(f":{port}"):
+            netloc = netloc[: -len(str(port)) - 1]
+        base = f"{scheme}://{netloc}{path}"
+    if not query:
+        return base
+    if "&" in query:
+        pairs = query.split("&")
+        query = "&".join(sorted(p for p in pairs if p))
+    return f"{base}?{query}"
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes = b""
+    _stored_body: Any = field(default=None, repr=False)
+    _body_ready: bool = field(default=False, repr=False)
+    _host: str | None = field(default=None, repr=False)
+    _path: str = field(default="/", repr=False)
+
+    def _split(self) -> None:
+        # Classification asks for host and path several times per call: split the URL once, with
+        # string operations (urlsplit costs more than the rest of the replay lookup).
+        url = self.url
+        start = url.find("://")
+        rest = url[start + 3 :] if start >= 0 else url
+        end = len(rest)
+        for ch in "/?#":
+            k = rest.find(ch)
+            if 0 <= k < end:
+                end = k
+        host = rest[:end].rpartition("@")[2]
+        host = host[1 : host.find("]")] if host.startswith("[") else host.partition(":")[0]
+        path = rest[end:]
+        for ch in "?#":
+            path = path.partition(ch)[0]
+        self._host = host.lower()
+        self._path = path or "/"
+
+    @property
+    def host(self) -> str:
+        if self._host is None:
+            self._split()
+        return self._host or ""
+
+    @property
+    def path(self) -> str:
+        if self._host is None:
+            self._split()
+        return self._path
+
+    @property
+    def content_type(self) -> str | None:
+        return self.headers.get("content-type")
+
+    def stored_body(self) -> dict[str, Any] | None:
+        """The BODY shape (computed once: matching and recording both need it)."""
+        if not self._body_ready:
+            raw = bodies.decode_content(self.body, self.headers.get("content-encoding"))
+            self._stored_body = bodies.encode_body(raw, self.content_type)
+            self._body_ready = True
+        result: dict[str, Any] | None = self._stored_body
+        return result
+
+    def json(self) -> Any:
+        body = self.stored_body()
+        if body and "json" in body:
+            return body["json"]
+        if body and "text" in body:
+            try:
+                return json.loads(body["text"])
+            except ValueError:
+                return None
+        return None
+
+    def to_payload(self) -> dict[str, Any]:
+        headers = redact_headers(self.headers)
+        headers.pop("content-encoding", None)
+        return {"method": self.method, "url": self.url, "headers": headers, "body": self.stored_body()}
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> HttpRequest:
+        body = payload.get("body")
+        req = cls(
+            method=str(payload.get("method", "GET")).upper(),
+            url=str(payload.get("url", "")),
+            headers=dict(payload.get("headers") or {}),
+            body=b"",
+        )
+        req._stored_body = body
+        req._body_ready = True
+        return req
+
+    def excerpt(self, limit: int = 160) -> str:
+        raw = bodies.body_bytes(self.stored_body())
+        text = raw[:limit].decode("utf-8", "replace")
+        return text + ("..." if len(raw) > limit else "")
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    """A response to serve or that was received. ``body`` is the decoded BODY shape."""
+
+    status: int
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    _content: bytes | None = field(default=None, repr=False)
+
+    @property
+    def is_sse(self) -> bool:
+        return bool(self.body) and "sse" in self.body  # type: ignore[operator]
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"status": self.status, "headers": self.headers, "body": self.body}
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> HttpResponse:
+        # No copies: a served response only reads the recorded payload (it may be large).
+        return cls(int(payload.get("status", 200)), payload.get("headers") or {}, payload.get("body"))
+
+    def json(self) -> Any:
+        if self.body and "json" in self.body:
+            return self.body["json"]
+        return None
+
+    def wire_headers(self, method: str = "GET") -> list[tuple[str, str]]:
+        """Headers to hand to a client in replay: framing regenerated for the served bytes."""
+        out = [(k, v) for k, v in self.headers.items() if k not in _FRAMING_HEADERS and k != "content-length"]
+        if self.is_sse:
+            return out
+        if method == "HEAD" or self.body is None:
+            # A HEAD response announces the length of a body it does not carry: keep it.
+            length = self.headers.get("content-length")
+            if length is not None:
+                out.append(("content-length", length))
+            return out
+        out.append(("content-length", str(len(self.content()))))
+        return out
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """The body as the client sees it; SSE one event per chunk, encoded when pulled."""
+        body = self.body
+        if not body:
+            return
+        if "sse" in body:
+            for ev in body["sse"]:
+                yield sse.encode_event(ev)
+            return
+        yield bodies.body_bytes(body)
+
+    def content(self) -> bytes:
+        if self._content is None:
+            self._content = bodies.body_bytes(self.body)
+        return self._content
+
+
+def stored_response_headers(headers: Mapping[str, str], decoded: bool) -> dict[str, str]:
+    """Headers as stored: secrets redacted, content-encoding dropped (the body is stored decoded)."""
+    out = redact_headers(headers)
+    for name in _FRAMING_HEADERS:
+        out.pop(name, None)
+    if decoded:
+        # The length of the encoded body says nothing about the decoded one.
+        out.pop("content-length", None)
+    return out

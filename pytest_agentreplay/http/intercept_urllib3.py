@@ -1,0 +1,187 @@
+"""Interception for urllib3 (and so for requests): ``HTTPConnectionPool.urlopen``.
+
+Replay returns a real ``urllib3.HTTPResponse`` reading from an in-memory stream, so requests'
+adapters, ``iter_content``/``iter_lines`` and ``.json()`` behave as with a socket. Recording wraps the
+response's underlying file object: bytes are captured as the caller reads them (streaming preserved).
+"""
+
+from __future__ import annotations
+
+import http
+import io
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import guard
+from .dispatch import LIVE, active_run, plan
+from .exchange import HttpRequest, HttpResponse, lower_headers
+from .recording import LiveCapture
+
+_LOCAL = threading.local()
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _TeeFP:
+    """Stands in for ``http.client.HTTPResponse`` under urllib3: every read is also captured.
+
+    It has no ``fp`` attribute on purpose: urllib3 then reads through ``read()`` (which de-chunks)
+    instead of parsing chunks from the socket file itself, bypassing the tee.
+    """
+
+    def __init__(self, fp: Any, capture: LiveCapture) -> None:
+        self._fp = fp
+        self._capture = capture
+
+    def _after(self, data: bytes) -> bytes:
+        self._capture.feed(data)
+        if not data or self._fp.isclosed():
+            self._capture.finish()
+        return data
+
+    def read(self, amt: int | None = None) -> bytes:
+        data = self._fp.read() if amt is None else self._fp.read(amt)
+        if amt is None:
+            self._capture.feed(data)
+            self._capture.finish()
+            return bytes(data)
+        return self._after(data)
+
+    def read1(self, n: int = -1) -> bytes:
+        return self._after(self._fp.read1(n))
+
+    def readinto(self, b: Any) -> int:
+        n: int = self._fp.readinto(b)
+        self._after(bytes(memoryview(b)[:n]))
+        return n
+
+    def close(self) -> None:
+        try:
+            self._fp.close()
+        finally:
+            self._capture.finish()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "fp":
+            raise AttributeError(name)
+        return getattr(self._fp, name)
+
+
+class _ReplayFP(io.RawIOBase):
+    """A served body as a file: chunks (SSE events) are produced only when read."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        super().__init__()
+        self._chunks = chunks
+        self._buf = b""
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf and not self._eof:
+            try:
+                self._buf = next(self._chunks)
+            except StopIteration:
+                self._eof = True
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def isclosed(self) -> bool:
+        return self.closed or (self._eof and not self._buf)
+
+
+def _full_url(pool: Any, url: str) -> str:
+    if url.startswith(("http://", "https://")):
+        return url
+    scheme = pool.scheme
+    host = pool.host
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    port = pool.port
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    return f"{scheme}://{netloc}{url}"
+
+
+def _body_bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    if hasattr(body, "read"):
+        data = body.read()
+        return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in body)
+
+
+def patch() -> Callable[[], None]:
+    import urllib3
+    from urllib3.connectionpool import HTTPConnectionPool
+
+    original: Callable[..., Any] = HTTPConnectionPool.urlopen
+
+    def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any) -> Any:
+        ctx = active_run()
+        # A redirect followed inside urlopen re-enters here: the outermost call owns the exchange.
+        if ctx is None or _LOCAL.__dict__.get("depth", 0):
+            return original(self, method, url, body, headers, **kw)
+        raw_body = _body_bytes(body)
+        all_headers = headers if headers is not None else self.headers
+        req = HttpRequest(method.upper(), _full_url(self, url), lower_headers(all_headers or {}), raw_body)
+        route, cls = plan(ctx, req)
+        preload = kw.get("preload_content", True)
+        decode = kw.get("decode_content", True)
+        if route == LIVE:
+            release = kw.get("release_conn")
+            kw["preload_content"] = False
+            kw["release_conn"] = False
+            capture = LiveCapture(ctx, req, cls)
+            _LOCAL.depth = 1
+            try:
+                with guard.permitting(req.host):
+                    response = original(self, method, url, raw_body or None, headers, **kw)
+            finally:
+                _LOCAL.depth = 0
+            capture.start_response(response.status, list(response.headers.items()))
+            response._fp = _TeeFP(response._fp, capture)
+            if preload:
+                response._body = response.read(decode_content=decode)
+                if release if release is not None else True:
+                    response.release_conn()
+            return response
+        from ..replay.http import serve
+
+        served: HttpResponse = serve(ctx, req, cls)
+        try:
+            reason = http.HTTPStatus(served.status).phrase
+        except ValueError:
+            reason = ""
+        return urllib3.HTTPResponse(
+            body=_ReplayFP(served.iter_chunks()),
+            headers=urllib3.HTTPHeaderDict(served.wire_headers(req.method)),
+            status=served.status,
+            version=11,
+            version_string="HTTP/1.1",
+            reason=reason,
+            preload_content=preload,
+            decode_content=decode,
+            original_response=None,
+            pool=self,
+            retries=retries if isinstance(retries := kw.get("retries"), urllib3.Retry) else None,
+            request_method=method,
+            request_url=req.url,
+        )
+
+    HTTPConnectionPool.urlopen = urlopen  # type: ignore[method-assign,assignment]
+
+    def restore() -> None:
+        HTTPConnectionPool.urlopen = original  # type: ignore[method-assign]
+
+    return restore

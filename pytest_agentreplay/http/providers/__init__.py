@@ -1,0 +1,41 @@
+"""Provider adapters: recognise a model endpoint and extract the decision from its exchange.
+
+An adapter is a module exposing ``NAME``, ``match(request, settings) -> endpoint | None``,
+``request_fields(body) -> dict`` and ``response_fields(body_shape) -> dict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..exchange import HttpRequest
+from . import anthropic, openai
+
+
+class ProviderAdapter(Protocol):
+    NAME: str
+
+    def match(self, request: HttpRequest, settings: Mapping[str, Any]) -> str | None: ...
+
+    def request_fields(self, endpoint: str, body: Any) -> dict[str, Any]: ...
+
+    def response_fields(self, endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+ADAPTERS: dict[str, ProviderAdapter] = {openai.NAME: openai, anthropic.NAME: anthropic}
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Tool-call arguments arrive as a JSON string: parse them so diffs compare values, not text."""
+    import json
+
+    if raw is None or raw == "":
+        # A call without arguments: streams send "" (or nothing), plain responses "{}".
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw

@@ -1,0 +1,152 @@
+"""Anthropic adapter: the Messages API (``/v1/messages``), plain and streamed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ...canonical import hash_value
+from ..exchange import HttpRequest
+
+NAME = "anthropic"
+MESSAGES = "messages"
+
+_DECODING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "tool_choice",
+    "stop_sequences",
+    "thinking",
+    "output_format",
+    "output_config",
+    "service_tier",
+)
+
+
+def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+    if request.method != "POST":
+        return None
+    if request.path.rstrip("/").endswith("/v1/messages"):
+        return MESSAGES
+    for base in settings.get("anthropic_base_urls") or ():
+        base = str(base).rstrip("/")
+        if (
+            request.url.startswith(base)
+            and request.url[len(base) :].split("?", 1)[0].rstrip("/") == "/messages"
+        ):
+            return MESSAGES
+    return None
+
+
+def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
+    tools = body.get("tools")
+    return {
+        "model": body.get("model"),
+        "decoding": {k: body[k] for k in _DECODING if body.get(k) is not None},
+        "tools_hash": hash_value(tools) if tools else None,
+        "streamed": bool(body.get("stream")),
+    }
+
+
+def _usage(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        if raw.get(key) is not None:
+            out[key] = raw[key]
+    if "input_tokens" in out and "output_tokens" in out:
+        out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
+    return out
+
+
+def _from_content(content: list[Any], stop_reason: Any, usage: Any, rid: Any, model: Any) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    server_calls: list[dict[str, Any]] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text") or "")
+        elif kind == "tool_use":
+            calls.append({"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")})
+        elif kind == "server_tool_use":
+            server_calls.append(
+                {"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
+            )
+    decision: dict[str, Any] = {
+        "text": "".join(texts) or None,
+        "tool_calls": calls,
+        "stop_reason": stop_reason,
+    }
+    if server_calls:
+        decision["server_tool_calls"] = server_calls
+    return {"decision": decision, "usage": _usage(usage), "response_id": rid, "response_model": model}
+
+
+def _stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    blocks: dict[int, dict[str, Any]] = {}
+    partial_json: dict[int, list[str]] = {}
+    message: dict[str, Any] = {}
+    usage: dict[str, Any] = {}
+    stop_reason = None
+    for ev in events:
+        data = ev.get("data")
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type") or ev.get("event")
+        if kind == "message_start":
+            message = data.get("message") or {}
+            usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = dict(data.get("content_block") or {})
+            blocks[int(data.get("index", len(blocks)))] = block
+        elif kind == "content_block_delta":
+            idx = int(data.get("index", 0))
+            block = blocks.setdefault(idx, {})
+            delta = data.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                block["text"] = (block.get("text") or "") + (delta.get("text") or "")
+            elif dtype == "input_json_delta":
+                partial_json.setdefault(idx, []).append(delta.get("partial_json") or "")
+            elif dtype == "thinking_delta":
+                block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            if delta.get("stop_reason") is not None:
+                stop_reason = delta["stop_reason"]
+            # message_delta usage is cumulative: later values replace earlier ones.
+            usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+    for idx, parts in partial_json.items():
+        raw = "".join(parts)
+        try:
+            blocks[idx]["input"] = json.loads(raw) if raw else {}
+        except ValueError:
+            blocks[idx]["input"] = raw
+    content = [blocks[i] for i in sorted(blocks)]
+    return _from_content(content, stop_reason, usage, message.get("id"), message.get("model"))
+
+
+def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    if not body:
+        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+    if "sse" in body:
+        return _stream(body["sse"])
+    value = body.get("json")
+    if not isinstance(value, dict):
+        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+    return _from_content(
+        value.get("content") or [],
+        value.get("stop_reason"),
+        value.get("usage"),
+        value.get("id"),
+        value.get("model"),
+    )

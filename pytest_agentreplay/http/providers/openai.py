@@ -1,0 +1,268 @@
+"""OpenAI adapter: Chat Completions (``/v1/chat/completions``) and the Responses API (``/v1/responses``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...canonical import hash_value
+from ..exchange import HttpRequest
+
+NAME = "openai"
+CHAT = "chat.completions"
+RESPONSES = "responses"
+
+_CHAT_DECODING = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "tool_choice",
+    "parallel_tool_calls",
+    "stop",
+    "seed",
+    "n",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "response_format",
+    "reasoning_effort",
+    "service_tier",
+)
+_RESPONSES_DECODING = (
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "tool_choice",
+    "parallel_tool_calls",
+    "reasoning",
+    "text",
+    "truncation",
+    "seed",
+    "service_tier",
+)
+
+
+def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+    if request.method != "POST":
+        return None
+    url = request.url
+    path = request.path.rstrip("/")
+    # Any host counts (local servers, proxies); the path names the endpoint.
+    if path.endswith("/chat/completions"):
+        return CHAT
+    if path.endswith("/v1/responses"):
+        return RESPONSES
+    for base in settings.get("openai_compatible_base_urls") or ():
+        base = str(base).rstrip("/")
+        if url.startswith(base):
+            rest = url[len(base) :].split("?", 1)[0].rstrip("/")
+            if rest == "/chat/completions":
+                return CHAT
+            if rest == "/responses":
+                return RESPONSES
+    return None
+
+
+def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
+    keys = _CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING
+    tools = body.get("tools")
+    return {
+        "model": body.get("model"),
+        "decoding": {k: body[k] for k in keys if body.get(k) is not None},
+        "tools_hash": hash_value(tools) if tools else None,
+        "streamed": bool(body.get("stream")),
+    }
+
+
+def _usage(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    inp = raw.get("input_tokens", raw.get("prompt_tokens"))
+    outp = raw.get("output_tokens", raw.get("completion_tokens"))
+    if inp is not None:
+        out["input_tokens"] = inp
+    if outp is not None:
+        out["output_tokens"] = outp
+    if raw.get("total_tokens") is not None:
+        out["total_tokens"] = raw["total_tokens"]
+    details_in = raw.get("input_tokens_details") or raw.get("prompt_tokens_details") or {}
+    details_out = raw.get("output_tokens_details") or raw.get("completion_tokens_details") or {}
+    if isinstance(details_in, dict) and details_in.get("cached_tokens") is not None:
+        out["cached_input_tokens"] = details_in["cached_tokens"]
+    if isinstance(details_out, dict) and details_out.get("reasoning_tokens") is not None:
+        out["reasoning_tokens"] = details_out["reasoning_tokens"]
+    return out
+
+
+def _parse_args(raw: Any) -> Any:
+    from . import parse_arguments
+
+    return parse_arguments(raw)
+
+
+# -- Chat Completions ---------------------------------------------------------------------------
+
+
+def _chat_plain(body: dict[str, Any]) -> dict[str, Any]:
+    choices = body.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") or {}
+    calls = [
+        {
+            "id": tc.get("id"),
+            "name": (tc.get("function") or {}).get("name"),
+            "arguments": _parse_args((tc.get("function") or {}).get("arguments")),
+        }
+        for tc in message.get("tool_calls") or []
+        if isinstance(tc, dict)
+    ]
+    content = message.get("content")
+    return {
+        "decision": {
+            "text": content if isinstance(content, str) and content else None,
+            "tool_calls": calls,
+            "stop_reason": choice.get("finish_reason"),
+        },
+        "usage": _usage(body.get("usage")),
+        "response_id": body.get("id"),
+        "response_model": body.get("model"),
+    }
+
+
+def _chat_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    stop_reason = None
+    usage: Any = None
+    response_id = None
+    model = None
+    for ev in events:
+        chunk = ev.get("data")
+        if not isinstance(chunk, dict):
+            continue  # "[DONE]"
+        response_id = response_id or chunk.get("id")
+        model = model or chunk.get("model")
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+            for tc in delta.get("tool_calls") or []:
+                slot = calls.setdefault(int(tc.get("index", 0)), {"id": None, "name": None, "arguments": ""})
+                if tc.get("id"):
+                    slot["id"] = tc["id"]
+                fn = tc.get("function") or {}
+                name = fn.get("name")
+                # Some proxies resend the whole name in every delta: keep it once; pieces concatenate.
+                if name:
+                    if slot["name"] is None:
+                        slot["name"] = name
+                    elif name != slot["name"]:
+                        slot["name"] += name
+                if fn.get("arguments"):
+                    slot["arguments"] += fn["arguments"]
+            if choice.get("finish_reason"):
+                stop_reason = choice["finish_reason"]
+    tool_calls = [
+        {"id": c["id"], "name": c["name"], "arguments": _parse_args(c["arguments"])}
+        for _, c in sorted(calls.items())
+    ]
+    return {
+        # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
+        "decision": {"text": "".join(text) or None, "tool_calls": tool_calls, "stop_reason": stop_reason},
+        "usage": _usage(usage),
+        "response_id": response_id,
+        "response_model": model,
+    }
+
+
+# -- Responses API ------------------------------------------------------------------------------
+
+
+def _responses_from_output(
+    output: list[Any], status: Any, incomplete: Any, usage: Any, rid: Any, model: Any
+) -> dict[str, Any]:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            for part in item.get("content") or []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    texts.append(part.get("text") or "")
+        elif item.get("type") == "function_call":
+            calls.append(
+                {
+                    "id": item.get("call_id") or item.get("id"),
+                    "name": item.get("name"),
+                    "arguments": _parse_args(item.get("arguments")),
+                }
+            )
+    reason = incomplete.get("reason") if isinstance(incomplete, dict) and incomplete.get("reason") else status
+    return {
+        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": reason},
+        "usage": _usage(usage),
+        "response_id": rid,
+        "response_model": model,
+    }
+
+
+def _responses_plain(body: dict[str, Any]) -> dict[str, Any]:
+    return _responses_from_output(
+        body.get("output") or [],
+        body.get("status"),
+        body.get("incomplete_details"),
+        body.get("usage"),
+        body.get("id"),
+        body.get("model"),
+    )
+
+
+def _responses_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    items: dict[int, dict[str, Any]] = {}
+    final: dict[str, Any] = {}
+    for ev in events:
+        data = ev.get("data")
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type") or ev.get("event")
+        if kind in (
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+            "response.incomplete",
+            "response.failed",
+        ) and isinstance(data.get("response"), dict):
+            final = data["response"]
+        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            items[int(data.get("output_index", len(items)))] = data["item"]
+    # Completed items are the accumulated deltas; the final response object is the fallback.
+    output = [items[i] for i in sorted(items)] if items else list(final.get("output") or [])
+    return _responses_from_output(
+        output,
+        final.get("status"),
+        final.get("incomplete_details"),
+        final.get("usage"),
+        final.get("id"),
+        final.get("model"),
+    )
+
+
+def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    if not body:
+        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+    if "sse" in body:
+        events = body["sse"]
+        return _chat_stream(events) if endpoint == CHAT else _responses_stream(events)
+    value = body.get("json")
+    if not isinstance(value, dict):
+        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+    return _chat_plain(value) if endpoint == CHAT else _responses_plain(value)

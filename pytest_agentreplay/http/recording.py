@@ -1,0 +1,236 @@
+"""Turn an exchange into one event on the run's recorder; tee live responses while the client reads.
+
+Recording never buffers a stream before handing it on: interceptors pass every chunk to the client
+as it arrives and also feed it to :class:`LiveCapture`, which decodes and parses incrementally and
+emits the event once the body ends (or the client closes it early).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..canonical import hash_value
+from ..events import EffectInfo, PayloadRef, ToolInfo
+from . import bodies
+from .bodies import Decoder
+from .classify import Classification, extract_receipt, idempotency_key
+from .exchange import (
+    REQUEST_MEDIA_TYPE,
+    RESPONSE_MEDIA_TYPE,
+    HttpRequest,
+    HttpResponse,
+    lower_headers,
+    stored_response_headers,
+)
+from .providers import ADAPTERS
+from .sse import SSEParser
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+
+# Fields of a model.call event that depend only on the response: replay copies them from the
+# recorded event instead of re-parsing the served body (the served body *is* the recorded one).
+RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
+
+
+def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
+    """What pydantic's ``model_construct`` does, minus its per-field default resolution.
+
+    Every field is given here, and the values were built by this module: validating or resolving
+    them again for each replayed call is what made the hot path slow (~20 us per model).
+    """
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _ref(value: Any, data_class: str, media_type: str) -> PayloadRef:
+    ref: PayloadRef = _fast(
+        PayloadRef,
+        {"sha256": None, "inline": value, "data_class": data_class, "media_type": media_type, "size": None},
+    )
+    return ref
+
+
+def _tool(name: str, key: str | None) -> ToolInfo:
+    tool: ToolInfo = _fast(ToolInfo, {"name": name, "schema_version": None, "idempotency_key": key})
+    return tool
+
+
+def model_request_fields(request: HttpRequest, cls: Classification) -> dict[str, Any]:
+    adapter = ADAPTERS[str(cls.provider)]
+    body = request.json()
+    fields = adapter.request_fields(str(cls.endpoint), body)
+    # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
+    fields["request_hash"] = hash_value(body) if body is not None else None
+    return fields
+
+
+def emit_exchange(
+    ctx: RunContext,
+    request: HttpRequest,
+    response: HttpResponse,
+    cls: Classification,
+    latency_ms: float,
+    *,
+    response_data: dict[str, Any] | None = None,
+    response_payload: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields."""
+    settings = ctx.settings
+    out_payload = response_payload if response_payload is not None else response.to_payload()
+    latency = round(latency_ms, 3)
+    if cls.kind == "model":
+        data_class = str(settings.get("model_data_class") or "personal")
+        data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
+        data.update(model_request_fields(request, cls))
+        if response.is_sse:
+            data["streamed"] = True
+        if response_data is not None:
+            for field_name in RESPONSE_FIELDS:
+                data[field_name] = response_data.get(field_name)
+        else:
+            data.update(ADAPTERS[str(cls.provider)].response_fields(str(cls.endpoint), response.body))
+        data["status"] = response.status
+        data["latency_ms"] = latency
+        if extra:
+            data.update(extra)
+        ctx.recorder.emit(
+            "model.call",
+            actor="model",
+            event_class="decision",
+            data=data,
+            input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+        )
+        return
+    data_class = str(settings.get("http_data_class") or "internal")
+    name = cls.tool_name or (request.host + request.path)
+    data = {
+        "method": request.method,
+        "url": request.url,
+        "status": response.status,
+        "classification": cls.kind,
+    }
+    data["latency_ms"] = latency
+    if extra:
+        data.update(extra)
+    if cls.kind == "read":
+        ctx.recorder.emit(
+            "http",
+            actor="tool",
+            event_class="input",
+            data=data,
+            tool=_tool(name, None),
+            input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+        )
+        return
+    key = idempotency_key(request, settings)
+    ctx.recorder.emit(
+        "effect",
+        actor="tool",
+        event_class="effect",
+        data=data,
+        tool=_tool(name, key),
+        effect=_fast(
+            EffectInfo,
+            {
+                "kind": "http." + request.method.lower(),
+                "target": request.url,
+                "receipt": extract_receipt(request, response, settings),
+                "committed": 200 <= response.status < 300,
+            },
+        ),
+        input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+        output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+    )
+
+
+class LiveCapture:
+    """Collects one live response as the client consumes it; emits its event exactly once."""
+
+    __slots__ = (
+        "_chunks",
+        "_decoder",
+        "_done",
+        "_events",
+        "_headers",
+        "_lock",
+        "_parser",
+        "_status",
+        "_t0",
+        "cls",
+        "ctx",
+        "request",
+        "started",
+    )
+
+    def __init__(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.cls = cls
+        self.started = time.perf_counter()
+        self._t0 = self.started
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._decoder: Decoder | None = None
+        self._parser: SSEParser | None = None
+        self._chunks: list[bytes] = []
+        self._events: list[dict[str, Any]] = []
+        self._done = False
+        self._lock = threading.Lock()
+
+    def start_response(self, status: int, headers: Any, *, decoded: bool = False) -> None:
+        """Headers are in. ``decoded``: the client hands us bytes it already decompressed (aiohttp)."""
+        self._t0 = time.perf_counter()
+        self._status = status
+        self._headers = lower_headers(headers)
+        self._decoder = Decoder(None if decoded else self._headers.get("content-encoding"))
+        if bodies.is_sse_type(self._headers.get("content-type")):
+            self._parser = SSEParser()
+
+    def feed(self, chunk: bytes) -> None:
+        if not chunk or self._done:
+            return
+        assert self._decoder is not None
+        data = self._decoder.feed(chunk)
+        if self._parser is not None:
+            if data:
+                t = round(time.perf_counter() - self._t0, 4)
+                for ev in self._parser.feed(data):
+                    ev["t"] = t
+                    self._events.append(ev)
+        else:
+            self._chunks.append(data)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        decoder = self._decoder or Decoder(None)
+        try:
+            tail = decoder.flush()
+        except Exception:
+            tail = b""
+        content_type = self._headers.get("content-type")
+        if self._parser is not None:
+            t = round(time.perf_counter() - self._t0, 4)
+            for ev in self._parser.feed(tail) + self._parser.finish():
+                ev["t"] = t
+                self._events.append(ev)
+            body: dict[str, Any] | None = {"sse": self._events, "content_type": content_type}
+        else:
+            body = bodies.encode_body(b"".join(self._chunks) + tail, content_type)
+        decoded = bool(self._headers.get("content-encoding"))
+        response = HttpResponse(self._status, stored_response_headers(self._headers, decoded), body)
+        latency_ms = (time.perf_counter() - self.started) * 1000.0
+        extra = {"incomplete": True} if error is not None else None
+        emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra)

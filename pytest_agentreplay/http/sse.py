@@ -1,0 +1,131 @@
+"""Server-sent events: an incremental parser (for teeing live streams) and the encoder used in replay.
+
+Stored event shape: ``{"event": name, "data": <parsed JSON or raw string>, "id": str, "t": seconds}``
+(``event``/``id`` only when the stream had them). ``data`` is parsed as JSON only when it starts with
+``{`` or ``[`` so a bare string such as ``[DONE]`` or ``"3"`` round-trips to the same bytes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_SEPARATORS = (",", ":")
+
+
+def _parse_data(raw: str) -> Any:
+    if raw[:1] in ("{", "["):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+class SSEParser:
+    """Feed bytes as they arrive; complete events come back from :meth:`feed`."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._event: str | None = None
+        self._id: str | None = None
+        self._data: list[str] = []
+        self._has_fields = False
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        text = self._pending + self._decoder.decode(chunk)
+        return self._consume(text, final=False)
+
+    def finish(self) -> list[dict[str, Any]]:
+        text = self._pending + self._decoder.decode(b"", final=True)
+        events = self._consume(text, final=True)
+        # A stream cut without the final blank line still delivered its last event to the client.
+        if self._has_fields:
+            events.append(self._dispatch())
+        return events
+
+    def _consume(self, text: str, *, final: bool) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        # A trailing "\r" may be the first half of "\r\n": hold that line until the next chunk,
+        # else the "\n" would read as a blank line and dispatch the event early.
+        held_cr = not final and text.endswith("\r")
+        parts = _LINE_END.split(text[:-1] if held_cr else text)
+        tail = parts.pop()
+        if final:
+            self._pending = ""
+            if tail:
+                parts.append(tail)
+        else:
+            self._pending = tail + "\r" if held_cr else tail
+        for line in parts:
+            if not line:
+                if self._has_fields:
+                    events.append(self._dispatch())
+                continue
+            if line.startswith(":"):
+                continue  # comment / keep-alive
+            name, sep, value = line.partition(":")
+            if sep and value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+            elif name == "id":
+                self._id = value
+            else:
+                continue  # "retry" and unknown fields do not change what the client sees
+            self._has_fields = True
+        return events
+
+    def _dispatch(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {}
+        if self._event is not None:
+            ev["event"] = self._event
+        ev["data"] = _parse_data("\n".join(self._data)) if self._data else None
+        if self._id is not None:
+            ev["id"] = self._id
+        self._event = None
+        self._id = None
+        self._data = []
+        self._has_fields = False
+        return ev
+
+
+def parse_all(raw: bytes) -> list[dict[str, Any]]:
+    """Parse a complete stream (``t`` is 0: the arrival times are unknown)."""
+    parser = SSEParser()
+    events = parser.feed(raw)
+    events.extend(parser.finish())
+    for ev in events:
+        ev["t"] = 0.0
+    return events
+
+
+def encode_event(ev: dict[str, Any]) -> bytes:
+    """One stored event -> its wire bytes (ends with the blank line that dispatches it)."""
+    out: list[str] = []
+    name = ev.get("event")
+    if name is not None:
+        out.append(f"event: {name}\n")
+    ident = ev.get("id")
+    if ident is not None:
+        out.append(f"id: {ident}\n")
+    data = ev.get("data")
+    if data is not None:
+        text = data if isinstance(data, str) else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False)
+        for line in text.split("\n"):
+            out.append(f"data: {line}\n")
+    out.append("\n")
+    return "".join(out).encode("utf-8")
+
+
+def iter_encoded(events: Iterable[dict[str, Any]]) -> Iterable[bytes]:
+    """Encode lazily, one event per chunk, so a replayed stream is consumed incrementally."""
+    for ev in events:
+        yield encode_event(ev)

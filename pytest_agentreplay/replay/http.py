@@ -1,0 +1,299 @@
+"""Serving recorded HTTP exchanges in replay: one index per run, built once, O(1) per call.
+
+Matching rules (the live call on the left, the cassette on the right):
+
+- model calls: per provider endpoint, in recorded order (the nth live call to ``openai:responses``
+  gets the nth recorded one); bodies are not matched (prompts drift, that is what diffs report) but
+  their hash is recorded on the replayed event.
+- reads (GET/HEAD/OPTIONS): method + normalised URL + normalised body; first unplayed first, repeats
+  in order; once all are played, the last one is served again (reads have no side effects).
+- writes: method + URL + idempotency key, then method + URL in order; a retry that reuses an
+  idempotency key already served gets the same recorded receipt again (that is what the key means).
+  Writes are never sent.
+
+Headers are never part of matching: SDKs add ``x-stainless-*``, retry counters and user agents.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from ..exceptions import UnmatchedRequestError
+from ..http import bodies
+from ..http.classify import Classification, classify_exchange
+from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
+from ..http.recording import emit_exchange
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+
+EXTENSION_KEY = "http"
+
+
+@dataclass(slots=True)
+class RecordedExchange:
+    event: Event
+    kind: str
+    method: str
+    url: str
+    host: str
+    body_key: str
+    idem_key: str | None
+    request: HttpRequest | None
+    played: bool = False
+    _payload: Any = field(default=None, repr=False)
+
+    def response_payload(self, recorded: Any) -> dict[str, Any]:
+        # Resolved on first use only: a blob that is never served is never read.
+        if self._payload is None:
+            self._payload = recorded.payload(self.event.output_ref) or {
+                "status": 200,
+                "headers": {},
+                "body": None,
+            }
+        payload: dict[str, Any] = self._payload
+        return payload
+
+
+def _recorded_kind(event: Event) -> str | None:
+    ref = event.input_ref
+    if ref is None or ref.media_type != REQUEST_MEDIA_TYPE:
+        return None
+    if event.type == "model.call":
+        return "model"
+    if event.type == "http":
+        return "read"
+    if event.type == "effect":
+        return "write"
+    return None
+
+
+class HttpReplayIndex:
+    """The recorded exchanges of one cassette, indexed for the three matching rules."""
+
+    def __init__(self, recorded: Any, settings: dict[str, Any]) -> None:
+        self.recorded = recorded
+        self.idem_header = str(settings.get("idempotency_header") or "idempotency-key").lower()
+        self.allow_read_repeats = bool(settings.get("allow_read_repeats", True))
+        self._lock = threading.Lock()
+        self.model: dict[str, deque[RecordedExchange]] = defaultdict(deque)
+        self.model_total: dict[str, int] = defaultdict(int)
+        self.reads: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
+        self.last_read: dict[tuple[str, str, str], RecordedExchange] = {}
+        self.writes_exact: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
+        self.writes_any: dict[tuple[str, str], deque[RecordedExchange]] = defaultdict(deque)
+        self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
+        self.by_host: dict[str, list[RecordedExchange]] = defaultdict(list)
+        for event in recorded.events:
+            kind = _recorded_kind(event)
+            if kind is None:
+                continue
+            if kind == "model":
+                key = f"{event.data.get('provider')}:{event.data.get('endpoint')}"
+                rec = RecordedExchange(event, kind, "POST", "", key, "", None, None)
+                self.model[key].append(rec)
+                self.model_total[key] += 1
+                continue
+            req = HttpRequest.from_payload(recorded.payload(event.input_ref) or {})
+            url = normalise_url(req.url)
+            rec = RecordedExchange(
+                event,
+                kind,
+                req.method,
+                url,
+                req.host,
+                bodies.normalise_for_match(req.stored_body()),
+                req.headers.get(self.idem_header),
+                req,
+            )
+            self.by_host[req.host].append(rec)
+            if kind == "read":
+                self.reads[(req.method, url, rec.body_key)].append(rec)
+            else:
+                if rec.idem_key is not None:
+                    self.writes_exact[(req.method, url, rec.idem_key)].append(rec)
+                self.writes_any[(req.method, url)].append(rec)
+
+    # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
+
+    def take_model(self, key: str) -> RecordedExchange | None:
+        with self._lock:
+            queue = self.model.get(key)
+            if not queue:
+                return None
+            rec = queue.popleft()
+            rec.played = True
+            return rec
+
+    def take_read(self, method: str, url: str, body_key: str) -> RecordedExchange | None:
+        key = (method, url, body_key)
+        with self._lock:
+            queue = self.reads.get(key)
+            if queue:
+                rec = queue.popleft()
+                rec.played = True
+                self.last_read[key] = rec
+                return rec
+            return self.last_read.get(key) if self.allow_read_repeats else None
+
+    def take_write(
+        self, method: str, url: str, idem_key: str | None, body_key: str
+    ) -> RecordedExchange | None:
+        with self._lock:
+            if idem_key is not None:
+                exact = self.writes_exact.get((method, url, idem_key))
+                while exact:
+                    rec = exact.popleft()
+                    if not rec.played:
+                        return self._mark(rec, method, url, idem_key)
+                again = self.served_keys.get((method, url, idem_key))
+                if again is not None:
+                    return again
+            queue = self.writes_any.get((method, url))
+            if not queue:
+                return None
+            # Prefer an unplayed write with the same body; else the first unplayed one (keys that
+            # are random per run, e.g. uuid4, cannot match exactly).
+            chosen = None
+            for rec in queue:
+                if not rec.played and rec.body_key == body_key:
+                    chosen = rec
+                    break
+            if chosen is None:
+                while queue and queue[0].played:
+                    queue.popleft()
+                chosen = queue[0] if queue else None
+            if chosen is None:
+                return None
+            return self._mark(chosen, method, url, idem_key)
+
+    def _mark(self, rec: RecordedExchange, method: str, url: str, idem_key: str | None) -> RecordedExchange:
+        rec.played = True
+        if idem_key is not None:
+            self.served_keys[(method, url, idem_key)] = rec
+        return rec
+
+    def closest(self, request: HttpRequest, cls: Classification, limit: int = 3) -> list[str]:
+        """Nearest recorded calls for the error message: only the same endpoint or host is scanned."""
+        if cls.kind == "model":
+            total = self.model_total.get(cls.endpoint_key, 0)
+            if total:
+                return [f"the cassette holds {total} call(s) to {cls.endpoint_key}; all were already served"]
+            others = sorted(k for k, v in self.model_total.items() if v)
+            return [f"recorded model endpoints: {', '.join(others) or 'none'}"]
+        candidates = self.by_host.get(request.host, [])
+        if not candidates:
+            hosts = sorted(self.by_host)
+            return [f"nothing recorded for host {request.host}; recorded hosts: {', '.join(hosts) or 'none'}"]
+        live = f"{request.method} {normalise_url(request.url)} {request.excerpt(80)}"
+        scored = []
+        for rec in candidates:
+            # Excerpts are rendered only here, on the error path, never while building the index.
+            excerpt = rec.request.excerpt(80) if rec.request is not None else ""
+            text = f"{rec.method} {rec.url} {excerpt}"
+            matcher = difflib.SequenceMatcher(None, live, text, autojunk=False)
+            scored.append((matcher.quick_ratio(), text, rec.played))
+        scored.sort(key=lambda item: -item[0])
+        return [
+            f"{ratio:.0%} similar: {text}{' (already served)' if played else ''}"
+            for ratio, text, played in scored[:limit]
+        ]
+
+
+def index_for(ctx: RunContext) -> HttpReplayIndex:
+    """The run's index, built on first use and kept in ``ctx.extensions["http"]``."""
+    index = ctx.extensions.get(EXTENSION_KEY)
+    if index is None:
+        with _BUILD_LOCK:
+            index = ctx.extensions.get(EXTENSION_KEY)
+            if index is None:
+                recorded = ctx.recorded if ctx.recorded is not None else _EmptyCassette()
+                index = HttpReplayIndex(recorded, ctx.settings)
+                ctx.extensions[EXTENSION_KEY] = index
+    assert isinstance(index, HttpReplayIndex)
+    return index
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+class _EmptyCassette:
+    events: list[Event] = []
+
+    def payload(self, ref: Any) -> Any:
+        return None
+
+
+def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
+    """Whether the mode sends this call to the real destination instead of serving it."""
+    if ctx.recording:
+        return True
+    if ctx.mode == "model-comparison":
+        return cls.kind == "model"
+    if ctx.mode == "sandbox" and cls.kind != "model":
+        hosts = ctx.settings.get("sandbox_hosts") or ()
+        return request.host in hosts
+    return False
+
+
+def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = None) -> HttpResponse:
+    """Answer ``request`` from the cassette, record it on ``ctx.recorder``, or raise Unmatched."""
+    started = time.perf_counter()
+    if cls is None:
+        cls = classify_exchange(request, None, ctx.settings)
+    index = index_for(ctx)
+    if cls.kind == "model":
+        rec = index.take_model(cls.endpoint_key)
+    else:
+        url = normalise_url(request.url)
+        body_key = bodies.normalise_for_match(request.stored_body())
+        if cls.kind == "read":
+            rec = index.take_read(request.method, url, body_key)
+        else:
+            rec = index.take_write(request.method, url, request.headers.get(index.idem_header), body_key)
+    if rec is None:
+        raise _unmatched(ctx, request, cls, index)
+    payload = rec.response_payload(index.recorded)
+    response = HttpResponse.from_payload(payload)
+    emit_exchange(
+        ctx,
+        request,
+        response,
+        cls,
+        (time.perf_counter() - started) * 1000.0,
+        response_data=rec.event.data if cls.kind == "model" else None,
+        response_payload=payload,
+    )
+    return response
+
+
+def _unmatched(
+    ctx: RunContext, request: HttpRequest, cls: Classification, index: HttpReplayIndex
+) -> BaseException:
+    what = f"model call to {cls.endpoint_key}" if cls.kind == "model" else f"{cls.kind}"
+    evidence = [
+        f"live call: {request.method} {request.url}",
+        f"body: {request.excerpt(160) or '(empty)'}",
+        f"classified as: {what}",
+        "closest recorded:",
+        *(f"  {line}" for line in index.closest(request, cls)),
+    ]
+    error = UnmatchedRequestError(
+        f"no recorded HTTP exchange matches {request.method} {request.url}",
+        evidence=evidence,
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        fixes=[
+            "re-record the cassette against the real services: pytest --agentreplay-record=all <test>",
+            "or accept the new behaviour: pytest --agentreplay-update <test>",
+        ],
+    )
+    # The agent may swallow the exception (retry loops, broad excepts): the test must still fail.
+    ctx.failures.append(error)
+    return error

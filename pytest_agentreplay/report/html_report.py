@@ -1,0 +1,99 @@
+"""The self-contained HTML drift report: the summary, a table of tests and, per drifting test, the
+run viewer (drift side by side, the sequence picture and the recorded timeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .markdown import display_path
+from .viewer import esc, page, render_drift_html, render_run_section
+
+NOTABLE = ("drifted", "updated", "not-saved", "missing")
+
+
+def _test_section(index: int, test: Mapping[str, Any]) -> str:
+    anchor = f"t{index}-"
+    drift = test.get("drift") if isinstance(test.get("drift"), Mapping) else None
+    head = (
+        f'<section class="test" id="test-{index}" data-action="{esc(test["action"])}">'
+        f'<h2><span class="badge {"regression" if test["action"] == "drifted" else ""}">'
+        f"{esc(test['action'])}</span>"
+        f"<code>{esc(test['nodeid'])}</code></h2>"
+        f'<p class="meta">cassette <code>{esc(display_path(test["cassette"]))}</code> · '
+        f"mode {esc(test['mode'])} · "
+        f"{int(test['regressions'])} regression(s) · {int(test['expected'])} expected</p>"
+    )
+    body = ""
+    cassette_path = Path(str(test["cassette"]))
+    loaded = None
+    error = None
+    if cassette_path.is_file():
+        from ..exceptions import AgentReplayError
+        from ..store import load_cassette
+
+        try:
+            loaded = load_cassette(cassette_path)
+        except AgentReplayError as exc:
+            error = exc.headline
+    if loaded is not None:
+        body = render_run_section(
+            loaded.run, loaded.events, resolve=loaded.payload, drift=drift, anchor=anchor, heading_level=3
+        )
+    else:
+        if drift is not None:
+            body = (
+                '<h3 class="drift-title">Drift: recorded vs replayed</h3>'
+                f'<div class="drift">{render_drift_html(drift, anchor=anchor)}</div>'
+            )
+        note = f"cassette not readable: {error}" if error else "cassette not found next to this report"
+        body += f'<p class="absent">{esc(note)}</p>'
+    return head + body + "</section>"
+
+
+def render_html(doc: Mapping[str, Any]) -> str:
+    summary = doc["summary"]
+    tests = list(doc["tests"])
+    badges = "".join(
+        f'<span class="badge{" regression" if key == "drifted" and summary[key] else ""}">'
+        f"{summary[key]} {key}</span>"
+        for key in ("replayed", "recorded", "drifted", "updated", "audited", "unused", "not-saved", "missing")
+    )
+    rows = []
+    for index, test in enumerate(tests):
+        link = (
+            f'<a href="#test-{index}">{esc(test["nodeid"])}</a>'
+            if test["action"] in NOTABLE or test["regressions"] or test["expected"]
+            else esc(test["nodeid"])
+        )
+        rows.append(
+            f'<tr data-action="{esc(test["action"])}"><td>{esc(test["action"])}</td>'
+            f"<td class=mono>{link}</td>"
+            f"<td class=mono>{esc(display_path(test['cassette']))}</td><td>{esc(test['mode'])}</td>"
+            f"<td>{int(test['regressions'])}</td><td>{int(test['expected'])}</td></tr>"
+        )
+    steps = "".join(f"<li><code>{esc(step)}</code></li>" for step in doc.get("next_steps") or [])
+    lists = ""
+    for key in ("missing", "unused"):
+        items = doc.get(key) or []
+        if items:
+            lists += (
+                f"<h2>{key.capitalize()} cassettes</h2><ul>"
+                + "".join(f"<li><code>{esc(i)}</code></li>" for i in items)
+                + "</ul>"
+            )
+    sections = [
+        _test_section(index, test)
+        for index, test in enumerate(tests)
+        if test["action"] in NOTABLE or test["regressions"] or test["expected"]
+    ]
+    body = (
+        "<h1>Agent replay report</h1>"
+        f'<p class="counts">{badges}<span class="badge">{int(summary["regressions"])} regression(s)</span>'
+        f'<span class="badge">{int(summary["expected"])} expected</span></p>'
+        + (f"<h2>Next steps</h2><ul>{steps}</ul>" if steps else "")
+        + "<h2>Tests</h2><table class=tests><tr><th>result</th><th>test</th><th>cassette</th><th>mode</th>"
+        "<th>regressions</th><th>expected</th></tr>" + "".join(rows) + "</table>" + lists + "".join(sections)
+    )
+    return page("Agent replay report", body)

@@ -1,0 +1,29 @@
+"""Per-test JUnit XML properties (``<property name="agentreplay.cassette" ...>``).
+
+pytest's junitxml writes ``item.user_properties`` (what ``record_property`` appends to) as properties
+of the test case, so the plugin extends them from the outcome at report time::
+
+    item.user_properties.extend(junit_properties(outcome_dict))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PROPERTY_PREFIX = "agentreplay."
+FIELDS = ("cassette", "mode", "action", "regressions", "expected")
+
+
+def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``[("agentreplay.cassette", ...), ("agentreplay.mode", ...), ...]`` for one test outcome."""
+    return [(PROPERTY_PREFIX + name, str(outcome.get(name, ""))) for name in FIELDS if name in outcome]
+
+
+def add_junit_properties(item: Any, outcome: Mapping[str, Any]) -> None:
+    """Append the properties to ``item.user_properties`` once (safe to call again for the same item)."""
+    props = getattr(item, "user_properties", None)
+    if props is None:
+        return
+    present = {name for name, _ in props}
+    props.extend(p for p in junit_properties(outcome) if p[0] not in present)

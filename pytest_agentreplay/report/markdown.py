@@ -1,0 +1,181 @@
+"""The Markdown drift report: written to be posted as a pull-request comment or a GitHub step summary.
+
+Values come from cassettes and agent output, so every cell is HTML-escaped inside ``<code>`` (GitHub
+renders HTML in Markdown) with pipes and newlines neutralised: a payload cannot break the table.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping
+from typing import Any
+
+CELL_LIMIT = 80
+MAX_ROWS_PER_TEST = 50
+ICONS = {
+    "drifted": "❌",
+    "updated": "✏️",
+    "not-saved": "⚠️",
+    "missing": "⚠️",
+    "replayed": "✅",
+    "recorded": "🎙️",
+    "audited": "🔍",
+}
+
+
+def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
+    """A value as inline code safe inside a Markdown table cell."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError):
+            text = repr(value)
+    text = " ".join(text.split()) if "\n" in text or "\r" in text else text
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return "<code>" + html.escape(text).replace("|", "&#124;").replace("`", "&#96;") + "</code>"
+
+
+def display_path(path: Any) -> str:
+    """A cassette path relative to the working directory (the rootdir in a pytest run) when below it."""
+    from pathlib import Path
+
+    text = str(path)
+    candidate = Path(text)
+    if candidate.is_absolute():
+        try:
+            return candidate.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return text
+    return text
+
+
+def _plain(text: str) -> str:
+    return html.escape(text).replace("|", "&#124;")
+
+
+def _side(diff: Mapping[str, Any], side: str) -> str:
+    if diff.get(f"{side}_absent") or side not in diff:
+        return "*(absent)*"
+    return cell_code(diff.get(side))
+
+
+def _rule(diff: Mapping[str, Any]) -> str:
+    rule = diff.get("rule")
+    if isinstance(rule, Mapping):
+        return f"{cell_code(rule.get('selector', '?'), 50)} ({_plain(str(rule.get('source', '?')))})"
+    return cell_code(rule, 50)
+
+
+def _event(diff: Mapping[str, Any]) -> str:
+    rec, rep = diff.get("seq_recorded"), diff.get("seq_replayed")
+    where = f"#{rec}" if rec is not None else ""
+    if rep is not None and rep != rec:
+        where += f"→#{rep}" if where else f"replayed #{rep}"
+    event_type = str(diff.get("event_type") or "")
+    label = str(diff.get("label") or "")
+    label = f"{event_type} {label}".strip() if not label.startswith(event_type) else label
+    return f"{_plain(where)} {_plain(label)}".strip()
+
+
+def drift_table(drift: Mapping[str, Any]) -> list[str]:
+    differences = list(drift.get("differences") or [])
+    if not differences:
+        return ["No reported differences."]
+    rows = [
+        "| event | change | field | recorded | replayed | verdict | rule |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    # Regressions first: they are what the reviewer must look at.
+    ordered = sorted(differences, key=lambda d: 0 if d.get("verdict") == "regression" else 1)
+    for diff in ordered[:MAX_ROWS_PER_TEST]:
+        verdict = str(diff.get("verdict", "?"))
+        shown = f"**{verdict}**" if verdict == "regression" else verdict
+        rows.append(
+            f"| {_event(diff)} | {_plain(str(diff.get('kind', '?')))} "
+            f"| {cell_code(diff.get('path') or '(event)', 60)} "
+            f"| {_side(diff, 'recorded')} | {_side(diff, 'replayed')} | {shown} | {_rule(diff)} |"
+        )
+    if len(ordered) > MAX_ROWS_PER_TEST:
+        rows.append("")
+        rows.append(
+            f"… and {len(ordered) - MAX_ROWS_PER_TEST} more difference(s); see the JSON or HTML report."
+        )
+    return rows
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    summary = doc["summary"]
+    tests: list[Mapping[str, Any]] = list(doc["tests"])
+    lines = ["## Agent replay report", ""]
+    order = ("drifted", "updated", "replayed", "recorded", "audited")
+    counts = [
+        f"**{summary[a]} {a}**" if a == "drifted" and summary[a] else f"{summary[a]} {a}" for a in order
+    ]
+    counts.append(f"{summary['unused']} unused")
+    for extra in ("not-saved", "missing"):
+        if summary.get(extra):
+            counts.append(f"**{summary[extra]} {extra}**")
+    verdict = "❌" if summary["drifted"] or summary.get("not-saved") or summary.get("missing") else "✅"
+    lines.append(
+        f"{verdict} " + " · ".join(counts) + f" — {_plural(summary['regressions'], 'regression')}, "
+        f"{_plural(summary['expected'], 'expected difference')}"
+    )
+    lines.append("")
+    notable = [
+        t
+        for t in tests
+        if t["action"] in ("drifted", "updated", "not-saved", "missing") or t["regressions"] or t["expected"]
+    ]
+    if notable:
+        lines += ["| result | test | cassette | mode | regressions | expected |", "|---|---|---|---|---|---|"]
+        for t in notable:
+            icon = ICONS.get(str(t["action"]), "")
+            lines.append(
+                f"| {icon} {_plain(str(t['action']))} | {cell_code(t['nodeid'], 300)} "
+                f"| {cell_code(display_path(t['cassette']), 300)} "
+                f"| {_plain(str(t['mode']))} | {t['regressions']} | {t['expected']} |"
+            )
+        lines.append("")
+    else:
+        lines += ["No test drifted.", ""]
+    for t in notable:
+        drift = t.get("drift")
+        if not isinstance(drift, Mapping):
+            continue
+        icon = ICONS.get(str(t["action"]), "")
+        lines.append("<details>")
+        lines.append(
+            f"<summary>{icon} <code>{html.escape(str(t['nodeid']))}</code>: "
+            f"{_plural(int(t['regressions']), 'regression')}, {t['expected']} expected</summary>"
+        )
+        lines.append("")
+        cassette = html.escape(display_path(t["cassette"]))
+        lines.append(f"Cassette <code>{cassette}</code>, mode {_plain(str(t['mode']))}.")
+        lines.append("")
+        lines.extend(drift_table(drift))
+        lines.append("")
+        lines.append("</details>")
+        lines.append("")
+    missing = list(doc.get("missing") or [])
+    unused = list(doc.get("unused") or [])
+    if missing:
+        lines.append("Missing cassettes: " + ", ".join(cell_code(m, 120) for m in missing))
+        lines.append("")
+    if unused:
+        lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in unused))
+        lines.append("")
+    steps = list(doc.get("next_steps") or [])
+    if steps:
+        lines.append("**Next steps**")
+        lines.append("")
+        lines.extend(f"- `{step.replace('`', '')}`" for step in steps)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"

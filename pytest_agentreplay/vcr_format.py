@@ -1,0 +1,115 @@
+"""Reader of vcrpy cassettes (YAML or JSON, format version 1) into exchange objects and events.
+
+Handles what real cassettes contain: ``!!binary`` bodies that are still gzip/deflate/br-encoded with
+the ``Content-Encoding`` header kept, header names in any case (``Content-Type`` / ``content-type``),
+header values as lists, request bodies as text, bytes or absent, and SSE streams stored whole.
+Bodies come out decoded in the stored BODY shapes, exactly as live recording would store them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .events import Event, RunMeta
+from .http import bodies
+from .http.exchange import HttpRequest, HttpResponse, lower_headers, stored_response_headers
+
+
+@dataclass(slots=True)
+class VcrInteraction:
+    request: HttpRequest
+    response: HttpResponse
+    reason: str | None = None
+
+
+def _header_pairs(raw: Any) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for name, value in (raw or {}).items():
+        values = value if isinstance(value, list) else [value]
+        pairs.extend((str(name), str(v)) for v in values)
+    return pairs
+
+
+def _raw_body(body: Any) -> bytes:
+    """vcrpy stores a body as str, bytes (``!!binary``), None, or ``{"string": ...}``."""
+    if isinstance(body, dict):
+        body = body.get("string", body.get("base64_string"))
+    if body is None:
+        return b""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, bytearray):
+        return bytes(body)
+    return str(body).encode("utf-8")
+
+
+def _load_document(text: str | bytes, fmt: str) -> Any:
+    if fmt == "json":
+        return json.loads(text)
+    import yaml  # lazily: only imports of vcrpy cassettes need PyYAML
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(text, Loader=loader)
+
+
+def parse_vcr(text: str | bytes, fmt: str = "yaml") -> list[VcrInteraction]:
+    doc = _load_document(text, fmt)
+    if not isinstance(doc, dict) or "interactions" not in doc:
+        raise ValueError("not a vcrpy cassette: no 'interactions' list")
+    out: list[VcrInteraction] = []
+    for item in doc.get("interactions") or []:
+        req_raw = item.get("request") or {}
+        resp_raw = item.get("response") or {}
+        req_headers = lower_headers(_header_pairs(req_raw.get("headers")))
+        request = HttpRequest(
+            str(req_raw.get("method", "GET")).upper(),
+            str(req_raw.get("uri", "")),
+            req_headers,
+            _raw_body(req_raw.get("body")),
+        )
+        resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
+        raw = _raw_body(resp_raw.get("body"))
+        encoding = resp_headers.get("content-encoding")
+        if encoding:
+            # vcrpy's decode_compressed_response may have decoded it already but left the header.
+            with contextlib.suppress(Exception):
+                raw = bodies.decode_content(raw, encoding)
+        status = resp_raw.get("status") or {}
+        code = int(status.get("code", 200)) if isinstance(status, dict) else int(status)
+        response = HttpResponse(
+            code,
+            stored_response_headers(resp_headers, decoded=bool(encoding)),
+            bodies.encode_body(raw, resp_headers.get("content-type")),
+        )
+        reason = status.get("message") if isinstance(status, dict) else None
+        out.append(VcrInteraction(request, response, reason))
+    return out
+
+
+def load_vcr(path: str | Path) -> list[VcrInteraction]:
+    path = Path(path)
+    data = path.read_bytes()
+    fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
+    return parse_vcr(data, fmt)
+
+
+def interactions_to_events(
+    interactions: Iterable[VcrInteraction],
+    settings: dict[str, Any] | None = None,
+    run: RunMeta | None = None,
+) -> list[Event]:
+    """Classify and record each interaction as live recording would (model.call / http / effect)."""
+    from .capture import Recorder, RunContext
+    from .http.classify import classify_exchange
+    from .http.recording import emit_exchange
+
+    ctx = RunContext(Recorder(run or RunMeta(run_id="vcr-import")), mode="capture", settings=settings or {})
+    for item in interactions:
+        cls = classify_exchange(item.request, item.response, ctx.settings)
+        emit_exchange(ctx, item.request, item.response, cls, 0.0)
+    return ctx.recorder.events

@@ -1,0 +1,363 @@
+"""`agentreplay show`, `diff`, `migrate`, `prune`, `schema` and the help texts."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from test_cli_support import build_run, read, write_raw
+
+from pytest_agentreplay.cli import build_parser, main
+from pytest_agentreplay.constants import FORMAT_VERSION
+
+SUBCOMMANDS = ("show", "diff", "verify", "migrate", "prune", "import-vcr", "export-otel", "schema")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def cassette(tmp_path: Path) -> Path:
+    path = tmp_path / "cassettes" / "test_refund.json"
+    build_run(path)
+    return path
+
+
+# -- help ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_subcommand_help_has_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out
+    assert f"agentreplay {command}" in out
+
+
+def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["frobnicate"])
+    assert exc.value.code == 2
+
+
+def test_parser_lists_every_subcommand() -> None:
+    help_text = build_parser().format_help()
+    for command in SUBCOMMANDS:
+        assert command in help_text
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+
+def test_show_renders_the_audit_view(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "show", str(cassette))
+    assert code == 0
+    assert "model.call" in out and "gpt-4o-mini" in out
+    assert "issue_refund payments committed, receipt rf_9001, key refund-order-17" in out
+    assert "refund-limit v3: needs_approval" in out
+    assert "granted by agent-lead" in out
+    assert "audit: ok" in out
+
+
+def test_show_reports_audit_problems_with_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cassettes" / "bad.json"
+    build_run(path, receipt=None)
+    code, out, _ = run_cli(capsys, "show", str(path))
+    assert code == 1
+    assert "audit: 1 problem(s)" in out
+    assert "committed without a receipt" in out
+
+
+def test_show_renders_a_tampered_cassette_and_flags_it(
+    cassette: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = read(cassette)
+    doc["events"][5]["data"]["verdict"] = "allow"
+    write_raw(cassette, doc)
+    code, out, _ = run_cli(capsys, "show", str(cassette))
+    assert code == 1
+    assert "refund-limit v3: allow" in out
+    assert "hash chain broken at seq 6" in out
+
+
+def test_show_json(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "show", str(cassette), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [e["seq"] for e in doc["events"]] == list(range(12))
+    assert doc["run"]["agent"] == "support-bot"
+    assert doc["problems"] == []
+
+
+def test_show_html(cassette: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "out" / "run.html"
+    code, out, _ = run_cli(capsys, "show", str(cassette), "--html", str(out_file))
+    assert code == 0
+    assert f"wrote {out_file}" in out
+    page = out_file.read_text(encoding="utf-8")
+    assert page.count('<li id="ev-') == 12
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in page
+
+
+def test_show_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "show", str(tmp_path / "nope.json"))
+    assert code == 2
+    assert "does not exist" in err
+    assert "How to fix" in err
+    assert "Traceback" not in err
+
+
+def test_show_corrupt_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text("{not json", encoding="utf-8")
+    code, _, err = run_cli(capsys, "show", str(path))
+    assert code == 2
+    assert "is not valid JSON" in err
+
+
+# -- diff ----------------------------------------------------------------------------------------
+
+
+def test_diff_identical_runs_is_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002")
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b))
+    assert code == 0, out
+    assert "no drift" in out
+
+
+def test_diff_regression_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", refund_amount=400)
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b))
+    assert code == 1
+    assert "data.arguments.amount: 40 -> 400" in out
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b), "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["has_regressions"] is True
+    assert {d["path"] for d in doc["differences"]} >= {"data.arguments.amount"}
+
+
+def test_diff_uses_the_project_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", final_text="Refund sent: 40 EUR.")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b))
+    assert code == 1
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.agentreplay.rules]\n"model.call:data.decision.text" = "expected"\n', encoding="utf-8"
+    )
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b))
+    assert code == 0, out
+    assert "1 expected difference" in out
+
+
+def test_diff_mode_model_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", final_text="Your refund of 40 EUR is on the way.")
+    code, _, _ = run_cli(capsys, "diff", str(a), str(b))
+    assert code == 1
+    code, out, _ = run_cli(capsys, "diff", str(a), str(b), "--mode", "model-comparison")
+    assert code == 0, out
+
+
+def test_diff_bad_pyproject_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = tmp_path / "cassettes" / "a.json"
+    build_run(a)
+    (tmp_path / "pyproject.toml").write_text("[tool.agentreplay]\nbogus = 1\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "diff", str(a), str(a))
+    assert code == 2
+    assert "unknown key(s) in [tool.agentreplay]" in err
+
+
+# -- migrate -------------------------------------------------------------------------------------
+
+
+def _downgrade_to_v1(path: Path) -> None:
+    doc = read(path)
+    for event in doc["events"]:
+        del event["prev_hash"]
+    del doc["event_count"], doc["head_hash"]
+    doc["version"] = 1
+    write_raw(path, doc)
+
+
+def test_migrate_rewrites_old_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "cassettes" / "old.json"
+    new = tmp_path / "cassettes" / "new.json"
+    build_run(old)
+    build_run(new)
+    _downgrade_to_v1(old)
+    before_new = new.read_bytes()
+
+    code, out, _ = run_cli(capsys, "migrate", str(tmp_path / "cassettes"), "--dry-run")
+    assert code == 0
+    assert f"would migrate {old}" in out
+    assert read(old)["version"] == 1
+
+    code, out, _ = run_cli(capsys, "migrate", str(tmp_path / "cassettes"))
+    assert code == 0
+    assert f"migrated {old}" in out
+    assert "1 migrated, 1 already current, 0 failed" in out
+    assert read(old)["version"] == FORMAT_VERSION
+    assert new.read_bytes() == before_new
+
+    code, _, _ = run_cli(capsys, "verify", str(old))
+    assert code == 0
+    code, out, _ = run_cli(capsys, "migrate", str(old))
+    assert "0 migrated, 1 already current" in out
+
+
+def test_migrate_unreadable_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "pytest-agentreplay", "version": 1, "run": 3}', encoding="utf-8")
+    before = bad.read_bytes()
+    code, _out, err = run_cli(capsys, "migrate", str(bad))
+    assert code == 2
+    assert f"{bad}:" in err
+    assert bad.read_bytes() == before
+
+
+# -- prune ---------------------------------------------------------------------------------------
+
+
+def _age(path: Path, days: float) -> None:
+    then = time.time() - days * 86400
+    os.utime(path, (then, then))
+
+
+def test_prune_keeps_referenced_blobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "cassettes"
+    build_run(root / "keep.json")
+    store = root / ".blobs"
+    referenced = sorted(store.rglob("*.json"))
+    orphan = store / "ab" / ("ab" + "0" * 62 + ".json")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_text("{}", encoding="utf-8")
+    for blob in [*referenced, orphan]:
+        _age(blob, 100)
+
+    code, out, _ = run_cli(capsys, "prune", "--cassette-dir", str(root), "--dry-run")
+    assert code == 0
+    assert f"would remove {orphan} (unreferenced" in out
+    assert orphan.exists()
+
+    code, out, _ = run_cli(capsys, "prune", "--cassette-dir", str(root))
+    assert code == 0
+    assert not orphan.exists()
+    assert all(blob.exists() for blob in referenced)
+    assert f"kept {len(referenced)} blob(s)" in out
+    code, _, _ = run_cli(capsys, "verify", str(root))
+    assert code == 0
+
+
+def test_prune_by_age(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "cassettes"
+    root.mkdir()
+    store = root / ".blobs"
+    old = store / "aa" / ("aa" + "1" * 62 + ".json")
+    young = store / "bb" / ("bb" + "2" * 62 + ".json")
+    for blob in (old, young):
+        blob.parent.mkdir(parents=True)
+        blob.write_text("{}", encoding="utf-8")
+    _age(old, 40)
+    _age(young, 2)
+    code, out, _ = run_cli(capsys, "prune", "--cassette-dir", str(root), "--older-than", "30")
+    assert code == 0
+    assert not old.exists() and young.exists()
+    assert "1 blob(s) removed" in out
+
+
+def test_prune_by_data_class_include_referenced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "cassettes"
+    build_run(root / "run.json")
+    store = root / ".blobs"
+    blobs = sorted(store.rglob("*.json"))
+    assert blobs
+    # The fixture's blobs hold the model request, tagged personal.
+    code, out, _ = run_cli(
+        capsys, "prune", "--cassette-dir", str(root), "--data-class", "public", "--include-referenced"
+    )
+    assert all(blob.exists() for blob in blobs)
+    code, out, _ = run_cli(capsys, "prune", "--cassette-dir", str(root), "--data-class", "personal")
+    assert all(blob.exists() for blob in blobs)
+    assert "of class personal" in out and "--include-referenced" in out
+    code, out, _ = run_cli(
+        capsys, "prune", "--cassette-dir", str(root), "--data-class", "personal", "--include-referenced"
+    )
+    assert code == 0
+    assert not any(blob.exists() for blob in blobs)
+    assert "referenced, data class personal" in out
+    assert "1 cassette(s) now reference removed blobs" in out
+    code, out, _ = run_cli(capsys, "verify", str(root / "run.json"))
+    assert code == 1 and "is missing" in out
+
+
+def test_prune_missing_dir_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "prune", "--cassette-dir", str(tmp_path / "none"))
+    assert code == 2
+    assert "does not exist" in err
+
+
+def test_prune_refuses_when_a_cassette_is_unreadable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cassettes"
+    build_run(root / "run.json")
+    (root / "broken.json").write_text("{", encoding="utf-8")
+    blobs = sorted((root / ".blobs").rglob("*.json"))
+    code, _, err = run_cli(capsys, "prune", "--cassette-dir", str(root), "--include-referenced")
+    assert code == 2
+    assert "cannot tell which blobs broken.json references" in err
+    assert all(blob.exists() for blob in blobs)
+
+
+# -- schema --------------------------------------------------------------------------------------
+
+
+def test_schema_prints_the_cassette_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert "format version" in schema["title"]
+
+
+def test_schema_report(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schema", "--report")
+    assert code == 0
+    schema = json.loads(out)
+    assert schema["properties"]["format"] == {"const": "pytest-agentreplay-report"}
+
+
+def test_show_html_with_a_drift_from_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", refund_amount=400)
+    assert main(["diff", str(a), str(b), "--json"]) == 1
+    drift_file = tmp_path / "drift.json"
+    drift_file.write_text(capsys.readouterr().out, encoding="utf-8")
+    out_file = tmp_path / "drift.html"
+    code, _, _ = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
+    assert code == 0
+    page = out_file.read_text(encoding="utf-8")
+    assert page.count('class="drift-pair"') == 2
+    assert page.count("drift-marker") == 2

@@ -1,0 +1,170 @@
+"""`agentreplay verify`: every kind of damage gets its own message, with its file, and exit 1."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli_support import build_run, read, write_raw, write_rechained
+
+from pytest_agentreplay.cli import main
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def cassette(tmp_path: Path) -> Path:
+    path = tmp_path / "cassettes" / "tests" / "test_agent" / "test_refund.json"
+    build_run(path)
+    return path
+
+
+def test_intact_cassette_verifies(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "verify", str(cassette))
+    assert code == 0, out + err
+    assert "1 cassette(s) ok" in out
+
+
+def test_edited_event_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["events"][8]["data"]["arguments"]["amount"] = 4000
+    write_raw(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert f"{cassette}: hash chain broken at seq 9" in out
+    assert "seq 8 was edited" in out
+
+
+def test_reordered_events_are_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["events"][4], doc["events"][5] = doc["events"][5], doc["events"][4]
+    write_raw(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "events were reordered" in out
+
+
+def test_truncated_history_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["events"] = doc["events"][:-3]
+    write_raw(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "event_count is 12 but the file holds 9 events" in out
+    assert "removed from the end" in out
+
+
+def test_truncated_file_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = cassette.read_bytes()
+    cassette.write_bytes(data[: len(data) // 2])
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "is not valid JSON (the file looks truncated)" in out
+
+
+def test_committed_effect_without_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cassettes" / "no_receipt.json"
+    build_run(path, receipt=None)
+    code, out, _ = run_cli(capsys, "verify", str(path))
+    assert code == 1
+    assert f"{path}: seq 9 effect issue_refund: committed without a receipt" in out
+
+
+def test_committed_effect_without_idempotency_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cassettes" / "no_key.json"
+    build_run(path, idempotency_key=None)
+    code, out, _ = run_cli(capsys, "verify", str(path))
+    assert code == 1
+    assert "seq 9 effect issue_refund: committed without an idempotency key" in out
+
+
+def test_missing_blob(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blobs = sorted((cassette.parents[2] / ".blobs").rglob("*.json"))
+    assert blobs, "the fixture must store a blob"
+    for blob in blobs:
+        blob.unlink()
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "events[1].input_ref: payload blob" in out
+    assert "is missing" in out
+
+
+def test_damaged_blob(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blob = sorted((cassette.parents[2] / ".blobs").rglob("*.json"))[0]
+    blob.write_bytes(blob.read_bytes().replace(b"Refund", b"Rfund!"))
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "does not match its content hash" in out
+
+
+def test_secret_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["events"][3]["data"]["note"] = "key sk-proj-" + "A1b2C3d4E5f6G7h8" * 3
+    write_rechained(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert f"{cassette}: secret-shaped value at events[3].data.note" in out
+    assert "hash chain" not in out
+
+
+def test_schema_problem(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["events"][2]["colour"] = "blue"
+    write_rechained(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    assert "does not match the cassette schema" in out
+    assert "unknown field" in out
+
+
+def test_directories_are_searched_recursively(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "cassettes"
+    good = root / "a" / "good.json"
+    bad = root / "b" / "deep" / "bad.json"
+    build_run(good)
+    build_run(bad, receipt=None)
+    code, out, _ = run_cli(capsys, "verify", "-v", str(root))
+    assert code == 1
+    assert f"{good}: ok" in out
+    assert f"{bad}: seq 9 effect issue_refund: committed without a receipt" in out
+    assert ".blobs" not in out
+    assert "1 problem(s) in 1 of 2 cassette(s)" in out
+
+
+def test_each_problem_listed_with_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = tmp_path / "cassettes" / "one.json"
+    second = tmp_path / "cassettes" / "two.json"
+    build_run(first, receipt=None)
+    build_run(second, idempotency_key=None)
+    code, out, _ = run_cli(capsys, "verify", str(first), str(second))
+    assert code == 1
+    lines = [line for line in out.splitlines() if line.startswith(str(tmp_path))]
+    assert [line.split(": ")[0] for line in lines] == [str(first), str(second)]
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(capsys, "verify", str(tmp_path / "nope"))
+    assert code == 2
+    assert "no such file or directory" in err
+    assert "Traceback" not in err
+
+
+def test_console_script_exit_codes_without_traceback(cassette: Path) -> None:
+    doc = read(cassette)
+    doc["events"][1]["data"]["model"] = "gpt-5"
+    write_raw(cassette, doc)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_agentreplay.cli", "verify", str(cassette)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "hash chain broken at seq 2" in result.stdout
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,171 @@
+"""SSE streams: incremental parsing, recording without buffering (tee), replay as a real stream
+consumed incrementally, compressed streams and bodies."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from servers import LLMServer, MemoryCassette, ModelReply, http_events, run_in
+
+from pytest_agentreplay.http import bodies, sse
+from pytest_agentreplay.http.exchange import HttpResponse
+
+
+def test_parser_handles_split_crlf_comments_and_multiline_data() -> None:
+    raw = b'event: a\r\ndata: {"x":1}\r\n\r\n: keep-alive\ndata: [DONE]\n\nid: 7\ndata: l1\ndata: l2\n\n'
+    for size in (1, 2, 3, 7, len(raw)):
+        parser = sse.SSEParser()
+        events: list[dict[str, Any]] = []
+        for i in range(0, len(raw), size):
+            events += parser.feed(raw[i : i + size])
+        events += parser.finish()
+        assert events == [
+            {"event": "a", "data": {"x": 1}},
+            {"data": "[DONE]"},
+            {"data": "l1\nl2", "id": "7"},
+        ]
+
+
+def test_unterminated_last_event_is_kept() -> None:
+    assert [e["data"] for e in sse.parse_all(b"data: 1\n\ndata: 2")] == ["1", "2"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {"data": st.dictionaries(st.text(max_size=5), json_values, max_size=3)},
+            optional={"event": st.from_regex(r"[a-z_.]{1,12}", fullmatch=True)},
+        ),
+        max_size=6,
+    )
+)
+def test_encode_then_parse_round_trips(events: list[dict[str, Any]]) -> None:
+    raw = b"".join(sse.encode_event(e) for e in events)
+    assert [{k: v for k, v in e.items() if k != "t"} for e in sse.parse_all(raw)] == events
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+def test_content_decoding_incremental_and_whole(encoding: str) -> None:
+    data = b'{"hello": "world"}' * 200
+    encoded = bodies.encode_content(data, encoding)
+    assert bodies.decode_content(encoded, encoding) == data
+    decoder = bodies.Decoder(encoding)
+    out = b"".join(decoder.feed(encoded[i : i + 13]) for i in range(0, len(encoded), 13)) + decoder.flush()
+    assert out == data
+
+
+def test_replayed_stream_yields_first_event_before_producing_the_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import httpx2
+
+    log: list[str] = []
+    original = sse.encode_event
+
+    def spying_encode(ev: dict[str, Any]) -> bytes:
+        log.append(f"produced {ev['data']['n']}")
+        return original(ev)
+
+    monkeypatch.setattr(sse, "encode_event", spying_encode)
+    events = [{"event": "tick", "data": {"n": i}, "t": i / 10} for i in range(5)]
+    recorded = MemoryCassette([])
+    with run_in("record") as rec_ctx:
+        pass
+    # Build a recorded read event by hand, the way the recorder would.
+    from pytest_agentreplay.events import PayloadRef
+    from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+
+    rec_ctx.recorder.emit(
+        "http",
+        actor="tool",
+        event_class="input",
+        data={"method": "GET", "url": "https://s.example/ticks"},
+        input=PayloadRef(
+            inline={"method": "GET", "url": "https://s.example/ticks", "headers": {}, "body": None},
+            media_type=REQUEST_MEDIA_TYPE,
+        ),
+        output=PayloadRef(
+            inline=HttpResponse(
+                200,
+                {"content-type": "text/event-stream"},
+                {"sse": events, "content_type": "text/event-stream"},
+            ).to_payload(),
+            media_type=RESPONSE_MEDIA_TYPE,
+        ),
+    )
+    recorded = MemoryCassette(rec_ctx.recorder.events)
+    with (
+        run_in("regression", recorded=recorded),
+        httpx2.Client() as client,
+        client.stream("GET", "https://s.example/ticks") as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data:"):
+                log.append(f"received {line}")
+    assert log.index('received data: {"n":0}') < log.index("produced 4")
+
+
+def test_recording_tees_the_stream_without_buffering_it() -> None:
+    """The server holds the rest of the stream until the client has the first event: a recorder
+    that buffered the whole stream before handing it on would deadlock here (the gate times out)."""
+    openai = pytest.importorskip("openai")
+    gate = threading.Event()
+    server = LLMServer().start()
+    server.queue("chat", ModelReply(text="one two three four five six", gate=gate))
+    first_seen_before_gate = False
+    try:
+        with run_in("record") as ctx:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="sk-test", max_retries=0, timeout=20)
+            text = ""
+            for chunk in client.chat.completions.create(model="m", messages=[], stream=True):
+                if not gate.is_set():
+                    first_seen_before_gate = True
+                    gate.set()
+                for choice in chunk.choices:
+                    text += choice.delta.content or ""
+    finally:
+        gate.set()
+        server.stop()
+    assert first_seen_before_gate and text == "one two three four five six"
+    (event,) = http_events(ctx)
+    stored = event.output_ref.inline["body"]["sse"]
+    assert stored[-1]["data"] == "[DONE]"
+    times = [ev["t"] for ev in stored]
+    assert times == sorted(times) and times[0] < 0.5
+    assert event.data["decision"]["text"] == text
+
+
+def test_stream_delay_is_recorded_in_relative_times() -> None:
+    import httpx
+
+    server = LLMServer().start()
+    server.queue("messages", ModelReply(text="abc def ghi", delay=0.05))
+    try:
+        with (
+            run_in("record") as ctx,
+            httpx.Client() as client,
+            client.stream(
+                "POST",
+                server.url + "/v1/messages",
+                json={"model": "c", "stream": True, "messages": [], "max_tokens": 5},
+            ) as r,
+        ):
+            r.read()
+    finally:
+        server.stop()
+    (event,) = http_events(ctx)
+    stored = event.output_ref.inline["body"]["sse"]
+    assert stored[0]["event"] == "message_start" and stored[-1]["event"] == "message_stop"
+    assert stored[-1]["t"] >= 0.05 * (len(stored) - 2)
+    assert event.output_ref.inline["body"]["content_type"].startswith("text/event-stream")

@@ -1,0 +1,162 @@
+"""Report formats from outcome dicts carrying real drift results: Markdown (snapshot), JSON, HTML,
+escaping of untrusted values, the GitHub step summary and the terminal summary lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_cli_support import build_run
+from test_report_session import assert_snapshot
+
+from pytest_agentreplay.diff import RuleSet, compare_histories
+from pytest_agentreplay.report import build_report, render_report, write_report
+from pytest_agentreplay.report.json_report import validate_report
+from pytest_agentreplay.summary import summary_lines
+
+
+def drift_between(
+    tmp_path: Path, name: str, mode: str = "regression", **changes: Any
+) -> tuple[str, dict[str, Any]]:
+    recorded = build_run(tmp_path / "cassettes" / f"{name}.json")
+    replayed = build_run(tmp_path / "replayed" / f"{name}.json", run_id="run-0002", **changes)
+    result = compare_histories(
+        recorded.event_dicts(), replayed.event_dicts(), rules=RuleSet.from_layers(mode), resolve=None
+    )
+    return f"cassettes/tests/test_agent/{name}.json", result.to_dict()
+
+
+@pytest.fixture
+def outcomes(tmp_path: Path) -> list[dict[str, Any]]:
+    refund_cassette, refund_drift = drift_between(
+        tmp_path, "test_refund", refund_amount=400, final_text="Your refund of 400 EUR | is on its `way`."
+    )
+    wording_cassette, wording_drift = drift_between(
+        tmp_path, "test_wording", mode="model-comparison", final_text="Refund sent: 40 EUR."
+    )
+    counts = refund_drift["counts"]
+    return [
+        {
+            "nodeid": "tests/test_agent.py::test_refund",
+            "cassette": refund_cassette,
+            "action": "drifted",
+            "mode": "regression",
+            "regressions": counts["regression"],
+            "expected": counts["expected"],
+            "drift": refund_drift,
+        },
+        {
+            "nodeid": "tests/test_agent.py::test_wording",
+            "cassette": wording_cassette,
+            "action": "replayed",
+            "mode": "model-comparison",
+            "regressions": 0,
+            "expected": wording_drift["counts"]["expected"],
+            "drift": wording_drift,
+        },
+        {
+            "nodeid": "tests/test_agent.py::test_lookup",
+            "cassette": "cassettes/tests/test_agent/test_lookup.json",
+            "action": "replayed",
+            "mode": "regression",
+            "regressions": 0,
+            "expected": 0,
+            "drift": None,
+        },
+        {
+            "nodeid": "tests/test_agent.py::test_new_flow",
+            "cassette": "cassettes/tests/test_agent/test_new_flow.json",
+            "action": "updated",
+            "mode": "regression",
+            "regressions": 1,
+            "expected": 0,
+            "drift": None,
+        },
+    ]
+
+
+def test_markdown_snapshot(outcomes: list[dict[str, Any]]) -> None:
+    text = render_report(".md", outcomes, unused=["cassettes/tests/test_old.json"])
+    assert_snapshot("report_outcomes.md", text)
+
+
+def test_markdown_structure(outcomes: list[dict[str, Any]]) -> None:
+    text = render_report(".md", outcomes)
+    assert text.startswith("## Agent replay report\n")
+    assert "**1 drifted**" in text
+    assert text.count("<details>") == 2 and text.count("</details>") == 2
+    # Untrusted values cannot break the table: pipes and backticks are entities.
+    assert "400 EUR &#124; is on its &#96;way&#96;." in text
+    for line in text.splitlines():
+        if line.startswith("| ") and "data.decision.text" in line:
+            assert line.count(" | ") == 6
+    assert "pytest --agentreplay-update 'tests/test_agent.py::test_refund'" in text
+
+
+def test_json_report_is_valid(outcomes: list[dict[str, Any]], tmp_path: Path) -> None:
+    path = tmp_path / "r" / "report.json"
+    write_report(path, outcomes, unused=["x.json"], missing=["tests/test_a.py::test_b"], step_summary=False)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert validate_report(doc) == []
+    assert doc["summary"]["unused"] == 1 and doc["summary"]["missing"] == 1
+    assert any("--agentreplay-record=missing" in step for step in doc["next_steps"])
+
+
+def test_html_report_escapes_untrusted_values(outcomes: list[dict[str, Any]], tmp_path: Path) -> None:
+    outcomes[0]["nodeid"] = "tests/test_agent.py::test_refund[<script>alert(1)</script>]"
+    outcomes[0]["drift"]["differences"][0]["replayed"] = "</pre><script>alert('x')</script>"
+    page = render_report(".html", outcomes)
+    assert "<script>alert" not in page
+    assert "&lt;script&gt;alert" in page
+    assert page.count("<script>") == 2  # the page's own two inline scripts
+
+
+def test_step_summary_is_appended(
+    outcomes: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    write_report(tmp_path / "report.json", outcomes)
+    write_report(tmp_path / "report.html", outcomes)
+    text = summary.read_text(encoding="utf-8")
+    assert text.count("## Agent replay report") == 2
+
+
+def test_no_step_summary_without_the_variable(
+    outcomes: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    write_report(tmp_path / "report.md", outcomes)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["report.md"]
+
+
+def test_summary_lines(outcomes: list[dict[str, Any]]) -> None:
+    lines = summary_lines(outcomes, unused=["cassettes/old.json"], missing=["tests/test_x.py::test_y"])
+    assert lines[0] == "2 replayed, 0 recorded, 1 drifted, 1 updated, 0 audited, 1 unused, 1 missing"
+    text = "\n".join(lines)
+    assert "drifted: tests/test_agent.py::test_refund -> cassettes/tests/test_agent/test_refund.json" in text
+    assert "updated: tests/test_agent.py::test_new_flow" in text
+    assert "unused: cassettes/old.json" in text
+    assert "pytest --agentreplay-update 'tests/test_agent.py::test_refund'" in text
+    assert "pytest --agentreplay-record=missing" in text
+
+
+def test_summary_lines_all_green() -> None:
+    outcome = {
+        "nodeid": "t::a",
+        "cassette": "c.json",
+        "action": "replayed",
+        "mode": "regression",
+        "regressions": 0,
+        "expected": 0,
+        "drift": None,
+    }
+    assert summary_lines([outcome]) == ["1 replayed, 0 recorded, 0 drifted, 0 updated, 0 audited, 0 unused"]
+
+
+def test_build_report_counts(outcomes: list[dict[str, Any]]) -> None:
+    doc = build_report(outcomes)
+    assert doc["summary"]["tests"] == 4
+    assert doc["summary"]["regressions"] == sum(o["regressions"] for o in outcomes)
