@@ -27,6 +27,7 @@ from .events import (
     PayloadRef,
     RunMeta,
     ToolInfo,
+    construct_trusted,
 )
 
 if TYPE_CHECKING:
@@ -92,28 +93,32 @@ class Recorder:
         policy_version: str | None = None,
         trace_id: str | None = None,
         span_id: str | None = None,
+        trusted: bool = False,
     ) -> Event:
+        """Append one event. ``trusted=True`` skips the JSON conversion of ``data`` (already plain JSON)."""
+        values = {
+            "run_id": self.run.run_id,
+            "seq": 0,
+            "ts": utc_now(),
+            "type": type,
+            "actor": actor,
+            "event_class": event_class,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "state_hash": state_hash,
+            "policy_version": policy_version,
+            "tool": tool,
+            "input_ref": input,
+            "output_ref": output,
+            "effect": effect,
+            "data": (data or {}) if trusted else to_jsonable(data or {}),
+            "prev_hash": GENESIS_HASH,
+        }
         with self._lock:
-            event = Event.model_construct(
-                run_id=self.run.run_id,
-                seq=len(self.events),
-                ts=utc_now(),
-                type=type,
-                actor=actor,
-                event_class=event_class,
-                trace_id=trace_id,
-                span_id=span_id,
-                state_hash=state_hash,
-                policy_version=policy_version,
-                tool=tool,
-                input_ref=input,
-                output_ref=output,
-                effect=effect,
-                data=to_jsonable(data or {}),
-                prev_hash=GENESIS_HASH,
-            )
+            values["seq"] = len(self.events)
+            event = construct_trusted(Event, values)
             self.events.append(event)
-            return event
+        return event
 
     def next_attempt(self, name: str, key: str) -> int:
         """1 for the first call of a tool with this idempotency key (or argument hash), 2 for its retry..."""
@@ -182,6 +187,12 @@ class RunContext:
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 _PROCESS_RUNS: list[RunContext] = []
 _PROCESS_LOCK = threading.Lock()
+
+
+def active_runs() -> list[RunContext]:
+    """Every run active in this process (for process-wide guards such as the network guard)."""
+    with _PROCESS_LOCK:
+        return list(_PROCESS_RUNS)
 
 
 def current_run() -> RunContext | None:

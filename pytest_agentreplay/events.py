@@ -5,7 +5,7 @@ Imports nothing heavier than pydantic so that agent code can use the explicit ev
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -33,6 +33,9 @@ Hex64 = Field(pattern=r"^[0-9a-f]{64}$")
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=False)
+
+
+StrictModelT = TypeVar("StrictModelT", bound="StrictModel")
 
 
 class ToolInfo(StrictModel):
@@ -106,6 +109,20 @@ class CassetteDoc(StrictModel):
 
 
 CASSETTE_ADAPTER: TypeAdapter[CassetteDoc] = TypeAdapter(CassetteDoc)
+
+
+def construct_trusted(cls: type[StrictModelT], values: dict[str, Any]) -> StrictModelT:
+    """Build a model from values this package produced itself, skipping validation and defaults.
+
+    What ``model_construct`` does minus its per-field default resolution: on the replay hot path that
+    costs ~20 us per model. ``values`` must name every field. Files are still validated on load.
+    """
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

@@ -68,11 +68,7 @@ def guarding_runs() -> list[RunContext]:
     with _LOCK:
         runs.extend(r for r in _PROTECTED if r not in runs)
     # The process-wide list of active runs (capture keeps it for context-less threads).
-    process_runs = getattr(capture, "_PROCESS_RUNS", ())
-    lock = getattr(capture, "_PROCESS_LOCK", None)
-    if lock is not None:
-        with lock:
-            runs.extend(r for r in process_runs if r not in runs)
+    runs.extend(r for r in capture.active_runs() if r not in runs)
     return [r for r in runs if not r.recording]
 
 

@@ -103,6 +103,7 @@ def emit_exchange(
             data.update(extra)
         ctx.recorder.emit(
             "model.call",
+            trusted=True,
             actor="model",
             event_class="decision",
             data=data,
@@ -124,6 +125,7 @@ def emit_exchange(
     if cls.kind == "read":
         ctx.recorder.emit(
             "http",
+            trusted=True,
             actor="tool",
             event_class="input",
             data=data,
@@ -135,6 +137,7 @@ def emit_exchange(
     key = idempotency_key(request, settings)
     ctx.recorder.emit(
         "effect",
+        trusted=True,
         actor="tool",
         event_class="effect",
         data=data,

@@ -46,6 +46,9 @@ class ToolReplayer:
             if event.type == "tool.call":
                 pending[name].append(event)
             elif event.type in ("tool.result", "effect") and pending[name]:
+                if event.type == "effect" and event.input_ref is not None:
+                    # An HTTP write (it carries its request): served by the HTTP layer, not a @tool result.
+                    continue
                 call = pending[name].popleft()
                 arguments = call.data.get("arguments", {})
                 outcome = ToolOutcome(
