@@ -19,7 +19,7 @@ from pytest_agentreplay.exceptions import CassetteError
 from pytest_agentreplay.redaction import redact
 from pytest_agentreplay.store import load_cassette, save_cassette
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_scalars = (
     st.none()
@@ -150,7 +150,7 @@ def corrupt(data: bytes, kind: str, where: int, arg: int) -> bytes:
     return data[:at] + bytes([arg]) + data[at:]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(damage=st.lists(corruptions, min_size=1, max_size=3))
 def test_corruption_raises_only_cassette_errors(
     saved_cassette: tuple[Path, bytes], damage: list[Any]
