@@ -128,12 +128,14 @@ class SessionPlugin:
         self.module_dirs: set[Path] = set()
         self.known_cassettes: set[Path] = set()
         self.unused: list[str] = []
+        # model-comparison results per test (collected from xdist workers' reports too).
+        self.comparisons: list[dict[str, Any]] = []
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.extend(items)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from .session import default_cassette_path
+        from .paths import default_cassette_path
 
         cassette_dir = self.settings.cassette_dir
         items = [*session.items, *self.deselected]
@@ -206,6 +208,12 @@ class SessionPlugin:
             report.user_properties.append((REPORT_PROPERTY, json.dumps(outcome)))
             # On the item: junitxml writes the properties of the teardown report, built from the item's.
             add_junit_properties(item, outcome)
+        comparison = test_run.ctx.extensions.get("comparison") if test_run and test_run.ctx else None
+        if comparison is not None and report.when == "call":
+            from .replay.comparison import PROPERTY, SECTION, render_comparison
+
+            report.sections.append((SECTION, render_comparison(comparison)))
+            report.user_properties.append((PROPERTY, json.dumps(comparison)))
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -224,6 +232,8 @@ class SessionPlugin:
         for name, value in report.user_properties:
             if name == REPORT_PROPERTY:
                 self.outcomes.append(json.loads(str(value)))
+            elif name == "agentreplay-comparison":
+                self.comparisons.append(json.loads(str(value)))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.outcomes and not self.unused:
@@ -233,6 +243,11 @@ class SessionPlugin:
         terminalreporter.section("agentreplay")
         for line in summary_lines(self.outcomes, unused=self.unused):
             terminalreporter.write_line(line)
+        if self.comparisons:
+            from .replay.comparison import summary_lines as comparison_lines
+
+            for line in comparison_lines(self.comparisons):
+                terminalreporter.write_line(line)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -282,7 +297,7 @@ def agentreplay_config() -> dict[str, Any]:
 @pytest.fixture
 def agentreplay_cassette_path(request: pytest.FixtureRequest) -> Path:
     """The cassette path of this test; override this fixture to customise the layout."""
-    from .session import default_cassette_path
+    from .paths import default_cassette_path
 
     item = request.node
     settings = request.config.stash[SETTINGS_KEY]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,22 +12,7 @@ from .capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .config import Settings, TestSettings
 from .events import Event, RunMeta, event_to_dict
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
-
-
-def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
-    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
-    try:
-        relative = module_path.resolve().relative_to(rootdir.resolve())
-    except ValueError:
-        relative = Path(module_path.name)
-    name = _UNSAFE.sub("_", test_name)[:200]
-    return cassette_dir / relative.with_suffix("") / f"{name}.json"
-
-
-def record_command(nodeid: str, record: str = "missing") -> str:
-    return f"pytest --agentreplay-record={record} '{nodeid}'"
+from .paths import record_command
 
 
 @dataclass
@@ -154,6 +138,10 @@ class TestRun:
         if ctx.mode == "audit":
             self.outcome = self._audit(ctx)
             return self.outcome
+        from .replay.modes import finish_replay
+
+        # Mode checks (sandbox idempotency -> ctx.failures; model-comparison -> the comparison).
+        finish_replay(ctx)
         if ctx.failures and passed:
             raise ctx.failures[0]
         self.outcome = self._compare(ctx, passed=passed)
@@ -210,6 +198,10 @@ class TestRun:
             marker=self.test.marker_rules,
             hook=self.rules_hook() if self.rules_hook is not None else None,
         )
+        from .replay.modes import mode_rules
+
+        if extra := mode_rules(ctx):
+            rules = rules.with_rules(extra, source="default")
         # The recorded side was redacted when saved: redact the replayed side the same way.
         replayed_dicts = [ctx.redactor.redact(event_to_dict(e)) for e in ctx.recorder.events]
         result = compare_histories(
