@@ -11,25 +11,52 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import (
-        RecordedToolError,
-        capture_run,
-        record_approval,
-        record_policy,
-        record_retrieval,
-        record_state,
-        tool,
+        RecordedToolError as RecordedToolError,
     )
-    from .capture import current_run, state_hash
-    from .constants import FORMAT_VERSION
+    from .api import (
+        capture_run as capture_run,
+    )
+    from .api import (
+        record_approval as record_approval,
+    )
+    from .api import (
+        record_policy as record_policy,
+    )
+    from .api import (
+        record_retrieval as record_retrieval,
+    )
+    from .api import (
+        record_state as record_state,
+    )
+    from .api import (
+        tool as tool,
+    )
+    from .capture import current_run as current_run
+    from .capture import state_hash as state_hash
+    from .constants import FORMAT_VERSION as FORMAT_VERSION
     from .exceptions import (
-        AgentReplayError,
-        CassetteError,
-        ConfigError,
-        DriftError,
-        NetworkBlockedError,
-        ReplayError,
-        SecretLeakError,
-        UnmatchedRequestError,
+        AgentReplayError as AgentReplayError,
+    )
+    from .exceptions import (
+        CassetteError as CassetteError,
+    )
+    from .exceptions import (
+        ConfigError as ConfigError,
+    )
+    from .exceptions import (
+        DriftError as DriftError,
+    )
+    from .exceptions import (
+        NetworkBlockedError as NetworkBlockedError,
+    )
+    from .exceptions import (
+        ReplayError as ReplayError,
+    )
+    from .exceptions import (
+        SecretLeakError as SecretLeakError,
+    )
+    from .exceptions import (
+        UnmatchedRequestError as UnmatchedRequestError,
     )
 
 _WHERE = {

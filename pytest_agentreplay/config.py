@@ -22,7 +22,7 @@ from .constants import (
 )
 from .exceptions import ConfigError
 
-MARKER_KEYS = ("cassette", "mode", "rules", "record", "allow_hosts", "sandbox", "faults", "model")
+MARKER_KEYS = ("cassette", "mode", "rules", "record", "allow_hosts", "sandbox", "faults", "model", "agent")
 PROJECT_KEYS = (
     "record",
     "mode",
@@ -252,7 +252,7 @@ def resolve_test_settings(
     extra = {
         k: v for k, v in overrides.items() if k not in ("record", "mode", "allow_hosts", "model", "rules")
     }
-    for key in ("sandbox", "faults"):
+    for key in ("sandbox", "faults", "agent"):
         if key in marker:
             extra = {**extra, key: marker[key]}
     return TestSettings(

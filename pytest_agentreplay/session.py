@@ -63,7 +63,13 @@ class TestRun:
         return self.test.record == "missing" and not self.cassette.exists()
 
     def begin(self) -> RunContext:
-        meta = RunMeta(run_id=uuid.uuid4().hex, test=self.nodeid, recorded_at=utc_now())
+        agent = self.test.extra.get("agent")
+        meta = RunMeta(
+            run_id=uuid.uuid4().hex,
+            test=self.nodeid,
+            recorded_at=utc_now(),
+            agent=None if agent is None else str(agent),
+        )
         http_settings: dict[str, Any] = {
             **self.settings.http,
             "allow_hosts": list(self.test.allow_hosts),
@@ -219,7 +225,9 @@ class TestRun:
         )
         if not result.has_regressions:
             return outcome
-        if self.test.update and passed:
+        if self.test.update and passed and self.test.mode == "regression":
+            # Only regression replays the agent against the recorded world; a model-comparison or sandbox
+            # run is an experiment, never a new baseline.
             from .update import merge_for_update
 
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
