@@ -288,7 +288,8 @@ class SessionPlugin:
 def agentreplay_config() -> dict[str, Any]:
     """Per-directory overrides of agent replay settings; override this fixture in a conftest.py.
 
-    Keys: record, mode, rules, allow_hosts, model, and HTTP settings (idempotency_header, receipts,
+    Keys: record, mode, rules, allow_hosts, model, agent (the agent name stored in the run), sandbox
+    (base-URL mapping), faults, and HTTP settings (idempotency_header, receipts, tool_names,
     openai_compatible_base_urls). The marker wins over this fixture; the command line wins over both.
     """
     return {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import marshal
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -185,6 +186,8 @@ class _PairWalker:
         self.leaf(a, b, tokens)
 
     def leaf(self, a: Any, b: Any, tokens: Path) -> None:
+        if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
+            return
         judgement = self.judge(tokens)
         if judgement.verdict == "ignore":
             self.stats.ignored += 1
@@ -246,6 +249,18 @@ class _PairWalker:
             self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
         for j in left_b[len(left_a) :]:
             self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+
+
+def _same_json_text(a: str, b: str) -> bool:
+    """Two JSON documents as text that differ only in key order or spacing. Agents put tool results into
+    model messages with ``json.dumps``; a result served from the cassette (stored canonically, keys
+    sorted) serialises with another key order than the live one did, which is no change at all."""
+    if a[:1] not in ("{", "[") or a[:1] != b[:1]:
+        return False
+    try:
+        return bool(dumps_compact(json.loads(a)) == dumps_compact(json.loads(b)))
+    except (ValueError, TypeError):
+        return False
 
 
 def _normalized(value: Any, judgement: Judgement) -> Any:

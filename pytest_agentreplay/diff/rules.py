@@ -71,11 +71,13 @@ missing events are regressions, except ``http`` exchanges (writes also appear as
 which are regressions) and ``state.update`` checkpoints (the state hashes of matched updates are still
 compared), which are ``expected``. Moved events (``@order``) are regressions.
 ``model-comparison`` additionally expects different model wording (``data.decision.text`` with
-similarity 0.8), model name, stop reason, streaming flag, request model, raw response payload,
+similarity 0.8), model name (requested and answered), provider URL,
+stop reason, streaming flag, request model, raw response payload,
 conversation messages (they carry the live model's earlier answers) and state hashes, and ignores
 provider tool-call ids; tool calls, their arguments, system prompt, tools and decoding stay
 regressions. ``sandbox`` additionally expects tool results and errors, ``http`` and ``retrieval``
-responses and effect receipts (the services are fakes). ``audit`` compares nothing.
+responses, effect receipts and the conversation messages that carry them to the model (the services
+are fakes). ``audit`` compares nothing.
 """
 
 from __future__ import annotations
@@ -419,6 +421,8 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
     ("*:data.latency_ms", "ignore"),
     ("*:**.latency_ms", "ignore"),
     ("*:**.duration_ms", "ignore"),
+    # The whole-body hash duplicates input_ref, which is compared field by field (and JSON-aware).
+    ("model.call:data.request_hash", "ignore"),
     ("*:data.usage", "expected"),
     ("*:output_ref.body.json.usage", "expected"),
     *((f"*:**.headers.{h}", "ignore") for h in VOLATILE_HEADERS),
@@ -430,6 +434,10 @@ _MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] =
         ("model.call:data.decision.stop_reason", "expected"),
         ("model.call:data.decision.tool_calls[*].id", "ignore"),
         ("model.call:data.model", "expected"),
+        ("model.call:data.response_model", "expected"),
+        # Another provider (or another deployment of it) answers at another address.
+        ("model.call:input_ref.url", "expected"),
+        ("model.call:input_ref.headers.host", "expected"),
         ("model.call:data.streamed", "expected"),
         ("model.call:input_ref.body.json.model", "expected"),
         ("model.call:input_ref.body.json.messages", "expected"),
@@ -440,6 +448,8 @@ _MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] =
         ("state.update:state_hash", "expected"),
     ),
     "sandbox": (
+        # The conversation carries the fake services' results back to the (served) model.
+        ("model.call:input_ref.body.json.messages", "expected"),
         ("tool.result:data.result", "expected"),
         ("tool.result:data.error", "expected"),
         ("tool.result:output_ref", "expected"),

@@ -13,10 +13,14 @@ import asyncio
 import json as jsonlib
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
+from ..replay.faults import aiohttp_exception
+from ..replay.modes import live_change
+from ..replay.sandbox import delivered_response, emit_fault
 from . import guard
 from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse, lower_headers
@@ -132,9 +136,36 @@ def patch() -> Callable[[], None]:
         req = HttpRequest(method.upper(), str(url), headers, body)
         route, cls = plan(ctx, req)
         if route == LIVE:
+            permit: str | None = req.host
+            change = None
+            if not ctx.recording:
+                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
+                change = live_change(ctx, req, cls)
+                fault = change.fault
+                if fault is not None and not fault.delivered:
+                    if fault.kind == "status":
+                        emit_fault(ctx, req, cls, fault, fault.response())
+                        return served_response(method.upper(), URL(str(url)), headers, fault.response())
+                    emit_fault(ctx, req, cls, fault, None)
+                    raise aiohttp_exception(fault)
+                if change.url is not None:
+                    # Query parameters are already in the mapped URL.
+                    str_or_url = URL(change.url, encoded=True)
+                    kwargs = {k: v for k, v in kwargs.items() if k != "params"}
+                if change.body is not None:
+                    kwargs = {k: v for k, v in kwargs.items() if k not in ("json", "data")}
+                    kwargs["data"] = change.body
+                req, permit = change.sent_request(req), change.permit
             capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(req.host):
+            with guard.permitting(permit) if permit else nullcontext():
                 response = await original(self, method, str_or_url, **kwargs)
+            if change is not None and change.fault is not None:
+                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+                content = await response.read()
+                response.release()
+                lost = delivered_response(response.status, list(response.headers.items()), content)
+                emit_fault(ctx, req, cls, change.fault, lost)
+                raise aiohttp_exception(change.fault)
             auto = kwargs.get("auto_decompress")
             if auto is None:
                 auto = getattr(self, "_auto_decompress", True)

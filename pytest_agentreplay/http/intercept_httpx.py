@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import nullcontext
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
+from ..replay.faults import Fault, httpx_exception
+from ..replay.modes import LiveChange, live_change
+from ..replay.sandbox import delivered_response, emit_fault
 from . import guard
 from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse
@@ -117,6 +122,43 @@ def _served_response(mod: ModuleType, stream_cls: type, request: Any, served: Ht
     return mod.Response(served.status, headers=headers, stream=stream, request=request)
 
 
+def _rewritten(mod: ModuleType, request: Any, req: HttpRequest, change: LiveChange) -> Any:
+    """The request actually sent: another base URL (sandbox mapping) and/or another body (model)."""
+    if change.url is None and change.body is None:
+        return request
+    headers = request.headers.copy()
+    url = request.url
+    if change.url is not None:
+        url = mod.URL(change.url)
+        headers["host"] = urlsplit(change.url).netloc
+    content = req.body if change.body is None else change.body
+    if change.body is not None:
+        headers["content-length"] = str(len(content))
+    return mod.Request(request.method, url, headers=headers, content=content, extensions=request.extensions)
+
+
+def _undelivered_fault(
+    mod: ModuleType, stream_cls: type, ctx: Any, req: HttpRequest, cls: Any, fault: Fault, request: Any
+) -> Any:
+    """A fault injected before sending: answer with its status, or raise the client's exception."""
+    if fault.kind == "status":
+        response = fault.response()
+        emit_fault(ctx, req, cls, fault, response)
+        return _served_response(mod, stream_cls, request, response)
+    emit_fault(ctx, req, cls, fault, None)
+    raise httpx_exception(fault, mod, request)
+
+
+def _lost(ctx: Any, req: HttpRequest, cls: Any, fault: Fault, response: Any, content: bytes) -> None:
+    emit_fault(
+        ctx,
+        req,
+        cls,
+        fault,
+        delivered_response(response.status_code, response.headers.multi_items(), content),
+    )
+
+
 def patch(mod: ModuleType) -> Callable[[], None]:
     """Patch ``mod`` (httpx or httpx2); returns the function restoring it."""
     sync_cls: type = mod.HTTPTransport
@@ -132,9 +174,27 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         req = _to_request(request, request.read())
         route, cls = plan(ctx, req)
         if route == LIVE:
+            change = None
+            permit: str | None = req.host
+            if not ctx.recording:
+                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
+                change = live_change(ctx, req, cls)
+                if change.fault is not None and not change.fault.delivered:
+                    return _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
+                request, req, permit = (
+                    _rewritten(mod, request, req, change),
+                    change.sent_request(req),
+                    change.permit,
+                )
             capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(req.host):
+            with guard.permitting(permit) if permit else nullcontext():
                 response = orig_sync(self, request)
+            if change is not None and change.fault is not None:
+                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+                content = response.read()
+                response.close()
+                _lost(ctx, req, cls, change.fault, response, content)
+                raise httpx_exception(change.fault, mod, request)
             capture.start_response(response.status_code, response.headers.multi_items())
             response.stream = tee_stream(response.stream, capture)
             return response
@@ -149,9 +209,25 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         req = _to_request(request, await request.aread())
         route, cls = plan(ctx, req)
         if route == LIVE:
+            change = None
+            permit: str | None = req.host
+            if not ctx.recording:
+                change = live_change(ctx, req, cls)
+                if change.fault is not None and not change.fault.delivered:
+                    return _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
+                request, req, permit = (
+                    _rewritten(mod, request, req, change),
+                    change.sent_request(req),
+                    change.permit,
+                )
             capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(req.host):
+            with guard.permitting(permit) if permit else nullcontext():
                 response = await orig_async(self, request)
+            if change is not None and change.fault is not None:
+                content = await response.aread()
+                await response.aclose()
+                _lost(ctx, req, cls, change.fault, response, content)
+                raise httpx_exception(change.fault, mod, request)
             capture.start_response(response.status_code, response.headers.multi_items())
             response.stream = async_tee_stream(response.stream, capture)
             return response

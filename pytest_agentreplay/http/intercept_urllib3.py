@@ -11,8 +11,13 @@ import http
 import io
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
+from urllib.parse import urlsplit
 
+from ..replay.faults import urllib3_exception
+from ..replay.modes import live_change, with_body
+from ..replay.sandbox import delivered_response, emit_fault
 from . import guard
 from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse, lower_headers
@@ -140,15 +145,47 @@ def patch() -> Callable[[], None]:
         decode = kw.get("decode_content", True)
         if route == LIVE:
             release = kw.get("release_conn")
+            pool, call_url, call_headers = self, url, headers
+            permit: str | None = req.host
+            change = None
+            if not ctx.recording:
+                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
+                change = live_change(ctx, req, cls)
+                fault = change.fault
+                if fault is not None and not fault.delivered:
+                    if fault.kind == "status":
+                        emit_fault(ctx, req, cls, fault, fault.response())
+                        return served_response(self, fault.response(), method, req, preload, decode, kw)
+                    emit_fault(ctx, req, cls, fault, None)
+                    raise urllib3_exception(fault, self, req.url)
+                if change.url is not None:
+                    pool, call_url = _pool_for(ctx, change.url)
+                if change.body is not None:
+                    raw_body = change.body
+                    if call_headers is not None:
+                        call_headers = with_body(call_headers, raw_body)
+                req, permit = change.sent_request(req), change.permit
             kw["preload_content"] = False
             kw["release_conn"] = False
             capture = LiveCapture(ctx, req, cls)
             _LOCAL.depth = 1
             try:
-                with guard.permitting(req.host):
-                    response = original(self, method, url, raw_body or None, headers, **kw)
+                with guard.permitting(permit) if permit else nullcontext():
+                    response = original(pool, method, call_url, raw_body or None, call_headers, **kw)
             finally:
                 _LOCAL.depth = 0
+            if change is not None and change.fault is not None:
+                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+                content = response.read(decode_content=True)
+                response.release_conn()
+                emit_fault(
+                    ctx,
+                    req,
+                    cls,
+                    change.fault,
+                    delivered_response(response.status, list(response.headers.items()), content),
+                )
+                raise urllib3_exception(change.fault, self, req.url)
             capture.start_response(response.status, list(response.headers.items()))
             response._fp = _TeeFP(response._fp, capture)
             if preload:
@@ -158,7 +195,11 @@ def patch() -> Callable[[], None]:
             return response
         from ..replay.http import serve
 
-        served: HttpResponse = serve(ctx, req, cls)
+        return served_response(self, serve(ctx, req, cls), method, req, preload, decode, kw)
+
+    def served_response(
+        pool: Any, served: HttpResponse, method: str, req: HttpRequest, preload: bool, decode: bool, kw: Any
+    ) -> Any:
         try:
             reason = http.HTTPStatus(served.status).phrase
         except ValueError:
@@ -173,11 +214,21 @@ def patch() -> Callable[[], None]:
             preload_content=preload,
             decode_content=decode,
             original_response=None,
-            pool=self,
+            pool=pool,
             retries=retries if isinstance(retries := kw.get("retries"), urllib3.Retry) else None,
             request_method=method,
             request_url=req.url,
         )
+
+    def _pool_for(ctx: Any, target: str) -> tuple[Any, str]:
+        """The pool for a sandbox base-URL mapping's target, kept per run, and the URL to ask it for."""
+        parts = urlsplit(target)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        pools: dict[str, Any] = ctx.extensions.setdefault("urllib3.sandbox_pools", {})
+        pool = pools.get(origin)
+        if pool is None:
+            pool = pools[origin] = urllib3.connection_from_url(origin)
+        return pool, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
     HTTPConnectionPool.urlopen = urlopen  # type: ignore[method-assign,assignment]
 

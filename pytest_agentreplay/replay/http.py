@@ -231,14 +231,21 @@ class _EmptyCassette:
 
 
 def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
-    """Whether the mode sends this call to the real destination instead of serving it."""
+    """Whether the mode sends this call instead of serving it from the cassette.
+
+    regression and audit serve everything; model-comparison sends model calls (to the provider the
+    agent addresses); sandbox sends tool calls, which ``modes.live_change`` then routes to the test's
+    sandbox services only (or refuses). Regression is checked first: it is the hot path.
+    """
+    mode = ctx.mode
+    if mode == "regression":
+        return False
     if ctx.recording:
         return True
-    if ctx.mode == "model-comparison":
+    if mode == "model-comparison":
         return cls.kind == "model"
-    if ctx.mode == "sandbox" and cls.kind != "model":
-        hosts = ctx.settings.get("sandbox_hosts") or ()
-        return request.host in hosts
+    if mode == "sandbox":
+        return cls.kind != "model"
     return False
 
 

@@ -20,6 +20,9 @@ class ToolOutcome:
     result: Any
     error: str | None
     recorded_seq: int
+    # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
+    # A served tool does not run, so they are emitted again: the history then matches the recording.
+    nested: tuple[Event, ...] = ()
 
 
 @dataclass
@@ -38,23 +41,25 @@ class ToolReplayer:
         self._cassette = cassette
         self._exact: dict[tuple[str, str], deque[_Recorded]] = defaultdict(deque)
         self._by_name: dict[str, list[_Recorded]] = defaultdict(list)
-        pending: dict[str, deque[Event]] = defaultdict(deque)
-        for event in cassette.events:
+        pending: dict[str, deque[tuple[int, Event]]] = defaultdict(deque)
+        events = cassette.events
+        for index, event in enumerate(events):
             if event.tool is None:
                 continue
             name = event.tool.name
             if event.type == "tool.call":
-                pending[name].append(event)
+                pending[name].append((index, event))
             elif event.type in ("tool.result", "effect") and pending[name]:
                 if event.type == "effect" and event.input_ref is not None:
                     # An HTTP write (it carries its request): served by the HTTP layer, not a @tool result.
                     continue
-                call = pending[name].popleft()
+                start, call = pending[name].popleft()
                 arguments = call.data.get("arguments", {})
                 outcome = ToolOutcome(
                     result=cassette.payload(event.output_ref),
                     error=event.data.get("error"),
                     recorded_seq=event.seq,
+                    nested=_nested(events[start + 1 : index]),
                 )
                 rec = _Recorded(name, arguments, call.tool.idempotency_key if call.tool else None, outcome)
                 self._exact[(name, hash_value(arguments))].append(rec)
@@ -71,6 +76,19 @@ class ToolReplayer:
             rec = queue.popleft()
             if not rec.served:
                 rec.served = True
+                for nested in rec.outcome.nested:
+                    ctx.recorder.emit(
+                        nested.type,
+                        actor=nested.actor,
+                        event_class=nested.event_class,
+                        data=nested.data,
+                        tool=nested.tool,
+                        input=nested.input_ref,
+                        output=nested.output_ref,
+                        effect=nested.effect,
+                        state_hash=nested.state_hash,
+                        policy_version=nested.policy_version,
+                    )
                 return rec.outcome
         error = UnmatchedRequestError(
             f"tool call {name}({_short(arguments)}) has no recorded result",
@@ -98,6 +116,24 @@ class ToolReplayer:
                 f"recorded: {name}({_short(rec.arguments)})  [seq {rec.outcome.recorded_seq}, {state}]"
             )
         return lines
+
+
+_NESTED_TYPES = frozenset({"http", "effect", "model.call", "retrieval"})
+
+
+def _nested(between: list[Event]) -> tuple[Event, ...]:
+    """The events a tool body produced between its call and its outcome (HTTP exchanges carry
+    ``input_ref``). When another @tool event is interleaved (parallel or nested tools) attribution is
+    ambiguous: nothing is re-emitted then, and the diff shows what is missing."""
+    out = []
+    for event in between:
+        if event.type in ("tool.call", "tool.result"):
+            return ()
+        if event.type == "effect" and event.input_ref is None:
+            return ()
+        if event.type in _NESTED_TYPES:
+            out.append(event)
+    return tuple(out)
 
 
 def _short(arguments: dict[str, Any], limit: int = 160) -> str:

@@ -1,0 +1,353 @@
+"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection.
+
+Where a tool call may go (checked per call, first match wins):
+
+1. a base-URL mapping ``sandbox={"https://orders.example": "http://127.0.0.1:8081"}`` (marker or
+   ``agentreplay_config``): the call is rewritten to the local service the test started (the recorded
+   URL stays on the event, so the history still compares with the recording);
+2. ``sandbox_hosts=[...]``: hosts the agent addresses directly that are already sandbox services;
+3. an active respx route that matches the request (respx patches httpx only): the call is handed to
+   the client's original transport, where respx answers it; no socket is permitted, so a respx
+   pass-through still meets the fail-closed guard.
+
+Anything else is refused with :class:`SandboxError`: a sandbox never reaches a recorded host.
+
+At the end of the run :func:`effect_problems` checks the history the sandbox produced: retries of a
+write reuse their idempotency key, and no effect is committed twice.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ReplayError
+from ..http import bodies
+from ..http.exchange import HttpRequest, HttpResponse, normalise_url
+from .faults import Fault, FaultPlan, parse_faults
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+    from ..events import Event
+    from ..http.classify import Classification
+
+EXTENSION_KEY = "sandbox"
+
+
+class SandboxError(ReplayError):
+    """A sandbox-mode call had no sandbox service to go to, or the run broke an idempotency rule."""
+
+
+@dataclass
+class SandboxState:
+    """The per-run sandbox configuration, parsed once."""
+
+    mapping: list[tuple[str, str]]
+    hosts: frozenset[str]
+    faults: FaultPlan
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def map_url(self, url: str) -> str | None:
+        norm = normalise_url(url)
+        for prefix, target in self.mapping:
+            if norm == prefix or (norm.startswith(prefix) and norm[len(prefix)] in "/?"):
+                return target + norm[len(prefix) :]
+        return None
+
+
+def _prefix(url: str) -> str:
+    return normalise_url(str(url)).rstrip("/")
+
+
+def state_for(ctx: RunContext) -> SandboxState:
+    """The run's sandbox state; parsing errors (bad faults) are usage errors and fail the test."""
+    state = ctx.extensions.get(EXTENSION_KEY)
+    if state is None:
+        settings = ctx.settings
+        raw_map = settings.get("sandbox") or {}
+        if not isinstance(raw_map, Mapping):
+            from ..exceptions import ConfigError
+
+            error = ConfigError(
+                "sandbox= must map recorded base URLs to sandbox base URLs",
+                evidence=[f"given: {raw_map!r}"],
+                mode=ctx.mode,
+                fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
+            )
+            ctx.failures.append(error)
+            raise error
+        mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
+        hosts = frozenset(str(h).lower() for h in settings.get("sandbox_hosts") or ())
+        try:
+            plan = FaultPlan(parse_faults(settings.get("faults")))
+        except Exception as exc:
+            ctx.failures.append(exc)
+            raise
+        state = SandboxState(mapping, hosts, plan)
+        ctx.extensions[EXTENSION_KEY] = state
+    assert isinstance(state, SandboxState)
+    return state
+
+
+def respx_handles(req: HttpRequest) -> bool:
+    """Whether an active respx router has a route for this request (respx itself is not imported)."""
+    mocks = sys.modules.get("respx.mocks")
+    if mocks is None:
+        return False
+    try:
+        import httpx
+
+        request = httpx.Request(req.method, req.url, headers=req.headers, content=req.body)
+        for mocker in mocks.Mocker.registry.values():
+            for router in list(mocker.routers):
+                for route in list(router.routes):
+                    # The pattern only: Route.match would run the route's side effects.
+                    if route.is_pass_through or route.pattern is None:
+                        continue
+                    if route.pattern.match(request):
+                        return True
+    except Exception:  # a respx internals change must not turn into a crash: refuse instead
+        return False
+    return False
+
+
+def destination(ctx: RunContext, req: HttpRequest) -> tuple[str | None, str | None, Fault | None]:
+    """``(rewritten URL or None, host the guard permits or None, fault)`` for a sandbox tool call.
+
+    Raises :class:`SandboxError` when no sandbox service is configured for the call.
+    """
+    state = state_for(ctx)
+    # A respx route the test wrote for this very request wins over a base-URL mapping of its host.
+    if respx_handles(req):
+        return None, None, state.faults.next_fault(req) if state.faults else None
+    mapped = state.map_url(req.url)
+    fault = state.faults.next_fault(req, mapped or req.url) if state.faults else None
+    if mapped is not None:
+        return mapped, HttpRequest("GET", mapped, {}).host, fault
+    if req.host in state.hosts:
+        return None, req.host, fault
+    configured = [f"{p} -> {t}" for p, t in state.mapping] + [f"host {h}" for h in sorted(state.hosts)]
+    error = SandboxError(
+        f"sandbox: tool call to {req.method} {req.url} has no sandbox service; it was not sent",
+        evidence=[
+            f"host: {req.host} (a recorded host: sandbox mode never sends to it)",
+            "sandbox services: " + (", ".join(configured) or "none configured"),
+            "active respx routes: none matches" if "respx.mocks" in sys.modules else "respx: not active",
+        ],
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        fixes=[
+            f'map it to a local service: @pytest.mark.agentreplay(sandbox={{"{_origin(req.url)}": '
+            '"http://127.0.0.1:PORT"}) or the same key in agentreplay_config',
+            "or add a respx route for it (httpx clients only)",
+        ],
+    )
+    ctx.failures.append(error)
+    raise error
+
+
+def _origin(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.split("/", 1)[0] if sep else url
+
+
+def delivered_response(status: int, headers: Any, content: bytes) -> HttpResponse:
+    """A response the sandbox service sent but the client never saw (timeout/reset after delivery)."""
+    from ..http.exchange import lower_headers, stored_response_headers
+
+    lowered = lower_headers(headers)
+    body = bodies.encode_body(content, lowered.get("content-type"))
+    return HttpResponse(status, stored_response_headers(lowered, True), body)
+
+
+def emit_fault(
+    ctx: RunContext,
+    req: HttpRequest,
+    cls: Classification,
+    fault: Fault,
+    response: HttpResponse | None,
+    latency_ms: float = 0.0,
+) -> None:
+    """Record the faulted attempt: the injected status, or what the service answered to a lost response."""
+    from ..http.recording import emit_exchange
+
+    extra = {"fault": fault.to_data()}
+    if response is None:
+        # Not delivered and no response: status 0 marks "no answer" (never committed).
+        response = HttpResponse(0, {}, None)
+    emit_exchange(ctx, req, response, cls, latency_ms, extra=extra)
+
+
+# -- end-of-run checks -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Attempt:
+    seq: int
+    route: str
+    key: str | None
+    body: str
+    client_ok: bool  # the agent saw a 2xx answer
+    committed: bool  # the service committed it (2xx), whether or not the agent saw the answer
+    how: str
+
+
+def _http_attempts(events: list[Event], resolve: Any) -> list[_Attempt]:
+    out: list[_Attempt] = []
+    for event in events:
+        if event.type != "effect" or "method" not in event.data:
+            continue
+        data = event.data
+        status = int(data.get("status") or 0)
+        fault = data.get("fault")
+        request = resolve(event.input_ref) or {}
+        body = bodies.normalise_for_match(request.get("body") if isinstance(request, dict) else None)
+        route = f"{data.get('method')} {str(data.get('url', '')).partition('?')[0]}"
+        ok = 200 <= status < 300
+        if fault:
+            how = f"injected {fault.get('kind')}" + (f" {fault['status']}" if fault.get("status") else "")
+        else:
+            how = f"status {status}"
+        out.append(
+            _Attempt(
+                event.seq,
+                route,
+                event.tool.idempotency_key if event.tool else None,
+                body,
+                client_ok=ok and not fault,
+                committed=ok and (not fault or bool(fault.get("delivered"))),
+                how=how,
+            )
+        )
+    return out
+
+
+def _tool_attempts(events: list[Event]) -> list[_Attempt]:
+    """Write ``@tool`` calls paired with their outcome (effect, or tool.result with an error)."""
+    out: list[_Attempt] = []
+    pending: dict[str, Event] = {}
+    for event in events:
+        if event.tool is None:
+            continue
+        name = event.tool.name
+        if event.type == "tool.call":
+            if event.data.get("effect") == "write":
+                pending[name] = event
+            continue
+        call = pending.pop(name, None)
+        if call is None or event.type not in ("effect", "tool.result"):
+            continue
+        ok = event.type == "effect"
+        from ..canonical import dumps_compact
+
+        out.append(
+            _Attempt(
+                call.seq,
+                f"tool {name}",
+                call.tool.idempotency_key if call.tool else None,
+                dumps_compact(call.data.get("arguments", {})),
+                client_ok=ok,
+                committed=ok,
+                how="committed" if ok else f"failed: {event.data.get('error', '?')}",
+            )
+        )
+    return out
+
+
+def _check(attempts: list[_Attempt]) -> list[str]:
+    problems: list[str] = []
+    last: dict[str, _Attempt] = {}
+    ok_keys: dict[tuple[str, str], _Attempt] = {}
+    committed_bodies: dict[tuple[str, str], _Attempt] = {}
+    for att in attempts:
+        before = last.get(att.route)
+        if before is not None and not before.client_ok:
+            # This write follows a failed one on the same route: it is its retry.
+            if before.key is not None and att.key != before.key:
+                what = (
+                    "without its idempotency key"
+                    if att.key is None
+                    else f"with a new idempotency key {att.key!r}"
+                )
+                problems.append(
+                    f"retry of {att.route} (seq {att.seq}) was sent {what}; the failed attempt "
+                    f"(seq {before.seq}, {before.how}) used {before.key!r}"
+                )
+            elif before.key is None and att.key is None:
+                problems.append(
+                    f"write {att.route} was retried (seq {att.seq}) without an idempotency key after "
+                    f"seq {before.seq} ({before.how})"
+                )
+        last[att.route] = att
+        if att.key is not None and att.client_ok:
+            first = ok_keys.get((att.route, att.key))
+            if first is not None:
+                problems.append(
+                    f"effect committed twice: {att.route} with idempotency key {att.key!r} succeeded at "
+                    f"seq {first.seq} and again at seq {att.seq}"
+                )
+            else:
+                ok_keys[(att.route, att.key)] = att
+        if att.key is None and att.committed:
+            first = committed_bodies.get((att.route, att.body))
+            if first is not None:
+                problems.append(
+                    f"effect committed twice: {att.route} without an idempotency key, identical body, "
+                    f"committed at seq {first.seq} ({first.how}) and at seq {att.seq} ({att.how})"
+                )
+            else:
+                committed_bodies[(att.route, att.body)] = att
+    return problems
+
+
+def effect_problems(ctx: RunContext) -> list[str]:
+    """Idempotency violations in the run's history (HTTP writes and write ``@tool`` calls)."""
+    events = list(ctx.recorder.events)
+
+    def resolve(ref: Any) -> Any:
+        return None if ref is None else ref.inline
+
+    problems = _check(_http_attempts(events, resolve)) + _check(_tool_attempts(events))
+    return list(dict.fromkeys(problems))
+
+
+def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
+    state = ctx.extensions.get(EXTENSION_KEY)
+    injected = [f.describe() for f in state.faults.injected] if isinstance(state, SandboxState) else []
+    return SandboxError(
+        f"sandbox: the agent broke idempotency: {len(problems)} violation(s)",
+        evidence=[*problems, *(["faults injected: " + "; ".join(injected)] if injected else [])],
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        fixes=[
+            "send one idempotency key per logical write and reuse it on every retry of that write",
+            "after a timeout or a reset, retry with the same key instead of a fresh request",
+        ],
+    )
+
+
+def fault_rules() -> list[dict[str, Any]]:
+    """Diff rules for a sandbox run with injected faults: retries and failed attempts are the point of
+    the run (reported, not regressions); idempotency is judged by :func:`effect_problems` instead."""
+    return [
+        {"selector": sel, "verdict": "expected"}
+        for sel in (
+            "effect:@presence",
+            "tool.call:@presence",
+            "tool.result:@presence",
+            "http:@presence",
+            "effect:data.status",
+            "effect:data.fault",
+            "http:data.fault",
+            "effect:effect.committed",
+            "effect:output_ref",
+            "*:data.incomplete",
+            "tool.call:data.attempt",
+            "tool.result:data.attempt",
+            "effect:data.attempt",
+            "*:@order",
+        )
+    ]
