@@ -15,7 +15,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from servers import LLMServer, ModelReply, run_in  # noqa: E402
+from servers import LLMServer, ModelReply, run_in
 
 CALLS = 50
 SYSTEM = "You are a careful support agent for a parcel company. " * 30
@@ -55,7 +55,10 @@ def main() -> None:
     with LLMServer() as server, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         vcr_dir = root / "vcr"
-        with vcr.use_cassette(str(vcr_dir / "conversation.yaml"), record_mode="all"), httpx.Client() as client:
+        with (
+            vcr.use_cassette(str(vcr_dir / "conversation.yaml"), record_mode="all"),
+            httpx.Client() as client,
+        ):
             converse(client, server)
         ours_dir = root / "cassettes"
         with run_in("record") as ctx, httpx.Client() as client:
