@@ -421,6 +421,8 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
     ("*:data.latency_ms", "ignore"),
     ("*:**.latency_ms", "ignore"),
     ("*:**.duration_ms", "ignore"),
+    # When each streamed event arrived: timing, not behaviour.
+    ("*:output_ref.body.sse[*].t", "ignore"),
     # The whole-body hash duplicates input_ref, which is compared field by field (and JSON-aware).
     ("model.call:data.request_hash", "ignore"),
     ("*:data.usage", "expected"),
