@@ -334,9 +334,7 @@ def capture_run(
         save_cassette(Path(path), meta, ctx.recorder.events, blob_dir=Path(blob_dir) if blob_dir else None)
 
 
-def _install_http() -> Callable[[], None] | None:
-    try:
-        from .http import install
-    except ImportError:
-        return None
+def _install_http() -> Callable[[], None]:
+    from .http import install
+
     return install()

@@ -128,6 +128,7 @@ class SessionPlugin:
         self.module_dirs: set[Path] = set()
         self.known_cassettes: set[Path] = set()
         self.unused: list[str] = []
+        self.removed: list[str] = []
         # model-comparison results per test (collected from xdist workers' reports too).
         self.comparisons: list[dict[str, Any]] = []
 
@@ -140,11 +141,19 @@ class SessionPlugin:
         cassette_dir = self.settings.cassette_dir
         items = [*session.items, *self.deselected]
         replay_modules = {item.path for item in items if "agent_replay" in getattr(item, "fixturenames", ())}
+        # A module named with ``::`` on the command line was collected only in part: the cassettes of its
+        # other tests are not unused, so its folder is not judged at all (as syrupy does).
+        partial = {
+            (self.config.invocation_params.dir / arg.split("::", 1)[0]).resolve()
+            for arg in self.config.args
+            if "::" in arg
+        }
         for item in items:
             if item.path not in replay_modules:
                 continue
             default = default_cassette_path(cassette_dir, self.config.rootpath, item.path, item.name)
-            self.module_dirs.add(default.parent)
+            if item.path.resolve() not in partial:
+                self.module_dirs.add(default.parent)
             self.known_cassettes.add(default)
             for mark in item.iter_markers("agentreplay"):
                 if mark.kwargs.get("cassette"):
@@ -157,7 +166,7 @@ class SessionPlugin:
     def _find_unused(self, session: pytest.Session) -> list[str]:
         from .unused import unused_cassettes
 
-        if session.testsfailed and not self.settings.update:
+        if session.testsfailed or session.shouldfail or session.shouldstop:
             # A crashed or failing session says nothing reliable about which cassettes are still wanted.
             return []
         used = {Path(str(o["cassette"])) for o in self.outcomes}
@@ -236,13 +245,15 @@ class SessionPlugin:
                 self.comparisons.append(json.loads(str(value)))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.outcomes and not self.unused:
+        if not self.outcomes and not self.unused and not self.removed:
             return
         from .summary import summary_lines
 
         terminalreporter.section("agentreplay")
         for line in summary_lines(self.outcomes, unused=self.unused):
             terminalreporter.write_line(line)
+        for path in self.removed:
+            terminalreporter.write_line(f"  removed unused cassette: {path}")
         if self.comparisons:
             from .replay.comparison import summary_lines as comparison_lines
 
@@ -262,19 +273,7 @@ class SessionPlugin:
             if self.settings.update:
                 from .unused import remove
 
-                removed = remove(Path(p) for p in self.unused)
-                self.outcomes.extend(
-                    {
-                        "nodeid": "",
-                        "cassette": str(p),
-                        "action": "removed",
-                        "mode": "update",
-                        "regressions": 0,
-                        "expected": 0,
-                        "drift": None,
-                    }
-                    for p in removed
-                )
+                self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
                 self.unused = []
             elif self.settings.fail_on_unused and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -317,14 +316,22 @@ def agent_replay(
     it passes; otherwise the recorded cassette is replayed and the new history compared with it.
     """
     from .config import marker_kwargs, resolve_test_settings
-    from .exceptions import AgentReplayError
+    from .exceptions import AgentReplayError, ConfigError
     from .handle import AgentReplay
     from .session import TestRun
 
     item = request.node
     settings = request.config.stash[SETTINGS_KEY]
+    config_error: str | None = None
     try:
-        marker = marker_kwargs([m.kwargs for m in item.iter_markers("agentreplay")], item.nodeid)
+        marks = list(item.iter_markers("agentreplay"))
+        if any(m.args for m in marks):
+            raise ConfigError(
+                f"@pytest.mark.agentreplay on {item.nodeid} takes keyword arguments only",
+                evidence=[f"got positional {m.args!r}" for m in marks if m.args],
+                fixes=['name them, e.g. @pytest.mark.agentreplay(cassette="name", mode="sandbox")'],
+            )
+        marker = marker_kwargs([m.kwargs for m in marks], item.nodeid)
         test_settings = resolve_test_settings(
             settings,
             nodeid=item.nodeid,
@@ -333,7 +340,10 @@ def agent_replay(
             default_cassette=agentreplay_cassette_path,
         )
     except AgentReplayError as exc:
-        raise pytest.UsageError(str(exc)) from exc
+        config_error = str(exc)
+    if config_error is not None:
+        # Outside the except block: the message says everything, a chained traceback would only repeat it.
+        pytest.fail(config_error, pytrace=False)
     hook = request.config.hook
     test_run = TestRun(
         item.nodeid,
@@ -378,8 +388,7 @@ def _redact_hook(hook: Any) -> Any:
 
 
 def _install_interception() -> Any:
-    try:
-        from .http import install
-    except ImportError:
-        return None
+    # No fallback: replay without interception would let calls escape the fail-closed guard.
+    from .http import install
+
     return install()

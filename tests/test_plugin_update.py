@@ -96,11 +96,28 @@ def test_unused_cassettes_fail_the_session_and_update_removes_them(pytester: pyt
     relaxed = pytester.runpytest("-o", "agentreplay_fail_on_unused=false")
     assert relaxed.ret == pytest.ExitCode.OK
 
+    # Updating one test by node id judges nothing else: its module was only partly collected.
+    single = pytester.runpytest("--agentreplay-update", "test_flow.py::test_a")
+    assert single.ret == pytest.ExitCode.OK
+    assert stale.exists() and cassette(pytester, "test_b").exists()
+
     removed = pytester.runpytest("--agentreplay-update")
     assert removed.ret == pytest.ExitCode.OK
+    removed.stdout.fnmatch_lines([f"*removed unused cassette: {stale}*"])
     assert not stale.exists()
     assert cassette(pytester, "test_a").exists() and cassette(pytester, "test_b").exists()
     assert pytester.runpytest().ret == pytest.ExitCode.OK
+
+
+def test_a_failing_session_never_removes_cassettes(pytester: pytest.Pytester) -> None:
+    setup_project(pytester, "allow")
+    pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)
+    stale = cassette(pytester, "test_gone")
+    stale.write_bytes(cassette(pytester, "test_b").read_bytes())
+    pytester.makepyfile(test_broken="def test_broken():\n    assert False\n")
+    result = pytester.runpytest("--agentreplay-update")
+    result.assert_outcomes(passed=2, failed=1)
+    assert stale.exists()
 
 
 def test_unused_detection_under_xdist(pytester: pytest.Pytester) -> None:
