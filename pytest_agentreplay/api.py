@@ -4,8 +4,10 @@ code can keep these calls in production.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,8 +58,17 @@ class _ToolCall:
             actor="runtime",
             event_class="decision",
             tool=self.info,
-            data={"arguments": arguments, "attempt": self.attempt, "effect": effect},
+            data=self._grouped({"arguments": arguments, "attempt": self.attempt, "effect": effect}),
         )
+
+    def _grouped(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Tag calls made concurrently (worker threads, sibling asyncio tasks) as one parallel group.
+
+        Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
+        """
+        if _is_concurrent(self.ctx):
+            data["group"] = "concurrent"
+        return data
 
     @property
     def executes(self) -> bool:
@@ -83,7 +94,7 @@ class _ToolCall:
 
     def finished(self, result: Any, error: str | None) -> None:
         recorder = self.ctx.recorder
-        data: dict[str, Any] = {"attempt": self.attempt}
+        data: dict[str, Any] = self._grouped({"attempt": self.attempt})
         if error is not None:
             data["error"] = error
         if self.effect == "write" and error is None:
@@ -105,6 +116,18 @@ class _ToolCall:
                 output=payload(result) if error is None else None,
                 data=data,
             )
+
+
+def _is_concurrent(ctx: RunContext) -> bool:
+    origin_thread = ctx.extensions.setdefault("origin_thread", threading.get_ident())
+    if threading.get_ident() != origin_thread:
+        return True
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    # Sibling tasks alive beside this one (gather, TaskGroup): the calls may complete in any order.
+    return len(asyncio.all_tasks()) > 1
 
 
 class RecordedToolError(Exception):

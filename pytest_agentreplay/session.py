@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ class TestRun:
         from .redaction import Redactor
 
         ctx.redactor = Redactor.from_config(self.settings.redaction)
+        ctx.extensions["origin_thread"] = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
         ctx.start()
