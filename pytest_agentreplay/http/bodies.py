@@ -52,6 +52,35 @@ def _detect_format(raw: bytes, value: Any) -> str | bool | None:
 _ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in _JSON_FORMATS.items()}
 
 
+def _c_encoder(fmt: str | None) -> Any:
+    """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once instead of per call.
+
+    Every served JSON body is encoded again, and making the encoder costs as much as encoding a
+    small body. Without a markers dict (a shared one would be seen by other threads encoding the
+    same value): stored bodies are parsed JSON, which cannot be circular.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    kwargs = _JSON_FORMATS[fmt]
+    if make is None or kwargs.get("indent") is not None:
+        return None
+    encoder = _ENCODERS[fmt]
+    quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
+    return make(
+        None,
+        encoder.default,
+        quote,
+        None,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+
+_C_ENCODERS: dict[str | None, Any] = {k: _c_encoder(k) for k in _JSON_FORMATS}
+
+
 def _dump_json(value: Any, fmt: str | None) -> bytes:
     newline = False
     if fmt is not None and fmt.endswith("+nl"):
@@ -59,8 +88,13 @@ def _dump_json(value: Any, fmt: str | None) -> bytes:
         fmt = fmt[:-3]
         if fmt == "compact":
             fmt = None
-    encoder = _ENCODERS.get(fmt) or _ENCODERS[None]
-    out = encoder.encode(value)
+    if fmt not in _ENCODERS:
+        fmt = None
+    fast = _C_ENCODERS[fmt]
+    if fast is not None and not isinstance(value, str):
+        out = "".join(fast(value, 0))
+    else:
+        out = _ENCODERS[fmt].encode(value)
     return (out + "\n" if newline else out).encode("utf-8")
 
 

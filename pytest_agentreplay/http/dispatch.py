@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..capture import current_run
@@ -34,15 +35,23 @@ def _classify(ctx: RunContext, request: HttpRequest) -> Classification:
     cls = cache.get(key)
     if cls is None:
         cls = classify_exchange(request, None, ctx.settings)
-        if len(cache) < 4096:
+        if len(cache) < 512:
             cache[key] = cls
     return cls
 
 
+_goes_live: Callable[[RunContext, HttpRequest, Classification], bool] | None = None
+
+
 def plan(ctx: RunContext, request: HttpRequest) -> tuple[int, Classification]:
+    global _goes_live
     cls = _classify(ctx, request)
     if ctx.recording:
         return LIVE, cls
-    from ..replay.http import goes_live
+    if _goes_live is None:
+        # Imported on first use (replay imports this package), then kept: a function-level import
+        # statement costs more per call than the rest of this function.
+        from ..replay.http import goes_live as imported
 
-    return (LIVE if goes_live(ctx, request, cls) else SERVE), cls
+        _goes_live = imported
+    return (LIVE if _goes_live(ctx, request, cls) else SERVE), cls

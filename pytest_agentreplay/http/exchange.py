@@ -7,6 +7,7 @@ and replay are written once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +36,9 @@ SECRET_HEADERS = frozenset(
 # Framing headers describe the bytes on the wire, which replay regenerates: stored bodies are
 # decoded, so a stored Content-Encoding would make clients decode twice.
 _FRAMING_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+_DEFAULT_PORT_SUFFIXES = {"http": ":80", "https": ":443"}
+# From after "://": the authority (up to "/", "?" or "#"), then the path (up to "?" or "#").
+_AUTHORITY_PATH = re.compile(r"([^/?#]*)([^?#]*)")
 
 
 def lower_headers(items: Any) -> dict[str, str]:
@@ -62,7 +65,8 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
 def normalise_url(url: str) -> str:
     """Lower-case scheme/host, drop default ports and fragments, sort query parameters.
 
-    String operations only (no ``urlsplit``/``parse_qsl``): this runs for every live call in replay.
+    String operations only (no ``urlsplit``/``parse_qsl``): this runs for every live call in replay,
+    and for every recorded exchange when a run's index is built.
     Query pairs are sorted as raw ``k=v`` strings, so the order of parameters never matters.
     """
     base, _, query = url.partition("?")
@@ -73,20 +77,27 @@ def normalise_url(url: str) -> str:
         query = query.partition("#")[0]
     scheme_end = base.find("://")
     if scheme_end > 0:
-        path_start = base.find("/", scheme_end + 3)
-        netloc = base[scheme_end + 3 : path_start] if path_start >= 0 else base[scheme_end + 3 :]
-        path = base[path_start:] if path_start >= 0 else "/"
+        netloc_start = scheme_end + 3
+        path_start = base.find("/", netloc_start)
+        if path_start >= 0:
+            netloc = base[netloc_start:path_start].lower()
+            path = base[path_start:]
+        else:
+            netloc = base[netloc_start:].lower()
+            path = "/"
         scheme = base[:scheme_end].lower()
-        netloc = netloc.lower()
-        port = _DEFAULT_PORTS.get(scheme)
-        if port is not None and netloc.endswith(f":{port}"):
-            netloc = netloc[: -len(str(port)) - 1]
+        suffix = _DEFAULT_PORT_SUFFIXES.get(scheme)
+        if suffix is not None and netloc.endswith(suffix):
+            netloc = netloc[: -len(suffix)]
         base = f"{scheme}://{netloc}{path}"
     if not query:
         return base
     if "&" in query:
         pairs = query.split("&")
-        query = "&".join(sorted(p for p in pairs if p))
+        if "" in pairs:
+            pairs = [p for p in pairs if p]
+        pairs.sort()
+        query = "&".join(pairs)
     return f"{base}?{query}"
 
 
@@ -103,20 +114,16 @@ class HttpRequest:
 
     def _split(self) -> None:
         # Classification asks for host and path several times per call: split the URL once, with
-        # string operations (urlsplit costs more than the rest of the replay lookup).
+        # one regular-expression match (urlsplit costs more than the rest of the replay lookup).
         url = self.url
         start = url.find("://")
-        rest = url[start + 3 :] if start >= 0 else url
-        end = len(rest)
-        for ch in "/?#":
-            k = rest.find(ch)
-            if 0 <= k < end:
-                end = k
-        host = rest[:end].rpartition("@")[2]
-        host = host[1 : host.find("]")] if host.startswith("[") else host.partition(":")[0]
-        path = rest[end:]
-        for ch in "?#":
-            path = path.partition(ch)[0]
+        # The pattern matches any string (both groups may be empty).
+        found = _AUTHORITY_PATH.match(url, start + 3 if start >= 0 else 0)
+        authority, path = found.groups() if found is not None else ("", "")
+        if "@" in authority:
+            authority = authority.rpartition("@")[2]
+        bracket = authority.startswith("[")
+        host = authority[1 : authority.find("]")] if bracket else authority.partition(":")[0]
         self._host = host.lower()
         self._path = path or "/"
 
@@ -188,6 +195,9 @@ class HttpResponse:
     headers: dict[str, str]
     body: dict[str, Any] | None
     _content: bytes | None = field(default=None, repr=False)
+    # Wire headers for any method but HEAD, kept (with ``_content``) so that replay renders a
+    # recorded response once however often it is served.
+    _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
 
     @property
     def is_sse(self) -> bool:
@@ -208,17 +218,31 @@ class HttpResponse:
 
     def wire_headers(self, method: str = "GET") -> list[tuple[str, str]]:
         """Headers to hand to a client in replay: framing regenerated for the served bytes."""
+        if method != "HEAD":
+            return list(self.wire_tuple())
         out = [(k, v) for k, v in self.headers.items() if k not in _FRAMING_HEADERS and k != "content-length"]
-        if self.is_sse:
-            return out
-        if method == "HEAD" or self.body is None:
+        if not self.is_sse:
             # A HEAD response announces the length of a body it does not carry: keep it.
             length = self.headers.get("content-length")
             if length is not None:
                 out.append(("content-length", length))
-            return out
-        out.append(("content-length", str(len(self.content()))))
         return out
+
+    def wire_tuple(self) -> tuple[tuple[str, str], ...]:
+        """:meth:`wire_headers` for any method but HEAD, computed once and shared (hence a tuple)."""
+        wire = self._wire
+        if wire is None:
+            out = [
+                (k, v) for k, v in self.headers.items() if k not in _FRAMING_HEADERS and k != "content-length"
+            ]
+            if self.body is None:
+                length = self.headers.get("content-length")
+                if length is not None:
+                    out.append(("content-length", length))
+            elif not self.is_sse:
+                out.append(("content-length", str(len(self.content()))))
+            wire = self._wire = tuple(out)
+        return wire
 
     def iter_chunks(self) -> Iterator[bytes]:
         """The body as the client sees it; SSE one event per chunk, encoded when pulled."""
@@ -229,7 +253,7 @@ class HttpResponse:
             for ev in body["sse"]:
                 yield sse.encode_event(ev)
             return
-        yield bodies.body_bytes(body)
+        yield self.content()
 
     def content(self) -> bytes:
         if self._content is None:

@@ -29,8 +29,20 @@ _LOCK = threading.Lock()
 _PATCHED: dict[int, tuple[type, dict[str, Any]]] = {}
 
 
+_SERVE: Callable[..., HttpResponse] | None = None
+
+
+def _serve() -> Callable[..., HttpResponse]:
+    """``replay.http.serve``, imported on first use (replay imports this package) and then kept."""
+    global _SERVE
+    if _SERVE is None:
+        from ..replay.http import serve
+
+        _SERVE = serve
+    return _SERVE
+
+
 def _to_request(request: Any, body: bytes) -> HttpRequest:
-    headers: dict[str, str] = {}
     raw = getattr(request.headers, "_list", None)
     # ``Headers._list`` holds (raw name, lower-case name, value) as bytes; ``multi_items()`` would
     # first re-detect the encoding of every header, which costs more than the rest of this function.
@@ -38,11 +50,15 @@ def _to_request(request: Any, body: bytes) -> HttpRequest:
         items = [(lower.decode("latin-1"), value.decode("latin-1")) for _, lower, value in raw]
     else:
         items = request.headers.multi_items()
-    for name, value in items:
-        if name in headers:
-            headers[name] = f"{headers[name]}, {value}"
-        else:
-            headers[name] = value
+    headers = dict(items)
+    if len(headers) != len(items):
+        # A repeated header: join its values in order, as HTTP allows.
+        headers = {}
+        for name, value in items:
+            if name in headers:
+                headers[name] = f"{headers[name]}, {value}"
+            else:
+                headers[name] = value
     return HttpRequest(request.method, str(request.url), headers, body)
 
 
@@ -116,7 +132,8 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
 
 
 def _served_response(mod: ModuleType, stream_cls: type, request: Any, served: HttpResponse) -> Any:
-    headers = served.wire_headers(request.method)
+    # The shared tuple as it is: ``Response`` copies headers into its own ``Headers``.
+    headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.
     stream = stream_cls(served) if served.is_sse else mod.ByteStream(served.content())
     return mod.Response(served.status, headers=headers, stream=stream, request=request)
@@ -198,9 +215,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
             capture.start_response(response.status_code, response.headers.multi_items())
             response.stream = tee_stream(response.stream, capture)
             return response
-        from ..replay.http import serve
-
-        return _served_response(mod, replay_stream, request, serve(ctx, req, cls))
+        return _served_response(mod, replay_stream, request, _serve()(ctx, req, cls))
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         ctx = active_run()
@@ -231,9 +246,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
             capture.start_response(response.status_code, response.headers.multi_items())
             response.stream = async_tee_stream(response.stream, capture)
             return response
-        from ..replay.http import serve
-
-        return _served_response(mod, replay_stream, request, serve(ctx, req, cls))
+        return _served_response(mod, replay_stream, request, _serve()(ctx, req, cls))
 
     with _LOCK:
         if id(sync_cls) in _PATCHED:

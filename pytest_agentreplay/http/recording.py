@@ -11,6 +11,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from ..canonical import hash_value
 from ..events import EffectInfo, PayloadRef, ToolInfo
 from . import bodies
@@ -35,17 +37,26 @@ if TYPE_CHECKING:
 RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
+# Slot setters of pydantic's BaseModel (every model here inherits them): calling them directly skips
+# the per-call name lookup of ``object.__setattr__``, on the hot path of every replayed call.
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
     """What pydantic's ``model_construct`` does, minus its per-field default resolution.
 
     Every field is given here, and the values were built by this module: validating or resolving
     them again for each replayed call is what made the hot path slow (~20 us per model).
     """
-    obj = object.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    obj = _new(cls)
+    _set_dict(obj, values)
+    _set_fields(obj, set(values))
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 

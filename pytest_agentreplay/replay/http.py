@@ -42,12 +42,20 @@ class RecordedExchange:
     kind: str
     method: str
     url: str
-    host: str
     body_key: str
     idem_key: str | None
-    request: HttpRequest | None
+    # The recorded request payload: turned into an ``HttpRequest`` only on the error path.
+    request_payload: dict[str, Any] | None
     played: bool = False
+    # The next recorded read with the same key: reads are queued as a chain through the exchanges
+    # themselves, as most keys have one exchange and a queue object per key would outlive the call.
+    next_same: RecordedExchange | None = None
     _payload: Any = field(default=None, repr=False)
+    # The served bytes and wire headers, rendered on first serve: bytes and tuples of strings, which
+    # the garbage collector stops tracking (a cached response object would outlive every call).
+    _content: bytes | None = field(default=None, repr=False)
+    _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
+    _request: HttpRequest | None = field(default=None, repr=False)
 
     def response_payload(self, recorded: Any) -> dict[str, Any]:
         # Resolved on first use only: a blob that is never served is never read.
@@ -59,6 +67,29 @@ class RecordedExchange:
             }
         payload: dict[str, Any] = self._payload
         return payload
+
+    def response(self, recorded: Any) -> HttpResponse:
+        """The response to serve; a read served again (the last one repeats) is not rendered again."""
+        response = HttpResponse.from_payload(self.response_payload(recorded))
+        if self._wire is None:
+            # Renders a plain body too (its length is a header); SSE bodies render when pulled.
+            self._wire = response.wire_tuple()
+            self._content = response._content
+        else:
+            response._wire = self._wire
+            response._content = self._content
+        return response
+
+    @property
+    def request(self) -> HttpRequest | None:
+        if self._request is None and self.request_payload is not None:
+            self._request = HttpRequest.from_payload(self.request_payload)
+        return self._request
+
+    @property
+    def host(self) -> str:
+        request = self.request
+        return request.host if request is not None else ""
 
 
 def _recorded_kind(event: Event) -> str | None:
@@ -84,41 +115,67 @@ class HttpReplayIndex:
         self._lock = threading.Lock()
         self.model: dict[str, deque[RecordedExchange]] = defaultdict(deque)
         self.model_total: dict[str, int] = defaultdict(int)
-        self.reads: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
+        # Per key, the first unplayed read (the rest follow through ``next_same``).
+        self.reads: dict[tuple[str, str, str], RecordedExchange] = {}
         self.last_read: dict[tuple[str, str, str], RecordedExchange] = {}
         self.writes_exact: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.writes_any: dict[tuple[str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
-        self.by_host: dict[str, list[RecordedExchange]] = defaultdict(list)
+        # Reads and writes in recorded order; grouped by host only when an error message needs it.
+        self._exchanges: list[RecordedExchange] = []
+        self._by_host: dict[str, list[RecordedExchange]] | None = None
+        idem_header = self.idem_header
+        last: dict[tuple[str, str, str], RecordedExchange] = {}
         for event in recorded.events:
             kind = _recorded_kind(event)
             if kind is None:
                 continue
             if kind == "model":
                 key = f"{event.data.get('provider')}:{event.data.get('endpoint')}"
-                rec = RecordedExchange(event, kind, "POST", "", key, "", None, None)
+                rec = RecordedExchange(event, kind, "POST", "", "", None, None)
                 self.model[key].append(rec)
                 self.model_total[key] += 1
                 continue
-            req = HttpRequest.from_payload(recorded.payload(event.input_ref) or {})
-            url = normalise_url(req.url)
+            # Read straight from the payload (what ``HttpRequest.from_payload`` would hold): the
+            # index is built inside every replayed run; requests are built only for error messages.
+            payload = recorded.payload(event.input_ref) or {}
+            method = str(payload.get("method", "GET")).upper()
+            url = normalise_url(str(payload.get("url", "")))
+            headers = payload.get("headers") or {}
+            if not isinstance(headers, dict):
+                headers = dict(headers)
             rec = RecordedExchange(
                 event,
                 kind,
-                req.method,
+                method,
                 url,
-                req.host,
-                bodies.normalise_for_match(req.stored_body()),
-                req.headers.get(self.idem_header),
-                req,
+                bodies.normalise_for_match(payload.get("body")),
+                headers.get(idem_header),
+                payload,
             )
-            self.by_host[req.host].append(rec)
+            self._exchanges.append(rec)
             if kind == "read":
-                self.reads[(req.method, url, rec.body_key)].append(rec)
+                read_key = (method, url, rec.body_key)
+                tail = last.get(read_key)
+                if tail is None:
+                    self.reads[read_key] = rec
+                else:
+                    tail.next_same = rec
+                last[read_key] = rec
             else:
                 if rec.idem_key is not None:
-                    self.writes_exact[(req.method, url, rec.idem_key)].append(rec)
-                self.writes_any[(req.method, url)].append(rec)
+                    self.writes_exact[(method, url, rec.idem_key)].append(rec)
+                self.writes_any[(method, url)].append(rec)
+
+    @property
+    def by_host(self) -> dict[str, list[RecordedExchange]]:
+        by_host = self._by_host
+        if by_host is None:
+            by_host = {}
+            for rec in self._exchanges:
+                by_host.setdefault(rec.host, []).append(rec)
+            self._by_host = by_host
+        return by_host
 
     # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
 
@@ -134,9 +191,12 @@ class HttpReplayIndex:
     def take_read(self, method: str, url: str, body_key: str) -> RecordedExchange | None:
         key = (method, url, body_key)
         with self._lock:
-            queue = self.reads.get(key)
-            if queue:
-                rec = queue.popleft()
+            rec = self.reads.get(key)
+            if rec is not None:
+                if rec.next_same is None:
+                    del self.reads[key]
+                else:
+                    self.reads[key] = rec.next_same
                 rec.played = True
                 self.last_read[key] = rec
                 return rec
@@ -267,7 +327,7 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     if rec is None:
         raise _unmatched(ctx, request, cls, index)
     payload = rec.response_payload(index.recorded)
-    response = HttpResponse.from_payload(payload)
+    response = rec.response(index.recorded)
     emit_exchange(
         ctx,
         request,
