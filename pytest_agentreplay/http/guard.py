@@ -72,6 +72,18 @@ def guarding_runs() -> list[RunContext]:
     return [r for r in runs if not r.recording]
 
 
+def allow_list_admits(host: str, allow_hosts: Any) -> bool:
+    """Whether ``host`` (as the client named it, not resolved) is on one run's ``allow_hosts`` list."""
+    name = host.lower().strip("[]")
+    for entry in allow_hosts or ():
+        entry_l = str(entry).lower()
+        if entry_l == name or (entry_l == "loopback" and (name == "localhost" or _is_loopback(name))):
+            return True
+        if entry_l.startswith("*.") and name.endswith(entry_l[1:]):
+            return True
+    return False
+
+
 def _host_allowed(host: str, runs: list[RunContext]) -> bool:
     host_l = host.lower().strip("[]")
     with _LOCK:

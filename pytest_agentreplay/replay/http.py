@@ -28,6 +28,7 @@ from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
+from ..http.guard import allow_list_admits
 from ..http.recording import emit_exchange
 
 if TYPE_CHECKING:
@@ -298,6 +299,10 @@ def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> boo
     sandbox services only (or refuses). Regression is checked first: it is the hot path.
     """
     mode = ctx.mode
+    allowed = ctx.settings.get("allow_hosts")
+    if allowed and mode != "audit" and allow_list_admits(request.host, allowed):
+        # The test named this host (a local service it runs): the call goes to it in every mode.
+        return True
     if mode == "regression":
         return False
     if ctx.recording:
@@ -318,8 +323,10 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     if cls.kind == "model":
         rec = index.take_model(cls.endpoint_key)
     else:
-        url = normalise_url(request.url)
-        body_key = bodies.normalise_for_match(request.stored_body())
+        # Recorded requests were redacted when saved: match on the live request redacted the same way.
+        raw_url, stored = _redacted_view(ctx, request)
+        url = normalise_url(raw_url)
+        body_key = bodies.normalise_for_match(stored)
         if cls.kind == "read":
             rec = index.take_read(request.method, url, body_key)
         else:
@@ -340,25 +347,42 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     return response
 
 
+def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, dict[str, Any] | None]:
+    """The live request's URL and stored body as the cassette would hold them (redacted)."""
+    stored = request.stored_body()
+    redactor = ctx.redactor
+    if redactor is None:
+        return request.url, stored
+    url = redactor.redact_string(request.url) if "?" in request.url else request.url
+    if stored is not None:
+        stored = redactor.redact_body(stored)
+    return url, stored
+
+
 def _unmatched(
     ctx: RunContext, request: HttpRequest, cls: Classification, index: HttpReplayIndex
 ) -> BaseException:
     what = f"model call to {cls.endpoint_key}" if cls.kind == "model" else f"{cls.kind}"
+    # Error text reaches terminals, reports and JUnit files: show the live call redacted, never raw.
+    url, stored = _redacted_view(ctx, request)
+    shown = HttpRequest(request.method, url, request.headers, b"", _stored_body=stored, _body_ready=True)
+    nodeid = ctx.settings.get("nodeid", "<test>")
     evidence = [
-        f"live call: {request.method} {request.url}",
-        f"body: {request.excerpt(160) or '(empty)'}",
+        f"live call: {request.method} {url}",
+        f"body: {shown.excerpt(160) or '(empty)'}",
         f"classified as: {what}",
         "closest recorded:",
-        *(f"  {line}" for line in index.closest(request, cls)),
+        *(f"  {line}" for line in index.closest(shown, cls)),
     ]
     error = UnmatchedRequestError(
-        f"no recorded HTTP exchange matches {request.method} {request.url}",
+        f"no recorded HTTP exchange matches {request.method} {url}",
         evidence=evidence,
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            "re-record the cassette against the real services: pytest --agentreplay-record=all <test>",
-            "or accept the new behaviour: pytest --agentreplay-update <test>",
+            f"if the new call is intended, re-record the run: pytest --agentreplay-record=all '{nodeid}'",
+            "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
+            "if it is a local test service, let it through: @pytest.mark.agentreplay(allow_hosts=[...])",
         ],
     )
     # The agent may swallow the exception (retry loops, broad excepts): the test must still fail.
