@@ -111,6 +111,7 @@ class TestRun:
         from .store import load_cassette
 
         if not self.cassette.exists():
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "missing", self.test.mode)
             raise CassetteNotFoundError(
                 f"no cassette for {self.nodeid}",
                 evidence=[
@@ -235,6 +236,10 @@ class TestRun:
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
             self._save(recorded.run, events)
             outcome.action = "updated"
+            return outcome
+        if not passed:
+            # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix
+            # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
             return outcome
         outcome.action = "drifted"
         self.outcome = outcome
