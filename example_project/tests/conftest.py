@@ -41,13 +41,14 @@ def support(agent_replay: AgentReplay) -> Iterator[SupportHarness]:
 
 @pytest.fixture
 def require_mode(agent_replay: AgentReplay) -> Callable[[str], None]:
-    """Skip (at run time) a replay of a mode the installed plugin does not implement yet."""
+    """Fail early, with a diagnosis, when the installed plugin cannot run ``mode`` (never skip: a broken
+    mode must not pass CI as a skipped test)."""
 
     def check(mode: str) -> None:
         if agent_replay.recording:
             return  # recording does not depend on the mode
         reason = mode_unavailable(mode)
         if reason is not None:
-            pytest.skip(reason)
+            pytest.fail(reason, pytrace=False)
 
     return check
