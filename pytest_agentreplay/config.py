@@ -7,10 +7,9 @@ explicitly on the command line.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .constants import (
@@ -44,8 +43,30 @@ PROJECT_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class Settings:
+class _Fields:
+    """Keyword-only value object. Not a dataclass: generating its methods costs milliseconds at every
+    pytest start, and this module is imported even by sessions that never replay."""
+
+    def __init__(self, **values: Any) -> None:
+        names = _field_names(type(self))
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(unknown)}")
+        missing = sorted(n for n in names if n not in values and not hasattr(type(self), n))
+        if missing:
+            raise TypeError(f"{type(self).__name__} needs {', '.join(missing)}")
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+def _field_names(cls: type) -> set[str]:
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        names.update(getattr(klass, "__annotations__", {}))
+    return names
+
+
+class Settings(_Fields):
     record: str = DEFAULT_RECORD_MODE
     record_explicit: bool = False
     mode: str = DEFAULT_REPLAY_MODE
@@ -58,8 +79,9 @@ class Settings:
     save_on_failure: bool = False
     fail_on_unused: bool = True
     rules: Any = None
-    redaction: Mapping[str, Any] = field(default_factory=dict)
-    http: Mapping[str, Any] = field(default_factory=dict)
+    # Read-only by convention: the shared empty mapping is never mutated.
+    redaction: Mapping[str, Any] = MappingProxyType({})
+    http: Mapping[str, Any] = MappingProxyType({})
     inline_limit: int | None = None
 
 
@@ -77,6 +99,8 @@ def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
     path = rootdir / "pyproject.toml"
     if not path.is_file():
         return {}
+    import tomllib
+
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
@@ -188,8 +212,7 @@ def build_settings(
     return Settings(**values)
 
 
-@dataclass(frozen=True)
-class TestSettings:
+class TestSettings(_Fields):
     """The settings of one test after the marker and the ``agentreplay_config`` fixture are applied."""
 
     record: str
@@ -266,7 +289,3 @@ def resolve_test_settings(
         model=model,
         extra=extra,
     )
-
-
-def with_overrides(settings: Settings, **changes: Any) -> Settings:
-    return replace(settings, **changes)
