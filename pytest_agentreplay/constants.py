@@ -36,7 +36,6 @@ EVENT_TYPES: Final = (
 )
 ACTORS: Final = ("model", "runtime", "tool", "human", "policy")
 EVENT_CLASSES: Final = ("input", "decision", "effect")
-DATA_CLASSES: Final = ("public", "internal", "personal", "secret-free")
 
 REDACTED: Final = "[REDACTED]"
 GENESIS_HASH: Final = "0" * 64

@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import nullcontext
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..replay.faults import Fault, httpx_exception
@@ -23,6 +23,10 @@ from . import guard
 from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse
 from .recording import LiveCapture
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+    from .classify import Classification
 
 _LOCK = threading.Lock()
 # id(transport class) -> (class, originals): httpx may be aliased to httpx2 (same classes): patch once.
@@ -184,6 +188,23 @@ def patch(mod: ModuleType) -> Callable[[], None]:
     orig_sync: Callable[..., Any] = sync_cls.handle_request  # type: ignore[attr-defined]
     orig_async: Callable[..., Any] = async_cls.handle_async_request  # type: ignore[attr-defined]
 
+    def prepare_live(
+        ctx: RunContext, req: HttpRequest, cls: Classification, request: Any
+    ) -> tuple[Any, HttpRequest, str | None, LiveChange | None, Any]:
+        """Where a live call goes, shared by the sync and async paths.
+
+        Returns (client request, our request, host the guard lets through, the mode's change, and a
+        ready response when an injected fault answers without sending).
+        """
+        if ctx.recording:
+            return request, req, req.host, None, None
+        # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
+        change = live_change(ctx, req, cls)
+        if change.fault is not None and not change.fault.delivered:
+            ready = _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
+            return request, req, None, change, ready
+        return _rewritten(mod, request, req, change), change.sent_request(req), change.permit, change, None
+
     def handle_request(self: Any, request: Any) -> Any:
         ctx = active_run()
         if ctx is None:
@@ -191,18 +212,9 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         req = _to_request(request, request.read())
         route, cls = plan(ctx, req)
         if route == LIVE:
-            change = None
-            permit: str | None = req.host
-            if not ctx.recording:
-                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
-                change = live_change(ctx, req, cls)
-                if change.fault is not None and not change.fault.delivered:
-                    return _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
-                request, req, permit = (
-                    _rewritten(mod, request, req, change),
-                    change.sent_request(req),
-                    change.permit,
-                )
+            request, req, permit, change, ready = prepare_live(ctx, req, cls, request)
+            if ready is not None:
+                return ready
             capture = LiveCapture(ctx, req, cls)
             with guard.permitting(permit) if permit else nullcontext():
                 response = orig_sync(self, request)
@@ -224,17 +236,9 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         req = _to_request(request, await request.aread())
         route, cls = plan(ctx, req)
         if route == LIVE:
-            change = None
-            permit: str | None = req.host
-            if not ctx.recording:
-                change = live_change(ctx, req, cls)
-                if change.fault is not None and not change.fault.delivered:
-                    return _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
-                request, req, permit = (
-                    _rewritten(mod, request, req, change),
-                    change.sent_request(req),
-                    change.permit,
-                )
+            request, req, permit, change, ready = prepare_live(ctx, req, cls, request)
+            if ready is not None:
+                return ready
             capture = LiveCapture(ctx, req, cls)
             with guard.permitting(permit) if permit else nullcontext():
                 response = await orig_async(self, request)
