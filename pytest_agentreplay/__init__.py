@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         tool as tool,
     )
     from .capture import current_run as current_run
+    from .runtime_values import record_value as record_value
     from .capture import state_hash as state_hash
     from .constants import FORMAT_VERSION as FORMAT_VERSION
     from .exceptions import (
@@ -66,6 +67,7 @@ _WHERE = {
     "record_policy": "api",
     "record_retrieval": "api",
     "record_state": "api",
+    "record_value": "runtime_values",
     "tool": "api",
     "current_run": "capture",
     "state_hash": "capture",

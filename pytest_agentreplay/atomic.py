@@ -5,16 +5,25 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import filelock
 
-# Loaders skip files with this prefix: a SIGKILL between create and rename can leave one behind.
+# Loaders skip files with this prefix: a SIGKILL between create and rename can leave one behind; the next
+# write into the same folder removes it (see ``remove_stale_parts``).
 TEMP_PREFIX = ".agentreplay-tmp-"
+TEMP_SUFFIX = ".part"
 LOCK_DIR_NAME = "pytest-agentreplay-locks"
 LOCK_TIMEOUT_S = 300.0
+# A temp file this old is left over whoever wrote it: a write takes milliseconds, not minutes.
+STALE_PART_AGE_S = 300.0
+# Temp names carry the writer: ``<prefix><host tag>-<pid>-<random>.part``. The pid is only meaningful on
+# the same host (a shared folder may be written from containers or machines with their own pids).
+_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def _default_file_mode() -> int:
@@ -46,7 +55,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".part", dir=directory)
+    remove_stale_parts(directory)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f"{TEMP_PREFIX}{_HOST_TAG}-{os.getpid()}-", suffix=TEMP_SUFFIX, dir=directory
+    )
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -60,6 +72,56 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             tmp.unlink()
         raise
     _fsync_dir(directory)
+
+
+def _writer_alive(name: str) -> bool | None:
+    """Whether the process that created temp file ``name`` still runs; None when that cannot be told
+    (an older name without writer, another host, or this very process, whose other threads may be
+    writing right now)."""
+    host, _, rest = name[len(TEMP_PREFIX) :].partition("-")
+    pid_text, _, _ = rest.partition("-")
+    if host != _HOST_TAG or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_parts(directory: Path, *, max_age: float = STALE_PART_AGE_S) -> list[str]:
+    """Remove temp files a killed writer left in ``directory``: those whose writer process is gone, and
+    any older than ``max_age`` seconds. A file another live writer is writing right now is kept.
+
+    Safe without a lock (it never removes a live writer's file); writers call it under the file lock.
+    Returns the names removed.
+    """
+    removed: list[str] = []
+    try:
+        entries = os.scandir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    with entries:
+        for entry in entries:
+            name = entry.name
+            if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            alive = _writer_alive(name)
+            if alive is False or now - info.st_mtime > max_age:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed.append(name)
+    return removed
 
 
 def lock_path_for(path: Path) -> Path:

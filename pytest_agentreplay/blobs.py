@@ -7,15 +7,32 @@ Conversations resend their whole history on every model call; storing each large
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
+
 from .atomic import atomic_write_bytes
 from .canonical import dumps_compact, sha256_hex
-from .exceptions import BlobMissingError, CassetteCorruptError, CassetteIntegrityError
+from .exceptions import (
+    BlobMissingError,
+    CassetteCorruptError,
+    CassetteIntegrityError,
+    CassetteLimitError,
+    PayloadShapeError,
+)
+from .validation import (
+    MAX_BLOB_BYTES,
+    MAX_DEPTH,
+    MAX_EXPANDED_BYTES,
+    blob_problem,
+    chain_problem,
+    read_regular_file,
+)
 
 BLOB_REF = "$blob"
 # A list stored as a chain of nodes, each ending at one blobbed element: a history that grew by a few
@@ -91,7 +108,9 @@ class BlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self._cache: OrderedDict[str, Any] = OrderedDict()
+        # sha -> (value, size in bytes); values are validated (shape, depth) before they are cached.
+        self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._root_real: str | None = None
 
     def __repr__(self) -> str:
         return f"BlobStore({str(self.root)!r})"
@@ -124,17 +143,32 @@ class BlobStore:
 
     def get(self, sha: str) -> Any:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""
+        return self._get_sized(sha)[0]
+
+    def _get_sized(self, sha: str) -> tuple[Any, int]:
         cached = self._cache.get(sha)
         if cached is not None:
             self._cache.move_to_end(sha)
             return cached
         target = self.path_for(sha)
+        if self._root_real is None:
+            self._root_real = os.path.realpath(self.root)
         try:
-            data = target.read_bytes()
+            # Only a regular file inside the store: no FIFO, device, or symlink leading out of it.
+            data = read_regular_file(
+                target, limit=MAX_BLOB_BYTES, label=f"payload blob {sha}", root_real=self._root_real
+            )
         except FileNotFoundError:
             raise BlobMissingError(
                 f"payload blob {sha} is missing",
                 evidence=[f"expected file: {target}"],
+                place=f"blob store {self.root}",
+                fixes=_fixes(sha),
+            ) from None
+        except OSError as exc:
+            raise CassetteCorruptError(
+                f"payload blob {sha} cannot be read: {exc.strerror or exc}",
+                evidence=[f"file: {target}"],
                 place=f"blob store {self.root}",
                 fixes=_fixes(sha),
             ) from None
@@ -149,14 +183,22 @@ class BlobStore:
                     "delete it and re-record: `pytest --agentreplay-record=all <test>`",
                 ],
             )
-        try:
-            value = json.loads(data)
-        except ValueError as exc:
-            raise CassetteCorruptError(f"payload blob {sha} is not JSON: {exc}", place=str(target)) from None
-        self._cache[sha] = value
+        value = _parse_blob(data, sha, target)
+        found = blob_problem(value)
+        if found is not None:
+            problem, limit = found
+            error = CassetteLimitError if limit else PayloadShapeError
+            raise error(
+                f"payload blob {sha} does not have the shape of a stored payload: {problem}",
+                evidence=[f"file: {target}"],
+                place=f"blob store {self.root}",
+                fixes=_fixes(sha),
+            )
+        entry = (value, len(data))
+        self._cache[sha] = entry
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
-        return value
+        return entry
 
     def iter_shas(self) -> Iterator[str]:
         if not self.root.is_dir():
@@ -176,34 +218,16 @@ class BlobStore:
         return placed
 
     def resolve(self, value: Any) -> Any:
-        """Expand ``{"$blob": sha}`` references and chains (recursively) back into the original value."""
-        if isinstance(value, dict):
-            if len(value) == 1:
-                key, inner = next(iter(value.items()))
-                if key == BLOB_REF and isinstance(inner, str):
-                    return self.resolve(self.get(inner))
-                if key == CHAIN and isinstance(inner, dict):
-                    return [self.resolve(item) for item in self._chain_items(inner)]
-                if key == LITERAL and isinstance(inner, dict):
-                    return {k: self.resolve(v) for k, v in inner.items()}
-            return {k: self.resolve(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.resolve(v) for v in value]
-        return value
+        """Expand ``{"$blob": sha}`` references and chains back into the original value.
 
-    def _chain_items(self, node: dict[str, Any]) -> list[Any]:
-        # Iterative: a 500-message history is a 500-node chain, deeper than the recursion limit allows.
-        parts = [node["items"]]
-        prev = node["prev"]
-        while prev is not None:
-            node = self.get(prev)[CHAIN]
-            parts.append(node["items"])
-            prev = node["prev"]
-        return [item for part in reversed(parts) for item in part]
+        Bounded: at most ``MAX_DEPTH`` levels of nesting and ``MAX_EXPANDED_BYTES`` of blobs expanded (a
+        blob referencing another twice, and so on, cannot expand exponentially).
+        """
+        return _Expansion(self).expand(value, 0)
 
     def load(self, sha: str) -> Any:
         """The fully resolved payload stored under ``sha``."""
-        return self.resolve(self.get(sha))
+        return _Expansion(self).expand({BLOB_REF: sha}, 0)
 
     def referenced(self, sha: str) -> set[str]:
         """``sha`` and every blob it references, transitively; raises if one is missing or damaged."""
@@ -216,6 +240,111 @@ class BlobStore:
             seen.add(current)
             stack.extend(_refs_in(self.get(current)))
         return seen
+
+
+class _Expansion:
+    """One payload being expanded: its depth and blob-byte budget."""
+
+    __slots__ = ("budget", "store")
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.budget = MAX_EXPANDED_BYTES
+
+    def blob(self, sha: str) -> Any:
+        value, size = self.store._get_sized(sha)
+        self.budget -= size
+        if self.budget < 0:
+            raise CassetteLimitError(
+                f"payload blob {sha} expands to more than {MAX_EXPANDED_BYTES // (1024 * 1024)} MiB",
+                evidence=["its blobs reference each other so often that the payload cannot be built"],
+                place=f"blob store {self.store.root}",
+                fixes=_fixes(sha),
+            )
+        return value
+
+    def expand(self, value: Any, depth: int) -> Any:
+        if isinstance(value, dict):
+            if depth >= MAX_DEPTH:
+                raise _too_deep(self.store)
+            if len(value) == 1:
+                key, inner = next(iter(value.items()))
+                if key == BLOB_REF and isinstance(inner, str):
+                    return self.expand(self.blob(inner), depth)
+                if key == CHAIN and isinstance(inner, dict):
+                    return [self.expand(item, depth + 1) for item in self.chain_items(inner)]
+                if key == LITERAL and isinstance(inner, dict):
+                    return {k: self.expand(v, depth + 1) for k, v in inner.items()}
+            return {k: self.expand(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            if depth >= MAX_DEPTH:
+                raise _too_deep(self.store)
+            return [self.expand(v, depth + 1) for v in value]
+        return value
+
+    def chain_items(self, node: dict[str, Any]) -> list[Any]:
+        # Iterative: a 500-message history is a 500-node chain, deeper than the recursion limit allows.
+        problem = chain_problem(node)
+        if problem is not None:
+            raise _bad_node(self.store, "a conversation chain", problem)
+        parts = [node["items"]]
+        prev = node["prev"]
+        while prev is not None:
+            value = self.blob(prev)
+            inner = value.get(CHAIN) if isinstance(value, dict) and len(value) == 1 else None
+            problem = chain_problem(inner) if inner is not None else "it is not a chain node"
+            if problem is not None:
+                raise _bad_node(self.store, f"chain node {prev}", problem)
+            assert isinstance(inner, dict)
+            parts.append(inner["items"])
+            prev = inner["prev"]
+        return [item for part in reversed(parts) for item in part]
+
+
+_SHAPE_FIXES = (
+    "restore the cassette and its blob store from git (`git checkout -- <cassettes folder>`)",
+    "re-record the test: `pytest --agentreplay-record=all <test>`",
+    "list every problem: `agentreplay verify <cassette>`",
+)
+
+
+def _too_deep(store: BlobStore) -> CassetteLimitError:
+    return CassetteLimitError(
+        f"a stored payload is nested deeper than {MAX_DEPTH} levels",
+        place=f"blob store {store.root}",
+        fixes=_SHAPE_FIXES,
+    )
+
+
+def _bad_node(store: BlobStore, what: str, problem: str) -> PayloadShapeError:
+    return PayloadShapeError(
+        f"{what} does not have the shape of a chain node: {problem}",
+        place=f"blob store {store.root}",
+        fixes=_SHAPE_FIXES,
+    )
+
+
+def _parse_blob(data: bytes, sha: str, target: Path) -> Any:
+    try:
+        # jiter stops at 200 levels of nesting: deeper is damage, refused before anything recurses.
+        return pydantic_core.from_json(data, allow_inf_nan=False)
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise CassetteLimitError(
+                f"payload blob {sha} is nested too deeply to parse ({exc})",
+                evidence=[f"file: {target}"],
+                fixes=_fixes(sha),
+            ) from None
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise CassetteCorruptError(
+            f"payload blob {sha} is not JSON: {exc}", place=str(target), fixes=_fixes(sha)
+        ) from None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _refs_in(value: Any) -> Iterator[str]:

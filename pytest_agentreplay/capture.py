@@ -204,11 +204,24 @@ class RunContext:
             event_class="input",
             data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
         )
+        from .frameworks import activate as activate_frameworks  # cheap: only imported frameworks hook in
+
+        self.extensions["frameworks"] = activate_frameworks(self)
+        from .runtime_values import start_run  # the clock, uuid and random the agent reads (issue 17)
+
+        start_run(self)
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
+        deactivate_frameworks = self.extensions.pop("frameworks", None)
+        if deactivate_frameworks is not None:
+            deactivate_frameworks()
         data: dict[str, Any] = {"status": status}
         if error is not None:
             data["error"] = error
+        if "runtime_values" in self.extensions:
+            from .runtime_values import finish_run
+
+            finish_run(self)
         self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)
 
 
@@ -254,6 +267,10 @@ def push_active(ctx: RunContext) -> object:
 
 
 def pop_active(ctx: RunContext, token: object) -> None:
+    if "runtime_values" in ctx.extensions:  # a run that never finished must not leave the clock patched
+        from .runtime_values import uninstall
+
+        uninstall(ctx)
     with _PROCESS_LOCK:
         if ctx in _PROCESS_RUNS:
             _PROCESS_RUNS.remove(ctx)

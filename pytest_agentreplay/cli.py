@@ -53,7 +53,8 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_file():
+        if path.is_file() or (os.path.lexists(path) and not path.is_dir()):
+            # A FIFO, device or dangling symlink named explicitly: the command reports why it cannot read it.
             found.append(path)
         elif path.is_dir():
             for child in sorted(path.rglob("*")):
@@ -85,14 +86,23 @@ def _load_unchecked(path: Path) -> LoadedCassette | None:
     from .constants import FORMAT_VERSION
     from .events import CASSETTE_ADAPTER
     from .migrations import migrate_document
-    from .store import LoadedCassette, default_blob_dir
+    from .store import LoadedCassette, default_blob_dir, read_cassette_bytes
 
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(read_cassette_bytes(path))
         if raw.get("version") != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
         doc = CASSETTE_ADAPTER.validate_python(raw)
-    except (OSError, ValueError, ValidationError, AgentReplayError, AttributeError, KeyError, TypeError):
+    except (
+        OSError,
+        ValueError,
+        ValidationError,
+        AgentReplayError,
+        AttributeError,
+        KeyError,
+        TypeError,
+        RecursionError,
+    ):
         return None
     return LoadedCassette(path, doc.run, doc.events, BlobStore(default_blob_dir(path)), document=raw)
 
@@ -106,9 +116,11 @@ def _error_lines(exc: AgentReplayError) -> list[str]:
 
 
 def cassette_problems(path: Path) -> list[str]:
-    """Every problem of one cassette: schema, hash chain, effects (receipt, key), blobs, secrets."""
+    """Every problem of one cassette: schema, hash chain, effects (receipt, key), blobs, secrets, and
+    whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
     from .audit import audit_problems
     from .store import load_cassette
+    from .validation import replay_problems
 
     try:
         loaded = load_cassette(path)
@@ -116,10 +128,16 @@ def cassette_problems(path: Path) -> list[str]:
         unchecked = _load_unchecked(path)
         if unchecked is None:
             return _error_lines(exc)
-        return audit_problems(unchecked)
+        loaded = unchecked
     except CassetteError as exc:
         return _error_lines(exc)
-    return audit_problems(loaded)
+    problems = audit_problems(loaded)
+    seen = set(problems)
+    for problem in replay_problems(loaded):
+        if problem not in seen:
+            seen.add(problem)
+            problems.append(problem)
+    return problems
 
 
 def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
@@ -206,7 +224,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         )
     recorded = load_cassette(Path(args.a), mode=mode)
     replayed = load_cassette(Path(args.b), mode=mode)
-    rules = RuleSet.from_layers(mode, project=table.get("rules"))
+    from .diff.rules import is_imported
+
+    rules = RuleSet.from_layers(mode, project=table.get("rules"), imported=is_imported(recorded.run.labels))
 
     def resolve(ref: Mapping[str, Any]) -> Any:
         model = PayloadRef.model_validate(dict(ref))
@@ -291,8 +311,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cassette_refs(path: Path) -> Iterator[tuple[str, str]]:
     """(sha256, data class) of every blob reference in a cassette file, read without validation."""
+    from .store import read_cassette_bytes
+
     try:
-        raw = json.loads(path.read_bytes())
+        raw = json.loads(read_cassette_bytes(path))
     except (OSError, ValueError) as exc:
         raise CassetteError(
             f"cannot tell which blobs {path.name} references: it is not readable JSON ({exc})",
@@ -400,7 +422,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 def _cmd_import_vcr(args: argparse.Namespace) -> int:
     from .progress import Progress
-    from .vcr_import import import_vcr_file
+    from .vcr_import import import_target, import_vcr_file
 
     explicit = {Path(p) for p in args.paths if Path(p).is_file()}
     files = [
@@ -410,9 +432,10 @@ def _cmd_import_vcr(args: argparse.Namespace) -> int:
     ]
     if not files:
         raise UsageError("no vcrpy cassette (.yaml, .yml, .json) found in " + ", ".join(args.paths))
-    out_dir = Path(args.out)
-    settings: dict[str, Any] = {}
     table = _project_table()
+    out_dir = Path(args.out or str(table.get("cassette_dir") or DEFAULT_CASSETTE_DIR))
+    rootdir = Path.cwd()
+    settings: dict[str, Any] = {}
     for key in ("idempotency_header", "receipts", "openai_compatible_base_urls"):
         if key in table:
             settings[key] = table[key]
@@ -420,16 +443,21 @@ def _cmd_import_vcr(args: argparse.Namespace) -> int:
     failed = 0
     with Progress(len(files), "import") as bar:
         for path in files:
-            target = out_dir / _relative_target(path, bases)
             try:
-                saved = import_vcr_file(path, target, settings=settings, redaction=table)
+                target, test = import_target(path, out_dir, bases=bases, rootdir=rootdir, layout=args.layout)
+            except ValueError as exc:
+                raise UsageError(str(exc), fixes=["agentreplay import-vcr --help"]) from None
+            nodeid = test.nodeid if test is not None else None
+            try:
+                saved = import_vcr_file(path, target, settings=settings, redaction=table, test=nodeid)
             except AgentReplayError as exc:
                 failed += 1
                 _err(f"{path}: {exc.headline}")
                 for line in exc.evidence[:5]:
                     _err(f"  {line}")
             else:
-                _out(f"imported {path} -> {target} ({len(saved.events)} events)")
+                for_test = f", test {nodeid}" if nodeid else ""
+                _out(f"imported {path} -> {target} ({len(saved.events)} events{for_test})")
             bar.advance(str(path))
     _out(f"import-vcr: {len(files) - failed} imported, {failed} failed")
     return EXIT_USAGE if failed else EXIT_OK
@@ -437,21 +465,15 @@ def _cmd_import_vcr(args: argparse.Namespace) -> int:
 
 def _looks_like_vcr_json(path: Path) -> bool:
     """A JSON file found in a folder is imported only if it is shaped like a vcrpy cassette."""
+    from .validation import read_regular_file
+    from .vcr_format import MAX_VCR_BYTES
+
     try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        # Never blocks on a FIFO nor reads a device: those are left to the import to report.
+        doc = json.loads(read_regular_file(path, limit=MAX_VCR_BYTES, label=str(path)))
+    except (OSError, ValueError, RecursionError, CassetteError):
         return True  # let the import report why it cannot be read
     return isinstance(doc, dict) and "interactions" in doc
-
-
-def _relative_target(path: Path, bases: Sequence[Path]) -> Path:
-    for base in bases:
-        if base.is_dir():
-            try:
-                return path.relative_to(base).with_suffix(".json")
-            except ValueError:
-                continue
-    return Path(path.name).with_suffix(".json")
 
 
 # -- export-otel ---------------------------------------------------------------------------------
@@ -619,11 +641,30 @@ def build_parser() -> argparse.ArgumentParser:
         "convert vcrpy / pytest-recording cassettes",
         "Convert vcrpy and pytest-recording cassettes (YAML or JSON; gzip, base64 and SSE bodies) into "
         "this format: one cassette per input file, each exchange classified as a model call, a read or "
-        "a write effect, redacted and saved with its blobs.",
-        ["agentreplay import-vcr tests/cassettes/ --out cassettes/imported"],
+        "a write effect, redacted and saved with its blobs. A file in pytest-recording's layout "
+        "(<test dir>/cassettes/<module>/[<Class>.]<test>.yaml) is written where the plugin looks for its "
+        "test (<out>/<test dir>/<module>/[<Class>.]<test>.json) and records the test's node id; every "
+        "imported run is labelled source=vcr, so the rules for imported recordings apply.",
+        [
+            "agentreplay import-vcr tests/cassettes/ --out cassettes",
+            "agentreplay import-vcr tests/cassettes/ --out imported --layout mirror",
+            "agentreplay import-vcr tests/cassettes/ --layout '{module_path}/{name}.json'",
+        ],
     )
     vcr.add_argument("paths", nargs="+", metavar="PATH")
-    vcr.add_argument("--out", required=True, metavar="DIR", help="folder to write the converted cassettes to")
+    vcr.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder to write the converted cassettes to "
+        "(default: [tool.agentreplay] cassette_dir or ./cassettes)",
+    )
+    vcr.add_argument(
+        "--layout",
+        default="test",
+        metavar="LAYOUT",
+        help="test (default: where the plugin looks for each file's test), mirror (the input's relative "
+        "paths), or a template with {module_path} {module} {cls} {test} {name} {stem} {relpath}",
+    )
     vcr.set_defaults(func=_cmd_import_vcr)
 
     otel = _sub(

@@ -21,7 +21,18 @@ from .constants import (
 )
 from .exceptions import ConfigError
 
-MARKER_KEYS = ("cassette", "mode", "rules", "record", "allow_hosts", "sandbox", "faults", "model", "agent")
+MARKER_KEYS = (
+    "cassette",
+    "mode",
+    "rules",
+    "record",
+    "allow_hosts",
+    "sandbox",
+    "faults",
+    "model",
+    "agent",
+    "runtime_values",
+)
 PROJECT_KEYS = (
     "record",
     "mode",
@@ -32,6 +43,8 @@ PROJECT_KEYS = (
     "allow_hosts",
     "save_on_failure",
     "fail_on_unused",
+    "block_network",
+    "isolate_subprocesses",
     "rules",
     "redact_headers",
     "redact_keys",
@@ -40,6 +53,7 @@ PROJECT_KEYS = (
     "receipts",
     "openai_compatible_base_urls",
     "inline_limit",
+    "runtime_values",
 )
 
 
@@ -78,11 +92,16 @@ class Settings(_Fields):
     allow_hosts: tuple[str, ...] = ()
     save_on_failure: bool = False
     fail_on_unused: bool = True
+    block_network: bool = False
+    # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
+    isolate_subprocesses: bool = False
     rules: Any = None
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, Any] = MappingProxyType({})
     http: Mapping[str, Any] = MappingProxyType({})
     inline_limit: int | None = None
+    # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
+    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...], source: str) -> str:
@@ -193,8 +212,13 @@ def build_settings(
         values["allow_hosts"] = _as_list(got[0])
     if (got := pick("save_on_failure")) is not None:
         values["save_on_failure"] = _as_bool("save_on_failure", got[0], got[1])
+    if (got := pick("block_network")) is not None:
+        values["block_network"] = _as_bool("block_network", got[0], got[1])
+    if (got := pick("isolate_subprocesses")) is not None:
+        values["isolate_subprocesses"] = _as_bool("isolate_subprocesses", got[0], got[1])
     if (got := pick("fail_on_unused")) is not None:
         values["fail_on_unused"] = _as_bool("fail_on_unused", got[0], got[1])
+    values["runtime_values"] = _runtime_values(ini, project)
     if (got := pick("inline_limit")) is not None:
         try:
             values["inline_limit"] = int(got[0])
@@ -209,7 +233,25 @@ def build_settings(
         for k in ("idempotency_header", "receipts", "openai_compatible_base_urls")
         if k in project
     }
+    if values.get("isolate_subprocesses"):
+        # Run settings reach the network guard through the HTTP settings of each run.
+        values["http"] = {**values["http"], "isolate_subprocesses": True}
     return Settings(**values)
+
+
+def _runtime_values(ini: Mapping[str, Any], project: Mapping[str, Any]) -> tuple[str, ...]:
+    """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
+    value (set, but empty) turns it off, which ``pick`` would read as not given."""
+    default: tuple[str, ...] = Settings.runtime_values
+    if ini.get("runtime_values") is None and project.get("runtime_values") is None:
+        return default
+    from .runtime_values import parse_sources
+
+    for where, source in (("the ini file", ini), ("pyproject.toml", project)):
+        parsed = parse_sources(source.get("runtime_values"), where)
+        if parsed is not None:
+            return parsed
+    return default
 
 
 class TestSettings(_Fields):
@@ -224,6 +266,7 @@ class TestSettings(_Fields):
     allow_hosts: tuple[str, ...]
     model: str | None
     extra: Mapping[str, Any]
+    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
 def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]:
@@ -239,6 +282,16 @@ def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]
             fixes=["remove or rename the argument"],
         )
     return merged
+
+
+def marker_cassette(cassette_dir: Path, named: Any) -> Path:
+    """The path a marker's ``cassette=`` names: relative to the cassette folder, ``.json`` added."""
+    cassette = Path(str(named))
+    if not cassette.is_absolute():
+        cassette = cassette_dir / cassette
+    if cassette.suffix != ".json":
+        cassette = cassette.with_name(cassette.name + ".json")
+    return cassette
 
 
 def resolve_test_settings(
@@ -263,18 +316,27 @@ def resolve_test_settings(
                 mode = check_choice("replay mode", str(given), REPLAY_MODES, where)
     cassette = default_cassette
     if marker.get("cassette") is not None:
-        cassette = Path(str(marker["cassette"]))
-        if not cassette.is_absolute():
-            cassette = settings.cassette_dir / cassette
-        if cassette.suffix != ".json":
-            cassette = cassette.with_name(cassette.name + ".json")
+        cassette = marker_cassette(settings.cassette_dir, marker["cassette"])
     allow_hosts = (
         settings.allow_hosts + _as_list(overrides.get("allow_hosts")) + _as_list(marker.get("allow_hosts"))
     )
     model = settings.model if settings.model is not None else marker.get("model", overrides.get("model"))
     extra = {
-        k: v for k, v in overrides.items() if k not in ("record", "mode", "allow_hosts", "model", "rules")
+        k: v
+        for k, v in overrides.items()
+        if k not in ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")
     }
+    runtime_values = settings.runtime_values
+    if "runtime_values" in overrides or "runtime_values" in marker:
+        from .runtime_values import parse_sources
+
+        for given, where in (
+            (overrides.get("runtime_values"), "agentreplay_config"),
+            (marker.get("runtime_values"), source),
+        ):
+            parsed = parse_sources(given, where)
+            if parsed is not None:
+                runtime_values = parsed
     for key in ("sandbox", "faults", "agent"):
         if key in marker:
             extra = {**extra, key: marker[key]}
@@ -288,4 +350,5 @@ def resolve_test_settings(
         allow_hosts=allow_hosts,
         model=model,
         extra=extra,
+        runtime_values=runtime_values,
     )

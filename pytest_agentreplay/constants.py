@@ -33,6 +33,7 @@ EVENT_TYPES: Final = (
     "effect",
     "http",
     "error",
+    "runtime.values",
 )
 ACTORS: Final = ("model", "runtime", "tool", "human", "policy")
 EVENT_CLASSES: Final = ("input", "decision", "effect")

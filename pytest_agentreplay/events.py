@@ -24,6 +24,8 @@ EventType = Literal[
     "effect",
     "http",
     "error",
+    # What the run read from the clock, uuid, random and record_value() (runtime_values.py).
+    "runtime.values",
 ]
 Actor = Literal["model", "runtime", "tool", "human", "policy"]
 EventClass = Literal["input", "decision", "effect"]
@@ -97,6 +99,37 @@ class RunMeta(StrictModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class RuntimeValuesData(StrictModel):
+    """``data`` of a ``runtime.values`` event (actor ``runtime``, class ``input``; one per run, before
+    ``run.end``, only when the run read any): the clock, uuid, random and ``record_value`` values the run
+    read, per stream (``main``, ``thread:<name>#<n>``, ``task:<coroutine>#<n>``), served back in replay."""
+
+    sources: list[Literal["clock", "uuid", "random"]] = Field(
+        description="The sources recorded and served for this run (runtime_values setting)."
+    )
+    reads: dict[str, Any] = Field(
+        description="How many values were read: clock/uuid -> stream -> module -> count; "
+        "values -> name -> stream -> count. Compared (rule runtime.values:data.reads, expected)."
+    )
+    clock: dict[str, Any] | None = Field(
+        default=None,
+        description="start (ISO 8601 UTC), start_us (epoch microseconds) and streams: stream -> module -> "
+        "the offsets in microseconds as one space-separated string, each from the previous read of that "
+        "stream and module (the first from start).",
+    )
+    uuid: dict[str, dict[str, list[str]]] | None = Field(
+        default=None, description="stream -> module -> the UUIDs drawn (uuid1/uuid4/uuid6/uuid7), in order."
+    )
+    random: dict[str, Any] | None = Field(
+        default=None,
+        description="seed: the seed of the random module's generator for the run; state_after: a digest of "
+        "its state after the run (present only when the run drew from it).",
+    )
+    values: dict[str, dict[str, list[Any]]] | None = Field(
+        default=None, description="record_value(name, fn): name -> stream -> the values, in order."
+    )
+
+
 class CassetteDoc(StrictModel):
     """The whole cassette file."""
 
@@ -134,4 +167,6 @@ def cassette_json_schema() -> dict[str, Any]:
     schema = CassetteDoc.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}"
+    # Documents the data of the runtime.values event type (Event.data stays a free-form object).
+    schema.setdefault("$defs", {})["RuntimeValuesData"] = RuntimeValuesData.model_json_schema()
     return schema

@@ -80,6 +80,27 @@ class CassetteIntegrityError(CassetteError):
     """The hash chain does not match: an edit, a reordering or a truncation."""
 
 
+class WrongTestCassetteError(CassetteError):
+    """The cassette was recorded for another test and was not named explicitly with ``cassette=``."""
+
+
+class AuditProblemsError(CassetteIntegrityError):
+    """Audit mode found problems in the recorded run (missing receipts, unkeyed writes...)."""
+
+
+class CassetteLimitError(CassetteCorruptError):
+    """A cassette, blob or imported file exceeds a size, nesting-depth or expansion limit."""
+
+
+class CassetteFileTypeError(CassetteError):
+    """A cassette or blob path is not a regular file inside its folder (a FIFO, device, directory, or a
+    symlink leading out of the cassette folder)."""
+
+
+class PayloadShapeError(CassetteSchemaError):
+    """A payload or blob does not have the shape its reference says (a request, response, chain node)."""
+
+
 class BlobMissingError(CassetteError):
     """An event references a payload blob that is not in the blob store."""
 
@@ -94,6 +115,14 @@ class ReplayError(AgentReplayError):
 
 class UnmatchedRequestError(ReplayError):
     """A live request has no recorded counterpart."""
+
+
+class ToolNotRecordedError(UnmatchedRequestError):
+    """A tool call has no recorded result to serve."""
+
+
+class SandboxCheckError(ReplayError):
+    """A sandbox-mode check failed: a duplicate write, a missing idempotency key, an unhandled fault."""
 
 
 class NetworkBlockedError(ReplayError):

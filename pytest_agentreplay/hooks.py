@@ -10,11 +10,14 @@ import pytest
 
 @pytest.hookspec(firstresult=True)
 def pytest_agentreplay_classify_exchange(request: dict[str, Any], response: dict[str, Any]) -> str | None:
-    """Classify an HTTP exchange before it becomes an event.
+    """Classify an HTTP exchange of a test before it becomes an event (called for each request).
 
-    ``request`` and ``response`` are the stored payload shapes (method, url, headers, body; status, headers,
-    body). Return ``"model"``, ``"read"``, ``"write"`` or ``"ignore"`` to decide, or None to let the built-in
-    classifier decide. The first non-None result wins.
+    ``request`` is the stored payload shape (method, url, headers with secrets redacted, body); ``response``
+    is its stored shape when known, else None (replay classifies a request before it picks the response to
+    serve). Return ``"read"`` (served from the cassette in replay), ``"write"`` (an effect: stubbed with its
+    recorded receipt), ``"model"`` (a model call; a provider adapter must understand the endpoint) or None
+    to let the built-in classifier decide. The first non-None result wins; any other value is a usage
+    error naming the request.
     """
 
 

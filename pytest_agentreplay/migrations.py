@@ -82,7 +82,7 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
 
     path = Path(path)
     with path_lock(path):
-        raw, original_version = load_document(path)
+        raw, original_version = load_document(path, migrate=True)
         if original_version == FORMAT_VERSION:
             return False
         # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical.

@@ -1,8 +1,9 @@
-"""Where a test's cassette lives, and the command that records it. Cheap to import (no pydantic)."""
+"""Where a test's cassette lives. Cheap to import (no pydantic)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -15,7 +16,10 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
         relative = module_path.resolve().relative_to(rootdir.resolve())
     except ValueError:
         relative = Path(module_path.name)
-    name = _UNSAFE.sub("_", test_name)
+    from .redaction import default_redactor  # lazily: keeps this module cheap to import
+
+    # A parametrize id can hold a key, and file names end up in repositories and CI logs.
+    name = _UNSAFE.sub("_", default_redactor().redact_string(test_name, keys=False))
     if name != test_name or len(name) > 200:
         # Cleaning can make two ids equal ("a/b" and "a_b"): a short hash of the raw id keeps them apart.
         digest = hashlib.sha256(test_name.encode("utf-8")).hexdigest()[:8]
@@ -23,5 +27,46 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
     return cassette_dir / relative.with_suffix("") / f"{name}.json"
 
 
+def qualified_test_name(nodeid: str) -> str:
+    """The part of a node id after the module, classes joined by dots: ``TestA.test_x[case]``.
+
+    Same-named methods of two classes in one module get distinct cassettes this way.
+    """
+    _, _, rest = nodeid.partition("::")
+    return (rest or nodeid).replace("::", ".")
+
+
+def item_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str) -> Path:
+    """The default cassette path of a collected test item."""
+    return default_cassette_path(cassette_dir, rootdir, module_path, qualified_test_name(nodeid))
+
+
+def recorded_nodeid(path: Path) -> str | None:
+    """The node id a cassette file says it was recorded for (None when unreadable or absent)."""
+    try:
+        if path.stat().st_size > 64 * 1024 * 1024:
+            return None
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    run = doc.get("run") if isinstance(doc, dict) else None
+    test = run.get("test") if isinstance(run, dict) else None
+    return test if isinstance(test, str) else None
+
+
+def default_for_item(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str, name: str) -> Path:
+    """The class-qualified default path; a cassette at the older unqualified path is still found when
+    it records this very test, so suites recorded before paths were class-qualified keep replaying."""
+    qualified = item_cassette_path(cassette_dir, rootdir, module_path, nodeid)
+    if qualified.exists() or "::" not in nodeid.partition("::")[2]:
+        return qualified
+    legacy = default_cassette_path(cassette_dir, rootdir, module_path, name)
+    if legacy.is_file() and recorded_nodeid(legacy) == nodeid:
+        return legacy
+    return qualified
+
+
 def record_command(nodeid: str, record: str = "missing") -> str:
-    return f"pytest --agentreplay-record={record} '{nodeid}'"
+    from .commands import record_command as build
+
+    return build(nodeid, record)

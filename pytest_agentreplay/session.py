@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from .capture import Recorder, RunContext, pop_active, push_active, utc_now
+from .commands import record_command, rerecord_fix
 from .config import Settings, TestSettings
 from .events import Event, RunMeta, event_to_dict
-from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError
-from .paths import record_command
+from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
 
 
 @dataclass
@@ -47,10 +47,15 @@ class TestRun:
     test: TestSettings
     redact_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     rules_hook: Callable[[], Any] | None = None
+    classify_hook: Callable[[dict[str, Any], dict[str, Any] | None], str | None] | None = None
+    # The cassette was named with the marker's ``cassette=``: it may be shared with other tests.
+    cassette_named: bool = False
     ctx: RunContext | None = None
     outcome: TestOutcome | None = None
     drift: Any = None
     setup_error: AgentReplayError | None = None
+    # The exception that ended the test body, when it raised.
+    error: BaseException | None = None
     _token: object = field(default=None, repr=False)
 
     @property
@@ -77,6 +82,10 @@ class TestRun:
             "nodeid": self.nodeid,
         }
         http_settings.update(self.test.extra)
+        # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
+        http_settings["runtime_values"] = getattr(self.test, "runtime_values", None)
+        if self.classify_hook is not None:
+            http_settings["classify_hook"] = self.classify_hook
         if self.test.model is not None:
             http_settings["model_override"] = self.test.model
         if self.recording:
@@ -124,17 +133,51 @@ class TestRun:
                     "commit the new cassette with the change that needs it",
                 ],
             )
-        return load_cassette(self.cassette, mode=self.test.mode)
+        recorded = load_cassette(self.cassette, mode=self.test.mode)
+        owner = recorded.run.test
+        if owner and owner != self.nodeid and not self.cassette_named and not self._same_redacted(owner):
+            raise WrongTestCassetteError(
+                f"the cassette of {self.nodeid} was recorded for another test: {owner}",
+                evidence=[
+                    f"this test:        {self.nodeid}",
+                    f"cassette records: {owner}",
+                    "a cassette copied or moved from another test would replay that test's run",
+                ],
+                cassette=self.cassette,
+                mode=self.test.mode,
+                fixes=[
+                    f"record this test's own run: {record_command(self.nodeid, 'all')}",
+                    "if both tests really share one run, name it on each of them: "
+                    f'@pytest.mark.agentreplay(cassette="{self._relative_cassette()}")',
+                    "if the test was renamed, move the cassette back or re-record it under the new name",
+                ],
+            )
+        return recorded
+
+    def _same_redacted(self, owner: str) -> bool:
+        # Node ids are redacted on write (a parametrize id may hold a secret): compare them the same way.
+        from .redaction import Redactor
+
+        redactor = Redactor.from_config(self.settings.redaction)
+        return bool(redactor.redact_string(self.nodeid) == owner)
+
+    def _relative_cassette(self) -> str:
+        try:
+            return self.cassette.relative_to(self.settings.cassette_dir).with_suffix("").as_posix()
+        except ValueError:
+            return str(self.cassette)
 
     def deactivate(self) -> None:
         if self.ctx is not None and self._token is not None:
             pop_active(self.ctx, self._token)
             self._token = None
 
-    def end(self, *, passed: bool, error: str | None = None) -> TestOutcome:
+    def end(self, *, passed: bool, error: str | None = None, exc: BaseException | None = None) -> TestOutcome:
         """Finish the run: save it when recording (only if the test passed), else compare it."""
         ctx = self.ctx
         assert ctx is not None, "end() before begin()"
+        if exc is not None:
+            self.error = exc
         ctx.finish("ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
@@ -166,7 +209,7 @@ class TestRun:
 
     def _audit(self, ctx: RunContext) -> TestOutcome:
         from .audit import audit_problems
-        from .exceptions import CassetteIntegrityError
+        from .exceptions import AuditProblemsError
 
         assert ctx.recorded is not None
         problems = audit_problems(ctx.recorded)
@@ -174,13 +217,13 @@ class TestRun:
             self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems)
         )
         if problems:
-            raise CassetteIntegrityError(
+            raise AuditProblemsError(
                 f"audit of {self.nodeid} found {len(problems)} problem(s)",
                 evidence=problems,
                 cassette=self.cassette,
                 mode="audit",
                 fixes=[
-                    "re-record the run: " + record_command(self.nodeid, "all"),
+                    rerecord_fix(self.nodeid),
                     "make every write carry an Idempotency-Key and return a receipt",
                 ],
             )

@@ -29,13 +29,23 @@ from .exceptions import (
     CassetteCorruptError,
     CassetteError,
     CassetteIntegrityError,
+    CassetteLimitError,
     CassetteNotFoundError,
     CassetteSchemaError,
     CassetteVersionError,
+    PayloadShapeError,
     SecretLeakError,
 )
 from .migrations import MIGRATIONS, migrate_document
 from .redaction import Redactor, default_redactor
+from .validation import (
+    MAX_CASSETTE_BYTES,
+    MAX_DEPTH,
+    depth_problem,
+    event_key_problem,
+    payload_problem,
+    read_regular_file,
+)
 
 Document = dict[str, Any]
 REF_FIELDS = ("input_ref", "output_ref")
@@ -77,7 +87,16 @@ def _parse(data: bytes, path: Path, mode: str | None) -> Any:
     try:
         # jiter parses faster than json.loads; json.loads remains the referee for errors and odd inputs.
         return pydantic_core.from_json(data, allow_inf_nan=False)
-    except ValueError:
+    except ValueError as exc:
+        if "recursion limit" in str(exc):
+            # Deeper than jiter's 200 levels: damage, refused before anything walks it recursively.
+            raise CassetteLimitError(
+                f"cassette {path.name} is nested too deeply to be a cassette",
+                evidence=[str(exc)],
+                cassette=path,
+                mode=mode,
+                fixes=_fixes_rerecord(path),
+            ) from None
         return _parse_slow(data, path, mode)
 
 
@@ -336,9 +355,25 @@ def _doc_to_dict(doc: CassetteDoc) -> Document:
     }
 
 
-def _load(path: Path, mode: str | None) -> tuple[Document, int, CassetteDoc]:
+def cassette_root(path: Path) -> Path:
+    """The folder a cassette's files must stay in: the one holding its blob store."""
+    return default_blob_dir(path).parent
+
+
+def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
+    """The bytes of a cassette file: a regular file inside its cassette folder, of bounded size."""
     try:
-        data = path.read_bytes()
+        return read_regular_file(
+            path,
+            limit=MAX_CASSETTE_BYTES,
+            label=f"cassette {path.name}",
+            root=cassette_root(path),
+            cassette=path,
+            fixes=_fixes_rerecord(path),
+        )
+    except CassetteError as exc:
+        exc.mode = mode
+        raise
     except FileNotFoundError:
         raise CassetteNotFoundError(
             f"cassette {path.name} does not exist",
@@ -358,6 +393,10 @@ def _load(path: Path, mode: str | None) -> tuple[Document, int, CassetteDoc]:
             mode=mode,
             fixes=["check the path and its permissions", *_fixes_rerecord(path)],
         ) from None
+
+
+def _load(path: Path, mode: str | None, *, migrate: bool = False) -> tuple[Document, int, CassetteDoc]:
+    data = read_cassette_bytes(path, mode)
     raw = _parse(data, path, mode)
     version = _check_header(raw, path, mode)
     try:
@@ -365,6 +404,7 @@ def _load(path: Path, mode: str | None) -> tuple[Document, int, CassetteDoc]:
             raw = migrate_document(raw, str(path))
         doc = CASSETTE_ADAPTER.validate_python(raw)
         problems = _chain_problems(raw)
+        _check_event_keys(raw, path)
     except CassetteError as exc:
         exc.mode = mode
         raise
@@ -392,19 +432,57 @@ def _load(path: Path, mode: str | None) -> tuple[Document, int, CassetteDoc]:
                 f"list every problem: `agentreplay verify {path}`",
             ],
         )
+    if version != FORMAT_VERSION and not migrate:
+        # An older version has no (or a weaker) chain: only an explicit `agentreplay migrate` upgrades it,
+        # so relabelling an edited file as old cannot get it past the checks on load.
+        raise CassetteVersionError(
+            f"cassette {path.name} has the old format version {version}: upgrade it with "
+            "`agentreplay migrate` before replaying it",
+            evidence=[f"this pytest-agentreplay replays version {FORMAT_VERSION} only"],
+            cassette=path,
+            mode=mode,
+            place="version",
+            fixes=[
+                f"upgrade it (review the diff before committing): `agentreplay migrate {path}`",
+                f"or re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+            ],
+        )
     return raw, version, doc
 
 
-def load_document(path: Path, *, mode: str | None = None) -> tuple[Document, int]:
-    """The validated, chain-checked cassette as a current-format dict, and the version the file had."""
-    raw, version, _ = _load(path, mode)
+def _check_event_keys(raw: Document, path: Path) -> None:
+    found = event_key_problem(raw["events"])
+    if found is not None:
+        index, problem = found
+        raise CassetteSchemaError(
+            f"cassette {path.name} does not match the cassette schema: {problem}",
+            cassette=path,
+            place=f"event seq {index} (events[{index}])",
+            fixes=[
+                f"undo the edit or restore it: `git checkout -- {path}`",
+                f"re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+            ],
+        )
+
+
+def load_document(path: Path, *, mode: str | None = None, migrate: bool = False) -> tuple[Document, int]:
+    """The validated, chain-checked cassette as a current-format dict, and the version the file had.
+
+    An older format version is a ``CassetteVersionError`` unless ``migrate`` (``agentreplay migrate``).
+    """
+    raw, version, _ = _load(path, mode, migrate=migrate)
     return raw, version
 
 
 def load_cassette(
     path: Path, *, blob_dir: Path | None = None, mode: str | None = None, verify_blobs: bool = False
 ) -> LoadedCassette:
-    """Read a cassette (migrating older versions in memory); every failure is a ``CassetteError``."""
+    """Read a cassette; every failure is a ``CassetteError``.
+
+    Only a regular file inside its cassette folder is read (no FIFO, device, or symlink leading out), of
+    bounded size and nesting; an older format version is refused (``agentreplay migrate`` upgrades it).
+    Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
+    """
     path = Path(path)
     raw, _, doc = _load(path, mode)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
@@ -446,11 +524,39 @@ class LoadedCassette:
         if ref is None:
             return None
         if ref.sha256 is None:
-            return ref.inline
-        try:
-            return self.blob_store.load(ref.sha256)
-        except CassetteError as exc:
-            raise _relocate(exc, self.path, self.mode, f"payload {ref.sha256}") from None
+            value = ref.inline
+            problem = depth_problem(value, MAX_DEPTH) if isinstance(value, dict | list) else None
+            stored = "stored inline"
+        else:
+            try:
+                value = self.blob_store.load(ref.sha256)
+            except CassetteError as exc:
+                place = f"{self._ref_place(ref)}, payload {ref.sha256}"
+                raise _relocate(exc, self.path, self.mode, place) from None
+            problem = None
+            stored = f"stored in blob {ref.sha256}"
+        if problem is None and ref.media_type is not None:
+            problem = payload_problem(ref.media_type, value)
+        if problem is not None:
+            raise PayloadShapeError(
+                f"cassette {self.path.name}: a recorded payload has the wrong shape: {problem}",
+                evidence=[f"media type: {ref.media_type}", stored],
+                cassette=self.path,
+                mode=self.mode,
+                place=self._ref_place(ref),
+                fixes=[
+                    f"undo the edit or restore it: `git checkout -- {self.path}`",
+                    f"re-record it: `pytest --agentreplay-record=all {self.run.test or '<test>'}`",
+                    f"list every problem: `agentreplay verify {self.path}`",
+                ],
+            )
+        return value
+
+    def _ref_place(self, ref: PayloadRef) -> str:
+        for index, name, candidate in self.iter_refs():
+            if candidate is ref:
+                return f"event seq {index} (events[{index}]), field {name}"
+        return "referenced by an event"
 
     def event_dicts(self) -> list[Document]:
         return [event_to_dict(event) for event in self.events]
@@ -477,10 +583,21 @@ class LoadedCassette:
             except CassetteError as exc:
                 problems.append(f"events[{index}].{name}: {exc.headline}")
                 continue
+            found = 0
             for sha in shas - checked:
                 leaks = redactor.find_secrets(self.blob_store.get(sha))
+                found += len(leaks)
                 problems.extend(f"secret-shaped value in blob {sha} at {p}" for p in leaks)
+            if not found:
+                # The payload whole, as the write-time scan saw it: a stream or body cut across blobs.
+                try:
+                    leaks = redactor.find_secrets(self.payload(ref), f"events[{index}].{name}")
+                except CassetteError:
+                    leaks = []  # already reported by the blob checks
+                problems.extend(f"secret-shaped value at {p}" for p in leaks)
             checked |= shas
+        if (shown := redactor.redact_string(self.path.name, keys=False)) != self.path.name:
+            problems.append(f"secret-shaped value in the file name ({shown})")
         return problems
 
     def _current_document(self) -> Document:
@@ -600,10 +717,14 @@ def save_cassette(
         run_dict = _redact_run(run_to_dict(run), redactor)
         pending: PendingBlobs = {}
         event_dicts: list[Document] = []
+        whole: list[str] = []
         for index, event in enumerate(events):
             current = redactor.redact(event_to_dict(event))
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
+            # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
+            # is seen through the same decoded view redaction used.
+            whole.extend(redactor.find_secrets(current, f"events[{index}]"))
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
             event_dicts.append(current)
         doc = build_document(run_dict, event_dicts)
@@ -618,9 +739,11 @@ def save_cassette(
             cassette=path,
             fixes=["convert the value before recording it (e.g. str() it or drop it)"],
         ) from None
-    leaks = _scan_document(doc, redactor)
+    leaks = list(dict.fromkeys([*_scan_document(doc, redactor), *whole]))
     for sha, (value, _) in pending.items():
         leaks.extend(f"blob {sha}: {p}" for p in redactor.find_secrets(value))
+    if (shown := redactor.redact_string(path.name, keys=False)) != path.name:
+        leaks.append(f"the file name ({shown})")
     if leaks:
         raise SecretLeakError(
             f"refusing to write {path.name}: {len(leaks)} secret-shaped value(s) survived redaction",

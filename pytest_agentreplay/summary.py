@@ -1,8 +1,8 @@
-"""The end-of-session summary and the drift report file, from the per-test outcomes.
+"""The end-of-session summary and the drift report file, from the per-test statuses.
 
-An outcome is the dict a test reports (``TestOutcome.to_dict()``): ``nodeid``, ``cassette``,
-``action`` (recorded | replayed | drifted | updated | audited | not-saved | missing), ``mode``,
-``regressions``, ``expected`` and ``drift`` (``DriftResult.to_dict()`` or None).
+A status is the dict :func:`pytest_agentreplay.status.decide` returns: ``nodeid``, ``cassette``,
+``status`` (recorded | replayed | drifted | failed | updated | audited | skipped), ``cause`` (why a
+``failed`` test failed), ``message``, ``mode``, ``regressions``, ``expected`` and ``drift``.
 """
 
 from __future__ import annotations
@@ -12,60 +12,74 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ACTIONS = ("recorded", "replayed", "drifted", "updated", "audited", "not-saved")
+from .status import CAUSES, STATUSES
+
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
-HEADLINE = ("replayed", "recorded", "drifted", "updated", "audited")
+HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
 
 
-def counts(
-    outcomes: Sequence[dict[str, Any]], *, unused: Sequence[str] = (), missing: Sequence[str] = ()
-) -> dict[str, int]:
-    """Per-action counts plus ``unused``/``missing`` cassettes, regressions and expected differences."""
-    by_action = Counter(str(o.get("action")) for o in outcomes)
-    out = {action: by_action[action] for action in (*ACTIONS, "missing")}
-    out["missing"] += len(missing)
+def counts(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, int]:
+    """Per-status counts plus unused cassettes, regressions and expected differences."""
+    by_status = Counter(str(s.get("status")) for s in statuses)
+    out = {status: by_status[status] for status in STATUSES}
     out["unused"] = len(unused)
-    out["tests"] = len(outcomes)
-    out["regressions"] = sum(int(o.get("regressions") or 0) for o in outcomes)
-    out["expected"] = sum(int(o.get("expected") or 0) for o in outcomes)
+    out["tests"] = len(statuses)
+    out["regressions"] = sum(int(s.get("regressions") or 0) for s in statuses)
+    out["expected"] = sum(int(s.get("expected") or 0) for s in statuses)
     return out
 
 
 def headline(numbers: dict[str, int]) -> str:
-    parts = [f"{numbers[a]} {a}" for a in HEADLINE]
+    parts = [f"{numbers[s]} {s}" for s in HEADLINE]
+    if numbers["skipped"]:
+        parts.append(f"{numbers['skipped']} skipped")
     parts.append(f"{numbers['unused']} unused")
-    for extra in ("not-saved", "missing"):
-        if numbers[extra]:
-            parts.append(f"{numbers[extra]} {extra}")
     return ", ".join(parts)
 
 
-def _quote(nodeid: str) -> str:
-    return "'" + nodeid.replace("'", "'\"'\"'") + "'"
+def describe(status: dict[str, Any]) -> str:
+    """``failed (unmatched-call: a live call has no recorded counterpart)`` or just the status."""
+    name = str(status.get("status"))
+    cause = status.get("cause")
+    if name == "failed" and cause:
+        return f"failed ({cause}: {CAUSES.get(str(cause), cause)})"
+    return name
 
 
-def next_steps(
-    outcomes: Sequence[dict[str, Any]], *, unused: Sequence[str] = (), missing: Sequence[str] = ()
-) -> list[str]:
-    """The commands to run next, most urgent first."""
-    numbers = counts(outcomes, unused=unused, missing=missing)
+def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
+    """The commands to run next, most urgent first (each one works as printed)."""
+    from .commands import record_command, update_command
+
     steps: list[str] = []
-    if numbers["drifted"]:
-        drifted = [str(o["nodeid"]) for o in outcomes if o.get("action") == "drifted"]
-        target = " " + _quote(drifted[0]) if len(drifted) == 1 else ""
+    drifted = [s for s in statuses if s.get("status") == "drifted"]
+    by_mode: dict[str, list[str]] = {}
+    for s in drifted:
+        by_mode.setdefault(str(s.get("mode")), []).append(str(s["nodeid"]))
+    for mode, nodeids in by_mode.items():
+        command = update_command(nodeids if len(nodeids) <= 3 else (), mode)
+        if command is not None:
+            steps.append(
+                f"{command}  # accept the drift of {len(nodeids)} test(s) if it is intended, "
+                "then review the cassette diff"
+            )
+    missing = [s for s in statuses if s.get("status") == "failed" and s.get("cause") == "missing-cassette"]
+    if missing:
+        target = str(missing[0]["nodeid"]) if len(missing) == 1 else None
         steps.append(
-            f"pytest --agentreplay-update{target}  # accept the drift of {numbers['drifted']} test(s) "
-            "if it is intended, then review the cassette diff"
+            f"{record_command(target, 'missing')}  # record the {len(missing)} missing cassette(s) "
+            "against the real services"
         )
-    if numbers["missing"]:
+    wrong = [s for s in statuses if s.get("cause") == "wrong-test"]
+    if wrong:
         steps.append(
-            "pytest --agentreplay-record=missing  # record the missing cassette(s) against the real services"
+            f"{record_command(str(wrong[0]['nodeid']), 'all')}  # record the test's own run "
+            "(its cassette was recorded for another test)"
         )
-    if numbers["updated"]:
+    if any(s.get("status") == "updated" for s in statuses):
         steps.append("git diff -- '*.json'  # review every updated cassette before committing it")
-    if numbers["unused"]:
+    if unused:
         steps.append("pytest --agentreplay-update  # remove the unused cassette(s) (run the whole suite)")
-    if numbers["not-saved"]:
+    if any(s.get("cause") == "not-saved" for s in statuses):
         steps.append(
             "fix the failing test(s) and record again, or keep their cassette with "
             "--agentreplay-save-on-failure"
@@ -73,44 +87,34 @@ def next_steps(
     return steps
 
 
-def _detail(outcome: dict[str, Any]) -> str:
-    regressions, expected = int(outcome.get("regressions") or 0), int(outcome.get("expected") or 0)
+def _detail(status: dict[str, Any]) -> str:
+    regressions, expected = int(status.get("regressions") or 0), int(status.get("expected") or 0)
     if not (regressions or expected):
         return ""
     return f" ({regressions} regression(s), {expected} expected)"
 
 
-def summary_lines(
-    outcomes: Sequence[dict[str, Any]], *, unused: Sequence[str] = (), missing: Sequence[str] = ()
-) -> list[str]:
-    """The terminal summary: counts, every cassette that changed or drifted, and what to run next."""
-    numbers = counts(outcomes, unused=unused, missing=missing)
+def summary_lines(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
+    """The terminal summary: counts, every test that failed, drifted or changed a cassette, next steps."""
+    numbers = counts(statuses, unused=unused)
     lines = [headline(numbers)]
-    for outcome in outcomes:
-        action = str(outcome.get("action"))
-        if action in ("drifted", "updated", "recorded", "not-saved", "missing"):
-            lines.append(f"  {action}: {outcome['nodeid']} -> {outcome['cassette']}{_detail(outcome)}")
-        elif action == "replayed" and outcome.get("expected"):
-            lines.append(f"  replayed with expected drift: {outcome['nodeid']}{_detail(outcome)}")
-    for nodeid in missing:
-        lines.append(f"  missing: {nodeid}")
+    for status in statuses:
+        name = str(status.get("status"))
+        if name in ("drifted", "failed", "updated", "recorded"):
+            lines.append(f"  {describe(status)}: {status['nodeid']} -> {status['cassette']}{_detail(status)}")
+        elif name == "replayed" and status.get("expected"):
+            lines.append(f"  replayed with expected drift: {status['nodeid']}{_detail(status)}")
     for path in unused:
         lines.append(f"  unused: {path}")
-    steps = next_steps(outcomes, unused=unused, missing=missing)
+    steps = next_steps(statuses, unused=unused)
     if steps:
         lines.append("next:")
         lines.extend(f"  {step}" for step in steps)
     return lines
 
 
-def write_report(
-    path: Path,
-    outcomes: Sequence[dict[str, Any]],
-    *,
-    unused: Sequence[str] = (),
-    missing: Sequence[str] = (),
-) -> None:
+def write_report(path: Path, statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> None:
     """Write the session drift report (format by suffix: .md, .json, .html); see ``report``."""
     from .report import write_report as _write
 
-    _write(Path(path), outcomes, unused=unused, missing=missing)
+    _write(Path(path), statuses, unused=unused)

@@ -70,6 +70,10 @@ def describe(event: Event) -> str:
     if event.type == "run.end":
         error = f": {_short(data['error'], 60)}" if data.get("error") else ""
         return f"{data.get('status', '?')}{error}"
+    if event.type == "runtime.values":
+        from .runtime_values import describe_data
+
+        return describe_data(data)
     return _short(data)
 
 

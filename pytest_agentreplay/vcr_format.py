@@ -48,13 +48,65 @@ def _raw_body(body: Any) -> bytes:
     return str(body).encode("utf-8")
 
 
+# Nodes that YAML aliases may add when expanded (a "billion laughs" file is a few hundred bytes).
+MAX_ALIAS_NODES = 100_000
+MAX_VCR_BYTES = 256 * 1024 * 1024
+
+
+class AliasBombError(ValueError):
+    """A YAML document whose aliases expand beyond ``MAX_ALIAS_NODES`` nodes, or refer to themselves."""
+
+
 def _load_document(text: str | bytes, fmt: str) -> Any:
     if fmt == "json":
         return json.loads(text)
     import yaml  # lazily: only imports of vcrpy cassettes need PyYAML
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    if ("&" in text) if isinstance(text, str) else (b"&" in text):
+        check_alias_expansion(text, loader)
     return yaml.load(text, Loader=loader)
+
+
+def check_alias_expansion(text: str | bytes, loader: Any) -> None:
+    """Refuse a YAML document whose aliases would expand beyond ``MAX_ALIAS_NODES`` nodes.
+
+    Reads the event stream only (nothing is built): each anchor's node count is known when its node
+    ends, and each alias adds its anchor's count.
+    """
+    import yaml
+
+    sizes: dict[str, int] = {}
+    stack: list[list[Any]] = []  # [anchor, nodes so far]
+    expanded = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.AliasEvent):
+            size = sizes.get(str(event.anchor))
+            if size is None:
+                raise AliasBombError(
+                    f"alias *{event.anchor} refers to a node that contains it (a recursive alias)"
+                )
+            expanded += size
+            if expanded > MAX_ALIAS_NODES:
+                raise AliasBombError(
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES} nodes (at *{event.anchor}): "
+                    "refusing an alias bomb"
+                )
+            if stack:
+                stack[-1][1] += size
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor:
+                sizes[str(event.anchor)] = 1
+            if stack:
+                stack[-1][1] += 1
+        elif isinstance(event, yaml.CollectionStartEvent):
+            stack.append([event.anchor, 1])
+        elif isinstance(event, yaml.CollectionEndEvent) and stack:
+            anchor, count = stack.pop()
+            if anchor:
+                sizes[str(anchor)] = count
+            if stack:
+                stack[-1][1] += count
 
 
 def parse_vcr(text: str | bytes, fmt: str = "yaml") -> list[VcrInteraction]:
@@ -72,28 +124,39 @@ def parse_vcr(text: str | bytes, fmt: str = "yaml") -> list[VcrInteraction]:
             req_headers,
             _raw_body(req_raw.get("body")),
         )
-        resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
-        raw = _raw_body(resp_raw.get("body"))
-        encoding = resp_headers.get("content-encoding")
-        if encoding:
-            # vcrpy's decode_compressed_response may have decoded it already but left the header.
-            with contextlib.suppress(Exception):
-                raw = bodies.decode_content(raw, encoding)
-        status = resp_raw.get("status") or {}
-        code = int(status.get("code", 200)) if isinstance(status, dict) else int(status)
-        response = HttpResponse(
-            code,
-            stored_response_headers(resp_headers, decoded=bool(encoding)),
-            bodies.encode_body(raw, resp_headers.get("content-type")),
-        )
-        reason = status.get("message") if isinstance(status, dict) else None
+        response, reason = response_from_vcr(resp_raw)
         out.append(VcrInteraction(request, response, reason))
     return out
 
 
+def response_from_vcr(resp_raw: Any) -> tuple[HttpResponse, str | None]:
+    """A vcrpy response dict (``status``, ``headers``, ``body``) as a served ``HttpResponse`` (body
+    decoded into the stored BODY shape) and its reason phrase."""
+    resp_raw = resp_raw if isinstance(resp_raw, dict) else {}
+    resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
+    raw = _raw_body(resp_raw.get("body"))
+    encoding = resp_headers.get("content-encoding")
+    if encoding:
+        # vcrpy's decode_compressed_response may have decoded it already but left the header.
+        with contextlib.suppress(Exception):
+            raw = bodies.decode_content(raw, encoding)
+    status = resp_raw.get("status") or {}
+    code = int(status.get("code", 200)) if isinstance(status, dict) else int(status)
+    response = HttpResponse(
+        code,
+        stored_response_headers(resp_headers, decoded=bool(encoding)),
+        bodies.encode_body(raw, resp_headers.get("content-type")),
+    )
+    reason = status.get("message") if isinstance(status, dict) else None
+    return response, (str(reason) if reason is not None else None)
+
+
 def load_vcr(path: str | Path) -> list[VcrInteraction]:
+    from .validation import read_regular_file
+
     path = Path(path)
-    data = path.read_bytes()
+    # A regular file of bounded size: a FIFO or a device would block or never end.
+    data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
     fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
     return parse_vcr(data, fmt)
 

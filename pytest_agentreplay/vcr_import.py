@@ -4,23 +4,147 @@ Each input file becomes one run: every interaction is classified the way live re
 it (a ``model.call`` per provider endpoint, an ``http`` read, or a write ``effect`` with its
 idempotency key and receipt), bodies are decoded (gzip, base64 ``!!binary``, SSE streams), and the
 run is redacted and saved through ``store.save_cassette`` (atomic, hash-chained, secret-scanned).
+
+A file in pytest-recording's layout (``<test dir>/cassettes/<module>/[<Class>.]<test>.yaml``) knows its
+test: :func:`pytest_recording_test` gives the node id pytest-recording would have used it for
+(``<test dir>/<module>.py::[<Class>::]<test>``), which is recorded as ``RunMeta.test``, and the cassette is
+written where this plugin looks for that test. Every imported run is labelled ``source: vcr`` so the
+comparison rules for imported recordings apply (``diff.rules.is_imported``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .canonical import sha256_hex
-from .exceptions import CassetteCorruptError
+from .exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
 
 if TYPE_CHECKING:
     from .store import LoadedCassette
 
+IMPORT_SOURCE = "vcr"
+"""``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
+VCR_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class VcrTest:
+    """The test a pytest-recording cassette belongs to."""
+
+    module_path: Path  # the test module, relative to the root directory when it lies below it
+    cls: str | None  # the class of a test method (pytest-recording names the innermost one)
+    test: str  # the test name with its parametrize id: ``test_x[case]``
+    rootdir: Path | None = None  # what ``module_path`` is relative to
+
+    @property
+    def nodeid(self) -> str:
+        parts = [self.module_path.as_posix(), *([self.cls] if self.cls else []), self.test]
+        return "::".join(parts)
+
+    @property
+    def qualified_name(self) -> str:
+        """``Class.test`` (the cassette file name this plugin and pytest-recording both use)."""
+        return f"{self.cls}.{self.test}" if self.cls else self.test
+
+
+_ROOT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def project_root(test_dir: Path, cwd: Path | None = None) -> Path:
+    """The root directory node ids are relative to: ``cwd`` when the tests lie below it (pytest run from
+    the project), else the nearest ancestor of ``test_dir`` holding a pytest/project configuration file
+    (as pytest finds its rootdir), else the folder holding ``test_dir``."""
+    resolved = Path(test_dir).resolve()
+    if cwd is not None:
+        base = Path(cwd).resolve()
+        if resolved == base or base in resolved.parents:
+            return base
+    for folder in (resolved, *resolved.parents):
+        if any((folder / name).is_file() for name in _ROOT_MARKERS):
+            return folder
+    return resolved.parent
+
+
+def pytest_recording_test(source: Path, rootdir: Path | None = None) -> VcrTest | None:
+    """The test pytest-recording would have used ``source`` for, from its default layout
+    ``<test dir>/cassettes/<module>/[<Class>.]<test>.yaml``; ``None`` for a file outside that layout.
+    The module path is relative to :func:`project_root` (``rootdir``: the current directory)."""
+    source = Path(source)
+    if source.suffix.lower() not in VCR_SUFFIXES or source.parent.parent.name != "cassettes":
+        return None
+    module = source.parent.name
+    test_dir = source.parent.parent.parent
+    name = source.name[: -len(source.suffix)]
+    head, bracket, param = name.partition("[")
+    cls: str | None = None
+    if "." in head:
+        cls, _, head = head.rpartition(".")
+    if not head or not module:
+        return None
+    module_path = test_dir / f"{module}.py"
+    root = project_root(test_dir, rootdir)
+    with contextlib.suppress(ValueError):
+        module_path = module_path.resolve().relative_to(root)
+    return VcrTest(module_path, cls or None, head + bracket + param, root)
+
+
+LAYOUTS = ("test", "mirror")
+"""``--layout``: ``test`` (default) writes a pytest-recording cassette where this plugin looks for its test
+(other files as ``mirror``), ``mirror`` keeps the input's relative path; anything with ``{`` is a template
+with ``{module_path}`` (``tests/test_m``), ``{module}``, ``{cls}``, ``{test}``, ``{name}`` (``Class.test``),
+``{stem}`` and ``{relpath}`` (the mirror path without suffix)."""
+
+
+def _mirror(source: Path, bases: list[Path]) -> Path:
+    for base in bases:
+        if base.is_dir():
+            try:
+                return source.relative_to(base).with_suffix(".json")
+            except ValueError:
+                continue
+    return Path(source.name).with_suffix(".json")
+
+
+def import_target(
+    source: Path, out_dir: Path, *, bases: list[Path], rootdir: Path, layout: str = "test"
+) -> tuple[Path, VcrTest | None]:
+    """Where ``agentreplay import-vcr`` writes ``source``, and the test it belongs to (if known)."""
+    from .paths import item_cassette_path
+
+    if "{" not in layout and layout not in LAYOUTS:
+        raise ValueError(f"unknown --layout {layout!r}; use one of {', '.join(LAYOUTS)} or a template")
+    test = pytest_recording_test(source, rootdir)
+    mirror = _mirror(source, bases)
+    if "{" in layout:
+        module_path = test.module_path.with_suffix("").as_posix() if test else mirror.parent.as_posix()
+        fields = {
+            "module_path": module_path,
+            "module": test.module_path.stem if test else source.parent.name,
+            "cls": (test.cls or "") if test else "",
+            "test": test.test if test else source.stem,
+            "name": test.qualified_name if test else source.stem,
+            "stem": source.stem,
+            "relpath": mirror.with_suffix("").as_posix(),
+        }
+        try:
+            relative = layout.format(**fields)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"bad --layout template {layout!r}: {exc!r}") from None
+        if not relative.endswith(".json"):
+            relative += ".json"
+        return out_dir / relative, test
+    if layout == "mirror" or test is None:
+        return out_dir / mirror, test
+    root = test.rootdir or rootdir
+    return item_cassette_path(out_dir, root, root / test.module_path, test.nodeid), test
+
 
 def _read_interactions(source: Path) -> list[Any]:
-    from .vcr_format import load_vcr
+    from .vcr_format import AliasBombError, load_vcr
 
     fixes = [
         "check that it is a vcrpy / pytest-recording cassette (a YAML or JSON file with `interactions`)",
@@ -30,6 +154,18 @@ def _read_interactions(source: Path) -> list[Any]:
         return load_vcr(source)
     except FileNotFoundError:
         raise CassetteCorruptError(f"{source} does not exist", cassette=source, fixes=fixes[:1]) from None
+    except CassetteError:
+        raise
+    except AliasBombError as exc:
+        raise CassetteLimitError(
+            f"cannot import {source.name}: {exc}",
+            cassette=source,
+            fixes=[
+                "expand the anchors by hand where they are really meant to be shared, or re-record the "
+                "cassette with vcrpy",
+                *fixes[1:],
+            ],
+        ) from None
     except Exception as exc:  # YAML/JSON syntax, wrong shape, undecodable body
         first_line = str(exc).splitlines()[0] if str(exc) else ""
         raise CassetteCorruptError(
@@ -46,11 +182,13 @@ def import_vcr_file(
     settings: Mapping[str, Any] | None = None,
     redaction: Mapping[str, Any] | None = None,
     blob_dir: Path | None = None,
+    test: str | None = None,
 ) -> LoadedCassette:
     """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; returns the saved cassette.
 
     ``settings`` are the HTTP settings of ``[tool.agentreplay]`` (idempotency header, receipt rules,
-    OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys.
+    OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
+    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`).
     """
     from .capture import Recorder, RunContext
     from .events import RunMeta
@@ -58,14 +196,16 @@ def import_vcr_file(
     from .http.recording import emit_exchange
     from .redaction import Redactor
     from .store import save_cassette
+    from .validation import read_regular_file
+    from .vcr_format import MAX_VCR_BYTES
 
     source = Path(source)
     interactions = _read_interactions(source)
-    digest = sha256_hex(source.read_bytes())
+    digest = sha256_hex(read_regular_file(source, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {source.name}"))
     run = RunMeta(
         run_id=f"vcr-{digest[:24]}",
-        test=f"imported from {source.name}",
-        labels={"imported_from": "vcrpy", "source": source.name},
+        test=test,
+        labels={"source": IMPORT_SOURCE, "imported_from": "vcrpy", "vcr_cassette": source.name},
     )
     ctx = RunContext(Recorder(run), mode="capture", cassette=str(target), settings=dict(settings or {}))
     ctx.start()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +166,95 @@ def test_resolve_cache_returns_fresh_containers(tmp_path: Path) -> None:
     first = store.load(placed["sha256"])
     first["m"][0]["t"] = "mutated"
     assert store.load(placed["sha256"])["m"][0]["t"] == "x" * 400
+
+
+# -- hostile blobs (issue 11): valid hashes, wrong shapes; files that are not regular --------------
+
+
+def _put_raw(store: BlobStore, value: Any) -> str:
+    """Store ``value`` as it is (no encoding): a blob with a valid hash and whatever shape."""
+    return store.put(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"$chain": {"prev": None}},
+        {"$chain": {"items": "abc", "prev": None}},
+        {"$chain": {"items": [], "prev": 7}},
+        {"$chain": {"items": [], "prev": "../../etc/passwd"}},
+        {"$blob": 5},
+        {"$blob": "../" * 5 + "etc/passwd"},
+        {"$lit": [1]},
+        {"messages": {"$chain": {"items": [{"$blob": "zz"}], "prev": None}}},
+    ],
+)
+def test_wrong_shape_blob_is_a_shape_error(tmp_path: Path, value: Any) -> None:
+    from pytest_agentreplay.exceptions import PayloadShapeError
+
+    store = BlobStore(tmp_path)
+    sha = _put_raw(store, value)
+    with pytest.raises(PayloadShapeError) as info:
+        store.load(sha)
+    assert sha in str(info.value) and "How to fix:" in str(info.value)
+
+
+def test_chain_node_of_the_wrong_shape(tmp_path: Path) -> None:
+    from pytest_agentreplay.exceptions import PayloadShapeError
+
+    store = BlobStore(tmp_path)
+    not_a_node = _put_raw(store, {"items": [], "prev": None})
+    top = _put_raw(store, {"$chain": {"items": [1], "prev": not_a_node}})
+    with pytest.raises(PayloadShapeError, match="chain node"):
+        store.load(top)
+
+
+def test_deep_blob_is_a_limit_error(tmp_path: Path) -> None:
+    from pytest_agentreplay.exceptions import CassetteLimitError
+
+    store = BlobStore(tmp_path)
+    deep: Any = 1
+    for _ in range(150):
+        deep = [deep]
+    sha = _put_raw(store, deep)
+    with pytest.raises(CassetteLimitError, match="nested deeper"):
+        store.load(sha)
+    # Nesting split over many blobs adds up.
+    inner: Any = 1
+    for _ in range(10):
+        for _ in range(20):
+            inner = [inner]
+        inner = {"$blob": _put_raw(store, inner)}
+    with pytest.raises(CassetteLimitError, match="nested deeper"):
+        store.resolve(inner)
+
+
+def test_blob_bomb_is_a_limit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agentreplay import blobs
+    from pytest_agentreplay.exceptions import CassetteLimitError
+
+    monkeypatch.setattr(blobs, "MAX_EXPANDED_BYTES", 1_000_000)
+    store = BlobStore(tmp_path)
+    sha = _put_raw(store, {"leaf": "x" * 64})
+    for _ in range(40):
+        sha = _put_raw(store, [{"$blob": sha}, {"$blob": sha}])
+    with pytest.raises(CassetteLimitError, match="expands to more than"):
+        store.load(sha)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks and FIFOs")
+def test_blob_symlink_leaving_the_store_and_fifo_are_refused(tmp_path: Path) -> None:
+    from pytest_agentreplay.exceptions import CassetteFileTypeError
+
+    store = BlobStore(tmp_path / ".blobs")
+    sha = store.put({"m": "x" * 300})
+    path = store.path_for(sha)
+    outside = tmp_path / "outside.json"
+    path.rename(outside)
+    path.symlink_to(outside)
+    with pytest.raises(CassetteFileTypeError, match="symlink leading out of"):
+        BlobStore(tmp_path / ".blobs").get(sha)
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(CassetteFileTypeError, match="FIFO"):
+        BlobStore(tmp_path / ".blobs").get(sha)

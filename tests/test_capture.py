@@ -178,6 +178,8 @@ def test_public_facade_matches_all() -> None:
     for name in pytest_agentreplay.__all__:
         assert getattr(pytest_agentreplay, name) is not None
     assert sorted(pytest_agentreplay.__all__) == pytest_agentreplay.__all__
+    assert "record_value" in pytest_agentreplay.__all__
+    assert pytest_agentreplay.record_value("seq", lambda: 7) == 7  # a pass-through outside a run
     with pytest.raises(AttributeError):
         _ = pytest_agentreplay.not_a_name  # type: ignore[attr-defined]
 
@@ -186,7 +188,8 @@ def test_import_loads_no_heavy_library() -> None:
     code = (
         "import sys, pytest_agentreplay;"
         "pytest_agentreplay.tool; pytest_agentreplay.record_state; pytest_agentreplay.capture_run;"
-        "names = ('pytest', 'respx', 'vcr', 'deepdiff', 'syrupy', 'httpx', 'httpx2');"
+        "pytest_agentreplay.record_value;"
+        "names = ('pytest', 'respx', 'vcr', 'deepdiff', 'syrupy', 'httpx', 'httpx2', 'time_machine');"
         "heavy = [m for m in names if m in sys.modules];"
         "print(','.join(heavy))"
     )

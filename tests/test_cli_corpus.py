@@ -83,7 +83,7 @@ def expected_calls(path: Path) -> list[tuple[str, str | None, int | None, int | 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus") / "cassettes"
-    assert main(["import-vcr", str(CORPUS), "--out", str(out)]) == 0
+    assert main(["import-vcr", str(CORPUS), "--out", str(out), "--layout", "mirror"]) == 0
     return out
 
 

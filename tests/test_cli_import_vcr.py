@@ -189,3 +189,121 @@ def test_non_vcr_json_in_a_folder_is_skipped(tmp_path: Path, capsys: pytest.Capt
     code, stdout, _ = run_cli(capsys, "import-vcr", str(tmp_path / "vcr"), "--out", str(tmp_path / "out"))
     assert code == 0
     assert "1 imported, 0 failed" in stdout
+
+
+def test_pytest_recording_layout_maps_to_the_test_and_where_the_plugin_looks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    get = [interaction("GET", "https://crm.example.com/x", None, 200, "{}")]
+    folder = tmp_path / "tests" / "unit" / "cassettes" / "test_orders"
+    write_yaml(folder / "test_plain.yaml", get)
+    write_yaml(folder / "TestRefunds.test_refund.yaml", get)
+    write_yaml(folder / "test_param[gpt-4o-1.5].yaml", get)
+    code, stdout, err = run_cli(capsys, "import-vcr", "tests/unit/cassettes", "--out", "cassettes")
+    assert code == 0, err
+    expected = {
+        "test_plain": "tests/unit/test_orders.py::test_plain",
+        "TestRefunds.test_refund": "tests/unit/test_orders.py::TestRefunds::test_refund",
+        "test_param[gpt-4o-1.5]": "tests/unit/test_orders.py::test_param[gpt-4o-1.5]",
+    }
+    for name, nodeid in expected.items():
+        target = tmp_path / "cassettes" / "tests" / "unit" / "test_orders" / f"{name}.json"
+        doc = json.loads(target.read_text(encoding="utf-8"))
+        assert doc["run"]["test"] == nodeid
+        assert doc["run"]["labels"]["source"] == "vcr"
+        assert f"test {nodeid}" in stdout
+
+
+def test_layout_mirror_and_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    get = [interaction("GET", "https://crm.example.com/x", None, 200, "{}")]
+    write_yaml(tmp_path / "tests" / "cassettes" / "test_m" / "TestA.test_x.yaml", get)
+    code, _, err = run_cli(capsys, "import-vcr", "tests/cassettes", "--out", "m", "--layout", "mirror")
+    assert code == 0, err
+    assert (tmp_path / "m" / "test_m" / "TestA.test_x.json").is_file()
+    code, _, err = run_cli(
+        capsys, "import-vcr", "tests/cassettes", "--out", "t", "--layout", "{module}/{cls}/{test}"
+    )
+    assert code == 0, err
+    doc = json.loads((tmp_path / "t" / "test_m" / "TestA" / "test_x.json").read_text(encoding="utf-8"))
+    assert doc["run"]["test"] == "tests/test_m.py::TestA::test_x"
+    code, _, err = run_cli(capsys, "import-vcr", "tests/cassettes", "--out", "u", "--layout", "sideways")
+    assert code == 2 and "unknown --layout 'sideways'" in err
+
+
+def test_imported_runs_are_judged_with_imported_rules(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentreplay diff` of an imported cassette against a re-recording with a longer max_tokens and new
+    headers: the body change is reported, not a regression (vcrpy never compared bodies); headers the
+    imported recording lacks (a beta flag, a credential filtered at record time) are not compared."""
+    monkeypatch.chdir(tmp_path)
+    old = json.dumps({"model": "gpt-4o-mini", "max_tokens": 100, "messages": []})
+    new = json.dumps({"model": "gpt-4o-mini", "max_tokens": 4000, "messages": []})
+    answer = chat_response("Hi.", 3, 1)
+    write_yaml(
+        tmp_path / "a" / "one.yaml",
+        [interaction("POST", "https://api.openai.com/v1/chat/completions", old, 200, answer)],
+    )
+    headers = {"Content-Type": ["application/json"], "OpenAI-Beta": ["v2"], "Authorization": ["x"]}
+    url = "https://api.openai.com/v1/chat/completions"
+    replayed = interaction("POST", url, new, 200, answer, request_headers=headers)
+    write_yaml(tmp_path / "b" / "one.yaml", [replayed])
+    assert run_cli(capsys, "import-vcr", "a", "--out", "ia")[0] == 0
+    assert run_cli(capsys, "import-vcr", "b", "--out", "ib")[0] == 0
+    code, stdout, _ = run_cli(capsys, "diff", "ia/one.json", "ib/one.json")
+    assert code == 0, stdout
+    assert "0 regressions, 2 expected differences" in stdout
+    assert "input_ref.body.json.max_tokens: 100 -> 4000  [expected" in stdout
+    assert "openai-beta" not in stdout and "authorization" not in stdout
+
+
+# -- alias bombs (issue 11) ------------------------------------------------------------------------
+
+
+def _alias_bomb(levels: int, width: int = 9) -> str:
+    lines = ["a0: &a0 [" + ", ".join(['"lol"'] * width) + "]"]
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * width) + "]")
+    lines.append("interactions:")
+    lines.append(f"- request: {{method: GET, uri: 'http://example.com/', body: *a{levels}, headers: {{}}}}")
+    lines.append("  response: {status: {code: 200, message: OK}, headers: {}, body: {string: ok}}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("levels", [6, 9, 20])
+def test_alias_bomb_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], levels: int) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(_alias_bomb(levels), encoding="utf-8")
+    assert bomb.stat().st_size < 2000
+    code, _, err = run_cli(capsys, "import-vcr", str(bomb), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "cannot import bomb.yaml" in err and "alias" in err and "Traceback" not in err
+    assert not list((tmp_path / "out").rglob("*.json")) if (tmp_path / "out").exists() else True
+
+
+def test_recursive_alias_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "loop.yaml"
+    bad.write_text("a: &a [*a]\ninteractions: []\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "import-vcr", str(bad), "--out", str(tmp_path / "out"))
+    assert code == 2 and "recursive alias" in err, err
+
+
+def test_shared_anchors_within_the_bound_still_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (
+        "h: &h {Content-Type: [application/json]}\ninteractions:\n"
+        "- request: {method: GET, uri: 'http://example.com/a', body: null, headers: *h}\n"
+        "  response: {status: {code: 200, message: OK}, headers: *h, body: {string: '{\"a\": 1}'}}\n"
+        "- request: {method: GET, uri: 'http://example.com/b', body: null, headers: *h}\n"
+        "  response: {status: {code: 200, message: OK}, headers: *h, body: {string: '{\"b\": 2}'}}\n"
+    )
+    source = tmp_path / "shared.yaml"
+    source.write_text(text, encoding="utf-8")
+    code, out, err = run_cli(capsys, "import-vcr", str(source), "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "1 imported, 0 failed" in out

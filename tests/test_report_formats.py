@@ -41,7 +41,9 @@ def outcomes(tmp_path: Path) -> list[dict[str, Any]]:
         {
             "nodeid": "tests/test_agent.py::test_refund",
             "cassette": refund_cassette,
-            "action": "drifted",
+            "cause": None,
+            "message": None,
+            "status": "drifted",
             "mode": "regression",
             "regressions": counts["regression"],
             "expected": counts["expected"],
@@ -50,7 +52,9 @@ def outcomes(tmp_path: Path) -> list[dict[str, Any]]:
         {
             "nodeid": "tests/test_agent.py::test_wording",
             "cassette": wording_cassette,
-            "action": "replayed",
+            "cause": None,
+            "message": None,
+            "status": "replayed",
             "mode": "model-comparison",
             "regressions": 0,
             "expected": wording_drift["counts"]["expected"],
@@ -59,7 +63,9 @@ def outcomes(tmp_path: Path) -> list[dict[str, Any]]:
         {
             "nodeid": "tests/test_agent.py::test_lookup",
             "cassette": "cassettes/tests/test_agent/test_lookup.json",
-            "action": "replayed",
+            "cause": None,
+            "message": None,
+            "status": "replayed",
             "mode": "regression",
             "regressions": 0,
             "expected": 0,
@@ -68,7 +74,9 @@ def outcomes(tmp_path: Path) -> list[dict[str, Any]]:
         {
             "nodeid": "tests/test_agent.py::test_new_flow",
             "cassette": "cassettes/tests/test_agent/test_new_flow.json",
-            "action": "updated",
+            "cause": None,
+            "message": None,
+            "status": "updated",
             "mode": "regression",
             "regressions": 1,
             "expected": 0,
@@ -92,15 +100,28 @@ def test_markdown_structure(outcomes: list[dict[str, Any]]) -> None:
     for line in text.splitlines():
         if line.startswith("| ") and "data.decision.text" in line:
             assert line.count(" | ") == 6
-    assert "pytest --agentreplay-update 'tests/test_agent.py::test_refund'" in text
+    assert "pytest --agentreplay-update tests/test_agent.py::test_refund" in text
 
 
 def test_json_report_is_valid(outcomes: list[dict[str, Any]], tmp_path: Path) -> None:
     path = tmp_path / "r" / "report.json"
-    write_report(path, outcomes, unused=["x.json"], missing=["tests/test_a.py::test_b"], step_summary=False)
+    outcomes.append(
+        {
+            "nodeid": "tests/test_a.py::test_b",
+            "cassette": "cassettes/tests/test_a/test_b.json",
+            "status": "failed",
+            "cause": "missing-cassette",
+            "message": "no cassette for tests/test_a.py::test_b",
+            "mode": "regression",
+            "regressions": 0,
+            "expected": 0,
+            "drift": None,
+        }
+    )
+    write_report(path, outcomes, unused=["x.json"], step_summary=False)
     doc = json.loads(path.read_text(encoding="utf-8"))
     assert validate_report(doc) == []
-    assert doc["summary"]["unused"] == 1 and doc["summary"]["missing"] == 1
+    assert doc["summary"]["unused"] == 1 and doc["summary"]["failed"] == 1
     assert any("--agentreplay-record=missing" in step for step in doc["next_steps"])
 
 
@@ -133,27 +154,45 @@ def test_no_step_summary_without_the_variable(
 
 
 def test_summary_lines(outcomes: list[dict[str, Any]]) -> None:
-    lines = summary_lines(outcomes, unused=["cassettes/old.json"], missing=["tests/test_x.py::test_y"])
-    assert lines[0] == "2 replayed, 0 recorded, 1 drifted, 1 updated, 0 audited, 1 unused, 1 missing"
+    outcomes.append(
+        {
+            "nodeid": "tests/test_x.py::test_y",
+            "cassette": "cassettes/tests/test_x/test_y.json",
+            "status": "failed",
+            "cause": "missing-cassette",
+            "message": None,
+            "mode": "regression",
+            "regressions": 0,
+            "expected": 0,
+            "drift": None,
+        }
+    )
+    lines = summary_lines(outcomes, unused=["cassettes/old.json"])
+    assert lines[0] == "2 replayed, 0 recorded, 1 drifted, 1 failed, 1 updated, 0 audited, 1 unused"
+    assert any(line.startswith("  failed (missing-cassette: the cassette does not exist): tests/test_x.py::test_y") for line in lines)
     text = "\n".join(lines)
     assert "drifted: tests/test_agent.py::test_refund -> cassettes/tests/test_agent/test_refund.json" in text
     assert "updated: tests/test_agent.py::test_new_flow" in text
     assert "unused: cassettes/old.json" in text
-    assert "pytest --agentreplay-update 'tests/test_agent.py::test_refund'" in text
-    assert "pytest --agentreplay-record=missing" in text
+    assert "pytest --agentreplay-update tests/test_agent.py::test_refund" in text
+    assert "pytest --agentreplay-record=missing tests/test_x.py::test_y" in text
 
 
 def test_summary_lines_all_green() -> None:
     outcome = {
         "nodeid": "t::a",
         "cassette": "c.json",
-        "action": "replayed",
+        "cause": None,
+        "message": None,
+        "status": "replayed",
         "mode": "regression",
         "regressions": 0,
         "expected": 0,
         "drift": None,
     }
-    assert summary_lines([outcome]) == ["1 replayed, 0 recorded, 0 drifted, 0 updated, 0 audited, 0 unused"]
+    assert summary_lines([outcome]) == [
+        "1 replayed, 0 recorded, 0 drifted, 0 failed, 0 updated, 0 audited, 0 unused"
+    ]
 
 
 def test_build_report_counts(outcomes: list[dict[str, Any]]) -> None:

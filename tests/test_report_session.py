@@ -130,10 +130,10 @@ def test_terminal_summary_counts_and_next_command(drift_session: pytest.Pytester
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*2 replayed, 0 recorded, 1 drifted, 0 updated, 0 audited, 0 unused*",
+            "*2 replayed, 0 recorded, 1 drifted, 0 failed, 0 updated, 0 audited, 0 unused*",
             "*drifted: test_agent.py::test_refund*",
             "*next:*",
-            "*pytest --agentreplay-update 'test_agent.py::test_refund'*",
+            "*pytest --agentreplay-update test_agent.py::test_refund*",
         ]
     )
 
@@ -149,12 +149,12 @@ def test_json_report_validates_against_the_published_schema(drift_session: pytes
     assert validate_report(doc) == []
     assert doc["summary"]["drifted"] == 1 and doc["summary"]["replayed"] == 2
     by_test = {t["nodeid"].split("::")[-1]: t for t in doc["tests"]}
-    assert by_test["test_refund"]["action"] == "drifted"
+    assert by_test["test_refund"]["status"] == "drifted"
     assert by_test["test_greeting"]["expected"] == 1
     paths = {d["path"] for d in by_test["test_refund"]["drift"]["differences"]}
     assert "data.verdict" in paths
     # A broken document is rejected by the same schema.
-    doc["tests"][0]["action"] = "exploded"
+    doc["tests"][0]["status"] = "exploded"
     assert validate_report(doc)
 
 
@@ -176,7 +176,7 @@ def test_junit_xml_carries_per_test_properties(drift_session: pytest.Pytester) -
     cases = {case.get("name"): case for case in tree.iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["test_refund"].iter("property")}
     assert props["agentreplay.mode"] == "regression"
-    assert props["agentreplay.action"] == "drifted"
+    assert props["agentreplay.status"] == "drifted"
     assert int(str(props["agentreplay.regressions"])) >= 1
     assert props["agentreplay.expected"] == "0"
     assert str(props["agentreplay.cassette"]).endswith("test_refund.json")

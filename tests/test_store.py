@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -413,3 +414,100 @@ def test_store_import_is_light() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+# -- hostile files (issue 11) ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs")
+def test_fifo_cassette_is_refused_without_blocking(cassette: Path) -> None:
+    from pytest_agentreplay.exceptions import CassetteFileTypeError
+
+    cassette.unlink()
+    os.mkfifo(cassette)
+    error = load_error(cassette, CassetteFileTypeError)
+    assert "FIFO" in str(error)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks to devices")
+def test_symlink_to_dev_zero_is_refused(cassette: Path) -> None:
+    from pytest_agentreplay.exceptions import CassetteFileTypeError
+
+    cassette.unlink()
+    cassette.symlink_to("/dev/zero")
+    error = load_error(cassette, CassetteFileTypeError)
+    assert "symlink leading out of" in str(error) and "/dev/zero" in str(error)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_symlink_within_the_cassette_folder_is_read(cassette: Path) -> None:
+    alias = cassette.parent / "alias.json"
+    alias.symlink_to(cassette.name)
+    assert load_cassette(alias).events == load_cassette(cassette).events
+
+
+def test_directory_and_oversized_cassettes_are_refused(
+    cassette: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_agentreplay import store
+    from pytest_agentreplay.exceptions import CassetteFileTypeError, CassetteLimitError
+
+    monkeypatch.setattr(store, "MAX_CASSETTE_BYTES", 1000)
+    error = load_error(cassette, CassetteLimitError)
+    assert "larger than the limit" in str(error)
+    monkeypatch.undo()
+    folder = cassette.parent / "folder.json"
+    folder.mkdir()
+    assert "a directory" in str(load_error(folder, CassetteFileTypeError))
+
+
+def test_deeply_nested_cassette_is_a_limit_error(cassette: Path) -> None:
+    from pytest_agentreplay.exceptions import CassetteLimitError
+
+    text = cassette.read_text(encoding="utf-8")
+    cassette.write_text(text.replace('"run": {', '"run": {"deep": ' + "[" * 5000 + "]" * 5000 + ",", 1))
+    load_error(cassette, CassetteLimitError)
+
+
+def test_relabelled_v1_with_stripped_chain_does_not_load(cassette: Path) -> None:
+    # An edited file relabelled version 1, chain fields deleted, must not pass as an old, chainless file.
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    doc["version"] = 1
+    del doc["event_count"], doc["head_hash"]
+    for event in doc["events"]:
+        del event["prev_hash"]
+    doc["events"][1]["data"]["n"] = 999
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteVersionError)
+    assert "agentreplay migrate" in str(error)
+
+
+def test_rechained_wrong_shape_payload_is_a_shape_error(cassette: Path) -> None:
+    from pytest_agentreplay.exceptions import PayloadShapeError
+    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
+
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    doc["events"][1]["output_ref"] = {"inline": ["not", "a", "response"], "media_type": RESPONSE_MEDIA_TYPE}
+    rewrite(cassette, rechained(doc))
+    loaded = load_cassette(cassette)  # the chain is valid: the payload is checked when it is resolved
+    with pytest.raises(PayloadShapeError) as info:
+        loaded.payload(loaded.events[1].output_ref)
+    message = str(info.value)
+    assert cassette.name in message and "event seq 1" in message and "How to fix:" in message
+
+
+def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    doc["events"][1]["data"]["provider"] = {"not": "hashable"}
+    rewrite(cassette, rechained(doc))
+    assert "data.provider" in str(load_error(cassette, CassetteSchemaError))
+
+
+def rechained(doc: dict[str, Any]) -> dict[str, Any]:
+    prev = hash_value(doc["run"])
+    for event in doc["events"]:
+        event["prev_hash"] = prev
+        prev = hash_value(event)
+    doc["event_count"] = len(doc["events"])
+    doc["head_hash"] = prev
+    return doc

@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from typing import Any
 
 from pytest_agentreplay import record_state
@@ -75,9 +76,12 @@ TOOLS: list[ToolSpec] = [
 
 
 def system_prompt() -> str:
+    # Today's date, read from the clock: recorded with the run and served back in replay (runtime values),
+    # so the cassette replays clean on any later day.
+    prompt = f"Today is {date.today().isoformat()}. {SYSTEM_PROMPT}"
     if os.environ.get("SUPPORT_AGENT_DRIFT") == "prompt":
-        return SYSTEM_PROMPT + DRIFTED_PROMPT_SUFFIX
-    return SYSTEM_PROMPT
+        return prompt + DRIFTED_PROMPT_SUFFIX
+    return prompt
 
 
 @dataclass

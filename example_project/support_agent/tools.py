@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -179,6 +180,8 @@ class Backoffice:
             "summary": summary,
             "priority": priority,
             "queue": queue,
+            # A generated request id (uuid4), drawn once per ticket: retries resend it; replay serves it back.
+            "request_id": str(uuid.uuid4()),
         }
         for attempt in range(1, self.max_attempts + 1):
             try:

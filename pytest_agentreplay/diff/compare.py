@@ -54,6 +54,8 @@ def event_label(event: Event) -> str:
         parts = [data.get("corpus_version")]
     elif etype == "error":
         parts = [data.get("kind") or data.get("type")]
+    elif etype == "state.update":
+        parts = [data.get("node") or data.get("label")]
     else:
         parts = []
     if tool.get("idempotency_key") and etype in ("effect", "tool.call"):
@@ -189,7 +191,10 @@ class _PairWalker:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
         judgement = self.judge(tokens)
-        if judgement.verdict == "ignore":
+        verdict = judgement.verdict
+        if a is ABSENT and judgement.unrecorded is not None:
+            verdict = judgement.unrecorded  # e.g. a header an imported recording never stored
+        if verdict == "ignore":
             self.stats.ignored += 1
             return
         if _tolerated(judgement, a, b):
@@ -203,7 +208,7 @@ class _PairWalker:
                 path=join_path(tokens),
                 recorded=a,
                 replayed=b,
-                verdict=judgement.verdict,
+                verdict=verdict,
                 rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
                 seq_recorded=self.seqs[0],
                 seq_replayed=self.seqs[1],
@@ -290,6 +295,8 @@ def _tolerated(judgement: Judgement, a: Any, b: Any) -> bool:
     if a is ABSENT or b is ABSENT:
         return False
     rule = judgement.rule
+    if rule.presence_only:
+        return True
     if rule.epsilon is not None and _is_number(a) and _is_number(b):
         return bool(abs(a - b) <= rule.epsilon)
     if isinstance(a, str) and isinstance(b, str):

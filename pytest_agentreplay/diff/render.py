@@ -5,9 +5,9 @@ Deterministic (no timestamps, no dict-order or set-order dependence) so it can b
 
 from __future__ import annotations
 
-import shlex
 from typing import Final
 
+from ..commands import update_command
 from .result import Difference, DriftResult
 from .rules import ORDER, PRESENCE, generalize_path
 from .text import focused_diff, format_value, is_long
@@ -88,15 +88,23 @@ def render_drift(result: DriftResult, *, test: str, cassette: str, mode: str | N
             if line not in suggestions:
                 suggestions.append(line)
         shown = suggestions[:MAX_RULE_SUGGESTIONS]
-        lines += [
-            "",
-            "How to fix:",
-            "  1. If the new behaviour is intended, accept it (rewrites the cassette from this run):",
-            f"       pytest --agentreplay-update {shlex.quote(test)}",
-            "  2. If these differences should not fail, mark them expected in pyproject.toml:",
-            "       [tool.agentreplay.rules]",
-            *(f"       {line}" for line in shown),
-        ]
+        fixes: list[list[str]] = []
+        update = update_command([test], mode) if test else None
+        if update is not None:
+            fixes.append(
+                ["If the new behaviour is intended, accept it (rewrites the cassette from this run):", update]
+            )
+        fixes.append(
+            [
+                "If these differences should not fail, mark them expected in pyproject.toml:",
+                "[tool.agentreplay.rules]",
+                *shown,
+            ]
+        )
+        lines += ["", "How to fix:"]
+        for number, (text, *commands) in enumerate(fixes, 1):
+            lines.append(f"  {number}. {text}")
+            lines.extend(f"       {command}" for command in commands)
         if len(suggestions) > len(shown):
             lines.append(f"       # ... {len(suggestions) - len(shown)} more")
         lines.append("     (or pass rules= to @pytest.mark.agentreplay for this test only)")

@@ -32,6 +32,10 @@ Tolerances (optional) make near-equal values equal; what is still different gets
   ``data.group`` value always form one);
 - ``normalize = ["req_[0-9a-z]+", "\\d{4}-\\d{2}-\\d{2}T[0-9:.]+Z?"]``: regular expressions whose matches
   are replaced by a placeholder in both texts before comparing;
+- ``presence_only = true``: two present values are equal whatever they hold (secret headers, redacted on
+  both sides); only a value present on one side is a difference;
+- ``unrecorded = "ignore"``: the verdict for a value the recording does not have at all (a header an
+  imported recording never stored); a value the replay lacks keeps the rule's verdict;
 - ``modes = ["model-comparison"]``: the rule applies only in these replay modes.
 
 A rule without ``verdict`` takes the verdict of the next matching rule below it (so a project can add
@@ -66,10 +70,22 @@ Per-mode defaults (``default_rules(mode)``): every mode ignores ``ts``, ``seq``,
 ``trace_id``, ``span_id``, ``prev_hash``, ``data.group``, response ids (``data.response_id``,
 ``output_ref.body.json.id``, ``**.created``, ``system_fingerprint``), latencies and volatile HTTP headers
 (``date``, ``request-id``, ``x-request-id``, ``set-cookie``, rate-limit headers...; never
-``idempotency-key``); token usage is ``expected``; everything else is a ``regression``. Inserted or
+``idempotency-key``); token usage is ``expected``; everything else is a ``regression``. Request headers:
+transport headers the HTTP stack or SDK version picks (``TRANSPORT_HEADERS``: ``accept-encoding``,
+``user-agent``, ``content-length``, ``connection``, ``x-stainless-*``...) are ignored; secret headers
+(``SECRET_REQUEST_HEADERS``) are compared by presence only (``presence_only``) and one the recording lacks
+is ignored (``unrecorded``); every other request header (``anthropic-beta``, ``openai-beta``, the agent's
+own ``extra_headers``) is ``expected``, except ``idempotency-key``, a regression.
+Recordings imported from vcrpy (``default_rules(mode, imported=True)``, for runs labelled
+``source: vcr``) additionally expect request-body changes (and the model-call fields derived from the
+body: decoding, tools hash, model, streaming) and do not compare headers the recording lacks. Inserted or
 missing events are regressions, except ``http`` exchanges (writes also appear as ``effect`` events,
 which are regressions) and ``state.update`` checkpoints (the state hashes of matched updates are still
-compared), which are ``expected``. Moved events (``@order``) are regressions.
+compared), which are ``expected``. Moved events (``@order``) are regressions. ``runtime.values`` (the
+clock, uuid, random and ``record_value`` values the run read) are served, not compared: only a different
+number of reads (``data.reads``, per source and stream), another random state after the run
+(``data.random``) or another set of sources is reported, as ``expected``; a value that changed what the
+agent sends fails where it is sent.
 ``model-comparison`` additionally expects different model wording (``data.decision.text`` with
 similarity 0.8), model name (requested and answered), provider URL,
 stop reason, streaming flag, request model, raw response payload,
@@ -104,6 +120,8 @@ RULE_KEYS: Final = (
     "order_insensitive",
     "normalize",
     "modes",
+    "presence_only",
+    "unrecorded",
 )
 PRESENCE: Final = "@presence"
 ORDER: Final = "@order"
@@ -160,6 +178,8 @@ class Rule:
     order_insensitive: bool = False
     normalize: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
+    presence_only: bool = False
+    unrecorded: Verdict | None = None
     source: str = "hook"
     index: int = 0
 
@@ -178,6 +198,10 @@ class Rule:
             extras.append("order_insensitive")
         if self.normalize:
             extras.append(f"normalize={len(self.normalize)}")
+        if self.presence_only:
+            extras.append("presence_only")
+        if self.unrecorded is not None:
+            extras.append(f"unrecorded={self.unrecorded}")
         tail = f" ({', '.join(extras)})" if extras else ""
         return f'{self.source} rule "{self.selector}"{tail}'
 
@@ -195,6 +219,10 @@ class Rule:
             out["normalize"] = list(self.normalize)
         if self.modes:
             out["modes"] = list(self.modes)
+        if self.presence_only:
+            out["presence_only"] = True
+        if self.unrecorded is not None:
+            out["unrecorded"] = self.unrecorded
         return out
 
 
@@ -335,7 +363,21 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
         raw_modes = (raw_modes,)
     if not isinstance(raw_modes, list | tuple) or any(m not in REPLAY_MODES for m in raw_modes):
         raise _config_error(name, source, f"modes must be a list of replay modes, got {raw_modes!r}")
-    if verdict is None and epsilon is None and similarity is None and not order_insensitive and not raw_norm:
+    presence_only = spec.get("presence_only", False)
+    if not isinstance(presence_only, bool):
+        raise _config_error(name, source, f"presence_only must be true or false, got {presence_only!r}")
+    unrecorded = spec.get("unrecorded")
+    if unrecorded is not None and unrecorded not in VERDICTS:
+        raise _config_error(name, source, f"unknown verdict {unrecorded!r} for unrecorded")
+    if (
+        verdict is None
+        and epsilon is None
+        and similarity is None
+        and not order_insensitive
+        and not raw_norm
+        and not presence_only
+        and unrecorded is None
+    ):
         raise _config_error(name, source, "the rule has neither a verdict nor a tolerance")
     return Rule(
         event=event,
@@ -346,6 +388,8 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
         order_insensitive=order_insensitive,
         normalize=tuple(raw_norm),
         modes=tuple(raw_modes),
+        presence_only=presence_only,
+        unrecorded=cast("Verdict | None", unrecorded),
         source=source,
         index=index,
     )
@@ -401,12 +445,42 @@ VOLATILE_HEADERS: Final = (
     "alt-svc", "strict-transport-security", "etag", "last-modified", "expires",
 )  # fmt: skip
 
+# Request headers the HTTP stack or the SDK version chooses (compression, framing, client versions):
+# they say nothing about the agent, so they never drift.
+TRANSPORT_HEADERS: Final = (
+    "accept", "accept-encoding", "user-agent", "content-length", "connection", "keep-alive", "host", "te",
+    "expect", "transfer-encoding", "content-encoding", "x-stainless-*", "x-goog-api-client",
+    "x-goog-request-params", "traceparent", "tracestate", "baggage", "sentry-trace", "x-request-id",
+    "request-id", "x-client-request-id",
+)  # fmt: skip
+# Credentials: redacted on every write, so only their presence is compared; a header the recording
+# lacks (vcrpy's filter_headers removed it) is not compared at all.
+SECRET_REQUEST_HEADERS: Final = (
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    "openai-organization", "openai-project", "anthropic-organization-id",
+)  # fmt: skip
+# Labels (``RunMeta.labels["source"]``) of recordings made by another tool, replayed with its leniency.
+IMPORTED_SOURCES: Final = frozenset({"vcr"})
+
+
+def is_imported(labels: Mapping[str, Any] | None) -> bool:
+    """Whether a cassette's run labels say it was imported (``agentreplay import-vcr``)."""
+    return bool(labels) and str((labels or {}).get("source")) in IMPORTED_SOURCES
+
+
 _COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
     ("*:**", "regression"),
     ("*:@presence", "regression"),
     ("*:@order", "regression"),
     ("http:@presence", "expected"),
     ("state.update:@presence", "expected"),
+    # Runtime values (clock, uuid, random, record_value) are inputs served back, not compared; how many the
+    # run drew is reported, never failing: what the values change shows in the decisions that use them.
+    ("runtime.values:**", "ignore"),
+    ("runtime.values:@presence", "expected"),
+    ("runtime.values:data.reads", "expected"),
+    ("runtime.values:data.random", "expected"),
+    ("runtime.values:data.sources", "expected"),
     ("*:ts", "ignore"),
     ("*:seq", "ignore"),
     ("*:run_id", "ignore"),
@@ -427,7 +501,29 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
     ("model.call:data.request_hash", "ignore"),
     ("*:data.usage", "expected"),
     ("*:output_ref.body.json.usage", "expected"),
+    # Request headers: what the agent chose (provider beta / feature flags such as anthropic-beta or
+    # openai-beta, its own extra_headers) is reported, never failing; the environment's are ignored.
+    ("*:input_ref.headers", "expected"),
     *((f"*:**.headers.{h}", "ignore") for h in VOLATILE_HEADERS),
+    *((f"*:input_ref.headers.{h}", "ignore") for h in TRANSPORT_HEADERS),
+    *(
+        (f"*:input_ref.headers.{h}", {"verdict": "expected", "presence_only": True, "unrecorded": "ignore"})
+        for h in SECRET_REQUEST_HEADERS
+    ),
+    # A write's idempotency key is behaviour (pitfall: tools that drop it as noise).
+    ("*:input_ref.headers.idempotency-key", "regression"),
+)
+# Recordings imported from vcrpy / pytest-recording: vcrpy never compared request bodies and kept
+# whatever headers its filters left, so body changes are reported (not failing) and headers the recording
+# lacks are not compared. This plugin's own recordings keep the strict comparison.
+_IMPORTED: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
+    ("*:input_ref.body", "expected"),
+    ("model.call:data.decoding", "expected"),
+    ("model.call:data.tools_hash", "expected"),
+    ("model.call:data.model", "expected"),
+    ("model.call:data.streamed", "expected"),
+    ("*:input_ref.headers", {"unrecorded": "ignore"}),
+    ("*:input_ref.headers.idempotency-key", {"verdict": "regression", "unrecorded": "ignore"}),
 )
 _MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] = {
     "regression": (),
@@ -464,11 +560,12 @@ _MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] =
 }
 
 
-def default_rules(mode: str) -> list[Rule]:
-    """The per-mode default rules (layer ``default``)."""
+def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
+    """The per-mode default rules (layer ``default``); ``imported`` adds the leniency of recordings
+    imported from vcrpy (see :func:`is_imported`)."""
     _check_mode(mode)
     table: dict[str, Any] = {}
-    specs = [*_COMMON, *_MODE_DEFAULTS[mode]]
+    specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
     rules = []
     for n, (selector, value) in enumerate(specs):
         table = {selector: value}
@@ -535,6 +632,8 @@ class Judgement:
     rule: Rule
     verdict_rule: Rule
     normalizers: tuple[re.Pattern[str], ...] = field(default=(), compare=False)
+    # The verdict for a value absent from the recording, when a rule down to the verdict's one says.
+    unrecorded: Verdict | None = None
 
     def normalize(self, text: str) -> str:
         for regex in self.normalizers:
@@ -561,8 +660,8 @@ class RuleSet:
 
     # construction -------------------------------------------------------------------------------
     @classmethod
-    def defaults(cls, mode: str = "regression") -> RuleSet:
-        return cls(mode, default_rules(mode))
+    def defaults(cls, mode: str = "regression", *, imported: bool = False) -> RuleSet:
+        return cls(mode, default_rules(mode, imported=imported))
 
     @classmethod
     def from_layers(
@@ -572,10 +671,12 @@ class RuleSet:
         project: RuleSpec = None,
         marker: RuleSpec = None,
         hook: RuleSpec = None,
+        imported: bool = False,
     ) -> RuleSet:
         """Defaults of ``mode`` < ``project`` (``[tool.agentreplay.rules]``) < ``marker`` (``rules=``) <
-        ``hook`` (results of ``pytest_agentreplay_diff_rules``). Raises ``ConfigError`` on a bad rule."""
-        rules = default_rules(mode)
+        ``hook`` (results of ``pytest_agentreplay_diff_rules``). Raises ``ConfigError`` on a bad rule.
+        ``imported``: the recording came from vcrpy (``is_imported(cassette.run.labels)``)."""
+        rules = default_rules(mode, imported=imported)
         rules += parse_rules(project, source="project")
         rules += parse_rules(marker, source="marker")
         rules += parse_rules(hook, source="hook")
@@ -610,11 +711,14 @@ class RuleSet:
         subject = _SEP.join(tokens) + _SEP
         winner: Rule | None = None
         verdict_rule: Rule | None = None
+        unrecorded: Verdict | None = None
         for comp in self._candidates(event_type):
             if comp.pseudo != pseudo or not comp.regex.match(subject):
                 continue
             if winner is None:
                 winner = comp.rule
+            if unrecorded is None:
+                unrecorded = comp.rule.unrecorded
             if comp.rule.verdict is not None:
                 verdict_rule = comp.rule
                 break
@@ -624,7 +728,7 @@ class RuleSet:
             verdict_rule = verdict_rule or fallback
         assert verdict_rule.verdict is not None
         normalizers = tuple(self._regex(p) for p in winner.normalize)
-        found = Judgement(verdict_rule.verdict, winner, verdict_rule, normalizers)
+        found = Judgement(verdict_rule.verdict, winner, verdict_rule, normalizers, unrecorded)
         self._cache[cache_key] = found
         return found
 

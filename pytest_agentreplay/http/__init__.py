@@ -2,9 +2,10 @@
 streaming, classification of exchanges, and the fail-closed network guard.
 
 Importing this package imports no HTTP client: :func:`install` imports and patches those installed.
-Each intercepted call is dispatched by :func:`pytest_agentreplay.capture.current_run`: no active
-run -> untouched; a recording run -> sent, teed and recorded; a replay run -> served from the
-cassette (``pytest_agentreplay.replay.http``) without opening a socket.
+Each intercepted call with no active run (:func:`pytest_agentreplay.capture.current_run`) is left
+untouched; otherwise :func:`pytest_agentreplay.replay.policy.decide` returns the action (serve,
+send and capture, or refuse) and the interceptor (``intercept_*``) translates it for its library.
+Imports go one way: interceptors -> ``replay.policy`` -> the library-neutral modules here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Classify an HTTP exchange: a model call (per provider adapter), a read, or a write effect.
 
-Extensible: :func:`register_classifier` adds functions consulted first (the plugin feeds them from
-the ``pytest_agentreplay_classify`` hook). A classifier returns a :class:`Classification` or ``None``
-to let the next one decide. Classification must work from the request alone (replay classifies
+Extensible: a run's ``settings["classify_hook"]`` (the plugin sets it from the
+``pytest_agentreplay_classify_exchange`` hook when a project implements it) is asked first, then the
+functions added with :func:`register_classifier`. A classifier returns a :class:`Classification` or
+``None`` to let the next one decide. Classification must work from the request alone (replay classifies
 before it knows which response to serve); ``response`` is passed when known.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .exchange import HttpRequest, HttpResponse
 from .providers import ADAPTERS
@@ -77,6 +78,11 @@ def tool_name_for(request: HttpRequest, settings: Mapping[str, Any]) -> str:
 def classify_exchange(
     request: HttpRequest, response: HttpResponse | None, settings: Mapping[str, Any]
 ) -> Classification:
+    hook = settings.get("classify_hook")
+    if hook is not None:
+        decided = hook(request.to_payload(), response.to_payload() if response is not None else None)
+        if decided is not None:
+            return _from_hook(str(decided), request, settings)
     if _CLASSIFIERS:
         for fn in tuple(_CLASSIFIERS):
             result = fn(request, response, settings)
@@ -88,6 +94,37 @@ def classify_exchange(
             return Classification("model", provider=name, endpoint=endpoint)
     kind: Kind = "read" if request.method in READ_METHODS else "write"
     return Classification(kind, tool_name=tool_name_for(request, settings))
+
+
+def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> Classification:
+    if kind in ("read", "write"):
+        return Classification(cast(Kind, kind), tool_name=tool_name_for(request, settings))
+    if kind == "model":
+        for name, adapter in ADAPTERS.items():
+            endpoint = adapter.match(request, settings)
+            if endpoint is not None:
+                return Classification("model", provider=name, endpoint=endpoint)
+        # An OpenAI-compatible gateway on a path of its own: try the request's origin as its base URL.
+        origin = request.url.split("?", 1)[0].rsplit("/", 2)[0]
+        widened = {**settings, "openai_compatible_base_urls": [origin, request.url.rsplit("/", 1)[0]]}
+        for name, adapter in ADAPTERS.items():
+            endpoint = adapter.match(request, widened)
+            if endpoint is not None:
+                return Classification("model", provider=name, endpoint=endpoint)
+    from ..exceptions import ConfigError
+
+    raise ConfigError(
+        f"pytest_agentreplay_classify_exchange returned {kind!r} for {request.method} {request.url}",
+        evidence=[
+            "valid results: 'model', 'read', 'write' or None",
+            "'model' needs a provider adapter (OpenAI, Anthropic, Gemini) that understands the endpoint",
+        ],
+        mode=str(settings.get("mode") or "") or None,
+        fixes=[
+            "return 'read' or 'write' for a tool service, or None to let the built-in rules decide",
+            "for an OpenAI-compatible gateway, list its base URL in openai_compatible_base_urls",
+        ],
+    )
 
 
 def idempotency_key(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:

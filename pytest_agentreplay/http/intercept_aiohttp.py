@@ -5,11 +5,15 @@ the served body, so ``async with session.get(...) as r: await r.json()``, ``r.co
 and line-by-line SSE reads behave as with a socket. Recording tees the response's ``StreamReader``:
 its class is swapped for a subclass whose ``feed_data``/``feed_eof`` also feed the capture, so the
 caller still receives each chunk as the connection delivers it.
+
+A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
+translates between aiohttp and that action. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json as jsonlib
 import threading
 from collections.abc import Callable
@@ -18,11 +22,10 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
-from ..replay.faults import aiohttp_exception
-from ..replay.modes import live_change
-from ..replay.sandbox import delivered_response, emit_fault
+from ..capture import current_run
+from ..replay.faults import Fault
+from ..replay.policy import Refuse, Send, decide
 from . import guard
-from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse, lower_headers
 from .recording import LiveCapture
 
@@ -51,6 +54,15 @@ def _request_body(session: Any, data: Any, json_value: Any, headers: dict[str, s
     # Payload objects / FormData / streams: their bytes are not known before sending.
     value = getattr(data, "_value", None)
     return value if isinstance(value, bytes) else b""
+
+
+def _fault_exception(fault: Fault) -> BaseException:
+    """aiohttp's own exception for an injected timeout or reset."""
+    import aiohttp
+
+    if fault.kind == "timeout":
+        return aiohttp.ServerTimeoutError(f"Timeout on reading data from socket ({fault.message()})")
+    return aiohttp.ClientOSError(errno.ECONNRESET, f"Connection reset by peer ({fault.message()})")
 
 
 def patch() -> Callable[[], None]:
@@ -124,7 +136,7 @@ def patch() -> Callable[[], None]:
         return response
 
     async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
-        ctx = active_run()
+        ctx = current_run()
         if ctx is None:
             return await original(self, method, str_or_url, **kwargs)
         url = self._build_url(str_or_url)
@@ -133,49 +145,32 @@ def patch() -> Callable[[], None]:
             url = url.extend_query(params)
         headers = lower_headers(list(self._prepare_headers(kwargs.get("headers")).items()))
         body = _request_body(self, kwargs.get("data"), kwargs.get("json"), headers)
-        req = HttpRequest(method.upper(), str(url), headers, body)
-        route, cls = plan(ctx, req)
-        if route == LIVE:
-            permit: str | None = req.host
-            change = None
-            if not ctx.recording:
-                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
-                change = live_change(ctx, req, cls)
-                fault = change.fault
-                if fault is not None and not fault.delivered:
-                    if fault.kind == "status":
-                        emit_fault(ctx, req, cls, fault, fault.response())
-                        return served_response(method.upper(), URL(str(url)), headers, fault.response())
-                    emit_fault(ctx, req, cls, fault, None)
-                    raise aiohttp_exception(fault)
-                if change.url is not None:
-                    # Query parameters are already in the mapped URL.
-                    str_or_url = URL(change.url, encoded=True)
-                    kwargs = {k: v for k, v in kwargs.items() if k != "params"}
-                if change.body is not None:
-                    kwargs = {k: v for k, v in kwargs.items() if k not in ("json", "data")}
-                    kwargs["data"] = change.body
-                req, permit = change.sent_request(req), change.permit
-            capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(permit) if permit else nullcontext():
-                response = await original(self, method, str_or_url, **kwargs)
-            if change is not None and change.fault is not None:
-                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
-                content = await response.read()
-                response.release()
-                lost = delivered_response(response.status, list(response.headers.items()), content)
-                emit_fault(ctx, req, cls, change.fault, lost)
-                raise aiohttp_exception(change.fault)
-            auto = kwargs.get("auto_decompress")
-            if auto is None:
-                auto = getattr(self, "_auto_decompress", True)
-            capture.start_response(response.status, list(response.headers.items()), decoded=bool(auto))
-            _tee(response, capture)
-            return response
-        from ..replay.http import serve
-
-        served = serve(ctx, req, cls)
-        return served_response(method.upper(), URL(str(url)), headers, served)
+        action = decide(ctx, HttpRequest(method.upper(), str(url), headers, body))
+        if not isinstance(action, Send):
+            if isinstance(action, Refuse):
+                raise action.exception(_fault_exception)
+            return served_response(method.upper(), URL(str(url)), headers, action.response)
+        if action.url is not None:
+            # Query parameters are already in the mapped URL.
+            str_or_url = URL(action.url, encoded=True)
+            kwargs = {k: v for k, v in kwargs.items() if k != "params"}
+        if action.body is not None:
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("json", "data")}
+            kwargs["data"] = action.body
+        with guard.permitting(action.permit) if action.permit else nullcontext():
+            response = await original(self, method, str_or_url, **kwargs)
+        if action.fault is not None:
+            # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+            content = await response.read()
+            response.release()
+            action.lost(response.status, list(response.headers.items()), content)
+            raise _fault_exception(action.fault)
+        auto = kwargs.get("auto_decompress")
+        if auto is None:
+            auto = getattr(self, "_auto_decompress", True)
+        action.capture.start_response(response.status, list(response.headers.items()), decoded=bool(auto))
+        _tee(response, action.capture)
+        return response
 
     def _tee(response: Any, capture: LiveCapture) -> None:
         content = response.content

@@ -5,45 +5,32 @@ Code above the transport (clients, auth, redirects, event hooks) runs unchanged;
 ``MockTransport`` users keep working because live calls go to the original method, whose connection
 pool respx patches, and a ``MockTransport`` is not an ``HTTPTransport`` at all. The same code serves
 both libraries: everything client-specific is looked up on the module passed in.
+
+A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
+turns an httpx request into an ``HttpRequest`` and the action back into an httpx response, send or
+exception. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import nullcontext
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from ..replay.faults import Fault, httpx_exception
-from ..replay.modes import LiveChange, live_change
-from ..replay.sandbox import delivered_response, emit_fault
+from ..capture import current_run
+from ..replay.faults import Fault
+from ..replay.policy import Refuse, Send, decide
 from . import guard
-from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse
 from .recording import LiveCapture
-
-if TYPE_CHECKING:
-    from ..capture import RunContext
-    from .classify import Classification
 
 _LOCK = threading.Lock()
 # id(transport class) -> (class, originals): httpx may be aliased to httpx2 (same classes): patch once.
 _PATCHED: dict[int, tuple[type, dict[str, Any]]] = {}
-
-
-_SERVE: Callable[..., HttpResponse] | None = None
-
-
-def _serve() -> Callable[..., HttpResponse]:
-    """``replay.http.serve``, imported on first use (replay imports this package) and then kept."""
-    global _SERVE
-    if _SERVE is None:
-        from ..replay.http import serve
-
-        _SERVE = serve
-    return _SERVE
 
 
 def _to_request(request: Any, body: bytes) -> HttpRequest:
@@ -143,41 +130,30 @@ def _served_response(mod: ModuleType, stream_cls: type, request: Any, served: Ht
     return mod.Response(served.status, headers=headers, stream=stream, request=request)
 
 
-def _rewritten(mod: ModuleType, request: Any, req: HttpRequest, change: LiveChange) -> Any:
+def _rewritten(mod: ModuleType, request: Any, action: Send) -> Any:
     """The request actually sent: another base URL (sandbox mapping) and/or another body (model)."""
-    if change.url is None and change.body is None:
+    if action.url is None and action.body is None:
         return request
     headers = request.headers.copy()
     url = request.url
-    if change.url is not None:
-        url = mod.URL(change.url)
-        headers["host"] = urlsplit(change.url).netloc
-    content = req.body if change.body is None else change.body
-    if change.body is not None:
+    if action.url is not None:
+        url = mod.URL(action.url)
+        headers["host"] = urlsplit(action.url).netloc
+    content = action.request.body
+    if action.body is not None:
         headers["content-length"] = str(len(content))
     return mod.Request(request.method, url, headers=headers, content=content, extensions=request.extensions)
 
 
-def _undelivered_fault(
-    mod: ModuleType, stream_cls: type, ctx: Any, req: HttpRequest, cls: Any, fault: Fault, request: Any
-) -> Any:
-    """A fault injected before sending: answer with its status, or raise the client's exception."""
-    if fault.kind == "status":
-        response = fault.response()
-        emit_fault(ctx, req, cls, fault, response)
-        return _served_response(mod, stream_cls, request, response)
-    emit_fault(ctx, req, cls, fault, None)
-    raise httpx_exception(fault, mod, request)
-
-
-def _lost(ctx: Any, req: HttpRequest, cls: Any, fault: Fault, response: Any, content: bytes) -> None:
-    emit_fault(
-        ctx,
-        req,
-        cls,
-        fault,
-        delivered_response(response.status_code, response.headers.multi_items(), content),
-    )
+def _fault_exception(mod: ModuleType, fault: Fault, request: Any) -> BaseException:
+    """httpx's own exception for an injected timeout or reset (``mod`` is httpx or httpx2)."""
+    if fault.kind == "timeout":
+        exc: BaseException = mod.ReadTimeout(fault.message(), request=request)
+    else:
+        exc = mod.ReadError(
+            f"[Errno {errno.ECONNRESET}] Connection reset by peer ({fault.message()})", request=request
+        )
+    return exc
 
 
 def patch(mod: ModuleType) -> Callable[[], None]:
@@ -188,69 +164,48 @@ def patch(mod: ModuleType) -> Callable[[], None]:
     orig_sync: Callable[..., Any] = sync_cls.handle_request  # type: ignore[attr-defined]
     orig_async: Callable[..., Any] = async_cls.handle_async_request  # type: ignore[attr-defined]
 
-    def prepare_live(
-        ctx: RunContext, req: HttpRequest, cls: Classification, request: Any
-    ) -> tuple[Any, HttpRequest, str | None, LiveChange | None, Any]:
-        """Where a live call goes, shared by the sync and async paths.
-
-        Returns (client request, our request, host the guard lets through, the mode's change, and a
-        ready response when an injected fault answers without sending).
-        """
-        if ctx.recording:
-            return request, req, req.host, None, None
-        # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
-        change = live_change(ctx, req, cls)
-        if change.fault is not None and not change.fault.delivered:
-            ready = _undelivered_fault(mod, replay_stream, ctx, req, cls, change.fault, request)
-            return request, req, None, change, ready
-        return _rewritten(mod, request, req, change), change.sent_request(req), change.permit, change, None
-
     def handle_request(self: Any, request: Any) -> Any:
-        ctx = active_run()
+        ctx = current_run()
         if ctx is None:
             return orig_sync(self, request)
-        req = _to_request(request, request.read())
-        route, cls = plan(ctx, req)
-        if route == LIVE:
-            request, req, permit, change, ready = prepare_live(ctx, req, cls, request)
-            if ready is not None:
-                return ready
-            capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(permit) if permit else nullcontext():
-                response = orig_sync(self, request)
-            if change is not None and change.fault is not None:
-                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
-                content = response.read()
-                response.close()
-                _lost(ctx, req, cls, change.fault, response, content)
-                raise httpx_exception(change.fault, mod, request)
-            capture.start_response(response.status_code, response.headers.multi_items())
-            response.stream = tee_stream(response.stream, capture)
-            return response
-        return _served_response(mod, replay_stream, request, _serve()(ctx, req, cls))
+        action = decide(ctx, _to_request(request, request.read()))
+        if not isinstance(action, Send):
+            if isinstance(action, Refuse):
+                raise action.exception(lambda fault: _fault_exception(mod, fault, request))
+            return _served_response(mod, replay_stream, request, action.response)
+        request = _rewritten(mod, request, action)
+        with guard.permitting(action.permit) if action.permit else nullcontext():
+            response = orig_sync(self, request)
+        if action.fault is not None:
+            # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+            content = response.read()
+            response.close()
+            action.lost(response.status_code, response.headers.multi_items(), content)
+            raise _fault_exception(mod, action.fault, request)
+        action.capture.start_response(response.status_code, response.headers.multi_items())
+        response.stream = tee_stream(response.stream, action.capture)
+        return response
 
     async def handle_async_request(self: Any, request: Any) -> Any:
-        ctx = active_run()
+        ctx = current_run()
         if ctx is None:
             return await orig_async(self, request)
-        req = _to_request(request, await request.aread())
-        route, cls = plan(ctx, req)
-        if route == LIVE:
-            request, req, permit, change, ready = prepare_live(ctx, req, cls, request)
-            if ready is not None:
-                return ready
-            capture = LiveCapture(ctx, req, cls)
-            with guard.permitting(permit) if permit else nullcontext():
-                response = await orig_async(self, request)
-            if change is not None and change.fault is not None:
-                content = await response.aread()
-                await response.aclose()
-                _lost(ctx, req, cls, change.fault, response, content)
-                raise httpx_exception(change.fault, mod, request)
-            capture.start_response(response.status_code, response.headers.multi_items())
-            response.stream = async_tee_stream(response.stream, capture)
-            return response
-        return _served_response(mod, replay_stream, request, _serve()(ctx, req, cls))
+        action = decide(ctx, _to_request(request, await request.aread()))
+        if not isinstance(action, Send):
+            if isinstance(action, Refuse):
+                raise action.exception(lambda fault: _fault_exception(mod, fault, request))
+            return _served_response(mod, replay_stream, request, action.response)
+        request = _rewritten(mod, request, action)
+        with guard.permitting(action.permit) if action.permit else nullcontext():
+            response = await orig_async(self, request)
+        if action.fault is not None:
+            content = await response.aread()
+            await response.aclose()
+            action.lost(response.status_code, response.headers.multi_items(), content)
+            raise _fault_exception(mod, action.fault, request)
+        action.capture.start_response(response.status_code, response.headers.multi_items())
+        response.stream = async_tee_stream(response.stream, action.capture)
+        return response
 
     with _LOCK:
         if id(sync_cls) in _PATCHED:

@@ -3,10 +3,14 @@
 Replay returns a real ``urllib3.HTTPResponse`` reading from an in-memory stream, so requests'
 adapters, ``iter_content``/``iter_lines`` and ``.json()`` behave as with a socket. Recording wraps the
 response's underlying file object: bytes are captured as the caller reads them (streaming preserved).
+
+A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
+translates between urllib3 and that action. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations
 
+import errno
 import http
 import io
 import threading
@@ -15,11 +19,10 @@ from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..replay.faults import urllib3_exception
-from ..replay.modes import live_change, with_body
-from ..replay.sandbox import delivered_response, emit_fault
+from ..capture import current_run
+from ..replay.faults import Fault
+from ..replay.policy import Refuse, Send, decide
 from . import guard
-from .dispatch import LIVE, active_run, plan
 from .exchange import HttpRequest, HttpResponse, lower_headers
 from .recording import LiveCapture
 
@@ -126,6 +129,24 @@ def _body_bytes(body: Any) -> bytes:
     return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in body)
 
 
+def _with_body(headers: Any, body: bytes) -> dict[str, str]:
+    out = {str(k): str(v) for k, v in dict(headers).items()}
+    for name in list(out):
+        if name.lower() == "content-length":
+            out[name] = str(len(body))
+    return out
+
+
+def _fault_exception(fault: Fault, pool: Any, url: str) -> BaseException:
+    """urllib3's own exception for an injected timeout or reset (requests wraps them as usual)."""
+    from urllib3.exceptions import ProtocolError, ReadTimeoutError
+
+    if fault.kind == "timeout":
+        return ReadTimeoutError(pool, url, f"Read timed out. ({fault.message()})")
+    reset = ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+    return ProtocolError(f"Connection aborted. ({fault.message()})", reset)
+
+
 def patch() -> Callable[[], None]:
     import urllib3
     from urllib3.connectionpool import HTTPConnectionPool
@@ -133,69 +154,49 @@ def patch() -> Callable[[], None]:
     original: Callable[..., Any] = HTTPConnectionPool.urlopen
 
     def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any) -> Any:
-        ctx = active_run()
+        ctx = current_run()
         # A redirect followed inside urlopen re-enters here: the outermost call owns the exchange.
         if ctx is None or _LOCAL.__dict__.get("depth", 0):
             return original(self, method, url, body, headers, **kw)
         raw_body = _body_bytes(body)
         all_headers = headers if headers is not None else self.headers
         req = HttpRequest(method.upper(), _full_url(self, url), lower_headers(all_headers or {}), raw_body)
-        route, cls = plan(ctx, req)
+        action = decide(ctx, req)
         preload = kw.get("preload_content", True)
         decode = kw.get("decode_content", True)
-        if route == LIVE:
-            release = kw.get("release_conn")
-            pool, call_url, call_headers = self, url, headers
-            permit: str | None = req.host
-            change = None
-            if not ctx.recording:
-                # A replay mode sends this on purpose (model-comparison, sandbox): maybe elsewhere.
-                change = live_change(ctx, req, cls)
-                fault = change.fault
-                if fault is not None and not fault.delivered:
-                    if fault.kind == "status":
-                        emit_fault(ctx, req, cls, fault, fault.response())
-                        return served_response(self, fault.response(), method, req, preload, decode, kw)
-                    emit_fault(ctx, req, cls, fault, None)
-                    raise urllib3_exception(fault, self, req.url)
-                if change.url is not None:
-                    pool, call_url = _pool_for(ctx, change.url)
-                if change.body is not None:
-                    raw_body = change.body
-                    if call_headers is not None:
-                        call_headers = with_body(call_headers, raw_body)
-                req, permit = change.sent_request(req), change.permit
-            kw["preload_content"] = False
-            kw["release_conn"] = False
-            capture = LiveCapture(ctx, req, cls)
-            _LOCAL.depth = 1
-            try:
-                with guard.permitting(permit) if permit else nullcontext():
-                    response = original(pool, method, call_url, raw_body or None, call_headers, **kw)
-            finally:
-                _LOCAL.depth = 0
-            if change is not None and change.fault is not None:
-                # Delivered, then the answer is lost: what the service did is recorded, the client fails.
-                content = response.read(decode_content=True)
+        if not isinstance(action, Send):
+            if isinstance(action, Refuse):
+                raise action.exception(lambda fault: _fault_exception(fault, self, req.url))
+            return served_response(self, action.response, method, req, preload, decode, kw)
+        release = kw.get("release_conn")
+        pool, call_url, call_headers = self, url, headers
+        if action.url is not None:
+            pool, call_url = _pool_for(ctx, action.url)
+        if action.body is not None:
+            raw_body = action.body
+            if call_headers is not None:
+                call_headers = _with_body(call_headers, raw_body)
+        kw["preload_content"] = False
+        kw["release_conn"] = False
+        _LOCAL.depth = 1
+        try:
+            with guard.permitting(action.permit) if action.permit else nullcontext():
+                response = original(pool, method, call_url, raw_body or None, call_headers, **kw)
+        finally:
+            _LOCAL.depth = 0
+        if action.fault is not None:
+            # Delivered, then the answer is lost: what the service did is recorded, the client fails.
+            content = response.read(decode_content=True)
+            response.release_conn()
+            action.lost(response.status, list(response.headers.items()), content)
+            raise _fault_exception(action.fault, self, req.url)
+        action.capture.start_response(response.status, list(response.headers.items()))
+        response._fp = _TeeFP(response._fp, action.capture)
+        if preload:
+            response._body = response.read(decode_content=decode)
+            if release if release is not None else True:
                 response.release_conn()
-                emit_fault(
-                    ctx,
-                    req,
-                    cls,
-                    change.fault,
-                    delivered_response(response.status, list(response.headers.items()), content),
-                )
-                raise urllib3_exception(change.fault, self, req.url)
-            capture.start_response(response.status, list(response.headers.items()))
-            response._fp = _TeeFP(response._fp, capture)
-            if preload:
-                response._body = response.read(decode_content=decode)
-                if release if release is not None else True:
-                    response.release_conn()
-            return response
-        from ..replay.http import serve
-
-        return served_response(self, serve(ctx, req, cls), method, req, preload, decode, kw)
+        return response
 
     def served_response(
         pool: Any, served: HttpResponse, method: str, req: HttpRequest, preload: bool, decode: bool, kw: Any

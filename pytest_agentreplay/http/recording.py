@@ -26,7 +26,7 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import ADAPTERS
+from .providers import ADAPTERS, request_model
 from .sse import SSEParser
 
 if TYPE_CHECKING:
@@ -77,6 +77,8 @@ def model_request_fields(request: HttpRequest, cls: Classification) -> dict[str,
     adapter = ADAPTERS[str(cls.provider)]
     body = request.json()
     fields = adapter.request_fields(str(cls.endpoint), body)
+    if fields.get("model") is None:  # Gemini names the model in the URL
+        fields["model"] = request_model(adapter, request)
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
     fields["request_hash"] = hash_value(body) if body is not None else None
     return fields

@@ -18,17 +18,16 @@ false`` fails before sending.
 The exception raised is the client's own type, so retry logic sees what it would see in production:
 ``httpx.ReadTimeout`` / ``httpx.ReadError`` (httpx2 likewise), urllib3's ``ReadTimeoutError`` /
 ``ProtocolError`` (requests turns them into ``requests.ReadTimeout`` / ``requests.ConnectionError``),
-aiohttp's ``ServerTimeoutError`` / ``ClientOSError``.
+aiohttp's ``ServerTimeoutError`` / ``ClientOSError``. Each interceptor builds its client's exception
+from the :class:`Fault` (:meth:`Fault.message` is the text they share); this module knows no client.
 """
 
 from __future__ import annotations
 
-import errno
 import fnmatch
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -56,6 +55,10 @@ class Fault:
             return f"status {self.status}{extra} on call {self.nth} to {self.route}"
         where = "after the request was delivered" if self.delivered else "before sending"
         return f"{self.kind} {where} on call {self.nth} to {self.route}"
+
+    def message(self) -> str:
+        """What the client's exception says, after the client's own wording."""
+        return f"agentreplay sandbox: injected {self.describe()}"
 
     def to_data(self) -> dict[str, Any]:
         """What the emitted event carries in ``data.fault``."""
@@ -204,44 +207,3 @@ class FaultPlan:
             if chosen is not None:
                 self.injected.append(chosen)
         return chosen
-
-
-# -- the client's own exception types ----------------------------------------------------------------
-
-
-def httpx_exception(fault: Fault, mod: ModuleType, request: Any) -> BaseException:
-    """``mod`` is httpx or httpx2 (same exception names)."""
-    if fault.kind == "timeout":
-        exc: BaseException = mod.ReadTimeout(
-            f"agentreplay sandbox: injected {fault.describe()}", request=request
-        )
-    else:
-        exc = mod.ReadError(
-            f"[Errno {errno.ECONNRESET}] Connection reset by peer (agentreplay sandbox: injected "
-            f"{fault.describe()})",
-            request=request,
-        )
-    return exc
-
-
-def urllib3_exception(fault: Fault, pool: Any, url: str) -> BaseException:
-    from urllib3.exceptions import ProtocolError, ReadTimeoutError
-
-    if fault.kind == "timeout":
-        return ReadTimeoutError(
-            pool, url, f"Read timed out. (agentreplay sandbox: injected {fault.describe()})"
-        )
-    reset = ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
-    return ProtocolError(f"Connection aborted. (agentreplay sandbox: injected {fault.describe()})", reset)
-
-
-def aiohttp_exception(fault: Fault) -> BaseException:
-    import aiohttp
-
-    if fault.kind == "timeout":
-        return aiohttp.ServerTimeoutError(
-            f"Timeout on reading data from socket (agentreplay sandbox: injected {fault.describe()})"
-        )
-    return aiohttp.ClientOSError(
-        errno.ECONNRESET, f"Connection reset by peer (agentreplay sandbox: injected {fault.describe()})"
-    )

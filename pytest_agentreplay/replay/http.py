@@ -12,6 +12,10 @@ Matching rules (the live call on the left, the cassette on the right):
   Writes are never sent.
 
 Headers are never part of matching: SDKs add ``x-stainless-*``, retry counters and user agents.
+
+Whether a call is served at all is decided by :mod:`.policy`, the only caller of :func:`serve`. This
+module imports the library-neutral ``http`` modules (exchange, classify, bodies, recording), never an
+interceptor.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
-from ..http.guard import allow_list_admits
 from ..http.recording import emit_exchange
 
 if TYPE_CHECKING:
@@ -291,31 +294,11 @@ class _EmptyCassette:
         return None
 
 
-def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
-    """Whether the mode sends this call instead of serving it from the cassette.
+def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = None) -> HttpResponse | None:
+    """Answer ``request`` from the cassette and record the exchange on ``ctx.recorder``.
 
-    regression and audit serve everything; model-comparison sends model calls (to the provider the
-    agent addresses); sandbox sends tool calls, which ``modes.live_change`` then routes to the test's
-    sandbox services only (or refuses). Regression is checked first: it is the hot path.
+    None when no recorded exchange matches: :func:`unmatched` builds the refusal.
     """
-    mode = ctx.mode
-    allowed = ctx.settings.get("allow_hosts")
-    if allowed and mode != "audit" and allow_list_admits(request.host, allowed):
-        # The test named this host (a local service it runs): the call goes to it in every mode.
-        return True
-    if mode == "regression":
-        return False
-    if ctx.recording:
-        return True
-    if mode == "model-comparison":
-        return cls.kind == "model"
-    if mode == "sandbox":
-        return cls.kind != "model"
-    return False
-
-
-def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = None) -> HttpResponse:
-    """Answer ``request`` from the cassette, record it on ``ctx.recorder``, or raise Unmatched."""
     started = time.perf_counter()
     if cls is None:
         cls = classify_exchange(request, None, ctx.settings)
@@ -332,7 +315,7 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
         else:
             rec = index.take_write(request.method, url, request.headers.get(index.idem_header), body_key)
     if rec is None:
-        raise _unmatched(ctx, request, cls, index)
+        return None
     payload = rec.response_payload(index.recorded)
     response = rec.response(index.recorded)
     emit_exchange(
@@ -353,15 +336,15 @@ def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, dict[str
     redactor = ctx.redactor
     if redactor is None:
         return request.url, stored
-    url = redactor.redact_string(request.url) if "?" in request.url else request.url
+    url = redactor.redact_url(request.url)
     if stored is not None:
         stored = redactor.redact_body(stored)
     return url, stored
 
 
-def _unmatched(
-    ctx: RunContext, request: HttpRequest, cls: Classification, index: HttpReplayIndex
-) -> BaseException:
+def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> UnmatchedRequestError:
+    """The refusal of a call the cassette cannot answer; also kept in ``ctx.failures``."""
+    index = index_for(ctx)
     what = f"model call to {cls.endpoint_key}" if cls.kind == "model" else f"{cls.kind}"
     # Error text reaches terminals, reports and JUnit files: show the live call redacted, never raw.
     url, stored = _redacted_view(ctx, request)

@@ -7,64 +7,46 @@
 | sandbox          | served                    | sandbox services only  | sandbox services only        |
 | audit            | nothing runs              | nothing runs           | nothing runs                 |
 
-The HTTP layer asks :func:`replay.http.goes_live` whether a call is sent, and for a sent call in a
-replay mode, :func:`live_change` how (rewritten URL, replaced model, injected fault, which host the
-fail-closed guard lets through). :func:`finish_replay` runs the end-of-run checks of the mode.
+:func:`goes_live` is the table for HTTP calls (sent or served); :mod:`.policy` applies it to each
+intercepted call (serve, send or refuse; rewritten URL, replaced model, injected fault), with
+:func:`model_override` as the model-comparison rewrite.
+:func:`finish_replay` runs the end-of-run checks of the mode. Nothing here imports an interceptor.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..http.guard import allow_list_admits
+from ..http.guard import allow_list_admits, collect_child_refusals
 
 if TYPE_CHECKING:
     from ..capture import RunContext
     from ..http.classify import Classification
     from ..http.exchange import HttpRequest
-    from .faults import Fault
 
 
-@dataclass(slots=True)
-class LiveChange:
-    """How a call a replay mode sends differs from what the agent asked for."""
+def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
+    """Whether a replay mode sends this call instead of serving it from the cassette (the table above).
 
-    # Send to this URL instead (sandbox base-URL mapping); the event keeps the agent's URL.
-    url: str | None = None
-    # Send this body instead (model-comparison model override); the event records what was sent.
-    body: bytes | None = None
-    # The host the fail-closed guard lets through; None: the call must not open a socket (respx).
-    permit: str | None = None
-    fault: Fault | None = None
-
-    def sent_request(self, req: HttpRequest) -> HttpRequest:
-        """The request as recorded on the event: the agent's URL, the body actually sent."""
-        if self.body is None:
-            return req
-        from ..http.exchange import HttpRequest
-
-        headers = dict(req.headers)
-        if "content-length" in headers:
-            headers["content-length"] = str(len(self.body))
-        return HttpRequest(req.method, req.url, headers, self.body)
+    Regression is checked right after the allow list: it is the hot path.
+    """
+    mode = ctx.mode
+    allowed = ctx.settings.get("allow_hosts")
+    if allowed and mode != "audit" and allow_list_admits(request.host, allowed):
+        # The test named this host (a local service it runs): the call goes to it in every mode.
+        return True
+    if mode == "regression":
+        return False
+    if mode == "model-comparison":
+        return cls.kind == "model"
+    if mode == "sandbox":
+        return cls.kind != "model"
+    return False
 
 
-def live_change(ctx: RunContext, req: HttpRequest, cls: Classification) -> LiveChange:
-    """For a call ``goes_live`` sends in a replay mode: where it goes and what changes on the way."""
-    if cls.kind == "model":
-        return LiveChange(body=_model_override(ctx, req), permit=req.host)
-    if allow_list_admits(req.host, ctx.settings.get("allow_hosts")):
-        # A host the test allowed by name (its own local service) is reached as addressed.
-        return LiveChange(permit=req.host)
-    from .sandbox import destination
-
-    url, permit, fault = destination(ctx, req)
-    return LiveChange(url=url, permit=permit, fault=fault)
-
-
-def _model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
+def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
+    """The body a model call is sent with instead (``model_override`` setting), or None: unchanged."""
     model = ctx.settings.get("model_override")
     if not model:
         return None
@@ -75,21 +57,15 @@ def _model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def with_body(headers: Any, body: bytes) -> dict[str, str]:
-    out = {str(k): str(v) for k, v in dict(headers).items()}
-    for name in list(out):
-        if name.lower() == "content-length":
-            out[name] = str(len(body))
-    return out
-
-
 def finish_replay(ctx: RunContext) -> None:
     """End-of-run work of the mode, before the history is compared.
 
     sandbox: idempotency checks (violations go to ``ctx.failures``, so they fail the test even if the
     agent itself passed); model-comparison: the recorded-versus-live comparison, kept in
-    ``ctx.extensions["comparison"]`` for the report.
+    ``ctx.extensions["comparison"]`` for the report. In every mode, network refusals that child processes
+    reported (they cannot raise into this process) join ``ctx.failures``.
     """
+    ctx.failures.extend(collect_child_refusals(ctx))
     if ctx.mode == "sandbox":
         from .sandbox import effect_problems, state_for, violations_error
 

@@ -11,6 +11,8 @@ Where a tool call may go (checked per call, first match wins):
    pass-through still meets the fail-closed guard.
 
 Anything else is refused with :class:`SandboxError`: a sandbox never reaches a recorded host.
+:func:`destination` answers the question for :mod:`.policy`, which turns it into an action; this
+module imports the library-neutral ``http`` modules only, never an interceptor.
 
 At the end of the run :func:`effect_problems` checks the history the sandbox produced: retries of a
 write reuse their idempotency key, and no effect is committed twice.
@@ -24,9 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ReplayError
+from ..exceptions import AgentReplayError, ConfigError, SandboxCheckError
 from ..http import bodies
-from ..http.exchange import HttpRequest, HttpResponse, normalise_url
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers, normalise_url, stored_response_headers
+from ..http.recording import emit_exchange
 from .faults import Fault, FaultPlan, parse_faults
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 EXTENSION_KEY = "sandbox"
 
 
-class SandboxError(ReplayError):
+class SandboxError(SandboxCheckError):
     """A sandbox-mode call had no sandbox service to go to, or the run broke an idempotency rule."""
 
 
@@ -69,8 +72,6 @@ def state_for(ctx: RunContext) -> SandboxState:
         settings = ctx.settings
         raw_map = settings.get("sandbox") or {}
         if not isinstance(raw_map, Mapping):
-            from ..exceptions import ConfigError
-
             error = ConfigError(
                 "sandbox= must map recorded base URLs to sandbox base URLs",
                 evidence=[f"given: {raw_map!r}"],
@@ -114,21 +115,32 @@ def respx_handles(req: HttpRequest) -> bool:
     return False
 
 
-def destination(ctx: RunContext, req: HttpRequest) -> tuple[str | None, str | None, Fault | None]:
-    """``(rewritten URL or None, host the guard permits or None, fault)`` for a sandbox tool call.
+@dataclass(frozen=True, slots=True)
+class SandboxRoute:
+    """Where a sandbox tool call goes."""
 
-    Raises :class:`SandboxError` when no sandbox service is configured for the call.
-    """
-    state = state_for(ctx)
+    # Send to this URL instead (a base-URL mapping), or None: as addressed.
+    url: str | None
+    # The host the fail-closed guard lets through; None: no socket may open (a respx route answers).
+    permit: str | None
+    fault: Fault | None
+
+
+def destination(ctx: RunContext, req: HttpRequest) -> SandboxRoute | AgentReplayError:
+    """The route of a sandbox tool call, or the error refusing it (already in ``ctx.failures``)."""
+    try:
+        state = state_for(ctx)
+    except AgentReplayError as exc:  # a bad sandbox setting: state_for recorded it
+        return exc
     # A respx route the test wrote for this very request wins over a base-URL mapping of its host.
     if respx_handles(req):
-        return None, None, state.faults.next_fault(req) if state.faults else None
+        return SandboxRoute(None, None, state.faults.next_fault(req) if state.faults else None)
     mapped = state.map_url(req.url)
     fault = state.faults.next_fault(req, mapped or req.url) if state.faults else None
     if mapped is not None:
-        return mapped, HttpRequest("GET", mapped, {}).host, fault
+        return SandboxRoute(mapped, HttpRequest("GET", mapped, {}).host, fault)
     if req.host in state.hosts:
-        return None, req.host, fault
+        return SandboxRoute(None, req.host, fault)
     configured = [f"{p} -> {t}" for p, t in state.mapping] + [f"host {h}" for h in sorted(state.hosts)]
     error = SandboxError(
         f"sandbox: tool call to {req.method} {req.url} has no sandbox service; it was not sent",
@@ -146,7 +158,7 @@ def destination(ctx: RunContext, req: HttpRequest) -> tuple[str | None, str | No
         ],
     )
     ctx.failures.append(error)
-    raise error
+    return error
 
 
 def _origin(url: str) -> str:
@@ -156,8 +168,6 @@ def _origin(url: str) -> str:
 
 def delivered_response(status: int, headers: Any, content: bytes) -> HttpResponse:
     """A response the sandbox service sent but the client never saw (timeout/reset after delivery)."""
-    from ..http.exchange import lower_headers, stored_response_headers
-
     lowered = lower_headers(headers)
     body = bodies.encode_body(content, lowered.get("content-type"))
     return HttpResponse(status, stored_response_headers(lowered, True), body)
@@ -172,8 +182,6 @@ def emit_fault(
     latency_ms: float = 0.0,
 ) -> None:
     """Record the faulted attempt: the injected status, or what the service answered to a lost response."""
-    from ..http.recording import emit_exchange
-
     extra = {"fault": fault.to_data()}
     if response is None:
         # Not delivered and no response: status 0 marks "no answer" (never committed).

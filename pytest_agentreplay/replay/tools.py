@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..canonical import hash_value
 from ..events import Event
-from ..exceptions import UnmatchedRequestError
+from ..commands import rerecord_fix
+from ..exceptions import ToolNotRecordedError
 
 if TYPE_CHECKING:
     from ..capture import RunContext
@@ -90,14 +91,14 @@ class ToolReplayer:
                         policy_version=nested.policy_version,
                     )
                 return rec.outcome
-        error = UnmatchedRequestError(
+        error = ToolNotRecordedError(
             f"tool call {name}({_short(arguments)}) has no recorded result",
             evidence=self._closest(name, arguments),
             cassette=ctx.cassette,
             mode=ctx.mode,
             fixes=[
-                "if the new call is intended, re-record the run: "
-                f"pytest --agentreplay-record=all '{ctx.settings.get('nodeid', '<test>')}'",
+                "if the new call is intended, "
+                + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette).replace("re-record it", "re-record the run"),
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )

@@ -8,47 +8,56 @@ from pathlib import Path
 from typing import Any
 
 REPORT_FORMAT = "pytest-agentreplay-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 SUFFIXES = (".md", ".json", ".html")
 
 
-def build_report(
-    outcomes: Sequence[dict[str, Any]], *, unused: Sequence[str] = (), missing: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The report document every format renders (and the JSON format is): see ``report/schema.json``."""
+def build_report(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, Any]:
+    """The report document every format renders (and the JSON format is): see ``report/schema.json``.
+
+    ``statuses`` are the per-test dicts of :func:`pytest_agentreplay.status.decide`: the same status the
+    terminal and JUnit show, so no report can call a failed test green.
+    """
+    from ..redaction import default_redactor
     from ..summary import counts, next_steps
 
+    # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files
+    # too, so they show what a cassette would store.
+    redactor = default_redactor()
+    statuses = [redactor.redact(dict(s)) for s in statuses]
+    unused = [redactor.redact_string(str(p), keys=False) for p in unused]
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
-        "summary": counts(outcomes, unused=unused, missing=missing),
-        "tests": [_normalise(o) for o in outcomes],
+        "summary": counts(statuses, unused=unused),
+        "tests": [_normalise(s) for s in statuses],
         "unused": [str(p) for p in unused],
-        "missing": [str(n) for n in missing],
-        "next_steps": next_steps(outcomes, unused=unused, missing=missing),
+        "next_steps": next_steps(statuses, unused=unused),
     }
 
 
-def _normalise(outcome: dict[str, Any]) -> dict[str, Any]:
+def _normalise(status: dict[str, Any]) -> dict[str, Any]:
+    cause, message = status.get("cause"), status.get("message")
     return {
-        "nodeid": str(outcome.get("nodeid", "")),
-        "cassette": str(outcome.get("cassette", "")),
-        "action": str(outcome.get("action", "")),
-        "mode": str(outcome.get("mode", "")),
-        "regressions": int(outcome.get("regressions") or 0),
-        "expected": int(outcome.get("expected") or 0),
-        "drift": outcome.get("drift"),
+        "nodeid": str(status.get("nodeid", "")),
+        "cassette": str(status.get("cassette", "")),
+        "status": str(status.get("status", "")),
+        "cause": None if cause is None else str(cause),
+        "message": None if message is None else str(message),
+        "mode": str(status.get("mode", "")),
+        "regressions": int(status.get("regressions") or 0),
+        "expected": int(status.get("expected") or 0),
+        "drift": status.get("drift"),
     }
 
 
 def render_report(
     suffix: str,
-    outcomes: Sequence[dict[str, Any]],
+    statuses: Sequence[dict[str, Any]],
     *,
     unused: Sequence[str] = (),
-    missing: Sequence[str] = (),
 ) -> str:
-    doc = build_report(outcomes, unused=unused, missing=missing)
+    doc = build_report(statuses, unused=unused)
     if suffix == ".json":
         from .json_report import render_json
 
@@ -64,10 +73,9 @@ def render_report(
 
 def write_report(
     path: Path,
-    outcomes: Sequence[dict[str, Any]],
+    statuses: Sequence[dict[str, Any]],
     *,
     unused: Sequence[str] = (),
-    missing: Sequence[str] = (),
     step_summary: bool = True,
 ) -> None:
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
@@ -75,21 +83,19 @@ def write_report(
     from ..atomic import atomic_write_bytes
 
     path = Path(path)
-    text = render_report(path.suffix.lower(), outcomes, unused=unused, missing=missing)
+    text = render_report(path.suffix.lower(), statuses, unused=unused)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, text.encode("utf-8"))
     if step_summary:
-        append_step_summary(outcomes, unused=unused, missing=missing)
+        append_step_summary(statuses, unused=unused)
 
 
-def append_step_summary(
-    outcomes: Sequence[dict[str, Any]], *, unused: Sequence[str] = (), missing: Sequence[str] = ()
-) -> Path | None:
+def append_step_summary(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> Path | None:
     """Append the Markdown report to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    text = render_report(".md", outcomes, unused=unused, missing=missing)
+    text = render_report(".md", statuses, unused=unused)
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(text if text.endswith("\n") else text + "\n")
     return Path(target)

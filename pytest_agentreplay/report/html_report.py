@@ -10,17 +10,25 @@ from typing import Any
 from .markdown import display_path
 from .viewer import esc, page, render_drift_html, render_run_section
 
-NOTABLE = ("drifted", "updated", "not-saved", "missing")
+NOTABLE = ("drifted", "failed", "updated")
+RED = ("drifted", "failed")
+
+
+def _label(test: Mapping[str, Any]) -> str:
+    status = str(test["status"])
+    return f"{status} ({test['cause']})" if status == "failed" and test.get("cause") else status
 
 
 def _test_section(index: int, test: Mapping[str, Any]) -> str:
     anchor = f"t{index}-"
     drift = test.get("drift") if isinstance(test.get("drift"), Mapping) else None
     head = (
-        f'<section class="test" id="test-{index}" data-action="{esc(test["action"])}">'
-        f'<h2><span class="badge {"regression" if test["action"] == "drifted" else ""}">'
-        f"{esc(test['action'])}</span>"
+        f'<section class="test" id="test-{index}" data-status="{esc(test["status"])}">'
+        f'<h2><span class="badge {"regression" if test["status"] in RED else ""}">'
+        f"{esc(_label(test))}</span>"
         f"<code>{esc(test['nodeid'])}</code></h2>"
+        + (f'<p class="message">{esc(test["message"])}</p>' if test.get("message") else "")
+        +
         f'<p class="meta">cassette <code>{esc(display_path(test["cassette"]))}</code> · '
         f"mode {esc(test['mode'])} · "
         f"{int(test['regressions'])} regression(s) · {int(test['expected'])} expected</p>"
@@ -56,26 +64,26 @@ def render_html(doc: Mapping[str, Any]) -> str:
     summary = doc["summary"]
     tests = list(doc["tests"])
     badges = "".join(
-        f'<span class="badge{" regression" if key == "drifted" and summary[key] else ""}">'
+        f'<span class="badge{" regression" if key in RED and summary[key] else ""}">'
         f"{summary[key]} {key}</span>"
-        for key in ("replayed", "recorded", "drifted", "updated", "audited", "unused", "not-saved", "missing")
+        for key in ("replayed", "recorded", "drifted", "failed", "updated", "audited", "skipped", "unused")
     )
     rows = []
     for index, test in enumerate(tests):
         link = (
             f'<a href="#test-{index}">{esc(test["nodeid"])}</a>'
-            if test["action"] in NOTABLE or test["regressions"] or test["expected"]
+            if test["status"] in NOTABLE or test["regressions"] or test["expected"]
             else esc(test["nodeid"])
         )
         rows.append(
-            f'<tr data-action="{esc(test["action"])}"><td>{esc(test["action"])}</td>'
+            f'<tr data-status="{esc(test["status"])}"><td>{esc(_label(test))}</td>'
             f"<td class=mono>{link}</td>"
             f"<td class=mono>{esc(display_path(test['cassette']))}</td><td>{esc(test['mode'])}</td>"
             f"<td>{int(test['regressions'])}</td><td>{int(test['expected'])}</td></tr>"
         )
     steps = "".join(f"<li><code>{esc(step)}</code></li>" for step in doc.get("next_steps") or [])
     lists = ""
-    for key in ("missing", "unused"):
+    for key in ("unused",):
         items = doc.get(key) or []
         if items:
             lists += (
@@ -86,7 +94,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     sections = [
         _test_section(index, test)
         for index, test in enumerate(tests)
-        if test["action"] in NOTABLE or test["regressions"] or test["expected"]
+        if test["status"] in NOTABLE or test["regressions"] or test["expected"]
     ]
     body = (
         "<h1>Agent replay report</h1>"

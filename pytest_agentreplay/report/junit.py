@@ -12,12 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 PROPERTY_PREFIX = "agentreplay."
-FIELDS = ("cassette", "mode", "action", "regressions", "expected")
+FIELDS = ("status", "cause", "cassette", "mode", "regressions", "expected")
 
 
 def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``[("agentreplay.cassette", ...), ("agentreplay.mode", ...), ...]`` for one test outcome."""
-    return [(PROPERTY_PREFIX + name, str(outcome.get(name, ""))) for name in FIELDS if name in outcome]
+    return [
+        (PROPERTY_PREFIX + name, str(outcome[name]))
+        for name in FIELDS
+        if name in outcome and outcome[name] is not None
+    ]
 
 
 def add_junit_properties(item: Any, outcome: Mapping[str, Any]) -> None:

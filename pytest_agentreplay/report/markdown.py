@@ -15,13 +15,14 @@ CELL_LIMIT = 80
 MAX_ROWS_PER_TEST = 50
 ICONS = {
     "drifted": "❌",
+    "failed": "❌",
     "updated": "✏️",
-    "not-saved": "⚠️",
-    "missing": "⚠️",
     "replayed": "✅",
     "recorded": "🎙️",
     "audited": "🔍",
+    "skipped": "⏭️",
 }
+NOTABLE = ("drifted", "failed", "updated")
 
 
 def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
@@ -107,6 +108,11 @@ def drift_table(drift: Mapping[str, Any]) -> list[str]:
     return rows
 
 
+def _label(test: Mapping[str, Any]) -> str:
+    status = str(test["status"])
+    return f"{status} ({test['cause']})" if status == "failed" and test.get("cause") else status
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -115,42 +121,44 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     summary = doc["summary"]
     tests: list[Mapping[str, Any]] = list(doc["tests"])
     lines = ["## Agent replay report", ""]
-    order = ("drifted", "updated", "replayed", "recorded", "audited")
+    order = ("drifted", "failed", "updated", "replayed", "recorded", "audited", "skipped")
     counts = [
-        f"**{summary[a]} {a}**" if a == "drifted" and summary[a] else f"{summary[a]} {a}" for a in order
+        f"**{summary[a]} {a}**" if a in ("drifted", "failed") and summary[a] else f"{summary[a]} {a}"
+        for a in order
     ]
     counts.append(f"{summary['unused']} unused")
-    for extra in ("not-saved", "missing"):
-        if summary.get(extra):
-            counts.append(f"**{summary[extra]} {extra}**")
-    verdict = "❌" if summary["drifted"] or summary.get("not-saved") or summary.get("missing") else "✅"
+    verdict = "❌" if summary["drifted"] or summary["failed"] else "✅"
     lines.append(
         f"{verdict} " + " · ".join(counts) + f" — {_plural(summary['regressions'], 'regression')}, "
         f"{_plural(summary['expected'], 'expected difference')}"
     )
     lines.append("")
-    notable = [
-        t
-        for t in tests
-        if t["action"] in ("drifted", "updated", "not-saved", "missing") or t["regressions"] or t["expected"]
-    ]
+    notable = [t for t in tests if t["status"] in NOTABLE or t["regressions"] or t["expected"]]
     if notable:
-        lines += ["| result | test | cassette | mode | regressions | expected |", "|---|---|---|---|---|---|"]
+        lines += [
+            "| result | test | cassette | mode | regressions | expected |",
+            "|---|---|---|---|---|---|",
+        ]
         for t in notable:
-            icon = ICONS.get(str(t["action"]), "")
+            icon = ICONS.get(str(t["status"]), "")
             lines.append(
-                f"| {icon} {_plain(str(t['action']))} | {cell_code(t['nodeid'], 300)} "
+                f"| {icon} {_plain(_label(t))} | {cell_code(t['nodeid'], 300)} "
                 f"| {cell_code(display_path(t['cassette']), 300)} "
                 f"| {_plain(str(t['mode']))} | {t['regressions']} | {t['expected']} |"
             )
         lines.append("")
+        for t in notable:
+            if t["status"] == "failed" and t.get("message"):
+                lines.append(f"- {cell_code(t['nodeid'], 300)}: {cell_code(t['message'], 300)}")
+        if any(t["status"] == "failed" and t.get("message") for t in notable):
+            lines.append("")
     else:
-        lines += ["No test drifted.", ""]
+        lines += ["No test drifted or failed.", ""]
     for t in notable:
         drift = t.get("drift")
         if not isinstance(drift, Mapping):
             continue
-        icon = ICONS.get(str(t["action"]), "")
+        icon = ICONS.get(str(t["status"]), "")
         lines.append("<details>")
         lines.append(
             f"<summary>{icon} <code>{html.escape(str(t['nodeid']))}</code>: "
@@ -164,11 +172,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         lines.append("")
         lines.append("</details>")
         lines.append("")
-    missing = list(doc.get("missing") or [])
     unused = list(doc.get("unused") or [])
-    if missing:
-        lines.append("Missing cassettes: " + ", ".join(cell_code(m, 120) for m in missing))
-        lines.append("")
     if unused:
         lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in unused))
         lines.append("")

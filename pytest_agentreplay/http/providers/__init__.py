@@ -1,7 +1,9 @@
 """Provider adapters: recognise a model endpoint and extract the decision from its exchange.
 
 An adapter is a module exposing ``NAME``, ``match(request, settings) -> endpoint | None``,
-``request_fields(body) -> dict`` and ``response_fields(body_shape) -> dict``.
+``request_fields(endpoint, body) -> dict`` and ``response_fields(endpoint, body_shape) -> dict``, and
+optionally ``model_from_request(request) -> str | None`` for APIs that name the model in the URL
+(Gemini), used when the body names none.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..exchange import HttpRequest
-from . import anthropic, openai
+from . import anthropic, gemini, openai
 
 
 class ProviderAdapter(Protocol):
@@ -23,7 +25,16 @@ class ProviderAdapter(Protocol):
     def response_fields(self, endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]: ...
 
 
-ADAPTERS: dict[str, ProviderAdapter] = {openai.NAME: openai, anthropic.NAME: anthropic}
+ADAPTERS: dict[str, ProviderAdapter] = {openai.NAME: openai, anthropic.NAME: anthropic, gemini.NAME: gemini}
+
+
+def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:
+    """The model an adapter reads from the request itself (the URL), if it knows how."""
+    from_request = getattr(adapter, "model_from_request", None)
+    if from_request is None:
+        return None
+    found = from_request(request)
+    return str(found) if found is not None else None
 
 
 def parse_arguments(raw: Any) -> Any:

@@ -1,0 +1,51 @@
+"""Every command a message shows a user, built in one place: quoted node ids, mode-aware, no placeholders.
+
+A hint is only useful if it works when pasted: node ids are shell-quoted, a flag is only suggested in a
+mode that honours it, and where the test is unknown (a cassette handled outside pytest) the hint names
+the cassette's own recorded test or says how to find it instead of printing ``<test>``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+# Only a regression replay re-runs the agent against the recorded world; the other modes are experiments
+# or inspections whose result is never a new baseline, so ``--agentreplay-update`` is ignored there.
+UPDATE_MODES = ("regression",)
+
+
+def quote(nodeid: str) -> str:
+    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability."""
+    return shlex.quote(nodeid)
+
+
+def _targets(nodeids: Sequence[str]) -> str:
+    return "".join(" " + quote(n) for n in nodeids)
+
+
+def record_command(nodeid: str | None, record: str = "missing") -> str:
+    """``pytest --agentreplay-record=missing 'tests/test_a.py::test_x'`` (the whole suite without an id)."""
+    return f"pytest --agentreplay-record={record}" + (_targets([nodeid]) if nodeid else "")
+
+
+def rerecord_fix(nodeid: str | None, cassette: object | None = None) -> str:
+    """The numbered fix that re-records a run, naming the test when it is known."""
+    if nodeid:
+        return f"re-record it against the real services: {record_command(nodeid, 'all')}"
+    where = f" {cassette}" if cassette else ""
+    return (
+        f"re-record the test that owns the cassette{where}: run `pytest --agentreplay-record=all` followed "
+        "by the node id stored in the cassette's run.test field"
+    )
+
+
+def update_command(nodeids: Sequence[str] = (), mode: str = "regression") -> str | None:
+    """The command that accepts drift, or None in a mode that ignores ``--agentreplay-update``."""
+    if mode not in UPDATE_MODES:
+        return None
+    return "pytest --agentreplay-update" + _targets(nodeids)
+
+
+def rerun_command(nodeids: Sequence[str] = (), *extra: str) -> str:
+    return "pytest" + "".join(" " + e for e in extra) + _targets(nodeids)

@@ -1,0 +1,207 @@
+"""The session controller: the one object that owns a pytest session's agent-replay bookkeeping.
+
+It knows which collected tests use agent replay and where their cassettes are (resolved once, at
+collection), receives every test's status, merges what pytest-xdist workers saw, decides which cassettes
+are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it.
+
+Under xdist each worker collects the whole suite and runs part of it: workers send their collection facts
+(:meth:`worker_output`) to the controller process, statuses arrive with the test reports, and only the
+controller (the process without ``workerinput``) decides session-wide questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Settings
+from .constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
+from .paths import recorded_nodeid
+
+WORKER_OUTPUT_KEY = "agentreplay"
+
+
+@dataclass
+class CollectedTest:
+    """A collected test that uses agent replay, and where its cassette is."""
+
+    nodeid: str
+    module: Path
+    # None when a project's ``agentreplay_cassette_path`` fixture override decides it at run time.
+    cassette: Path | None
+
+
+@dataclass
+class CollectionFacts:
+    """What one process learnt at collection; merged across xdist workers."""
+
+    known: set[str] = field(default_factory=set)
+    module_dirs: set[str] = field(default_factory=set)
+    # Node ids whose cassette only a fixture override knows (resolved only if the test runs).
+    runtime_placed: set[str] = field(default_factory=set)
+    collected: bool = False
+
+    def merge(self, other: Mapping[str, Any]) -> None:
+        self.known.update(other.get("known", ()))
+        self.module_dirs.update(other.get("module_dirs", ()))
+        self.runtime_placed.update(other.get("runtime_placed", ()))
+        self.collected = self.collected or bool(other.get("collected"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "known": sorted(self.known),
+            "module_dirs": sorted(self.module_dirs),
+            "runtime_placed": sorted(self.runtime_placed),
+            "collected": self.collected,
+        }
+
+
+class SessionController:
+    """Owns collection facts, statuses, unused-cassette detection and the exit status of one session."""
+
+    def __init__(self, settings: Settings, rootdir: Path, *, is_worker: bool) -> None:
+        self.settings = settings
+        self.rootdir = rootdir
+        self.is_worker = is_worker
+        self.facts = CollectionFacts()
+        self.statuses: list[dict[str, Any]] = []
+        self.comparisons: list[dict[str, Any]] = []
+        self.unused: list[str] = []
+        self.removed: list[str] = []
+        self.unused_skipped_reason: str | None = None
+        self.failed_only_by_unused = False
+
+    # -- collection ---------------------------------------------------------------------------------
+    def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
+        """Record every collected (or deselected) test that uses agent replay."""
+        for test in tests:
+            if test.cassette is None:
+                self.facts.runtime_placed.add(test.nodeid)
+            else:
+                self.facts.known.add(str(test.cassette))
+            if test.module.resolve() not in partial_modules:
+                from .paths import item_cassette_path
+
+                cassette_dir = self.settings.cassette_dir
+                default = item_cassette_path(cassette_dir, self.rootdir, test.module, test.nodeid)
+                self.facts.module_dirs.add(str(default.parent))
+        self.facts.collected = True
+
+    def worker_output(self) -> dict[str, Any]:
+        return self.facts.to_dict()
+
+    def merge_worker(self, output: Mapping[str, Any] | None) -> None:
+        if output and isinstance(output.get(WORKER_OUTPUT_KEY), Mapping):
+            self.facts.merge(output[WORKER_OUTPUT_KEY])
+
+    # -- statuses -----------------------------------------------------------------------------------
+    def add_status(self, status: Mapping[str, Any]) -> None:
+        self.statuses.append(dict(status))
+
+    def add_comparison(self, comparison: Mapping[str, Any]) -> None:
+        self.comparisons.append(dict(comparison))
+
+    @property
+    def red(self) -> list[dict[str, Any]]:
+        from .status import is_red
+
+        return [s for s in self.statuses if is_red(s)]
+
+    # -- end of session -----------------------------------------------------------------------------
+    def finish(self, *, session_failed: bool, exit_ok: bool) -> int | None:
+        """Decide unused cassettes (controller only); returns the exit status to set, if it changes."""
+        if self.is_worker:
+            return None
+        self.unused = [str(p) for p in self._find_unused(session_failed=session_failed)]
+        new_exit: int | None = None
+        if self.unused:
+            if self.settings.update:
+                from .unused import remove
+
+                self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
+                self.unused = []
+            elif self.settings.fail_on_unused and exit_ok:
+                self.failed_only_by_unused = True
+                new_exit = 1
+        if exit_ok and self.red and new_exit is None:
+            new_exit = 1
+        if self.settings.report is not None:
+            from .summary import write_report
+
+            write_report(self.settings.report, self.statuses, unused=self.unused)
+        return new_exit
+
+    def _find_unused(self, *, session_failed: bool) -> list[Path]:
+        if session_failed or not self.facts.collected:
+            # A crashed or failing session says nothing reliable about which cassettes are still wanted.
+            return []
+        used = {str(s.get("cassette")) for s in self.statuses if s.get("cassette")}
+        ran = {str(s.get("nodeid")) for s in self.statuses if s.get("status") != "skipped"}
+        unresolved = sorted(self.facts.runtime_placed - ran)
+        if unresolved:
+            self.unused_skipped_reason = (
+                f"{len(unresolved)} test(s) that did not run place their cassette through an "
+                f"agentreplay_cassette_path fixture override (e.g. {unresolved[0]}): "
+                "unused cassettes are not judged in this session"
+            )
+            return []
+        from .unused import unused_cassettes
+
+        keep = {Path(p) for p in self.facts.known | used}
+        found = unused_cassettes((Path(d) for d in self.facts.module_dirs), keep)
+        found_set = {p.resolve() for p in found}
+        for path in self._orphans(keep):
+            if path.resolve() not in found_set:
+                found.append(path)
+        return sorted(found)
+
+    def _orphans(self, keep: set[Path]) -> list[Path]:
+        """Cassettes whose recorded test's module no longer exists (a deleted or renamed test module)."""
+        root = self.settings.cassette_dir
+        if not root.is_dir():
+            return []
+        keep_resolved = {p.resolve() for p in keep}
+        orphans = []
+        for path in root.rglob(f"*{CASSETTE_SUFFIX}"):
+            relative = path.relative_to(root).parts
+            if BLOB_DIR_NAME in relative or any(part.startswith(".") for part in relative):
+                continue
+            if not path.is_file() or path.is_symlink() or path.resolve() in keep_resolved:
+                continue
+            nodeid = recorded_nodeid(path)
+            if not nodeid:
+                continue
+            module = nodeid.split("::", 1)[0]
+            if module and not (self.rootdir / module).exists():
+                orphans.append(path)
+        return orphans
+
+    # -- terminal -----------------------------------------------------------------------------------
+    def summary_lines(self) -> list[str]:
+        from .summary import summary_lines
+
+        lines = summary_lines(self.statuses, unused=self.unused)
+        lines.extend(f"  removed unused cassette: {path}" for path in self.removed)
+        if self.unused_skipped_reason:
+            lines.append(f"  note: {self.unused_skipped_reason}")
+        if self.comparisons:
+            from .replay.comparison import summary_lines as comparison_lines
+
+            lines.extend(comparison_lines(self.comparisons))
+        if self.failed_only_by_unused:
+            lines.append(
+                f"session FAILED only because of {len(self.unused)} unused cassette(s): remove them with "
+                "`pytest --agentreplay-update` (whole suite), or set agentreplay_fail_on_unused = false"
+            )
+        return lines
+
+    @property
+    def has_summary(self) -> bool:
+        return bool(self.statuses or self.unused or self.removed or self.unused_skipped_reason)
+
+
+def partial_modules(invocation_dir: Path, args: Sequence[str]) -> set[Path]:
+    """Modules named with ``::`` on the command line were collected only in part: never judged."""
+    return {(invocation_dir / arg.split("::", 1)[0]).resolve() for arg in args if "::" in arg}

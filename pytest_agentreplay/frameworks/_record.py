@@ -1,0 +1,130 @@
+"""What every adapter emits: framework tool executions as ``tool.call``/``tool.result`` pairs, graph steps
+as ``state.update``, and agent metadata on the run header. Shared so that all frameworks record tools in
+the shape ``@tool`` does (``replay/tools.py`` serves and the diff aligns them the same way)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..canonical import hash_value
+from ..capture import RunContext, payload, state_hash, to_jsonable
+from ..events import ToolInfo
+
+
+def parse_json_text(value: Any) -> Any:
+    """Tracing APIs carry arguments and results as JSON text: structured when it parses, else the text."""
+    if isinstance(value, bytes | bytearray):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _numeric(text):
+            try:
+                return json.loads(text)
+            except ValueError:
+                return value
+    return value
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def as_arguments(value: Any) -> dict[str, Any]:
+    """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``)."""
+    parsed = to_jsonable(parse_json_text(value))
+    if isinstance(parsed, dict):
+        return parsed
+    if parsed is None or parsed == "":
+        return {}
+    return {"input": parsed}
+
+
+class ToolExecution:
+    """One framework tool execution: emits ``tool.call`` now and ``tool.result`` on :meth:`finish`."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        framework: str,
+        agent: str | None = None,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.arguments = arguments
+        self.info = ToolInfo(name=name)
+        self.attempt = ctx.recorder.next_attempt(name, hash_value(arguments))
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self.done = False
+        data: dict[str, Any] = {"arguments": arguments, "attempt": self.attempt, "framework": framework}
+        if agent:
+            data["agent"] = agent
+        ctx.recorder.emit(
+            "tool.call",
+            actor="runtime",
+            event_class="decision",
+            tool=self.info,
+            data=data,
+            trace_id=trace_id,
+            span_id=span_id,
+        )
+
+    def finish(self, result: Any = None, error: str | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        data: dict[str, Any] = {"attempt": self.attempt}
+        if error is not None:
+            data["error"] = error
+        self.ctx.recorder.emit(
+            "tool.result",
+            actor="tool",
+            event_class="input",
+            tool=self.info,
+            output=payload(result) if error is None else None,
+            data=data,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+        )
+
+
+def note_agent(ctx: RunContext, agent: str | None, *, framework: str) -> None:
+    """Agent metadata onto the run header's labels (``agent``, ``framework``; the outermost agent wins).
+
+    Labels, not ``RunMeta.agent``: that one is the test's choice and is echoed into ``run.start``."""
+    labels = ctx.recorder.run.labels
+    if agent:
+        labels.setdefault("agent", agent)
+        labels.setdefault("framework", framework)
+
+
+def record_step(
+    ctx: RunContext, state: Any, *, framework: str, node: str, step: int | None, updated: list[str]
+) -> str:
+    """One graph step: ``state.update`` with the hash of the state after it, labelled with its node."""
+    digest = state_hash(state)
+    data: dict[str, Any] = {"label": node, "node": node, "framework": framework, "updated": updated}
+    if step is not None:
+        data["step"] = step
+    ctx.recorder.emit("state.update", actor="runtime", event_class="decision", state_hash=digest, data=data)
+    return digest
+
+
+def model_calls_since(ctx: RunContext, index: int) -> int:
+    """How many model calls the HTTP layer recorded from event ``index`` on (for deduplication)."""
+    events = ctx.recorder.events
+    return sum(1 for event in events[index:] if event.type == "model.call")
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

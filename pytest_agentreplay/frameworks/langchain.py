@@ -1,0 +1,244 @@
+"""LangChain and LangGraph: a callback handler every runnable gets, through LangChain's public
+``register_configure_hook`` (the mechanism its own tracers use), so no callback has to be passed.
+
+- Tools (``on_tool_start``/``on_tool_end``/``on_tool_error``): ``tool.call`` with the arguments the tool
+  was invoked with, ``tool.result`` with its output as the model sees it (a ``ToolMessage``'s content) or
+  its error; a retried call gets ``attempt`` 2, 3...
+- LangGraph nodes (chain runs tagged ``graph:step:N`` whose name is their ``langgraph_node``): one
+  ``state.update`` per node execution, ``data.node``/``data.step``/``data.updated`` (the keys the node
+  wrote) and ``state_hash`` = the hash of the graph state after that step. LangGraph hands each node the
+  state after the previous step, so the state after step N is read from the inputs of the step N+1 nodes
+  (or from the graph's output after the last step): the event is emitted when the next step starts.
+  Messages are hashed by what they say (type, content, name, tool calls), not by their random ids.
+- Model calls (``on_chat_model_start``...) are left to the HTTP layer, which records them on the wire.
+
+Replay: callbacks only observe. ``ToolNode(tools, wrap_tool_call=replay_tool_call(reads={...}))`` serves
+the named read-only tools from the cassette in regression and model-comparison replay.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tracers.context import register_configure_hook
+
+from ..api import RecordedToolError
+from ..capture import RunContext, current_run, to_jsonable
+from ._record import ToolExecution, as_arguments, error_text, record_step
+
+FRAMEWORK = "langgraph"
+_EXTENSION = "frameworks.langchain"
+
+
+@dataclass
+class _Node:
+    name: str
+    step: int | None
+    graph: UUID | None
+    updated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _RunState:
+    tools: dict[UUID, ToolExecution] = field(default_factory=dict)
+    nodes: dict[UUID, _Node] = field(default_factory=dict)
+    graphs: set[UUID] = field(default_factory=set)
+    # Finished nodes whose state-after-step is not known yet, per graph run.
+    done: dict[UUID | None, list[_Node]] = field(default_factory=dict)
+
+
+def _state(ctx: RunContext) -> _RunState:
+    state: _RunState = ctx.extensions.setdefault(_EXTENSION, _RunState())
+    return state
+
+
+def canonical_state(value: Any) -> Any:
+    """Graph state as plain JSON, messages reduced to what they say (their ids are random per run)."""
+    if isinstance(value, dict):
+        return {str(k): canonical_state(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical_state(v) for v in value]
+    kind = getattr(value, "type", None)
+    if isinstance(kind, str) and hasattr(value, "content"):
+        message: dict[str, Any] = {"type": kind, "content": to_jsonable(value.content)}
+        name = getattr(value, "name", None)
+        if name:
+            message["name"] = name
+        calls = getattr(value, "tool_calls", None)
+        if calls:
+            message["tool_calls"] = [
+                {"name": c.get("name"), "args": to_jsonable(c.get("args"))} for c in calls
+            ]
+        return message
+    return to_jsonable(value)
+
+
+def _tool_output(output: Any) -> Any:
+    content = getattr(output, "content", None)
+    if content is not None and hasattr(output, "tool_call_id"):
+        return to_jsonable(content)
+    return to_jsonable(output)
+
+
+class AgentReplayCallbackHandler(BaseCallbackHandler):
+    """Feeds tool executions and graph steps into the run active in this process (a no-op outside one)."""
+
+    run_inline = True  # called in order, in the caller's thread and context, also from async runnables
+    raise_error = False
+
+    # -- tools -------------------------------------------------------------------------------------
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        name = str((serialized or {}).get("name") or kwargs.get("name") or "tool")
+        arguments = to_jsonable(inputs) if isinstance(inputs, dict) else as_arguments(input_str)
+        _state(ctx).tools[run_id] = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        execution = _state(ctx).tools.pop(run_id, None)
+        if execution is not None:
+            execution.finish(_tool_output(output), None)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        execution = _state(ctx).tools.pop(run_id, None)
+        if execution is not None:
+            execution.finish(None, error_text(error))
+
+    # -- graphs and nodes ----------------------------------------------------------------------------
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any],
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        state = _state(ctx)
+        node = (metadata or {}).get("langgraph_node")
+        name = kwargs.get("name")
+        if parent_run_id is None or (node is None and parent_run_id not in state.nodes):
+            state.graphs.add(run_id)
+            return
+        if node is None or name != node or not any(t.startswith("graph:step:") for t in tags or ()):
+            return
+        step = (metadata or {}).get("langgraph_step")
+        current = _Node(str(node), step if isinstance(step, int) else None, parent_run_id)
+        # This node sees the state after the previous step: that closes the steps finished before it.
+        self._flush(ctx, parent_run_id, inputs, before=current.step)
+        state.nodes[run_id] = current
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        state = _state(ctx)
+        node = state.nodes.pop(run_id, None)
+        if node is not None:
+            node.updated = sorted(str(k) for k in outputs) if isinstance(outputs, dict) else []
+            state.done.setdefault(node.graph, []).append(node)
+        elif run_id in state.graphs:
+            state.graphs.discard(run_id)
+            self._flush(ctx, run_id, outputs, before=None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        state = _state(ctx)
+        state.nodes.pop(run_id, None)
+        if run_id in state.graphs:
+            state.graphs.discard(run_id)
+            state.done.pop(run_id, None)
+
+    def _flush(self, ctx: RunContext, graph: UUID | None, graph_state: Any, *, before: int | None) -> None:
+        done = _state(ctx).done.get(graph)
+        if not done:
+            return
+        ready = [n for n in done if before is None or n.step is None or n.step < before]
+        if not ready:
+            return
+        done[:] = [n for n in done if n not in ready]
+        canonical = canonical_state(graph_state)
+        for node in sorted(ready, key=lambda n: (n.step or 0, n.name)):
+            record_step(
+                ctx, canonical, framework=FRAMEWORK, node=node.name, step=node.step, updated=node.updated
+            )
+
+
+_HANDLER = AgentReplayCallbackHandler()
+# The default is the handler itself: every callback manager LangChain configures includes it, in every
+# thread and task, with no per-run set/reset to get wrong. Outside a run each callback returns at once.
+_HOOK: ContextVar[BaseCallbackHandler | None] = ContextVar("pytest_agentreplay_langchain", default=_HANDLER)
+_LOCK = threading.Lock()
+_REGISTERED: list[bool] = []
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    with _LOCK:
+        if not _REGISTERED:
+            register_configure_hook(_HOOK, True)
+            _REGISTERED.append(True)
+
+    def deactivate() -> None:
+        ctx.extensions.pop(_EXTENSION, None)
+
+    return deactivate
+
+
+def replay_tool_call(reads: Iterable[str]) -> Callable[[Any, Callable[[Any], Any]], Any]:
+    """A ``ToolNode(wrap_tool_call=...)`` wrapper that serves the ``reads`` tools from the cassette in
+    regression and model-comparison replay (recorded with their arguments, as ``@tool`` reads are).
+    Everything else, and every tool outside replay, runs as usual."""
+    names = frozenset(reads)
+
+    def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
+        ctx = current_run()
+        call = request.tool_call
+        name = call.get("name")
+        if ctx is None or name not in names or ctx.executes_tool("read") or ctx.tools is None:
+            return execute(request)
+        from langchain_core.messages import ToolMessage
+
+        arguments = to_jsonable(call.get("args") or {})
+        execution = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
+        outcome = ctx.tools.serve(name, arguments, None, ctx=ctx)
+        execution.finish(outcome.result, outcome.error)
+        if outcome.error is not None:
+            raise RecordedToolError(name, outcome.error)
+        content = outcome.result if isinstance(outcome.result, str) else json.dumps(outcome.result)
+        return ToolMessage(content=content, name=name, tool_call_id=call.get("id"))
+
+    return wrap

@@ -1,0 +1,134 @@
+"""OpenAI Agents SDK: a tracing processor added with the public ``agents.add_trace_processor``.
+
+- ``agent`` spans: the agent's name onto the run header's labels (the first agent wins);
+- ``function`` spans: ``tool.call`` (``span_data.input``, JSON text, as arguments) and ``tool.result``
+  (``span_data.output`` as the model sees it, or ``span.error`` as ``data.error``). The SDK fills in the
+  input after the span has started, so both events are emitted when the span ends: HTTP the tool made
+  is recorded before its ``tool.call``;
+- ``handoff`` spans: ``state.update`` labelled ``handoff FROM -> TO`` (``data.node`` the new agent,
+  ``state_hash`` the hash of the pair), so a changed hand-off fails like a changed graph transition;
+- ``generation`` / ``response`` spans: left to the HTTP layer (it records the model calls on the wire).
+
+Processors are process-wide: ours is added when a run starts unless it is still registered (a
+project's ``set_trace_processors`` call drops it: the next run adds it again); outside a run it does
+nothing. The SDK's tracing must be
+enabled (``set_tracing_disabled(True)`` or ``OPENAI_AGENTS_DISABLE_TRACING`` silence it). Tools cannot be
+served from the cassette: the SDK has no public hook that answers a function call in its place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agents import add_trace_processor
+from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
+
+from ..capture import RunContext, current_run, state_hash, to_jsonable
+from ._record import ToolExecution, as_arguments, note_agent
+
+FRAMEWORK = "openai_agents"
+
+
+def _span_error(span: Span[Any]) -> str | None:
+    error = span.error
+    if not error:
+        return None
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    data = error.get("data") if isinstance(error, dict) else None
+    detail = data.get("error") if isinstance(data, dict) else None
+    return f"{message}: {detail}" if detail else str(message)
+
+
+class AgentReplayTracingProcessor(TracingProcessor):
+    """Feeds agent, function and handoff spans into the run active in this process."""
+
+    def on_trace_start(self, trace: Trace) -> None:
+        return None
+
+    def on_trace_end(self, trace: Trace) -> None:
+        return None
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        data = span.span_data
+        if data.type == "agent":
+            note_agent(ctx, getattr(data, "name", None), framework=FRAMEWORK)
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        try:
+            self._end(ctx, span)
+        except Exception as exc:  # never break the agent: fail the test instead
+            ctx.failures.append(exc)
+
+    def _end(self, ctx: RunContext, span: Span[Any]) -> None:
+        data = span.span_data
+        if data.type == "function":
+            execution = ToolExecution(
+                ctx,
+                str(data.name),
+                as_arguments(data.input),
+                framework=FRAMEWORK,
+                trace_id=span.trace_id,
+                span_id=span.span_id,
+            )
+            error = _span_error(span)
+            execution.finish(None if error else to_jsonable(data.output), error)
+        elif data.type == "handoff":
+            _handoff(ctx, data.from_agent, data.to_agent)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self) -> None:
+        return None
+
+
+def _handoff(ctx: RunContext, source: str | None, target: str | None) -> None:
+    pair = {"from": source, "to": target}
+    ctx.recorder.emit(
+        "state.update",
+        actor="runtime",
+        event_class="decision",
+        state_hash=state_hash(pair),
+        data={
+            "label": f"handoff {source} -> {target}",
+            "node": target,
+            "handoff": pair,
+            "framework": FRAMEWORK,
+        },
+    )
+
+
+_PROCESSOR = AgentReplayTracingProcessor()
+_LOCK = threading.Lock()
+_ADDED: list[bool] = []
+
+
+def _registered() -> bool | None:
+    """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list), read
+    without touching anything; None when this SDK version does not tell."""
+    multi = getattr(get_trace_provider(), "_multi_processor", None)
+    processors = getattr(multi, "_processors", None)
+    if not isinstance(processors, tuple | list):
+        return None
+    return any(p is _PROCESSOR for p in processors)
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    with _LOCK:
+        registered = _registered()
+        if registered is False or (registered is None and not _ADDED):
+            add_trace_processor(_PROCESSOR)
+            _ADDED.append(True)
+    return _noop
+
+
+def _noop() -> None:
+    return None

@@ -1,0 +1,224 @@
+"""The generic bridge: OpenTelemetry GenAI spans emitted in-process become events of the active run.
+
+A span processor (``opentelemetry.sdk.trace.SpanProcessor``) reads spans following the GenAI semantic
+conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/), keyed on ``gen_ai.operation.name``:
+
+- ``execute_tool``: ``tool.call`` when the span starts (``gen_ai.tool.name``, arguments from
+  ``gen_ai.tool.call.arguments`` or ``tool_arguments``), ``tool.result`` when it ends (the result text
+  from ``gen_ai.tool.call.result`` or ``tool_response``, as the model sees it; an ``ERROR`` status or an
+  ``exception`` span event becomes ``data.error``; a retried call gets ``attempt`` 2, 3...);
+- ``invoke_agent`` / ``create_agent``: the agent's name (``gen_ai.agent.name``) and the instrumentation
+  scope onto the run header's labels (``agent``, ``framework``);
+- ``chat`` / ``text_completion`` / ``generate_content``: nothing when the HTTP layer recorded the model
+  call during the span (the usual case); else (a transport the HTTP layer does not see) a ``model.call``
+  with ``data.source = "otel"``, the provider, model, finish reasons and usage.
+
+It is added once to the global SDK ``TracerProvider`` when one is set (so any library tracing through
+it feeds the run) and to a private provider the Pydantic AI adapter instruments agents with. Outside a
+run it does nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import StatusCode
+
+from ..capture import RunContext, current_run
+from ._record import ToolExecution, as_arguments, model_calls_since, note_agent
+
+_EXTENSION = "frameworks.otel"
+# Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself: their
+# ``execute_tool`` spans would duplicate its events.
+CLAIMED = "frameworks.claimed_agent_runs"
+ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
+RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "tool_response")
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
+
+
+def _first(attributes: Mapping[str, Any], names: tuple[str, ...]) -> Any:
+    for name in names:
+        if name in attributes:
+            return attributes[name]
+    return None
+
+
+def _pending(ctx: RunContext) -> dict[int, Any]:
+    state: dict[int, Any] = ctx.extensions.setdefault(_EXTENSION, {})
+    return state
+
+
+def _framework(span: ReadableSpan) -> str:
+    scope = span.instrumentation_scope
+    return scope.name if scope is not None and scope.name else "opentelemetry"
+
+
+def _error_of(span: ReadableSpan) -> str | None:
+    for event in span.events:
+        if event.name == "exception":
+            attrs = event.attributes or {}
+            kind = attrs.get("exception.type", "Exception")
+            return f"{str(kind).rsplit('.', 1)[-1]}: {attrs.get('exception.message', '')}"
+    if span.status.status_code is StatusCode.ERROR:
+        return span.status.description or "error"
+    return None
+
+
+class GenAISpanProcessor(SpanProcessor):
+    """Feeds GenAI spans into the run active in this process (see the module docstring)."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        ctx = current_run()
+        if ctx is None:
+            return
+        try:
+            self._start(ctx, span)
+        except Exception as exc:  # never break the agent: fail the test instead
+            ctx.failures.append(exc)
+
+    def _start(self, ctx: RunContext, span: Span) -> None:
+        attributes = span.attributes or {}
+        operation = attributes.get("gen_ai.operation.name")
+        if operation is None:
+            return
+        key = span.context.span_id
+        if operation == "execute_tool":
+            run_id = attributes.get("gen_ai.agent.call.id")
+            if run_id is not None and run_id in ctx.extensions.get(CLAIMED, ()):
+                return
+            name = str(attributes.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool "))
+            agent = attributes.get("gen_ai.agent.name")
+            _pending(ctx)[key] = ToolExecution(
+                ctx,
+                name,
+                as_arguments(_first(attributes, ARGUMENT_ATTRIBUTES)),
+                framework=_framework(span),
+                agent=str(agent) if agent else None,
+                trace_id=f"{span.context.trace_id:032x}",
+                span_id=f"{key:016x}",
+            )
+        elif operation in MODEL_OPERATIONS:
+            _pending(ctx)[key] = len(ctx.recorder.events)
+        elif operation in AGENT_OPERATIONS:
+            _note(ctx, span, attributes)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        ctx = current_run()
+        if ctx is None or span.context is None:
+            return
+        try:
+            self._end(ctx, span)
+        except Exception as exc:
+            ctx.failures.append(exc)
+
+    def _end(self, ctx: RunContext, span: ReadableSpan) -> None:
+        assert span.context is not None
+        attributes = span.attributes or {}
+        pending = _pending(ctx).pop(span.context.span_id, None)
+        if isinstance(pending, ToolExecution):
+            error = _error_of(span)
+            # The result as the model sees it (text), so a served read gives it back byte for byte.
+            pending.finish(_first(attributes, RESULT_ATTRIBUTES) if error is None else None, error)
+        elif isinstance(pending, int):
+            if model_calls_since(ctx, pending) == 0:
+                _model_call(ctx, span, attributes)
+        elif attributes.get("gen_ai.operation.name") in AGENT_OPERATIONS:
+            _note(ctx, span, attributes)
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, Any]) -> None:
+    agent = attributes.get("gen_ai.agent.name")
+    note_agent(ctx, str(agent) if agent else None, framework=_framework(span))
+
+
+def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
+    """A model call only the span saw (no HTTP exchange was recorded during it)."""
+    data: dict[str, Any] = {"source": "otel"}
+    for key, attribute in (
+        ("provider", "gen_ai.provider.name"),
+        ("model", "gen_ai.request.model"),
+        ("response_model", "gen_ai.response.model"),
+    ):
+        if attribute in attributes:
+            data[key] = attributes[attribute]
+    if "provider" not in data and "gen_ai.system" in attributes:
+        data["provider"] = attributes["gen_ai.system"]
+    reasons = attributes.get("gen_ai.response.finish_reasons")
+    if reasons is not None:
+        data["decision"] = {"stop_reason": list(reasons)}
+    usage = {
+        key: attributes[attribute]
+        for key, attribute in (
+            ("input_tokens", "gen_ai.usage.input_tokens"),
+            ("output_tokens", "gen_ai.usage.output_tokens"),
+        )
+        if attribute in attributes
+    }
+    if usage:
+        data["usage"] = usage
+    ctx.recorder.emit(
+        "model.call",
+        actor="model",
+        event_class="decision",
+        data=data,
+        trace_id=f"{span.context.trace_id:032x}" if span.context else None,
+        span_id=f"{span.context.span_id:016x}" if span.context else None,
+    )
+
+
+_PROCESSOR = GenAISpanProcessor()
+_LOCK = threading.Lock()
+_HOOKED: set[int] = set()
+_PRIVATE: list[TracerProvider] = []
+
+
+def processor() -> GenAISpanProcessor:
+    return _PROCESSOR
+
+
+def private_provider() -> TracerProvider:
+    """A tracer provider of our own (not the global one) whose spans only feed the run."""
+    with _LOCK:
+        if not _PRIVATE:
+            provider = TracerProvider()
+            provider.add_span_processor(_PROCESSOR)
+            _HOOKED.add(id(provider))
+            _PRIVATE.append(provider)
+        return _PRIVATE[0]
+
+
+def hook_global_provider() -> bool:
+    """Add the processor to the global SDK tracer provider, once; False when none is set."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        return False
+    with _LOCK:
+        if id(provider) not in _HOOKED:
+            provider.add_span_processor(_PROCESSOR)
+            _HOOKED.add(id(provider))
+    return True
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    hook_global_provider()
+
+    def deactivate() -> None:
+        # Spans still open at the end of the run (a tool that never returned) end it with an error.
+        for pending in list(_pending(ctx).values()):
+            if isinstance(pending, ToolExecution):
+                pending.finish(None, "unfinished: the span had not ended when the run finished")
+        ctx.extensions.pop(_EXTENSION, None)
+
+    return deactivate

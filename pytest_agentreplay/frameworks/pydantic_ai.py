@@ -1,0 +1,121 @@
+"""Pydantic AI: its OpenTelemetry GenAI instrumentation, read by an in-process span processor.
+
+Activation calls the public ``Agent.instrument_all(InstrumentationSettings(tracer_provider=...))`` with a
+private tracer provider holding the bridge's processor (:mod:`.otel`), and ``Agent.instrument_all(False)``
+at the end of the run. Agents then emit ``invoke_agent``, ``chat`` and ``execute_tool`` spans: every tool
+execution becomes ``tool.call``/``tool.result`` (arguments as the model sent them, the result as the tool
+returned it, ``ModelRetry`` and exceptions as ``data.error`` with the next attempt numbered), model calls
+stay with the HTTP layer. When the project instrumented agents itself (``instrument_all`` already called)
+nothing is changed: the bridge reads the global SDK tracer provider instead.
+
+Replay: spans only observe. To serve read-only tools from the cassette (as ``@tool`` reads are), add the
+:class:`ReplayTools` capability to the agent: ``Agent(..., capabilities=[ReplayTools(reads={"lookup"})])``.
+With it, the capability records its agent's tools itself (the arguments after validation, i.e. what the
+tool really ran with) and the span processor leaves those calls alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import Agent, InstrumentationSettings
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_core import to_json
+
+from ..api import RecordedToolError
+from ..capture import RunContext, current_run, to_jsonable
+from ._record import ToolExecution, error_text
+from .otel import CLAIMED, private_provider
+
+FRAMEWORK = "pydantic_ai"
+
+
+_LOCK = threading.Lock()
+# Runs active in this process that turned instrumentation on (concurrent async runs share it).
+_USERS: list[RunContext] = []
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    with _LOCK:
+        if not _USERS:
+            # The class default tells whether the project instruments agents itself (then: hands off).
+            if getattr(Agent, "_instrument_default", False) is not False:
+                return _noop
+            settings = InstrumentationSettings(tracer_provider=private_provider(), include_content=True)
+            Agent.instrument_all(settings)
+        _USERS.append(ctx)
+
+    def deactivate() -> None:
+        with _LOCK:
+            if ctx in _USERS:
+                _USERS.remove(ctx)
+                if not _USERS:
+                    Agent.instrument_all(False)
+
+    return deactivate
+
+
+def _noop() -> None:
+    return None
+
+
+@dataclass
+class ReplayTools(AbstractCapability[Any]):
+    """Records its agent's tool executions and, in regression and model-comparison replay, answers the
+    ``reads`` tools (names) from the cassette without running them. Other tools run as usual (their HTTP
+    writes are stubbed by the HTTP layer). A no-op outside a run."""
+
+    reads: Iterable[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        self.reads = frozenset(self.reads)
+
+    async def before_run(self, ctx: Any) -> None:
+        run = current_run()
+        if run is not None and getattr(ctx, "run_id", None):
+            claimed: set[str] = run.extensions.setdefault(CLAIMED, set())
+            claimed.add(ctx.run_id)
+
+    async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
+        run = current_run()
+        if run is None:
+            return await handler(args)
+        arguments = to_jsonable(args)
+        if not isinstance(arguments, dict):
+            arguments = {"input": arguments}
+        agent = getattr(getattr(ctx, "agent", None), "name", None)
+        execution = ToolExecution(run, call.tool_name, arguments, framework=FRAMEWORK, agent=agent)
+        if call.tool_name in self.reads and not run.executes_tool("read") and run.tools is not None:
+            outcome = run.tools.serve(call.tool_name, arguments, None, ctx=run)
+            execution.finish(outcome.result, outcome.error)
+            if outcome.error is not None:
+                if outcome.error.startswith("ModelRetry: "):
+                    raise ModelRetry(outcome.error.removeprefix("ModelRetry: "))
+                raise RecordedToolError(call.tool_name, outcome.error)
+            # The recorded text the model saw: sent back unchanged, so the next model request matches.
+            return outcome.result
+        try:
+            result = await handler(args)
+        except Exception as exc:
+            execution.finish(None, _error(exc))
+            raise
+        execution.finish(_model_text(result), None)
+        return result
+
+
+def _error(exc: BaseException) -> str:
+    """A retry the tool asked for reads ``ModelRetry: message`` however far pydantic-ai wrapped it."""
+    if type(exc).__name__ in ("ModelRetry", "ToolRetryError"):
+        return f"ModelRetry: {exc}"
+    return error_text(exc)
+
+
+def _model_text(result: Any) -> str:
+    """The tool result as the model receives it: a string as is, anything else as pydantic's JSON."""
+    if isinstance(result, str):
+        return result
+    return to_json(result, fallback=repr).decode()

@@ -1,0 +1,149 @@
+"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``).
+
+Both Google AI Studio (``generativelanguage.googleapis.com/v1beta/models/...``) and Vertex AI
+(``.../publishers/google/models/...``) URLs are recognised by their path. A stream arrives either as
+server-sent events (``?alt=sse``, one ``GenerateContentResponse`` per event) or, without ``alt=sse``,
+as one JSON array of ``GenerateContentResponse`` chunks; both are folded into one decision: the text
+of the non-thought parts of the first candidate, its ``functionCall`` parts as tool calls, the last
+``finishReason`` and the last (cumulative) ``usageMetadata``. The model is named in the URL, not the
+body. Credentials travel as the ``x-goog-api-key`` header or the ``key=`` query parameter; both are
+redacted by :mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ...canonical import hash_value
+from ..exchange import HttpRequest
+
+NAME = "gemini"
+GENERATE = "generateContent"
+STREAM = "streamGenerateContent"
+
+# ".../models/gemini-2.5-flash:streamGenerateContent", ".../tunedModels/my-model:generateContent".
+_PATH = re.compile(
+    r"/(?:models|tunedModels)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
+)
+
+_NO_RESPONSE: dict[str, Any] = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+
+
+def _path_match(request: HttpRequest) -> re.Match[str] | None:
+    return _PATH.search(request.path.rstrip("/"))
+
+
+def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+    if request.method != "POST":
+        return None
+    found = _path_match(request)
+    return found.group("method") if found is not None else None
+
+
+def model_from_request(request: HttpRequest) -> str | None:
+    """The model named in the URL (``gemini-2.5-flash``); Gemini request bodies carry none."""
+    found = _path_match(request)
+    return found.group("model") if found is not None else None
+
+
+def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+    streamed = endpoint == STREAM
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
+    config = body.get("generationConfig") or body.get("generation_config")
+    decoding: dict[str, Any] = (
+        {k: v for k, v in config.items() if v is not None} if isinstance(config, dict) else {}
+    )
+    for key in ("toolConfig", "safetySettings", "cachedContent"):
+        if body.get(key) is not None:
+            decoding[key] = body[key]
+    tools = body.get("tools")
+    return {
+        # Some proxies accept the model in the body too; the URL one is filled in by model_from_request.
+        "model": body.get("model"),
+        "decoding": decoding,
+        "tools_hash": hash_value(tools) if tools else None,
+        "streamed": streamed,
+    }
+
+
+def _usage(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    pairs = (
+        ("promptTokenCount", "input_tokens"),
+        ("candidatesTokenCount", "output_tokens"),
+        ("totalTokenCount", "total_tokens"),
+        ("cachedContentTokenCount", "cached_input_tokens"),
+        ("thoughtsTokenCount", "reasoning_tokens"),
+        ("toolUsePromptTokenCount", "tool_use_input_tokens"),
+    )
+    for source, target in pairs:
+        if raw.get(source) is not None:
+            out[target] = raw[source]
+    return out
+
+
+def _fold(chunks: list[Any]) -> dict[str, Any]:
+    """One decision from ``GenerateContentResponse`` chunks (a plain response is a single chunk)."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    stop_reason: Any = None
+    usage: Any = None
+    response_id: Any = None
+    model: Any = None
+    block: Any = None
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        response_id = response_id or chunk.get("responseId")
+        model = model or chunk.get("modelVersion")
+        if chunk.get("usageMetadata"):
+            usage = chunk["usageMetadata"]  # cumulative: the last one counts
+        feedback = chunk.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            block = feedback["blockReason"]
+        for candidate in chunk.get("candidates") or []:
+            if not isinstance(candidate, dict) or candidate.get("index", 0) != 0:
+                continue
+            if candidate.get("finishReason"):
+                stop_reason = candidate["finishReason"]
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts or []:
+                if not isinstance(part, dict):
+                    continue
+                call = part.get("functionCall") or part.get("function_call")
+                if isinstance(call, dict):
+                    calls.append(
+                        {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("args")}
+                    )
+                elif isinstance(part.get("text"), str) and not part.get("thought"):
+                    texts.append(part["text"])
+    if stop_reason is None and block is not None:
+        stop_reason = block
+    for call in calls:
+        if call["arguments"] is None:
+            call["arguments"] = {}
+    return {
+        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": stop_reason},
+        "usage": _usage(usage),
+        "response_id": response_id,
+        "response_model": model,
+    }
+
+
+def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    if not body:
+        return dict(_NO_RESPONSE)
+    if "sse" in body:
+        return _fold([ev.get("data") for ev in body["sse"] if isinstance(ev, dict)])
+    value = body.get("json")
+    if isinstance(value, list):  # the JSON-array stream (streamGenerateContent without alt=sse)
+        return _fold(value)
+    if isinstance(value, dict):
+        return _fold([value])
+    return dict(_NO_RESPONSE)

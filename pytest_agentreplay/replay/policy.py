@@ -1,0 +1,163 @@
+"""The replay policy: what happens to one intercepted HTTP call, decided without any HTTP library.
+
+:func:`decide` takes the active run and the library-neutral :class:`~..http.exchange.HttpRequest` and
+returns one action:
+
+- :class:`Serve`: hand this response back; nothing is sent (the cassette answers, or an injected
+  status fault does). The exchange is already recorded on the run.
+- :class:`Send`: send the call, possibly rewritten (``url``: a sandbox base-URL mapping; ``body``: a
+  model override) with the guard opened for ``permit`` only; then tee the response into ``capture``.
+  With a ``fault``, the request is delivered and its answer lost: record it with :meth:`Send.lost`
+  and raise the client's exception for the fault.
+- :class:`Refuse`: send nothing and raise ``error``, or, for a fault injected before sending, the
+  client's own exception for ``fault``. Refusals that must fail the test are already in
+  ``ctx.failures`` (the agent may swallow the exception).
+
+Which calls a mode sends (model-comparison: model calls; sandbox: tool calls; every replay mode but
+audit: hosts on ``allow_hosts``) is the table in :mod:`.modes`; everything else is served.
+
+Deciding patches nothing and opens no socket; it does change run state (the index's played
+exchanges, fault counters, the recorder), which is the point of replaying.
+
+Import direction (one way): the interceptors (``http/intercept_*``) import this module and translate
+between their library and the action; this module imports the replay parts (:mod:`.http` index,
+:mod:`.modes`, :mod:`.sandbox`, :mod:`.faults`) and the library-neutral HTTP modules
+(``http.exchange``, ``http.classify``, ``http.recording``, ``http.guard``). Nothing under ``replay/``
+imports an interceptor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..http.classify import Classification, classify_exchange, has_custom_classifiers
+from ..http.exchange import HttpRequest, HttpResponse
+from ..http.guard import allow_list_admits
+from ..http.recording import LiveCapture
+from .faults import Fault
+from .http import serve, unmatched
+from .modes import goes_live, model_override
+from .sandbox import SandboxRoute, delivered_response, destination, emit_fault
+
+if TYPE_CHECKING:
+    from ..capture import RunContext
+
+__all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
+
+_CLASSIFY_KEY = "http.classify"
+# Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
+_CLASSIFY_CACHE_SIZE = 512
+
+
+@dataclass(slots=True)
+class Serve:
+    """Answer with ``response``; nothing goes out. Already recorded on the run."""
+
+    response: HttpResponse
+
+
+@dataclass(slots=True)
+class Send:
+    """Send the call; record what comes back through ``capture``."""
+
+    # The request as the event records it: the agent's URL, the body actually sent.
+    request: HttpRequest
+    # The one host the fail-closed guard lets through; None: no socket may open (respx answers).
+    permit: str | None
+    capture: LiveCapture
+    # Send to this URL instead (sandbox base-URL mapping); the event keeps the agent's URL.
+    url: str | None = None
+    # Send this body instead (model override); ``request`` already carries it.
+    body: bytes | None = None
+    # Delivered, then the answer is lost: call :meth:`lost`, then raise the client's exception.
+    fault: Fault | None = None
+
+    def lost(self, status: int, headers: Any, content: bytes) -> None:
+        """Record what the service answered to a request whose answer the injected fault loses."""
+        assert self.fault is not None
+        capture = self.capture
+        response = delivered_response(status, headers, content)
+        emit_fault(capture.ctx, capture.request, capture.cls, self.fault, response)
+
+
+@dataclass(slots=True)
+class Refuse:
+    """Send nothing: raise ``error``, or the client's own exception for ``fault`` (before sending)."""
+
+    error: BaseException | None = None
+    fault: Fault | None = None
+
+    def exception(self, for_fault: Callable[[Fault], BaseException]) -> BaseException:
+        """What to raise; ``for_fault`` builds the client's own exception for an injected fault."""
+        if self.error is not None:
+            return self.error
+        assert self.fault is not None
+        return for_fault(self.fault)
+
+
+Action = Serve | Send | Refuse
+
+
+def classify(ctx: RunContext, request: HttpRequest) -> Classification:
+    """Built-in rules depend only on method, host and path: cache them per run (settings are per run).
+
+    Registered classifiers and a run's ``classify_hook`` may look at anything (headers, body), so
+    nothing is cached while any exists.
+    """
+    if has_custom_classifiers() or ctx.settings.get("classify_hook") is not None:
+        return classify_exchange(request, None, ctx.settings)
+    cache: dict[tuple[str, str, str], Classification] | None = ctx.extensions.get(_CLASSIFY_KEY)
+    if cache is None:
+        cache = ctx.extensions.setdefault(_CLASSIFY_KEY, {})
+    key = (request.method, request.host, request.path)
+    cls = cache.get(key)
+    if cls is None:
+        cls = classify_exchange(request, None, ctx.settings)
+        if len(cache) < _CLASSIFY_CACHE_SIZE:
+            cache[key] = cls
+    return cls
+
+
+def decide(ctx: RunContext, request: HttpRequest) -> Action:
+    """The action for ``request`` in the run ``ctx`` (recording or replaying)."""
+    cls = classify(ctx, request)
+    if ctx.recording:
+        return Send(request, request.host, LiveCapture(ctx, request, cls))
+    if not goes_live(ctx, request, cls):
+        response = serve(ctx, request, cls)
+        if response is None:
+            return Refuse(unmatched(ctx, request, cls))
+        return Serve(response)
+    return _live(ctx, request, cls)
+
+
+def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
+    """A call the replay mode sends on purpose: where it goes and what changes on the way."""
+    if cls.kind == "model":
+        body = model_override(ctx, request)
+        sent = request if body is None else _with_body(request, body)
+        return Send(sent, request.host, LiveCapture(ctx, sent, cls), body=body)
+    if allow_list_admits(request.host, ctx.settings.get("allow_hosts")):
+        # A host the test allowed by name (its own local service) is reached as addressed.
+        return Send(request, request.host, LiveCapture(ctx, request, cls))
+    route = destination(ctx, request)
+    if not isinstance(route, SandboxRoute):  # no sandbox service, or a bad sandbox setting
+        return Refuse(route)
+    fault = route.fault
+    if fault is not None and not fault.delivered:
+        if fault.kind == "status":
+            response = fault.response()
+            emit_fault(ctx, request, cls, fault, response)
+            return Serve(response)
+        emit_fault(ctx, request, cls, fault, None)
+        return Refuse(fault=fault)
+    return Send(request, route.permit, LiveCapture(ctx, request, cls), url=route.url, fault=fault)
+
+
+def _with_body(request: HttpRequest, body: bytes) -> HttpRequest:
+    headers = dict(request.headers)
+    if "content-length" in headers:
+        headers["content-length"] = str(len(body))
+    return HttpRequest(request.method, request.url, headers, body)

@@ -1,0 +1,329 @@
+"""Reading hostile cassettes safely: file checks, size and depth limits, payload shapes, replayability.
+
+Everything here raises (or reports) members of the ``CassetteError`` family only. The checks are cheap
+and lazy: a file is checked when it is opened, a blob when it is first read, a payload when it is first
+resolved. ``replay_problems`` runs the same resolution and decoding replay runs, for ``agentreplay
+verify``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
+
+if TYPE_CHECKING:
+    from .store import LoadedCassette
+
+# A cassette is JSON a reviewer reads; a 6 MB file is already large.
+MAX_CASSETTE_BYTES: Final = 256 * 1024 * 1024
+MAX_BLOB_BYTES: Final = 64 * 1024 * 1024
+# Blob bytes read to expand one payload (references shared between blobs count each time they expand).
+MAX_EXPANDED_BYTES: Final = 64 * 1024 * 1024
+# Nesting of a payload, inline or resolved through blobs: far beyond real API payloads, well inside what
+# the recursive consumers (diff, redaction, JSON encoders) can walk. Cassette files stop at 200 (jiter).
+MAX_DEPTH: Final = 128
+
+_READ_FLAGS: Final = (
+    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_SHA: Final = re.compile(r"[0-9a-f]{64}")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
+_BODY_KINDS: Final = ("json", "text", "base64", "sse")
+_BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format"})
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def read_regular_file(
+    path: Path,
+    *,
+    limit: int,
+    label: str,
+    root: Path | None = None,
+    root_real: str | None = None,
+    cassette: Path | str | None = None,
+    fixes: Sequence[str] = (),
+) -> bytes:
+    """The bytes of ``path`` if it is a regular file (inside ``root`` once symlinks are resolved) of at most
+    ``limit`` bytes. Never blocks on a FIFO, never reads a device. ``FileNotFoundError`` passes through."""
+    real = os.path.realpath(path)
+    if root is not None or root_real is not None:
+        base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
+        if not inside(real, base):
+            raise CassetteFileTypeError(
+                f"{label} is a symlink leading out of {root if root is not None else base}",
+                evidence=[f"{path} -> {real}"],
+                cassette=cassette,
+                place=str(path),
+                fixes=[
+                    "replace the symlink by the file itself (cassettes and blobs are read only from inside "
+                    "the cassette folder)",
+                    *fixes,
+                ],
+            )
+    fd = os.open(real, _READ_FLAGS)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CassetteFileTypeError(
+                f"{label} is {_file_kind(info.st_mode)}, not a regular file",
+                evidence=[f"path: {path}" + (f" -> {real}" if real != str(path) else "")],
+                cassette=cassette,
+                place=str(path),
+                fixes=["replace it by the regular file from git (`git checkout -- <path>`)", *fixes],
+            )
+        if info.st_size > limit:
+            raise _too_large(label, info.st_size, limit, path, cassette, fixes)
+        chunks = [os.read(fd, info.st_size + 1)]
+        total = len(chunks[0])
+        while chunks[-1] and total <= limit:
+            chunks.append(os.read(fd, min(1 << 20, limit + 1 - total)))
+            total += len(chunks[-1])
+        if total > limit:
+            raise _too_large(label, total, limit, path, cassette, fixes)
+        return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _too_large(
+    label: str, size: int, limit: int, path: Path, cassette: Path | str | None, fixes: Sequence[str]
+) -> CassetteLimitError:
+    return CassetteLimitError(
+        f"{label} is larger than the limit of {limit // (1024 * 1024)} MiB",
+        evidence=[f"{path}: {size} bytes or more"],
+        cassette=cassette,
+        place=str(path),
+        fixes=["restore the file from git: `git checkout -- <path>`", *fixes],
+    )
+
+
+# -- shapes ----------------------------------------------------------------------------------------
+
+
+def depth_problem(value: Any, limit: int = MAX_DEPTH, start: int = 0) -> str | None:
+    """Iteratively: 'nested N levels deep' when ``value`` nests deeper than ``limit``."""
+    stack: list[tuple[Any, int]] = [(value, start)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth >= limit:
+                return f"nested deeper than {limit} levels"
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            if depth >= limit:
+                return f"nested deeper than {limit} levels"
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return None
+
+
+def blob_problem(value: Any) -> tuple[str, bool] | None:
+    """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
+    whether it is a limit (depth) rather than a shape problem."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "$")]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, dict):
+            if depth >= MAX_DEPTH:
+                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+            if len(item) == 1:
+                key, inner = next(iter(item.items()))
+                if key == "$blob":
+                    if not isinstance(inner, str) or not _SHA.fullmatch(inner):
+                        return (
+                            f"{where}.$blob: expected 64 lowercase hex digits, found {_short(inner)}",
+                            False,
+                        )
+                    continue
+                if key == "$chain":
+                    problem = chain_problem(inner)
+                    if problem is not None:
+                        return f"{where}.$chain: {problem}", False
+                    stack.extend(
+                        (v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"])
+                    )
+                    continue
+                if key == "$lit":
+                    if not isinstance(inner, dict):
+                        return f"{where}.$lit: expected an object, found {_short(inner)}", False
+                    stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
+                    continue
+            stack.extend((v, depth + 1, f"{where}.{k}") for k, v in item.items())
+        elif isinstance(item, list):
+            if depth >= MAX_DEPTH:
+                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def chain_problem(inner: Any) -> str | None:
+    """Why ``inner`` is not a chain node body ``{"prev": sha | null, "items": [...]}``."""
+    if not isinstance(inner, dict):
+        return f"expected an object with prev and items, found {_short(inner)}"
+    if set(inner) != {"prev", "items"}:
+        return f"expected exactly the keys items and prev, found {sorted(map(str, inner))}"
+    prev = inner["prev"]
+    if prev is not None and (not isinstance(prev, str) or not _SHA.fullmatch(prev)):
+        return f"prev must be null or 64 lowercase hex digits, found {_short(prev)}"
+    if not isinstance(inner["items"], list):
+        return f"items must be a list, found {_short(inner['items'])}"
+    return None
+
+
+def _headers_problem(headers: Any) -> str | None:
+    if not isinstance(headers, dict):
+        return f"headers must be an object, found {_short(headers)}"
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            return f"header {name!r} must be a string, found {_short(value)}"
+    return None
+
+
+def body_problem(body: Any) -> str | None:
+    """Why ``body`` is not a stored BODY shape (see ``http/bodies.py``)."""
+    if body is None:
+        return None
+    if not isinstance(body, dict):
+        return f"body must be an object or null, found {_short(body)}"
+    unknown = set(body) - _BODY_KEYS
+    if unknown:
+        return f"body has unknown key(s) {sorted(map(str, unknown))}"
+    kinds = [kind for kind in _BODY_KINDS if kind in body]
+    if len(kinds) > 1:
+        return f"body has more than one of {', '.join(_BODY_KINDS)}: {', '.join(kinds)}"
+    for key in ("content_type", "format"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            return f"body.{key} must be a string or null, found {_short(body[key])}"
+    if "text" in body and not isinstance(body["text"], str):
+        return f"body.text must be a string, found {_short(body['text'])}"
+    if "base64" in body:
+        b64 = body["base64"]
+        if not isinstance(b64, str) or not _BASE64.fullmatch(b64) or len(re.sub(r"\s", "", b64)) % 4:
+            return f"body.base64 is not base64, found {_short(b64)}"
+    if "sse" in body:
+        events = body["sse"]
+        if not isinstance(events, list):
+            return f"body.sse must be a list of events, found {_short(events)}"
+        for index, event in enumerate(events):
+            if not isinstance(event, dict):
+                return f"body.sse[{index}] must be an object, found {_short(event)}"
+    return None
+
+
+def payload_problem(media_type: str | None, value: Any) -> str | None:
+    """Why a resolved payload does not have the shape its media type says; ``None`` when it does."""
+    from .http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+
+    if media_type == RESPONSE_MEDIA_TYPE:
+        if not isinstance(value, dict):
+            return f"an HTTP response payload must be an object, found {_short(value)}"
+        status = value.get("status", 200)
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999:
+            return f"status must be an HTTP status code, found {_short(status)}"
+    elif media_type == REQUEST_MEDIA_TYPE:
+        if not isinstance(value, dict):
+            return f"an HTTP request payload must be an object, found {_short(value)}"
+        for key in ("method", "url"):
+            if key in value and not isinstance(value[key], str):
+                return f"{key} must be a string, found {_short(value[key])}"
+    else:
+        return None
+    if value.get("headers") is not None:
+        problem = _headers_problem(value["headers"])
+        if problem is not None:
+            return problem
+    problem = body_problem(value.get("body"))
+    return problem
+
+
+# Fields the replay engine and the diff use as keys (matching, alignment): a JSON object or list there
+# would not be hashable. Per event type, under ``data``.
+_KEY_FIELDS: Final = {
+    "model.call": ("provider", "endpoint"),
+    "policy.decision": ("policy",),
+    "approval": ("subject",),
+    "http": ("method",),
+}
+
+
+def event_key_problem(events: Sequence[Any]) -> tuple[int, str] | None:
+    """The first event whose key fields (see ``_KEY_FIELDS``, and ``data.group``) are objects or lists."""
+    fields = _KEY_FIELDS
+    containers = (dict, list)
+    for index, event in enumerate(events):
+        data = event.get("data")
+        if not data or type(data) is not dict:
+            continue
+        if isinstance(data.get("group"), containers):
+            return index, f"data.group must be a string, number or null, found {_short(data['group'])}"
+        names = fields.get(event.get("type"))
+        if names is None:
+            continue
+        for name in names:
+            value = data.get(name)
+            if isinstance(value, containers):
+                return index, f"data.{name} must be a string, number or null, found {_short(value)}"
+    return None
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- replayability ---------------------------------------------------------------------------------
+
+
+def replay_problems(loaded: LoadedCassette) -> list[str]:
+    """What replay would trip on: every payload resolved and shape-checked, every HTTP exchange decoded
+    and rendered the way it is served. Messages are ``events[i].field: headline``."""
+    from .http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
+
+    problems: list[str] = []
+    for index, name, ref in loaded.iter_refs():
+        where = f"events[{index}].{name}"
+        try:
+            value = loaded.payload(ref)
+        except CassetteError as exc:
+            problems.append(f"{where}: {exc.headline}")
+            continue
+        try:
+            if ref.media_type == RESPONSE_MEDIA_TYPE and value is not None:
+                response = HttpResponse.from_payload(value)
+                response.wire_tuple()
+                for _ in response.iter_chunks():
+                    pass
+            elif ref.media_type == REQUEST_MEDIA_TYPE and value is not None:
+                request = HttpRequest.from_payload(value)
+                request.excerpt(80)
+                _ = request.host
+        except CassetteError as exc:
+            problems.append(f"{where}: {exc.headline}")
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+            problems.append(f"{where}: the recorded exchange cannot be served: {type(exc).__name__}: {exc}")
+    return problems

@@ -1,0 +1,438 @@
+"""vcrpy / pytest-recording compatibility, as plain functions (no pytest import): where a vcr-marked test's
+cassettes are, what its merged ``vcr_config`` says, and a replay of those cassettes read in place.
+
+The plugin (phase 2 of issue 12) calls these when pytest-recording is not active:
+
+1. :func:`cassette_paths` computes pytest-recording's paths for a test item: the default cassette
+   ``<vcr_cassette_dir>/<default_cassette_name>.yaml`` (``<test dir>/cassettes/<module>/[<Class>.]<test>``
+   unless the ``vcr_cassette_dir`` / ``default_cassette_name`` fixtures say otherwise) plus the extra
+   cassettes named as ``@pytest.mark.vcr`` arguments (relative to the cassette folder, or absolute).
+2. :func:`merge_vcr_config` merges the ``vcr_config`` fixture with the markers' keyword arguments the
+   way pytest-recording does (the closest marker wins); :func:`resolve_record_mode` then picks the record
+   mode, except that a record mode given on the command line is never overridden (pytest-recording lets
+   a marker override it: a pitfall this plugin avoids).
+3. :class:`VcrReplay` loads the cassettes through vcrpy's own serializer, request model and
+   ``Cassette`` (so ``before_record_request``/``before_record_response``, ``filter_headers``,
+   ``filter_query_parameters``, ``decode_compressed_response``, ``after_load_interaction`` and every
+   other vcrpy quirk behave as under vcrpy) and matches a live request with vcrpy's ``match_on``
+   semantics: each recorded interaction is played at most once unless ``allow_playback_repeats``. A
+   match comes back as this project's library-neutral :class:`~pytest_agentreplay.http.exchange.HttpResponse`
+   (the body decoded into the stored BODY shape, framing headers dropped), which the interceptors
+   serve like any recorded response. Unlike vcrpy, an undecodable cassette is an error, never "empty".
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from .exceptions import CassetteCorruptError, ConfigError
+
+if TYPE_CHECKING:
+    from .http.exchange import HttpRequest, HttpResponse
+    from .vcr_format import VcrInteraction
+
+VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
+DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default
+DEFAULT_SERIALIZER: Final = "yaml"
+# pytest-recording replaces these in a default cassette name ("test_a[x/y]" -> "test_a[x-y]").
+_FORBIDDEN_NAME_CHARS: Final = "<>?%*:|\"'/\\"
+# Keys pytest-recording itself interprets (not passed on to vcrpy's use_cassette as options).
+PYTEST_RECORDING_KEYS: Final = frozenset({"record_mode", "allowed_hosts", "serializer"})
+AgentReplayRecord = Literal["none", "missing", "all"]
+
+
+def _max_filename_len() -> int:
+    try:
+        return int(os.pathconf(".", "PC_NAME_MAX"))
+    except (AttributeError, ValueError, OSError):
+        return 255
+
+
+# ---------------------------------------------------------------------------------------------- paths
+
+
+def default_cassette_dir(test_file: str | Path) -> Path:
+    """pytest-recording's ``vcr_cassette_dir`` fixture: ``<test dir>/cassettes/<module name>``."""
+    path = Path(test_file)
+    return path.parent / "cassettes" / path.stem
+
+
+def default_cassette_name(test_name: str, class_name: str | None = None) -> str:
+    """pytest-recording's ``default_cassette_name`` fixture: ``[<Class>.]<test name>`` (``test_name`` is
+    the item name with its parametrize id) with characters a file name cannot hold replaced by ``-``."""
+    name = f"{class_name}.{test_name}" if class_name else test_name
+    for ch in _FORBIDDEN_NAME_CHARS:
+        name = name.replace(ch, "-")
+    return name
+
+
+def _suffix(config: Mapping[str, Any] | None) -> str:
+    serializer = (config or {}).get("serializer")
+    return f".{serializer}" if serializer else f".{DEFAULT_SERIALIZER}"
+
+
+@dataclass(frozen=True)
+class VcrCassettePaths:
+    """The cassettes of one vcr-marked test: ``primary`` is the one pytest-recording records into,
+    ``extras`` the shared ones named on the markers (read, never written)."""
+
+    directory: Path
+    primary: Path
+    extras: tuple[Path, ...] = ()
+
+    @property
+    def all(self) -> tuple[Path, ...]:
+        """Every cassette to read, in pytest-recording's order, each once."""
+        seen: dict[str, Path] = {}
+        for path in (self.primary, *self.extras):
+            seen.setdefault(os.fspath(path), path)
+        return tuple(seen.values())
+
+    def existing(self) -> tuple[Path, ...]:
+        return tuple(p for p in self.all if p.is_file())
+
+
+def cassette_paths(
+    test_file: str | Path,
+    test_name: str,
+    *,
+    class_name: str | None = None,
+    marker_args: Sequence[str | os.PathLike[str]] = (),
+    vcr_cassette_dir: str | os.PathLike[str] | None = None,
+    default_cassette_name: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> VcrCassettePaths:
+    """pytest-recording's cassette paths for a test.
+
+    ``test_file`` is the test module, ``test_name`` the item name (``test_x[case]``), ``class_name`` the
+    test's class (``request.cls.__name__``), ``marker_args`` the positional arguments of every
+    ``@pytest.mark.vcr`` on the item (extra cassettes), ``vcr_cassette_dir`` / ``default_cassette_name``
+    the values of those fixtures when a project overrides them, ``config`` the merged vcr config (its
+    ``serializer`` picks the suffix).
+    """
+    directory = Path(vcr_cassette_dir) if vcr_cassette_dir is not None else default_cassette_dir(test_file)
+    name = default_cassette_name
+    if name is None:
+        name = _default_name(test_name, class_name)
+    suffix = _suffix(config)
+    limit = _max_filename_len()
+    if len(name) + len(suffix) > limit:
+        digest = hashlib.md5(name.encode()).hexdigest()
+        name = f"{name[: limit - len(suffix) - len(digest) - 3]}...{digest}"
+    primary = directory / name
+    if not os.fspath(primary).endswith(suffix):  # vcrpy's VCR.ensure_suffix
+        primary = Path(os.fspath(primary) + suffix)
+    extras = tuple(
+        Path(arg) if os.path.isabs(os.fspath(arg)) else directory / os.fspath(arg) for arg in marker_args
+    )
+    return VcrCassettePaths(directory, primary, extras)
+
+
+def _default_name(test_name: str, class_name: str | None) -> str:
+    return default_cassette_name(test_name, class_name)
+
+
+# --------------------------------------------------------------------------------------------- config
+
+
+def merge_vcr_config(
+    vcr_config: Mapping[str, Any] | None, marker_kwargs: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    """The ``vcr_config`` fixture's dict updated with the markers' keyword arguments, as pytest-recording
+    merges them: ``marker_kwargs`` closest marker first (``item.iter_markers("vcr")`` order), so the
+    closest one wins."""
+    merged = copy.deepcopy(dict(vcr_config or {}))
+    for kwargs in reversed(list(marker_kwargs)):
+        merged.update(kwargs)
+    return merged
+
+
+def resolve_record_mode(merged: Mapping[str, Any], cli_record_mode: str | None = None) -> str:
+    """The vcr record mode of a test: the command line's when given (never overridden by a marker or
+    ``vcr_config``), else the merged config's, else ``none``. Raises ``ConfigError`` on an unknown mode."""
+    mode = cli_record_mode if cli_record_mode is not None else merged.get("record_mode", DEFAULT_RECORD_MODE)
+    mode = getattr(mode, "value", mode)  # vcr.record_mode.RecordMode members
+    if mode not in VCR_RECORD_MODES:
+        raise ConfigError(
+            f"unknown vcr record_mode {mode!r}",
+            evidence=(f"valid record modes: {', '.join(VCR_RECORD_MODES)}",),
+            place="@pytest.mark.vcr(record_mode=...) or the vcr_config fixture",
+            fixes=("use one of the valid record modes, e.g. record_mode='none' to replay only",),
+        )
+    return str(mode)
+
+
+def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
+    """The ``--agentreplay-record`` equivalent of a vcr record mode: ``none`` replays only; ``once`` and
+    ``new_episodes`` record what has no cassette yet; ``all`` and ``rewrite`` re-record."""
+    if vcr_record_mode == "none":
+        return "none"
+    if vcr_record_mode in ("once", "new_episodes"):
+        return "missing"
+    return "all"
+
+
+def allowed_hosts(merged: Mapping[str, Any]) -> tuple[str, ...]:
+    """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string) from the merged config."""
+    raw = merged.get("allowed_hosts") or ()
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    return tuple(str(h).strip() for h in raw if str(h).strip())
+
+
+def vcr_options(merged: Mapping[str, Any]) -> dict[str, Any]:
+    """The merged config without the keys pytest-recording interprets itself: what it would pass to
+    ``vcr.use_cassette`` (``match_on``, ``filter_headers``, ``before_record_request``...)."""
+    return {k: v for k, v in merged.items() if k not in PYTEST_RECORDING_KEYS}
+
+
+# --------------------------------------------------------------------------------------------- replay
+
+
+class VcrCassetteError(CassetteCorruptError):
+    """A vcrpy cassette that vcrpy's own serializer cannot read (vcrpy would treat it as empty)."""
+
+
+@dataclass
+class VcrMatch:
+    """A played interaction: its position (file and index) and the response to serve."""
+
+    response: HttpResponse
+    index: int
+    cassette: Path
+    reason: str | None = None
+
+
+@dataclass
+class _Persister:
+    """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
+    but failing on an undecodable file instead of treating it as empty."""
+
+    paths: tuple[Path, ...]
+    origins: list[Path] = field(default_factory=list)
+    found: list[Path] = field(default_factory=list)
+
+    def load_cassette(self, cassette_path: str, serializer: Any) -> tuple[list[Any], list[Any]]:
+        from vcr.serialize import deserialize
+
+        requests: list[Any] = []
+        responses: list[Any] = []
+        for path in self.paths:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                raise _unreadable(path, exc) from None
+            try:
+                _check_yaml(text, serializer)
+                reqs, resps, *_ = deserialize(text, serializer)
+            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape
+                raise _unreadable(path, exc) from None
+            self.found.append(path)
+            requests.extend(reqs)
+            responses.extend(resps)
+            self.origins.extend([path] * len(reqs))
+        return requests, responses
+
+    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
+
+
+def _check_yaml(text: str, serializer: Any) -> None:
+    """Refuse YAML alias bombs before vcrpy's loader expands them (the importer's check)."""
+    if "&" not in text or not str(getattr(serializer, "__name__", "")).endswith("yamlserializer"):
+        return
+    import yaml
+
+    from .vcr_format import check_alias_expansion
+
+    check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return VcrCassetteError(
+        f"cannot read the vcrpy cassette {path.name}: {type(exc).__name__}: {first}",
+        cassette=path,
+        fixes=(
+            "fix or delete the file, then re-record the test (vcrpy would have treated it as empty and "
+            "overwritten it)",
+            "or convert it once: agentreplay import-vcr PATH",
+        ),
+    )
+
+
+def to_vcr_request(request: HttpRequest) -> Any:
+    """A live request as vcrpy's ``vcr.request.Request`` (what its matchers and filters take)."""
+    from vcr.request import Request
+
+    body = request.body if request.body else None
+    return Request(request.method, request.url, body, dict(request.headers))
+
+
+class VcrReplay:
+    """The recorded interactions of one vcr-marked test, replayed with vcrpy's matching semantics.
+
+    ``VcrReplay(paths, merged_config)``: ``paths`` are the test's cassettes (a :class:`VcrCassettePaths`
+    or a list), ``merged_config`` the :func:`merge_vcr_config` result. Reads happen here, once.
+    """
+
+    def __init__(
+        self,
+        paths: VcrCassettePaths | Sequence[str | os.PathLike[str]],
+        merged_config: Mapping[str, Any] | None = None,
+        *,
+        record_mode: str = "none",
+    ) -> None:
+        from vcr.cassette import Cassette
+        from vcr.config import VCR
+
+        files = paths.all if isinstance(paths, VcrCassettePaths) else tuple(Path(p) for p in paths)
+        if not files:
+            raise ValueError("VcrReplay needs at least one cassette path")
+        options = vcr_options(merged_config or {})
+        self.record_mode = record_mode
+        vcr_mode = "new_episodes" if record_mode == "rewrite" else record_mode
+        serializer = (merged_config or {}).get("serializer", DEFAULT_SERIALIZER)
+        self._persister = _Persister(files)
+        vcr = VCR(record_mode=vcr_mode, serializer=serializer)
+        try:
+            merged = vcr.get_merged_config(
+                path=os.fspath(files[0]), persister=self._persister, serializer=serializer, **options
+            )
+        except KeyError as exc:  # an unknown matcher or serializer name
+            raise ConfigError(
+                f"vcr_config names an unknown vcrpy matcher or serializer: {exc}",
+                evidence=(f"config: {sorted(options)}",),
+                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                fixes=("use vcrpy's names (match_on=['method', 'uri', 'body', ...])",),
+            ) from None
+        accepted = inspect.signature(Cassette.__init__).parameters
+        kwargs = {k: v for k, v in merged.items() if k in accepted}
+        kwargs["persister"] = self._persister
+        self._cassette = Cassette.load(**kwargs)
+        self.paths = files
+        self.config = dict(merged_config or {})
+
+    # -- what was read ---------------------------------------------------------------------------
+    @property
+    def found(self) -> tuple[Path, ...]:
+        """The cassette files that exist (and were read)."""
+        return tuple(self._persister.found)
+
+    @property
+    def missing(self) -> bool:
+        """True when none of the test's cassettes exists (replay has nothing to serve)."""
+        return not self._persister.found
+
+    def __len__(self) -> int:
+        return len(self._cassette.data)
+
+    @property
+    def play_counts(self) -> list[int]:
+        return [int(self._cassette.play_counts[i]) for i in range(len(self))]
+
+    @property
+    def all_played(self) -> bool:
+        return bool(self._cassette.all_played)
+
+    def unplayed(self) -> list[tuple[str, str]]:
+        """(method, uri) of the recorded interactions no request used (vcrpy's ``allow_playback_repeats``
+        aside, each is played at most once)."""
+        counts = self._cassette.play_counts
+        return [(r.method, r.uri) for i, (r, _) in enumerate(self._cassette.data) if counts[i] == 0]
+
+    def interactions(self) -> list[VcrInteraction]:
+        """The recorded interactions as vcrpy holds them after loading (``before_record_request`` /
+        ``before_record_response`` applied), in this project's shapes: feed them to
+        ``vcr_format.interactions_to_events`` (with ``RunMeta(labels={"source": "vcr"})``) for the recorded
+        history a replay is compared with, or to convert the test's cassettes into this format."""
+        from .http.exchange import HttpRequest, lower_headers
+        from .vcr_format import VcrInteraction, response_from_vcr
+
+        out: list[VcrInteraction] = []
+        for stored, raw in self._cassette.data:
+            body = stored.body  # vcrpy's Request keeps bytes (or None)
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+            headers = lower_headers(dict(stored.headers))
+            request = HttpRequest(str(stored.method).upper(), str(stored.uri), headers, bytes(body or b""))
+            response, reason = response_from_vcr(raw)
+            out.append(VcrInteraction(request, response, reason))
+        return out
+
+    # -- matching --------------------------------------------------------------------------------
+    def ignored(self, request: HttpRequest) -> bool:
+        """True when the config's ``before_record_request`` drops the request (``ignore_hosts``,
+        ``ignore_localhost``, a hook returning None): vcrpy would send it live, unrecorded."""
+        return self._cassette.filter_request(to_vcr_request(request)) is None
+
+    def play(self, request: HttpRequest) -> VcrMatch | None:
+        """The response to serve for ``request`` (marking the interaction played), or None when no
+        unplayed recorded interaction matches under the config's ``match_on``."""
+        from vcr.errors import UnhandledHTTPRequestError
+
+        from .vcr_format import response_from_vcr
+
+        vcr_request = to_vcr_request(request)
+        index = self._first_playable(vcr_request)
+        try:
+            raw = self._cassette.play_response(vcr_request)
+        except UnhandledHTTPRequestError:
+            return None
+        response, reason = response_from_vcr(raw)
+        origins = self._persister.origins
+        origin = origins[index] if 0 <= index < len(origins) else self.paths[0]
+        return VcrMatch(response, index, origin, reason)
+
+    def _first_playable(self, vcr_request: Any) -> int:
+        """The index ``Cassette.play_response`` will pick (computed first: it does not say)."""
+        cassette = self._cassette
+        for index, _ in cassette._responses(vcr_request):
+            if cassette.play_counts[index] == 0 or cassette.allow_playback_repeats:
+                return int(index)
+        return -1
+
+    def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
+        """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""
+        from vcr.matchers import get_matchers_results
+
+        cassette = self._cassette
+        live = cassette.filter_request(to_vcr_request(request))
+        if live is None:
+            return []
+        scored: list[tuple[int, int, str]] = []
+        for index, (stored, _) in enumerate(cassette.data):
+            ok, failed = get_matchers_results(live, stored, cassette._match_on)
+            played = " (already played)" if cassette.play_counts[index] else ""
+            names = ", ".join(name for name, _ in failed) or "none"
+            scored.append((len(ok), -index, f"{stored.method} {stored.uri}{played}: differs in {names}"))
+        scored.sort(reverse=True)
+        return [text for _, _, text in scored[:limit]]
+
+
+__all__ = [
+    "DEFAULT_RECORD_MODE",
+    "VCR_RECORD_MODES",
+    "VcrCassetteError",
+    "VcrCassettePaths",
+    "VcrMatch",
+    "VcrReplay",
+    "agentreplay_record_mode",
+    "allowed_hosts",
+    "cassette_paths",
+    "default_cassette_dir",
+    "default_cassette_name",
+    "merge_vcr_config",
+    "resolve_record_mode",
+    "to_vcr_request",
+    "vcr_options",
+]

@@ -1,0 +1,273 @@
+"""``vcr_compat``: pytest-recording's cassette paths and config merging, and replay of vcrpy cassettes read
+in place with vcrpy's own serializer, request model and ``match_on`` semantics. The replay tests use
+llm-gemini's real cassettes from ``../shared/suites`` and skip when it is absent."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.exceptions import ConfigError
+from pytest_agentreplay.http.exchange import HttpRequest
+from pytest_agentreplay.vcr_compat import (
+    VcrCassetteError,
+    VcrCassettePaths,
+    VcrReplay,
+    agentreplay_record_mode,
+    allowed_hosts,
+    cassette_paths,
+    default_cassette_dir,
+    default_cassette_name,
+    merge_vcr_config,
+    resolve_record_mode,
+    vcr_options,
+)
+from pytest_agentreplay.vcr_format import load_vcr
+
+SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "llm-gemini"
+TEST_FILE = SUITE / "tests" / "test_gemini.py"
+CASSETTES = SUITE / "tests" / "cassettes" / "test_gemini"
+needs_shared = pytest.mark.skipif(not CASSETTES.is_dir(), reason="../shared/suites/llm-gemini is absent")
+CONFIG = {"filter_headers": ["x-goog-api-key"]}  # llm-gemini's vcr_config
+
+
+def live_requests(name: str, key: str = "live-key") -> list[HttpRequest]:
+    """The requests a test sends again, as this project's interceptors hand them over."""
+    out = []
+    for item in load_vcr(CASSETTES / name):
+        req = item.request
+        out.append(HttpRequest(req.method, req.url, {**req.headers, "x-goog-api-key": key}, req.body))
+    return out
+
+
+# -- paths ----------------------------------------------------------------------------------------------
+
+
+def test_default_names_follow_pytest_recording() -> None:
+    assert default_cassette_name("test_x") == "test_x"
+    assert default_cassette_name("test_x", "TestA") == "TestA.test_x"
+    assert default_cassette_name('test_p[a/b:c?"d"]') == "test_p[a-b-c--d-]"
+    assert default_cassette_dir("tests/unit/test_m.py") == Path("tests/unit/cassettes/test_m")
+
+
+def test_cassette_paths_default_class_and_extras(tmp_path: Path) -> None:
+    test_file = tmp_path / "tests" / "test_m.py"
+    paths = cassette_paths(
+        test_file,
+        "test_x[1]",
+        class_name="TestA",
+        marker_args=["shared.yaml", str(tmp_path / "abs.yaml"), "shared.yaml"],
+    )
+    folder = tmp_path / "tests" / "cassettes" / "test_m"
+    assert paths.directory == folder
+    assert paths.primary == folder / "TestA.test_x[1].yaml"
+    assert paths.extras == (folder / "shared.yaml", tmp_path / "abs.yaml", folder / "shared.yaml")
+    assert paths.all == (folder / "TestA.test_x[1].yaml", folder / "shared.yaml", tmp_path / "abs.yaml")
+
+
+def test_cassette_paths_fixture_overrides_and_serializer(tmp_path: Path) -> None:
+    paths = cassette_paths(
+        tmp_path / "test_m.py",
+        "test_x",
+        vcr_cassette_dir=tmp_path / "elsewhere",
+        default_cassette_name="custom.json",
+        config={"serializer": "json"},
+    )
+    assert paths.primary == tmp_path / "elsewhere" / "custom.json"  # suffix already there: kept
+    long = cassette_paths(tmp_path / "test_m.py", "test_" + "x" * 400)
+    name = long.primary.name
+    assert len(name) <= 255 and name.endswith(".yaml") and "..." in name
+
+
+@needs_shared
+def test_paths_of_the_real_suite() -> None:
+    paths = cassette_paths(TEST_FILE, "test_embedding[gemini-embedding-001-768]")
+    assert paths.primary == CASSETTES / "test_embedding[gemini-embedding-001-768].yaml"
+    assert paths.existing() == (paths.primary,)
+
+
+# -- config ---------------------------------------------------------------------------------------------
+
+
+def test_merge_closest_marker_wins_and_config_is_not_mutated() -> None:
+    config: dict[str, Any] = {"filter_headers": ["authorization"], "record_mode": "once", "match_on": ["uri"]}
+    merged = merge_vcr_config(config, [{"record_mode": "none"}, {"record_mode": "all", "match_on": ["body"]}])
+    assert merged == {"filter_headers": ["authorization"], "record_mode": "none", "match_on": ["body"]}
+    merged["filter_headers"].append("x")
+    assert config["filter_headers"] == ["authorization"]
+    assert vcr_options(merged | {"allowed_hosts": ["a"], "serializer": "json"}) == {
+        "filter_headers": ["authorization", "x"],
+        "match_on": ["body"],
+    }
+
+
+def test_record_mode_command_line_is_never_overridden() -> None:
+    assert resolve_record_mode({}) == "none"
+    assert resolve_record_mode({"record_mode": "once"}) == "once"
+    assert resolve_record_mode({"record_mode": "all"}, cli_record_mode="none") == "none"
+    with pytest.raises(ConfigError, match="unknown vcr record_mode 'sometimes'"):
+        resolve_record_mode({"record_mode": "sometimes"})
+    assert [agentreplay_record_mode(m) for m in ("none", "once", "new_episodes", "all", "rewrite")] == [
+        "none",
+        "missing",
+        "missing",
+        "all",
+        "all",
+    ]
+
+
+def test_allowed_hosts_list_or_string() -> None:
+    assert allowed_hosts({"allowed_hosts": "localhost, 127.0.0.1"}) == ("localhost", "127.0.0.1")
+    assert allowed_hosts({"allowed_hosts": ["example.com"]}) == ("example.com",)
+    assert allowed_hosts({}) == ()
+
+
+def test_module_imports_neither_pytest_nor_vcr() -> None:
+    code = (
+        "import sys, pytest_agentreplay.vcr_compat as m; "
+        "print(sorted(n for n in ('pytest', '_pytest', 'vcr') if n in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- replay --------------------------------------------------------------------------------------------
+
+
+@needs_shared
+def test_replays_a_real_cassette_in_order_each_interaction_once() -> None:
+    replay = VcrReplay(cassette_paths(TEST_FILE, "test_tools"), merge_vcr_config(CONFIG))
+    assert len(replay) == 3 and not replay.missing
+    recorded = load_vcr(CASSETTES / "test_tools.yaml")
+    requests = live_requests("test_tools.yaml")
+    # The default match_on (method, scheme, host, port, path, query) cannot tell the three apart: vcrpy
+    # serves them in recorded order, each once.
+    for n, req in enumerate(requests):
+        match = replay.play(req)
+        assert match is not None and match.index == n
+        assert match.cassette == CASSETTES / "test_tools.yaml"
+        assert match.response.status == 200
+        assert match.response.body == recorded[n].response.body  # decoded, library-neutral shape
+        assert "content-encoding" not in match.response.headers
+    assert replay.all_played and replay.unplayed() == []
+    assert replay.play(requests[0]) is None
+    assert any("already played" in line for line in replay.closest(requests[0]))
+
+
+@needs_shared
+def test_allow_playback_repeats() -> None:
+    replay = VcrReplay(
+        cassette_paths(TEST_FILE, "test_prompt"), merge_vcr_config(CONFIG, [{"allow_playback_repeats": True}])
+    )
+    (req,) = live_requests("test_prompt.yaml")
+    assert all(replay.play(req) is not None for _ in range(3))
+    assert replay.play_counts == [3]
+
+
+@needs_shared
+def test_match_on_body_and_closest_explains() -> None:
+    replay = VcrReplay(
+        cassette_paths(TEST_FILE, "test_prompt"),
+        merge_vcr_config(CONFIG, [{"match_on": ["method", "uri", "body"]}]),
+    )
+    (req,) = live_requests("test_prompt.yaml")
+    changed = HttpRequest(req.method, req.url, req.headers, req.body.replace(b"pelican", b"walrus"))
+    assert replay.play(changed) is None
+    assert replay.closest(changed) and "differs in body" in replay.closest(changed)[0]
+    assert replay.play(req) is not None
+    other = HttpRequest("POST", req.url.replace("generativelanguage", "other"), req.headers, req.body)
+    assert replay.play(other) is None
+
+
+@needs_shared
+def test_headers_matcher_sees_filtered_headers_as_vcrpy_does() -> None:
+    """match_on headers compares the live request after filter_headers, as vcrpy does."""
+    config = merge_vcr_config(CONFIG, [{"match_on": ["method", "uri", "headers"]}])
+    replay = VcrReplay(cassette_paths(TEST_FILE, "test_prompt"), config)
+    (req,) = live_requests("test_prompt.yaml", key="any-key-at-all")
+    assert replay.play(req) is not None
+
+
+@needs_shared
+def test_before_record_response_and_ignore_localhost() -> None:
+    def teapot(response: dict[str, Any]) -> dict[str, Any]:
+        response["status"]["code"] = 418
+        return response
+
+    config = merge_vcr_config(CONFIG, [{"before_record_response": teapot, "ignore_localhost": True}])
+    replay = VcrReplay(cassette_paths(TEST_FILE, "test_prompt"), config)
+    (req,) = live_requests("test_prompt.yaml")
+    match = replay.play(req)
+    assert match is not None and match.response.status == 418
+    assert replay.ignored(HttpRequest("GET", "http://localhost:8000/x", {}, b""))
+    assert not replay.ignored(req)
+
+
+@needs_shared
+def test_extra_cassettes_are_read_after_the_primary(tmp_path: Path) -> None:
+    folder = tmp_path / "tests" / "cassettes" / "test_m"
+    folder.mkdir(parents=True)
+    shutil.copy(CASSETTES / "test_prompt.yaml", folder / "test_x.yaml")
+    shutil.copy(CASSETTES / "test_tools.yaml", folder / "shared.yaml")
+    paths = cassette_paths(tmp_path / "tests" / "test_m.py", "test_x", marker_args=["shared.yaml"])
+    replay = VcrReplay(paths, merge_vcr_config(CONFIG))
+    assert len(replay) == 4 and replay.found == (folder / "test_x.yaml", folder / "shared.yaml")
+    match = replay.play(live_requests("test_tools.yaml")[0])
+    assert match is not None and match.index == 1 and match.cassette == folder / "shared.yaml"
+
+
+def test_missing_cassette_serves_nothing(tmp_path: Path) -> None:
+    replay = VcrReplay(VcrCassettePaths(tmp_path, tmp_path / "absent.yaml"), {})
+    assert replay.missing and len(replay) == 0
+    assert replay.play(HttpRequest("GET", "https://example.com/", {}, b"")) is None
+
+
+def test_undecodable_cassette_is_an_error_not_empty(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("interactions: [unclosed", encoding="utf-8")
+    with pytest.raises(VcrCassetteError, match=r"cannot read the vcrpy cassette bad\.yaml"):
+        VcrReplay([bad], {})
+    assert bad.read_text(encoding="utf-8") == "interactions: [unclosed"
+
+
+def test_unknown_matcher_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown vcrpy matcher"):
+        VcrReplay([tmp_path / "absent.yaml"], {"match_on": ["nonsense"]})
+
+
+@needs_shared
+def test_every_llm_gemini_cassette_replays_fully() -> None:
+    for path in sorted(CASSETTES.glob("*.yaml")):
+        replay = VcrReplay([path], merge_vcr_config(CONFIG))
+        for req in live_requests(path.name):
+            assert replay.play(req) is not None, path.name
+        assert replay.all_played, path.name
+
+
+def test_yaml_alias_bomb_is_refused_before_vcrpy_expands_it(tmp_path: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{n}: &a{n} [" + ", ".join([f"*a{n - 1}"] * 10) + "]" for n in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join([*lines, "interactions: []", "version: 1"]) + "\n", encoding="utf-8")
+    with pytest.raises(VcrCassetteError, match="alias"):
+        VcrReplay([bomb], {})
+
+
+@needs_shared
+def test_interactions_feed_the_recorded_history() -> None:
+    from pytest_agentreplay.events import RunMeta
+    from pytest_agentreplay.vcr_format import interactions_to_events
+
+    replay = VcrReplay(cassette_paths(TEST_FILE, "test_tools"), merge_vcr_config(CONFIG))
+    interactions = replay.interactions()
+    assert [i.request.method for i in interactions] == ["POST"] * 3
+    assert all(i.request.json()["contents"] for i in interactions)
+    events = interactions_to_events(interactions, run=RunMeta(run_id="r", labels={"source": "vcr"}))
+    calls = [e for e in events if e.type == "model.call"]
+    assert [c.data["decision"]["stop_reason"] for c in calls] == ["STOP"] * 3
+    assert replay.play_counts == [0, 0, 0]  # reading them plays nothing
