@@ -58,7 +58,6 @@ def build_events(n: int) -> list[Event]:
                     "input_ref": PayloadRef(inline=request),
                     "output_ref": PayloadRef(inline=response),
                     "data": {"model": "m", "attempt": 1, "latency_s": 0.25},
-                    "prev_hash": "0" * 64,
                 }
             )
         )

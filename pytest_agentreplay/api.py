@@ -54,6 +54,7 @@ class _ToolCall:
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
+        self.group = _group_for(ctx, name, arguments)
         ctx.recorder.emit(
             "tool.call",
             actor="runtime",
@@ -67,8 +68,8 @@ class _ToolCall:
 
         Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
         """
-        if _is_concurrent(self.ctx):
-            data["group"] = "concurrent"
+        if self.group is not None:
+            data["group"] = self.group
         return data
 
     @property
@@ -117,6 +118,16 @@ class _ToolCall:
                 output=payload(result) if error is None else None,
                 data=data,
             )
+
+
+def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any]) -> Any:
+    """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
+    cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
+    if ctx.tools is not None and not ctx.recording:
+        found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx)
+        if found:
+            return group
+    return "concurrent" if _is_concurrent(ctx) else None
 
 
 def _is_concurrent(ctx: RunContext) -> bool:

@@ -18,6 +18,7 @@ import pydantic_core
 
 from .atomic import atomic_write_bytes
 from .canonical import dumps_compact, sha256_hex
+from .commands import rerecord_fix
 from .exceptions import (
     BlobMissingError,
     CassetteCorruptError,
@@ -98,8 +99,8 @@ def plan_externalize(value: Any, inline_limit: int) -> tuple[dict[str, Any], Pen
 def _fixes(sha: str) -> list[str]:
     return [
         "restore the blob store from git (the `.blobs` folder next to your cassettes must be committed)",
-        "re-record the test: `pytest --agentreplay-record=all <test>`",
-        f"run `agentreplay verify <cassette>` to list every missing blob (this one: {sha})",
+        rerecord_fix(None),
+        f"run `agentreplay verify` on the cassette to list every missing blob (this one: {sha})",
     ]
 
 
@@ -121,7 +122,7 @@ class BlobStore:
                 f"invalid blob reference {sha!r}: expected 64 lowercase hex digits",
                 fixes=[
                     "restore the cassette from git",
-                    "re-record the test: `pytest --agentreplay-record=all <test>`",
+                    rerecord_fix(None),
                 ],
             )
         return self.root / sha[:2] / f"{sha}.json"
@@ -180,7 +181,7 @@ class BlobStore:
                 place=f"blob store {self.root}",
                 fixes=[
                     "restore the blob from git",
-                    "delete it and re-record: `pytest --agentreplay-record=all <test>`",
+                    "delete it, then " + rerecord_fix(None),
                 ],
             )
         value = _parse_blob(data, sha, target)
@@ -303,7 +304,7 @@ class _Expansion:
 
 _SHAPE_FIXES = (
     "restore the cassette and its blob store from git (`git checkout -- <cassettes folder>`)",
-    "re-record the test: `pytest --agentreplay-record=all <test>`",
+    rerecord_fix(None),
     "list every problem: `agentreplay verify <cassette>`",
 )
 

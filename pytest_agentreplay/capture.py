@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .canonical import hash_value
-from .constants import GENESIS_HASH
 from .events import (
     Actor,
     DataClass,
@@ -135,7 +134,6 @@ class Recorder:
             "output_ref": output,
             "effect": effect,
             "data": (data or {}) if trusted else to_jsonable(data or {}),
-            "prev_hash": GENESIS_HASH,
         }
         # ``construct_trusted`` inlined with the slot setters bound once: one event per replayed call.
         event = _new_object(Event)

@@ -244,7 +244,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(dumps_pretty(result.to_dict()))
     else:
         test = recorded.run.test or str(args.a)
-        _out(render_drift(result, test=test, cassette=f"{args.a} vs {args.b}", mode=mode))
+        _out(render_drift(result, test=test, cassette=f"{args.a} vs {args.b}", mode=mode, update_hint=False))
     return EXIT_PROBLEMS if result.has_regressions else EXIT_OK
 
 

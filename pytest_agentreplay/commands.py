@@ -29,10 +29,10 @@ def record_command(nodeid: str | None, record: str = "missing") -> str:
     return f"pytest --agentreplay-record={record}" + (_targets([nodeid]) if nodeid else "")
 
 
-def rerecord_fix(nodeid: str | None, cassette: object | None = None) -> str:
+def rerecord_fix(nodeid: str | None, cassette: object | None = None, *, lead: str = "re-record it") -> str:
     """The numbered fix that re-records a run, naming the test when it is known."""
     if nodeid:
-        return f"re-record it against the real services: {record_command(nodeid, 'all')}"
+        return f"{lead} against the real services: {record_command(nodeid, 'all')}"
     where = f" {cassette}" if cassette else ""
     return (
         f"re-record the test that owns the cassette{where}: run `pytest --agentreplay-record=all` followed "

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Final
 
 FORMAT_NAME: Final = "pytest-agentreplay"
-# Version 1 had no hash chain; version 2 chains every event to its predecessor.
-FORMAT_VERSION: Final = 2
+# Version 1 had no integrity fields; version 2 chained every event to its predecessor (``prev_hash``), so an
+# accepted change cascaded through the file; version 3 holds one digest per event (``event_digests``, over
+# the event without its ``seq``) and one ``head_hash`` over the run, the count and the ordered digests.
+FORMAT_VERSION: Final = 3
 OLDEST_SUPPORTED_VERSION: Final = 1
 
 CASSETTE_SUFFIX: Final = ".json"

@@ -41,12 +41,15 @@ class CollectionFacts:
     module_dirs: set[str] = field(default_factory=set)
     # Node ids whose cassette only a fixture override knows (resolved only if the test runs).
     runtime_placed: set[str] = field(default_factory=set)
+    # Refusals made for tests that had already ended (stray threads, late child processes).
+    strays: list[str] = field(default_factory=list)
     collected: bool = False
 
     def merge(self, other: Mapping[str, Any]) -> None:
         self.known.update(other.get("known", ()))
         self.module_dirs.update(other.get("module_dirs", ()))
         self.runtime_placed.update(other.get("runtime_placed", ()))
+        self.strays.extend(str(s) for s in other.get("strays", ()))
         self.collected = self.collected or bool(other.get("collected"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +57,7 @@ class CollectionFacts:
             "known": sorted(self.known),
             "module_dirs": sorted(self.module_dirs),
             "runtime_placed": sorted(self.runtime_placed),
+            "strays": list(self.strays),
             "collected": self.collected,
         }
 
@@ -100,6 +104,9 @@ class SessionController:
     def add_status(self, status: Mapping[str, Any]) -> None:
         self.statuses.append(dict(status))
 
+    def add_strays(self, messages: Iterable[str]) -> None:
+        self.facts.strays.extend(messages)
+
     def add_comparison(self, comparison: Mapping[str, Any]) -> None:
         self.comparisons.append(dict(comparison))
 
@@ -125,7 +132,7 @@ class SessionController:
             elif self.settings.fail_on_unused and exit_ok:
                 self.failed_only_by_unused = True
                 new_exit = 1
-        if exit_ok and self.red and new_exit is None:
+        if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
             from .summary import write_report
@@ -190,6 +197,8 @@ class SessionController:
             from .replay.comparison import summary_lines as comparison_lines
 
             lines.extend(comparison_lines(self.comparisons))
+        for message in self.facts.strays:
+            lines.append(f"  FAILED network access after the test ended: {message.splitlines()[0]}")
         if self.failed_only_by_unused:
             lines.append(
                 f"session FAILED only because of {len(self.unused)} unused cassette(s): remove them with "
@@ -199,7 +208,9 @@ class SessionController:
 
     @property
     def has_summary(self) -> bool:
-        return bool(self.statuses or self.unused or self.removed or self.unused_skipped_reason)
+        return bool(
+            self.statuses or self.unused or self.removed or self.unused_skipped_reason or self.facts.strays
+        )
 
 
 def partial_modules(invocation_dir: Path, args: Sequence[str]) -> set[Path]:

@@ -5,7 +5,7 @@ Imports nothing heavier than pydantic so that agent code can use the explicit ev
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -80,8 +80,6 @@ class Event(StrictModel):
     effect: EffectInfo | None = None
     # Type-specific fields (model, decision, usage, verdict, document ids...).
     data: dict[str, Any] = Field(default_factory=dict)
-    # Hash chain: sha256 of the previous event (or of the run header for seq 0).
-    prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class RunMeta(StrictModel):
@@ -134,11 +132,19 @@ class CassetteDoc(StrictModel):
     """The whole cassette file."""
 
     format: Literal["pytest-agentreplay"] = FORMAT_NAME
-    version: Literal[2] = FORMAT_VERSION
+    version: Literal[3] = FORMAT_VERSION
     run: RunMeta
     events: list[Event]
-    event_count: int = Field(ge=0)
-    head_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    event_count: int = Field(ge=0, description="How many events the file holds.")
+    event_digests: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
+        description="Per event, in order: sha256 of the compact canonical JSON of the event without its seq. "
+        "An accepted change to one event changes only its own line here."
+    )
+    head_hash: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="sha256 of the compact canonical JSON of {version, run, event_count, event_digests}: "
+        "binds the run header, the count and the order of the events.",
+    )
 
 
 CASSETTE_ADAPTER: TypeAdapter[CassetteDoc] = TypeAdapter(CassetteDoc)

@@ -8,18 +8,26 @@ from typing import Any
 
 from .atomic import atomic_write_bytes, path_lock
 from .canonical import dumps_pretty, hash_value
+from .commands import rerecord_fix
 from .constants import FORMAT_VERSION
 from .exceptions import CassetteSchemaError
 
 Document = dict[str, Any]
 Migration = Callable[[Document, str], Document]
 
-_V2_ONLY_TOP = ("event_count", "head_hash")
+# Top-level fields of version 2 and later: a version-1 file holds none of them.
+_V2_ONLY_TOP = ("event_count", "head_hash", "event_digests")
+
+
+def _recorded_test(doc: Document) -> str | None:
+    run = doc.get("run") if isinstance(doc, dict) else None
+    test = run.get("test") if isinstance(run, dict) else None
+    return test if isinstance(test, str) else None
 
 
 def _v1_to_v2(doc: Document, source: str) -> Document:
     """Version 1 had no hash chain; the chain is computed from the content as it is now."""
-    fixes = ["restore the cassette from git", "re-record it: `pytest --agentreplay-record=all <test>`"]
+    fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
     # A v2 file relabelled as v1 would get a fresh chain and hide an edit, so v2 fields are refused.
     present = [key for key in _V2_ONLY_TOP if key in doc]
     run = doc.get("run")
@@ -59,8 +67,102 @@ def _v1_to_v2(doc: Document, source: str) -> Document:
     return {**doc, "version": 2, "events": chained, "event_count": len(chained), "head_hash": prev}
 
 
+def _v2_chain_problems(run: Any, events: list[Any], doc: Document) -> list[tuple[int | None, str]]:
+    """The version-2 hash chain check (``prev_hash`` per event, ``head_hash`` over the last event)."""
+    problems: list[tuple[int | None, str]] = []
+    for index, event in enumerate(events):
+        if event.get("seq") != index:
+            problems.append(
+                (
+                    index,
+                    f"events[{index}] has seq {event.get('seq')!r} where seq {index} belongs: "
+                    "events were reordered, removed or inserted",
+                )
+            )
+            break
+    expected = hash_value(run)
+    for index, event in enumerate(events):
+        if index:
+            expected = hash_value(events[index - 1])
+        if event.get("prev_hash") != expected:
+            if index == 0:
+                problems.append((0, "seq 0 does not chain to the run header: the run metadata was edited"))
+            else:
+                problems.append(
+                    (
+                        index - 1,
+                        f"hash chain broken at seq {index}: seq {index - 1} was edited, or events between "
+                        "them were removed or reordered",
+                    )
+                )
+    if doc.get("event_count") != len(events):
+        problems.append(
+            (
+                None,
+                f"event_count is {doc.get('event_count')!r} but the file holds {len(events)} events: "
+                "events were removed or added",
+            )
+        )
+    head = hash_value(events[-1]) if events else hash_value(run)
+    if doc.get("head_hash") != head:
+        problems.append(
+            (
+                len(events) - 1 if events else None,
+                "head_hash does not match the last event: it was edited, or events were removed from the end",
+            )
+        )
+    return problems
+
+
+def _v2_to_v3(doc: Document, source: str) -> Document:
+    """Version 2 chained each event to its predecessor (``prev_hash``): one accepted change rewrote every
+    later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
+    (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
+    from .exceptions import CassetteIntegrityError
+    from .store import build_document
+
+    fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
+    run = doc.get("run")
+    events = doc.get("events")
+    if "event_digests" in doc:
+        # A v3 file relabelled as v2 (its chain fields forged) would get fresh digests over an edit.
+        raise CassetteSchemaError(
+            "version-2 cassette has the version-3 field event_digests",
+            evidence=["the version number was probably edited"],
+            cassette=source,
+            place="version",
+            fixes=fixes,
+        )
+    if not isinstance(run, dict) or not isinstance(events, list):
+        raise CassetteSchemaError(
+            "version-2 cassette needs a `run` object and an `events` list",
+            cassette=source,
+            place="run" if not isinstance(run, dict) else "events",
+            fixes=fixes,
+        )
+    for index, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise CassetteSchemaError(
+                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
+            )
+    problems = _v2_chain_problems(run, events, doc)
+    if problems:
+        first = problems[0][0]
+        raise CassetteIntegrityError(
+            f"version-2 cassette {Path(source).name} fails its hash-chain check: it was edited, reordered "
+            "or truncated, so it is not migrated",
+            evidence=[message for _, message in problems[:5]],
+            cassette=source,
+            place=f"event seq {first} (events[{first}])" if first is not None else "header",
+            fixes=fixes,
+        )
+    unchained = [{k: v for k, v in event.items() if k != "prev_hash"} for event in events]
+    upgraded = build_document(run, unchained)
+    return {**{k: v for k, v in doc.items() if k not in upgraded}, **upgraded}
+
+
 # From-version -> function producing the next version.
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:
@@ -75,7 +177,8 @@ def migrate_document(doc: Document, source: str = "<memory>") -> Document:
 def migrate_file(path: Path, dry_run: bool = False) -> bool:
     """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
 
-    The file is fully validated (schema, hash chain) before anything is written.
+    The file is fully validated (schema, its own version's integrity fields) before anything is written,
+    then written to a temporary file renamed over it.
     """
     from .events import CASSETTE_ADAPTER, event_to_dict
     from .store import build_document, load_document, run_to_dict

@@ -79,6 +79,12 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
         "also write cassettes of failing tests",
     ),
     (
+        "isolate-subprocesses",
+        "Linux: run child processes started during a replay in an empty network namespace, so programs "
+        "that are not Python (curl) cannot reach the network either",
+        "run replay child processes in an empty network namespace (Linux)",
+    ),
+    (
         "block-network",
         "refuse outbound connections in every test of the session, not only in replaying ones "
         "(allowed hosts still pass)",
@@ -104,6 +110,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(f"--agentreplay-{name}", dest=dest, action="store_true", default=None, help=flag_help)
         parser.addini(dest, help=f"{ini_help} (the command line wins)", type="bool", default=None)
     parser.addini(
+        "agentreplay_runtime_values",
+        help="runtime values recorded and served in replay: any of clock uuid random (default all three); "
+        "empty turns it off",
+        default=None,
+    )
+    parser.addini(
         "agentreplay_fail_on_unused",
         help="fail the session when cassettes no test uses remain (default true)",
         type="bool",
@@ -115,8 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "agentreplay(cassette=None, mode=None, rules=None, record=None, allow_hosts=None, sandbox=None, "
-        "faults=None, model=None): record or replay this test (the marker alone activates it); "
-        "the command line wins",
+        "faults=None, model=None, runtime_values=None): record or replay this test (the marker alone "
+        "activates it); the command line wins",
     )
     from .config import build_settings, read_pyproject_table
     from .controller import SessionController
@@ -124,7 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     names = [o[0].replace("-", "_") for o in OPTIONS] + [f[0].replace("-", "_") for f in FLAGS]
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
-    ini = {name: config.getini("agentreplay_" + name) for name in [*names, "fail_on_unused"]}
+    ini_names = [*names, "fail_on_unused", "runtime_values"]
+    ini = {name: config.getini("agentreplay_" + name) for name in ini_names}
     try:
         project = read_pyproject_table(config.rootpath)
         settings = build_settings(rootdir=config.rootpath, cli=cli, ini=ini, project=project)
@@ -136,13 +149,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(SessionHooks(config, controller), PLUGIN_NAME)
+    from . import vcr_plugin
+
+    vcr_plugin.register(config)  # @pytest.mark.vcr and its fixtures, when pytest-recording is not active
 
 
 def uses_agentreplay(item: pytest.Item) -> bool:
     """A test replays when it requests the fixture or carries the marker (on itself, class or module)."""
     if "agent_replay" in getattr(item, "fixturenames", ()):
         return True
-    return item.get_closest_marker("agentreplay") is not None
+    if item.get_closest_marker("agentreplay") is not None:
+        return True
+    from .vcr_plugin import is_vcr_test  # @pytest.mark.vcr, when pytest-recording is not active
+
+    return is_vcr_test(item)
 
 
 def _overrides_fixture(item: pytest.Item, name: str) -> bool:
@@ -216,6 +236,10 @@ class SessionHooks:
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if test_run is None or test_run.ctx is None:
             result = yield
+            if blocked is not None:
+                from .http.guard import collect_child_refusals
+
+                blocked.failures.extend(collect_child_refusals(blocked))
             if blocked is not None and blocked.failures:
                 # A refusal the test swallowed still fails it.
                 item.stash[CAUSE_KEY] = "network-blocked"
@@ -313,6 +337,13 @@ class SessionHooks:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        import sys
+
+        # Threads (and late children) of replaying tests that called out after their test ended. A session
+        # that never installed the guard has none, and must not pay for importing it.
+        guard = sys.modules.get("pytest_agentreplay.http.guard")
+        if guard is not None:
+            self.controller.add_strays(guard.stray_refusals())
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
             from .controller import WORKER_OUTPUT_KEY
@@ -475,6 +506,9 @@ def agent_replay(
                 fixes=['name them, e.g. @pytest.mark.agentreplay(cassette="name", mode="sandbox")'],
             )
         marker = marker_kwargs([m.kwargs for m in marks], item.nodeid)
+        vcr = _vcr_source(request)
+        if vcr is not None:
+            marker = vcr.marker_defaults(marker)
         test_settings = resolve_test_settings(
             settings,
             nodeid=item.nodeid,
@@ -499,6 +533,7 @@ def agent_replay(
         ],
         classify_hook=_classify_hook(hook),
         cassette_named=marker.get("cassette") is not None,
+        vcr=vcr,
     )
     uninstall = _install_interception()
     try:
@@ -521,6 +556,13 @@ def decision_snapshot(snapshot: Any) -> Any:
     from .snapshot import DecisionTraceExtension
 
     return snapshot.use_extension(DecisionTraceExtension)
+
+
+def _vcr_source(request: pytest.FixtureRequest) -> Any:
+    """A vcr-marked test's pytest-recording cassettes (read in place when it has no cassette of ours)."""
+    from .vcr_plugin import is_vcr_test, vcr_source
+
+    return vcr_source(request) if is_vcr_test(request.node) else None
 
 
 def _redact_hook(hook: Any) -> Any:

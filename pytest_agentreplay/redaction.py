@@ -521,6 +521,8 @@ class Redactor:
             out["sse"] = self.redact_sse(body["sse"], keys=keys)
         elif "sse" in body:
             out["sse"] = self.redact(body["sse"], keys=keys)
+        if "raw" in out and (out["raw"] != body["raw"] or out.get("json") != body.get("json")):
+            del out["raw"]  # the exact text of a JSON body (http/bodies.py) holds what was redacted
         return out
 
     def _redact_text_body(self, text: str, ctype: str, keys: bool) -> dict[str, Any]:
@@ -606,7 +608,12 @@ class Redactor:
 
     def redact_sse(self, events: list[Any], *, keys: bool = True) -> list[Any]:
         """A stream's events, redacted joined (a key split across chunks) and then one by one."""
-        return [self._redact_sse_item(item, keys) for item in self._redact_sse_joined(events, keys)]
+        out = [self._redact_sse_item(item, keys) for item in self._redact_sse_joined(events, keys)]
+        for index, (old, new) in enumerate(zip(events, out, strict=True)):
+            if isinstance(new, dict) and "raw" in new and new != old:
+                # An event's exact wire text (http/sse.py) holds what was redacted: render it instead.
+                out[index] = {k: v for k, v in new.items() if k != "raw"}
+        return out
 
     def _redact_sse_joined(self, events: list[Any], keys: bool) -> list[Any]:
         # The strings at one place of one event type ("choices[0].delta.content" of every chunk) are

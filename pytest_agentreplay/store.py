@@ -1,4 +1,4 @@
-"""Cassette files: canonical, atomic, versioned, hash-chained and redacted, plus their blob store."""
+"""Cassette files: canonical, atomic, versioned, digest-sealed and redacted, plus their blob store."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from .atomic import atomic_write_bytes, path_lock
 from .blobs import BlobStore, PendingBlobs, plan_externalize
 from .canonical import dumps_pretty, hash_value
+from .commands import rerecord_fix
 from .constants import (
     BLOB_DIR_NAME,
     DEFAULT_CASSETTE_DIR,
@@ -67,17 +68,15 @@ def run_to_dict(run: RunMeta) -> Document:
     return run.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _test_hint(raw: Any) -> str:
+def _test_hint(raw: Any) -> str | None:
+    """The node id the cassette records, when it can be read (None when it cannot)."""
     if isinstance(raw, dict) and isinstance(raw.get("run"), dict) and isinstance(raw["run"].get("test"), str):
         return str(raw["run"]["test"])
-    return "<test>"
+    return None
 
 
-def _fixes_rerecord(path: Path, test: str = "<test>") -> list[str]:
-    return [
-        f"restore the file from git: `git checkout -- {path}`",
-        f"re-record it: `pytest --agentreplay-record=all {test}`",
-    ]
+def _fixes_rerecord(path: Path, test: str | None = None) -> list[str]:
+    return [f"restore the file from git: `git checkout -- {path}`", rerecord_fix(test, path)]
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -179,7 +178,7 @@ def _check_header(raw: Any, path: Path, mode: str | None) -> int:
             place="version",
             fixes=[
                 "upgrade pytest-agentreplay (`pip install -U -e <checkout>`) to the version that wrote it",
-                f"or re-record it with this version: `pytest --agentreplay-record=all {test}`",
+                "or " + rerecord_fix(test, path),
             ],
         )
     if (
@@ -196,7 +195,7 @@ def _check_header(raw: Any, path: Path, mode: str | None) -> int:
             fixes=[
                 f"restore the file from git: `git checkout -- {path}`",
                 "upgrade pytest-agentreplay if a newer release wrote it",
-                f"re-record it: `pytest --agentreplay-record=all {test}`",
+                rerecord_fix(test, path),
             ],
         )
     return version
@@ -221,7 +220,7 @@ def _schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | N
         fixes=[
             f"if an older pytest-agentreplay wrote it: `agentreplay migrate {path}`",
             "if it was edited by hand, undo the edit or restore it: `git checkout -- " + str(path) + "`",
-            f"re-record it: `pytest --agentreplay-record=all {test}`",
+            rerecord_fix(test, path),
             "see the format: `agentreplay schema`",
         ],
     )
@@ -250,10 +249,10 @@ class ChainProblem:
     message: str
 
 
-def _chain_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
+def _integrity_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
+    """Every integrity problem of a current-format document; the first names the first bad event."""
     run = doc["run"]
     events: list[Document] = doc["events"]
-    digests = _fast_digests(events)
     problems: list[ChainProblem] = []
     for index, event in enumerate(events):
         if event.get("seq") != index:
@@ -267,25 +266,6 @@ def _chain_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
                 )
             )
             break
-    expected = hash_value(run)
-    for index, event in enumerate(events):
-        if index:
-            expected = _event_hash(events[index - 1], event.get("prev_hash"), digests[index - 1])
-        if event.get("prev_hash") != expected:
-            if index == 0:
-                message = (
-                    "seq 0 does not chain to the run header: the run metadata was edited "
-                    f"(prev_hash {str(event.get('prev_hash'))[:12]}..., run hashes to {expected[:12]}...)"
-                )
-            else:
-                message = (
-                    f"hash chain broken at seq {index}: its prev_hash {str(event.get('prev_hash'))[:12]}... "
-                    f"does not match seq {index - 1} (hashes to {expected[:12]}...): seq {index - 1} was "
-                    "edited, or events between them were removed or reordered"
-                )
-            problems.append(ChainProblem(max(index - 1, 0) if index else 0, message))
-    if events:
-        expected = _event_hash(events[-1], doc.get("head_hash"), digests[-1])
     count = doc.get("event_count")
     if count != len(events):
         problems.append(
@@ -297,48 +277,86 @@ def _chain_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
                 ),
             )
         )
-    if doc.get("head_hash") != expected:
-        last = len(events) - 1
+    claimed = doc.get("event_digests")
+    claimed_list: list[Any] = claimed if isinstance(claimed, list) else []
+    if len(claimed_list) != len(events):
         problems.append(
             ChainProblem(
-                last if last >= 0 else None,
+                min(len(events), len(claimed_list)),
                 (
-                    f"head_hash does not match the last event (seq {last}): it was edited, "
-                    "or events were removed from the end"
-                    if last >= 0
-                    else "head_hash does not match the run header: the run metadata was edited"
+                    f"event_digests lists {len(claimed_list)} digest(s) but the file holds {len(events)} "
+                    "events: "
+                    + (
+                        "events were removed from the end or from between others"
+                        if len(events) < len(claimed_list)
+                        else "events were added"
+                    )
                 ),
+            )
+        )
+    actual = _fast_digests(events)
+    for index, (event, fast) in enumerate(zip(events, actual, strict=False)):
+        if index >= len(claimed_list):
+            break
+        expected = claimed_list[index]
+        if fast != expected and event_digest(event) != expected:
+            problems.append(
+                ChainProblem(
+                    index,
+                    (
+                        f"event digest mismatch at seq {index}: seq {index} was edited, or events were "
+                        f"reordered (it hashes to {event_digest(event)[:12]}..., event_digests[{index}] is "
+                        f"{str(expected)[:12]}...)"
+                    ),
+                )
+            )
+    if doc.get("head_hash") != head_digest(run, claimed_list, count):
+        problems.append(
+            ChainProblem(
+                None,
+                "head_hash does not match the run header, event_count and event_digests: the run "
+                "metadata was edited, or one of those header fields was, or events were removed from the end",
             )
         )
     return problems
 
 
+def event_digest(event: Mapping[str, Any]) -> str:
+    """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
+    renumbers it without changing its digest (the order is bound by ``head_hash``)."""
+    return hash_value({k: v for k, v in event.items() if k != "seq"})
+
+
+def head_digest(run: Any, digests: Sequence[Any], count: Any) -> str:
+    """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
+    return hash_value(
+        {"version": FORMAT_VERSION, "run": run, "event_count": count, "event_digests": list(digests)}
+    )
+
+
 def _fast_digests(events: list[Any]) -> list[str | None]:
-    """sha256 of each event serialized by pydantic-core, which for a parsed canonical file (keys already
-    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize."""
+    """Each event's digest serialized by pydantic-core, which for a parsed canonical file (keys already
+    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize.
+    A disagreement with the stored digest (float spelling, 1e-07 vs 1e-7) is decided by ``event_digest``."""
     to_json = pydantic_core.to_json
     sha256 = hashlib.sha256
+    skip = {"seq"}
     try:
-        return [sha256(to_json(event)).hexdigest() for event in events]
-    except (ValueError, pydantic_core.PydanticSerializationError):
+        return [sha256(to_json(event, exclude=skip)).hexdigest() for event in events]
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
         digests: list[str | None] = []
         for event in events:
             try:
-                digests.append(sha256(to_json(event)).hexdigest())
-            except (ValueError, pydantic_core.PydanticSerializationError):
+                digests.append(sha256(to_json(event, exclude=skip)).hexdigest())
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
                 digests.append(None)
         return digests
 
 
-def _event_hash(event: Document, claimed: Any, fast: str | None) -> str:
-    # A disagreement is float spelling (1e-07 vs 1e-7) or real damage; the canonical function decides.
-    return fast if fast is not None and fast == claimed else hash_value(event)
-
-
 def verify_chain(doc: Mapping[str, Any] | CassetteDoc) -> list[str]:
-    """Every hash-chain problem of a cassette document (raw dict or model); empty when intact."""
+    """Every integrity problem of a cassette document (raw dict or model); empty when intact."""
     raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
-    messages = [problem.message for problem in _chain_problems(raw)]
+    messages = [problem.message for problem in _integrity_problems(raw)]
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
     return messages
@@ -351,6 +369,7 @@ def _doc_to_dict(doc: CassetteDoc) -> Document:
         "run": run_to_dict(doc.run),
         "events": [event_to_dict(event) for event in doc.events],
         "event_count": doc.event_count,
+        "event_digests": list(doc.event_digests),
         "head_hash": doc.head_hash,
     }
 
@@ -381,7 +400,8 @@ def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
             cassette=path,
             mode=mode,
             fixes=[
-                "record it: `pytest --agentreplay-record=missing <test>`",
+                "record it: `pytest --agentreplay-record=missing` with the test's node id "
+                "(the missing-cassette failure of the test prints the exact command)",
                 "check --agentreplay-cassette-dir and the marker's cassette= argument",
                 f"if it was committed, restore it: `git checkout -- {path}`",
             ],
@@ -403,7 +423,7 @@ def _load(path: Path, mode: str | None, *, migrate: bool = False) -> tuple[Docum
         if version != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
         doc = CASSETTE_ADAPTER.validate_python(raw)
-        problems = _chain_problems(raw)
+        problems = _integrity_problems(raw)
         _check_event_keys(raw, path)
     except CassetteError as exc:
         exc.mode = mode
@@ -421,30 +441,32 @@ def _load(path: Path, mode: str | None, *, migrate: bool = False) -> tuple[Docum
     if problems:
         first = problems[0]
         raise CassetteIntegrityError(
-            f"cassette {path.name} fails its hash-chain check: it was edited, reordered or truncated",
+            f"cassette {path.name} fails its integrity check: it was edited, reordered or truncated",
             evidence=[p.message for p in problems[:5]],
             cassette=path,
             mode=mode,
             place=f"event seq {first.index} (events[{first.index}])" if first.index is not None else "header",
             fixes=[
                 f"undo the edit or restore it: `git checkout -- {path}`",
-                f"re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+                rerecord_fix(_test_hint(raw), path),
                 f"list every problem: `agentreplay verify {path}`",
             ],
         )
     if version != FORMAT_VERSION and not migrate:
-        # An older version has no (or a weaker) chain: only an explicit `agentreplay migrate` upgrades it,
-        # so relabelling an edited file as old cannot get it past the checks on load.
+        # An older version has no (or another) integrity layout: only an explicit `agentreplay migrate` (or a
+        # run with --agentreplay-update, which rewrites the file) upgrades it, so relabelling an edited file
+        # as old cannot get it past the checks on load.
         raise CassetteVersionError(
-            f"cassette {path.name} has the old format version {version}: upgrade it with "
-            "`agentreplay migrate` before replaying it",
+            f"cassette {path.name} has the old format version {version}: an intact version-{version} "
+            "cassette is upgraded only by `agentreplay migrate` (or by --agentreplay-update when it rewrites "
+            "the cassette); it is not replayed before that",
             evidence=[f"this pytest-agentreplay replays version {FORMAT_VERSION} only"],
             cassette=path,
             mode=mode,
             place="version",
             fixes=[
                 f"upgrade it (review the diff before committing): `agentreplay migrate {path}`",
-                f"or re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+                "or " + rerecord_fix(_test_hint(raw), path),
             ],
         )
     return raw, version, doc
@@ -460,7 +482,7 @@ def _check_event_keys(raw: Document, path: Path) -> None:
             place=f"event seq {index} (events[{index}])",
             fixes=[
                 f"undo the edit or restore it: `git checkout -- {path}`",
-                f"re-record it: `pytest --agentreplay-record=all {_test_hint(raw)}`",
+                rerecord_fix(_test_hint(raw), path),
             ],
         )
 
@@ -475,16 +497,23 @@ def load_document(path: Path, *, mode: str | None = None, migrate: bool = False)
 
 
 def load_cassette(
-    path: Path, *, blob_dir: Path | None = None, mode: str | None = None, verify_blobs: bool = False
+    path: Path,
+    *,
+    blob_dir: Path | None = None,
+    mode: str | None = None,
+    verify_blobs: bool = False,
+    migrate: bool = False,
 ) -> LoadedCassette:
     """Read a cassette; every failure is a ``CassetteError``.
 
     Only a regular file inside its cassette folder is read (no FIFO, device, or symlink leading out), of
-    bounded size and nesting; an older format version is refused (``agentreplay migrate`` upgrades it).
+    bounded size and nesting; an older format version is refused (``agentreplay migrate`` upgrades it)
+    unless ``migrate`` (``--agentreplay-update``, which rewrites it): then it is checked against its own
+    version's integrity fields and upgraded in memory.
     Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
     """
     path = Path(path)
-    raw, _, doc = _load(path, mode)
+    raw, _, doc = _load(path, mode, migrate=migrate)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
     if verify_blobs:
@@ -546,7 +575,7 @@ class LoadedCassette:
                 place=self._ref_place(ref),
                 fixes=[
                     f"undo the edit or restore it: `git checkout -- {self.path}`",
-                    f"re-record it: `pytest --agentreplay-record=all {self.run.test or '<test>'}`",
+                    rerecord_fix(self.run.test, self.path),
                     f"list every problem: `agentreplay verify {self.path}`",
                 ],
             )
@@ -569,7 +598,7 @@ class LoadedCassette:
                     yield index, name, ref
 
     def verify(self, redactor: Redactor | None = None) -> list[str]:
-        """Every problem: hash chain, missing or damaged blobs, secret-shaped values (doc and blobs)."""
+        """Every problem: event digests, missing or damaged blobs, secret-shaped values (doc and blobs)."""
         doc = self.document or self._current_document()
         problems = verify_chain(doc)
         redactor = redactor or default_redactor()
@@ -650,7 +679,7 @@ def _place_payloads(
                     place=f"event seq {index} (events[{index}]), field {name}",
                     fixes=[
                         "pass source_blob_store= the store the cassette was loaded from",
-                        f"re-record it: `pytest --agentreplay-record=all {event.get('run_id', '<test>')}`",
+                        rerecord_fix(None, path),
                     ],
                 )
             for needed in source.referenced(sha):
@@ -658,18 +687,16 @@ def _place_payloads(
 
 
 def build_document(run: Document, events: list[Document]) -> Document:
-    """The current-format document, with the hash chain computed over ``events`` (mutated in place)."""
-    prev = hash_value(run)
-    for event in events:
-        event["prev_hash"] = prev
-        prev = hash_value(event)
+    """The current-format document: ``events`` with their digests and the head digest over them."""
+    digests = [event_digest(event) for event in events]
     return {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "run": run,
         "events": events,
         "event_count": len(events),
-        "head_hash": prev,
+        "event_digests": digests,
+        "head_hash": head_digest(run, digests, len(events)),
     }
 
 

@@ -2,7 +2,8 @@
 
 Replayed events take the place of the recorded ones, but each keeps the volatile values (timestamp, trace
 ids, latency, provider response ids) of the recorded event it is aligned with, so unchanged events are
-written byte for byte as before and a reviewer sees the real change (plus the hash chain's prev_hash lines).
+written byte for byte as before and a reviewer sees the real change (plus one digest line per changed
+event and ``head_hash``).
 """
 
 from __future__ import annotations

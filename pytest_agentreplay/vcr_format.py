@@ -145,7 +145,7 @@ def response_from_vcr(resp_raw: Any) -> tuple[HttpResponse, str | None]:
     response = HttpResponse(
         code,
         stored_response_headers(resp_headers, decoded=bool(encoding)),
-        bodies.encode_body(raw, resp_headers.get("content-type")),
+        bodies.encode_body(raw, resp_headers.get("content-type"), exact=True),
     )
     reason = status.get("message") if isinstance(status, dict) else None
     return response, (str(reason) if reason is not None else None)

@@ -134,7 +134,6 @@ def conversation_events(calls: int) -> tuple[list[Event], int, int]:
                     "class": "decision",
                     "input_ref": PayloadRef(inline=request),
                     "output_ref": PayloadRef(inline=response),
-                    "prev_hash": "0" * 64,
                 }
             )
         )

@@ -284,14 +284,13 @@ class Case:
 
 
 def rechain(doc: dict[str, Any]) -> dict[str, Any]:
-    """Recompute the hash chain the way the store writes it, over whatever the document now holds."""
-    prev = hash_value(doc["run"])
-    for event in doc["events"]:
-        if isinstance(event, dict):
-            event["prev_hash"] = prev
-            prev = hash_value(event)
+    """Recompute the integrity fields the way the store writes them, over whatever the document holds."""
+    from pytest_agentreplay.store import event_digest, head_digest
+
+    digests = [event_digest(e) if isinstance(e, dict) else hash_value(e) for e in doc["events"]]
     doc["event_count"] = len(doc["events"])
-    doc["head_hash"] = prev
+    doc["event_digests"] = digests
+    doc["head_hash"] = head_digest(doc["run"], digests, len(digests))
     return doc
 
 
@@ -584,7 +583,7 @@ class Fuzzer:
         for i in range(70):
             base = self.pick_base()
             doc = self.docs[base]
-            all_paths = [p for p in paths_in(doc) if p[0] in ("events", "run") and p[-1] != "prev_hash"]
+            all_paths = [p for p in paths_in(doc) if p[0] in ("events", "run")]
             # Bias towards payloads, where replay reads what the schema does not check.
             payload_paths = [
                 p for p in all_paths if "inline" in p or "data" in p or "tool" in p or "effect" in p
@@ -922,21 +921,24 @@ class Fuzzer:
         ]
         for base in range(len(self.bases)):
             for ei, edit in enumerate(edits):
-                for strip in (True, False):
+                for strip, old in ((True, 1), (False, 1), (True, 2), (False, 2)):
 
-                    def build(work: Path, base: int = base, edit: Any = edit, strip: bool = strip) -> Path:
+                    def build(
+                        work: Path, base: int = base, edit: Any = edit, strip: bool = strip, old: int = old
+                    ) -> Path:
                         doc = json.loads(json.dumps(self.docs[base]))
                         edit(doc)
-                        doc["version"] = 1
+                        doc["version"] = old
                         if strip:
                             doc.pop("event_count", None)
                             doc.pop("head_hash", None)
-                            for event in doc["events"]:
-                                event.pop("prev_hash", None)
+                            doc.pop("event_digests", None)
                         return self.write_doc(base, work, doc)
 
-                    cases.append(Case("version-downgrade", f"base{base}: edit {ei} strip={strip}", build))
-        for version in (0, -1, 3, "2", 2.0, None, 10**30):
+                    cases.append(
+                        Case("version-downgrade", f"base{base}: edit {ei} strip={strip} to v{old}", build)
+                    )
+        for version in (0, -1, 4, "3", 3.0, None, 10**30):
 
             def build_v(work: Path, version: Any = version) -> Path:
                 doc = json.loads(json.dumps(self.docs[0]))
@@ -1184,9 +1186,7 @@ def _blob_outside(path: Path, tmp: Path) -> None:
 def _downgrade(path: Path, tmp: Path) -> None:
     doc = json.loads(path.read_text(encoding="utf-8"))
     doc["version"] = 1
-    del doc["event_count"], doc["head_hash"]
-    for event in doc["events"]:
-        del event["prev_hash"]
+    del doc["event_count"], doc["head_hash"], doc["event_digests"]
     doc["events"][-2]["data"]["edited"] = True
     path.write_text(json.dumps(doc), encoding="utf-8")
 

@@ -85,7 +85,7 @@ def test_show_renders_a_tampered_cassette_and_flags_it(
     code, out, _ = run_cli(capsys, "show", str(cassette))
     assert code == 1
     assert "refund-limit v3: allow" in out
-    assert "hash chain broken at seq 6" in out
+    assert "event digest mismatch at seq 5" in out
 
 
 def test_show_json(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -194,9 +194,7 @@ def test_diff_bad_pyproject_is_exit_2(
 
 def _downgrade_to_v1(path: Path) -> None:
     doc = read(path)
-    for event in doc["events"]:
-        del event["prev_hash"]
-    del doc["event_count"], doc["head_hash"]
+    del doc["event_count"], doc["head_hash"], doc["event_digests"]
     doc["version"] = 1
     write_raw(path, doc)
 

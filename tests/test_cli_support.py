@@ -164,14 +164,10 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def write_rechained(path: Path, doc: dict[str, Any]) -> None:
-    """Write ``doc`` with a freshly computed hash chain (a tamper the chain cannot see)."""
-    prev = hash_value(doc["run"])
-    for event in doc["events"]:
-        event["prev_hash"] = prev
-        prev = hash_value(event)
-    doc["event_count"] = len(doc["events"])
-    doc["head_hash"] = prev
-    path.write_text(dumps_pretty(doc), encoding="utf-8")
+    """Write ``doc`` with freshly computed integrity fields (a tamper they cannot see)."""
+    from pytest_agentreplay.store import build_document
+
+    path.write_text(dumps_pretty(build_document(doc["run"], doc["events"])), encoding="utf-8")
 
 
 def write_raw(path: Path, doc: dict[str, Any]) -> None:

@@ -36,7 +36,6 @@ def variant(tag: int) -> list[Event]:
                 "data": {"variant": tag, "row": seq, "text": f"variant {tag} " * 100},
                 # Every tenth payload goes to the blob store, so blob writes get killed too.
                 "output_ref": PayloadRef(inline={"rows": [tag, seq] * (600 if seq % 10 == 0 else 20)}),
-                "prev_hash": "0" * 64,
             }
         )
         for seq in range(250)

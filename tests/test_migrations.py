@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,12 +55,104 @@ def test_v1_is_refused_on_load_until_migrated(v1: Path) -> None:
     assert loaded.verify() == []
 
 
-def test_migration_computes_the_chain(v1: Path) -> None:
+def test_migration_computes_the_digests(v1: Path) -> None:
     doc = migrate_document(json.loads(v1.read_text()))
     assert doc["version"] == FORMAT_VERSION and doc["event_count"] == 4
-    assert doc["events"][0]["prev_hash"] == hash_value(doc["run"])
-    assert doc["events"][1]["prev_hash"] == hash_value(doc["events"][0])
-    assert doc["head_hash"] == hash_value(doc["events"][3])
+    assert all("prev_hash" not in event for event in doc["events"])
+    assert doc["event_digests"] == [
+        hash_value({k: v for k, v in event.items() if k != "seq"}) for event in doc["events"]
+    ]
+    digests = doc["event_digests"]
+    assert doc["head_hash"] == hash_value(
+        {"version": FORMAT_VERSION, "run": doc["run"], "event_count": 4, "event_digests": digests}
+    )
+
+
+# -- version 2 (the prev_hash chain) -> version 3 (per-event digests) --------------------------------
+
+
+def _v2_doc() -> dict[str, Any]:
+    """A version-2 cassette as version 2 wrote it: the v1 fixture with its prev_hash chain."""
+    doc = MIGRATIONS[1](json.loads(V1_FIXTURE.read_text()), "fixture")
+    assert doc["version"] == 2 and all("prev_hash" in event for event in doc["events"])
+    return doc
+
+
+@pytest.fixture
+def v2(tmp_path: Path) -> Path:
+    path = tmp_path / "cassettes" / "test_support" / "test_refund.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_v2_doc(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def test_intact_v2_is_refused_on_load_and_says_only_migrate_upgrades_it(v2: Path) -> None:
+    with pytest.raises(CassetteVersionError) as info:
+        load_cassette(v2)
+    message = str(info.value)
+    assert "old format version 2" in message
+    assert "intact version-2 cassette is upgraded only by `agentreplay migrate`" in message
+
+
+def test_v2_migrates_to_current_atomically(v2: Path) -> None:
+    assert migrate_file(v2) is True
+    doc = json.loads(v2.read_text())
+    assert doc["version"] == FORMAT_VERSION and "event_digests" in doc
+    assert all("prev_hash" not in event for event in doc["events"])
+    assert not [p for p in v2.parent.iterdir() if p.name != v2.name]  # no temp file left behind
+    loaded = load_cassette(v2)
+    assert loaded.verify() == []
+    assert [e.type for e in loaded.events] == ["run.start", "model.call", "tool.call", "run.end"]
+    assert migrate_file(v2) is False
+
+
+def test_v2_migration_keeps_every_event_but_the_chain(v2: Path) -> None:
+    before = _v2_doc()
+    migrate_file(v2)
+    after = json.loads(v2.read_text())
+    assert after["run"] == {**after["run"], **before["run"]}  # defaults filled in, nothing changed
+    assert [{k: v for k, v in e.items() if k != "prev_hash"} for e in before["events"]] == after["events"]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "found"),
+    [
+        (lambda d: d["events"][1]["data"].update(model="edited"), "seq 1 was edited"),
+        (lambda d: d["events"].insert(2, d["events"].pop(1)), "events were reordered"),
+        (lambda d: d["events"].pop(), "event_count is 4 but the file holds 3"),
+        (lambda d: d["run"].update(model="edited"), "run metadata was edited"),
+    ],
+)
+def test_tampered_v2_is_not_migrated(
+    v2: Path, tamper: Callable[[dict[str, Any]], Any], found: str
+) -> None:
+    doc = _v2_doc()
+    tamper(doc)
+    v2.write_text(json.dumps(doc))
+    before = v2.read_bytes()
+    with pytest.raises(CassetteIntegrityError, match=found):
+        migrate_file(v2)
+    assert v2.read_bytes() == before
+
+
+def test_v3_relabelled_v2_is_refused(v2: Path) -> None:
+    # A current file relabelled as the previous version must not get fresh digests over an edit.
+    migrate_file(v2)
+    doc = json.loads(v2.read_text())
+    doc["version"] = 2
+    doc["events"][1]["data"]["model"] = "edited"
+    v2.write_text(json.dumps(doc))
+    with pytest.raises(CassetteSchemaError, match="version-3 field event_digests"):
+        load_cassette(v2)
+    with pytest.raises(CassetteSchemaError, match="version-3 field event_digests"):
+        migrate_file(v2)
+
+
+def test_update_load_migrates_an_intact_v2_in_memory(v2: Path) -> None:
+    before = v2.read_bytes()
+    loaded = load_cassette(v2, migrate=True)
+    assert len(loaded.events) == 4 and loaded.verify() == []
+    assert v2.read_bytes() == before  # only the save of an accepted update rewrites the file
 
 
 def test_migrate_file_dry_run_then_real(v1: Path) -> None:

@@ -65,7 +65,7 @@ def test_audit_executes_nothing_and_renders_the_timeline(lab: Lab) -> None:
     report = lab.pytester.path / "audit.json"
     lab.run("--agentreplay-mode=audit", f"--agentreplay-report={report}")
     (test,) = json.loads(report.read_text())["tests"]
-    assert test["action"] == "audited" and test["regressions"] == 0
+    assert test["status"] == "audited" and test["regressions"] == 0
 
 
 def test_audit_pinned_by_the_marker(lab: Lab) -> None:
@@ -91,7 +91,7 @@ def test_audit_detects_an_edited_cassette(lab: Lab) -> None:
     result = audit(lab)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert ("hash" in out.lower() and "approval" in out) or "chain" in out.lower(), out
+    assert "integrity check" in out and "was edited" in out, out
 
 
 def test_audit_flags_a_committed_effect_without_idempotency_key(lab: Lab) -> None:

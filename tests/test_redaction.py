@@ -43,7 +43,6 @@ def save(tmp_path: Path, payload: Any, redactor: Redactor | None = None, **kwarg
                 "class": "input",
                 "input_ref": PayloadRef(inline=value),
                 "data": {"note": "copy", "payload": value} if seq == 0 else {},
-                "prev_hash": "0" * 64,
             }
         )
         for seq, value in enumerate([payload, {"big": [payload, PAD]}])

@@ -15,7 +15,7 @@ import pytest
 from pytest_agentreplay.atomic import TEMP_PREFIX, lock_path_for, path_lock
 from pytest_agentreplay.blobs import BlobStore
 from pytest_agentreplay.canonical import dumps_pretty, hash_value
-from pytest_agentreplay.constants import FORMAT_VERSION, GENESIS_HASH
+from pytest_agentreplay.constants import FORMAT_VERSION
 from pytest_agentreplay.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import (
     BlobMissingError,
@@ -46,7 +46,6 @@ def make_event(seq: int, inline: Any = None, **extra: Any) -> Event:
         "actor": "model",
         "class": "decision",
         "data": {"n": seq, "usage": {"input_tokens": 10 * seq, "output_tokens": 3}},
-        "prev_hash": GENESIS_HASH,
     }
     if inline is not None:
         fields["output_ref"] = PayloadRef(inline=inline)
@@ -114,14 +113,19 @@ def test_payloads_round_trip_inline_and_blob(cassette: Path) -> None:
     assert loaded.payload(None) is None
 
 
-def test_hash_chain_fields(cassette: Path) -> None:
+def test_integrity_fields(cassette: Path) -> None:
     doc = json.loads(cassette.read_text())
     assert doc["version"] == FORMAT_VERSION
     assert doc["event_count"] == 6
-    assert doc["events"][0]["prev_hash"] == hash_value(doc["run"])
-    for prev, event in zip(doc["events"], doc["events"][1:], strict=False):
-        assert event["prev_hash"] == hash_value(prev)
-    assert doc["head_hash"] == hash_value(doc["events"][-1])
+    assert all("prev_hash" not in event for event in doc["events"])
+    # One digest per event over its content without seq; the head binds run, count and the ordered list.
+    assert doc["event_digests"] == [
+        hash_value({k: v for k, v in event.items() if k != "seq"}) for event in doc["events"]
+    ]
+    digests = doc["event_digests"]
+    assert doc["head_hash"] == hash_value(
+        {"version": FORMAT_VERSION, "run": doc["run"], "event_count": 6, "event_digests": digests}
+    )
     assert verify_chain(doc) == []
 
 
@@ -129,7 +133,10 @@ def test_empty_history(tmp_path: Path) -> None:
     path = tmp_path / "empty.json"
     save_cassette(path, RUN, [])
     doc = json.loads(path.read_text())
-    assert doc["head_hash"] == hash_value(doc["run"]) and doc["event_count"] == 0
+    assert doc["event_count"] == 0 and doc["event_digests"] == []
+    assert doc["head_hash"] == hash_value(
+        {"version": FORMAT_VERSION, "run": doc["run"], "event_count": 0, "event_digests": []}
+    )
     assert load_cassette(path).events == []
 
 
@@ -300,9 +307,8 @@ def test_edited_last_event(cassette: Path) -> None:
     doc = json.loads(cassette.read_text())
     doc["events"][-1]["ts"] = "2030-01-01T00:00:00Z"
     rewrite(cassette, doc)
-    assert "head_hash does not match the last event (seq 5)" in str(
-        load_error(cassette, CassetteIntegrityError)
-    )
+    error = load_error(cassette, CassetteIntegrityError)
+    assert "seq 5 was edited" in str(error) and error.place == "event seq 5 (events[5])"
 
 
 def test_edited_run_header(cassette: Path) -> None:
@@ -325,7 +331,8 @@ def test_reordered_and_renumbered(cassette: Path) -> None:
     doc["events"][2], doc["events"][3] = doc["events"][3], doc["events"][2]
     doc["events"][2]["seq"], doc["events"][3]["seq"] = 2, 3
     rewrite(cassette, doc)
-    assert "hash chain broken at seq 2" in str(load_error(cassette, CassetteIntegrityError))
+    error = load_error(cassette, CassetteIntegrityError)
+    assert "event digest mismatch at seq 2" in str(error) and error.place == "event seq 2 (events[2])"
 
 
 def test_removed_event(cassette: Path) -> None:
@@ -348,7 +355,37 @@ def test_removed_last_event_and_fixed_count(cassette: Path) -> None:
     del doc["events"][-1]
     doc["event_count"] = 5
     rewrite(cassette, doc)
+    message = str(load_error(cassette, CassetteIntegrityError))
+    assert "event_digests lists 6 digest(s) but the file holds 5 events" in message
+    assert "head_hash does not match" in message
+
+
+def test_removed_last_event_with_fixed_count_and_digests(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    del doc["events"][-1]
+    doc["event_count"] = 5
+    del doc["event_digests"][-1]
+    rewrite(cassette, doc)
     assert "head_hash does not match" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_inserted_event_is_caught(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["events"].insert(3, dict(doc["events"][2]))
+    for index, event in enumerate(doc["events"]):
+        event["seq"] = index
+    doc["event_count"] = 7
+    doc["event_digests"].insert(3, doc["event_digests"][2])
+    rewrite(cassette, doc)
+    assert "head_hash does not match" in str(load_error(cassette, CassetteIntegrityError))
+
+
+def test_edited_digest_line_is_caught(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["event_digests"][4] = "0" * 64
+    rewrite(cassette, doc)
+    error = load_error(cassette, CassetteIntegrityError)
+    assert error.place == "event seq 4 (events[4])" and "head_hash does not match" in str(error)
 
 
 def test_reformatted_file_still_loads(cassette: Path) -> None:
@@ -473,9 +510,7 @@ def test_relabelled_v1_with_stripped_chain_does_not_load(cassette: Path) -> None
     # An edited file relabelled version 1, chain fields deleted, must not pass as an old, chainless file.
     doc = json.loads(cassette.read_text(encoding="utf-8"))
     doc["version"] = 1
-    del doc["event_count"], doc["head_hash"]
-    for event in doc["events"]:
-        del event["prev_hash"]
+    del doc["event_count"], doc["head_hash"], doc["event_digests"]
     doc["events"][1]["data"]["n"] = 999
     rewrite(cassette, doc)
     error = load_error(cassette, CassetteVersionError)
@@ -504,10 +539,7 @@ def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
 
 
 def rechained(doc: dict[str, Any]) -> dict[str, Any]:
-    prev = hash_value(doc["run"])
-    for event in doc["events"]:
-        event["prev_hash"] = prev
-        prev = hash_value(event)
-    doc["event_count"] = len(doc["events"])
-    doc["head_hash"] = prev
-    return doc
+    """The integrity fields recomputed over whatever the document now holds (a tamper they cannot see)."""
+    from pytest_agentreplay.store import build_document
+
+    return build_document(doc["run"], doc["events"])

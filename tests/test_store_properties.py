@@ -70,7 +70,6 @@ def histories(draw: st.DrawFn) -> tuple[RunMeta, list[Event]]:
             "class": draw(st.sampled_from(EVENT_CLASSES)),
             "data": draw(st.dictionaries(st.text(max_size=10), json_values, max_size=4)),
             "trace_id": draw(st.none() | st.text(max_size=10)),
-            "prev_hash": "0" * 64,
         }
         for name in ("input_ref", "output_ref"):
             value = draw(payloads)
@@ -121,7 +120,6 @@ def saved_cassette() -> Iterator[tuple[Path, bytes]]:
                 "class": "input",
                 "data": {"n": i, "f": 0.5 + i, "s": "ünï\u2028\x1f", "l": [None, True, {"k": -1}]},
                 "output_ref": PayloadRef(inline={"rows": list(range(i * 200))}),
-                "prev_hash": "0" * 64,
             }
         )
         for i in range(4)

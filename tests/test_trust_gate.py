@@ -488,6 +488,7 @@ def test_no_placeholder_or_hand_written_command_in_messages() -> None:
         if path.name == "commands.py":
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if "<test>" in line or re.search(r"pytest --agentreplay-(record|update)\b[^\"']*\{", line):
+            placeholder = re.search(r"[\"']<test>[\"']|agentreplay-(record|update)\S*\s+<", line)
+            if placeholder or re.search(r"pytest --agentreplay-(record|update)\b[^\"']*\{", line):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
     assert offenders == []

@@ -154,7 +154,6 @@ def test_baseline_under_pytest_recording(gemini_venv: Venv, tmp_path: Path) -> N
     assert _counts(output) == {"passed": BASELINE}, output[-3000:]
 
 
-@pytest.mark.xfail(strict=True, reason="vcr marker wiring: phase 2")
 def test_same_suite_through_agentreplay(gemini_venv: Venv, tmp_path: Path) -> None:
     """pytest-recording disabled, this plugin reads the same cassettes in place: the same tests pass, zero
     edits to the suite, and no request leaves the process (the network guard covers every test)."""

@@ -50,6 +50,13 @@ def _field_lines(diff: Difference) -> list[str]:
             detail = "recorded, not replayed"
         elif diff.kind == "inserted":
             detail = "replayed, not recorded"
+        elif diff.seq_recorded == diff.seq_replayed:
+            # Same place, yet unaligned: one side ran it inside an order-insensitive group of concurrent
+            # calls (data.group) and the other did not, so the two runs group their steps differently.
+            detail = (
+                f"seq {_seq(diff.seq_recorded)} on both sides, but its order-insensitive group differs "
+                "(concurrent calls in one run, sequential in the other)"
+            )
         else:
             detail = f"was seq {_seq(diff.seq_recorded)}, now seq {_seq(diff.seq_replayed)}"
         return [f"  {title}: {detail}  {tag}"]
@@ -66,9 +73,14 @@ def _suggestion(diff: Difference) -> str:
     return f'"{selector}" = "expected"'
 
 
-def render_drift(result: DriftResult, *, test: str, cassette: str, mode: str | None = None) -> str:
+def render_drift(
+    result: DriftResult, *, test: str, cassette: str, mode: str | None = None, update_hint: bool = True
+) -> str:
     """Headline, then every drifting event (seq, type, tool/model) with each field ``recorded ->
-    replayed`` and the judging rule, then how to fix it."""
+    replayed`` and the judging rule, then how to fix it.
+
+    ``update_hint=False`` leaves out the ``pytest --agentreplay-update`` fix: a comparison outside a
+    pytest run (``agentreplay diff A B``) has no test run that could accept it."""
     mode = mode or result.mode
     lines = [headline(result, test=test, cassette=cassette, mode=mode)]
     if not result.differences:
@@ -89,7 +101,7 @@ def render_drift(result: DriftResult, *, test: str, cassette: str, mode: str | N
                 suggestions.append(line)
         shown = suggestions[:MAX_RULE_SUGGESTIONS]
         fixes: list[list[str]] = []
-        update = update_command([test], mode) if test else None
+        update = update_command([test], mode) if test and update_hint else None
         if update is not None:
             fixes.append(
                 ["If the new behaviour is intended, accept it (rewrites the cassette from this run):", update]

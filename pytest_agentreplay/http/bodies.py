@@ -1,6 +1,8 @@
 """Body encoding: raw bytes <-> the readable stored shapes, and content-encoding (gzip/deflate/br).
 
-Stored shapes (``BODY``): ``{"json": value, "content_type"}``, ``{"text": str, "content_type"}``,
+Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: the exact text, when no
+known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
+replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
 ``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` or ``None`` (empty body).
 Bodies are always stored decoded (no content-encoding) so cassettes stay readable and diffable.
 """
@@ -29,8 +31,9 @@ _JSON_FORMATS: dict[str | None, dict[str, Any]] = {
 }
 
 
-def _detect_format(raw: bytes, value: Any) -> str | bool | None:
-    """The name of the format reproducing ``raw`` exactly; False when none does."""
+def _detect_format(raw: bytes, value: Any, sort_keys: bool = False) -> str | bool | None:
+    """The name of the format reproducing ``raw`` exactly from ``value`` (``sort_keys``: with its keys
+    sorted, as the cassette stores it); False when none does."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -39,7 +42,7 @@ def _detect_format(raw: bytes, value: Any) -> str | bool | None:
     core = text[:-1] if newline else text
     for name, kwargs in _JSON_FORMATS.items():
         try:
-            if json.dumps(value, **kwargs) == core:
+            if json.dumps(value, sort_keys=sort_keys, **kwargs) == core:
                 if newline:
                     return f"{name or 'compact'}+nl"
                 return name
@@ -245,8 +248,9 @@ def encode_content(data: bytes, encoding: str) -> bytes:
     raise ValueError(f"unsupported content encoding {encoding!r}")
 
 
-def encode_body(raw: bytes, content_type: str | None) -> dict[str, Any] | None:
-    """Decoded raw bytes -> the stored BODY shape."""
+def encode_body(raw: bytes, content_type: str | None, *, exact: bool = False) -> dict[str, Any] | None:
+    """Decoded raw bytes -> the stored BODY shape. ``exact`` (a response, which replay serves): keep the
+    exact text of a JSON body that no known serialisation of its key-sorted value reproduces."""
     if not raw:
         return None
     if is_sse_type(content_type):
@@ -257,14 +261,20 @@ def encode_body(raw: bytes, content_type: str | None) -> dict[str, Any] | None:
         except ValueError:
             pass
         else:
-            fmt = _detect_format(raw, value)
+            fmt = _detect_format(raw, value, sort_keys=exact)
             if fmt is None:
                 return {"json": value, "content_type": content_type}
             if fmt is not False:
                 return {"json": value, "content_type": content_type, "format": fmt}
-            # No known serialisation reproduces the bytes: still structured (values are what
-            # clients parse), served compactly.
-            return {"json": value, "content_type": content_type}
+            if not exact:
+                # A request: never served; still structured (values are what diffs compare).
+                return {"json": value, "content_type": content_type}
+            # No known serialisation reproduces the bytes (key order, spacing, number spelling):
+            # still structured for review and comparison, and the exact text kept to be served.
+            try:
+                return {"json": value, "content_type": content_type, "raw": raw.decode("utf-8")}
+            except UnicodeDecodeError:
+                return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
     if not content_type or _is_text_type(content_type) or is_json_type(content_type):
         try:
             return {"text": raw.decode("utf-8"), "content_type": content_type}
@@ -278,6 +288,9 @@ def body_bytes(body: dict[str, Any] | None) -> bytes:
     if not body:
         return b""
     if "json" in body:
+        exact = body.get("raw")
+        if isinstance(exact, str):
+            return exact.encode("utf-8")
         return _dump_json(body["json"], body.get("format"))
     if "text" in body:
         text: str = body["text"]

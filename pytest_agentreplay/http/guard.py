@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..commands import record_command
 from ..exceptions import ConfigError, NetworkBlockedError
 
 if TYPE_CHECKING:
@@ -92,6 +93,12 @@ class Verdict:
     destination: str
     reason: str
 
+
+
+def _nodeid_of(run: Any) -> str | None:
+    settings = getattr(run, "settings", None)
+    nodeid = settings.get("nodeid") if isinstance(settings, dict) else None
+    return nodeid if isinstance(nodeid, str) and nodeid else None
 
 def _is_ip(host: str) -> bool:
     try:
@@ -275,7 +282,8 @@ def _refuse(verdict: Verdict, channel: str, runs: list[Any]) -> None:
         cassette=run.cassette,
         mode=run.mode,
         fixes=[
-            "if the call is new, record it against the real services: pytest --agentreplay-record=all <test>",
+            "if the call is new, record it against the real services: "
+            + record_command(_nodeid_of(run), "all"),
             f'if it is a local test service, allow it: allow_hosts = ["{host}"] (or "loopback") '
             "in [tool.agentreplay] or on the agentreplay marker",
             "send it through an intercepted client (httpx, httpx2, requests/urllib3, aiohttp) so the "
@@ -338,7 +346,8 @@ def _child_error(entry: Mapping[str, Any], run: Any) -> NetworkBlockedError:
         fixes=[
             "the child inherits the replay's fail-closed guard: serve its calls from the cassette, or "
             "allow its host with allow_hosts",
-            "if the call is new, record it against the real services: pytest --agentreplay-record=all <test>",
+            "if the call is new, record it against the real services: "
+            + record_command(_nodeid_of(run), "all"),
         ],
     )
 

@@ -244,7 +244,7 @@ class LiveCapture:
                 self._events.append(ev)
             body: dict[str, Any] | None = {"sse": self._events, "content_type": content_type}
         else:
-            body = bodies.encode_body(b"".join(self._chunks) + tail, content_type)
+            body = bodies.encode_body(b"".join(self._chunks) + tail, content_type, exact=True)
         decoded = bool(self._headers.get("content-encoding"))
         response = HttpResponse(self._status, stored_response_headers(self._headers, decoded), body)
         latency_ms = (time.perf_counter() - self.started) * 1000.0

@@ -2,7 +2,10 @@
 
 Stored event shape: ``{"event": name, "data": <parsed JSON or raw string>, "id": str, "t": seconds}``
 (``event``/``id`` only when the stream had them). ``data`` is parsed as JSON only when it starts with
-``{`` or ``[`` so a bare string such as ``[DONE]`` or ``"3"`` round-trips to the same bytes.
+``{`` or ``[`` so a bare string such as ``[DONE]`` or ``"3"`` round-trips to the same bytes. ``raw``: the
+event's exact wire text (comments, blank lines before it, ``retry:``, line endings, JSON spacing and
+key order), kept only when :func:`encode_event` of the stored (key-sorted) event would differ; replay
+serves it, so a client reads the bytes it read while recording.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-_LINE_END = re.compile(r"\r\n|\r|\n")
+_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
 _SEPARATORS = (",", ":")
 
 
@@ -36,6 +39,10 @@ class SSEParser:
         self._id: str | None = None
         self._data: list[str] = []
         self._has_fields = False
+        # The wire text of the event being read, and the last event dispatched (a stream's trailing
+        # comments or blank lines join its raw text).
+        self._raw: list[str] = []
+        self._last: dict[str, Any] | None = None
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         text = self._pending + self._decoder.decode(chunk)
@@ -47,6 +54,10 @@ class SSEParser:
         # A stream cut without the final blank line still delivered its last event to the client.
         if self._has_fields:
             events.append(self._dispatch())
+        elif self._raw and self._last is not None:
+            last = self._last
+            last["raw"] = str(last.get("raw") or encode_event(last).decode("utf-8")) + "".join(self._raw)
+            self._raw = []
         return events
 
     def _consume(self, text: str, *, final: bool) -> list[dict[str, Any]]:
@@ -54,15 +65,21 @@ class SSEParser:
         # A trailing "\r" may be the first half of "\r\n": hold that line until the next chunk,
         # else the "\n" would read as a blank line and dispatch the event early.
         held_cr = not final and text.endswith("\r")
-        parts = _LINE_END.split(text[:-1] if held_cr else text)
-        tail = parts.pop()
+        body = text[:-1] if held_cr else text
+        parts: list[tuple[str, str]] = []
+        end = 0
+        for found in _LINE.finditer(body):
+            parts.append((found.group(1), found.group(0)))
+            end = found.end()
+        tail = body[end:]
         if final:
             self._pending = ""
             if tail:
-                parts.append(tail)
+                parts.append((tail, tail))
         else:
             self._pending = tail + "\r" if held_cr else tail
-        for line in parts:
+        for line, wire in parts:
+            self._raw.append(wire)
             if not line:
                 if self._has_fields:
                     events.append(self._dispatch())
@@ -90,10 +107,15 @@ class SSEParser:
         ev["data"] = _parse_data("\n".join(self._data)) if self._data else None
         if self._id is not None:
             ev["id"] = self._id
+        raw = "".join(self._raw)
+        if encode_event(ev, sort_keys=True).decode("utf-8") != raw:
+            ev["raw"] = raw
         self._event = None
         self._id = None
         self._data = []
         self._has_fields = False
+        self._raw = []
+        self._last = ev
         return ev
 
 
@@ -107,8 +129,12 @@ def parse_all(raw: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def encode_event(ev: dict[str, Any]) -> bytes:
-    """One stored event -> its wire bytes (ends with the blank line that dispatches it)."""
+def encode_event(ev: dict[str, Any], *, sort_keys: bool = False) -> bytes:
+    """One stored event -> its wire bytes (ends with the blank line that dispatches it): its ``raw``
+    text when the stream had one, else rendered (``sort_keys``: as from a cassette, keys sorted)."""
+    raw = ev.get("raw")
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
     out: list[str] = []
     name = ev.get("event")
     if name is not None:
@@ -118,7 +144,11 @@ def encode_event(ev: dict[str, Any]) -> bytes:
         out.append(f"id: {ident}\n")
     data = ev.get("data")
     if data is not None:
-        text = data if isinstance(data, str) else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False)
+        text = (
+            data
+            if isinstance(data, str)
+            else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
+        )
         for line in text.split("\n"):
             out.append(f"data: {line}\n")
     out.append("\n")

@@ -27,6 +27,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..commands import rerecord_fix
 from ..events import Event
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
@@ -349,7 +350,6 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
     # Error text reaches terminals, reports and JUnit files: show the live call redacted, never raw.
     url, stored = _redacted_view(ctx, request)
     shown = HttpRequest(request.method, url, request.headers, b"", _stored_body=stored, _body_ready=True)
-    nodeid = ctx.settings.get("nodeid", "<test>")
     evidence = [
         f"live call: {request.method} {url}",
         f"body: {shown.excerpt(160) or '(empty)'}",
@@ -363,7 +363,8 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            f"if the new call is intended, re-record the run: pytest --agentreplay-record=all '{nodeid}'",
+            "if the new call is intended, "
+            + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette, lead="re-record the run"),
             "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
             "if it is a local test service, let it through: @pytest.mark.agentreplay(allow_hosts=[...])",
         ],

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 
 _CLASSIFY_KEY = "http.classify"
+# A vcr-marked test served from its pytest-recording cassettes (``vcr_serving.EXTENSION_KEY``).
+_VCR_KEY = "vcr"
 # Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
 _CLASSIFY_CACHE_SIZE = 512
 
@@ -125,12 +127,27 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
     cls = classify(ctx, request)
     if ctx.recording:
         return Send(request, request.host, LiveCapture(ctx, request, cls))
+    vcr = ctx.extensions.get(_VCR_KEY)
+    if vcr is not None:
+        return _vcr(ctx, vcr, request, cls)
     if not goes_live(ctx, request, cls):
         response = serve(ctx, request, cls)
         if response is None:
             return Refuse(unmatched(ctx, request, cls))
         return Serve(response)
     return _live(ctx, request, cls)
+
+
+def _vcr(ctx: RunContext, serving: Any, request: HttpRequest, cls: Classification) -> Action:
+    """A vcr-marked test served from its pytest-recording cassettes, with vcrpy's matching (vcr_serving)."""
+    from . import vcr_serving
+
+    served = vcr_serving.serve(ctx, serving, request, cls)
+    if isinstance(served, HttpResponse):
+        return Serve(served)
+    if served is None:  # vcrpy ignores this host (ignore_hosts, ignore_localhost): sent, not recorded
+        return Send(request, request.host, vcr_serving.UnrecordedCapture(ctx, request, cls))
+    return Refuse(served)
 
 
 def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..canonical import hash_value
-from ..events import Event
 from ..commands import rerecord_fix
+from ..events import Event
 from ..exceptions import ToolNotRecordedError
 
 if TYPE_CHECKING:
@@ -33,6 +33,8 @@ class _Recorded:
     idempotency_key: str | None
     outcome: ToolOutcome
     served: bool = False
+    # The recorded call's order-insensitive group (``data.group``), None when it had none.
+    group: Any = None
 
 
 class ToolReplayer:
@@ -62,9 +64,29 @@ class ToolReplayer:
                     recorded_seq=event.seq,
                     nested=_nested(events[start + 1 : index]),
                 )
-                rec = _Recorded(name, arguments, call.tool.idempotency_key if call.tool else None, outcome)
+                rec = _Recorded(
+                    name,
+                    arguments,
+                    call.tool.idempotency_key if call.tool else None,
+                    outcome,
+                    group=call.data.get("group"),
+                )
                 self._exact[(name, hash_value(arguments))].append(rec)
                 self._by_name[name].append(rec)
+
+    def recorded_group(self, name: str, arguments: dict[str, Any], *, ctx: RunContext) -> tuple[bool, Any]:
+        """``(True, group)`` of the recorded call this live call will be served from, ``(False, None)``
+        when it matches none.
+
+        Whether calls may interleave is a fact of the recorded run, not of the thread the replay happens
+        to run on: a run moved into a worker thread (or out of one) keeps the recorded grouping.
+        """
+        if ctx.redactor is not None:
+            arguments = ctx.redactor.redact(arguments)
+        for rec in self._exact.get((name, hash_value(arguments))) or ():
+            if not rec.served:
+                return True, rec.group
+        return False, None
 
     def serve(
         self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
@@ -98,7 +120,7 @@ class ToolReplayer:
             mode=ctx.mode,
             fixes=[
                 "if the new call is intended, "
-                + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette).replace("re-record it", "re-record the run"),
+                + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette, lead="re-record the run"),
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )

@@ -1,0 +1,126 @@
+"""``@pytest.mark.vcr`` without pytest-recording: its fixtures and markers, registered by ``plugin.py`` only
+when pytest-recording is not active (a project's own ``vcr_config``/``vcr_cassette_dir``/
+``default_cassette_name`` in a conftest override these as they override pytest-recording's).
+
+A vcr-marked test then replays through this plugin (``plugin.uses_agentreplay``): this plugin's own
+cassette when it exists, else the pytest-recording cassettes read in place (``replay/vcr_serving.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from .vcr_compat import (
+    VcrCassettePaths,
+    agentreplay_record_mode,
+    allowed_hosts,
+    cassette_paths,
+    default_cassette_dir,
+    merge_vcr_config,
+    resolve_record_mode,
+)
+from .vcr_compat import default_cassette_name as _cassette_name
+
+PLUGIN_NAME: Final = "agentreplay-vcr"
+# How pytest-recording registers (its pytest11 entry point, or ``-p pytest_recording.plugin``).
+RECORDING_PLUGINS: Final = ("recording", "pytest_recording.plugin", "pytest_recording")
+MARKERS: Final = (
+    "vcr(*cassettes, **vcr_config): replay this test's pytest-recording cassettes through agentreplay "
+    "(pytest-recording is not active)",
+    "default_cassette(name): the default cassette name of a vcr-marked test",
+)
+
+
+def recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
+    return any(pluginmanager.has_plugin(name) for name in RECORDING_PLUGINS)
+
+
+def register(config: pytest.Config) -> None:
+    """Called from ``plugin.pytest_configure``: honour ``@pytest.mark.vcr`` unless pytest-recording does."""
+    if recording_active(config.pluginmanager) or config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return
+    import sys
+
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)
+
+
+def is_vcr_test(item: pytest.Item) -> bool:
+    """A vcr-marked test this plugin replays (pytest-recording is absent)."""
+    return item.get_closest_marker("vcr") is not None and item.config.pluginmanager.has_plugin(PLUGIN_NAME)
+
+
+# -------------------------------------------------------------------------------- pytest-recording's fixtures
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> dict[str, Any]:
+    """pytest-recording's default: no vcrpy options (override it in a conftest.py)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's default: ``<test dir>/cassettes/<module name>``."""
+    return os.fspath(default_cassette_dir(request.node.path))
+
+
+@pytest.fixture
+def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's default: ``[<Class>.]<test name>`` (``@pytest.mark.default_cassette`` wins)."""
+    marker = request.node.get_closest_marker("default_cassette")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    cls = getattr(request, "cls", None)
+    return _cassette_name(request.node.name, cls.__name__ if cls is not None else None)
+
+
+# ------------------------------------------------------------------------------------------ one test's source
+
+
+@dataclass(frozen=True)
+class VcrSource:
+    """A vcr-marked test's pytest-recording cassettes and merged ``vcr_config``."""
+
+    paths: VcrCassettePaths
+    config: dict[str, Any]
+    record_mode: str  # vcrpy's
+
+    def exists(self) -> bool:
+        return bool(self.paths.existing())
+
+    def marker_defaults(self, marker: dict[str, Any]) -> dict[str, Any]:
+        """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
+        the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
+        out = dict(marker)
+        if out.get("record") is None and "record_mode" in self.config:
+            out["record"] = agentreplay_record_mode(self.record_mode)
+        hosts = allowed_hosts(self.config)
+        if hosts:
+            given = out.get("allow_hosts") or ()
+            given = [given] if isinstance(given, str) else list(given)
+            out["allow_hosts"] = [*given, *hosts]
+        return out
+
+
+def vcr_source(request: pytest.FixtureRequest) -> VcrSource:
+    """The vcr source of the requesting test (its fixtures resolved the way pytest-recording does)."""
+    item = request.node
+    marks = list(item.iter_markers("vcr"))
+    config = merge_vcr_config(request.getfixturevalue("vcr_config"), [m.kwargs for m in marks])
+    args = [a for m in marks for a in m.args]
+    paths = cassette_paths(
+        Path(item.path),
+        item.name,
+        marker_args=args,
+        vcr_cassette_dir=request.getfixturevalue("vcr_cassette_dir"),
+        default_cassette_name=request.getfixturevalue("default_cassette_name"),
+        config=config,
+    )
+    return VcrSource(paths, config, resolve_record_mode(config))

@@ -1,0 +1,206 @@
+"""Byte-faithful serving (issue 12, item 5): what a client receives in replay is byte for byte what it
+received while recording (key order, spacing, number spelling, SSE framing), through a cassette written
+to disk and read back (keys sorted, readable), for httpx, httpx2, requests and aiohttp, plain and
+streamed. The body stays structured in the cassette and comparisons read the parsed value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from servers import run_in
+
+from pytest_agentreplay.http import bodies, sse
+from pytest_agentreplay.store import load_cassette, save_cassette
+
+# Unsorted keys, odd spacing, numbers json.dumps would spell differently, a trailing newline.
+ODD_JSON = (
+    b'{"zeta": 1,   "alpha" :{"b":2,"a":[1, 2.50, 1E+2, -0.0]},\n'
+    b' "big": 123456789012345678901234567890, "f": 1.10, "text": "caf\\u00e9 \xc3\xa9"}\n'
+)
+# CRLF and LF line ends, a comment, data without a space, retry:, JSON with spaces and unsorted keys.
+ODD_SSE = (
+    b": stream opened\r\n\r\n"
+    b'data:{"delta": "He",  "index": 0}\r\n\r\n'
+    b"retry: 1000\n"
+    b'event: chunk\ndata: {"z": 1, "a": [1,2]}\nid: 7\n\n'
+    b"data: plain\ndata: two lines\n\n"
+    b"data: [DONE]\n\n"
+    b": bye\n"
+)
+CANONICAL_JSON = json.dumps({"a": 1, "b": [1, 2]}, separators=(",", ":")).encode()
+PATHS = {
+    "/odd.json": (ODD_JSON, "application/json", None),
+    "/odd.gz.json": (gzip.compress(ODD_JSON), "application/json", "gzip"),
+    "/canonical.json": (CANONICAL_JSON, "application/json", None),
+    "/odd.sse": (ODD_SSE, "text/event-stream", None),
+}
+EXPECTED = {
+    "/odd.json": ODD_JSON,
+    "/odd.gz.json": ODD_JSON,
+    "/canonical.json": CANONICAL_JSON,
+    "/odd.sse": ODD_SSE,
+}
+
+
+class _Odd(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        body, content_type, encoding = PATHS[self.path]
+        self.send_response(200)
+        self.send_header("content-type", content_type)
+        if encoding:
+            self.send_header("content-encoding", encoding)
+        if content_type == "text/event-stream":
+            # Chunked, in pieces that cut lines and CRLF pairs in two.
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for start in range(0, len(body), 7):
+                piece = body[start : start + 7]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def odd_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Odd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _httpx_like(name: str) -> Callable[[str, str, bool], bytes]:
+    def fetch(base: str, path: str, stream: bool) -> bytes:
+        mod = pytest.importorskip(name)
+        with mod.Client() as client:
+            if not stream:
+                return bytes(client.get(base + path).content)
+            with client.stream("GET", base + path) as response:
+                return b"".join(response.iter_bytes())
+
+    return fetch
+
+
+def _httpx_async(base: str, path: str, stream: bool) -> bytes:
+    import httpx
+
+    async def run() -> bytes:
+        async with httpx.AsyncClient() as client:
+            if not stream:
+                return (await client.get(base + path)).content
+            async with client.stream("GET", base + path) as response:
+                return b"".join([chunk async for chunk in response.aiter_bytes()])
+
+    return asyncio.run(run())
+
+
+def _requests(base: str, path: str, stream: bool) -> bytes:
+    requests = pytest.importorskip("requests")
+    with requests.Session() as session:
+        if not stream:
+            return bytes(session.get(base + path).content)
+        with session.get(base + path, stream=True) as response:
+            return b"".join(response.iter_content(chunk_size=5))
+
+
+def _aiohttp(base: str, path: str, stream: bool) -> bytes:
+    aiohttp = pytest.importorskip("aiohttp")
+
+    async def run() -> bytes:
+        async with aiohttp.ClientSession() as session, session.get(base + path) as response:
+            if not stream:
+                return bytes(await response.read())
+            return b"".join([chunk async for chunk in response.content.iter_any()])
+
+    return asyncio.run(run())
+
+
+CLIENTS = {
+    "httpx": _httpx_like("httpx"),
+    "httpx-async": _httpx_async,
+    "httpx2": _httpx_like("httpx2"),
+    "requests": _requests,
+    "aiohttp": _aiohttp,
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_replayed_bytes_are_the_recorded_bytes(
+    client: str, stream: bool, odd_server: str, tmp_path: Path
+) -> None:
+    fetch = CLIENTS[client]
+    with run_in("record") as rec_ctx:
+        recorded = {path: fetch(odd_server, path, stream) for path in PATHS}
+    assert recorded == EXPECTED, "the client's own view while recording"
+    cassette = tmp_path / "c.json"
+    save_cassette(cassette, rec_ctx.recorder.run, rec_ctx.recorder.events)
+    loaded = load_cassette(cassette)
+    with run_in("regression", recorded=loaded) as rep_ctx:
+        replayed = {path: fetch(odd_server, path, stream) for path in PATHS}
+    assert rep_ctx.failures == []
+    for path in PATHS:
+        assert replayed[path] == recorded[path], path
+
+
+def test_cassette_stays_structured_and_canonical(odd_server: str, tmp_path: Path) -> None:
+    fetch = CLIENTS["httpx"]
+    with run_in("record") as ctx:
+        for path in PATHS:
+            fetch(odd_server, path, False)
+    cassette = tmp_path / "c.json"
+    save_cassette(cassette, ctx.recorder.run, ctx.recorder.events)
+    by_url = {
+        e.data["url"].rsplit("/", 1)[1]: load_cassette(cassette).payload(e.output_ref)["body"]
+        for e in load_cassette(cassette).events
+        if e.type == "http"
+    }
+    odd = by_url["odd.json"]
+    assert odd["json"] == json.loads(ODD_JSON) and odd["raw"] == ODD_JSON.decode()
+    assert list(odd["json"]) == sorted(odd["json"]), "the value is stored canonically (sorted keys)"
+    assert "raw" not in by_url["canonical.json"], "bytes a serialisation reproduces are not stored twice"
+    events = by_url["odd.sse"]["sse"]
+    assert [ev["data"] for ev in events] == [
+        {"delta": "He", "index": 0},
+        {"a": [1, 2], "z": 1},
+        "plain\ntwo lines",
+        "[DONE]",
+    ]
+    assert b"".join(sse.encode_event(ev) for ev in events) == ODD_SSE
+
+
+def test_matching_and_comparison_read_the_value_not_the_bytes() -> None:
+    spaced = bodies.encode_body(b'{"b": 1, "a": 2}', "application/json", exact=True)
+    compact = bodies.encode_body(b'{"a":2,"b":1}', "application/json", exact=True)
+    assert spaced is not None and compact is not None and "raw" in spaced and "raw" not in compact
+    assert bodies.normalise_for_match(spaced) == bodies.normalise_for_match(compact)
+    assert bodies.body_bytes(spaced) == b'{"b": 1, "a": 2}'
+
+
+def test_redaction_drops_the_exact_text_that_holds_a_secret() -> None:
+    from pytest_agentreplay.redaction import Redactor
+
+    body = bodies.encode_body(b'{"password": "hunter2",  "ok": true}', "application/json", exact=True)
+    assert body is not None and "raw" in body
+    redacted = Redactor.from_config({}).redact_body(body)
+    assert "hunter2" not in json.dumps(redacted) and "raw" not in redacted
+    stream = bodies.encode_body(b'data: {"password": "hunter2",  "ok": true}\n\n', "text/event-stream")
+    assert stream is not None and "raw" in stream["sse"][0]
+    assert "hunter2" not in json.dumps(Redactor.from_config({}).redact_body(stream))
