@@ -1,4 +1,5 @@
-"""The ``agentreplay`` command line: show, diff, verify, migrate, prune, import-vcr, export-otel, schema.
+"""The ``agentreplay`` command line: show, diff, verify, migrate, prune, import-vcr, export-otel, textconv,
+schema.
 
 Exit codes: 0 ok; 1 problems found (drift with regressions, verification problems, audit problems);
 2 usage error or unreadable input. Errors are this package's messages (headline, evidence, location,
@@ -79,7 +80,7 @@ def _project_table() -> dict[str, Any]:
 
 
 def _load_unchecked(path: Path) -> LoadedCassette | None:
-    """Load a cassette whose hash chain is broken, so the other checks can still run on it."""
+    """Load a cassette whose integrity check fails, so the other checks can still run on it."""
     from pydantic import ValidationError
 
     from .blobs import BlobStore
@@ -116,7 +117,7 @@ def _error_lines(exc: AgentReplayError) -> list[str]:
 
 
 def cassette_problems(path: Path) -> list[str]:
-    """Every problem of one cassette: schema, hash chain, effects (receipt, key), blobs, secrets, and
+    """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
     whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
     from .audit import audit_problems
     from .store import load_cassette
@@ -492,6 +493,68 @@ def _cmd_export_otel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- textconv ------------------------------------------------------------------------------------
+
+
+def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
+    from .store import default_blob_dir
+
+    if explicit:
+        return Path(explicit)
+    found = default_blob_dir(path)
+    if found.is_dir():
+        return found
+    # git hands textconv a temporary copy of an older revision: look from where git runs (the repository).
+    for ancestor in (Path.cwd(), *Path.cwd().parents):
+        for candidate in (ancestor / DEFAULT_CASSETTE_DIR / BLOB_DIR_NAME, ancestor / BLOB_DIR_NAME):
+            if candidate.is_dir():
+                return candidate
+    return found
+
+
+def textconv_document(raw: Any, blob_dir: Path) -> Any:
+    """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
+    for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
+    named in place."""
+    from .blobs import BlobStore
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
+        return raw
+    store = BlobStore(blob_dir)
+    for event in raw["events"]:
+        if not isinstance(event, dict):
+            continue
+        for name in ("input_ref", "output_ref"):
+            ref = event.get(name)
+            if not isinstance(ref, dict) or not isinstance(ref.get("sha256"), str):
+                continue
+            try:
+                ref["inline"] = store.load(ref["sha256"])
+            except (AgentReplayError, OSError, ValueError, RecursionError) as exc:
+                ref["inline"] = f"<payload not resolved: {getattr(exc, 'headline', exc)}>"
+    return raw
+
+
+def _cmd_textconv(args: argparse.Namespace) -> int:
+    from .canonical import dumps_pretty
+    from .store import read_cassette_bytes
+
+    path = Path(args.cassette)
+    try:
+        data = read_cassette_bytes(path)
+    except (CassetteError, OSError) as exc:
+        _err(f"textconv: {getattr(exc, 'headline', exc)}")
+        return EXIT_USAGE
+    try:
+        raw = json.loads(data)
+        text = dumps_pretty(textconv_document(raw, _textconv_blob_dir(path, args.blob_dir)))
+    except (ValueError, RecursionError):
+        sys.stdout.buffer.write(data)  # not a cassette git can render: the bytes as they are
+        return EXIT_OK
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
 # -- schema --------------------------------------------------------------------------------------
 
 
@@ -583,9 +646,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify = _sub(
         sub,
         "verify",
-        "check cassettes: schema, hash chain, receipts, blobs, secrets",
-        "Verify cassette files or every cassette under folders (recursively): the schema, the hash chain "
-        "(edits, reordering, truncation), committed effects with receipts and idempotency keys, payload "
+        "check cassettes: schema, event digests, receipts, blobs, secrets",
+        "Verify cassette files or every cassette under folders (recursively): the schema, the event digests "
+        "(edits, reordering, insertion, truncation; the first bad event is named), committed effects with "
+        "receipts and idempotency keys, payload "
         "blobs present and intact, and no secret-shaped value. Prints each problem with its file; exit 1 "
         "when any is found.",
         ["agentreplay verify cassettes/", "agentreplay verify cassettes/tests/test_agent/test_refund.json"],
@@ -685,6 +749,22 @@ def build_parser() -> argparse.ArgumentParser:
     otel.add_argument("--endpoint", metavar="URL", help="with --exporter otlp: the collector endpoint")
     otel.add_argument("--service-name", default="pytest-agentreplay", help="service.name resource attribute")
     otel.set_defaults(func=_cmd_export_otel)
+
+    textconv = _sub(
+        sub,
+        "textconv",
+        "print a cassette with its blob-stored payloads inlined (a git diff driver)",
+        "Print the cassette as canonical JSON with every payload the blob store holds inlined next to its "
+        "sha256, so `git diff` shows what changed inside a payload, not only a new hash. Set it up once "
+        "per clone: `git config diff.agentreplay.textconv \"agentreplay textconv\"`, and in "
+        ".gitattributes: `cassettes/**/*.json diff=agentreplay`.",
+        ["agentreplay textconv cassettes/tests/test_agent/test_refund.json"],
+    )
+    textconv.add_argument("cassette", metavar="CASSETTE")
+    textconv.add_argument(
+        "--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"
+    )
+    textconv.set_defaults(func=_cmd_textconv)
 
     schema = _sub(
         sub,

@@ -204,3 +204,36 @@ def test_redaction_drops_the_exact_text_that_holds_a_secret() -> None:
     stream = bodies.encode_body(b'data: {"password": "hunter2",  "ok": true}\n\n', "text/event-stream")
     assert stream is not None and "raw" in stream["sse"][0]
     assert "hunter2" not in json.dumps(Redactor.from_config({}).redact_body(stream))
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+VCR_FILES = sorted((SHARED / "corpus").rglob("*.yaml")) + sorted(
+    (SHARED / "suites" / "llm-gemini" / "tests" / "cassettes").rglob("*.yaml")
+)
+
+
+@pytest.mark.skipif(not VCR_FILES, reason="../shared is absent")
+@pytest.mark.parametrize("path", VCR_FILES, ids=[p.name for p in VCR_FILES])
+def test_every_shared_cassette_body_is_served_byte_for_byte(path: Path) -> None:
+    """Each response body of the shared vcrpy cassettes, stored as a cassette stores it (canonical JSON,
+    keys sorted) and served again, is the body the client received (after content decoding)."""
+    import yaml
+
+    from pytest_agentreplay.canonical import dumps_pretty
+    from pytest_agentreplay.vcr_format import response_from_vcr
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    doc = yaml.load(path.read_bytes(), Loader=loader)  # a safe loader
+    checked = 0
+    for item in doc["interactions"]:
+        raw_response = item["response"]
+        body = raw_response.get("body") or {}
+        wire = body.get("string", b"") if isinstance(body, dict) else body
+        wire = wire.encode() if isinstance(wire, str) else bytes(wire or b"")
+        headers = {k.lower(): v[0] if isinstance(v, list) else v for k, v in raw_response["headers"].items()}
+        expected = bodies.decode_content(wire, headers.get("content-encoding"))
+        response, _ = response_from_vcr(raw_response)
+        stored = json.loads(dumps_pretty(response.to_payload()))
+        assert bodies.body_bytes(stored["body"]) == expected, item["request"]["uri"]
+        checked += 1
+    assert checked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -243,3 +244,47 @@ def test_version_downgrade_is_reported(cassette: Path, capsys: pytest.CaptureFix
     write_raw(cassette, doc)
     code, out, _ = run_cli(capsys, "verify", str(cassette))
     assert code == 1 and "agentreplay migrate" in out, out
+
+
+# -- textconv (issue 16: payload changes visible in git diff) ---------------------------------------
+
+
+def test_textconv_inlines_blob_payloads(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_agentreplay.blobs import BlobStore
+    from pytest_agentreplay.store import default_blob_dir
+
+    doc = read(cassette)
+    refs = [
+        (i, name, e[name]["sha256"])
+        for i, e in enumerate(doc["events"])
+        for name in ("input_ref", "output_ref")
+        if isinstance(e.get(name), dict) and "sha256" in e[name]
+    ]
+    assert refs, "the fixture cassette stores at least one payload as a blob"
+    code, out, _ = run_cli(capsys, "textconv", str(cassette))
+    assert code == 0
+    rendered = json.loads(out)
+    store = BlobStore(default_blob_dir(cassette))
+    for index, name, sha in refs:
+        ref = rendered["events"][index][name]
+        assert ref["sha256"] == sha and ref["inline"] == store.load(sha)
+
+
+def test_textconv_finds_the_blobs_from_the_repository_for_a_temp_copy(
+    cassette: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git passes an older revision as a temporary file outside the cassette folder.
+    outside = tmp_path / "elsewhere" / "XXXX_test_refund.json"
+    outside.parent.mkdir()
+    outside.write_bytes(cassette.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "textconv", str(outside))
+    assert code == 0 and "<payload not resolved" not in out
+
+
+def test_textconv_renders_a_damaged_file_without_failing(
+    cassette: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassette.write_bytes(b'{"not": "closed"')
+    code, out, _ = run_cli(capsys, "textconv", str(cassette))
+    assert code == 0 and out == '{"not": "closed"'

@@ -69,7 +69,7 @@ def test_edited_event(pytester: pytest.Pytester) -> None:
     doc = json.loads(path.read_text())
     doc["events"][1]["data"]["arguments"]["doc_id"] = "d2"
     path.write_text(json.dumps(doc))
-    replay_fails_with(pytester, "seq 2")
+    replay_fails_with(pytester, "seq 1 was edited")
 
 
 def test_newer_format_version(pytester: pytest.Pytester) -> None:

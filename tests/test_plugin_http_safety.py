@@ -82,7 +82,7 @@ def test_q(agent_replay):
     out = result.stdout.str()
     assert "no recorded HTTP exchange matches GET" in out
     assert SECRET not in out
-    assert "--agentreplay-record=all 'test_q.py::test_q'" in out
+    assert "--agentreplay-record=all test_q.py::test_q" in out
     assert_no_secret_written(pytester)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -66,11 +67,13 @@ def test_drift_then_update_then_pass(pytester: pytest.Pytester) -> None:
     changed = [
         (old, new) for old, new in zip(before_a.splitlines(), after_a.splitlines(), strict=True) if old != new
     ]
-    # Only the verdict, the state hash it changes, and the hash chain lines after them differ.
+    # Only the verdict, the state hash it changes, their events' digest lines and head_hash differ.
+    digest_line = re.compile(r'\s*"[0-9a-f]{64}",?')
     assert all(
-        any(key in old for key in ('"verdict"', '"state_hash"', '"prev_hash"', '"head_hash"'))
+        any(key in old for key in ('"verdict"', '"state_hash"', '"head_hash"')) or digest_line.fullmatch(old)
         for old, _ in changed
     ), changed
+    assert sum(bool(digest_line.fullmatch(old)) for old, _ in changed) == 2  # the two changed events
     assert sum('"verdict"' in old for old, _ in changed) == 1
     assert json.loads(after_a)["events"][3]["data"]["verdict"] == "deny"
 

@@ -110,3 +110,24 @@ def test_event_inserted_in_the_middle_of_100(pytester: pytest.Pytester) -> None:
     assert added <= inserted_lines + after + 3, _git(pytester.path, "diff")
     assert removed <= after + 3, _git(pytester.path, "diff")
     assert pytester.runpytest().ret == pytest.ExitCode.OK
+
+
+def test_update_upgrades_an_intact_previous_version(pytester: pytest.Pytester) -> None:
+    from pytest_agentreplay.constants import FORMAT_VERSION
+    from pytest_agentreplay.migrations import MIGRATIONS
+
+    cassette = _record_and_commit(pytester, 2)
+    doc = json.loads(cassette.read_text())
+    for key in ("event_count", "event_digests", "head_hash"):
+        del doc[key]
+    cassette.write_text(dumps_pretty(MIGRATIONS[1]({**doc, "version": 1}, "v1")))  # as version 2 wrote it
+    assert json.loads(cassette.read_text())["version"] == 2
+    refused = pytester.runpytest()
+    assert refused.ret != pytest.ExitCode.OK
+    refused.stdout.fnmatch_lines(["*upgraded only by `agentreplay migrate`*"])
+
+    _project(pytester, "v2", 2)
+    _update(pytester)
+    doc = json.loads(cassette.read_text())
+    assert doc["version"] == FORMAT_VERSION and doc["events"][2]["data"]["verdict"] == "v2"
+    assert pytester.runpytest().ret == pytest.ExitCode.OK

@@ -174,7 +174,11 @@ def test_vcr_config_match_on_and_filter_headers(pytester: pytest.Pytester, servi
 
         @pytest.fixture(scope="module")
         def vcr_config():
-            return {"match_on": ["method", "uri", "body"], "filter_headers": ["x-api-key"]}
+            return {
+                "match_on": ["method", "uri", "body"],
+                "filter_headers": ["x-api-key"],
+                "filter_query_parameters": ["key"],
+            }
         """
     )
     pytester.makepyfile(
@@ -185,8 +189,9 @@ def test_vcr_config_match_on_and_filter_headers(pytester: pytest.Pytester, servi
         def test_body():
             headers = {{"x-api-key": "live-secret"}}
             # Body matching picks the second interaction first, as vcrpy would.
-            assert httpx.post("{service}/q", content=b'{{"q": 2}}', headers=headers).json() == {{"answer": 2}}
-            assert httpx.post("{service}/q", content=b'{{"q": 1}}', headers=headers).json() == {{"answer": 1}}
+            url = "{service}/q?key=live-secret"  # the recording's URL had its key filtered out
+            assert httpx.post(url, content=b'{{"q": 2}}', headers=headers).json() == {{"answer": 2}}
+            assert httpx.post(url, content=b'{{"q": 1}}', headers=headers).json() == {{"answer": 1}}
         """
     )
     run(pytester).assert_outcomes(passed=1)
@@ -296,3 +301,68 @@ def test_without_the_plugin_active_the_marker_is_not_ours(pytester: pytest.Pytes
     )
     pytester.syspathinsert()
     pytester.runpytest("-p", "recording", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_module_and_class_level_markers_and_default_cassette(pytester: pytest.Pytester, service: str) -> None:
+    folder = cassettes(pytester)
+    write_cassette(folder / "test_module_level.yaml", interaction(f"{service}/m", {"at": "module"}))
+    write_cassette(folder / "TestC.test_in_class.yaml", interaction(f"{service}/c", {"at": "class"}))
+    write_cassette(folder / "named.yaml", interaction(f"{service}/n", {"at": "named"}))
+    pytester.makepyfile(
+        test_suite=f"""
+        import httpx, pytest
+
+        pytestmark = pytest.mark.vcr
+
+        def test_module_level():
+            assert httpx.get("{service}/m").json() == {{"at": "module"}}
+
+        @pytest.mark.vcr(record_mode="none")
+        class TestC:
+            def test_in_class(self):
+                assert httpx.get("{service}/c").json() == {{"at": "class"}}
+
+        @pytest.mark.default_cassette("named")
+        def test_default_cassette_marker():
+            assert httpx.get("{service}/n").json() == {{"at": "named"}}
+        """
+    )
+    result = run(pytester, "-W", "error::pytest.PytestUnknownMarkWarning")
+    result.assert_outcomes(passed=3)
+    assert _Service.hits == 0
+
+
+def test_before_record_hooks_in_vcr_config(pytester: pytest.Pytester, service: str) -> None:
+    """``before_record_request`` rewrites both sides before matching; ``before_record_response`` what is
+    served, as under vcrpy."""
+    write_cassette(cassettes(pytester) / "test_h.yaml", interaction(f"{service}/v1/x", {"n": 1}))
+    pytester.makeconftest(
+        """
+        import json
+        import pytest
+
+        def strip_version(request):
+            request.uri = request.uri.replace("/v2/", "/v1/")
+            return request
+
+        def bump(response):
+            body = json.loads(response["body"]["string"])
+            response["body"]["string"] = json.dumps({"n": body["n"] + 1})
+            return response
+
+        @pytest.fixture(scope="module")
+        def vcr_config():
+            return {"before_record_request": strip_version, "before_record_response": bump}
+        """
+    )
+    pytester.makepyfile(
+        test_suite=f"""
+        import httpx, pytest
+
+        @pytest.mark.vcr
+        def test_h():
+            assert httpx.get("{service}/v2/x").json() == {{"n": 2}}
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+    assert _Service.hits == 0

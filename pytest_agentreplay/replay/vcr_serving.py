@@ -38,10 +38,11 @@ CONVERTED_LABEL: Final = "vcr-converted"
 
 @dataclass
 class VcrServing:
-    """The run's vcrpy replay and what it played (indices into its interactions, in play order)."""
+    """The run's vcrpy replay and what it played: (index into its interactions, the live URL it
+    answered), in play order."""
 
     replay: VcrReplay
-    played: list[int] = field(default_factory=list)
+    played: list[tuple[int, str]] = field(default_factory=list)
     _interactions: list[Any] | None = None
 
     def interactions(self) -> list[Any]:
@@ -95,7 +96,7 @@ def serve(ctx: RunContext, serving: VcrServing, request: HttpRequest, cls: Class
     started = time.perf_counter()
     match = serving.replay.play(request)
     if match is not None:
-        serving.played.append(match.index)
+        serving.played.append((match.index, request.url))
         emit_exchange(ctx, request, match.response, cls, (time.perf_counter() - started) * 1000.0)
         return match.response
     if serving.replay.ignored(request):
@@ -162,10 +163,14 @@ def played_history(ctx: RunContext) -> PlayedHistory | None:
     recorder = capture.recorder
     start = {k: v for k, v in run.model_dump(mode="json").items() if k in ("agent",)}
     recorder.emit("run.start", actor="runtime", event_class="input", data=start)
-    for index in serving.played:
+    for index, url in serving.played:
         item = interactions[index]
-        cls = classify_exchange(item.request, item.response, capture.settings)
-        emit_exchange(capture, item.request, item.response, cls, 0.0)
+        # vcrpy matched the live URL to this interaction under its filters (filter_query_parameters,
+        # before_record_request) and match_on: a URL difference it disregarded is not compared either.
+        stored = item.request
+        request = HttpRequest(stored.method, url, stored.headers, stored.body)
+        cls = classify_exchange(request, item.response, capture.settings)
+        emit_exchange(capture, request, item.response, cls, 0.0)
     recorder.emit("run.end", actor="runtime", event_class="decision", data={"status": "ok"})
     return PlayedHistory(run, recorder.events, ctx.redactor)
 
