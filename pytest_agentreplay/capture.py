@@ -251,6 +251,10 @@ def activate(ctx: RunContext) -> Iterator[RunContext]:
     try:
         yield ctx
     finally:
+        if "runtime_values" in ctx.extensions:  # a run that never finished must not leave the clock patched
+            from .runtime_values import uninstall
+
+            uninstall(ctx)
         with _PROCESS_LOCK:
             _PROCESS_RUNS.remove(ctx)
         _CURRENT.reset(token)

@@ -498,8 +498,19 @@ _below: Any = None
 # What our traveller reads underneath: the traveller below ours, else the unpatched clock (set while patched).
 _real_ns: Callable[[], int] | None = None
 _EXCLUDED_CACHE: dict[str, bool] = {}
-_uuid_originals: dict[str, types.FunctionType] = {}
-_uuid_codes: dict[str, types.CodeType] = {}
+# Kept in the uuid module itself, not here: a second copy of this module (pytester re-imports modules a
+# session imported first) must still find and restore what the first copy patched.
+_UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
+
+
+def _uuid_state() -> tuple[dict[str, types.FunctionType], dict[str, types.CodeType]]:
+    import uuid as uuid_module
+
+    state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
+    return state  # type: ignore[no-any-return]
+
+
+_uuid_originals, _uuid_codes = _uuid_state()
 
 
 def _underlying_ns() -> int:
@@ -573,6 +584,9 @@ def _patch_uuid() -> None:
     import uuid as uuid_module
 
     uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = _dispatch_uuid
+    if _uuid_codes:
+        # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
+        return
     for name in _UUID_FUNCTIONS:
         fn = getattr(uuid_module, name, None)
         if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:

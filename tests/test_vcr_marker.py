@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_agentreplay.http import install
+
 pytest.importorskip("vcr")
+# The inner suites run in this process (pytester), which drops the modules a run imported when it ends;
+# interception state (patched clients, the guard) must not live in modules dropped between runs: import
+# the interceptors and the HTTP clients once, here (install, then uninstall at once).
+install()()
 
 
 class _Service(BaseHTTPRequestHandler):
