@@ -12,7 +12,6 @@ controller (the process without ``workerinput``) decides session-wide questions.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +22,32 @@ from .paths import recorded_nodeid
 WORKER_OUTPUT_KEY = "agentreplay"
 
 
-@dataclass
 class CollectedTest:
-    """A collected test that uses agent replay, and where its cassette is."""
+    """A collected test that uses agent replay, and where its cassette is.
 
-    nodeid: str
-    module: Path
-    # None when a project's ``agentreplay_cassette_path`` fixture override decides it at run time.
-    cassette: Path | None
+    Plain classes, not dataclasses: this module is imported at every pytest start-up.
+    """
+
+    __slots__ = ("cassette", "module", "nodeid")
+
+    def __init__(self, nodeid: str, module: Path, cassette: Path | None) -> None:
+        self.nodeid = nodeid
+        self.module = module
+        # None when a project's ``agentreplay_cassette_path`` fixture override decides it at run time.
+        self.cassette = cassette
 
 
-@dataclass
 class CollectionFacts:
     """What one process learnt at collection; merged across xdist workers."""
 
-    known: set[str] = field(default_factory=set)
-    module_dirs: set[str] = field(default_factory=set)
-    # Node ids whose cassette only a fixture override knows (resolved only if the test runs).
-    runtime_placed: set[str] = field(default_factory=set)
-    # Refusals made for tests that had already ended (stray threads, late child processes).
-    strays: list[str] = field(default_factory=list)
-    collected: bool = False
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self.module_dirs: set[str] = set()
+        # Node ids whose cassette only a fixture override knows (resolved only if the test runs).
+        self.runtime_placed: set[str] = set()
+        # Refusals made for tests that had already ended (stray threads, late child processes).
+        self.strays: list[str] = []
+        self.collected = False
 
     def merge(self, other: Mapping[str, Any]) -> None:
         self.known.update(other.get("known", ()))
@@ -112,6 +116,8 @@ class SessionController:
 
     @property
     def red(self) -> list[dict[str, Any]]:
+        if not self.statuses:
+            return []
         from .status import is_red
 
         return [s for s in self.statuses if is_red(s)]

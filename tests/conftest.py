@@ -1,14 +1,22 @@
 """Shared set-up of the test suite.
 
 pytester's in-process sessions drop every module an inner session imported first. A lazily imported
-module of this package (an HTTP interceptor, the runtime-values patcher) first loaded inside an inner
-session would come back as a second copy in the next test, beside patches the first copy still owns, and
-tests would pass or fail by file order. Loading them here, once, in the outer process keeps one copy.
+module of this package (an HTTP interceptor, the guard, the runtime-values patcher) first loaded inside
+an inner session would come back as a second copy in the next test, beside patches the first copy still
+owns, and tests would pass or fail by file order. Importing them here, once, in the outer process keeps
+one copy. Nothing is patched here.
 """
 
 from __future__ import annotations
 
-import pytest_agentreplay.runtime_values  # noqa: F401
-from pytest_agentreplay.http import install
+import importlib
 
-install()()
+for _name in (
+    "pytest_agentreplay.runtime_values",
+    "pytest_agentreplay.http.guard",
+    "pytest_agentreplay.http.intercept_httpx",
+    "pytest_agentreplay.http.intercept_urllib3",
+    "pytest_agentreplay.http.intercept_aiohttp",
+    "pytest_agentreplay.replay.policy",
+):
+    importlib.import_module(_name)
