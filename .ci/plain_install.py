@@ -57,13 +57,13 @@ class Counter(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         Counter.hits.append(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         self._reply(201, {"id": "1"})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         Counter.hits.append(self.path)
         self._reply(200, {"id": "1", "text": "stored"})
 

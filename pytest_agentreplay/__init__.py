@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         tool as tool,
     )
     from .capture import current_run as current_run
-    from .runtime_values import record_value as record_value
     from .capture import state_hash as state_hash
     from .constants import FORMAT_VERSION as FORMAT_VERSION
     from .exceptions import (
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from .exceptions import (
         UnmatchedRequestError as UnmatchedRequestError,
     )
+    from .runtime_values import record_value as record_value
 
 _WHERE = {
     "RecordedToolError": "api",

@@ -533,17 +533,20 @@ def _excluded(module: str) -> bool:
 def _state(source: str) -> RuntimeValues | None:
     installed = _INSTALLED
     state: RuntimeValues | None
-    if len(installed) == 1:
-        state = installed[0]
-    elif not installed:
+    if not installed:
         return None
-    else:
-        from .capture import current_run
+    from .capture import current_run
 
-        ctx = current_run()
-        state = ctx.extensions.get(EXTENSION) if ctx is not None else None
-        if state is None:
-            return None
+    # The run the reading code belongs to, when it has one: a run some caller started and never finished
+    # must not take the reads of the run that is current now.
+    ctx = current_run()
+    found = ctx.extensions.get(EXTENSION) if ctx is not None else None
+    if isinstance(found, RuntimeValues):
+        state = found
+    elif len(installed) == 1:
+        state = installed[0]
+    else:
+        return None
     return state if source in state.sources and state.active else None
 
 

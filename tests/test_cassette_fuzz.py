@@ -221,41 +221,46 @@ def run_replay(path: Path) -> str:
     )
     ctx.redactor = Redactor.from_config({})
     ctx.start()
-    drift = False
-    for event in recorded.events:
-        ref = event.input_ref
-        if ref is not None and ref.media_type == REQUEST_MEDIA_TYPE:
-            # The "live" call the agent would make: the recorded request itself.
-            payload = recorded.payload(ref)
-            request = HttpRequest(
-                str(payload.get("method", "GET")),
-                str(payload.get("url", "")),
-                {str(k): str(v) for k, v in (payload.get("headers") or {}).items()},
-                bodies.body_bytes(payload.get("body")),
-            )
-            # What every interceptor does with a call: ask the replay policy, then serve or refuse.
-            action = decide(ctx, request)
-            if not isinstance(action, Serve):
-                drift = True
-                continue
-            b"".join(action.response.iter_chunks())
-            action.response.wire_headers(request.method)
-        elif event.type == "tool.call" and event.tool is not None:
-            # The agent calls its @tool function; the decorator serves the recorded result.
-            arguments = event.data.get("arguments")
-            tool = TOOLS.get(event.tool.name)
-            if (
-                tool is None
-                or not isinstance(arguments, dict)
-                or set(arguments) != TOOL_PARAMS[event.tool.name]
-            ):
-                drift = True
-                continue
-            try:
-                with activate(ctx):
-                    tool(**arguments)
-            except ReplayError:
-                drift = True
+    try:
+        drift = False
+        for event in recorded.events:
+            ref = event.input_ref
+            if ref is not None and ref.media_type == REQUEST_MEDIA_TYPE:
+                # The "live" call the agent would make: the recorded request itself.
+                payload = recorded.payload(ref)
+                request = HttpRequest(
+                    str(payload.get("method", "GET")),
+                    str(payload.get("url", "")),
+                    {str(k): str(v) for k, v in (payload.get("headers") or {}).items()},
+                    bodies.body_bytes(payload.get("body")),
+                )
+                # What every interceptor does with a call: ask the replay policy, then serve or refuse.
+                action = decide(ctx, request)
+                if not isinstance(action, Serve):
+                    drift = True
+                    continue
+                b"".join(action.response.iter_chunks())
+                action.response.wire_headers(request.method)
+            elif event.type == "tool.call" and event.tool is not None:
+                # The agent calls its @tool function; the decorator serves the recorded result.
+                arguments = event.data.get("arguments")
+                tool = TOOLS.get(event.tool.name)
+                if (
+                    tool is None
+                    or not isinstance(arguments, dict)
+                    or set(arguments) != TOOL_PARAMS[event.tool.name]
+                ):
+                    drift = True
+                    continue
+                try:
+                    with activate(ctx):
+                        tool(**arguments)
+                except ReplayError:
+                    drift = True
+    except BaseException:
+        # A run that raised still finishes: its runtime-value patches must not outlive it.
+        ctx.finish("error")
+        raise
     ctx.finish("ok")
     replayed = [ctx.redactor.redact(event_to_dict(e)) for e in ctx.recorder.events]
     result = compare_histories(

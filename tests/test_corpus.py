@@ -299,3 +299,24 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
         assert event.data["provider"] == api.split(".")[0]
         assert _ours(event) == expected_decision(api, item)
         assert event.data["streamed"] == bool(item["request"].get("stream"))
+    # Straight after import, with no project rules, the replayed history does not drift (issue 12).
+    from pytest_agentreplay.diff import RuleSet, compare_histories
+    from pytest_agentreplay.events import event_to_dict
+    from pytest_agentreplay.redaction import Redactor
+    from pytest_agentreplay.session import _resolver
+
+    redactor = Redactor.from_config({})
+    # import-vcr writes through the same redaction as a recording: compare like with like.
+    recorded_dicts = [redactor.redact(event_to_dict(e)) for e in http_events_of(events)]
+    replayed_dicts = [redactor.redact(event_to_dict(e)) for e in replayed]
+    result = compare_histories(
+        recorded_dicts,
+        replayed_dicts,
+        rules=RuleSet.from_layers("regression", imported=True),
+        resolve=_resolver(MemoryCassette(events)),
+    )
+    assert not result.has_regressions, [d.path for d in result.regressions]
+
+
+def http_events_of(events: list[Any]) -> list[Any]:
+    return [e for e in events if e.type in ("model.call", "http", "effect")]

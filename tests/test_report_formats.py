@@ -169,7 +169,8 @@ def test_summary_lines(outcomes: list[dict[str, Any]]) -> None:
     )
     lines = summary_lines(outcomes, unused=["cassettes/old.json"])
     assert lines[0] == "2 replayed, 0 recorded, 1 drifted, 1 failed, 1 updated, 0 audited, 1 unused"
-    assert any(line.startswith("  failed (missing-cassette: the cassette does not exist): tests/test_x.py::test_y") for line in lines)
+    failed = "  failed (missing-cassette: the cassette does not exist): tests/test_x.py::test_y"
+    assert any(line.startswith(failed) for line in lines)
     text = "\n".join(lines)
     assert "drifted: tests/test_agent.py::test_refund -> cassettes/tests/test_agent/test_refund.json" in text
     assert "updated: tests/test_agent.py::test_new_flow" in text

@@ -71,7 +71,9 @@ class TestClassMarked:
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=["plain", "xdist"])
-def test_marker_alone_records_and_replays(pytester: pytest.Pytester, server: list[str], xdist: list[str]) -> None:
+def test_marker_alone_records_and_replays(
+    pytester: pytest.Pytester, server: list[str], xdist: list[str]
+) -> None:
     pytester.makepyfile(test_marked=MARKED)
     pytester.runpytest("--agentreplay-record=all", *xdist).assert_outcomes(passed=2)
     assert sorted(server) == ["GET /m", "POST /c"]
@@ -366,7 +368,9 @@ def test_hook_and_fixture_placed_cassettes_are_never_unused(
     assert after == written, "--agentreplay-update removed a cassette a collected test maps to"
 
 
-def test_unused_only_failure_is_explained_on_the_last_line(pytester: pytest.Pytester, server: list[str]) -> None:
+def test_unused_only_failure_is_explained_on_the_last_line(
+    pytester: pytest.Pytester, server: list[str]
+) -> None:
     pytester.makepyfile(test_u=COPIED)
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)
     (pytester.path / "cassettes" / "test_u" / "test_removed.json").write_text("{}")
@@ -383,7 +387,9 @@ def test_a_deleted_modules_cassette_is_reported(pytester: pytest.Pytester, serve
     (pytester.path / "test_gone.py").unlink()
     result = pytester.runpytest()
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["*unused: *test_gone/test_first.json*", "*unused: *test_gone/test_second.json*"])
+    result.stdout.fnmatch_lines(
+        ["*unused: *test_gone/test_first.json*", "*unused: *test_gone/test_second.json*"]
+    )
 
 
 def test_block_network_guards_tests_without_replay(pytester: pytest.Pytester, server: list[str]) -> None:
@@ -431,7 +437,11 @@ import conftest
 def test_search(agent_replay):
     httpx.post(os.environ["GATE_BASE"] + "/search", json={"q": "x"})
     httpx.post(os.environ["GATE_BASE"] + "/notes", json={"t": "x"})
-    kinds = [(e.type, (e.effect.kind if e.effect else None)) for e in agent_replay.events if e.type in ("http", "effect")]
+    kinds = [
+        (e.type, (e.effect.kind if e.effect else None))
+        for e in agent_replay.events
+        if e.type in ("http", "effect")
+    ]
     assert kinds[0] == ("http", None), kinds
     assert kinds[1][0] == "effect", kinds
     assert "POST search" in conftest.SEEN and "POST notes" in conftest.SEEN
