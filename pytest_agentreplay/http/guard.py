@@ -44,7 +44,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -597,6 +597,26 @@ def _set_type_attribute(cls: Any, name: str, value: Any) -> None:
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
+# Each patch carries the function it replaced: a later install (after an uninstall that could not run,
+# or by a second copy of this module that pytester re-imported) then finds the genuine function under it
+# instead of taking a patch for the original, which would make the patch call itself.
+_ORIGINAL_ATTR = "__agentreplay_original__"
+
+
+def _genuine(value: Any) -> Any:
+    for _ in range(16):
+        under = getattr(value, _ORIGINAL_ATTR, None) if callable(value) else None
+        if under is None:
+            return value
+        value = under
+    return value
+
+
+def _mark(patched: Any, original: Any) -> None:
+    with suppress(AttributeError, TypeError):
+        setattr(patched, _ORIGINAL_ATTR, original)
+
+
 def _type_setter(cls: Any, name: str, value: Any) -> Callable[[], None]:
     def restore() -> None:
         _set_type_attribute(cls, name, value)
@@ -614,7 +634,8 @@ def _patch_sockets() -> list[Callable[[], None]]:
         # all look their methods up there.
         for name, patched in _SOCKET_METHODS.items():
             if hasattr(c_type, name):
-                _ORIGINALS[name] = c_type.__dict__[name]
+                _ORIGINALS[name] = _genuine(c_type.__dict__[name])
+                _mark(patched, _ORIGINALS[name])
                 _set_type_attribute(c_type, name, patched)
                 undo.append(_type_setter(c_type, name, _ORIGINALS[name]))
     except (TypeError, AttributeError, IndexError, ValueError, OSError):
@@ -633,16 +654,18 @@ def _patch_sockets() -> list[Callable[[], None]]:
             if getattr(_socket, attr, None) is c_type:
                 setattr(_socket, attr, raw)
                 undo.append(_setter(_socket, attr, c_type))
-    _ORIGINALS["create_connection"] = socket.create_connection
+    _ORIGINALS["create_connection"] = _genuine(socket.create_connection)
+    _mark(_patched_create_connection, _ORIGINALS["create_connection"])
     socket.create_connection = _patched_create_connection
     undo.append(_setter(socket, "create_connection", _ORIGINALS["create_connection"]))
     for name, patched in _RESOLVERS.items():
-        _ORIGINALS[name] = getattr(_socket, name)
+        _ORIGINALS[name] = _genuine(getattr(_socket, name))
+        _mark(patched, _ORIGINALS[name])
         for module in (_socket, socket):
             # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
             if module is socket and name == "getaddrinfo":
                 continue
-            previous = getattr(module, name)
+            previous = _genuine(getattr(module, name))
             setattr(module, name, patched)
             undo.append(_setter(module, name, previous))
     return undo
@@ -981,7 +1004,8 @@ def install() -> Callable[[], None]:
         if not _PATCHED:
             try:
                 _UNDO.extend(_patch_sockets())
-                _ORIGINALS["thread_start"] = threading.Thread.start
+                _ORIGINALS["thread_start"] = _genuine(threading.Thread.start)
+                _mark(_patched_thread_start, _ORIGINALS["thread_start"])
                 threading.Thread.start = _patched_thread_start  # type: ignore[method-assign]
                 _UNDO.append(lambda: setattr(threading.Thread, "start", _ORIGINALS["thread_start"]))
                 _UNDO.extend(_patch_children())
