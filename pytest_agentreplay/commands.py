@@ -40,6 +40,11 @@ def rerecord_fix(nodeid: str | None, cassette: object | None = None, *, lead: st
     )
 
 
+def new_call_fix(nodeid: str | None, cassette: object | None = None) -> str:
+    """The first fix of a live call (HTTP request or tool call) the cassette has no counterpart for."""
+    return "if the new call is intended, " + rerecord_fix(nodeid, cassette, lead="re-record the run")
+
+
 def update_command(nodeids: Sequence[str] = (), mode: str = "regression") -> str | None:
     """The command that accepts drift, or None in a mode that ignores ``--agentreplay-update``."""
     if mode not in UPDATE_MODES:

@@ -25,28 +25,39 @@ def _recorded_test(doc: Document) -> str | None:
     return test if isinstance(test, str) else None
 
 
-def _v1_to_v2(doc: Document, source: str) -> Document:
-    """Version 1 had no hash chain; the chain is computed from the content as it is now."""
-    fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
-    # A v2 file relabelled as v1 would get a fresh chain and hide an edit, so v2 fields are refused.
-    present = [key for key in _V2_ONLY_TOP if key in doc]
-    run = doc.get("run")
-    events = doc.get("events")
+def _check_shape(
+    doc: Document, source: str, version: int, newer_fields: list[str], fixes: list[str]
+) -> tuple[dict[str, Any], list[Any]]:
+    """The ``run`` and ``events`` of a version-``version`` document, refusing fields of a newer version.
+
+    A newer file relabelled as older would be migrated afresh and so hide an edit.
+    """
+    present = [key for key in newer_fields if key in doc]
     if present:
         raise CassetteSchemaError(
-            f"version-1 cassette has version-2 field(s) {', '.join(present)}",
+            f"version-{version} cassette has the version-{version + 1} field"
+            + ("s " if len(present) > 1 else " ")
+            + ", ".join(present),
             evidence=["the version number was probably edited"],
             cassette=source,
             place="version",
             fixes=fixes,
         )
+    run, events = doc.get("run"), doc.get("events")
     if not isinstance(run, dict) or not isinstance(events, list):
         raise CassetteSchemaError(
-            "version-1 cassette needs a `run` object and an `events` list",
+            f"version-{version} cassette needs a `run` object and an `events` list",
             cassette=source,
             place="run" if not isinstance(run, dict) else "events",
             fixes=fixes,
         )
+    return run, events
+
+
+def _v1_to_v2(doc: Document, source: str) -> Document:
+    """Version 1 had no hash chain; the chain is computed from the content as it is now."""
+    fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
+    run, events = _check_shape(doc, source, 1, list(_V2_ONLY_TOP), fixes)
     prev = hash_value(run)
     chained: list[Any] = []
     for index, event in enumerate(events):
@@ -122,24 +133,7 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
     from .store import build_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
-    run = doc.get("run")
-    events = doc.get("events")
-    if "event_digests" in doc:
-        # A v3 file relabelled as v2 (its chain fields forged) would get fresh digests over an edit.
-        raise CassetteSchemaError(
-            "version-2 cassette has the version-3 field event_digests",
-            evidence=["the version number was probably edited"],
-            cassette=source,
-            place="version",
-            fixes=fixes,
-        )
-    if not isinstance(run, dict) or not isinstance(events, list):
-        raise CassetteSchemaError(
-            "version-2 cassette needs a `run` object and an `events` list",
-            cassette=source,
-            place="run" if not isinstance(run, dict) else "events",
-            fixes=fixes,
-        )
+    run, events = _check_shape(doc, source, 2, ["event_digests"], fixes)
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise CassetteSchemaError(

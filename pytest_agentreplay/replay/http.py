@@ -27,7 +27,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..commands import rerecord_fix
+from ..commands import new_call_fix
 from ..events import Event
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
@@ -363,8 +363,7 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            "if the new call is intended, "
-            + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette, lead="re-record the run"),
+            new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
             "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
             "if it is a local test service, let it through: @pytest.mark.agentreplay(allow_hosts=[...])",
         ],

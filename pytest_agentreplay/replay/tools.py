@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..canonical import hash_value
-from ..commands import rerecord_fix
+from ..commands import new_call_fix
 from ..events import Event
 from ..exceptions import ToolNotRecordedError
 
@@ -119,8 +119,7 @@ class ToolReplayer:
             cassette=ctx.cassette,
             mode=ctx.mode,
             fixes=[
-                "if the new call is intended, "
-                + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette, lead="re-record the run"),
+                new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )

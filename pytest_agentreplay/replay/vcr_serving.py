@@ -114,7 +114,7 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
-    from ..commands import rerecord_fix
+    from ..commands import new_call_fix
 
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
@@ -132,8 +132,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            "if the new call is intended, "
-            + rerecord_fix(ctx.settings.get("nodeid"), ctx.cassette, lead="re-record the run"),
+            new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
             "if it is not, find what changed it (prompt, arguments, base URL, code)",
         ],
     )
