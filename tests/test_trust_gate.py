@@ -415,6 +415,33 @@ def test_allowed_by_name():
     pytester.runpytest().assert_outcomes(passed=2)
 
 
+def test_an_allowed_name_resolved_by_one_test_does_not_admit_its_ip_for_the_next(
+    pytester: pytest.Pytester, server: list[str]
+) -> None:
+    # What "localhost" resolved to is remembered for the test that allowed it, not for the session:
+    # the next test connecting to 127.0.0.1 by address is still refused, even while a thread the first
+    # test left behind keeps the guard installed between the two.
+    pytester.makepyfile(
+        test_order="""
+import os
+import threading
+import time
+import httpx
+
+def test_first_by_name():
+    httpx.get(os.environ["GATE_BASE"].replace("127.0.0.1", "localhost") + "/ok")
+    threading.Thread(target=time.sleep, args=(1,), daemon=True).start()
+
+def test_then_by_address():
+    httpx.get(os.environ["GATE_BASE"] + "/live")
+"""
+    )
+    result = pytester.runpytest("--agentreplay-block-network", "--agentreplay-allow-hosts=localhost")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_then_by_address*", "*network access blocked*"])
+    assert server == ["GET /ok"]
+
+
 def test_classify_hook_is_called_for_each_request(pytester: pytest.Pytester, server: list[str]) -> None:
     pytester.makeconftest(
         """

@@ -65,8 +65,10 @@ _ORIGINALS: dict[str, Any] = {}
 _PROTECTED: list[Any] = []
 # Hosts the HTTP layer is deliberately sending to right now (live calls a mode allows).
 _PERMITTED: dict[str, int] = {}
-# IP -> the allowed hostname it was resolved from (so a later connect to the IP is recognised).
-_RESOLVED: dict[str, str] = {}
+# Per run (in its ``extensions``): IP -> the allowed hostname it was resolved from, so the connect that
+# follows is recognised. Kept per run: what one test's allowed name resolved to must not admit the same
+# IP for another test that never allowed that name.
+_RESOLVED_KEY = "guard_resolved"
 # In a child process: the parent's runs (from ENV_VAR or a multiprocessing hand-over).
 _PARENT_RUNS: list[ParentRun] = []
 # Refusals of runs that had already ended (stray threads), for the session controller.
@@ -252,7 +254,9 @@ def _check(family: int | None, address: Any, channel: str, runs: list[Any] | Non
         return
     with _LOCK:
         permitted = [h for h, n in _PERMITTED.items() if n]
-        resolved = dict(_RESOLVED)
+        resolved: dict[str, str] = {}
+        for run in runs:
+            resolved.update(run.extensions.get(_RESOLVED_KEY) or {})
     verdict = decide(
         family,
         address,
@@ -468,11 +472,13 @@ def _patched_create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
     return _ORIGINALS["create_connection"](address, *args, **kwargs)
 
 
-def _remember_resolution(name: str, addresses: Any) -> None:
+def _remember_resolution(name: str, addresses: Any, runs: list[Any]) -> None:
     with _LOCK:
-        for address in addresses:
-            if isinstance(address, str):
-                _RESOLVED[address.lower()] = name.lower()
+        for run in runs:
+            memory = run.extensions.setdefault(_RESOLVED_KEY, {})
+            for address in addresses:
+                if isinstance(address, str):
+                    memory[address.lower()] = name.lower()
 
 
 def resolution_is_local(name: str, hostname: str) -> bool:
@@ -502,7 +508,7 @@ def _patched_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any
     result = _ORIGINALS["getaddrinfo"](host, port, *args, **kwargs)
     if runs and name is not None:
         # Remember what an allowed name resolved to: the connect that follows only sees the IP.
-        _remember_resolution(name, [info[4][0] for info in result if info[4]])
+        _remember_resolution(name, [info[4][0] for info in result if info[4]], runs)
     return result
 
 
@@ -513,7 +519,7 @@ def _patched_gethostbyname(host: Any) -> Any:
         _check(None, (name, None), "gethostbyname", runs)
     result = _ORIGINALS["gethostbyname"](host)
     if runs and name is not None:
-        _remember_resolution(name, [result])
+        _remember_resolution(name, [result], runs)
     return result
 
 
@@ -524,7 +530,7 @@ def _patched_gethostbyname_ex(host: Any) -> Any:
         _check(None, (name, None), "gethostbyname_ex", runs)
     result = _ORIGINALS["gethostbyname_ex"](host)
     if runs and name is not None:
-        _remember_resolution(name, list(result[2]))
+        _remember_resolution(name, list(result[2]), runs)
     return result
 
 
@@ -1021,7 +1027,6 @@ def _unpatch() -> None:
     global _PATCHED
     while _UNDO:
         _UNDO.pop()()
-    _RESOLVED.clear()
     _PATCHED = False
 
 
