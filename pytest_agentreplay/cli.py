@@ -87,13 +87,14 @@ def _load_unchecked(path: Path) -> LoadedCassette | None:
     from .constants import FORMAT_VERSION
     from .events import CASSETTE_ADAPTER
     from .migrations import migrate_document
-    from .store import LoadedCassette, default_blob_dir, read_cassette_bytes
+    from .store import LoadedCassette, decode_stored_events, default_blob_dir, read_cassette_bytes
 
+    store = BlobStore(default_blob_dir(path))
     try:
         raw = json.loads(read_cassette_bytes(path))
         if raw.get("version") != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
-        doc = CASSETTE_ADAPTER.validate_python(raw)
+        doc = CASSETTE_ADAPTER.validate_python({**raw, "events": decode_stored_events(raw, path, store)})
     except (
         OSError,
         ValueError,
@@ -105,7 +106,7 @@ def _load_unchecked(path: Path) -> LoadedCassette | None:
         RecursionError,
     ):
         return None
-    return LoadedCassette(path, doc.run, doc.events, BlobStore(default_blob_dir(path)), document=raw)
+    return LoadedCassette(path, doc.run, doc.events, store, document=raw)
 
 
 def _error_lines(exc: AgentReplayError) -> list[str]:
@@ -756,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print a cassette with its blob-stored payloads inlined (a git diff driver)",
         "Print the cassette as canonical JSON with every payload the blob store holds inlined next to its "
         "sha256, so `git diff` shows what changed inside a payload, not only a new hash. Set it up once "
-        "per clone: `git config diff.agentreplay.textconv \"agentreplay textconv\"`, and in "
+        'per clone: `git config diff.agentreplay.textconv "agentreplay textconv"`, and in '
         ".gitattributes: `cassettes/**/*.json diff=agentreplay`.",
         ["agentreplay textconv cassettes/tests/test_agent/test_refund.json"],
     )

@@ -7,8 +7,10 @@ from typing import Final
 FORMAT_NAME: Final = "pytest-agentreplay"
 # Version 1 had no integrity fields; version 2 chained every event to its predecessor (``prev_hash``), so an
 # accepted change cascaded through the file; version 3 holds one digest per event (``event_digests``, over
-# the event without its ``seq``) and one ``head_hash`` over the run, the count and the ordered digests.
-FORMAT_VERSION: Final = 3
+# the event without its ``seq``) and one ``head_hash`` over the run, the count and the ordered digests;
+# version 4 stores events in a lean form (``stored_form``): a request that resends an earlier one's
+# conversation is a delta over it, so a conversation costs its new messages per call, not its history.
+FORMAT_VERSION: Final = 4
 OLDEST_SUPPORTED_VERSION: Final = 1
 
 CASSETTE_SUFFIX: Final = ".json"

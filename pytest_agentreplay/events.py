@@ -132,12 +132,13 @@ class CassetteDoc(StrictModel):
     """The whole cassette file."""
 
     format: Literal["pytest-agentreplay"] = FORMAT_NAME
-    version: Literal[3] = FORMAT_VERSION
+    version: Literal[4] = FORMAT_VERSION
     run: RunMeta
     events: list[Event]
     event_count: int = Field(ge=0, description="How many events the file holds.")
     event_digests: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
-        description="Per event, in order: sha256 of the compact canonical JSON of the event without its seq. "
+        description="Per event, in order: sha256 of the compact canonical JSON of the event as stored (see "
+        "stored_form: request deltas, defaults left out), without its seq. "
         "An accepted change to one event changes only its own line here."
     )
     head_hash: str = Field(

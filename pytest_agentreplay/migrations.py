@@ -130,7 +130,7 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
     later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
     (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
     from .exceptions import CassetteIntegrityError
-    from .store import build_document
+    from .store import seal_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
     run, events = _check_shape(doc, source, 2, ["event_digests"], fixes)
@@ -151,12 +151,42 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
             fixes=fixes,
         )
     unchained = [{k: v for k, v in event.items() if k != "prev_hash"} for event in events]
-    upgraded = build_document(run, unchained)
+    upgraded = seal_document(run, unchained, version=3)
+    return {**{k: v for k, v in doc.items() if k not in upgraded}, **upgraded}
+
+
+def _v3_to_v4(doc: Document, source: str) -> Document:
+    """Version 3 stored every event whole: a conversation's history again in every request. Its digests are
+    checked as version 3 defines them, then the events are written in the version-4 stored form (requests
+    as deltas over earlier ones, defaults left out) and sealed again. Requests kept in the blob store stay
+    there (and end delta encoding from there on: the migration reads no blobs)."""
+    from .exceptions import CassetteIntegrityError
+    from .store import _integrity_problems, build_document
+
+    fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
+    run, events = _check_shape(doc, source, 3, [], fixes)
+    for index, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise CassetteSchemaError(
+                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
+            )
+    problems = _integrity_problems(doc, version=3)
+    if problems:
+        first = problems[0].index
+        raise CassetteIntegrityError(
+            f"version-3 cassette {Path(source).name} fails its integrity check: it was edited, reordered "
+            "or truncated, so it is not migrated",
+            evidence=[problem.message for problem in problems[:5]],
+            cassette=source,
+            place=f"event seq {first} (events[{first}])" if first is not None else "header",
+            fixes=fixes,
+        )
+    upgraded = build_document(run, events)
     return {**{k: v for k, v in doc.items() if k not in upgraded}, **upgraded}
 
 
 # From-version -> function producing the next version.
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:
@@ -174,17 +204,21 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
     The file is fully validated (schema, its own version's integrity fields) before anything is written,
     then written to a temporary file renamed over it.
     """
-    from .events import CASSETTE_ADAPTER, event_to_dict
-    from .store import build_document, load_document, run_to_dict
+    from .store import build_document, load_versioned, run_to_dict
 
     path = Path(path)
     with path_lock(path):
-        raw, original_version = load_document(path, migrate=True)
+        loaded, original_version = load_versioned(path)
         if original_version == FORMAT_VERSION:
             return False
-        # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical.
-        model = CASSETTE_ADAPTER.validate_python(raw)
-        doc = build_document(run_to_dict(model.run), [event_to_dict(event) for event in model.events])
+        # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
+        # blob-stored requests are read so later requests can be stored as deltas over them.
+        store = loaded.blob_store
+        doc = build_document(
+            run_to_dict(loaded.run),
+            loaded.event_dicts(),
+            resolve=lambda ref: store.load(ref["sha256"]) if store.exists(str(ref.get("sha256"))) else None,
+        )
         if not dry_run:
             atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
     return True

@@ -154,6 +154,16 @@ _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anth
 
 # Large strings (conversation messages resent with every call) are redacted once per Redactor.
 _CACHE_MIN_CHARS = 48
+_MISSING = object()
+
+
+def _sorted_items(value: dict[Any, Any]) -> Iterable[tuple[Any, Any]]:
+    try:
+        return sorted(value.items(), key=lambda item: item[0])
+    except TypeError:  # keys of mixed types: not JSON, keep them as they come
+        return value.items()
+
+
 _CACHE_MAX_CHARS = 8_000_000
 _JSON_DUMP_FORMATS: tuple[dict[str, Any], ...] = (
     {"separators": (",", ":"), "ensure_ascii": False},
@@ -280,6 +290,10 @@ class Redactor:
         self._header_cache: dict[str, bool] = {}
         self._string_cache: dict[tuple[str, bool], str] = {}
         self._cached_chars = 0
+        # A conversation resends its history on every call: each message (a list element) is redacted
+        # once per run, keyed by its canonical text, and the redacted copy is shared by every request.
+        self._element_cache: dict[tuple[bool, bool, str], Any] = {}
+        self._element_chars = 0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Redactor:
@@ -361,28 +375,55 @@ class Redactor:
 
     # -- redaction -------------------------------------------------------------------------------
 
-    def redact(self, value: Any, *, keys: bool = True) -> Any:
-        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules."""
+    def redact(self, value: Any, *, keys: bool = True, sort: bool = False) -> Any:
+        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules.
+
+        ``sort`` puts object keys in canonical order, as a stored cassette has them, so a replayed event
+        compares with its recording in one C-level pass."""
         if isinstance(value, str):
             return self.redact_string(value, keys=keys)
         if isinstance(value, dict):
             if _is_body(value):
                 return self.redact_body(value, keys=keys)
             out: dict[str, Any] = {}
-            for k, v in value.items():
+            # Keys in canonical (sorted) order, as a stored cassette has them, so a replayed event compares
+            # with its recording in one C-level pass instead of a walk.
+            for k, v in _sorted_items(value) if sort else value.items():
                 new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
                 if keys and isinstance(k, str) and self.is_secret_name(k) and not _is_exempt(v):
                     out[new_key] = REDACTED
                 elif keys and k == "headers" and isinstance(v, dict | list):
                     out[new_key] = self.redact_headers(v)
                 else:
-                    out[new_key] = self.redact(v, keys=keys)
+                    out[new_key] = self.redact(v, keys=keys, sort=sort)
             return out
         if isinstance(value, list):
             if keys and _is_header_pair(value) and self.is_secret_name(value[0]) and not _is_exempt(value[1]):
                 return [value[0], REDACTED]
-            return [self.redact(v, keys=keys) for v in value]
+            return [
+                self._redact_element(v, keys, sort)
+                if isinstance(v, dict | list)
+                else self.redact(v, keys=keys, sort=sort)
+                for v in value
+            ]
         return value
+
+    def _redact_element(self, value: Any, keys: bool, sort: bool) -> Any:
+        try:
+            text = json.dumps(value, sort_keys=sort, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return self.redact(value, keys=keys, sort=sort)
+        cache_key = (keys, sort, text)
+        cached = self._element_cache.get(cache_key, _MISSING)
+        if cached is not _MISSING:
+            return cached
+        out = self.redact(value, keys=keys, sort=sort)
+        if self._element_chars + len(text) > _CACHE_MAX_CHARS:
+            self._element_cache.clear()
+            self._element_chars = 0
+        self._element_cache[cache_key] = out
+        self._element_chars += len(text)
+        return out
 
     def redact_headers(self, headers: Any) -> Any:
         """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted."""
@@ -431,7 +472,7 @@ class Redactor:
             # JSON inside a JSON string (an OpenAI tool call's "arguments"): its keys count too.
             parsed = _try_json(text)
             if isinstance(parsed, dict | list):
-                redacted = self.redact(parsed, keys=True)
+                redacted = self.redact(parsed, keys=True, sort=False)
                 if redacted != parsed:
                     out = _dump_like(redacted, text)
         if _may_hold_value(out):
@@ -708,25 +749,12 @@ def _try_json(text: str) -> Any:
         return _NOT_JSON
 
 
+# Cheap pre-filter: every built-in value pattern needs one of these substrings (one C-level scan).
+_VALUE_HINT = re.compile("sk-|sk_|rk_|AKIA|ASIA|gh|AIza|xox|eyJ|earer|EARER|PRIVATE KEY")
+
+
 def _may_hold_value(text: str) -> bool:
-    # Cheap pre-filter: every built-in value pattern needs one of these substrings.
-    return any(
-        marker in text
-        for marker in (
-            "sk-",
-            "sk_",
-            "rk_",
-            "AKIA",
-            "ASIA",
-            "gh",
-            "AIza",
-            "xox",
-            "eyJ",
-            "earer",
-            "EARER",
-            "PRIVATE KEY",
-        )
-    )
+    return _VALUE_HINT.search(text) is not None
 
 
 def _is_body(value: dict[str, Any]) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 from .capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .commands import record_command, rerecord_fix
 from .config import Settings, TestSettings
-from .events import Event, RunMeta, event_to_dict
+from .events import Event, RunMeta
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
 
 
@@ -270,11 +270,12 @@ class TestRun:
 
         if extra := mode_rules(ctx):
             rules = rules.with_rules(extra, source="default")
+        from .replay.replayed_history import redacted_replay
+
         # The recorded side was redacted when saved: redact the replayed side the same way.
-        replayed_dicts = [ctx.redactor.redact(event_to_dict(e)) for e in ctx.recorder.events]
-        result = compare_histories(
-            recorded.event_dicts(), replayed_dicts, rules=rules, resolve=_resolver(recorded)
-        )
+        recorded_dicts = recorded.event_dicts()
+        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
+        result = compare_histories(recorded_dicts, replayed_dicts, rules=rules, resolve=_resolver(recorded))
         self.drift = result
         outcome = TestOutcome(
             self.nodeid,

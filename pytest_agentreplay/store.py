@@ -39,6 +39,7 @@ from .exceptions import (
 )
 from .migrations import MIGRATIONS, migrate_document
 from .redaction import Redactor, default_redactor
+from .stored_form import decode_events, encode_events
 from .validation import (
     MAX_CASSETTE_BYTES,
     MAX_DEPTH,
@@ -249,8 +250,9 @@ class ChainProblem:
     message: str
 
 
-def _integrity_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
-    """Every integrity problem of a current-format document; the first names the first bad event."""
+def _integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) -> list[ChainProblem]:
+    """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
+    head digest); the first names the first bad event."""
     run = doc["run"]
     events: list[Document] = doc["events"]
     problems: list[ChainProblem] = []
@@ -310,7 +312,7 @@ def _integrity_problems(doc: Mapping[str, Any]) -> list[ChainProblem]:
                     ),
                 )
             )
-    if doc.get("head_hash") != head_digest(run, claimed_list, count):
+    if doc.get("head_hash") != head_digest(run, claimed_list, count, version):
         problems.append(
             ChainProblem(
                 None,
@@ -327,11 +329,9 @@ def event_digest(event: Mapping[str, Any]) -> str:
     return hash_value({k: v for k, v in event.items() if k != "seq"})
 
 
-def head_digest(run: Any, digests: Sequence[Any], count: Any) -> str:
+def head_digest(run: Any, digests: Sequence[Any], count: Any, version: int = FORMAT_VERSION) -> str:
     """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
-    return hash_value(
-        {"version": FORMAT_VERSION, "run": run, "event_count": count, "event_digests": list(digests)}
-    )
+    return hash_value({"version": version, "run": run, "event_count": count, "event_digests": list(digests)})
 
 
 def _fast_digests(events: list[Any]) -> list[str | None]:
@@ -415,16 +415,30 @@ def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
         ) from None
 
 
-def _load(path: Path, mode: str | None, *, migrate: bool = False) -> tuple[Document, int, CassetteDoc]:
+def _load(
+    path: Path, mode: str | None, *, migrate: bool = False, blob_dir: Path | None = None
+) -> tuple[Document, int, CassetteDoc]:
+    """(the document as stored, the version the file had, the validated model with in-memory events)."""
     data = read_cassette_bytes(path, mode)
     raw = _parse(data, path, mode)
     version = _check_header(raw, path, mode)
+    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    problems: list[ChainProblem] = []
+    doc: CassetteDoc | None = None
     try:
         if version != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
-        doc = CASSETTE_ADAPTER.validate_python(raw)
-        problems = _integrity_problems(raw)
-        _check_event_keys(raw, path)
+        try:
+            events = decode_stored_events(raw, path, store)
+        except CassetteError:
+            # A damaged delta: say it was edited when the digests say so.
+            problems = _integrity_problems(raw) if _checkable(raw) else []
+            if not problems:
+                raise
+        else:
+            doc = CASSETTE_ADAPTER.validate_python({**raw, "events": events})
+            problems = _integrity_problems(raw)
+            _check_event_keys(raw, path)
     except CassetteError as exc:
         exc.mode = mode
         raise
@@ -469,7 +483,32 @@ def _load(path: Path, mode: str | None, *, migrate: bool = False) -> tuple[Docum
                 "or " + rerecord_fix(_test_hint(raw), path),
             ],
         )
+    assert doc is not None  # validated above whenever no problem was found
     return raw, version, doc
+
+
+def _checkable(raw: Any) -> bool:
+    return (
+        isinstance(raw.get("run"), dict)
+        and isinstance(raw.get("events"), list)
+        and all(isinstance(event, dict) for event in raw["events"])
+    )
+
+
+def decode_stored_events(raw: Document, path: Path, store: BlobStore) -> list[Any]:
+    """The in-memory events of a stored document (request deltas applied, defaults restored)."""
+    events, run = raw.get("events"), raw.get("run")
+    if not isinstance(events, list) or not isinstance(run, dict):
+        return events if isinstance(events, list) else []  # the schema check names what is wrong
+    run_id = run.get("run_id")
+
+    def resolve(ref: Mapping[str, Any]) -> Any:
+        sha = ref.get("sha256")
+        if not isinstance(sha, str):
+            return None
+        return store.load(sha)
+
+    return decode_events(events, run_id if isinstance(run_id, str) else "", source=str(path), resolve=resolve)
 
 
 def _check_event_keys(raw: Document, path: Path) -> None:
@@ -512,8 +551,24 @@ def load_cassette(
     version's integrity fields and upgraded in memory.
     Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
     """
+    return _load_cassette(path, blob_dir=blob_dir, mode=mode, verify_blobs=verify_blobs, migrate=migrate)[0]
+
+
+def load_versioned(path: Path) -> tuple[LoadedCassette, int]:
+    """A cassette of any supported version, upgraded in memory, and the version its file has."""
+    return _load_cassette(Path(path), migrate=True)
+
+
+def _load_cassette(
+    path: Path,
+    *,
+    blob_dir: Path | None = None,
+    mode: str | None = None,
+    verify_blobs: bool = False,
+    migrate: bool = False,
+) -> tuple[LoadedCassette, int]:
     path = Path(path)
-    raw, _, doc = _load(path, mode, migrate=migrate)
+    raw, version, doc = _load(path, mode, migrate=migrate, blob_dir=blob_dir)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
     if verify_blobs:
@@ -525,7 +580,7 @@ def load_cassette(
                     raise _relocate(
                         exc, path, mode, f"event seq {index} (events[{index}]), field {name}"
                     ) from None
-    return loaded
+    return loaded, version
 
 
 def _relocate(exc: CassetteError, path: Path, mode: str | None, place: str) -> CassetteError:
@@ -686,17 +741,28 @@ def _place_payloads(
                 pending[needed] = (source.get(needed), source.path_for(needed).read_bytes())
 
 
-def build_document(run: Document, events: list[Document]) -> Document:
-    """The current-format document: ``events`` with their digests and the head digest over them."""
-    digests = [event_digest(event) for event in events]
+def build_document(
+    run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, Any]], Any] | None = None
+) -> Document:
+    """The current-format document of in-memory event dicts: stored form (request deltas, defaults left
+    out; ``resolve`` reads blob-stored requests), one digest per stored event and the head digest."""
+    run_id = run.get("run_id")
+    return seal_document(
+        run, encode_events(events, run_id if isinstance(run_id, str) else "", resolve=resolve)
+    )
+
+
+def seal_document(run: Document, stored: list[Document], version: int = FORMAT_VERSION) -> Document:
+    """A document of events already in their stored form, with their digests and the head digest."""
+    digests = [event_digest(event) for event in stored]
     return {
         "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
+        "version": version,
         "run": run,
-        "events": events,
-        "event_count": len(events),
+        "events": stored,
+        "event_count": len(stored),
         "event_digests": digests,
-        "head_hash": head_digest(run, digests, len(events)),
+        "head_hash": head_digest(run, digests, len(stored), version),
     }
 
 
@@ -714,6 +780,19 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
             place=f"event seq {index} (events[{index}])",
             fixes=["make the hook return the event dict it was given, modified in place of values only"],
         ) from None
+
+
+def _blob_reader(store: BlobStore, source: BlobStore | None) -> Callable[[Mapping[str, Any]], Any]:
+    def read(ref: Mapping[str, Any]) -> Any:
+        sha = ref.get("sha256")
+        if not isinstance(sha, str):
+            return None
+        for candidate in (store, source):
+            if candidate is not None and candidate.exists(sha):
+                return candidate.load(sha)
+        return None
+
+    return read
 
 
 def save_cassette(
@@ -752,10 +831,11 @@ def save_cassette(
             # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
             # is seen through the same decoded view redaction used.
             whole.extend(redactor.find_secrets(current, f"events[{index}]"))
-            _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
             event_dicts.append(current)
-        doc = build_document(run_dict, event_dicts)
-        validated = CASSETTE_ADAPTER.validate_python(doc)
+        stored = encode_events(event_dicts, run.run_id, resolve=_blob_reader(store, source_blob_store))
+        for index, current in enumerate(stored):
+            _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
+        doc = seal_document(run_dict, stored)
         text = dumps_pretty(doc).encode("utf-8")
     except ValidationError as exc:
         raise _schema_error(exc, doc, path, None) from None
@@ -788,4 +868,11 @@ def save_cassette(
         for sha, (_, data) in pending.items():
             store.put_bytes(sha, data)
         atomic_write_bytes(path, text)
+    # What a later load of the file gives (blob-stored payloads stay references).
+    try:
+        validated = CASSETTE_ADAPTER.validate_python(
+            {**doc, "events": decode_stored_events(doc, path, store)}
+        )
+    except ValidationError as exc:
+        raise _schema_error(exc, doc, path, None) from None
     return LoadedCassette(path, validated.run, validated.events, store, document=doc)

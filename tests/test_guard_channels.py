@@ -139,7 +139,7 @@ def _recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 # The channels, as agent code would use them. Every one swallows what it raises, as a careless agent
 # (or a retry loop) would; child processes swallow too and exit 0.
-CHANNELS_MODULE = r'''
+CHANNELS_MODULE = r"""
 import _socket
 import asyncio
 import http.client
@@ -296,7 +296,7 @@ CHANNELS = {{
     "multiprocessing-fork": lambda: multiprocessing_channel("fork"),
     "os.fork": forked,
 }}
-'''
+"""
 
 CHANNEL_TEST = """
 import pytest
@@ -555,8 +555,10 @@ def test_forkserver_children_follow_the_current_run_not_the_first(counters: Coun
     import multiprocessing
 
     ctx_mp = multiprocessing.get_context("forkserver")
-    code = f"import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); " \
+    code = (
+        f"import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); "
         "c.request('GET', '/tools/weather?city=fs'); c.getresponse()"
+    )
     with replay() as ctx:
         p = ctx_mp.Process(target=exec, args=(code,))
         p.start()

@@ -15,6 +15,7 @@ from pytest_agentreplay.constants import FORMAT_VERSION
 from pytest_agentreplay.exceptions import CassetteIntegrityError, CassetteSchemaError, CassetteVersionError
 from pytest_agentreplay.migrations import MIGRATIONS, migrate_document, migrate_file
 from pytest_agentreplay.store import load_cassette, save_cassette
+from pytest_agentreplay.stored_form import decode_events
 
 V1_FIXTURE = Path(__file__).parent / "data" / "v1_cassette.json"
 
@@ -111,7 +112,8 @@ def test_v2_migration_keeps_every_event_but_the_chain(v2: Path) -> None:
     migrate_file(v2)
     after = json.loads(v2.read_text())
     assert after["run"] == {**after["run"], **before["run"]}  # defaults filled in, nothing changed
-    assert [{k: v for k, v in e.items() if k != "prev_hash"} for e in before["events"]] == after["events"]
+    stored = decode_events(after["events"], after["run"]["run_id"])  # the version-4 stored form, read back
+    assert [{k: v for k, v in e.items() if k != "prev_hash"} for e in before["events"]] == stored
 
 
 @pytest.mark.parametrize(
@@ -123,9 +125,7 @@ def test_v2_migration_keeps_every_event_but_the_chain(v2: Path) -> None:
         (lambda d: d["run"].update(model="edited"), "run metadata was edited"),
     ],
 )
-def test_tampered_v2_is_not_migrated(
-    v2: Path, tamper: Callable[[dict[str, Any]], Any], found: str
-) -> None:
+def test_tampered_v2_is_not_migrated(v2: Path, tamper: Callable[[dict[str, Any]], Any], found: str) -> None:
     doc = _v2_doc()
     tamper(doc)
     v2.write_text(json.dumps(doc))

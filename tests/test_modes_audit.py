@@ -112,6 +112,8 @@ def test_audit_flags_a_committed_effect_without_idempotency_key(lab: Lab) -> Non
 
 
 def test_audit_flags_a_missing_blob(lab: Lab) -> None:
+    # A conversation's requests are stored as small deltas, inline: a low limit sends payloads to blobs.
+    lab.pytester.makepyprojecttoml("[tool.agentreplay]\ninline_limit = 64\n")
     lab.record()
     blobs = sorted((lab.pytester.path / "cassettes" / ".blobs").rglob("*.json"))
     assert blobs, "the recorded conversation should have blob-stored payloads"

@@ -49,13 +49,13 @@ def test_secret_query_parameter_replays_and_never_reaches_output(
     pytester: pytest.Pytester, echo_port: int
 ) -> None:
     pytester.makepyfile(
-        test_q=f'''
+        test_q=f"""
 import httpx
 
 def test_q(agent_replay):
     r = httpx.get("http://127.0.0.1:{echo_port}/q?api_key={SECRET}&page=2")
     assert r.json() == {{"ok": True}}
-'''
+"""
     )
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
     hits = _Echo.hits
@@ -67,14 +67,14 @@ def test_q(agent_replay):
 
 def test_unmatched_request_message_is_redacted(pytester: pytest.Pytester, echo_port: int) -> None:
     pytester.makepyfile(
-        test_q=f'''
+        test_q=f"""
 import httpx
 
 def test_q(agent_replay):
     httpx.get("http://127.0.0.1:{echo_port}/q?page=1")
     if not agent_replay.recording:
         httpx.get("http://127.0.0.1:{echo_port}/other?token={SECRET}")
-'''
+"""
     )
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
     result = pytester.runpytest("--agentreplay-report=report.md", "--junitxml=junit.xml")
@@ -88,14 +88,14 @@ def test_q(agent_replay):
 
 def test_allowed_host_goes_live_in_regression(pytester: pytest.Pytester, echo_port: int) -> None:
     pytester.makepyfile(
-        test_live=f'''
+        test_live=f"""
 import httpx
 import pytest
 
 @pytest.mark.agentreplay(allow_hosts=["localhost"])
 def test_live(agent_replay):
     assert httpx.get("http://localhost:{echo_port}/health").json() == {{"ok": True}}
-'''
+"""
     )
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
     hits = _Echo.hits

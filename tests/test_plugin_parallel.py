@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-PARALLEL = '''
+PARALLEL = """
 import asyncio
 import random
 import time
@@ -37,7 +37,7 @@ def test_tasks(agent_replay):
 def test_sequential(agent_replay):
     for n in ORDER:
         fetch(n)
-'''
+"""
 
 
 def test_parallel_calls_replay_in_any_order(pytester: pytest.Pytester) -> None:

@@ -334,7 +334,6 @@ def test_config_errors_name_the_bad_entry() -> None:
     assert Redactor.from_config({"unrelated": 1, "redact_headers": "x-one"}).is_secret_name("X-One")
 
 
-
 # -- decoded views: what is on the wire, not how it is stored -------------------------------------
 
 
@@ -384,9 +383,9 @@ def test_url_userinfo_is_redacted_and_stays_a_url() -> None:
 
 def _multipart(password: str) -> bytes:
     return (
-        b"--b1\r\nContent-Disposition: form-data; name=\"user\"\r\n\r\nann\r\n"
-        b"--b1\r\nContent-Disposition: form-data; name=\"password\"\r\n\r\n" + password.encode() + b"\r\n"
-        b"--b1\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\n"
+        b'--b1\r\nContent-Disposition: form-data; name="user"\r\n\r\nann\r\n'
+        b'--b1\r\nContent-Disposition: form-data; name="password"\r\n\r\n' + password.encode() + b"\r\n"
+        b'--b1\r\nContent-Disposition: form-data; name="f"; filename="a.bin"\r\n'
         b"Content-Type: application/octet-stream\r\n\r\n\x00\xff" + OPENAI_KEY.encode() + b"\x01\r\n"
         b"--b1--\r\n"
     )

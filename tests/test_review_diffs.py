@@ -15,7 +15,7 @@ from pytest_agentreplay.canonical import dumps_pretty
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
-AGENT = '''
+AGENT = """
 import os
 from pytest_agentreplay import tool, record_policy
 
@@ -32,7 +32,7 @@ def run(gets, note, insert_at=None, done=True):
         get(i)
     if done:
         record_policy("done", "ok", version="1")
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -130,4 +130,56 @@ def test_update_upgrades_an_intact_previous_version(pytester: pytest.Pytester) -
     _update(pytester)
     doc = json.loads(cassette.read_text())
     assert doc["version"] == FORMAT_VERSION and doc["events"][2]["data"]["verdict"] == "v2"
+    assert pytester.runpytest().ret == pytest.ExitCode.OK
+
+
+CONVERSATION = """
+import os
+import httpx
+
+SYSTEM = {system!r} * 40
+
+def test_chat(agent_replay):
+    messages = [{{"role": "system", "content": SYSTEM}}]
+    with httpx.Client() as client:
+        for turn in range(50):
+            messages.append({{"role": "user", "content": "question %d: where is my parcel?" % turn}})
+            reply = client.post(
+                os.environ["LLM_BASE"] + "/v1/chat/completions",
+                json={{"model": "gpt-4o-mini", "messages": messages, "temperature": 0}},
+            ).json()
+            messages.append(reply["choices"][0]["message"])
+"""
+
+
+def test_system_prompt_of_a_50_call_conversation(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servers import LLMServer, ModelReply
+
+    with LLMServer() as llm:
+        monkeypatch.setenv("LLM_BASE", llm.url)
+        llm.queue("chat", *[ModelReply(text=f"answer {n}: it is on its way.") for n in range(50)])
+        pytester.makepyfile(test_chat=CONVERSATION.format(system="You are a careful support agent. "))
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+        assert len(llm.log) == 50
+    cassette = pytester.path / "cassettes" / "test_chat" / "test_chat.json"
+    _git(pytester.path, "init", "-q")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-qm", "recorded")
+    blobs_before = set((pytester.path / "cassettes").rglob("*.blobs/*/*.json"))
+
+    pytester.makepyfile(test_chat=CONVERSATION.format(system="You are a careful, kind support agent. "))
+    drifted = pytester.runpytest()
+    drifted.assert_outcomes(failed=1)
+    drifted.stdout.fnmatch_lines(["*messages[[]0[]].content*"])
+    _update(pytester)
+    added, removed = _numstat(pytester.path)["cassettes/test_chat/test_chat.json"]
+    new_blobs = set((pytester.path / "cassettes").rglob("*.blobs/*/*.json")) - blobs_before
+    print(
+        f"\nFIGURE system prompt of a 50-call conversation: +{added} -{removed}, {len(new_blobs)} new blob(s)"
+    )
+    assert added <= 3 and removed <= 3, _git(pytester.path, "diff")
+    assert len(new_blobs) <= 1, new_blobs
+    assert "kind support agent" in (cassette.read_text() + "".join(p.read_text() for p in new_blobs))
     assert pytester.runpytest().ret == pytest.ExitCode.OK

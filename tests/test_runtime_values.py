@@ -21,7 +21,7 @@ import pytest
 import time_machine  # noqa: F401  (imported by the outer session: kept across pytester's module resets)
 from servers import LLMServer, ModelReply
 
-AGENT = '''
+AGENT = """
 import asyncio, datetime, os, random, threading, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 from uuid import uuid4  # bound before any run: covered too
@@ -75,7 +75,7 @@ def run():
             headers={"Idempotency-Key": request_id},
         )
     return {"answer": reply.choices[0].message.content, "ticket": ticket.json(), "body": body}
-'''
+"""
 
 INNER_TEST = """
 import agent_rt
@@ -317,7 +317,7 @@ def test_model_comparison_replay_keeps_the_recorded_prompt(lab: Lab) -> None:
 
 # -- cost, scope, pytest's own timing ----------------------------------------------------------------
 
-HEAVY = '''
+HEAVY = """
 import time, datetime
 import httpx
 
@@ -330,7 +330,7 @@ def poll(url, n_requests, n_reads):
         for i in range(n_requests):
             client.get(url + "/tools/weather", params={"city": f"c{i}"})
     return datetime.datetime.now().isoformat(), stamps
-'''
+"""
 
 
 def test_a_clock_heavy_library_does_not_bloat_the_cassette(lab: Lab) -> None:
@@ -462,9 +462,8 @@ def test_capture_run_records_runtime_values_for_production(tmp_path: Path) -> No
 
 def test_xdist_workers_record_and_replay_their_own_values(lab: Lab) -> None:
     lab.pytester.makepyfile(
-        test_agent=INNER_TEST + INNER_TEST.replace("def test_agent", "def test_agent_again").replace(
-            "import agent_rt", ""
-        )
+        test_agent=INNER_TEST
+        + INNER_TEST.replace("def test_agent", "def test_agent_again").replace("import agent_rt", "")
     )
     lab.llm.queue("chat", ModelReply(text="One."), ModelReply(text="Two."))
     recorded = lab.pytester.runpytest_subprocess(

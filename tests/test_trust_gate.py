@@ -52,7 +52,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     httpd.server_close()
 
 
-MARKED = '''
+MARKED = """
 import os
 import httpx
 import pytest
@@ -67,7 +67,7 @@ def test_module_marked():
 class TestClassMarked:
     def test_in_class(self):
         assert httpx.post(os.environ["GATE_BASE"] + "/c", json={"a": 1}).status_code == 201
-'''
+"""
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=["plain", "xdist"])
@@ -88,7 +88,7 @@ def test_marker_alone_records_and_replays(
     assert len(server) == 2, "replay must not reach the service"
 
 
-SAME_NAMES = '''
+SAME_NAMES = """
 import os
 import httpx
 import pytest
@@ -102,7 +102,7 @@ class TestA:
 class TestB:
     def test_x(self):
         assert httpx.get(os.environ["GATE_BASE"] + "/b").json()["path"] == "/b"
-'''
+"""
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=["plain", "xdist"])
@@ -118,7 +118,7 @@ def test_same_method_names_in_two_classes_replay_their_own_runs(
     assert a["run"]["test"] == "test_same.py::TestA::test_x"
 
 
-COPIED = '''
+COPIED = """
 import os
 import httpx
 import pytest
@@ -130,7 +130,7 @@ def test_first():
 @pytest.mark.agentreplay
 def test_second():
     httpx.get(os.environ["GATE_BASE"] + "/same")
-'''
+"""
 
 
 def test_a_copied_cassette_fails_naming_both_tests_and_is_not_adopted(
@@ -154,7 +154,7 @@ def test_a_copied_cassette_fails_naming_both_tests_and_is_not_adopted(
     assert still["run"]["test"] == "test_copy.py::test_first", "--agentreplay-update adopted the copy"
 
 
-FAILURES = '''
+FAILURES = """
 import os
 import socket
 import httpx
@@ -202,7 +202,7 @@ def test_assertion():
 @pytest.mark.agentreplay
 def test_fine():
     httpx.get(os.environ["GATE_BASE"] + "/fine")
-'''
+"""
 
 EXPECTED = {
     "test_unmatched": ("failed", "unmatched-call"),
@@ -295,7 +295,7 @@ def test_fails_while_recording():
     assert not (pytester.path / "cassettes" / "test_s" / "test_fails_while_recording.json").exists()
 
 
-PLACED = '''
+PLACED = """
 import os
 from pathlib import Path
 import httpx
@@ -308,9 +308,9 @@ def agentreplay_cassette_path(request):
 @pytest.mark.agentreplay
 def test_fixture_placed():
     httpx.get(os.environ["GATE_BASE"] + "/f")
-'''
+"""
 
-HOOKED = '''
+HOOKED = """
 import os
 import httpx
 import pytest
@@ -327,16 +327,16 @@ def test_sometimes_skipped():
 @pytest.mark.agentreplay
 def test_default():
     httpx.get(os.environ["GATE_BASE"] + "/d")
-'''
+"""
 
-HOOK_CONFTEST = '''
+HOOK_CONFTEST = """
 from pathlib import Path
 
 def pytest_agentreplay_cassette_path(item, default):
     if item.name == "test_hook_placed":
         return Path(str(item.config.rootpath)) / "cassettes" / "hooked" / "placed.json"
     return None
-'''
+"""
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=["plain", "xdist"])
@@ -529,3 +529,42 @@ def test_no_placeholder_or_hand_written_command_in_messages() -> None:
             if placeholder or re.search(r"pytest --agentreplay-(record|update)\b[^\"']*\{", line):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+LATE_IMPORTS = """
+import asyncio
+import os
+import pytest
+
+pytestmark = pytest.mark.agentreplay
+
+def test_late():
+    # Neither client is imported before the test runs: each is patched as it is first imported.
+    import aiohttp
+    import requests
+
+    base = os.environ["GATE_BASE"]
+    assert requests.get(base + "/requests").json()["path"] == "/requests"
+
+    async def fetch():
+        async with aiohttp.ClientSession() as session:
+            async with session.get(base + "/aiohttp") as response:
+                return (await response.json())["path"]
+
+    assert asyncio.run(fetch()) == "/aiohttp"
+"""
+
+
+def test_clients_first_imported_inside_a_replaying_test_are_served(
+    pytester: pytest.Pytester, server: list[str]
+) -> None:
+    pytester.makepyfile(test_late=LATE_IMPORTS)
+    # Own processes: in this one the clients are imported already.
+    pytester.runpytest_subprocess("--agentreplay-record=all", "-p", "no:cacheprovider").assert_outcomes(
+        passed=1
+    )
+    assert sorted(server) == ["GET /aiohttp", "GET /requests"]
+    server.clear()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentreplay-block-network")
+    result.assert_outcomes(passed=1)
+    assert server == []

@@ -248,9 +248,7 @@ def test_ignore_localhost_lets_the_service_through(pytester: pytest.Pytester, se
     assert _Service.hits == 1
 
 
-def test_update_converts_and_record_mode_records_this_format(
-    pytester: pytest.Pytester, service: str
-) -> None:
+def test_update_converts_and_record_mode_records_this_format(pytester: pytest.Pytester, service: str) -> None:
     yaml_path = cassettes(pytester) / "test_a.yaml"
     write_cassette(yaml_path, interaction(f"{service}/a", {"v": "yaml"}))
     pytester.makepyfile(

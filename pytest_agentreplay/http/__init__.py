@@ -10,9 +10,15 @@ Imports go one way: interceptors -> ``replay.policy`` -> the library-neutral mod
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
+import sys
 import threading
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 from .classify import Classification, classify_exchange, register_classifier
 from .exchange import HttpRequest, HttpResponse
@@ -39,24 +45,96 @@ def _available(name: str) -> bool:
         return False
 
 
+def _patch_httpx(name: str) -> Callable[[], None]:
+    from . import intercept_httpx
+
+    return intercept_httpx.patch(importlib.import_module(name))
+
+
+def _patch_urllib3(name: str) -> Callable[[], None]:
+    from . import intercept_urllib3
+
+    return intercept_urllib3.patch()
+
+
+def _patch_aiohttp(name: str) -> Callable[[], None]:
+    from . import intercept_aiohttp
+
+    return intercept_aiohttp.patch()
+
+
+_PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
+    "httpx": _patch_httpx,
+    "httpx2": _patch_httpx,
+    "urllib3": _patch_urllib3,
+    "aiohttp": _patch_aiohttp,
+}
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a client library the moment it is first imported.
+
+    Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s; a library
+    not imported yet is patched when its top-level module has run, before any code can use it.
+    """
+
+    def __init__(self, waiting: dict[str, Callable[[str], Callable[[], None]]]) -> None:
+        self.waiting = waiting
+
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.waiting:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if loader is None or exec_module is None:
+            return spec
+
+        def exec_then_patch(module: ModuleType) -> None:
+            exec_module(module)
+            self.imported(fullname)
+
+        loader.exec_module = exec_then_patch  # type: ignore[method-assign]
+        return spec
+
+    def imported(self, name: str) -> None:
+        with _LOCK:
+            patcher = self.waiting.pop(name, None)
+            if patcher is not None and _REFS > 0:
+                _RESTORES.append(patcher(name))
+
+
 def _patch_all() -> list[Callable[[], None]]:
     from . import guard
 
     restores = [guard.install()]
-    for name in ("httpx", "httpx2"):
-        if _available(name):
-            from . import intercept_httpx
-
-            restores.append(intercept_httpx.patch(importlib.import_module(name)))
-    if _available("urllib3"):
-        from . import intercept_urllib3
-
-        restores.append(intercept_urllib3.patch())
-    if _available("aiohttp"):
-        from . import intercept_aiohttp
-
-        restores.append(intercept_aiohttp.patch())
+    waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
+    for name, patcher in _PATCHERS.items():
+        if name in sys.modules:
+            restores.append(patcher(name))
+        elif _available(name):
+            waiting[name] = patcher
+    if waiting:
+        finder = _PatchOnImport(waiting)
+        sys.meta_path.insert(0, finder)
+        restores.append(lambda: _remove_finder(finder))
     return restores
+
+
+def _remove_finder(finder: _PatchOnImport) -> None:
+    finder.waiting.clear()
+    with contextlib.suppress(ValueError):
+        sys.meta_path.remove(finder)
 
 
 def install() -> Callable[[], None]:

@@ -166,6 +166,9 @@ class HttpRequest:
     def to_payload(self) -> dict[str, Any]:
         headers = redact_headers(self.headers)
         headers.pop("content-encoding", None)
+        # The body's length is the body's: kept, it would change on every request of a conversation
+        # whose prompt changed (and so the cassette line of each one).
+        headers.pop("content-length", None)
         return {"method": self.method, "url": self.url, "headers": headers, "body": self.stored_body()}
 
     @classmethod

@@ -96,11 +96,11 @@ class Verdict:
     reason: str
 
 
-
 def _nodeid_of(run: Any) -> str | None:
     settings = getattr(run, "settings", None)
     nodeid = settings.get("nodeid") if isinstance(settings, dict) else None
     return nodeid if isinstance(nodeid, str) and nodeid else None
+
 
 def _is_ip(host: str) -> bool:
     try:

@@ -1,0 +1,386 @@
+"""The on-disk form of events (format 4): conversations stored once, defaults left out.
+
+An agent conversation resends its whole history on every model call. On disk, an HTTP request whose
+JSON body repeats an earlier request to the same method and URL is stored as a delta over it:
+
+    "inline": {
+      "body": {"content_type": "application/json", "json": {"messages": [<the new messages only>]}},
+      "delta": {"back": 1, "headers": "same", "json": {"extends": {"messages": 12}, "same": ["model"]}},
+      "method": "POST", "url": "https://api.openai.com/v1/chat/completions"
+    }
+
+``back`` counts earlier requests to the same method and URL (1: the latest one). The body's JSON is the
+base's, with each key in ``same`` copied, each list in ``extends`` taking the base's first n items and then
+the items stored here, and every other key as stored here; ``"headers": "same"`` copies the base's headers,
+``"headers": "base"`` takes them with the ones stored here changed or added (``headers_dropped`` removed).
+So an N-call conversation grows by its new messages per call, a reviewer sees each call's new messages, and
+a changed system prompt is one line (the first request's), whatever the number of calls.
+
+Also left out, and restored on load: each event's ``run_id`` (the run header's), ``data_class`` when it is
+the default ``internal``, a model call's ``data.request_hash`` when it is the hash of the stored body; the two
+HTTP payload media types are written ``@http-request``/``@http-response``
+(a media type of the user's starting with ``@`` gets one more ``@``).
+
+Digests are over the stored form: an accepted change rewrites the changed event's lines only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .canonical import hash_value
+from .exceptions import CassetteError, CassetteSchemaError
+
+Document = dict[str, Any]
+# The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
+Resolver = Callable[[Mapping[str, Any]], Any]
+
+REQUEST_MEDIA_TYPE = "application/vnd.agentreplay.http-request+json"
+RESPONSE_MEDIA_TYPE = "application/vnd.agentreplay.http-response+json"
+_MEDIA_ALIASES = {REQUEST_MEDIA_TYPE: "@http-request", RESPONSE_MEDIA_TYPE: "@http-response"}
+_MEDIA_FULL = {alias: full for full, alias in _MEDIA_ALIASES.items()}
+_REF_FIELDS = ("input_ref", "output_ref")
+DELTA = "delta"
+# How many earlier requests to the same endpoint are tried as a base (interleaved conversations).
+_BASES_TRIED = 4
+_ABSENT = object()
+
+
+# -- encoding ---------------------------------------------------------------------------------------
+
+
+def _strict_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal as JSON (``true`` is not ``1``); shared objects (the redactor shares repeated messages)
+    cost nothing."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    try:
+        return _strict_text(a) == _strict_text(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] | None:
+    """(method, url), headers and JSON object body of a full HTTP request payload, else None: the
+    requests a later one may be stored as a delta over (encoder and decoder count the same ones)."""
+    if not isinstance(payload, dict) or DELTA in payload:
+        return None
+    body = payload.get("body")
+    method, url = payload.get("method"), payload.get("url")
+    if not isinstance(body, dict) or not isinstance(body.get("json"), dict):
+        return None
+    if not isinstance(method, str) or not isinstance(url, str):
+        return None
+    return (method, url), payload.get("headers"), body["json"]
+
+
+def _json_delta(base: dict[str, Any], current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """(delta spec, what stays stored, a cost: items stored) of ``current`` over ``base``."""
+    same: list[str] = []
+    extends: dict[str, int] = {}
+    rest: dict[str, Any] = {}
+    cost = 0
+    for key, value in current.items():
+        if key in base:
+            old = base[key]
+            if _same_value(old, value):
+                same.append(key)
+                continue
+            if isinstance(old, list) and isinstance(value, list) and old and len(value) >= len(old):
+                keep = 0
+                for a, b in zip(old, value, strict=False):
+                    if not _same_value(a, b):
+                        break
+                    keep += 1
+                if keep:
+                    extends[key] = keep
+                    rest[key] = value[keep:]
+                    cost += len(value) - keep
+                    continue
+        rest[key] = value
+        cost += len(value) if isinstance(value, list) else 1
+    spec: dict[str, Any] = {}
+    if extends:
+        spec["extends"] = extends
+    if same:
+        spec["same"] = sorted(same)
+    return spec, rest, cost
+
+
+def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | None = None) -> list[Document]:
+    """The stored form of in-memory event dicts (which are not modified). ``resolve(ref)`` loads a request
+    kept in the blob store; one that cannot be read ends delta encoding for the rest of the cassette
+    (its endpoint is unknown, so the count of earlier requests behind ``back`` would be too)."""
+    stored: list[Document] = []
+    earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]] = {}
+    blind = False
+    for event in events:
+        out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
+        if _derivable_request_hash(event):
+            out["data"] = {k: v for k, v in event["data"].items() if k != "request_hash"}
+        for name in _REF_FIELDS:
+            ref = event.get(name)
+            if not isinstance(ref, dict):
+                continue
+            new_ref = dict(ref)
+            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE and not blind:
+                payload = ref.get("inline")
+                if payload is None and ref.get("sha256") is not None:
+                    resolved = None
+                    if resolve is not None:
+                        try:
+                            resolved = resolve(ref)
+                        except Exception:  # an unreadable blob only ends delta encoding
+                            resolved = None
+                    blind = resolved is None
+                    # Kept in the blob store as it is; counted, so later deltas may build on it.
+                    parts = None if blind else _request_parts(resolved)
+                else:
+                    parts = _request_parts(payload)
+                if parts is not None:
+                    new_ref = _delta_ref(new_ref, payload, parts, earlier)
+            if new_ref.get("data_class") == "internal":
+                del new_ref["data_class"]
+            media = new_ref.get("media_type")
+            if isinstance(media, str):
+                new_ref["media_type"] = _MEDIA_ALIASES.get(media) or (
+                    "@" + media if media[:1] == "@" else media
+                )
+            out[name] = new_ref
+        stored.append(out)
+    return stored
+
+
+def _request_json(event: Mapping[str, Any]) -> Any:
+    ref = event.get("input_ref")
+    if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
+        return None
+    payload = ref.get("inline")
+    body = payload.get("body") if isinstance(payload, dict) else None
+    return body.get("json") if isinstance(body, dict) else None
+
+
+def _derivable_request_hash(event: Mapping[str, Any]) -> bool:
+    """Whether a model call's ``data.request_hash`` (taken over the body as sent) is the hash of the body as
+    stored: then it is left out, as a changed system prompt would otherwise change it in every call."""
+    data = event.get("data")
+    if event.get("type") != "model.call" or not isinstance(data, dict):
+        return False
+    digest = data.get("request_hash")
+    body = _request_json(event)
+    if not isinstance(digest, str) or body is None:
+        return False
+    try:
+        return hash_value(body) == digest
+    except (TypeError, ValueError):
+        return False
+
+
+def _delta_ref(
+    ref: dict[str, Any],
+    payload: Any,
+    parts: tuple[tuple[str, str], Any, dict[str, Any]],
+    earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]],
+) -> dict[str, Any]:
+    endpoint, headers, body_json = parts
+    history = earlier.setdefault(endpoint, [])
+    best: tuple[int, int, dict[str, Any], dict[str, Any]] | None = None
+    if isinstance(payload, dict):  # inline: may become a delta (a blob-stored one stays as it is)
+        for back, (base_headers, base_json) in enumerate(reversed(history[-_BASES_TRIED:]), 1):
+            json_spec, rest, cost = _json_delta(base_json, body_json)
+            if not json_spec or (best is not None and cost >= best[0]):
+                continue
+            spec: dict[str, Any] = {"back": back}
+            if _same_value(base_headers, headers):
+                spec["headers"] = "same"
+            elif isinstance(base_headers, dict) and isinstance(headers, dict):
+                # Most headers repeat; content-length and a retry count change from call to call.
+                spec["headers"] = "base"
+                dropped = sorted(k for k in base_headers if k not in headers)
+                if dropped:
+                    spec["headers_dropped"] = dropped
+            spec["json"] = json_spec
+            best = (cost, back, spec, rest)
+    history.append((headers, body_json))
+    if best is None or not isinstance(payload, dict):
+        return ref
+    _, back, spec, rest = best
+    inline = {k: v for k, v in payload.items() if k not in ("body", "headers")}
+    if spec.get("headers") == "base":
+        base_headers = history[-1 - back][0]
+        inline["headers"] = {
+            k: v for k, v in headers.items() if not _same_value(base_headers.get(k, _ABSENT), v)
+        }
+    elif "headers" not in spec and "headers" in payload:
+        inline["headers"] = payload["headers"]
+    inline["body"] = {**payload["body"], "json": rest}
+    inline[DELTA] = spec
+    return {**ref, "inline": inline}
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+class _Decoder:
+    def __init__(self, run_id: str, source: str, resolve: Resolver | None) -> None:
+        self.run_id = run_id
+        self.source = source
+        self.resolve = resolve
+        # Per (method, url): the decoded payloads of earlier requests, in order.
+        self.earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def fail(self, index: int, problem: str) -> CassetteSchemaError:
+        return CassetteSchemaError(
+            f"cassette {self.source}: event seq {index} holds a request delta that cannot be applied: "
+            + problem,
+            cassette=self.source,
+            place=f"event seq {index} (events[{index}]), field input_ref.inline.delta",
+            fixes=[
+                f"undo the edit or restore it: `git checkout -- {self.source}`",
+                f"list every problem: `agentreplay verify {self.source}`",
+            ],
+        )
+
+    def event(self, index: int, stored: Any) -> Any:
+        if not isinstance(stored, dict):
+            return stored  # the schema check names it
+        event = dict(stored)
+        event.setdefault("run_id", self.run_id)
+        for name in _REF_FIELDS:
+            ref = stored.get(name)
+            if not isinstance(ref, dict):
+                continue
+            new_ref = dict(ref)
+            new_ref.setdefault("data_class", "internal")
+            media = new_ref.get("media_type")
+            if isinstance(media, str) and media[:1] == "@":
+                new_ref["media_type"] = _MEDIA_FULL.get(media) or media[1:]
+            if name == "input_ref" and new_ref.get("media_type") == REQUEST_MEDIA_TYPE:
+                self.request(index, new_ref)
+            event[name] = new_ref
+        data = event.get("data")
+        if event.get("type") == "model.call" and isinstance(data, dict) and "request_hash" not in data:
+            body = _request_json(event)
+            if body is not None:
+                with contextlib.suppress(TypeError, ValueError):  # not JSON: the schema check names it
+                    event["data"] = {**data, "request_hash": hash_value(body)}
+        return event
+
+    def request(self, index: int, ref: dict[str, Any]) -> None:
+        payload = ref.get("inline")
+        if ref.get("sha256") is not None and self.resolve is not None:
+            # A large request kept in the blob store: a later delta may build on it (and it may itself
+            # be a delta), so it is read now; replay compares every request anyway.
+            # In memory it is then held inline, so a rewrite (update, migrate) stores it as a delta too.
+            try:
+                payload = self.resolve(ref)
+            except CassetteError as exc:
+                raise type(exc)(
+                    exc.headline,
+                    evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+                    cassette=exc.cassette or self.source,
+                    place=f"event seq {index} (events[{index}]), field input_ref, blob {ref.get('sha256')}",
+                    fixes=exc.fixes,
+                ) from None
+            if isinstance(payload, dict) and DELTA in payload:
+                payload = self.apply(index, payload)
+            ref.pop("sha256", None)
+            ref.pop("size", None)
+            ref["inline"] = payload
+        elif isinstance(payload, dict) and DELTA in payload:
+            ref["inline"] = payload = self.apply(index, payload)
+        parts = _request_parts(payload)
+        if parts is not None and isinstance(payload, dict):
+            self.earlier.setdefault(parts[0], []).append(payload)
+
+    def base_of(self, index: int, endpoint: tuple[str, str], back: Any) -> dict[str, Any]:
+        history = self.earlier.get(endpoint, [])
+        if not isinstance(back, int) or isinstance(back, bool) or not 1 <= back <= len(history):
+            raise self.fail(
+                index, f"back={back!r}, but {len(history)} earlier request(s) go to {endpoint[1]}"
+            )
+        return history[-back]
+
+    def apply(self, index: int, stored: dict[str, Any]) -> dict[str, Any]:
+        spec = stored[DELTA]
+        method, url = stored.get("method"), stored.get("url")
+        if not isinstance(spec, dict) or not isinstance(method, str) or not isinstance(url, str):
+            raise self.fail(index, "a delta needs an object, and the request its method and url")
+        unknown = set(spec) - {"back", "headers", "headers_dropped", "json"}
+        if unknown:
+            raise self.fail(index, f"unknown delta field(s) {sorted(unknown)}")
+        base = self.base_of(index, (method, url), spec.get("back"))
+        body, base_body = stored.get("body"), base.get("body")
+        if not isinstance(body, dict) or not isinstance(body.get("json"), dict):
+            raise self.fail(index, "a delta request needs a JSON object body")
+        if not isinstance(base_body, dict) or not isinstance(base_body.get("json"), dict):
+            raise self.fail(index, "its base request has no JSON object body")
+        out = {k: v for k, v in stored.items() if k != DELTA}
+        if spec.get("headers") == "same":
+            if "headers" in stored or "headers_dropped" in spec:
+                raise self.fail(index, '"same" headers are not stored as well')
+            out["headers"] = base.get("headers")
+        elif spec.get("headers") == "base":
+            own, base_headers, dropped = (
+                stored.get("headers", {}),
+                base.get("headers"),
+                spec.get("headers_dropped", []),
+            )
+            if (
+                not isinstance(own, dict)
+                or not isinstance(base_headers, dict)
+                or not isinstance(dropped, list)
+            ):
+                raise self.fail(index, '"base" headers need header objects here and in the base')
+            merged = {k: v for k, v in base_headers.items() if k not in dropped}
+            merged.update(own)
+            out["headers"] = {k: merged[k] for k in sorted(merged)}
+        elif "headers" in spec or "headers_dropped" in spec:
+            raise self.fail(index, 'headers must be "same" or "base"')
+        out["body"] = {**body, "json": self.json(index, base_body["json"], body["json"], spec.get("json"))}
+        return out
+
+    def json(self, index: int, base: dict[str, Any], rest: dict[str, Any], spec: Any) -> dict[str, Any]:
+        if not isinstance(spec, dict) or set(spec) - {"same", "extends"}:
+            raise self.fail(index, "json must be an object with `same` and/or `extends`")
+        same, extends = spec.get("same", []), spec.get("extends", {})
+        if not isinstance(same, list) or not isinstance(extends, dict):
+            raise self.fail(index, "`same` must be a list of keys and `extends` an object")
+        value = dict(rest)
+        for key in same:
+            if not isinstance(key, str) or key not in base or key in rest:
+                raise self.fail(
+                    index, f"`same` names {key!r}, which the base lacks or which is stored here too"
+                )
+            value[key] = base[key]
+        for key, keep in extends.items():
+            old, new = base.get(key), rest.get(key)
+            if not isinstance(old, list) or not isinstance(new, list):
+                raise self.fail(index, f"`extends` names {key!r}, which is not a list here and in the base")
+            if not isinstance(keep, int) or isinstance(keep, bool) or not 0 < keep <= len(old):
+                raise self.fail(
+                    index, f"`extends` keeps {keep!r} items of {key!r}, whose base has {len(old)}"
+                )
+            value[key] = old[:keep] + new
+        return {k: value[k] for k in sorted(value)}
+
+
+def decode_events(
+    events: list[Any], run_id: str, *, source: str = "<memory>", resolve: Resolver | None = None
+) -> list[Any]:
+    """The in-memory event dicts of stored ones. ``resolve(ref)`` loads a base request kept in the blob
+    store (only needed when a later request is stored as a delta over it)."""
+    decoder = _Decoder(run_id, source, resolve)
+    return [decoder.event(index, event) for index, event in enumerate(events)]
+
+
+__all__ = ["DELTA", "decode_events", "encode_events"]
