@@ -172,6 +172,15 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 def cassette_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the current cassette format."""
     schema = CassetteDoc.model_json_schema(by_alias=True)
+    defs = schema.setdefault("$defs", {})
+    # The file holds events in their stored form (see stored_form): what repeats is left out there.
+    for name, field_name in (("Event", "run_id"), ("ToolInfo", "name")):
+        model = defs.get(name, {})
+        if field_name in model.get("required", []):
+            model["required"] = [f for f in model["required"] if f != field_name]
+            model["properties"][field_name]["description"] = (
+                "left out of the file when it repeats what the event says elsewhere; restored on load"
+            )
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}"
     # Documents the data of the runtime.values event type (Event.data stays a free-form object).

@@ -49,6 +49,97 @@ _BASES_TRIED = 4
 _ABSENT = object()
 
 
+# -- lean events: what an HTTP event repeats ----------------------------------------------------------
+
+_HTTP_EVENTS = ("http", "effect")
+_PREV = "@prev"
+
+
+def _default_tool_name(url: str) -> str:
+    """The tool name the HTTP layer gives an exchange no classifier named: host and path."""
+    from .http.exchange import HttpRequest
+
+    request = HttpRequest("GET", url, {})
+    return request.host + request.path
+
+
+def _inline_request(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    ref = event.get("input_ref")
+    if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
+        return None
+    payload = ref.get("inline")
+    return payload if isinstance(payload, dict) else None
+
+
+def _lean_http_fields(event: Document, out: Document) -> None:
+    """Leave out of an HTTP event what its request says: ``data.method``/``data.url`` and the default tool
+    name (host and path)."""
+    request = _inline_request(event)
+    if event.get("type") not in _HTTP_EVENTS or request is None:
+        return
+    method, url = request.get("method"), request.get("url")
+    data = event.get("data")
+    if isinstance(data, dict) and data.get("method") == method and data.get("url") == url:
+        out["data"] = {k: v for k, v in out.get("data", data).items() if k not in ("method", "url")}
+    tool = event.get("tool")
+    if isinstance(tool, dict) and isinstance(url, str) and tool.get("name") == _default_tool_name(url):
+        rest = {k: v for k, v in tool.items() if k != "name"}
+        if rest:
+            out["tool"] = rest
+        else:
+            out.pop("tool", None)
+
+
+def _restore_http_fields(event: Document) -> None:
+    request = _inline_request(event)
+    if event.get("type") not in _HTTP_EVENTS or request is None:
+        return
+    method, url = request.get("method"), request.get("url")
+    data = event.get("data")
+    if isinstance(data, dict) and "method" not in data and "url" not in data:
+        event["data"] = {**data, "method": method, "url": url}
+    tool = event.get("tool")
+    if isinstance(url, str) and (tool is None or (isinstance(tool, dict) and "name" not in tool)):
+        event["tool"] = {"name": _default_tool_name(url), **(tool or {})}
+
+
+def _lean_response(ref: dict[str, Any]) -> dict[str, Any]:
+    """A JSON response kept byte for byte (``raw``) needs no parsed copy on disk: it is parsed on load."""
+    payload = ref.get("inline")
+    if not isinstance(payload, dict):
+        return ref
+    body = payload.get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("raw"), str) or "json" not in body:
+        return ref
+    try:
+        parsed = json.loads(body["raw"])
+    except ValueError:
+        return ref
+    if not _same_value(parsed, body["json"]):
+        return ref
+    lean_body = {k: v for k, v in body.items() if k != "json"}
+    return {**ref, "inline": {**payload, "body": lean_body}}
+
+
+def _restore_response(ref: dict[str, Any]) -> None:
+    payload = ref.get("inline")
+    if not isinstance(payload, dict):
+        return
+    body = payload.get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("raw"), str) or "json" in body:
+        return
+    if any(kind in body for kind in ("text", "base64", "sse")):
+        return
+    with contextlib.suppress(ValueError, RecursionError):  # not JSON: the shape check names it
+        parsed = json.loads(body["raw"], object_pairs_hook=_sorted_object)
+        ref["inline"] = {**payload, "body": {**body, "json": parsed}}
+
+
+def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Canonical key order, as the value had when it was stored (the last of duplicate keys wins).
+    return {key: value for key, value in sorted(dict(pairs).items())}
+
+
 # -- encoding ---------------------------------------------------------------------------------------
 
 
@@ -123,19 +214,23 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     stored: list[Document] = []
     earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]] = {}
     blind = False
+    last_headers: Any = _ABSENT  # the headers of the previous request, whatever its endpoint
     for event in events:
         out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
         if _derivable_request_hash(event):
             out["data"] = {k: v for k, v in event["data"].items() if k != "request_hash"}
+        _lean_http_fields(event, out)
         for name in _REF_FIELDS:
             ref = event.get(name)
             if not isinstance(ref, dict):
                 continue
             new_ref = dict(ref)
-            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE and not blind:
+            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE and blind:
+                last_headers = _ABSENT
+            elif name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE:
                 payload = ref.get("inline")
+                resolved = None
                 if payload is None and ref.get("sha256") is not None:
-                    resolved = None
                     if resolve is not None:
                         try:
                             resolved = resolve(ref)
@@ -148,6 +243,10 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
                     parts = _request_parts(payload)
                 if parts is not None:
                     new_ref = _delta_ref(new_ref, payload, parts, earlier)
+                full = payload if isinstance(payload, dict) else resolved if ref.get("sha256") else None
+                new_ref, last_headers = _prev_headers(new_ref, full, last_headers)
+            elif name == "output_ref" and ref.get("media_type") == RESPONSE_MEDIA_TYPE:
+                new_ref = _lean_response(new_ref)
             if new_ref.get("data_class") == "internal":
                 del new_ref["data_class"]
             media = new_ref.get("media_type")
@@ -183,6 +282,25 @@ def _derivable_request_hash(event: Mapping[str, Any]) -> bool:
         return hash_value(body) == digest
     except (TypeError, ValueError):
         return False
+
+
+def _prev_headers(ref: dict[str, Any], full: Any, last: Any) -> tuple[dict[str, Any], Any]:
+    """Headers equal to the previous request's (any endpoint: a test's GETs share them) are written
+    ``"@prev"``; returns the ref and the headers the next request compares with."""
+    if not isinstance(full, dict) or DELTA in full:
+        return ref, _ABSENT
+    headers = full.get("headers")
+    inline = ref.get("inline")
+    if (
+        isinstance(headers, dict)
+        and isinstance(inline, dict)
+        and isinstance(inline.get("headers"), dict)
+        and DELTA not in inline
+        and last is not _ABSENT
+        and _same_value(last, headers)
+    ):
+        ref = {**ref, "inline": {**inline, "headers": _PREV}}
+    return ref, headers if isinstance(headers, dict) else _ABSENT
 
 
 def _delta_ref(
@@ -237,6 +355,7 @@ class _Decoder:
         self.resolve = resolve
         # Per (method, url): the decoded payloads of earlier requests, in order.
         self.earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.last_headers: Any = None
 
     def fail(self, index: int, problem: str) -> CassetteSchemaError:
         return CassetteSchemaError(
@@ -266,7 +385,10 @@ class _Decoder:
                 new_ref["media_type"] = _MEDIA_FULL.get(media) or media[1:]
             if name == "input_ref" and new_ref.get("media_type") == REQUEST_MEDIA_TYPE:
                 self.request(index, new_ref)
+            elif name == "output_ref" and new_ref.get("media_type") == RESPONSE_MEDIA_TYPE:
+                _restore_response(new_ref)
             event[name] = new_ref
+        _restore_http_fields(event)
         data = event.get("data")
         if event.get("type") == "model.call" and isinstance(data, dict) and "request_hash" not in data:
             body = _request_json(event)
@@ -298,6 +420,13 @@ class _Decoder:
             ref["inline"] = payload
         elif isinstance(payload, dict) and DELTA in payload:
             ref["inline"] = payload = self.apply(index, payload)
+        if isinstance(payload, dict) and payload.get("headers") == _PREV:
+            if not isinstance(self.last_headers, dict):
+                raise self.fail(index, 'headers "@prev", but no earlier request has headers')
+            payload = {**payload, "headers": self.last_headers}
+            if "inline" in ref:
+                ref["inline"] = payload
+        self.last_headers = payload.get("headers") if isinstance(payload, dict) else None
         parts = _request_parts(payload)
         if parts is not None and isinstance(payload, dict):
             self.earlier.setdefault(parts[0], []).append(payload)

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_agentreplay.canonical import hash_value
 from pytest_agentreplay.constants import FORMAT_VERSION
+from pytest_agentreplay.events import Event, PayloadRef, RunMeta, ToolInfo
 from pytest_agentreplay.exceptions import CassetteIntegrityError, CassetteSchemaError, CassetteVersionError
 from pytest_agentreplay.migrations import MIGRATIONS, migrate_document, migrate_file
 from pytest_agentreplay.store import load_cassette, save_cassette
@@ -206,3 +207,33 @@ def test_migrate_file_refuses_broken_files(tmp_path: Path) -> None:
     with pytest.raises(CassetteVersionError):
         migrate_file(path)
     assert path.read_bytes() == before
+
+
+def test_a_saved_cassette_matches_the_published_json_schema(tmp_path: Path) -> None:
+    import jsonschema  # type: ignore[import-untyped]
+
+    from pytest_agentreplay.events import cassette_json_schema
+
+    events = [
+        Event(run_id="r", seq=0, ts="t", type="run.start", actor="runtime", event_class="input"),
+        Event(
+            run_id="r",
+            seq=1,
+            ts="t",
+            type="http",
+            actor="tool",
+            event_class="input",
+            tool=ToolInfo(name="example.com/a"),
+            data={"method": "GET", "url": "https://example.com/a", "status": 200},
+            input_ref=PayloadRef(
+                inline={"method": "GET", "url": "https://example.com/a", "headers": {}, "body": None},
+                media_type="application/vnd.agentreplay.http-request+json",
+            ),
+        ),
+    ]
+    path = tmp_path / "cassettes" / "s.json"
+    save_cassette(path, RunMeta(run_id="r"), events)
+    doc = json.loads(path.read_text())
+    assert "run_id" not in doc["events"][1] and "tool" not in doc["events"][1]  # left out as they repeat
+    jsonschema.validate(doc, cassette_json_schema(), cls=jsonschema.Draft202012Validator)
+    assert load_cassette(path).event_dicts()[1]["tool"] == {"name": "example.com/a"}

@@ -370,7 +370,10 @@ def recorded(lab: Lab) -> Lab:
 
 
 def events_of(path: Path) -> list[dict[str, Any]]:
-    return list(json.loads(path.read_text())["events"])
+    """The events as replay reads them (the file leaves out what repeats, see stored_form)."""
+    from pytest_agentreplay.store import load_cassette
+
+    return load_cassette(path).event_dicts()
 
 
 # -- the recording ----------------------------------------------------------------------------------

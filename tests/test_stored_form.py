@@ -1,0 +1,170 @@
+"""Format 4's stored form: conversations stored once, what repeats left out, exact round trips, and damaged
+deltas refused with an error that names the event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentreplay.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
+from pytest_agentreplay.store import load_cassette, save_cassette
+from pytest_agentreplay.stored_form import decode_events, encode_events
+
+REQUEST = "application/vnd.agentreplay.http-request+json"
+RESPONSE = "application/vnd.agentreplay.http-response+json"
+URL = "https://api.example.com/v1/chat/completions"
+
+
+def _call(seq: int, messages: list[dict[str, Any]], url: str = URL, length: int = 100) -> dict[str, Any]:
+    body = {"model": "m", "messages": messages, "temperature": 0}
+    return {
+        "run_id": "r",
+        "seq": seq,
+        "ts": "t",
+        "type": "model.call",
+        "actor": "model",
+        "class": "decision",
+        "data": {"request_hash": hash_value(body), "status": 200},
+        "input_ref": {
+            "data_class": "personal",
+            "media_type": REQUEST,
+            "inline": {
+                "method": "POST",
+                "url": url,
+                "headers": {"content-type": "application/json", "x-retry": str(seq % 2)},
+                "body": {"content_type": "application/json", "json": body},
+            },
+        },
+        "output_ref": {
+            "data_class": "personal",
+            "media_type": RESPONSE,
+            "inline": {
+                "status": 200,
+                "headers": {"content-type": "application/json"},
+                "body": {"content_type": "application/json", "json": {"a": seq}, "raw": f'{{"a": {seq}}}'},
+            },
+        },
+    }
+
+
+def _conversation(calls: int, system: str = "You are careful. ", *, url: str = URL) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system * 20}]
+    events = []
+    for n in range(calls):
+        messages = [*messages, {"role": "user", "content": f"question {n}: " + "where is it? " * 8}]
+        events.append(_call(n, messages, url))
+        messages = [*messages, {"role": "assistant", "content": f"answer {n}: " + "on its way. " * 8}]
+    return events
+
+
+def test_a_conversation_round_trips_exactly_and_grows_linearly() -> None:
+    sizes = []
+    for calls in (30, 60):
+        events = _conversation(calls)
+        stored = encode_events(events, "r")
+        assert decode_events(json.loads(json.dumps(stored)), "r") == events
+        assert all("delta" in e["input_ref"]["inline"] for e in stored[1:])
+        assert all(len(e["input_ref"]["inline"]["body"]["json"]["messages"]) == 2 for e in stored[1:])
+        sizes.append(len(dumps_pretty(stored)))
+    assert sizes[1] / sizes[0] <= 2.2, sizes
+
+
+def test_interleaved_conversations_each_build_on_their_own() -> None:
+    a, b = _conversation(6, "Agent A. "), _conversation(6, "Agent B. ")
+    events = [e for pair in zip(a, b, strict=True) for e in pair]
+    for seq, event in enumerate(events):
+        event["seq"] = seq
+    stored = encode_events(events, "r")
+    # B's first call shares only the model and temperature with A's; then each builds on its own.
+    assert [e["input_ref"]["inline"].get("delta", {}).get("back") for e in stored] == [None, 1] + [2] * 10
+    assert decode_events(stored, "r") == events
+
+
+def test_get_events_leave_out_what_their_request_says() -> None:
+    events = []
+    for n in range(3):
+        url = f"https://api.example.com/items/{n}"
+        events.append(
+            {
+                "run_id": "r",
+                "seq": n,
+                "ts": "t",
+                "type": "http",
+                "actor": "tool",
+                "class": "input",
+                "tool": {"name": f"api.example.com/items/{n}"},
+                "data": {"method": "GET", "url": url, "status": 200, "classification": "read"},
+                "input_ref": {
+                    "data_class": "internal",
+                    "media_type": REQUEST,
+                    "inline": {"method": "GET", "url": url, "headers": {"accept": "*/*"}, "body": None},
+                },
+            }
+        )
+    stored = encode_events(events, "r")
+    assert "tool" not in stored[1] and "url" not in stored[1]["data"] and "run_id" not in stored[1]
+    assert stored[0]["input_ref"]["inline"]["headers"] == {"accept": "*/*"}
+    assert stored[1]["input_ref"]["inline"]["headers"] == "@prev"
+    assert stored[1]["input_ref"]["media_type"] == "@http-request"
+    assert decode_events(stored, "r") == events
+
+
+def test_a_redacted_body_keeps_its_request_hash() -> None:
+    events = _conversation(2)
+    events[1]["data"]["request_hash"] = "0" * 64  # taken before a secret in the body was redacted
+    stored = encode_events(events, "r")
+    assert "request_hash" not in stored[0]["data"] and stored[1]["data"]["request_hash"] == "0" * 64
+    assert decode_events(stored, "r") == events
+
+
+def test_a_users_media_type_starting_with_at_round_trips() -> None:
+    event = {**_conversation(1)[0], "output_ref": {"inline": 1, "media_type": "@http-request"}}
+    stored = encode_events([event], "r")
+    assert stored[0]["output_ref"]["media_type"] == "@@http-request"
+    assert decode_events(stored, "r") == [
+        {**event, "output_ref": {**event["output_ref"], "data_class": "internal"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda d: d.update(back=9), "back=9"),
+        (lambda d: d["json"]["extends"].update(messages=99), "keeps 99"),
+        (lambda d: d["json"].update(same=["nope"]), "'nope'"),
+        (lambda d: d.update(headers="other"), "headers must be"),
+        (lambda d: d.update(surprise=1), "unknown delta field"),
+    ],
+)
+def test_a_damaged_delta_is_refused_naming_the_event(damage: Any, problem: str) -> None:
+    stored = encode_events(_conversation(3), "r")
+    damage(stored[2]["input_ref"]["inline"]["delta"])
+    with pytest.raises(CassetteSchemaError, match="event seq 2 holds a request delta") as info:
+        decode_events(stored, "r", source="c.json")
+    assert problem in str(info.value)
+    assert info.value.place == "event seq 2 (events[2]), field input_ref.inline.delta"
+
+
+def test_a_damaged_delta_on_disk_is_an_integrity_error_and_rechained_a_schema_error(tmp_path: Path) -> None:
+    from pytest_agentreplay.events import Event, RunMeta
+
+    path = tmp_path / "cassettes" / "c.json"
+    save_cassette(path, RunMeta(run_id="r"), [Event.model_validate(e) for e in _conversation(4)])
+    doc = json.loads(path.read_text())
+    doc["events"][3]["input_ref"]["inline"]["delta"]["back"] = 7
+    path.write_text(dumps_pretty(doc))
+    with pytest.raises(CassetteIntegrityError, match="seq 3 was edited"):
+        load_cassette(path)
+    path.write_text(dumps_pretty(_reseal(doc)))
+    with pytest.raises(CassetteError, match="back=7"):
+        load_cassette(path)
+
+
+def _reseal(doc: dict[str, Any]) -> dict[str, Any]:
+    from pytest_agentreplay.store import seal_document
+
+    return seal_document(doc["run"], doc["events"])
