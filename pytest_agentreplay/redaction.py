@@ -155,6 +155,7 @@ _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anth
 # Large strings (conversation messages resent with every call) are redacted once per Redactor.
 _CACHE_MIN_CHARS = 48
 _MISSING = object()
+_MAX_IDS = 200_000
 
 
 def _sorted_items(value: dict[Any, Any]) -> Iterable[tuple[Any, Any]]:
@@ -293,6 +294,9 @@ class Redactor:
         # A conversation resends its history on every call: each message (a list element) is redacted
         # once per run, keyed by its canonical text, and the redacted copy is shared by every request.
         self._element_cache: dict[tuple[bool, bool, str], Any] = {}
+        self._element_ids: dict[tuple[int, bool, bool], tuple[Any, Any]] = {}
+        # Off for the process-wide default redactor: it would keep every object it saw alive.
+        self.remember_objects = True
         self._element_chars = 0
 
     @classmethod
@@ -384,7 +388,7 @@ class Redactor:
             return self.redact_string(value, keys=keys)
         if isinstance(value, dict):
             if _is_body(value):
-                return self.redact_body(value, keys=keys)
+                return self.redact_body(value, keys=keys, sort=sort)
             out: dict[str, Any] = {}
             # Keys in canonical (sorted) order, as a stored cassette has them, so a replayed event compares
             # with its recording in one C-level pass instead of a walk.
@@ -409,6 +413,19 @@ class Redactor:
         return value
 
     def _redact_element(self, value: Any, keys: bool, sort: bool) -> Any:
+        # The same object again (a history shared between requests, see http.recording.share_repeats).
+        if not self.remember_objects:
+            return self._redact_element_by_content(value, keys, sort)
+        seen = self._element_ids.get((id(value), keys, sort))
+        if seen is not None and seen[0] is value:
+            return seen[1]
+        out = self._redact_element_by_content(value, keys, sort)
+        if len(self._element_ids) >= _MAX_IDS:
+            self._element_ids.clear()
+        self._element_ids[(id(value), keys, sort)] = (value, out)  # holding value keeps its id unique
+        return out
+
+    def _redact_element_by_content(self, value: Any, keys: bool, sort: bool) -> Any:
         try:
             text = json.dumps(value, sort_keys=sort, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):
@@ -538,7 +555,7 @@ class Redactor:
                     spans.append(match.span(group))
         return _merge(spans)
 
-    def redact_body(self, body: dict[str, Any], *, keys: bool = True) -> dict[str, Any]:
+    def redact_body(self, body: dict[str, Any], *, keys: bool = True, sort: bool = False) -> dict[str, Any]:
         """Redact an HTTP body (``json``/``text``/``base64``/``sse``) through its decoded view.
 
         JSON is recognised by content, whatever the content type (``text/plain`` too; matching only
@@ -549,7 +566,7 @@ class Redactor:
         ctype = content_type.lower() if isinstance(content_type, str) else ""
         out = {k: self.redact(v, keys=keys) for k, v in body.items() if k not in _BODY_KINDS}
         if "json" in body:
-            out["json"] = self.redact(body["json"], keys=keys)
+            out["json"] = self.redact(body["json"], keys=keys, sort=sort)
         if isinstance(body.get("text"), str):
             out.update(self._redact_text_body(body["text"], ctype, keys))
         elif "text" in body:
@@ -793,6 +810,7 @@ def default_redactor() -> Redactor:
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = Redactor()
+        _DEFAULT.remember_objects = False
     return _DEFAULT
 
 

@@ -72,6 +72,13 @@ def _strict_bytes(value: Any) -> bytes | str:
         return repr(value)
 
 
+def _sorted_text(value: Any) -> str | None:
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+
+
 def events_equal(a: Event, b: Event) -> bool:
     """Cheap equality of two events without their volatile envelope: one C-level ``==`` (the answer
     comparing canonical hashes gives, without serialising to JSON), confirmed type-exactly so ``true``
@@ -95,9 +102,15 @@ def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if isinstance(a, dict | list):
-        # == first (C speed), then type-exact bytes tell True from 1 inside. A mismatch from key order
-        # or 1 vs 1.0 only makes the walk descend and find nothing.
-        return bool(a == b) and _strict_bytes(a) == _strict_bytes(b)
+        # == first (C speed), then type-exact bytes tell True from 1 inside; key order (a live body
+        # against its canonical recording) is settled by sorted JSON, also at C speed, before the walk
+        # would descend into every item to find nothing.
+        if a != b:
+            return False
+        if _strict_bytes(a) == _strict_bytes(b):
+            return True
+        text = _sorted_text(a)
+        return text is not None and text == _sorted_text(b)
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 

@@ -7,6 +7,7 @@ emits the event once the body ends (or the client closes it early).
 
 from __future__ import annotations
 
+import marshal
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,46 @@ def _tool(name: str, key: str | None) -> ToolInfo:
     return tool
 
 
+_SHARED_KEY = "shared_request_bodies"
+
+
+def _exactly_equal(a: Any, b: Any) -> bool:
+    # == says 1 == True; marshal tells them apart (same parser, same key order: equal bytes).
+    return bool(a == b) and marshal.dumps(a) == marshal.dumps(b)
+
+
+def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
+    """Make a request body's repeated parts the very objects of the previous request to the same endpoint.
+
+    A conversation resends its history on every call: parsed afresh, each call would hold its own copy of
+    every earlier message (memory quadratic in the conversation). Shared, the history is held once, and the
+    redaction and comparison of a message already seen are identity lookups.
+    """
+    body = request.json()
+    if not isinstance(body, dict):
+        return
+    memo: dict[tuple[str, str], dict[str, Any]] = ctx.extensions.setdefault(_SHARED_KEY, {})
+    key = (request.method, request.url)
+    previous = memo.get(key)
+    memo[key] = body
+    if previous is None:
+        return
+    for name, value in body.items():
+        old = previous.get(name)
+        if old is None or old is value:
+            continue
+        if isinstance(value, list) and isinstance(old, list):
+            for index in range(min(len(value), len(old))):
+                item, before = value[index], old[index]
+                if item is before:
+                    continue
+                if not _exactly_equal(item, before):
+                    break
+                value[index] = before
+        elif isinstance(value, dict | list) and _exactly_equal(value, old):
+            body[name] = old
+
+
 def model_request_fields(request: HttpRequest, cls: Classification) -> dict[str, Any]:
     adapter = ADAPTERS[str(cls.provider)]
     body = request.json()
@@ -100,6 +141,7 @@ def emit_exchange(
     out_payload = response_payload if response_payload is not None else response.to_payload()
     latency = round(latency_ms, 3)
     if cls.kind == "model":
+        share_repeats(ctx, request)
         data_class = str(settings.get("model_data_class") or "personal")
         data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
         data.update(model_request_fields(request, cls))
