@@ -103,7 +103,11 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
         if old is None or old is value:
             continue
         if isinstance(value, list) and isinstance(old, list):
-            for index in range(min(len(value), len(old))):
+            kept = min(len(value), len(old))
+            if kept and _exactly_equal(value[:kept], old[:kept]):
+                value[:kept] = old[:kept]  # the usual case, settled in two C-level passes
+                continue
+            for index in range(kept):
                 item, before = value[index], old[index]
                 if item is before:
                     continue
