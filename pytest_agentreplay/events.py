@@ -169,6 +169,42 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+_HTTP_MEDIA_TYPES = frozenset(
+    {"application/vnd.agentreplay.http-request+json", "application/vnd.agentreplay.http-response+json"}
+)
+_REF_NAMES = frozenset({"input_ref", "output_ref"})
+
+
+def event_to_shared_dict(event: Event) -> dict[str, Any]:
+    """:func:`event_to_dict`, but an HTTP payload held inline is the event's own object, not a copy.
+
+    Those payloads are parsed JSON, so the copy would be equal; a conversation's requests share their
+    history, and copying it per request would cost its square. For readers only: do not modify the result.
+    """
+    shared = {
+        name
+        for name in _REF_NAMES
+        if (ref := getattr(event, name)) is not None
+        and ref.media_type in _HTTP_MEDIA_TYPES
+        and ref.sha256 is None
+        and ref.inline is not None
+    }
+    if not shared:
+        return event_to_dict(event)
+    out = event.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=shared)
+    for name in shared:
+        ref = getattr(event, name)
+        ref_dict: dict[str, Any] = {
+            "inline": ref.inline,
+            "data_class": ref.data_class,
+            "media_type": ref.media_type,
+        }
+        if ref.size is not None:
+            ref_dict["size"] = ref.size
+        out[name] = ref_dict
+    return out
+
+
 def cassette_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the current cassette format."""
     schema = CassetteDoc.model_json_schema(by_alias=True)

@@ -12,7 +12,7 @@ from typing import Any
 from .capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .commands import record_command, rerecord_fix
 from .config import Settings, TestSettings
-from .events import Event, RunMeta
+from .events import Event, RunMeta, event_to_shared_dict
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
 
 
@@ -273,7 +273,7 @@ class TestRun:
         from .replay.replayed_history import redacted_replay
 
         # The recorded side was redacted when saved: redact the replayed side the same way.
-        recorded_dicts = recorded.event_dicts()
+        recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
         replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
         result = compare_histories(recorded_dicts, replayed_dicts, rules=rules, resolve=_resolver(recorded))
         self.drift = result

@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .canonical import hash_value
+from .canonical import DigestMemo, request_digest
 from .exceptions import CassetteError, CassetteSchemaError
 
 Document = dict[str, Any]
@@ -215,9 +215,10 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]] = {}
     blind = False
     last_headers: Any = _ABSENT  # the headers of the previous request, whatever its endpoint
+    digests: DigestMemo = {}
     for event in events:
         out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
-        if _derivable_request_hash(event):
+        if _derivable_request_hash(event, digests):
             out["data"] = {k: v for k, v in event["data"].items() if k != "request_hash"}
         _lean_http_fields(event, out)
         for name in _REF_FIELDS:
@@ -268,7 +269,7 @@ def _request_json(event: Mapping[str, Any]) -> Any:
     return body.get("json") if isinstance(body, dict) else None
 
 
-def _derivable_request_hash(event: Mapping[str, Any]) -> bool:
+def _derivable_request_hash(event: Mapping[str, Any], memo: DigestMemo) -> bool:
     """Whether a model call's ``data.request_hash`` (taken over the body as sent) is the hash of the body as
     stored: then it is left out, as a changed system prompt would otherwise change it in every call."""
     data = event.get("data")
@@ -279,7 +280,7 @@ def _derivable_request_hash(event: Mapping[str, Any]) -> bool:
     if not isinstance(digest, str) or body is None:
         return False
     try:
-        return hash_value(body) == digest
+        return request_digest(body, memo) == digest
     except (TypeError, ValueError):
         return False
 
@@ -356,6 +357,7 @@ class _Decoder:
         # Per (method, url): the decoded payloads of earlier requests, in order.
         self.earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.last_headers: Any = None
+        self.digests: DigestMemo = {}
 
     def fail(self, index: int, problem: str) -> CassetteSchemaError:
         return CassetteSchemaError(
@@ -394,7 +396,7 @@ class _Decoder:
             body = _request_json(event)
             if body is not None:
                 with contextlib.suppress(TypeError, ValueError):  # not JSON: the schema check names it
-                    event["data"] = {**data, "request_hash": hash_value(body)}
+                    event["data"] = {**data, "request_hash": request_digest(body, self.digests)}
         return event
 
     def request(self, index: int, ref: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.canonical import dumps_pretty, request_digest
 from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
 from pytest_agentreplay.store import load_cassette, save_cassette
 from pytest_agentreplay.stored_form import decode_events, encode_events
@@ -28,7 +28,7 @@ def _call(seq: int, messages: list[dict[str, Any]], url: str = URL, length: int 
         "type": "model.call",
         "actor": "model",
         "class": "decision",
-        "data": {"request_hash": hash_value(body), "status": 200},
+        "data": {"request_hash": request_digest(body), "status": 200},
         "input_ref": {
             "data_class": "personal",
             "media_type": REQUEST,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..canonical import hash_value
+from ..canonical import DigestMemo, request_digest
 from ..events import EffectInfo, PayloadRef, ToolInfo
 from . import bodies
 from .bodies import Decoder
@@ -75,6 +75,7 @@ def _tool(name: str, key: str | None) -> ToolInfo:
 
 
 _SHARED_KEY = "shared_request_bodies"
+_DIGESTS_KEY = "request_item_digests"
 
 
 def _exactly_equal(a: Any, b: Any) -> bool:
@@ -118,14 +119,16 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
             body[name] = old
 
 
-def model_request_fields(request: HttpRequest, cls: Classification) -> dict[str, Any]:
+def model_request_fields(
+    request: HttpRequest, cls: Classification, memo: DigestMemo | None = None
+) -> dict[str, Any]:
     adapter = ADAPTERS[str(cls.provider)]
     body = request.json()
     fields = adapter.request_fields(str(cls.endpoint), body)
     if fields.get("model") is None:  # Gemini names the model in the URL
         fields["model"] = request_model(adapter, request)
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
-    fields["request_hash"] = hash_value(body) if body is not None else None
+    fields["request_hash"] = request_digest(body, memo) if body is not None else None
     return fields
 
 
@@ -148,7 +151,7 @@ def emit_exchange(
         share_repeats(ctx, request)
         data_class = str(settings.get("model_data_class") or "personal")
         data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
-        data.update(model_request_fields(request, cls))
+        data.update(model_request_fields(request, cls, ctx.extensions.setdefault(_DIGESTS_KEY, {})))
         if response.is_sse:
             data["streamed"] = True
         if response_data is not None:

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..events import Event, event_to_dict
+from ..events import Event, event_to_shared_dict
 from ..redaction import Redactor
 
 Document = dict[str, Any]
@@ -69,7 +69,7 @@ def redacted_replay(
     by_hash = _recorded_requests(recorded)
     out: list[Document] = []
     for index, event in enumerate(events):
-        current = event_to_dict(event)
+        current = event_to_shared_dict(event)
         twin = recorded[index] if index < len(recorded) else None
         reused: Document = {}
         digest = current.get("data", {}).get("request_hash") if current.get("type") == "model.call" else None
