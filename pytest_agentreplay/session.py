@@ -257,7 +257,8 @@ class TestRun:
         from .diff.rules import RuleSet, is_imported
         from .replay.vcr_serving import played_history
 
-        recorded = played_history(ctx) or ctx.recorded
+        played = played_history(ctx)
+        recorded = played or ctx.recorded
         assert recorded is not None
         rules = RuleSet.from_layers(
             self.test.mode,
@@ -273,7 +274,11 @@ class TestRun:
         from .replay.replayed_history import redacted_replay
 
         # The recorded side was redacted when saved: redact the replayed side the same way.
-        recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        # A cassette of this plugin was redacted when it was saved; a played vcr history redacts itself.
+        if played is not None:
+            recorded_dicts = played.event_dicts()
+        else:
+            recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
         replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
         result = compare_histories(recorded_dicts, replayed_dicts, rules=rules, resolve=_resolver(recorded))
         self.drift = result
