@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from .locate import Locator
+
+# A difference's place in its cassette file, ``cassettes/test_x/test_y.json:123`` (None when unknown).
+Where = Callable[[Mapping[str, Any]], str | None]
 
 CELL_LIMIT = 80
 MAX_ROWS_PER_TEST = 50
@@ -82,23 +87,60 @@ def _event(diff: Mapping[str, Any]) -> str:
     return f"{_plain(where)} {_plain(label)}".strip()
 
 
-def drift_table(drift: Mapping[str, Any]) -> list[str]:
+def _path_tokens(diff: Mapping[str, Any]) -> tuple[str, ...]:
+    tokens = diff.get("path_tokens")
+    if isinstance(tokens, list | tuple) and all(isinstance(t, str) for t in tokens):
+        return tuple(tokens)
+    from ..diff.rules import split_path
+
+    path = diff.get("path")
+    return split_path(path) if isinstance(path, str) else ()
+
+
+def cassette_lines(cassette: str, status: str, locator: Locator | None = None) -> Where:
+    """Where each difference of a test sits in its cassette: the line holding the recorded value (for an
+    updated test, the file holds the replayed history: the line of the value written). A field the
+    stored side lacks sits in the object (or list) the update adds it to."""
+    locator = locator if locator is not None else Locator()
+    side = "replayed" if status == "updated" else "recorded"
+    shown = display_path(cassette)
+
+    def where(diff: Mapping[str, Any]) -> str | None:
+        seq = diff.get(f"seq_{side}")
+        if not isinstance(seq, int) or isinstance(seq, bool) or not cassette:
+            return None
+        tokens = _path_tokens(diff)
+        if diff.get(f"{side}_absent") and len(tokens) > 1:
+            tokens = tokens[:-1]
+        line = locator.locate(cassette, seq, tokens)
+        return None if line is None else f"{shown}:{line}"
+
+    return where
+
+
+def drift_table(drift: Mapping[str, Any], where: Where | None = None) -> list[str]:
     differences = list(drift.get("differences") or [])
     if not differences:
         return ["No reported differences."]
-    rows = [
-        "| event | change | field | recorded | replayed | verdict | rule |",
-        "|---|---|---|---|---|---|---|",
-    ]
     # Regressions first: they are what the reviewer must look at.
     ordered = sorted(differences, key=lambda d: 0 if d.get("verdict") == "regression" else 1)
-    for diff in ordered[:MAX_ROWS_PER_TEST]:
+    shown_rows = ordered[:MAX_ROWS_PER_TEST]
+    places = [where(d) if where is not None else None for d in shown_rows]
+    located = any(places)  # a column for the cassette line only when the file could be read
+    rows = [
+        "| event | change | field |"
+        + (" cassette line |" if located else "")
+        + " recorded | replayed | verdict | rule |",
+        "|---|---|---|" + ("---|" if located else "") + "---|---|---|---|",
+    ]
+    for diff, place in zip(shown_rows, places, strict=True):
         verdict = str(diff.get("verdict", "?"))
         shown = f"**{verdict}**" if verdict == "regression" else verdict
+        at = (f" {cell_code(place, 300)} |" if place else " — |") if located else ""
         rows.append(
             f"| {_event(diff)} | {_plain(str(diff.get('kind', '?')))} "
-            f"| {cell_code(diff.get('path') or '(event)', 60)} "
-            f"| {_side(diff, 'recorded')} | {_side(diff, 'replayed')} | {shown} | {_rule(diff)} |"
+            f"| {cell_code(diff.get('path') or '(event)', 60)} |{at}"
+            f" {_side(diff, 'recorded')} | {_side(diff, 'replayed')} | {shown} | {_rule(diff)} |"
         )
     if len(ordered) > MAX_ROWS_PER_TEST:
         rows.append("")
@@ -154,6 +196,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             lines.append("")
     else:
         lines += ["No test drifted or failed.", ""]
+    locator = Locator()  # each cassette read once for the report
     for t in notable:
         drift = t.get("drift")
         if not isinstance(drift, Mapping):
@@ -168,7 +211,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         cassette = html.escape(display_path(t["cassette"]))
         lines.append(f"Cassette <code>{cassette}</code>, mode {_plain(str(t['mode']))}.")
         lines.append("")
-        lines.extend(drift_table(drift))
+        lines.extend(drift_table(drift, cassette_lines(str(t["cassette"]), str(t["status"]), locator)))
         lines.append("")
         lines.append("</details>")
         lines.append("")
