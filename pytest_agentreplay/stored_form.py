@@ -91,8 +91,10 @@ def _lean_http_fields(event: Document, out: Document) -> None:
 
 
 def _restore_http_fields(event: Document) -> None:
+    if event.get("type") not in _HTTP_EVENTS:
+        return
     request = _inline_request(event)
-    if event.get("type") not in _HTTP_EVENTS or request is None:
+    if request is None:
         return
     method, url = request.get("method"), request.get("url")
     data = event.get("data")
