@@ -79,8 +79,9 @@ _DIGESTS_KEY = "request_item_digests"
 
 
 def _exactly_equal(a: Any, b: Any) -> bool:
-    # == says 1 == True; marshal tells them apart (same parser, same key order: equal bytes).
-    return bool(a == b) and marshal.dumps(a) == marshal.dumps(b)
+    # == says 1 == True; marshal tells them apart (same parser, same key order: equal bytes; format 2
+    # writes no back-references, which would tell a shared string from an equal one).
+    return bool(a == b) and marshal.dumps(a, 2) == marshal.dumps(b, 2)
 
 
 def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
