@@ -28,30 +28,36 @@ def hash_value(value: Any) -> str:
     return sha256_hex(dumps_compact(value))
 
 
-# id(element) -> (element, its digest): holding the element keeps its id from being reused.
+# id(item) -> (item, its canonical JSON): holding the item keeps its id from being reused.
 DigestMemo = dict[int, tuple[Any, str]]
 
 
 def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
-    """The digest of a JSON request body whose lists of objects (a conversation's messages, the tools) are
-    digested item by item: an item object seen before (``memo``, by identity) is not serialised again, so
-    hashing every request of an N-call conversation costs its messages once, not their square."""
-    if not isinstance(body, dict):
+    """:func:`hash_value` of a JSON request body, built from the canonical text of each item of its lists of
+    objects (a conversation's messages, the tools), memoised by identity: an item seen before is not
+    serialised again, so hashing every request of an N-call conversation serialises its messages once."""
+    if not isinstance(body, dict) or memo is None:
         return hash_value(body)
-    memo = {} if memo is None else memo
-    parts: dict[str, Any] = {}
-    for key, value in body.items():
+    parts: list[str] = []
+    try:
+        items = sorted(body.items())
+    except TypeError:
+        return hash_value(body)
+    for key, value in items:
+        if not isinstance(key, str):
+            return hash_value(body)
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            parts[key] = {"#items": [_item_digest(item, memo) for item in value]}
+            text = "[" + ",".join(_item_text(item, memo) for item in value) + "]"
         else:
-            parts[key] = value
-    return hash_value(parts)
+            text = dumps_compact(value)
+        parts.append(dumps_compact(key) + ":" + text)
+    return sha256_hex("{" + ",".join(parts) + "}")
 
 
-def _item_digest(item: Any, memo: DigestMemo) -> str:
+def _item_text(item: Any, memo: DigestMemo) -> str:
     seen = memo.get(id(item))
     if seen is not None and seen[0] is item:
         return seen[1]
-    digest = hash_value(item)
-    memo[id(item)] = (item, digest)
-    return digest
+    text = dumps_compact(item)
+    memo[id(item)] = (item, text)
+    return text

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytest_agentreplay.canonical import dumps_pretty, request_digest
+from pytest_agentreplay.canonical import dumps_pretty, hash_value, request_digest
 from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
 from pytest_agentreplay.store import load_cassette, save_cassette
 from pytest_agentreplay.stored_form import decode_events, encode_events
@@ -168,3 +170,24 @@ def _reseal(doc: dict[str, Any]) -> dict[str, Any]:
     from pytest_agentreplay.store import seal_document
 
     return seal_document(doc["run"], doc["events"])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(max_size=6),
+        json_values | st.lists(st.dictionaries(st.text(max_size=5), json_values, max_size=3), max_size=4),
+        max_size=5,
+    )
+)
+def test_request_digest_is_the_hash_of_the_whole_body(body: dict[str, Any]) -> None:
+    memo: dict[int, tuple[Any, str]] = {}
+    assert request_digest(body, memo) == hash_value(body)
+    assert request_digest(body, memo) == hash_value(body)  # again, from the memo
