@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 from typing import Any
 
 
@@ -21,6 +22,23 @@ def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values, type for type: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``==``
+    says they are); object key order does not matter. Shared objects cost nothing; otherwise one C-level
+    ``==``, then marshal bytes (format 2: no back-references, so a shared string equals an equal one), and
+    only for objects in different key order their sorted JSON."""
+    if a is b:
+        return True
+    if a != b:
+        return False
+    try:
+        if marshal.dumps(a, 2) == marshal.dumps(b, 2):
+            return True
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (TypeError, ValueError):
+        return False
 
 
 def hash_value(value: Any) -> str:

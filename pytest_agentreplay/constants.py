@@ -16,6 +16,9 @@ OLDEST_SUPPORTED_VERSION: Final = 1
 CASSETTE_SUFFIX: Final = ".json"
 BLOB_DIR_NAME: Final = ".blobs"
 DEFAULT_CASSETTE_DIR: Final = "cassettes"
+# The media types of the payloads the HTTP layer records (an exchange's request and response).
+HTTP_REQUEST_MEDIA_TYPE: Final = "application/vnd.agentreplay.http-request+json"
+HTTP_RESPONSE_MEDIA_TYPE: Final = "application/vnd.agentreplay.http-response+json"
 # Payloads whose canonical JSON is larger than this go to the blob store.
 INLINE_PAYLOAD_LIMIT: Final = 2048
 

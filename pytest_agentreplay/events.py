@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .constants import FORMAT_NAME, FORMAT_VERSION
+from .constants import FORMAT_NAME, FORMAT_VERSION, HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 
 EventType = Literal[
     "run.start",
@@ -169,9 +169,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-_HTTP_MEDIA_TYPES = frozenset(
-    {"application/vnd.agentreplay.http-request+json", "application/vnd.agentreplay.http-response+json"}
-)
+_HTTP_MEDIA_TYPES = frozenset({HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE})
 _REF_NAMES = frozenset({"input_ref", "output_ref"})
 
 

@@ -204,7 +204,7 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
     The file is fully validated (schema, its own version's integrity fields) before anything is written,
     then written to a temporary file renamed over it.
     """
-    from .store import build_document, load_versioned, run_to_dict
+    from .store import blob_resolver, build_document, load_versioned, run_to_dict
 
     path = Path(path)
     with path_lock(path):
@@ -213,12 +213,8 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
             return False
         # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
         # blob-stored requests are read so later requests can be stored as deltas over them.
-        store = loaded.blob_store
-        doc = build_document(
-            run_to_dict(loaded.run),
-            loaded.event_dicts(),
-            resolve=lambda ref: store.load(ref["sha256"]) if store.exists(str(ref.get("sha256"))) else None,
-        )
+        resolve = blob_resolver(loaded.blob_store)
+        doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
         if not dry_run:
             atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
     return True

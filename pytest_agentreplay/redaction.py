@@ -154,18 +154,9 @@ _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anth
 
 # Large strings (conversation messages resent with every call) are redacted once per Redactor.
 _CACHE_MIN_CHARS = 48
+_CACHE_MAX_CHARS = 8_000_000
 _MISSING = object()
 _MAX_IDS = 200_000
-
-
-def _sorted_items(value: dict[Any, Any]) -> Iterable[tuple[Any, Any]]:
-    try:
-        return sorted(value.items(), key=lambda item: item[0])
-    except TypeError:  # keys of mixed types: not JSON, keep them as they come
-        return value.items()
-
-
-_CACHE_MAX_CHARS = 8_000_000
 _JSON_DUMP_FORMATS: tuple[dict[str, Any], ...] = (
     {"separators": (",", ":"), "ensure_ascii": False},
     {"ensure_ascii": True},
@@ -293,8 +284,8 @@ class Redactor:
         self._cached_chars = 0
         # A conversation resends its history on every call: each message (a list element) is redacted
         # once per run, keyed by its canonical text, and the redacted copy is shared by every request.
-        self._element_cache: dict[tuple[bool, bool, str], Any] = {}
-        self._element_ids: dict[tuple[int, bool, bool], tuple[Any, Any]] = {}
+        self._element_cache: dict[tuple[bool, str], Any] = {}
+        self._element_ids: dict[tuple[int, bool], tuple[Any, Any]] = {}
         # Off for the process-wide default redactor: it would keep every object it saw alive.
         self.remember_objects = True
         self._element_chars = 0
@@ -379,62 +370,55 @@ class Redactor:
 
     # -- redaction -------------------------------------------------------------------------------
 
-    def redact(self, value: Any, *, keys: bool = True, sort: bool = False) -> Any:
-        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules.
-
-        ``sort`` puts object keys in canonical order, as a stored cassette has them, so a replayed event
-        compares with its recording in one C-level pass."""
+    def redact(self, value: Any, *, keys: bool = True) -> Any:
+        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules."""
         if isinstance(value, str):
             return self.redact_string(value, keys=keys)
         if isinstance(value, dict):
             if _is_body(value):
-                return self.redact_body(value, keys=keys, sort=sort)
+                return self.redact_body(value, keys=keys)
             out: dict[str, Any] = {}
-            # Keys in canonical (sorted) order, as a stored cassette has them, so a replayed event compares
-            # with its recording in one C-level pass instead of a walk.
-            for k, v in _sorted_items(value) if sort else value.items():
+            for k, v in value.items():
                 new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
                 if keys and isinstance(k, str) and self.is_secret_name(k) and not _is_exempt(v):
                     out[new_key] = REDACTED
                 elif keys and k == "headers" and isinstance(v, dict | list):
                     out[new_key] = self.redact_headers(v)
                 else:
-                    out[new_key] = self.redact(v, keys=keys, sort=sort)
+                    out[new_key] = self.redact(v, keys=keys)
             return out
         if isinstance(value, list):
             if keys and _is_header_pair(value) and self.is_secret_name(value[0]) and not _is_exempt(value[1]):
                 return [value[0], REDACTED]
             return [
-                self._redact_element(v, keys, sort)
-                if isinstance(v, dict | list)
-                else self.redact(v, keys=keys, sort=sort)
+                self._redact_element(v, keys) if isinstance(v, dict | list) else self.redact(v, keys=keys)
                 for v in value
             ]
         return value
 
-    def _redact_element(self, value: Any, keys: bool, sort: bool) -> Any:
+    def _redact_element(self, value: Any, keys: bool) -> Any:
         # The same object again (a history shared between requests, see http.recording.share_repeats).
         if not self.remember_objects:
-            return self._redact_element_by_content(value, keys, sort)
-        seen = self._element_ids.get((id(value), keys, sort))
+            return self._redact_element_by_content(value, keys)
+        seen = self._element_ids.get((id(value), keys))
         if seen is not None and seen[0] is value:
             return seen[1]
-        out = self._redact_element_by_content(value, keys, sort)
+        out = self._redact_element_by_content(value, keys)
         if len(self._element_ids) >= _MAX_IDS:
             self._element_ids.clear()
-        self._element_ids[(id(value), keys, sort)] = (value, out)  # holding value keeps its id unique
+        self._element_ids[(id(value), keys)] = (value, out)  # holding value keeps its id unique
         return out
 
-    def _redact_element_by_content(self, value: Any, keys: bool, sort: bool) -> Any:
+    def _redact_element_by_content(self, value: Any, keys: bool) -> Any:
         try:
-            text = json.dumps(value, sort_keys=sort, ensure_ascii=False, separators=(",", ":"))
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):
-            return self.redact(value, keys=keys, sort=sort)
-        cache_key = (keys, sort, text)
+            return self.redact(value, keys=keys)
+        cache_key = (keys, text)
         cached = self._element_cache.get(cache_key, _MISSING)
         if cached is not _MISSING:
             return cached
-        out = self.redact(value, keys=keys, sort=sort)
+        out = self.redact(value, keys=keys)
         if self._element_chars + len(text) > _CACHE_MAX_CHARS:
             self._element_cache.clear()
             self._element_chars = 0
@@ -489,7 +473,7 @@ class Redactor:
             # JSON inside a JSON string (an OpenAI tool call's "arguments"): its keys count too.
             parsed = _try_json(text)
             if isinstance(parsed, dict | list):
-                redacted = self.redact(parsed, keys=True, sort=False)
+                redacted = self.redact(parsed, keys=True)
                 if redacted != parsed:
                     out = _dump_like(redacted, text)
         if _may_hold_value(out):
@@ -555,7 +539,7 @@ class Redactor:
                     spans.append(match.span(group))
         return _merge(spans)
 
-    def redact_body(self, body: dict[str, Any], *, keys: bool = True, sort: bool = False) -> dict[str, Any]:
+    def redact_body(self, body: dict[str, Any], *, keys: bool = True) -> dict[str, Any]:
         """Redact an HTTP body (``json``/``text``/``base64``/``sse``) through its decoded view.
 
         JSON is recognised by content, whatever the content type (``text/plain`` too; matching only
@@ -566,7 +550,7 @@ class Redactor:
         ctype = content_type.lower() if isinstance(content_type, str) else ""
         out = {k: self.redact(v, keys=keys) for k, v in body.items() if k not in _BODY_KINDS}
         if "json" in body:
-            out["json"] = self.redact(body["json"], keys=keys, sort=sort)
+            out["json"] = self.redact(body["json"], keys=keys)
         if isinstance(body.get("text"), str):
             out.update(self._redact_text_body(body["text"], ctype, keys))
         elif "text" in body:

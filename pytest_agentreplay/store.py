@@ -416,13 +416,13 @@ def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
 
 
 def _load(
-    path: Path, mode: str | None, *, migrate: bool = False, blob_dir: Path | None = None
+    path: Path, mode: str | None, *, migrate: bool = False, store: BlobStore | None = None
 ) -> tuple[Document, int, CassetteDoc]:
     """(the document as stored, the version the file had, the validated model with in-memory events)."""
     data = read_cassette_bytes(path, mode)
     raw = _parse(data, path, mode)
     version = _check_header(raw, path, mode)
-    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    store = store if store is not None else BlobStore(default_blob_dir(path))
     problems: list[ChainProblem] = []
     doc: CassetteDoc | None = None
     try:
@@ -501,14 +501,9 @@ def decode_stored_events(raw: Document, path: Path, store: BlobStore) -> list[An
     if not isinstance(events, list) or not isinstance(run, dict):
         return events if isinstance(events, list) else []  # the schema check names what is wrong
     run_id = run.get("run_id")
-
-    def resolve(ref: Mapping[str, Any]) -> Any:
-        sha = ref.get("sha256")
-        if not isinstance(sha, str):
-            return None
-        return store.load(sha)
-
-    return decode_events(events, run_id if isinstance(run_id, str) else "", source=str(path), resolve=resolve)
+    return decode_events(
+        events, run_id if isinstance(run_id, str) else "", source=str(path), resolve=blob_resolver(store)
+    )
 
 
 def _check_event_keys(raw: Document, path: Path) -> None:
@@ -568,8 +563,8 @@ def _load_cassette(
     migrate: bool = False,
 ) -> tuple[LoadedCassette, int]:
     path = Path(path)
-    raw, version, doc = _load(path, mode, migrate=migrate, blob_dir=blob_dir)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    raw, version, doc = _load(path, mode, migrate=migrate, store=store)
     loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():
@@ -782,17 +777,19 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
         ) from None
 
 
-def _blob_reader(store: BlobStore, source: BlobStore | None) -> Callable[[Mapping[str, Any]], Any]:
-    def read(ref: Mapping[str, Any]) -> Any:
+def blob_resolver(store: BlobStore, source: BlobStore | None = None) -> Callable[[Mapping[str, Any]], Any]:
+    """``resolve(ref)`` for :mod:`stored_form`: the payload a ref keeps in ``store`` (or in ``source``, the
+    store a cassette being rewritten was loaded from); a missing or damaged blob is a ``CassetteError``."""
+
+    def resolve(ref: Mapping[str, Any]) -> Any:
         sha = ref.get("sha256")
         if not isinstance(sha, str):
             return None
-        for candidate in (store, source):
-            if candidate is not None and candidate.exists(sha):
-                return candidate.load(sha)
-        return None
+        if source is not None and not store.exists(sha) and source.exists(sha):
+            return source.load(sha)
+        return store.load(sha)
 
-    return read
+    return resolve
 
 
 def save_cassette(
@@ -832,7 +829,7 @@ def save_cassette(
             # is seen through the same decoded view redaction used.
             whole.extend(redactor.find_secrets(current, f"events[{index}]"))
             event_dicts.append(current)
-        stored = encode_events(event_dicts, run.run_id, resolve=_blob_reader(store, source_blob_store))
+        stored = encode_events(event_dicts, run.run_id, resolve=blob_resolver(store, source_blob_store))
         for index, current in enumerate(stored):
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)

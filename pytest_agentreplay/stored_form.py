@@ -31,15 +31,15 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .canonical import DigestMemo, request_digest
+from .canonical import DigestMemo, request_digest, same_json
+from .constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
+from .constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from .exceptions import CassetteError, CassetteSchemaError
 
 Document = dict[str, Any]
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
 Resolver = Callable[[Mapping[str, Any]], Any]
 
-REQUEST_MEDIA_TYPE = "application/vnd.agentreplay.http-request+json"
-RESPONSE_MEDIA_TYPE = "application/vnd.agentreplay.http-response+json"
 _MEDIA_ALIASES = {REQUEST_MEDIA_TYPE: "@http-request", RESPONSE_MEDIA_TYPE: "@http-response"}
 _MEDIA_FULL = {alias: full for full, alias in _MEDIA_ALIASES.items()}
 _REF_FIELDS = ("input_ref", "output_ref")
@@ -117,7 +117,7 @@ def _lean_response(ref: dict[str, Any]) -> dict[str, Any]:
         parsed = json.loads(body["raw"])
     except ValueError:
         return ref
-    if not _same_value(parsed, body["json"]):
+    if not same_json(parsed, body["json"]):
         return ref
     lean_body = {k: v for k, v in body.items() if k != "json"}
     return {**ref, "inline": {**payload, "body": lean_body}}
@@ -145,23 +145,6 @@ def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # -- encoding ---------------------------------------------------------------------------------------
 
 
-def _strict_text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _same_value(a: Any, b: Any) -> bool:
-    """Equal as JSON (``true`` is not ``1``); shared objects (the redactor shares repeated messages)
-    cost nothing."""
-    if a is b:
-        return True
-    if a != b:
-        return False
-    try:
-        return _strict_text(a) == _strict_text(b)
-    except (TypeError, ValueError):
-        return False
-
-
 def _request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] | None:
     """(method, url), headers and JSON object body of a full HTTP request payload, else None: the
     requests a later one may be stored as a delta over (encoder and decoder count the same ones)."""
@@ -185,13 +168,13 @@ def _json_delta(base: dict[str, Any], current: dict[str, Any]) -> tuple[dict[str
     for key, value in current.items():
         if key in base:
             old = base[key]
-            if _same_value(old, value):
+            if same_json(old, value):
                 same.append(key)
                 continue
             if isinstance(old, list) and isinstance(value, list) and old and len(value) >= len(old):
                 keep = 0
                 for a, b in zip(old, value, strict=False):
-                    if not _same_value(a, b):
+                    if not same_json(a, b):
                         break
                     keep += 1
                 if keep:
@@ -228,26 +211,18 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
             if not isinstance(ref, dict):
                 continue
             new_ref = dict(ref)
-            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE and blind:
-                last_headers = _ABSENT
-            elif name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE:
+            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE:
                 payload = ref.get("inline")
-                resolved = None
-                if payload is None and ref.get("sha256") is not None:
-                    if resolve is not None:
-                        try:
-                            resolved = resolve(ref)
-                        except Exception:  # an unreadable blob only ends delta encoding
-                            resolved = None
-                    blind = resolved is None
-                    # Kept in the blob store as it is; counted, so later deltas may build on it.
-                    parts = None if blind else _request_parts(resolved)
+                # A request kept in the blob store stays there; read, it still counts as a base.
+                full = _read(resolve, ref) if payload is None and ref.get("sha256") is not None else payload
+                blind = blind or (full is None and ref.get("sha256") is not None)
+                if blind:
+                    last_headers = _ABSENT
                 else:
-                    parts = _request_parts(payload)
-                if parts is not None:
-                    new_ref = _delta_ref(new_ref, payload, parts, earlier)
-                full = payload if isinstance(payload, dict) else resolved if ref.get("sha256") else None
-                new_ref, last_headers = _prev_headers(new_ref, full, last_headers)
+                    parts = _request_parts(full)
+                    if parts is not None:
+                        new_ref = _delta_ref(new_ref, payload, parts, earlier)
+                    new_ref, last_headers = _prev_headers(new_ref, full, last_headers)
             elif name == "output_ref" and ref.get("media_type") == RESPONSE_MEDIA_TYPE:
                 new_ref = _lean_response(new_ref)
             if new_ref.get("data_class") == "internal":
@@ -260,6 +235,16 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
             out[name] = new_ref
         stored.append(out)
     return stored
+
+
+def _read(resolve: Resolver | None, ref: Mapping[str, Any]) -> Any:
+    """A blob-stored request, or None when it cannot be read."""
+    if resolve is None:
+        return None
+    try:
+        return resolve(ref)
+    except Exception:  # an unreadable blob only ends delta encoding
+        return None
 
 
 def _request_json(event: Mapping[str, Any]) -> Any:
@@ -300,7 +285,7 @@ def _prev_headers(ref: dict[str, Any], full: Any, last: Any) -> tuple[dict[str, 
         and isinstance(inline.get("headers"), dict)
         and DELTA not in inline
         and last is not _ABSENT
-        and _same_value(last, headers)
+        and same_json(last, headers)
     ):
         ref = {**ref, "inline": {**inline, "headers": _PREV}}
     return ref, headers if isinstance(headers, dict) else _ABSENT
@@ -321,7 +306,7 @@ def _delta_ref(
             if not json_spec or (best is not None and cost >= best[0]):
                 continue
             spec: dict[str, Any] = {"back": back}
-            if _same_value(base_headers, headers):
+            if same_json(base_headers, headers):
                 spec["headers"] = "same"
             elif isinstance(base_headers, dict) and isinstance(headers, dict):
                 # Most headers repeat; content-length and a retry count change from call to call.
@@ -339,7 +324,7 @@ def _delta_ref(
     if spec.get("headers") == "base":
         base_headers = history[-1 - back][0]
         inline["headers"] = {
-            k: v for k, v in headers.items() if not _same_value(base_headers.get(k, _ABSENT), v)
+            k: v for k, v in headers.items() if not same_json(base_headers.get(k, _ABSENT), v)
         }
     elif "headers" not in spec and "headers" in payload:
         inline["headers"] = payload["headers"]

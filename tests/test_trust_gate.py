@@ -425,15 +425,23 @@ def test_an_allowed_name_resolved_by_one_test_does_not_admit_its_ip_for_the_next
         test_order="""
 import os
 import threading
-import time
 import httpx
+
+STOP = threading.Event()
+LEFT = []
 
 def test_first_by_name():
     httpx.get(os.environ["GATE_BASE"].replace("127.0.0.1", "localhost") + "/ok")
-    threading.Thread(target=time.sleep, args=(1,), daemon=True).start()
+    LEFT.append(threading.Thread(target=STOP.wait, args=(30,), daemon=True))
+    LEFT[0].start()
 
 def test_then_by_address():
-    httpx.get(os.environ["GATE_BASE"] + "/live")
+    try:
+        httpx.get(os.environ["GATE_BASE"] + "/live")
+    finally:
+        # Ended before the session does: a guard kept installed would outlive it in this process.
+        STOP.set()
+        LEFT[0].join()
 """
     )
     result = pytester.runpytest("--agentreplay-block-network", "--agentreplay-allow-hosts=localhost")

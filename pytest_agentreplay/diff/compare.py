@@ -6,12 +6,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import marshal
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from ..canonical import dumps_compact
+from ..canonical import dumps_compact, same_json
 from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, join_path
@@ -63,35 +62,15 @@ def event_label(event: Event) -> str:
     return " ".join(str(p) for p in parts if p)
 
 
-def _strict_bytes(value: Any) -> bytes | str:
-    """A type-exact serialisation for telling ``True`` from ``1`` and ``1`` from ``1.0`` after ``==``
-    said equal. marshal format 2 writes no back-references, so equal values give equal bytes."""
-    try:
-        return marshal.dumps(value, 2)
-    except ValueError:
-        return repr(value)
-
-
-def _sorted_text(value: Any) -> str | None:
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError):
-        return None
-
-
 def events_equal(a: Event, b: Event) -> bool:
-    """Cheap equality of two events without their volatile envelope: one C-level ``==`` (the answer
-    comparing canonical hashes gives, without serialising to JSON), confirmed type-exactly so ``true``
-    vs ``1`` is not taken as equal. A false "different" (key order) only costs a walk that finds nothing."""
-    keys = set(a) | set(b)
-    for key in keys:
-        if key in VOLATILE_ENVELOPE:
-            continue
-        va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-        # A payload the replay shares with its recording (see replay.replayed_history) costs nothing here.
-        if va is not vb and not (va == vb and _strict_bytes(va) == _strict_bytes(vb)):
-            return False
-    return True
+    """Cheap equality of two events without their volatile envelope, field by field at C speed and type for
+    type (``true`` is not ``1``); a payload the replay shares with its recording (see
+    ``replay.replayed_history``) costs nothing."""
+    return all(
+        same_json(a.get(key, ABSENT), b.get(key, ABSENT))
+        for key in set(a) | set(b)
+        if key not in VOLATILE_ENVELOPE
+    )
 
 
 def _seq(event: Event, index: int) -> int:
@@ -108,15 +87,8 @@ def _same(a: Any, b: Any) -> bool:
     if a is b:
         return True
     if isinstance(a, dict | list):
-        # == first (C speed), then type-exact bytes tell True from 1 inside; key order (a live body
-        # against its canonical recording) is settled by sorted JSON, also at C speed, before the walk
-        # would descend into every item to find nothing.
-        if a != b:
-            return False
-        if _strict_bytes(a) == _strict_bytes(b):
-            return True
-        text = _sorted_text(a)
-        return text is not None and text == _sorted_text(b)
+        # Settled at C speed (key order included) before the walk would descend into every item.
+        return same_json(a, b)
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 

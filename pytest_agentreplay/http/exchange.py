@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..constants import REDACTED
+from ..constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
 from . import bodies, sse
 
-REQUEST_MEDIA_TYPE = "application/vnd.agentreplay.http-request+json"
-RESPONSE_MEDIA_TYPE = "application/vnd.agentreplay.http-response+json"
+REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
+RESPONSE_MEDIA_TYPE = HTTP_RESPONSE_MEDIA_TYPE
 
 # Headers whose values are credentials: never stored (the cassette is committed to a repository).
 SECRET_HEADERS = frozenset(

@@ -7,14 +7,13 @@ emits the event once the body ends (or the client closes it early).
 
 from __future__ import annotations
 
-import marshal
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..canonical import DigestMemo, request_digest
+from ..canonical import DigestMemo, request_digest, same_json
 from ..events import EffectInfo, PayloadRef, ToolInfo
 from . import bodies
 from .bodies import Decoder
@@ -78,12 +77,6 @@ _SHARED_KEY = "shared_request_bodies"
 _DIGESTS_KEY = "request_item_digests"
 
 
-def _exactly_equal(a: Any, b: Any) -> bool:
-    # == says 1 == True; marshal tells them apart (same parser, same key order: equal bytes; format 2
-    # writes no back-references, which would tell a shared string from an equal one).
-    return bool(a == b) and marshal.dumps(a, 2) == marshal.dumps(b, 2)
-
-
 def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     """Make a request body's repeated parts the very objects of the previous request to the same endpoint.
 
@@ -106,17 +99,17 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
             continue
         if isinstance(value, list) and isinstance(old, list):
             kept = min(len(value), len(old))
-            if kept and _exactly_equal(value[:kept], old[:kept]):
+            if kept and same_json(value[:kept], old[:kept]):
                 value[:kept] = old[:kept]  # the usual case, settled in two C-level passes
                 continue
             for index in range(kept):
                 item, before = value[index], old[index]
                 if item is before:
                     continue
-                if not _exactly_equal(item, before):
+                if not same_json(item, before):
                     break
                 value[index] = before
-        elif isinstance(value, dict | list) and _exactly_equal(value, old):
+        elif isinstance(value, dict | list) and same_json(value, old):
             body[name] = old
 
 

@@ -12,10 +12,10 @@ recorded part is redacted already, and redacting it again changes nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..canonical import same_json
 from ..events import Event, event_to_shared_dict
 from ..redaction import Redactor
 
@@ -24,18 +24,6 @@ Document = dict[str, Any]
 
 # The parts of an event that may hold something to redact, each checked against the recording on its own.
 _PARTS = ("data", "tool", "effect", "input_ref", "output_ref")
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON values (``true`` is not ``1``; Python's ``==`` says it is)."""
-    if a is b:
-        return True
-    if a != b:
-        return False
-    try:
-        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    except (TypeError, ValueError):
-        return False
 
 
 def _without_json(ref: Any) -> Any:
@@ -76,7 +64,7 @@ def redacted_replay(
         known = by_hash.get(digest) if isinstance(digest, str) else None
         if known is not None:
             live_rest = _without_json(current.get("input_ref"))
-            if live_rest is not None and _same(redactor.redact(live_rest), _without_json(known)):
+            if live_rest is not None and same_json(redactor.redact(live_rest), _without_json(known)):
                 reused["input_ref"] = known
         if twin is not None and twin.get("type") == current.get("type"):
             for part in _PARTS:
@@ -84,11 +72,11 @@ def redacted_replay(
                     part not in reused
                     and part in current
                     and part in twin
-                    and _same(current[part], twin[part])
+                    and same_json(current[part], twin[part])
                 ):
                     reused[part] = twin[part]
         rest = {k: v for k, v in current.items() if k not in reused}
-        out.append({**redactor.redact(rest, sort=True), **reused})
+        out.append({**redactor.redact(rest), **reused})
     return out
 
 

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..constants import HTTP_REQUEST_MEDIA_TYPE
+
 # A blob-stored payload by its sha256 (None when it cannot be read).
 BlobReader = Callable[[str], Any]
 
-_REQUEST_MEDIA = ("@http-request", "application/vnd.agentreplay.http-request+json")
+_REQUEST_MEDIA = ("@http-request", HTTP_REQUEST_MEDIA_TYPE)  # as stored, or as written by hand
 _LEAN_DATA_FIELDS = ("method", "url")
 _TOKEN = re.compile(
     r'"[^"\\]*(?:\\.[^"\\]*)*"'  # a string (one C-level match, however long)
