@@ -310,6 +310,10 @@ class SessionHooks:
             setattr(report, STATUS_ATTRIBUTE, status)
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
             report.user_properties.extend(junit_properties(status))
+            # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
+            # as long as the session does, where every full garbage collection would walk it again.
+            if test_run is not None:
+                del item.stash[TEST_RUN_KEY]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -15,6 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import run_in
 
 from pytest_agentreplay.http import bodies, sse
@@ -237,3 +239,54 @@ def test_every_shared_cassette_body_is_served_byte_for_byte(path: Path) -> None:
         assert bodies.body_bytes(stored["body"]) == expected, item["request"]["uri"]
         checked += 1
     assert checked
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+def _format_by_trying_all(raw: bytes, value: object, sort_keys: bool) -> str | bool | None:
+    """What ``_detect_format`` answers by definition: the first format, in order, that reproduces ``raw``."""
+    text = raw.decode("utf-8")
+    newline = text.endswith("\n")
+    core = text[:-1] if newline else text
+    for name, kwargs in bodies._JSON_FORMATS.items():
+        if json.dumps(value, sort_keys=sort_keys, **kwargs) == core:
+            return f"{name or 'compact'}+nl" if newline else name
+    return False
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=_JSON_VALUES,
+    written_as=st.sampled_from(sorted(bodies._JSON_FORMATS, key=str)),
+    written_sorted=st.booleans(),
+    asked_sorted=st.booleans(),
+    newline=st.booleans(),
+)
+def test_format_detection_skips_only_formats_that_cannot_match(
+    value: object, written_as: str | None, written_sorted: bool, asked_sorted: bool, newline: bool
+) -> None:
+    """The first characters rule formats out before anything is serialised; the answer never changes."""
+    text = json.dumps(value, sort_keys=written_sorted, **bodies._JSON_FORMATS[written_as])
+    raw = (text + ("\n" if newline else "")).encode("utf-8")
+    assert bodies._detect_format(raw, value, asked_sorted) == _format_by_trying_all(raw, value, asked_sorted)
+
+
+def test_a_spaced_request_body_is_serialised_once_to_find_its_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hé"}] * 3, "temperature": 0}
+    raw = json.dumps(body).encode()  # what httpx's json= sends: ", " and ": ", ASCII escapes
+    calls: list[dict[str, object]] = []
+    real_dumps = json.dumps
+
+    def counting_dumps(value: object, **kwargs: object) -> str:
+        calls.append(kwargs)
+        return real_dumps(value, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bodies.json, "dumps", counting_dumps)
+    assert bodies._detect_format(raw, body) == "spaced"
+    tried = [c for c in calls if "sort_keys" in c]
+    assert len(tried) == 1

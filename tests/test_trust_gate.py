@@ -576,3 +576,41 @@ def test_clients_first_imported_inside_a_replaying_test_are_served(
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentreplay-block-network")
     result.assert_outcomes(passed=1)
     assert server == []
+
+
+RELEASED = """
+import gc
+import os
+
+import httpx
+import pytest
+
+from pytest_agentreplay.capture import RunContext
+from pytest_agentreplay.store import LoadedCassette
+
+
+@pytest.mark.agentreplay
+def test_replayed():
+    assert httpx.get(os.environ["GATE_BASE"] + "/r").json()["path"] == "/r"
+
+
+def test_after():
+    gc.collect()
+    # Only this session's: pytester runs it inside a process that may hold other sessions' runs.
+    runs = [o for o in gc.get_objects() if isinstance(o, RunContext)]
+    cassettes = [o for o in gc.get_objects() if isinstance(o, LoadedCassette)]
+    assert [r for r in runs if r.settings.get("nodeid") == "test_released.py::test_replayed"] == []
+    assert [c for c in cassettes if c.path.parts[-2:] == ("test_released", "test_replayed.json")] == []
+"""
+
+
+def test_a_judged_test_does_not_keep_its_run_alive_for_the_rest_of_the_session(
+    pytester: pytest.Pytester, server: list[str]
+) -> None:
+    """Its loaded cassette and replayed history are freed once the test is judged: kept by the item, every
+    later full garbage collection of the session (pytest runs several at its end) would walk them again."""
+    pytester.makepyfile(test_released=RELEASED)
+    pytester.runpytest("--agentreplay-record=all", "-p", "no:randomly").assert_outcomes(passed=2)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    assert server == ["GET /r"]

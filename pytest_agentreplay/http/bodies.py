@@ -40,7 +40,10 @@ def _detect_format(raw: bytes, value: Any, sort_keys: bool = False) -> str | boo
         return False
     newline = text.endswith("\n")
     core = text[:-1] if newline else text
+    opening = _opening(value, sort_keys)
     for name, kwargs in _JSON_FORMATS.items():
+        if not _may_be(core, kwargs, opening):
+            continue
         try:
             if json.dumps(value, sort_keys=sort_keys, **kwargs) == core:
                 if newline:
@@ -49,6 +52,41 @@ def _detect_format(raw: bytes, value: Any, sort_keys: bool = False) -> str | boo
         except (TypeError, ValueError):
             return False
     return False
+
+
+def _opening(value: Any, sort_keys: bool) -> tuple[str, str] | None:
+    """How a non-empty object's text begins: ``{``, its first key (ASCII-escaped, and as is), a colon."""
+    if not isinstance(value, dict) or not value:
+        return None
+    try:
+        first = min(value) if sort_keys else next(iter(value))
+    except TypeError:
+        return None
+    if not isinstance(first, str):
+        return None
+    return "{" + json.dumps(first) + ":", "{" + json.dumps(first, ensure_ascii=False) + ":"
+
+
+def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) -> bool:
+    """False when ``core`` cannot be the output of ``json.dumps(value, **kwargs)``, told from its first
+    characters alone: a mismatch found here saves serialising the whole body (a conversation's request is
+    tried against each format in turn, and most clients send the third one)."""
+    ascii_only = kwargs.get("ensure_ascii", True)
+    if ascii_only and not core.isascii():
+        return False
+    indented = kwargs.get("indent") is not None
+    if core[:2] in ("{\n", "[\n"):
+        return indented
+    if indented and core[:1] in "{[" and core[1:2] not in "}]":
+        return False
+    if opening is None:
+        return True
+    prefix = opening[0] if ascii_only else opening[1]
+    if indented or not core.startswith(prefix):
+        return False  # an indented object's text starts with "{\n", tried above
+    spaced = kwargs.get("separators") is None
+    # A JSON value's text never starts with a space: the character after the colon tells the separator.
+    return (core[len(prefix) : len(prefix) + 1] == " ") == spaced
 
 
 # One encoder per format, built once: ``json.dumps`` with options builds a new encoder per call.

@@ -5,9 +5,11 @@ the two are compared. A conversation resends its whole history on every model ca
 replayed request whole costs the square of the conversation. A model call whose request body hashes like a
 recorded one (``data.request_hash``, taken over the body before redaction) sent the same body: its redacted
 form is the recorded one, so the recorded request is used as it is and only its small rest (method, URL,
-headers, content type) is redacted and checked. Likewise any other part of an event (its data, tool, refs)
-equal, type for type, to the part of the recorded event at the same position needs no redaction: the
-recorded part is redacted already, and redacting it again changes nothing.
+headers, content type) is redacted and checked. Likewise any field of an event (its data, tool, refs,
+timestamp) equal, type for type, to the same field of the recorded event at the same position needs no
+redaction: the recorded field is redacted already, and redacting it again changes nothing. An event's data
+is matched so key by key (its latency always differs). Redaction looks at a key and its value, never at
+their neighbours, so redacting an event field by field is redacting it whole.
 """
 
 from __future__ import annotations
@@ -20,10 +22,6 @@ from ..events import Event, event_to_shared_dict
 from ..redaction import Redactor
 
 Document = dict[str, Any]
-
-
-# The parts of an event that may hold something to redact, each checked against the recording on its own.
-_PARTS = ("data", "tool", "effect", "input_ref", "output_ref")
 
 
 def _without_json(ref: Any) -> Any:
@@ -66,17 +64,34 @@ def redacted_replay(
             live_rest = _without_json(current.get("input_ref"))
             if live_rest is not None and same_json(redactor.redact(live_rest), _without_json(known)):
                 reused["input_ref"] = known
-        if twin is not None and twin.get("type") == current.get("type"):
-            for part in _PARTS:
-                if (
-                    part not in reused
-                    and part in current
-                    and part in twin
-                    and same_json(current[part], twin[part])
-                ):
-                    reused[part] = twin[part]
-        rest = {k: v for k, v in current.items() if k not in reused}
-        out.append({**redactor.redact(rest), **reused})
+        if twin is not None and twin.get("type") != current.get("type"):
+            twin = None
+        event_out: Document = {}
+        for key, value in current.items():
+            if key in reused:
+                event_out[key] = reused[key]
+            elif twin is not None and key in twin and same_json(value, twin[key]):
+                event_out[key] = twin[key]
+            elif twin is not None and key == "data":
+                event_out[key] = _data_over_twin(value, twin.get(key), redactor)
+            else:
+                event_out.update(redactor.redact({key: value}))
+        out.append(event_out)
+    return out
+
+
+def _data_over_twin(data: Any, twin: Any, redactor: Redactor) -> Any:
+    """An event's data redacted, key by key: a value equal to the recorded one at the same key is the
+    recorded (already redacted) value, so a replayed call that differs from its recording only by its
+    latency redacts one number. Redaction looks at a key and its value, never at their neighbours."""
+    if not isinstance(data, dict) or not isinstance(twin, dict) or "content_type" in data:
+        return redactor.redact(data)  # a dict shaped like a body is redacted as one, whole
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in twin and same_json(value, twin[key]):
+            out[key] = twin[key]
+        else:
+            out.update(redactor.redact({key: value}))
     return out
 
 
