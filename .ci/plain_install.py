@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-AGENT_TEST = '''
+AGENT_TEST = """
 import os
 
 import httpx
@@ -38,12 +38,12 @@ def test_note_agent():
     )
     assert created.status_code == 201
     assert httpx.get(base + "/v1/notes/" + created.json()["id"]).json()["id"] == created.json()["id"]
-'''
+"""
 
-UNRELATED_TEST = '''
+UNRELATED_TEST = """
 def test_x():
     assert 1
-'''
+"""
 
 
 class Counter(BaseHTTPRequestHandler):

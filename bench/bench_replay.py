@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentreplay.capture import Recorder, RunContext, pop_active, push_active
-from pytest_agentreplay.events import Event, RunMeta
+from pytest_agentreplay.core.capture import Recorder, RunContext, pop_active, push_active
+from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.http import install
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from pytest_agentreplay.canonical import dumps_pretty
-from pytest_agentreplay.capture import Recorder, RunContext, activate
-from pytest_agentreplay.events import RunMeta
+from pytest_agentreplay.core.canonical import dumps_pretty
+from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+from pytest_agentreplay.core.events import RunMeta
 
 N = 200_000
 

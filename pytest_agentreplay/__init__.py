@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from .api import (
         tool as tool,
     )
-    from .capture import current_run as current_run
-    from .capture import state_hash as state_hash
-    from .constants import FORMAT_VERSION as FORMAT_VERSION
+    from .core.capture import current_run as current_run
+    from .core.capture import state_hash as state_hash
+    from .core.constants import FORMAT_VERSION as FORMAT_VERSION
+    from .core.runtime_values import record_value as record_value
     from .exceptions import (
         AgentReplayError as AgentReplayError,
     )
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from .exceptions import (
         UnmatchedRequestError as UnmatchedRequestError,
     )
-    from .runtime_values import record_value as record_value
 
 _WHERE = {
     "RecordedToolError": "api",
@@ -67,11 +67,11 @@ _WHERE = {
     "record_policy": "api",
     "record_retrieval": "api",
     "record_state": "api",
-    "record_value": "runtime_values",
+    "record_value": "core.runtime_values",
     "tool": "api",
-    "current_run": "capture",
-    "state_hash": "capture",
-    "FORMAT_VERSION": "constants",
+    "current_run": "core.capture",
+    "state_hash": "core.capture",
+    "FORMAT_VERSION": "core.constants",
     "AgentReplayError": "exceptions",
     "CassetteError": "exceptions",
     "ConfigError": "exceptions",

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from .canonical import hash_value
-from .capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
-from .events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
+from .core.canonical import hash_value
+from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
+from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -355,8 +355,8 @@ def capture_run(
         return
     import uuid
 
-    from .capture import utc_now
-    from .store import save_cassette
+    from .cassette.store import save_cassette
+    from .core.capture import utc_now
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
     ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))

@@ -18,11 +18,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR, FORMAT_NAME, REPLAY_MODES
+from .core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR, FORMAT_NAME, REPLAY_MODES
 from .exceptions import AgentReplayError, CassetteError, CassetteIntegrityError, ConfigError
 
 if TYPE_CHECKING:
-    from .store import LoadedCassette
+    from .cassette.store import LoadedCassette
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -74,7 +74,7 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
 
 
 def _project_table() -> dict[str, Any]:
-    from .config import read_pyproject_table
+    from .core.config import read_pyproject_table
 
     return read_pyproject_table(Path.cwd())
 
@@ -83,11 +83,11 @@ def _load_unchecked(path: Path) -> LoadedCassette | None:
     """Load a cassette whose integrity check fails, so the other checks can still run on it."""
     from pydantic import ValidationError
 
-    from .blobs import BlobStore
-    from .constants import FORMAT_VERSION
-    from .events import CASSETTE_ADAPTER
-    from .migrations import migrate_document
-    from .store import LoadedCassette, decode_stored_events, default_blob_dir, read_cassette_bytes
+    from .cassette.blobs import BlobStore
+    from .cassette.migrations import migrate_document
+    from .cassette.store import LoadedCassette, decode_stored_events, default_blob_dir, read_cassette_bytes
+    from .core.constants import FORMAT_VERSION
+    from .core.events import CASSETTE_ADAPTER
 
     store = BlobStore(default_blob_dir(path))
     try:
@@ -120,9 +120,9 @@ def _error_lines(exc: AgentReplayError) -> list[str]:
 def cassette_problems(path: Path) -> list[str]:
     """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
     whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
-    from .audit import audit_problems
-    from .store import load_cassette
-    from .validation import replay_problems
+    from .cassette.store import load_cassette
+    from .cassette.validation import replay_problems
+    from .replay.audit import audit_problems
 
     try:
         loaded = load_cassette(path)
@@ -144,8 +144,8 @@ def cassette_problems(path: Path) -> list[str]:
 
 def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
     """A cassette to render and its audit problems; a broken chain is a problem, not a failure."""
-    from .audit import audit_problems
-    from .store import load_cassette
+    from .cassette.store import load_cassette
+    from .replay.audit import audit_problems
 
     try:
         loaded = load_cassette(path, mode="audit")
@@ -161,8 +161,8 @@ def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from .events import event_to_dict
-    from .store import run_to_dict
+    from .cassette.store import run_to_dict
+    from .core.events import event_to_dict
 
     path = Path(args.cassette)
     loaded, problems = _load_for_view(path)
@@ -177,7 +177,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=problems))
         _out(f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s))")
     elif args.json:
-        from .canonical import dumps_pretty
+        from .core.canonical import dumps_pretty
 
         doc = {
             "cassette": str(path),
@@ -187,7 +187,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(dumps_pretty(doc))
     else:
-        from .timeline import render_timeline
+        from .report.timeline import render_timeline
 
         _out(render_timeline(loaded.run, loaded.events, title=f"{path} (run {loaded.run.run_id})"))
         _out()
@@ -214,9 +214,9 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from .cassette.store import load_cassette
+    from .core.events import PayloadRef
     from .diff import RuleSet, compare_histories, render_drift
-    from .events import PayloadRef
-    from .store import load_cassette
 
     table = _project_table()
     mode = args.mode or str(table.get("mode") or "regression")
@@ -241,7 +241,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     result = compare_histories(recorded.event_dicts(), replayed.event_dicts(), rules=rules, resolve=resolve)
     if args.json:
-        from .canonical import dumps_pretty
+        from .core.canonical import dumps_pretty
 
         sys.stdout.write(dumps_pretty(result.to_dict()))
     else:
@@ -254,7 +254,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .progress import Progress
+    from .cli_progress import Progress
 
     files = iter_files(args.paths, (".json",), command="verify")
     if not files:
@@ -286,8 +286,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from .migrations import migrate_file
-    from .progress import Progress
+    from .cassette.migrations import migrate_file
+    from .cli_progress import Progress
 
     files = iter_files(args.paths, (".json",), command="migrate")
     changed = current = failed = 0
@@ -313,7 +313,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _cassette_refs(path: Path) -> Iterator[tuple[str, str]]:
     """(sha256, data class) of every blob reference in a cassette file, read without validation."""
-    from .store import read_cassette_bytes
+    from .cassette.store import read_cassette_bytes
 
     try:
         raw = json.loads(read_cassette_bytes(path))
@@ -338,9 +338,9 @@ def _cassette_refs(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    from .blobs import BlobStore
-    from .progress import Progress
-    from .store import default_blob_dir
+    from .cassette.blobs import BlobStore
+    from .cassette.store import default_blob_dir
+    from .cli_progress import Progress
 
     table = _project_table()
     cassette_dir = Path(args.cassette_dir or str(table.get("cassette_dir") or DEFAULT_CASSETTE_DIR))
@@ -423,8 +423,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_vcr(args: argparse.Namespace) -> int:
-    from .progress import Progress
-    from .vcr_import import import_target, import_vcr_file
+    from .cli_progress import Progress
+    from .interop.vcr_import import import_target, import_vcr_file
 
     explicit = {Path(p) for p in args.paths if Path(p).is_file()}
     files = [
@@ -467,8 +467,8 @@ def _cmd_import_vcr(args: argparse.Namespace) -> int:
 
 def _looks_like_vcr_json(path: Path) -> bool:
     """A JSON file found in a folder is imported only if it is shaped like a vcrpy cassette."""
-    from .validation import read_regular_file
-    from .vcr_format import MAX_VCR_BYTES
+    from .cassette.validation import read_regular_file
+    from .interop.vcr_format import MAX_VCR_BYTES
 
     try:
         # Never blocks on a FIFO nor reads a device: those are left to the import to report.
@@ -482,8 +482,8 @@ def _looks_like_vcr_json(path: Path) -> bool:
 
 
 def _cmd_export_otel(args: argparse.Namespace) -> int:
-    from .otel import cassette_to_otlp, export_with_sdk
-    from .store import load_cassette
+    from .cassette.store import load_cassette
+    from .interop.otel import cassette_to_otlp, export_with_sdk
 
     loaded = load_cassette(Path(args.cassette))
     if args.exporter:
@@ -498,7 +498,7 @@ def _cmd_export_otel(args: argparse.Namespace) -> int:
 
 
 def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
-    from .store import default_blob_dir
+    from .cassette.store import default_blob_dir
 
     if explicit:
         return Path(explicit)
@@ -517,7 +517,7 @@ def textconv_document(raw: Any, blob_dir: Path) -> Any:
     """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
     for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
     named in place."""
-    from .blobs import BlobStore
+    from .cassette.blobs import BlobStore
 
     if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
         return raw
@@ -537,8 +537,8 @@ def textconv_document(raw: Any, blob_dir: Path) -> Any:
 
 
 def _cmd_textconv(args: argparse.Namespace) -> int:
-    from .canonical import dumps_pretty
-    from .store import read_cassette_bytes
+    from .cassette.store import read_cassette_bytes
+    from .core.canonical import dumps_pretty
 
     path = Path(args.cassette)
     try:
@@ -560,14 +560,14 @@ def _cmd_textconv(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .canonical import dumps_pretty
+    from .core.canonical import dumps_pretty
 
     if args.report:
         from .report.json_report import report_json_schema
 
         sys.stdout.write(dumps_pretty(report_json_schema()))
         return EXIT_OK
-    from .events import cassette_json_schema
+    from .core.events import cassette_json_schema
 
     sys.stdout.write(dumps_pretty(cassette_json_schema()))
     return EXIT_OK

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import Settings
-from .constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
-from .paths import recorded_nodeid
+from .core.config import Settings
+from .core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
+from .core.paths import recorded_nodeid
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -90,7 +90,7 @@ class SessionController:
             else:
                 self.facts.known.add(str(test.cassette))
             if test.module.resolve() not in partial_modules:
-                from .paths import item_cassette_path
+                from .core.paths import item_cassette_path
 
                 cassette_dir = self.settings.cassette_dir
                 default = item_cassette_path(cassette_dir, self.rootdir, test.module, test.nodeid)
@@ -118,7 +118,7 @@ class SessionController:
     def red(self) -> list[dict[str, Any]]:
         if not self.statuses:
             return []
-        from .status import is_red
+        from .report.status import is_red
 
         return [s for s in self.statuses if is_red(s)]
 
@@ -131,7 +131,7 @@ class SessionController:
         new_exit: int | None = None
         if self.unused:
             if self.settings.update:
-                from .unused import remove
+                from .cassette.unused import remove
 
                 self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
                 self.unused = []
@@ -141,7 +141,7 @@ class SessionController:
         if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
-            from .summary import write_report
+            from .report.summary import write_report
 
             write_report(self.settings.report, self.statuses, unused=self.unused)
         return new_exit
@@ -160,7 +160,7 @@ class SessionController:
                 "unused cassettes are not judged in this session"
             )
             return []
-        from .unused import unused_cassettes
+        from .cassette.unused import unused_cassettes
 
         keep = {Path(p) for p in self.facts.known | used}
         found = unused_cassettes((Path(d) for d in self.facts.module_dirs), keep)
@@ -193,7 +193,7 @@ class SessionController:
 
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
-        from .summary import summary_lines
+        from .report.summary import summary_lines
 
         lines = summary_lines(self.statuses, unused=self.unused)
         lines.extend(f"  removed unused cassette: {path}" for path in self.removed)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .events import Event, event_to_dict
+from .core.events import Event, event_to_dict
 
 if TYPE_CHECKING:
-    from .capture import RunContext
+    from .cassette.store import LoadedCassette
+    from .core.capture import RunContext
     from .session import TestRun
-    from .store import LoadedCassette
 
 # Envelope fields that change on every run and say nothing about behaviour.
 VOLATILE_FIELDS = ("ts", "run_id", "trace_id", "span_id", "prev_hash")

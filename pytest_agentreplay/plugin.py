@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .constants import RECORD_MODES, REPLAY_MODES
+from .core.constants import RECORD_MODES, REPLAY_MODES
 
 if TYPE_CHECKING:
-    from .capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
-    from .config import Settings
     from .controller import CollectedTest, SessionController
+    from .core.capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
+    from .core.config import Settings
     from .handle import AgentReplay
     from .session import TestRun
 
@@ -130,8 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "faults=None, model=None, runtime_values=None): record or replay this test (the marker alone "
         "activates it); the command line wins",
     )
-    from .config import build_settings, read_pyproject_table
     from .controller import SessionController
+    from .core.config import build_settings, read_pyproject_table
     from .exceptions import ConfigError
 
     names = [o[0].replace("-", "_") for o in OPTIONS] + [f[0].replace("-", "_") for f in FLAGS]
@@ -180,7 +180,7 @@ def _overrides_fixture(item: pytest.Item, name: str) -> bool:
 
 
 def _default_cassette(item: pytest.Item) -> Path:
-    from .paths import default_for_item
+    from .core.paths import default_for_item
 
     settings = item.config.stash[SETTINGS_KEY]
     default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
@@ -189,8 +189,8 @@ def _default_cassette(item: pytest.Item) -> Path:
 
 
 def _collected_test(item: pytest.Item) -> CollectedTest:
-    from .config import marker_cassette
     from .controller import CollectedTest
+    from .core.config import marker_cassette
 
     settings = item.config.stash[SETTINGS_KEY]
     cassette: Path | None
@@ -246,7 +246,7 @@ class SessionHooks:
                 pytest.fail(str(blocked.failures[0]), pytrace=False)
             return result
         from .exceptions import AgentReplayError
-        from .status import cause_of
+        from .report.status import cause_of
 
         message: str | None = None
         try:
@@ -275,7 +275,7 @@ class SessionHooks:
         # Audit mode executes nothing: the recorded run is verified and rendered instead of the test body.
         test_run = pyfuncitem.stash.get(TEST_RUN_KEY, None)
         if test_run is not None and test_run.setup_error is not None:
-            from .status import cause_of
+            from .report.status import cause_of
 
             pyfuncitem.stash[CAUSE_KEY] = cause_of(test_run.setup_error)
             pytest.fail(str(test_run.setup_error), pytrace=False)
@@ -378,7 +378,7 @@ class _UnusedCassette:
 def _decide_status(
     item: pytest.Item, reports: dict[str, pytest.TestReport], test_run: TestRun | None
 ) -> dict[str, Any]:
-    from .status import decide, headline_of
+    from .report.status import decide, headline_of
 
     worst, phase = "passed", "call"
     for when in ("setup", "call", "teardown"):
@@ -464,8 +464,8 @@ def _agentreplay_activation(request: pytest.FixtureRequest) -> Generator[None, N
 
 
 def _guard_only(item: pytest.Item, settings: Settings) -> Any:
-    from .capture import Recorder, RunContext, utc_now
-    from .events import RunMeta
+    from .core.capture import Recorder, RunContext, utc_now
+    from .core.events import RunMeta
     from .http import guard
 
     ctx = RunContext(
@@ -493,7 +493,7 @@ def agent_replay(
     With ``--agentreplay-record`` the test runs against the real services and its cassette is written when
     it passes; otherwise the recorded cassette is replayed and the new history compared with it.
     """
-    from .config import marker_kwargs, resolve_test_settings
+    from .core.config import marker_kwargs, resolve_test_settings
     from .exceptions import AgentReplayError, ConfigError
     from .handle import AgentReplay
     from .session import TestRun
@@ -557,7 +557,7 @@ def agent_replay(
 @pytest.fixture
 def decision_snapshot(snapshot: Any) -> Any:
     """syrupy's ``snapshot`` storing a normalised decision trace as one JSON file per test."""
-    from .snapshot import DecisionTraceExtension
+    from .interop.snapshot import DecisionTraceExtension
 
     return snapshot.use_extension(DecisionTraceExtension)
 

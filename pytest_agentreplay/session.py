@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .capture import Recorder, RunContext, pop_active, push_active, utc_now
-from .commands import record_command, rerecord_fix
-from .config import Settings, TestSettings
-from .events import Event, RunMeta, event_to_shared_dict
+from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
+from .core.commands import record_command, rerecord_fix
+from .core.config import Settings, TestSettings
+from .core.events import Event, RunMeta, event_to_shared_dict
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
 
 
@@ -114,7 +114,7 @@ class TestRun:
                 from .replay.vcr_serving import activate
 
                 activate(ctx, recorded, converting=self.test.update)
-        from .redaction import Redactor
+        from .core.redaction import Redactor
 
         ctx.redactor = Redactor.from_config(self.settings.redaction)
         ctx.extensions["origin_thread"] = threading.get_ident()
@@ -124,7 +124,7 @@ class TestRun:
         return ctx
 
     def _load_recorded(self) -> Any:
-        from .store import load_cassette
+        from .cassette.store import load_cassette
 
         if self.vcr is not None and not self.cassette.exists():
             # Even without its YAML: pytest-recording passes a test that sends nothing, refuses the rest.
@@ -169,7 +169,7 @@ class TestRun:
 
     def _same_redacted(self, owner: str) -> bool:
         # Node ids are redacted on write (a parametrize id may hold a secret): compare them the same way.
-        from .redaction import Redactor
+        from .core.redaction import Redactor
 
         redactor = Redactor.from_config(self.settings.redaction)
         return bool(redactor.redact_string(self.nodeid) == owner)
@@ -215,15 +215,15 @@ class TestRun:
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
-        from .timeline import render_timeline
+        from .report.timeline import render_timeline
 
         assert self.ctx is not None and self.ctx.recorded is not None
         recorded = self.ctx.recorded
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
     def _audit(self, ctx: RunContext) -> TestOutcome:
-        from .audit import audit_problems
         from .exceptions import AuditProblemsError
+        from .replay.audit import audit_problems
 
         assert ctx.recorded is not None
         problems = audit_problems(ctx.recorded)
@@ -244,7 +244,7 @@ class TestRun:
         return self.outcome
 
     def _save(self, run: RunMeta, events: list[Event]) -> None:
-        from .store import save_cassette
+        from .cassette.store import save_cassette
 
         assert self.ctx is not None
         kwargs: dict[str, Any] = {"redactor": self.ctx.redactor, "extra_redact": self.redact_hook}
@@ -302,7 +302,7 @@ class TestRun:
         if self.test.update and passed and self.test.mode == "regression":
             # Only regression replays the agent against the recorded world; a model-comparison or sandbox
             # run is an experiment, never a new baseline.
-            from .update import merge_for_update
+            from .replay.update import merge_for_update
 
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
             self._save(recorded.run, events)
@@ -327,7 +327,7 @@ def _resolver(recorded: Any) -> Callable[[Any], Any]:
             return None
         if isinstance(ref, dict):
             if ref.get("sha256"):
-                from .events import PayloadRef
+                from .core.events import PayloadRef
 
                 return recorded.payload(PayloadRef.model_validate(ref))
             return ref.get("inline")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
-    from .vcr_compat import VcrCassettePaths
+    from .interop.vcr_compat import VcrCassettePaths
 
 # vcr_compat is imported where it is used: every session without pytest-recording registers this module,
 # and most of them never see a vcr-marked test.
@@ -63,7 +63,7 @@ def vcr_config() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
     """pytest-recording's default: ``<test dir>/cassettes/<module name>``."""
-    from .vcr_compat import default_cassette_dir
+    from .interop.vcr_compat import default_cassette_dir
 
     return os.fspath(default_cassette_dir(request.node.path))
 
@@ -74,7 +74,7 @@ def default_cassette_name(request: pytest.FixtureRequest) -> str:
     marker = request.node.get_closest_marker("default_cassette")
     if marker is not None and marker.args:
         return str(marker.args[0])
-    from .vcr_compat import default_cassette_name as _cassette_name
+    from .interop.vcr_compat import default_cassette_name as _cassette_name
 
     cls = getattr(request, "cls", None)
     return _cassette_name(request.node.name, cls.__name__ if cls is not None else None)
@@ -97,7 +97,7 @@ class VcrSource:
     def marker_defaults(self, marker: dict[str, Any]) -> dict[str, Any]:
         """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
         the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
-        from .vcr_compat import agentreplay_record_mode, allowed_hosts
+        from .interop.vcr_compat import agentreplay_record_mode, allowed_hosts
 
         out = dict(marker)
         if out.get("record") is None and "record_mode" in self.config:
@@ -112,7 +112,7 @@ class VcrSource:
 
 def vcr_source(request: pytest.FixtureRequest) -> VcrSource:
     """The vcr source of the requesting test (its fixtures resolved the way pytest-recording does)."""
-    from .vcr_compat import cassette_paths, merge_vcr_config, resolve_record_mode
+    from .interop.vcr_compat import cassette_paths, merge_vcr_config, resolve_record_mode
 
     item = request.node
     marks = list(item.iter_markers("vcr"))

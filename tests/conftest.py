@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 for _name in (
-    "pytest_agentreplay.runtime_values",
+    "pytest_agentreplay.core.runtime_values",
     "pytest_agentreplay.http.guard",
     "pytest_agentreplay.http.intercept_httpx",
     "pytest_agentreplay.http.intercept_urllib3",

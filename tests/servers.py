@@ -543,8 +543,8 @@ class run_in:
         settings: dict[str, Any] | None = None,
         cassette: str = "mem://test",
     ) -> None:
-        from pytest_agentreplay.capture import Recorder, RunContext
-        from pytest_agentreplay.events import RunMeta
+        from pytest_agentreplay.core.capture import Recorder, RunContext
+        from pytest_agentreplay.core.events import RunMeta
 
         self.ctx = RunContext(
             Recorder(RunMeta(run_id=f"run-{mode}")),
@@ -557,7 +557,7 @@ class run_in:
         self._token: Any = None
 
     def __enter__(self) -> Any:
-        from pytest_agentreplay.capture import push_active
+        from pytest_agentreplay.core.capture import push_active
         from pytest_agentreplay.http import install
 
         self._uninstall = install()
@@ -565,7 +565,7 @@ class run_in:
         return self.ctx
 
     def __exit__(self, *exc: object) -> None:
-        from pytest_agentreplay.capture import pop_active
+        from pytest_agentreplay.core.capture import pop_active
 
         pop_active(self.ctx, self._token)
         self._uninstall()

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.atomic import TEMP_PREFIX
-from pytest_agentreplay.blobs import CHAIN, BlobStore, plan_externalize
-from pytest_agentreplay.canonical import dumps_compact, hash_value
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
+from pytest_agentreplay.cassette.blobs import CHAIN, BlobStore, plan_externalize
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.core.canonical import dumps_compact, hash_value
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import BlobMissingError, CassetteIntegrityError
-from pytest_agentreplay.store import load_cassette, save_cassette
 
 
 def test_put_get_exists(tmp_path: Path) -> None:
@@ -229,7 +229,7 @@ def test_deep_blob_is_a_limit_error(tmp_path: Path) -> None:
 
 
 def test_blob_bomb_is_a_limit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agentreplay import blobs
+    from pytest_agentreplay.cassette import blobs
     from pytest_agentreplay.exceptions import CassetteLimitError
 
     monkeypatch.setattr(blobs, "MAX_EXPANDED_BYTES", 1_000_000)

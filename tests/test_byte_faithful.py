@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers import run_in
 
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
 from pytest_agentreplay.http import bodies, sse
-from pytest_agentreplay.store import load_cassette, save_cassette
 
 # Unsorted keys, odd spacing, numbers json.dumps would spell differently, a trailing newline.
 ODD_JSON = (
@@ -197,7 +197,7 @@ def test_matching_and_comparison_read_the_value_not_the_bytes() -> None:
 
 
 def test_redaction_drops_the_exact_text_that_holds_a_secret() -> None:
-    from pytest_agentreplay.redaction import Redactor
+    from pytest_agentreplay.core.redaction import Redactor
 
     body = bodies.encode_body(b'{"password": "hunter2",  "ok": true}', "application/json", exact=True)
     assert body is not None and "raw" in body
@@ -221,8 +221,8 @@ def test_every_shared_cassette_body_is_served_byte_for_byte(path: Path) -> None:
     keys sorted) and served again, is the body the client received (after content decoding)."""
     import yaml
 
-    from pytest_agentreplay.canonical import dumps_pretty
-    from pytest_agentreplay.vcr_format import response_from_vcr
+    from pytest_agentreplay.core.canonical import dumps_pretty
+    from pytest_agentreplay.interop.vcr_format import response_from_vcr
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     doc = yaml.load(path.read_bytes(), Loader=loader)  # a safe loader

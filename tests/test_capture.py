@@ -21,9 +21,9 @@ from pytest_agentreplay import (
     state_hash,
     tool,
 )
-from pytest_agentreplay.canonical import hash_value
-from pytest_agentreplay.capture import Recorder, RunContext, activate, current_run
-from pytest_agentreplay.events import RunMeta
+from pytest_agentreplay.core.canonical import hash_value
+from pytest_agentreplay.core.capture import Recorder, RunContext, activate, current_run
+from pytest_agentreplay.core.events import RunMeta
 
 
 @tool(name="add", schema_version="1")

@@ -31,9 +31,9 @@ from typing import Any
 import pytest
 
 from pytest_agentreplay import api
-from pytest_agentreplay.canonical import dumps_compact, dumps_pretty, hash_value, sha256_hex
-from pytest_agentreplay.capture import Recorder, RunContext, activate
 from pytest_agentreplay.cli import main as cli_main
+from pytest_agentreplay.core.canonical import dumps_compact, dumps_pretty, hash_value, sha256_hex
+from pytest_agentreplay.core.capture import Recorder, RunContext, activate
 from pytest_agentreplay.exceptions import CassetteError, DriftError, ReplayError
 from pytest_agentreplay.http import bodies
 from pytest_agentreplay.http.classify import classify_exchange
@@ -201,14 +201,14 @@ def run_verify(path: Path) -> str:
 
 def run_replay(path: Path) -> str:
     """Load and serve everything as a regression replay does, then compare; ``clean`` or ``drift``."""
+    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.core.events import event_to_dict
+    from pytest_agentreplay.core.redaction import Redactor
     from pytest_agentreplay.diff import compare_histories
     from pytest_agentreplay.diff.rules import RuleSet
-    from pytest_agentreplay.events import event_to_dict
-    from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.replay.policy import Serve, decide
     from pytest_agentreplay.replay.tools import ToolReplayer
     from pytest_agentreplay.session import _resolver
-    from pytest_agentreplay.store import load_cassette
 
     recorded = load_cassette(path, mode="regression")
     ctx = RunContext(
@@ -270,7 +270,7 @@ def run_replay(path: Path) -> str:
 
 
 def run_import(path: Path, out: Path) -> str:
-    from pytest_agentreplay.vcr_import import import_vcr_file
+    from pytest_agentreplay.interop.vcr_import import import_vcr_file
 
     import_vcr_file(path, out / "imported.json", blob_dir=out / ".blobs")
     return "clean"
@@ -290,7 +290,7 @@ class Case:
 
 def rechain(doc: dict[str, Any]) -> dict[str, Any]:
     """Recompute the integrity fields the way the store writes them, over whatever the document holds."""
-    from pytest_agentreplay.store import event_digest, head_digest
+    from pytest_agentreplay.cassette.store import event_digest, head_digest
 
     digests = [event_digest(e) if isinstance(e, dict) else hash_value(e) for e in doc["events"]]
     doc["event_count"] = len(doc["events"])

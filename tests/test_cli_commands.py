@@ -11,7 +11,7 @@ import pytest
 from test_cli_support import build_run, read, write_raw
 
 from pytest_agentreplay.cli import build_parser, main
-from pytest_agentreplay.constants import FORMAT_VERSION
+from pytest_agentreplay.core.constants import FORMAT_VERSION
 
 SUBCOMMANDS = ("show", "diff", "verify", "migrate", "prune", "import-vcr", "export-otel", "schema")
 

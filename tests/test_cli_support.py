@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_agentreplay.canonical import dumps_pretty, hash_value
-from pytest_agentreplay.capture import Recorder, RunContext, payload
-from pytest_agentreplay.events import EffectInfo, RunMeta, ToolInfo
-from pytest_agentreplay.store import LoadedCassette, save_cassette
+from pytest_agentreplay.cassette.store import LoadedCassette, save_cassette
+from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.core.capture import Recorder, RunContext, payload
+from pytest_agentreplay.core.events import EffectInfo, RunMeta, ToolInfo
 
 TEST_ID = "tests/test_support_agent.py::test_refund_flow"
 # Big enough to go to the blob store (INLINE_PAYLOAD_LIMIT is 2 KiB).
@@ -165,7 +165,7 @@ def read(path: Path) -> dict[str, Any]:
 
 def write_rechained(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` with freshly computed integrity fields (a tamper they cannot see)."""
-    from pytest_agentreplay.store import build_document
+    from pytest_agentreplay.cassette.store import build_document
 
     path.write_text(dumps_pretty(build_document(doc["run"], doc["events"])), encoding="utf-8")
 

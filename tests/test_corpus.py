@@ -269,7 +269,7 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
     pytest.importorskip("anthropic")
     import httpx2
 
-    from pytest_agentreplay.vcr_format import interactions_to_events, load_vcr
+    from pytest_agentreplay.interop.vcr_format import interactions_to_events, load_vcr
 
     events = interactions_to_events(load_vcr(path))
     raw = _raw_interactions(path)
@@ -300,9 +300,9 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
         assert _ours(event) == expected_decision(api, item)
         assert event.data["streamed"] == bool(item["request"].get("stream"))
     # Straight after import, with no project rules, the replayed history does not drift (issue 12).
+    from pytest_agentreplay.core.events import event_to_dict
+    from pytest_agentreplay.core.redaction import Redactor
     from pytest_agentreplay.diff import RuleSet, compare_histories
-    from pytest_agentreplay.events import event_to_dict
-    from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.session import _resolver
 
     redactor = Redactor.from_config({})

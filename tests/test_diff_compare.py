@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.canonical import hash_value
+from pytest_agentreplay.core.canonical import hash_value
 from pytest_agentreplay.diff import ABSENT, RuleSet, compare_histories, event_fingerprint
 
 

@@ -132,7 +132,7 @@ def test_activation_without_frameworks_is_a_noop(monkeypatch: pytest.MonkeyPatch
 
 def test_importing_the_plugin_imports_no_framework() -> None:
     code = (
-        "import sys, pytest_agentreplay, pytest_agentreplay.plugin, pytest_agentreplay.capture\n"
+        "import sys, pytest_agentreplay, pytest_agentreplay.plugin, pytest_agentreplay.core.capture\n"
         "heavy = [m for m in ('pydantic_ai', 'langchain_core', 'langgraph', 'agents', 'opentelemetry.sdk',"
         " 'pytest_agentreplay.frameworks.otel') if m in sys.modules]\n"
         "assert not heavy, heavy\n"

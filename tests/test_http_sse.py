@@ -87,7 +87,7 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
     with run_in("record") as rec_ctx:
         pass
     # Build a recorded read event by hand, the way the recorder would.
-    from pytest_agentreplay.events import PayloadRef
+    from pytest_agentreplay.core.events import PayloadRef
     from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
 
     rec_ctx.recorder.emit(

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.atomic import TEMP_PREFIX
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta
-from pytest_agentreplay.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 
 KILLS = 40
 TIME_BUDGET_S = 35.0
@@ -111,7 +111,7 @@ def test_sigkill_never_leaves_a_partial_cassette(tmp_path: Path) -> None:
 
 def test_next_write_removes_part_files_of_killed_writers(tmp_path: Path) -> None:
     """A SIGKILLed writer's temp file goes at the next write; a live writer's file is left alone."""
-    from pytest_agentreplay.atomic import STALE_PART_AGE_S, remove_stale_parts
+    from pytest_agentreplay.cassette.atomic import STALE_PART_AGE_S, remove_stale_parts
 
     folder = tmp_path / "cassettes"
     folder.mkdir()
@@ -135,7 +135,7 @@ def test_next_write_removes_part_files_of_killed_writers(tmp_path: Path) -> None
     # A live writer's temp file (this process's child, still running), a stale old-style name, a fresh one.
     sleeper = context.Process(target=time.sleep, args=(30,), daemon=True)
     sleeper.start()
-    from pytest_agentreplay import atomic
+    from pytest_agentreplay.cassette import atomic
 
     live = folder / f"{TEMP_PREFIX}{atomic._HOST_TAG}-{sleeper.pid}-live.part"
     live.write_bytes(b"partial")

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.canonical import hash_value
-from pytest_agentreplay.constants import FORMAT_VERSION
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta, ToolInfo
+from pytest_agentreplay.cassette.migrations import MIGRATIONS, migrate_document, migrate_file
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.stored_form import decode_events
+from pytest_agentreplay.core.canonical import hash_value
+from pytest_agentreplay.core.constants import FORMAT_VERSION
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, ToolInfo
 from pytest_agentreplay.exceptions import CassetteIntegrityError, CassetteSchemaError, CassetteVersionError
-from pytest_agentreplay.migrations import MIGRATIONS, migrate_document, migrate_file
-from pytest_agentreplay.store import load_cassette, save_cassette
-from pytest_agentreplay.stored_form import decode_events
 
 V1_FIXTURE = Path(__file__).parent / "data" / "v1_cassette.json"
 
@@ -212,7 +212,7 @@ def test_migrate_file_refuses_broken_files(tmp_path: Path) -> None:
 def test_a_saved_cassette_matches_the_published_json_schema(tmp_path: Path) -> None:
     import jsonschema  # type: ignore[import-untyped]
 
-    from pytest_agentreplay.events import cassette_json_schema
+    from pytest_agentreplay.core.events import cassette_json_schema
 
     events = [
         Event(run_id="r", seq=0, ts="t", type="run.start", actor="runtime", event_class="input"),

@@ -11,7 +11,7 @@ import pytest
 from test_cli_support import build_run
 
 from pytest_agentreplay.cli import main
-from pytest_agentreplay.otel import cassette_to_otlp, export_with_sdk, ts_to_ns
+from pytest_agentreplay.interop.otel import cassette_to_otlp, export_with_sdk, ts_to_ns
 
 
 def attrs(span: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def test_ts_to_ns() -> None:
 
 
 def test_export_is_deterministic(tmp_path: Path) -> None:
-    from pytest_agentreplay.store import load_cassette
+    from pytest_agentreplay.cassette.store import load_cassette
 
     path = tmp_path / "cassettes" / "run.json"
     build_run(path)
@@ -137,7 +137,7 @@ def test_sdk_exporter(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk (the otel extra) is not installed")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from pytest_agentreplay.store import load_cassette
+    from pytest_agentreplay.cassette.store import load_cassette
 
     path = tmp_path / "cassettes" / "run.json"
     build_run(path)

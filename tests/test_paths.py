@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentreplay.paths import default_cassette_path, record_command
+from pytest_agentreplay.core.paths import default_cassette_path, record_command
 
 
 def test_layout_follows_the_module_path(tmp_path: Path) -> None:

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.constants import REDACTED
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.core.constants import REDACTED
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.core.redaction import Redactor, find_secrets, redact, redact_body
 from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
-from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
-from pytest_agentreplay.store import load_cassette, save_cassette
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 OPENAI_KEY = "sk-" + "proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
@@ -476,7 +476,7 @@ def test_secret_spans_on_cut_json() -> None:
 
 def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
     # Written past redaction (a hand-edited or old cassette): the scans must see the joined view too.
-    from pytest_agentreplay.store import atomic_write_bytes, dumps_pretty
+    from pytest_agentreplay.cassette.store import atomic_write_bytes, dumps_pretty
 
     stream = [_chunk("key: " + OPENAI_KEY[:12]), _chunk(OPENAI_KEY[12:])]
     body = {"sse": stream, "content_type": "text/event-stream"}
@@ -485,7 +485,7 @@ def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
     doc = json.loads(path.read_bytes())
     doc["events"][0]["input_ref"]["inline"]["body"] = body
     doc["events"][0]["data"]["payload"]["body"] = body
-    from pytest_agentreplay.store import build_document
+    from pytest_agentreplay.cassette.store import build_document
 
     rebuilt = build_document(doc["run"], doc["events"])
     atomic_write_bytes(path, dumps_pretty(rebuilt).encode())
@@ -494,7 +494,7 @@ def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
 
 
 def test_cassette_file_names_never_hold_a_key(tmp_path: Path) -> None:
-    from pytest_agentreplay.paths import default_cassette_path
+    from pytest_agentreplay.core.paths import default_cassette_path
 
     module = tmp_path / "tests" / "test_m.py"
     path = default_cassette_path(tmp_path / "cassettes", tmp_path, module, f"test_x[{OPENAI_KEY}]")

@@ -13,8 +13,8 @@ from typing import Any, cast
 
 import pytest
 
-from pytest_agentreplay.capture import Recorder, RunContext
-from pytest_agentreplay.events import Event, RunMeta
+from pytest_agentreplay.core.capture import Recorder, RunContext
+from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.exceptions import ConfigError, UnmatchedRequestError
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse

@@ -14,7 +14,7 @@ from test_report_session import assert_snapshot
 from pytest_agentreplay.diff import RuleSet, compare_histories
 from pytest_agentreplay.report import build_report, render_report, write_report
 from pytest_agentreplay.report.json_report import validate_report
-from pytest_agentreplay.summary import summary_lines
+from pytest_agentreplay.report.summary import summary_lines
 
 
 def drift_between(

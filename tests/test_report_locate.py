@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
-from pytest_agentreplay.events import Event, RunMeta
 from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate, locate_line
 from pytest_agentreplay.report.markdown import render_markdown
-from pytest_agentreplay.store import load_cassette, save_cassette
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
 RESPONSE = "application/vnd.agentreplay.http-response+json"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentreplay.canonical import dumps_pretty
+from pytest_agentreplay.core.canonical import dumps_pretty
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
@@ -113,8 +113,8 @@ def test_event_inserted_in_the_middle_of_100(pytester: pytest.Pytester) -> None:
 
 
 def test_update_upgrades_an_intact_previous_version(pytester: pytest.Pytester) -> None:
-    from pytest_agentreplay.constants import FORMAT_VERSION
-    from pytest_agentreplay.migrations import MIGRATIONS
+    from pytest_agentreplay.cassette.migrations import MIGRATIONS
+    from pytest_agentreplay.core.constants import FORMAT_VERSION
 
     cassette = _record_and_commit(pytester, 2)
     doc = json.loads(cassette.read_text())

@@ -334,7 +334,7 @@ def poll(url, n_requests, n_reads):
 
 
 def test_a_clock_heavy_library_does_not_bloat_the_cassette(lab: Lab) -> None:
-    from pytest_agentreplay.canonical import dumps_pretty
+    from pytest_agentreplay.core.canonical import dumps_pretty
 
     lab.pytester.makepyfile(heavy=HEAVY)
     lab.pytester.makepyfile(
@@ -388,8 +388,8 @@ def test_outside_a_run_nothing_is_patched() -> None:
     import uuid
 
     from pytest_agentreplay import record_value
-    from pytest_agentreplay.capture import Recorder, RunContext, activate
-    from pytest_agentreplay.events import RunMeta
+    from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+    from pytest_agentreplay.core.events import RunMeta
 
     assert record_value("x", lambda: 41 + 1) == 42
     original = uuid.uuid4.__code__
@@ -408,8 +408,8 @@ def test_record_value_needs_plain_json_while_recording() -> None:
     import datetime as dt
 
     from pytest_agentreplay import record_value
-    from pytest_agentreplay.capture import Recorder, RunContext, activate
-    from pytest_agentreplay.events import RunMeta
+    from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+    from pytest_agentreplay.core.events import RunMeta
 
     ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="record")
     with activate(ctx):
@@ -425,7 +425,7 @@ def test_record_value_needs_plain_json_while_recording() -> None:
 
 
 def test_schema_documents_the_event_type() -> None:
-    from pytest_agentreplay.events import cassette_json_schema
+    from pytest_agentreplay.core.events import cassette_json_schema
 
     schema = json.dumps(cassette_json_schema())
     assert "runtime.values" in schema
@@ -434,7 +434,7 @@ def test_schema_documents_the_event_type() -> None:
 def test_the_schema_describes_the_recorded_data(lab: Lab) -> None:
     import jsonschema
 
-    from pytest_agentreplay.events import cassette_json_schema
+    from pytest_agentreplay.core.events import cassette_json_schema
 
     lab.record()
     schema = cassette_json_schema()
@@ -487,7 +487,7 @@ def test_xdist_workers_record_and_replay_their_own_values(lab: Lab) -> None:
 def test_setting_precedence_and_validation(tmp_path: Path) -> None:
     """marker > agentreplay_config fixture > ini ``agentreplay_runtime_values`` > pyproject > default; an
     empty ini value turns it off (the ini key as ``config.getini`` returns it: None when unset)."""
-    from pytest_agentreplay.config import build_settings, resolve_test_settings
+    from pytest_agentreplay.core.config import build_settings, resolve_test_settings
     from pytest_agentreplay.exceptions import ConfigError
 
     def settings(ini: Any, project: Any) -> Any:

@@ -12,11 +12,18 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.atomic import TEMP_PREFIX, lock_path_for, path_lock
-from pytest_agentreplay.blobs import BlobStore
-from pytest_agentreplay.canonical import dumps_pretty, hash_value
-from pytest_agentreplay.constants import FORMAT_VERSION
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.cassette.atomic import TEMP_PREFIX, lock_path_for, path_lock
+from pytest_agentreplay.cassette.blobs import BlobStore
+from pytest_agentreplay.cassette.store import (
+    default_blob_dir,
+    load_cassette,
+    load_document,
+    save_cassette,
+    verify_chain,
+)
+from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.core.constants import FORMAT_VERSION
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import (
     BlobMissingError,
     CassetteCorruptError,
@@ -25,13 +32,6 @@ from pytest_agentreplay.exceptions import (
     CassetteNotFoundError,
     CassetteSchemaError,
     CassetteVersionError,
-)
-from pytest_agentreplay.store import (
-    default_blob_dir,
-    load_cassette,
-    load_document,
-    save_cassette,
-    verify_chain,
 )
 
 RUN = RunMeta(run_id="run-1", agent="bot", model="claude-3-5-sonnet-20241022", test="tests/test_x.py::test_a")
@@ -445,7 +445,7 @@ def test_load_document_reports_version(cassette: Path) -> None:
 
 def test_store_import_is_light() -> None:
     code = (
-        "import sys, pytest_agentreplay.store\n"
+        "import sys, pytest_agentreplay.cassette.store\n"
         "bad = [m for m in ('pytest', '_pytest', 'respx', 'vcr', 'deepdiff', 'syrupy') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
@@ -486,7 +486,7 @@ def test_symlink_within_the_cassette_folder_is_read(cassette: Path) -> None:
 def test_directory_and_oversized_cassettes_are_refused(
     cassette: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_agentreplay import store
+    from pytest_agentreplay.cassette import store
     from pytest_agentreplay.exceptions import CassetteFileTypeError, CassetteLimitError
 
     monkeypatch.setattr(store, "MAX_CASSETTE_BYTES", 1000)
@@ -540,6 +540,6 @@ def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
 
 def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     """The integrity fields recomputed over whatever the document now holds (a tamper they cannot see)."""
-    from pytest_agentreplay.store import build_document
+    from pytest_agentreplay.cassette.store import build_document
 
     return build_document(doc["run"], doc["events"])

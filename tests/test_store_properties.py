@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.constants import ACTORS, EVENT_CLASSES, EVENT_TYPES
-from pytest_agentreplay.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.core.constants import ACTORS, EVENT_CLASSES, EVENT_TYPES
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.core.redaction import redact
 from pytest_agentreplay.exceptions import CassetteError
-from pytest_agentreplay.redaction import redact
-from pytest_agentreplay.store import load_cassette, save_cassette
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

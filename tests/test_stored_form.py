@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.canonical import dumps_pretty, hash_value, request_digest
+from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.stored_form import decode_events, encode_events
+from pytest_agentreplay.core.canonical import dumps_pretty, hash_value, request_digest
 from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
-from pytest_agentreplay.store import load_cassette, save_cassette
-from pytest_agentreplay.stored_form import decode_events, encode_events
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
 RESPONSE = "application/vnd.agentreplay.http-response+json"
@@ -152,7 +152,7 @@ def test_a_damaged_delta_is_refused_naming_the_event(damage: Any, problem: str) 
 
 
 def test_a_damaged_delta_on_disk_is_an_integrity_error_and_rechained_a_schema_error(tmp_path: Path) -> None:
-    from pytest_agentreplay.events import Event, RunMeta
+    from pytest_agentreplay.core.events import Event, RunMeta
 
     path = tmp_path / "cassettes" / "c.json"
     save_cassette(path, RunMeta(run_id="r"), [Event.model_validate(e) for e in _conversation(4)])
@@ -167,7 +167,7 @@ def test_a_damaged_delta_on_disk_is_an_integrity_error_and_rechained_a_schema_er
 
 
 def _reseal(doc: dict[str, Any]) -> dict[str, Any]:
-    from pytest_agentreplay.store import seal_document
+    from pytest_agentreplay.cassette.store import seal_document
 
     return seal_document(doc["run"], doc["events"])
 

@@ -585,8 +585,8 @@ import os
 import httpx
 import pytest
 
-from pytest_agentreplay.capture import RunContext
-from pytest_agentreplay.store import LoadedCassette
+from pytest_agentreplay.core.capture import RunContext
+from pytest_agentreplay.cassette.store import LoadedCassette
 
 
 @pytest.mark.agentreplay

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_agentreplay.exceptions import ConfigError
 from pytest_agentreplay.http.exchange import HttpRequest
-from pytest_agentreplay.vcr_compat import (
+from pytest_agentreplay.interop.vcr_compat import (
     VcrCassetteError,
     VcrCassettePaths,
     VcrReplay,
@@ -27,7 +27,7 @@ from pytest_agentreplay.vcr_compat import (
     resolve_record_mode,
     vcr_options,
 )
-from pytest_agentreplay.vcr_format import load_vcr
+from pytest_agentreplay.interop.vcr_format import load_vcr
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "llm-gemini"
 TEST_FILE = SUITE / "tests" / "test_gemini.py"
@@ -129,7 +129,7 @@ def test_allowed_hosts_list_or_string() -> None:
 
 def test_module_imports_neither_pytest_nor_vcr() -> None:
     code = (
-        "import sys, pytest_agentreplay.vcr_compat as m; "
+        "import sys, pytest_agentreplay.interop.vcr_compat as m; "
         "print(sorted(n for n in ('pytest', '_pytest', 'vcr') if n in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -260,8 +260,8 @@ def test_yaml_alias_bomb_is_refused_before_vcrpy_expands_it(tmp_path: Path) -> N
 
 @needs_shared
 def test_interactions_feed_the_recorded_history() -> None:
-    from pytest_agentreplay.events import RunMeta
-    from pytest_agentreplay.vcr_format import interactions_to_events
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.interop.vcr_format import interactions_to_events
 
     replay = VcrReplay(cassette_paths(TEST_FILE, "test_tools"), merge_vcr_config(CONFIG))
     interactions = replay.interactions()

@@ -123,8 +123,8 @@ _PROBED: dict[str, str | None] = {}
 def _probe(mode: str) -> str | None:
     import httpx
 
-    from pytest_agentreplay.capture import Recorder, RunContext, activate
-    from pytest_agentreplay.events import RunMeta
+    from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+    from pytest_agentreplay.core.events import RunMeta
     from pytest_agentreplay.http import install
 
     target = BackofficeService(port=0) if mode == "sandbox" else ScriptedModelServer("openai", (), port=0)

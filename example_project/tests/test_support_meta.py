@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.config import read_pyproject_table
+from pytest_agentreplay.cassette.store import LoadedCassette, load_cassette
+from pytest_agentreplay.core.config import read_pyproject_table
+from pytest_agentreplay.core.events import PayloadRef
 from pytest_agentreplay.diff import RuleSet, compare_histories, render_drift
-from pytest_agentreplay.events import PayloadRef
-from pytest_agentreplay.store import LoadedCassette, load_cassette
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parents[1]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ..canonical import dumps_compact
+from ..core.canonical import dumps_compact
 
 Event = Mapping[str, Any]
 Key = tuple[Hashable, ...]

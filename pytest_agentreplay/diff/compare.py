@@ -10,7 +10,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from ..canonical import dumps_compact, same_json
+from ..core.canonical import dumps_compact, same_json
 from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, join_path

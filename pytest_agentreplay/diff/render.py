@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ..commands import update_command
+from ..core.commands import update_command
 from .result import Difference, DriftResult
 from .rules import ORDER, PRESENCE, generalize_path
 from .text import focused_diff, format_value, is_long

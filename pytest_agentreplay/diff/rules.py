@@ -104,7 +104,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, cast
 
-from ..constants import EVENT_TYPES, REPLAY_MODES
+from ..core.constants import EVENT_TYPES, REPLAY_MODES
 from ..exceptions import ConfigError
 
 Verdict = Literal["ignore", "expected", "regression"]

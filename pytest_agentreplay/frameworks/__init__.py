@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
 
 # (module that tells the framework is in use, adapter module in this package)
 ADAPTERS: tuple[tuple[str, str], ...] = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..canonical import hash_value
-from ..capture import RunContext, payload, state_hash, to_jsonable
-from ..events import ToolInfo
+from ..core.canonical import hash_value
+from ..core.capture import RunContext, payload, state_hash, to_jsonable
+from ..core.events import ToolInfo
 
 
 def parse_json_text(value: Any) -> Any:

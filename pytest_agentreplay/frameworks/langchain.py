@@ -30,7 +30,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
 from ..api import RecordedToolError
-from ..capture import RunContext, current_run, to_jsonable
+from ..core.capture import RunContext, current_run, to_jsonable
 from ._record import ToolExecution, as_arguments, error_text, record_step
 
 FRAMEWORK = "langgraph"

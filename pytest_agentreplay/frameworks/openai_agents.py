@@ -25,7 +25,7 @@ from typing import Any
 from agents import add_trace_processor
 from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
-from ..capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.capture import RunContext, current_run, state_hash, to_jsonable
 from ._record import ToolExecution, as_arguments, note_agent
 
 FRAMEWORK = "openai_agents"

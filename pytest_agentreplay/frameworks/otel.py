@@ -29,7 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
 
-from ..capture import RunContext, current_run
+from ..core.capture import RunContext, current_run
 from ._record import ToolExecution, as_arguments, model_calls_since, note_agent
 
 _EXTENSION = "frameworks.otel"

@@ -27,7 +27,7 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
 from ..api import RecordedToolError
-from ..capture import RunContext, current_run, to_jsonable
+from ..core.capture import RunContext, current_run, to_jsonable
 from ._record import ToolExecution, error_text
 from .otel import CLAIMED, private_provider
 

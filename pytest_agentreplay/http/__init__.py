@@ -2,7 +2,7 @@
 streaming, classification of exchanges, and the fail-closed network guard.
 
 Importing this package imports no HTTP client: :func:`install` imports and patches those installed.
-Each intercepted call with no active run (:func:`pytest_agentreplay.capture.current_run`) is left
+Each intercepted call with no active run (:func:`pytest_agentreplay.core.capture.current_run`) is left
 untouched; otherwise :func:`pytest_agentreplay.replay.policy.decide` returns the action (serve,
 send and capture, or refuse) and the interceptor (``intercept_*``) translates it for its library.
 Imports go one way: interceptors -> ``replay.policy`` -> the library-neutral modules here.

@@ -49,11 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..commands import record_command
+from ..core.commands import record_command
 from ..exceptions import ConfigError, NetworkBlockedError
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
 
 ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
 ISOLATE_SETTING = "isolate_subprocesses"
@@ -201,13 +201,13 @@ class ParentRun:
 
 def _active_runs() -> list[Any]:
     # Not imported: a child process that only runs the guard never loads the recorder (pydantic).
-    capture = sys.modules.get("pytest_agentreplay.capture")
+    capture = sys.modules.get("pytest_agentreplay.core.capture")
     return list(capture.active_runs()) if capture is not None else []
 
 
 def guarding_runs() -> list[RunContext]:
     """The replay runs that currently forbid unallowed connections from this thread/task."""
-    capture = sys.modules.get("pytest_agentreplay.capture")
+    capture = sys.modules.get("pytest_agentreplay.core.capture")
     runs: list[Any] = []
     if capture is not None:
         current = capture.current_run()

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlencode
 
-from ..capture import current_run
+from ..core.capture import current_run
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
 from . import guard

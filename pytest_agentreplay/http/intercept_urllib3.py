@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..capture import current_run
+from ..core.capture import current_run
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
 from . import guard

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..canonical import DigestMemo, request_digest, same_json
-from ..events import EffectInfo, PayloadRef, ToolInfo
+from ..core.canonical import DigestMemo, request_digest, same_json
+from ..core.events import EffectInfo, PayloadRef, ToolInfo
 from . import bodies
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
@@ -30,7 +30,7 @@ from .providers import ADAPTERS, request_model
 from .sse import SSEParser
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
 
 # Fields of a model.call event that depend only on the response: replay copies them from the
 # recorded event instead of re-parsing the served body (the served body *is* the recorded one).

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..diff.text import similarity
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
-    from ..events import Event
+    from ..core.capture import RunContext
+    from ..core.events import Event
 
 SECTION = "agentreplay comparison"
 PROPERTY = "agentreplay-comparison"

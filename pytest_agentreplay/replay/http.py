@@ -27,8 +27,8 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..commands import new_call_fix
-from ..events import Event
+from ..core.commands import new_call_fix
+from ..core.events import Event
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
@@ -36,7 +36,7 @@ from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, norma
 from ..http.recording import emit_exchange
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
 
 EXTENSION_KEY = "http"
 

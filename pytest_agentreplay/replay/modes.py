@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..http.guard import allow_list_admits, collect_child_refusals
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
     from ..http.classify import Classification
     from ..http.exchange import HttpRequest
 

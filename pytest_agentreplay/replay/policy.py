@@ -42,7 +42,7 @@ from .modes import goes_live, model_override
 from .sandbox import SandboxRoute, delivered_response, destination, emit_fault
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
+    from ..core.capture import RunContext
 
 __all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..canonical import same_json
-from ..events import Event, event_to_shared_dict
-from ..redaction import Redactor
+from ..core.canonical import same_json
+from ..core.events import Event, event_to_shared_dict
+from ..core.redaction import Redactor
 
 Document = dict[str, Any]
 

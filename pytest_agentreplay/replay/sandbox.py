@@ -33,8 +33,8 @@ from ..http.recording import emit_exchange
 from .faults import Fault, FaultPlan, parse_faults
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
-    from ..events import Event
+    from ..core.capture import RunContext
+    from ..core.events import Event
     from ..http.classify import Classification
 
 EXTENSION_KEY = "sandbox"
@@ -249,7 +249,7 @@ def _tool_attempts(events: list[Event]) -> list[_Attempt]:
         if call is None or event.type not in ("effect", "tool.result"):
             continue
         ok = event.type == "effect"
-        from ..canonical import dumps_compact
+        from ..core.canonical import dumps_compact
 
         out.append(
             _Attempt(

@@ -6,14 +6,14 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..canonical import hash_value
-from ..commands import new_call_fix
-from ..events import Event
+from ..core.canonical import hash_value
+from ..core.commands import new_call_fix
+from ..core.events import Event
 from ..exceptions import ToolNotRecordedError
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
-    from ..store import LoadedCassette
+    from ..cassette.store import LoadedCassette
+    from ..core.capture import RunContext
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Replay of a vcr-marked test from its pytest-recording cassettes, read in place (issue 12).
 
 A vcr-marked test without a cassette of this plugin is served from its YAML cassettes through
-:class:`~pytest_agentreplay.vcr_compat.VcrReplay`: vcrpy's ``match_on``, ``filter_headers`` and
+:class:`~pytest_agentreplay.interop.vcr_compat.VcrReplay`: vcrpy's ``match_on``, ``filter_headers`` and
 ``before_record_*`` decide, fail-closed (an unmatched request is refused, never sent), and a request
 vcrpy would ignore (``ignore_hosts``, ``ignore_localhost``) is sent unrecorded, as vcrpy sends it.
 
@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..events import Event, RunMeta
+from ..core.events import Event, RunMeta
 from ..exceptions import UnmatchedRequestError
 from ..http.classify import Classification
 from ..http.exchange import HttpRequest
 from ..http.recording import LiveCapture, emit_exchange
 
 if TYPE_CHECKING:
-    from ..capture import RunContext
-    from ..store import LoadedCassette
-    from ..vcr_compat import VcrReplay
+    from ..cassette.store import LoadedCassette
+    from ..core.capture import RunContext
+    from ..interop.vcr_compat import VcrReplay
 
 EXTENSION_KEY: Final = "vcr"
 SOURCE_LABEL: Final = "vcr"
@@ -54,9 +54,9 @@ class VcrServing:
 def load_vcr_source(test_run: Any) -> LoadedCassette:
     """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions become
     its events at the end) carrying the :class:`VcrReplay`, labelled imported."""
-    from ..blobs import BlobStore
-    from ..store import LoadedCassette, default_blob_dir
-    from ..vcr_compat import VcrReplay
+    from ..cassette.blobs import BlobStore
+    from ..cassette.store import LoadedCassette, default_blob_dir
+    from ..interop.vcr_compat import VcrReplay
 
     source = test_run.vcr
     replay = VcrReplay(source.paths, source.config, record_mode="none")
@@ -114,7 +114,7 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
-    from ..commands import new_call_fix
+    from ..core.commands import new_call_fix
 
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
@@ -183,7 +183,7 @@ class PlayedHistory:
     redactor: Any = None
 
     def event_dicts(self) -> list[dict[str, Any]]:
-        from ..events import event_to_dict
+        from ..core.events import event_to_dict
 
         dicts = [event_to_dict(e) for e in self.events]
         if self.redactor is None:
@@ -195,7 +195,7 @@ class PlayedHistory:
 
 
 def _capture_context(run: RunMeta, settings: dict[str, Any]) -> RunContext:
-    from ..capture import Recorder, RunContext
+    from ..core.capture import Recorder, RunContext
 
     return RunContext(Recorder(run), mode="capture", settings=dict(settings))
 

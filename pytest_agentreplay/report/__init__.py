@@ -15,11 +15,11 @@ SUFFIXES = (".md", ".json", ".html")
 def build_report(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, Any]:
     """The report document every format renders (and the JSON format is): see ``report/schema.json``.
 
-    ``statuses`` are the per-test dicts of :func:`pytest_agentreplay.status.decide`: the same status the
-    terminal and JUnit show, so no report can call a failed test green.
+    ``statuses`` are the per-test dicts of :func:`pytest_agentreplay.report.status.decide`: the same status
+    the terminal and JUnit show, so no report can call a failed test green.
     """
-    from ..redaction import default_redactor
-    from ..summary import counts, next_steps
+    from ..core.redaction import default_redactor
+    from .summary import counts, next_steps
 
     # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files
     # too, so they show what a cassette would store.
@@ -80,7 +80,7 @@ def write_report(
 ) -> None:
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
     Markdown report to that file."""
-    from ..atomic import atomic_write_bytes
+    from ..cassette.atomic import atomic_write_bytes
 
     path = Path(path)
     text = render_report(path.suffix.lower(), statuses, unused=unused)

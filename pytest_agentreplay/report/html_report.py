@@ -37,8 +37,8 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
     loaded = None
     error = None
     if cassette_path.is_file():
+        from ..cassette.store import load_cassette
         from ..exceptions import AgentReplayError
-        from ..store import load_cassette
 
         try:
             loaded = load_cassette(cassette_path)

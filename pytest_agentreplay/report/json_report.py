@@ -18,7 +18,7 @@ def report_json_schema() -> dict[str, Any]:
 
 
 def render_json(doc: Mapping[str, Any]) -> str:
-    from ..canonical import dumps_pretty
+    from ..core.canonical import dumps_pretty
 
     return dumps_pretty(dict(doc))
 

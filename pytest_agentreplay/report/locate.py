@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..constants import HTTP_REQUEST_MEDIA_TYPE
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE
 
 # A blob-stored payload by its sha256 (None when it cannot be read).
 BlobReader = Callable[[str], Any]
@@ -428,8 +428,8 @@ def _blob_reader(cassette_path: Path) -> BlobReader:
     def read(sha: str) -> Any:
         nonlocal store
         if store is None:
-            from ..blobs import BlobStore
-            from ..store import default_blob_dir
+            from ..cassette.blobs import BlobStore
+            from ..cassette.store import default_blob_dir
 
             store = BlobStore(default_blob_dir(cassette_path))
         return store.load(sha)

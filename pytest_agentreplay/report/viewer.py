@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..constants import ACTORS
-from ..events import Event, PayloadRef, RunMeta
+from ..core.constants import ACTORS
+from ..core.events import Event, PayloadRef, RunMeta
 
 if TYPE_CHECKING:
-    from ..store import LoadedCassette
+    from ..cassette.store import LoadedCassette
 
 PayloadResolver = Callable[[PayloadRef], Any]
 
@@ -443,7 +443,7 @@ def render_timeline_html(
     anchor: str = "",
     drifted: Iterable[int] = (),
 ) -> str:
-    from ..timeline import describe
+    from .timeline import describe
 
     marked = set(drifted)
     types = sorted({e.type for e in events})
@@ -617,7 +617,7 @@ def render_cassette_page(
 ) -> str:
     """The viewer page of one loaded cassette (audit problems are computed when not given)."""
     if problems is None:
-        from ..audit import audit_problems
+        from ..replay.audit import audit_problems
 
         problems = audit_problems(cassette)
     title = f"agent run {cassette.run.test or cassette.run.run_id}"
@@ -631,7 +631,7 @@ def render_cassette_page(
 
 
 def write_html(path: Path, text: str) -> None:
-    from ..atomic import atomic_write_bytes
+    from ..cassette.atomic import atomic_write_bytes
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

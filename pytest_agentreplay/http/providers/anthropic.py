@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...canonical import hash_value
+from ...core.canonical import hash_value
 from ..exchange import HttpRequest
 
 NAME = "anthropic"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...canonical import hash_value
+from ...core.canonical import hash_value
 from ..exchange import HttpRequest
 
 NAME = "openai"

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from ..exceptions import ConfigError
 from .constants import REDACTED
-from .exceptions import ConfigError
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .events import Event, RunMeta
-from .http import bodies
-from .http.exchange import HttpRequest, HttpResponse, lower_headers, stored_response_headers
+from ..core.events import Event, RunMeta
+from ..http import bodies
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers, stored_response_headers
 
 
 @dataclass(slots=True)
@@ -152,7 +152,7 @@ def response_from_vcr(resp_raw: Any) -> tuple[HttpResponse, str | None]:
 
 
 def load_vcr(path: str | Path) -> list[VcrInteraction]:
-    from .validation import read_regular_file
+    from ..cassette.validation import read_regular_file
 
     path = Path(path)
     # A regular file of bounded size: a FIFO or a device would block or never end.
@@ -167,9 +167,9 @@ def interactions_to_events(
     run: RunMeta | None = None,
 ) -> list[Event]:
     """Classify and record each interaction as live recording would (model.call / http / effect)."""
-    from .capture import Recorder, RunContext
-    from .http.classify import classify_exchange
-    from .http.recording import emit_exchange
+    from ..core.capture import Recorder, RunContext
+    from ..http.classify import classify_exchange
+    from ..http.recording import emit_exchange
 
     ctx = RunContext(Recorder(run or RunMeta(run_id="vcr-import")), mode="capture", settings=settings or {})
     for item in interactions:

@@ -1,6 +1,6 @@
 """The end-of-session summary and the drift report file, from the per-test statuses.
 
-A status is the dict :func:`pytest_agentreplay.status.decide` returns: ``nodeid``, ``cassette``,
+A status is the dict :func:`pytest_agentreplay.report.status.decide` returns: ``nodeid``, ``cassette``,
 ``status`` (recorded | replayed | drifted | failed | updated | audited | skipped), ``cause`` (why a
 ``failed`` test failed), ``message``, ``mode``, ``regressions``, ``expected`` and ``drift``.
 """
@@ -48,7 +48,7 @@ def describe(status: dict[str, Any]) -> str:
 
 def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
     """The commands to run next, most urgent first (each one works as printed)."""
-    from .commands import record_command, update_command
+    from ..core.commands import record_command, update_command
 
     steps: list[str] = []
     drifted = [s for s in statuses if s.get("status") == "drifted"]
@@ -115,6 +115,6 @@ def summary_lines(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] =
 
 def write_report(path: Path, statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> None:
     """Write the session drift report (format by suffix: .md, .json, .html); see ``report``."""
-    from .report import write_report as _write
+    from . import write_report as _write
 
     _write(Path(path), statuses, unused=unused)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
+from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
 
 if TYPE_CHECKING:
     from .store import LoadedCassette
@@ -234,7 +234,7 @@ def body_problem(body: Any) -> str | None:
 
 def payload_problem(media_type: str | None, value: Any) -> str | None:
     """Why a resolved payload does not have the shape its media type says; ``None`` when it does."""
-    from .http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+    from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
 
     if media_type == RESPONSE_MEDIA_TYPE:
         if not isinstance(value, dict):
@@ -302,7 +302,7 @@ def _short(value: Any) -> str:
 def replay_problems(loaded: LoadedCassette) -> list[str]:
     """What replay would trip on: every payload resolved and shape-checked, every HTTP exchange decoded
     and rendered the way it is served. Messages are ``events[i].field: headline``."""
-    from .http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
+    from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
 
     problems: list[str] = []
     for index, name, ref in loaded.iter_refs():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
+from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
 
 
 def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> list[Path]:

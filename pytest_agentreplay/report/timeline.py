@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .events import Event, RunMeta
+from ..core.events import Event, RunMeta
 
 _WIDTH = 100
 
@@ -71,7 +71,7 @@ def describe(event: Event) -> str:
         error = f": {_short(data['error'], 60)}" if data.get("error") else ""
         return f"{data.get('status', '?')}{error}"
     if event.type == "runtime.values":
-        from .runtime_values import describe_data
+        from ..core.runtime_values import describe_data
 
         return describe_data(data)
     return _short(data)

@@ -16,16 +16,16 @@ from typing import Any
 
 import pydantic_core
 
-from .atomic import atomic_write_bytes
-from .canonical import dumps_compact, sha256_hex
-from .commands import rerecord_fix
-from .exceptions import (
+from ..core.canonical import dumps_compact, sha256_hex
+from ..core.commands import rerecord_fix
+from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
     CassetteIntegrityError,
     CassetteLimitError,
     PayloadShapeError,
 )
+from .atomic import atomic_write_bytes
 from .validation import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,

@@ -37,7 +37,7 @@ def cause_of(exc: BaseException | None) -> str:
     """The cause key for an exception raised by the plugin (or ``test`` for anything else)."""
     if exc is None:
         return "test"
-    from . import exceptions as e
+    from .. import exceptions as e
 
     for kind, cause in (
         (e.WrongTestCassetteError, "wrong-test"),

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .canonical import sha256_hex
-from .exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
+from ..core.canonical import sha256_hex
+from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
 
 if TYPE_CHECKING:
-    from .store import LoadedCassette
+    from ..cassette.store import LoadedCassette
 
 IMPORT_SOURCE = "vcr"
 """``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
@@ -113,7 +113,7 @@ def import_target(
     source: Path, out_dir: Path, *, bases: list[Path], rootdir: Path, layout: str = "test"
 ) -> tuple[Path, VcrTest | None]:
     """Where ``agentreplay import-vcr`` writes ``source``, and the test it belongs to (if known)."""
-    from .paths import item_cassette_path
+    from ..core.paths import item_cassette_path
 
     if "{" not in layout and layout not in LAYOUTS:
         raise ValueError(f"unknown --layout {layout!r}; use one of {', '.join(LAYOUTS)} or a template")
@@ -190,13 +190,13 @@ def import_vcr_file(
     OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
     belongs to (``RunMeta.test``; see :func:`pytest_recording_test`).
     """
-    from .capture import Recorder, RunContext
-    from .events import RunMeta
-    from .http.classify import classify_exchange
-    from .http.recording import emit_exchange
-    from .redaction import Redactor
-    from .store import save_cassette
-    from .validation import read_regular_file
+    from ..cassette.store import save_cassette
+    from ..cassette.validation import read_regular_file
+    from ..core.capture import Recorder, RunContext
+    from ..core.events import RunMeta
+    from ..core.redaction import Redactor
+    from ..http.classify import classify_exchange
+    from ..http.recording import emit_exchange
     from .vcr_format import MAX_VCR_BYTES
 
     source = Path(source)

@@ -1,7 +1,8 @@
 """A syrupy extension that stores an agent's decision trace as one readable JSON file per test.
 
 Use ``assert agent_replay.decisions() == decision_snapshot`` (the fixture this plugin provides), or make
-it syrupy's default with ``--snapshot-default-extension=pytest_agentreplay.snapshot.DecisionTraceExtension``.
+it syrupy's default with
+``--snapshot-default-extension=pytest_agentreplay.interop.snapshot.DecisionTraceExtension``.
 ``--snapshot-update`` works as usual.
 """
 

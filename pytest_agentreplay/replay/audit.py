@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .events import Event
+from ..core.events import Event
 
 if TYPE_CHECKING:
-    from .store import LoadedCassette
+    from ..cassette.store import LoadedCassette
 
 
 def effect_problems(events: list[Event]) -> list[str]:

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import __name__ as _package
-from .events import Event, RunMeta
+from .. import __name__ as _package
+from ..core.events import Event, RunMeta
 
 if TYPE_CHECKING:
-    from .store import LoadedCassette
+    from ..cassette.store import LoadedCassette
 
 SCOPE_NAME = _package
 KIND_INTERNAL = 1
@@ -375,7 +375,7 @@ def run_to_otlp(
     run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
 ) -> dict[str, Any]:
     """An OTLP/JSON ``ExportTraceServiceRequest`` holding the run's spans."""
-    from .constants import FORMAT_VERSION
+    from ..core.constants import FORMAT_VERSION
 
     trace_id = trace_id_for(run, events)
     spans = run_spans(run, events)
@@ -402,7 +402,7 @@ def cassette_to_otlp(cassette: LoadedCassette, *, service_name: str = "pytest-ag
 
 
 def _sdk(name: str) -> Any:
-    from .exceptions import ConfigError
+    from ..exceptions import ConfigError
 
     try:
         return importlib.import_module(name)
@@ -428,7 +428,7 @@ def sdk_spans(
     run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
 ) -> list[Any]:
     """The run as SDK ``ReadableSpan`` objects, ready for any ``SpanExporter``."""
-    from .constants import FORMAT_VERSION
+    from ..core.constants import FORMAT_VERSION
 
     trace_api = _sdk("opentelemetry.trace")
     sdk_trace = _sdk("opentelemetry.sdk.trace")
@@ -483,7 +483,7 @@ def export_with_sdk(
     service_name: str = "pytest-agentreplay",
 ) -> int:
     """Send the run's spans through an SDK exporter (a name or an exporter object); returns the span count."""
-    from .exceptions import AgentReplayError
+    from ..exceptions import AgentReplayError
 
     spans = sdk_spans(cassette.run, cassette.events, service_name=service_name)
     target = make_exporter(exporter, endpoint=endpoint) if isinstance(exporter, str) else exporter

@@ -39,7 +39,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .exceptions import ConfigError
+from ..exceptions import ConfigError
 
 if TYPE_CHECKING:
     import uuid as uuid_module

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..core.canonical import dumps_pretty, hash_value
+from ..core.commands import rerecord_fix
+from ..core.constants import FORMAT_VERSION
+from ..exceptions import CassetteSchemaError
 from .atomic import atomic_write_bytes, path_lock
-from .canonical import dumps_pretty, hash_value
-from .commands import rerecord_fix
-from .constants import FORMAT_VERSION
-from .exceptions import CassetteSchemaError
 
 Document = dict[str, Any]
 Migration = Callable[[Document, str], Document]
@@ -129,7 +129,7 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
     """Version 2 chained each event to its predecessor (``prev_hash``): one accepted change rewrote every
     later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
     (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
-    from .exceptions import CassetteIntegrityError
+    from ..exceptions import CassetteIntegrityError
     from .store import seal_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
@@ -160,7 +160,7 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
     checked as version 3 defines them, then the events are written in the version-4 stored form (requests
     as deltas over earlier ones, defaults left out) and sealed again. Requests kept in the blob store stay
     there (and end delta encoding from there on: the migration reads no blobs)."""
-    from .exceptions import CassetteIntegrityError
+    from ..exceptions import CassetteIntegrityError
     from .store import _integrity_problems, build_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]

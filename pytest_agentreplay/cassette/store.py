@@ -12,11 +12,9 @@ from typing import Any
 import pydantic_core
 from pydantic import ValidationError
 
-from .atomic import atomic_write_bytes, path_lock
-from .blobs import BlobStore, PendingBlobs, plan_externalize
-from .canonical import dumps_pretty, hash_value
-from .commands import rerecord_fix
-from .constants import (
+from ..core.canonical import dumps_pretty, hash_value
+from ..core.commands import rerecord_fix
+from ..core.constants import (
     BLOB_DIR_NAME,
     DEFAULT_CASSETTE_DIR,
     FORMAT_NAME,
@@ -24,8 +22,9 @@ from .constants import (
     INLINE_PAYLOAD_LIMIT,
     OLDEST_SUPPORTED_VERSION,
 )
-from .events import CASSETTE_ADAPTER, CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
-from .exceptions import (
+from ..core.events import CASSETTE_ADAPTER, CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
+from ..core.redaction import Redactor, default_redactor
+from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
     CassetteError,
@@ -37,8 +36,9 @@ from .exceptions import (
     PayloadShapeError,
     SecretLeakError,
 )
+from .atomic import atomic_write_bytes, path_lock
+from .blobs import BlobStore, PendingBlobs, plan_externalize
 from .migrations import MIGRATIONS, migrate_document
-from .redaction import Redactor, default_redactor
 from .stored_form import decode_events, encode_events
 from .validation import (
     MAX_CASSETTE_BYTES,

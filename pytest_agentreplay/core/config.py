@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..exceptions import ConfigError
 from .constants import (
     DEFAULT_CASSETTE_DIR,
     DEFAULT_RECORD_MODE,
@@ -19,7 +20,6 @@ from .constants import (
     RECORD_MODES,
     REPLAY_MODES,
 )
-from .exceptions import ConfigError
 
 MARKER_KEYS = (
     "cassette",

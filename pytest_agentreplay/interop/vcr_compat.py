@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .exceptions import CassetteCorruptError, ConfigError
+from ..exceptions import CassetteCorruptError, ConfigError
 
 if TYPE_CHECKING:
-    from .http.exchange import HttpRequest, HttpResponse
+    from ..http.exchange import HttpRequest, HttpResponse
     from .vcr_format import VcrInteraction
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
@@ -355,7 +355,7 @@ class VcrReplay:
         ``before_record_response`` applied), in this project's shapes: feed them to
         ``vcr_format.interactions_to_events`` (with ``RunMeta(labels={"source": "vcr"})``) for the recorded
         history a replay is compared with, or to convert the test's cassettes into this format."""
-        from .http.exchange import HttpRequest, lower_headers
+        from ..http.exchange import HttpRequest, lower_headers
         from .vcr_format import VcrInteraction, response_from_vcr
 
         out: list[VcrInteraction] = []

@@ -31,10 +31,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .canonical import DigestMemo, request_digest, same_json
-from .constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
-from .constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
-from .exceptions import CassetteError, CassetteSchemaError
+from ..core.canonical import DigestMemo, request_digest, same_json
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
+from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
+from ..exceptions import CassetteError, CassetteSchemaError
 
 Document = dict[str, Any]
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
@@ -57,7 +57,7 @@ _PREV = "@prev"
 
 def _default_tool_name(url: str) -> str:
     """The tool name the HTTP layer gives an exchange no classifier named: host and path."""
-    from .http.exchange import HttpRequest
+    from ..http.exchange import HttpRequest
 
     request = HttpRequest("GET", url, {})
     return request.host + request.path

@@ -19,21 +19,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from .canonical import hash_value
-from .events import (
-    Actor,
-    DataClass,
-    EffectInfo,
-    Event,
-    EventClass,
-    EventType,
-    PayloadRef,
-    RunMeta,
-    ToolInfo,
-)
+from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 
 if TYPE_CHECKING:
-    from .replay.tools import ToolReplayer
-    from .store import LoadedCassette
+    from ..cassette.store import LoadedCassette
+    from ..replay.tools import ToolReplayer
 
 
 # (whole second, its "YYYY-MM-DDTHH:MM:SS" text): one event per replayed call is stamped, and
@@ -202,7 +192,7 @@ class RunContext:
             event_class="input",
             data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
         )
-        from .frameworks import activate as activate_frameworks  # cheap: only imported frameworks hook in
+        from ..frameworks import activate as activate_frameworks  # cheap: only imported frameworks hook in
 
         self.extensions["frameworks"] = activate_frameworks(self)
         from .runtime_values import start_run  # the clock, uuid and random the agent reads (issue 17)
