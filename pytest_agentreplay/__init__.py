@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import (
-        RecordedToolError as RecordedToolError,
-    )
-    from .api import (
         capture_run as capture_run,
     )
     from .api import (
@@ -51,6 +48,9 @@ if TYPE_CHECKING:
         NetworkBlockedError as NetworkBlockedError,
     )
     from .exceptions import (
+        RecordedToolError as RecordedToolError,
+    )
+    from .exceptions import (
         ReplayError as ReplayError,
     )
     from .exceptions import (
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
-    "RecordedToolError": "api",
+    "RecordedToolError": "exceptions",
     "capture_run": "api",
     "record_approval": "api",
     "record_policy": "api",

@@ -14,9 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
+from . import runs
 from .core.canonical import hash_value
 from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
+from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,8 +99,6 @@ class _ToolCall:
     def finished(self, result: Any, error: str | None) -> None:
         recorder = self.ctx.recorder
         data: dict[str, Any] = self._grouped({"attempt": self.attempt})
-        if error is not None:
-            data["error"] = error
         if self.effect == "write" and error is None:
             recorder.emit(
                 "effect",
@@ -110,14 +110,7 @@ class _ToolCall:
                 data=data,
             )
         else:
-            recorder.emit(
-                "tool.result",
-                actor="tool",
-                event_class="input",
-                tool=self.info,
-                output=payload(result) if error is None else None,
-                data=data,
-            )
+            recorder.tool_result(self.info, result, error, data)
 
 
 def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any]) -> Any:
@@ -140,15 +133,6 @@ def _is_concurrent(ctx: RunContext) -> bool:
         return False
     # Sibling tasks alive beside this one (gather, TaskGroup): the calls may complete in any order.
     return len(asyncio.all_tasks()) > 1
-
-
-class RecordedToolError(Exception):
-    """Raised during replay where the tool raised during recording; carries the recorded message."""
-
-    def __init__(self, tool: str, message: str) -> None:
-        super().__init__(f"{tool}: {message}")
-        self.tool = tool
-        self.message = message
 
 
 def _receipt_of(result: Any) -> Any:
@@ -363,14 +347,14 @@ def capture_run(
     uninstall = _install_http() if intercept_http else None
     try:
         with activate(ctx):
-            ctx.start()
+            runs.start(ctx)
             try:
                 yield ctx
             except BaseException as exc:
-                ctx.finish("error", _error_text(exc))
+                runs.finish(ctx, "error", _error_text(exc))
                 raise
             else:
-                ctx.finish("ok")
+                runs.finish(ctx, "ok")
     finally:
         if uninstall is not None:
             uninstall()
@@ -390,6 +374,6 @@ def _replaying_run() -> RunContext | None:
 
 
 def _install_http() -> Callable[[], None]:
-    from .http import install
+    from .intercept import install
 
     return install()

@@ -141,7 +141,7 @@ class SessionController:
         if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
-            from .report.summary import write_report
+            from .report import write_report
 
             write_report(self.settings.report, self.statuses, unused=self.unused)
         return new_exit

@@ -131,3 +131,15 @@ class NetworkBlockedError(ReplayError):
 
 class DriftError(AgentReplayError):
     """The replayed history differs from the recorded one by a regression."""
+
+
+class RecordedToolError(Exception):
+    """Raised during replay where the tool raised during recording; carries the recorded message.
+
+    Deliberately outside the ``AgentReplayError`` tree: it stands for the tool's own failure, which the
+    agent under test handles as it handled it while recording."""
+
+    def __init__(self, tool: str, message: str) -> None:
+        super().__init__(f"{tool}: {message}")
+        self.tool = tool
+        self.message = message

@@ -5,15 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .core.constants import VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE
 from .core.events import Event, event_to_dict
 
 if TYPE_CHECKING:
     from .cassette.store import LoadedCassette
     from .core.capture import RunContext
     from .session import TestRun
-
-# Envelope fields that change on every run and say nothing about behaviour.
-VOLATILE_FIELDS = ("ts", "run_id", "trace_id", "span_id", "prev_hash")
 
 
 class AgentReplay:
@@ -47,7 +45,7 @@ class AgentReplay:
     @property
     def recorded(self) -> LoadedCassette | None:
         """The cassette being replayed (None while recording)."""
-        return self.run.recorded
+        return self._test_run.recorded
 
     @property
     def drift(self) -> Any:
@@ -63,10 +61,10 @@ class AgentReplay:
             if event.type in ("run.start", "run.end"):
                 continue
             item = event_to_dict(event)
-            for key in (*VOLATILE_FIELDS, "seq", "input_ref", "output_ref"):
+            for key in (*VOLATILE_ENVELOPE, "input_ref", "output_ref"):
                 item.pop(key, None)
             data = item.get("data", {})
-            for key in ("latency_ms", "response_id"):
+            for key in VOLATILE_DATA_FIELDS:
                 data.pop(key, None)
             trace.append(item)
         return trace

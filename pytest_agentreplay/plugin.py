@@ -593,6 +593,6 @@ def _classify_hook(hook: Any) -> Any:
 
 def _install_interception() -> Any:
     # No fallback: replay without interception would let calls escape the fail-closed guard.
-    from .http import install
+    from .intercept import install
 
     return install()

@@ -7,13 +7,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import runs
 from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .core.commands import record_command, rerecord_fix
 from .core.config import Settings, TestSettings
 from .core.events import Event, RunMeta, event_to_shared_dict
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
+
+if TYPE_CHECKING:
+    from .cassette.store import LoadedCassette
 
 
 @dataclass
@@ -53,6 +57,8 @@ class TestRun:
     # A vcr-marked test's pytest-recording cassettes (``vcr_plugin.VcrSource``): served when ours is absent.
     vcr: Any = None
     ctx: RunContext | None = None
+    # The cassette replayed (None while recording): the run reads it as a RecordedRun, the session owns it.
+    recorded: LoadedCassette | None = None
     outcome: TestOutcome | None = None
     drift: Any = None
     setup_error: AgentReplayError | None = None
@@ -110,8 +116,9 @@ class TestRun:
                 recorded=recorded,
                 settings=http_settings,
             )
+            self.recorded = recorded
             if self.vcr is not None and not self.cassette.exists():
-                from .replay.vcr_serving import activate
+                from .interop.vcr_serving import activate
 
                 activate(ctx, recorded, converting=self.test.update)
         from .core.redaction import Redactor
@@ -120,15 +127,15 @@ class TestRun:
         ctx.extensions["origin_thread"] = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
-        ctx.start()
+        runs.start(ctx)
         return ctx
 
-    def _load_recorded(self) -> Any:
+    def _load_recorded(self) -> LoadedCassette:
         from .cassette.store import load_cassette
 
         if self.vcr is not None and not self.cassette.exists():
             # Even without its YAML: pytest-recording passes a test that sends nothing, refuses the rest.
-            from .replay.vcr_serving import load_vcr_source
+            from .interop.vcr_serving import load_vcr_source
 
             return load_vcr_source(self)
         if not self.cassette.exists():
@@ -191,7 +198,7 @@ class TestRun:
         assert ctx is not None, "end() before begin()"
         if exc is not None:
             self.error = exc
-        ctx.finish("ok" if passed else "error", error)
+        runs.finish(ctx, "ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
             if passed or self.settings.save_on_failure:
@@ -217,16 +224,16 @@ class TestRun:
         """The recorded run as a timeline (the audit view shown in the test report)."""
         from .report.timeline import render_timeline
 
-        assert self.ctx is not None and self.ctx.recorded is not None
-        recorded = self.ctx.recorded
+        recorded = self.recorded
+        assert recorded is not None
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
     def _audit(self, ctx: RunContext) -> TestOutcome:
         from .exceptions import AuditProblemsError
         from .replay.audit import audit_problems
 
-        assert ctx.recorded is not None
-        problems = audit_problems(ctx.recorded)
+        assert self.recorded is not None
+        problems = audit_problems(self.recorded)
         self.outcome = TestOutcome(
             self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems)
         )
@@ -255,7 +262,7 @@ class TestRun:
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
         from .diff import compare_histories, render_drift
         from .diff.rules import RuleSet, is_imported
-        from .replay.vcr_serving import played_history
+        from .interop.vcr_serving import played_history
 
         played = played_history(ctx)
         recorded = played or ctx.recorded
@@ -292,7 +299,7 @@ class TestRun:
             drift=result.to_dict() if result.has_drift else None,
         )
         if self.test.update and passed and self.test.mode == "regression" and "vcr" in ctx.extensions:
-            from .replay.vcr_serving import converted_run
+            from .interop.vcr_serving import converted_run
 
             self._save(converted_run(recorded.run), ctx.recorder.events)  # the YAML stays
             outcome.action = "updated"

@@ -3,7 +3,7 @@ when pytest-recording is not active (a project's own ``vcr_config``/``vcr_casset
 ``default_cassette_name`` in a conftest override these as they override pytest-recording's).
 
 A vcr-marked test then replays through this plugin (``plugin.uses_agentreplay``): this plugin's own
-cassette when it exists, else the pytest-recording cassettes read in place (``replay/vcr_serving.py``).
+cassette when it exists, else the pytest-recording cassettes read in place (``interop/vcr_serving.py``).
 """
 
 from __future__ import annotations

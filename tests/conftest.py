@@ -14,9 +14,9 @@ import importlib
 for _name in (
     "pytest_agentreplay.core.runtime_values",
     "pytest_agentreplay.http.guard",
-    "pytest_agentreplay.http.intercept_httpx",
-    "pytest_agentreplay.http.intercept_urllib3",
-    "pytest_agentreplay.http.intercept_aiohttp",
+    "pytest_agentreplay.intercept.httpx",
+    "pytest_agentreplay.intercept.urllib3",
+    "pytest_agentreplay.intercept.aiohttp",
     "pytest_agentreplay.replay.policy",
 ):
     importlib.import_module(_name)

@@ -558,7 +558,7 @@ class run_in:
 
     def __enter__(self) -> Any:
         from pytest_agentreplay.core.capture import push_active
-        from pytest_agentreplay.http import install
+        from pytest_agentreplay.intercept import install
 
         self._uninstall = install()
         self._token = push_active(self.ctx)

@@ -290,7 +290,7 @@ class Case:
 
 def rechain(doc: dict[str, Any]) -> dict[str, Any]:
     """Recompute the integrity fields the way the store writes them, over whatever the document holds."""
-    from pytest_agentreplay.cassette.store import event_digest, head_digest
+    from pytest_agentreplay.cassette.chain import event_digest, head_digest
 
     digests = [event_digest(e) if isinstance(e, dict) else hash_value(e) for e in doc["events"]]
     doc["event_count"] = len(doc["events"])

@@ -10,7 +10,7 @@ import pytest
 from test_cli_support import build_run
 
 from pytest_agentreplay.cli import main
-from pytest_agentreplay.cli_progress import Progress, track
+from pytest_agentreplay.cli.progress import Progress, track
 
 
 class FakeTTY(io.StringIO):

@@ -199,8 +199,7 @@ def _response_refs(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def test_valid_hash_blob_of_the_wrong_shape_is_reported(
     cassette: Path, capsys: pytest.CaptureFixture[str], payload: Any
 ) -> None:
-    from pytest_agentreplay.cassette.blobs import BlobStore
-    from pytest_agentreplay.cassette.store import default_blob_dir
+    from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
 
     doc = read(cassette)
     refs = _response_refs(doc)
@@ -215,8 +214,7 @@ def test_valid_hash_blob_of_the_wrong_shape_is_reported(
 
 
 def test_chain_node_without_items_is_reported(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_agentreplay.cassette.blobs import BlobStore
-    from pytest_agentreplay.cassette.store import default_blob_dir
+    from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
 
     doc = read(cassette)
     sha = BlobStore(default_blob_dir(cassette)).put({"$chain": {"prev": None}})
@@ -250,8 +248,7 @@ def test_version_downgrade_is_reported(cassette: Path, capsys: pytest.CaptureFix
 
 
 def test_textconv_inlines_blob_payloads(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_agentreplay.cassette.blobs import BlobStore
-    from pytest_agentreplay.cassette.store import default_blob_dir
+    from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
 
     doc = read(cassette)
     refs = [

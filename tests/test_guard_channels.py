@@ -33,7 +33,7 @@ from servers import LLMServer, MemoryCassette, run_in
 
 from pytest_agentreplay.exceptions import ConfigError, NetworkBlockedError
 from pytest_agentreplay.http import guard
-from pytest_agentreplay.http import install as _install_interception
+from pytest_agentreplay.intercept import install as _install_interception
 
 # Inner sessions run in-process, and pytester afterwards drops every module first imported during one:
 # load the plugin's modules now, so inner sessions and later tests share one copy (one run registry,

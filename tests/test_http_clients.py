@@ -248,7 +248,7 @@ def test_writes_with_random_keys_are_served_in_order_and_never_sent() -> None:
 def test_no_active_run_means_untouched() -> None:
     import httpx2
 
-    from pytest_agentreplay.http import install
+    from pytest_agentreplay.intercept import install
 
     uninstall = install()
     server = LLMServer().start()
@@ -265,7 +265,7 @@ def test_install_is_reference_counted_and_restores() -> None:
     import httpx
     import httpx2
 
-    from pytest_agentreplay.http import install, installed
+    from pytest_agentreplay.intercept import install, installed
 
     before = (httpx.HTTPTransport.handle_request, httpx2.AsyncHTTPTransport.handle_async_request)
     a = install()

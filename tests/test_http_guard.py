@@ -135,7 +135,7 @@ def test_recording_runs_are_not_blocked_and_guard_is_inert_without_runs() -> Non
     with LLMServer() as server:
         with run_in("record"):
             _raw_connect("127.0.0.1", server.port)
-        from pytest_agentreplay.http import install
+        from pytest_agentreplay.intercept import install
 
         uninstall = install()
         try:

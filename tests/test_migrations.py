@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.cassette.migrations import MIGRATIONS, migrate_document, migrate_file
+from pytest_agentreplay.cassette.maintenance import migrate_file
+from pytest_agentreplay.cassette.migrations import MIGRATIONS, migrate_document
 from pytest_agentreplay.cassette.store import load_cassette, save_cassette
 from pytest_agentreplay.cassette.stored_form import decode_events
 from pytest_agentreplay.core.canonical import hash_value

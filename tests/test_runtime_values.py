@@ -387,7 +387,7 @@ def test_outside_a_run_nothing_is_patched() -> None:
     import random
     import uuid
 
-    from pytest_agentreplay import record_value
+    from pytest_agentreplay import record_value, runs
     from pytest_agentreplay.core.capture import Recorder, RunContext, activate
     from pytest_agentreplay.core.events import RunMeta
 
@@ -396,9 +396,9 @@ def test_outside_a_run_nothing_is_patched() -> None:
     ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="record")
     state_before = random.getstate()
     with activate(ctx):
-        ctx.start()
+        runs.start(ctx)
         assert uuid.uuid4.__code__ is not original
-        ctx.finish()
+        runs.finish(ctx)
     assert uuid.uuid4.__code__ is original
     assert random.getstate() == state_before
     assert abs(time.time() - time.perf_counter() - (time.time() - time.perf_counter())) < 1
@@ -407,19 +407,19 @@ def test_outside_a_run_nothing_is_patched() -> None:
 def test_record_value_needs_plain_json_while_recording() -> None:
     import datetime as dt
 
-    from pytest_agentreplay import record_value
+    from pytest_agentreplay import record_value, runs
     from pytest_agentreplay.core.capture import Recorder, RunContext, activate
     from pytest_agentreplay.core.events import RunMeta
 
     ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="record")
     with activate(ctx):
-        ctx.start()
+        runs.start(ctx)
         try:
             with pytest.raises(TypeError, match="plain JSON"):
                 record_value("when", lambda: dt.datetime(2026, 1, 1))
             assert record_value("flag", lambda: {"variant": "b"}) == {"variant": "b"}
         finally:
-            ctx.finish()
+            runs.finish(ctx)
     (event,) = [e for e in ctx.recorder.events if e.type == "runtime.values"]
     assert event.data["values"] == {"flag": {"main": [{"variant": "b"}]}}
 

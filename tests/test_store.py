@@ -13,14 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX, lock_path_for, path_lock
-from pytest_agentreplay.cassette.blobs import BlobStore
-from pytest_agentreplay.cassette.store import (
-    default_blob_dir,
-    load_cassette,
-    load_document,
-    save_cassette,
-    verify_chain,
-)
+from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
+from pytest_agentreplay.cassette.store import load_cassette, load_document, save_cassette, verify_chain
 from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
 from pytest_agentreplay.core.constants import FORMAT_VERSION
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
@@ -540,6 +534,6 @@ def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
 
 def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     """The integrity fields recomputed over whatever the document now holds (a tamper they cannot see)."""
-    from pytest_agentreplay.cassette.store import build_document
+    from pytest_agentreplay.cassette.document import build_document
 
     return build_document(doc["run"], doc["events"])

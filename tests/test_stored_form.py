@@ -167,7 +167,7 @@ def test_a_damaged_delta_on_disk_is_an_integrity_error_and_rechained_a_schema_er
 
 
 def _reseal(doc: dict[str, Any]) -> dict[str, Any]:
-    from pytest_agentreplay.cassette.store import seal_document
+    from pytest_agentreplay.cassette.chain import seal_document
 
     return seal_document(doc["run"], doc["events"])
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_agentreplay.http import install
+from pytest_agentreplay.intercept import install
 
 pytest.importorskip("vcr")
 # The inner suites run in this process (pytester), which drops the modules a run imported when it ends;

@@ -125,7 +125,7 @@ def _probe(mode: str) -> str | None:
 
     from pytest_agentreplay.core.capture import Recorder, RunContext, activate
     from pytest_agentreplay.core.events import RunMeta
-    from pytest_agentreplay.http import install
+    from pytest_agentreplay.intercept import install
 
     target = BackofficeService(port=0) if mode == "sandbox" else ScriptedModelServer("openai", (), port=0)
     target.start()

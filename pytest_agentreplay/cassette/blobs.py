@@ -18,6 +18,7 @@ import pydantic_core
 
 from ..core.canonical import dumps_compact, sha256_hex
 from ..core.commands import rerecord_fix
+from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
 from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
@@ -369,3 +370,12 @@ def _refs_in(value: Any) -> Iterator[str]:
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
+
+
+def default_blob_dir(cassette_path: Path) -> Path:
+    """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
+    parent = Path(cassette_path).absolute().parent
+    for ancestor in (parent, *parent.parents):
+        if ancestor.name == DEFAULT_CASSETTE_DIR or (ancestor / BLOB_DIR_NAME).is_dir():
+            return ancestor / BLOB_DIR_NAME
+    return parent / BLOB_DIR_NAME

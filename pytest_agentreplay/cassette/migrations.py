@@ -6,11 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.canonical import dumps_pretty, hash_value
+from ..core.canonical import hash_value
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteSchemaError
-from .atomic import atomic_write_bytes, path_lock
+from .chain import integrity_problems, seal_document
+from .document import build_document
 
 Document = dict[str, Any]
 Migration = Callable[[Document, str], Document]
@@ -130,7 +131,6 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
     later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
     (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
     from ..exceptions import CassetteIntegrityError
-    from .store import seal_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
     run, events = _check_shape(doc, source, 2, ["event_digests"], fixes)
@@ -161,7 +161,6 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
     as deltas over earlier ones, defaults left out) and sealed again. Requests kept in the blob store stay
     there (and end delta encoding from there on: the migration reads no blobs)."""
     from ..exceptions import CassetteIntegrityError
-    from .store import _integrity_problems, build_document
 
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
     run, events = _check_shape(doc, source, 3, [], fixes)
@@ -170,7 +169,7 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
             raise CassetteSchemaError(
                 f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
             )
-    problems = _integrity_problems(doc, version=3)
+    problems = integrity_problems(doc, version=3)
     if problems:
         first = problems[0].index
         raise CassetteIntegrityError(
@@ -196,25 +195,3 @@ def migrate_document(doc: Document, source: str = "<memory>") -> Document:
         doc = MIGRATIONS[version](doc, source)
         version = doc["version"]
     return doc
-
-
-def migrate_file(path: Path, dry_run: bool = False) -> bool:
-    """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
-
-    The file is fully validated (schema, its own version's integrity fields) before anything is written,
-    then written to a temporary file renamed over it.
-    """
-    from .store import blob_resolver, build_document, load_versioned, run_to_dict
-
-    path = Path(path)
-    with path_lock(path):
-        loaded, original_version = load_versioned(path)
-        if original_version == FORMAT_VERSION:
-            return False
-        # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
-        # blob-stored requests are read so later requests can be stored as deltas over them.
-        resolve = blob_resolver(loaded.blob_store)
-        doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
-        if not dry_run:
-            atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
-    return True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,11 +11,9 @@ from typing import Any
 import pydantic_core
 from pydantic import ValidationError
 
-from ..core.canonical import dumps_pretty, hash_value
+from ..core.canonical import dumps_pretty
 from ..core.commands import rerecord_fix
 from ..core.constants import (
-    BLOB_DIR_NAME,
-    DEFAULT_CASSETTE_DIR,
     FORMAT_NAME,
     FORMAT_VERSION,
     INLINE_PAYLOAD_LIMIT,
@@ -37,7 +34,9 @@ from ..exceptions import (
     SecretLeakError,
 )
 from .atomic import atomic_write_bytes, path_lock
-from .blobs import BlobStore, PendingBlobs, plan_externalize
+from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
+from .chain import ChainProblem, integrity_problems, seal_document
+from .document import blob_resolver, build_document, run_to_dict
 from .migrations import MIGRATIONS, migrate_document
 from .stored_form import decode_events, encode_events
 from .validation import (
@@ -54,19 +53,6 @@ REF_FIELDS = ("input_ref", "output_ref")
 # Tool and policy names are keys there: "reset_password" names a tool, it does not hold a password.
 _NAME_KEYED_RUN_FIELDS = ("tool_schema_versions", "policy_versions")
 _MAX_LISTED_PROBLEMS = 20
-
-
-def default_blob_dir(cassette_path: Path) -> Path:
-    """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
-    parent = Path(cassette_path).absolute().parent
-    for ancestor in (parent, *parent.parents):
-        if ancestor.name == DEFAULT_CASSETTE_DIR or (ancestor / BLOB_DIR_NAME).is_dir():
-            return ancestor / BLOB_DIR_NAME
-    return parent / BLOB_DIR_NAME
-
-
-def run_to_dict(run: RunMeta) -> Document:
-    return run.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _test_hint(raw: Any) -> str | None:
@@ -244,119 +230,10 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-@dataclass(frozen=True)
-class ChainProblem:
-    index: int | None
-    message: str
-
-
-def _integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) -> list[ChainProblem]:
-    """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
-    head digest); the first names the first bad event."""
-    run = doc["run"]
-    events: list[Document] = doc["events"]
-    problems: list[ChainProblem] = []
-    for index, event in enumerate(events):
-        if event.get("seq") != index:
-            problems.append(
-                ChainProblem(
-                    index,
-                    (
-                        f"events[{index}] has seq {event.get('seq')!r} where seq {index} belongs: "
-                        "events were reordered, removed or inserted"
-                    ),
-                )
-            )
-            break
-    count = doc.get("event_count")
-    if count != len(events):
-        problems.append(
-            ChainProblem(
-                min(len(events), count) if isinstance(count, int) else None,
-                (
-                    f"event_count is {count!r} but the file holds {len(events)} events: "
-                    "events were removed or added"
-                ),
-            )
-        )
-    claimed = doc.get("event_digests")
-    claimed_list: list[Any] = claimed if isinstance(claimed, list) else []
-    if len(claimed_list) != len(events):
-        problems.append(
-            ChainProblem(
-                min(len(events), len(claimed_list)),
-                (
-                    f"event_digests lists {len(claimed_list)} digest(s) but the file holds {len(events)} "
-                    "events: "
-                    + (
-                        "events were removed from the end or from between others"
-                        if len(events) < len(claimed_list)
-                        else "events were added"
-                    )
-                ),
-            )
-        )
-    actual = _fast_digests(events)
-    for index, (event, fast) in enumerate(zip(events, actual, strict=False)):
-        if index >= len(claimed_list):
-            break
-        expected = claimed_list[index]
-        if fast != expected and event_digest(event) != expected:
-            problems.append(
-                ChainProblem(
-                    index,
-                    (
-                        f"event digest mismatch at seq {index}: seq {index} was edited, or events were "
-                        f"reordered (it hashes to {event_digest(event)[:12]}..., event_digests[{index}] is "
-                        f"{str(expected)[:12]}...)"
-                    ),
-                )
-            )
-    if doc.get("head_hash") != head_digest(run, claimed_list, count, version):
-        problems.append(
-            ChainProblem(
-                None,
-                "head_hash does not match the run header, event_count and event_digests: the run "
-                "metadata was edited, or one of those header fields was, or events were removed from the end",
-            )
-        )
-    return problems
-
-
-def event_digest(event: Mapping[str, Any]) -> str:
-    """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
-    renumbers it without changing its digest (the order is bound by ``head_hash``)."""
-    return hash_value({k: v for k, v in event.items() if k != "seq"})
-
-
-def head_digest(run: Any, digests: Sequence[Any], count: Any, version: int = FORMAT_VERSION) -> str:
-    """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
-    return hash_value({"version": version, "run": run, "event_count": count, "event_digests": list(digests)})
-
-
-def _fast_digests(events: list[Any]) -> list[str | None]:
-    """Each event's digest serialized by pydantic-core, which for a parsed canonical file (keys already
-    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize.
-    A disagreement with the stored digest (float spelling, 1e-07 vs 1e-7) is decided by ``event_digest``."""
-    to_json = pydantic_core.to_json
-    sha256 = hashlib.sha256
-    skip = {"seq"}
-    try:
-        return [sha256(to_json(event, exclude=skip)).hexdigest() for event in events]
-    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-        digests: list[str | None] = []
-        for event in events:
-            try:
-                digests.append(sha256(to_json(event, exclude=skip)).hexdigest())
-            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-                digests.append(None)
-        return digests
-
-
 def verify_chain(doc: Mapping[str, Any] | CassetteDoc) -> list[str]:
     """Every integrity problem of a cassette document (raw dict or model); empty when intact."""
     raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
-    messages = [problem.message for problem in _integrity_problems(raw)]
+    messages = [problem.message for problem in integrity_problems(raw)]
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
     return messages
@@ -432,12 +309,12 @@ def _load(
             events = decode_stored_events(raw, path, store)
         except CassetteError:
             # A damaged delta: say it was edited when the digests say so.
-            problems = _integrity_problems(raw) if _checkable(raw) else []
+            problems = integrity_problems(raw) if _checkable(raw) else []
             if not problems:
                 raise
         else:
             doc = CASSETTE_ADAPTER.validate_python({**raw, "events": events})
-            problems = _integrity_problems(raw)
+            problems = integrity_problems(raw)
             _check_event_keys(raw, path)
     except CassetteError as exc:
         exc.mode = mode
@@ -736,31 +613,6 @@ def _place_payloads(
                 pending[needed] = (source.get(needed), source.path_for(needed).read_bytes())
 
 
-def build_document(
-    run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, Any]], Any] | None = None
-) -> Document:
-    """The current-format document of in-memory event dicts: stored form (request deltas, defaults left
-    out; ``resolve`` reads blob-stored requests), one digest per stored event and the head digest."""
-    run_id = run.get("run_id")
-    return seal_document(
-        run, encode_events(events, run_id if isinstance(run_id, str) else "", resolve=resolve)
-    )
-
-
-def seal_document(run: Document, stored: list[Document], version: int = FORMAT_VERSION) -> Document:
-    """A document of events already in their stored form, with their digests and the head digest."""
-    digests = [event_digest(event) for event in stored]
-    return {
-        "format": FORMAT_NAME,
-        "version": version,
-        "run": run,
-        "events": stored,
-        "event_count": len(stored),
-        "event_digests": digests,
-        "head_hash": head_digest(run, digests, len(stored), version),
-    }
-
-
 def _apply_hook(hook: Callable[[Document], Document], event: Document, index: int, path: Path) -> Document:
     try:
         # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
@@ -775,21 +627,6 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
             place=f"event seq {index} (events[{index}])",
             fixes=["make the hook return the event dict it was given, modified in place of values only"],
         ) from None
-
-
-def blob_resolver(store: BlobStore, source: BlobStore | None = None) -> Callable[[Mapping[str, Any]], Any]:
-    """``resolve(ref)`` for :mod:`stored_form`: the payload a ref keeps in ``store`` (or in ``source``, the
-    store a cassette being rewritten was loaded from); a missing or damaged blob is a ``CassetteError``."""
-
-    def resolve(ref: Mapping[str, Any]) -> Any:
-        sha = ref.get("sha256")
-        if not isinstance(sha, str):
-            return None
-        if source is not None and not store.exists(sha) and source.exists(sha):
-            return source.load(sha)
-        return store.load(sha)
-
-    return resolve
 
 
 def save_cassette(

@@ -1,9 +1,8 @@
-"""Reading hostile cassettes safely: file checks, size and depth limits, payload shapes, replayability.
+"""Reading hostile cassettes safely: file checks, size and depth limits, payload shapes.
 
 Everything here raises (or reports) members of the ``CassetteError`` family only. The checks are cheap
 and lazy: a file is checked when it is opened, a blob when it is first read, a payload when it is first
-resolved. ``replay_problems`` runs the same resolution and decoding replay runs, for ``agentreplay
-verify``.
+resolved. Whether the exchanges can be served is :mod:`pytest_agentreplay.replay.replayability`'s question.
 """
 
 from __future__ import annotations
@@ -13,12 +12,10 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
-
-if TYPE_CHECKING:
-    from .store import LoadedCassette
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+from ..exceptions import CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
 MAX_CASSETTE_BYTES: Final = 256 * 1024 * 1024
@@ -234,15 +231,13 @@ def body_problem(body: Any) -> str | None:
 
 def payload_problem(media_type: str | None, value: Any) -> str | None:
     """Why a resolved payload does not have the shape its media type says; ``None`` when it does."""
-    from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
-
-    if media_type == RESPONSE_MEDIA_TYPE:
+    if media_type == HTTP_RESPONSE_MEDIA_TYPE:
         if not isinstance(value, dict):
             return f"an HTTP response payload must be an object, found {_short(value)}"
         status = value.get("status", 200)
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999:
             return f"status must be an HTTP status code, found {_short(status)}"
-    elif media_type == REQUEST_MEDIA_TYPE:
+    elif media_type == HTTP_REQUEST_MEDIA_TYPE:
         if not isinstance(value, dict):
             return f"an HTTP request payload must be an object, found {_short(value)}"
         for key in ("method", "url"):
@@ -294,36 +289,3 @@ def _short(value: Any) -> str:
     except (RecursionError, ValueError):
         text = f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-# -- replayability ---------------------------------------------------------------------------------
-
-
-def replay_problems(loaded: LoadedCassette) -> list[str]:
-    """What replay would trip on: every payload resolved and shape-checked, every HTTP exchange decoded
-    and rendered the way it is served. Messages are ``events[i].field: headline``."""
-    from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
-
-    problems: list[str] = []
-    for index, name, ref in loaded.iter_refs():
-        where = f"events[{index}].{name}"
-        try:
-            value = loaded.payload(ref)
-        except CassetteError as exc:
-            problems.append(f"{where}: {exc.headline}")
-            continue
-        try:
-            if ref.media_type == RESPONSE_MEDIA_TYPE and value is not None:
-                response = HttpResponse.from_payload(value)
-                response.wire_tuple()
-                for _ in response.iter_chunks():
-                    pass
-            elif ref.media_type == REQUEST_MEDIA_TYPE and value is not None:
-                request = HttpRequest.from_payload(value)
-                request.excerpt(80)
-                _ = request.host
-        except CassetteError as exc:
-            problems.append(f"{where}: {exc.headline}")
-        except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
-            problems.append(f"{where}: the recorded exchange cannot be served: {type(exc).__name__}: {exc}")
-    return problems

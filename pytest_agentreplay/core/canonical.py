@@ -18,6 +18,17 @@ def dumps_compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def display_text(value: Any, *, indent: int | None = None) -> str:
+    """A value as a reader sees it in a report: a string as it is, anything else as sorted JSON (``indent``
+    for a block), or its ``repr`` when JSON cannot hold it."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, indent=indent)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from .canonical import hash_value
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
-
-if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
-    from ..replay.tools import ToolReplayer
-
 
 # (whole second, its "YYYY-MM-DDTHH:MM:SS" text): one event per replayed call is stamped, and
 # formatting a datetime costs more than the rest of recording it; only the microseconds change.
@@ -136,12 +132,70 @@ class Recorder:
             self.events.append(event)
         return event
 
+    def tool_result(
+        self,
+        tool: ToolInfo,
+        result: Any,
+        error: str | None,
+        data: dict[str, Any],
+        *,
+        trace_id: str | None = None,
+        span_id: str | None = None,
+    ) -> Event:
+        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data``."""
+        if error is not None:
+            data = {**data, "error": error}
+        return self.emit(
+            "tool.result",
+            actor="tool",
+            event_class="input",
+            tool=tool,
+            output=payload(result) if error is None else None,
+            data=data,
+            trace_id=trace_id,
+            span_id=span_id,
+        )
+
     def next_attempt(self, name: str, key: str) -> int:
         """1 for the first call of a tool with this idempotency key (or argument hash), 2 for its retry..."""
         with self._lock:
             attempt = self._attempts.get((name, key), 0) + 1
             self._attempts[(name, key)] = attempt
             return attempt
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a recorded ``@tool`` call gave back, served in its place during replay."""
+
+    result: Any
+    error: str | None
+    recorded_seq: int
+    # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
+    # A served tool does not run, so they are emitted again: the history then matches the recording.
+    nested: tuple[Event, ...] = ()
+
+
+class RecordedRun(Protocol):
+    """The recorded run a replay reads (a loaded cassette, :class:`~pytest_agentreplay.cassette.store.
+    LoadedCassette`): its run header, its events and the payloads they refer to."""
+
+    run: RunMeta
+    events: list[Event]
+
+    def payload(self, ref: PayloadRef | None) -> Any: ...
+
+
+class ToolServer(Protocol):
+    """Serves recorded ``@tool`` results (:class:`~pytest_agentreplay.replay.tools.ToolReplayer`)."""
+
+    def recorded_group(
+        self, name: str, arguments: dict[str, Any], *, ctx: RunContext
+    ) -> tuple[bool, Any]: ...
+
+    def serve(
+        self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
+    ) -> ToolOutcome: ...
 
 
 class RunContext:
@@ -157,8 +211,8 @@ class RunContext:
         *,
         mode: str = "record",
         cassette: str | None = None,
-        tools: ToolReplayer | None = None,
-        recorded: LoadedCassette | None = None,
+        tools: ToolServer | None = None,
+        recorded: RecordedRun | None = None,
         settings: dict[str, Any] | None = None,
     ) -> None:
         self.recorder = recorder
@@ -176,6 +230,7 @@ class RunContext:
         self.redactor: Any = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures: list[BaseException] = []
+        self._releases: list[Callable[[], None]] = []
 
     @property
     def recording(self) -> bool:
@@ -192,25 +247,21 @@ class RunContext:
             event_class="input",
             data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
         )
-        from ..frameworks import activate as activate_frameworks  # cheap: only imported frameworks hook in
-
-        self.extensions["frameworks"] = activate_frameworks(self)
-        from .runtime_values import start_run  # the clock, uuid and random the agent reads (issue 17)
-
-        start_run(self)
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
-        deactivate_frameworks = self.extensions.pop("frameworks", None)
-        if deactivate_frameworks is not None:
-            deactivate_frameworks()
         data: dict[str, Any] = {"status": status}
         if error is not None:
             data["error"] = error
-        if "runtime_values" in self.extensions:
-            from .runtime_values import finish_run
-
-            finish_run(self)
         self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)
+
+    def on_release(self, release: Callable[[], None]) -> None:
+        """Call ``release`` when the run stops being active, finished or not (idempotent callables: a
+        process-wide patch the run installed must not outlive it)."""
+        self._releases.append(release)
+
+    def release(self) -> None:
+        while self._releases:
+            self._releases.pop()()
 
 
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
@@ -241,10 +292,7 @@ def activate(ctx: RunContext) -> Iterator[RunContext]:
     try:
         yield ctx
     finally:
-        if "runtime_values" in ctx.extensions:  # a run that never finished must not leave the clock patched
-            from .runtime_values import uninstall
-
-            uninstall(ctx)
+        ctx.release()  # a run that never finished must not leave the clock patched
         with _PROCESS_LOCK:
             _PROCESS_RUNS.remove(ctx)
         _CURRENT.reset(token)
@@ -259,10 +307,7 @@ def push_active(ctx: RunContext) -> object:
 
 
 def pop_active(ctx: RunContext, token: object) -> None:
-    if "runtime_values" in ctx.extensions:  # a run that never finished must not leave the clock patched
-        from .runtime_values import uninstall
-
-        uninstall(ctx)
+    ctx.release()  # a run that never finished must not leave the clock patched
     with _PROCESS_LOCK:
         if ctx in _PROCESS_RUNS:
             _PROCESS_RUNS.remove(ctx)

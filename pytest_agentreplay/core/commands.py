@@ -16,7 +16,9 @@ UPDATE_MODES = ("regression",)
 
 
 def quote(nodeid: str) -> str:
-    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability."""
+    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability.
+
+    The one shell quoting of node ids: every command a message prints gets its targets from here."""
     return shlex.quote(nodeid)
 
 
@@ -25,7 +27,7 @@ def _targets(nodeids: Sequence[str]) -> str:
 
 
 def record_command(nodeid: str | None, record: str = "missing") -> str:
-    """``pytest --agentreplay-record=missing 'tests/test_a.py::test_x'`` (the whole suite without an id)."""
+    """``pytest --agentreplay-record=missing 'tests/test_a.py::test_x[1]'`` (no id: the whole suite)."""
     return f"pytest --agentreplay-record={record}" + (_targets([nodeid]) if nodeid else "")
 
 

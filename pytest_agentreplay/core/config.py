@@ -7,7 +7,7 @@ explicitly on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -128,13 +128,7 @@ def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
     table = data.get("tool", {}).get("agentreplay", {})
     if not isinstance(table, dict):
         raise ConfigError(f"[tool.agentreplay] in {path} must be a table")
-    unknown = sorted(set(table) - set(PROJECT_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"unknown key(s) in [tool.agentreplay] of {path}: {', '.join(unknown)}",
-            evidence=[f"valid keys: {', '.join(PROJECT_KEYS)}"],
-            fixes=["remove or rename the key"],
-        )
+    _refuse_unknown(table, PROJECT_KEYS, f"key(s) in [tool.agentreplay] of {path}", "key")
     return table
 
 
@@ -274,14 +268,19 @@ def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]
     merged: dict[str, Any] = {}
     for kwargs in reversed(marks):
         merged.update(kwargs)
-    unknown = sorted(set(merged) - set(MARKER_KEYS))
+    _refuse_unknown(merged, MARKER_KEYS, f"argument(s) to @pytest.mark.agentreplay on {nodeid}", "argument")
+    return merged
+
+
+def _refuse_unknown(given: Iterable[str], valid: Sequence[str], what: str, noun: str) -> None:
+    """A ``ConfigError`` naming every name of ``given`` that ``valid`` lacks, and listing the valid ones."""
+    unknown = sorted(set(given) - set(valid))
     if unknown:
         raise ConfigError(
-            f"unknown argument(s) to @pytest.mark.agentreplay on {nodeid}: {', '.join(unknown)}",
-            evidence=[f"valid arguments: {', '.join(MARKER_KEYS)}"],
-            fixes=["remove or rename the argument"],
+            f"unknown {what}: {', '.join(unknown)}",
+            evidence=[f"valid {noun}s: {', '.join(valid)}"],
+            fixes=[f"remove or rename the {noun}"],
         )
-    return merged
 
 
 def marker_cassette(cassette_dir: Path, named: Any) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
 
 FORMAT_NAME: Final = "pytest-agentreplay"
 # Version 1 had no integrity fields; version 2 chained every event to its predecessor (``prev_hash``), so an
@@ -27,7 +27,9 @@ REPLAY_MODES: Final = ("audit", "regression", "model-comparison", "sandbox")
 DEFAULT_RECORD_MODE: Final = "none"
 DEFAULT_REPLAY_MODE: Final = "regression"
 
-EVENT_TYPES: Final = (
+# The vocabularies of an event, as ``Literal`` types (what pydantic validates and mypy checks) and as the
+# tuples of their values (what code iterates): each list is written once, in the type.
+EventType = Literal[
     "run.start",
     "run.end",
     "model.call",
@@ -40,10 +42,25 @@ EVENT_TYPES: Final = (
     "effect",
     "http",
     "error",
+    # What the run read from the clock, uuid, random and record_value() (runtime_values.py).
     "runtime.values",
-)
-ACTORS: Final = ("model", "runtime", "tool", "human", "policy")
-EVENT_CLASSES: Final = ("input", "decision", "effect")
+]
+Actor = Literal["model", "runtime", "tool", "human", "policy"]
+EventClass = Literal["input", "decision", "effect"]
+# Typed ``tuple[str, ...]`` as before the derivation: callers key tables with them and look up plain strings.
+EVENT_TYPES: Final[tuple[str, ...]] = get_args(EventType)
+ACTORS: Final[tuple[str, ...]] = get_args(Actor)
+EVENT_CLASSES: Final[tuple[str, ...]] = get_args(EventClass)
+
+# Event fields that change on every run and say nothing about behaviour. The diff rule defaults ignore
+# them (``diff.rules.defaults``), alignment and content keys leave them out (``diff.align``), the decision
+# trace drops them (``handle.AgentReplay.decisions``) and so does its snapshot (``interop.snapshot``).
+VOLATILE_ENVELOPE: Final = ("ts", "seq", "run_id", "trace_id", "span_id", "prev_hash")
+"""Top-level fields: when the event happened, its place in the run, the run/trace/span ids, the hash chain."""
+VOLATILE_DATA_FIELDS: Final = ("response_id", "latency_ms")
+"""Keys of an event's ``data``: the id the provider gave its response, how long the call took."""
+VOLATILE_PAYLOAD_KEYS: Final = ("created",)
+"""Keys at any depth of a payload: the time a provider says it created its response (``created``)."""
 
 REDACTED: Final = "[REDACTED]"
 GENESIS_HASH: Final = "0" * 64

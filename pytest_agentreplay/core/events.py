@@ -9,26 +9,13 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+# The event vocabularies (``Actor``, ``EventClass``, ``EventType``) are written once, in constants, beside
+# the tuples of their values; re-exported here, where the model uses them.
 from .constants import FORMAT_NAME, FORMAT_VERSION, HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+from .constants import Actor as Actor
+from .constants import EventClass as EventClass
+from .constants import EventType as EventType
 
-EventType = Literal[
-    "run.start",
-    "run.end",
-    "model.call",
-    "tool.call",
-    "tool.result",
-    "retrieval",
-    "policy.decision",
-    "approval",
-    "state.update",
-    "effect",
-    "http",
-    "error",
-    # What the run read from the clock, uuid, random and record_value() (runtime_values.py).
-    "runtime.values",
-]
-Actor = Literal["model", "runtime", "tool", "human", "policy"]
-EventClass = Literal["input", "decision", "effect"]
 DataClass = Literal["public", "internal", "personal"]
 Hex64 = Field(pattern=r"^[0-9a-f]{64}$")
 

@@ -674,7 +674,12 @@ def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeVal
     if "random" in chosen:
         state.seed_random()
     ctx.extensions[EXTENSION] = state
+    ctx.on_release(lambda: _release(ctx))
     return state
+
+
+def _release(ctx: RunContext) -> None:
+    uninstall(ctx)
 
 
 def uninstall(ctx: RunContext) -> RuntimeValues | None:
@@ -696,7 +701,8 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
 
 
 def start_run(ctx: RunContext) -> None:
-    """Called by ``RunContext.start()``: install with the sources the run's settings name."""
+    """Called when a run starts (:func:`pytest_agentreplay.runs.start`): install the sources its settings
+    name."""
     if ctx.mode == "audit":
         return
     sources = ctx.settings.get("runtime_values")
@@ -704,7 +710,8 @@ def start_run(ctx: RunContext) -> None:
 
 
 def finish_run(ctx: RunContext) -> None:
-    """Called by ``RunContext.finish()``: uninstall; add the ``runtime.values`` event if the run read any."""
+    """Called when a run ends (:func:`pytest_agentreplay.runs.finish`): uninstall; add the ``runtime.values``
+    event if the run read any."""
     state = uninstall(ctx)
     if state is None:
         return

@@ -24,6 +24,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ..core.canonical import dumps_compact
+from ..core.constants import VOLATILE_ENVELOPE as _ENVELOPE_FIELDS
 
 Event = Mapping[str, Any]
 Key = tuple[Hashable, ...]
@@ -328,7 +329,9 @@ def content_key(event: Event) -> str:
     return dumps_compact({k: v for k, v in event.items() if k not in VOLATILE_ENVELOPE})
 
 
-VOLATILE_ENVELOPE: Final = frozenset({"seq", "ts", "run_id", "trace_id", "span_id", "prev_hash"})
+# The volatile event fields (``core.constants``), as a set: content keys and field signatures leave them out
+# whatever the rules say (the rule defaults ignore them too).
+VOLATILE_ENVELOPE: Final = frozenset(_ENVELOPE_FIELDS)
 
 
 def _field_signature(event: Event) -> frozenset[tuple[str, str, str]]:

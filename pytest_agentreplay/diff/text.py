@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any, Final
 
+from ..core.canonical import display_text
+
 _WORD_RE: Final = re.compile(r"\w+|[^\w\s]")
 MAX_FIELD_LINES: Final = 20
 SHORT_LIMIT: Final = 80
@@ -63,12 +65,7 @@ def format_value(value: Any) -> str:
 
 
 def _pretty(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2)
-    except (TypeError, ValueError):
-        return repr(value)
+    return display_text(value, indent=2)
 
 
 def is_long(value: Any) -> bool:

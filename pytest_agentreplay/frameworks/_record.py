@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..core.canonical import hash_value
-from ..core.capture import RunContext, payload, state_hash, to_jsonable
+from ..core.capture import RunContext, state_hash, to_jsonable
 from ..core.events import ToolInfo
 
 
@@ -83,18 +83,8 @@ class ToolExecution:
         if self.done:
             return
         self.done = True
-        data: dict[str, Any] = {"attempt": self.attempt}
-        if error is not None:
-            data["error"] = error
-        self.ctx.recorder.emit(
-            "tool.result",
-            actor="tool",
-            event_class="input",
-            tool=self.info,
-            output=payload(result) if error is None else None,
-            data=data,
-            trace_id=self.trace_id,
-            span_id=self.span_id,
+        self.ctx.recorder.tool_result(
+            self.info, result, error, {"attempt": self.attempt}, trace_id=self.trace_id, span_id=self.span_id
         )
 
 

@@ -29,8 +29,8 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
-from ..api import RecordedToolError
 from ..core.capture import RunContext, current_run, to_jsonable
+from ..exceptions import RecordedToolError
 from ._record import ToolExecution, as_arguments, error_text, record_step
 
 FRAMEWORK = "langgraph"

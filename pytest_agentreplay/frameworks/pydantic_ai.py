@@ -26,8 +26,8 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
-from ..api import RecordedToolError
 from ..core.capture import RunContext, current_run, to_jsonable
+from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
 from .otel import CLAIMED, private_provider
 

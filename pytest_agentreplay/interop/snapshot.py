@@ -13,10 +13,15 @@ from typing import Any
 
 from syrupy.extensions.json import JSONSnapshotExtension
 
-# Values that change on every run even when behaviour does not: ids minted by services and providers.
-_VOLATILE_KEYS = frozenset(
-    {"ts", "run_id", "trace_id", "span_id", "prev_hash", "latency_ms", "response_id", "created"}
+from ..core.constants import VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE, VOLATILE_PAYLOAD_KEYS
+
+# Keys dropped at any depth of the trace: the volatile event fields, except ``seq``, which the trace
+# (``AgentReplay.decisions``) already drops from each event and which is too common a key to drop from
+# whatever else a test snapshots; plus the volatile ``data`` fields and provider payload keys.
+_VOLATILE_KEYS = (
+    frozenset(VOLATILE_ENVELOPE).difference({"seq"}).union(VOLATILE_DATA_FIELDS, VOLATILE_PAYLOAD_KEYS)
 )
+# Values that change on every run even when behaviour does not: ids minted by services and providers.
 _VOLATILE_VALUES = (
     (re.compile(r"\b(chatcmpl|msg|resp|toolu|call|req|rs|fc)([-_])[A-Za-z0-9]{6,}\b"), r"\1\2<id>"),
     (re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?\b"), "<timestamp>"),

@@ -19,8 +19,8 @@ audit: hosts on ``allow_hosts``) is the table in :mod:`.modes`; everything else 
 Deciding patches nothing and opens no socket; it does change run state (the index's played
 exchanges, fault counters, the recorder), which is the point of replaying.
 
-Import direction (one way): the interceptors (``http/intercept_*``) import this module and translate
-between their library and the action; this module imports the replay parts (:mod:`.http` index,
+Import direction (one way): the interceptors (:mod:`pytest_agentreplay.intercept`) import this module and
+translate between their library and the action; this module imports the replay parts (:mod:`.http` index,
 :mod:`.modes`, :mod:`.sandbox`, :mod:`.faults`) and the library-neutral HTTP modules
 (``http.exchange``, ``http.classify``, ``http.recording``, ``http.guard``). Nothing under ``replay/``
 imports an interceptor.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..http.classify import Classification, classify_exchange, has_custom_classifiers
 from ..http.exchange import HttpRequest, HttpResponse
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 
 _CLASSIFY_KEY = "http.classify"
-# A vcr-marked test served from its pytest-recording cassettes (``vcr_serving.EXTENSION_KEY``).
-_VCR_KEY = "vcr"
+# Where a run keeps the source that answers it instead of its cassette (a vcr-marked test's pytest-recording
+# cassettes: :class:`pytest_agentreplay.interop.vcr_serving.VcrServing`).
+SERVED_INSTEAD: Final = "vcr"
 # Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
 _CLASSIFY_CACHE_SIZE = 512
 
@@ -102,6 +103,12 @@ class Refuse:
 Action = Serve | Send | Refuse
 
 
+class ServesInstead(Protocol):
+    """A source answering a run instead of its cassette, kept in the run under :data:`SERVED_INSTEAD`."""
+
+    def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action: ...
+
+
 def classify(ctx: RunContext, request: HttpRequest) -> Classification:
     """Built-in rules depend only on method, host and path: cache them per run (settings are per run).
 
@@ -127,27 +134,15 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
     cls = classify(ctx, request)
     if ctx.recording:
         return Send(request, request.host, LiveCapture(ctx, request, cls))
-    vcr = ctx.extensions.get(_VCR_KEY)
-    if vcr is not None:
-        return _vcr(ctx, vcr, request, cls)
+    instead: ServesInstead | None = ctx.extensions.get(SERVED_INSTEAD)
+    if instead is not None:
+        return instead.decide(ctx, request, cls)
     if not goes_live(ctx, request, cls):
         response = serve(ctx, request, cls)
         if response is None:
             return Refuse(unmatched(ctx, request, cls))
         return Serve(response)
     return _live(ctx, request, cls)
-
-
-def _vcr(ctx: RunContext, serving: Any, request: HttpRequest, cls: Classification) -> Action:
-    """A vcr-marked test served from its pytest-recording cassettes, with vcrpy's matching (vcr_serving)."""
-    from . import vcr_serving
-
-    served = vcr_serving.serve(ctx, serving, request, cls)
-    if isinstance(served, HttpResponse):
-        return Serve(served)
-    if served is None:  # vcrpy ignores this host (ignore_hosts, ignore_localhost): sent, not recorded
-        return Send(request, request.host, vcr_serving.UnrecordedCapture(ctx, request, cls))
-    return Refuse(served)
 
 
 def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import hash_value
+from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.events import Event
 from ..exceptions import ToolNotRecordedError
@@ -15,15 +16,7 @@ if TYPE_CHECKING:
     from ..cassette.store import LoadedCassette
     from ..core.capture import RunContext
 
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    result: Any
-    error: str | None
-    recorded_seq: int
-    # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
-    # A served tool does not run, so they are emitted again: the history then matches the recording.
-    nested: tuple[Event, ...] = ()
+__all__ = ["ToolOutcome", "ToolReplayer"]
 
 
 @dataclass

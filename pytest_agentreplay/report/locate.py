@@ -428,8 +428,7 @@ def _blob_reader(cassette_path: Path) -> BlobReader:
     def read(sha: str) -> Any:
         nonlocal store
         if store is None:
-            from ..cassette.blobs import BlobStore
-            from ..cassette.store import default_blob_dir
+            from ..cassette.blobs import BlobStore, default_blob_dir
 
             store = BlobStore(default_blob_dir(cassette_path))
         return store.load(sha)

@@ -7,10 +7,10 @@ renders HTML in Markdown) with pipes and newlines neutralised: a payload cannot 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.canonical import display_text
 from .locate import Locator
 
 # A difference's place in its cassette file, ``cassettes/test_x/test_y.json:123`` (None when unknown).
@@ -32,13 +32,7 @@ NOTABLE = ("drifted", "failed", "updated")
 
 def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
     """A value as inline code safe inside a Markdown table cell."""
-    if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-        except (TypeError, ValueError):
-            text = repr(value)
+    text = display_text(value)
     text = " ".join(text.split()) if "\n" in text or "\r" in text else text
     if len(text) > limit:
         text = text[: limit - 1] + "…"

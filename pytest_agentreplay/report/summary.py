@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from .status import CAUSES, STATUSES
@@ -111,10 +110,3 @@ def summary_lines(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] =
         lines.append("next:")
         lines.extend(f"  {step}" for step in steps)
     return lines
-
-
-def write_report(path: Path, statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> None:
-    """Write the session drift report (format by suffix: .md, .json, .html); see ``report``."""
-    from . import write_report as _write
-
-    _write(Path(path), statuses, unused=unused)

@@ -35,18 +35,3 @@ def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:
         return None
     found = from_request(request)
     return str(found) if found is not None else None
-
-
-def parse_arguments(raw: Any) -> Any:
-    """Tool-call arguments arrive as a JSON string: parse them so diffs compare values, not text."""
-    import json
-
-    if raw is None or raw == "":
-        # A call without arguments: streams send "" (or nothing), plain responses "{}".
-        return {}
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.canonical import hash_value
 from ..exchange import HttpRequest
+from . import fields
 
 NAME = "anthropic"
 MESSAGES = "messages"
@@ -42,15 +42,7 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
 
 
 def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
-    tools = body.get("tools")
-    return {
-        "model": body.get("model"),
-        "decoding": {k: body[k] for k in _DECODING if body.get(k) is not None},
-        "tools_hash": hash_value(tools) if tools else None,
-        "streamed": bool(body.get("stream")),
-    }
+    return fields.request_fields(body, _DECODING)
 
 
 def _usage(raw: Any) -> dict[str, Any]:

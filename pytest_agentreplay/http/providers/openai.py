@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.canonical import hash_value
 from ..exchange import HttpRequest
+from . import fields
 
 NAME = "openai"
 CHAT = "chat.completions"
@@ -65,16 +66,7 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
 
 
 def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
-    keys = _CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING
-    tools = body.get("tools")
-    return {
-        "model": body.get("model"),
-        "decoding": {k: body[k] for k in keys if body.get(k) is not None},
-        "tools_hash": hash_value(tools) if tools else None,
-        "streamed": bool(body.get("stream")),
-    }
+    return fields.request_fields(body, _CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING)
 
 
 def _usage(raw: Any) -> dict[str, Any]:
@@ -99,9 +91,16 @@ def _usage(raw: Any) -> dict[str, Any]:
 
 
 def _parse_args(raw: Any) -> Any:
-    from . import parse_arguments
-
-    return parse_arguments(raw)
+    """Tool-call arguments arrive as a JSON string: parse them so diffs compare values, not text."""
+    if raw is None or raw == "":
+        # A call without arguments: streams send "" (or nothing), plain responses "{}".
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 # -- Chat Completions ---------------------------------------------------------------------------

@@ -10,7 +10,9 @@ The recorded history the run is compared with is the played interactions, in pla
 recordings apply: header and body differences vcrpy never compared do not fail.
 
 ``session.TestRun`` calls :func:`load_vcr_source` (instead of loading a cassette), :func:`activate`,
-:func:`played_history` and :func:`converted_run`; ``policy.decide`` calls :func:`serve`.
+:func:`played_history` and :func:`converted_run`; ``policy.decide`` finds the :class:`VcrServing` in the
+run (under :data:`~pytest_agentreplay.replay.policy.SERVED_INSTEAD`) and asks it: replay knows the protocol,
+not this module.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ from typing import TYPE_CHECKING, Any, Final
 from ..core.events import Event, RunMeta
 from ..exceptions import UnmatchedRequestError
 from ..http.classify import Classification
-from ..http.exchange import HttpRequest
+from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture, emit_exchange
+from ..replay.policy import SERVED_INSTEAD, Action, Refuse, Send, Serve
 
 if TYPE_CHECKING:
     from ..cassette.store import LoadedCassette
     from ..core.capture import RunContext
-    from ..interop.vcr_compat import VcrReplay
+    from .vcr_compat import VcrReplay
 
-EXTENSION_KEY: Final = "vcr"
+EXTENSION_KEY: Final = SERVED_INSTEAD
 SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
 
@@ -50,13 +53,23 @@ class VcrServing:
             self._interactions = self.replay.interactions()
         return self._interactions
 
+    def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
+        """vcrpy's answer to ``request``: the recorded response, the request sent unrecorded where vcrpy
+        ignores its host (``ignore_hosts``, ``ignore_localhost``), else a refusal."""
+        served = serve(ctx, self, request, cls)
+        if isinstance(served, HttpResponse):
+            return Serve(served)
+        if served is None:
+            return Send(request, request.host, UnrecordedCapture(ctx, request, cls))
+        return Refuse(served)
+
 
 def load_vcr_source(test_run: Any) -> LoadedCassette:
     """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions become
     its events at the end) carrying the :class:`VcrReplay`, labelled imported."""
-    from ..cassette.blobs import BlobStore
-    from ..cassette.store import LoadedCassette, default_blob_dir
-    from ..interop.vcr_compat import VcrReplay
+    from ..cassette.blobs import BlobStore, default_blob_dir
+    from ..cassette.store import LoadedCassette
+    from .vcr_compat import VcrReplay
 
     source = test_run.vcr
     replay = VcrReplay(source.paths, source.config, record_mode="none")
@@ -80,7 +93,7 @@ def load_vcr_source(test_run: Any) -> LoadedCassette:
 def activate(ctx: RunContext, recorded: Any, *, converting: bool = False) -> None:
     """Serve ``ctx`` from the vcrpy replay ``recorded`` carries (a :func:`load_vcr_source` result).
 
-    Before ``ctx.start()``. vcrpy recorded no clock, uuid or random values: none are served or compared,
+    Before the run starts. vcrpy recorded no clock, uuid or random values: none are served or compared,
     unless the run is converted into this plugin's cassette (``--agentreplay-update``), which keeps
     the values this run drew for its later replays."""
     serving = getattr(recorded, "document", {}).get("vcr") if recorded is not None else None

@@ -1,4 +1,4 @@
-"""Export a recorded run as OpenTelemetry spans following the GenAI semantic conventions.
+"""A recorded run as spans following the GenAI semantic conventions, independent of the output form.
 
 Span layout (https://opentelemetry.io/docs/specs/semconv/gen-ai/):
 
@@ -21,20 +21,15 @@ run id, so exporting the same cassette twice yields the same spans.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import __name__ as _package
-from ..core.events import Event, RunMeta
+from ...core.events import Event, RunMeta
 
-if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
-
-SCOPE_NAME = _package
+SCOPE_NAME = __name__.split(".", 1)[0]  # the instrumentation scope: the top package's name
 KIND_INTERNAL = 1
 KIND_CLIENT = 3
 STATUS_UNSET = 0
@@ -97,6 +92,7 @@ def _span_id(run_id: str, key: str) -> str:
 
 
 def trace_id_for(run: RunMeta, events: Sequence[Event]) -> str:
+    """The events' own trace id when they carry a valid one, else one derived from the run id."""
     for event in events:
         if event.trace_id and _HEX32.fullmatch(event.trace_id.lower()) and set(event.trace_id) != {"0"}:
             return event.trace_id.lower()
@@ -141,21 +137,8 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     attributes["agentreplay.event.seq"] = event.seq
     if data.get("streamed"):
         attributes["agentreplay.streamed"] = True
-    span = SpanData(
-        name=f"chat {model}" if model else "chat",
-        span_id=_span_id(run_id, f"seq{event.seq}"),
-        start_ns=min(start_ns, end_ns),
-        end_ns=end_ns,
-        kind=KIND_CLIENT,
-        parent_id=parent,
-        attributes=_clean(attributes),
-    )
-    status = data.get("status")
-    if isinstance(status, int) and status >= 400:
-        span.status_code = STATUS_ERROR
-        span.status_message = f"HTTP {status}"
-        span.attributes["error.type"] = str(status)
-    return span
+    name = f"chat {model}" if model else "chat"
+    return _client_span(name, event, run_id, parent, start_ns, end_ns, attributes, status_message=True)
 
 
 def _http_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
@@ -177,8 +160,24 @@ def _http_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
             attributes["agentreplay.effect.receipt"] = str(event.effect.receipt)
     if event.tool is not None and event.tool.idempotency_key:
         attributes["agentreplay.idempotency_key"] = event.tool.idempotency_key
+    return _client_span(method, event, run_id, parent, start_ns, end_ns, attributes, status_message=False)
+
+
+def _client_span(
+    name: str,
+    event: Event,
+    run_id: str,
+    parent: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: dict[str, Any],
+    *,
+    status_message: bool,
+) -> SpanData:
+    """The client span of one exchange; an HTTP error status marks it failed (``status_message``: and says
+    the status in the span's message, as model spans do)."""
     span = SpanData(
-        name=method,
+        name=name,
         span_id=_span_id(run_id, f"seq{event.seq}"),
         start_ns=min(start_ns, end_ns),
         end_ns=end_ns,
@@ -186,9 +185,11 @@ def _http_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
         parent_id=parent,
         attributes=_clean(attributes),
     )
-    status = data.get("status")
+    status = event.data.get("status")
     if isinstance(status, int) and status >= 400:
         span.status_code = STATUS_ERROR
+        if status_message:
+            span.status_message = f"HTTP {status}"
         span.attributes["error.type"] = str(status)
     return span
 
@@ -325,179 +326,3 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     root.start_ns = min(span.start_ns for span in spans)
     root.end_ns = max(span.end_ns for span in spans)
     return spans
-
-
-# -- OTLP JSON -----------------------------------------------------------------------------------
-
-
-def any_value(value: Any) -> dict[str, Any]:
-    """An OTLP ``AnyValue`` in the protobuf JSON mapping (64-bit integers as strings)."""
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, list | tuple):
-        return {"arrayValue": {"values": [any_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
-def key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": key, "value": any_value(value)} for key, value in attributes.items()]
-
-
-def _otlp_span(span: SpanData, trace_id: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "traceId": trace_id,
-        "spanId": span.span_id,
-        "name": span.name,
-        "kind": span.kind,
-        "startTimeUnixNano": str(span.start_ns),
-        "endTimeUnixNano": str(span.end_ns),
-        "attributes": key_values(span.attributes),
-        "status": {
-            "code": span.status_code,
-            **({"message": span.status_message} if span.status_message else {}),
-        },
-    }
-    if span.parent_id:
-        out["parentSpanId"] = span.parent_id
-    if span.events:
-        out["events"] = [
-            {"name": name, "timeUnixNano": str(ns), "attributes": key_values(attrs)}
-            for name, ns, attrs in span.events
-        ]
-    return out
-
-
-def run_to_otlp(
-    run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
-) -> dict[str, Any]:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` holding the run's spans."""
-    from ..core.constants import FORMAT_VERSION
-
-    trace_id = trace_id_for(run, events)
-    spans = run_spans(run, events)
-    return {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": key_values({"service.name": service_name})},
-                "scopeSpans": [
-                    {
-                        "scope": {"name": SCOPE_NAME, "version": str(FORMAT_VERSION)},
-                        "spans": [_otlp_span(span, trace_id) for span in spans],
-                    }
-                ],
-            }
-        ]
-    }
-
-
-def cassette_to_otlp(cassette: LoadedCassette, *, service_name: str = "pytest-agentreplay") -> dict[str, Any]:
-    return run_to_otlp(cassette.run, cassette.events, service_name=service_name)
-
-
-# -- OpenTelemetry SDK ---------------------------------------------------------------------------
-
-
-def _sdk(name: str) -> Any:
-    from ..exceptions import ConfigError
-
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        raise ConfigError(
-            f"--exporter needs the OpenTelemetry SDK ({name} is not importable)",
-            fixes=[
-                "install the optional extra: pip install -e '.[otel]' (opentelemetry-api, opentelemetry-sdk)",
-                "or print OTLP JSON instead: agentreplay export-otel CASSETTE > spans.json",
-            ],
-        ) from None
-
-
-def make_exporter(name: str, *, endpoint: str | None = None) -> Any:
-    """``console`` (the SDK's ConsoleSpanExporter) or ``otlp`` (OTLP/HTTP; honours OTEL_EXPORTER_* env)."""
-    if name == "console":
-        return _sdk("opentelemetry.sdk.trace.export").ConsoleSpanExporter()
-    module = _sdk("opentelemetry.exporter.otlp.proto.http.trace_exporter")
-    return module.OTLPSpanExporter(endpoint=endpoint) if endpoint else module.OTLPSpanExporter()
-
-
-def sdk_spans(
-    run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
-) -> list[Any]:
-    """The run as SDK ``ReadableSpan`` objects, ready for any ``SpanExporter``."""
-    from ..core.constants import FORMAT_VERSION
-
-    trace_api = _sdk("opentelemetry.trace")
-    sdk_trace = _sdk("opentelemetry.sdk.trace")
-    resources = _sdk("opentelemetry.sdk.resources")
-    util = _sdk("opentelemetry.sdk.util.instrumentation")
-    trace_id = int(trace_id_for(run, events), 16)
-    resource = resources.Resource.create({"service.name": service_name})
-    scope = util.InstrumentationScope(SCOPE_NAME, str(FORMAT_VERSION))
-    kinds = {KIND_INTERNAL: trace_api.SpanKind.INTERNAL, KIND_CLIENT: trace_api.SpanKind.CLIENT}
-    flags = trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED)
-    out = []
-    for span in run_spans(run, events):
-        context = trace_api.SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=flags)
-        parent = (
-            trace_api.SpanContext(trace_id, int(span.parent_id, 16), is_remote=False, trace_flags=flags)
-            if span.parent_id
-            else None
-        )
-        status = (
-            trace_api.Status(trace_api.StatusCode.ERROR, span.status_message or None)
-            if span.status_code == STATUS_ERROR
-            else trace_api.Status(trace_api.StatusCode.UNSET)
-        )
-        attributes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in span.attributes.items()}
-        span_events = [
-            sdk_trace.Event(name, {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}, ns)
-            for name, ns, attrs in span.events
-        ]
-        out.append(
-            sdk_trace.ReadableSpan(
-                name=span.name,
-                context=context,
-                parent=parent,
-                resource=resource,
-                attributes=attributes,
-                events=span_events,
-                kind=kinds[span.kind],
-                status=status,
-                start_time=span.start_ns,
-                end_time=span.end_ns,
-                instrumentation_scope=scope,
-            )
-        )
-    return out
-
-
-def export_with_sdk(
-    cassette: LoadedCassette,
-    exporter: str | Any,
-    *,
-    endpoint: str | None = None,
-    service_name: str = "pytest-agentreplay",
-) -> int:
-    """Send the run's spans through an SDK exporter (a name or an exporter object); returns the span count."""
-    from ..exceptions import AgentReplayError
-
-    spans = sdk_spans(cassette.run, cassette.events, service_name=service_name)
-    target = make_exporter(exporter, endpoint=endpoint) if isinstance(exporter, str) else exporter
-    try:
-        result = target.export(spans)
-    finally:
-        if isinstance(exporter, str):
-            target.shutdown()
-    name = getattr(result, "name", str(result))
-    if name not in ("SUCCESS", "True"):
-        raise AgentReplayError(
-            f"the {exporter if isinstance(exporter, str) else type(exporter).__name__} exporter "
-            f"reported {name}",
-            cassette=cassette.path,
-            fixes=["check the collector endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or --endpoint)"],
-        )
-    return len(spans)

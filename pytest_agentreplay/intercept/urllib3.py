@@ -20,11 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
+from ..http import guard
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
-from . import guard
-from .exchange import HttpRequest, HttpResponse, lower_headers
-from .recording import LiveCapture
 
 _LOCAL = threading.local()
 _DEFAULT_PORTS = {"http": 80, "https": 443}

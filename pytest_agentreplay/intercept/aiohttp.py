@@ -23,11 +23,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..core.capture import current_run
+from ..http import guard
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
-from . import guard
-from .exchange import HttpRequest, HttpResponse, lower_headers
-from .recording import LiveCapture
 
 # id(StreamReader) -> capture. StreamReader has __slots__ (no instance dict, no weakrefs), so the
 # capture cannot live on the instance; entries are removed at EOF.

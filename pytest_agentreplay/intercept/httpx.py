@@ -22,11 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
+from ..http import guard
+from ..http.exchange import HttpRequest, HttpResponse
+from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
-from . import guard
-from .exchange import HttpRequest, HttpResponse
-from .recording import LiveCapture
 
 _LOCK = threading.Lock()
 # id(transport class) -> (class, originals): httpx may be aliased to httpx2 (same classes): patch once.

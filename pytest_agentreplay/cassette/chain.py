@@ -1,0 +1,140 @@
+"""The integrity chain of a cassette: one digest per stored event (without its ``seq``) and a head digest
+over the run, the event count and the ordered digests. An edit, a reordering or a truncation of the file
+shows as a named problem; one accepted change alters one event's line and the header, nothing else."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic_core
+
+from ..core.canonical import hash_value
+from ..core.constants import FORMAT_NAME, FORMAT_VERSION
+
+Document = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChainProblem:
+    index: int | None
+    message: str
+
+
+def integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) -> list[ChainProblem]:
+    """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
+    head digest); the first names the first bad event."""
+    run = doc["run"]
+    events: list[Document] = doc["events"]
+    problems: list[ChainProblem] = []
+    for index, event in enumerate(events):
+        if event.get("seq") != index:
+            problems.append(
+                ChainProblem(
+                    index,
+                    (
+                        f"events[{index}] has seq {event.get('seq')!r} where seq {index} belongs: "
+                        "events were reordered, removed or inserted"
+                    ),
+                )
+            )
+            break
+    count = doc.get("event_count")
+    if count != len(events):
+        problems.append(
+            ChainProblem(
+                min(len(events), count) if isinstance(count, int) else None,
+                (
+                    f"event_count is {count!r} but the file holds {len(events)} events: "
+                    "events were removed or added"
+                ),
+            )
+        )
+    claimed = doc.get("event_digests")
+    claimed_list: list[Any] = claimed if isinstance(claimed, list) else []
+    if len(claimed_list) != len(events):
+        problems.append(
+            ChainProblem(
+                min(len(events), len(claimed_list)),
+                (
+                    f"event_digests lists {len(claimed_list)} digest(s) but the file holds {len(events)} "
+                    "events: "
+                    + (
+                        "events were removed from the end or from between others"
+                        if len(events) < len(claimed_list)
+                        else "events were added"
+                    )
+                ),
+            )
+        )
+    actual = _fast_digests(events)
+    for index, (event, fast) in enumerate(zip(events, actual, strict=False)):
+        if index >= len(claimed_list):
+            break
+        expected = claimed_list[index]
+        if fast != expected and event_digest(event) != expected:
+            problems.append(
+                ChainProblem(
+                    index,
+                    (
+                        f"event digest mismatch at seq {index}: seq {index} was edited, or events were "
+                        f"reordered (it hashes to {event_digest(event)[:12]}..., event_digests[{index}] is "
+                        f"{str(expected)[:12]}...)"
+                    ),
+                )
+            )
+    if doc.get("head_hash") != head_digest(run, claimed_list, count, version):
+        problems.append(
+            ChainProblem(
+                None,
+                "head_hash does not match the run header, event_count and event_digests: the run "
+                "metadata was edited, or one of those header fields was, or events were removed from the end",
+            )
+        )
+    return problems
+
+
+def event_digest(event: Mapping[str, Any]) -> str:
+    """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
+    renumbers it without changing its digest (the order is bound by ``head_hash``)."""
+    return hash_value({k: v for k, v in event.items() if k != "seq"})
+
+
+def head_digest(run: Any, digests: Sequence[Any], count: Any, version: int = FORMAT_VERSION) -> str:
+    """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
+    return hash_value({"version": version, "run": run, "event_count": count, "event_digests": list(digests)})
+
+
+def _fast_digests(events: list[Any]) -> list[str | None]:
+    """Each event's digest serialized by pydantic-core, which for a parsed canonical file (keys already
+    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize.
+    A disagreement with the stored digest (float spelling, 1e-07 vs 1e-7) is decided by ``event_digest``."""
+    to_json = pydantic_core.to_json
+    sha256 = hashlib.sha256
+    skip = {"seq"}
+    try:
+        return [sha256(to_json(event, exclude=skip)).hexdigest() for event in events]
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        digests: list[str | None] = []
+        for event in events:
+            try:
+                digests.append(sha256(to_json(event, exclude=skip)).hexdigest())
+            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+                digests.append(None)
+        return digests
+
+
+def seal_document(run: Document, stored: list[Document], version: int = FORMAT_VERSION) -> Document:
+    """A document of events already in their stored form, with their digests and the head digest."""
+    digests = [event_digest(event) for event in stored]
+    return {
+        "format": FORMAT_NAME,
+        "version": version,
+        "run": run,
+        "events": stored,
+        "event_count": len(stored),
+        "event_digests": digests,
+        "head_hash": head_digest(run, digests, len(stored), version),
+    }

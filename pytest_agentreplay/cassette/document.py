@@ -1,0 +1,44 @@
+"""The current-format document of a run: events put in their stored form (requests as deltas over earlier
+ones, defaults left out), then sealed by the integrity chain. Shared by saving and by migrations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..core.events import RunMeta
+from .blobs import BlobStore
+from .chain import seal_document
+from .stored_form import encode_events
+
+Document = dict[str, Any]
+
+
+def run_to_dict(run: RunMeta) -> Document:
+    return run.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def build_document(
+    run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, Any]], Any] | None = None
+) -> Document:
+    """The current-format document of in-memory event dicts: stored form (request deltas, defaults left
+    out; ``resolve`` reads blob-stored requests), one digest per stored event and the head digest."""
+    run_id = run.get("run_id")
+    return seal_document(
+        run, encode_events(events, run_id if isinstance(run_id, str) else "", resolve=resolve)
+    )
+
+
+def blob_resolver(store: BlobStore, source: BlobStore | None = None) -> Callable[[Mapping[str, Any]], Any]:
+    """``resolve(ref)`` for :mod:`stored_form`: the payload a ref keeps in ``store`` (or in ``source``, the
+    store a cassette being rewritten was loaded from); a missing or damaged blob is a ``CassetteError``."""
+
+    def resolve(ref: Mapping[str, Any]) -> Any:
+        sha = ref.get("sha256")
+        if not isinstance(sha, str):
+            return None
+        if source is not None and not store.exists(sha) and source.exists(sha):
+            return source.load(sha)
+        return store.load(sha)
+
+    return resolve

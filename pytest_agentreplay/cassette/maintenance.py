@@ -1,0 +1,33 @@
+"""Keeping a cassette folder current: rewriting older-format cassettes in the current format (``agentreplay
+migrate``, ``--agentreplay-update``). Builds on reading (the store) and on the format upgrades (migrations),
+which know nothing of files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.canonical import dumps_pretty
+from ..core.constants import FORMAT_VERSION
+from .atomic import atomic_write_bytes, path_lock
+from .document import blob_resolver, build_document, run_to_dict
+from .store import load_versioned
+
+
+def migrate_file(path: Path, dry_run: bool = False) -> bool:
+    """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
+
+    The file is fully validated (schema, its own version's integrity fields) before anything is written,
+    then written to a temporary file renamed over it.
+    """
+    path = Path(path)
+    with path_lock(path):
+        loaded, original_version = load_versioned(path)
+        if original_version == FORMAT_VERSION:
+            return False
+        # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
+        # blob-stored requests are read so later requests can be stored as deltas over them.
+        resolve = blob_resolver(loaded.blob_store)
+        doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
+        if not dry_run:
+            atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
+    return True

@@ -1,0 +1,45 @@
+"""The ``agentreplay`` command line: argument parsing (``parser``) and one module per command (``show``,
+``diff``, ``verify``, ``migrate``, ``prune``, ``import_vcr``, ``export_otel``, ``textconv``, ``schema``),
+with what several of them share in ``common`` and the progress bar in ``progress``.
+
+Exit codes: 0 ok; 1 problems found (drift with regressions, verification problems, audit problems);
+2 usage error or unreadable input. Errors are this package's messages (headline, evidence, location,
+numbered fixes), never tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from ..exceptions import AgentReplayError
+from .common import EXIT_OK, EXIT_USAGE, err
+from .parser import build_parser
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``agentreplay`` with ``argv`` (default: the process's arguments); the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except AgentReplayError as exc:
+        err(f"agentreplay {args.command}: {exc}")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # `agentreplay show x | head`: stop quietly, and keep Python from complaining at exit.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_OK
+    except OSError as exc:
+        err(f"agentreplay {args.command}: {exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err("agentreplay: interrupted")
+        return 130

@@ -1,0 +1,133 @@
+"""What several commands share: exit codes, the usage error, output, finding files, the project table,
+the blob references of a stored document, and loading a cassette that fails its integrity check."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.constants import BLOB_DIR_NAME
+from ..exceptions import AgentReplayError
+
+if TYPE_CHECKING:
+    from ..cassette.store import LoadedCassette
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+
+
+class UsageError(AgentReplayError):
+    """Bad command-line input (a path that does not exist, a bad value)."""
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + ("\n" if not text.endswith("\n") else ""))
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + ("\n" if not text.endswith("\n") else ""))
+
+
+def _is_hidden_store(path: Path) -> bool:
+    return BLOB_DIR_NAME in path.parts or any(part.startswith(".agentreplay-tmp-") for part in path.parts)
+
+
+def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str) -> list[Path]:
+    """Files given directly, plus files with one of ``suffixes`` found recursively in given directories."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file() or (os.path.lexists(path) and not path.is_dir()):
+            # A FIFO, device or dangling symlink named explicitly: the command reports why it cannot read it.
+            found.append(path)
+        elif path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if (
+                    child.is_file()
+                    and child.suffix.lower() in suffixes
+                    and not _is_hidden_store(child.relative_to(path))
+                ):
+                    found.append(child)
+        else:
+            raise UsageError(
+                f"{raw}: no such file or directory",
+                fixes=[f"check the path; example: agentreplay {command} cassettes/"],
+            )
+    return found
+
+
+def project_table() -> dict[str, Any]:
+    """The ``[tool.agentreplay]`` table of ``./pyproject.toml``."""
+    from ..core.config import read_pyproject_table
+
+    return read_pyproject_table(Path.cwd())
+
+
+def error_lines(exc: AgentReplayError) -> list[str]:
+    """An error as problem lines: its headline (with where) and its evidence."""
+    lines = [exc.headline]
+    lines.extend(exc.evidence)
+    if exc.place:
+        lines[0] += f" (at {exc.place})"
+    return lines
+
+
+def stored_refs(raw: Any) -> Iterator[dict[str, Any]]:
+    """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
+    validation.
+
+    Kept here because the store has no such reader: ``LoadedCassette.iter_refs`` needs a cassette that
+    loads (intact, current version), while ``prune`` must see the blobs of every cassette, damaged or old,
+    and ``textconv`` must render a damaged file.
+    """
+    from ..cassette.store import REF_FIELDS
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
+        return
+    for event in raw["events"]:
+        if not isinstance(event, dict):
+            continue
+        for name in REF_FIELDS:
+            ref = event.get(name)
+            if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
+                yield ref
+
+
+def load_unchecked(path: Path) -> LoadedCassette | None:
+    """Load a cassette whose integrity check fails, so the other checks can still run on it.
+
+    Kept here because the store has no loader that skips the integrity check (``load_cassette`` raises
+    ``CassetteIntegrityError``); ``verify`` and ``show`` report the broken chain as a problem and audit the
+    rest. ``None`` when the cassette cannot be loaded even so.
+    """
+    from pydantic import ValidationError
+
+    from ..cassette.blobs import BlobStore, default_blob_dir
+    from ..cassette.migrations import migrate_document
+    from ..cassette.store import LoadedCassette, decode_stored_events, read_cassette_bytes
+    from ..core.constants import FORMAT_VERSION
+    from ..core.events import CASSETTE_ADAPTER
+
+    store = BlobStore(default_blob_dir(path))
+    try:
+        raw = json.loads(read_cassette_bytes(path))
+        if raw.get("version") != FORMAT_VERSION:
+            raw = migrate_document(raw, str(path))
+        doc = CASSETTE_ADAPTER.validate_python({**raw, "events": decode_stored_events(raw, path, store)})
+    except (
+        OSError,
+        ValueError,
+        ValidationError,
+        AgentReplayError,
+        AttributeError,
+        KeyError,
+        TypeError,
+        RecursionError,
+    ):
+        return None
+    return LoadedCassette(path, doc.run, doc.events, store, document=raw)

@@ -1,0 +1,223 @@
+"""The ``agentreplay`` argument parser: one subcommand per command module, each bound to its ``run``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.constants import REPLAY_MODES
+from . import diff as diff_command
+from . import export_otel as export_otel_command
+from . import import_vcr as import_vcr_command
+from . import migrate as migrate_command
+from . import prune as prune_command
+from . import schema as schema_command
+from . import show as show_command
+from . import textconv as textconv_command
+from . import verify as verify_command
+
+DATA_CLASS_CHOICES = ("public", "internal", "personal")
+
+
+def _sub(
+    sub: Any, name: str, help: str, description: str, examples: Sequence[str]
+) -> argparse.ArgumentParser:
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentreplay",
+        description="Inspect, verify and convert pytest-agentreplay cassettes.",
+        epilog=(
+            "exit codes: 0 ok, 1 problems found (drift, verification or audit problems), "
+            "2 usage error or unreadable input\nexample: agentreplay verify cassettes/"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    show = _sub(
+        sub,
+        "show",
+        "render a recorded run: the audit view",
+        "Render a cassette as a timeline with its audit (hash chain, receipts, blobs, secrets). "
+        "Exit 1 when the audit finds problems.",
+        [
+            "agentreplay show cassettes/tests/test_agent/test_refund.json",
+            "agentreplay show run.json --html run.html",
+            "agentreplay show run.json --json | jq '.events[].type'",
+        ],
+    )
+    show.add_argument("cassette", metavar="CASSETTE")
+    fmt = show.add_mutually_exclusive_group()
+    fmt.add_argument("--html", metavar="OUT", help="write the self-contained HTML run viewer to OUT")
+    fmt.add_argument("--json", action="store_true", help="print the run, its events and problems as JSON")
+    show.add_argument(
+        "--drift",
+        metavar="JSON",
+        help="with --html: a drift result (JSON, e.g. from `agentreplay diff --json`)",
+    )
+    show.set_defaults(func=show_command.run)
+
+    diff = _sub(
+        sub,
+        "diff",
+        "drift between two cassettes under the project's rules",
+        "Compare the history of cassette B with cassette A (the recorded one) under the diff rules of "
+        "[tool.agentreplay] in ./pyproject.toml. Exit 1 on regressions.",
+        [
+            "agentreplay diff old/test_refund.json cassettes/tests/test_agent/test_refund.json",
+            "agentreplay diff a.json b.json --mode model-comparison --json",
+        ],
+    )
+    diff.add_argument("a", metavar="A", help="the recorded (expected) cassette")
+    diff.add_argument("b", metavar="B", help="the cassette compared with it")
+    diff.add_argument(
+        "--mode", choices=REPLAY_MODES, help="replay mode whose default rules apply (default regression)"
+    )
+    diff.add_argument("--json", action="store_true", help="print the drift result as JSON")
+    diff.set_defaults(func=diff_command.run)
+
+    verify = _sub(
+        sub,
+        "verify",
+        "check cassettes: schema, event digests, receipts, blobs, secrets",
+        "Verify cassette files or every cassette under folders (recursively): the schema, the event digests "
+        "(edits, reordering, insertion, truncation; the first bad event is named), committed effects with "
+        "receipts and idempotency keys, payload "
+        "blobs present and intact, and no secret-shaped value. Prints each problem with its file; exit 1 "
+        "when any is found.",
+        ["agentreplay verify cassettes/", "agentreplay verify cassettes/tests/test_agent/test_refund.json"],
+    )
+    verify.add_argument("paths", nargs="+", metavar="PATH")
+    verify.add_argument("-v", "--verbose", action="store_true", help="also list cassettes without problems")
+    verify.set_defaults(func=verify_command.run)
+
+    migrate = _sub(
+        sub,
+        "migrate",
+        "rewrite cassettes in the current format version",
+        "Upgrade cassettes written in an older format version to the current one, atomically (a file is "
+        "validated fully before it is replaced). Exit 2 when a file cannot be read.",
+        ["agentreplay migrate cassettes/", "agentreplay migrate cassettes/ --dry-run"],
+    )
+    migrate.add_argument("paths", nargs="+", metavar="PATH")
+    migrate.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
+    migrate.set_defaults(func=migrate_command.run)
+
+    prune = _sub(
+        sub,
+        "prune",
+        "remove payload blobs by data class and age",
+        "Remove payload blobs from the blob store. A blob's data class comes from the references to it in "
+        "the cassettes; a blob a cassette still references is kept unless --include-referenced is given. "
+        "Unreferenced blobs have no data class: they are removed by age alone.",
+        [
+            "agentreplay prune --dry-run",
+            "agentreplay prune --older-than 30",
+            "agentreplay prune --data-class personal --older-than 90 --include-referenced",
+        ],
+    )
+    prune.add_argument(
+        "--cassette-dir", metavar="DIR", help="cassette folder (default: [tool.agentreplay] or ./cassettes)"
+    )
+    prune.add_argument(
+        "--data-class",
+        action="append",
+        choices=DATA_CLASS_CHOICES,
+        help="only referenced blobs of this data class (repeatable)",
+    )
+    prune.add_argument("--older-than", type=float, metavar="DAYS", help="only blobs older than DAYS days")
+    prune.add_argument(
+        "--include-referenced", action="store_true", help="also remove blobs cassettes still reference"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    prune.set_defaults(func=prune_command.run)
+
+    vcr = _sub(
+        sub,
+        "import-vcr",
+        "convert vcrpy / pytest-recording cassettes",
+        "Convert vcrpy and pytest-recording cassettes (YAML or JSON; gzip, base64 and SSE bodies) into "
+        "this format: one cassette per input file, each exchange classified as a model call, a read or "
+        "a write effect, redacted and saved with its blobs. A file in pytest-recording's layout "
+        "(<test dir>/cassettes/<module>/[<Class>.]<test>.yaml) is written where the plugin looks for its "
+        "test (<out>/<test dir>/<module>/[<Class>.]<test>.json) and records the test's node id; every "
+        "imported run is labelled source=vcr, so the rules for imported recordings apply.",
+        [
+            "agentreplay import-vcr tests/cassettes/ --out cassettes",
+            "agentreplay import-vcr tests/cassettes/ --out imported --layout mirror",
+            "agentreplay import-vcr tests/cassettes/ --layout '{module_path}/{name}.json'",
+        ],
+    )
+    vcr.add_argument("paths", nargs="+", metavar="PATH")
+    vcr.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder to write the converted cassettes to "
+        "(default: [tool.agentreplay] cassette_dir or ./cassettes)",
+    )
+    vcr.add_argument(
+        "--layout",
+        default="test",
+        metavar="LAYOUT",
+        help="test (default: where the plugin looks for each file's test), mirror (the input's relative "
+        "paths), or a template with {module_path} {module} {cls} {test} {name} {stem} {relpath}",
+    )
+    vcr.set_defaults(func=import_vcr_command.run)
+
+    otel = _sub(
+        sub,
+        "export-otel",
+        "export a run as OpenTelemetry spans (gen_ai.* conventions)",
+        "Print the run as OTLP JSON (resourceSpans) following the OpenTelemetry GenAI semantic conventions, "
+        "or send it through an OpenTelemetry SDK exporter with --exporter (needs the otel extra).",
+        [
+            "agentreplay export-otel cassettes/tests/test_agent/test_refund.json > spans.json",
+            "agentreplay export-otel run.json --exporter otlp --endpoint http://localhost:4318/v1/traces",
+        ],
+    )
+    otel.add_argument("cassette", metavar="CASSETTE")
+    otel.add_argument(
+        "--exporter", choices=("console", "otlp"), help="export through an OpenTelemetry SDK exporter"
+    )
+    otel.add_argument("--endpoint", metavar="URL", help="with --exporter otlp: the collector endpoint")
+    otel.add_argument("--service-name", default="pytest-agentreplay", help="service.name resource attribute")
+    otel.set_defaults(func=export_otel_command.run)
+
+    textconv = _sub(
+        sub,
+        "textconv",
+        "print a cassette with its blob-stored payloads inlined (a git diff driver)",
+        "Print the cassette as canonical JSON with every payload the blob store holds inlined next to its "
+        "sha256, so `git diff` shows what changed inside a payload, not only a new hash. Set it up once "
+        'per clone: `git config diff.agentreplay.textconv "agentreplay textconv"`, and in '
+        ".gitattributes: `cassettes/**/*.json diff=agentreplay`.",
+        ["agentreplay textconv cassettes/tests/test_agent/test_refund.json"],
+    )
+    textconv.add_argument("cassette", metavar="CASSETTE")
+    textconv.add_argument(
+        "--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"
+    )
+    textconv.set_defaults(func=textconv_command.run)
+
+    schema = _sub(
+        sub,
+        "schema",
+        "print the JSON Schema of the cassette format",
+        "Print the JSON Schema of the current cassette format, or with --report of the JSON drift report.",
+        ["agentreplay schema > cassette.schema.json", "agentreplay schema --report > report.schema.json"],
+    )
+    schema.add_argument("--report", action="store_true", help="the schema of the JSON drift report instead")
+    schema.set_defaults(func=schema_command.run)
+    return parser

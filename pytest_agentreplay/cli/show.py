@@ -1,0 +1,81 @@
+"""``agentreplay show``: a recorded run as a timeline, JSON or the HTML viewer, with its audit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import CassetteIntegrityError
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, load_unchecked, out
+
+if TYPE_CHECKING:
+    from ..cassette.store import LoadedCassette
+
+
+def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
+    """A cassette to render and its audit problems; a broken chain is a problem, not a failure."""
+    from ..cassette.store import load_cassette
+    from ..replay.audit import audit_problems
+
+    try:
+        loaded = load_cassette(path, mode="audit")
+    except CassetteIntegrityError:
+        unchecked = load_unchecked(path)
+        if unchecked is None:
+            raise
+        loaded = unchecked
+    return loaded, audit_problems(loaded)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read the {what} {path}: {exc}", fixes=["pass a JSON file"]) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cassette.document import run_to_dict
+    from ..core.events import event_to_dict
+
+    path = Path(args.cassette)
+    loaded, problems = _load_for_view(path)
+    if args.html:
+        from ..report.viewer import render_cassette_page, write_html
+
+        drift = None
+        if args.drift:
+            drift = _read_json(Path(args.drift), "drift result")
+            if isinstance(drift, Mapping) and isinstance(drift.get("drift"), Mapping):
+                drift = drift["drift"]
+        write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=problems))
+        out(f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s))")
+    elif args.json:
+        from ..core.canonical import dumps_pretty
+
+        doc = {
+            "cassette": str(path),
+            "run": run_to_dict(loaded.run),
+            "events": [event_to_dict(e) for e in loaded.events],
+            "problems": problems,
+        }
+        sys.stdout.write(dumps_pretty(doc))
+    else:
+        from ..report.timeline import render_timeline
+
+        out(render_timeline(loaded.run, loaded.events, title=f"{path} (run {loaded.run.run_id})"))
+        out()
+        if problems:
+            out(f"audit: {len(problems)} problem(s)")
+            for problem in problems:
+                out(f"  - {problem}")
+        else:
+            out(
+                "audit: ok (hash chain intact, committed effects have receipts and keys, "
+                "blobs present, no secrets)"
+            )
+    return EXIT_PROBLEMS if problems else EXIT_OK

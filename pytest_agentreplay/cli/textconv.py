@@ -1,0 +1,66 @@
+"""``agentreplay textconv``: a cassette with its blob-stored payloads inlined, for git's diff driver."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
+from ..exceptions import AgentReplayError, CassetteError
+from .common import EXIT_OK, EXIT_USAGE, err, stored_refs
+
+
+def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
+    from ..cassette.blobs import default_blob_dir
+
+    if explicit:
+        return Path(explicit)
+    found = default_blob_dir(path)
+    if found.is_dir():
+        return found
+    # git hands textconv a temporary copy of an older revision: look from where git runs (the repository).
+    for ancestor in (Path.cwd(), *Path.cwd().parents):
+        for candidate in (ancestor / DEFAULT_CASSETTE_DIR / BLOB_DIR_NAME, ancestor / BLOB_DIR_NAME):
+            if candidate.is_dir():
+                return candidate
+    return found
+
+
+def textconv_document(raw: Any, blob_dir: Path) -> Any:
+    """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
+    for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
+    named in place."""
+    from ..cassette.blobs import BlobStore
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
+        return raw
+    store = BlobStore(blob_dir)
+    for ref in stored_refs(raw):
+        try:
+            ref["inline"] = store.load(ref["sha256"])
+        except (AgentReplayError, OSError, ValueError, RecursionError) as exc:
+            ref["inline"] = f"<payload not resolved: {getattr(exc, 'headline', exc)}>"
+    return raw
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..cassette.store import read_cassette_bytes
+    from ..core.canonical import dumps_pretty
+
+    path = Path(args.cassette)
+    try:
+        data = read_cassette_bytes(path)
+    except (CassetteError, OSError) as exc:
+        err(f"textconv: {getattr(exc, 'headline', exc)}")
+        return EXIT_USAGE
+    try:
+        raw = json.loads(data)
+        text = dumps_pretty(textconv_document(raw, _textconv_blob_dir(path, args.blob_dir)))
+    except (ValueError, RecursionError):
+        sys.stdout.buffer.write(data)  # not a cassette git can render: the bytes as they are
+        return EXIT_OK
+    sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,63 @@
+"""``agentreplay verify``: every problem of cassette files, or of every cassette under folders."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..exceptions import CassetteError, CassetteIntegrityError
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, load_unchecked, out
+
+
+def cassette_problems(path: Path) -> list[str]:
+    """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
+    whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
+    from ..cassette.store import load_cassette
+    from ..replay.audit import audit_problems
+    from ..replay.replayability import replay_problems
+
+    try:
+        loaded = load_cassette(path)
+    except CassetteIntegrityError as exc:
+        unchecked = load_unchecked(path)
+        if unchecked is None:
+            return error_lines(exc)
+        loaded = unchecked
+    except CassetteError as exc:
+        return error_lines(exc)
+    problems = audit_problems(loaded)
+    seen = set(problems)
+    for problem in replay_problems(loaded):
+        if problem not in seen:
+            seen.add(problem)
+            problems.append(problem)
+    return problems
+
+
+def run(args: argparse.Namespace) -> int:
+    from .progress import Progress
+
+    files = iter_files(args.paths, (".json",), command="verify")
+    if not files:
+        raise UsageError(
+            "no cassette found in " + ", ".join(args.paths),
+            fixes=["pass cassette files or the folder that holds them: agentreplay verify cassettes/"],
+        )
+    bad = 0
+    total = 0
+    with Progress(len(files), "verify") as bar:
+        for path in files:
+            problems = cassette_problems(path)
+            bar.advance(str(path))
+            if problems:
+                bad += 1
+                total += len(problems)
+                for problem in problems:
+                    out(f"{path}: {problem}")
+            elif args.verbose:
+                out(f"{path}: ok")
+    if bad:
+        out(f"verify: {total} problem(s) in {bad} of {len(files)} cassette(s)")
+        return EXIT_PROBLEMS
+    out(f"verify: {len(files)} cassette(s) ok")
+    return EXIT_OK

@@ -1,0 +1,155 @@
+"""The built-in rules (layer ``default``) of each replay mode, and of recordings imported from vcrpy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from ...core.constants import REPLAY_MODES, VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE, VOLATILE_PAYLOAD_KEYS
+from ...exceptions import ConfigError
+from .rule import Rule
+from .syntax import parse_rules
+
+VOLATILE_HEADERS: Final = (
+    "date", "request-id", "x-request-id", "set-cookie", "cookie", "cf-ray", "cf-cache-status", "age",
+    "server-timing", "traceparent", "tracestate", "user-agent", "content-length", "openai-processing-ms",
+    "openai-organization", "openai-project", "openai-version", "x-stainless-*", "x-ratelimit-*",
+    "anthropic-ratelimit-*", "retry-after", "x-envoy-upstream-service-time", "via", "x-amzn-*",
+    "alt-svc", "strict-transport-security", "etag", "last-modified", "expires",
+)  # fmt: skip
+
+# Request headers the HTTP stack or the SDK version chooses (compression, framing, client versions):
+# they say nothing about the agent, so they never drift.
+TRANSPORT_HEADERS: Final = (
+    "accept", "accept-encoding", "user-agent", "content-length", "connection", "keep-alive", "host", "te",
+    "expect", "transfer-encoding", "content-encoding", "x-stainless-*", "x-goog-api-client",
+    "x-goog-request-params", "traceparent", "tracestate", "baggage", "sentry-trace", "x-request-id",
+    "request-id", "x-client-request-id",
+)  # fmt: skip
+# Credentials: redacted on every write, so only their presence is compared; a header the recording
+# lacks (vcrpy's filter_headers removed it) is not compared at all.
+SECRET_REQUEST_HEADERS: Final = (
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    "openai-organization", "openai-project", "anthropic-organization-id",
+)  # fmt: skip
+# Labels (``RunMeta.labels["source"]``) of recordings made by another tool, replayed with its leniency.
+IMPORTED_SOURCES: Final = frozenset({"vcr"})
+
+
+def is_imported(labels: Mapping[str, Any] | None) -> bool:
+    """Whether a cassette's run labels say it was imported (``agentreplay import-vcr``)."""
+    return bool(labels) and str((labels or {}).get("source")) in IMPORTED_SOURCES
+
+
+_COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
+    ("*:**", "regression"),
+    ("*:@presence", "regression"),
+    ("*:@order", "regression"),
+    ("http:@presence", "expected"),
+    ("state.update:@presence", "expected"),
+    # Runtime values (clock, uuid, random, record_value) are inputs served back, not compared; how many the
+    # run drew is reported, never failing: what the values change shows in the decisions that use them.
+    ("runtime.values:**", "ignore"),
+    ("runtime.values:@presence", "expected"),
+    ("runtime.values:data.reads", "expected"),
+    ("runtime.values:data.random", "expected"),
+    ("runtime.values:data.sources", "expected"),
+    # The volatile event fields (``core.constants``, shared with alignment, the decision trace and its
+    # snapshot), then what only the comparison ignores: group labels, the response body's id and
+    # fingerprint, timings at any depth.
+    *((f"*:{name}", "ignore") for name in VOLATILE_ENVELOPE),
+    ("*:data.group", "ignore"),
+    *((f"*:data.{name}", "ignore") for name in VOLATILE_DATA_FIELDS),
+    ("*:output_ref.body.json.id", "ignore"),
+    ("*:output_ref.body.json.system_fingerprint", "ignore"),
+    *((f"*:**.{name}", "ignore") for name in VOLATILE_PAYLOAD_KEYS),
+    ("*:**.latency_ms", "ignore"),
+    ("*:**.duration_ms", "ignore"),
+    # When each streamed event arrived: timing, not behaviour.
+    ("*:output_ref.body.sse[*].t", "ignore"),
+    # The whole-body hash duplicates input_ref, which is compared field by field (and JSON-aware).
+    ("model.call:data.request_hash", "ignore"),
+    ("*:data.usage", "expected"),
+    ("*:output_ref.body.json.usage", "expected"),
+    # Request headers: what the agent chose (provider beta / feature flags such as anthropic-beta or
+    # openai-beta, its own extra_headers) is reported, never failing; the environment's are ignored.
+    ("*:input_ref.headers", "expected"),
+    *((f"*:**.headers.{h}", "ignore") for h in VOLATILE_HEADERS),
+    *((f"*:input_ref.headers.{h}", "ignore") for h in TRANSPORT_HEADERS),
+    *(
+        (f"*:input_ref.headers.{h}", {"verdict": "expected", "presence_only": True, "unrecorded": "ignore"})
+        for h in SECRET_REQUEST_HEADERS
+    ),
+    # A write's idempotency key is behaviour (pitfall: tools that drop it as noise).
+    ("*:input_ref.headers.idempotency-key", "regression"),
+)
+# Recordings imported from vcrpy / pytest-recording: vcrpy never compared request bodies and kept
+# whatever headers its filters left, so body changes are reported (not failing) and headers the recording
+# lacks are not compared. This plugin's own recordings keep the strict comparison.
+_IMPORTED: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
+    ("*:input_ref.body", "expected"),
+    ("model.call:data.decoding", "expected"),
+    ("model.call:data.tools_hash", "expected"),
+    ("model.call:data.model", "expected"),
+    ("model.call:data.streamed", "expected"),
+    ("*:input_ref.headers", {"unrecorded": "ignore"}),
+    ("*:input_ref.headers.idempotency-key", {"verdict": "regression", "unrecorded": "ignore"}),
+)
+_MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] = {
+    "regression": (),
+    "model-comparison": (
+        ("model.call:data.decision.text", {"verdict": "expected", "similarity": 0.8}),
+        ("model.call:data.decision.stop_reason", "expected"),
+        ("model.call:data.decision.tool_calls[*].id", "ignore"),
+        ("model.call:data.model", "expected"),
+        ("model.call:data.response_model", "expected"),
+        # Another provider (or another deployment of it) answers at another address.
+        ("model.call:input_ref.url", "expected"),
+        ("model.call:input_ref.headers.host", "expected"),
+        ("model.call:data.streamed", "expected"),
+        ("model.call:input_ref.body.json.model", "expected"),
+        ("model.call:input_ref.body.json.messages", "expected"),
+        ("model.call:output_ref", "expected"),
+        ("*:**.tool_call_id", "ignore"),
+        ("*:**.tool_use_id", "ignore"),
+        ("model.call:input_ref.body.json.messages[*].tool_calls[*].id", "ignore"),
+        ("state.update:state_hash", "expected"),
+    ),
+    "sandbox": (
+        # The conversation carries the fake services' results back to the (served) model.
+        ("model.call:input_ref.body.json.messages", "expected"),
+        ("tool.result:data.result", "expected"),
+        ("tool.result:data.error", "expected"),
+        ("tool.result:output_ref", "expected"),
+        ("http:output_ref", "expected"),
+        ("http:data.status", "expected"),
+        ("retrieval:output_ref", "expected"),
+        ("effect:effect.receipt", "expected"),
+    ),
+    "audit": (),
+}
+
+
+def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
+    """The per-mode default rules (layer ``default``); ``imported`` adds the leniency of recordings
+    imported from vcrpy (see :func:`is_imported`)."""
+    check_mode(mode)
+    table: dict[str, Any] = {}
+    specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
+    rules = []
+    for n, (selector, value) in enumerate(specs):
+        table = {selector: value}
+        (rule,) = parse_rules(table, source="default")
+        rules.append(replace(rule, index=n))
+    return rules
+
+
+def check_mode(mode: str) -> None:
+    """Raise ``ConfigError`` unless ``mode`` is a replay mode."""
+    if mode not in REPLAY_MODES:
+        raise ConfigError(
+            f"unknown agentreplay mode {mode!r}",
+            evidence=(f"valid modes: {', '.join(REPLAY_MODES)}",),
+            fixes=("pass --agentreplay-mode with one of the valid modes",),
+        )

@@ -1,0 +1,181 @@
+"""The matcher: a mode's layered rules compiled once, answering each (event type, path) with a judgement."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ...core.constants import EVENT_TYPES
+from .defaults import check_mode, default_rules
+from .rule import Rule, Verdict
+from .syntax import ORDER, PSEUDO_PATHS, Path, RuleSpec, parse_rules, split_path
+
+# Precedence, lowest first: a matching rule of a later layer wins over every rule of an earlier one.
+LAYERS: Final = ("default", "project", "marker", "hook")
+# What a ``normalize`` pattern's matches become in both texts before they are compared.
+PLACEHOLDER: Final = "<~>"
+# Ends every token of a path turned into the string the compiled path globs match.
+_SEP: Final = "\x00"
+
+
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a path glob to a regex over ``SEP``-terminated tokens; prefix match covers descendants."""
+    parts: list[str] = []
+    for tok in split_path(pattern):
+        if tok == "**":
+            parts.append(f"(?:[^{_SEP}]*{_SEP})*")
+        elif tok == "[*]":
+            parts.append(rf"\[\d+\]{_SEP}")
+        elif "*" in tok:
+            parts.append(f"[^{_SEP}]*".join(re.escape(p) for p in tok.split("*")) + _SEP)
+        else:
+            parts.append(re.escape(tok) + _SEP)
+    return re.compile("".join(parts), re.IGNORECASE)
+
+
+def _path_specificity(pattern: str) -> tuple[int, int, int]:
+    toks = split_path(pattern)
+    literal = sum(1 for t in toks if "*" not in t)
+    partial = sum(1 for t in toks if "*" in t and t not in ("*", "**", "[*]"))
+    single = sum(1 for t in toks if t in ("*", "[*]"))
+    return (literal, partial, single)
+
+
+def _type_specificity(pattern: str) -> int:
+    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
+        return 2
+    return 0 if pattern == "*" else 1
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    rule: Rule
+    regex: re.Pattern[str]
+    pseudo: bool
+    key: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the rules say about one (event type, path): the verdict, the rule whose tolerances apply,
+    and the rule that gave the verdict (differs when the winning rule has no verdict of its own)."""
+
+    verdict: Verdict
+    rule: Rule
+    verdict_rule: Rule
+    normalizers: tuple[re.Pattern[str], ...] = field(default=(), compare=False)
+    # The verdict for a value absent from the recording, when a rule down to the verdict's one says.
+    unrecorded: Verdict | None = None
+
+    def normalize(self, text: str) -> str:
+        for regex in self.normalizers:
+            text = regex.sub(PLACEHOLDER, text)
+        return text
+
+
+class RuleSet:
+    """Layered rules for one replay mode; ``judge`` answers per (event type, path), cached."""
+
+    def __init__(self, mode: str, rules: Iterable[Rule]) -> None:
+        check_mode(mode)
+        self.mode = mode
+        self.rules: tuple[Rule, ...] = tuple(r for r in rules if not r.modes or mode in r.modes)
+        self._compiled: list[_Compiled] = []
+        for rule in self.rules:
+            rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
+            key = (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
+            self._compiled.append(_Compiled(rule, _path_regex(rule.path), rule.path.startswith("@"), key))
+        self._compiled.sort(key=lambda c: c.key, reverse=True)
+        self._by_type: dict[str, list[_Compiled]] = {}
+        self._cache: dict[tuple[str, Path], Judgement] = {}
+        self._regex_cache: dict[str, re.Pattern[str]] = {}
+
+    # construction -------------------------------------------------------------------------------
+    @classmethod
+    def defaults(cls, mode: str = "regression", *, imported: bool = False) -> RuleSet:
+        return cls(mode, default_rules(mode, imported=imported))
+
+    @classmethod
+    def from_layers(
+        cls,
+        mode: str = "regression",
+        *,
+        project: RuleSpec = None,
+        marker: RuleSpec = None,
+        hook: RuleSpec = None,
+        imported: bool = False,
+    ) -> RuleSet:
+        """Defaults of ``mode`` < ``project`` (``[tool.agentreplay.rules]``) < ``marker`` (``rules=``) <
+        ``hook`` (results of ``pytest_agentreplay_diff_rules``). Raises ``ConfigError`` on a bad rule.
+        ``imported``: the recording came from vcrpy (``is_imported(cassette.run.labels)``)."""
+        rules = default_rules(mode, imported=imported)
+        rules += parse_rules(project, source="project")
+        rules += parse_rules(marker, source="marker")
+        rules += parse_rules(hook, source="hook")
+        return cls(mode, rules)
+
+    def with_rules(self, spec: RuleSpec, *, source: str = "hook") -> RuleSet:
+        """A new rule set with ``spec`` added as layer ``source``."""
+        if source not in LAYERS:
+            raise ValueError(f"unknown rule layer {source!r}; use one of {LAYERS}")
+        return RuleSet(self.mode, [*self.rules, *parse_rules(spec, source=source)])
+
+    # queries ----------------------------------------------------------------------------------------
+    @property
+    def compares(self) -> bool:
+        """False in audit mode: nothing is compared."""
+        return self.mode != "audit"
+
+    def _candidates(self, event_type: str) -> list[_Compiled]:
+        found = self._by_type.get(event_type)
+        if found is None:
+            found = [c for c in self._compiled if fnmatch.fnmatchcase(event_type, c.rule.event)]
+            self._by_type[event_type] = found
+        return found
+
+    def judge(self, event_type: str, path: Path | str) -> Judgement:
+        tokens = split_path(path) if isinstance(path, str) else path
+        cache_key = (event_type, tokens)
+        found = self._cache.get(cache_key)
+        if found is not None:
+            return found
+        pseudo = len(tokens) == 1 and tokens[0] in PSEUDO_PATHS
+        subject = _SEP.join(tokens) + _SEP
+        winner: Rule | None = None
+        verdict_rule: Rule | None = None
+        unrecorded: Verdict | None = None
+        for comp in self._candidates(event_type):
+            if comp.pseudo != pseudo or not comp.regex.match(subject):
+                continue
+            if winner is None:
+                winner = comp.rule
+            if unrecorded is None:
+                unrecorded = comp.rule.unrecorded
+            if comp.rule.verdict is not None:
+                verdict_rule = comp.rule
+                break
+        if winner is None or verdict_rule is None:  # only without the default catch-alls
+            fallback = Rule(source="default", verdict="regression", path=tokens[0] if pseudo else "**")
+            winner = winner or fallback
+            verdict_rule = verdict_rule or fallback
+        assert verdict_rule.verdict is not None
+        normalizers = tuple(self._regex(p) for p in winner.normalize)
+        found = Judgement(verdict_rule.verdict, winner, verdict_rule, normalizers, unrecorded)
+        self._cache[cache_key] = found
+        return found
+
+    def _regex(self, pattern: str) -> re.Pattern[str]:
+        regex = self._regex_cache.get(pattern)
+        if regex is None:
+            regex = self._regex_cache[pattern] = re.compile(pattern)
+        return regex
+
+    def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:
+        """Event types whose consecutive runs form order-insensitive groups (``TYPE:@order`` rules)."""
+        return frozenset(t for t in types if self.judge(t, (ORDER,)).rule.order_insensitive)
+
+    def __repr__(self) -> str:
+        return f"RuleSet(mode={self.mode!r}, rules={len(self.rules)})"

@@ -1,0 +1,69 @@
+"""The rule value: a selector, a verdict and tolerances (what parsing produces and the engine matches)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+Verdict = Literal["ignore", "expected", "regression"]
+VERDICTS: Final[tuple[Verdict, ...]] = ("ignore", "expected", "regression")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One diff rule. ``source`` is the layer it came from; ``index`` its position in that layer."""
+
+    event: str = "*"
+    path: str = "**"
+    verdict: Verdict | None = None
+    epsilon: float | None = None
+    similarity: float | None = None
+    order_insensitive: bool = False
+    normalize: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    presence_only: bool = False
+    unrecorded: Verdict | None = None
+    source: str = "hook"
+    index: int = 0
+
+    @property
+    def selector(self) -> str:
+        return f"{self.event}:{self.path}"
+
+    def describe(self) -> str:
+        """``project rule "model.call:data.decision.text"``, with its tolerances."""
+        extras = []
+        if self.epsilon is not None:
+            extras.append(f"epsilon={self.epsilon:g}")
+        if self.similarity is not None:
+            extras.append(f"similarity={self.similarity:g}")
+        if self.order_insensitive:
+            extras.append("order_insensitive")
+        if self.normalize:
+            extras.append(f"normalize={len(self.normalize)}")
+        if self.presence_only:
+            extras.append("presence_only")
+        if self.unrecorded is not None:
+            extras.append(f"unrecorded={self.unrecorded}")
+        tail = f" ({', '.join(extras)})" if extras else ""
+        return f'{self.source} rule "{self.selector}"{tail}'
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source, "selector": self.selector}
+        if self.verdict is not None:
+            out["verdict"] = self.verdict
+        if self.epsilon is not None:
+            out["epsilon"] = self.epsilon
+        if self.similarity is not None:
+            out["similarity"] = self.similarity
+        if self.order_insensitive:
+            out["order_insensitive"] = True
+        if self.normalize:
+            out["normalize"] = list(self.normalize)
+        if self.modes:
+            out["modes"] = list(self.modes)
+        if self.presence_only:
+            out["presence_only"] = True
+        if self.unrecorded is not None:
+            out["unrecorded"] = self.unrecorded
+        return out

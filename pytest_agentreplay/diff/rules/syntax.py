@@ -1,0 +1,282 @@
+"""The rule syntax: the field-path grammar, and selectors and rule dicts parsed and validated into rules.
+
+What is valid is specified in :mod:`.spec`; a bad rule raises ``ConfigError`` naming it and its layer.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, Final, cast
+
+from ...core.constants import EVENT_TYPES, REPLAY_MODES
+from ...exceptions import ConfigError
+from .rule import VERDICTS, Rule, Verdict
+
+# ------------------------------------------------------------------------------------------ path grammar
+
+PRESENCE: Final = "@presence"
+ORDER: Final = "@order"
+PSEUDO_PATHS: Final = (PRESENCE, ORDER)
+
+_TOKEN_RE: Final = re.compile(r"\[[^\]]*\]|[^.\[\]]+")
+_INDEX_TOKEN_RE: Final = re.compile(r"\[(?:\d+|\*)\]\Z")
+
+Path = tuple[str, ...]
+"""A field path as tokens: keys, and list indexes written ``[3]``."""
+
+
+def split_path(path: str) -> Path:
+    """``"a.b[0].c"`` -> ``("a", "b", "[0]", "c")``."""
+    if path in PSEUDO_PATHS:
+        return (path,)
+    return tuple(_TOKEN_RE.findall(path))
+
+
+def join_path(tokens: Iterable[str]) -> str:
+    """``("a", "b", "[0]", "c")`` -> ``"a.b[0].c"``."""
+    out: list[str] = []
+    for tok in tokens:
+        if tok.startswith("[") or not out:
+            out.append(tok)
+        else:
+            out.append("." + tok)
+    return "".join(out)
+
+
+def generalize_path(tokens: Iterable[str]) -> str:
+    """The display path with every list index replaced by ``[*]`` (for suggesting a rule)."""
+    return join_path("[*]" if _INDEX_TOKEN_RE.match(t) else t for t in tokens)
+
+
+# --------------------------------------------------------------------------------------------- parsing
+
+# The keys a rule dict may have (``mode`` is accepted as an alias of ``modes``).
+RULE_KEYS: Final = (
+    "selector",
+    "event",
+    "path",
+    "verdict",
+    "epsilon",
+    "similarity",
+    "order_insensitive",
+    "normalize",
+    "modes",
+    "presence_only",
+    "unrecorded",
+)
+# The top-level keys of an event dict: a selector without ':' starting with one of them is a path.
+_EVENT_FIELDS: Final = frozenset(
+    {
+        "run_id", "seq", "ts", "type", "actor", "class", "trace_id", "span_id", "state_hash",
+        "policy_version", "tool", "input_ref", "output_ref", "effect", "data", "prev_hash",
+    }
+)  # fmt: skip
+
+RuleSpec = Rule | Mapping[str, Any] | Iterable[Any] | None
+"""What a layer may be: a shorthand mapping ``{selector: verdict | {options}}``, one rule dict, a
+``Rule``, or a list of any of these (nested lists are flattened: pluggy returns one list per plugin)."""
+
+
+_PLACES: Final = {
+    "project": "pyproject.toml [tool.agentreplay.rules]",
+    "marker": "@pytest.mark.agentreplay(rules=...)",
+    "hook": "a pytest_agentreplay_diff_rules hook",
+    "default": "the built-in default rules",
+}
+
+
+def _config_error(name: str, source: str, problem: str, *, fixes: Iterable[str] = ()) -> ConfigError:
+    return ConfigError(
+        f"invalid agentreplay diff rule {name} ({source}): {problem}",
+        evidence=(
+            f"valid verdicts: {', '.join(VERDICTS)}",
+            f"valid keys: {', '.join(RULE_KEYS)}",
+            f"valid modes: {', '.join(REPLAY_MODES)}",
+        ),
+        place=_PLACES.get(source, f"{source} rules"),
+        fixes=tuple(fixes)
+        or (
+            'write it as "EVENT:PATH" = "VERDICT", e.g. "model.call:data.decision.text" = "expected"',
+            'or as a table: "retrieval:data.scores" = { verdict = "expected", epsilon = 0.01 }',
+        ),
+    )
+
+
+def _looks_like_single_rule(spec: Mapping[str, Any]) -> bool:
+    keys = set(spec)
+    return bool(keys) and keys <= set(RULE_KEYS) and bool(keys & {"path", "selector", "event"})
+
+
+def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
+    selector = selector.strip()
+    if not selector:
+        raise _config_error(name, source, "empty selector")
+    if ":" in selector:
+        event, path = selector.split(":", 1)
+        return event.strip() or "*", path.strip()
+    first = _TOKEN_RE.findall(selector)[:1]
+    if (
+        not selector.startswith("@")
+        and first
+        and first[0] not in _EVENT_FIELDS
+        and selector != "*"
+        and any(fnmatch.fnmatchcase(t, selector) for t in EVENT_TYPES)
+    ):
+        return selector, "**"
+    return "*", selector
+
+
+def _number(value: Any, key: str, name: str, source: str, *, low: float, high: float | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _config_error(name, source, f"{key} must be a number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
+        raise _config_error(name, source, f"{key} must be {bound}, got {value!r}")
+    return float(value)
+
+
+def _validate_path(path: str, name: str, source: str) -> None:
+    if not path:
+        raise _config_error(name, source, "empty field path")
+    if path.startswith("@"):
+        if path not in PSEUDO_PATHS:
+            raise _config_error(
+                name, source, f"unknown pseudo path {path!r}; use one of {', '.join(PSEUDO_PATHS)}"
+            )
+        return
+    if "".join(_TOKEN_RE.findall(path)) != path.replace(".", ""):
+        raise _config_error(name, source, f"malformed field path {path!r}")
+    for tok in _TOKEN_RE.findall(path):
+        if tok.startswith("[") and not _INDEX_TOKEN_RE.match(tok):
+            raise _config_error(name, source, f"list index {tok!r} must be [N] or [*] in path {path!r}")
+    if ".." in path or path.startswith(".") or path.endswith("."):
+        raise _config_error(name, source, f"malformed field path {path!r}")
+
+
+def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: str | None = None) -> Rule:
+    """Parse one rule dict (``selector`` or ``event``/``path`` plus options) into a ``Rule``."""
+    name = name or (repr(spec.get("selector")) if "selector" in spec else f"#{index + 1} {dict(spec)!r}")
+    unknown = sorted(str(k) for k in spec if k not in RULE_KEYS and k != "mode")
+    if unknown:
+        raise _config_error(name, source, f"unknown key(s) {', '.join(map(repr, unknown))}")
+    if "selector" in spec and ("event" in spec or "path" in spec):
+        raise _config_error(name, source, "give either selector or event/path, not both")
+    if "selector" in spec:
+        if not isinstance(spec["selector"], str):
+            raise _config_error(name, source, "selector must be a string")
+        event, path = _split_selector(spec["selector"], name, source)
+    else:
+        event = spec.get("event", "*")
+        path = spec.get("path", "**")
+        if not isinstance(event, str) or not isinstance(path, str):
+            raise _config_error(name, source, "event and path must be strings")
+        event, path = event.strip() or "*", path.strip()
+    if not any(fnmatch.fnmatchcase(t, event) for t in EVENT_TYPES):
+        raise _config_error(
+            name, source, f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})"
+        )
+    _validate_path(path, name, source)
+
+    verdict = spec.get("verdict")
+    if verdict is not None and verdict not in VERDICTS:
+        raise _config_error(name, source, f"unknown verdict {verdict!r}")
+    epsilon = similarity = None
+    if spec.get("epsilon") is not None:
+        epsilon = _number(spec["epsilon"], "epsilon", name, source, low=0.0, high=None)
+    if spec.get("similarity") is not None:
+        similarity = _number(spec["similarity"], "similarity", name, source, low=0.0, high=1.0)
+    order_insensitive = spec.get("order_insensitive", False)
+    if not isinstance(order_insensitive, bool):
+        raise _config_error(
+            name, source, f"order_insensitive must be true or false, got {order_insensitive!r}"
+        )
+    raw_norm = spec.get("normalize", ())
+    if isinstance(raw_norm, str):
+        raw_norm = (raw_norm,)
+    if not isinstance(raw_norm, list | tuple) or not all(isinstance(p, str) for p in raw_norm):
+        raise _config_error(name, source, "normalize must be a regular expression or a list of them")
+    for pattern in raw_norm:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise _config_error(name, source, f"normalize pattern {pattern!r} is invalid: {exc}") from None
+    if "mode" in spec and "modes" in spec:
+        raise _config_error(name, source, "give either mode or modes, not both")
+    raw_modes = spec.get("modes", spec.get("mode", ()))
+    if isinstance(raw_modes, str):
+        raw_modes = (raw_modes,)
+    if not isinstance(raw_modes, list | tuple) or any(m not in REPLAY_MODES for m in raw_modes):
+        raise _config_error(name, source, f"modes must be a list of replay modes, got {raw_modes!r}")
+    presence_only = spec.get("presence_only", False)
+    if not isinstance(presence_only, bool):
+        raise _config_error(name, source, f"presence_only must be true or false, got {presence_only!r}")
+    unrecorded = spec.get("unrecorded")
+    if unrecorded is not None and unrecorded not in VERDICTS:
+        raise _config_error(name, source, f"unknown verdict {unrecorded!r} for unrecorded")
+    if (
+        verdict is None
+        and epsilon is None
+        and similarity is None
+        and not order_insensitive
+        and not raw_norm
+        and not presence_only
+        and unrecorded is None
+    ):
+        raise _config_error(name, source, "the rule has neither a verdict nor a tolerance")
+    return Rule(
+        event=event,
+        path=path,
+        verdict=cast("Verdict | None", verdict),
+        epsilon=epsilon,
+        similarity=similarity,
+        order_insensitive=order_insensitive,
+        normalize=tuple(raw_norm),
+        modes=tuple(raw_modes),
+        presence_only=presence_only,
+        unrecorded=cast("Verdict | None", unrecorded),
+        source=source,
+        index=index,
+    )
+
+
+def parse_rules(spec: RuleSpec, *, source: str) -> list[Rule]:
+    """Parse one layer (see ``RuleSpec``) into rules, in order. Raises ``ConfigError`` naming the rule."""
+    out: list[Rule] = []
+
+    def add(item: Any, name_hint: str | None = None) -> None:
+        if item is None:
+            return
+        if isinstance(item, Rule):
+            out.append(replace(item, source=source, index=len(out)))
+        elif isinstance(item, Mapping):
+            if _looks_like_single_rule(item):
+                out.append(parse_rule(item, source=source, index=len(out), name=name_hint))
+                return
+            for selector, value in item.items():
+                name = repr(selector)
+                if not isinstance(selector, str):
+                    raise _config_error(name, source, "a selector must be a string")
+                if isinstance(value, str):
+                    rule_dict: dict[str, Any] = {"selector": selector, "verdict": value}
+                elif isinstance(value, Mapping):
+                    if "selector" in value or "event" in value or "path" in value:
+                        raise _config_error(name, source, "the selector is the key; drop event/path/selector")
+                    rule_dict = {"selector": selector, **value}
+                else:
+                    raise _config_error(
+                        name, source, f"value must be a verdict or a table of options, got {value!r}"
+                    )
+                out.append(parse_rule(rule_dict, source=source, index=len(out), name=name))
+        elif isinstance(item, str | bytes):
+            raise _config_error(repr(item), source, "a rule must be a table/dict, not a bare string")
+        elif isinstance(item, Iterable):
+            for sub in item:
+                add(sub)
+        else:
+            raise _config_error(repr(item), source, f"a rule must be a table/dict, got {type(item).__name__}")
+
+    add(spec)
+    return out

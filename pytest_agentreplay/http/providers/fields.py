@@ -1,0 +1,22 @@
+"""What every provider's request says the same way: the model, the decoding settings, a hash of the tool
+definitions and whether the answer streams."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ...core.canonical import hash_value
+
+
+def request_fields(body: Any, decoding_keys: Iterable[str]) -> dict[str, Any]:
+    """The request fields of a JSON body whose decoding settings are top-level keys (OpenAI, Anthropic)."""
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
+    tools = body.get("tools")
+    return {
+        "model": body.get("model"),
+        "decoding": {k: body[k] for k in decoding_keys if body.get(k) is not None},
+        "tools_hash": hash_value(tools) if tools else None,
+        "streamed": bool(body.get("stream")),
+    }

@@ -1,0 +1,165 @@
+"""Interception of the HTTP client libraries (httpx and httpx2, requests/urllib3, aiohttp): each patched
+call with no active run (:func:`pytest_agentreplay.core.capture.current_run`) is left untouched; otherwise
+:func:`pytest_agentreplay.replay.policy.decide` returns the action (serve, send and capture, or refuse) and
+the library's adapter here translates it. Imports go one way: these adapters -> ``replay.policy`` -> the
+library-neutral :mod:`pytest_agentreplay.http`.
+
+Importing this package imports no HTTP client: :func:`install` imports and patches those installed, and a
+library imported later is patched the moment its module has run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+__all__ = ["install", "installed"]
+
+_LOCK = threading.Lock()
+_REFS = 0
+_RESTORES: list[Callable[[], None]] = []
+
+
+def _available(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _patch_httpx(name: str) -> Callable[[], None]:
+    from . import httpx
+
+    return httpx.patch(importlib.import_module(name))
+
+
+def _patch_urllib3(name: str) -> Callable[[], None]:
+    from . import urllib3
+
+    return urllib3.patch()
+
+
+def _patch_aiohttp(name: str) -> Callable[[], None]:
+    from . import aiohttp
+
+    return aiohttp.patch()
+
+
+_PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
+    "httpx": _patch_httpx,
+    "httpx2": _patch_httpx,
+    "urllib3": _patch_urllib3,
+    "aiohttp": _patch_aiohttp,
+}
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a client library the moment it is first imported.
+
+    Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s; a library
+    not imported yet is patched when its top-level module has run, before any code can use it.
+    """
+
+    def __init__(self, waiting: dict[str, Callable[[str], Callable[[], None]]]) -> None:
+        self.waiting = waiting
+
+    def find_spec(
+        self, fullname: str, path: Any, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in self.waiting:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if loader is None or exec_module is None:
+            return spec
+
+        def exec_then_patch(module: ModuleType) -> None:
+            exec_module(module)
+            self.imported(fullname)
+
+        loader.exec_module = exec_then_patch  # type: ignore[method-assign]
+        return spec
+
+    def imported(self, name: str) -> None:
+        with _LOCK:
+            patcher = self.waiting.pop(name, None)
+            if patcher is not None and _REFS > 0:
+                _RESTORES.append(patcher(name))
+
+
+def _patch_all() -> list[Callable[[], None]]:
+    from ..http import guard
+
+    restores = [guard.install()]
+    waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
+    for name, patcher in _PATCHERS.items():
+        if name in sys.modules:
+            restores.append(patcher(name))
+        elif _available(name):
+            waiting[name] = patcher
+    if waiting:
+        finder = _PatchOnImport(waiting)
+        sys.meta_path.insert(0, finder)
+        restores.append(lambda: _remove_finder(finder))
+    return restores
+
+
+def _remove_finder(finder: _PatchOnImport) -> None:
+    finder.waiting.clear()
+    with contextlib.suppress(ValueError):
+        sys.meta_path.remove(finder)
+
+
+def install() -> Callable[[], None]:
+    """Install interception and the network guard (reference-counted); returns the uninstall callable.
+
+    Calling the returned function more than once has no further effect.
+    """
+    global _REFS
+    with _LOCK:
+        _REFS += 1
+        if _REFS == 1:
+            try:
+                _RESTORES.extend(_patch_all())
+            except BaseException:
+                _REFS -= 1
+                _restore_all()
+                raise
+    done = threading.Event()
+
+    def uninstall() -> None:
+        global _REFS
+        with _LOCK:
+            if done.is_set():
+                return
+            done.set()
+            _REFS -= 1
+            if _REFS == 0:
+                _restore_all()
+
+    return uninstall
+
+
+def _restore_all() -> None:
+    while _RESTORES:
+        _RESTORES.pop()()
+
+
+def installed() -> bool:
+    return _REFS > 0

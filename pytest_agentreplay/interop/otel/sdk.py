@@ -1,0 +1,117 @@
+"""The bridge to the OpenTelemetry SDK (the optional ``otel`` extra): the spans of a run as SDK
+``ReadableSpan`` objects, sent through a named exporter (``console``, ``otlp``) or any ``SpanExporter``.
+The SDK is imported only when asked for, and its absence is a ``ConfigError`` saying what to install."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...core.events import Event, RunMeta
+from .spans import KIND_CLIENT, KIND_INTERNAL, SCOPE_NAME, STATUS_ERROR, run_spans, trace_id_for
+
+if TYPE_CHECKING:
+    from ...cassette.store import LoadedCassette
+
+
+def _sdk(name: str) -> Any:
+    from ...exceptions import ConfigError
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ConfigError(
+            f"--exporter needs the OpenTelemetry SDK ({name} is not importable)",
+            fixes=[
+                "install the optional extra: pip install -e '.[otel]' (opentelemetry-api, opentelemetry-sdk)",
+                "or print OTLP JSON instead: agentreplay export-otel CASSETTE > spans.json",
+            ],
+        ) from None
+
+
+def make_exporter(name: str, *, endpoint: str | None = None) -> Any:
+    """``console`` (the SDK's ConsoleSpanExporter) or ``otlp`` (OTLP/HTTP; honours OTEL_EXPORTER_* env)."""
+    if name == "console":
+        return _sdk("opentelemetry.sdk.trace.export").ConsoleSpanExporter()
+    module = _sdk("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    return module.OTLPSpanExporter(endpoint=endpoint) if endpoint else module.OTLPSpanExporter()
+
+
+def sdk_spans(
+    run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
+) -> list[Any]:
+    """The run as SDK ``ReadableSpan`` objects, ready for any ``SpanExporter``."""
+    from ...core.constants import FORMAT_VERSION
+
+    trace_api = _sdk("opentelemetry.trace")
+    sdk_trace = _sdk("opentelemetry.sdk.trace")
+    resources = _sdk("opentelemetry.sdk.resources")
+    util = _sdk("opentelemetry.sdk.util.instrumentation")
+    trace_id = int(trace_id_for(run, events), 16)
+    resource = resources.Resource.create({"service.name": service_name})
+    scope = util.InstrumentationScope(SCOPE_NAME, str(FORMAT_VERSION))
+    kinds = {KIND_INTERNAL: trace_api.SpanKind.INTERNAL, KIND_CLIENT: trace_api.SpanKind.CLIENT}
+    flags = trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED)
+    out = []
+    for span in run_spans(run, events):
+        context = trace_api.SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=flags)
+        parent = (
+            trace_api.SpanContext(trace_id, int(span.parent_id, 16), is_remote=False, trace_flags=flags)
+            if span.parent_id
+            else None
+        )
+        status = (
+            trace_api.Status(trace_api.StatusCode.ERROR, span.status_message or None)
+            if span.status_code == STATUS_ERROR
+            else trace_api.Status(trace_api.StatusCode.UNSET)
+        )
+        attributes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in span.attributes.items()}
+        span_events = [
+            sdk_trace.Event(name, {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}, ns)
+            for name, ns, attrs in span.events
+        ]
+        out.append(
+            sdk_trace.ReadableSpan(
+                name=span.name,
+                context=context,
+                parent=parent,
+                resource=resource,
+                attributes=attributes,
+                events=span_events,
+                kind=kinds[span.kind],
+                status=status,
+                start_time=span.start_ns,
+                end_time=span.end_ns,
+                instrumentation_scope=scope,
+            )
+        )
+    return out
+
+
+def export_with_sdk(
+    cassette: LoadedCassette,
+    exporter: str | Any,
+    *,
+    endpoint: str | None = None,
+    service_name: str = "pytest-agentreplay",
+) -> int:
+    """Send the run's spans through an SDK exporter (a name or an exporter object); returns the span count."""
+    from ...exceptions import AgentReplayError
+
+    spans = sdk_spans(cassette.run, cassette.events, service_name=service_name)
+    target = make_exporter(exporter, endpoint=endpoint) if isinstance(exporter, str) else exporter
+    try:
+        result = target.export(spans)
+    finally:
+        if isinstance(exporter, str):
+            target.shutdown()
+    name = getattr(result, "name", str(result))
+    if name not in ("SUCCESS", "True"):
+        raise AgentReplayError(
+            f"the {exporter if isinstance(exporter, str) else type(exporter).__name__} exporter "
+            f"reported {name}",
+            cassette=cassette.path,
+            fixes=["check the collector endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or --endpoint)"],
+        )
+    return len(spans)

@@ -1,0 +1,130 @@
+"""The page: one run's section (metadata, audit problems, the drift view, the sequence picture and the
+timeline) and the self-contained HTML document around any body, with ``viewer.css``, ``error_probe.js``
+and ``viewer.js`` inlined (no external resource; the Content-Security-Policy allows nothing else)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...core.events import Event, RunMeta
+from .drift import drifted_seqs, render_drift_html
+from .entries import render_timeline_html
+from .markup import PayloadResolver, esc, kv
+from .svg import render_sequence_svg
+
+if TYPE_CHECKING:
+    from ...cassette.store import LoadedCassette
+
+_PACKAGE = __name__.rpartition(".")[0]
+
+
+@cache
+def _asset(name: str) -> str:
+    """A file of this folder (package data), read once per process; inlined verbatim into each page."""
+    return files(_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+
+
+def render_run_section(
+    run: RunMeta,
+    events: Sequence[Event],
+    *,
+    resolve: PayloadResolver | None = None,
+    problems: Sequence[str] = (),
+    drift: Mapping[str, Any] | None = None,
+    anchor: str = "",
+    heading_level: int = 2,
+) -> str:
+    """The viewer body for one run; ``anchor`` prefixes element ids so several runs fit in one page."""
+    h = f"h{heading_level}"
+    meta = [
+        ("run", run.run_id),
+        ("agent", run.agent),
+        ("test", run.test),
+        ("provider", run.provider),
+        ("model", run.model),
+        ("code version", run.code_version),
+        ("corpus version", run.corpus_version),
+        ("recorded", run.recorded_at),
+    ]
+    meta_html = "".join(f"<span><b>{html.escape(k)}</b> {esc(v)}</span>" for k, v in meta if v)
+    extra = kv(
+        [
+            ("decoding", run.decoding),
+            ("tool schema versions", run.tool_schema_versions),
+            ("policy versions", run.policy_versions),
+            ("labels", run.labels),
+        ]
+    )
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event.type] = counts.get(event.type, 0) + 1
+    count_html = "".join(f'<span class="badge">{esc(t)} x {n}</span>' for t, n in sorted(counts.items()))
+    parts = [f'<section class="run" data-run="{esc(run.run_id)}">', f'<p class="meta">{meta_html}</p>', extra]
+    parts.append(f'<p class="counts">{count_html}</p>')
+    if problems:
+        items = "".join(f"<li>{esc(p)}</li>" for p in problems)
+        parts.append(f'<div class="problems"><b>{len(problems)} audit problem(s)</b><ul>{items}</ul></div>')
+    if drift is not None:
+        parts.append(f'<{h} class="drift-title">Drift: recorded vs replayed</{h}>')
+        parts.append(f'<div class="drift">{render_drift_html(drift, anchor=anchor)}</div>')
+    parts.append(f"<{h}>Sequence</{h}>")
+    parts.append(render_sequence_svg(events, anchor=anchor))
+    parts.append(f"<{h}>Timeline ({len(events)} events)</{h}>")
+    parts.append(render_timeline_html(events, resolve=resolve, anchor=anchor, drifted=drifted_seqs(drift)))
+    parts.append("</section>")
+    return "".join(p for p in parts if p)
+
+
+def page(title: str, body: str) -> str:
+    """A complete self-contained HTML document (inline CSS and JS; no external resource).
+
+    The error probe runs first, in the head: it records script and console errors as attributes on
+    ``<html>`` so a headless browser's DOM dump shows them (the browser test relies on it). ``viewer.js``
+    runs last and only adds the filters: the page is readable without it. Each asset follows a newline
+    after its opening tag.
+    """
+    return (
+        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{html.escape(title)}</title><style>\n{_asset('viewer.css')}</style>"
+        f"<script>\n{_asset('error_probe.js')}</script></head>"
+        f"<body>{body}<script>\n{_asset('viewer.js')}</script></body></html>\n"
+    )
+
+
+def render_cassette_page(
+    cassette: LoadedCassette,
+    *,
+    drift: Mapping[str, Any] | None = None,
+    problems: Sequence[str] | None = None,
+) -> str:
+    """The viewer page of one loaded cassette (audit problems are computed when not given)."""
+    if problems is None:
+        from ...replay.audit import audit_problems
+
+        problems = audit_problems(cassette)
+    title = f"agent run {cassette.run.test or cassette.run.run_id}"
+    body = (
+        f"<h1>{esc(title)}</h1><p class=meta>cassette <code>{esc(str(cassette.path))}</code></p>"
+        + render_run_section(
+            cassette.run, cassette.events, resolve=cassette.payload, problems=problems, drift=drift
+        )
+    )
+    return page(title, body)
+
+
+def write_html(path: Path, text: str) -> None:
+    """Write a page (UTF-8, atomically), creating its folder."""
+    from ...cassette.atomic import atomic_write_bytes
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,27 @@
+"""A run's life: begun with the framework adapters and the runtime values it records or serves, ended in
+the order its history needs (the runtime values event before ``run.end``). The recorder itself
+(:mod:`pytest_agentreplay.core.capture`) knows neither: both sit above it."""
+
+from __future__ import annotations
+
+from .core.capture import RunContext
+from .core.runtime_values import finish_run, start_run
+from .frameworks import activate as activate_frameworks
+
+_FRAMEWORKS = "frameworks"
+
+
+def start(ctx: RunContext) -> None:
+    """Emit ``run.start``, hook in the frameworks already imported, and record or serve runtime values."""
+    ctx.start()
+    ctx.extensions[_FRAMEWORKS] = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
+    start_run(ctx)
+
+
+def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> None:
+    """Unhook the frameworks, add the runtime values the run read, then emit ``run.end``."""
+    deactivate_frameworks = ctx.extensions.pop(_FRAMEWORKS, None)
+    if deactivate_frameworks is not None:
+        deactivate_frameworks()
+    finish_run(ctx)
+    ctx.finish(status, error)
