@@ -149,7 +149,7 @@ def _one_cycle(graph: dict[str, set[str]], group: set[str]) -> list[str]:
     return sorted(group)
 
 
-def layer_of(name: str, root: str) -> int | None:
+def layer_of(name: str) -> int | None:
     parts = name.split(".")
     if len(parts) < 2:
         return None  # the facade
@@ -159,17 +159,17 @@ def layer_of(name: str, root: str) -> int | None:
     return -1
 
 
-def layer_problems(graph: dict[str, set[str]], root: str) -> list[str]:
+def layer_problems(graph: dict[str, set[str]]) -> list[str]:
     problems = []
     for name in sorted(graph):
-        mine = layer_of(name, root)
+        mine = layer_of(name)
         if mine == -1:
             problems.append(f"{name}: in no layer; add its folder to LAYERS in .ci/check_imports.py")
             continue
         if mine is None:
             continue
         for target in sorted(graph[name]):
-            theirs = layer_of(target, root)
+            theirs = layer_of(target)
             if theirs is None:
                 problems.append(f"{name} imports the package facade {target}: import the module itself")
             elif theirs > mine:
@@ -184,7 +184,7 @@ def main(argv: list[str]) -> int:
     package = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "pytest_agentreplay"
     graph = import_graph(package)
     problems = [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
-    problems += layer_problems(graph, package.name)
+    problems += layer_problems(graph)
     for problem in problems:
         print(problem)
     if problems:

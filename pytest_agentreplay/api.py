@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from . import runs
 from .core.canonical import hash_value
 from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
@@ -339,6 +338,7 @@ def capture_run(
         return
     import uuid
 
+    from . import runs  # the runtime-values patcher loads only when a run is captured
     from .cassette.store import save_cassette
     from .core.capture import utc_now
 
