@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 
 TARGET_BYTES = 6_000_000

@@ -50,7 +50,7 @@ def main() -> None:
     import httpx
     import vcr
 
-    from pytest_agentreplay.cassette.store import save_cassette
+    from pytest_agentreplay.cassette.write import save_cassette
 
     with LLMServer() as server, tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

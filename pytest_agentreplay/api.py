@@ -339,7 +339,7 @@ def capture_run(
     import uuid
 
     from . import runs  # the runtime-values patcher loads only when a run is captured
-    from .cassette.store import save_cassette
+    from .cassette.write import save_cassette
     from .core.capture import utc_now
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))

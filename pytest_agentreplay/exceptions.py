@@ -5,8 +5,9 @@ Messages follow one layout: a headline, the evidence, the location, then numbere
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 class AgentReplayError(Exception):
@@ -54,6 +55,37 @@ class AgentReplayError(Exception):
 
 class ConfigError(AgentReplayError):
     """Invalid configuration: option, ini key, marker argument or rule."""
+
+
+class RecordValidationError(AgentReplayError, ValueError):
+    """Values that do not fit an event-history record (an ``Event``, ``RunMeta``...): a wrong type, an unknown
+    field, a missing one. ``errors()`` lists each problem as ``{"type", "loc", "msg", "input"}``, the
+    shape pydantic's ``ValidationError.errors()`` has, so code written against either reads it alike."""
+
+    def __init__(self, record: str, problems: Sequence[Mapping[str, Any]]) -> None:
+        self.record = record
+        self.problems = [dict(p) for p in problems]
+        shown = [
+            f"{'.'.join(str(part) for part in p['loc']) or '(the record)'}: {p['msg']} "
+            f"(found {_short(p.get('input'))})"
+            for p in self.problems[:8]
+        ]
+        if len(self.problems) > 8:
+            shown.append(f"... and {len(self.problems) - 8} more")
+        super().__init__(
+            f"{len(self.problems)} problem(s) in the values of a {record}",
+            evidence=shown,
+            fixes=[f"pass {record} the fields and types it declares (see `agentreplay schema`)"],
+        )
+
+    def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
+        del include_url  # accepted as pydantic's is: these errors carry no documentation links
+        return [dict(p) for p in self.problems]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class CassetteError(AgentReplayError):

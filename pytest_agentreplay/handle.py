@@ -9,7 +9,7 @@ from .core.constants import VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE
 from .core.events import Event, event_to_dict
 
 if TYPE_CHECKING:
-    from .cassette.store import LoadedCassette
+    from .cassette.read import LoadedCassette
     from .core.capture import RunContext
     from .session import TestRun
 

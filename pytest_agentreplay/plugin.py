@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from .handle import AgentReplay
     from .session import TestRun
 
-# String subscripts: the typed classes import pydantic, which a session that never replays should not pay for.
+# String subscripts: the typed classes import the recorder and the cassette reader, which a session that
+# never replays should not pay for.
 SETTINGS_KEY = pytest.StashKey["Settings"]()
 CONTROLLER_KEY = pytest.StashKey["SessionController"]()
 TEST_RUN_KEY = pytest.StashKey["TestRun"]()

@@ -5,6 +5,7 @@ the order its history needs (the runtime values event before ``run.end``). The r
 from __future__ import annotations
 
 from .core.capture import RunContext
+from .core.runtime_values import EXTENSION as RUNTIME_VALUES
 from .core.runtime_values import finish_run, start_run
 from .frameworks import activate as activate_frameworks
 
@@ -25,3 +26,7 @@ def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> Non
         deactivate_frameworks()
     finish_run(ctx)
     ctx.finish(status, error)
+    # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
+    # the whole run, recorded cassette included, is freed when its test lets go of it instead of waiting
+    # for the cyclic collector, whose passes over it the rest of the session would otherwise pay for.
+    ctx.extensions.pop(RUNTIME_VALUES, None)

@@ -17,7 +17,7 @@ from .core.events import Event, RunMeta, event_to_shared_dict
 from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
 
 if TYPE_CHECKING:
-    from .cassette.store import LoadedCassette
+    from .cassette.read import LoadedCassette
 
 
 @dataclass
@@ -131,7 +131,7 @@ class TestRun:
         return ctx
 
     def _load_recorded(self) -> LoadedCassette:
-        from .cassette.store import load_cassette
+        from .cassette.read import load_cassette
 
         if self.vcr is not None and not self.cassette.exists():
             # Even without its YAML: pytest-recording passes a test that sends nothing, refuses the rest.
@@ -251,7 +251,7 @@ class TestRun:
         return self.outcome
 
     def _save(self, run: RunMeta, events: list[Event]) -> None:
-        from .cassette.store import save_cassette
+        from .cassette.write import save_cassette
 
         assert self.ctx is not None
         kwargs: dict[str, Any] = {"redactor": self.ctx.redactor, "extra_redact": self.redact_hook}

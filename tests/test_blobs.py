@@ -12,7 +12,8 @@ import pytest
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
 from pytest_agentreplay.cassette.blobs import CHAIN, BlobStore, plan_externalize
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import dumps_compact, hash_value
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import BlobMissingError, CassetteIntegrityError

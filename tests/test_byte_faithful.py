@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from servers import run_in
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.http import bodies, sse
 
 # Unsorted keys, odd spacing, numbers json.dumps would spell differently, a trailing newline.

@@ -201,7 +201,7 @@ def run_verify(path: Path) -> str:
 
 def run_replay(path: Path) -> str:
     """Load and serve everything as a regression replay does, then compare; ``clean`` or ``drift``."""
-    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
     from pytest_agentreplay.core.events import event_to_dict
     from pytest_agentreplay.core.redaction import Redactor
     from pytest_agentreplay.diff import compare_histories

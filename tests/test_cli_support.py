@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_agentreplay.cassette.store import LoadedCassette, save_cassette
+from pytest_agentreplay.cassette.read import LoadedCassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
 from pytest_agentreplay.core.capture import Recorder, RunContext, payload
 from pytest_agentreplay.core.events import EffectInfo, RunMeta, ToolInfo

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from pytest_agentreplay.api import capture_run
-from pytest_agentreplay.cassette.store import load_cassette
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.core.redaction import find_secrets
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse

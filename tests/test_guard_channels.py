@@ -521,7 +521,7 @@ def test_a_thread_that_outlives_its_test_stays_guarded_and_is_reported(counters:
     assert "after the test ended" in strays[0]
     assert guard.stray_refusals() == []  # reported once
     # With the thread gone, the patches are removed (unless another test's thread still runs).
-    assert not guard._PATCHED or guard.installed() or guard._stray_threads_alive()
+    assert not guard._PATCHES.patched or guard.installed() or guard._stray_threads_alive()
 
 
 def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, counters: Counters) -> None:
@@ -597,7 +597,8 @@ def test_isolated_children_reach_nothing_even_without_python(counters: Counters)
 
 
 def test_isolation_fails_clearly_where_namespaces_are_impossible(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(guard._ISOLATION, "flags", None)
+    monkeypatch.setattr(guard._NAMESPACES, "probed", True)
+    monkeypatch.setattr(guard._NAMESPACES, "flags", None)
     settings = {"isolate_subprocesses": True, "nodeid": "t.py::t"}
     with replay(settings) as ctx, pytest.raises(ConfigError) as info:
         subprocess.run(["true"])

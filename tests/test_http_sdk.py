@@ -71,7 +71,8 @@ def record_then_replay(endpoint: str, agent: Callable[[str], Any], tmp_path: Pat
     seen = len(server.log)
     assert rec_ctx.failures == []
     # Through the real store: save, load, replay from the loaded cassette.
-    from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
+    from pytest_agentreplay.cassette.write import save_cassette
 
     path = tmp_path / "run.json"
     save_cassette(path, rec_ctx.recorder.run, rec_ctx.recorder.events)

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 
 KILLS = 40

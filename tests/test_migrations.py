@@ -12,8 +12,9 @@ import pytest
 
 from pytest_agentreplay.cassette.maintenance import migrate_file
 from pytest_agentreplay.cassette.migrations import MIGRATIONS, migrate_document
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.stored_form import decode_events
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import hash_value
 from pytest_agentreplay.core.constants import FORMAT_VERSION
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, ToolInfo

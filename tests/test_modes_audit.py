@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_modes_regression import INNER_TEST, Lab, make_lab
 
-from pytest_agentreplay.cassette.store import load_cassette
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cli import main as cli_main
 from pytest_agentreplay.replay.audit import audit_problems
 from pytest_agentreplay.report.timeline import render_timeline

@@ -371,7 +371,7 @@ def recorded(lab: Lab) -> Lab:
 
 def events_of(path: Path) -> list[dict[str, Any]]:
     """The events as replay reads them (the file leaves out what repeats, see stored_form)."""
-    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
 
     return load_cassette(path).event_dicts()
 

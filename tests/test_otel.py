@@ -125,7 +125,7 @@ def test_ts_to_ns() -> None:
 
 
 def test_export_is_deterministic(tmp_path: Path) -> None:
-    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
 
     path = tmp_path / "cassettes" / "run.json"
     build_run(path)
@@ -137,7 +137,7 @@ def test_sdk_exporter(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk (the otel extra) is not installed")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
 
     path = tmp_path / "cassettes" / "run.json"
     build_run(path)

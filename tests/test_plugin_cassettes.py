@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentreplay.cassette.store import load_cassette
+from pytest_agentreplay.cassette.read import load_cassette
 
 BIG_AGENT_TEST = """
 from pytest_agentreplay import tool, record_state

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.core.redaction import Redactor, find_secrets, redact, redact_body
@@ -476,7 +477,8 @@ def test_secret_spans_on_cut_json() -> None:
 
 def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
     # Written past redaction (a hand-edited or old cassette): the scans must see the joined view too.
-    from pytest_agentreplay.cassette.store import atomic_write_bytes, dumps_pretty
+    from pytest_agentreplay.cassette.atomic import atomic_write_bytes
+    from pytest_agentreplay.core.canonical import dumps_pretty
 
     stream = [_chunk("key: " + OPENAI_KEY[:12]), _chunk(OPENAI_KEY[12:])]
     body = {"sse": stream, "content_type": "text/event-stream"}

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
 from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate, locate_line

@@ -597,7 +597,7 @@ def _run_inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Wr
     finally:
         server.shutdown()
         server.server_close()
-    from pytest_agentreplay.cassette.store import load_cassette
+    from pytest_agentreplay.cassette.read import load_cassette
 
     cassettes = sorted((pytester.path / "cassettes").glob("*/*.json"))
     problems = [f"{p.name}: {problem}" for p in cassettes for problem in load_cassette(p).verify()]

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import ACTORS, EVENT_CLASSES, EVENT_TYPES
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.core.redaction import redact

@@ -11,9 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.cassette.store import load_cassette, save_cassette
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.stored_form import decode_events, encode_events
-from pytest_agentreplay.core.canonical import dumps_pretty, hash_value, request_digest
+from pytest_agentreplay.cassette.write import save_cassette
+from pytest_agentreplay.core.canonical import DigestMemo, dumps_pretty, hash_value, request_digest
 from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
@@ -188,6 +189,6 @@ json_values = st.recursive(
     )
 )
 def test_request_digest_is_the_hash_of_the_whole_body(body: dict[str, Any]) -> None:
-    memo: dict[int, tuple[Any, str]] = {}
+    memo = DigestMemo()
     assert request_digest(body, memo) == hash_value(body)
     assert request_digest(body, memo) == hash_value(body)  # again, from the memo

@@ -586,7 +586,7 @@ import httpx
 import pytest
 
 from pytest_agentreplay.core.capture import RunContext
-from pytest_agentreplay.cassette.store import LoadedCassette
+from pytest_agentreplay.cassette.read import LoadedCassette
 
 
 @pytest.mark.agentreplay

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.cassette.store import LoadedCassette, load_cassette
+from pytest_agentreplay.cassette.read import LoadedCassette, load_cassette
 from pytest_agentreplay.core.config import read_pyproject_table
 from pytest_agentreplay.core.events import PayloadRef
 from pytest_agentreplay.diff import RuleSet, compare_histories, render_drift

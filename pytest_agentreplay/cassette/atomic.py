@@ -11,8 +11,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import filelock
-
 # Loaders skip files with this prefix: a SIGKILL between create and rename can leave one behind; the next
 # write into the same folder removes it (see ``remove_stale_parts``).
 TEMP_PREFIX = ".agentreplay-tmp-"
@@ -133,6 +131,8 @@ def lock_path_for(path: Path) -> Path:
 @contextlib.contextmanager
 def path_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Serialise writers of one file across threads, processes and pytest-xdist workers."""
+    import filelock  # here: a replay that writes nothing does not pay its import (~10 ms)
+
     lock_file = lock_path_for(path)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(lock_file), timeout=timeout):

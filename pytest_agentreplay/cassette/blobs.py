@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
-
 from ..core.canonical import dumps_compact, sha256_hex
 from ..core.commands import rerecord_fix
 from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
@@ -31,8 +29,11 @@ from .validation import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
     MAX_EXPANDED_BYTES,
+    UNPARSED,
+    NestingTooDeep,
     blob_problem,
     chain_problem,
+    parse_fast,
     read_regular_file,
 )
 
@@ -328,15 +329,15 @@ def _bad_node(store: BlobStore, what: str, problem: str) -> PayloadShapeError:
 
 def _parse_blob(data: bytes, sha: str, target: Path) -> Any:
     try:
-        # jiter stops at 200 levels of nesting: deeper is damage, refused before anything recurses.
-        return pydantic_core.from_json(data, allow_inf_nan=False)
-    except ValueError as exc:
-        if "recursion limit" in str(exc):
-            raise CassetteLimitError(
-                f"payload blob {sha} is nested too deeply to parse ({exc})",
-                evidence=[f"file: {target}"],
-                fixes=_fixes(sha),
-            ) from None
+        value = parse_fast(data)
+    except NestingTooDeep as exc:
+        raise CassetteLimitError(
+            f"payload blob {sha} is nested too deeply to parse ({exc})",
+            evidence=[f"file: {target}"],
+            fixes=_fixes(sha),
+        ) from None
+    if value is not UNPARSED:
+        return value
     try:
         return json.loads(data, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:

@@ -1,5 +1,6 @@
 """The current-format document of a run: events put in their stored form (requests as deltas over earlier
-ones, defaults left out), then sealed by the integrity chain. Shared by saving and by migrations."""
+ones, defaults left out), then sealed by the integrity chain. Shared by saving and by migrations; the
+redaction of its run header and its secret scan are shared by saving and by ``agentreplay verify``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.events import RunMeta
+from ..core.redaction import Redactor
 from .blobs import BlobStore
 from .chain import seal_document
 from .stored_form import encode_events
@@ -42,3 +44,19 @@ def blob_resolver(store: BlobStore, source: BlobStore | None = None) -> Callable
         return store.load(sha)
 
     return resolve
+
+
+# Tool and policy names are keys there: "reset_password" names a tool, it does not hold a password.
+_NAME_KEYED_RUN_FIELDS = ("tool_schema_versions", "policy_versions")
+
+
+def redact_run(run: Document, redactor: Redactor) -> Document:
+    return {k: redactor.redact(v, keys=k not in _NAME_KEYED_RUN_FIELDS) for k, v in run.items()}
+
+
+def scan_document(doc: Mapping[str, Any], redactor: Redactor) -> list[str]:
+    found: list[str] = []
+    for key, value in doc["run"].items():
+        found.extend(redactor.find_secrets(value, f"run.{key}", keys=key not in _NAME_KEYED_RUN_FIELDS))
+    found.extend(redactor.find_secrets(doc["events"], "events"))
+    return found

@@ -1,6 +1,6 @@
 """Keeping a cassette folder current: rewriting older-format cassettes in the current format (``agentreplay
-migrate``, ``--agentreplay-update``). Builds on reading (the store) and on the format upgrades (migrations),
-which know nothing of files."""
+migrate``, ``--agentreplay-update``). Builds on reading (:mod:`.read`) and on the format upgrades
+(migrations), which know nothing of files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from .atomic import atomic_write_bytes, path_lock
 from .document import blob_resolver, build_document, run_to_dict
-from .store import load_versioned
+from .read import load_versioned
 
 
 def migrate_file(path: Path, dry_run: bool = False) -> bool:

@@ -200,7 +200,7 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]] = {}
     blind = False
     last_headers: Any = _ABSENT  # the headers of the previous request, whatever its endpoint
-    digests: DigestMemo = {}
+    digests = DigestMemo()
     for event in events:
         out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
         if _derivable_request_hash(event, digests):
@@ -344,7 +344,7 @@ class _Decoder:
         # Per (method, url): the decoded payloads of earlier requests, in order.
         self.earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.last_headers: Any = None
-        self.digests: DigestMemo = {}
+        self.digests = DigestMemo()
 
     def fail(self, index: int, problem: str) -> CassetteSchemaError:
         return CassetteSchemaError(

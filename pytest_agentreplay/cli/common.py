@@ -1,20 +1,16 @@
-"""What several commands share: exit codes, the usage error, output, finding files, the project table,
-the blob references of a stored document, and loading a cassette that fails its integrity check."""
+"""What several commands share: exit codes, the usage error, output, finding files, the project table and
+the blob references of a stored document."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.constants import BLOB_DIR_NAME
 from ..exceptions import AgentReplayError
-
-if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -81,11 +77,12 @@ def stored_refs(raw: Any) -> Iterator[dict[str, Any]]:
     """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
     validation.
 
-    Kept here because the store has no such reader: ``LoadedCassette.iter_refs`` needs a cassette that
-    loads (intact, current version), while ``prune`` must see the blobs of every cassette, damaged or old,
-    and ``textconv`` must render a damaged file.
+    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads (even
+    ``load_unchecked`` needs a valid schema and the blobs its requests are decoded from), while ``prune``
+    must see the blobs of every cassette, however damaged, and ``textconv`` inlines payloads into the
+    stored refs themselves.
     """
-    from ..cassette.store import REF_FIELDS
+    from ..cassette.read import REF_FIELDS
 
     if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
         return
@@ -96,38 +93,3 @@ def stored_refs(raw: Any) -> Iterator[dict[str, Any]]:
             ref = event.get(name)
             if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
                 yield ref
-
-
-def load_unchecked(path: Path) -> LoadedCassette | None:
-    """Load a cassette whose integrity check fails, so the other checks can still run on it.
-
-    Kept here because the store has no loader that skips the integrity check (``load_cassette`` raises
-    ``CassetteIntegrityError``); ``verify`` and ``show`` report the broken chain as a problem and audit the
-    rest. ``None`` when the cassette cannot be loaded even so.
-    """
-    from pydantic import ValidationError
-
-    from ..cassette.blobs import BlobStore, default_blob_dir
-    from ..cassette.migrations import migrate_document
-    from ..cassette.store import LoadedCassette, decode_stored_events, read_cassette_bytes
-    from ..core.constants import FORMAT_VERSION
-    from ..core.events import CASSETTE_ADAPTER
-
-    store = BlobStore(default_blob_dir(path))
-    try:
-        raw = json.loads(read_cassette_bytes(path))
-        if raw.get("version") != FORMAT_VERSION:
-            raw = migrate_document(raw, str(path))
-        doc = CASSETTE_ADAPTER.validate_python({**raw, "events": decode_stored_events(raw, path, store)})
-    except (
-        OSError,
-        ValueError,
-        ValidationError,
-        AgentReplayError,
-        AttributeError,
-        KeyError,
-        TypeError,
-        RecursionError,
-    ):
-        return None
-    return LoadedCassette(path, doc.run, doc.events, store, document=raw)

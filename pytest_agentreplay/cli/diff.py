@@ -14,7 +14,7 @@ from .common import EXIT_OK, EXIT_PROBLEMS, out, project_table
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.store import load_cassette
+    from ..cassette.read import load_cassette
     from ..core.events import PayloadRef
     from ..diff import RuleSet, compare_histories, render_drift
 

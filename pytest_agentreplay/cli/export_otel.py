@@ -11,7 +11,7 @@ from .common import EXIT_OK, err
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.store import load_cassette
+    from ..cassette.read import load_cassette
     from ..interop.otel import cassette_to_otlp, export_with_sdk
 
     loaded = load_cassette(Path(args.cassette))

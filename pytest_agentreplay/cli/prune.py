@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def _cassette_refs(path: Path) -> Iterator[tuple[str, str]]:
     """(sha256, data class) of every blob reference in a cassette file, read without validation: a damaged
     or old cassette still keeps its blobs."""
-    from ..cassette.store import read_cassette_bytes
+    from ..cassette.read import read_cassette_bytes
 
     try:
         raw = json.loads(read_cassette_bytes(path))

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import CassetteIntegrityError
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, load_unchecked, out
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, out
 
 if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
 
 
 def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
     """A cassette to render and its audit problems; a broken chain is a problem, not a failure."""
-    from ..cassette.store import load_cassette
+    from ..cassette.read import load_cassette, load_unchecked
     from ..replay.audit import audit_problems
 
     try:

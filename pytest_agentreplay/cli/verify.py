@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 
 from ..exceptions import CassetteError, CassetteIntegrityError
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, load_unchecked, out
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, out
 
 
 def cassette_problems(path: Path) -> list[str]:
     """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
     whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
-    from ..cassette.store import load_cassette
+    from ..cassette.read import load_cassette, load_unchecked
     from ..replay.audit import audit_problems
     from ..replay.replayability import replay_problems
 

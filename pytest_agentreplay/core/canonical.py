@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+from itertools import repeat
+from operator import is_
 from typing import Any
 
 
@@ -35,6 +37,10 @@ def sha256_hex(data: bytes | str) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# Types whose ``==`` between two values of the same type is JSON equality (not float: 0.0 == -0.0).
+_EXACT_EQUALITY = frozenset({str, int, bool, type(None)})
+
+
 def same_json(a: Any, b: Any) -> bool:
     """Equal as JSON values, type for type: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``==``
     says they are); object key order does not matter. Shared objects cost nothing; otherwise one C-level
@@ -44,6 +50,9 @@ def same_json(a: Any, b: Any) -> bool:
         return True
     if a != b:
         return False
+    kind = type(a)
+    if kind is type(b) and kind in _EXACT_EQUALITY:
+        return True
     try:
         if marshal.dumps(a, 2) == marshal.dumps(b, 2):
             return True
@@ -57,8 +66,20 @@ def hash_value(value: Any) -> str:
     return sha256_hex(dumps_compact(value))
 
 
-# id(item) -> (item, its canonical JSON): holding the item keeps its id from being reused.
-DigestMemo = dict[int, tuple[Any, str]]
+class DigestMemo:
+    """What :func:`request_digest` serialised before, so a conversation's requests cost their new messages.
+
+    ``items``: id(item) -> (item, its canonical JSON); holding the item keeps its id from being reused.
+    ``lists``: per body key, the items of the last list hashed under it and their joined JSON: the next
+    request of a conversation holds the very same objects first (see ``http.resend``), told apart by
+    identity in one C-level pass, so only the items after them are looked at.
+    """
+
+    __slots__ = ("items", "lists")
+
+    def __init__(self) -> None:
+        self.items: dict[int, tuple[Any, str]] = {}
+        self.lists: dict[str, tuple[list[Any], str]] = {}
 
 
 def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
@@ -75,18 +96,30 @@ def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
     for key, value in items:
         if not isinstance(key, str):
             return hash_value(body)
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            text = "[" + ",".join(_item_text(item, memo) for item in value) + "]"
+        if type(value) is list and value and all(map(isinstance, value, repeat(dict))):
+            text = "[" + _list_text(key, value, memo) + "]"
         else:
             text = dumps_compact(value)
         parts.append(dumps_compact(key) + ":" + text)
     return sha256_hex("{" + ",".join(parts) + "}")
 
 
+def _list_text(key: str, value: list[Any], memo: DigestMemo) -> str:
+    last = memo.lists.get(key)
+    if last is not None and len(last[0]) <= len(value) and all(map(is_, last[0], value)):
+        done, text = last
+        if len(done) < len(value):
+            text += "," + ",".join(_item_text(item, memo) for item in value[len(done) :])
+    else:
+        text = ",".join(_item_text(item, memo) for item in value)
+    memo.lists[key] = (value[:], text)  # a copy: the body's list may change after it was hashed
+    return text
+
+
 def _item_text(item: Any, memo: DigestMemo) -> str:
-    seen = memo.get(id(item))
+    seen = memo.items.get(id(item))
     if seen is not None and seen[0] is item:
         return seen[1]
     text = dumps_compact(item)
-    memo[id(item)] = (item, text)
+    memo.items[id(item)] = (item, text)
     return text

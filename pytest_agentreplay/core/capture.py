@@ -17,25 +17,33 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pydantic import BaseModel
-
 from .canonical import hash_value
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 
-# (whole second, its "YYYY-MM-DDTHH:MM:SS" text): one event per replayed call is stamped, and
-# formatting a datetime costs more than the rest of recording it; only the microseconds change.
-_SECOND: tuple[int, str] = (-1, "")
+
+class _SecondText:
+    """The text of the last whole second stamped: one event per replayed call is stamped, and formatting
+    a datetime costs more than the rest of recording it; only the microseconds change. A cache, shared by
+    every thread (:data:`_STAMP`)."""
+
+    __slots__ = ("pair",)
+
+    def __init__(self) -> None:
+        # (whole second, its "YYYY-MM-DDTHH:MM:SS" text)
+        self.pair: tuple[int, str] = (-1, "")
+
+
+_STAMP = _SecondText()
 
 
 def utc_now() -> str:
     """The current UTC time, ISO 8601 with microseconds and ``Z``: ``2025-01-31T12:00:00.123456Z``."""
-    global _SECOND
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _SECOND
+    cached = _STAMP.pair
     if cached[0] != second:
         cached = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
         # One tuple swap: threads racing here both store a correct pair.
-        _SECOND = cached
+        _STAMP.pair = cached
     return f"{cached[1]}.{micros:06d}Z"
 
 
@@ -70,11 +78,6 @@ def payload(value: Any, data_class: DataClass = "internal", media_type: str | No
 
 
 _new_object = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_EVENT_FIELDS = frozenset(Event.model_fields)
 
 
 class Recorder:
@@ -121,12 +124,9 @@ class Recorder:
             "effect": effect,
             "data": (data or {}) if trusted else to_jsonable(data or {}),
         }
-        # ``construct_trusted`` inlined with the slot setters bound once: one event per replayed call.
+        # ``Event.construct_trusted`` inlined: one event per replayed call.
         event = _new_object(Event)
-        _set_dict(event, values)
-        _set_fields(event, set(_EVENT_FIELDS))
-        _set_extra(event, None)
-        _set_private(event, None)
+        event.__dict__ = values
         with self._lock:
             values["seq"] = len(self.events)
             self.events.append(event)
@@ -177,7 +177,7 @@ class ToolOutcome:
 
 
 class RecordedRun(Protocol):
-    """The recorded run a replay reads (a loaded cassette, :class:`~pytest_agentreplay.cassette.store.
+    """The recorded run a replay reads (a loaded cassette, :class:`~pytest_agentreplay.cassette.read.
     LoadedCassette`): its run header, its events and the payloads they refer to."""
 
     run: RunMeta
@@ -265,52 +265,81 @@ class RunContext:
 
 
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
-_PROCESS_RUNS: list[RunContext] = []
-_PROCESS_LOCK = threading.Lock()
+
+
+class ProcessRuns:
+    """The runs active in this process, in the order they were activated.
+
+    Process-wide (:data:`_PROCESS`): a worker thread that did not inherit the context (a plain
+    ``ThreadPoolExecutor``) falls back to the single run active here, and the network guard protects
+    every active run from every thread. Nested sessions (pytester's inner runs) add theirs to the same list.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: list[RunContext] = []
+
+    def all(self) -> list[RunContext]:
+        with self.lock:
+            return list(self.runs)
+
+    def only(self) -> RunContext | None:
+        """The run active in this process when there is exactly one."""
+        with self.lock:
+            return self.runs[-1] if len(self.runs) == 1 else None
+
+    def add(self, ctx: RunContext) -> None:
+        with self.lock:
+            self.runs.append(ctx)
+
+    def remove(self, ctx: RunContext) -> None:
+        with self.lock:
+            self.runs.remove(ctx)
+
+    def discard(self, ctx: RunContext) -> None:
+        with self.lock:
+            if ctx in self.runs:
+                self.runs.remove(ctx)
+
+
+_PROCESS = ProcessRuns()
 
 
 def active_runs() -> list[RunContext]:
     """Every run active in this process (for process-wide guards such as the network guard)."""
-    with _PROCESS_LOCK:
-        return list(_PROCESS_RUNS)
+    return _PROCESS.all()
 
 
 def current_run() -> RunContext | None:
     ctx = _CURRENT.get()
     if ctx is not None:
         return ctx
-    with _PROCESS_LOCK:
-        return _PROCESS_RUNS[-1] if len(_PROCESS_RUNS) == 1 else None
+    return _PROCESS.only()
 
 
 @contextmanager
 def activate(ctx: RunContext) -> Iterator[RunContext]:
     """Make ``ctx`` the active run for this context and, as fallback, for threads of this process."""
     token = _CURRENT.set(ctx)
-    with _PROCESS_LOCK:
-        _PROCESS_RUNS.append(ctx)
+    _PROCESS.add(ctx)
     try:
         yield ctx
     finally:
         ctx.release()  # a run that never finished must not leave the clock patched
-        with _PROCESS_LOCK:
-            _PROCESS_RUNS.remove(ctx)
+        _PROCESS.remove(ctx)
         _CURRENT.reset(token)
 
 
 def push_active(ctx: RunContext) -> object:
     """Non-context-manager form of :func:`activate` for fixtures that span setup and teardown."""
     token = _CURRENT.set(ctx)
-    with _PROCESS_LOCK:
-        _PROCESS_RUNS.append(ctx)
+    _PROCESS.add(ctx)
     return token
 
 
 def pop_active(ctx: RunContext, token: object) -> None:
     ctx.release()  # a run that never finished must not leave the clock patched
-    with _PROCESS_LOCK:
-        if ctx in _PROCESS_RUNS:
-            _PROCESS_RUNS.remove(ctx)
+    _PROCESS.discard(ctx)
     try:
         _CURRENT.reset(token)  # type: ignore[arg-type]
     except ValueError:

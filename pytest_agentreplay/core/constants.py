@@ -27,8 +27,8 @@ REPLAY_MODES: Final = ("audit", "regression", "model-comparison", "sandbox")
 DEFAULT_RECORD_MODE: Final = "none"
 DEFAULT_REPLAY_MODE: Final = "regression"
 
-# The vocabularies of an event, as ``Literal`` types (what pydantic validates and mypy checks) and as the
-# tuples of their values (what code iterates): each list is written once, in the type.
+# The vocabularies of an event, as ``Literal`` types (what the event records validate and mypy checks)
+# and as the tuples of their values (what code iterates): each list is written once, in the type.
 EventType = Literal[
     "run.start",
     "run.end",

@@ -1,13 +1,12 @@
 """The event-history model: runs, events, payload references; the cassette document and its schema.
 
-Imports nothing heavier than pydantic so that agent code can use the explicit event API in production.
+Imports only the standard library (the records are :mod:`.model`'s), so agent code can use the explicit
+event API in production, and a replay process starts without a model library.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing import Annotated, Any, Literal
 
 # The event vocabularies (``Actor``, ``EventClass``, ``EventType``) are written once, in constants, beside
 # the tuples of their values; re-exported here, where the model uses them.
@@ -15,48 +14,42 @@ from .constants import FORMAT_NAME, FORMAT_VERSION, HTTP_REQUEST_MEDIA_TYPE, HTT
 from .constants import Actor as Actor
 from .constants import EventClass as EventClass
 from .constants import EventType as EventType
+from .model import Record, field, json_schema
 
 DataClass = Literal["public", "internal", "personal"]
-Hex64 = Field(pattern=r"^[0-9a-f]{64}$")
+HEX64 = r"^[0-9a-f]{64}$"
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=False)
-
-
-StrictModelT = TypeVar("StrictModelT", bound="StrictModel")
-
-
-class ToolInfo(StrictModel):
+class ToolInfo(Record):
     name: str
     schema_version: str | None = None
     idempotency_key: str | None = None
 
 
-class EffectInfo(StrictModel):
+class EffectInfo(Record):
     kind: str
     target: str | None = None
     receipt: Any = None
     committed: bool = False
 
 
-class PayloadRef(StrictModel):
+class PayloadRef(Record):
     """A payload either inline (``inline``) or in the blob store (``sha256``), tagged with a data class."""
 
-    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    sha256: str | None = field(default=None, pattern=HEX64)
     inline: Any = None
     data_class: DataClass = "internal"
     media_type: str | None = None
-    size: int | None = Field(default=None, ge=0)
+    size: int | None = field(default=None, ge=0)
 
 
-class Event(StrictModel):
+class Event(Record):
     run_id: str
-    seq: int = Field(ge=0)
+    seq: int = field(ge=0)
     ts: str
     type: EventType
     actor: Actor
-    event_class: EventClass = Field(alias="class")
+    event_class: EventClass = field(json_name="class")
     trace_id: str | None = None
     span_id: str | None = None
     state_hash: str | None = None
@@ -66,90 +59,73 @@ class Event(StrictModel):
     output_ref: PayloadRef | None = None
     effect: EffectInfo | None = None
     # Type-specific fields (model, decision, usage, verdict, document ids...).
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
-class RunMeta(StrictModel):
+class RunMeta(Record):
     run_id: str
     agent: str | None = None
     code_version: str | None = None
     provider: str | None = None
     model: str | None = None
-    decoding: dict[str, Any] = Field(default_factory=dict)
-    tool_schema_versions: dict[str, str] = Field(default_factory=dict)
-    policy_versions: dict[str, str] = Field(default_factory=dict)
+    decoding: dict[str, Any] = field(default_factory=dict)
+    tool_schema_versions: dict[str, str] = field(default_factory=dict)
+    policy_versions: dict[str, str] = field(default_factory=dict)
     corpus_version: str | None = None
     test: str | None = None
     recorded_at: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
-class RuntimeValuesData(StrictModel):
+class RuntimeValuesData(Record):
     """``data`` of a ``runtime.values`` event (actor ``runtime``, class ``input``; one per run, before
     ``run.end``, only when the run read any): the clock, uuid, random and ``record_value`` values the run
     read, per stream (``main``, ``thread:<name>#<n>``, ``task:<coroutine>#<n>``), served back in replay."""
 
-    sources: list[Literal["clock", "uuid", "random"]] = Field(
+    sources: list[Literal["clock", "uuid", "random"]] = field(
         description="The sources recorded and served for this run (runtime_values setting)."
     )
-    reads: dict[str, Any] = Field(
+    reads: dict[str, Any] = field(
         description="How many values were read: clock/uuid -> stream -> module -> count; "
         "values -> name -> stream -> count. Compared (rule runtime.values:data.reads, expected)."
     )
-    clock: dict[str, Any] | None = Field(
+    clock: dict[str, Any] | None = field(
         default=None,
         description="start (ISO 8601 UTC), start_us (epoch microseconds) and streams: stream -> module -> "
         "the offsets in microseconds as one space-separated string, each from the previous read of that "
         "stream and module (the first from start).",
     )
-    uuid: dict[str, dict[str, list[str]]] | None = Field(
+    uuid: dict[str, dict[str, list[str]]] | None = field(
         default=None, description="stream -> module -> the UUIDs drawn (uuid1/uuid4/uuid6/uuid7), in order."
     )
-    random: dict[str, Any] | None = Field(
+    random: dict[str, Any] | None = field(
         default=None,
         description="seed: the seed of the random module's generator for the run; state_after: a digest of "
         "its state after the run (present only when the run drew from it).",
     )
-    values: dict[str, dict[str, list[Any]]] | None = Field(
+    values: dict[str, dict[str, list[Any]]] | None = field(
         default=None, description="record_value(name, fn): name -> stream -> the values, in order."
     )
 
 
-class CassetteDoc(StrictModel):
+class CassetteDoc(Record):
     """The whole cassette file."""
 
     format: Literal["pytest-agentreplay"] = FORMAT_NAME
     version: Literal[4] = FORMAT_VERSION
     run: RunMeta
     events: list[Event]
-    event_count: int = Field(ge=0, description="How many events the file holds.")
-    event_digests: list[Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
+    event_count: int = field(ge=0, description="How many events the file holds.")
+    event_digests: list[Annotated[str, field(pattern=HEX64)]] = field(
         description="Per event, in order: sha256 of the compact canonical JSON of the event as stored (see "
         "stored_form: request deltas, defaults left out), without its seq. "
         "An accepted change to one event changes only its own line here."
     )
-    head_hash: str = Field(
-        pattern=r"^[0-9a-f]{64}$",
+    head_hash: str = field(
+        pattern=HEX64,
         description="sha256 of the compact canonical JSON of {version, run, event_count, event_digests}: "
         "binds the run header, the count and the order of the events.",
     )
-
-
-CASSETTE_ADAPTER: TypeAdapter[CassetteDoc] = TypeAdapter(CassetteDoc)
-
-
-def construct_trusted(cls: type[StrictModelT], values: dict[str, Any]) -> StrictModelT:
-    """Build a model from values this package produced itself, skipping validation and defaults.
-
-    What ``model_construct`` does minus its per-field default resolution: on the replay hot path that
-    costs ~20 us per model. ``values`` must name every field. Files are still validated on load.
-    """
-    obj = object.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:
@@ -192,7 +168,7 @@ def event_to_shared_dict(event: Event) -> dict[str, Any]:
 
 def cassette_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the current cassette format."""
-    schema = CassetteDoc.model_json_schema(by_alias=True)
+    schema = json_schema(CassetteDoc)
     defs = schema.setdefault("$defs", {})
     # The file holds events in their stored form (see stored_form): what repeats is left out there.
     for name, field_name in (("Event", "run_id"), ("ToolInfo", "name")):
@@ -205,5 +181,6 @@ def cassette_json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}"
     # Documents the data of the runtime.values event type (Event.data stays a free-form object).
-    schema.setdefault("$defs", {})["RuntimeValuesData"] = RuntimeValuesData.model_json_schema()
+    data_schema = json_schema(RuntimeValuesData)
+    schema["$defs"]["RuntimeValuesData"] = {k: v for k, v in data_schema.items() if k != "$defs"}
     return schema

@@ -1,4 +1,4 @@
-"""Where a test's cassette lives. Cheap to import (no pydantic)."""
+"""Where a test's cassette lives. Cheap to import (no recorder, no cassette reader)."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -787,15 +788,12 @@ def _compile(pattern: str, option: str, flags: int) -> re.Pattern[str]:
         ) from exc
 
 
-_DEFAULT: Redactor | None = None
-
-
+@functools.cache
 def default_redactor() -> Redactor:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Redactor()
-        _DEFAULT.remember_objects = False
-    return _DEFAULT
+    """The redactor of the built-in rules, built once: it holds compiled patterns and nothing per run."""
+    redactor = Redactor()
+    redactor.remember_objects = False
+    return redactor
 
 
 def redact(value: Any) -> Any:

@@ -31,6 +31,7 @@ their first read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -490,32 +491,152 @@ def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------------------- process-wide patches
 
-_INSTALLED: list[RuntimeValues] = []
-_PATCH_LOCK = threading.Lock()
-_traveller: Any = None
-_travel: Any = None
-_below: Any = None
-# What our traveller reads underneath: the traveller below ours, else the unpatched clock (set while patched).
-_real_ns: Callable[[], int] | None = None
-_EXCLUDED_CACHE: dict[str, bool] = {}
 # Kept in the uuid module itself, not here: a second copy of this module (pytester re-imports modules a
 # session imported first) must still find and restore what the first copy patched.
 _UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
 
 
-def _uuid_state() -> tuple[dict[str, types.FunctionType], dict[str, types.CodeType]]:
-    import uuid as uuid_module
+class ClockPatch:
+    """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
 
-    state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
-    return state  # type: ignore[no-any-return]
+    Process-wide (:data:`_CLOCK`): time-machine patches the C clock functions for every thread of the
+    process. A second copy of this module pushes a traveller of its own on time-machine's stack, which reads
+    the first copy's through :attr:`real_ns` (the read comes from this package, so it is not recorded).
+    """
+
+    __slots__ = ("below", "real_ns", "travel", "traveller")
+
+    def __init__(self) -> None:
+        self.traveller: Any = None
+        self.travel: Any = None
+        self.below: Any = None
+        # What our traveller reads underneath: the traveller below ours, else the unpatched clock.
+        self.real_ns: Callable[[], int] | None = None
+
+    def start(self) -> None:
+        import time_machine
+
+        stack = getattr(time_machine, "traveller_stack", None)
+        self.below = stack[-1] if stack else None
+        self.travel = time_machine.travel(None, tick=True)
+        self.traveller = self.travel.start()
+        # Every patched read asks the top traveller for ``time_ns()``: ours answers from the run.
+        self.traveller.time_ns = _read_clock_ns
+        if self.below is not None:
+            self.real_ns = self.below.time_ns
+        else:
+            # The C function behind time-machine's escape hatch (``escape_hatch.time.time_ns``) without the
+            # Python method around it: this is read once per patched read.
+            c_module = sys.modules.get("_time_machine")
+            self.real_ns = (
+                getattr(c_module, "original_time_ns", None) or time_machine.escape_hatch.time.time_ns
+            )
+
+    def stop(self) -> None:
+        import time_machine
+
+        stack = getattr(time_machine, "traveller_stack", [])
+        if self.travel is not None and stack and stack[-1] is self.traveller:
+            self.travel.stop()
+        elif self.travel is not None and self.traveller in stack:
+            # A traveller the test started during the run is still on top: take ours out from under it.
+            stack.remove(self.traveller)
+        self.real_ns = None
+        self.traveller = self.travel = self.below = None
 
 
-_uuid_originals, _uuid_codes = _uuid_state()
+class UuidPatch:
+    """The ``uuid`` functions whose code is swapped for a trampoline, and their genuine versions.
+
+    Process-wide (:data:`_UUID`): the code objects of ``uuid.uuid1/4/6/7`` themselves are swapped. What was
+    swapped is kept in the ``uuid`` module (:data:`_UUID_STATE_GLOBAL`), so every copy of this module finds
+    the same record; only the dispatcher the trampoline calls belongs to the copy that installed last.
+    """
+
+    __slots__ = ("codes", "originals")
+
+    def __init__(self) -> None:
+        import uuid as uuid_module
+
+        state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
+        # name -> a copy of the genuine function (what the trampoline falls back to)
+        self.originals: dict[str, types.FunctionType] = state[0]
+        # name -> the genuine code object, put back on unpatch
+        self.codes: dict[str, types.CodeType] = state[1]
+
+    def patch(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        import uuid as uuid_module
+
+        uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = dispatch
+        if self.codes:
+            # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
+            return
+        for name in _UUID_FUNCTIONS:
+            fn = getattr(uuid_module, name, None)
+            if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
+                continue
+            original = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+            original.__kwdefaults__ = fn.__kwdefaults__
+            self.originals[name] = original
+            self.codes[name] = fn.__code__
+            # A fixed source (the name is one of _UUID_FUNCTIONS): the body the patched function runs. Its
+            # globals are the uuid module's, where the dispatcher was put above.
+            namespace: dict[str, Any] = {}
+            exec(
+                f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
+                namespace,
+            )
+            fn.__code__ = namespace[name].__code__
+
+    def unpatch(self) -> None:
+        import uuid as uuid_module
+
+        for name, code in self.codes.items():
+            getattr(uuid_module, name).__code__ = code
+        self.codes.clear()
+        self.originals.clear()
+        uuid_module.__dict__.pop(_TRAMPOLINE_GLOBAL, None)
+
+
+class InstalledRuns:
+    """The runs whose runtime values are recorded or served now; the clock and uuid patches stay while
+    one of them needs them.
+
+    Process-wide (:data:`_INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
+    share them, and a read from any thread is matched to its run (:func:`_state`).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: list[RuntimeValues] = []
+
+    def add(self, state: RuntimeValues, chosen: tuple[str, ...]) -> None:
+        with self.lock:
+            if "clock" in chosen and _CLOCK.traveller is None:
+                _CLOCK.start()
+            if "uuid" in chosen and (not self.runs or not _UUID.codes):
+                _UUID.patch(_dispatch_uuid)
+            self.runs.append(state)
+
+    def remove(self, state: RuntimeValues) -> None:
+        with self.lock:
+            if state in self.runs:
+                self.runs.remove(state)
+            if not self.runs:
+                if _CLOCK.traveller is not None:
+                    _CLOCK.stop()
+                if _UUID.codes:
+                    _UUID.unpatch()
+
+
+_CLOCK = ClockPatch()
+_UUID = UuidPatch()
+_INSTALLED = InstalledRuns()
 
 
 def _underlying_ns() -> int:
     """The clock under ours: a traveller the test started itself, else the real clock."""
-    real = _real_ns
+    real = _CLOCK.real_ns
     if real is not None:
         return real()
     import time
@@ -523,15 +644,13 @@ def _underlying_ns() -> int:
     return time.time_ns()
 
 
+@functools.cache
 def _excluded(module: str) -> bool:
-    found = _EXCLUDED_CACHE.get(module)
-    if found is None:
-        found = _EXCLUDED_CACHE[module] = module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
-    return found
+    return module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
 
 
 def _state(source: str) -> RuntimeValues | None:
-    installed = _INSTALLED
+    installed = _INSTALLED.runs
     state: RuntimeValues | None
     if not installed:
         return None
@@ -552,17 +671,15 @@ def _state(source: str) -> RuntimeValues | None:
 
 def _read_clock_ns() -> int:
     """time-machine calls this for every patched clock read (it replaces our traveller's ``time_ns``)."""
-    real = _real_ns() if _real_ns is not None else _underlying_ns()
+    real_ns = _CLOCK.real_ns
+    real = real_ns() if real_ns is not None else _underlying_ns()
     try:
         module = sys._getframe(1).f_globals.get("__name__") or ""
     except ValueError:  # called with no Python frame at all
         return real
-    excluded = _EXCLUDED_CACHE.get(module)
-    if excluded is None:
-        excluded = _excluded(module)
-    if excluded:
+    if _excluded(module):
         return real
-    installed = _INSTALLED
+    installed = _INSTALLED.runs
     state = installed[0] if len(installed) == 1 else _state("clock")
     if state is None or not state.clock or not state.active:
         return real
@@ -570,7 +687,7 @@ def _read_clock_ns() -> int:
 
 
 def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    original = _uuid_originals[kind]
+    original = _UUID.originals[kind]
     state = _state("uuid")
     if state is None:
         return original(*args, **kwargs)
@@ -583,74 +700,6 @@ def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     return state.uuid(kind, module or "?", lambda: original(*args, **kwargs))
 
 
-def _patch_uuid() -> None:
-    import uuid as uuid_module
-
-    uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = _dispatch_uuid
-    if _uuid_codes:
-        # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
-        return
-    for name in _UUID_FUNCTIONS:
-        fn = getattr(uuid_module, name, None)
-        if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
-            continue
-        original = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-        original.__kwdefaults__ = fn.__kwdefaults__
-        _uuid_originals[name] = original
-        _uuid_codes[name] = fn.__code__
-        # A fixed source (the name is one of _UUID_FUNCTIONS): the body the patched function runs. Its
-        # globals are the uuid module's, where the dispatcher was put above.
-        namespace: dict[str, Any] = {}
-        exec(
-            f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
-            namespace,
-        )
-        fn.__code__ = namespace[name].__code__
-
-
-def _unpatch_uuid() -> None:
-    import uuid as uuid_module
-
-    for name, code in _uuid_codes.items():
-        getattr(uuid_module, name).__code__ = code
-    _uuid_codes.clear()
-    _uuid_originals.clear()
-    uuid_module.__dict__.pop(_TRAMPOLINE_GLOBAL, None)
-
-
-def _patch_clock() -> None:
-    global _traveller, _travel, _below, _real_ns
-    import time_machine
-
-    stack = getattr(time_machine, "traveller_stack", None)
-    _below = stack[-1] if stack else None
-    _travel = time_machine.travel(None, tick=True)
-    _traveller = _travel.start()
-    # Every patched read asks the top traveller for ``time_ns()``: ours answers from the run.
-    _traveller.time_ns = _read_clock_ns
-    if _below is not None:
-        _real_ns = _below.time_ns
-    else:
-        # The C function behind time-machine's escape hatch (``escape_hatch.time.time_ns``) without the
-        # Python method around it: this is read once per patched read.
-        c_module = sys.modules.get("_time_machine")
-        _real_ns = getattr(c_module, "original_time_ns", None) or time_machine.escape_hatch.time.time_ns
-
-
-def _unpatch_clock() -> None:
-    global _traveller, _travel, _below, _real_ns
-    import time_machine
-
-    stack = getattr(time_machine, "traveller_stack", [])
-    if _travel is not None and stack and stack[-1] is _traveller:
-        _travel.stop()
-    elif _travel is not None and _traveller in stack:
-        # A traveller the test started during the run is still on top: take ours out from under it.
-        stack.remove(_traveller)
-    _real_ns = None
-    _traveller = _travel = _below = None
-
-
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
     """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
@@ -658,19 +707,7 @@ def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeVal
     if isinstance(existing, RuntimeValues):
         return existing
     state = RuntimeValues(ctx, chosen, recorded_data(ctx))
-    with _PATCH_LOCK:
-        first = not _INSTALLED
-        if first:
-            if "clock" in chosen:
-                _patch_clock()
-            if "uuid" in chosen:
-                _patch_uuid()
-        else:
-            if "clock" in chosen and _traveller is None:
-                _patch_clock()
-            if "uuid" in chosen and not _uuid_codes:
-                _patch_uuid()
-        _INSTALLED.append(state)
+    _INSTALLED.add(state, chosen)
     if "random" in chosen:
         state.seed_random()
     ctx.extensions[EXTENSION] = state
@@ -689,14 +726,7 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
         return None
     state.active = False
     state.restore_random()
-    with _PATCH_LOCK:
-        if state in _INSTALLED:
-            _INSTALLED.remove(state)
-        if not _INSTALLED:
-            if _traveller is not None:
-                _unpatch_clock()
-            if _uuid_codes:
-                _unpatch_uuid()
+    _INSTALLED.remove(state)
     return state
 
 

@@ -202,15 +202,32 @@ _HANDLER = AgentReplayCallbackHandler()
 # The default is the handler itself: every callback manager LangChain configures includes it, in every
 # thread and task, with no per-run set/reset to get wrong. Outside a run each callback returns at once.
 _HOOK: ContextVar[BaseCallbackHandler | None] = ContextVar("pytest_agentreplay_langchain", default=_HANDLER)
-_LOCK = threading.Lock()
-_REGISTERED: list[bool] = []
+
+
+class ConfigureHook:
+    """Whether :data:`_HOOK` is registered with LangChain's configure hooks.
+
+    Process-wide (:data:`_CONFIGURE`): LangChain keeps its configure hooks for the life of the process (there
+    is no way to remove one) and every callback manager it configures, in any thread, reads them; the hook
+    is registered once, by the first run, and stays.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.registered = False
+
+    def ensure(self) -> None:
+        with self.lock:
+            if not self.registered:
+                register_configure_hook(_HOOK, True)
+                self.registered = True
+
+
+_CONFIGURE = ConfigureHook()
 
 
 def activate(ctx: RunContext) -> Callable[[], None]:
-    with _LOCK:
-        if not _REGISTERED:
-            register_configure_hook(_HOOK, True)
-            _REGISTERED.append(True)
+    _CONFIGURE.ensure()
 
     def deactivate() -> None:
         ctx.extensions.pop(_EXTENSION, None)

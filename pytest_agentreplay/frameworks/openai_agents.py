@@ -107,8 +107,6 @@ def _handoff(ctx: RunContext, source: str | None, target: str | None) -> None:
 
 
 _PROCESSOR = AgentReplayTracingProcessor()
-_LOCK = threading.Lock()
-_ADDED: list[bool] = []
 
 
 def _registered() -> bool | None:
@@ -121,12 +119,31 @@ def _registered() -> bool | None:
     return any(p is _PROCESSOR for p in processors)
 
 
+class ProcessorRegistration:
+    """Whether :data:`_PROCESSOR` was added to the Agents SDK's processors.
+
+    Process-wide (:data:`_REGISTRATION`): the SDK has one trace provider per process, whose processors see
+    every span of every thread; the processor is added by the first run and stays (added again only when
+    the project replaced the SDK's list with ``set_trace_processors``).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.added = False
+
+    def ensure(self) -> None:
+        with self.lock:
+            registered = _registered()
+            if registered is False or (registered is None and not self.added):
+                add_trace_processor(_PROCESSOR)
+                self.added = True
+
+
+_REGISTRATION = ProcessorRegistration()
+
+
 def activate(ctx: RunContext) -> Callable[[], None]:
-    with _LOCK:
-        registered = _registered()
-        if registered is False or (registered is None and not _ADDED):
-            add_trace_processor(_PROCESSOR)
-            _ADDED.append(True)
+    _REGISTRATION.ensure()
     return _noop
 
 

@@ -179,9 +179,38 @@ def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, An
 
 
 _PROCESSOR = GenAISpanProcessor()
-_LOCK = threading.Lock()
-_HOOKED: set[int] = set()
-_PRIVATE: list[TracerProvider] = []
+
+
+class ProviderHooks:
+    """The tracer providers :data:`_PROCESSOR` was added to, and the private provider (made once).
+
+    Process-wide (:data:`_PROVIDERS`): the global SDK tracer provider serves every thread of the process,
+    and a span processor cannot be taken off a provider again; each provider gets ours once and keeps it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # id() of each provider that has our processor
+        self.hooked: set[int] = set()
+        self.private: TracerProvider | None = None
+
+    def private_provider(self) -> TracerProvider:
+        with self.lock:
+            if self.private is None:
+                provider = TracerProvider()
+                provider.add_span_processor(_PROCESSOR)
+                self.hooked.add(id(provider))
+                self.private = provider
+            return self.private
+
+    def hook(self, provider: TracerProvider) -> None:
+        with self.lock:
+            if id(provider) not in self.hooked:
+                provider.add_span_processor(_PROCESSOR)
+                self.hooked.add(id(provider))
+
+
+_PROVIDERS = ProviderHooks()
 
 
 def processor() -> GenAISpanProcessor:
@@ -190,13 +219,7 @@ def processor() -> GenAISpanProcessor:
 
 def private_provider() -> TracerProvider:
     """A tracer provider of our own (not the global one) whose spans only feed the run."""
-    with _LOCK:
-        if not _PRIVATE:
-            provider = TracerProvider()
-            provider.add_span_processor(_PROCESSOR)
-            _HOOKED.add(id(provider))
-            _PRIVATE.append(provider)
-        return _PRIVATE[0]
+    return _PROVIDERS.private_provider()
 
 
 def hook_global_provider() -> bool:
@@ -204,10 +227,7 @@ def hook_global_provider() -> bool:
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         return False
-    with _LOCK:
-        if id(provider) not in _HOOKED:
-            provider.add_span_processor(_PROCESSOR)
-            _HOOKED.add(id(provider))
+    _PROVIDERS.hook(provider)
     return True
 
 

@@ -34,29 +34,42 @@ from .otel import CLAIMED, private_provider
 FRAMEWORK = "pydantic_ai"
 
 
-_LOCK = threading.Lock()
-# Runs active in this process that turned instrumentation on (concurrent async runs share it).
-_USERS: list[RunContext] = []
+class InstrumentationUsers:
+    """The runs that turned Pydantic AI's instrumentation on: on with the first, off with the last.
+
+    Process-wide (:data:`_USERS`): ``Agent.instrument_all`` sets a class-wide default, seen by every agent
+    of the process; concurrent runs (async tests, nested sessions) share it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: list[RunContext] = []
+
+    def join(self, ctx: RunContext) -> Callable[[], None]:
+        with self.lock:
+            if not self.runs:
+                # The class default tells whether the project instruments agents itself (then: hands off).
+                if getattr(Agent, "_instrument_default", False) is not False:
+                    return _noop
+                settings = InstrumentationSettings(tracer_provider=private_provider(), include_content=True)
+                Agent.instrument_all(settings)
+            self.runs.append(ctx)
+
+        def leave() -> None:
+            with self.lock:
+                if ctx in self.runs:
+                    self.runs.remove(ctx)
+                    if not self.runs:
+                        Agent.instrument_all(False)
+
+        return leave
+
+
+_USERS = InstrumentationUsers()
 
 
 def activate(ctx: RunContext) -> Callable[[], None]:
-    with _LOCK:
-        if not _USERS:
-            # The class default tells whether the project instruments agents itself (then: hands off).
-            if getattr(Agent, "_instrument_default", False) is not False:
-                return _noop
-            settings = InstrumentationSettings(tracer_provider=private_provider(), include_content=True)
-            Agent.instrument_all(settings)
-        _USERS.append(ctx)
-
-    def deactivate() -> None:
-        with _LOCK:
-            if ctx in _USERS:
-                _USERS.remove(ctx)
-                if not _USERS:
-                    Agent.instrument_all(False)
-
-    return deactivate
+    return _USERS.join(ctx)
 
 
 def _noop() -> None:

@@ -122,6 +122,14 @@ def _c_encoder(fmt: str | None) -> Any:
 _C_ENCODERS: dict[str | None, Any] = {k: _c_encoder(k) for k in _JSON_FORMATS}
 
 
+def json_text(value: Any, fmt: str | None) -> str:
+    """``value`` as text in format ``fmt`` (a name of ``_JSON_FORMATS``, without ``+nl``)."""
+    fast = _C_ENCODERS[fmt]
+    if fast is not None and not isinstance(value, str):
+        return "".join(fast(value, 0))
+    return _ENCODERS[fmt].encode(value)
+
+
 def _dump_json(value: Any, fmt: str | None) -> bytes:
     newline = False
     if fmt is not None and fmt.endswith("+nl"):
@@ -131,11 +139,7 @@ def _dump_json(value: Any, fmt: str | None) -> bytes:
             fmt = None
     if fmt not in _ENCODERS:
         fmt = None
-    fast = _C_ENCODERS[fmt]
-    if fast is not None and not isinstance(value, str):
-        out = "".join(fast(value, 0))
-    else:
-        out = _ENCODERS[fmt].encode(value)
+    out = json_text(value, fmt)
     return (out + "\n" if newline else out).encode("utf-8")
 
 

@@ -39,25 +39,40 @@ class Classification:
 
 Classifier = Callable[[HttpRequest, HttpResponse | None, Mapping[str, Any]], Classification | None]
 
-_CLASSIFIERS: list[Classifier] = []
-_LOCK = threading.Lock()
+
+class ClassifierRegistry:
+    """The classifiers added with :func:`register_classifier`, newest first.
+
+    Process-wide (:data:`_REGISTRY`): a project registers them at import or in a fixture, and every run's
+    HTTP layer consults them from whatever thread sends the request.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.classifiers: list[Classifier] = []
+
+    def add(self, fn: Classifier) -> Callable[[], None]:
+        with self.lock:
+            self.classifiers.insert(0, fn)
+
+        def unregister() -> None:
+            with self.lock:
+                if fn in self.classifiers:
+                    self.classifiers.remove(fn)
+
+        return unregister
+
+
+_REGISTRY = ClassifierRegistry()
 
 
 def register_classifier(fn: Classifier) -> Callable[[], None]:
     """Add ``fn`` ahead of the built-in rules; returns a callable that removes it again."""
-    with _LOCK:
-        _CLASSIFIERS.insert(0, fn)
-
-    def unregister() -> None:
-        with _LOCK:
-            if fn in _CLASSIFIERS:
-                _CLASSIFIERS.remove(fn)
-
-    return unregister
+    return _REGISTRY.add(fn)
 
 
 def has_custom_classifiers() -> bool:
-    return bool(_CLASSIFIERS)
+    return bool(_REGISTRY.classifiers)
 
 
 def tool_name_for(request: HttpRequest, settings: Mapping[str, Any]) -> str:
@@ -83,8 +98,8 @@ def classify_exchange(
         decided = hook(request.to_payload(), response.to_payload() if response is not None else None)
         if decided is not None:
             return _from_hook(str(decided), request, settings)
-    if _CLASSIFIERS:
-        for fn in tuple(_CLASSIFIERS):
+    if _REGISTRY.classifiers:
+        for fn in tuple(_REGISTRY.classifiers):
             result = fn(request, response, settings)
             if result is not None:
                 return result

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
-from . import bodies, sse
+from . import bodies, resend, sse
 
 REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
 RESPONSE_MEDIA_TYPE = HTTP_RESPONSE_MEDIA_TYPE
@@ -151,6 +151,29 @@ class HttpRequest:
             self._body_ready = True
         result: dict[str, Any] | None = self._stored_body
         return result
+
+    def resend_body(self, previous: resend.Sent | None) -> resend.Sent | None:
+        """Compute the stored body reusing ``previous`` (what the last request to this endpoint sent)
+        where this request resends it; returns what the next request to the endpoint may reuse."""
+        raw = bodies.decode_content(self.body, self.headers.get("content-encoding"))
+        content_type = self.content_type
+        if (
+            not self._body_ready
+            and previous is not None
+            and (bodies.is_json_type(content_type) or (not content_type and raw[:1] == b"{"))
+        ):
+            extended = resend.extend(previous, raw)
+            if extended is not None:
+                value, sent, fmt = extended
+                body: dict[str, Any] = {"json": value, "content_type": content_type}
+                if fmt is not None:
+                    body["format"] = fmt
+                self._stored_body, self._body_ready = body, True
+                return sent
+        stored = self.stored_body()
+        if stored and "json" in stored and "raw" not in stored:
+            return resend.remember(raw, stored["json"], stored.get("format"))
+        return None
 
     def json(self) -> Any:
         body = self.stored_body()

@@ -58,24 +58,10 @@ if TYPE_CHECKING:
 ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
 ISOLATE_SETTING = "isolate_subprocesses"
 
-_LOCK = threading.RLock()
-_REFS = 0
-_PATCHED = False
-_ORIGINALS: dict[str, Any] = {}
-_PROTECTED: list[Any] = []
-# Hosts the HTTP layer is deliberately sending to right now (live calls a mode allows).
-_PERMITTED: dict[str, int] = {}
 # Per run (in its ``extensions``): IP -> the allowed hostname it was resolved from, so the connect that
 # follows is recognised. Kept per run: what one test's allowed name resolved to must not admit the same
 # IP for another test that never allowed that name.
 _RESOLVED_KEY = "guard_resolved"
-# In a child process: the parent's runs (from ENV_VAR or a multiprocessing hand-over).
-_PARENT_RUNS: list[ParentRun] = []
-# Refusals of runs that had already ended (stray threads), for the session controller.
-_STRAYS: list[str] = []
-_REPORT_DIR: str | None = None
-# The process that owns the in-memory runs; a forked child has another pid and reports to the parent.
-_HOME_PID = os.getpid()
 _THREAD_RUNS_ATTR = "_agentreplay_guard_runs"
 _TOKEN_KEY = "guard_token"
 
@@ -83,6 +69,232 @@ _LOCAL_FAMILIES = frozenset(
     getattr(socket, name) for name in ("AF_UNIX", "AF_NETLINK", "AF_ALG") if hasattr(socket, name)
 )
 _IP_FAMILIES = frozenset(getattr(socket, name) for name in ("AF_INET", "AF_INET6") if hasattr(socket, name))
+
+
+# -- state -----------------------------------------------------------------------------------------
+#
+# The guard's state is process-wide by nature: it patches the socket type, the resolvers, ``Thread.start``
+# and the spawn functions, which every thread and every session of the process share, and a patched call
+# in any thread must find it. Hence one instance of each owner per process (per copy of this module).
+# Nested installs (pytester's inner sessions, ``capture_run`` inside a replaying test) share them through
+# the reference count. A copy of this module that pytester re-imported gets owners of its own and patches
+# over what a stale copy left installed: each patch carries the function it replaced (:func:`_genuine`),
+# so the new copy's patches call the genuine functions and its uninstall restores them.
+
+
+class GuardPatches:
+    """The installed patches: how many installs hold them, what they replaced, how to undo them.
+
+    Process-wide (:data:`_PATCHES`): a monkeypatch of the socket type or of ``threading.Thread`` reaches
+    every thread of the process; the reference count lets nested sessions share one installation.
+    """
+
+    def __init__(self) -> None:
+        # Re-entrant: a patched call (a thread start, a fork's at-fork hook) may run while it is held.
+        self.lock = threading.RLock()
+        self.refs = 0
+        self.patched = False
+        # What each patch calls through to ("connect", "getaddrinfo", "thread_start", "execve"...).
+        self.originals: dict[str, Any] = {}
+        self.undo: list[Callable[[], None]] = []
+        # os.system hands the runs over through os.environ, which every thread shares: one swap at a time.
+        self.system_lock = threading.Lock()
+
+    def install(self) -> None:
+        with self.lock:
+            self.refs += 1
+            if self.patched:
+                return
+            try:
+                self.undo.extend(_patch_sockets())
+                self.originals["thread_start"] = _genuine(threading.Thread.start)
+                _mark(_patched_thread_start, self.originals["thread_start"])
+                threading.Thread.start = _patched_thread_start  # type: ignore[method-assign]
+                self.undo.append(lambda: setattr(threading.Thread, "start", self.originals["thread_start"]))
+                self.undo.extend(_patch_children())
+            except BaseException:
+                self.refs -= 1
+                self.unpatch()
+                raise
+            self.patched = True
+
+    def unpatch(self) -> None:
+        while self.undo:
+            self.undo.pop()()
+        self.patched = False
+
+    def release(self) -> None:
+        with self.lock:
+            self.refs -= 1
+        # A thread a replaying test started may still run: the patches then stay until it has ended.
+        self.settle()
+
+    def settle(self) -> None:
+        """Remove the patches once nothing needs them: no install left and no guarded thread alive."""
+        with self.lock:
+            if self.patched and self.refs == 0 and not _stray_threads_alive():
+                self.unpatch()
+
+    def installed(self) -> bool:
+        return self.refs > 0
+
+
+class GuardedRuns:
+    """Whom the guard protects beyond the context's run: runs registered from any thread, the parent's
+    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now.
+
+    Process-wide (:data:`_RUNS`): the patched socket calls consult it from whatever thread makes them.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        # Runs registered with :func:`protect`: guarded from every thread, whatever its context.
+        self.protected: list[Any] = []
+        # In a child process: the parent's runs (from ENV_VAR or a multiprocessing hand-over).
+        self.parents: list[ParentRun] = []
+        # Host -> how many live calls the HTTP layer is making to it (the calls a mode sends on purpose).
+        self.permitted: dict[str, int] = {}
+
+    def registered(self) -> list[Any]:
+        with self.lock:
+            return [*self.protected, *self.parents]
+
+    def is_protected(self, run: Any) -> bool:
+        with self.lock:
+            return run in self.protected
+
+    def protect(self, ctx: Any) -> Callable[[], None]:
+        with self.lock:
+            self.protected.append(ctx)
+
+        def release() -> None:
+            with self.lock:
+                if ctx in self.protected:
+                    self.protected.remove(ctx)
+
+        return release
+
+    def adopt(self, parents: list[ParentRun]) -> None:
+        with self.lock:
+            self.parents[:] = parents
+
+    def permit(self, host: str) -> None:
+        with self.lock:
+            self.permitted[host] = self.permitted.get(host, 0) + 1
+
+    def unpermit(self, host: str) -> None:
+        with self.lock:
+            left = self.permitted[host] - 1
+            if left:
+                self.permitted[host] = left
+            else:
+                del self.permitted[host]
+
+    def allowances(self, runs: list[Any]) -> tuple[list[str], dict[str, str]]:
+        """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""
+        with self.lock:
+            permitted = [h for h, n in self.permitted.items() if n]
+            resolved: dict[str, str] = {}
+            for run in runs:
+                resolved.update(run.extensions.get(_RESOLVED_KEY) or {})
+        return permitted, resolved
+
+    def remember_resolution(self, name: str, addresses: Any, runs: list[Any]) -> None:
+        with self.lock:
+            for run in runs:
+                memory = run.extensions.setdefault(_RESOLVED_KEY, {})
+                for address in addresses:
+                    if isinstance(address, str):
+                        memory[address.lower()] = name.lower()
+
+
+class RefusalReports:
+    """Refusals the session has not collected yet: those made for tests that had already ended (stray
+    threads), and the directory where child processes append theirs.
+
+    Process-wide (:data:`_REPORTS`) rather than the session's: a stray thread refuses long after its test,
+    from no context the session could hand it, and a child finds the directory through the environment.
+    The session drains it when it finishes (:func:`stray_refusals`); the directory lives as long as the
+    process that created it.
+    """
+
+    def __init__(self) -> None:
+        # Re-entrant like the others: the at-fork hook creates the directory in whatever thread forks.
+        self.lock = threading.RLock()
+        self.strays: list[str] = []
+        self.directory: str | None = None
+        # The process that owns the in-memory runs; a forked child has another pid and reports to it.
+        self.home_pid = os.getpid()
+
+    def in_child(self) -> bool:
+        return os.getpid() != self.home_pid
+
+    def add_stray(self, message: str) -> None:
+        with self.lock:
+            self.strays.append(message)
+
+    def take_strays(self) -> list[str]:
+        with self.lock:
+            taken = self.strays[:]
+            self.strays.clear()
+        return taken
+
+    def adopt(self, directory: str | None) -> None:
+        with self.lock:
+            self.directory = directory
+
+    def ensure_directory(self) -> str:
+        with self.lock:
+            if self.directory is None or not os.path.isdir(self.directory):
+                self.directory = tempfile.mkdtemp(prefix="agentreplay-guard-")
+                atexit.register(_remove_report_dir, self.directory, os.getpid())
+            return self.directory
+
+
+class NamespaceProbe:
+    """Whether this machine can start a child in a new, empty network namespace: probed once, by forking.
+
+    Process-wide (:data:`_NAMESPACES`): the answer depends on the kernel and the process's privileges only.
+    """
+
+    def __init__(self) -> None:
+        self.probed = False
+        # The ``unshare`` flags that work here, or None when none does.
+        self.flags: int | None = None
+        self._unshare: Callable[[int], Any] | None = None
+
+    def unshare_flags(self) -> int | None:
+        if self.probed:
+            return self.flags
+        result: int | None = None
+        if sys.platform.startswith("linux") and hasattr(os, "fork"):
+            self.unshare(0)
+            for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET):
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the probe child
+                    os._exit(0 if self.unshare(flags) == 0 else 1)
+                _, status = os.waitpid(pid, 0)
+                if os.waitstatus_to_exitcode(status) == 0:
+                    result = flags
+                    break
+        self.flags = result
+        self.probed = True
+        return result
+
+    def unshare(self, flags: int) -> int:
+        # Looked up in the parent: a dlopen in a child forked from a threaded process can deadlock.
+        call = self._unshare
+        if call is None:
+            import ctypes
+
+            call = self._unshare = ctypes.CDLL(None, use_errno=True).unshare
+        return int(call(flags))
+
+
+_PATCHES = GuardPatches()
+_RUNS = GuardedRuns()
+_REPORTS = RefusalReports()
+_NAMESPACES = NamespaceProbe()
 
 
 # -- the decision (pure) ---------------------------------------------------------------------------
@@ -200,7 +412,7 @@ class ParentRun:
 
 
 def _active_runs() -> list[Any]:
-    # Not imported: a child process that only runs the guard never loads the recorder (pydantic).
+    # Not imported: a child process that only runs the guard never loads the recorder.
     capture = sys.modules.get("pytest_agentreplay.core.capture")
     return list(capture.active_runs()) if capture is not None else []
 
@@ -218,20 +430,15 @@ def guarding_runs() -> list[RunContext]:
         if current is not None:
             runs.append(current)
         runs.extend(r for r in capture.active_runs() if r not in runs)
-    with _LOCK:
-        runs.extend(r for r in _PROTECTED if r not in runs)
-        runs.extend(r for r in _PARENT_RUNS if r not in runs)
+    runs.extend(r for r in _RUNS.registered() if r not in runs)
     born = getattr(threading.current_thread(), _THREAD_RUNS_ATTR, ())
     runs.extend(r for r in born if r not in runs)
     return [r for r in runs if not r.recording]
 
 
 def _ended(run: Any) -> bool:
-    if isinstance(run, ParentRun):
+    if isinstance(run, ParentRun) or _RUNS.is_protected(run):
         return False
-    with _LOCK:
-        if run in _PROTECTED:
-            return False
     return run not in _active_runs()
 
 
@@ -252,11 +459,7 @@ def _check(family: int | None, address: Any, channel: str, runs: list[Any] | Non
     runs = guarding_runs() if runs is None else runs
     if not runs:
         return
-    with _LOCK:
-        permitted = [h for h, n in _PERMITTED.items() if n]
-        resolved: dict[str, str] = {}
-        for run in runs:
-            resolved.update(run.extensions.get(_RESOLVED_KEY) or {})
+    permitted, resolved = _RUNS.allowances(runs)
     verdict = decide(
         family,
         address,
@@ -278,7 +481,7 @@ def _refuse(verdict: Verdict, channel: str, runs: list[Any]) -> None:
         f"thread: {thread.name}",
         "replay is fail-closed: only the cassette answers outbound calls",
     ]
-    if os.getpid() != _HOME_PID or isinstance(run, ParentRun):
+    if _REPORTS.in_child() or isinstance(run, ParentRun):
         evidence.insert(3, f"process: child {os.getpid()} of the test's process")
     error = NetworkBlockedError(
         f"network access blocked during replay: {verdict.destination}",
@@ -297,22 +500,21 @@ def _refuse(verdict: Verdict, channel: str, runs: list[Any]) -> None:
     # The agent may swallow the error (retries, broad excepts): the test must still fail.
     for r in runs:
         r.failures.append(error)
-    if os.getpid() != _HOME_PID or any(isinstance(r, ParentRun) for r in runs):
+    if _REPORTS.in_child() or any(isinstance(r, ParentRun) for r in runs):
         _report_to_parent(error, runs)
     else:
         for r in runs:
             if _ended(r):
                 test = r.settings.get("nodeid") or r.cassette or "a replaying test"
-                with _LOCK:
-                    _STRAYS.append(
-                        f"{test}: thread {thread.name!r} it started made a network call after the test "
-                        f"ended ({channel} to {verdict.destination}); it was refused"
-                    )
+                _REPORTS.add_stray(
+                    f"{test}: thread {thread.name!r} it started made a network call after the test "
+                    f"ended ({channel} to {verdict.destination}); it was refused"
+                )
     raise error
 
 
 def _report_to_parent(error: NetworkBlockedError, runs: list[Any]) -> None:
-    directory = _REPORT_DIR
+    directory = _REPORTS.directory
     if directory is None:
         return
     for r in runs:
@@ -357,7 +559,7 @@ def _child_error(entry: Mapping[str, Any], run: Any) -> NetworkBlockedError:
 
 
 def _read_reports(pattern: str) -> list[dict[str, Any]]:
-    directory = _REPORT_DIR
+    directory = _REPORTS.directory
     if directory is None or not os.path.isdir(directory):
         return []
     entries: list[dict[str, Any]] = []
@@ -400,10 +602,8 @@ def stray_refusals() -> list[str]:
         f"after the test ended ({e.get('headline')}); it was refused"
         for e in _read_reports("*.jsonl")
     ]
-    with _LOCK:
-        messages = _STRAYS + messages
-        _STRAYS.clear()
-    _settle()
+    messages = _REPORTS.take_strays() + messages
+    _PATCHES.settle()
     return messages
 
 
@@ -411,17 +611,11 @@ def stray_refusals() -> list[str]:
 def permitting(host: str) -> Iterator[None]:
     """Let the HTTP layer's own live call to ``host`` through (a mode that sends it on purpose)."""
     key = host.lower()
-    with _LOCK:
-        _PERMITTED[key] = _PERMITTED.get(key, 0) + 1
+    _RUNS.permit(key)
     try:
         yield
     finally:
-        with _LOCK:
-            left = _PERMITTED[key] - 1
-            if left:
-                _PERMITTED[key] = left
-            else:
-                del _PERMITTED[key]
+        _RUNS.unpermit(key)
 
 
 # -- socket patches --------------------------------------------------------------------------------
@@ -436,12 +630,12 @@ def _family_of(sock: Any) -> int | None:
 
 def _patched_connect(self: Any, address: Any) -> Any:
     _check(_family_of(self), address, "socket.connect")
-    return _ORIGINALS["connect"](self, address)
+    return _PATCHES.originals["connect"](self, address)
 
 
 def _patched_connect_ex(self: Any, address: Any) -> Any:
     _check(_family_of(self), address, "socket.connect_ex")
-    return _ORIGINALS["connect_ex"](self, address)
+    return _PATCHES.originals["connect_ex"](self, address)
 
 
 def _patched_sendto(self: Any, data: Any, *args: Any) -> Any:
@@ -450,7 +644,7 @@ def _patched_sendto(self: Any, data: Any, *args: Any) -> Any:
         flags = args[0] if len(args) > 1 else 0
         channel = "socket.sendto" + (" (MSG_FASTOPEN)" if _fastopen(flags) else "")
         _check(_family_of(self), args[-1], channel)
-    return _ORIGINALS["sendto"](self, data, *args)
+    return _PATCHES.originals["sendto"](self, data, *args)
 
 
 def _patched_sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
@@ -458,7 +652,7 @@ def _patched_sendmsg(self: Any, buffers: Any, *args: Any) -> Any:
     if len(args) >= 3 and args[2] is not None:
         channel = "socket.sendmsg" + (" (MSG_FASTOPEN)" if _fastopen(args[1]) else "")
         _check(_family_of(self), args[2], channel)
-    return _ORIGINALS["sendmsg"](self, buffers, *args)
+    return _PATCHES.originals["sendmsg"](self, buffers, *args)
 
 
 def _fastopen(flags: Any) -> bool:
@@ -469,16 +663,11 @@ def _fastopen(flags: Any) -> bool:
 def _patched_create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
     if isinstance(address, tuple) and address and isinstance(address[0], str):
         _check(None, address, "socket.create_connection")
-    return _ORIGINALS["create_connection"](address, *args, **kwargs)
+    return _PATCHES.originals["create_connection"](address, *args, **kwargs)
 
 
 def _remember_resolution(name: str, addresses: Any, runs: list[Any]) -> None:
-    with _LOCK:
-        for run in runs:
-            memory = run.extensions.setdefault(_RESOLVED_KEY, {})
-            for address in addresses:
-                if isinstance(address, str):
-                    memory[address.lower()] = name.lower()
+    _RUNS.remember_resolution(name, addresses, runs)
 
 
 def resolution_is_local(name: str, hostname: str) -> bool:
@@ -505,7 +694,7 @@ def _patched_getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any
     runs = guarding_runs() if name is not None else []
     if runs and not _local_lookup(name):
         _check(None, (name, port), "getaddrinfo", runs)
-    result = _ORIGINALS["getaddrinfo"](host, port, *args, **kwargs)
+    result = _PATCHES.originals["getaddrinfo"](host, port, *args, **kwargs)
     if runs and name is not None:
         # Remember what an allowed name resolved to: the connect that follows only sees the IP.
         _remember_resolution(name, [info[4][0] for info in result if info[4]], runs)
@@ -517,7 +706,7 @@ def _patched_gethostbyname(host: Any) -> Any:
     runs = guarding_runs() if name is not None else []
     if runs and not _local_lookup(name):
         _check(None, (name, None), "gethostbyname", runs)
-    result = _ORIGINALS["gethostbyname"](host)
+    result = _PATCHES.originals["gethostbyname"](host)
     if runs and name is not None:
         _remember_resolution(name, [result], runs)
     return result
@@ -528,7 +717,7 @@ def _patched_gethostbyname_ex(host: Any) -> Any:
     runs = guarding_runs() if name is not None else []
     if runs and not _local_lookup(name):
         _check(None, (name, None), "gethostbyname_ex", runs)
-    result = _ORIGINALS["gethostbyname_ex"](host)
+    result = _PATCHES.originals["gethostbyname_ex"](host)
     if runs and name is not None:
         _remember_resolution(name, list(result[2]), runs)
     return result
@@ -538,7 +727,7 @@ def _patched_gethostbyaddr(host: Any) -> Any:
     # A reverse lookup of an IP asks DNS too: checked like a connection to that IP.
     if isinstance(host, str | bytes) and not _local_lookup(host):
         _check(None, (host, None), "gethostbyaddr")
-    return _ORIGINALS["gethostbyaddr"](host)
+    return _PATCHES.originals["gethostbyaddr"](host)
 
 
 def _patched_getnameinfo(sockaddr: Any, flags: int) -> Any:
@@ -550,7 +739,7 @@ def _patched_getnameinfo(sockaddr: Any, flags: int) -> Any:
         and not _local_lookup(sockaddr[0])
     ):
         _check(None, sockaddr, "getnameinfo")
-    return _ORIGINALS["getnameinfo"](sockaddr, flags)
+    return _PATCHES.originals["getnameinfo"](sockaddr, flags)
 
 
 _SOCKET_METHODS: dict[str, Callable[..., Any]] = {
@@ -640,10 +829,10 @@ def _patch_sockets() -> list[Callable[[], None]]:
         # all look their methods up there.
         for name, patched in _SOCKET_METHODS.items():
             if hasattr(c_type, name):
-                _ORIGINALS[name] = _genuine(c_type.__dict__[name])
-                _mark(patched, _ORIGINALS[name])
+                _PATCHES.originals[name] = _genuine(c_type.__dict__[name])
+                _mark(patched, _PATCHES.originals[name])
                 _set_type_attribute(c_type, name, patched)
-                undo.append(_type_setter(c_type, name, _ORIGINALS[name]))
+                undo.append(_type_setter(c_type, name, _PATCHES.originals[name]))
     except (TypeError, AttributeError, IndexError, ValueError, OSError):
         # Not CPython: patch the Python class, and hand out a guarded subclass from ``_socket``
         # (socket.py itself calls _socket.socket.__init__, which the subclass inherits).
@@ -652,7 +841,7 @@ def _patch_sockets() -> list[Callable[[], None]]:
         undo = []
         for name, patched in _SOCKET_METHODS.items():
             if hasattr(socket.socket, name):
-                _ORIGINALS[name] = getattr(c_type, name)
+                _PATCHES.originals[name] = getattr(c_type, name)
                 setattr(socket.socket, name, patched)
                 undo.append(_deleter(socket.socket, name))
         raw = type("socket", (c_type,), {**_SOCKET_METHODS, "__module__": "_socket"})
@@ -660,13 +849,13 @@ def _patch_sockets() -> list[Callable[[], None]]:
             if getattr(_socket, attr, None) is c_type:
                 setattr(_socket, attr, raw)
                 undo.append(_setter(_socket, attr, c_type))
-    _ORIGINALS["create_connection"] = _genuine(socket.create_connection)
-    _mark(_patched_create_connection, _ORIGINALS["create_connection"])
+    _PATCHES.originals["create_connection"] = _genuine(socket.create_connection)
+    _mark(_patched_create_connection, _PATCHES.originals["create_connection"])
     socket.create_connection = _patched_create_connection
-    undo.append(_setter(socket, "create_connection", _ORIGINALS["create_connection"]))
+    undo.append(_setter(socket, "create_connection", _PATCHES.originals["create_connection"]))
     for name, patched in _RESOLVERS.items():
-        _ORIGINALS[name] = _genuine(getattr(_socket, name))
-        _mark(patched, _ORIGINALS[name])
+        _PATCHES.originals[name] = _genuine(getattr(_socket, name))
+        _mark(patched, _PATCHES.originals[name])
         for module in (_socket, socket):
             # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
             if module is socket and name == "getaddrinfo":
@@ -685,7 +874,7 @@ def _patched_thread_start(self: threading.Thread) -> None:
     if runs:
         # The thread may outlive the run: it stays guarded by it, and a refusal then names the test.
         setattr(self, _THREAD_RUNS_ATTR, tuple(runs))
-    _ORIGINALS["thread_start"](self)
+    _PATCHES.originals["thread_start"](self)
 
 
 def _stray_threads_alive() -> bool:
@@ -696,12 +885,7 @@ def _stray_threads_alive() -> bool:
 
 
 def _report_dir() -> str:
-    global _REPORT_DIR
-    with _LOCK:
-        if _REPORT_DIR is None or not os.path.isdir(_REPORT_DIR):
-            _REPORT_DIR = tempfile.mkdtemp(prefix="agentreplay-guard-")
-            atexit.register(_remove_report_dir, _REPORT_DIR, os.getpid())
-        return _REPORT_DIR
+    return _REPORTS.ensure_directory()
 
 
 def _remove_report_dir(path: str, owner: int) -> None:
@@ -736,14 +920,13 @@ def snapshot(runs: list[Any] | None = None) -> str | None:
 
 def adopt(value: str) -> None:
     """In a child process: guard on behalf of the parent's runs described by ``value`` (from ENV_VAR)."""
-    global _REPORT_DIR
     data = json.loads(value)
-    with _LOCK:
-        _PARENT_RUNS[:] = [ParentRun(r) for r in data.get("runs") or () if isinstance(r, dict)]
-        _REPORT_DIR = data.get("dir") or None
-    if _PARENT_RUNS:
-        with _LOCK:
-            needs_install = not _PATCHED
+    parents = [ParentRun(r) for r in data.get("runs") or () if isinstance(r, dict)]
+    _RUNS.adopt(parents)
+    _REPORTS.adopt(data.get("dir") or None)
+    if parents:
+        with _PATCHES.lock:
+            needs_install = not _PATCHES.patched
         if needs_install:
             # Never released: the child lives inside the parent's run.
             install()
@@ -790,39 +973,17 @@ def _wants_isolation(runs: list[Any]) -> bool:
     return any(r.settings.get(ISOLATE_SETTING) for r in runs)
 
 
-_ISOLATION: dict[str, Any] = {}
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 
 
 def _unshare_flags() -> int | None:
     """The ``unshare`` flags that give a child its own empty network namespace here, or None."""
-    if "flags" in _ISOLATION:
-        flags: int | None = _ISOLATION["flags"]
-        return flags
-    result: int | None = None
-    if sys.platform.startswith("linux") and hasattr(os, "fork"):
-        _unshare(0)
-        for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the probe child
-                os._exit(0 if _unshare(flags) == 0 else 1)
-            _, status = os.waitpid(pid, 0)
-            if os.waitstatus_to_exitcode(status) == 0:
-                result = flags
-                break
-    _ISOLATION["flags"] = result
-    return result
+    return _NAMESPACES.unshare_flags()
 
 
 def _unshare(flags: int) -> int:
-    # Looked up in the parent: a dlopen in a child forked from a threaded process can deadlock.
-    call = _ISOLATION.get("unshare")
-    if call is None:
-        import ctypes
-
-        call = _ISOLATION["unshare"] = ctypes.CDLL(None, use_errno=True).unshare
-    return int(call(flags))
+    return _NAMESPACES.unshare(flags)
 
 
 def _isolation_preexec(user_preexec: Any, runs: list[Any]) -> Callable[[], None]:
@@ -876,7 +1037,7 @@ def _patched_fork_exec(original: Callable[..., Any]) -> Callable[..., Any]:
 def _patched_posix_spawn(name: str) -> Callable[..., Any]:
     def posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
         env, _runs = _env_for_child(env, argv, as_list=False)
-        return _ORIGINALS[name](path, argv, env, *args, **kwargs)
+        return _PATCHES.originals[name](path, argv, env, *args, **kwargs)
 
     return posix_spawn
 
@@ -884,22 +1045,19 @@ def _patched_posix_spawn(name: str) -> Callable[..., Any]:
 def _patched_execv(path: Any, argv: Any) -> Any:
     env, _runs = _env_for_child(None, argv, as_list=False)
     if env is None:
-        return _ORIGINALS["execv"](path, argv)
-    return _ORIGINALS["execve"](path, argv, env)
+        return _PATCHES.originals["execv"](path, argv)
+    return _PATCHES.originals["execve"](path, argv, env)
 
 
 def _patched_execve(path: Any, argv: Any, env: Any) -> Any:
     env, _runs = _env_for_child(env, argv, as_list=False)
-    return _ORIGINALS["execve"](path, argv, env)
-
-
-_SYSTEM_LOCK = threading.Lock()
+    return _PATCHES.originals["execve"](path, argv, env)
 
 
 def _patched_system(command: Any) -> int:
     runs = guarding_runs()
     if not runs:
-        result: int = _ORIGINALS["system"](command)
+        result: int = _PATCHES.originals["system"](command)
         return result
     if _wants_isolation(runs):
         import subprocess
@@ -908,11 +1066,11 @@ def _patched_system(command: Any) -> int:
         code = subprocess.call(command, shell=True)
         return code << 8 if code >= 0 else -code
     value = snapshot(runs)
-    with _SYSTEM_LOCK:
+    with _PATCHES.system_lock:
         previous = os.environ.get(ENV_VAR)
         os.environ[ENV_VAR] = value or ""
         try:
-            result = _ORIGINALS["system"](command)
+            result = _PATCHES.originals["system"](command)
         finally:
             if previous is None:
                 os.environ.pop(ENV_VAR, None)
@@ -943,7 +1101,7 @@ class _Handover:
 
 
 def _patched_get_preparation_data(name: Any) -> Any:
-    data = _ORIGINALS["get_preparation_data"](name)
+    data = _PATCHES.originals["get_preparation_data"](name)
     value = snapshot()
     if value is not None and isinstance(data, dict):
         data["pytest_agentreplay_guard"] = _Handover(value)
@@ -957,7 +1115,7 @@ def _patch_children() -> list[Callable[[], None]]:
         if not hasattr(module, name):
             return
         original = getattr(module, name)
-        _ORIGINALS[key or name] = original
+        _PATCHES.originals[key or name] = original
         setattr(module, name, replacement)
         undo.append(lambda: setattr(module, name, original))
 
@@ -986,7 +1144,7 @@ def _patch_children() -> list[Callable[[], None]]:
 
 def _before_fork() -> None:
     # A forked child reports under the run's token: give every guarding run one while still in the parent.
-    if _PATCHED:
+    if _PATCHES.patched:
         for run in guarding_runs():
             _token(run)
         _report_dir()
@@ -998,68 +1156,21 @@ if hasattr(os, "register_at_fork"):
 
 # -- install / uninstall ---------------------------------------------------------------------------
 
-_UNDO: list[Callable[[], None]] = []
-
 
 def install() -> Callable[[], None]:
     """Patch sockets, resolvers, thread start and child spawning (reference-counted); returns the
     matching uninstall callable."""
-    global _REFS, _PATCHED
-    with _LOCK:
-        _REFS += 1
-        if not _PATCHED:
-            try:
-                _UNDO.extend(_patch_sockets())
-                _ORIGINALS["thread_start"] = _genuine(threading.Thread.start)
-                _mark(_patched_thread_start, _ORIGINALS["thread_start"])
-                threading.Thread.start = _patched_thread_start  # type: ignore[method-assign]
-                _UNDO.append(lambda: setattr(threading.Thread, "start", _ORIGINALS["thread_start"]))
-                _UNDO.extend(_patch_children())
-            except BaseException:
-                _REFS -= 1
-                _unpatch()
-                raise
-            _PATCHED = True
-    return _once(_uninstall)
-
-
-def _unpatch() -> None:
-    global _PATCHED
-    while _UNDO:
-        _UNDO.pop()()
-    _PATCHED = False
-
-
-def _settle() -> None:
-    """Remove the patches once nothing needs them: no install left and no guarded thread alive."""
-    with _LOCK:
-        if _PATCHED and _REFS == 0 and not _stray_threads_alive():
-            _unpatch()
-
-
-def _uninstall() -> None:
-    global _REFS
-    with _LOCK:
-        _REFS -= 1
-    # A thread a replaying test started may still run: the patches then stay until it has ended.
-    _settle()
+    _PATCHES.install()
+    return _once(_PATCHES.release)
 
 
 def installed() -> bool:
-    return _REFS > 0
+    return _PATCHES.installed()
 
 
 def protect(ctx: RunContext) -> Callable[[], None]:
     """Guard for ``ctx`` from every thread of the process, whatever context the thread has."""
-    with _LOCK:
-        _PROTECTED.append(ctx)
-
-    def release() -> None:
-        with _LOCK:
-            if ctx in _PROTECTED:
-                _PROTECTED.remove(ctx)
-
-    return _once(release)
+    return _once(_RUNS.protect(ctx))
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:

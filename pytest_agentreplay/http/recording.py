@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from operator import is_
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
-from . import bodies
+from . import bodies, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
 from .exchange import (
@@ -37,26 +36,14 @@ if TYPE_CHECKING:
 RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
-# Slot setters of pydantic's BaseModel (every model here inherits them): calling them directly skips
-# the per-call name lookup of ``object.__setattr__``, on the hot path of every replayed call.
 _new = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
-    """What pydantic's ``model_construct`` does, minus its per-field default resolution.
-
-    Every field is given here, and the values were built by this module: validating or resolving
-    them again for each replayed call is what made the hot path slow (~20 us per model).
-    """
+    """``construct_trusted`` inlined: every field is given here, and the values were built by this module,
+    so checking them again for each replayed call would be waste."""
     obj = _new(cls)
-    _set_dict(obj, values)
-    _set_fields(obj, set(values))
-    _set_extra(obj, None)
-    _set_private(obj, None)
+    obj.__dict__ = values
     return obj
 
 
@@ -74,6 +61,7 @@ def _tool(name: str, key: str | None) -> ToolInfo:
 
 
 _SHARED_KEY = "shared_request_bodies"
+_RESENT_KEY = "resent_request_bodies"
 _DIGESTS_KEY = "request_item_digests"
 
 
@@ -82,13 +70,16 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
 
     A conversation resends its history on every call: parsed afresh, each call would hold its own copy of
     every earlier message (memory quadratic in the conversation). Shared, the history is held once, and the
-    redaction and comparison of a message already seen are identity lookups.
+    redaction and comparison of a message already seen are identity lookups. The usual case, a request
+    that extends the previous one's bytes, is parsed from where it is new only (``resend``).
     """
+    key = (request.method, request.url)
+    resent: dict[tuple[str, str], resend.Sent | None] = ctx.extensions.setdefault(_RESENT_KEY, {})
+    resent[key] = request.resend_body(resent.get(key))
     body = request.json()
     if not isinstance(body, dict):
         return
     memo: dict[tuple[str, str], dict[str, Any]] = ctx.extensions.setdefault(_SHARED_KEY, {})
-    key = (request.method, request.url)
     previous = memo.get(key)
     memo[key] = body
     if previous is None:
@@ -99,8 +90,10 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
             continue
         if isinstance(value, list) and isinstance(old, list):
             kept = min(len(value), len(old))
+            if all(map(is_, value[:kept], old[:kept])):
+                continue  # already shared (parsed as an extension of the previous request)
             if kept and same_json(value[:kept], old[:kept]):
-                value[:kept] = old[:kept]  # the usual case, settled in two C-level passes
+                value[:kept] = old[:kept]  # settled in two C-level passes
                 continue
             for index in range(kept):
                 item, before = value[index], old[index]
@@ -111,6 +104,14 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
                 value[index] = before
         elif isinstance(value, dict | list) and same_json(value, old):
             body[name] = old
+
+
+def _digest_memo(ctx: RunContext) -> DigestMemo:
+    memo = ctx.extensions.get(_DIGESTS_KEY)
+    if memo is None:
+        memo = ctx.extensions[_DIGESTS_KEY] = DigestMemo()
+    assert isinstance(memo, DigestMemo)
+    return memo
 
 
 def model_request_fields(
@@ -145,7 +146,7 @@ def emit_exchange(
         share_repeats(ctx, request)
         data_class = str(settings.get("model_data_class") or "personal")
         data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
-        data.update(model_request_fields(request, cls, ctx.extensions.setdefault(_DIGESTS_KEY, {})))
+        data.update(model_request_fields(request, cls, _digest_memo(ctx)))
         if response.is_sse:
             data["streamed"] = True
         if response_data is not None:

@@ -22,9 +22,55 @@ from typing import Any
 
 __all__ = ["install", "installed"]
 
-_LOCK = threading.Lock()
-_REFS = 0
-_RESTORES: list[Callable[[], None]] = []
+
+class InterceptorRefs:
+    """The interception installed in this process: how many installs hold it and how to undo it.
+
+    Process-wide (:data:`_INTERCEPTION`): the patches replace methods of the client libraries' classes,
+    which every thread and session of the process share; the reference count lets nested sessions
+    (pytester's inner runs, ``capture_run`` inside a replaying test) share one installation, removed when
+    the last one leaves.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.refs = 0
+        # Undo callables in patching order (restored last first): the guard, each library, the finder.
+        self.restores: list[Callable[[], None]] = []
+
+    def acquire(self) -> None:
+        with self.lock:
+            self.refs += 1
+            if self.refs == 1:
+                try:
+                    self.restores.extend(_patch_all())
+                except BaseException:
+                    self.refs -= 1
+                    self.restore_all()
+                    raise
+
+    def release(self) -> None:
+        with self.lock:
+            self.refs -= 1
+            if self.refs == 0:
+                self.restore_all()
+
+    def imported(self, name: str, waiting: dict[str, Callable[[str], Callable[[], None]]]) -> None:
+        """Patch ``name``, imported just now, if it is still waiting and interception still installed."""
+        with self.lock:
+            patcher = waiting.pop(name, None)
+            if patcher is not None and self.refs > 0:
+                self.restores.append(patcher(name))
+
+    def restore_all(self) -> None:
+        while self.restores:
+            self.restores.pop()()
+
+    def installed(self) -> bool:
+        return self.refs > 0
+
+
+_INTERCEPTION = InterceptorRefs()
 
 
 def _available(name: str) -> bool:
@@ -97,10 +143,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
     def imported(self, name: str) -> None:
-        with _LOCK:
-            patcher = self.waiting.pop(name, None)
-            if patcher is not None and _REFS > 0:
-                _RESTORES.append(patcher(name))
+        _INTERCEPTION.imported(name, self.waiting)
 
 
 def _patch_all() -> list[Callable[[], None]]:
@@ -131,35 +174,19 @@ def install() -> Callable[[], None]:
 
     Calling the returned function more than once has no further effect.
     """
-    global _REFS
-    with _LOCK:
-        _REFS += 1
-        if _REFS == 1:
-            try:
-                _RESTORES.extend(_patch_all())
-            except BaseException:
-                _REFS -= 1
-                _restore_all()
-                raise
+    _INTERCEPTION.acquire()
     done = threading.Event()
+    lock = threading.Lock()
 
     def uninstall() -> None:
-        global _REFS
-        with _LOCK:
+        with lock:
             if done.is_set():
                 return
             done.set()
-            _REFS -= 1
-            if _REFS == 0:
-                _restore_all()
+        _INTERCEPTION.release()
 
     return uninstall
 
 
-def _restore_all() -> None:
-    while _RESTORES:
-        _RESTORES.pop()()
-
-
 def installed() -> bool:
-    return _REFS > 0
+    return _INTERCEPTION.installed()

@@ -29,10 +29,33 @@ from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
 
-# id(StreamReader) -> capture. StreamReader has __slots__ (no instance dict, no weakrefs), so the
-# capture cannot live on the instance; entries are removed at EOF.
-_CAPTURES: dict[int, LiveCapture] = {}
-_CAPTURES_LOCK = threading.Lock()
+
+class TeedReaders:
+    """The capture of each response body being teed, by its ``StreamReader``, until its EOF.
+
+    ``StreamReader`` has ``__slots__`` (no instance dict, no weakrefs), so the capture cannot live on the
+    reader itself. Process-wide (:data:`_TEED`), like the patch of ``ClientSession`` it serves: a reader
+    is fed by whatever event loop and thread own its connection.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # id(StreamReader) -> its capture
+        self.captures: dict[int, LiveCapture] = {}
+
+    def tee(self, reader: Any, capture: LiveCapture) -> None:
+        with self.lock:
+            self.captures[id(reader)] = capture
+
+    def capture_of(self, reader: Any) -> LiveCapture | None:
+        return self.captures.get(id(reader))
+
+    def ended(self, reader: Any) -> LiveCapture | None:
+        with self.lock:
+            return self.captures.pop(id(reader), None)
+
+
+_TEED = TeedReaders()
 
 
 def _request_body(session: Any, data: Any, json_value: Any, headers: dict[str, str]) -> bytes:
@@ -78,14 +101,13 @@ def patch() -> Callable[[], None]:
         __slots__ = ()
 
         def feed_data(self, data: bytes, *args: Any, **kwargs: Any) -> Any:
-            capture = _CAPTURES.get(id(self))
+            capture = _TEED.capture_of(self)
             if capture is not None:
                 capture.feed(bytes(data))
             return super().feed_data(data, *args, **kwargs)
 
         def feed_eof(self) -> None:
-            with _CAPTURES_LOCK:
-                capture = _CAPTURES.pop(id(self), None)
+            capture = _TEED.ended(self)
             if capture is not None:
                 capture.finish()
             super().feed_eof()
@@ -185,8 +207,7 @@ def patch() -> Callable[[], None]:
         if content.is_eof():
             capture.finish()
             return
-        with _CAPTURES_LOCK:
-            _CAPTURES[id(content)] = capture
+        _TEED.tee(content, capture)
         content.__class__ = _TeeStreamReader
 
     ClientSession._request = _request  # type: ignore[method-assign]

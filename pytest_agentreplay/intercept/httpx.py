@@ -28,9 +28,50 @@ from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
 
-_LOCK = threading.Lock()
-# id(transport class) -> (class, originals): httpx may be aliased to httpx2 (same classes): patch once.
-_PATCHED: dict[int, tuple[type, dict[str, Any]]] = {}
+
+class TransportPatches:
+    """The transport classes patched now, so that each is patched once: httpx may be aliased to httpx2
+    (the same classes under two module names).
+
+    Process-wide (:data:`_TRANSPORTS`): the patch replaces methods of the library's classes, which every
+    thread and session of the process share; :mod:`pytest_agentreplay.intercept` counts who holds it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # id(sync transport class) -> the class (kept, so that its id is not reused while listed)
+        self.patched: dict[int, type] = {}
+
+    def patch(
+        self,
+        sync_cls: type,
+        async_cls: type,
+        originals: tuple[Callable[..., Any], Callable[..., Any]],
+        handlers: tuple[Callable[..., Any], Callable[..., Any]],
+    ) -> Callable[[], None]:
+        """Install ``handlers`` (sync, async) unless the classes are patched already; returns the restore."""
+        orig_sync, orig_async = originals
+        with self.lock:
+            if id(sync_cls) in self.patched:
+                return _nothing
+            sync_cls.handle_request, async_cls.handle_async_request = handlers  # type: ignore[attr-defined]
+            self.patched[id(sync_cls)] = sync_cls
+
+        def restore() -> None:
+            with self.lock:
+                if self.patched.pop(id(sync_cls), None) is None:
+                    return
+                sync_cls.handle_request = orig_sync  # type: ignore[attr-defined]
+                async_cls.handle_async_request = orig_async  # type: ignore[attr-defined]
+
+        return restore
+
+
+def _nothing() -> None:
+    return None
+
+
+_TRANSPORTS = TransportPatches()
 
 
 def _to_request(request: Any, body: bytes) -> HttpRequest:
@@ -207,19 +248,6 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         response.stream = async_tee_stream(response.stream, action.capture)
         return response
 
-    with _LOCK:
-        if id(sync_cls) in _PATCHED:
-            return lambda: None
-        sync_cls.handle_request = handle_request  # type: ignore[attr-defined]
-        async_cls.handle_async_request = handle_async_request  # type: ignore[attr-defined]
-        _PATCHED[id(sync_cls)] = (sync_cls, {"sync": orig_sync, "async": orig_async, "async_cls": async_cls})
-
-    def restore() -> None:
-        with _LOCK:
-            entry = _PATCHED.pop(id(sync_cls), None)
-            if entry is None:
-                return
-            sync_cls.handle_request = orig_sync  # type: ignore[attr-defined]
-            async_cls.handle_async_request = orig_async  # type: ignore[attr-defined]
-
-    return restore
+    return _TRANSPORTS.patch(
+        sync_cls, async_cls, (orig_sync, orig_async), (handle_request, handle_async_request)
+    )

@@ -26,6 +26,7 @@ from ..http.recording import LiveCapture
 from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
 
+# Per-thread scratch, not shared state: whether this thread is inside a patched urlopen already.
 _LOCAL = threading.local()
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

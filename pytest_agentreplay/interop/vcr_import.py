@@ -24,7 +24,7 @@ from ..core.canonical import sha256_hex
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
 
 if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
 
 IMPORT_SOURCE = "vcr"
 """``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
@@ -190,8 +190,8 @@ def import_vcr_file(
     OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
     belongs to (``RunMeta.test``; see :func:`pytest_recording_test`).
     """
-    from ..cassette.store import save_cassette
     from ..cassette.validation import read_regular_file
+    from ..cassette.write import save_cassette
     from ..core.capture import Recorder, RunContext
     from ..core.events import RunMeta
     from ..core.redaction import Redactor

@@ -30,7 +30,7 @@ from ..http.recording import LiveCapture, emit_exchange
 from ..replay.policy import SERVED_INSTEAD, Action, Refuse, Send, Serve
 
 if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
     from .vcr_compat import VcrReplay
 
@@ -68,7 +68,7 @@ def load_vcr_source(test_run: Any) -> LoadedCassette:
     """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions become
     its events at the end) carrying the :class:`VcrReplay`, labelled imported."""
     from ..cassette.blobs import BlobStore, default_blob_dir
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
     from .vcr_compat import VcrReplay
 
     source = test_run.vcr

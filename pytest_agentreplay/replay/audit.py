@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ..core.events import Event
 
 if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
 
 
 def effect_problems(events: list[Event]) -> list[str]:

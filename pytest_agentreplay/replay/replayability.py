@@ -3,7 +3,7 @@ decoded and rendered the way replay serves it (``agentreplay verify`` reports wh
 
 from __future__ import annotations
 
-from ..cassette.store import LoadedCassette
+from ..cassette.read import LoadedCassette
 from ..exceptions import CassetteError
 from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
 

@@ -13,7 +13,7 @@ from ..core.events import Event
 from ..exceptions import ToolNotRecordedError
 
 if TYPE_CHECKING:
-    from ..cassette.store import LoadedCassette
+    from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
 
 __all__ = ["ToolOutcome", "ToolReplayer"]

@@ -37,7 +37,7 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
     loaded = None
     error = None
     if cassette_path.is_file():
-        from ..cassette.store import load_cassette
+        from ..cassette.read import load_cassette
         from ..exceptions import AgentReplayError
 
         try:

@@ -436,6 +436,8 @@ def _blob_reader(cassette_path: Path) -> BlobReader:
     return read
 
 
+# A cache rather than state: an entry is used only while its file's mtime and size are unchanged, and at
+# most eight files are kept, so what locate() answers never depends on what was asked before.
 _DEFAULT = Locator(max_files=8)
 
 

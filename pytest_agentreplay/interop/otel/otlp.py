@@ -10,7 +10,7 @@ from ...core.events import Event, RunMeta
 from .spans import SCOPE_NAME, SpanData, run_spans, trace_id_for
 
 if TYPE_CHECKING:
-    from ...cassette.store import LoadedCassette
+    from ...cassette.read import LoadedCassette
 
 
 def any_value(value: Any) -> dict[str, Any]:

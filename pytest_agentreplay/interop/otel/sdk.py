@@ -12,7 +12,7 @@ from ...core.events import Event, RunMeta
 from .spans import KIND_CLIENT, KIND_INTERNAL, SCOPE_NAME, STATUS_ERROR, run_spans, trace_id_for
 
 if TYPE_CHECKING:
-    from ...cassette.store import LoadedCassette
+    from ...cassette.read import LoadedCassette
 
 
 def _sdk(name: str) -> Any:

@@ -18,7 +18,7 @@ from .markup import PayloadResolver, esc, kv
 from .svg import render_sequence_svg
 
 if TYPE_CHECKING:
-    from ...cassette.store import LoadedCassette
+    from ...cassette.read import LoadedCassette
 
 _PACKAGE = __name__.rpartition(".")[0]
 

@@ -1,28 +1,21 @@
-"""Cassette files: canonical, atomic, versioned, digest-sealed and redacted, plus their blob store."""
+"""Reading a cassette file: only a regular file inside its folder, of bounded size and nesting; parse
+and schema failures named with their place and fixes; the header's format and version; the integrity
+chain; in-memory events decoded from their stored form. :class:`LoadedCassette` is what a load gives:
+payloads resolved and shape-checked lazily, and every problem listed for ``agentreplay verify``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
-from pydantic import ValidationError
-
-from ..core.canonical import dumps_pretty
 from ..core.commands import rerecord_fix
-from ..core.constants import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    INLINE_PAYLOAD_LIMIT,
-    OLDEST_SUPPORTED_VERSION,
-)
-from ..core.events import CASSETTE_ADAPTER, CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
+from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
+from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
 from ..core.redaction import Redactor, default_redactor
 from ..exceptions import (
-    BlobMissingError,
     CassetteCorruptError,
     CassetteError,
     CassetteIntegrityError,
@@ -31,27 +24,26 @@ from ..exceptions import (
     CassetteSchemaError,
     CassetteVersionError,
     PayloadShapeError,
-    SecretLeakError,
+    RecordValidationError,
 )
-from .atomic import atomic_write_bytes, path_lock
-from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
-from .chain import ChainProblem, integrity_problems, seal_document
-from .document import blob_resolver, build_document, run_to_dict
+from .blobs import BlobStore, default_blob_dir
+from .chain import ChainProblem, integrity_problems
+from .document import Document, blob_resolver, build_document, run_to_dict, scan_document
 from .migrations import MIGRATIONS, migrate_document
-from .stored_form import decode_events, encode_events
+from .stored_form import decode_events
 from .validation import (
     MAX_CASSETTE_BYTES,
     MAX_DEPTH,
+    UNPARSED,
+    NestingTooDeep,
     depth_problem,
     event_key_problem,
+    parse_fast,
     payload_problem,
     read_regular_file,
 )
 
-Document = dict[str, Any]
 REF_FIELDS = ("input_ref", "output_ref")
-# Tool and policy names are keys there: "reset_password" names a tool, it does not hold a password.
-_NAME_KEYED_RUN_FIELDS = ("tool_schema_versions", "policy_versions")
 _MAX_LISTED_PROBLEMS = 20
 
 
@@ -66,24 +58,18 @@ def _fixes_rerecord(path: Path, test: str | None = None) -> list[str]:
     return [f"restore the file from git: `git checkout -- {path}`", rerecord_fix(test, path)]
 
 
-# -- reading -------------------------------------------------------------------------------------
-
-
 def _parse(data: bytes, path: Path, mode: str | None) -> Any:
     try:
-        # jiter parses faster than json.loads; json.loads remains the referee for errors and odd inputs.
-        return pydantic_core.from_json(data, allow_inf_nan=False)
-    except ValueError as exc:
-        if "recursion limit" in str(exc):
-            # Deeper than jiter's 200 levels: damage, refused before anything walks it recursively.
-            raise CassetteLimitError(
-                f"cassette {path.name} is nested too deeply to be a cassette",
-                evidence=[str(exc)],
-                cassette=path,
-                mode=mode,
-                fixes=_fixes_rerecord(path),
-            ) from None
-        return _parse_slow(data, path, mode)
+        value = parse_fast(data)
+    except NestingTooDeep as exc:
+        raise CassetteLimitError(
+            f"cassette {path.name} is nested too deeply to be a cassette",
+            evidence=[str(exc)],
+            cassette=path,
+            mode=mode,
+            fixes=_fixes_rerecord(path),
+        ) from None
+    return _parse_slow(data, path, mode) if value is UNPARSED else value
 
 
 def _parse_slow(data: bytes, path: Path, mode: str | None) -> Any:
@@ -188,7 +174,9 @@ def _check_header(raw: Any, path: Path, mode: str | None) -> int:
     return version
 
 
-def _schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | None) -> CassetteSchemaError:
+def schema_error(
+    exc: RecordValidationError, raw: Document, path: Path, mode: str | None
+) -> CassetteSchemaError:
     details = exc.errors(include_url=False)
     places = [_describe_loc(err["loc"], raw) for err in details]
     evidence = []
@@ -293,9 +281,16 @@ def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
 
 
 def _load(
-    path: Path, mode: str | None, *, migrate: bool = False, store: BlobStore | None = None
+    path: Path,
+    mode: str | None,
+    *,
+    migrate: bool = False,
+    store: BlobStore | None = None,
+    check_integrity: bool = True,
 ) -> tuple[Document, int, CassetteDoc]:
-    """(the document as stored, the version the file had, the validated model with in-memory events)."""
+    """(the document as stored, the version the file had, the validated model with in-memory events).
+
+    Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
     data = read_cassette_bytes(path, mode)
     raw = _parse(data, path, mode)
     version = _check_header(raw, path, mode)
@@ -313,14 +308,14 @@ def _load(
             if not problems:
                 raise
         else:
-            doc = CASSETTE_ADAPTER.validate_python({**raw, "events": events})
+            doc = CassetteDoc.model_validate({**raw, "events": events})
             problems = integrity_problems(raw)
             _check_event_keys(raw, path)
     except CassetteError as exc:
         exc.mode = mode
         raise
-    except ValidationError as exc:
-        raise _schema_error(exc, raw, path, mode) from None
+    except RecordValidationError as exc:
+        raise schema_error(exc, raw, path, mode) from None
     except (ValueError, UnicodeError, RecursionError) as exc:
         # Only reachable through damage: an infinite number or a lone surrogate escape cannot be hashed.
         raise CassetteCorruptError(
@@ -329,7 +324,7 @@ def _load(
             mode=mode,
             fixes=_fixes_rerecord(path, _test_hint(raw)),
         ) from None
-    if problems:
+    if problems and (check_integrity or doc is None):
         first = problems[0]
         raise CassetteIntegrityError(
             f"cassette {path.name} fails its integrity check: it was edited, reordered or truncated",
@@ -360,7 +355,7 @@ def _load(
                 "or " + rerecord_fix(_test_hint(raw), path),
             ],
         )
-    assert doc is not None  # validated above whenever no problem was found
+    assert doc is not None  # validated above whenever the events could be decoded
     return raw, version, doc
 
 
@@ -431,6 +426,19 @@ def load_versioned(path: Path) -> tuple[LoadedCassette, int]:
     return _load_cassette(Path(path), migrate=True)
 
 
+def load_unchecked(path: Path) -> LoadedCassette | None:
+    """A cassette whose integrity check fails, loaded so the other checks can still run on it: the load
+    of :func:`load_cassette` without the chain check (any supported version, upgraded in memory).
+
+    For ``agentreplay verify`` and ``show``, which report the broken chain as a problem and audit the rest;
+    replay never uses it. ``None`` when the cassette cannot be loaded even so.
+    """
+    try:
+        return _load_cassette(Path(path), migrate=True, check_integrity=False)[0]
+    except CassetteError:
+        return None
+
+
 def _load_cassette(
     path: Path,
     *,
@@ -438,10 +446,11 @@ def _load_cassette(
     mode: str | None = None,
     verify_blobs: bool = False,
     migrate: bool = False,
+    check_integrity: bool = True,
 ) -> tuple[LoadedCassette, int]:
     path = Path(path)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    raw, version, doc = _load(path, mode, migrate=migrate, store=store)
+    raw, version, doc = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
     loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():
@@ -529,7 +538,7 @@ class LoadedCassette:
         doc = self.document or self._current_document()
         problems = verify_chain(doc)
         redactor = redactor or default_redactor()
-        problems.extend(f"secret-shaped value at {p}" for p in _scan_document(doc, redactor))
+        problems.extend(f"secret-shaped value at {p}" for p in scan_document(doc, redactor))
         checked: set[str] = set()
         for index, name, ref in self.iter_refs():
             if ref.sha256 is None or ref.sha256 in checked:
@@ -559,154 +568,3 @@ class LoadedCassette:
     def _current_document(self) -> Document:
         # Rebuilt from the models, so the chain is recomputed: only blobs and secrets are really checked.
         return build_document(run_to_dict(self.run), self.event_dicts())
-
-
-# -- writing -------------------------------------------------------------------------------------
-
-
-def _redact_run(run: Document, redactor: Redactor) -> Document:
-    return {k: redactor.redact(v, keys=k not in _NAME_KEYED_RUN_FIELDS) for k, v in run.items()}
-
-
-def _scan_document(doc: Mapping[str, Any], redactor: Redactor) -> list[str]:
-    found: list[str] = []
-    for key, value in doc["run"].items():
-        found.extend(redactor.find_secrets(value, f"run.{key}", keys=key not in _NAME_KEYED_RUN_FIELDS))
-    found.extend(redactor.find_secrets(doc["events"], "events"))
-    return found
-
-
-def _place_payloads(
-    event: Document,
-    index: int,
-    inline_limit: int,
-    store: BlobStore,
-    source: BlobStore | None,
-    pending: PendingBlobs,
-    path: Path,
-) -> None:
-    for name in REF_FIELDS:
-        ref = event.get(name)
-        if not isinstance(ref, dict):
-            continue
-        if "inline" in ref:
-            placed, blobs = plan_externalize(ref["inline"], inline_limit)
-            rest = {k: v for k, v in ref.items() if k not in ("inline", "sha256", "size")}
-            if "inline" in placed and "size" in ref:
-                rest["size"] = ref["size"]
-            event[name] = {**rest, **placed}
-            pending.update(blobs)
-        elif isinstance(ref.get("sha256"), str) and not store.exists(ref["sha256"]):
-            sha = ref["sha256"]
-            if source is None or not source.exists(sha):
-                raise BlobMissingError(
-                    f"cannot save {path.name}: event seq {index} references blob {sha}, "
-                    f"which is not in {store.root}",
-                    cassette=path,
-                    place=f"event seq {index} (events[{index}]), field {name}",
-                    fixes=[
-                        "pass source_blob_store= the store the cassette was loaded from",
-                        rerecord_fix(None, path),
-                    ],
-                )
-            for needed in source.referenced(sha):
-                pending[needed] = (source.get(needed), source.path_for(needed).read_bytes())
-
-
-def _apply_hook(hook: Callable[[Document], Document], event: Document, index: int, path: Path) -> Document:
-    try:
-        # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
-        return event_to_dict(Event.model_validate(hook(event)))
-    except ValidationError as exc:
-        raise CassetteSchemaError(
-            f"cannot save {path.name}: the redaction hook returned an invalid event",
-            evidence=[
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:8]
-            ],
-            cassette=path,
-            place=f"event seq {index} (events[{index}])",
-            fixes=["make the hook return the event dict it was given, modified in place of values only"],
-        ) from None
-
-
-def save_cassette(
-    path: Path,
-    run: RunMeta,
-    events: Sequence[Event],
-    *,
-    blob_dir: Path | None = None,
-    redactor: Redactor | None = None,
-    inline_limit: int = INLINE_PAYLOAD_LIMIT,
-    extra_redact: Callable[[Document], Document] | None = None,
-    source_blob_store: BlobStore | None = None,
-) -> LoadedCassette:
-    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
-
-    ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
-    """
-    path = Path(path)
-    for index, event in enumerate(events):
-        if event.seq != index:
-            raise ValueError(
-                f"event at index {index} has seq {event.seq}: seq must be dense 0..{len(events) - 1}"
-            )
-    redactor = redactor or default_redactor()
-    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    doc: Document = {}
-    try:
-        run_dict = _redact_run(run_to_dict(run), redactor)
-        pending: PendingBlobs = {}
-        event_dicts: list[Document] = []
-        whole: list[str] = []
-        for index, event in enumerate(events):
-            current = redactor.redact(event_to_dict(event))
-            if extra_redact is not None:
-                current = _apply_hook(extra_redact, current, index, path)
-            # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
-            # is seen through the same decoded view redaction used.
-            whole.extend(redactor.find_secrets(current, f"events[{index}]"))
-            event_dicts.append(current)
-        stored = encode_events(event_dicts, run.run_id, resolve=blob_resolver(store, source_blob_store))
-        for index, current in enumerate(stored):
-            _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
-        doc = seal_document(run_dict, stored)
-        text = dumps_pretty(doc).encode("utf-8")
-    except ValidationError as exc:
-        raise _schema_error(exc, doc, path, None) from None
-    except (ValueError, UnicodeError) as exc:
-        raise CassetteSchemaError(
-            f"cannot save {path.name}: a value has no canonical JSON form ({exc})",
-            evidence=["NaN/Infinity floats and lone surrogate characters cannot be stored"],
-            cassette=path,
-            fixes=["convert the value before recording it (e.g. str() it or drop it)"],
-        ) from None
-    leaks = list(dict.fromkeys([*_scan_document(doc, redactor), *whole]))
-    for sha, (value, _) in pending.items():
-        leaks.extend(f"blob {sha}: {p}" for p in redactor.find_secrets(value))
-    if (shown := redactor.redact_string(path.name, keys=False)) != path.name:
-        leaks.append(f"the file name ({shown})")
-    if leaks:
-        raise SecretLeakError(
-            f"refusing to write {path.name}: {len(leaks)} secret-shaped value(s) survived redaction",
-            evidence=leaks[:20],
-            cassette=path,
-            place=leaks[0],
-            fixes=[
-                "make the redaction hook (pytest_agentreplay_redact_event) stop re-adding the value",
-                "if it is not a secret, exclude it from the project's redact_patterns/redact_keys",
-                "add the name to [tool.agentreplay] redact_keys / redact_headers if a new field carries it",
-            ],
-        )
-    with path_lock(path):
-        # Blobs first: a cassette on disk never references a blob that is not there yet.
-        for sha, (_, data) in pending.items():
-            store.put_bytes(sha, data)
-        atomic_write_bytes(path, text)
-    # What a later load of the file gives (blob-stored payloads stay references).
-    try:
-        validated = CASSETTE_ADAPTER.validate_python(
-            {**doc, "events": decode_stored_events(doc, path, store)}
-        )
-    except ValidationError as exc:
-        raise _schema_error(exc, doc, path, None) from None
-    return LoadedCassette(path, validated.run, validated.events, store, document=doc)

@@ -1,0 +1,154 @@
+"""Writing a cassette file: the redaction pass (the project's hook included), large payloads moved to the
+blob store, the integrity chain, the secret scan that refuses a leak, then an atomic locked write."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..core.canonical import dumps_pretty
+from ..core.commands import rerecord_fix
+from ..core.constants import INLINE_PAYLOAD_LIMIT
+from ..core.events import CassetteDoc, Event, RunMeta, event_to_dict
+from ..core.redaction import Redactor, default_redactor
+from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
+from .atomic import atomic_write_bytes, path_lock
+from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
+from .chain import seal_document
+from .document import Document, blob_resolver, redact_run, run_to_dict, scan_document
+from .read import REF_FIELDS, LoadedCassette, decode_stored_events, schema_error
+from .stored_form import encode_events
+
+
+def _place_payloads(
+    event: Document,
+    index: int,
+    inline_limit: int,
+    store: BlobStore,
+    source: BlobStore | None,
+    pending: PendingBlobs,
+    path: Path,
+) -> None:
+    for name in REF_FIELDS:
+        ref = event.get(name)
+        if not isinstance(ref, dict):
+            continue
+        if "inline" in ref:
+            placed, blobs = plan_externalize(ref["inline"], inline_limit)
+            rest = {k: v for k, v in ref.items() if k not in ("inline", "sha256", "size")}
+            if "inline" in placed and "size" in ref:
+                rest["size"] = ref["size"]
+            event[name] = {**rest, **placed}
+            pending.update(blobs)
+        elif isinstance(ref.get("sha256"), str) and not store.exists(ref["sha256"]):
+            sha = ref["sha256"]
+            if source is None or not source.exists(sha):
+                raise BlobMissingError(
+                    f"cannot save {path.name}: event seq {index} references blob {sha}, "
+                    f"which is not in {store.root}",
+                    cassette=path,
+                    place=f"event seq {index} (events[{index}]), field {name}",
+                    fixes=[
+                        "pass source_blob_store= the store the cassette was loaded from",
+                        rerecord_fix(None, path),
+                    ],
+                )
+            for needed in source.referenced(sha):
+                pending[needed] = (source.get(needed), source.path_for(needed).read_bytes())
+
+
+def _apply_hook(hook: Callable[[Document], Document], event: Document, index: int, path: Path) -> Document:
+    try:
+        # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
+        return event_to_dict(Event.model_validate(hook(event)))
+    except RecordValidationError as exc:
+        raise CassetteSchemaError(
+            f"cannot save {path.name}: the redaction hook returned an invalid event",
+            evidence=[
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)[:8]
+            ],
+            cassette=path,
+            place=f"event seq {index} (events[{index}])",
+            fixes=["make the hook return the event dict it was given, modified in place of values only"],
+        ) from None
+
+
+def save_cassette(
+    path: Path,
+    run: RunMeta,
+    events: Sequence[Event],
+    *,
+    blob_dir: Path | None = None,
+    redactor: Redactor | None = None,
+    inline_limit: int = INLINE_PAYLOAD_LIMIT,
+    extra_redact: Callable[[Document], Document] | None = None,
+    source_blob_store: BlobStore | None = None,
+) -> LoadedCassette:
+    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
+
+    ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
+    """
+    path = Path(path)
+    for index, event in enumerate(events):
+        if event.seq != index:
+            raise ValueError(
+                f"event at index {index} has seq {event.seq}: seq must be dense 0..{len(events) - 1}"
+            )
+    redactor = redactor or default_redactor()
+    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
+    doc: Document = {}
+    try:
+        run_dict = redact_run(run_to_dict(run), redactor)
+        pending: PendingBlobs = {}
+        event_dicts: list[Document] = []
+        whole: list[str] = []
+        for index, event in enumerate(events):
+            current = redactor.redact(event_to_dict(event))
+            if extra_redact is not None:
+                current = _apply_hook(extra_redact, current, index, path)
+            # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
+            # is seen through the same decoded view redaction used.
+            whole.extend(redactor.find_secrets(current, f"events[{index}]"))
+            event_dicts.append(current)
+        stored = encode_events(event_dicts, run.run_id, resolve=blob_resolver(store, source_blob_store))
+        for index, current in enumerate(stored):
+            _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
+        doc = seal_document(run_dict, stored)
+        text = dumps_pretty(doc).encode("utf-8")
+    except RecordValidationError as exc:
+        raise schema_error(exc, doc, path, None) from None
+    except (ValueError, UnicodeError) as exc:
+        raise CassetteSchemaError(
+            f"cannot save {path.name}: a value has no canonical JSON form ({exc})",
+            evidence=["NaN/Infinity floats and lone surrogate characters cannot be stored"],
+            cassette=path,
+            fixes=["convert the value before recording it (e.g. str() it or drop it)"],
+        ) from None
+    leaks = list(dict.fromkeys([*scan_document(doc, redactor), *whole]))
+    for sha, (value, _) in pending.items():
+        leaks.extend(f"blob {sha}: {p}" for p in redactor.find_secrets(value))
+    if (shown := redactor.redact_string(path.name, keys=False)) != path.name:
+        leaks.append(f"the file name ({shown})")
+    if leaks:
+        raise SecretLeakError(
+            f"refusing to write {path.name}: {len(leaks)} secret-shaped value(s) survived redaction",
+            evidence=leaks[:20],
+            cassette=path,
+            place=leaks[0],
+            fixes=[
+                "make the redaction hook (pytest_agentreplay_redact_event) stop re-adding the value",
+                "if it is not a secret, exclude it from the project's redact_patterns/redact_keys",
+                "add the name to [tool.agentreplay] redact_keys / redact_headers if a new field carries it",
+            ],
+        )
+    with path_lock(path):
+        # Blobs first: a cassette on disk never references a blob that is not there yet.
+        for sha, (_, data) in pending.items():
+            store.put_bytes(sha, data)
+        atomic_write_bytes(path, text)
+    # What a later load of the file gives (blob-stored payloads stay references).
+    try:
+        validated = CassetteDoc.model_validate({**doc, "events": decode_stored_events(doc, path, store)})
+    except RecordValidationError as exc:
+        raise schema_error(exc, doc, path, None) from None
+    return LoadedCassette(path, validated.run, validated.events, store, document=doc)

@@ -1,0 +1,129 @@
+"""A conversation's request resends the previous one's history: parse and check only what is new.
+
+Each model call of an N-turn conversation sends every earlier message again. Parsed whole, the requests
+of a conversation cost its square in parsing, in objects allocated (and then walked by the garbage
+collector) and in format checks. Kept here, per endpoint: the previous request's parsed body and its
+bytes up to the end of its conversation list (``messages``, ``input``, ``contents``, or else its longest
+list of objects). A request whose bytes start with those is parsed from there on only; the earlier
+items are the previous request's very objects, so redacting, hashing and comparing them are identity
+hits downstream.
+
+Nothing is assumed: the bytes after the shared part are parsed, then serialised again in the previous
+request's format and compared with what was sent, so the result is exactly what parsing the whole body
+gives (and its format what the full check would name), or the caller parses the whole body.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .bodies import json_text
+
+# The formats whose text is one line with no spacing choices left to the writer (see ``bodies``): for
+# those, the text of a list's first items is a prefix of the text of the whole body.
+_COMPACT = (None, "compact-ascii")
+_CONVERSATION_KEYS = ("messages", "input", "contents")
+# Stands in for the conversation key when the rest of a body is parsed alone. JSON text cannot hold a
+# raw NUL, so it is escaped in both formats, and no API names a field with one.
+_STAND_IN = "\x00agentreplay-resent"
+_OPEN = b'{"\\u0000agentreplay-resent":['
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
+    up to the end of that list's last item, and the compact formats those bytes are the text of (both,
+    when they hold no character the two write differently), in the order the full check tries them."""
+
+    value: dict[str, Any]
+    key: str
+    prefix: bytes
+    formats: tuple[str | None, ...]
+
+
+def _conversation_key(value: dict[str, Any]) -> str | None:
+    for key in _CONVERSATION_KEYS:
+        items = value.get(key)
+        if type(items) is list and items and all(type(item) is dict for item in items):
+            return key
+    best, size = None, 0
+    for key, items in value.items():
+        if type(items) is list and len(items) > size and all(type(item) is dict for item in items):
+            best, size = key, len(items)
+    return best
+
+
+def _prefix_text(value: dict[str, Any], key: str, fmt: str | None) -> str | None:
+    head: dict[str, Any] = {}
+    for name, item in value.items():
+        if name == key:
+            break
+        head[name] = item
+    head[key] = []
+    head_text = json_text(head, fmt)
+    if not head_text.endswith("[]}"):
+        return None
+    return head_text[:-2] + ",".join(json_text(item, fmt) for item in value[key])
+
+
+def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
+    """What a following request may extend, from ``raw`` parsed as ``value`` in the format the full check
+    named (``fmt``); None when the body is not a compact JSON object holding a list of objects."""
+    if fmt not in _COMPACT or type(value) is not dict:
+        return None
+    key = _conversation_key(value)
+    if key is None:
+        return None
+    prefix, formats = b"", []
+    for option in _COMPACT:
+        text = _prefix_text(value, key, option)
+        if text is not None and raw.startswith(encoded := text.encode("utf-8")):
+            prefix = encoded
+            formats.append(option)
+    if not formats or raw[len(prefix) : len(prefix) + 1] != b"]":
+        return None
+    return Sent(value, key, prefix, tuple(formats))
+
+
+def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | None:
+    """``raw`` parsed, sharing ``sent``'s objects where it resends them, what the next request may extend,
+    and the format the full check would name; None when ``raw`` does not start with ``sent``'s bytes or
+    is not in one of its formats."""
+    prefix = sent.prefix
+    if not raw.startswith(prefix):
+        return None
+    rest = raw[len(prefix) :]
+    if rest[:1] == b",":
+        text = _OPEN + rest[1:]
+    elif rest[:1] == b"]":
+        text = _OPEN + rest
+    else:
+        return None
+    try:
+        tail = json.loads(text)
+    except ValueError:
+        return None
+    if type(tail) is not dict:
+        return None
+    new_items = tail.get(_STAND_IN)
+    if type(new_items) is not list or next(iter(tail)) != _STAND_IN:
+        return None
+    # The new part must read back as it was written, in a format the shared part is the text of: then the
+    # whole body is that format's text of the value built here, as a full parse and check would find.
+    formats = tuple(fmt for fmt in sent.formats if json_text(tail, fmt).encode("utf-8") == text)
+    if not formats:
+        return None
+    del tail[_STAND_IN]
+    value: dict[str, Any] = {}
+    for name, item in sent.value.items():
+        if name == sent.key:
+            break
+        value[name] = item
+    if sent.key in tail or any(name in tail for name in value):
+        return None  # a key written twice: the full parse decides which one counts
+    value[sent.key] = [*sent.value[sent.key], *new_items]
+    value.update(tail)
+    added = b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
+    return value, Sent(value, sent.key, prefix + added, formats), formats[0]

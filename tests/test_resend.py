@@ -1,0 +1,131 @@
+"""A conversation's request parsed from where it stops resending the previous one (``http.resend``):
+whatever the bytes, the result is what parsing the whole body gives, or nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_agentreplay.http import bodies, resend
+from pytest_agentreplay.http.exchange import HttpRequest
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+values = st.recursive(
+    scalars | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=6,
+)
+messages = st.lists(st.dictionaries(texts, values, min_size=1, max_size=3), min_size=1, max_size=4)
+FORMATS = {
+    None: {"separators": (",", ":"), "ensure_ascii": False},
+    "compact-ascii": {"separators": (",", ":")},
+}
+
+
+def dump(value: Any, fmt: str | None) -> bytes:
+    return json.dumps(value, **FORMATS[fmt]).encode("utf-8")
+
+
+def body_of(raw: bytes) -> dict[str, Any] | None:
+    return bodies.encode_body(raw, "application/json")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    head=st.dictionaries(texts, values, max_size=2),
+    first=messages,
+    more=st.lists(st.dictionaries(texts, values, max_size=3) | values, max_size=3),
+    tail=st.dictionaries(texts, values, max_size=3),
+    key=st.sampled_from(["messages", "input", "turns"]),
+    fmt=st.sampled_from([None, "compact-ascii"]),
+)
+def test_an_extended_request_reads_as_its_full_parse(
+    head: dict[str, Any], first: list[Any], more: list[Any], tail: dict[str, Any], key: str, fmt: str | None
+) -> None:
+    before = {
+        **{k: v for k, v in head.items() if k != key},
+        key: first,
+        **{k: v for k, v in tail.items() if k not in head and k != key},
+    }
+    after = {**before, key: [*first, *more]}
+    raw_before, raw_after = dump(before, fmt), dump(after, fmt)
+    detected = body_of(raw_before)
+    assert detected is not None
+    sent = resend.remember(raw_before, detected["json"], detected.get("format"))
+    if sent is None:
+        return  # another list of objects was taken as the conversation: nothing to extend
+    extended = resend.extend(sent, raw_after)
+    full = body_of(raw_after)
+    assert full is not None
+    if sent.key != key:
+        assert extended is None or extended[0] == full["json"]
+        return
+    if extended is None:
+        # Refused only where the shared part's format cannot write the new part (an ASCII-only history,
+        # then an escaped character): the full parse names another format.
+        assert full.get("format") != detected.get("format")
+        return
+    value, grown, named = extended
+    assert value == full["json"] and list(value) == list(full["json"])
+    assert named == full.get("format")
+    assert all(a is b for a, b in zip(value[key], sent.value[key], strict=False))  # the history is shared
+    assert raw_after.startswith(grown.prefix) and raw_after[len(grown.prefix) : len(grown.prefix) + 1] == b"]"
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=messages, edit=st.binary(min_size=1, max_size=6), at=st.integers(0, 10_000))
+def test_changed_bytes_are_refused_or_read_as_the_full_parse(first: list[Any], edit: bytes, at: int) -> None:
+    before = {"messages": first, "model": "m"}
+    raw_before = dump(before, None)
+    sent = resend.remember(raw_before, json.loads(raw_before), body_of(raw_before).get("format"))  # type: ignore[union-attr]
+    if sent is None:
+        return  # escaped characters: not compact UTF-8, so never extended
+    raw_after = dump({**before, "messages": [*first, {"role": "user", "content": "next"}]}, None)
+    cut = at % len(raw_after)
+    damaged = raw_after[:cut] + edit + raw_after[cut:]
+    extended = resend.extend(sent, damaged)
+    if extended is None:
+        return
+    full = body_of(damaged)
+    assert full is not None and "raw" not in full
+    assert extended[0] == full["json"] and extended[2] == full.get("format")
+
+
+def test_spacing_a_full_parse_would_flag_is_not_taken_as_compact() -> None:
+    before = {"messages": [{"role": "user", "content": "hi"}], "model": "m"}
+    raw_before = dump(before, None)
+    sent = resend.remember(raw_before, before, None)
+    assert sent is not None
+    spaced_tail = raw_before[: len(sent.prefix)] + b', {"role": "assistant", "content": "yo"}],"model":"m"}'
+    assert resend.extend(sent, spaced_tail) is None
+    duplicate_key = raw_before[: len(sent.prefix)] + b'],"model":"m","messages":[]}'
+    assert resend.extend(sent, duplicate_key) is None
+
+
+def test_requests_of_a_conversation_share_their_history() -> None:
+    history: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    previous: resend.Sent | None = None
+    bodies_seen: list[dict[str, Any]] = []
+    for turn in range(5):
+        history = [*history, {"role": "user", "content": f"question {turn}"}]
+        raw = dump({"model": "m", "messages": history, "temperature": 0}, None)
+        request = HttpRequest(
+            "POST", "https://api.example/v1/chat", {"content-type": "application/json"}, raw
+        )
+        previous = request.resend_body(previous)
+        assert previous is not None
+        stored = request.stored_body()
+        assert stored == body_of(raw)
+        bodies_seen.append(stored["json"])
+        history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
+    first, last = bodies_seen[0]["messages"], bodies_seen[-1]["messages"]
+    assert last[0] is first[0] and last[1] is first[1]

@@ -1,0 +1,89 @@
+"""A finished run is freed by reference counting alone: a session of many replayed tests does not leave
+their histories and cassettes to the cyclic collector, whose passes would walk them all."""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_agentreplay import capture_run
+
+
+@pytest.fixture
+def no_cyclic_collector() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("no_cyclic_collector")
+def test_a_captured_run_that_read_runtime_values_is_freed_when_let_go(tmp_path: Path) -> None:
+    with capture_run(tmp_path / "run.json", intercept_http=False) as ctx:
+        time.time()
+        uuid.uuid4()
+        ref = weakref.ref(ctx)
+        events = weakref.ref(ctx.recorder)
+    assert any(e.type == "runtime.values" for e in ctx.recorder.events)
+    del ctx
+    assert ref() is None and events() is None
+
+
+def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import gc
+
+        import pytest
+
+        counts = []
+
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logfinish(nodeid, location):
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            kept = [o for o in gc.garbage if type(o).__name__ in ("RunContext", "Event", "LoadedCassette")]
+            counts.append(len(kept))
+            gc.garbage.clear()
+            gc.set_debug(0)
+
+
+        def pytest_terminal_summary(terminalreporter):
+            terminalreporter.write_line(f"RUN GARBAGE {counts}")
+        """
+    )
+    pytester.makepyfile(
+        """
+        import time
+        import uuid
+
+        import pytest
+
+        from pytest_agentreplay import tool
+
+
+        @tool(name="lookup")
+        def lookup(order: str) -> dict:
+            return {"order": order, "at": time.time()}
+
+
+        @pytest.mark.agentreplay
+        def test_agent(agent_replay):
+            uuid.uuid4()
+            assert lookup("A-1")["order"] == "A-1"
+        """
+    )
+    recorded = pytester.runpytest_subprocess("--agentreplay-record=all", "-p", "no:cacheprovider")
+    recorded.assert_outcomes(passed=1)
+    replayed = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    replayed.assert_outcomes(passed=1)
+    replayed.stdout.fnmatch_lines(["RUN GARBAGE [[]0[]]"])
