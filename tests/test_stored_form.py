@@ -192,3 +192,28 @@ def test_request_digest_is_the_hash_of_the_whole_body(body: dict[str, Any]) -> N
     memo = DigestMemo()
     assert request_digest(body, memo) == hash_value(body)
     assert request_digest(body, memo) == hash_value(body)  # again, from the memo
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    turns=st.lists(
+        st.tuples(
+            st.lists(st.dictionaries(st.text(max_size=4), json_values, max_size=2), max_size=3),
+            st.integers(0, 3),  # how many items of the history the next request leaves out at the end
+            st.sampled_from([None, 1, 2]),  # a key sorted before the list: changes the text before it
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_request_digests_of_a_conversation_hash_each_whole_body(turns: list[Any]) -> None:
+    memo = DigestMemo()
+    history: list[dict[str, Any]] = [{"role": "system"}]
+    for added, dropped, before in turns:
+        history = [*history, *added]
+        body: dict[str, Any] = {"messages": history, "model": "m", "tools": [{"name": "t"}]}
+        if before is not None:
+            body["max_tokens"] = before
+        assert request_digest(body, memo) == hash_value(body)
+        if dropped:
+            history = history[: max(1, len(history) - dropped)]  # shared objects, fewer of them

@@ -139,7 +139,7 @@ def _restore_response(ref: dict[str, Any]) -> None:
 
 def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Canonical key order, as the value had when it was stored (the last of duplicate keys wins).
-    return {key: value for key, value in sorted(dict(pairs).items())}
+    return dict(sorted(dict(pairs).items()))
 
 
 # -- encoding ---------------------------------------------------------------------------------------

@@ -67,53 +67,74 @@ def hash_value(value: Any) -> str:
 
 
 class DigestMemo:
-    """What :func:`request_digest` serialised before, so a conversation's requests cost their new messages.
+    """What :func:`request_digest` serialised and hashed before, so a conversation's requests cost their
+    new messages.
 
     ``items``: id(item) -> (item, its canonical JSON); holding the item keeps its id from being reused.
-    ``lists``: per body key, the items of the last list hashed under it and their joined JSON: the next
-    request of a conversation holds the very same objects first (see ``http.resend``), told apart by
-    identity in one C-level pass, so only the items after them are looked at.
+    ``lists``: per body key, (the text before the list, the items of the last list hashed under it, the
+    hash state after them): the next request of a conversation holds the very same objects first (see
+    ``http.resend``), told apart by identity in one C-level pass, so only the items after them are
+    serialised and hashed.
     """
 
     __slots__ = ("items", "lists")
 
     def __init__(self) -> None:
         self.items: dict[int, tuple[Any, str]] = {}
-        self.lists: dict[str, tuple[list[Any], str]] = {}
+        self.lists: dict[str, tuple[str, list[Any], Any]] = {}
 
 
 def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
     """:func:`hash_value` of a JSON request body, built from the canonical text of each item of its lists of
     objects (a conversation's messages, the tools), memoised by identity: an item seen before is not
-    serialised again, so hashing every request of an N-call conversation serialises its messages once."""
+    serialised again, and the first such list (in key order) is hashed on from where the previous request's
+    list ended, so hashing every request of an N-call conversation serialises and hashes its messages once."""
     if not isinstance(body, dict) or memo is None:
         return hash_value(body)
-    parts: list[str] = []
     try:
         items = sorted(body.items())
     except TypeError:
         return hash_value(body)
-    for key, value in items:
+    pending = ["{"]
+    hasher: Any = None
+    for index, (key, value) in enumerate(items):
         if not isinstance(key, str):
             return hash_value(body)
+        head = ("," if index else "") + dumps_compact(key) + ":"
         if type(value) is list and value and all(map(isinstance, value, repeat(dict))):
-            text = "[" + _list_text(key, value, memo) + "]"
+            if hasher is None:
+                hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo)
+                pending = ["]"]
+            else:
+                pending.append(head + "[" + ",".join(_item_text(item, memo) for item in value) + "]")
         else:
-            text = dumps_compact(value)
-        parts.append(dumps_compact(key) + ":" + text)
-    return sha256_hex("{" + ",".join(parts) + "}")
+            pending.append(head + dumps_compact(value))
+    pending.append("}")
+    if hasher is None:
+        return sha256_hex("".join(pending))
+    finished = hasher.copy()
+    finished.update("".join(pending).encode("utf-8"))
+    return str(finished.hexdigest())
 
 
-def _list_text(key: str, value: list[Any], memo: DigestMemo) -> str:
+def _list_hasher(key: str, before: str, value: list[Any], memo: DigestMemo) -> Any:
+    """The hash state after ``before`` and the items of ``value`` (not to be updated: copy it)."""
     last = memo.lists.get(key)
-    if last is not None and len(last[0]) <= len(value) and all(map(is_, last[0], value)):
-        done, text = last
-        if len(done) < len(value):
-            text += "," + ",".join(_item_text(item, memo) for item in value[len(done) :])
+    if (
+        last is not None
+        and last[0] == before
+        and len(last[1]) <= len(value)
+        and all(map(is_, last[1], value))
+    ):
+        hasher = last[2].copy()
+        if len(last[1]) < len(value):
+            added = "," + ",".join(_item_text(item, memo) for item in value[len(last[1]) :])
+            hasher.update(added.encode("utf-8"))
     else:
-        text = ",".join(_item_text(item, memo) for item in value)
-    memo.lists[key] = (value[:], text)  # a copy: the body's list may change after it was hashed
-    return text
+        text = before + ",".join(_item_text(item, memo) for item in value)
+        hasher = hashlib.sha256(text.encode("utf-8"))
+    memo.lists[key] = (before, value[:], hasher)  # a copy: the body's list may change after it was hashed
+    return hasher
 
 
 def _item_text(item: Any, memo: DigestMemo) -> str:

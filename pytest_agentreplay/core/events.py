@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 # The event vocabularies (``Actor``, ``EventClass``, ``EventType``) are written once, in constants, beside
 # the tuples of their values; re-exported here, where the model uses them.
-from .constants import FORMAT_NAME, FORMAT_VERSION, HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+from .constants import FORMAT_NAME, FORMAT_VERSION
 from .constants import Actor as Actor
 from .constants import EventClass as EventClass
 from .constants import EventType as EventType
@@ -132,37 +132,23 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-_HTTP_MEDIA_TYPES = frozenset({HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE})
-_REF_NAMES = frozenset({"input_ref", "output_ref"})
+_JSON_NAMES = {name: f.key for name, f in Event.model_fields.items() if f.key != name}
+_RECORD_FIELDS = ("tool", "input_ref", "output_ref", "effect")
 
 
 def event_to_shared_dict(event: Event) -> dict[str, Any]:
-    """:func:`event_to_dict`, but an HTTP payload held inline is the event's own object, not a copy.
+    """:func:`event_to_dict` without the copies: the values are the event's own objects (its data, the
+    payloads its refs hold), only the records around them become dicts.
 
-    Those payloads are parsed JSON, so the copy would be equal; a conversation's requests share their
-    history, and copying it per request would cost its square. For readers only: do not modify the result.
+    A conversation's requests share their history, and the comparison reads every event of a run twice
+    (recorded and replayed): copying would cost the square of the conversation, and the allocations their
+    collection. For readers only: do not modify the result.
     """
-    shared = {
-        name
-        for name in _REF_NAMES
-        if (ref := getattr(event, name)) is not None
-        and ref.media_type in _HTTP_MEDIA_TYPES
-        and ref.sha256 is None
-        and ref.inline is not None
-    }
-    if not shared:
-        return event_to_dict(event)
-    out = event.model_dump(mode="json", by_alias=True, exclude_none=True, exclude=shared)
-    for name in shared:
-        ref = getattr(event, name)
-        ref_dict: dict[str, Any] = {
-            "inline": ref.inline,
-            "data_class": ref.data_class,
-            "media_type": ref.media_type,
-        }
-        if ref.size is not None:
-            ref_dict["size"] = ref.size
-        out[name] = ref_dict
+    out = {_JSON_NAMES.get(name, name): value for name, value in event.__dict__.items() if value is not None}
+    for name in _RECORD_FIELDS:
+        record = out.get(name)
+        if record is not None:
+            out[name] = {k: v for k, v in record.__dict__.items() if v is not None}
     return out
 
 

@@ -95,20 +95,20 @@ def _literal_text(values: tuple[Any, ...]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " or " + shown[-1]
 
 
-def _scalar(kind: type, name: str, article: str) -> Check:
+def _scalar(kind: type, code: str, name: str) -> Check:
     def check(value: Any, loc: tuple[int | str, ...], problems: list[Problem]) -> Any:
         # ``type() is`` first: the usual case, and it keeps bool out of int as strict mode does.
         if type(value) is kind or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
             return value
-        problems.append(_problem(f"{name}_type", loc, f"Input should be {article} valid {name}", value))
+        problems.append(_problem(code, loc, f"Input should be a valid {name}", value))
         return value
 
     return check
 
 
-_STR = _scalar(str, "string", "a")
-_INT = _scalar(int, "integer", "a")
-_BOOL = _scalar(bool, "boolean", "a")
+_STR = _scalar(str, "string_type", "string")
+_INT = _scalar(int, "int_type", "integer")
+_BOOL = _scalar(bool, "bool_type", "boolean")
 
 
 def _constrained(inner: Check, info: FieldInfo) -> Check:

@@ -22,6 +22,9 @@ from ..core.events import Event, event_to_shared_dict
 from ..core.redaction import Redactor
 
 Document = dict[str, Any]
+# Fields this package writes itself (when and where in the run): they hold nothing to redact.
+_STAMPED = frozenset({"ts", "seq"})
+_MEASURED = frozenset({"latency_ms"})  # in an event's data, measured by this package
 
 
 def _without_json(ref: Any) -> Any:
@@ -70,6 +73,8 @@ def redacted_replay(
         for key, value in current.items():
             if key in reused:
                 event_out[key] = reused[key]
+            elif key in _STAMPED:
+                event_out[key] = value
             elif twin is not None and key in twin and same_json(value, twin[key]):
                 event_out[key] = twin[key]
             elif twin is not None and key == "data":
@@ -90,6 +95,8 @@ def _data_over_twin(data: Any, twin: Any, redactor: Redactor) -> Any:
     for key, value in data.items():
         if key in twin and same_json(value, twin[key]):
             out[key] = twin[key]
+        elif key in _MEASURED:
+            out[key] = value
         else:
             out.update(redactor.redact({key: value}))
     return out

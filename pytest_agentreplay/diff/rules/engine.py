@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ PLACEHOLDER: Final = "<~>"
 _SEP: Final = "\x00"
 
 
+@functools.lru_cache(maxsize=2048)
 def _path_regex(pattern: str) -> re.Pattern[str]:
     """Compile a path glob to a regex over ``SEP``-terminated tokens; prefix match covers descendants."""
     parts: list[str] = []
@@ -53,9 +55,13 @@ def _type_specificity(pattern: str) -> int:
 @dataclass(frozen=True)
 class _Compiled:
     rule: Rule
-    regex: re.Pattern[str]
     pseudo: bool
     key: tuple[Any, ...]
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        # Compiled when first matched, once per process: most rules name event types a run never has.
+        return _path_regex(self.rule.path)
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ class RuleSet:
         for rule in self.rules:
             rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
             key = (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
-            self._compiled.append(_Compiled(rule, _path_regex(rule.path), rule.path.startswith("@"), key))
+            self._compiled.append(_Compiled(rule, rule.path.startswith("@"), key))
         self._compiled.sort(key=lambda c: c.key, reverse=True)
         self._by_type: dict[str, list[_Compiled]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}

@@ -1,0 +1,121 @@
+"""The event records (``core.model``): strict checks with located errors, dumps that copy, the schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_agentreplay.core.events import (
+    CassetteDoc,
+    Event,
+    PayloadRef,
+    RunMeta,
+    ToolInfo,
+    cassette_json_schema,
+    event_to_dict,
+    event_to_shared_dict,
+)
+from pytest_agentreplay.exceptions import AgentReplayError, RecordValidationError
+
+GOOD: dict[str, Any] = {"run_id": "r", "seq": 0, "ts": "t", "type": "http", "actor": "tool", "class": "input"}
+
+
+def problems(value: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    with pytest.raises(RecordValidationError) as info:
+        Event.model_validate(value)
+    return [(p["loc"], p["type"]) for p in info.value.errors()]
+
+
+def test_valid_input_builds_nested_records_and_defaults() -> None:
+    event = Event.model_validate({**GOOD, "tool": {"name": "a"}, "input_ref": {"inline": {"x": [1]}}})
+    assert isinstance(event.tool, ToolInfo) and event.tool.name == "a" and event.tool.idempotency_key is None
+    assert isinstance(event.input_ref, PayloadRef) and event.input_ref.data_class == "internal"
+    assert event.event_class == "input" and event.data == {}
+    assert Event.model_validate(
+        {**{k: v for k, v in GOOD.items() if k != "class"}, "event_class": "input"}
+    ) == Event(run_id="r", seq=0, ts="t", type="http", actor="tool", event_class="input")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"seq": True}, [(("seq",), "int_type")]),  # strict: a bool is no int
+        ({"seq": "1"}, [(("seq",), "int_type")]),  # no coercion
+        ({"seq": -1}, [(("seq",), "greater_than_equal")]),
+        ({"type": "nope"}, [(("type",), "literal_error")]),
+        ({"type": ["http"]}, [(("type",), "literal_error")]),  # unhashable: still a located problem
+        ({"extra": 1}, [(("extra",), "extra_forbidden")]),
+        ({"tool": {"name": 2}}, [(("tool", "name"), "string_type")]),
+        ({"tool": "a"}, [(("tool",), "model_type")]),
+        ({"data": {1: "x"}}, [(("data", 1), "string_type")]),
+        ({"input_ref": {"sha256": "abc"}}, [(("input_ref", "sha256"), "string_pattern_mismatch")]),
+    ],
+)
+def test_every_problem_is_named_with_its_place(change: dict[str, Any], expected: list[Any]) -> None:
+    assert problems({**GOOD, **change}) == expected
+
+
+def test_a_missing_field_and_the_error_message() -> None:
+    value = {k: v for k, v in GOOD.items() if k != "ts"}
+    assert problems(value) == [(("ts",), "missing")]
+    with pytest.raises(RecordValidationError) as info:
+        Event(run_id="r", seq=-2, ts="t", type="http", actor="tool", event_class="input")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, AgentReplayError)
+    assert "seq: Input should be greater than or equal to 0 (found -2)" in str(info.value)
+
+
+def test_a_dump_is_a_copy_and_the_shared_dict_is_equal() -> None:
+    event = Event.model_validate(
+        {**GOOD, "data": {"a": {"b": [1, 2]}}, "tool": {"name": "t"}, "output_ref": {"inline": {"body": [1]}}}
+    )
+    dumped = event_to_dict(event)
+    assert dumped == event_to_shared_dict(event)
+    assert dumped["class"] == "input" and "trace_id" not in dumped
+    dumped["data"]["a"]["b"].append(3)
+    dumped["output_ref"]["inline"]["body"].append(2)
+    assert event.data == {"a": {"b": [1, 2]}} and event.output_ref is not None
+    assert event.output_ref.inline == {"body": [1]}
+    assert event.model_dump()["event_class"] == "input"
+    copied = event.model_copy(update={"seq": 5})
+    assert copied.seq == 5 and event.seq == 0 and copied.data is event.data
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.dictionaries(st.text(max_size=5), json_values, max_size=4), seq=st.integers(0, 10**6))
+def test_dump_and_validate_round_trip(data: dict[str, Any], seq: int) -> None:
+    event = Event.model_validate({**GOOD, "seq": seq, "data": data, "input_ref": {"inline": data}})
+    again = Event.model_validate(json.loads(json.dumps(event_to_dict(event))))
+    assert again == event and event_to_dict(again) == event_to_shared_dict(event)
+
+
+def test_the_schema_accepts_what_the_records_accept_and_refuses_what_they_refuse() -> None:
+    schema = cassette_json_schema()
+    event = event_to_dict(Event.model_validate({**GOOD, "tool": {"name": "a"}}))
+    doc = {
+        "format": "pytest-agentreplay",
+        "version": 4,
+        "run": RunMeta(run_id="r").model_dump(exclude_none=True),
+        "events": [event],
+        "event_count": 1,
+        "event_digests": ["0" * 64],
+        "head_hash": "0" * 64,
+    }
+    CassetteDoc.model_validate(doc)
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+    for bad in ({**doc, "extra": 1}, {**doc, "events": [{**event, "seq": -1}]}, {**doc, "head_hash": "x"}):
+        with pytest.raises(RecordValidationError):
+            CassetteDoc.model_validate(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)
