@@ -108,7 +108,7 @@ class _PairWalker:
         rules: RuleSet,
         resolve: Resolver | None,
         event_type: str,
-        label: str,
+        event: Event,
         seqs: tuple[int | None, int | None],
         sink: list[Difference],
         stats: _Stats,
@@ -117,11 +117,19 @@ class _PairWalker:
         self.rules = rules
         self.resolve = resolve
         self.event_type = event_type
-        self.label = label
+        self.labelled = event
+        self._label: str | None = None
         self.seqs = seqs
         self.sink = sink
         self.stats = stats
         self.kind = kind
+
+    @property
+    def label(self) -> str:
+        # Worded only for a difference: most pairs differ only where the rules ignore.
+        if self._label is None:
+            self._label = event_label(self.labelled)
+        return self._label
 
     def judge(self, tokens: Path) -> Judgement:
         return self.rules.judge(self.event_type, tokens)
@@ -329,7 +337,7 @@ def compare_histories(
     def walker(
         ev: Event, seqs: tuple[int | None, int | None], sink: list[Difference], kind: DiffKind
     ) -> _PairWalker:
-        return _PairWalker(rules, resolve, str(ev.get("type")), event_label(ev), seqs, sink, stats, kind)
+        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind)
 
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]

@@ -192,7 +192,14 @@ class HttpRequest:
         # The body's length is the body's: kept, it would change on every request of a conversation
         # whose prompt changed (and so the cassette line of each one).
         headers.pop("content-length", None)
-        return {"method": self.method, "url": self.url, "headers": headers, "body": self.stored_body()}
+        # Keys in the order a loaded cassette has them (sorted), so comparing a replayed request with its
+        # recording is one C-level pass over equal layouts rather than a canonical re-serialisation of both.
+        return {
+            "body": self.stored_body(),
+            "headers": dict(sorted(headers.items())),
+            "method": self.method,
+            "url": self.url,
+        }
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> HttpRequest:

@@ -14,6 +14,7 @@ their neighbours, so redacting an event field by field is redacting it whole.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,6 +57,18 @@ def redacted_replay(
 ) -> list[Document]:
     """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one."""
     by_hash = _recorded_requests(recorded)
+    rests: dict[bytes, Any] = {}
+
+    def redacted_rest(rest: Document) -> Any:
+        # The calls of a conversation send the same method, URL and headers: redacted once.
+        try:
+            key = marshal.dumps(rest)
+        except ValueError:
+            return redactor.redact(rest)
+        if key not in rests:
+            rests[key] = redactor.redact(rest)
+        return rests[key]
+
     out: list[Document] = []
     for index, event in enumerate(events):
         current = event_to_shared_dict(event)
@@ -65,7 +78,7 @@ def redacted_replay(
         known = by_hash.get(digest) if isinstance(digest, str) else None
         if known is not None:
             live_rest = _without_json(current.get("input_ref"))
-            if live_rest is not None and same_json(redactor.redact(live_rest), _without_json(known)):
+            if live_rest is not None and same_json(redacted_rest(live_rest), _without_json(known)):
                 reused["input_ref"] = known
         if twin is not None and twin.get("type") != current.get("type"):
             twin = None
