@@ -57,26 +57,31 @@ class ConfigError(AgentReplayError):
     """Invalid configuration: option, ini key, marker argument or rule."""
 
 
-class RecordValidationError(AgentReplayError, ValueError):
+class RecordValidationError(ValueError):
     """Values that do not fit an event-history record (an ``Event``, ``RunMeta``...): a wrong type, an unknown
     field, a missing one. ``errors()`` lists each problem as ``{"type", "loc", "msg", "input"}``, the
-    shape pydantic's ``ValidationError.errors()`` has, so code written against either reads it alike."""
+    shape pydantic's ``ValidationError.errors()`` has, so code written against either reads it alike.
+
+    Outside the ``AgentReplayError`` tree, as a ``ValueError``: it stands for a bad value the calling code
+    passed (``capture_run(metadata=...)``, a hand-built ``Event``), reported with the traceback of that
+    call. Reading a cassette turns it into a :class:`CassetteSchemaError` naming the file and the fixes."""
 
     def __init__(self, record: str, problems: Sequence[Mapping[str, Any]]) -> None:
         self.record = record
         self.problems = [dict(p) for p in problems]
         shown = [
-            f"{'.'.join(str(part) for part in p['loc']) or '(the record)'}: {p['msg']} "
+            f"  {'.'.join(str(part) for part in p['loc']) or '(the record)'}: {p['msg']} "
             f"(found {_short(p.get('input'))})"
             for p in self.problems[:8]
         ]
         if len(self.problems) > 8:
-            shown.append(f"... and {len(self.problems) - 8} more")
-        super().__init__(
-            f"{len(self.problems)} problem(s) in the values of a {record}",
-            evidence=shown,
-            fixes=[f"pass {record} the fields and types it declares (see `agentreplay schema`)"],
-        )
+            shown.append(f"  ... and {len(self.problems) - 8} more")
+        headline = f"{len(self.problems)} problem(s) in the values of a {record}"
+        fix = f"How to fix:\n  1. pass {record} the fields and types it declares (see `agentreplay schema`)"
+        super().__init__("\n".join([headline, "", *shown, "", fix]))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.record, self.problems))
 
     def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
         del include_url  # accepted as pydantic's is: these errors carry no documentation links

@@ -65,7 +65,7 @@ def test_a_missing_field_and_the_error_message() -> None:
     assert problems(value) == [(("ts",), "missing")]
     with pytest.raises(RecordValidationError) as info:
         Event(run_id="r", seq=-2, ts="t", type="http", actor="tool", event_class="input")
-    assert isinstance(info.value, ValueError) and isinstance(info.value, AgentReplayError)
+    assert isinstance(info.value, ValueError)
     assert "seq: Input should be greater than or equal to 0 (found -2)" in str(info.value)
 
 
@@ -119,3 +119,34 @@ def test_the_schema_accepts_what_the_records_accept_and_refuses_what_they_refuse
             CassetteDoc.model_validate(bad)
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)
+
+
+def test_a_field_under_both_its_names_is_one_too_many() -> None:
+    assert problems({**GOOD, "event_class": "effect"}) == [(("event_class",), "extra_forbidden")]
+
+
+def test_patterns_match_the_whole_value() -> None:
+    assert problems({**GOOD, "input_ref": {"sha256": "0" * 64 + "\n"}}) == [
+        (("input_ref", "sha256"), "string_pattern_mismatch")
+    ]
+
+
+def test_a_str_enum_member_is_its_literal_but_a_bool_is_no_int() -> None:
+    import enum
+
+    class Actor(enum.StrEnum):
+        TOOL = "tool"
+
+    assert Event.model_validate({**GOOD, "actor": Actor.TOOL}).actor == "tool"
+    with pytest.raises(RecordValidationError):
+        CassetteDoc.model_validate({"version": True})
+
+
+def test_the_error_survives_a_trip_between_processes() -> None:
+    import pickle
+
+    with pytest.raises(RecordValidationError) as info:
+        Event.model_validate({**GOOD, "seq": "x"})
+    again = pickle.loads(pickle.dumps(info.value))
+    assert again.errors() == info.value.errors() and str(again) == str(info.value)
+    assert not isinstance(info.value, AgentReplayError)  # a bad value from the caller, with its traceback

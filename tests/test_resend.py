@@ -129,3 +129,17 @@ def test_requests_of_a_conversation_share_their_history() -> None:
         history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
     first, last = bodies_seen[0]["messages"], bodies_seen[-1]["messages"]
     assert last[0] is first[0] and last[1] is first[1]
+
+
+def test_a_trailing_comma_and_a_lone_surrogate_go_to_the_full_parse() -> None:
+    before = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    raw = dump(before, None)
+    sent = resend.remember(raw, before, None)
+    assert sent is not None
+    assert resend.extend(sent, sent.prefix + b',],"t":0}') is None
+    assert body_of(sent.prefix + b',],"t":0}') == {
+        "text": (sent.prefix + b',],"t":0}').decode(),
+        "content_type": "application/json",
+    }
+    lone = sent.prefix + b',{"role":"user","content":"\\ud800"}]}'
+    assert resend.extend(sent, lone) is None or resend.extend(sent, lone)[0] == json.loads(lone)  # type: ignore[index]

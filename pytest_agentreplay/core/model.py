@@ -85,9 +85,15 @@ def _problem(kind: str, loc: tuple[int | str, ...], msg: str, value: Any) -> Pro
 def _allowed(allowed: frozenset[tuple[type, Any]] | set[tuple[type, Any]], value: Any) -> bool:
     """``value`` is one of a ``Literal``'s values, type for type (``True`` is not ``1``)."""
     try:
-        return (type(value), value) in allowed
+        if (type(value), value) in allowed:
+            return True
     except TypeError:  # unhashable: a list or a dict is no literal
         return False
+    # A subclass of the literal's type (a StrEnum member), never a bool for an int.
+    return any(
+        isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool) and value == literal
+        for kind, literal in allowed
+    )
 
 
 def _literal_text(values: tuple[Any, ...]) -> str:
@@ -114,7 +120,7 @@ _BOOL = _scalar(bool, "bool_type", "boolean")
 def _constrained(inner: Check, info: FieldInfo) -> Check:
     if info.ge is None and info.pattern is None:
         return inner
-    ge, matcher, pattern = info.ge, re.compile(info.pattern).match if info.pattern else None, info.pattern
+    ge, matcher, pattern = info.ge, re.compile(info.pattern).fullmatch if info.pattern else None, info.pattern
 
     def check(value: Any, loc: tuple[int | str, ...], problems: list[Problem]) -> Any:
         before = len(problems)
@@ -236,7 +242,7 @@ def _fast_bool(value: Any) -> Any:
 def _fast_constrained(inner: Fast | None, info: FieldInfo | None) -> Fast | None:
     if info is None or (info.ge is None and info.pattern is None):
         return inner
-    ge, matcher = info.ge, re.compile(info.pattern).match if info.pattern else None
+    ge, matcher = info.ge, re.compile(info.pattern).fullmatch if info.pattern else None
 
     def check(value: Any) -> Any:
         value = inner(value) if inner is not None else value
@@ -385,8 +391,11 @@ class Record:
         missing = _REQUIRED
         for name, key, check, required, default, factory in cls._record_plan:
             value = values.get(key, missing)
-            if value is missing and key != name:
-                value = values.get(name, missing)
+            if key != name:
+                if value is missing:
+                    value = values.get(name, missing)
+                elif name in values:
+                    raise _Invalid  # the field under both names
             if value is missing:
                 if required:
                     raise _Invalid
@@ -424,6 +433,11 @@ class Record:
                 problems.append(_problem("missing", (*loc, info.key), "Field required", dict(values)))
             else:
                 out[name] = info.make_default()
+            if key != name and info.key in values and name in values:
+                found += 1  # the field under both names: the JSON name counts, the other is one too many
+                problems.append(
+                    _problem("extra_forbidden", (*loc, name), "Extra inputs are not permitted", values[name])
+                )
         if found != len(values):
             for key, value in values.items():
                 if key not in cls._record_keys:

@@ -79,7 +79,11 @@ def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
     prefix, formats = b"", []
     for option in _COMPACT:
         text = _prefix_text(value, key, option)
-        if text is not None and raw.startswith(encoded := text.encode("utf-8")):
+        try:
+            encoded = text.encode("utf-8") if text is not None else None
+        except UnicodeEncodeError:
+            return None  # a lone surrogate in the history: parsed whole, every time
+        if encoded is not None and raw.startswith(encoded):
             prefix = encoded
             formats.append(option)
     if not formats or raw[len(prefix) : len(prefix) + 1] != b"]":
@@ -96,6 +100,8 @@ def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | 
         return None
     rest = raw[len(prefix) :]
     if rest[:1] == b",":
+        if rest[1:2] == b"]":
+            return None  # a trailing comma: not JSON, as the full parse will say
         text = _OPEN + rest[1:]
     elif rest[:1] == b"]":
         text = _OPEN + rest
@@ -110,9 +116,19 @@ def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | 
     new_items = tail.get(_STAND_IN)
     if type(new_items) is not list or next(iter(tail)) != _STAND_IN:
         return None
+    if rest[:1] == b"," and not new_items:
+        return None
     # The new part must read back as it was written, in a format the shared part is the text of: then the
     # whole body is that format's text of the value built here, as a full parse and check would find.
-    formats = tuple(fmt for fmt in sent.formats if json_text(tail, fmt).encode("utf-8") == text)
+    try:
+        formats = tuple(fmt for fmt in sent.formats if json_text(tail, fmt).encode("utf-8") == text)
+        added = (
+            b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
+            if formats
+            else b""
+        )
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: the full parse decides what the body is
     if not formats:
         return None
     del tail[_STAND_IN]
@@ -125,5 +141,4 @@ def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | 
         return None  # a key written twice: the full parse decides which one counts
     value[sent.key] = [*sent.value[sent.key], *new_items]
     value.update(tail)
-    added = b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
     return value, Sent(value, sent.key, prefix + added, formats), formats[0]
