@@ -300,6 +300,23 @@ def _compile_fast(annotation: Any, owner: type[Record]) -> Fast | None:
     if origin is list:
         items = _compile_fast(args[0], owner)
         converts = isinstance(args[0], type) and issubclass(args[0], Record)
+        if converts:
+            record: Any = args[0]
+
+            def records(value: Any) -> Any:
+                if not isinstance(value, list):
+                    raise _Invalid
+                fast, new, out = record._record_fast_function, object.__new__, []
+                for item in value:
+                    if type(item) is dict:
+                        built = new(record)
+                        built.__dict__ = fast(item)
+                        out.append(built)
+                    else:
+                        out.append(record._record_fast(item))
+                return out
+
+            return records
 
         def sequence(value: Any) -> Any:
             if not isinstance(value, list):
@@ -313,6 +330,80 @@ def _compile_fast(annotation: Any, owner: type[Record]) -> Fast | None:
     raise TypeError(f"{owner.__name__}: unsupported field annotation {annotation!r}")
 
 
+_INLINE = {
+    str: "type(v) is not str and not isinstance(v, str)",
+    int: "type(v) is not int and (not isinstance(v, int) or isinstance(v, bool))",
+    bool: "type(v) is not bool",
+}
+
+
+def _fast_values_function(cls: type[Record]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """``cls``'s fast check of a mapping of values, as one generated function: loading a cassette checks
+    every event, and straight-line code per field costs a third of a loop calling a check per field."""
+    namespace: dict[str, Any] = {"_Invalid": _Invalid, "_MISSING": _REQUIRED, "ALLOWED": cls._record_allowed}
+    lines = ["def fast(values):", "    if not values.keys() <= ALLOWED:", "        raise _Invalid"]
+    lines.append("    get = values.get")
+    names = []
+    for index, (name, info) in enumerate(cls.model_fields.items()):
+        var = f"f{index}"
+        names.append((name, var))
+        lines.append(f"    v = get({info.key!r}, _MISSING)")
+        if info.key != name:
+            lines.append("    if v is _MISSING:")
+            lines.append(f"        v = get({name!r}, _MISSING)")
+            lines.append(f"    elif {name!r} in values:")
+            lines.append("        raise _Invalid")
+        lines.append("    if v is _MISSING:")
+        if info.required:
+            lines.append("        raise _Invalid")
+        elif info.default_factory is not None:
+            namespace[f"factory{index}"] = info.default_factory
+            lines.append(f"        v = factory{index}()")
+        else:
+            namespace[f"default{index}"] = info.default
+            lines.append(f"        v = default{index}")
+        lines.append("    else:")
+        annotation, optional = info.annotation, False
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+            optional = True
+            (annotation,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        indent = "        "
+        if optional:
+            lines.append("        if v is not None:")
+            indent = "            "
+        literals = typing.get_args(annotation) if typing.get_origin(annotation) is Literal else ()
+        if annotation is Any:
+            lines.append(indent + "pass")
+        elif annotation in _INLINE and info.ge is None and info.pattern is None:
+            lines.append(f"{indent}if {_INLINE[annotation]}:")
+            lines.append(f"{indent}    raise _Invalid")
+        elif literals and all(type(a) is str for a in literals):
+            namespace[f"strings{index}"] = frozenset(literals)
+            namespace[f"check{index}"] = _compile_fast(annotation, cls)
+            lines.append(f"{indent}if type(v) is not str or v not in strings{index}:")
+            lines.append(f"{indent}    v = check{index}(v)  # a StrEnum member, or the refusal")
+        elif isinstance(annotation, type) and issubclass(annotation, Record):
+            namespace[f"record{index}"] = annotation
+            namespace["_new"] = object.__new__
+            lines.append(f"{indent}if type(v) is dict:")
+            lines.append(f"{indent}    r = _new(record{index})")
+            lines.append(f"{indent}    r.__dict__ = record{index}._record_fast_function(v)")
+            lines.append(f"{indent}    v = r")
+            lines.append(f"{indent}elif not isinstance(v, record{index}):")
+            lines.append(f"{indent}    v = record{index}._record_fast(v)")
+        else:
+            namespace[f"check{index}"] = _fast_constrained(_compile_fast(annotation, cls), info)
+            if namespace[f"check{index}"] is None:
+                lines.append(indent + "pass")
+            else:
+                lines.append(f"{indent}v = check{index}(v)")
+        lines.append(f"    {var} = v")
+    lines.append("    return {" + ", ".join(f"{name!r}: {var}" for name, var in names) + "}")
+    exec(compile("\n".join(lines), f"<record {cls.__name__}>", "exec"), namespace)
+    function: Callable[[Mapping[str, Any]], dict[str, Any]] = namespace["fast"]
+    return function
+
+
 @dataclass_transform(kw_only_default=True, field_specifiers=(field,))
 class Record:
     """Base of the strict records. Keyword construction validates; see the module docstring."""
@@ -321,10 +412,9 @@ class Record:
     # JSON name and field name -> field: inputs may use either (``class`` or ``event_class``).
     _record_keys: ClassVar[dict[str, FieldInfo]] = {}
     _record_checks: ClassVar[dict[str, Check]] = {}
-    # Per field: (name, JSON name, fast check or None, required, default, default factory).
-    _record_plan: ClassVar[tuple[tuple[str, str, Fast | None, bool, Any, Callable[[], Any] | None], ...]] = ()
     _record_allowed: ClassVar[frozenset[str]] = frozenset()
     _record_aliases: ClassVar[dict[str, str]] = {}  # field name -> JSON name, where they differ
+    _record_fast_function: ClassVar[Callable[[Mapping[str, Any]], dict[str, Any]]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -358,19 +448,9 @@ class Record:
         cls._record_checks = {
             name: _constrained(_compile(f.annotation, cls), f) for name, f in fields.items()
         }
-        cls._record_plan = tuple(
-            (
-                name,
-                f.key,
-                _fast_constrained(_compile_fast(f.annotation, cls), f),
-                f.required,
-                f.default,
-                f.default_factory,
-            )
-            for name, f in fields.items()
-        )
         cls._record_allowed = frozenset(cls._record_keys)
         cls._record_aliases = {name: f.key for name, f in fields.items() if f.key != name}
+        cls._record_fast_function = staticmethod(_fast_values_function(cls))
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -385,24 +465,7 @@ class Record:
 
     @classmethod
     def _record_fast_values(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        if not values.keys() <= cls._record_allowed:
-            raise _Invalid
-        out: dict[str, Any] = {}
-        missing = _REQUIRED
-        for name, key, check, required, default, factory in cls._record_plan:
-            value = values.get(key, missing)
-            if key != name:
-                if value is missing:
-                    value = values.get(name, missing)
-                elif name in values:
-                    raise _Invalid  # the field under both names
-            if value is missing:
-                if required:
-                    raise _Invalid
-                out[name] = factory() if factory is not None else default
-            else:
-                out[name] = value if check is None else check(value)
-        return out
+        return cls._record_fast_function(values)
 
     @classmethod
     def _record_fast(cls, value: Any) -> Any:
