@@ -5,10 +5,11 @@ the shape ``@tool`` does (``replay/tools.py`` serves and the diff aligns them th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..core.canonical import hash_value
-from ..core.capture import RunContext, state_hash, to_jsonable
+from ..core.capture import RunContext, current_run, state_hash, to_jsonable
 from ..core.events import ToolInfo
 
 
@@ -118,3 +119,16 @@ def model_calls_since(ctx: RunContext, index: int) -> int:
 
 def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def in_current_run(handle: Callable[[RunContext], None]) -> None:
+    """Call ``handle`` with the run active here, if any. A framework calls its span processors from the
+    agent's own code path: a failure must not break the agent, so it fails the test instead (kept in the
+    run's ``failures``)."""
+    ctx = current_run()
+    if ctx is None:
+        return
+    try:
+        handle(ctx)
+    except Exception as exc:
+        ctx.failures.append(exc)

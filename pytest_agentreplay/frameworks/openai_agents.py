@@ -26,7 +26,7 @@ from agents import add_trace_processor
 from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
-from ._record import ToolExecution, as_arguments, note_agent
+from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 FRAMEWORK = "openai_agents"
 
@@ -59,13 +59,7 @@ class AgentReplayTracingProcessor(TracingProcessor):
             note_agent(ctx, getattr(data, "name", None), framework=FRAMEWORK)
 
     def on_span_end(self, span: Span[Any]) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        try:
-            self._end(ctx, span)
-        except Exception as exc:  # never break the agent: fail the test instead
-            ctx.failures.append(exc)
+        in_current_run(lambda ctx: self._end(ctx, span))
 
     def _end(self, ctx: RunContext, span: Span[Any]) -> None:
         data = span.span_data

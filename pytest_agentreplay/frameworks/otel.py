@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 from ..core.capture import RunContext, current_run
-from ._record import ToolExecution, as_arguments, model_calls_since, note_agent
+from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
 
 _EXTENSION = "frameworks.otel"
 # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself: their
@@ -74,13 +74,7 @@ class GenAISpanProcessor(SpanProcessor):
     """Feeds GenAI spans into the run active in this process (see the module docstring)."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        try:
-            self._start(ctx, span)
-        except Exception as exc:  # never break the agent: fail the test instead
-            ctx.failures.append(exc)
+        in_current_run(lambda ctx: self._start(ctx, span))
 
     def _start(self, ctx: RunContext, span: Span) -> None:
         attributes = span.attributes or {}
