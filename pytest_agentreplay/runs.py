@@ -24,9 +24,11 @@ def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> Non
     deactivate_frameworks = ctx.extensions.pop(_FRAMEWORKS, None)
     if deactivate_frameworks is not None:
         deactivate_frameworks()
-    finish_run(ctx)
-    ctx.finish(status, error)
-    # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
-    # the whole run, recorded cassette included, is freed when its test lets go of it instead of waiting
-    # for the cyclic collector, whose passes over it the rest of the session would otherwise pay for.
-    ctx.extensions.pop(RUNTIME_VALUES, None)
+    try:
+        finish_run(ctx)
+        ctx.finish(status, error)
+    finally:
+        # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
+        # the whole run, recorded cassette included, is freed when its test lets go of it instead of
+        # waiting for the cyclic collector, whose passes over it the rest of the session would pay for.
+        ctx.extensions.pop(RUNTIME_VALUES, None)

@@ -77,9 +77,6 @@ def payload(value: Any, data_class: DataClass = "internal", media_type: str | No
     return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
 
 
-_new_object = object.__new__
-
-
 class Recorder:
     """Collects the ordered events of one run. Thread-safe: ``seq`` is assigned under a lock."""
 
@@ -124,9 +121,7 @@ class Recorder:
             "effect": effect,
             "data": (data or {}) if trusted else to_jsonable(data or {}),
         }
-        # ``Event.construct_trusted`` inlined: one event per replayed call.
-        event = _new_object(Event)
-        event.__dict__ = values
+        event = Event.construct_trusted(values)  # built here: one event per replayed call, not checked again
         with self._lock:
             values["seq"] = len(self.events)
             self.events.append(event)

@@ -6,7 +6,7 @@ event API in production, and a replay process starts without a model library.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 # The event vocabularies (``Actor``, ``EventClass``, ``EventType``) are written once, in constants, beside
 # the tuples of their values; re-exported here, where the model uses them.
@@ -133,7 +133,12 @@ def event_to_dict(event: Event) -> dict[str, Any]:
 
 
 _JSON_NAMES = {name: f.key for name, f in Event.model_fields.items() if f.key != name}
-_RECORD_FIELDS = ("tool", "input_ref", "output_ref", "effect")
+# The fields holding a record (tool, refs, effect), from the declarations.
+_RECORD_FIELDS = tuple(
+    name
+    for name, info in Event.model_fields.items()
+    if any(isinstance(option, type) and issubclass(option, Record) for option in get_args(info.annotation))
+)
 
 
 def event_to_shared_dict(event: Event) -> dict[str, Any]:

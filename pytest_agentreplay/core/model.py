@@ -14,8 +14,9 @@ Declaring a record::
         seq: int = field(ge=0)
         event_class: EventClass = field(json_name="class")
 
-Annotations are resolved once, when the class is created; the checks are compiled into one closure per
-field so validating a loaded cassette costs a few dict lookups per value.
+Annotations are resolved once, when the class is created, into two checks: a fast one (one generated
+function per record, which only says valid or not) for the usual case, and a located one, run when the fast
+one refuses, to say what is wrong where.
 """
 
 from __future__ import annotations
@@ -300,23 +301,6 @@ def _compile_fast(annotation: Any, owner: type[Record]) -> Fast | None:
     if origin is list:
         items = _compile_fast(args[0], owner)
         converts = isinstance(args[0], type) and issubclass(args[0], Record)
-        if converts:
-            record: Any = args[0]
-
-            def records(value: Any) -> Any:
-                if not isinstance(value, list):
-                    raise _Invalid
-                fast, new, out = record._record_fast_function, object.__new__, []
-                for item in value:
-                    if type(item) is dict:
-                        built = new(record)
-                        built.__dict__ = fast(item)
-                        out.append(built)
-                    else:
-                        out.append(record._record_fast(item))
-                return out
-
-            return records
 
         def sequence(value: Any) -> Any:
             if not isinstance(value, list):
@@ -382,15 +366,6 @@ def _fast_values_function(cls: type[Record]) -> Callable[[Mapping[str, Any]], di
             namespace[f"check{index}"] = _compile_fast(annotation, cls)
             lines.append(f"{indent}if type(v) is not str or v not in strings{index}:")
             lines.append(f"{indent}    v = check{index}(v)  # a StrEnum member, or the refusal")
-        elif isinstance(annotation, type) and issubclass(annotation, Record):
-            namespace[f"record{index}"] = annotation
-            namespace["_new"] = object.__new__
-            lines.append(f"{indent}if type(v) is dict:")
-            lines.append(f"{indent}    r = _new(record{index})")
-            lines.append(f"{indent}    r.__dict__ = record{index}._record_fast_function(v)")
-            lines.append(f"{indent}    v = r")
-            lines.append(f"{indent}elif not isinstance(v, record{index}):")
-            lines.append(f"{indent}    v = record{index}._record_fast(v)")
         else:
             namespace[f"check{index}"] = _fast_constrained(_compile_fast(annotation, cls), info)
             if namespace[f"check{index}"] is None:
@@ -454,7 +429,7 @@ class Record:
 
     def __init__(self, **values: Any) -> None:
         try:
-            self.__dict__ = self._record_fast_values(values)
+            self.__dict__ = type(self)._record_fast_function(values)
             return
         except _Invalid:
             pass
@@ -464,17 +439,14 @@ class Record:
             raise RecordValidationError(type(self).__name__, problems)
 
     @classmethod
-    def _record_fast_values(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        return cls._record_fast_function(values)
-
-    @classmethod
     def _record_fast(cls, value: Any) -> Any:
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, Mapping):
+        # A dict first: what a loaded cassette holds, thousands of times.
+        if type(value) is not dict and (isinstance(value, cls) or not isinstance(value, Mapping)):
+            if isinstance(value, cls):
+                return value
             raise _Invalid
         record = object.__new__(cls)
-        record.__dict__ = cls._record_fast_values(value)
+        record.__dict__ = cls._record_fast_function(value)
         return record
 
     # -- validation ---------------------------------------------------------------------------------

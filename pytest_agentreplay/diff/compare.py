@@ -13,7 +13,7 @@ from typing import Any
 from ..core.canonical import dumps_compact, same_json
 from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
 from .result import Difference, DiffKind, DriftResult
-from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, join_path
+from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
 from .text import ABSENT, similar
 
 Event = Mapping[str, Any]
@@ -110,9 +110,15 @@ def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any)
         return None
     if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
         return 0
-    judgement = rules.judge(event_type, tokens)
-    verdict = judgement.unrecorded if a is ABSENT and judgement.unrecorded is not None else judgement.verdict
-    return 1 if verdict == "ignore" else None
+    return 1 if _verdict_of(rules.judge(event_type, tokens), a) == "ignore" else None
+
+
+def _verdict_of(judgement: Judgement, recorded: Any) -> Verdict:
+    """The verdict on a differing leaf: a value absent from the recording takes the rule's ``unrecorded``
+    verdict when it has one (e.g. a header an imported recording never stored)."""
+    if recorded is ABSENT and judgement.unrecorded is not None:
+        return judgement.unrecorded
+    return judgement.verdict
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
@@ -237,9 +243,7 @@ class _PairWalker:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
         judgement = self.judge(tokens)
-        verdict = judgement.verdict
-        if a is ABSENT and judgement.unrecorded is not None:
-            verdict = judgement.unrecorded  # e.g. a header an imported recording never stored
+        verdict = _verdict_of(judgement, a)
         if verdict == "ignore":
             self.stats.ignored += 1
             return

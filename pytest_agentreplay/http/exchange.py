@@ -146,16 +146,20 @@ class HttpRequest:
     def stored_body(self) -> dict[str, Any] | None:
         """The BODY shape (computed once: matching and recording both need it)."""
         if not self._body_ready:
-            raw = bodies.decode_content(self.body, self.headers.get("content-encoding"))
-            self._stored_body = bodies.encode_body(raw, self.content_type)
-            self._body_ready = True
+            self._use_body(bodies.encode_body(self._decoded(), self.content_type))
         result: dict[str, Any] | None = self._stored_body
         return result
+
+    def _decoded(self) -> bytes:
+        return bodies.decode_content(self.body, self.headers.get("content-encoding"))
+
+    def _use_body(self, body: dict[str, Any] | None) -> None:
+        self._stored_body, self._body_ready = body, True
 
     def resend_body(self, previous: resend.Sent | None) -> resend.Sent | None:
         """Compute the stored body reusing ``previous`` (what the last request to this endpoint sent)
         where this request resends it; returns what the next request to the endpoint may reuse."""
-        raw = bodies.decode_content(self.body, self.headers.get("content-encoding"))
+        raw = self._decoded()
         content_type = self.content_type
         if (
             not self._body_ready
@@ -168,9 +172,11 @@ class HttpRequest:
                 body: dict[str, Any] = {"json": value, "content_type": content_type}
                 if fmt is not None:
                     body["format"] = fmt
-                self._stored_body, self._body_ready = body, True
+                self._use_body(body)
                 return sent
-        stored = self.stored_body()
+        if not self._body_ready:
+            self._use_body(bodies.encode_body(raw, content_type))
+        stored = self._stored_body
         if stored and "json" in stored and "raw" not in stored:
             return resend.remember(raw, stored["json"], stored.get("format"))
         return None

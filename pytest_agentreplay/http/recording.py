@@ -36,28 +36,15 @@ if TYPE_CHECKING:
 RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
-_new = object.__new__
-
-
-def _fast(cls: type[Any], values: dict[str, Any]) -> Any:
-    """``construct_trusted`` inlined: every field is given here, and the values were built by this module,
-    so checking them again for each replayed call would be waste."""
-    obj = _new(cls)
-    obj.__dict__ = values
-    return obj
-
-
 def _ref(value: Any, data_class: str, media_type: str) -> PayloadRef:
-    ref: PayloadRef = _fast(
-        PayloadRef,
-        {"sha256": None, "inline": value, "data_class": data_class, "media_type": media_type, "size": None},
+    # Every field given, built here: checking them again for each replayed call would be waste.
+    return PayloadRef.construct_trusted(
+        {"sha256": None, "inline": value, "data_class": data_class, "media_type": media_type, "size": None}
     )
-    return ref
 
 
 def _tool(name: str, key: str | None) -> ToolInfo:
-    tool: ToolInfo = _fast(ToolInfo, {"name": name, "schema_version": None, "idempotency_key": key})
-    return tool
+    return ToolInfo.construct_trusted({"name": name, "schema_version": None, "idempotency_key": key})
 
 
 _SHARED_KEY = "shared_request_bodies"
@@ -199,8 +186,7 @@ def emit_exchange(
         event_class="effect",
         data=data,
         tool=_tool(name, key),
-        effect=_fast(
-            EffectInfo,
+        effect=EffectInfo.construct_trusted(
             {
                 "kind": "http." + request.method.lower(),
                 "target": request.url,

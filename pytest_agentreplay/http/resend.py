@@ -76,19 +76,20 @@ def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
     key = _conversation_key(value)
     if key is None:
         return None
-    prefix, formats = b"", []
-    for option in _COMPACT:
-        text = _prefix_text(value, key, option)
-        try:
-            encoded = text.encode("utf-8") if text is not None else None
-        except UnicodeEncodeError:
-            return None  # a lone surrogate in the history: parsed whole, every time
-        if encoded is not None and raw.startswith(encoded):
-            prefix = encoded
-            formats.append(option)
-    if not formats or raw[len(prefix) : len(prefix) + 1] != b"]":
+    text = _prefix_text(value, key, fmt)
+    try:
+        prefix = text.encode("utf-8") if text is not None else None
+    except UnicodeEncodeError:
+        return None  # a lone surrogate in the history: parsed whole, every time
+    if prefix is None or not raw.startswith(prefix) or raw[len(prefix) : len(prefix) + 1] != b"]":
         return None
-    return Sent(value, key, prefix, tuple(formats))
+    # The other compact format writes the same text when no character needs escaping in one and not the
+    # other: then a later request may be in either (the full check tries plain UTF-8 first).
+    if fmt is None:
+        formats = (None, "compact-ascii") if prefix.isascii() else (None,)
+    else:
+        formats = (None, fmt) if _prefix_text(value, key, None) == text else (fmt,)
+    return Sent(value, key, prefix, formats)
 
 
 def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | None:
