@@ -277,3 +277,64 @@ def test_extra_member_of_a_group_is_inserted() -> None:
     replayed = numbered([calls[1], extra, calls[0], model_call("x")])
     result = compare_histories(recorded, replayed)
     assert [(d.kind, d.label, d.seq_replayed) for d in result.differences] == [("inserted", "c", 1)]
+
+
+_URL_PIECES = [
+    "http",
+    "HTTPS",
+    "h2+x.y-z",
+    "://",
+    ":",
+    "/",
+    "//",
+    "?",
+    "#",
+    "[",
+    "]",
+    "@",
+    "a",
+    "Host.Example",
+    ":8080",
+    "path",
+    "q=1&b=2",
+    " ",
+    "\t",
+    "\n",
+    "é",
+    "%20",
+    ";p",
+    "\x7f",
+    "1ab",
+    "",
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_URL_PIECES), max_size=9).map("".join))
+def test_url_identity_fast_path_agrees_with_urlsplit(url: str) -> None:
+    """An HTTP event's identity takes scheme://authority/path from a URL with string operations when it is
+    plain; whatever the URL, the result is urlsplit's (or urlsplit's refusal)."""
+    from urllib.parse import urlsplit
+
+    from pytest_agentreplay.diff.align import _url_identity
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        try:
+            _url_identity(url)
+        except ValueError:
+            return
+        raise AssertionError(f"urlsplit refuses {url!r}, the identity did not") from None
+    assert _url_identity(url) == f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+def test_url_identity_of_plain_urls() -> None:
+    from pytest_agentreplay.diff.align import _url_identity
+
+    assert (
+        _url_identity("HTTP://Api.Example.com:8443/v1/items/3?page=2#top")
+        == "http://Api.Example.com:8443/v1/items/3"
+    )
+    assert _url_identity("http://[::1]:80/x?y") == "http://[::1]:80/x"  # brackets: urlsplit decides
+    assert _url_identity("mailto:someone") == "mailto://someone"  # not scheme://: urlsplit decides

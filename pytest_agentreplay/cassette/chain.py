@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pydantic_core
+import orjson
 
 from ..core.canonical import hash_value
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION
@@ -108,22 +108,20 @@ def head_digest(run: Any, digests: Sequence[Any], count: Any, version: int = FOR
 
 
 def _fast_digests(events: list[Any]) -> list[str | None]:
-    """Each event's digest serialized by pydantic-core, which for a parsed canonical file (keys already
-    sorted) is the canonical compact JSON, 3x faster than json.dumps. ``None`` where it cannot serialize.
-    A disagreement with the stored digest (float spelling, 1e-07 vs 1e-7) is decided by ``event_digest``."""
-    to_json = pydantic_core.to_json
+    """Each event's digest serialized by orjson, which for a parsed canonical file (keys already sorted) is
+    the canonical compact JSON, 4x faster than json.dumps. ``None`` where it cannot serialize (an integer
+    beyond 64 bits, a lone surrogate). A disagreement with the stored digest (float spelling, 1e-07 vs
+    1e-7) is decided by ``event_digest``."""
+    dumps = orjson.dumps
     sha256 = hashlib.sha256
-    skip = {"seq"}
-    try:
-        return [sha256(to_json(event, exclude=skip)).hexdigest() for event in events]
-    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-        digests: list[str | None] = []
-        for event in events:
-            try:
-                digests.append(sha256(to_json(event, exclude=skip)).hexdigest())
-            except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
-                digests.append(None)
-        return digests
+    digests: list[str | None] = []
+    for event in events:
+        try:
+            unsequenced = {k: v for k, v in event.items() if k != "seq"}
+            digests.append(sha256(dumps(unsequenced)).hexdigest())
+        except (TypeError, AttributeError):
+            digests.append(None)
+    return digests
 
 
 def seal_document(run: Document, stored: list[Document], version: int = FORMAT_VERSION) -> Document:
