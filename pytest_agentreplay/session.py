@@ -262,9 +262,13 @@ class TestRun:
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
         from .diff import compare_histories, render_drift
         from .diff.rules import RuleSet, is_imported
-        from .interop.vcr_serving import played_history
+        from .replay.policy import SERVED_INSTEAD
 
-        played = played_history(ctx)
+        played = None
+        if SERVED_INSTEAD in ctx.extensions:  # only a vcr-served run has another recorded side
+            from .interop.vcr_serving import played_history
+
+            played = played_history(ctx)
         recorded = played or ctx.recorded
         assert recorded is not None
         rules = RuleSet.from_layers(

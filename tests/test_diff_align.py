@@ -338,3 +338,47 @@ def test_url_identity_of_plain_urls() -> None:
     )
     assert _url_identity("http://[::1]:80/x?y") == "http://[::1]:80/x"  # brackets: urlsplit decides
     assert _url_identity("mailto:someone") == "mailto://someone"  # not scheme://: urlsplit decides
+
+
+_STEPS = [
+    tool_call("a"),
+    tool_call("b"),
+    model_call("x"),
+    ev("http", data={"method": "GET", "url": "http://h/items/1?page=2"}),
+    ev("http", data={"method": "GET", "url": "http://h/items/2"}),
+    ev("effect", tool={"name": "pay", "idempotency_key": "k"}, effect={"kind": "pay", "target": "o1"}),
+    ev("policy.decision", data={"policy": "p", "group": "g"}),
+    ev("retrieval", data={"query": "q"}),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, len(_STEPS) - 1), max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, len(_STEPS) - 1)), max_size=2),
+    st.booleans(),
+)
+def test_alignment_of_same_steps_equals_the_general_diff(
+    steps: list[int], edits: list[tuple[int, int]], unordered: bool
+) -> None:
+    """Histories of the same steps in the same order are paired one to one without the diff; the answer is
+    the diff's, whatever the histories (edited ones, groups, order-insensitive types take the diff)."""
+    from pytest_agentreplay.diff import align
+
+    recorded = numbered([_STEPS[n] for n in steps])
+    replay_steps = list(steps)
+    for position, step in edits:
+        if position < len(replay_steps):
+            replay_steps[position] = step
+    replayed = numbered([_STEPS[n] for n in replay_steps])
+    for event in replayed:
+        event["data"] = {**event["data"], "latency_ms": 1.5}  # content differs, steps do not
+    oi = ("retrieval",) if unordered else ()
+    fast = align.align_histories(recorded, replayed, order_insensitive_types=oi)
+    original = align._same_steps
+    align._same_steps = lambda *args: False
+    try:
+        general = align.align_histories(recorded, replayed, order_insensitive_types=oi)
+    finally:
+        align._same_steps = original
+    assert fast == general

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -569,6 +570,188 @@ def test_forkserver_children_follow_the_current_run_not_the_first(counters: Coun
     p.start()
     p.join(60)
     assert p.exitcode == 0 and counters.reached()["http"] == 1
+
+
+# -- multiprocessing, imported only when the agent imports it ------------------------------------------
+#
+# Importing multiprocessing costs milliseconds of CPU that most replaying tests never need: the guard
+# patches multiprocessing.spawn only once something imports it. Each test runs in a fresh interpreter, where
+# nothing has imported multiprocessing before the guard installs.
+
+
+def _in_fresh_python(code: str) -> str:
+    """Run ``code`` in a new interpreter (this directory on its path, no guard inherited); its output."""
+    prelude = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "assert 'multiprocessing' not in sys.modules, 'imported before the guard: the test proves nothing'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != guard.ENV_VAR}
+    out = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_installing_the_guard_does_not_import_multiprocessing() -> None:
+    out = _in_fresh_python(
+        """
+        from servers import MemoryCassette, run_in
+        from pytest_agentreplay.http import guard
+
+        uninstall = guard.install()
+        print("install:", "multiprocessing" in sys.modules)
+        uninstall()
+        with run_in("regression", recorded=MemoryCassette([]), cassette="cassettes/t.json"):
+            print("replay:", "multiprocessing" in sys.modules)
+        print("after:", "multiprocessing" in sys.modules)
+        """
+    )
+    assert out.splitlines() == ["install: False", "replay: False", "after: False"]
+
+
+def test_multiprocessing_imported_during_a_replay_still_hands_the_guard_over(counters: Counters) -> None:
+    out = _in_fresh_python(
+        f"""
+        from servers import MemoryCassette, run_in
+        from pytest_agentreplay.http import guard
+
+        CODE = (
+            "import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); "
+            "c.request('GET', '/tools/weather?city=lazy'); c.getresponse()"
+        )
+        # A spawn child also gets the guard through the environment: withhold that (as from a forkserver),
+        # so that only the preparation data of the lazily patched multiprocessing.spawn can carry it.
+        guard._SERVER_COMMANDS = (*guard._SERVER_COMMANDS, "multiprocessing.spawn")
+        with run_in("regression", recorded=MemoryCassette([]), cassette="cassettes/t.json") as ctx:
+            import multiprocessing
+            import multiprocessing.spawn
+
+            print("handover:", "pytest_agentreplay_guard" in multiprocessing.spawn.get_preparation_data("x"))
+            for method in ("spawn", "forkserver"):
+                p = multiprocessing.get_context(method).Process(target=exec, args=(CODE,))
+                p.start()
+                p.join(60)
+                print(method, "exit code:", p.exitcode)
+        print("refused children:", len(guard.collect_child_refusals(ctx)))
+        """
+    )
+    assert counters.reached()["http"] == 0
+    assert out.splitlines() == [
+        "handover: True",
+        "spawn exit code: 1",
+        "forkserver exit code: 1",
+        "refused children: 2",
+    ]
+
+
+def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
+    out = _in_fresh_python(
+        """
+        import importlib
+        import os
+
+        from pytest_agentreplay.http import guard
+
+        def hooks():
+            return sum(isinstance(f, guard._SpawnHook) for f in sys.meta_path)
+
+        def state(spawn):
+            f = spawn.get_preparation_data
+            genuine = (
+                f.__qualname__ == "get_preparation_data"
+                and f.__code__.co_filename.endswith(os.path.join("multiprocessing", "spawn.py"))
+            )
+            loaders = (spawn.__loader__, spawn.__spec__.loader)
+            clean = not any(isinstance(loader, guard._SpawnLoader) for loader in loaders)
+            return f"hooks={hooks()} genuine={genuine} clean_loader={clean}"
+
+        uninstall = guard.install()
+        print("installed: hooks", hooks())
+        uninstall()
+        print("removed: hooks", hooks(), guard._PATCHES.patched, "multiprocessing" in sys.modules)
+
+        uninstall = guard.install()
+        import multiprocessing.spawn as spawn
+        print("imported:", spawn.get_preparation_data is guard._patched_get_preparation_data)
+        uninstall()
+        print("uninstalled:", state(spawn))
+        importlib.reload(spawn)  # the module's loader is the genuine one again: a reload patches nothing
+        print("reloaded:", state(spawn))
+
+        uninstall = guard.install()  # multiprocessing imported in between: patched at once
+        print("again:", spawn.get_preparation_data is guard._patched_get_preparation_data, "hooks", hooks())
+        importlib.reload(spawn)  # run again while installed: patched again, and restored to its new function
+        print("reloaded again:", spawn.get_preparation_data is guard._patched_get_preparation_data)
+        latest = guard._PATCHES.originals["get_preparation_data"]
+        uninstall()
+        print("uninstalled again:", state(spawn), spawn.get_preparation_data is latest)
+        """
+    )
+    assert out.splitlines() == [
+        "installed: hooks 1",
+        "removed: hooks 0 False False",
+        "imported: True",
+        "uninstalled: hooks=0 genuine=True clean_loader=True",
+        "reloaded: hooks=0 genuine=True clean_loader=True",
+        "again: True hooks 1",
+        "reloaded again: True",
+        "uninstalled again: hooks=0 genuine=True clean_loader=True True",
+    ]
+
+
+def test_a_module_imported_again_while_installed_is_patched_again() -> None:
+    # pytester drops the modules an inner session imported first: the next session imports them anew,
+    # or (the package kept, the submodule dropped) finds the dropped one as the package's attribute.
+    out = _in_fresh_python(
+        """
+        from pytest_agentreplay.http import guard
+
+        def drop(prefix):
+            for name in [n for n in sys.modules if n.startswith(prefix)]:
+                del sys.modules[name]
+
+        def ours(module):
+            return module.get_preparation_data is guard._patched_get_preparation_data
+
+        for imported_before in (False, True):
+            if imported_before:
+                import multiprocessing.spawn
+            uninstall = guard.install()
+            import multiprocessing.spawn as first
+
+            drop("multiprocessing")
+            import multiprocessing.spawn as second
+
+            print(imported_before, second is not first, ours(first), ours(second))
+            uninstall()
+            print(imported_before, ours(first), ours(second))
+            drop("multiprocessing")
+
+        import multiprocessing.spawn as kept
+
+        drop("multiprocessing.spawn")
+        uninstall = guard.install()
+        from multiprocessing import spawn  # what popen_forkserver does: the package's attribute
+
+        print("attribute:", spawn is kept, ours(spawn))
+        uninstall()
+        print("attribute:", ours(spawn))
+        """
+    )
+    assert out.splitlines() == [
+        "False True True True",
+        "False False False",
+        "True True True True",
+        "True False False",
+        "attribute: True True",
+        "attribute: False",
+    ]
 
 
 # -- non-Python children: network namespaces -----------------------------------------------------------

@@ -427,6 +427,18 @@ def test_verify_lists_every_problem(cassette: Path) -> None:
     assert len(problems) == 2 and "seq 1 was edited" in problems[0] and "seq 4 was edited" in problems[1]
 
 
+def test_a_loaded_cassette_keeps_its_bytes_not_its_parsed_document(cassette: Path) -> None:
+    """Replay holds a loaded cassette for the whole test: the stored form, read again only by `verify`, is
+    kept as the file's bytes (one object) rather than as thousands of parsed containers the garbage
+    collector would walk; `verify` still checks the stored form, chain included."""
+    loaded = load_cassette(cassette)
+    assert loaded.document == {} and loaded.source == cassette.read_bytes()
+    assert loaded.verify() == []
+    # The stored form as loaded, not one rebuilt from the events: a chain broken in memory is seen.
+    loaded.source = loaded.source.replace(b'"n": 1', b'"n": 9', 1)
+    assert any("was edited" in problem for problem in loaded.verify())
+
+
 def test_mode_is_named_in_errors(tmp_path: Path) -> None:
     with pytest.raises(CassetteNotFoundError) as info:
         load_cassette(tmp_path / "x.json", mode="regression")

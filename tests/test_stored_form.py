@@ -217,3 +217,59 @@ def test_request_digests_of_a_conversation_hash_each_whole_body(turns: list[Any]
         assert request_digest(body, memo) == hash_value(body)
         if dropped:
             history = history[: max(1, len(history) - dropped)]  # shared objects, fewer of them
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def _sorted_by_hook(raw: str) -> Any:
+    """The reference: json.loads building each object with its keys sorted (last duplicate wins)."""
+    return json.loads(raw, object_pairs_hook=lambda pairs: dict(sorted(dict(pairs).items())))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON_VALUES, st.sampled_from([None, 1, 2]), st.booleans())
+def test_stored_responses_parse_like_json_loads_with_sorted_keys(
+    value: Any, indent: int | None, ascii: bool
+) -> None:
+    """A response kept byte for byte is parsed on load with canonical key order: the fast parse gives what
+    json.loads with a sorting hook gives, value, types and key order alike."""
+    from pytest_agentreplay.cassette.stored_form import parse_sorted
+
+    raw = json.dumps(value, indent=indent, ensure_ascii=ascii)
+    expected, got = _sorted_by_hook(raw), parse_sorted(raw)
+    assert json.dumps(got) == json.dumps(expected)
+    assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"b": 1, "a": {"d": [{"z": 1, "y": 2}], "c": 2}, "b": 3}',  # duplicate key: the last wins
+        '"\\ud800"',  # a lone surrogate: jiter refuses, json.loads decides
+        "[NaN, Infinity, -Infinity, 1e400, 12345678901234567890123, -0.0]",
+        "[" * 250 + "]" * 250,  # deeper than jiter goes
+    ],
+)
+def test_stored_response_edge_cases_parse_as_json_loads_does(raw: str) -> None:
+    from pytest_agentreplay.cassette.stored_form import parse_sorted
+
+    assert repr(parse_sorted(raw)) == repr(_sorted_by_hook(raw))
+
+
+@pytest.mark.parametrize("raw", ['{"a": 1', "[1,]", '"a\x01b"', "01", ""])
+def test_stored_response_that_is_not_json_is_refused_as_json_loads_refuses_it(raw: str) -> None:
+    from pytest_agentreplay.cassette.stored_form import parse_sorted
+
+    with pytest.raises(ValueError):
+        _sorted_by_hook(raw)
+    with pytest.raises(ValueError):
+        parse_sorted(raw)

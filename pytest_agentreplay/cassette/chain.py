@@ -117,7 +117,8 @@ def _fast_digests(events: list[Any]) -> list[str | None]:
     digests: list[str | None] = []
     for event in events:
         try:
-            unsequenced = {k: v for k, v in event.items() if k != "seq"}
+            unsequenced = event.copy()
+            unsequenced.pop("seq", None)
             digests.append(sha256(dumps(unsequenced)).hexdigest())
         except (TypeError, AttributeError):
             digests.append(None)

@@ -287,8 +287,9 @@ def _load(
     migrate: bool = False,
     store: BlobStore | None = None,
     check_integrity: bool = True,
-) -> tuple[Document, int, CassetteDoc]:
-    """(the document as stored, the version the file had, the validated model with in-memory events).
+) -> tuple[Document, int, CassetteDoc, bytes]:
+    """(the document as stored, the version the file had, the validated model with in-memory events, the
+    file's bytes).
 
     Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
     data = read_cassette_bytes(path, mode)
@@ -356,7 +357,7 @@ def _load(
             ],
         )
     assert doc is not None  # validated above whenever the events could be decoded
-    return raw, version, doc
+    return raw, version, doc, data
 
 
 def _checkable(raw: Any) -> bool:
@@ -398,7 +399,7 @@ def load_document(path: Path, *, mode: str | None = None, migrate: bool = False)
 
     An older format version is a ``CassetteVersionError`` unless ``migrate`` (``agentreplay migrate``).
     """
-    raw, version, _ = _load(path, mode, migrate=migrate)
+    raw, version, _, _ = _load(path, mode, migrate=migrate)
     return raw, version
 
 
@@ -450,8 +451,13 @@ def _load_cassette(
 ) -> tuple[LoadedCassette, int]:
     path = Path(path)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    raw, version, doc = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
-    loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
+    raw, version, doc, data = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
+    if version == FORMAT_VERSION:
+        # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than
+        # as the parsed document, thousands of containers every garbage collection of the run walks.
+        loaded = LoadedCassette(path, doc.run, doc.events, store, mode=mode, source=data)
+    else:
+        loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():
             if ref.sha256 is not None:
@@ -483,6 +489,8 @@ class LoadedCassette:
     blob_store: BlobStore
     document: Document = field(repr=False, default_factory=dict)
     mode: str | None = None
+    # The file's bytes, when ``document`` is left empty (the file is of the current version).
+    source: bytes | None = field(repr=False, default=None)
 
     def payload(self, ref: PayloadRef | None) -> Any:
         """The payload value: inline as stored, or the blob with every ``$blob`` reference expanded."""
@@ -535,7 +543,7 @@ class LoadedCassette:
 
     def verify(self, redactor: Redactor | None = None) -> list[str]:
         """Every problem: event digests, missing or damaged blobs, secret-shaped values (doc and blobs)."""
-        doc = self.document or self._current_document()
+        doc = self.document or self._stored_document() or self._current_document()
         problems = verify_chain(doc)
         redactor = redactor or default_redactor()
         problems.extend(f"secret-shaped value at {p}" for p in scan_document(doc, redactor))
@@ -564,6 +572,12 @@ class LoadedCassette:
         if (shown := redactor.redact_string(self.path.name, keys=False)) != self.path.name:
             problems.append(f"secret-shaped value in the file name ({shown})")
         return problems
+
+    def _stored_document(self) -> Document | None:
+        if self.source is None:
+            return None
+        value = _parse(self.source, self.path, self.mode)  # the bytes it was loaded from: they parsed then
+        return value if isinstance(value, dict) else None
 
     def _current_document(self) -> Document:
         # Rebuilt from the models, so the chain is recomputed: only blobs and secrets are really checked.

@@ -31,6 +31,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jiter
+
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
@@ -57,10 +59,10 @@ _PREV = "@prev"
 
 def _default_tool_name(url: str) -> str:
     """The tool name the HTTP layer gives an exchange no classifier named: host and path."""
-    from ..http.exchange import HttpRequest
+    from ..http.exchange import host_and_path
 
-    request = HttpRequest("GET", url, {})
-    return request.host + request.path
+    host, path = host_and_path(url)
+    return host + path
 
 
 def _inline_request(event: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -133,12 +135,38 @@ def _restore_response(ref: dict[str, Any]) -> None:
     if any(kind in body for kind in ("text", "base64", "sse")):
         return
     with contextlib.suppress(ValueError, RecursionError):  # not JSON: the shape check names it
-        parsed = json.loads(body["raw"], object_pairs_hook=_sorted_object)
-        ref["inline"] = {**payload, "body": {**body, "json": parsed}}
+        ref["inline"] = {**payload, "body": {**body, "json": parse_sorted(body["raw"])}}
+
+
+def parse_sorted(raw: str) -> Any:
+    """``raw`` parsed with every object's keys in canonical (sorted) order, as the value had when it was
+    stored (the last of duplicate keys wins). jiter, then a pass sorting the objects that need it, costs half
+    of ``json.loads`` calling a hook per object; anything jiter refuses (a lone surrogate, a number beyond
+    a float, nesting past 200) is left to ``json.loads``, which decides as it always did."""
+    try:
+        value = jiter.from_json(raw.encode("utf-8"), allow_inf_nan=True)
+    except ValueError:
+        return json.loads(raw, object_pairs_hook=_sorted_object)
+    return _sort_keys(value)
+
+
+def _sort_keys(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        keys = list(value)
+        if keys != sorted(keys):
+            value = {key: value[key] for key in sorted(keys)}
+        for key, item in value.items():
+            if type(item) is dict or type(item) is list:
+                value[key] = _sort_keys(item)
+    elif kind is list:
+        for index, item in enumerate(value):
+            if type(item) is dict or type(item) is list:
+                value[index] = _sort_keys(item)
+    return value
 
 
 def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # Canonical key order, as the value had when it was stored (the last of duplicate keys wins).
     return dict(sorted(dict(pairs).items()))
 
 

@@ -324,7 +324,12 @@ _INLINE = {
 def _fast_values_function(cls: type[Record]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """``cls``'s fast check of a mapping of values, as one generated function: loading a cassette checks
     every event, and straight-line code per field costs a third of a loop calling a check per field."""
-    namespace: dict[str, Any] = {"_Invalid": _Invalid, "_MISSING": _REQUIRED, "ALLOWED": cls._record_allowed}
+    namespace: dict[str, Any] = {
+        "_Invalid": _Invalid,
+        "_MISSING": _REQUIRED,
+        "ALLOWED": cls._record_allowed,
+        "new": object.__new__,
+    }
     lines = ["def fast(values):", "    if not values.keys() <= ALLOWED:", "        raise _Invalid"]
     lines.append("    get = values.get")
     names = []
@@ -370,6 +375,20 @@ def _fast_values_function(cls: type[Record]) -> Callable[[Mapping[str, Any]], di
             namespace[f"check{index}"] = _fast_constrained(_compile_fast(annotation, cls), info)
             if namespace[f"check{index}"] is None:
                 lines.append(indent + "pass")
+            elif (
+                isinstance(annotation, type)
+                and issubclass(annotation, Record)
+                and namespace[f"check{index}"] == annotation._record_fast
+            ):
+                # A nested record given as a dict (as a loaded cassette has it, thousands of times): built
+                # here, the call to its classmethod saved; anything else takes the classmethod.
+                namespace[f"record{index}"] = annotation
+                lines.append(f"{indent}if type(v) is dict:")
+                lines.append(f"{indent}    built = new(record{index})")
+                lines.append(f"{indent}    built.__dict__ = record{index}._record_fast_function(v)")
+                lines.append(f"{indent}    v = built")
+                lines.append(f"{indent}else:")
+                lines.append(f"{indent}    v = check{index}(v)")
             else:
                 lines.append(f"{indent}v = check{index}(v)")
         lines.append(f"    {var} = v")

@@ -101,6 +101,20 @@ def normalise_url(url: str) -> str:
     return f"{base}?{query}"
 
 
+def host_and_path(url: str) -> tuple[str, str]:
+    """The lower-cased host (no port, user or IPv6 brackets) and the path (``/`` when empty) of ``url``, with
+    one regular-expression match: urlsplit costs more than the rest of the replay lookup."""
+    start = url.find("://")
+    # The pattern matches any string (both groups may be empty).
+    found = _AUTHORITY_PATH.match(url, start + 3 if start >= 0 else 0)
+    authority, path = found.groups() if found is not None else ("", "")
+    if "@" in authority:
+        authority = authority.rpartition("@")[2]
+    bracket = authority.startswith("[")
+    host = authority[1 : authority.find("]")] if bracket else authority.partition(":")[0]
+    return host.lower(), path or "/"
+
+
 @dataclass(slots=True)
 class HttpRequest:
     method: str
@@ -113,19 +127,8 @@ class HttpRequest:
     _path: str = field(default="/", repr=False)
 
     def _split(self) -> None:
-        # Classification asks for host and path several times per call: split the URL once, with
-        # one regular-expression match (urlsplit costs more than the rest of the replay lookup).
-        url = self.url
-        start = url.find("://")
-        # The pattern matches any string (both groups may be empty).
-        found = _AUTHORITY_PATH.match(url, start + 3 if start >= 0 else 0)
-        authority, path = found.groups() if found is not None else ("", "")
-        if "@" in authority:
-            authority = authority.rpartition("@")[2]
-        bracket = authority.startswith("[")
-        host = authority[1 : authority.find("]")] if bracket else authority.partition(":")[0]
-        self._host = host.lower()
-        self._path = path or "/"
+        # Classification asks for host and path several times per call: split the URL once.
+        self._host, self._path = host_and_path(self.url)
 
     @property
     def host(self) -> str:

@@ -34,6 +34,7 @@ The allow/refuse decision itself is the pure function :func:`decide`; the rest i
 from __future__ import annotations
 
 import atexit
+import importlib
 import ipaddress
 import json
 import os
@@ -47,12 +48,16 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.commands import record_command
 from ..exceptions import ConfigError, NetworkBlockedError
 
 if TYPE_CHECKING:
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+
     from ..core.capture import RunContext
 
 ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
@@ -1108,6 +1113,133 @@ def _patched_get_preparation_data(name: Any) -> Any:
     return data
 
 
+_SPAWN_MODULE = "multiprocessing.spawn"
+
+
+class _SpawnHook:
+    """Patches ``multiprocessing.spawn.get_preparation_data`` now, and whenever the module is imported.
+
+    Importing multiprocessing (context, reduction, pickle...) costs milliseconds of CPU that most
+    replaying tests, and the guarded Python children, never need, so the guard does not import it: while
+    installed, this object sits first in ``sys.meta_path`` and patches the module right after it has run.
+    :meth:`remove` undoes both.
+    """
+
+    def __init__(self) -> None:
+        self.active = True
+        # Each module object patched, with the function it had. There can be several: pytester drops the
+        # modules an inner session imported first, and the next import runs multiprocessing.spawn again.
+        self.patched: list[tuple[Any, Any]] = []
+        # Per thread: another copy of this module (pytester re-imports) may have a hook of its own, which
+        # asks the other finders, this one included, while this one asks them.
+        self._asking = threading.local()
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname != _SPAWN_MODULE or not self.active or getattr(self._asking, "busy", False):
+            return None
+        self._asking.busy = True
+        try:
+            spec = self._spec_elsewhere(fullname, path, target)
+        finally:
+            self._asking.busy = False
+        if spec is not None and hasattr(spec.loader, "exec_module"):
+            # A Loader by its methods: subclassing importlib.abc.Loader would import it in every child.
+            spec.loader = cast("Loader", _SpawnLoader(spec.loader, self))
+        return spec
+
+    def _spec_elsewhere(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> ModuleSpec | None:
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def patch(self, module: Any) -> None:
+        with _PATCHES.lock:
+            # After remove() (an uninstall raced with the import) nothing may be patched any more.
+            if not self.active or not hasattr(module, "get_preparation_data"):
+                return
+            original = module.get_preparation_data
+            if original is _patched_get_preparation_data:
+                return
+            _PATCHES.originals["get_preparation_data"] = original
+            module.get_preparation_data = _patched_get_preparation_data
+            # A module run again in place (importlib.reload) gets back its new function, not the old one.
+            self.patched = [(m, f) for m, f in self.patched if m is not module]
+            self.patched.append((module, original))
+
+    def remove(self) -> None:
+        with _PATCHES.lock:
+            self.active = False
+            with suppress(ValueError):
+                sys.meta_path.remove(self)
+            while self.patched:
+                module, original = self.patched.pop()
+                module.get_preparation_data = original
+
+
+class _SpawnLoader:
+    """The loader the other finders found for ``multiprocessing.spawn``, patching the module once run."""
+
+    def __init__(self, loader: Any, hook: _SpawnHook) -> None:
+        self.loader = loader
+        self.hook = hook
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, get_resource_reader...: whoever asks the spec's loader gets the real answers.
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The module keeps the genuine loader: nothing of the guard stays behind after an uninstall, and
+        # importlib.reload() then does not patch again.
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.hook.patch(module)
+
+
+def _spawn_modules() -> list[ModuleType]:
+    """The ``multiprocessing.spawn`` modules in use: the imported one, and the package's attribute.
+
+    ``from . import spawn`` (popen_forkserver, popen_spawn_posix, forkserver) reads the attribute.
+    pytester drops the modules an inner session imported first: when that drops the submodule but not
+    the package, the attribute keeps naming the dropped module, which no import brings back.
+    """
+    package = sys.modules.get("multiprocessing")
+    found = (sys.modules.get(_SPAWN_MODULE), getattr(package, "spawn", None))
+    return [m for m in found if isinstance(m, ModuleType) and m.__name__ == _SPAWN_MODULE]
+
+
+def _patch_spawn() -> Callable[[], None]:
+    hook = _SpawnHook()
+    if _SPAWN_MODULE in sys.modules:
+        # Waits for another thread that may still be running the module, so that its function is there
+        # to patch. (No hook of ours is in sys.meta_path yet that could need _PATCHES.lock there.)
+        importlib.import_module(_SPAWN_MODULE)
+    for module in _spawn_modules():
+        hook.patch(module)
+    # Even when imported already: a module dropped from sys.modules (pytester) and imported again while
+    # the guard stays installed must be patched too, or forkserver children would go unguarded.
+    sys.meta_path.insert(0, hook)
+    # Imported by another thread between the check and the insertion, past the hook: patch it here,
+    # without waiting for a module still running (its import may be waiting for our lock in patch()).
+    for module in _spawn_modules():
+        hook.patch(module)
+    return hook.remove
+
+
 def _patch_children() -> list[Callable[[], None]]:
     undo: list[Callable[[], None]] = []
 
@@ -1124,7 +1256,6 @@ def _patch_children() -> list[Callable[[], None]]:
         import subprocess
     except ImportError:
         return undo
-    import multiprocessing.spawn
 
     subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
     if subprocess_fork_exec is not None:
@@ -1138,7 +1269,7 @@ def _patch_children() -> list[Callable[[], None]]:
     swap(os, "execv", _patched_execv)
     swap(os, "execve", _patched_execve)
     swap(os, "system", _patched_system)
-    swap(multiprocessing.spawn, "get_preparation_data", _patched_get_preparation_data)
+    undo.append(_patch_spawn())
     return undo
 
 

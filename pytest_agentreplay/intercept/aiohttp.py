@@ -19,15 +19,17 @@ import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ..core.capture import current_run
 from ..http import guard
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
-from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
+
+if TYPE_CHECKING:
+    from ..replay.faults import Fault
 
 
 class TeedReaders:

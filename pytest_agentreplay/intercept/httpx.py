@@ -18,15 +18,17 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import nullcontext
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
 from ..http import guard
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
-from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
+
+if TYPE_CHECKING:
+    from ..replay.faults import Fault
 
 
 class TransportPatches:

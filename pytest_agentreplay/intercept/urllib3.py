@@ -16,15 +16,17 @@ import io
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
 from ..http import guard
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
-from ..replay.faults import Fault
 from ..replay.policy import Refuse, Send, decide
+
+if TYPE_CHECKING:
+    from ..replay.faults import Fault
 
 # Per-thread scratch, not shared state: whether this thread is inside a patched urlopen already.
 _LOCAL = threading.local()
