@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
@@ -135,6 +136,12 @@ def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
     """The per-mode default rules (layer ``default``); ``imported`` adds the leniency of recordings
     imported from vcrpy (see :func:`is_imported`)."""
     check_mode(mode)
+    return list(_parsed_defaults(mode, imported))
+
+
+@functools.cache
+def _parsed_defaults(mode: str, imported: bool) -> tuple[Rule, ...]:
+    # Parsed once per process: every replayed test compares under them, and rules are frozen.
     table: dict[str, Any] = {}
     specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
     rules = []
@@ -142,7 +149,7 @@ def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
         table = {selector: value}
         (rule,) = parse_rules(table, source="default")
         rules.append(replace(rule, index=n))
-    return rules
+    return tuple(rules)
 
 
 def check_mode(mode: str) -> None:
