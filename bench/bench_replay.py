@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_agentreplay.core.capture import Recorder, RunContext, pop_active, push_active
 from pytest_agentreplay.core.events import Event, RunMeta
-from pytest_agentreplay.http import install
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.recording import emit_exchange
+from pytest_agentreplay.intercept import install
 
 HOST = "https://api.bench.example"
 

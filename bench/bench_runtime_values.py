@@ -17,6 +17,7 @@ from typing import Any
 from pytest_agentreplay.core.canonical import dumps_pretty
 from pytest_agentreplay.core.capture import Recorder, RunContext, activate
 from pytest_agentreplay.core.events import RunMeta
+from pytest_agentreplay.runs import finish, start
 
 N = 200_000
 
@@ -49,9 +50,9 @@ def main() -> None:
     unpatched = {name: best(name) for name in READS}
     ctx = RunContext(Recorder(RunMeta(run_id="bench")), mode="record")
     with activate(ctx):
-        ctx.start()
+        start(ctx)  # as a test's run: runtime values are recorded from its start to its end
         recorded = {name: best(name) for name in READS}
-        ctx.finish()
+        finish(ctx)
     (event,) = [e for e in ctx.recorder.events if e.type == "runtime.values"]
     reads = sum(sum(m.values()) for src in ("clock", "uuid") for m in event.data["reads"][src].values())
     clock_reads = sum(sum(m.values()) for m in event.data["reads"]["clock"].values())
@@ -59,9 +60,9 @@ def main() -> None:
     recording = _Recorded(ctx.recorder.events)
     replay = RunContext(Recorder(RunMeta(run_id="bench")), mode="regression", recorded=recording)
     with activate(replay):
-        replay.start()
+        start(replay)
         replayed = {name: best(name) for name in READS}
-        replay.finish()
+        finish(replay)
     print(f"{'ns per read':<16}{'unpatched':>12}{'recording':>12}{'replaying':>12}")
     for name in READS:
         print(f"{name:<16}{unpatched[name]:>12.0f}{recorded[name]:>12.0f}{replayed[name]:>12.0f}")
