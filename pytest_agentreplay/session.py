@@ -265,7 +265,8 @@ class TestRun:
         from .replay.policy import SERVED_INSTEAD
 
         played = None
-        if SERVED_INSTEAD in ctx.extensions:  # only a vcr-served run has another recorded side
+        vcr_served = SERVED_INSTEAD in ctx.extensions
+        if vcr_served:  # only a vcr-served run has another recorded side
             from .interop.vcr_serving import played_history
 
             played = played_history(ctx)
@@ -302,7 +303,7 @@ class TestRun:
             expected=len(result.expected),
             drift=result.to_dict() if result.has_drift else None,
         )
-        if self.test.update and passed and self.test.mode == "regression" and "vcr" in ctx.extensions:
+        if self.test.update and passed and self.test.mode == "regression" and vcr_served:
             from .interop.vcr_serving import converted_run
 
             self._save(converted_run(recorded.run), ctx.recorder.events)  # the YAML stays

@@ -656,10 +656,11 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         import importlib
         import os
 
+        from pytest_agentreplay.core.after_import import AfterImport
         from pytest_agentreplay.http import guard
 
         def hooks():
-            return sum(isinstance(f, guard._SpawnHook) for f in sys.meta_path)
+            return sum(isinstance(f, AfterImport) for f in sys.meta_path)
 
         def state(spawn):
             f = spawn.get_preparation_data
@@ -668,7 +669,7 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
                 and f.__code__.co_filename.endswith(os.path.join("multiprocessing", "spawn.py"))
             )
             loaders = (spawn.__loader__, spawn.__spec__.loader)
-            clean = not any(isinstance(loader, guard._SpawnLoader) for loader in loaders)
+            clean = not any(type(loader).__module__ == AfterImport.__module__ for loader in loaders)
             return f"hooks={hooks()} genuine={genuine} clean_loader={clean}"
 
         uninstall = guard.install()

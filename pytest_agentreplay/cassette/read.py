@@ -452,12 +452,19 @@ def _load_cassette(
     path = Path(path)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     raw, version, doc, data = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
-    if version == FORMAT_VERSION:
-        # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than
-        # as the parsed document, thousands of containers every garbage collection of the run walks.
-        loaded = LoadedCassette(path, doc.run, doc.events, store, mode=mode, source=data)
-    else:
-        loaded = LoadedCassette(path, doc.run, doc.events, store, document=raw, mode=mode)
+    # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than as
+    # the parsed document, thousands of containers every garbage collection of the run walks. A migrated
+    # document has no such bytes.
+    current = version == FORMAT_VERSION
+    loaded = LoadedCassette(
+        path,
+        doc.run,
+        doc.events,
+        store,
+        document={} if current else raw,
+        mode=mode,
+        source=data if current else None,
+    )
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():
             if ref.sha256 is not None:

@@ -31,12 +31,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import jiter
-
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..exceptions import CassetteError, CassetteSchemaError
+from .validation import UNPARSED, NestingTooDeep, parse_fast
 
 Document = dict[str, Any]
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
@@ -141,11 +140,13 @@ def _restore_response(ref: dict[str, Any]) -> None:
 def parse_sorted(raw: str) -> Any:
     """``raw`` parsed with every object's keys in canonical (sorted) order, as the value had when it was
     stored (the last of duplicate keys wins). jiter, then a pass sorting the objects that need it, costs half
-    of ``json.loads`` calling a hook per object; anything jiter refuses (a lone surrogate, a number beyond
-    a float, nesting past 200) is left to ``json.loads``, which decides as it always did."""
+    of ``json.loads`` calling a hook per object; anything jiter refuses (a lone surrogate, NaN, nesting past
+    200) is left to ``json.loads``, which decides as it always did."""
     try:
-        value = jiter.from_json(raw.encode("utf-8"), allow_inf_nan=True)
-    except ValueError:
+        value = parse_fast(raw.encode("utf-8"))
+    except (NestingTooDeep, UnicodeEncodeError):
+        value = UNPARSED
+    if value is UNPARSED:
         return json.loads(raw, object_pairs_hook=_sorted_object)
     return _sort_keys(value)
 

@@ -49,15 +49,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from ..core.after_import import AfterImport
 from ..core.commands import record_command
 from ..exceptions import ConfigError, NetworkBlockedError
 
 if TYPE_CHECKING:
-    from importlib.abc import Loader
-    from importlib.machinery import ModuleSpec
-
     from ..core.capture import RunContext
 
 ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
@@ -1116,13 +1114,13 @@ def _patched_get_preparation_data(name: Any) -> Any:
 _SPAWN_MODULE = "multiprocessing.spawn"
 
 
-class _SpawnHook:
-    """Patches ``multiprocessing.spawn.get_preparation_data`` now, and whenever the module is imported.
+class _SpawnPatch:
+    """``multiprocessing.spawn.get_preparation_data`` patched in each module object that runs while the
+    guard is installed, and restored in all of them by :meth:`remove`.
 
-    Importing multiprocessing (context, reduction, pickle...) costs milliseconds of CPU that most
-    replaying tests, and the guarded Python children, never need, so the guard does not import it: while
-    installed, this object sits first in ``sys.meta_path`` and patches the module right after it has run.
-    :meth:`remove` undoes both.
+    Importing multiprocessing (context, reduction, pickle...) costs milliseconds of CPU that most replaying
+    tests, and the guarded Python children, never need, so the guard does not import it: the module is
+    patched when it is imported (:class:`~pytest_agentreplay.core.after_import.AfterImport`).
     """
 
     def __init__(self) -> None:
@@ -1130,36 +1128,7 @@ class _SpawnHook:
         # Each module object patched, with the function it had. There can be several: pytester drops the
         # modules an inner session imported first, and the next import runs multiprocessing.spawn again.
         self.patched: list[tuple[Any, Any]] = []
-        # Per thread: another copy of this module (pytester re-imports) may have a hook of its own, which
-        # asks the other finders, this one included, while this one asks them.
-        self._asking = threading.local()
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname != _SPAWN_MODULE or not self.active or getattr(self._asking, "busy", False):
-            return None
-        self._asking.busy = True
-        try:
-            spec = self._spec_elsewhere(fullname, path, target)
-        finally:
-            self._asking.busy = False
-        if spec is not None and hasattr(spec.loader, "exec_module"):
-            # A Loader by its methods: subclassing importlib.abc.Loader would import it in every child.
-            spec.loader = cast("Loader", _SpawnLoader(spec.loader, self))
-        return spec
-
-    def _spec_elsewhere(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
-    ) -> ModuleSpec | None:
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
+        self.finder = AfterImport({_SPAWN_MODULE: self.patch})
 
     def patch(self, module: Any) -> None:
         with _PATCHES.lock:
@@ -1178,36 +1147,10 @@ class _SpawnHook:
     def remove(self) -> None:
         with _PATCHES.lock:
             self.active = False
-            with suppress(ValueError):
-                sys.meta_path.remove(self)
+            self.finder.remove()
             while self.patched:
                 module, original = self.patched.pop()
                 module.get_preparation_data = original
-
-
-class _SpawnLoader:
-    """The loader the other finders found for ``multiprocessing.spawn``, patching the module once run."""
-
-    def __init__(self, loader: Any, hook: _SpawnHook) -> None:
-        self.loader = loader
-        self.hook = hook
-
-    def __getattr__(self, name: str) -> Any:
-        # get_source, get_resource_reader...: whoever asks the spec's loader gets the real answers.
-        return getattr(self.loader, name)
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self.loader.create_module(spec)
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        # The module keeps the genuine loader: nothing of the guard stays behind after an uninstall, and
-        # importlib.reload() then does not patch again.
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
-        self.hook.patch(module)
 
 
 def _spawn_modules() -> list[ModuleType]:
@@ -1223,21 +1166,21 @@ def _spawn_modules() -> list[ModuleType]:
 
 
 def _patch_spawn() -> Callable[[], None]:
-    hook = _SpawnHook()
+    spawn = _SpawnPatch()
     if _SPAWN_MODULE in sys.modules:
         # Waits for another thread that may still be running the module, so that its function is there
-        # to patch. (No hook of ours is in sys.meta_path yet that could need _PATCHES.lock there.)
+        # to patch. (No finder of ours is in sys.meta_path yet that could need _PATCHES.lock there.)
         importlib.import_module(_SPAWN_MODULE)
     for module in _spawn_modules():
-        hook.patch(module)
+        spawn.patch(module)
     # Even when imported already: a module dropped from sys.modules (pytester) and imported again while
     # the guard stays installed must be patched too, or forkserver children would go unguarded.
-    sys.meta_path.insert(0, hook)
-    # Imported by another thread between the check and the insertion, past the hook: patch it here,
+    spawn.finder.install()
+    # Imported by another thread between the check and the insertion, past the finder: patch it here,
     # without waiting for a module still running (its import may be waiting for our lock in patch()).
     for module in _spawn_modules():
-        hook.patch(module)
-    return hook.remove
+        spawn.patch(module)
+    return spawn.remove
 
 
 def _patch_children() -> list[Callable[[], None]]:

@@ -10,15 +10,14 @@ library imported later is patched the moment its module has run.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.abc
-import importlib.machinery
+import importlib
 import importlib.util
 import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+
+from ..core.after_import import AfterImport
 
 __all__ = ["install", "installed"]
 
@@ -106,46 +105,6 @@ _PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
 }
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches a client library the moment it is first imported.
-
-    Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s; a library
-    not imported yet is patched when its top-level module has run, before any code can use it.
-    """
-
-    def __init__(self, waiting: dict[str, Callable[[str], Callable[[], None]]]) -> None:
-        self.waiting = waiting
-
-    def find_spec(
-        self, fullname: str, path: Any, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self.waiting:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: importlib.machinery.ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        exec_module = getattr(loader, "exec_module", None)
-        if loader is None or exec_module is None:
-            return spec
-
-        def exec_then_patch(module: ModuleType) -> None:
-            exec_module(module)
-            self.imported(fullname)
-
-        loader.exec_module = exec_then_patch  # type: ignore[method-assign]
-        return spec
-
-    def imported(self, name: str) -> None:
-        _INTERCEPTION.imported(name, self.waiting)
-
-
 def _patch_all() -> list[Callable[[], None]]:
     from ..http import guard
 
@@ -157,16 +116,15 @@ def _patch_all() -> list[Callable[[], None]]:
         elif _available(name):
             waiting[name] = patcher
     if waiting:
-        finder = _PatchOnImport(waiting)
-        sys.meta_path.insert(0, finder)
-        restores.append(lambda: _remove_finder(finder))
+        # Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s: a
+        # library not imported yet is patched when its top-level module has run.
+        def imported(module: ModuleType) -> None:
+            _INTERCEPTION.imported(module.__name__, waiting)
+
+        finder = AfterImport(dict.fromkeys(waiting, imported))
+        finder.install()
+        restores.append(finder.remove)
     return restores
-
-
-def _remove_finder(finder: _PatchOnImport) -> None:
-    finder.waiting.clear()
-    with contextlib.suppress(ValueError):
-        sys.meta_path.remove(finder)
 
 
 def install() -> Callable[[], None]:

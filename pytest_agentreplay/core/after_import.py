@@ -1,0 +1,101 @@
+"""Running code the moment a module has been imported, without importing it ahead of time.
+
+Patching a library a test may never use would mean importing it first: ~0.2 s for aiohttp or urllib3,
+milliseconds for ``multiprocessing.spawn`` in every replaying process and every guarded child. Instead an
+:class:`AfterImport` sits first in ``sys.meta_path``, lets the other finders find the module, and calls
+back once the module has run, before any code can use it.
+
+Its loader is a stand-in for theirs: the module gets the genuine loader back before it runs, so once the
+finder is removed nothing of it remains (``importlib.reload`` then runs no callback). Deliberately no
+``importlib.abc`` base class: the guard installs one in every Python child, which should not import more.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+
+
+class AfterImport:
+    """A ``sys.meta_path`` finder calling ``callbacks[name](module)`` each time a module of one of those
+    names has run (pytester drops modules, so one may run again while the finder stays)."""
+
+    def __init__(self, callbacks: Mapping[str, Callable[[ModuleType], None]]) -> None:
+        self.callbacks = dict(callbacks)
+        # Per thread: another copy of this finder (pytester re-imports this package) asks the other
+        # finders, this one included, while this one asks them.
+        self._asking = threading.local()
+
+    def install(self) -> None:
+        sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        """Out of ``sys.meta_path``, and no callback runs any more (not even for an import under way)."""
+        self.callbacks.clear()
+        with suppress(ValueError):
+            sys.meta_path.remove(self)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if fullname not in self.callbacks or getattr(self._asking, "busy", False):
+            return None
+        self._asking.busy = True
+        try:
+            spec = self._spec_elsewhere(fullname, path, target)
+        finally:
+            self._asking.busy = False
+        if spec is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = cast("Loader", _ThenCallBack(spec.loader, self))
+        return spec
+
+    def _spec_elsewhere(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> ModuleSpec | None:
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec: ModuleSpec | None = find(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def ran(self, module: ModuleType) -> None:
+        callback = self.callbacks.get(module.__name__)
+        if callback is not None:
+            callback(module)
+
+
+class _ThenCallBack:
+    """The loader the other finders found, running the module and then the finder's callback."""
+
+    def __init__(self, loader: Any, finder: AfterImport) -> None:
+        self.loader = loader
+        self.finder = finder
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, get_resource_reader...: whoever asks the spec's loader gets the real answers.
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.finder.ran(module)
+
+
+__all__ = ["AfterImport"]
