@@ -26,6 +26,8 @@ Document = dict[str, Any]
 # Fields this package writes itself (when and where in the run): they hold nothing to redact.
 _STAMPED = frozenset({"ts", "seq"})
 _MEASURED = frozenset({"latency_ms"})  # in an event's data, measured by this package
+# Event fields, and a ref's ``inline`` payload, compared with the recorded ones key by key.
+_BY_KEY = frozenset({"data", "input_ref", "output_ref", "inline"})
 
 
 def _without_json(ref: Any) -> Any:
@@ -38,6 +40,13 @@ def _without_json(ref: Any) -> Any:
         return None
     rest = {k: v for k, v in body.items() if k != "json"}
     return {**ref, "inline": {**inline, "body": rest}}
+
+
+def _body(ref: Any) -> Any:
+    """The body of a request ref as :func:`_without_json` leaves it (None when it is not one)."""
+    inline = ref.get("inline") if isinstance(ref, dict) else None
+    body = inline.get("body") if isinstance(inline, dict) else None
+    return body if isinstance(body, dict) else None
 
 
 def _recorded_requests(recorded: Sequence[Document]) -> dict[str, Document]:
@@ -78,8 +87,16 @@ def redacted_replay(
         known = by_hash.get(digest) if isinstance(digest, str) else None
         if known is not None:
             live_rest = _without_json(current.get("input_ref"))
-            if live_rest is not None and same_json(redacted_rest(live_rest), _without_json(known)):
-                reused["input_ref"] = known
+            if live_rest is not None:
+                rest = redacted_rest(live_rest)
+                known_rest = _without_json(known)
+                if same_json(rest, known_rest):
+                    reused["input_ref"] = known
+                elif _body(rest) is not None and same_json(_body(rest), _body(known_rest)):
+                    # Sent elsewhere, or with other headers (a client with brotli installed asks for
+                    # "br"): the same body is still the recorded one, redacted; only the rest is new.
+                    inline = {**rest["inline"], "body": known["inline"]["body"]}
+                    reused["input_ref"] = {**rest, "inline": inline}
         if twin is not None and twin.get("type") != current.get("type"):
             twin = None
         event_out: Document = {}
@@ -90,26 +107,30 @@ def redacted_replay(
                 event_out[key] = value
             elif twin is not None and key in twin and same_json(value, twin[key]):
                 event_out[key] = twin[key]
-            elif twin is not None and key == "data":
-                event_out[key] = _data_over_twin(value, twin.get(key), redactor)
+            elif twin is not None and key in _BY_KEY:
+                event_out[key] = _over_twin(value, twin.get(key), redactor, measured=key == "data")
             else:
                 event_out.update(redactor.redact({key: value}))
         out.append(event_out)
     return out
 
 
-def _data_over_twin(data: Any, twin: Any, redactor: Redactor) -> Any:
-    """An event's data redacted, key by key: a value equal to the recorded one at the same key is the
-    recorded (already redacted) value, so a replayed call that differs from its recording only by its
-    latency redacts one number. Redaction looks at a key and its value, never at their neighbours."""
+def _over_twin(data: Any, twin: Any, redactor: Redactor, *, measured: bool, depth: int = 2) -> Any:
+    """A field of an event redacted key by key: a value equal to the recorded one at the same key is the
+    recorded (already redacted) value. A replayed call that differs from its recording only by its latency
+    redacts one number; a request that differs only by a header redacts its headers. Redaction looks at a
+    key and its value, never at their neighbours, and the keys walked into (``_BY_KEY``) are plain names
+    it passes through."""
     if not isinstance(data, dict) or not isinstance(twin, dict) or "content_type" in data:
         return redactor.redact(data)  # a dict shaped like a body is redacted as one, whole
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key in twin and same_json(value, twin[key]):
             out[key] = twin[key]
-        elif key in _MEASURED:
+        elif measured and key in _MEASURED:
             out[key] = value
+        elif depth and key in _BY_KEY and isinstance(value, dict):
+            out[key] = _over_twin(value, twin.get(key), redactor, measured=False, depth=depth - 1)
         else:
             out.update(redactor.redact({key: value}))
     return out
