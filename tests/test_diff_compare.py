@@ -510,22 +510,76 @@ _leaf = st.one_of(
     changes=st.lists(
         st.tuples(
             st.sampled_from(
-                ["ts", "seq", "run_id", "actor", "trace_id", "data.latency_ms", "data.status", "data.x"]
+                [
+                    "ts",
+                    "seq",
+                    "run_id",
+                    "actor",
+                    "trace_id",
+                    "data.latency_ms",
+                    "data.status",
+                    "data.x",
+                    "data.x.y",
+                    # a request sent with other transport headers (ignored), other own headers (reported)
+                    "input_ref.inline.headers.accept-encoding",
+                    "input_ref.inline.headers.user-agent",
+                    "input_ref.inline.headers.x-tenant",
+                    "input_ref.inline.headers.idempotency-key",
+                    "input_ref.inline.headers",
+                    "input_ref.inline.method",
+                    "input_ref.inline.body.json.q",
+                    "input_ref.data_class",
+                    "input_ref.sha256",
+                    "input_ref",
+                    "output_ref.inline.headers.date",
+                    "output_ref.inline.status",
+                    "output_ref.inline",
+                ]
             ),
-            _leaf | st.just(ABSENT) | st.lists(st.integers(0, 2), max_size=2),
+            _leaf | st.just(ABSENT) | st.lists(st.integers(0, 2), max_size=2) | st.just({"k": "v"}),
         ),
         max_size=4,
     ),
     mode=st.sampled_from(["regression", "model-comparison", "sandbox"]),
-    rules=st.sampled_from([None, {"http:data.status": "ignore"}, {"http:data.latency_ms": "regression"}]),
+    rules=st.sampled_from(
+        [
+            None,
+            {"http:data.status": "ignore"},
+            {"http:data.latency_ms": "regression"},
+            {"http:input_ref.headers.x-tenant": "ignore"},
+        ]
+    ),
 )
 def test_a_pair_differing_only_where_ignored_is_counted_as_the_walk_counts(
     changes: list[tuple[str, Any]], mode: str, rules: Any
 ) -> None:
-    recorded = ev(0, "http", data={"method": "GET", "url": "https://x/a", "status": 200, "latency_ms": 1.0})
+    request = {
+        "method": "GET",
+        "url": "https://x/a",
+        "headers": {
+            "accept-encoding": "gzip",
+            "user-agent": "sdk/1",
+            "x-tenant": "t1",
+            "idempotency-key": "k",
+        },
+        "body": {"content_type": "application/json", "json": {"q": 1}},
+    }
+    response = {"status": 200, "headers": {"date": "Mon"}, "body": None}
+    recorded = ev(
+        0,
+        "http",
+        data={"method": "GET", "url": "https://x/a", "status": 200, "latency_ms": 1.0, "x": {"y": 1}},
+        input_ref={"inline": request, "media_type": "@http-request", "data_class": "internal"},
+        output_ref={"inline": response, "media_type": "@http-response"},
+    )
     replayed = copy.deepcopy(recorded)
     for path, value in changes:
-        target, key = (replayed["data"], path[5:]) if path.startswith("data.") else (replayed, path)
+        *parents, key = path.split(".")
+        target = replayed
+        for name in parents:
+            if not isinstance(target.get(name), dict):
+                target[name] = {}
+            target = target[name]
         if value is ABSENT:
             target.pop(key, None)
         else:

@@ -82,25 +82,42 @@ def _only_ignored(
     count = 0
     for key in keys if keys is not None else set(a) | set(b):
         va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-        if _same(va, vb):
-            continue
         if key in REF_FIELDS:
+            # As ``_PairWalker.payload`` compares refs: by their inline payloads (a blob takes the walk).
+            va, vb = _inline(va), _inline(vb)
+            if va is None or vb is None:
+                return None
+        counted = _ignored_within(rules, event_type, (str(key),), va, vb, 2)
+        if counted is None:
             return None
-        if type(va) is dict and type(vb) is dict:
-            for inner in set(va) | set(vb):
-                ia, ib = va.get(inner, ABSENT), vb.get(inner, ABSENT)
-                if _same(ia, ib):
-                    continue
-                counted = _ignored_leaf(rules, event_type, (str(key), str(inner)), ia, ib)
-                if counted is None:
-                    return None
-                count += counted
-        else:
-            counted = _ignored_leaf(rules, event_type, (str(key),), va, vb)
+        count += counted
+    return count
+
+
+def _inline(ref: Any) -> Any:
+    """What the walk compares of a ref held inline: its payload (ABSENT for no ref); None for a blob."""
+    if ref is ABSENT or ref is None:
+        return ABSENT
+    if not isinstance(ref, Mapping) or ref.get("sha256") or "inline" not in ref:
+        return None
+    return ref["inline"]
+
+
+def _ignored_within(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any, depth: int) -> int | None:
+    """:func:`_ignored_leaf` over the differing leaves of two values, through ``depth`` levels of objects."""
+    if _same(a, b):
+        return 0
+    if depth and type(a) is dict and type(b) is dict:
+        count = 0
+        for key in set(a) | set(b):
+            counted = _ignored_within(
+                rules, event_type, (*tokens, str(key)), a.get(key, ABSENT), b.get(key, ABSENT), depth - 1
+            )
             if counted is None:
                 return None
             count += counted
-    return count
+        return count
+    return _ignored_leaf(rules, event_type, tokens, a, b)
 
 
 def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any) -> int | None:
