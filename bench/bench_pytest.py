@@ -10,8 +10,10 @@ message and ~150-byte assistant reply per turn). Rows: (a) G=1000 N=200, (b) N=1
 no:cacheprovider`` process:
 
 - floor: the same test body, every request answered by an ``httpx.MockTransport``; no plugin, no cassette;
-- pytest-agentreplay (this checkout, the global python): recorded once with ``--agentreplay-record=all``
-  against a local HTTP server, then replayed (default mode) with that server stopped;
+- pytest-agentreplay (this checkout, installed as users install it: a wheel without extras, in its own
+  virtualenv under ``~/.cache/agentreplay-bench``, reinstalled on every run): recorded once with
+  ``--agentreplay-record=all`` against a local HTTP server, then replayed (default mode) with that server
+  stopped;
 - pytest-recording + vcrpy and cassetter (a Rust-core recorder), each in its own virtualenv under
   ``~/.cache/agentreplay-bench`` (created on first use; a peer that cannot be installed or driven is
   reported as n/a): ``@pytest.mark.vcr``, recorded with ``--record-mode=all``, replayed with
@@ -20,12 +22,15 @@ no:cacheprovider`` process:
   (``--cassetter-format``): its YAML loader refuses documents of more than 250,000 nodes, which rows a
   and d exceed, and TOML is its faster-loading format anyway.
 
-Each peer's virtualenv also times the floor test (``x own floor`` in the table). In the global python,
-pytest plugins that pytest-agentreplay does not bring along (dev tools: langsmith, hypothesis, xdist...)
-are disabled with ``-p no:NAME`` for the floor and for ours, so the global python costs what a virtualenv
-holding only this package would. GETs go through one shared client by default; ``--gets-via httpx.get``
-uses ``httpx.get`` per GET as written in the issue (each call builds an SSL context, ~25 ms CPU here,
-which then dominates every variant, the floor included).
+Each virtualenv times the floor test too (``x own floor`` in the table): every tool is compared with
+the floor of the same environment, with the same pytest and httpx. ``--global-python`` runs ours in the
+running python instead, with the pytest plugins that pytest-agentreplay does not bring along (dev tools:
+hypothesis, xdist...) disabled with ``-p no:NAME`` for the floor and for ours; its floor is heavier than a
+virtualenv's (more installed distributions to scan for entry points, another pytest).
+
+GETs go through one shared client by default; ``--gets-via httpx.get`` uses ``httpx.get`` per GET as
+written in the issue (each call builds an SSL context, ~25 ms CPU here, which then dominates every
+variant, the floor included).
 
 Measured per run, from ``os.wait4``: CPU seconds (user + sys) and peak RSS of the pytest process; and the
 bytes of each cassette folder (``.blobs`` included). Timed replays are repeated ``--repeats`` times,
@@ -184,22 +189,49 @@ VERSIONS = (
 )
 
 
-def our_env() -> Env:
-    """The global python, with every pytest plugin that neither we nor our dependencies bring disabled."""
-    dist = importlib.metadata.distribution(OUR_DIST)
-    keep = {OUR_DIST.lower()}
-    for requirement in dist.requires or []:
-        if "extra ==" not in requirement:
-            keep.add(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-"))
-    disable = sorted(
-        {
-            ep.name
-            for ep in importlib.metadata.entry_points(group="pytest11")
-            if ep.dist is None or ep.dist.name.lower().replace("_", "-") not in keep
-        }
-    )
-    versions = {d: importlib.metadata.version(d) for d in ("pytest", "httpx", OUR_DIST)}
-    return Env("ours", sys.executable, versions, disable)
+def our_env(global_python: bool) -> Env:
+    """A virtualenv under the cache holding this checkout, installed as users install it (a wheel, no
+    extras) next to httpx, and reinstalled on every run; or, with ``global_python``, the running python
+    with every pytest plugin that neither we nor our dependencies bring disabled."""
+    if global_python:
+        dist = importlib.metadata.distribution(OUR_DIST)
+        keep = {OUR_DIST.lower()}
+        for requirement in dist.requires or []:
+            if "extra ==" not in requirement:
+                keep.add(re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-"))
+        disable = sorted(
+            {
+                ep.name
+                for ep in importlib.metadata.entry_points(group="pytest11")
+                if ep.dist is None or ep.dist.name.lower().replace("_", "-") not in keep
+            }
+        )
+        versions = {d: importlib.metadata.version(d) for d in ("pytest", "httpx", OUR_DIST)}
+        return Env("ours", sys.executable, versions, disable)
+    venv = CACHE / "venv-ours"
+    python = str(venv / "bin" / "python")
+    checkout = str(BENCH.parent)
+    try:
+        if not Path(python).exists():
+            log(f"creating {venv} (this checkout, httpx)")
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+            steps = [["install", "-q", checkout, "httpx"]]
+        else:
+            steps = [
+                ["install", "-q", checkout, "httpx"],
+                ["install", "-q", "--no-deps", "--force-reinstall", checkout],
+            ]
+        for step in steps:  # dependencies first, then this checkout's code as it is now
+            done = subprocess.run(
+                [python, "-m", "pip", *step], capture_output=True, text=True, timeout=900, cwd=CACHE
+            )
+            if done.returncode:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                return Env("ours", python, error="pip install failed: " + " | ".join(tail))
+        versions = json.loads(query(python, VERSIONS, "pytest", "httpx", OUR_DIST))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return Env("ours", python, error=f"{type(exc).__name__}: {exc}")
+    return Env("ours", python, versions)
 
 
 def peer_env(name: str) -> Env:
@@ -317,7 +349,7 @@ class Cell:
 def bench(args: argparse.Namespace) -> tuple[dict[str, dict[str, Cell]], dict[str, Env], dict[str, Any]]:
     sizes = QUICK_ROWS if args.quick else ROWS
     rows = args.rows
-    envs = {"ours": our_env()}
+    envs = {"ours": our_env(args.global_python)}
     for name in ("vcr", "cassetter"):
         envs[name] = peer_env(name)
         if envs[name].error:
@@ -511,6 +543,11 @@ def main() -> None:
     parser.add_argument(
         "--keep", metavar="DIR", help="build the projects in DIR (emptied first) and keep them"
     )
+    parser.add_argument(
+        "--global-python",
+        action="store_true",
+        help="run ours in this python (other pytest plugins disabled) rather than in its own virtualenv",
+    )
     parser.add_argument("--json-only", action="store_true", help="print the JSON line only")
     parser.add_argument("--markdown-readme", action="store_true", help="print the table and targets only")
     args = parser.parse_args()
@@ -568,7 +605,10 @@ def main() -> None:
                     if text and not text.startswith("not timed")
                 )
             )
-            lines = [head, versions, f"disabled in the global python: {' '.join(envs['ours'].disable)}", ""]
+            lines = [head, versions]
+            if envs["ours"].disable:
+                lines.append(f"disabled in the global python: {' '.join(envs['ours'].disable)}")
+            lines.append("")
             lines += [*table(cells, sizes), "", *target_lines(out), *notes]
         print("\n".join(lines))
     print(json.dumps(out))
