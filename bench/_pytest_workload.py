@@ -15,6 +15,7 @@ on the request, so a replay matches whatever recorded them.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ SYSTEM = (
     "when the customer asks for a refund above the limit. "
 ) * 3
 MODEL = "gpt-4o-mini"
+ELSEWHERE_HEADERS = "AGENTREPLAY_BENCH_CLIENT_HEADERS"
 
 
 def item(i: int) -> dict[str, Any]:
@@ -82,20 +84,23 @@ def floor_client() -> httpx.Client:
 def converse(base: str, gets: int, calls: int, *, floor: bool, gets_via: str) -> None:
     """The test body: ``gets`` GETs spread between ``calls`` growing-conversation model calls."""
     get: Callable[[str], httpx.Response]
+    # Headers of another machine's client (``ELSEWHERE_HEADERS``, JSON): a replay where every request
+    # differs from its recording by what the HTTP stack chose, not by what the agent sent.
+    headers = json.loads(os.environ.get(ELSEWHERE_HEADERS) or "{}")
     if gets_via == "httpx.get":  # a new client (and SSL context) per GET, as ``httpx.get`` builds one
 
         def get(url: str) -> httpx.Response:
             if not floor:
-                return httpx.get(url)
+                return httpx.get(url, headers=headers)
             with floor_client() as fresh:
                 return fresh.get(url)
 
         get_client = None
     else:
-        get_client = floor_client() if floor else httpx.Client()
+        get_client = floor_client() if floor else httpx.Client(headers=headers)
         get = get_client.get
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
-    with floor_client() if floor else httpx.Client() as chat:
+    with floor_client() if floor else httpx.Client(headers=headers) as chat:
         for turn in range(calls):
             for i in range(turn * gets // calls, (turn + 1) * gets // calls):
                 got = get(f"{base}/items/{i}?page={i % 7}")

@@ -14,6 +14,9 @@ no:cacheprovider`` process:
   virtualenv under ``~/.cache/agentreplay-bench``, reinstalled on every run): recorded once with
   ``--agentreplay-record=all`` against a local HTTP server, then replayed (default mode) with that server
   stopped;
+- the same cassettes replayed elsewhere: by clients set up as on another machine (another user agent,
+  brotli and zstd accepted), so every request differs from its recording in transport headers, as when
+  a developer records and CI replays;
 - pytest-recording + vcrpy and cassetter (a Rust-core recorder), each in its own virtualenv under
   ``~/.cache/agentreplay-bench`` (created on first use; a peer that cannot be installed or driven is
   reported as n/a): ``@pytest.mark.vcr``, recorded with ``--record-mode=all``, replayed with
@@ -62,7 +65,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _pytest_workload import answer
+from _pytest_workload import ELSEWHERE_HEADERS, answer
 
 BENCH = Path(__file__).resolve().parent
 ROWS: dict[str, tuple[int, int]] = {"a": (1000, 200), "b": (0, 100), "c": (0, 200), "d": (0, 400)}
@@ -75,11 +78,13 @@ PEERS = {
 OUR_DIST = "pytest-agentreplay-suite"
 OUR_PLUGIN = "pytest_agentreplay"
 RUN_TIMEOUT = 900.0
+ELSEWHERE = {"user-agent": "python-httpx/0.99.0", "accept-encoding": "gzip, deflate, br, zstd"}
 TARGETS = {
     "plugin_over_floor_a": "<= 1.3",
     "cassetter_over_plugin_a": ">= 1.2",
     "bytes_plugin_over_vcr_a": "<= 0.25",
     "growth_overhead_200_400": "<= 2.2",
+    "growth_overhead_200_400_elsewhere": "<= 2.2",
     "growth_bytes_200_400": "<= 2.2",
     "rss_plugin_below_peers_a": "true",
 }
@@ -157,11 +162,25 @@ class Variant:
     marker: str  # "" for a floor test
     args: tuple[str, ...]  # replay (or floor) arguments
     record_args: tuple[str, ...] = ()
+    replays: str | None = None  # the variant whose recording this one replays (it records none)
+    environ: tuple[tuple[str, str], ...] = ()  # for its replays
 
 
 VARIANTS = [
     Variant("floor", "floor", "ours", "", ("-p", f"no:{OUR_PLUGIN}")),
     Variant("plugin", "pytest-agentreplay", "ours", "agentreplay", (), ("--agentreplay-record=all",)),
+    # The same cassettes replayed by a client that another machine set up: other transport headers on
+    # every request (a newer SDK's user agent, brotli and zstd installed), as when a developer records
+    # and CI replays.
+    Variant(
+        "elsewhere",
+        "pytest-agentreplay, replayed elsewhere",
+        "ours",
+        "agentreplay",
+        (),
+        replays="plugin",
+        environ=((ELSEWHERE_HEADERS, json.dumps(ELSEWHERE)),),
+    ),
     Variant("vcr", "pytest-recording", "vcr", "vcr", ("--record-mode=none",), ("--record-mode=all",)),
     # TOML: cassetter's YAML loader refuses a document of more than 250,000 nodes (rows a and d).
     Variant(
@@ -296,14 +315,21 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_pytest(env: Env, folder: Path, args: tuple[str, ...]) -> Run:
+def run_pytest(
+    env: Env, folder: Path, args: tuple[str, ...], environ: tuple[tuple[str, str], ...] = ()
+) -> Run:
     """One ``python -m pytest`` process in ``folder``: its CPU seconds and peak RSS from ``os.wait4``."""
     command = [env.python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     command += [a for name in env.disable for a in ("-p", f"no:{name}")]
     command += list(args)
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
-            command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True
+            command,
+            cwd=folder,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=child_env() | dict(environ),
+            start_new_session=True,
         )
         timer = threading.Timer(RUN_TIMEOUT, lambda: os.killpg(proc.pid, signal.SIGKILL))
         timer.start()
@@ -374,7 +400,13 @@ def bench(args: argparse.Namespace) -> tuple[dict[str, dict[str, Cell]], dict[st
                     cell = cells[row][v.key]
                     folder = root / row / v.key
                     write_project(folder, v, base, sizes[row], args)
-                    if cell.note or not v.marker:
+                    if v.replays is not None:
+                        source = cells[row][v.replays]
+                        if source.bytes is None:
+                            cell.note = cell.note or f"n/a (no recording of {v.replays})"
+                        else:
+                            shutil.copytree(root / row / v.replays / "cassettes", folder / "cassettes")
+                    if cell.note or not v.marker or v.replays is not None:
                         continue
                     before = server.hits
                     started = time.perf_counter()
@@ -397,7 +429,7 @@ def bench(args: argparse.Namespace) -> tuple[dict[str, dict[str, Cell]], dict[st
                     cell.note = "not timed (--vcr-rows)"
                 if cell.note:
                     continue
-                warm = run_pytest(envs[v.env], root / row / v.key, v.args)  # bytecode, page cache
+                warm = run_pytest(envs[v.env], root / row / v.key, v.args, v.environ)  # bytecode, page cache
                 if not warm.ok:
                     cell.note = f"replay failed: {failure(warm)}"
                     log(f"row {row} {v.label}: {cell.note}")
@@ -407,7 +439,7 @@ def bench(args: argparse.Namespace) -> tuple[dict[str, dict[str, Cell]], dict[st
                     cell = cells[row][v.key]
                     if cell.note:
                         continue
-                    run = run_pytest(envs[v.env], root / row / v.key, v.args)
+                    run = run_pytest(envs[v.env], root / row / v.key, v.args, v.environ)
                     if not run.ok:  # no figures from a variant that does not replay reliably
                         cell.note = f"replay failed: {failure(run)}"
                         cell.cpu.clear()
@@ -444,8 +476,8 @@ def figures(cells: dict[str, dict[str, Cell]]) -> dict[str, Any]:
     def size(row: str, key: str) -> int | None:
         return cells[row][key].bytes if row in cells else None
 
-    def overhead(row: str) -> float | None:
-        ours, floor = cpu(row, "plugin"), cpu(row, "floor")
+    def overhead(row: str, key: str = "plugin") -> float | None:
+        ours, floor = cpu(row, key), cpu(row, "floor")
         return ours - floor if ours is not None and floor is not None else None
 
     rss_ours = cells["a"]["plugin"].median_rss() if "a" in cells else None
@@ -457,6 +489,7 @@ def figures(cells: dict[str, dict[str, Cell]]) -> dict[str, Any]:
         "cassetter_over_plugin_a": ratio(cpu("a", "cassetter"), cpu("a", "plugin")),
         "bytes_plugin_over_vcr_a": ratio(size("a", "plugin"), size("a", "vcr")),
         "growth_overhead_200_400": ratio(overhead("d"), overhead("c")),
+        "growth_overhead_200_400_elsewhere": ratio(overhead("d", "elsewhere"), overhead("c", "elsewhere")),
         "growth_bytes_200_400": ratio(size("d", "plugin"), size("c", "plugin")),
         "rss_plugin_below_peers_a": below,
     }
@@ -500,15 +533,17 @@ def fmt_bytes(cell: Cell) -> str:
 def table(cells: dict[str, dict[str, Cell]], sizes: dict[str, tuple[int, int]]) -> list[str]:
     lines = [
         "| row | GETs + model calls | floor CPU s | pytest-agentreplay CPU s (x floor) "
+        "| replayed elsewhere (x floor) "
         "| pytest-recording CPU s (x own floor) | cassetter CPU s (x own floor) "
         "| peak RSS MB floor / ours / vcr / cassetter | cassette bytes ours | pytest-recording | cassetter |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row, c in cells.items():
         gets, calls = sizes[row]
         rss = " / ".join(fmt_rss(c[k]) for k in ("floor", "plugin", "vcr", "cassetter"))
         lines.append(
             f"| {row} | {gets} + {calls} | {fmt_cpu(c['floor'], None)} | {fmt_cpu(c['plugin'], c['floor'])} "
+            f"| {fmt_cpu(c['elsewhere'], c['floor'])} "
             f"| {fmt_cpu(c['vcr'], c['vcr_floor'])} | {fmt_cpu(c['cassetter'], c['cassetter_floor'])} "
             f"| {rss} | {fmt_bytes(c['plugin'])} | {fmt_bytes(c['vcr'])} | {fmt_bytes(c['cassetter'])} |"
         )
@@ -521,6 +556,7 @@ def target_lines(out: dict[str, Any]) -> list[str]:
         "cassetter_over_plugin_a": "CPU, cassetter / ours, row a (>1: we are faster)",
         "bytes_plugin_over_vcr_a": "bytes, ours / pytest-recording, row a",
         "growth_overhead_200_400": "CPU over floor, ours, N=400 / N=200",
+        "growth_overhead_200_400_elsewhere": "CPU over floor, ours replayed elsewhere, N=400 / N=200",
         "growth_bytes_200_400": "bytes, ours, N=400 / N=200",
         "rss_plugin_below_peers_a": "peak RSS, ours below every peer, row a",
     }
