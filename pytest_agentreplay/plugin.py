@@ -571,6 +571,11 @@ def _vcr_source(request: pytest.FixtureRequest) -> Any:
 
 
 def _redact_hook(hook: Any) -> Any:
+    if not hook.pytest_agentreplay_redact_event.get_hookimpls():
+        # No project hook: the save keeps the redacted events as they are, their shared messages shared
+        # (a hook gets a copy of each event to change, which costs a conversation's square).
+        return None
+
     def redact(event: dict[str, Any]) -> dict[str, Any]:
         for replacement in hook.pytest_agentreplay_redact_event(event=event):
             if replacement is not None:

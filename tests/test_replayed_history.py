@@ -11,6 +11,7 @@ import pytest
 from pytest_agentreplay.core.canonical import request_digest, same_json
 from pytest_agentreplay.core.events import Event, event_to_shared_dict
 from pytest_agentreplay.core.redaction import Redactor
+from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
 from pytest_agentreplay.replay.replayed_history import redacted_replay
 
 SECRET = "sk-proj-" + "A1b2C3d4" * 6
@@ -37,7 +38,7 @@ def _model_call(seq: int, turns: int, headers: dict[str, str], latency: float = 
             "data": {"provider": "openai", "request_hash": request_digest(body), "latency_ms": latency},
             "input_ref": {
                 "data_class": "personal",
-                "media_type": "@http-request",
+                "media_type": REQUEST_MEDIA_TYPE,
                 "inline": {
                     "method": "POST",
                     "url": "https://api.openai.com/v1/chat/completions",
@@ -60,7 +61,7 @@ def _read(seq: int, headers: dict[str, str], latency: float = 1.0) -> Event:
             "class": "input",
             "data": {"method": "GET", "status": 200, "latency_ms": latency},
             "input_ref": {
-                "media_type": "@http-request",
+                "media_type": REQUEST_MEDIA_TYPE,
                 "inline": {
                     "method": "GET",
                     "url": f"http://svc/items/{seq}",

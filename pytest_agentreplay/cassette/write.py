@@ -9,9 +9,11 @@ from pathlib import Path
 from ..core.canonical import dumps_pretty
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
-from ..core.events import CassetteDoc, Event, RunMeta, event_to_dict
+from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
+from ..core.model import copy_json
 from ..core.redaction import Redactor, default_redactor
 from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
+from ..http.recording import share_parts
 from .atomic import atomic_write_bytes, path_lock
 from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
 from .chain import seal_document
@@ -59,8 +61,9 @@ def _place_payloads(
 
 def _apply_hook(hook: Callable[[Document], Document], event: Document, index: int, path: Path) -> Document:
     try:
+        # The hook changes a copy of its own: the redacted events share the messages a conversation resends.
         # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
-        return event_to_dict(Event.model_validate(hook(event)))
+        return event_to_shared_dict(Event.model_validate(hook(copy_json(event))))
     except RecordValidationError as exc:
         raise CassetteSchemaError(
             f"cannot save {path.name}: the redaction hook returned an invalid event",
@@ -71,6 +74,24 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
             place=f"event seq {index} (events[{index}])",
             fixes=["make the hook return the event dict it was given, modified in place of values only"],
         ) from None
+
+
+def _share_with_previous(event: Document, sent: dict[tuple[str, str], Document]) -> None:
+    """Share the parts of a request body equal to the previous one to the same endpoint (what a hook's copy
+    lost), so the scans and the encoding after it see each message of a conversation once."""
+    ref = event.get("input_ref")
+    payload = ref.get("inline") if isinstance(ref, dict) else None
+    if not isinstance(payload, dict):
+        return
+    body = payload.get("body")
+    value = body.get("json") if isinstance(body, dict) else None
+    method, url = payload.get("method"), payload.get("url")
+    if not isinstance(value, dict) or not isinstance(method, str) or not isinstance(url, str):
+        return
+    previous = sent.get((method, url))
+    sent[(method, url)] = value
+    if previous is not None:
+        share_parts(previous, value)
 
 
 def save_cassette(
@@ -102,10 +123,14 @@ def save_cassette(
         pending: PendingBlobs = {}
         event_dicts: list[Document] = []
         whole: list[str] = []
+        sent: dict[tuple[str, str], Document] = {}
         for index, event in enumerate(events):
-            current = redactor.redact(event_to_dict(event))
+            # Not copied first: redaction builds new containers, and the messages a conversation's requests
+            # share (http.recording.share_repeats) stay shared objects, each redacted once.
+            current = redactor.redact(event_to_shared_dict(event))
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
+                _share_with_previous(current, sent)
             # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
             # is seen through the same decoded view redaction used.
             whole.extend(redactor.find_secrets(current, f"events[{index}]"))

@@ -568,13 +568,13 @@ class Record:
                                 v.model_dump(by_alias=by_alias, exclude_none=exclude_none) for v in value
                             ]
                         else:
-                            value = _copy_json(value)
+                            value = copy_json(value)
                     else:
                         value = kind()
                 elif isinstance(value, Record):
                     value = value.model_dump(by_alias=by_alias, exclude_none=exclude_none)
                 elif isinstance(value, dict | list):
-                    value = _copy_json(value)
+                    value = copy_json(value)
             out[aliases.get(name, name) if aliases else name] = value
         return out
 
@@ -596,15 +596,15 @@ class Record:
         return f"{type(self).__name__}({shown})"
 
 
-def _copy_json(value: Any) -> Any:
+def copy_json(value: Any) -> Any:
     """A deep copy of plain JSON-like data at C speed (marshal), falling back to a walk for anything else."""
     try:
         return marshal.loads(marshal.dumps(value))
     except ValueError:
         if isinstance(value, dict):
-            return {k: _copy_json(v) for k, v in value.items()}
+            return {k: copy_json(v) for k, v in value.items()}
         if isinstance(value, list):
-            return [_copy_json(v) for v in value]
+            return [copy_json(v) for v in value]
         return value
 
 

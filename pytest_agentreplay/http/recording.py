@@ -69,8 +69,14 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     memo: dict[tuple[str, str], dict[str, Any]] = ctx.extensions.setdefault(_SHARED_KEY, {})
     previous = memo.get(key)
     memo[key] = body
-    if previous is None:
-        return
+    if previous is not None:
+        share_parts(previous, body)
+
+
+def share_parts(previous: dict[str, Any], body: dict[str, Any]) -> None:
+    """Make the parts of ``body`` equal to the same parts of ``previous`` (a JSON request body sent before to
+    the same endpoint) the very objects of ``previous``: a list's equal items from its start, or a whole
+    value. ``body`` is changed in place; ``previous`` is not."""
     for name, value in body.items():
         old = previous.get(name)
         if old is None or old is value:
