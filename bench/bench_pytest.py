@@ -86,6 +86,7 @@ TARGETS = {
     "growth_overhead_200_400": "<= 2.2",
     "growth_overhead_200_400_elsewhere": "<= 2.2",
     "growth_bytes_200_400": "<= 2.2",
+    "growth_record_overhead_200_400": "<= 2.2",
     "rss_plugin_below_peers_a": "true",
 }
 
@@ -362,6 +363,7 @@ class Cell:
     cpu: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
     bytes: int | None = None
+    record_cpu: float | None = None  # the one recording run (against the local server)
     note: str | None = None  # why the cell has no figures
     warning: str | None = None
 
@@ -417,9 +419,11 @@ def bench(args: argparse.Namespace) -> tuple[dict[str, dict[str, Cell]], dict[st
                         log(f"row {row} {v.label}: {cell.note}")
                         continue
                     cell.bytes = folder_bytes(folder / "cassettes")
+                    cell.record_cpu = recorded.cpu
                     log(
                         f"row {row} {v.label}: recorded {hits} exchanges in "
-                        f"{time.perf_counter() - started:.1f} s, {cell.bytes:,} bytes"
+                        f"{time.perf_counter() - started:.1f} s ({recorded.cpu:.2f} s CPU), "
+                        f"{cell.bytes:,} bytes"
                     )
         # The server is gone: a request a replay does not serve from its cassette fails the test.
         for row in rows:
@@ -480,6 +484,11 @@ def figures(cells: dict[str, dict[str, Cell]]) -> dict[str, Any]:
         ours, floor = cpu(row, key), cpu(row, "floor")
         return ours - floor if ours is not None and floor is not None else None
 
+    def record_overhead(row: str) -> float | None:
+        ours = cells[row]["plugin"].record_cpu if row in cells else None
+        floor = cpu(row, "floor")
+        return ours - floor if ours is not None and floor is not None else None
+
     rss_ours = cells["a"]["plugin"].median_rss() if "a" in cells else None
     peers = [cells["a"][k].median_rss() for k in ("vcr", "cassetter")] if "a" in cells else []
     known = [p for p in peers if p is not None]
@@ -491,6 +500,7 @@ def figures(cells: dict[str, dict[str, Cell]]) -> dict[str, Any]:
         "growth_overhead_200_400": ratio(overhead("d"), overhead("c")),
         "growth_overhead_200_400_elsewhere": ratio(overhead("d", "elsewhere"), overhead("c", "elsewhere")),
         "growth_bytes_200_400": ratio(size("d", "plugin"), size("c", "plugin")),
+        "growth_record_overhead_200_400": ratio(record_overhead("d"), record_overhead("c")),
         "rss_plugin_below_peers_a": below,
     }
     overhead_cassetter = None
@@ -524,6 +534,10 @@ def fmt_rss(cell: Cell) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
+def fmt_record(cell: Cell) -> str:
+    return "-" if cell.record_cpu is None else f"{cell.record_cpu:.2f}"
+
+
 def fmt_bytes(cell: Cell) -> str:
     if cell.bytes is None:
         return "-"
@@ -535,8 +549,9 @@ def table(cells: dict[str, dict[str, Cell]], sizes: dict[str, tuple[int, int]]) 
         "| row | GETs + model calls | floor CPU s | pytest-agentreplay CPU s (x floor) "
         "| replayed elsewhere (x floor) "
         "| pytest-recording CPU s (x own floor) | cassetter CPU s (x own floor) "
-        "| peak RSS MB floor / ours / vcr / cassetter | cassette bytes ours | pytest-recording | cassetter |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS MB floor / ours / vcr / cassetter | cassette bytes ours | pytest-recording | cassetter "
+        "| ours, recording CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row, c in cells.items():
         gets, calls = sizes[row]
@@ -545,7 +560,8 @@ def table(cells: dict[str, dict[str, Cell]], sizes: dict[str, tuple[int, int]]) 
             f"| {row} | {gets} + {calls} | {fmt_cpu(c['floor'], None)} | {fmt_cpu(c['plugin'], c['floor'])} "
             f"| {fmt_cpu(c['elsewhere'], c['floor'])} "
             f"| {fmt_cpu(c['vcr'], c['vcr_floor'])} | {fmt_cpu(c['cassetter'], c['cassetter_floor'])} "
-            f"| {rss} | {fmt_bytes(c['plugin'])} | {fmt_bytes(c['vcr'])} | {fmt_bytes(c['cassetter'])} |"
+            f"| {rss} | {fmt_bytes(c['plugin'])} | {fmt_bytes(c['vcr'])} | {fmt_bytes(c['cassetter'])} "
+            f"| {fmt_record(c['plugin'])} |"
         )
     return lines
 
@@ -558,6 +574,7 @@ def target_lines(out: dict[str, Any]) -> list[str]:
         "growth_overhead_200_400": "CPU over floor, ours, N=400 / N=200",
         "growth_overhead_200_400_elsewhere": "CPU over floor, ours replayed elsewhere, N=400 / N=200",
         "growth_bytes_200_400": "bytes, ours, N=400 / N=200",
+        "growth_record_overhead_200_400": "recording CPU over the floor, ours, N=400 / N=200 (one run each)",
         "rss_plugin_below_peers_a": "peak RSS, ours below every peer, row a",
     }
     lines = []

@@ -26,7 +26,9 @@ def pytest_agentreplay_redact_event(event: dict[str, Any]) -> dict[str, Any] | N
     """Redact one event (its JSON form, payloads inline) before it is written.
 
     Return a replacement dict or None to keep it. Runs after the built-in redaction and before the final
-    secret scan, which still refuses to write anything shaped like a secret.
+    secret scan, which still refuses to write anything shaped like a secret. ``event`` is a copy of the
+    event's own (change it in place freely): a conversation's requests share their messages, and a change to
+    one event's copy reaches no other event. The copy costs the request's size, on saves only.
     """
 
 
