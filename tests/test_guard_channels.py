@@ -465,34 +465,46 @@ def replay(settings: dict[str, Any] | None = None) -> run_in:
     return run_in("regression", recorded=MemoryCassette([]), settings=settings, cassette="cassettes/t.json")
 
 
-def test_refused_lookups_never_reach_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("installed_before", [False, True], ids=["guard-new", "guard-installed-already"])
+def test_refused_lookups_never_reach_the_resolver(
+    monkeypatch: pytest.MonkeyPatch, installed_before: bool
+) -> None:
     import _socket
 
     asked: list[str] = []
+    me = threading.get_ident()
 
     def fake(name: str) -> Any:
         def resolver(host: Any, *args: Any) -> Any:
-            asked.append(name)
+            if threading.get_ident() == me:  # a thread another test left running may resolve what it may
+                asked.append(name)
             raise OSError("the fake resolver was reached")
 
         return resolver
 
-    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
-        monkeypatch.setattr(_socket, name, fake(name))
-        if name != "getaddrinfo":
-            monkeypatch.setattr(socket, name, getattr(_socket, name))
-    with replay() as ctx:
-        for call in (
-            lambda: socket.getaddrinfo("api.example.com", 443),
-            lambda: _socket.getaddrinfo("api.example.com", 443),
-            lambda: socket.gethostbyname("api.example.com"),
-            lambda: socket.gethostbyname_ex("api.example.com"),
-            lambda: socket.gethostbyaddr("203.0.113.5"),
-            lambda: socket.getnameinfo(("203.0.113.5", 80), 0),
-            lambda: socket.create_connection(("api.example.com", 443), timeout=1),
-        ):
-            with pytest.raises(NetworkBlockedError):
-                call()
+    with contextlib.ExitStack() as stack:
+        if installed_before:  # another run's install (or a thread another test left running) keeps it
+            stack.enter_context(replay())
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
+            if guard.installed():
+                # The fakes go under the patches, where the guard calls through to the resolver.
+                monkeypatch.setitem(guard._PATCHES.originals, name, fake(name))
+                continue
+            monkeypatch.setattr(_socket, name, fake(name))
+            if name != "getaddrinfo":
+                monkeypatch.setattr(socket, name, getattr(_socket, name))
+        with replay() as ctx:
+            for call in (
+                lambda: socket.getaddrinfo("api.example.com", 443),
+                lambda: _socket.getaddrinfo("api.example.com", 443),
+                lambda: socket.gethostbyname("api.example.com"),
+                lambda: socket.gethostbyname_ex("api.example.com"),
+                lambda: socket.gethostbyaddr("203.0.113.5"),
+                lambda: socket.getnameinfo(("203.0.113.5", 80), 0),
+                lambda: socket.create_connection(("api.example.com", 443), timeout=1),
+            ):
+                with pytest.raises(NetworkBlockedError):
+                    call()
     assert asked == []
     # Each refusal is kept on the run; a refusal from another thread of this process (a thread an earlier
     # test left running) is kept on it too, so only this thread's are counted.

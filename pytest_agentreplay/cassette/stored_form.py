@@ -35,6 +35,7 @@ from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..exceptions import CassetteError, CassetteSchemaError
+from ..http.exchange import host_and_path
 from .validation import UNPARSED, NestingTooDeep, parse_fast
 
 Document = dict[str, Any]
@@ -58,8 +59,6 @@ _PREV = "@prev"
 
 def _default_tool_name(url: str) -> str:
     """The tool name the HTTP layer gives an exchange no classifier named: host and path."""
-    from ..http.exchange import host_and_path
-
     host, path = host_and_path(url)
     return host + path
 
