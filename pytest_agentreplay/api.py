@@ -341,6 +341,7 @@ def capture_run(
     from . import runs  # the runtime-values patcher loads only when a run is captured
     from .cassette.write import save_cassette
     from .core.capture import utc_now
+    from .core.redaction import Redactor
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
     ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))
@@ -358,7 +359,15 @@ def capture_run(
     finally:
         if uninstall is not None:
             uninstall()
-        save_cassette(Path(path), meta, ctx.recorder.events, blob_dir=Path(blob_dir) if blob_dir else None)
+        # The built-in rules, in a redactor of this save's own: it remembers the messages a conversation's
+        # requests share and redacts each once (the process-wide default forgets them, to hold nothing).
+        save_cassette(
+            Path(path),
+            meta,
+            ctx.recorder.events,
+            blob_dir=Path(blob_dir) if blob_dir else None,
+            redactor=Redactor(),
+        )
 
 
 def _replaying_run() -> RunContext | None:

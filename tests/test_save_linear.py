@@ -179,3 +179,31 @@ def test_a_conftest_redaction_hook_reaches_every_call_of_a_recorded_conversation
     assert len(calls) == 4
     assert all(_messages(e, loaded)[0]["content"] == "Customer order [order]." for e in calls)
     pytester.runpytest().assert_outcomes(passed=1)  # replayed with the server gone
+
+
+def test_a_conversation_captured_outside_pytest_is_saved_at_linear_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import httpx
+    from servers import LLMServer
+
+    from pytest_agentreplay import capture_run
+
+    figures = []
+    with LLMServer() as server:
+        for calls in (10, 20):
+            counts = _Counts(monkeypatch)
+            path = tmp_path / f"capture_{calls}.json"
+            with capture_run(path, run_id=f"run-{calls}"), httpx.Client() as client:
+                messages = [{"role": "system", "content": "You are careful. " * 20}]
+                for turn in range(calls):
+                    messages.append({"role": "user", "content": f"question {turn}: " + "where is it? " * 8})
+                    reply = client.post(
+                        f"{server.url}/v1/chat/completions", json={"model": "m", "messages": messages}
+                    )
+                    messages.append(reply.json()["choices"][0]["message"])
+            monkeypatch.undo()
+            figures.append(counts.serialised)
+            calls_saved = [e for e in load_cassette(path).events if e.type == "model.call"]
+            assert len(calls_saved) == calls
+    assert figures[1] <= 2.2 * figures[0], figures
