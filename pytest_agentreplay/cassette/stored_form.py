@@ -173,7 +173,7 @@ def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # -- encoding ---------------------------------------------------------------------------------------
 
 
-def _request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] | None:
+def request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] | None:
     """(method, url), headers and JSON object body of a full HTTP request payload, else None: the
     requests a later one may be stored as a delta over (encoder and decoder count the same ones)."""
     if not isinstance(payload, dict) or DELTA in payload:
@@ -247,7 +247,7 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
                 if blind:
                     last_headers = _ABSENT
                 else:
-                    parts = _request_parts(full)
+                    parts = request_parts(full)
                     if parts is not None:
                         new_ref = _delta_ref(new_ref, payload, parts, earlier)
                     new_ref, last_headers = _prev_headers(new_ref, full, last_headers)
@@ -444,7 +444,7 @@ class _Decoder:
             if "inline" in ref:
                 ref["inline"] = payload
         self.last_headers = payload.get("headers") if isinstance(payload, dict) else None
-        parts = _request_parts(payload)
+        parts = request_parts(payload)
         if parts is not None and isinstance(payload, dict):
             self.earlier.setdefault(parts[0], []).append(payload)
 

@@ -19,7 +19,7 @@ from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
 from .chain import seal_document
 from .document import Document, blob_resolver, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decode_stored_events, schema_error
-from .stored_form import encode_events
+from .stored_form import encode_events, request_parts
 
 
 def _place_payloads(
@@ -80,16 +80,12 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Document])
     """Share the parts of a request body equal to the previous one to the same endpoint (what a hook's copy
     lost), so the scans and the encoding after it see each message of a conversation once."""
     ref = event.get("input_ref")
-    payload = ref.get("inline") if isinstance(ref, dict) else None
-    if not isinstance(payload, dict):
+    parts = request_parts(ref.get("inline") if isinstance(ref, dict) else None)
+    if parts is None:
         return
-    body = payload.get("body")
-    value = body.get("json") if isinstance(body, dict) else None
-    method, url = payload.get("method"), payload.get("url")
-    if not isinstance(value, dict) or not isinstance(method, str) or not isinstance(url, str):
-        return
-    previous = sent.get((method, url))
-    sent[(method, url)] = value
+    endpoint, _, value = parts
+    previous = sent.get(endpoint)
+    sent[endpoint] = value
     if previous is not None:
         share_parts(previous, value)
 
