@@ -1,11 +1,12 @@
-"""Content codings (gzip, deflate, br, zstd, chains) and secrets hidden in encodings (base64, percent-encoding,
-URL fragments, compressed frames): the decoders, the redaction views, and each client reading in replay what it
-read while recording."""
+"""Content codings (gzip, deflate, br, zstd, chains) and secrets hidden in encodings (base64,
+percent-encoding, URL fragments, compressed frames): the decoders, the redaction views, and each client
+reading in replay what it read while recording."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import hashlib
 import json
@@ -86,10 +87,8 @@ def _decoded_everywhere(value: str, depth: int = 3) -> list[bytes]:
             continue
         out.append(raw)
         for expand in (gzip.decompress, zstandard.ZstdDecompressor().decompress):
-            try:
+            with contextlib.suppress(Exception):
                 out.append(expand(raw))
-            except Exception:
-                pass
         if depth and raw.isascii():
             out.extend(_decoded_everywhere(raw.decode(), depth - 1))
     return out
@@ -321,9 +320,12 @@ def test_recording_a_zstd_response_without_zstandard_fails_the_call(monkeypatch:
     monkeypatch.setattr(bodies, "_ZstdStep", Unimportable)
     server = LLMServer().start()
     try:
-        with run_in("record") as ctx, httpx.Client(base_url=server.url) as client:
-            with pytest.raises(ContentCodingError) as info:
-                client.get("/tools/compressed/zstd")
+        with (
+            run_in("record") as ctx,
+            httpx.Client(base_url=server.url) as client,
+            pytest.raises(ContentCodingError) as info,
+        ):
+            client.get("/tools/compressed/zstd")
     finally:
         server.stop()
     assert ctx.failures == [info.value]  # kept: the agent may swallow the exception
