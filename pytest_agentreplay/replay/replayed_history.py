@@ -113,7 +113,7 @@ def redacted_replay(
             else:
                 event_out.update(redactor.redact({key: value}))
         if "tool" in current:
-            # The one rule reading a neighbour: the @tool argument carrying the idempotency key stays readable.
+            # The one rule reading a neighbour: an @tool argument carrying the idempotency key stays readable.
             event_out = keep_idempotency_key(redactor, current, event_out)
         out.append(event_out)
     return out
