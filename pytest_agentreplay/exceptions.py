@@ -146,6 +146,11 @@ class SecretLeakError(CassetteError):
     """A value shaped like a secret survived redaction; the cassette was not written."""
 
 
+class ContentCodingError(CassetteError):
+    """A body arrived in a content coding this installation cannot undo (``zstd`` without ``zstandard``):
+    redaction cannot see inside it, so it is not recorded."""
+
+
 class ReplayError(AgentReplayError):
     """Replay could not serve a live call from the cassette."""
 

@@ -5,7 +5,8 @@ Responses API (``/v1/responses``) and Anthropic Messages (``/v1/messages``), pla
 (chunked transfer encoding), tool calls included, rendering scripted :class:`ModelReply` values
 queued per endpoint. It also serves a tools service under ``/tools``: ``GET /tools/weather?city=``,
 ``POST /tools/tickets`` (honours ``Idempotency-Key``; returns an ``id`` and a ``Location``),
-``GET /tools/compressed/<gzip|deflate|br>`` and ``GET /tools/sse/<identity|gzip|deflate|br>``.
+``GET /tools/compressed/<gzip|deflate|br|zstd|gzip+br|...>`` (``+`` chains codings: ``gzip+br`` is sent as
+``Content-Encoding: gzip, br``) and ``GET /tools/sse/<identity|gzip|deflate|br|zstd>``.
 
 Every received request is appended to ``server.log``. Use as a context manager or start()/stop().
 """
@@ -185,11 +186,19 @@ def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
                 import brotli
 
                 compressor = brotli.Compressor()
+            elif encoding == "zstd":
+                import zstandard
+
+                compressor = zstandard.ZstdCompressor().compressobj()
 
             def send(data: bytes) -> None:
                 if compressor is not None:
                     if encoding == "br":
                         data = compressor.process(data) + compressor.flush()
+                    elif encoding == "zstd":
+                        import zstandard
+
+                        data = compressor.compress(data) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
                     else:
                         data = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
                 if data:
@@ -508,7 +517,7 @@ def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
             elif path.startswith("/tools/tickets/") and self.command in ("PUT", "PATCH", "DELETE"):
                 self._json(200, {"ticket": path.rsplit("/", 1)[1], "ok": True})
             elif path.startswith("/tools/compressed/"):
-                enc = path.rsplit("/", 1)[1]
+                enc = path.rsplit("/", 1)[1].replace("+", ", ")
                 self._json(200, {"encoding": enc, "items": list(range(50)), "text": "x" * 500}, encoding=enc)
             elif path.startswith("/tools/sse/"):
                 enc = path.rsplit("/", 1)[1]

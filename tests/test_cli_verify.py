@@ -116,6 +116,32 @@ def test_secret_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "hash chain" not in out
 
 
+def test_secrets_inside_encodings_are_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import base64
+
+    import zstandard
+
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8" * 3
+    plain = json.dumps({"user": "ann", "password": "pw-planted"}).encode()
+    frame = zstandard.ZstdCompressor().compress(plain)
+    doc = read(cassette)
+    doc["events"][3]["data"].update(
+        {
+            # a response body stored as its zstd frame (what recording did before codings were decoded)
+            "body": {"base64": base64.b64encode(frame).decode(), "content_type": "application/json"},
+            # an Anthropic document block's text, base64
+            "document": base64.b64encode(f"deploy notes: {key}".encode()).decode(),
+            "callback": "https://app.example/cb#access_token=ya29-planted-token&state=s1",
+            "search": "https://app.example/s?q=" + key.replace("-", "%2D"),
+        }
+    )
+    write_rechained(cassette, doc)
+    code, out, _ = run_cli(capsys, "verify", str(cassette))
+    assert code == 1
+    for where in ("body.base64", "document", "callback", "search"):
+        assert f"{cassette}: secret-shaped value at events[3].data.{where}" in out, out
+
+
 def test_schema_problem(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = read(cassette)
     doc["events"][2]["colour"] = "blue"

@@ -12,17 +12,20 @@ secret found on disk was written by the plugin.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import gzip
 import hashlib
 import importlib
 import json
+import re
 import string
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 import pytest
 
@@ -88,6 +91,10 @@ def _positions() -> list[Position]:
         P("userinfo_httpx2", "user:pass@host in a URL sent by httpx2", _plain("ui-httpx2")),
         P("userinfo_requests", "user:pass@host in a URL sent by requests", _plain("ui-requests")),
         P("userinfo_aiohttp", "user:pass@host in a URL sent by aiohttp", _plain("ui-aiohttp")),
+        P("fragment_request", "access_token in a request URL's fragment (httpx)", _plain("frag-req")),
+        P("fragment_location", "access_token in a redirect Location's fragment", _plain("frag-loc")),
+        P("query_percent_key", "percent-encoded sk- key in a query value (httpx)", _openai("q-pct")),
+        P("query_spaced_key", "sk- key after %20 in a query value (requests)", _openai("q-sp")),
         # request bodies
         P("body_json_client_secret", "client_secret in an application/json body", _plain("b-json")),
         P("body_vnd_json_password", "password in an application/vnd.api+json body", _plain("b-vnd")),
@@ -97,6 +104,7 @@ def _positions() -> list[Position]:
         P("body_octet_stream_key", "sk- key in an application/octet-stream body", _openai("b-octet")),
         P("body_text_plain_json", "password in a JSON body sent as text/plain", _plain("b-textjson")),
         P("body_project_key", "project redact_keys entry (customer_pin) in a JSON body", _plain("b-proj")),
+        P("body_zstd_api_key", "api_key in a zstd-encoded JSON request body", _plain("b-zstd")),
         # response bodies
         P("resp_oauth_access_token", "access_token in a JSON response", _plain("r-oauth")),
         P("resp_text_github", "GitHub token in a text/plain response", "ghp_" + _chars("r-gh", 36)),
@@ -107,6 +115,9 @@ def _positions() -> list[Position]:
         ),
         P("resp_jwt", "JWT inside a JSON string", _jwt("r-jwt")),
         P("resp_gzip_password", "password in a gzip-encoded JSON response", _plain("r-gzip")),
+        P("resp_zstd_password", "password in a zstd-encoded JSON response (httpx)", _plain("r-zstd")),
+        P("resp_chain_password", "password in a 'gzip, br' JSON response (requests)", _plain("r-chain")),
+        P("resp_base64_github", "GitHub token in a base64 response field", "ghp_" + _chars("r-b64", 36)),
         P(
             "resp_stripe_receipt",
             "Stripe key in the response of a write effect",
@@ -136,6 +147,8 @@ def _positions() -> list[Position]:
         P("reply_google_key", "Google API key in the model's reply", "AIza" + _chars("reply-goog", 35)),
         P("tool_call_arguments", "password in an OpenAI tool call's arguments string", _plain("tc-args")),
         P("msg_bearer_text", "Bearer token in free text of a tool message", _plain("msg-bearer")),
+        P("doc_anthropic_base64", "sk- key in a base64 text document block (anthropic)", _openai("doc-ant")),
+        P("doc_openai_file_data", "client_secret in a base64 file_data data URL (openai)", _plain("doc-oai")),
         P(
             "anthropic_tool_input",
             "api_key in an Anthropic tool_use input (and x-api-key)",
@@ -286,6 +299,30 @@ class _Handler(BaseHTTPRequestHandler):
                 json.dumps({"user": "ann", "password": SECRETS["resp_gzip_password"]}).encode()
             )
             self._send(200, data, "application/json", {"Content-Encoding": "gzip"})
+        elif case == "zstd_password":
+            import zstandard
+
+            data = json.dumps({"user": "ann", "password": SECRETS["resp_zstd_password"]}).encode()
+            self._send(
+                200,
+                zstandard.ZstdCompressor().compress(data),
+                "application/json",
+                {"Content-Encoding": "zstd"},
+            )
+        elif case == "chain_password":
+            import brotli
+
+            data = json.dumps({"user": "ann", "password": SECRETS["resp_chain_password"]}).encode()
+            coded = brotli.compress(gzip.compress(data))
+            self._send(200, coded, "application/json", {"Content-Encoding": "gzip, br"})
+        elif case == "b64_field":
+            text = f"machine github.com\npassword {SECRETS['resp_base64_github']}\n"
+            self._json(
+                {"name": ".netrc", "encoding": "base64", "content": base64.b64encode(text.encode()).decode()}
+            )
+        elif case == "redirect":
+            target = f"/case/landed#access_token={SECRETS['fragment_location']}&token_type=bearer"
+            self._send(302, b"", "text/plain", {"Location": target})
         elif case == "stripe":
             self._json({"id": "ch_1", "note": f"charged with {SECRETS['resp_stripe_receipt']}"}, status=201)
         elif case == "sse_whole":
@@ -453,6 +490,48 @@ def test_response_bodies(agent_replay):
     assert httpx.get(case("gzip_password")).json()["user"] == "ann"
 
 
+def test_coded_bodies(agent_replay):
+    import zstandard
+
+    packed = zstandard.ZstdCompressor().compress(json.dumps({"api_key": S["body_zstd_api_key"]}).encode())
+    ctype = {"content-type": "application/json", "content-encoding": "zstd"}
+    assert httpx.post(case("b"), content=packed, headers=ctype).json()["ok"]
+    zstd_headers = {"accept-encoding": "gzip, br, zstd"}
+    assert httpx.get(case("zstd_password"), headers=zstd_headers).json()["user"] == "ann"
+    assert requests.get(case("chain_password")).json()["user"] == "ann"
+    assert b"netrc" in httpx.get(case("b64_field")).content
+
+
+def test_url_fragments_and_percent_encoding(agent_replay):
+    assert httpx.get(case("frag") + "#access_token=" + S["fragment_request"] + "&state=s1").json()["ok"]
+    r = requests.get(case("redirect"), allow_redirects=False)
+    assert r.status_code == 302 and "#access_token=" in r.headers["Location"]
+    assert httpx.get(case("redirect"), follow_redirects=True).json()["ok"]
+    encoded = S["query_percent_key"].replace("-", "%2D")
+    assert httpx.get(case("pct") + "?q=my%20key%20" + encoded).json()["ok"]
+    assert requests.get(case("pct") + "?q=my%20key%20" + S["query_spaced_key"]).json()["ok"]
+
+
+def test_base64_documents(agent_replay):
+    import base64
+
+    note = base64.b64encode(("deploy notes\\nkey: " + S["doc_anthropic_base64"] + "\\n").encode()).decode()
+    client = anthropic.Anthropic(api_key="x", base_url=case("messages"), max_retries=0)
+    content = [
+        {"type": "document", "source": {"type": "base64", "media_type": "text/plain", "data": note}},
+        {"type": "text", "text": "summarise"},
+    ]
+    messages = [{"role": "user", "content": content}]
+    reply = client.messages.create(model="claude-test", max_tokens=10, messages=messages)
+    assert reply.content[0].text
+    config = json.dumps({"client_id": "app", "client_secret": S["doc_openai_file_data"]}).encode()
+    file_data = "data:application/json;base64," + base64.b64encode(config).decode()
+    oai = openai.OpenAI(api_key="x", base_url=case("chat") + "/v1", max_retries=0)
+    part = {"type": "file", "file": {"filename": "config.json", "file_data": file_data}}
+    message = {"role": "user", "content": [part, {"type": "text", "text": "check it"}]}
+    assert oai.chat.completions.create(model="gpt-test", messages=[message]).choices
+
+
 def test_write_effect_receipt(agent_replay):
     r = requests.post(case("stripe"), json={"amount": 5}, headers={"Idempotency-Key": IDEM + "-2"})
     assert r.json()["id"] == "ch_1"
@@ -518,7 +597,7 @@ INNER_PYPROJECT = """
 redact_keys = ["customer_pin"]
 """
 
-POSITION_TESTS = 18  # test functions in INNER_TESTS
+POSITION_TESTS = 21  # test functions in INNER_TESTS
 
 
 @dataclass
@@ -547,8 +626,34 @@ def _forms(secret: str) -> list[bytes]:
     return [f for f in forms if len(f) >= 8]
 
 
+_BASE64_RUN = re.compile(rb"[A-Za-z0-9+/_\-]{16,}={0,2}")
+
+
+@functools.lru_cache(maxsize=256)
+def _views(data: bytes, depth: int = 2) -> tuple[bytes, ...]:
+    """What a reviewer could decode out of written bytes: percent-encoding (twice), every base64 run (both
+    alphabets, and base64 inside that), and the gzip and zstd frames those hold."""
+    import zstandard
+
+    views = [data, unquote_to_bytes(data), unquote_to_bytes(unquote_to_bytes(data))]
+    for run in set(_BASE64_RUN.findall(data)):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            try:
+                raw = decode(run + b"=" * (-len(run) % 4))
+            except ValueError:
+                continue
+            views.append(raw)
+            for expand in (gzip.decompress, zstandard.ZstdDecompressor().decompress):
+                with contextlib.suppress(Exception):
+                    views.append(expand(raw))
+            if depth > 1 and raw.isascii():
+                views.extend(_views(raw, depth - 1))
+    return tuple(views)
+
+
 def _leaks(data: bytes, position: Position) -> list[str]:
-    found = [form.decode() for form in _forms(position.secret) if form in data]
+    views = _views(data)
+    found = [form.decode() for form in _forms(position.secret) if any(form in view for view in views)]
     if position.split:
         secret = position.secret
         # Pieces that reach past the public format prefix ("sk-proj-" is in every such key).

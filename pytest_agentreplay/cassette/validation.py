@@ -33,7 +33,7 @@ _READ_FLAGS: Final = (
 _SHA: Final = re.compile(r"[0-9a-f]{64}")
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
 _BODY_KINDS: Final = ("json", "text", "base64", "sse")
-_BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw"})
+_BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "coding"})
 
 
 def _file_kind(mode: int) -> str:
@@ -242,7 +242,7 @@ def body_problem(body: Any) -> str | None:
     kinds = [kind for kind in _BODY_KINDS if kind in body]
     if len(kinds) > 1:
         return f"body has more than one of {', '.join(_BODY_KINDS)}: {', '.join(kinds)}"
-    for key in ("content_type", "format", "raw"):
+    for key in ("content_type", "format", "raw", "coding"):
         if body.get(key) is not None and not isinstance(body[key], str):
             return f"body.{key} must be a string or null, found {_short(body[key])}"
     if "text" in body and not isinstance(body["text"], str):

@@ -14,8 +14,6 @@ defined as "what :meth:`Redactor.redact` would still change", so the scan before
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import functools
 import json
@@ -25,6 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..exceptions import ConfigError
+from . import redaction_encoded as encoded
 from .constants import REDACTED
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -130,7 +129,8 @@ _BUILTIN_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     ("jwt", r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     ("bearer", rf"(?i:\bbearer)\s+(?P<bearer_tok>[{_BEARER_TOKEN_CHARS}]{{8,}}=*)"),
 )
-_QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[A-Za-z0-9_.\-%\[\]]+)=(?P<value>[^&#;\s\"'<>]*)")
+# A URL fragment's parameters ("#access_token=...", OAuth implicit flow) are parameters too.
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&;#])(?P<name>[A-Za-z0-9_.\-%\[\]]+)=(?P<value>[^&#;\s\"'<>]*)")
 _USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://(?P<userinfo>[^\s/?#@\"'<>\[\]\\]+)@")
 # Userinfo is replaced without brackets: "http://[REDACTED]@host" would parse as an IPv6 host.
 _URL_REDACTED = REDACTED.strip("[]")
@@ -387,6 +387,8 @@ class Redactor:
                     out[new_key] = self.redact_headers(v)
                 else:
                     out[new_key] = self.redact(v, keys=keys)
+            if keys and "tool" in value:
+                out = encoded.keep_idempotency_key(self, value, out)
             return out
         if isinstance(value, list):
             if keys and _is_header_pair(value) and self.is_secret_name(value[0]) and not _is_exempt(value[1]):
@@ -449,7 +451,7 @@ class Redactor:
 
     def redact_url(self, url: str) -> str:
         """A URL as stored: userinfo and secret query parameters redacted (cheap when there are none)."""
-        if "?" not in url and "@" not in url and not _may_hold_value(url):
+        if not any(c in url for c in "?@#%") and not _may_hold_value(url):
             return url
         return self.redact_string(url, keys=False)
 
@@ -483,9 +485,9 @@ class Redactor:
             out = pattern.sub(REDACTED, out)
         if "@" in out and "://" in out:
             out = _USERINFO.sub(self._userinfo_replacement, out)
-        if "=" in out and ("?" in out or "&" in out):
+        if "=" in out and ("?" in out or "&" in out or "#" in out):
             out = _QUERY_PARAM.sub(self._query_replacement, out)
-        return out
+        return encoded.redact_encoded(self, out, keys)
 
     def _value_replacement(self, match: re.Match[str]) -> str:
         if match.group("bearer") is not None:
@@ -557,7 +559,7 @@ class Redactor:
         elif "text" in body:
             out["text"] = self.redact(body["text"], keys=keys)
         if isinstance(body.get("base64"), str):
-            out.update(self._redact_base64_body(body["base64"], ctype, keys))
+            out.update(encoded.redact_base64_body(self, body["base64"], ctype, keys))
         elif "base64" in body:
             out["base64"] = self.redact(body["base64"], keys=keys)
         if isinstance(body.get("sse"), list):
@@ -583,25 +585,6 @@ class Redactor:
         if keys and "x-www-form-urlencoded" in ctype:
             text = _QUERY_PARAM.sub(self._query_replacement, "&" + text)[1:]
         return {"text": self.redact_string(text, keys=keys)}
-
-    def _redact_base64_body(self, data: str, ctype: str, keys: bool) -> dict[str, Any]:
-        try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            return {"base64": self.redact_string(data, keys=keys)}
-        textual = any(t in ctype for t in ("json", "text", "x-www-form-urlencoded", "xml"))
-        if textual or raw.lstrip()[:1] in (b"{", b"["):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-            if text is not None:
-                redacted = self._redact_text_body(text, ctype, keys)
-                if redacted == {"text": text}:
-                    return {"base64": data}
-                return redacted
-        new = self.redact_bytes(raw, ctype, keys=keys)
-        return {"base64": data} if new == raw else {"base64": base64.b64encode(new).decode("ascii")}
 
     def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes:
         """Raw body bytes redacted through their decoded view (multipart parts, JSON, text, binary)."""

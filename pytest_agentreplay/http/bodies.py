@@ -1,10 +1,16 @@
-"""Body encoding: raw bytes <-> the readable stored shapes, and content-encoding (gzip/deflate/br).
+"""Body encoding: raw bytes <-> the readable stored shapes, and content codings (gzip/deflate/br/zstd).
 
 Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: the exact text, when no
 known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
 replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
 ``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` or ``None`` (empty body).
-Bodies are always stored decoded (no content-encoding) so cassettes stay readable and diffable.
+Bodies are always stored decoded so cassettes stay readable, diffable and scannable for secrets; a body
+that arrived content-coded says so with ``"coding"`` (the ``Content-Encoding`` value, e.g. ``"gzip, br"``),
+which replay uses to hand each client what it read while recording (:mod:`.codings`).
+
+A coding this installation cannot undo (``zstd`` without the ``zstandard`` package, ``br`` without
+``brotli``) raises :class:`~..exceptions.ContentCodingError`: the frame could hide a secret from redaction,
+so it is never stored as it is. Codings nobody knows (``compress``, a private one) are stored as received.
 """
 
 from __future__ import annotations
@@ -14,7 +20,17 @@ import json
 import zlib
 from typing import Any
 
+from ..exceptions import ContentCodingError
 from . import sse
+
+# Content codings undone here, each by the library named (None: the standard library).
+KNOWN_CODINGS: dict[str, str | None] = {
+    "gzip": None,
+    "x-gzip": None,
+    "deflate": None,
+    "br": "brotli",
+    "zstd": "zstandard",
+}
 
 JSON_SEPARATORS = (",", ":")
 
@@ -175,17 +191,29 @@ def _is_text_type(content_type: str | None) -> bool:
     return mt.startswith("text/") or mt in _TEXTUAL_APPLICATION or mt.endswith("+xml")
 
 
+def codings(value: str | None) -> list[str]:
+    """The codings of a ``Content-Encoding`` value in the order they were applied (``identity`` left out)."""
+    names = [e.strip().lower() for e in (value or "").split(",")]
+    return [n for n in names if n and n != "identity"]
+
+
 class Decoder:
     """Incremental content decoder for one ``Content-Encoding`` header value (possibly a chain).
 
     Used while teeing a live stream: bytes are decoded as they arrive, so SSE events can be
-    timed when they arrive instead of after the whole (compressed) body is in.
+    timed when they arrive instead of after the whole (compressed) body is in. A chain holding a coding
+    nobody knows is not decoded at all (``coding`` is None): undoing only part of it yields neither the
+    bytes received nor the content.
     """
 
     def __init__(self, encoding: str | None) -> None:
-        # Encodings are applied in order, so they are undone in reverse order.
-        names = [e.strip().lower() for e in (encoding or "").split(",") if e.strip()]
-        self._steps: list[Any] = [_make_step(n) for n in reversed(names) if n != "identity"]
+        names = codings(encoding)
+        self.coding: str | None = None
+        self._steps: list[Any] = []
+        if names and all(n in KNOWN_CODINGS for n in names):
+            # Encodings are applied in order, so they are undone in reverse order.
+            self._steps = [_make_step(n, encoding or "") for n in reversed(names)]
+            self.coding = ", ".join(names)
 
     @property
     def active(self) -> bool:
@@ -244,23 +272,50 @@ class _BrotliStep:
         return b""
 
 
-class _Identity:
+class _ZstdStep:
+    def __init__(self) -> None:
+        import zstandard  # lazily: only needed for zstd bodies
+
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._obj = self._new()
+
     def feed(self, data: bytes) -> bytes:
-        return data
+        out = b""
+        while data:
+            out += self._obj.decompress(data)
+            # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
+            data = self._obj.unused_data if self._obj.eof else b""
+            if self._obj.eof:
+                self._obj = self._new()
+        return out
 
     def flush(self) -> bytes:
         return b""
 
 
-def _make_step(name: str) -> Any:
+def _make_step(name: str, header: str) -> Any:
     if name in ("gzip", "x-gzip"):
         return _ZlibStep(zlib.MAX_WBITS | 16, fallback_raw=False)
     if name == "deflate":
         return _ZlibStep(zlib.MAX_WBITS, fallback_raw=True)
-    if name == "br":
-        return _BrotliStep()
-    # Unknown encodings are kept as they are (stored as base64 later if binary).
-    return _Identity()
+    try:
+        return _BrotliStep() if name == "br" else _ZstdStep()
+    except ImportError as exc:
+        raise _missing_library(name, header) from exc
+
+
+def _missing_library(name: str, header: str) -> ContentCodingError:
+    package = KNOWN_CODINGS[name]
+    return ContentCodingError(
+        f"a body arrived with Content-Encoding {header!r}, and {package} (needed to decode {name}) is "
+        "not installed: it cannot be scanned for secrets, so it is not recorded",
+        evidence=[f"import {package}: not found"],
+        place=f"Content-Encoding: {header}",
+        fixes=[
+            f"install it: python -m pip install {package} (it is in the dev extras)",
+            f"or stop the client from accepting {name}: leave {name} out of its Accept-Encoding header",
+        ],
+    )
 
 
 def decode_content(data: bytes, encoding: str | None) -> bytes:
@@ -274,25 +329,41 @@ def decode_content(data: bytes, encoding: str | None) -> bytes:
 
 
 def encode_content(data: bytes, encoding: str) -> bytes:
-    """Compress ``data`` (used by tests and test servers to produce encoded bodies)."""
-    name = encoding.strip().lower()
-    if name == "gzip":
-        import gzip
+    """Apply ``encoding`` (a coding or a chain like ``"gzip, br"``) to ``data``: replay hands a client that
+    does not decode a coding the coded bytes it read while recording; test servers use it too."""
+    for name in codings(encoding):
+        if name in ("gzip", "x-gzip"):
+            import gzip
 
-        return gzip.compress(data)
-    if name == "deflate":
-        return zlib.compress(data)
-    if name == "br":
-        import brotli
+            data = gzip.compress(data, mtime=0)
+        elif name == "deflate":
+            data = zlib.compress(data)
+        elif name == "br":
+            import brotli
 
-        out: bytes = brotli.compress(data)
-        return out
-    raise ValueError(f"unsupported content encoding {encoding!r}")
+            data = brotli.compress(data)
+        elif name == "zstd":
+            import zstandard
+
+            data = zstandard.ZstdCompressor().compress(data)
+        else:
+            raise ValueError(f"unsupported content encoding {encoding!r}")
+    return data
 
 
-def encode_body(raw: bytes, content_type: str | None, *, exact: bool = False) -> dict[str, Any] | None:
+def encode_body(
+    raw: bytes, content_type: str | None, *, exact: bool = False, coding: str | None = None
+) -> dict[str, Any] | None:
     """Decoded raw bytes -> the stored BODY shape. ``exact`` (a response, which replay serves): keep the
-    exact text of a JSON body that no known serialisation of its key-sorted value reproduces."""
+    exact text of a JSON body that no known serialisation of its key-sorted value reproduces. ``coding``:
+    the content coding ``raw`` was decoded from, noted on the body."""
+    body = _encode_body(raw, content_type, exact)
+    if body is not None and coding:
+        body["coding"] = coding
+    return body
+
+
+def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> dict[str, Any] | None:
     if not raw:
         return None
     if is_sse_type(content_type):

@@ -149,12 +149,20 @@ class HttpRequest:
     def stored_body(self) -> dict[str, Any] | None:
         """The BODY shape (computed once: matching and recording both need it)."""
         if not self._body_ready:
-            self._use_body(bodies.encode_body(self._decoded(), self.content_type))
+            raw, coding = self._decoded()
+            self._use_body(bodies.encode_body(raw, self.content_type, coding=coding))
         result: dict[str, Any] | None = self._stored_body
         return result
 
-    def _decoded(self) -> bytes:
-        return bodies.decode_content(self.body, self.headers.get("content-encoding"))
+    def _decoded(self) -> tuple[bytes, str | None]:
+        """The body with its content coding undone, and that coding (None: the body is as sent)."""
+        header = self.headers.get("content-encoding")
+        if not self.body or not header:
+            return self.body, None
+        decoder = bodies.Decoder(header)
+        if not decoder.active:
+            return self.body, None
+        return decoder.feed(self.body) + decoder.flush(), decoder.coding
 
     def _use_body(self, body: dict[str, Any] | None) -> None:
         self._stored_body, self._body_ready = body, True
@@ -162,7 +170,7 @@ class HttpRequest:
     def resend_body(self, previous: resend.Sent | None) -> resend.Sent | None:
         """Compute the stored body reusing ``previous`` (what the last request to this endpoint sent)
         where this request resends it; returns what the next request to the endpoint may reuse."""
-        raw = self._decoded()
+        raw, coding = self._decoded()
         content_type = self.content_type
         if (
             not self._body_ready
@@ -175,10 +183,12 @@ class HttpRequest:
                 body: dict[str, Any] = {"json": value, "content_type": content_type}
                 if fmt is not None:
                     body["format"] = fmt
+                if coding is not None:
+                    body["coding"] = coding
                 self._use_body(body)
                 return sent
         if not self._body_ready:
-            self._use_body(bodies.encode_body(raw, content_type))
+            self._use_body(bodies.encode_body(raw, content_type, coding=coding))
         stored = self._stored_body
         if stored and "json" in stored and "raw" not in stored:
             return resend.remember(raw, stored["json"], stored.get("format"))

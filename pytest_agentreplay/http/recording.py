@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
+from ..exceptions import ContentCodingError
 from . import bodies, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
@@ -210,6 +211,7 @@ class LiveCapture:
 
     __slots__ = (
         "_chunks",
+        "_coding",
         "_decoder",
         "_done",
         "_events",
@@ -233,6 +235,8 @@ class LiveCapture:
         self._status = 0
         self._headers: dict[str, str] = {}
         self._decoder: Decoder | None = None
+        # The content coding the body arrived in (noted on the stored body), when it was undone.
+        self._coding: str | None = None
         self._parser: SSEParser | None = None
         self._chunks: list[bytes] = []
         self._events: list[dict[str, Any]] = []
@@ -240,11 +244,30 @@ class LiveCapture:
         self._lock = threading.Lock()
 
     def start_response(self, status: int, headers: Any, *, decoded: bool = False) -> None:
-        """Headers are in. ``decoded``: the client hands us bytes it already decompressed (aiohttp)."""
+        """Headers are in. ``decoded``: the client hands us bytes it already decompressed (aiohttp).
+
+        Raises :class:`ContentCodingError` (also kept in ``ctx.failures``: the agent may swallow it) for a
+        coding this installation cannot undo, before the client reads a byte of it.
+        """
         self._t0 = time.perf_counter()
         self._status = status
         self._headers = lower_headers(headers)
-        self._decoder = Decoder(None if decoded else self._headers.get("content-encoding"))
+        header = self._headers.get("content-encoding")
+        try:
+            self._decoder = Decoder(None if decoded else header)
+        except ContentCodingError as exc:
+            self._done = True
+            located = ContentCodingError(
+                exc.headline,
+                evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],
+                cassette=self.ctx.cassette,
+                mode=self.ctx.mode,
+                place=exc.place,
+                fixes=exc.fixes,
+            )
+            self.ctx.failures.append(located)
+            raise located from exc
+        self._coding = header.strip().lower() if decoded and header else self._decoder.coding
         if bodies.is_sse_type(self._headers.get("content-type")):
             self._parser = SSEParser()
 
@@ -278,9 +301,13 @@ class LiveCapture:
             for ev in self._parser.feed(tail) + self._parser.finish():
                 ev["t"] = t
                 self._events.append(ev)
-            body: dict[str, Any] | None = {"sse": self._events, "content_type": content_type}
+            stream: dict[str, Any] = {"sse": self._events, "content_type": content_type}
+            if self._coding:
+                stream["coding"] = self._coding
+            body: dict[str, Any] | None = stream
         else:
-            body = bodies.encode_body(b"".join(self._chunks) + tail, content_type, exact=True)
+            raw = b"".join(self._chunks) + tail
+            body = bodies.encode_body(raw, content_type, exact=True, coding=self._coding)
         decoded = bool(self._headers.get("content-encoding"))
         response = HttpResponse(self._status, stored_response_headers(self._headers, decoded), body)
         latency_ms = (time.perf_counter() - self.started) * 1000.0

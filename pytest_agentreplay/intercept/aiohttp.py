@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from ..core.capture import current_run
-from ..http import guard
+from ..http import bodies, codings, guard
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
@@ -125,7 +125,10 @@ def patch() -> Callable[[], None]:
         def resume_reading(self, resume_parser: bool = True) -> None:
             pass
 
-    def served_response(method: str, url: Any, headers: Any, served: HttpResponse) -> Any:
+    def served_response(method: str, url: Any, headers: Any, served: HttpResponse, auto: bool) -> Any:
+        # The body goes straight into the reader, past aiohttp's decompression: a coding aiohttp left
+        # undone live (a chain, auto_decompress off) is coded again here.
+        served = codings.for_client(served, codings.aiohttp_decodes(auto))
         loop = asyncio.get_running_loop()
         request_info = RequestInfo(url, method, CIMultiDictProxy(CIMultiDict(headers)), url)
         response = ClientResponse(
@@ -170,10 +173,13 @@ def patch() -> Callable[[], None]:
         headers = lower_headers(list(self._prepare_headers(kwargs.get("headers")).items()))
         body = _request_body(self, kwargs.get("data"), kwargs.get("json"), headers)
         action = decide(ctx, HttpRequest(method.upper(), str(url), headers, body))
+        auto = kwargs.get("auto_decompress")
+        if auto is None:
+            auto = getattr(self, "_auto_decompress", True)
         if not isinstance(action, Send):
             if isinstance(action, Refuse):
                 raise action.exception(_fault_exception)
-            return served_response(method.upper(), URL(str(url)), headers, action.response)
+            return served_response(method.upper(), URL(str(url)), headers, action.response, bool(auto))
         if action.url is not None:
             # Query parameters are already in the mapped URL.
             str_or_url = URL(action.url, encoded=True)
@@ -189,10 +195,10 @@ def patch() -> Callable[[], None]:
             response.release()
             action.lost(response.status, list(response.headers.items()), content)
             raise _fault_exception(action.fault)
-        auto = kwargs.get("auto_decompress")
-        if auto is None:
-            auto = getattr(self, "_auto_decompress", True)
-        action.capture.start_response(response.status, list(response.headers.items()), decoded=bool(auto))
+        # aiohttp hands the reader decoded bytes only for the codings it undoes; the capture undoes the rest.
+        coding = response.headers.get("content-encoding", "")
+        decoded = codings.aiohttp_decodes(bool(auto))(bodies.codings(coding))
+        action.capture.start_response(response.status, list(response.headers.items()), decoded=decoded)
         _tee(response, action.capture)
         return response
 

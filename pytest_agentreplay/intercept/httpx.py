@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
-from ..http import guard
+from ..http import codings, guard
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
@@ -166,6 +166,8 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
 
 
 def _served_response(mod: ModuleType, stream_cls: type, request: Any, served: HttpResponse) -> Any:
+    # A coding this httpx does not undo was passed through to the client live: served coded again.
+    served = codings.for_client(served, codings.supported(mod._decoders.SUPPORTED_DECODERS))
     # The shared tuple as it is: ``Response`` copies headers into its own ``Headers``.
     headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
-from ..http import guard
+from ..http import codings, guard
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
@@ -208,6 +208,8 @@ def patch() -> Callable[[], None]:
             reason = http.HTTPStatus(served.status).phrase
         except ValueError:
             reason = ""
+        # A coding urllib3 does not undo was passed through to the client live: served coded again.
+        served = codings.for_client(served, codings.supported(urllib3.HTTPResponse.CONTENT_DECODERS))
         return urllib3.HTTPResponse(
             body=_ReplayFP(served.iter_chunks()),
             headers=urllib3.HTTPHeaderDict(served.wire_headers(req.method)),

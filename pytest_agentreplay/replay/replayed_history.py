@@ -21,6 +21,7 @@ from typing import Any
 from ..core.canonical import same_json
 from ..core.events import Event, event_to_shared_dict
 from ..core.redaction import Redactor
+from ..core.redaction_encoded import keep_idempotency_key
 
 Document = dict[str, Any]
 # Fields this package writes itself (when and where in the run): they hold nothing to redact.
@@ -111,6 +112,9 @@ def redacted_replay(
                 event_out[key] = _over_twin(value, twin.get(key), redactor, measured=key == "data")
             else:
                 event_out.update(redactor.redact({key: value}))
+        if "tool" in current:
+            # The one rule reading a neighbour: an @tool argument carrying the idempotency key stays readable.
+            event_out = keep_idempotency_key(redactor, current, event_out)
         out.append(event_out)
     return out
 
