@@ -146,6 +146,16 @@ class SecretLeakError(CassetteError):
     """A value shaped like a secret survived redaction; the cassette was not written."""
 
 
+class CassetteNotSavedError(CassetteError):
+    """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
+    where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""
+
+
+class PruneRefusedError(CassetteError):
+    """``agentreplay prune`` deleted nothing: a cassette sharing the blob store cannot be read (or a blob it
+    references cannot be followed), so which blobs are still in use is unknown."""
+
+
 class ReplayError(AgentReplayError):
     """Replay could not serve a live call from the cassette."""
 
