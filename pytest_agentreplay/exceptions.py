@@ -150,6 +150,10 @@ class CassetteNotSavedError(CassetteError):
     """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
     where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""
 
+    # Starts every headline after the file name: reports tell a failed write from a test that failed while
+    # recording (both have the cause ``not-saved``) by it.
+    MARK = "was not saved: writing it failed"
+
 
 class PruneRefusedError(CassetteError):
     """``agentreplay prune`` deleted nothing: a cassette sharing the blob store cannot be read (or a blob it
