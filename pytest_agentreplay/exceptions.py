@@ -151,6 +151,20 @@ class ContentCodingError(CassetteError):
     redaction cannot see inside it, so it is not recorded."""
 
 
+class CassetteNotSavedError(CassetteError):
+    """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
+    where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""
+
+    # Starts every headline after the file name: reports tell a failed write from a test that failed while
+    # recording (both have the cause ``not-saved``) by it.
+    MARK = "was not saved: writing it failed"
+
+
+class PruneRefusedError(CassetteError):
+    """``agentreplay prune`` deleted nothing: a cassette sharing the blob store cannot be read (or a blob it
+    references cannot be followed), so which blobs are still in use is unknown."""
+
+
 class ReplayError(AgentReplayError):
     """Replay could not serve a live call from the cassette."""
 

@@ -201,11 +201,12 @@ class TestRun:
         runs.finish(ctx, "ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
-            if passed or self.settings.save_on_failure:
-                self._save(ctx.recorder.run, ctx.recorder.events)
-                self.outcome = TestOutcome(self.nodeid, str(self.cassette), "recorded", "record")
-            else:
-                self.outcome = TestOutcome(self.nodeid, str(self.cassette), "not-saved", "record")
+            saved = (passed or self.settings.save_on_failure) and self._save(
+                ctx.recorder.run, ctx.recorder.events
+            )
+            self.outcome = TestOutcome(
+                self.nodeid, str(self.cassette), "recorded" if saved else "not-saved", "record"
+            )
             return self.outcome
         from .replay.modes import finish_replay
 
@@ -250,14 +251,28 @@ class TestRun:
             )
         return self.outcome
 
-    def _save(self, run: RunMeta, events: list[Event]) -> None:
+    def _save(self, run: RunMeta, events: list[Event]) -> bool:
+        """Write the cassette. A failed write (full disk, no permission) is the test's verdict, ``not-saved``,
+        raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
+        the test's own error, with the failed write added to it as a note, and this returns False."""
         from .cassette.write import save_cassette
+        from .exceptions import CassetteNotSavedError
 
         assert self.ctx is not None
         kwargs: dict[str, Any] = {"redactor": self.ctx.redactor, "extra_redact": self.redact_hook}
         if self.settings.inline_limit is not None:
             kwargs["inline_limit"] = self.settings.inline_limit
-        save_cassette(self.cassette, run, events, **kwargs)
+        try:
+            save_cassette(self.cassette, run, events, **kwargs)
+        except CassetteNotSavedError as exc:
+            mode = "record" if self.ctx.recording else self.test.mode
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "not-saved", mode)
+            if self.error is None:
+                self.error = exc
+                raise
+            self.error.add_note(f"agentreplay: {exc}")
+            return False
+        return True
 
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
         from .diff import compare_histories, render_drift

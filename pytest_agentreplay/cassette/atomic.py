@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import socket
@@ -10,6 +11,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from ..exceptions import CassetteNotSavedError
 
 # Loaders skip files with this prefix: a SIGKILL between create and rename can leave one behind; the next
 # write into the same folder removes it (see ``remove_stale_parts``).
@@ -137,3 +140,47 @@ def path_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with filelock.FileLock(str(lock_file), timeout=timeout):
         yield
+
+
+_NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
+_IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.EISDIR)
+
+
+def save_failed(path: Path, exc: OSError) -> CassetteNotSavedError:
+    """A failed write of cassette ``path`` or of its blobs as this package's error: which file, the errno,
+    and the fixes, the likeliest first. The writes are atomic, so nothing was replaced."""
+    code = exc.errno
+    name = errno.errorcode.get(code, f"errno {code}") if code is not None else type(exc).__name__
+    text = exc.strerror or str(exc) or type(exc).__name__
+    # A failed rename names its target second: that, not the temporary file, is what was being written.
+    failed = Path(exc.filename2 or exc.filename or path)
+    folder = path.parent
+    space = f"free space on the disk holding {folder} (`df -h {folder}`), then try again"
+    access = (
+        f"make {folder} and its blob store writable for this user (permissions, ownership, a read-only "
+        "mount), then try again"
+    )
+    elsewhere = (
+        "or write cassettes to a writable folder: `--agentreplay-cassette-dir DIR` "
+        "(ini `agentreplay_cassette_dir`, `[tool.agentreplay] cassette_dir`)"
+    )
+    if code in _NO_PERMISSION:
+        fixes = [access, space, elsewhere]
+    elif code in _IN_THE_WAY:
+        fixes = [
+            f"a file stands where a folder is needed (or the reverse) on the way to {failed}: move it away",
+            access,
+            space,
+            elsewhere,
+        ]
+    else:  # ENOSPC, EDQUOT, EIO...
+        fixes = [space, access, elsewhere]
+    return CassetteNotSavedError(
+        f"cassette {path.name} {CassetteNotSavedError.MARK} with {name} ({text})",
+        evidence=[
+            f"writing {failed}: [Errno {code}] {name}: {text}",
+            "nothing was replaced: the cassette already at this path (if any) and its blobs are unchanged",
+        ],
+        cassette=path,
+        fixes=fixes,
+    )

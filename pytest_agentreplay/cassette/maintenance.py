@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
-from .atomic import atomic_write_bytes, path_lock
+from .atomic import atomic_write_bytes, path_lock, save_failed
 from .document import blob_resolver, build_document, run_to_dict
 from .read import load_versioned
 
@@ -29,5 +29,8 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
         resolve = blob_resolver(loaded.blob_store)
         doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
         if not dry_run:
-            atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
+            try:
+                atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
+            except OSError as exc:
+                raise save_failed(path, exc) from None
     return True

@@ -14,7 +14,7 @@ from ..core.model import copy_json
 from ..core.redaction import Redactor, default_redactor
 from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
 from ..http.recording import share_parts
-from .atomic import atomic_write_bytes, path_lock
+from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
 from .chain import seal_document
 from .document import Document, blob_resolver, redact_run, run_to_dict, scan_document
@@ -163,10 +163,13 @@ def save_cassette(
             ],
         )
     with path_lock(path):
-        # Blobs first: a cassette on disk never references a blob that is not there yet.
-        for sha, (_, data) in pending.items():
-            store.put_bytes(sha, data)
-        atomic_write_bytes(path, text)
+        try:
+            # Blobs first: a cassette on disk never references a blob that is not there yet.
+            for sha, (_, data) in pending.items():
+                store.put_bytes(sha, data)
+            atomic_write_bytes(path, text)
+        except OSError as exc:
+            raise save_failed(path, exc) from None
     # What a later load of the file gives (blob-stored payloads stay references).
     try:
         validated = CassetteDoc.model_validate({**doc, "events": decode_stored_events(doc, path, store)})

@@ -77,10 +77,9 @@ def stored_refs(raw: Any) -> Iterator[dict[str, Any]]:
     """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
     validation.
 
-    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads (even
-    ``load_unchecked`` needs a valid schema and the blobs its requests are decoded from), while ``prune``
-    must see the blobs of every cassette, however damaged, and ``textconv`` inlines payloads into the
-    stored refs themselves.
+    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads, while
+    ``textconv`` inlines payloads into the stored refs themselves. (``prune`` reads references with
+    ``cassette.prune.cassette_refs``, which refuses what it cannot read.)
     """
     from ..cassette.read import REF_FIELDS
 

@@ -119,9 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "prune",
         "remove payload blobs by data class and age",
-        "Remove payload blobs from the blob store. A blob's data class comes from the references to it in "
-        "the cassettes; a blob a cassette still references is kept unless --include-referenced is given. "
-        "Unreferenced blobs have no data class: they are removed by age alone.",
+        "Remove payload blobs from the blob store. The store is shared by every cassette below the folder "
+        "holding it, so all of those are read (any format version), whatever folder is given; if one cannot "
+        "be read, nothing is removed. A blob's data class comes from the references to it in the cassettes; "
+        "a blob a cassette still references is kept unless --include-referenced is given, and a blob a "
+        "cassette outside the given folder references is always kept. Unreferenced blobs have no data "
+        "class: they are removed by age alone.",
         [
             "agentreplay prune --dry-run",
             "agentreplay prune --older-than 30",

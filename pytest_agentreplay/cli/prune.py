@@ -1,47 +1,20 @@
-"""``agentreplay prune``: remove payload blobs from the blob store by data class and age."""
+"""``agentreplay prune``: remove payload blobs from the blob store by data class and age.
+
+What may go is decided in :mod:`pytest_agentreplay.cassette.prune`, from every cassette sharing the
+store, whatever folder is given; this module only reads the options and prints.
+"""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR, FORMAT_NAME
-from ..exceptions import AgentReplayError, CassetteError
-from .common import EXIT_OK, UsageError, iter_files, out, project_table, stored_refs
-
-if TYPE_CHECKING:
-    from ..cassette.blobs import BlobStore
-
-
-def _cassette_refs(path: Path) -> Iterator[tuple[str, str]]:
-    """(sha256, data class) of every blob reference in a cassette file, read without validation: a damaged
-    or old cassette still keeps its blobs."""
-    from ..cassette.read import read_cassette_bytes
-
-    try:
-        raw = json.loads(read_cassette_bytes(path))
-    except (OSError, ValueError) as exc:
-        raise CassetteError(
-            f"cannot tell which blobs {path.name} references: it is not readable JSON ({exc})",
-            cassette=path,
-            fixes=[
-                f"restore it from git: `git checkout -- {path}`",
-                "or remove it, then prune again",
-            ],
-        ) from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT_NAME:
-        return
-    for ref in stored_refs(raw):
-        yield ref["sha256"], str(ref.get("data_class") or "internal")
+from ..core.constants import DEFAULT_CASSETTE_DIR
+from .common import EXIT_OK, UsageError, out, project_table
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.blobs import BlobStore, default_blob_dir
+    from ..cassette.prune import plan_prune, remove
     from .progress import Progress
 
     table = project_table()
@@ -53,69 +26,42 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.older_than is not None and args.older_than < 0:
         raise UsageError("--older-than must be a number of days >= 0")
-    cassettes = iter_files([str(cassette_dir)], (".json",), command="prune")
-    stores: dict[Path, BlobStore] = {}
-    own = cassette_dir / BLOB_DIR_NAME
-    if own.is_dir():
-        stores[own.resolve()] = BlobStore(own)
-    classes: dict[tuple[Path, str], set[str]] = {}
-    users: dict[tuple[Path, str], set[str]] = {}
-    for cassette in cassettes:
-        root = default_blob_dir(cassette).resolve()
-        store = stores.setdefault(root, BlobStore(root))
-        for sha, data_class in _cassette_refs(cassette):
-            try:
-                shas = store.referenced(sha)
-            except AgentReplayError:
-                shas = {sha}
-            for one in shas:
-                classes.setdefault((root, one), set()).add(data_class)
-                users.setdefault((root, one), set()).add(str(cassette))
-    wanted = set(args.data_class or [])
-    now = time.time()
-    removed = kept_referenced = 0
-    freed = 0
-    broken: set[str] = set()
-    all_blobs = [(root, store, sha) for root, store in stores.items() for sha in store.iter_shas()]
+    plan = plan_prune(
+        cassette_dir,
+        data_classes=args.data_class or (),
+        older_than=args.older_than,
+        include_referenced=args.include_referenced,
+    )
+    for scan in plan.scans:
+        out(f"blob store {scan.blob_dir}: read the {scan.cassettes} cassette file(s) under {scan.root}")
     verb = "would remove" if args.dry_run else "removed"
-    with Progress(len(all_blobs), "prune") as bar:
-        for root, store, sha in all_blobs:
-            bar.advance(sha[:12])
-            file = store.path_for(sha)
-            try:
-                stat = file.stat()
-            except OSError:
-                continue
-            age_days = (now - stat.st_mtime) / 86400.0
-            if args.older_than is not None and age_days < args.older_than:
-                continue
-            blob_classes = classes.get((root, sha))
-            if blob_classes is not None:
-                if wanted and not (blob_classes & wanted):
-                    continue
-                if not args.include_referenced:
-                    kept_referenced += 1
-                    continue
-                reason = f"referenced, data class {'/'.join(sorted(blob_classes))}"
-                broken |= users.get((root, sha), set())
-            else:
-                reason = "unreferenced"
-            out(f"{verb} {file} ({reason}, {age_days:.0f} day(s) old, {stat.st_size} bytes)")
-            removed += 1
-            freed += stat.st_size
+    with Progress(len(plan.removals), "prune") as bar:
+        for removal in plan.removals:
+            bar.advance(removal.sha[:12])
             if not args.dry_run:
-                file.unlink()
-                with contextlib.suppress(OSError):
-                    file.parent.rmdir()
-    out(f"prune: {removed} blob(s) {verb} ({freed} bytes)")
-    if kept_referenced:
+                remove(plan, removal)
+            out(
+                f"{verb} {removal.path} ({removal.reason}, {removal.age_days:.0f} day(s) old, "
+                f"{removal.size} bytes)"
+            )
+    freed = sum(removal.size for removal in plan.removals)
+    out(f"prune: {len(plan.removals)} blob(s) {verb} ({freed} bytes)")
+    wanted = args.data_class or []
+    if plan.kept_referenced:
         what = f" of class {', '.join(sorted(wanted))}" if wanted else ""
         out(
-            f"kept {kept_referenced} blob(s){what} that cassettes still reference; "
+            f"kept {plan.kept_referenced} blob(s){what} that cassettes still reference; "
             "pass --include-referenced to remove them too"
         )
+    if plan.kept_elsewhere:
+        out(
+            f"kept {plan.kept_elsewhere} blob(s) that cassettes outside {cassette_dir} reference "
+            "(they share its blob store); prune their folder to remove them"
+        )
+    broken = plan.broken()
     if broken:
-        out(f"{len(broken)} cassette(s) now reference removed blobs (re-record them or remove them):")
-        for name in sorted(broken):
+        now = "would reference" if args.dry_run else "now reference"
+        out(f"{len(broken)} cassette(s) {now} removed blobs (re-record them or remove them):")
+        for name in broken:
             out(f"  {name}")
     return EXIT_OK

@@ -17,7 +17,8 @@ RED = ("drifted", "failed")
 
 CAUSES: dict[str, str] = {
     "test": "the test itself failed: an assertion or an error in the test or the agent",
-    "not-saved": "the test failed while recording: its cassette was not written",
+    "not-saved": "the cassette was not saved: writing it failed (disk full, no permission), or the test "
+    "failed while recording",
     "unmatched-call": "a live call has no recorded counterpart",
     "tool-without-result": "a tool call has no recorded result",
     "network-blocked": "an outbound connection was refused by the network guard",
@@ -40,6 +41,7 @@ def cause_of(exc: BaseException | None) -> str:
     from .. import exceptions as e
 
     for kind, cause in (
+        (e.CassetteNotSavedError, "not-saved"),
         (e.WrongTestCassetteError, "wrong-test"),
         (e.CassetteNotFoundError, "missing-cassette"),
         (e.AuditProblemsError, "audit"),
@@ -110,6 +112,15 @@ def decide(
         "expected": int(expected),
         "drift": dict(drift) if drift is not None else None,
     }
+
+
+def write_failed(status: Mapping[str, Any]) -> bool:
+    """A ``not-saved`` test whose cassette could not be written (not one that failed while recording)."""
+    from ..exceptions import CassetteNotSavedError
+
+    return status.get("cause") == "not-saved" and CassetteNotSavedError.MARK in str(
+        status.get("message") or ""
+    )
 
 
 def is_red(status: Mapping[str, Any]) -> bool:

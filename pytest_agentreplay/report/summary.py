@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .status import CAUSES, STATUSES
+from .status import CAUSES, STATUSES, write_failed
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
@@ -78,7 +78,13 @@ def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()
         steps.append("git diff -- '*.json'  # review every updated cassette before committing it")
     if unused:
         steps.append("pytest --agentreplay-update  # remove the unused cassette(s) (run the whole suite)")
-    if any(s.get("cause") == "not-saved" for s in statuses):
+    unwritten = [s for s in statuses if write_failed(s)]
+    if unwritten:
+        steps.append(
+            f"free disk space or make the folder of {unwritten[0]['cassette']} writable (or pass a writable "
+            "--agentreplay-cassette-dir), then record again  # a cassette could not be written"
+        )
+    if any(s.get("cause") == "not-saved" and not write_failed(s) for s in statuses):
         steps.append(
             "fix the failing test(s) and record again, or keep their cassette with "
             "--agentreplay-save-on-failure"
