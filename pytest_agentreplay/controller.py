@@ -106,6 +106,15 @@ class SessionController:
 
     # -- statuses -----------------------------------------------------------------------------------
     def add_status(self, status: Mapping[str, Any]) -> None:
+        reruns = int(status.get("reruns") or 0)
+        if reruns:
+            # A later attempt of a test pytest-rerunfailures ran again replaces the earlier one's status:
+            # one verdict per test, and the attempts before it count as reruns.
+            for index in range(len(self.statuses) - 1, -1, -1):
+                earlier = self.statuses[index]
+                if earlier.get("nodeid") == status.get("nodeid") and int(earlier.get("reruns") or 0) < reruns:
+                    self.statuses[index] = dict(status)
+                    return
         self.statuses.append(dict(status))
 
     def add_strays(self, messages: Iterable[str]) -> None:
@@ -151,7 +160,7 @@ class SessionController:
             # A crashed or failing session says nothing reliable about which cassettes are still wanted.
             return []
         used = {str(s.get("cassette")) for s in self.statuses if s.get("cassette")}
-        ran = {str(s.get("nodeid")) for s in self.statuses if s.get("status") != "skipped"}
+        ran = {str(s.get("nodeid")) for s in self.statuses if s.get("status") not in ("skipped", "xfailed")}
         unresolved = sorted(self.facts.runtime_placed - ran)
         if unresolved:
             self.unused_skipped_reason = (

@@ -414,6 +414,8 @@ def _decide_status(
         expected=outcome.expected if outcome is not None else 0,
         drift=outcome.drift if outcome is not None else None,
         xfail=xfail,
+        # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
+        reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
     )
 
 

@@ -51,6 +51,11 @@ EXPECTED = {
     "/canonical.json": CANONICAL_JSON,
     "/odd.sse": ODD_SSE,
 }
+# Streams beyond what stays in the cassette: many small events (keys unsorted, so each keeps its exact
+# text), and a few events one of which is above the inline limit.
+LONG_SSE = b"".join(b'data: {"text": "%s", "i": %d}\n\n' % (b"delta " * 25, i) for i in range(400))
+BIG_SSE = b'data: {"i": 0}\n\nevent: done\ndata: {"text": "%s"}\n\ndata: [DONE]\n\n' % (b"word " * 700)
+STREAMS = {"/odd.sse": ODD_SSE, "/long.sse": LONG_SSE, "/big.sse": BIG_SSE}
 
 
 class _Odd(BaseHTTPRequestHandler):
@@ -60,7 +65,7 @@ class _Odd(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        body, content_type, encoding = PATHS[self.path]
+        body, content_type, encoding = PATHS.get(self.path) or (STREAMS[self.path], "text/event-stream", None)
         self.send_response(200)
         self.send_header("content-type", content_type)
         if encoding:
@@ -69,8 +74,10 @@ class _Odd(BaseHTTPRequestHandler):
             # Chunked, in pieces that cut lines and CRLF pairs in two.
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for start in range(0, len(body), 7):
-                piece = body[start : start + 7]
+            # The long streams in pieces of a few events: 7 bytes at a time would take seconds.
+            step = 7 if self.path in PATHS else 1000
+            for start in range(0, len(body), step):
+                piece = body[start : start + step]
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
@@ -161,6 +168,56 @@ def test_replayed_bytes_are_the_recorded_bytes(
     assert rep_ctx.failures == []
     for path in PATHS:
         assert replayed[path] == recorded[path], path
+
+
+def _record_stream(odd_server: str, path: str, cassette: Path) -> bytes:
+    fetch = CLIENTS["httpx"]
+    with run_in("record") as ctx:
+        received = fetch(odd_server, path, True)
+    assert received == STREAMS[path]
+    save_cassette(cassette, ctx.recorder.run, ctx.recorder.events)
+    return received
+
+
+def _replay_stream(odd_server: str, path: str, cassette: Path) -> bytes:
+    loaded = load_cassette(cassette, verify_blobs=True)
+    assert loaded.verify() == []
+    with run_in("regression", recorded=loaded) as ctx:
+        replayed = CLIENTS["httpx"](odd_server, path, True)
+    assert ctx.failures == []
+    return replayed
+
+
+@pytest.mark.parametrize(
+    ("path", "blobs"),
+    [("/odd.sse", 0), ("/long.sse", 1), ("/big.sse", 1)],
+    ids=["small", "long", "big-event"],
+)
+def test_a_stream_is_stored_whole_and_served_byte_for_byte(
+    path: str, blobs: int, odd_server: str, tmp_path: Path
+) -> None:
+    """A small stream stays in the cassette; a long one, or one with an event above the inline limit, is
+    one blob (not one per event, chained): nothing else ever repeats a stream's events."""
+    cassette = tmp_path / "cassettes" / "c.json"
+    recorded = _record_stream(odd_server, path, cassette)
+    assert len([p for p in (tmp_path / "cassettes").rglob("*") if p.is_file()]) == 1 + blobs
+    (event,) = [e for e in json.loads(cassette.read_text(encoding="utf-8"))["events"] if e["type"] == "http"]
+    assert ("inline" in event["output_ref"]) == (blobs == 0)
+    assert _replay_stream(odd_server, path, cassette) == recorded
+
+
+def test_a_cassette_whose_stream_is_a_chain_of_blobs_still_replays(
+    odd_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cassettes written before streams were placed whole hold them as one blob per event, chained."""
+    from pytest_agentreplay.cassette import blobs, write
+
+    cassette = tmp_path / "cassettes" / "c.json"
+    monkeypatch.setattr(write, "plan_payload", blobs.plan_externalize)
+    recorded = _record_stream(odd_server, "/long.sse", cassette)
+    monkeypatch.undo()
+    assert len(list((tmp_path / "cassettes" / ".blobs").rglob("*.json"))) > 400
+    assert _replay_stream(odd_server, "/long.sse", cassette) == recorded
 
 
 def test_cassette_stays_structured_and_canonical(odd_server: str, tmp_path: Path) -> None:

@@ -67,6 +67,42 @@ def test_show_renders_the_audit_view(cassette: Path, capsys: pytest.CaptureFixtu
     assert "audit: ok" in out
 
 
+def test_show_says_the_current_format_is_sealed_not_chained(
+    cassette: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "show", str(cassette))
+    assert code == 0
+    assert "audit: ok (sealed: event digests and head_hash match; committed effects" in out
+    assert "chain" not in out and "migrate" not in out
+    code, out, _ = run_cli(capsys, "show", str(cassette), "--json")
+    assert json.loads(out)["integrity"] == "sealed: event digests and head_hash match"
+
+
+@pytest.mark.parametrize(
+    ("version", "words"),
+    [
+        (1, "version 1: no integrity fields, nothing to check"),
+        (2, "hash chain intact (version 2: every prev_hash walked)"),
+        (3, "sealed: event digests and head_hash match (version 3)"),
+    ],
+)
+def test_show_names_what_an_older_version_had_checked(
+    version: int, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_agentreplay.cassette.migrations import MIGRATIONS
+
+    doc = json.loads((Path(__file__).parent / "data" / "v1_cassette.json").read_text(encoding="utf-8"))
+    for older in range(1, version):
+        doc = MIGRATIONS[older](doc, "fixture")
+    path = tmp_path / "cassettes" / "test_old.json"
+    path.parent.mkdir()
+    write_raw(path, doc)
+    code, out, _ = run_cli(capsys, "show", str(path))
+    assert code == 0, out
+    assert f"audit: ok ({words}; committed effects" in out
+    assert f"format version {version} is not replayed: upgrade it with `agentreplay migrate {path}`" in out
+
+
 def test_show_reports_audit_problems_with_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "cassettes" / "bad.json"
     build_run(path, receipt=None)

@@ -31,7 +31,7 @@ def cassette(tmp_path: Path) -> Path:
 def test_intact_cassette_verifies(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "verify", str(cassette))
     assert code == 0, out + err
-    assert "1 cassette(s) ok" in out
+    assert "1 cassette(s) ok (sealed: event digests and head_hash match)" in out
 
 
 def test_edited_event_is_caught(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,7 @@ consumed incrementally, compressed streams and bodies."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -173,3 +174,76 @@ def test_stream_delay_is_recorded_in_relative_times() -> None:
     assert stored[0]["event"] == "message_start" and stored[-1]["event"] == "message_stop"
     assert stored[-1]["t"] >= 0.05 * (len(stored) - 2)
     assert event.output_ref.inline["body"]["content_type"].startswith("text/event-stream")
+
+
+STREAMED_SUITE = """
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+def _stream(name):
+    with httpx.Client() as client, client.stream(
+        "POST",
+        os.environ["LLM_URL"] + "/v1/chat/completions",
+        json={"model": "m", "stream": True, "messages": [{"role": "user", "content": name}]},
+    ) as response:
+        # The chunks as the client got them: joined, they are the bytes replay must give back.
+        received = b"".join(response.iter_raw())
+    phase = "replay" if os.environ.get("PHASE") == "replay" else "record"
+    Path(f"{phase}-{name}.bin").write_bytes(received)
+
+@pytest.mark.agentreplay
+def test_one():
+    _stream("one")
+
+@pytest.mark.agentreplay
+def test_two():
+    _stream("two")
+"""
+
+
+def test_small_streams_stay_readable_in_the_cassette_and_replay_byte_for_byte(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two streamed tests write two files: their cassettes, each holding its stream event by event (no
+    chain of per-event blobs); replay serves the recorded bytes."""
+    answers = {
+        "one": "The parcel A1002 shipped on Monday and arrives by Thursday.",
+        "two": "Your refund of 40 EUR is on its way to the card ending 1234.",
+    }
+    server = LLMServer().start()
+    server.queue("chat", *(ModelReply(text=text) for text in answers.values()))
+    monkeypatch.setenv("LLM_URL", server.url)
+    pytester.makepyfile(test_streams=STREAMED_SUITE)
+    try:
+        pytester.runpytest("--agentreplay-record=all", "-p", "no:randomly").assert_outcomes(passed=2)
+        files = sorted(
+            p.relative_to(pytester.path).as_posix() for p in pytester.path.rglob("*") if p.is_file()
+        )
+        assert [f for f in files if f.startswith("cassettes/")] == [
+            "cassettes/test_streams/test_one.json",
+            "cassettes/test_streams/test_two.json",
+        ]
+        for name, answer in answers.items():
+            text = (pytester.path / f"cassettes/test_streams/test_{name}.json").read_text(encoding="utf-8")
+            (event,) = [e for e in json.loads(text)["events"] if e["type"] == "model.call"]
+            stored = event["output_ref"]["inline"]["body"]["sse"]
+            # Readable: each delta of the answer is in the cassette, with when it arrived.
+            deltas = [
+                e["data"]["choices"][0]["delta"].get("content") or ""
+                for e in stored
+                if isinstance(e["data"], dict) and e["data"].get("choices")
+            ]
+            assert "".join(deltas) == answer and len([d for d in deltas if d]) > 1
+            assert all(isinstance(e["t"], float) for e in stored) and stored[-1]["data"] == "[DONE]"
+        requests_sent = len(server.log)
+        monkeypatch.setenv("PHASE", "replay")
+        pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+        assert len(server.log) == requests_sent
+    finally:
+        server.stop()
+    for name in answers:
+        recorded = (pytester.path / f"record-{name}.bin").read_bytes()
+        assert recorded and (pytester.path / f"replay-{name}.bin").read_bytes() == recorded

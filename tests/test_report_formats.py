@@ -199,4 +199,10 @@ def test_summary_lines_all_green() -> None:
 def test_build_report_counts(outcomes: list[dict[str, Any]]) -> None:
     doc = build_report(outcomes)
     assert doc["summary"]["tests"] == 4
-    assert doc["summary"]["regressions"] == sum(o["regressions"] for o in outcomes)
+    # The updated test's regression was accepted: only the drifted test's regressions fail the run.
+    drifted = sum(o["regressions"] for o in outcomes if o["status"] == "drifted")
+    updated = sum(o["regressions"] for o in outcomes if o["status"] == "updated")
+    assert drifted and updated
+    assert doc["summary"]["regressions"] == drifted
+    assert doc["summary"]["regressions_accepted"] == updated
+    assert doc["summary"]["expected_differences"] == sum(o["expected"] for o in outcomes)

@@ -262,7 +262,7 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
         "summary": dict.fromkeys(
             ("drifted", "failed", "updated", "replayed", "recorded", "audited", "skipped"), 0
         )
-        | {"drifted": 1, "unused": 0, "regressions": status["regressions"], "expected": 0},
+        | {"drifted": 1, "unused": 0, "regressions": status["regressions"], "expected_differences": 0},
         "tests": [status],
     }
     markdown = render_markdown(doc)

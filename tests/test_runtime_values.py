@@ -213,7 +213,7 @@ def test_regression_replay_days_later_is_clean_and_sends_the_recorded_values(lab
     result.assert_outcomes(passed=1)
     assert len(lab.llm.log) == before, "regression replay sends nothing"
     data = json.loads(report.read_text())
-    assert data["summary"]["regressions"] == 0 and data["summary"]["expected"] == 0, data
+    assert data["summary"]["regressions"] == 0 and data["summary"]["expected_differences"] == 0, data
 
 
 def test_a_reworded_prompt_still_fails_with_the_clock_served(lab: Lab) -> None:
@@ -283,7 +283,7 @@ def test_fewer_or_more_draws_are_reported_with_their_rule(lab: Lab) -> None:
     text = report.read_text()
     assert "data.reads.uuid.main.agent_rt" in text and "runtime.values:data.reads" in text, text
     data = json.loads(text)
-    assert data["summary"]["regressions"] == 0 and data["summary"]["expected"] == 1
+    assert data["summary"]["regressions"] == 0 and data["summary"]["expected_differences"] == 1
 
 
 def test_sandbox_replay_sends_the_recorded_request_id(lab: Lab) -> None:

@@ -52,19 +52,23 @@ _CACHE_SIZE = 512
 PendingBlobs = dict[str, tuple[Any, bytes]]
 
 
-def _encode(value: Any, pending: PendingBlobs) -> Any:
+def _encode(value: Any, pending: PendingBlobs, split: bool = True) -> Any:
     if isinstance(value, dict):
-        out = {k: _encode(v, pending) for k, v in value.items()}
+        out = {k: _encode(v, pending, split) for k, v in value.items()}
         if len(value) == 1 and next(iter(value)) in _MARKERS:
             return {LITERAL: out}
         return out
     if isinstance(value, list):
         items: list[tuple[Any, bool]] = []
         for item in value:
-            if isinstance(item, dict | list) and len(dumps_compact(item).encode("utf-8")) > DEDUP_MIN_BYTES:
+            if (
+                split
+                and isinstance(item, dict | list)
+                and len(dumps_compact(item).encode("utf-8")) > DEDUP_MIN_BYTES
+            ):
                 items.append(({BLOB_REF: _store(_encode(item, pending), pending)}, True))
             else:
-                items.append((_encode(item, pending), False))
+                items.append((_encode(item, pending, split), False))
         if sum(blobbed for _, blobbed in items) < CHAIN_MIN_BLOBS:
             return [encoded for encoded, _ in items]
         prev: str | None = None
@@ -85,16 +89,20 @@ def _store(encoded: Any, pending: PendingBlobs) -> str:
     return sha
 
 
-def plan_externalize(value: Any, inline_limit: int) -> tuple[dict[str, Any], PendingBlobs]:
+def plan_externalize(
+    value: Any, inline_limit: int, *, split: bool = True
+) -> tuple[dict[str, Any], PendingBlobs]:
     """Decide where a payload goes without writing: ``({"inline": v} | {"sha256", "size"}, blobs to write)``.
 
     Planning is separate from writing so the secret scan can see the blobs before anything touches disk.
+    Without ``split`` a stored payload is one blob: its list items are not stored apart (nothing repeats
+    them, so apart they would only be more files).
     """
     size = len(dumps_compact(value).encode("utf-8"))
     if size <= inline_limit:
         return {"inline": value}, {}
     pending: PendingBlobs = {}
-    sha = _store(_encode(value, pending), pending)
+    sha = _store(_encode(value, pending, split), pending)
     return {"sha256": sha, "size": size}, pending
 
 

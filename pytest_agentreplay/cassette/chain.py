@@ -96,6 +96,17 @@ def integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) ->
     return problems
 
 
+def checked_integrity(version: int) -> str:
+    """What loading a file of format ``version`` checked of its integrity, as ``show`` and ``verify`` say
+    it: only version 2 had a hash chain to walk; version 3 and later are sealed, version 1 has nothing."""
+    if version >= 3:
+        sealed = "sealed: event digests and head_hash match"
+        return sealed if version == FORMAT_VERSION else f"{sealed} (version {version})"
+    if version == 2:
+        return "hash chain intact (version 2: every prev_hash walked)"
+    return f"version {version}: no integrity fields, nothing to check"
+
+
 def event_digest(event: Mapping[str, Any]) -> str:
     """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
     renumbers it without changing its digest (the order is bound by ``head_hash``)."""

@@ -15,11 +15,12 @@ from ..core.redaction import Redactor, default_redactor
 from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
 from ..http.recording import share_parts
 from .atomic import atomic_write_bytes, path_lock, save_failed
-from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_externalize
+from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
 from .document import Document, blob_resolver, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decode_stored_events, schema_error
 from .stored_form import encode_events, request_parts
+from .streams import plan_payload
 
 
 def _place_payloads(
@@ -36,7 +37,7 @@ def _place_payloads(
         if not isinstance(ref, dict):
             continue
         if "inline" in ref:
-            placed, blobs = plan_externalize(ref["inline"], inline_limit)
+            placed, blobs = plan_payload(ref["inline"], inline_limit)
             rest = {k: v for k, v in ref.items() if k not in ("inline", "sha256", "size")}
             if "inline" in placed and "size" in ref:
                 rest["size"] = ref["size"]

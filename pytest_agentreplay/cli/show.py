@@ -9,26 +9,33 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import CassetteIntegrityError
+from ..exceptions import CassetteIntegrityError, CassetteVersionError
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, out
 
 if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
 
 
-def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str]]:
-    """A cassette to render and its audit problems; a broken chain is a problem, not a failure."""
-    from ..cassette.read import load_cassette, load_unchecked
+def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
+    """A cassette to render, its audit problems, and the format version whose integrity fields its load
+    verified (None when they failed: a broken seal or chain is a problem, not a failure). An older format
+    version is shown as it loads in memory, after the check its own version defines."""
+    from ..cassette.read import load_cassette, load_unchecked, load_versioned
+    from ..core.constants import FORMAT_VERSION
     from ..replay.audit import audit_problems
 
+    version: int | None = FORMAT_VERSION
     try:
-        loaded = load_cassette(path, mode="audit")
+        try:
+            loaded = load_cassette(path, mode="audit")
+        except CassetteVersionError:
+            loaded, version = load_versioned(path)
     except CassetteIntegrityError:
         unchecked = load_unchecked(path)
         if unchecked is None:
             raise
-        loaded = unchecked
-    return loaded, audit_problems(loaded)
+        loaded, version = unchecked, None
+    return loaded, audit_problems(loaded), version
 
 
 def _read_json(path: Path, what: str) -> Any:
@@ -39,11 +46,15 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..cassette.chain import checked_integrity
     from ..cassette.document import run_to_dict
+    from ..core.constants import FORMAT_VERSION
     from ..core.events import event_to_dict
 
     path = Path(args.cassette)
-    loaded, problems = _load_for_view(path)
+    loaded, problems, version = _load_for_view(path)
+    # Said per format: only version 2 had a hash chain; the current format is sealed without one.
+    integrity = checked_integrity(version) if version is not None else None
     if args.html:
         from ..report.viewer import render_cassette_page, write_html
 
@@ -62,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             "run": run_to_dict(loaded.run),
             "events": [event_to_dict(e) for e in loaded.events],
             "problems": problems,
+            "integrity": integrity,
         }
         sys.stdout.write(dumps_pretty(doc))
     else:
@@ -75,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
                 out(f"  - {problem}")
         else:
             out(
-                "audit: ok (hash chain intact, committed effects have receipts and keys, "
-                "blobs present, no secrets)"
+                f"audit: ok ({integrity}; committed effects have receipts and keys, blobs present, "
+                "no secrets)"
             )
+        if version is not None and version != FORMAT_VERSION:
+            out(f"format version {version} is not replayed: upgrade it with `agentreplay migrate {path}`")
     return EXIT_PROBLEMS if problems else EXIT_OK

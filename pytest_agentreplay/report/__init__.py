@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 REPORT_FORMAT = "pytest-agentreplay-report"
-REPORT_VERSION = 2
+# 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
+# split by what they do to the run (expected differences named so).
+REPORT_VERSION = 3
 SUFFIXES = (".md", ".json", ".html")
 
 
@@ -48,6 +50,7 @@ def _normalise(status: dict[str, Any]) -> dict[str, Any]:
         "regressions": int(status.get("regressions") or 0),
         "expected": int(status.get("expected") or 0),
         "drift": status.get("drift"),
+        "reruns": int(status.get("reruns") or 0),
     }
 
 

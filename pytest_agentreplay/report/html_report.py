@@ -10,13 +10,13 @@ from typing import Any
 from .markdown import display_path
 from .viewer import esc, page, render_drift_html, render_run_section
 
-NOTABLE = ("drifted", "failed", "updated")
-RED = ("drifted", "failed")
+NOTABLE = ("drifted", "failed", "error", "updated")
+RED = ("drifted", "failed", "error")
 
 
 def _label(test: Mapping[str, Any]) -> str:
     status = str(test["status"])
-    return f"{status} ({test['cause']})" if status == "failed" and test.get("cause") else status
+    return f"{status} ({test['cause']})" if status in ("failed", "error") and test.get("cause") else status
 
 
 def _test_section(index: int, test: Mapping[str, Any]) -> str:
@@ -60,12 +60,16 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
 
 
 def render_html(doc: Mapping[str, Any]) -> str:
+    from .summary import PYTEST_WORDS, differences_text
+
     summary = doc["summary"]
     tests = list(doc["tests"])
+    keys: tuple[str, ...] = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
+    keys += (*(word for word in PYTEST_WORDS if summary.get(word)), "unused")
     badges = "".join(
         f'<span class="badge{" regression" if key in RED and summary[key] else ""}">'
         f"{summary[key]} {key}</span>"
-        for key in ("replayed", "recorded", "drifted", "failed", "updated", "audited", "skipped", "unused")
+        for key in keys
     )
     rows = []
     for index, test in enumerate(tests):
@@ -97,8 +101,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     ]
     body = (
         "<h1>Agent replay report</h1>"
-        f'<p class="counts">{badges}<span class="badge">{int(summary["regressions"])} regression(s)</span>'
-        f'<span class="badge">{int(summary["expected"])} expected</span></p>'
+        f'<p class="counts">{badges}</p><p class="differences">{esc(differences_text(summary))}</p>'
         + (f"<h2>Next steps</h2><ul>{steps}</ul>" if steps else "")
         + "<h2>Tests</h2><table class=tests><tr><th>result</th><th>test</th><th>cassette</th><th>mode</th>"
         "<th>regressions</th><th>expected</th></tr>" + "".join(rows) + "</table>" + lists + "".join(sections)

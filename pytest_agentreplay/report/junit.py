@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 PROPERTY_PREFIX = "agentreplay."
-FIELDS = ("status", "cause", "cassette", "mode", "regressions", "expected")
+FIELDS = ("status", "cause", "cassette", "mode", "regressions", "expected", "reruns")
 
 
 def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -20,7 +20,7 @@ def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [
         (PROPERTY_PREFIX + name, str(outcome[name]))
         for name in FIELDS
-        if name in outcome and outcome[name] is not None
+        if name in outcome and outcome[name] is not None and not (name == "reruns" and not outcome[name])
     ]
 
 

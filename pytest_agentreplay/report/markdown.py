@@ -21,13 +21,17 @@ MAX_ROWS_PER_TEST = 50
 ICONS = {
     "drifted": "❌",
     "failed": "❌",
+    "error": "❌",
     "updated": "✏️",
     "replayed": "✅",
     "recorded": "🎙️",
     "audited": "🔍",
     "skipped": "⏭️",
+    "xfailed": "⏭️",
+    "xpassed": "⚠️",
 }
-NOTABLE = ("drifted", "failed", "updated")
+NOTABLE = ("drifted", "failed", "error", "updated")
+RED = ("drifted", "failed", "error")
 
 
 def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
@@ -146,7 +150,7 @@ def drift_table(drift: Mapping[str, Any], where: Where | None = None) -> list[st
 
 def _label(test: Mapping[str, Any]) -> str:
     status = str(test["status"])
-    return f"{status} ({test['cause']})" if status == "failed" and test.get("cause") else status
+    return f"{status} ({test['cause']})" if status in ("failed", "error") and test.get("cause") else status
 
 
 def _plural(n: int, word: str) -> str:
@@ -154,20 +158,17 @@ def _plural(n: int, word: str) -> str:
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
+    from .summary import PYTEST_WORDS, differences_text
+
     summary = doc["summary"]
     tests: list[Mapping[str, Any]] = list(doc["tests"])
     lines = ["## Agent replay report", ""]
-    order = ("drifted", "failed", "updated", "replayed", "recorded", "audited", "skipped")
-    counts = [
-        f"**{summary[a]} {a}**" if a in ("drifted", "failed") and summary[a] else f"{summary[a]} {a}"
-        for a in order
-    ]
+    order: tuple[str, ...] = ("drifted", "failed", "updated", "replayed", "recorded", "audited")
+    order += tuple(word for word in PYTEST_WORDS if summary.get(word))
+    counts = [f"**{summary[a]} {a}**" if a in RED and summary[a] else f"{summary[a]} {a}" for a in order]
     counts.append(f"{summary['unused']} unused")
-    verdict = "❌" if summary["drifted"] or summary["failed"] else "✅"
-    lines.append(
-        f"{verdict} " + " · ".join(counts) + f" — {_plural(summary['regressions'], 'regression')}, "
-        f"{_plural(summary['expected'], 'expected difference')}"
-    )
+    verdict = "❌" if any(summary.get(a) for a in RED) else "✅"
+    lines.append(f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}")
     lines.append("")
     notable = [t for t in tests if t["status"] in NOTABLE or t["regressions"] or t["expected"]]
     if notable:
@@ -184,9 +185,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             )
         lines.append("")
         for t in notable:
-            if t["status"] == "failed" and t.get("message"):
+            if t["status"] in ("failed", "error") and t.get("message"):
                 lines.append(f"- {cell_code(t['nodeid'], 300)}: {cell_code(t['message'], 300)}")
-        if any(t["status"] == "failed" and t.get("message") for t in notable):
+        if any(t["status"] in ("failed", "error") and t.get("message") for t in notable):
             lines.append("")
     else:
         lines += ["No test drifted or failed.", ""]

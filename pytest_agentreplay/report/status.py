@@ -3,7 +3,9 @@
 Every view (terminal summary, Markdown, JSON, HTML, JUnit) renders the dict :func:`decide` returns, so a
 test pytest reports failed can never look green anywhere. No pytest import: the caller passes plain facts.
 
-A status is one of :data:`STATUSES`; a ``failed`` status carries a :data:`CAUSES` key saying why.
+A status is one of :data:`STATUSES`; a ``failed`` (or ``error``) status carries a :data:`CAUSES` key saying
+why. Where the verdict is pytest's own (``error``, ``skipped``, ``xfailed``, ``xpassed``) it is pytest's word
+for it, so the summary's counts are the ones pytest prints.
 """
 
 from __future__ import annotations
@@ -11,9 +13,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-STATUSES = ("recorded", "replayed", "drifted", "failed", "updated", "audited", "skipped")
+STATUSES = (
+    "recorded",
+    "replayed",
+    "drifted",
+    "failed",
+    "error",
+    "updated",
+    "audited",
+    "skipped",
+    "xfailed",
+    "xpassed",
+)
 # The statuses that mean the gate is red.
-RED = ("drifted", "failed")
+RED = ("drifted", "failed", "error")
 
 CAUSES: dict[str, str] = {
     "test": "the test itself failed: an assertion or an error in the test or the agent",
@@ -73,26 +86,33 @@ def decide(
     expected: int = 0,
     drift: Mapping[str, Any] | None = None,
     xfail: bool = False,
+    reruns: int = 0,
 ) -> dict[str, Any]:
     """The status dict of one test.
 
     ``pytest_outcome`` is pytest's worst outcome over setup, call and teardown (``passed``, ``failed``,
     ``skipped``) and ``phase`` the phase it came from; ``action`` is what the plugin did with the cassette
     (``recorded``, ``replayed``, ``drifted``, ``updated``, ``audited``, ``not-saved``, ``missing``, or None
-    when the run never finished); ``cause`` the cause key of the failure the plugin saw, if any.
+    when the run never finished); ``cause`` the cause key of the failure the plugin saw, if any; ``xfail``
+    whether pytest judged the outcome against an xfail mark; ``reruns`` how many earlier attempts
+    pytest-rerunfailures ran again before this one.
     """
     status: str
     if pytest_outcome == "skipped":
-        status, cause = "skipped", ("xfail" if xfail else None)
+        status, cause = ("xfailed" if xfail else "skipped"), None
     elif pytest_outcome == "failed":
         if cause == "drift" or (cause is None and action == "drifted"):
             status, cause = "drifted", None
         else:
-            status = "failed"
+            # pytest calls a failure outside the test body an error, and counts it as one.
+            status = "error" if phase in ("setup", "teardown") else "failed"
             if action == "not-saved":
                 cause = "not-saved"
             elif cause is None or cause == "drift":
                 cause = {"setup": "setup", "teardown": "teardown"}.get(phase, "test")
+    elif xfail:
+        # Passed although marked xfail (not strict: a strict one is reported failed).
+        status, cause = "xpassed", None
     elif action in ("recorded", "replayed", "updated", "audited"):
         status, cause = action, None
     elif action == "drifted":
@@ -111,6 +131,7 @@ def decide(
         "regressions": int(regressions),
         "expected": int(expected),
         "drift": dict(drift) if drift is not None else None,
+        "reruns": int(reruns),
     }
 
 

@@ -1,8 +1,8 @@
 """The end-of-session summary and the drift report file, from the per-test statuses.
 
 A status is the dict :func:`pytest_agentreplay.report.status.decide` returns: ``nodeid``, ``cassette``,
-``status`` (recorded | replayed | drifted | failed | updated | audited | skipped), ``cause`` (why a
-``failed`` test failed), ``message``, ``mode``, ``regressions``, ``expected`` and ``drift``.
+``status`` (one of ``status.STATUSES``), ``cause`` (why a ``failed`` or ``error`` test failed),
+``message``, ``mode``, ``regressions``, ``expected`` (its expected differences), ``drift`` and ``reruns``.
 """
 
 from __future__ import annotations
@@ -11,28 +11,60 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .status import CAUSES, STATUSES, write_failed
+from .status import CAUSES, RED, STATUSES, write_failed
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
+# pytest's own outcomes, in pytest's words, shown when they happened.
+PYTEST_WORDS = ("error", "skipped", "xfailed", "xpassed", "rerun")
+# Where the regression-verdict differences of a test went, by its status: only red ones fail the run.
+REGRESSIONS_BY_STATUS = {"updated": "regressions_accepted", "xfailed": "regressions_xfailed"}
 
 
 def counts(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, int]:
-    """Per-status counts plus unused cassettes, regressions and expected differences."""
+    """Per-status counts (and ``rerun``: the attempts pytest-rerunfailures ran again), unused cassettes,
+    and the differences: ``regressions`` that fail the run (in drifted, failed or errored tests; a green
+    run has none), those ``--agentreplay-update`` accepted, those of tests pytest expected to fail, and
+    the ``expected_differences`` the rules mark expected."""
     by_status = Counter(str(s.get("status")) for s in statuses)
     out = {status: by_status[status] for status in STATUSES}
+    out["rerun"] = sum(int(s.get("reruns") or 0) for s in statuses)
     out["unused"] = len(unused)
     out["tests"] = len(statuses)
-    out["regressions"] = sum(int(s.get("regressions") or 0) for s in statuses)
-    out["expected"] = sum(int(s.get("expected") or 0) for s in statuses)
+    out["regressions"] = out["regressions_accepted"] = out["regressions_xfailed"] = 0
+    for s in statuses:
+        name = str(s.get("status"))
+        key = "regressions" if name in RED else REGRESSIONS_BY_STATUS.get(name)
+        if key is not None:
+            out[key] += int(s.get("regressions") or 0)
+    out["expected_differences"] = sum(int(s.get("expected") or 0) for s in statuses)
     return out
 
 
 def headline(numbers: dict[str, int]) -> str:
     parts = [f"{numbers[s]} {s}" for s in HEADLINE]
-    if numbers["skipped"]:
-        parts.append(f"{numbers['skipped']} skipped")
+    parts.extend(f"{numbers[s]} {s}" for s in PYTEST_WORDS if numbers.get(s))
     parts.append(f"{numbers['unused']} unused")
+    return ", ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def differences_text(numbers: dict[str, int]) -> str:
+    """``0 regressions, 26 expected differences`` and, when there are any, the regressions that do not
+    fail the run, named for why: the same words in the terminal, Markdown and HTML."""
+    parts = [
+        _plural(numbers["regressions"], "regression"),
+        _plural(numbers["expected_differences"], "expected difference"),
+    ]
+    if numbers.get("regressions_accepted"):
+        parts.append(
+            f"{_plural(numbers['regressions_accepted'], 'regression')} accepted by --agentreplay-update"
+        )
+    if numbers.get("regressions_xfailed"):
+        parts.append(f"{_plural(numbers['regressions_xfailed'], 'regression')} in xfailed tests")
     return ", ".join(parts)
 
 
@@ -40,8 +72,8 @@ def describe(status: dict[str, Any]) -> str:
     """``failed (unmatched-call: a live call has no recorded counterpart)`` or just the status."""
     name = str(status.get("status"))
     cause = status.get("cause")
-    if name == "failed" and cause:
-        return f"failed ({cause}: {CAUSES.get(str(cause), cause)})"
+    if name in ("failed", "error") and cause:
+        return f"{name} ({cause}: {CAUSES.get(str(cause), cause)})"
     return name
 
 
@@ -94,21 +126,28 @@ def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()
 
 def _detail(status: dict[str, Any]) -> str:
     regressions, expected = int(status.get("regressions") or 0), int(status.get("expected") or 0)
-    if not (regressions or expected):
-        return ""
-    return f" ({regressions} regression(s), {expected} expected)"
+    reruns = int(status.get("reruns") or 0)
+    parts = [f"{regressions} regression(s), {expected} expected"] if regressions or expected else []
+    if reruns:
+        parts.append(f"{reruns} rerun")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def summary_lines(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
     """The terminal summary: counts, every test that failed, drifted or changed a cassette, next steps."""
     numbers = counts(statuses, unused=unused)
     lines = [headline(numbers)]
+    if any(numbers[key] for key in ("regressions", "expected_differences", *REGRESSIONS_BY_STATUS.values())):
+        lines.append(f"differences: {differences_text(numbers)}")
     for status in statuses:
         name = str(status.get("status"))
-        if name in ("drifted", "failed", "updated", "recorded"):
+        if name in (*RED, "updated", "recorded"):
             lines.append(f"  {describe(status)}: {status['nodeid']} -> {status['cassette']}{_detail(status)}")
-        elif name == "replayed" and status.get("expected"):
-            lines.append(f"  replayed with expected drift: {status['nodeid']}{_detail(status)}")
+        elif name == "replayed" and (status.get("expected") or status.get("reruns")):
+            drift = "with expected drift" if status.get("expected") else "after a rerun"
+            lines.append(f"  replayed {drift}: {status['nodeid']}{_detail(status)}")
+        elif name in ("xfailed", "xpassed") and _detail(status):
+            lines.append(f"  {name}: {status['nodeid']}{_detail(status)}")
     for path in unused:
         lines.append(f"  unused: {path}")
     steps = next_steps(statuses, unused=unused)

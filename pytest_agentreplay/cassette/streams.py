@@ -1,0 +1,46 @@
+"""Where a streamed response is stored.
+
+A conversation's messages go to the blob store one by one because every later call resends them; a
+stream's events are never sent again, so storing each apart shares nothing and only leaves a chain of
+small files and a cassette that shows hashes. A stream is placed whole instead: in the cassette, event by
+event and readable, while each event is within the inline limit plain payloads use and the whole stream
+within :data:`STREAM_INLINE_FACTOR` times it; else as one blob. Either way the stored events are the
+recorded ones (chunk boundaries, ``raw`` text, arrival times), so replay serves the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.canonical import dumps_compact
+from .blobs import PendingBlobs, plan_externalize
+
+# A stream of small events stays in the cassette up to this many inline limits (64 KiB at the default
+# 2 KiB): beyond it, a long answer's hundreds of deltas would bury the rest of the run in review.
+STREAM_INLINE_FACTOR = 32
+
+
+def stream_events(value: Any) -> list[Any] | None:
+    """The events of a streamed response payload (an SSE body), or None for any other payload."""
+    body = value.get("body") if isinstance(value, dict) else None
+    events = body.get("sse") if isinstance(body, dict) else None
+    return events if isinstance(events, list) else None
+
+
+def plan_payload(value: Any, inline_limit: int) -> tuple[dict[str, Any], PendingBlobs]:
+    """Where a payload goes (see :func:`blobs.plan_externalize`), a streamed response placed whole."""
+    events = stream_events(value)
+    if events is None:
+        return plan_externalize(value, inline_limit)
+    if _stays_inline(value, events, inline_limit):
+        return {"inline": value}, {}
+    return plan_externalize(value, inline_limit, split=False)
+
+
+def _stays_inline(value: Any, events: list[Any], inline_limit: int) -> bool:
+    size = len(dumps_compact(value).encode("utf-8"))
+    if size <= inline_limit:
+        return True
+    if size > inline_limit * STREAM_INLINE_FACTOR:
+        return False
+    return all(len(dumps_compact(event).encode("utf-8")) <= inline_limit for event in events)
