@@ -55,7 +55,7 @@ class _ToolCall:
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
-        self.group = _group_for(ctx, name, arguments)
+        self.group = _group_for(ctx, name, arguments, idempotency_key)
         ctx.recorder.emit(
             "tool.call",
             actor="runtime",
@@ -112,11 +112,11 @@ class _ToolCall:
             recorder.tool_result(self.info, result, error, data)
 
 
-def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any]) -> Any:
+def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any], key: str | None) -> Any:
     """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
     cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
     if ctx.tools is not None and not ctx.recording:
-        found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx)
+        found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
         if found:
             return group
     return "concurrent" if _is_concurrent(ctx) else None

@@ -185,7 +185,7 @@ class ToolServer(Protocol):
     """Serves recorded ``@tool`` results (:class:`~pytest_agentreplay.replay.tools.ToolReplayer`)."""
 
     def recorded_group(
-        self, name: str, arguments: dict[str, Any], *, ctx: RunContext
+        self, name: str, arguments: dict[str, Any], *, ctx: RunContext, idempotency_key: str | None = None
     ) -> tuple[bool, Any]: ...
 
     def serve(

@@ -202,6 +202,15 @@ def _redact_percent_run(redactor: Redactor, run: str, keys: bool) -> str:
 # -- idempotency keys -------------------------------------------------------------------------------
 
 
+def redact_tool_arguments(
+    redactor: Redactor, arguments: dict[str, Any], idempotency_key: str | None
+) -> dict[str, Any]:
+    """Live ``@tool`` arguments redacted as a saved ``tool.call`` holds them (replay matches on them)."""
+    event = {"tool": {"idempotency_key": idempotency_key}, "data": {"arguments": arguments}}
+    redacted: dict[str, Any] = redactor.redact(event)["data"]["arguments"]
+    return redacted
+
+
 def keep_idempotency_key(redactor: Redactor, event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     """``out`` (``event`` redacted) with the tool argument that carries ``tool.idempotency_key`` restored."""
     tool, data, new_data = event.get("tool"), event.get("data"), out.get("data")

@@ -10,6 +10,7 @@ from ..core.canonical import hash_value
 from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.events import Event
+from ..core.redaction_encoded import redact_tool_arguments
 from ..exceptions import ToolNotRecordedError
 
 if TYPE_CHECKING:
@@ -67,7 +68,9 @@ class ToolReplayer:
                 self._exact[(name, hash_value(arguments))].append(rec)
                 self._by_name[name].append(rec)
 
-    def recorded_group(self, name: str, arguments: dict[str, Any], *, ctx: RunContext) -> tuple[bool, Any]:
+    def recorded_group(
+        self, name: str, arguments: dict[str, Any], *, ctx: RunContext, idempotency_key: str | None = None
+    ) -> tuple[bool, Any]:
         """``(True, group)`` of the recorded call this live call will be served from, ``(False, None)``
         when it matches none.
 
@@ -75,7 +78,7 @@ class ToolReplayer:
         to run on: a run moved into a worker thread (or out of one) keeps the recorded grouping.
         """
         if ctx.redactor is not None:
-            arguments = ctx.redactor.redact(arguments)
+            arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
         for rec in self._exact.get((name, hash_value(arguments))) or ():
             if not rec.served:
                 return True, rec.group
@@ -86,7 +89,7 @@ class ToolReplayer:
     ) -> ToolOutcome:
         if ctx.redactor is not None:
             # Recorded arguments were redacted on save; compare like with like.
-            arguments = ctx.redactor.redact(arguments)
+            arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
         queue = self._exact.get((name, hash_value(arguments)))
         while queue:
             rec = queue.popleft()
