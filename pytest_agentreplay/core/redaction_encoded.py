@@ -25,13 +25,22 @@ import binascii
 import io
 import re
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
 from .constants import REDACTED
 
-if TYPE_CHECKING:
-    from .redaction import Redactor
+
+class Redactor(Protocol):
+    """What these views need of ``redaction.Redactor``: declared here so the import goes one way."""
+
+    def redact(self, value: Any, *, keys: bool = True) -> Any: ...
+
+    def redact_string(self, text: str, *, keys: bool = True) -> str: ...
+
+    def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes: ...
+
+    def _redact_text_body(self, text: str, ctype: str, keys: bool) -> dict[str, Any]: ...
 
 # Base64 longer than this is not decoded (about 3 MiB of text); a secret needs more than the minimum.
 MAX_ENCODED_CHARS = 4 * 1024 * 1024
