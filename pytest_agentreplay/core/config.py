@@ -227,8 +227,8 @@ def build_settings(
     values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
     values["runtime_values"] = _runtime_values(ini, project, places)
-    rules = project.get("rules")
-    values["rules"] = rules
+    # Parsed by the caller (diff.rules is a layer above): the plugin does it once, at start-up.
+    values["rules"] = project.get("rules")
     values["redaction"] = {
         k: check.strings(project[k], places.origin("project", k), regex=k != "redact_headers")
         for k in ("redact_headers", "redact_keys", "redact_patterns")
