@@ -80,6 +80,7 @@ class SessionController:
         self.removed: list[str] = []
         self.unused_skipped_reason: str | None = None
         self.failed_only_by_unused = False
+        self.report_error: str | None = None
 
     # -- collection ---------------------------------------------------------------------------------
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
@@ -150,9 +151,16 @@ class SessionController:
         if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
+            from .exceptions import ReportError
             from .report import write_report
 
-            write_report(self.settings.report, self.statuses, unused=self.unused)
+            try:
+                write_report(self.settings.report, self.statuses, unused=self.unused)
+            except ReportError as exc:
+                # Said in the summary and in the exit status: a CI job must not pass without its report.
+                self.report_error = str(exc)
+                if exit_ok and new_exit is None:
+                    new_exit = 1
         return new_exit
 
     def _find_unused(self, *, session_failed: bool) -> list[Path]:
@@ -214,6 +222,11 @@ class SessionController:
             lines.extend(comparison_lines(self.comparisons))
         for message in self.facts.strays:
             lines.append(f"  FAILED network access after the test ended: {message.splitlines()[0]}")
+        if self.report_error is not None:
+            lines.extend(
+                f"  {line}" if i else f"FAILED: {line}"
+                for i, line in enumerate(self.report_error.splitlines())
+            )
         if self.failed_only_by_unused:
             lines.append(
                 f"session FAILED only because of {len(self.unused)} unused cassette(s): remove them with "
@@ -224,7 +237,12 @@ class SessionController:
     @property
     def has_summary(self) -> bool:
         return bool(
-            self.statuses or self.unused or self.removed or self.unused_skipped_reason or self.facts.strays
+            self.statuses
+            or self.unused
+            or self.removed
+            or self.unused_skipped_reason
+            or self.facts.strays
+            or self.report_error
         )
 
 

@@ -185,6 +185,10 @@ class NetworkBlockedError(ReplayError):
     """An outbound connection the mode does not allow was refused."""
 
 
+class ReportError(AgentReplayError):
+    """The session report could not be written (its folder is gone, no permission, a full disk)."""
+
+
 class DriftError(AgentReplayError):
     """The replayed history differs from the recorded one by a regression."""
 

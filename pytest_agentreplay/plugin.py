@@ -132,16 +132,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "activates it); the command line wins",
     )
     from .controller import SessionController
-    from .core.config import build_settings, read_pyproject_table
+    from .core.config import settings_from_pytest
     from .exceptions import ConfigError
 
-    names = [o[0].replace("-", "_") for o in OPTIONS] + [f[0].replace("-", "_") for f in FLAGS]
-    cli = {name: config.getoption("agentreplay_" + name) for name in names}
-    ini_names = [*names, "fail_on_unused", "runtime_values"]
-    ini = {name: config.getini("agentreplay_" + name) for name in ini_names}
     try:
-        project = read_pyproject_table(config.rootpath)
-        settings = build_settings(rootdir=config.rootpath, cli=cli, ini=ini, project=project)
+        settings = settings_from_pytest(config, [o[0].replace("-", "_") for o in (*OPTIONS, *FLAGS)])
+        if settings.rules is not None:  # parsed once, here: a bad rule stops the session, not each test
+            from .diff.rules import parse_rules
+
+            where = f"[tool.agentreplay.rules] of {config.rootpath / 'pyproject.toml'}"
+            settings.rules = tuple(parse_rules(settings.rules, source="project", place=where))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     config.stash[SETTINGS_KEY] = settings

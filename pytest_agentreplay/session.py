@@ -78,6 +78,7 @@ class TestRun:
         return self.test.record == "missing" and not exists
 
     def begin(self) -> RunContext:
+        self._parse_test_rules()
         agent = self.test.extra.get("agent")
         meta = RunMeta(
             run_id=uuid.uuid4().hex,
@@ -129,6 +130,23 @@ class TestRun:
         self._token = push_active(ctx)
         runs.start(ctx)
         return ctx
+
+    def _parse_test_rules(self) -> None:
+        """The rules this test was given (marker ``rules=``, the ``agentreplay_config`` fixture's ``rules``)
+        are parsed as it sets up: a bad one fails this test once, before its body runs, also when recording
+        (which compares nothing). The project's rules were parsed at start-up."""
+        test = self.test
+        if test.marker_rules is None and test.rules is self.settings.rules:
+            return
+        from .diff.rules import parse_rules
+
+        if test.rules is not self.settings.rules:
+            test.rules = parse_rules(
+                test.rules, source="project", place="rules of the agentreplay_config fixture"
+            )
+        if test.marker_rules is not None:
+            where = f"rules= of @pytest.mark.agentreplay on {self.nodeid}"
+            test.marker_rules = parse_rules(test.marker_rules, source="marker", place=where)
 
     def _load_recorded(self) -> LoadedCassette:
         from .cassette.read import load_cassette

@@ -553,10 +553,10 @@ def test_extra_model_call_is_reported(recorded: Lab) -> None:
             "argument --agentreplay-mode: invalid choice: 'replay' (choose from 'audit', 'regression', "
             "'model-comparison', 'sandbox')",
         ),
-        ("ini", "invalid replay mode 'replay' in the ini file"),
-        ("pyproject", "invalid replay mode 'replay' in pyproject.toml"),
-        ("marker", "invalid replay mode 'replay' in @pytest.mark.agentreplay on"),
-        ("fixture", "invalid replay mode 'replay' in agentreplay_config"),
+        ("ini", "invalid agentreplay_mode 'replay' in [pytest] of"),
+        ("pyproject", "invalid mode 'replay' in [tool.agentreplay] of"),
+        ("marker", "invalid mode 'replay' in @pytest.mark.agentreplay on"),
+        ("fixture", "invalid mode 'replay' in the agentreplay_config fixture"),
     ],
 )
 def test_invalid_mode_is_a_usage_error_listing_the_valid_ones(

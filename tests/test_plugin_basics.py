@@ -212,7 +212,10 @@ def test_x(agent_replay):
     result = pytester.runpytest()
     assert result.ret != 0
     result.stdout.fnmatch_lines(
-        ["*invalid replay mode 'fast'*", "*valid values: audit, regression, model-comparison, sandbox*"]
+        [
+            "*invalid mode 'fast' in @pytest.mark.agentreplay on test_x.py::test_x*",
+            "*valid values: audit, regression, model-comparison, sandbox*",
+        ]
     )
 
 

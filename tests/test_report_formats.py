@@ -12,6 +12,7 @@ from test_cli_support import build_run
 from test_report_session import assert_snapshot
 
 from pytest_agentreplay.diff import RuleSet, compare_histories
+from pytest_agentreplay.exceptions import ReportError
 from pytest_agentreplay.report import build_report, render_report, write_report
 from pytest_agentreplay.report.json_report import validate_report
 from pytest_agentreplay.report.summary import summary_lines
@@ -104,7 +105,7 @@ def test_markdown_structure(outcomes: list[dict[str, Any]]) -> None:
 
 
 def test_json_report_is_valid(outcomes: list[dict[str, Any]], tmp_path: Path) -> None:
-    path = tmp_path / "r" / "report.json"
+    path = tmp_path / "report.json"
     outcomes.append(
         {
             "nodeid": "tests/test_a.py::test_b",
@@ -123,6 +124,35 @@ def test_json_report_is_valid(outcomes: list[dict[str, Any]], tmp_path: Path) ->
     assert validate_report(doc) == []
     assert doc["summary"]["unused"] == 1 and doc["summary"]["failed"] == 1
     assert any("--agentreplay-record=missing" in step for step in doc["next_steps"])
+
+
+def test_a_report_is_never_written_into_a_folder_it_creates(
+    outcomes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    path = tmp_path / "gone" / "report.md"
+    with pytest.raises(ReportError, match="the agentreplay report was not written") as info:
+        write_report(path, outcomes, step_summary=False)
+    assert f"its folder {path.parent} does not exist" in str(info.value)
+    assert not path.parent.exists()
+
+
+def test_a_report_that_cannot_be_written_names_the_os_error(
+    outcomes: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    folder = tmp_path / "taken.md"
+    folder.mkdir()  # a folder where the file should go: the rename fails whatever the user's rights
+    with pytest.raises(ReportError, match=r"IsADirectoryError|OSError") as info:
+        write_report(folder, outcomes, step_summary=False)
+    assert str(folder) in info.value.headline
+
+
+def test_a_step_summary_that_cannot_be_appended_is_an_error(
+    outcomes: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "missing" / "summary.md"))
+    with pytest.raises(ReportError, match=r"\$GITHUB_STEP_SUMMARY was not written"):
+        write_report(tmp_path / "report.md", outcomes)
+    assert (tmp_path / "report.md").is_file()
 
 
 def test_html_report_escapes_untrusted_values(outcomes: list[dict[str, Any]], tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ def test_markdown_report_reads_as_a_pull_request_comment(
     summary_file = drift_session.path / "step_summary.md"
     summary_file.write_text("# earlier step\n", encoding="utf-8")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    (drift_session.path / "out").mkdir()  # the report's folder must exist: none is created for it
     result = drift_session.runpytest("--agentreplay-report=out/report.md", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     text = (drift_session.path / "out" / "report.md").read_text(encoding="utf-8")

@@ -7,12 +7,14 @@ explicitly on the command line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import ConfigError
+from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
     DEFAULT_RECORD_MODE,
@@ -32,6 +34,28 @@ MARKER_KEYS = (
     "model",
     "agent",
     "runtime_values",
+)
+# What a project's ``agentreplay_config`` fixture may return: the per-test settings, then the HTTP settings
+# the run reads (``http/classify.py``, ``replay/sandbox.py``, ``replay/http.py``, ``http/recording.py``).
+FIXTURE_KEYS = (
+    "record",
+    "mode",
+    "rules",
+    "allow_hosts",
+    "model",
+    "runtime_values",
+    "agent",
+    "sandbox",
+    "sandbox_hosts",
+    "faults",
+    "idempotency_header",
+    "receipts",
+    "tool_names",
+    "openai_compatible_base_urls",
+    "anthropic_base_urls",
+    "model_data_class",
+    "http_data_class",
+    "allow_read_repeats",
 )
 PROJECT_KEYS = (
     "record",
@@ -104,17 +128,8 @@ class Settings(_Fields):
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
-def check_choice(name: str, value: str, choices: tuple[str, ...], source: str) -> str:
-    if value not in choices:
-        raise ConfigError(
-            f"invalid {name} {value!r} in {source}",
-            evidence=[f"valid values: {', '.join(choices)}"],
-            fixes=[f"use one of: {', '.join(choices)}"],
-        )
-    return value
-
-
 def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
+    """The raw ``[tool.agentreplay]`` table of ``rootdir/pyproject.toml``; an unknown key is an error."""
     path = rootdir / "pyproject.toml"
     if not path.is_file():
         return {}
@@ -127,34 +142,52 @@ def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read {path}: {exc}", fixes=["fix the TOML syntax"]) from exc
     table = data.get("tool", {}).get("agentreplay", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"[tool.agentreplay] in {path} must be a table")
-    _refuse_unknown(table, PROJECT_KEYS, f"key(s) in [tool.agentreplay] of {path}", "key")
+        raise ConfigError(
+            f"[tool.agentreplay] in {path} must be a table",
+            evidence=[f"given: {check.shown(table)}"],
+            place=str(path),
+            fixes=['write it as a table: [tool.agentreplay] then key = value lines, e.g. record = "none"'],
+        )
+    check.refuse_unknown(table, PROJECT_KEYS, "key(s)", "key", check.project_place(path))
     return table
 
 
-def _as_bool(name: str, value: Any, source: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in (
-        "1",
-        "true",
-        "yes",
-        "on",
-        "0",
-        "false",
-        "no",
-        "off",
-    ):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    raise ConfigError(f"{name} in {source} must be true or false, not {value!r}", fixes=["use true or false"])
+def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
+    """The session settings from a pytest ``Config`` (its options ``--agentreplay-<name>`` for ``names``,
+    its ini keys, the rootdir's ``[tool.agentreplay]``), every value checked. Raises ``ConfigError``.
+
+    Duck-typed on pytest's ``Config`` so that this module stays free of pytest. A pytest-xdist worker
+    skips the checks of the file system (the report's folder): the controller made them before starting
+    it, and only the controller writes the report."""
+    pyproject = config.rootpath / "pyproject.toml"
+    overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
+    places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
+    cli = {name: config.getoption("agentreplay_" + name) for name in names}
+    ini: dict[str, Any] = {}
+    for name in (*names, "fail_on_unused", "runtime_values"):
+        try:
+            ini[name] = config.getini("agentreplay_" + name)
+        except (TypeError, ValueError) as exc:
+            expected = _INI_EXPECTED.get(name, "true or false" if name in _BOOLEANS else "a string")
+            raise check.unreadable(places.origin("ini", name), str(exc), expected) from None
+    project = read_pyproject_table(config.rootpath)
+    return build_settings(
+        rootdir=config.rootpath,
+        cli=cli,
+        ini=ini,
+        project=project,
+        places=places,
+        base_dir=Path(config.invocation_params.dir),
+        check_paths=getattr(config, "workerinput", None) is None,
+    )
 
 
-def _as_list(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(part for part in value.replace(",", " ").split() if part)
-    return tuple(str(v) for v in value)
+# What an ini value pytest could not read should be instead (ini values are strings or booleans).
+_INI_EXPECTED = {
+    "allow_hosts": "a string of host names separated by spaces or commas",
+    "runtime_values": 'a string: any of clock, uuid, random, or "" to turn it off',
+}
+_BOOLEANS = ("update", "save_on_failure", "block_network", "isolate_subprocesses", "fail_on_unused")
 
 
 def build_settings(
@@ -163,89 +196,93 @@ def build_settings(
     cli: Mapping[str, Any],
     ini: Mapping[str, Any],
     project: Mapping[str, Any],
+    places: check.Places | None = None,
+    base_dir: Path | None = None,
+    check_paths: bool = True,
 ) -> Settings:
-    """Merge command line, ini and pyproject values (each mapping holds only values that were given)."""
+    """Merge command line, ini and pyproject values (each mapping holds only values that were given),
+    checking every value given, whichever source wins. ``base_dir``: where a relative report path is
+    (the invocation folder; the current folder when None). Raises ``ConfigError``."""
+    places = places or check.Places()
+    base = base_dir if base_dir is not None else Path.cwd()
+    sources = (("cli", cli), ("ini", ini), ("project", project))
 
-    def pick(name: str) -> tuple[Any, str] | None:
-        for source_name, source in (
-            ("the command line", cli),
-            ("the ini file", ini),
-            ("pyproject.toml", project),
-        ):
-            value = source.get(name)
-            if value is not None and value != "":
-                return value, source_name
-        return None
+    def given(name: str) -> list[tuple[Any, check.Origin]]:
+        """Every value given for ``name``, the winning one first."""
+        return [
+            (source[name], places.origin(where, name))
+            for where, source in sources
+            if source.get(name) is not None and source.get(name) != ""
+        ]
 
     values: dict[str, Any] = {}
-    if (got := pick("record")) is not None:
-        values["record"] = check_choice("record mode", str(got[0]), RECORD_MODES, got[1])
-        values["record_explicit"] = cli.get("record") is not None
-    if (got := pick("mode")) is not None:
-        values["mode"] = check_choice("replay mode", str(got[0]), REPLAY_MODES, got[1])
-        values["mode_explicit"] = cli.get("mode") is not None
-    if (got := pick("update")) is not None:
-        values["update"] = _as_bool("update", got[0], got[1])
-    if (got := pick("cassette_dir")) is not None:
-        cassette_dir = Path(str(got[0]))
-        values["cassette_dir"] = cassette_dir if cassette_dir.is_absolute() else rootdir / cassette_dir
-    else:
-        values["cassette_dir"] = rootdir / DEFAULT_CASSETTE_DIR
-    if (got := pick("report")) is not None:
-        report = Path(str(got[0]))
-        if report.suffix not in (".md", ".json", ".html"):
-            raise ConfigError(
-                f"report path {report} must end in .md, .json or .html",
-                evidence=["the report format is chosen by the suffix"],
-                fixes=["use e.g. --agentreplay-report=drift.md"],
-            )
-        values["report"] = report
-    if (got := pick("model")) is not None:
-        values["model"] = str(got[0])
-    if (got := pick("allow_hosts")) is not None:
-        values["allow_hosts"] = _as_list(got[0])
-    if (got := pick("save_on_failure")) is not None:
-        values["save_on_failure"] = _as_bool("save_on_failure", got[0], got[1])
-    if (got := pick("block_network")) is not None:
-        values["block_network"] = _as_bool("block_network", got[0], got[1])
-    if (got := pick("isolate_subprocesses")) is not None:
-        values["isolate_subprocesses"] = _as_bool("isolate_subprocesses", got[0], got[1])
-    if (got := pick("fail_on_unused")) is not None:
-        values["fail_on_unused"] = _as_bool("fail_on_unused", got[0], got[1])
-    values["runtime_values"] = _runtime_values(ini, project)
-    if (got := pick("inline_limit")) is not None:
-        try:
-            values["inline_limit"] = int(got[0])
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"inline_limit in {got[1]} must be an integer, not {got[0]!r}") from exc
+    for name, checker in _SESSION_CHECKS.items():
+        found = given(name)
+        # A value that loses to another is still checked: it is wrong wherever it stands.
+        # Only the winner's report folder must exist: a path the command line overrides is never written.
+        checked = [checker(v, o, rootdir, base, check_paths and i == 0) for i, (v, o) in enumerate(found)]
+        if checked:
+            values[name] = checked[0]
+    values["record_explicit"] = "record" in values and cli.get("record") is not None
+    values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
+    values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
+    values["runtime_values"] = _runtime_values(ini, project, places)
+    # Parsed by the caller (diff.rules is a layer above): the plugin does it once, at start-up.
     values["rules"] = project.get("rules")
     values["redaction"] = {
-        k: project[k] for k in ("redact_headers", "redact_keys", "redact_patterns") if k in project
-    }
-    values["http"] = {
-        k: project[k]
-        for k in ("idempotency_header", "receipts", "openai_compatible_base_urls")
+        k: check.strings(project[k], places.origin("project", k), regex=k != "redact_headers")
+        for k in ("redact_headers", "redact_keys", "redact_patterns")
         if k in project
     }
+    http: dict[str, Any] = {}
+    if "idempotency_header" in project:
+        origin = places.origin("project", "idempotency_header")
+        http["idempotency_header"] = check.text(project["idempotency_header"], origin, "a header name")
+    if "receipts" in project:
+        origin = places.origin("project", "receipts")
+        expected = 'a table of host = JSON path or header name, e.g. receipts = { "api.example" = "data.id" }'
+        http["receipts"] = check.string_map(project["receipts"], origin, expected)
+    if "openai_compatible_base_urls" in project:
+        origin = places.origin("project", "openai_compatible_base_urls")
+        http["openai_compatible_base_urls"] = check.strings(
+            project["openai_compatible_base_urls"], origin, urls=True
+        )
     if values.get("isolate_subprocesses"):
         # Run settings reach the network guard through the HTTP settings of each run.
-        values["http"] = {**values["http"], "isolate_subprocesses": True}
+        http["isolate_subprocesses"] = True
+    values["http"] = http
     return Settings(**values)
 
 
-def _runtime_values(ini: Mapping[str, Any], project: Mapping[str, Any]) -> tuple[str, ...]:
-    """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
-    value (set, but empty) turns it off, which ``pick`` would read as not given."""
-    default: tuple[str, ...] = Settings.runtime_values
-    if ini.get("runtime_values") is None and project.get("runtime_values") is None:
-        return default
-    from .runtime_values import parse_sources
+def _checker(fn: Callable[[Any, check.Origin], Any]) -> Callable[[Any, check.Origin, Path, Path, bool], Any]:
+    return lambda value, origin, _root, _base, _paths: fn(value, origin)
 
-    for where, source in (("the ini file", ini), ("pyproject.toml", project)):
-        parsed = parse_sources(source.get("runtime_values"), where)
-        if parsed is not None:
-            return parsed
-    return default
+
+_SESSION_CHECKS: dict[str, Callable[[Any, check.Origin, Path, Path, bool], Any]] = {
+    "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
+    "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
+    **{name: _checker(check.boolean) for name in _BOOLEANS},
+    "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
+    "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
+    "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
+    "allow_hosts": _checker(check.hosts),
+    "inline_limit": _checker(check.count),
+}
+
+
+def _runtime_values(
+    ini: Mapping[str, Any], project: Mapping[str, Any], places: check.Places
+) -> tuple[str, ...]:
+    """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
+    value (set, but empty) turns it off, which ``given`` would read as not given."""
+    chosen: tuple[str, ...] | None = None
+    for where, source in (("ini", ini), ("project", project)):
+        if source.get("runtime_values") is None:
+            continue
+        parsed = check.runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
+        if chosen is None:
+            chosen = parsed
+    return Settings.runtime_values if chosen is None else chosen
 
 
 class TestSettings(_Fields):
@@ -268,19 +305,9 @@ def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]
     merged: dict[str, Any] = {}
     for kwargs in reversed(marks):
         merged.update(kwargs)
-    _refuse_unknown(merged, MARKER_KEYS, f"argument(s) to @pytest.mark.agentreplay on {nodeid}", "argument")
+    place = f"@pytest.mark.agentreplay on {nodeid}"
+    check.refuse_unknown(merged, MARKER_KEYS, "argument(s)", "argument", place)
     return merged
-
-
-def _refuse_unknown(given: Iterable[str], valid: Sequence[str], what: str, noun: str) -> None:
-    """A ``ConfigError`` naming every name of ``given`` that ``valid`` lacks, and listing the valid ones."""
-    unknown = sorted(set(given) - set(valid))
-    if unknown:
-        raise ConfigError(
-            f"unknown {what}: {', '.join(unknown)}",
-            evidence=[f"valid {noun}s: {', '.join(valid)}"],
-            fixes=[f"remove or rename the {noun}"],
-        )
 
 
 def marker_cassette(cassette_dir: Path, named: Any) -> Path:
@@ -301,41 +328,50 @@ def resolve_test_settings(
     overrides: Mapping[str, Any],
     default_cassette: Path,
 ) -> TestSettings:
-    """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings."""
-    source = f"@pytest.mark.agentreplay on {nodeid}"
-    record = settings.record
-    if not settings.record_explicit:
-        for given, where in ((overrides.get("record"), "agentreplay_config"), (marker.get("record"), source)):
-            if given is not None:
-                record = check_choice("record mode", str(given), RECORD_MODES, where)
-    mode = settings.mode
-    if not settings.mode_explicit:
-        for given, where in ((overrides.get("mode"), "agentreplay_config"), (marker.get("mode"), source)):
-            if given is not None:
-                mode = check_choice("replay mode", str(given), REPLAY_MODES, where)
-    cassette = default_cassette
-    if marker.get("cassette") is not None:
-        cassette = marker_cassette(settings.cassette_dir, marker["cassette"])
-    allow_hosts = (
-        settings.allow_hosts + _as_list(overrides.get("allow_hosts")) + _as_list(marker.get("allow_hosts"))
-    )
-    model = settings.model if settings.model is not None else marker.get("model", overrides.get("model"))
-    extra = {
-        k: v
-        for k, v in overrides.items()
-        if k not in ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")
-    }
-    runtime_values = settings.runtime_values
-    if "runtime_values" in overrides or "runtime_values" in marker:
-        from .runtime_values import parse_sources
+    """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings.
 
-        for given, where in (
-            (overrides.get("runtime_values"), "agentreplay_config"),
-            (marker.get("runtime_values"), source),
-        ):
-            parsed = parse_sources(given, where)
-            if parsed is not None:
-                runtime_values = parsed
+    Every value the marker and the fixture give is checked, also one an explicit command-line record or
+    mode overrides; their ``rules`` are parsed when the run begins (``session.TestRun``)."""
+    fixture_place = "the agentreplay_config fixture"
+    if not isinstance(overrides, Mapping):
+        raise check.invalid(
+            check.Origin("agentreplay_config", "a conftest.py"), overrides, "a dict of settings"
+        )
+    check.refuse_unknown(overrides, FIXTURE_KEYS, "key(s)", "key", fixture_place)
+    marker_place = f"@pytest.mark.agentreplay on {nodeid}"
+    # Per key, the fixture's value then the marker's: the marker wins.
+    layers = ((overrides, fixture_place), (marker, marker_place))
+
+    def given(key: str) -> list[tuple[Any, check.Origin]]:
+        return [
+            (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
+        ]
+
+    record = settings.record
+    for value, origin in given("record"):
+        checked = check.choice(value, origin, RECORD_MODES, "record mode")
+        record = record if settings.record_explicit else checked
+    mode = settings.mode
+    for value, origin in given("mode"):
+        checked = check.choice(value, origin, REPLAY_MODES, "replay mode")
+        mode = mode if settings.mode_explicit else checked
+    cassette = default_cassette
+    for value, origin in given("cassette"):
+        if not isinstance(value, str | PathLike) or not str(value).strip():
+            raise check.invalid(origin, value, "a cassette name or path (a string)")
+        cassette = marker_cassette(settings.cassette_dir, value)
+    allow_hosts = settings.allow_hosts
+    for value, origin in given("allow_hosts"):
+        allow_hosts += check.hosts(value, origin)
+    model = settings.model
+    for value, origin in given("model"):
+        checked = check.text(value, origin, "a model name (a string)")
+        model = model if settings.model is not None else checked
+    runtime_values = settings.runtime_values
+    for value, origin in given("runtime_values"):
+        parsed = check.runtime_sources(value, origin)
+        runtime_values = runtime_values if parsed is None else parsed
+    extra = {k: v for k, v in overrides.items() if k not in _RESOLVED_KEYS}
     for key in ("sandbox", "faults", "agent"):
         if key in marker:
             extra = {**extra, key: marker[key]}
@@ -351,3 +387,7 @@ def resolve_test_settings(
         extra=extra,
         runtime_values=runtime_values,
     )
+
+
+# The fixture keys resolve_test_settings reads itself; the others go to the run's HTTP settings.
+_RESOLVED_KEYS = ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import ReportError
+
 REPORT_FORMAT = "pytest-agentreplay-report"
 # 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
 # split by what they do to the run (expected differences named so).
@@ -82,15 +84,36 @@ def write_report(
     step_summary: bool = True,
 ) -> None:
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
-    Markdown report to that file."""
+    Markdown report to that file. Raises ``ReportError`` when either cannot be written: no folder is
+    created (the path's folder was checked at start-up; one missing now was removed during the session)."""
     from ..cassette.atomic import atomic_write_bytes
 
     path = Path(path)
     text = render_report(path.suffix.lower(), statuses, unused=unused)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, text.encode("utf-8"))
+    if not path.parent.is_dir():
+        raise _not_written(path, f"its folder {path.parent} does not exist")
+    try:
+        atomic_write_bytes(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise _not_written(path, f"{type(exc).__name__}: {exc}") from exc
     if step_summary:
-        append_step_summary(statuses, unused=unused)
+        try:
+            append_step_summary(statuses, unused=unused)
+        except OSError as exc:
+            target = os.environ.get("GITHUB_STEP_SUMMARY", "")
+            raise _not_written(Path(target), f"{type(exc).__name__}: {exc}", "$GITHUB_STEP_SUMMARY") from exc
+
+
+def _not_written(path: Path, problem: str, what: str = "the agentreplay report") -> ReportError:
+    return ReportError(
+        f"{what} was not written: {path}",
+        evidence=[problem, "the tests ran; only the report is missing"],
+        place=str(path),
+        fixes=[
+            f"make sure {path.parent} exists and is writable for the whole session",
+            "or name another path with --agentreplay-report",
+        ],
+    )
 
 
 def append_step_summary(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> Path | None:

@@ -18,7 +18,8 @@ A rule has a **selector** ``EVENT:PATH`` and a **verdict**:
   *missing*, or only in the replayed one, *inserted*) and ``@order`` (an event that is in both
   histories but moved relative to the other steps).
   A selector without ``:`` is a path for every event type (``"ts"`` is ``"*:ts"``), unless it names
-  event types (``"http"`` is ``"http:**"``).
+  event types (``"http"`` is ``"http:**"``). With ``:``, the event type before it is not empty (write
+  ``*`` for every type) and the path after it holds no second ``:`` (``"::::"`` is refused).
 - ``verdict`` is ``ignore`` (volatile, not reported), ``expected`` (reported, does not fail) or
   ``regression`` (fails the test).
 
@@ -61,6 +62,9 @@ or as an array of tables (``event`` defaults to ``*``)::
 
 The marker takes the same shapes: ``@pytest.mark.agentreplay(rules={"model.call:data.decision.text":
 "expected"})`` or a list of rule dicts; the ``pytest_agentreplay_diff_rules`` hook returns the same.
+
+Project rules are parsed once, at start-up: a bad one is a usage error before any test runs. A marker's
+(or an ``agentreplay_config`` fixture's) rules are parsed when the test sets up and fail that test.
 
 Precedence: per-mode defaults < project config < marker < hook. A matching rule of a later layer wins
 over every rule of an earlier layer; within one layer the most specific selector wins (more literal

@@ -115,8 +115,15 @@ def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
     if not selector:
         raise _config_error(name, source, "empty selector")
     if ":" in selector:
-        event, path = selector.split(":", 1)
-        return event.strip() or "*", path.strip()
+        event, path = (part.strip() for part in selector.split(":", 1))
+        if not event:
+            raise _config_error(
+                name,
+                source,
+                "empty event type before ':'",
+                fixes=('name the event type, or "*" for every one: "*:data.request_id" = "ignore"',),
+            )
+        return event, path
     first = _TOKEN_RE.findall(selector)[:1]
     if (
         not selector.startswith("@")
@@ -141,6 +148,9 @@ def _number(value: Any, key: str, name: str, source: str, *, low: float, high: f
 def _validate_path(path: str, name: str, source: str) -> None:
     if not path:
         raise _config_error(name, source, "empty field path")
+    if ":" in path:
+        # One ':' separates EVENT from PATH; a second one is a typo ("model.call::data", "::::").
+        raise _config_error(name, source, f"malformed field path {path!r}: a selector is EVENT:PATH, one ':'")
     if path.startswith("@"):
         if path not in PSEUDO_PATHS:
             raise _config_error(
@@ -173,7 +183,9 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
         path = spec.get("path", "**")
         if not isinstance(event, str) or not isinstance(path, str):
             raise _config_error(name, source, "event and path must be strings")
-        event, path = event.strip() or "*", path.strip()
+        event, path = event.strip(), path.strip()
+        if not event:
+            raise _config_error(name, source, 'empty event type; leave event out or write "*" for every one')
     if not any(fnmatch.fnmatchcase(t, event) for t in EVENT_TYPES):
         raise _config_error(
             name, source, f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})"
@@ -242,15 +254,27 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
     )
 
 
-def parse_rules(spec: RuleSpec, *, source: str) -> list[Rule]:
-    """Parse one layer (see ``RuleSpec``) into rules, in order. Raises ``ConfigError`` naming the rule."""
+def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> list[Rule]:
+    """Parse one layer (see ``RuleSpec``) into rules, in order. Raises ``ConfigError`` naming the rule and
+    ``place``, where the layer was written (e.g. the pyproject.toml file), when given."""
+    try:
+        return _parse_layer(spec, source)
+    except ConfigError as exc:
+        if place is None:
+            raise
+        raise ConfigError(exc.headline, evidence=exc.evidence, place=place, fixes=exc.fixes) from None
+
+
+def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
     out: list[Rule] = []
 
     def add(item: Any, name_hint: str | None = None) -> None:
         if item is None:
             return
         if isinstance(item, Rule):
-            out.append(replace(item, source=source, index=len(out)))
+            # Rules parsed once at start-up come back for every test: keep them when already in place.
+            same = item.source == source and item.index == len(out)
+            out.append(item if same else replace(item, source=source, index=len(out)))
         elif isinstance(item, Mapping):
             if _looks_like_single_rule(item):
                 out.append(parse_rule(item, source=source, index=len(out), name=name_hint))

@@ -1,0 +1,300 @@
+"""Each setting's value checked where it is read, and named with where it was given. Plain Python.
+
+A wrong value is a ``ConfigError`` whose headline names the key as the user wrote it and its place (the
+file and table, the command line, the marker, the ``agentreplay_config`` fixture), whose evidence says
+what was given and what is expected (for a choice, the valid values), and whose fixes say what to write.
+The plugin turns the errors of session-wide settings into ``pytest.UsageError`` at start-up.
+
+Checking costs no import beyond ``re`` (which pytest has loaded): a session that never replays starts
+as fast with a configured project as without one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import ConfigError
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+class Origin:
+    """Where one value was given: the key as the user wrote it and the place holding it. The place may be
+    worked out lazily: naming the table of a pyproject.toml reads the file, which only an error needs."""
+
+    __slots__ = ("_place", "key", "preposition")
+
+    def __init__(self, key: str, place: str | Callable[[], str], preposition: str = "in") -> None:
+        self.key = key
+        self._place = place
+        self.preposition = preposition
+
+    @property
+    def place(self) -> str:
+        if callable(self._place):
+            self._place = self._place()
+        return self._place
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.preposition} {self.place}"
+
+
+class Places:
+    """The places of one session's sources: the command line, the ini file, ``[tool.agentreplay]``."""
+
+    def __init__(
+        self,
+        *,
+        ini_file: Path | None = None,
+        ini_overrides: Collection[str] = (),
+        pyproject: Path | None = None,
+    ) -> None:
+        self.ini_file = ini_file
+        # ini keys given with -o/--override-ini: they come from the command line, not from the file.
+        self.ini_overrides = frozenset(ini_overrides)
+        self.pyproject = pyproject
+
+    def origin(self, source: str, name: str) -> Origin:
+        if source == "cli":
+            return Origin("--agentreplay-" + name.replace("_", "-"), "the command line", "on")
+        if source == "ini":
+            key = "agentreplay_" + name
+            if key in self.ini_overrides:
+                return Origin(key, "the command line (-o/--override-ini)", "on")
+            ini_file = self.ini_file
+            if ini_file is None:
+                return Origin(key, "the ini file")
+            return Origin(key, lambda: f"{pytest_table(ini_file)} of {ini_file}")
+        return Origin(name, project_place(self.pyproject))
+
+
+def project_place(pyproject: Path | None, table: str = "[tool.agentreplay]") -> str:
+    return f"{table} of {pyproject}" if pyproject is not None else f"{table} of pyproject.toml"
+
+
+def pytest_table(ini_file: Path) -> str:
+    """The table of ``ini_file`` pytest reads its settings from (only called to word an error)."""
+    if ini_file.name == "setup.cfg":
+        return "[tool:pytest]"
+    if ini_file.name != "pyproject.toml":
+        return "[pytest]"
+    import tomllib
+
+    try:
+        with ini_file.open("rb") as fh:
+            tool_pytest = tomllib.load(fh).get("tool", {}).get("pytest", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return "[tool.pytest.ini_options]"
+    # pytest 9 also reads a native [tool.pytest] table.
+    has_ini_options = isinstance(tool_pytest, dict) and "ini_options" in tool_pytest
+    return "[tool.pytest.ini_options]" if has_ini_options else "[tool.pytest]"
+
+
+# ------------------------------------------------------------------------------------------ the errors
+
+
+def _kind(value: Any) -> str:
+    for kind, noun in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (Mapping, "a table"),
+        (list | tuple, "a list"),
+    ):
+        if isinstance(value, kind):
+            return noun
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def invalid(
+    origin: Origin,
+    value: Any,
+    expected: str,
+    *,
+    valid: Sequence[str] = (),
+    detail: str | None = None,
+    fixes: Sequence[str] = (),
+) -> ConfigError:
+    """The error for a value of the wrong type or range: key, place, what was given and what is expected."""
+    evidence = [f"given: {shown(value)} ({_kind(value)})", f"expected: {expected}"]
+    if detail:
+        evidence.append(detail)
+    if valid:
+        evidence.append(f"valid values: {', '.join(valid)}")
+    return ConfigError(
+        f"invalid {origin.key} {shown(value)} {origin.preposition} {origin.place}",
+        evidence=evidence,
+        place=origin.place,
+        fixes=tuple(fixes) or (f"set {origin.key} to {expected}", f"or remove {origin.key}"),
+    )
+
+
+def unreadable(origin: Origin, problem: str, expected: str) -> ConfigError:
+    """An ini value pytest itself refused to convert (a bool that is not one, a TOML list for a string)."""
+    return ConfigError(
+        f"invalid {origin}",
+        evidence=[f"pytest cannot read it: {problem}", f"expected: {expected}"],
+        place=origin.place,
+        fixes=(f"set {origin.key} to {expected}", f"or remove {origin.key}"),
+    )
+
+
+def closest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name ``name`` most likely misspells (difflib is imported on this error path only)."""
+    import difflib
+
+    found = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str, noun: str, place: str) -> None:
+    """A ``ConfigError`` naming every name of ``given`` that ``valid`` lacks, with the closest valid one."""
+    unknown = sorted(str(name) for name in given if name not in valid)
+    if not unknown:
+        return
+    fixes = []
+    for name in unknown:
+        match = closest(name, valid)
+        if match is not None:
+            fixes.append(f"did you mean {match!r}? rename {name!r} to {match!r}")
+    fixes.append(f"remove the {noun}{'s' if len(unknown) > 1 else ''} or use one of the valid {noun}s")
+    raise ConfigError(
+        f"unknown {what}: {', '.join(unknown)} in {place}",
+        evidence=[f"valid {noun}s: {', '.join(valid)}"],
+        place=place,
+        fixes=fixes,
+    )
+
+
+# ------------------------------------------------------------------------------------------- the checks
+
+
+def choice(value: Any, origin: Origin, choices: Sequence[str], what: str) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    raise invalid(origin, value, f"a {what}: one of {', '.join(choices)}", valid=choices)
+
+
+def boolean(value: Any, origin: Origin) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise invalid(origin, value, "true or false")
+
+
+def text(value: Any, origin: Origin, expected: str) -> str:
+    if isinstance(value, str) and value.strip():
+        return value
+    raise invalid(origin, value, expected)
+
+
+def folder(value: Any, origin: Origin, base: Path) -> Path:
+    """A folder path (relative to ``base``); it may not exist yet, but it must not be a file."""
+    if isinstance(value, PathLike):
+        value = str(Path(value))
+    path = Path(text(value, origin, "a folder path (a string), e.g. cassettes"))
+    path = path if path.is_absolute() else base / path
+    if path.is_file():
+        raise invalid(origin, value, "a folder path", detail=f"{path} is a file")
+    return path
+
+
+def hosts(value: Any, origin: Origin) -> tuple[str, ...]:
+    """Host names: a string (comma- or space-separated) or a list of strings."""
+    expected = 'a host name or a list of them, e.g. ["localhost", "*.internal.example"]'
+    if isinstance(value, str):
+        return tuple(part for part in value.replace(",", " ").split() if part)
+    if isinstance(value, list | tuple) and all(isinstance(h, str) and h.strip() for h in value):
+        return tuple(h.strip() for h in value)
+    raise invalid(origin, value, expected)
+
+
+def strings(value: Any, origin: Origin, *, regex: bool = False, urls: bool = False) -> list[str]:
+    """A list of strings (one string counts as a list of it); regular expressions or URLs when asked."""
+    noun = "regular expression" if regex else "base URL" if urls else "string"
+    expected = f'a list of {noun}s, e.g. {origin.key} = ["..."]'
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise invalid(origin, value, expected)
+    for item in items:
+        if regex:
+            try:
+                re.compile(item)
+            except re.error as exc:
+                raise invalid(origin, value, expected, detail=f"{item!r} is not valid: {exc}") from None
+        if urls and not item.startswith(("http://", "https://")):
+            raise invalid(origin, value, expected, detail=f"{item!r} does not start with http:// or https://")
+    return list(items)
+
+
+def string_map(value: Any, origin: Origin, expected: str) -> dict[str, str]:
+    if isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        return dict(value)
+    raise invalid(origin, value, expected)
+
+
+def count(value: Any, origin: Origin) -> int:
+    """A whole number >= 0 (a string of digits too: ini values are strings)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise invalid(origin, value, "a whole number >= 0")
+
+
+def report_path(value: Any, origin: Origin, base: Path, *, check_folder: bool) -> Path:
+    """The session report: ``.md``, ``.json`` or ``.html``, in a folder that exists (no folder is created
+    for it: a typo would otherwise put the report where nobody looks)."""
+    if isinstance(value, PathLike):
+        value = str(Path(value))
+    path = Path(text(value, origin, "a file path ending in .md, .json or .html"))
+    if path.suffix.lower() not in (".md", ".json", ".html"):
+        raise invalid(
+            origin,
+            value,
+            "a file path ending in .md, .json or .html",
+            detail="the report path must end in .md, .json or .html: the suffix chooses the format",
+            fixes=(f"use e.g. {origin.key}=drift.md",),
+        )
+    path = path if path.is_absolute() else base / path
+    if check_folder and not path.parent.is_dir():
+        raise invalid(
+            origin,
+            value,
+            "a file path in a folder that exists",
+            detail=f"the folder {path.parent} does not exist (it is not created for the report)",
+            fixes=(f"create the folder: mkdir -p {path.parent}", "or name a path in an existing folder"),
+        )
+    if check_folder and path.is_dir():
+        raise invalid(origin, value, "a file path", detail=f"{path} is a folder")
+    return path
+
+
+def runtime_sources(value: Any, origin: Origin) -> tuple[str, ...] | None:
+    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
+    from .runtime_values import SOURCES, parse_sources
+
+    try:
+        return parse_sources(value, origin.place)
+    except ConfigError:
+        raise invalid(
+            origin,
+            value,
+            'any of clock, uuid, random (a string or a list), or "" to turn it off',
+            valid=SOURCES,
+            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
+        ) from None
