@@ -222,7 +222,7 @@ def test_diff_bad_pyproject_is_exit_2(
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli(capsys, "diff", str(a), str(a))
     assert code == 2
-    assert "unknown key(s) in [tool.agentreplay]" in err
+    assert "unknown key(s): bogus in [tool.agentreplay]" in err
 
 
 # -- migrate -------------------------------------------------------------------------------------
