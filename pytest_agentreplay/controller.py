@@ -75,6 +75,7 @@ class SessionController:
         self.is_worker = is_worker
         self.facts = CollectionFacts()
         self.statuses: list[dict[str, Any]] = []
+        self._status_index: dict[Any, int] = {}
         self.comparisons: list[dict[str, Any]] = []
         self.unused: list[str] = []
         self.removed: list[str] = []
@@ -106,7 +107,10 @@ class SessionController:
 
     # -- statuses -----------------------------------------------------------------------------------
     def add_status(self, status: Mapping[str, Any]) -> None:
-        self.statuses.append(dict(status))
+        # A test run again (pytest-rerunfailures) reports again: its last attempt is its verdict.
+        nodeid = status.get("nodeid")
+        index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
+        self.statuses[index : index + 1] = [dict(status)]
 
     def add_strays(self, messages: Iterable[str]) -> None:
         self.facts.strays.extend(messages)

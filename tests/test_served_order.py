@@ -25,7 +25,7 @@ import json, os, random
 
 import httpx
 
-from pytest_agentreplay import record_value, tool
+from pytest_agentreplay import record_policy, record_value, tool
 
 BIG = "x" * 3000  # over the inline limit: the result lives in the blob store
 
@@ -48,6 +48,7 @@ def create_ticket(subject, key):
 
 
 def run():
+    record_policy("note", os.environ.get("NOTE", "v1"), version="1")
     refunded = refund("A1")
     big = catalog()
     ticket = create_ticket("late parcel", key="k-1")
@@ -158,6 +159,23 @@ def test_an_update_with_nothing_changed_leaves_every_file_byte_identical(
     updated.assert_outcomes(passed=1)
     updated.stdout.fnmatch_lines(["*1 replayed, 0 recorded, 0 drifted, 0 failed, 0 updated*"])
     assert _files(cassettes) == before
+
+
+def test_an_accepted_change_rewrites_only_its_own_event(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write that carries the tool results as text is sent again in replay: served in another key order,
+    # it would be rewritten by the update of an unrelated change (compared as JSON, it shows no drift).
+    project.runpytest("-p", "no:randomly", "--agentreplay-record=all").assert_outcomes(passed=1)
+    cassette = project.path / "cassettes" / "test_agent" / "test_agent.json"
+    before = json.loads(cassette.read_text())
+    monkeypatch.setenv("NOTE", "v2")
+    updated = project.runpytest("-p", "no:randomly", "--agentreplay-update")
+    updated.stdout.fnmatch_lines(["*1 updated*"])
+    after = json.loads(cassette.read_text())
+    changed = [i for i, (a, b) in enumerate(zip(before["events"], after["events"], strict=True)) if a != b]
+    assert [after["events"][i]["type"] for i in changed] == ["policy.decision"]
+    assert after["events"][changed[0]]["data"]["verdict"] == "v2"
 
 
 def test_a_result_in_another_key_order_is_no_drift(
