@@ -26,6 +26,9 @@ How:
   ``random.SystemRandom`` and ``os.urandom`` stay outside.
 - :func:`record_value` records any other nondeterministic value by name.
 
+The process-wide patches live in :mod:`.runtime_patches`, the settings and the event's stored form in
+:mod:`.runtime_data`.
+
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
 ``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
 their first read.
@@ -40,8 +43,18 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..exceptions import ConfigError
-from .canonical import in_key_order, key_order
+from .runtime_data import (
+    DEFAULT_SOURCES,
+    EVENT_TYPE,
+    SOURCES,
+    deltas,
+    iso_us,
+    recorded_data,
+    recorded_streams,
+    values_key_order,
+)
+from .runtime_data import describe_data as describe_data  # the timeline's line for the event
+from .runtime_data import parse_sources as parse_sources  # read by the settings
 from .runtime_patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
@@ -51,54 +64,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-EVENT_TYPE: Final = "runtime.values"
-SOURCES: Final = ("clock", "uuid", "random")
-DEFAULT_SOURCES: Final = SOURCES
 MAIN: Final = "main"
-_OFF_WORDS: Final = ("none", "off", "false", "0")
 _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
-
-
-# ------------------------------------------------------------------------------------------- settings
-
-
-def parse_sources(value: Any, where: str) -> tuple[str, ...] | None:
-    """The sources a setting names, ``()`` when it turns runtime values off, ``None`` when not given.
-
-    Accepts ``"clock uuid random"`` (spaces or commas), a list, ``true`` (all), ``false``/``""``/``[]``/
-    ``"none"``/``"off"`` (off). Raises ``ConfigError`` listing the valid values.
-    """
-    if value is None:
-        return None
-    if value is True:
-        return DEFAULT_SOURCES
-    if value is False:
-        return ()
-    if isinstance(value, str):
-        parts = [p for p in value.replace(",", " ").split() if p]
-    elif isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
-        parts = []
-        for item in value:
-            if not isinstance(item, str):
-                raise _config_error(repr(value), where)
-            parts.extend(p for p in item.replace(",", " ").split() if p)
-    else:
-        raise _config_error(repr(value), where)
-    if len(parts) == 1 and parts[0].lower() in _OFF_WORDS:
-        return ()
-    unknown = [p for p in parts if p not in SOURCES]
-    if unknown:
-        raise _config_error(", ".join(map(repr, unknown)), where)
-    return tuple(s for s in SOURCES if s in parts)
-
-
-def _config_error(got: str, where: str) -> ConfigError:
-    return ConfigError(
-        f"invalid runtime_values {got} in {where}",
-        evidence=[f"valid values: {', '.join(SOURCES)} (any of them, space-separated; empty turns it off)"],
-        fixes=['use e.g. runtime_values = "clock uuid random", "clock", or "" to turn it off'],
-    )
 
 
 # ---------------------------------------------------------------------------------------- per stream
@@ -179,7 +147,7 @@ class RuntimeValues:
         self._streams: dict[tuple[Any, Any], _Stream] = {}
         self._labels: dict[str, int] = {}
         self._by_name: dict[str, _Stream] = {}
-        self._recorded_streams = _recorded_streams(self.recorded) if self.recorded else {}
+        self._recorded_streams = recorded_streams(self.recorded) if self.recorded else {}
         clock = (self.recorded or {}).get("clock") or {}
         real_ns = underlying_ns()
         self.start_us: int = int(clock["start_us"]) if "start_us" in clock else real_ns // 1000
@@ -360,7 +328,7 @@ class RuntimeValues:
             # costs a few bytes per read and one line in the (pretty-printed) cassette, not one per read.
             for module, q in sorted(st.clock.items()):
                 if q.drawn:
-                    offsets = _deltas(q.drawn, self.start_us)
+                    offsets = deltas(q.drawn, self.start_us)
                     clock.setdefault(st.name, {})[module] = " ".join(map(str, offsets))
             for module, q in sorted(st.uuid.items()):
                 if q.drawn:
@@ -377,7 +345,7 @@ class RuntimeValues:
                 for st in streams
                 if st.name in clock
             }
-            data["clock"] = {"start": _iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
+            data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
         if uuids:
             data["reads"]["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
@@ -387,31 +355,9 @@ class RuntimeValues:
         if values:
             data["reads"]["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
             data["values"] = values
-            if orders := _values_key_order(values):
+            if orders := values_key_order(values):
                 data["key_order"] = orders
         return data
-
-
-def describe_data(data: Mapping[str, Any]) -> str:
-    """One line for the timeline: ``clock 3 reads from 2026-11-30T14:57:28Z, uuid 5, random, values: seq``."""
-    parts: list[str] = []
-    reads = data.get("reads") or {}
-
-    def total(source: str) -> int:
-        return sum(sum(m.values()) for m in (reads.get(source) or {}).values() if isinstance(m, dict))
-
-    clock = data.get("clock") or {}
-    if clock:
-        parts.append(f"clock {total('clock')} read(s) from {str(clock.get('start', '?'))[:19]}Z")
-    if data.get("uuid"):
-        parts.append(f"uuid {total('uuid')}")
-    if data.get("random"):
-        parts.append(f"random seed {data['random'].get('seed')}")
-    if data.get("values"):
-        parts.append("values " + ", ".join(sorted(data["values"])))
-    streams = sorted({s for src in ("clock", "uuid") for s in (reads.get(src) or {})})
-    where = f" in {', '.join(streams)}" if len(streams) > 1 else ""
-    return (", ".join(parts) or "nothing read") + where
 
 
 def _serves(thread: threading.Thread) -> bool:
@@ -434,12 +380,6 @@ def _random_state(state: Any = None) -> Any:
     return state
 
 
-def _iso_us(us: int) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _squeeze_digits(label: str) -> str:
     out: list[str] = []
     for c in label:
@@ -447,63 +387,6 @@ def _squeeze_digits(label: str) -> str:
             continue
         out.append(c)
     return "".join(out)
-
-
-def _deltas(values: list[int], start: int) -> list[int]:
-    out: list[int] = []
-    prev = start
-    for v in values:
-        out.append(v - prev)
-        prev = v
-    return out
-
-
-def _recorded_streams(recorded: Mapping[str, Any]) -> dict[str, dict[str, dict[str, list[Any]]]]:
-    """Per stream name, per source (``clock`` in absolute us, ``uuid``, ``values``), per module or value
-    name: the recorded values."""
-    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    clock = recorded.get("clock") or {}
-    start = int(clock.get("start_us", 0))
-    for name, by_module in (clock.get("streams") or {}).items():
-        for module, deltas in by_module.items():
-            absolute: list[int] = []
-            prev = start
-            for d in deltas.split() if isinstance(deltas, str) else deltas:
-                prev += int(d)
-                absolute.append(prev)
-            out.setdefault(name, {}).setdefault("clock", {})[module] = absolute
-    for name, by_module in (recorded.get("uuid") or {}).items():
-        for module, uuids in by_module.items():
-            out.setdefault(name, {}).setdefault("uuid", {})[module] = [str(u) for u in uuids]
-    orders = recorded.get("key_order") or {}
-    for value_name, per_stream in (recorded.get("values") or {}).items():
-        for name, drawn in per_stream.items():
-            order = (orders.get(value_name) or {}).get(name) or {}
-            served = [in_key_order(v, order.get(str(i))) for i, v in enumerate(drawn)]
-            out.setdefault(name, {}).setdefault("values", {})[value_name] = served
-    return out
-
-
-def _values_key_order(values: Mapping[str, Mapping[str, list[Any]]]) -> dict[str, Any]:
-    """``key_order`` of the event: name -> stream -> index -> the recorded key order of that value (stored
-    with sorted keys, served back in this order)."""
-    out: dict[str, Any] = {}
-    for name, per_stream in values.items():
-        for stream, drawn in per_stream.items():
-            for index, value in enumerate(drawn):
-                if order := key_order(value):
-                    out.setdefault(name, {}).setdefault(stream, {})[str(index)] = order
-    return out
-
-
-def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
-    """The data of the recorded run's ``runtime.values`` event (replay), if it has one."""
-    if ctx.recorded is None:
-        return None
-    for event in reversed(ctx.recorded.events):
-        if event.type == EVENT_TYPE:
-            return dict(event.data)
-    return None
 
 
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
