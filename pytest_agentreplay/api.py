@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from .core.canonical import hash_value
-from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, to_jsonable
+from .core.capture import (
+    Recorder,
+    RunContext,
+    activate,
+    current_run,
+    payload,
+    served_payload,
+    state_hash,
+    to_jsonable,
+)
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
 
@@ -104,7 +113,7 @@ class _ToolCall:
                 actor="tool",
                 event_class="effect",
                 tool=self.info,
-                output=payload(result),
+                output=served_payload(result),
                 effect=EffectInfo(kind=self.name, receipt=_receipt_of(result), committed=True),
                 data=data,
             )

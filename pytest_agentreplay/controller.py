@@ -75,6 +75,7 @@ class SessionController:
         self.is_worker = is_worker
         self.facts = CollectionFacts()
         self.statuses: list[dict[str, Any]] = []
+        self._status_index: dict[Any, int] = {}
         self.comparisons: list[dict[str, Any]] = []
         self.unused: list[str] = []
         self.removed: list[str] = []
@@ -107,16 +108,10 @@ class SessionController:
 
     # -- statuses -----------------------------------------------------------------------------------
     def add_status(self, status: Mapping[str, Any]) -> None:
-        reruns = int(status.get("reruns") or 0)
-        if reruns:
-            # A later attempt of a test pytest-rerunfailures ran again replaces the earlier one's status:
-            # one verdict per test, and the attempts before it count as reruns.
-            for index in range(len(self.statuses) - 1, -1, -1):
-                earlier = self.statuses[index]
-                if earlier.get("nodeid") == status.get("nodeid") and int(earlier.get("reruns") or 0) < reruns:
-                    self.statuses[index] = dict(status)
-                    return
-        self.statuses.append(dict(status))
+        # A test run again (pytest-rerunfailures) reports again: its last attempt is its verdict.
+        nodeid = status.get("nodeid")
+        index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
+        self.statuses[index : index + 1] = [dict(status)]
 
     def add_strays(self, messages: Iterable[str]) -> None:
         self.facts.strays.extend(messages)

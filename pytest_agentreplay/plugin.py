@@ -273,14 +273,14 @@ class SessionHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
-        # Audit mode executes nothing: the recorded run is verified and rendered instead of the test body.
         test_run = pyfuncitem.stash.get(TEST_RUN_KEY, None)
         if test_run is not None and test_run.setup_error is not None:
             from .report.status import cause_of
 
             pyfuncitem.stash[CAUSE_KEY] = cause_of(test_run.setup_error)
             pytest.fail(str(test_run.setup_error), pytrace=False)
-        if test_run is None or test_run.ctx is None or test_run.ctx.mode != "audit":
+        # The body starts (TestRun.enter_body); audit executes none: it verifies and renders the recording.
+        if test_run is None or test_run.enter_body() != "audit":
             return None
         pyfuncitem.add_report_section("call", "agentreplay audit", test_run.audit_view())
         return True

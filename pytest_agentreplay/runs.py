@@ -5,8 +5,8 @@ the order its history needs (the runtime values event before ``run.end``). The r
 from __future__ import annotations
 
 from .core.capture import RunContext
-from .core.runtime_values import EXTENSION as RUNTIME_VALUES
-from .core.runtime_values import finish_run, start_run
+from .core.runtime_patches import EXTENSION as RUNTIME_VALUES
+from .core.runtime_values import body_starts, finish_run, start_run
 from .frameworks import activate as activate_frameworks
 
 _FRAMEWORKS = "frameworks"
@@ -17,6 +17,12 @@ def start(ctx: RunContext) -> None:
     ctx.start()
     ctx.extensions[_FRAMEWORKS] = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
     start_run(ctx)
+
+
+def enter_body(ctx: RunContext) -> None:
+    """The test body starts (pytest): the runtime values take the ``random`` generator back from whatever
+    reseeded it while the test was set up."""
+    body_starts(ctx)
 
 
 def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> None:

@@ -205,6 +205,13 @@ class TestRun:
         except ValueError:
             return str(self.cassette)
 
+    def enter_body(self) -> str | None:
+        """The test body starts (see :func:`runs.enter_body`); returns the run's mode, None without a run."""
+        if self.ctx is None:
+            return None
+        runs.enter_body(self.ctx)
+        return self.ctx.mode
+
     def deactivate(self) -> None:
         if self.ctx is not None and self._token is not None:
             pop_active(self.ctx, self._token)

@@ -116,7 +116,11 @@ def test_markdown_report_reads_as_a_pull_request_comment(
     summary_file.write_text("# earlier step\n", encoding="utf-8")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     (drift_session.path / "out").mkdir()  # the report's folder must exist: none is created for it
-    result = drift_session.runpytest("--agentreplay-report=out/report.md", "-p", "no:cacheprovider")
+    # The report lists the tests in the order they ran: the snapshot holds the file's order, which
+    # pytest-randomly (loaded by an inner session too when it is installed) would shuffle.
+    result = drift_session.runpytest(
+        "--agentreplay-report=out/report.md", "-p", "no:cacheprovider", "-p", "no:randomly"
+    )
     result.assert_outcomes(passed=2, failed=1)
     text = (drift_session.path / "out" / "report.md").read_text(encoding="utf-8")
     normalised = normalise(text, drift_session.path)

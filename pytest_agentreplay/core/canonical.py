@@ -144,3 +144,77 @@ def _item_text(item: Any, memo: DigestMemo) -> str:
     text = dumps_compact(item)
     memo.items[id(item)] = (item, text)
     return text
+
+
+# -- key order: what sorted keys lose ------------------------------------------------------------------
+#
+# A cassette stores objects with sorted keys (stable bytes, reviewable diffs), but a value replay hands back
+# to user code (a tool result, a record_value value) must come back as it was recorded: ``list(result)``
+# and ``json.dumps(result)`` see the key order. The order is kept beside the value, for the objects whose
+# keys were not sorted already: JSON pointer (RFC 6901) -> the keys in their recorded order.
+
+KeyOrder = dict[str, list[str]]
+_KEYS = object()  # in a pointer tree: the recorded keys of the object at that node
+
+
+def key_order(value: Any) -> KeyOrder | None:
+    """The recorded key order of every object in ``value`` whose keys are not in sorted order (JSON pointer
+    -> keys), None when all of them are (the usual case: nothing is stored)."""
+    found: KeyOrder = {}
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        pointer, item = stack.pop()
+        if type(item) is dict:
+            keys = list(item)
+            if any(type(k) is not str for k in keys):
+                continue
+            if keys != sorted(keys):
+                found[pointer] = keys
+            stack.extend((f"{pointer}/{_escape(k)}", v) for k, v in item.items() if type(v) in (dict, list))
+        elif type(item) is list:
+            stack.extend((f"{pointer}/{i}", v) for i, v in enumerate(item) if type(v) in (dict, list))
+    return found or None
+
+
+def in_key_order(value: Any, order: Any) -> Any:
+    """``value`` with the objects ``order`` (from :func:`key_order`) names rebuilt in their recorded key
+    order; copies only the objects and lists on the way to them, so a loaded cassette is never changed.
+    Keys the order does not list follow in their own order, listed keys the value lacks are skipped: an edited
+    cassette still loads."""
+    if not order or not isinstance(order, dict):
+        return value
+    tree: dict[Any, Any] = {}
+    for pointer, keys in order.items():
+        if not isinstance(pointer, str) or not isinstance(keys, list) or (pointer and pointer[0] != "/"):
+            continue
+        node = tree
+        for token in pointer.split("/")[1:] if pointer else ():
+            node = node.setdefault(_unescape(token), {})
+        node[_KEYS] = keys
+    return _reordered(value, tree)
+
+
+def _reordered(value: Any, node: dict[Any, Any]) -> Any:
+    if isinstance(value, dict):
+        keys = node.get(_KEYS)
+        names = list(value)
+        if keys is not None:
+            listed = list(dict.fromkeys(k for k in keys if isinstance(k, str) and k in value))
+            chosen = set(listed)
+            names = listed + [k for k in names if k not in chosen]
+        return {k: _reordered(value[k], node[k]) if k in node else value[k] for k in names}
+    if isinstance(value, list):
+        out = list(value)
+        for token, sub in node.items():
+            if isinstance(token, str) and token.isdigit() and int(token) < len(out):
+                out[int(token)] = _reordered(out[int(token)], sub)
+        return out
+    return value
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .canonical import hash_value
+from .canonical import hash_value, key_order
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 
 
@@ -75,6 +75,13 @@ def to_jsonable(value: Any) -> Any:
 
 def payload(value: Any, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
     return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
+
+
+def served_payload(value: Any) -> PayloadRef:
+    """The payload of a value replay hands back to user code (a tool result), with the recorded key order
+    of its objects (the cassette sorts keys)."""
+    inline = to_jsonable(value)
+    return PayloadRef(inline=inline, key_order=key_order(inline))
 
 
 class Recorder:
@@ -145,7 +152,7 @@ class Recorder:
             actor="tool",
             event_class="input",
             tool=tool,
-            output=payload(result) if error is None else None,
+            output=served_payload(result) if error is None else None,
             data=data,
             trace_id=trace_id,
             span_id=span_id,

@@ -41,6 +41,11 @@ class PayloadRef(Record):
     data_class: DataClass = "internal"
     media_type: str | None = None
     size: int | None = field(default=None, ge=0)
+    key_order: dict[str, list[str]] | None = field(
+        default=None,
+        description="A value replay hands back (a tool result): the recorded key order of each of its "
+        "objects whose keys were not sorted, by JSON pointer; the payload itself is stored with sorted keys.",
+    )
 
 
 class Event(Record):
@@ -105,6 +110,11 @@ class RuntimeValuesData(Record):
     )
     values: dict[str, dict[str, list[Any]]] | None = field(
         default=None, description="record_value(name, fn): name -> stream -> the values, in order."
+    )
+    key_order: dict[str, dict[str, dict[str, dict[str, list[str]]]]] | None = field(
+        default=None,
+        description="record_value values whose objects' keys were not sorted: name -> stream -> index of the "
+        "value -> JSON pointer -> the keys in their recorded order (served back in that order).",
     )
 
 

@@ -20,9 +20,14 @@ How:
   ``from uuid import uuid4`` bound before the run is covered too.
 - random: the module-level ``random`` generator is seeded with a recorded seed for the run (and its
   previous state restored afterwards); ``random.sample``/``choice``/``random`` then repeat themselves.
+  Under pytest the seed holds from the test body on: a reseed between the run's start and the body
+  (pytest-randomly's before each phase, a fixture's ``random.seed``) is undone when the body starts.
   Draws racing between threads follow their interleaving. ``random.Random()`` instances, ``secrets``,
   ``random.SystemRandom`` and ``os.urandom`` stay outside.
 - :func:`record_value` records any other nondeterministic value by name.
+
+The process-wide patches live in :mod:`.runtime_patches`, the settings and the event's stored form in
+:mod:`.runtime_data`.
 
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
 ``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
@@ -31,16 +36,26 @@ their first read.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..exceptions import ConfigError
+from .runtime_data import (
+    DEFAULT_SOURCES,
+    EVENT_TYPE,
+    SOURCES,
+    deltas,
+    iso_us,
+    recorded_data,
+    recorded_streams,
+    values_key_order,
+)
+from .runtime_data import describe_data as describe_data  # the timeline's line for the event
+from .runtime_data import parse_sources as parse_sources  # read by the settings
+from .runtime_patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
     import uuid as uuid_module
@@ -49,72 +64,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-EVENT_TYPE: Final = "runtime.values"
-SOURCES: Final = ("clock", "uuid", "random")
-DEFAULT_SOURCES: Final = SOURCES
-EXTENSION: Final = "runtime_values"
 MAIN: Final = "main"
-_OFF_WORDS: Final = ("none", "off", "false", "0")
-_UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
-_TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
-# Callers whose clock and uuid reads are not the agent's: they get the real values, unrecorded.
-_EXCLUDED_MODULES: Final = frozenset({"logging", "pytest", "pluggy", "time_machine"})
-_EXCLUDED_PREFIXES: Final = (
-    "_pytest.",
-    "pytest_agentreplay.",
-    "pluggy.",
-    "logging.",
-    "time_machine.",
-    "xdist.",
-    "execnet.",
-    "respx.",
-    "vcr.",
-    # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
-    "http.cookiejar",
-)
-
-
-# ------------------------------------------------------------------------------------------- settings
-
-
-def parse_sources(value: Any, where: str) -> tuple[str, ...] | None:
-    """The sources a setting names, ``()`` when it turns runtime values off, ``None`` when not given.
-
-    Accepts ``"clock uuid random"`` (spaces or commas), a list, ``true`` (all), ``false``/``""``/``[]``/
-    ``"none"``/``"off"`` (off). Raises ``ConfigError`` listing the valid values.
-    """
-    if value is None:
-        return None
-    if value is True:
-        return DEFAULT_SOURCES
-    if value is False:
-        return ()
-    if isinstance(value, str):
-        parts = [p for p in value.replace(",", " ").split() if p]
-    elif isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
-        parts = []
-        for item in value:
-            if not isinstance(item, str):
-                raise _config_error(repr(value), where)
-            parts.extend(p for p in item.replace(",", " ").split() if p)
-    else:
-        raise _config_error(repr(value), where)
-    if len(parts) == 1 and parts[0].lower() in _OFF_WORDS:
-        return ()
-    unknown = [p for p in parts if p not in SOURCES]
-    if unknown:
-        raise _config_error(", ".join(map(repr, unknown)), where)
-    return tuple(s for s in SOURCES if s in parts)
-
-
-def _config_error(got: str, where: str) -> ConfigError:
-    return ConfigError(
-        f"invalid runtime_values {got} in {where}",
-        evidence=[f"valid values: {', '.join(SOURCES)} (any of them, space-separated; empty turns it off)"],
-        fixes=['use e.g. runtime_values = "clock uuid random", "clock", or "" to turn it off'],
-    )
 
 
 # ---------------------------------------------------------------------------------------- per stream
@@ -195,15 +147,18 @@ class RuntimeValues:
         self._streams: dict[tuple[Any, Any], _Stream] = {}
         self._labels: dict[str, int] = {}
         self._by_name: dict[str, _Stream] = {}
-        self._recorded_streams = _recorded_streams(self.recorded) if self.recorded else {}
+        self._recorded_streams = recorded_streams(self.recorded) if self.recorded else {}
         clock = (self.recorded or {}).get("clock") or {}
-        real_ns = _underlying_ns()
+        real_ns = underlying_ns()
         self.start_us: int = int(clock["start_us"]) if "start_us" in clock else real_ns // 1000
         # The latest served value of any stream: a stream the recording lacks continues from it.
         self.anchor: tuple[int, int] = (self.start_us, real_ns)
         self.seed: int | None = None
         self._random_saved: Any = None
         self._random_seeded: Any = None
+        # Between the run's start and the test body (pytest only): reseeds by others are undone at the body.
+        self.holding = False
+        self._random_own: Any = None
         self.random_after: Any = None
         self.active = True
 
@@ -324,25 +279,40 @@ class RuntimeValues:
 
     # random ------------------------------------------------------------------------------------------
     def seed_random(self) -> None:
-        import random
-
         recorded = (self.recorded or {}).get("random")
         if self.replaying and not recorded:
             return  # nothing recorded: leave the generator alone
         self.seed = int(recorded["seed"]) if recorded else int.from_bytes(os.urandom(8), "big")
-        self._random_saved = random.getstate()
-        random.seed(self.seed)
-        self._random_seeded = random.getstate()
+        self._random_saved = RANDOM.call("getstate")
+        RANDOM.call("seed", self.seed)
+        self._random_seeded = RANDOM.call("getstate")
+        self.holding = True
+
+    def reseeding(self) -> None:
+        """``random.seed``/``setstate`` is about to be called: while the run holds the generator for its
+        body, keep the run's state from before the first such reseed to take back when the body starts."""
+        if self.holding and self._random_own is None and self._random_saved is not None:
+            self._random_own = RANDOM.call("getstate")
+
+    def body_starts(self) -> None:
+        """The test body starts: the seeds of plugins and fixtures since the run began (pytest-randomly
+        reseeds in setup and again just before the body) are undone, so the agent draws from the run's seed
+        in the recording and in every replay, whatever was seeded; later reseeds are the agent's own."""
+        if not self.holding:
+            return
+        self.holding = False
+        if self._random_own is not None:
+            RANDOM.call("setstate", self._random_own)
+            self._random_own = None
 
     def restore_random(self) -> None:
-        import random
-
+        self.holding = False
         if self._random_saved is None:
             return
-        after = random.getstate()
+        after = RANDOM.call("getstate")
         if after != self._random_seeded:
             self.random_after = after
-        random.setstate(self._random_saved)
+        RANDOM.call("setstate", self._random_saved)
         self._random_saved = None
 
     # the event ---------------------------------------------------------------------------------------
@@ -358,7 +328,7 @@ class RuntimeValues:
             # costs a few bytes per read and one line in the (pretty-printed) cassette, not one per read.
             for module, q in sorted(st.clock.items()):
                 if q.drawn:
-                    offsets = _deltas(q.drawn, self.start_us)
+                    offsets = deltas(q.drawn, self.start_us)
                     clock.setdefault(st.name, {})[module] = " ".join(map(str, offsets))
             for module, q in sorted(st.uuid.items()):
                 if q.drawn:
@@ -375,7 +345,7 @@ class RuntimeValues:
                 for st in streams
                 if st.name in clock
             }
-            data["clock"] = {"start": _iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
+            data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
         if uuids:
             data["reads"]["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
@@ -385,29 +355,9 @@ class RuntimeValues:
         if values:
             data["reads"]["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
             data["values"] = values
+            if orders := values_key_order(values):
+                data["key_order"] = orders
         return data
-
-
-def describe_data(data: Mapping[str, Any]) -> str:
-    """One line for the timeline: ``clock 3 reads from 2026-11-30T14:57:28Z, uuid 5, random, values: seq``."""
-    parts: list[str] = []
-    reads = data.get("reads") or {}
-
-    def total(source: str) -> int:
-        return sum(sum(m.values()) for m in (reads.get(source) or {}).values() if isinstance(m, dict))
-
-    clock = data.get("clock") or {}
-    if clock:
-        parts.append(f"clock {total('clock')} read(s) from {str(clock.get('start', '?'))[:19]}Z")
-    if data.get("uuid"):
-        parts.append(f"uuid {total('uuid')}")
-    if data.get("random"):
-        parts.append(f"random seed {data['random'].get('seed')}")
-    if data.get("values"):
-        parts.append("values " + ", ".join(sorted(data["values"])))
-    streams = sorted({s for src in ("clock", "uuid") for s in (reads.get(src) or {})})
-    where = f" in {', '.join(streams)}" if len(streams) > 1 else ""
-    return (", ".join(parts) or "nothing read") + where
 
 
 def _serves(thread: threading.Thread) -> bool:
@@ -424,18 +374,10 @@ def _serves(thread: threading.Thread) -> bool:
 
 
 def _random_state(state: Any = None) -> Any:
-    import random
-
     if state is None:
-        return random.getstate()
-    random.setstate(state)
+        return RANDOM.call("getstate")
+    RANDOM.call("setstate", state)
     return state
-
-
-def _iso_us(us: int) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _squeeze_digits(label: str) -> str:
@@ -447,259 +389,6 @@ def _squeeze_digits(label: str) -> str:
     return "".join(out)
 
 
-def _deltas(values: list[int], start: int) -> list[int]:
-    out: list[int] = []
-    prev = start
-    for v in values:
-        out.append(v - prev)
-        prev = v
-    return out
-
-
-def _recorded_streams(recorded: Mapping[str, Any]) -> dict[str, dict[str, dict[str, list[Any]]]]:
-    """Per stream name, per source (``clock`` in absolute us, ``uuid``, ``values``), per module or value
-    name: the recorded values."""
-    out: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    clock = recorded.get("clock") or {}
-    start = int(clock.get("start_us", 0))
-    for name, by_module in (clock.get("streams") or {}).items():
-        for module, deltas in by_module.items():
-            absolute: list[int] = []
-            prev = start
-            for d in deltas.split() if isinstance(deltas, str) else deltas:
-                prev += int(d)
-                absolute.append(prev)
-            out.setdefault(name, {}).setdefault("clock", {})[module] = absolute
-    for name, by_module in (recorded.get("uuid") or {}).items():
-        for module, uuids in by_module.items():
-            out.setdefault(name, {}).setdefault("uuid", {})[module] = [str(u) for u in uuids]
-    for value_name, per_stream in (recorded.get("values") or {}).items():
-        for name, drawn in per_stream.items():
-            out.setdefault(name, {}).setdefault("values", {})[value_name] = list(drawn)
-    return out
-
-
-def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
-    """The data of the recorded run's ``runtime.values`` event (replay), if it has one."""
-    if ctx.recorded is None:
-        return None
-    for event in reversed(ctx.recorded.events):
-        if event.type == EVENT_TYPE:
-            return dict(event.data)
-    return None
-
-
-# ------------------------------------------------------------------------------- process-wide patches
-
-# Kept in the uuid module itself, not here: a second copy of this module (pytester re-imports modules a
-# session imported first) must still find and restore what the first copy patched.
-_UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
-
-
-class ClockPatch:
-    """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
-
-    Process-wide (:data:`_CLOCK`): time-machine patches the C clock functions for every thread of the
-    process. A second copy of this module pushes a traveller of its own on time-machine's stack, which reads
-    the first copy's through :attr:`real_ns` (the read comes from this package, so it is not recorded).
-    """
-
-    __slots__ = ("below", "real_ns", "travel", "traveller")
-
-    def __init__(self) -> None:
-        self.traveller: Any = None
-        self.travel: Any = None
-        self.below: Any = None
-        # What our traveller reads underneath: the traveller below ours, else the unpatched clock.
-        self.real_ns: Callable[[], int] | None = None
-
-    def start(self) -> None:
-        import time_machine
-
-        stack = getattr(time_machine, "traveller_stack", None)
-        self.below = stack[-1] if stack else None
-        self.travel = time_machine.travel(None, tick=True)
-        self.traveller = self.travel.start()
-        # Every patched read asks the top traveller for ``time_ns()``: ours answers from the run.
-        self.traveller.time_ns = _read_clock_ns
-        if self.below is not None:
-            self.real_ns = self.below.time_ns
-        else:
-            # The C function behind time-machine's escape hatch (``escape_hatch.time.time_ns``) without the
-            # Python method around it: this is read once per patched read.
-            c_module = sys.modules.get("_time_machine")
-            self.real_ns = (
-                getattr(c_module, "original_time_ns", None) or time_machine.escape_hatch.time.time_ns
-            )
-
-    def stop(self) -> None:
-        import time_machine
-
-        stack = getattr(time_machine, "traveller_stack", [])
-        if self.travel is not None and stack and stack[-1] is self.traveller:
-            self.travel.stop()
-        elif self.travel is not None and self.traveller in stack:
-            # A traveller the test started during the run is still on top: take ours out from under it.
-            stack.remove(self.traveller)
-        self.real_ns = None
-        self.traveller = self.travel = self.below = None
-
-
-class UuidPatch:
-    """The ``uuid`` functions whose code is swapped for a trampoline, and their genuine versions.
-
-    Process-wide (:data:`_UUID`): the code objects of ``uuid.uuid1/4/6/7`` themselves are swapped. What was
-    swapped is kept in the ``uuid`` module (:data:`_UUID_STATE_GLOBAL`), so every copy of this module finds
-    the same record; only the dispatcher the trampoline calls belongs to the copy that installed last.
-    """
-
-    __slots__ = ("codes", "originals")
-
-    def __init__(self) -> None:
-        import uuid as uuid_module
-
-        state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
-        # name -> a copy of the genuine function (what the trampoline falls back to)
-        self.originals: dict[str, types.FunctionType] = state[0]
-        # name -> the genuine code object, put back on unpatch
-        self.codes: dict[str, types.CodeType] = state[1]
-
-    def patch(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
-        import uuid as uuid_module
-
-        uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = dispatch
-        if self.codes:
-            # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
-            return
-        for name in _UUID_FUNCTIONS:
-            fn = getattr(uuid_module, name, None)
-            if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
-                continue
-            original = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-            original.__kwdefaults__ = fn.__kwdefaults__
-            self.originals[name] = original
-            self.codes[name] = fn.__code__
-            # A fixed source (the name is one of _UUID_FUNCTIONS): the body the patched function runs. Its
-            # globals are the uuid module's, where the dispatcher was put above.
-            namespace: dict[str, Any] = {}
-            exec(
-                f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
-                namespace,
-            )
-            fn.__code__ = namespace[name].__code__
-
-    def unpatch(self) -> None:
-        import uuid as uuid_module
-
-        for name, code in self.codes.items():
-            getattr(uuid_module, name).__code__ = code
-        self.codes.clear()
-        self.originals.clear()
-        uuid_module.__dict__.pop(_TRAMPOLINE_GLOBAL, None)
-
-
-class InstalledRuns:
-    """The runs whose runtime values are recorded or served now; the clock and uuid patches stay while
-    one of them needs them.
-
-    Process-wide (:data:`_INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
-    share them, and a read from any thread is matched to its run (:func:`_state`).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.runs: list[RuntimeValues] = []
-
-    def add(self, state: RuntimeValues, chosen: tuple[str, ...]) -> None:
-        with self.lock:
-            if "clock" in chosen and _CLOCK.traveller is None:
-                _CLOCK.start()
-            if "uuid" in chosen and (not self.runs or not _UUID.codes):
-                _UUID.patch(_dispatch_uuid)
-            self.runs.append(state)
-
-    def remove(self, state: RuntimeValues) -> None:
-        with self.lock:
-            if state in self.runs:
-                self.runs.remove(state)
-            if not self.runs:
-                if _CLOCK.traveller is not None:
-                    _CLOCK.stop()
-                if _UUID.codes:
-                    _UUID.unpatch()
-
-
-_CLOCK = ClockPatch()
-_UUID = UuidPatch()
-_INSTALLED = InstalledRuns()
-
-
-def _underlying_ns() -> int:
-    """The clock under ours: a traveller the test started itself, else the real clock."""
-    real = _CLOCK.real_ns
-    if real is not None:
-        return real()
-    import time
-
-    return time.time_ns()
-
-
-@functools.cache
-def _excluded(module: str) -> bool:
-    return module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
-
-
-def _state(source: str) -> RuntimeValues | None:
-    installed = _INSTALLED.runs
-    state: RuntimeValues | None
-    if not installed:
-        return None
-    from .capture import current_run
-
-    # The run the reading code belongs to, when it has one: a run some caller started and never finished
-    # must not take the reads of the run that is current now.
-    ctx = current_run()
-    found = ctx.extensions.get(EXTENSION) if ctx is not None else None
-    if isinstance(found, RuntimeValues):
-        state = found
-    elif len(installed) == 1:
-        state = installed[0]
-    else:
-        return None
-    return state if source in state.sources and state.active else None
-
-
-def _read_clock_ns() -> int:
-    """time-machine calls this for every patched clock read (it replaces our traveller's ``time_ns``)."""
-    real_ns = _CLOCK.real_ns
-    real = real_ns() if real_ns is not None else _underlying_ns()
-    try:
-        module = sys._getframe(1).f_globals.get("__name__") or ""
-    except ValueError:  # called with no Python frame at all
-        return real
-    if _excluded(module):
-        return real
-    installed = _INSTALLED.runs
-    state = installed[0] if len(installed) == 1 else _state("clock")
-    if state is None or not state.clock or not state.active:
-        return real
-    return state.clock_ns(real, module)
-
-
-def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    original = _UUID.originals[kind]
-    state = _state("uuid")
-    if state is None:
-        return original(*args, **kwargs)
-    try:
-        module = sys._getframe(2).f_globals.get("__name__") or ""
-    except ValueError:
-        module = ""
-    if _excluded(module):
-        return original(*args, **kwargs)
-    return state.uuid(kind, module or "?", lambda: original(*args, **kwargs))
-
-
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
     """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
@@ -707,7 +396,7 @@ def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeVal
     if isinstance(existing, RuntimeValues):
         return existing
     state = RuntimeValues(ctx, chosen, recorded_data(ctx))
-    _INSTALLED.add(state, chosen)
+    INSTALLED.add(state, chosen)
     if "random" in chosen:
         state.seed_random()
     ctx.extensions[EXTENSION] = state
@@ -726,8 +415,16 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
         return None
     state.active = False
     state.restore_random()
-    _INSTALLED.remove(state)
+    INSTALLED.remove(state)
     return state
+
+
+def body_starts(ctx: RunContext) -> None:
+    """Called when the test body of ``ctx`` starts (:func:`pytest_agentreplay.runs.enter_body`): the run takes
+    the ``random`` generator back from whatever reseeded it since the run started."""
+    state = ctx.extensions.get(EXTENSION)
+    if isinstance(state, RuntimeValues) and state.active:
+        state.body_starts()
 
 
 def start_run(ctx: RunContext) -> None:

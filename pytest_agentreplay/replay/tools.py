@@ -6,7 +6,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.canonical import hash_value
+from ..core.canonical import hash_value, in_key_order
 from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.events import Event
@@ -52,8 +52,10 @@ class ToolReplayer:
                     continue
                 start, call = pending[name].popleft()
                 arguments = call.data.get("arguments", {})
+                ref = event.output_ref
                 outcome = ToolOutcome(
-                    result=cassette.payload(event.output_ref),
+                    # Stored with sorted keys: served with the keys in the order the tool returned them.
+                    result=in_key_order(cassette.payload(ref), ref.key_order if ref is not None else None),
                     error=event.data.get("error"),
                     recorded_seq=event.seq,
                     nested=_nested(events[start + 1 : index]),

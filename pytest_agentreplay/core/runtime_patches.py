@@ -1,0 +1,333 @@
+"""The process-wide patches behind runtime values (:mod:`.runtime_values`): the clock, the ``uuid``
+functions and the ``random`` module's reseeding functions, and the runs they serve.
+
+time-machine patches the C-level clock functions for every thread of the process, the code objects of
+``uuid.uuid1/4/6/7`` are swapped in place, and ``random.seed``/``random.setstate`` are wrapped: so each patch
+exists once, whatever the number of runs (concurrent async tests, nested sessions) using it, and stays while
+one of them needs it (:class:`InstalledRuns`). A read is matched to its run by :func:`_state`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+if TYPE_CHECKING:
+    import uuid as uuid_module
+
+EXTENSION: Final = "runtime_values"
+_UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
+_TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
+# The module functions that put the ``random`` generator in a new state (pytest-randomly calls ``seed``).
+_RESEEDERS: Final = ("seed", "setstate")
+_RANDOM_STATE_GLOBAL: Final = "__agentreplay_runtime_random_state__"
+_RANDOM_HOOK_GLOBAL: Final = "__agentreplay_runtime_random__"
+# Callers whose clock and uuid reads are not the agent's: they get the real values, unrecorded.
+_EXCLUDED_MODULES: Final = frozenset({"logging", "pytest", "pluggy", "time_machine"})
+_EXCLUDED_PREFIXES: Final = (
+    "_pytest.",
+    "pytest_agentreplay.",
+    "pluggy.",
+    "logging.",
+    "time_machine.",
+    "xdist.",
+    "execnet.",
+    "respx.",
+    "vcr.",
+    # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
+    "http.cookiejar",
+)
+
+
+class PatchedRun(Protocol):
+    """What the patches ask of a run (:class:`.runtime_values.RuntimeValues`)."""
+
+    sources: tuple[str, ...]
+    clock: bool
+    active: bool
+
+    def clock_ns(self, real_ns: int, module: str) -> int: ...
+
+    def uuid(self, kind: str, module: str, make: Callable[[], uuid_module.UUID]) -> uuid_module.UUID: ...
+
+    def reseeding(self) -> None: ...
+
+
+# Kept in the uuid module itself, not here: a second copy of this module (pytester re-imports modules a
+# session imported first) must still find and restore what the first copy patched.
+_UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
+
+
+class ClockPatch:
+    """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
+
+    Process-wide (:data:`_CLOCK`): time-machine patches the C clock functions for every thread of the
+    process. A second copy of this module pushes a traveller of its own on time-machine's stack, which reads
+    the first copy's through :attr:`real_ns` (the read comes from this package, so it is not recorded).
+    """
+
+    __slots__ = ("below", "real_ns", "travel", "traveller")
+
+    def __init__(self) -> None:
+        self.traveller: Any = None
+        self.travel: Any = None
+        self.below: Any = None
+        # What our traveller reads underneath: the traveller below ours, else the unpatched clock.
+        self.real_ns: Callable[[], int] | None = None
+
+    def start(self) -> None:
+        import time_machine
+
+        stack = getattr(time_machine, "traveller_stack", None)
+        self.below = stack[-1] if stack else None
+        self.travel = time_machine.travel(None, tick=True)
+        self.traveller = self.travel.start()
+        # Every patched read asks the top traveller for ``time_ns()``: ours answers from the run.
+        self.traveller.time_ns = _read_clock_ns
+        if self.below is not None:
+            self.real_ns = self.below.time_ns
+        else:
+            # The C function behind time-machine's escape hatch (``escape_hatch.time.time_ns``) without the
+            # Python method around it: this is read once per patched read.
+            c_module = sys.modules.get("_time_machine")
+            self.real_ns = (
+                getattr(c_module, "original_time_ns", None) or time_machine.escape_hatch.time.time_ns
+            )
+
+    def stop(self) -> None:
+        import time_machine
+
+        stack = getattr(time_machine, "traveller_stack", [])
+        if self.travel is not None and stack and stack[-1] is self.traveller:
+            self.travel.stop()
+        elif self.travel is not None and self.traveller in stack:
+            # A traveller the test started during the run is still on top: take ours out from under it.
+            stack.remove(self.traveller)
+        self.real_ns = None
+        self.traveller = self.travel = self.below = None
+
+
+class UuidPatch:
+    """The ``uuid`` functions whose code is swapped for a trampoline, and their genuine versions.
+
+    Process-wide (:data:`_UUID`): the code objects of ``uuid.uuid1/4/6/7`` themselves are swapped. What was
+    swapped is kept in the ``uuid`` module (:data:`_UUID_STATE_GLOBAL`), so every copy of this module finds
+    the same record; only the dispatcher the trampoline calls belongs to the copy that installed last.
+    """
+
+    __slots__ = ("codes", "originals")
+
+    def __init__(self) -> None:
+        import uuid as uuid_module
+
+        state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
+        # name -> a copy of the genuine function (what the trampoline falls back to)
+        self.originals: dict[str, types.FunctionType] = state[0]
+        # name -> the genuine code object, put back on unpatch
+        self.codes: dict[str, types.CodeType] = state[1]
+
+    def patch(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
+        import uuid as uuid_module
+
+        uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = dispatch
+        if self.codes:
+            # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
+            return
+        for name in _UUID_FUNCTIONS:
+            fn = getattr(uuid_module, name, None)
+            if not isinstance(fn, types.FunctionType) or fn.__code__.co_freevars:
+                continue
+            original = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+            original.__kwdefaults__ = fn.__kwdefaults__
+            self.originals[name] = original
+            self.codes[name] = fn.__code__
+            # A fixed source (the name is one of _UUID_FUNCTIONS): the body the patched function runs. Its
+            # globals are the uuid module's, where the dispatcher was put above.
+            namespace: dict[str, Any] = {}
+            exec(
+                f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
+                namespace,
+            )
+            fn.__code__ = namespace[name].__code__
+
+    def unpatch(self) -> None:
+        import uuid as uuid_module
+
+        for name, code in self.codes.items():
+            getattr(uuid_module, name).__code__ = code
+        self.codes.clear()
+        self.originals.clear()
+        uuid_module.__dict__.pop(_TRAMPOLINE_GLOBAL, None)
+
+
+class RandomPatch:
+    """``random.seed`` and ``random.setstate`` wrapped while a run serves ``random``: each run hears of a
+    reseed before it happens (:meth:`PatchedRun.reseeding`), so one made by a plugin or a fixture between
+    the run's start and the test body (pytest-randomly reseeds before every test phase) can be undone.
+
+    Process-wide (:data:`RANDOM`). As for ``uuid``, the genuine functions are kept in the ``random`` module
+    itself and the wrappers call the hook found there: every copy of this module restores the same functions.
+    """
+
+    __slots__ = ("genuine",)
+
+    def __init__(self) -> None:
+        import random
+
+        # name -> the genuine module function (``random._inst``'s bound method)
+        self.genuine: dict[str, Callable[..., Any]] = random.__dict__.setdefault(_RANDOM_STATE_GLOBAL, {})
+
+    def patch(self) -> None:
+        import random
+
+        random.__dict__[_RANDOM_HOOK_GLOBAL] = _notify_reseed
+        if self.genuine:
+            return
+        for name in _RESEEDERS:
+            genuine = getattr(random, name)
+            self.genuine[name] = genuine
+            setattr(random, name, _reseeder(genuine))
+
+    def unpatch(self) -> None:
+        import random
+
+        for name, genuine in self.genuine.items():
+            setattr(random, name, genuine)
+        self.genuine.clear()
+        random.__dict__.pop(_RANDOM_HOOK_GLOBAL, None)
+
+    def call(self, name: str, *args: Any) -> Any:
+        """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
+        import random
+
+        return (self.genuine.get(name) or getattr(random, name))(*args)
+
+
+def _reseeder(genuine: Callable[..., Any]) -> Callable[..., Any]:
+    import random
+
+    @functools.wraps(genuine)
+    def reseed(*args: Any, **kwargs: Any) -> Any:
+        hook = random.__dict__.get(_RANDOM_HOOK_GLOBAL)
+        if hook is not None:
+            hook()
+        return genuine(*args, **kwargs)
+
+    return reseed
+
+
+def _notify_reseed() -> None:
+    for run in list(INSTALLED.runs):
+        if "random" in run.sources:
+            run.reseeding()
+
+
+class InstalledRuns:
+    """The runs whose runtime values are recorded or served now; the clock, uuid and random patches stay
+    while one of them needs them.
+
+    Process-wide (:data:`INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
+    share them, and a read from any thread is matched to its run (:func:`_state`).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: list[PatchedRun] = []
+
+    def add(self, state: PatchedRun, chosen: tuple[str, ...]) -> None:
+        with self.lock:
+            if "clock" in chosen and _CLOCK.traveller is None:
+                _CLOCK.start()
+            if "uuid" in chosen and (not self.runs or not _UUID.codes):
+                _UUID.patch(_dispatch_uuid)
+            if "random" in chosen:
+                RANDOM.patch()
+            self.runs.append(state)
+
+    def remove(self, state: PatchedRun) -> None:
+        with self.lock:
+            if state in self.runs:
+                self.runs.remove(state)
+            if not self.runs:
+                if _CLOCK.traveller is not None:
+                    _CLOCK.stop()
+                if _UUID.codes:
+                    _UUID.unpatch()
+                if RANDOM.genuine:
+                    RANDOM.unpatch()
+
+
+_CLOCK = ClockPatch()
+_UUID = UuidPatch()
+RANDOM = RandomPatch()
+INSTALLED = InstalledRuns()
+
+
+def underlying_ns() -> int:
+    """The clock under ours: a traveller the test started itself, else the real clock."""
+    real = _CLOCK.real_ns
+    if real is not None:
+        return real()
+    import time
+
+    return time.time_ns()
+
+
+@functools.cache
+def _excluded(module: str) -> bool:
+    return module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
+
+
+def _state(source: str) -> PatchedRun | None:
+    installed = INSTALLED.runs
+    state: PatchedRun | None
+    if not installed:
+        return None
+    from .capture import current_run
+
+    # The run the reading code belongs to, when it has one: a run some caller started and never finished
+    # must not take the reads of the run that is current now.
+    ctx = current_run()
+    found = ctx.extensions.get(EXTENSION) if ctx is not None else None
+    if found is not None and found in installed:
+        state = found
+    elif len(installed) == 1:
+        state = installed[0]
+    else:
+        return None
+    return state if source in state.sources and state.active else None
+
+
+def _read_clock_ns() -> int:
+    """time-machine calls this for every patched clock read (it replaces our traveller's ``time_ns``)."""
+    real_ns = _CLOCK.real_ns
+    real = real_ns() if real_ns is not None else underlying_ns()
+    try:
+        module = sys._getframe(1).f_globals.get("__name__") or ""
+    except ValueError:  # called with no Python frame at all
+        return real
+    if _excluded(module):
+        return real
+    installed = INSTALLED.runs
+    state = installed[0] if len(installed) == 1 else _state("clock")
+    if state is None or not state.clock or not state.active:
+        return real
+    return state.clock_ns(real, module)
+
+
+def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    original = _UUID.originals[kind]
+    state = _state("uuid")
+    if state is None:
+        return original(*args, **kwargs)
+    try:
+        module = sys._getframe(2).f_globals.get("__name__") or ""
+    except ValueError:
+        module = ""
+    if _excluded(module):
+        return original(*args, **kwargs)
+    return state.uuid(kind, module or "?", lambda: original(*args, **kwargs))
