@@ -286,7 +286,7 @@ def report_path(value: Any, origin: Origin, base: Path, *, check_folder: bool) -
 
 def runtime_sources(value: Any, origin: Origin) -> tuple[str, ...] | None:
     """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
-    from .runtime_values import SOURCES, parse_sources
+    from .runtime_data import SOURCES, parse_sources
 
     try:
         return parse_sources(value, origin.place)
