@@ -101,6 +101,17 @@ class CassetteNotFoundError(CassetteError):
     """Replay asked for a cassette that does not exist."""
 
 
+class CassetteElsewhereError(CassetteNotFoundError):
+    """The cassette is absent where the test looks, but the test has one under a directory above pytest's
+    rootdir (``found``, below the project root ``root``): pytest ran from another directory than when it
+    was recorded."""
+
+    def __init__(self, headline: str, *, found: Path, root: Path, **kwargs: Any) -> None:
+        self.found = found
+        self.root = root
+        super().__init__(headline, **kwargs)
+
+
 class CassetteCorruptError(CassetteError):
     """The file is not valid JSON or not a cassette at all."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -28,6 +28,8 @@ CONTROLLER_KEY = pytest.StashKey["SessionController"]()
 TEST_RUN_KEY = pytest.StashKey["TestRun"]()
 # The cause of a failure the plugin raised for this item (a status.CAUSES key), set where it is raised.
 CAUSE_KEY = pytest.StashKey[str]()
+# The whole message of that failure, as the terminal showed it: every report carries it (report/message.py).
+MESSAGE_KEY = pytest.StashKey[str]()
 # pytest's reports of this item so far, by phase: the status is decided once, at teardown.
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 # The guard-only run of a test guarded by --agentreplay-block-network without replaying anything.
@@ -244,7 +246,7 @@ class SessionHooks:
             if blocked is not None and blocked.failures:
                 # A refusal the test swallowed still fails it.
                 item.stash[CAUSE_KEY] = "network-blocked"
-                pytest.fail(str(blocked.failures[0]), pytrace=False)
+                _fail(item, str(blocked.failures[0]))
             return result
         from .exceptions import AgentReplayError
         from .report.status import cause_of
@@ -268,7 +270,7 @@ class SessionHooks:
                 item.stash[CAUSE_KEY] = cause_of(exc)
                 message = str(exc)
         if message is not None:
-            pytest.fail(message, pytrace=False)
+            _fail(item, message)
         return result
 
     @pytest.hookimpl(tryfirst=True)
@@ -278,7 +280,7 @@ class SessionHooks:
             from .report.status import cause_of
 
             pyfuncitem.stash[CAUSE_KEY] = cause_of(test_run.setup_error)
-            pytest.fail(str(test_run.setup_error), pytrace=False)
+            _fail(pyfuncitem, str(test_run.setup_error))
         # The body starts (TestRun.enter_body); audit executes none: it verifies and renders the recording.
         if test_run is None or test_run.enter_body() != "audit":
             return None
@@ -379,7 +381,8 @@ class _UnusedCassette:
 def _decide_status(
     item: pytest.Item, reports: dict[str, pytest.TestReport], test_run: TestRun | None
 ) -> dict[str, Any]:
-    from .report.status import decide, headline_of
+    from .report.message import status_message
+    from .report.status import decide
 
     worst, phase = "passed", "call"
     for when in ("setup", "call", "teardown"):
@@ -393,13 +396,11 @@ def _decide_status(
             worst, phase = "skipped", when
     xfail = any(hasattr(r, "wasxfail") for r in reports.values())
     outcome = test_run.outcome if test_run is not None else None
-    message: str | None = None
-    failure = _first_failure(test_run)
-    if failure is not None:
-        message = headline_of(failure)
-    elif worst == "failed":
-        last_lines = str(getattr(reports[phase], "longreprtext", "") or "").strip().splitlines()[-1:]
-        message = last_lines[0][:300] if last_lines else None
+    message = status_message(
+        item.stash.get(MESSAGE_KEY, None),
+        test_run,
+        str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None,
+    )
     settings = item.config.stash[SETTINGS_KEY]
     return decide(
         nodeid=item.nodeid,
@@ -419,14 +420,9 @@ def _decide_status(
     )
 
 
-def _first_failure(test_run: TestRun | None) -> BaseException | None:
-    if test_run is None:
-        return None
-    if test_run.setup_error is not None:
-        return test_run.setup_error
-    if test_run.ctx is not None and test_run.ctx.failures:
-        return test_run.ctx.failures[0]
-    return test_run.error
+def _fail(item: pytest.Item, message: str) -> NoReturn:
+    item.stash[MESSAGE_KEY] = message
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture
@@ -470,11 +466,12 @@ def _guard_only(item: pytest.Item, settings: Settings) -> Any:
     from .core.capture import Recorder, RunContext, utc_now
     from .core.events import RunMeta
     from .http import guard
+    from .http.refusal import BLOCK_ONLY
 
     ctx = RunContext(
         Recorder(RunMeta(run_id="block-network", test=item.nodeid, recorded_at=utc_now())),
         mode="regression",
-        settings={"allow_hosts": list(settings.allow_hosts), "nodeid": item.nodeid},
+        settings={"allow_hosts": list(settings.allow_hosts), "nodeid": item.nodeid, BLOCK_ONLY: True},
     )
     item.stash[BLOCK_KEY] = ctx
     uninstall = guard.install()
@@ -528,7 +525,7 @@ def agent_replay(
     if config_error is not None:
         # Outside the except block: the message says everything, a chained traceback would only repeat it.
         item.stash[CAUSE_KEY] = "config"
-        pytest.fail(config_error, pytrace=False)
+        _fail(item, config_error)
     hook = request.config.hook
     test_run = TestRun(
         item.nodeid,
@@ -541,6 +538,7 @@ def agent_replay(
         classify_hook=_classify_hook(hook),
         cassette_named=marker.get("cassette") is not None,
         vcr=vcr,
+        rootdir=item.config.rootpath,
     )
     uninstall = _install_interception()
     try:

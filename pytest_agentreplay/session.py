@@ -14,7 +14,7 @@ from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .core.commands import record_command, rerecord_fix
 from .core.config import Settings, TestSettings
 from .core.events import Event, RunMeta, event_to_shared_dict
-from .exceptions import AgentReplayError, CassetteNotFoundError, DriftError, WrongTestCassetteError
+from .exceptions import AgentReplayError, DriftError, WrongTestCassetteError
 
 if TYPE_CHECKING:
     from .cassette.read import LoadedCassette
@@ -56,6 +56,8 @@ class TestRun:
     cassette_named: bool = False
     # A vcr-marked test's pytest-recording cassettes (``vcr_plugin.VcrSource``): served when ours is absent.
     vcr: Any = None
+    # pytest's rootdir: a missing cassette is looked for above it too (cassette/missing.py).
+    rootdir: Path | None = None
     ctx: RunContext | None = None
     # The cassette replayed (None while recording): the run reads it as a RecordedRun, the session owns it.
     recorded: LoadedCassette | None = None
@@ -157,18 +159,16 @@ class TestRun:
 
             return load_vcr_source(self)
         if not self.cassette.exists():
+            from .cassette.missing import missing_cassette_error
+
             self.outcome = TestOutcome(self.nodeid, str(self.cassette), "missing", self.test.mode)
-            raise CassetteNotFoundError(
-                f"no cassette for {self.nodeid}",
-                evidence=[
-                    f"record mode is {self.test.record!r}: an absent cassette is not recorded",
-                ],
-                cassette=self.cassette,
+            raise missing_cassette_error(
+                self.nodeid,
+                self.cassette,
+                record=self.test.record,
                 mode=self.test.mode,
-                fixes=[
-                    f"record it against the real services: {record_command(self.nodeid)}",
-                    "commit the new cassette with the change that needs it",
-                ],
+                rootdir=self.rootdir,
+                cassette_dir=self.settings.cassette_dir,
             )
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
         recorded = load_cassette(self.cassette, mode=self.test.mode, migrate=self.test.update)

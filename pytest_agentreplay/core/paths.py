@@ -70,3 +70,44 @@ def record_command(nodeid: str, record: str = "missing") -> str:
     from .commands import record_command as build
 
     return build(nodeid, record)
+
+
+# What marks a project's root directory: the walk for cassettes recorded from another rootdir stops there.
+PROJECT_MARKERS = (".git", "pyproject.toml", "setup.cfg")
+
+
+def cassette_elsewhere(
+    rootdir: Path, cassette_dir: Path, cassette: Path, nodeid: str
+) -> tuple[Path, Path] | None:
+    """``(root, cassette)``: the cassette this very test has under a directory above ``rootdir``, when
+    ``cassette`` (its path from this rootdir) is absent; None when there is none.
+
+    pytest run from a subdirectory without an ini file takes that subdirectory as its rootdir, so every
+    cassette path starts there. Walks up from ``rootdir`` to the first directory holding a project marker
+    (:data:`PROJECT_MARKERS`) or the filesystem root, looking where that directory's rootdir would have put
+    the cassette; a candidate counts only when it records this test under the node id it has from there.
+    Costs a few ``stat`` calls per level: call it only when the cassette is missing."""
+    from .constants import DEFAULT_CASSETTE_DIR
+
+    rootdir = rootdir.resolve()
+    try:
+        tail = cassette.resolve().relative_to(cassette_dir.resolve())
+        folder = cassette_dir.resolve().relative_to(rootdir)
+    except ValueError:
+        return None
+    module, sep, rest = nodeid.partition("::")
+    if not sep or any((rootdir / marker).exists() for marker in PROJECT_MARKERS):
+        return None
+    folders = list(dict.fromkeys([folder, Path(DEFAULT_CASSETTE_DIR)]))
+    for root in rootdir.parents:
+        below = rootdir.relative_to(root)
+        expected = f"{(below / module).as_posix()}::{rest}"
+        # The default layout starts with the module path (which grows by ``below``); a named one does not.
+        tails = [below / tail, tail]
+        for name in folders:
+            for candidate in dict.fromkeys(root / name / t for t in tails):
+                if candidate.is_file() and recorded_nodeid(candidate) == expected:
+                    return root, candidate
+        if any((root / marker).exists() for marker in PROJECT_MARKERS):
+            return None
+    return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.canonical import dumps_compact, same_json
 from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
+from .carried import RoleMap, collapse_carried, is_conversation_item, note_role
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
 from .text import ABSENT, similar
@@ -183,6 +184,7 @@ class _PairWalker:
         sink: list[Difference],
         stats: _Stats,
         kind: DiffKind = "changed",
+        roles: RoleMap | None = None,
     ) -> None:
         self.rules = rules
         self.resolve = resolve
@@ -193,6 +195,7 @@ class _PairWalker:
         self.sink = sink
         self.stats = stats
         self.kind = kind
+        self.roles = roles
 
     @property
     def label(self) -> str:
@@ -242,6 +245,8 @@ class _PairWalker:
         if _same(a, b):
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
+            if self.roles is not None and is_conversation_item(tokens):
+                note_role(self.roles, self.seqs, tokens, a, b)  # names the change: "system prompt"
             for key in sorted(set(a) | set(b), key=str):
                 va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
                 if not _same(va, vb):
@@ -399,13 +404,14 @@ def compare_histories(
         )
     alignment = align_histories(recorded, replayed, order_insensitive_types=rules.order_insensitive_types())
     stats = _Stats()
+    roles: RoleMap = {}
     entries: list[tuple[tuple[float, int, int], list[Difference]]] = []
     equal = 0
 
     def walker(
         ev: Event, seqs: tuple[int | None, int | None], sink: list[Difference], kind: DiffKind
     ) -> _PairWalker:
-        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind)
+        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind, roles)
 
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]
@@ -463,7 +469,7 @@ def compare_histories(
     entries.sort(key=lambda e: e[0])
     return DriftResult(
         mode=rules.mode,
-        differences=tuple(d for _, sink in entries for d in sink),
+        differences=collapse_carried((d for _, sink in entries for d in sink), roles),
         events_recorded=len(recorded),
         events_replayed=len(replayed),
         pairs_compared=len(alignment.pairs) + len(alignment.moved),

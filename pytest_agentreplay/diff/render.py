@@ -43,6 +43,11 @@ def _event_header(diff: Difference) -> str:
 
 
 def _field_lines(diff: Difference) -> list[str]:
+    summary = diff.summary
+    return ([f"  {summary}"] if summary else []) + _value_lines(diff)
+
+
+def _value_lines(diff: Difference) -> list[str]:
     tag = f"[{diff.verdict}, {diff.rule.source} rule {diff.rule.selector}]"
     if diff.kind in _KIND_TITLE and diff.path in (PRESENCE, ORDER):
         title = _KIND_TITLE[diff.kind]
@@ -68,9 +73,20 @@ def _field_lines(diff: Difference) -> list[str]:
 
 
 def _suggestion(diff: Difference) -> str:
-    path = diff.path if diff.path in (PRESENCE, ORDER) else generalize_path(diff.path_tokens or (diff.path,))
+    """The narrowest rule that marks this change expected.
+
+    A request path keeps its list indexes: ``messages[0]`` is one message of the conversation, where
+    ``messages[*]`` would hide a change to every message, tool results included (and ``tools[*]`` every
+    tool's definition). Elsewhere an index is where a value happened to land (``tool_calls[0]``), so the
+    rule covers the list. The comment names what a request path is (``# system prompt``)."""
+    tokens = diff.path_tokens or (diff.path,)
+    if diff.path in (PRESENCE, ORDER) or tokens[0] == "input_ref":
+        path = diff.path
+    else:
+        path = generalize_path(tokens)
     selector = f"{diff.event_type}:{path}".replace('"', '\\"')
-    return f'"{selector}" = "expected"'
+    comment = f"  # {diff.subject}" if diff.subject else ""
+    return f'"{selector}" = "expected"{comment}'
 
 
 def render_drift(

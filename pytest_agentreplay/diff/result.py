@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -21,6 +22,10 @@ class Difference:
     ``missing`` (event only in the recording), ``moved`` (same step, different relative order).
     ``recorded``/``replayed`` are the values (``ABSENT`` where a key or event is on one side only);
     for inserted/missing/moved events they are the events' identities.
+
+    ``subject`` names a request change for a reader (``system prompt``, ``tool result (messages[3])``);
+    ``carriers`` are the (recorded, replayed) seqs of every model call that resends this one change,
+    when more than one does: the change is reported and counted once (see :mod:`.carried`).
     """
 
     kind: DiffKind
@@ -34,10 +39,17 @@ class Difference:
     seq_recorded: int | None = None
     seq_replayed: int | None = None
     path_tokens: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    subject: str | None = field(default=None, compare=False)
+    carriers: tuple[tuple[int | None, int | None], ...] = field(default=(), compare=False)
 
     @property
     def is_regression(self) -> bool:
         return self.verdict == "regression"
+
+    @property
+    def summary(self) -> str | None:
+        """``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``; None for a plain field."""
+        return change_summary(self.subject, self.path, [rec for rec, _ in self.carriers])
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -50,6 +62,10 @@ class Difference:
             "verdict": self.verdict,
             "rule": {"source": self.rule.source, "selector": self.rule.selector},
         }
+        if self.subject is not None:
+            out["subject"] = self.subject
+        if self.carriers:
+            out["carried_by"] = [{"seq_recorded": rec, "seq_replayed": rep} for rec, rep in self.carriers]
         # A side that does not have the value omits the key ("recorded_absent": true).
         for side, value in (("recorded", self.recorded), ("replayed", self.replayed)):
             if value is ABSENT:
@@ -57,6 +73,36 @@ class Difference:
             else:
                 out[side] = value
         return out
+
+
+def change_summary(subject: str | None, path: str, carriers: Sequence[int | None] = ()) -> str | None:
+    """What one change is, in words: ``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``.
+
+    ``carriers``: the recorded seqs of the model calls resending it (empty or one: not resent). None when
+    there is nothing to add to the field path itself."""
+    if subject is None and len(carriers) < 2:
+        return None
+    what = f"{subject or path} changed"
+    if len(carriers) < 2:
+        return what
+    seqs = ", ".join("-" if seq is None else str(seq) for seq in carriers)
+    return f"{what}; carried by {len(carriers)} model calls (seq {seqs})"
+
+
+def summary_of(diff: Mapping[str, Any]) -> str | None:
+    """:func:`change_summary` of a difference's dict form (``Difference.to_dict()``)."""
+    subject = diff.get("subject")
+    carriers = [c.get("seq_recorded") for c in diff.get("carried_by") or () if isinstance(c, Mapping)]
+    return change_summary(
+        subject if isinstance(subject, str) else None, str(diff.get("path") or ""), carriers
+    )
+
+
+def carrier_seqs(diff: Mapping[str, Any]) -> list[int]:
+    """The recorded seqs a difference's dict form sits at: its own and its carriers'."""
+    seqs = [diff.get("seq_recorded")]
+    seqs.extend(c.get("seq_recorded") for c in diff.get("carried_by") or () if isinstance(c, Mapping))
+    return [s for s in seqs if isinstance(s, int) and not isinstance(s, bool)]
 
 
 @dataclass(frozen=True)

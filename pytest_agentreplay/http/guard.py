@@ -52,8 +52,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..core.after_import import AfterImport
-from ..core.commands import record_command
 from ..exceptions import ConfigError, NetworkBlockedError
+from .refusal import BLOCK_ONLY, child_refusal, refusal
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -311,12 +311,6 @@ class Verdict:
     reason: str
 
 
-def _nodeid_of(run: Any) -> str | None:
-    settings = getattr(run, "settings", None)
-    nodeid = settings.get("nodeid") if isinstance(settings, dict) else None
-    return nodeid if isinstance(nodeid, str) and nodeid else None
-
-
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host.split("%", 1)[0])
@@ -409,6 +403,7 @@ class ParentRun:
             "allow_hosts": list(data.get("allow_hosts") or ()),
             "nodeid": data.get("test"),
             ISOLATE_SETTING: bool(data.get(ISOLATE_SETTING)),
+            BLOCK_ONLY: bool(data.get(BLOCK_ONLY)),
         }
         self.failures: list[BaseException] = []
         self.extensions: dict[str, Any] = {_TOKEN_KEY: self.token}
@@ -477,28 +472,9 @@ def _check(family: int | None, address: Any, channel: str, runs: list[Any] | Non
 def _refuse(verdict: Verdict, channel: str, runs: list[Any]) -> None:
     run = runs[0]
     thread = threading.current_thread()
-    host = verdict.destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
-    evidence = [
-        f"destination: {verdict.destination}",
-        f"call: {channel}",
-        f"thread: {thread.name}",
-        "replay is fail-closed: only the cassette answers outbound calls",
-    ]
-    if _REPORTS.in_child() or isinstance(run, ParentRun):
-        evidence.insert(3, f"process: child {os.getpid()} of the test's process")
-    error = NetworkBlockedError(
-        f"network access blocked during replay: {verdict.destination}",
-        evidence=evidence,
-        cassette=run.cassette,
-        mode=run.mode,
-        fixes=[
-            "if the call is new, record it against the real services: "
-            + record_command(_nodeid_of(run), "all"),
-            f'if it is a local test service, allow it: allow_hosts = ["{host}"] (or "loopback") '
-            "in [tool.agentreplay] or on the agentreplay marker",
-            "send it through an intercepted client (httpx, httpx2, requests/urllib3, aiohttp) so the "
-            "cassette can serve it",
-        ],
+    in_child = _REPORTS.in_child() or isinstance(run, ParentRun)
+    error = refusal(
+        run, verdict.destination, channel, thread=thread.name, child_pid=os.getpid() if in_child else None
     )
     # The agent may swallow the error (retries, broad excepts): the test must still fail.
     for r in runs:
@@ -545,22 +521,6 @@ def _report_to_parent(error: NetworkBlockedError, runs: list[Any]) -> None:
             pass
 
 
-def _child_error(entry: Mapping[str, Any], run: Any) -> NetworkBlockedError:
-    return NetworkBlockedError(
-        f"a child process (pid {entry.get('pid')}) was refused network access: "
-        + str(entry.get("headline", "")).removeprefix("network access blocked during replay: "),
-        evidence=[str(e) for e in entry.get("evidence") or ()],
-        cassette=getattr(run, "cassette", None),
-        mode=getattr(run, "mode", None),
-        fixes=[
-            "the child inherits the replay's fail-closed guard: serve its calls from the cassette, or "
-            "allow its host with allow_hosts",
-            "if the call is new, record it against the real services: "
-            + record_command(_nodeid_of(run), "all"),
-        ],
-    )
-
-
 def _read_reports(pattern: str) -> list[dict[str, Any]]:
     directory = _REPORTS.directory
     if directory is None or not os.path.isdir(directory):
@@ -590,7 +550,7 @@ def collect_child_refusals(ctx: Any) -> list[NetworkBlockedError]:
     token = ctx.extensions.get(_TOKEN_KEY)
     if token is None:
         return []
-    return [_child_error(entry, ctx) for entry in _read_reports(f"{token}.*.jsonl")]
+    return [child_refusal(entry, ctx) for entry in _read_reports(f"{token}.*.jsonl")]
 
 
 def stray_refusals() -> list[str]:
@@ -913,6 +873,7 @@ def snapshot(runs: list[Any] | None = None) -> str | None:
                     "cassette": r.cassette,
                     "allow_hosts": [str(h) for h in r.settings.get("allow_hosts") or ()],
                     ISOLATE_SETTING: bool(r.settings.get(ISOLATE_SETTING)),
+                    BLOCK_ONLY: bool(r.settings.get(BLOCK_ONLY)),
                 }
                 for r in runs
             ],

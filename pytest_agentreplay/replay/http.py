@@ -365,7 +365,8 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
         fixes=[
             new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
             "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
-            "if it is a local test service, let it through: @pytest.mark.agentreplay(allow_hosts=[...])",
+            "if it is a local test service, let it through: "
+            f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',
         ],
     )
     # The agent may swallow the exception (retry loops, broad excepts): the test must still fail.

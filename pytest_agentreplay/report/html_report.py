@@ -27,7 +27,8 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
         f'<h2><span class="badge {"regression" if test["status"] in RED else ""}">'
         f"{esc(_label(test))}</span>"
         f"<code>{esc(test['nodeid'])}</code></h2>"
-        + (f'<p class="message">{esc(test["message"])}</p>' if test.get("message") else "")
+        # The whole message, as the terminal showed it: headline, evidence, location and numbered fixes.
+        + (f'<pre class="message">{esc(test["message"])}</pre>' if test.get("message") else "")
         + f'<p class="meta">cassette <code>{esc(display_path(test["cassette"]))}</code> · '
         f"mode {esc(test['mode'])} · "
         f"{int(test['regressions'])} regression(s) · {int(test['expected'])} expected</p>"

@@ -12,16 +12,24 @@ from collections.abc import Mapping
 from typing import Any
 
 PROPERTY_PREFIX = "agentreplay."
-FIELDS = ("status", "cause", "cassette", "mode", "regressions", "expected", "reruns")
+# ``message`` is the whole failure message the terminal showed (XML keeps its line breaks as &#10;).
+FIELDS = ("status", "cause", "cassette", "mode", "regressions", "expected", "reruns", "message")
 
 
 def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``[("agentreplay.cassette", ...), ("agentreplay.mode", ...), ...]`` for one test outcome."""
-    return [
+    props = [
         (PROPERTY_PREFIX + name, str(outcome[name]))
         for name in FIELDS
         if name in outcome and outcome[name] is not None and not (name == "reruns" and not outcome[name])
     ]
+    if outcome.get("message") is not None:
+        from ..core.redaction import default_redactor
+
+        # A file like the reports: it shows the message as a cassette would store it.
+        redact = default_redactor().redact_string
+        props = [(name, redact(value) if name.endswith(".message") else value) for name, value in props]
+    return props
 
 
 def add_junit_properties(item: Any, outcome: Mapping[str, Any]) -> None:

@@ -74,6 +74,13 @@ def _rule(diff: Mapping[str, Any]) -> str:
     return cell_code(rule, 50)
 
 
+def _summary(diff: Mapping[str, Any]) -> str:
+    from ..diff.result import summary_of
+
+    summary = summary_of(diff)
+    return f"<br>{_plain(summary)}" if summary else ""
+
+
 def _event(diff: Mapping[str, Any]) -> str:
     rec, rep = diff.get("seq_recorded"), diff.get("seq_replayed")
     where = f"#{rec}" if rec is not None else ""
@@ -137,7 +144,7 @@ def drift_table(drift: Mapping[str, Any], where: Where | None = None) -> list[st
         at = (f" {cell_code(place, 300)} |" if place else " — |") if located else ""
         rows.append(
             f"| {_event(diff)} | {_plain(str(diff.get('kind', '?')))} "
-            f"| {cell_code(diff.get('path') or '(event)', 60)} |{at}"
+            f"| {cell_code(diff.get('path') or '(event)', 60)}{_summary(diff)} |{at}"
             f" {_side(diff, 'recorded')} | {_side(diff, 'replayed')} | {shown} | {_rule(diff)} |"
         )
     if len(ordered) > MAX_ROWS_PER_TEST:
@@ -146,6 +153,12 @@ def drift_table(drift: Mapping[str, Any], where: Where | None = None) -> list[st
             f"… and {len(ordered) - MAX_ROWS_PER_TEST} more difference(s); see the JSON or HTML report."
         )
     return rows
+
+
+def message_block(message: str) -> list[str]:
+    """The whole failure message, pre-formatted: its layout (evidence indented, fixes numbered, commands
+    on their own lines) is what makes it readable. Escaped, so no line of it can end the block."""
+    return ["<pre>", *html.escape(message.strip("\n")).splitlines(), "</pre>"]
 
 
 def _label(test: Mapping[str, Any]) -> str:
@@ -186,7 +199,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         lines.append("")
         for t in notable:
             if t["status"] in ("failed", "error") and t.get("message"):
-                lines.append(f"- {cell_code(t['nodeid'], 300)}: {cell_code(t['message'], 300)}")
+                headline = (str(t["message"]).strip().splitlines() or [""])[0]
+                lines.append(f"- {cell_code(t['nodeid'], 300)}: {cell_code(headline, 300)}")
         if any(t["status"] in ("failed", "error") and t.get("message") for t in notable):
             lines.append("")
     else:
@@ -194,20 +208,25 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     locator = Locator()  # each cassette read once for the report
     for t in notable:
         drift = t.get("drift")
-        if not isinstance(drift, Mapping):
+        if not isinstance(drift, Mapping) and not t.get("message"):
             continue
         icon = ICONS.get(str(t["status"]), "")
+        counted = f"{_plural(int(t['regressions']), 'regression')}, {t['expected']} expected"
         lines.append("<details>")
         lines.append(
             f"<summary>{icon} <code>{html.escape(str(t['nodeid']))}</code>: "
-            f"{_plural(int(t['regressions']), 'regression')}, {t['expected']} expected</summary>"
+            f"{counted if isinstance(drift, Mapping) else html.escape(_label(t))}</summary>"
         )
         lines.append("")
+        if t.get("message"):
+            lines.extend(message_block(str(t["message"])))
+            lines.append("")
         cassette = html.escape(display_path(t["cassette"]))
         lines.append(f"Cassette <code>{cassette}</code>, mode {_plain(str(t['mode']))}.")
         lines.append("")
-        lines.extend(drift_table(drift, cassette_lines(str(t["cassette"]), str(t["status"]), locator)))
-        lines.append("")
+        if isinstance(drift, Mapping):
+            lines.extend(drift_table(drift, cassette_lines(str(t["cassette"]), str(t["status"]), locator)))
+            lines.append("")
         lines.append("</details>")
         lines.append("")
     unused = list(doc.get("unused") or [])

@@ -36,6 +36,7 @@ CAUSES: dict[str, str] = {
     "tool-without-result": "a tool call has no recorded result",
     "network-blocked": "an outbound connection was refused by the network guard",
     "missing-cassette": "the cassette does not exist",
+    "cassette-elsewhere": "the test's cassette is under a directory above pytest's rootdir",
     "corrupted-cassette": "the cassette cannot be read or failed its integrity checks",
     "wrong-test": "the cassette was recorded for another test",
     "sandbox-check": "a sandbox check failed: idempotency, a duplicate write or fault handling",
@@ -56,6 +57,7 @@ def cause_of(exc: BaseException | None) -> str:
     for kind, cause in (
         (e.CassetteNotSavedError, "not-saved"),
         (e.WrongTestCassetteError, "wrong-test"),
+        (e.CassetteElsewhereError, "cassette-elsewhere"),
         (e.CassetteNotFoundError, "missing-cassette"),
         (e.AuditProblemsError, "audit"),
         (e.CassetteError, "corrupted-cassette"),

@@ -7,6 +7,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from ...diff.result import carrier_seqs, summary_of
 from .markup import css_token, esc, pretty
 
 
@@ -14,9 +15,8 @@ def drifted_seqs(drift: Mapping[str, Any] | None) -> set[int]:
     """Recorded seq numbers that carry a reported difference."""
     seqs: set[int] = set()
     for diff in (drift or {}).get("differences", []) or []:
-        seq = diff.get("seq_recorded")
-        if isinstance(seq, int):
-            seqs.add(seq)
+        # A change every later model call resends is reported once: each call carrying it is marked.
+        seqs.update(carrier_seqs(diff))
     return seqs
 
 
@@ -65,8 +65,10 @@ def render_drift_html(drift: Mapping[str, Any], *, anchor: str = "") -> str:
                 if isinstance(rule, Mapping)
                 else str(rule)
             )
+            summary = summary_of(diff)
             field_head = (
-                f'<div class="path mono">{esc(diff.get("path") or "(event)")}</div>'
+                (f'<div class="change-summary">{esc(summary)}</div>' if summary else "")
+                + f'<div class="path mono">{esc(diff.get("path") or "(event)")}</div>'
                 f'<span class="badge {esc(verdict)}">{esc(verdict)}</span>'
                 f'<span class="badge">{esc(diff.get("kind"))}</span>'
                 f'<span class="meta">rule {esc(rule_text)}</span>'

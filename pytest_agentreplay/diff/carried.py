@@ -1,0 +1,139 @@
+"""One request change, counted once: a conversation resends its history, so a reworded system prompt
+differs in every later model call. Those copies are one change, reported once with the calls that carry
+it, and named for what it is (``system prompt``, ``tool result (messages[3])``) so the report and the
+suggested rule can point at that one message rather than at every message of every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from ..core.canonical import dumps_compact
+from .result import Difference
+from .text import ABSENT
+
+# (seq recorded, seq replayed, path of a conversation item) -> that item's role, noted by the comparison
+# as it walks into a differing message (no payload is loaded again to name it).
+RoleMap = dict[tuple[int | None, int | None, tuple[str, ...]], str]
+
+# Where a model call's request shows up in its event: the request payload, and what the recorder derives
+# from the request alone (the response-side fields are each call's own decision, never a resend).
+REQUEST_SIDE: Final = ("input_ref", "data.decoding", "data.model", "data.tools_hash")
+# The request lists whose items are the turns of a conversation, per provider wire format.
+_CONVERSATIONS: Final = frozenset({"messages", "input", "contents"})
+# What a reader calls a message of each role.
+_ROLE_NAMES: Final = {
+    "system": "system prompt",
+    "developer": "system prompt",
+    "user": "user message",
+    "assistant": "assistant message",
+    "model": "assistant message",
+    "tool": "tool result",
+    "function": "tool result",
+}
+
+
+def is_request_side(diff: Difference) -> bool:
+    return diff.event_type == "model.call" and diff.kind == "changed" and diff.path.startswith(REQUEST_SIDE)
+
+
+def _key(diff: Difference) -> tuple[str, ...]:
+    def text(value: Any) -> str:
+        if value is ABSENT:
+            return "\x00absent"
+        try:
+            return dumps_compact(value)
+        except (TypeError, ValueError):
+            return repr(value)
+
+    return (
+        diff.path,
+        diff.verdict,
+        diff.rule.source,
+        diff.rule.selector,
+        text(diff.recorded),
+        text(diff.replayed),
+    )
+
+
+def collapse_carried(differences: Iterable[Difference], roles: RoleMap) -> tuple[Difference, ...]:
+    """``differences`` with each request change the model calls resend kept once (at its first call),
+    carrying the seq pairs of every call it appeared in, and each request change named (``subject``)."""
+    out: list[Difference] = []
+    first: dict[tuple[str, ...], int] = {}
+    carriers: dict[int, list[tuple[int | None, int | None]]] = {}
+    for diff in differences:
+        if not is_request_side(diff):
+            out.append(diff)
+            continue
+        key = _key(diff)
+        at = first.get(key)
+        pair = (diff.seq_recorded, diff.seq_replayed)
+        if at is None:
+            first[key] = len(out)
+            carriers[len(out)] = [pair]
+            out.append(diff)
+        else:
+            carriers[at].append(pair)
+    for index, pairs in carriers.items():
+        diff = out[index]
+        out[index] = replace(
+            diff, subject=subject_of(diff, roles), carriers=tuple(pairs) if len(pairs) > 1 else ()
+        )
+    return tuple(out)
+
+
+def role_of(item: Any) -> str | None:
+    """The role of one conversation item (a message, or a Responses API input item)."""
+    if not isinstance(item, Mapping):
+        return None
+    role = item.get("role")
+    if isinstance(role, str) and role:
+        return role
+    return "tool" if item.get("type") in ("function_call_output", "tool_result") else None
+
+
+def note_role(
+    roles: RoleMap, seqs: tuple[int | None, int | None], tokens: tuple[str, ...], a: Any, b: Any
+) -> None:
+    role = role_of(b) or role_of(a)
+    if role is not None:
+        roles[(*seqs, tokens)] = role
+
+
+def is_conversation_item(tokens: tuple[str, ...]) -> bool:
+    """``input_ref.body.json.messages[3]`` and the like: one turn of a request's conversation."""
+    return (
+        len(tokens) == 5
+        and tokens[:3] == ("input_ref", "body", "json")
+        and tokens[3] in _CONVERSATIONS
+        and tokens[4].startswith("[")
+    )
+
+
+def subject_of(diff: Difference, roles: RoleMap) -> str | None:
+    """What a reader calls the changed request part: ``system prompt``, ``user message (messages[1])``,
+    ``tool definition (tools[2])``; None when the path names nothing more specific than itself."""
+    tokens = diff.path_tokens
+    if tokens[:3] != ("input_ref", "body", "json") or len(tokens) < 4:
+        return None
+    top = tokens[3]
+    if top in ("system", "instructions", "system_instruction", "systemInstruction", "preamble"):
+        return "system prompt"
+    indexed = len(tokens) > 4 and tokens[4].startswith("[")
+    if top == "tools":
+        return f"tool definition (tools{tokens[4]})" if indexed else "tool definitions"
+    if not is_conversation_item(tokens[:5]):
+        return None
+    # A whole message added or dropped carries its role in its value.
+    role = roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:5])) or (
+        role_of(diff.replayed if diff.replayed is not ABSENT else diff.recorded) if len(tokens) == 5 else None
+    )
+    if role is None:
+        return None
+    where = f"{top}{tokens[4]}"
+    name = _ROLE_NAMES.get(role, f"{role} message")
+    # The system prompt is one per conversation: its name says which message it is.
+    return name if name == "system prompt" else f"{name} ({where})"
