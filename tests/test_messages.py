@@ -202,6 +202,7 @@ class _Pre(HTMLParser):
 
 
 def test_every_report_carries_the_whole_message(chat: pytest.Pytester) -> None:
+    (chat.path / "out").mkdir()  # a report's folder must exist: none is created for it
     result = run(chat, "--agentreplay-report=out/report.json", "--junitxml=out/junit.xml")
     result.assert_outcomes(failed=1)
     doc = json.loads((chat.path / "out" / "report.json").read_text(encoding="utf-8"))

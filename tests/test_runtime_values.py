@@ -272,7 +272,13 @@ def test_invalid_runtime_values_is_a_usage_error_listing_the_valid_ones(lab: Lab
     lab.pytester.makepyprojecttoml('[tool.agentreplay]\nruntime_values = "clock dice"\n')
     result = lab.pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*invalid runtime_values 'dice'*", "*valid values: clock, uuid, random*"])
+    result.stderr.fnmatch_lines(
+        [
+            "*invalid runtime_values 'clock dice'*",
+            "*not a runtime value: 'dice'*",
+            "*valid values: clock, uuid, random*",
+        ]
+    )
 
 
 def test_fewer_or_more_draws_are_reported_with_their_rule(lab: Lab) -> None:

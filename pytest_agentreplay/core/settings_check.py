@@ -291,10 +291,13 @@ def runtime_sources(value: Any, origin: Origin) -> tuple[str, ...] | None:
     try:
         return parse_sources(value, origin.place)
     except ConfigError:
+        words = value.replace(",", " ").split() if isinstance(value, str) else []
+        unknown = [w for w in words if w not in SOURCES]
         raise invalid(
             origin,
             value,
             'any of clock, uuid, random (a string or a list), or "" to turn it off',
             valid=SOURCES,
+            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
             fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
         ) from None
