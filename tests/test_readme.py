@@ -4,6 +4,7 @@ with the command that accepts it, and the accepted cassette replaying green."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def test_the_readme_workflow_records_replays_and_accepts_a_change(
     drifted = pytester.runpytest("tests/test_agent.py")
     drifted.assert_outcomes(failed=1)
     out = drifted.stdout.str()
+    assert "tests/test_agent.py::test_late_parcel: 1 regression, 0 expected differences" in out
+    assert "system prompt changed; carried by 2 model calls (seq 1, 4)" in out
     assert "How to fix" in out
     assert "pytest --agentreplay-update tests/test_agent.py::test_late_parcel" in out
     before = cassette.read_text(encoding="utf-8")
@@ -95,5 +98,14 @@ def test_the_readme_workflow_records_replays_and_accepts_a_change(
     )
     after = cassette.read_text(encoding="utf-8")
     assert "You are a friendly support agent." in after and after != before
+    # Step 6: the pull request shows the reworded line, the changed event's digest and the seal.
+    changed = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert len(changed) == 6, changed
+    assert sum('"content": "You are a friendly support agent."' in line for line in changed) == 1
+    assert sum('"head_hash"' in line for line in changed) == 2
     pytester.runpytest().assert_outcomes(passed=2)
     assert len(server.log) == sent
