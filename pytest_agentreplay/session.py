@@ -100,6 +100,8 @@ class TestRun:
             http_settings["classify_hook"] = self.classify_hook
         if self.test.model is not None:
             http_settings["model_override"] = self.test.model
+        if self.recording and self.test.record == "missing":
+            self._refuse_a_second_tree()
         if self.recording:
             ctx = RunContext(
                 Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings
@@ -149,6 +151,24 @@ class TestRun:
         if test.marker_rules is not None:
             where = f"rules= of @pytest.mark.agentreplay on {self.nodeid}"
             test.marker_rules = parse_rules(test.marker_rules, source="marker", place=where)
+
+    def _refuse_a_second_tree(self) -> None:
+        """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
+        not missing but under the project root, and recording here would start a second cassette tree."""
+        if self.rootdir is None or self.vcr is not None:
+            return
+        from .cassette.missing import cassette_elsewhere_error
+
+        error = cassette_elsewhere_error(
+            self.nodeid,
+            self.cassette,
+            mode="record",
+            rootdir=self.rootdir,
+            cassette_dir=self.settings.cassette_dir,
+        )
+        if error is not None:
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "missing", self.test.mode)
+            raise error
 
     def _load_recorded(self) -> LoadedCassette:
         from .cassette.read import load_cassette

@@ -471,6 +471,21 @@ def test_a_cassette_under_the_project_root_is_named_with_fixes_that_find_it(
     assert not any("--agentreplay-record" in step for step in doc["next_steps"])
     assert not (tests / "cassettes").exists()
 
+    # Recording what is missing from here finds the cassette is not missing: no second tree, no call.
+    again = run(pytester, "--agentreplay-record=missing")
+    again.assert_outcomes(failed=1)
+    expect_lines(
+        again,
+        [
+            f"no cassette for test_agent.py::test_weather under the rootdir {tests}, "
+            f"but the test has one under {root}",
+            f"  3. only if this test's cassettes belong under {tests} (a second cassette tree beside the one "
+            f"under {root}): record it here: pytest --agentreplay-record=all test_agent.py::test_weather",
+        ],
+    )
+    assert not (tests / "cassettes").exists()
+    assert len(llm.log) == sent
+
     # Fix 2, as printed, replays the cassette under the root.
     run(pytester, *_command(_fix(out, 2))).assert_outcomes(passed=1)
     # Fix 1: with the ini file, plain `pytest` below the root finds it too.

@@ -27,10 +27,12 @@ def missing_cassette_error(
     cassette_dir: Path | None = None,
 ) -> CassetteNotFoundError:
     """The error for ``cassette`` (the test's path from this rootdir) being absent in replay."""
-    found = None
+    elsewhere = None
     if rootdir is not None and cassette_dir is not None:
-        found = cassette_elsewhere(rootdir, cassette_dir, cassette, nodeid)
-    if found is None:
+        elsewhere = cassette_elsewhere_error(
+            nodeid, cassette, mode=mode, rootdir=rootdir, cassette_dir=cassette_dir
+        )
+    if elsewhere is None:
         return CassetteNotFoundError(
             f"no cassette for {nodeid}",
             evidence=[f"record mode is {record!r}: an absent cassette is not recorded"],
@@ -41,8 +43,22 @@ def missing_cassette_error(
                 "commit the new cassette with the change that needs it",
             ],
         )
-    assert rootdir is not None
+    return elsewhere
+
+
+def cassette_elsewhere_error(
+    nodeid: str, cassette: Path, *, mode: str, rootdir: Path, cassette_dir: Path
+) -> CassetteElsewhereError | None:
+    """The error naming the test's cassette under a directory above the rootdir, if it has one there.
+
+    Recording (``--agentreplay-record=missing``) meets it too: the cassette is not missing, only looked
+    for from the wrong root, so its last fix re-records with ``all``, which records wherever it is run.
+    """
+    found = cassette_elsewhere(rootdir, cassette_dir, cassette, nodeid)
+    if found is None:
+        return None
     root, path = found
+    record = "all" if mode == "record" else "missing"
     there = f"{rootdir.resolve().relative_to(root).as_posix()}/{nodeid}"
     # The test as an argument from where pytest was started (with arguments, pytest would otherwise take
     # their common directory as the rootdir, so the rootdir is named on that command line).
@@ -72,7 +88,7 @@ def missing_cassette_error(
             f"{ini}: pytest then takes {root} as its rootdir wherever it starts, and finds the cassettes",
             f"or name the rootdir on the command line: pytest --rootdir={quote(str(root))} {quote(argument)}",
             f"only if this test's cassettes belong under {rootdir} (a second cassette tree beside the one "
-            f"under {root}): record it here: {record_command(nodeid)}",
+            f"under {root}): record it here: {record_command(nodeid, record)}",
         ],
         found=path,
         root=root,
