@@ -20,5 +20,14 @@ for _name in (
     "pytest_agentreplay.intercept.urllib3",
     "pytest_agentreplay.intercept.aiohttp",
     "pytest_agentreplay.replay.policy",
+    # The forkserver is one process per interpreter, started by whichever test first asks for it. If
+    # multiprocessing's modules were first imported inside an inner session, pytester would drop them
+    # afterwards while popen_forkserver (imported again later) kept naming a dropped ``spawn`` module the
+    # guard no longer patches, and forkserver children would go unguarded depending on test order.
+    "multiprocessing.spawn",
+    "multiprocessing.forkserver",
+    "multiprocessing.popen_forkserver",
+    "multiprocessing.popen_spawn_posix",
+    "multiprocessing.popen_fork",
 ):
     importlib.import_module(_name)
