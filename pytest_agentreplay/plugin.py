@@ -56,7 +56,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ),
     (
         "report",
-        {"metavar": "PATH", "help": "write the session drift report; format by suffix: .md, .json, .html"},
+        {"metavar": "PATH", "help": "write the drift report (.md, .json or .html) into an existing folder"},
         "drift report path (.md, .json or .html)",
     ),
     (
