@@ -486,8 +486,9 @@ def test_refused_lookups_never_reach_the_resolver(
         if installed_before:  # another run's install (or a thread another test left running) keeps it
             stack.enter_context(replay())
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
-            if guard.installed():
-                # The fakes go under the patches, where the guard calls through to the resolver.
+            if guard._PATCHES.patched:
+                # The fakes go under the patches, where the guard calls through to the resolver. Patched is
+                # not installed(): a thread an earlier test left running keeps the patches with no install.
                 monkeypatch.setitem(guard._PATCHES.originals, name, fake(name))
                 continue
             monkeypatch.setattr(_socket, name, fake(name))
