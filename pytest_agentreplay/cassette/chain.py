@@ -13,8 +13,7 @@ import orjson
 
 from ..core.canonical import hash_value
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION
-
-Document = dict[str, Any]
+from ..core.documents import Document
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.documents import Document
 from ..core.events import RunMeta
 from ..core.redaction import Redactor
 from .blobs import BlobStore
 from .chain import seal_document
 from .stored_form import encode_events
-
-Document = dict[str, Any]
 
 
 def run_to_dict(run: RunMeta) -> Document:

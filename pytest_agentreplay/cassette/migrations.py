@@ -9,11 +9,11 @@ from typing import Any
 from ..core.canonical import hash_value
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
+from ..core.documents import Document
 from ..exceptions import CassetteSchemaError
 from .chain import integrity_problems, seal_document
 from .document import build_document
 
-Document = dict[str, Any]
 Migration = Callable[[Document, str], Document]
 
 # Top-level fields of version 2 and later: a version-1 file holds none of them.

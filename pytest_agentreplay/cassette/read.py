@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
+from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
 from ..core.redaction import Redactor, default_redactor
 from ..exceptions import (
@@ -28,7 +29,7 @@ from ..exceptions import (
 )
 from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
-from .document import Document, blob_resolver, build_document, run_to_dict, scan_document
+from .document import blob_resolver, build_document, run_to_dict, scan_document
 from .migrations import MIGRATIONS, migrate_document
 from .stored_form import decode_events
 from .validation import (

@@ -34,11 +34,11 @@ from typing import Any
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
+from ..core.documents import Document
 from ..exceptions import CassetteError, CassetteSchemaError
 from ..http.exchange import host_and_path
 from .validation import UNPARSED, NestingTooDeep, parse_fast
 
-Document = dict[str, Any]
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
 Resolver = Callable[[Mapping[str, Any]], Any]
 

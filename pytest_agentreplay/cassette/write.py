@@ -9,6 +9,7 @@ from pathlib import Path
 from ..core.canonical import dumps_pretty
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
+from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
 from ..core.model import copy_json
 from ..core.redaction import Redactor, default_redactor
@@ -17,7 +18,7 @@ from ..http.recording import share_parts
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
-from .document import Document, blob_resolver, redact_run, run_to_dict, scan_document
+from .document import blob_resolver, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decode_stored_events, schema_error
 from .stored_form import encode_events, request_parts
 from .streams import plan_payload
