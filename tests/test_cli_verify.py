@@ -311,3 +311,18 @@ def test_textconv_renders_a_damaged_file_without_failing(
     cassette.write_bytes(b'{"not": "closed"')
     code, out, _ = run_cli(capsys, "textconv", str(cassette))
     assert code == 0 and out == '{"not": "closed"'
+
+
+def test_textconv_loads_neither_the_diff_nor_the_viewer_nor_replay(cassette: Path) -> None:
+    # git runs textconv once per changed cassette: the parser imports a command's module only when that
+    # command runs, so textconv does not pay for what show, diff and verify load.
+    script = (
+        "import sys\n"
+        "from pytest_agentreplay.cli import main\n"
+        f"code = main(['textconv', {str(cassette)!r}])\n"
+        "prefixes = tuple('pytest_agentreplay.' + name for name in ('diff', 'report', 'replay', 'interop'))\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith(prefixes)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 []"

@@ -1,15 +1,14 @@
-"""What several commands share: exit codes, the usage error, output, finding files, the project table and
-the blob references of a stored document."""
+"""What several commands share: exit codes, the usage error, output, finding files and the project table."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..core.constants import BLOB_DIR_NAME
+from ..core.documents import Document
 from ..exceptions import AgentReplayError
 
 EXIT_OK = 0
@@ -57,8 +56,9 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
     return found
 
 
-def project_table() -> dict[str, Any]:
+def project_table() -> Document:
     """The ``[tool.agentreplay]`` table of ``./pyproject.toml``."""
+    # heavy: the settings checks it loads are paid only by the commands that read pyproject.toml
     from ..core.config import read_pyproject_table
 
     return read_pyproject_table(Path.cwd())
@@ -71,24 +71,3 @@ def error_lines(exc: AgentReplayError) -> list[str]:
     if exc.place:
         lines[0] += f" (at {exc.place})"
     return lines
-
-
-def stored_refs(raw: Any) -> Iterator[dict[str, Any]]:
-    """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
-    validation.
-
-    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads, while
-    ``textconv`` inlines payloads into the stored refs themselves. (``prune`` reads references with
-    ``cassette.prune.cassette_refs``, which refuses what it cannot read.)
-    """
-    from ..cassette.read import REF_FIELDS
-
-    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
-        return
-    for event in raw["events"]:
-        if not isinstance(event, dict):
-            continue
-        for name in REF_FIELDS:
-            ref = event.get(name)
-            if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
-                yield ref

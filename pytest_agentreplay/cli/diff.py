@@ -6,18 +6,18 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from ..cassette.read import load_cassette
+from ..core.canonical import dumps_pretty
 from ..core.constants import REPLAY_MODES
+from ..core.events import PayloadRef
+from ..diff import RuleSet, compare_histories, render_drift
+from ..diff.rules import is_imported
 from ..exceptions import ConfigError
 from .common import EXIT_OK, EXIT_PROBLEMS, out, project_table
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.read import load_cassette
-    from ..core.events import PayloadRef
-    from ..diff import RuleSet, compare_histories, render_drift
-
     table = project_table()
     mode = args.mode or str(table.get("mode") or "regression")
     if mode not in REPLAY_MODES:
@@ -26,11 +26,9 @@ def run(args: argparse.Namespace) -> int:
         )
     recorded = load_cassette(Path(args.a), mode=mode)
     replayed = load_cassette(Path(args.b), mode=mode)
-    from ..diff.rules import is_imported
-
     rules = RuleSet.from_layers(mode, project=table.get("rules"), imported=is_imported(recorded.run.labels))
 
-    def resolve(ref: Mapping[str, Any]) -> Any:
+    def resolve(ref: Mapping[str, object]) -> object:
         model = PayloadRef.model_validate(dict(ref))
         if model.sha256 is None:
             return model.inline
@@ -41,8 +39,6 @@ def run(args: argparse.Namespace) -> int:
 
     result = compare_histories(recorded.event_dicts(), replayed.event_dicts(), rules=rules, resolve=resolve)
     if args.json:
-        from ..core.canonical import dumps_pretty
-
         sys.stdout.write(dumps_pretty(result.to_dict()))
     else:
         test = recorded.run.test or str(args.a)

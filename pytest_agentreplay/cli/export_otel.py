@@ -7,13 +7,12 @@ import json
 import sys
 from pathlib import Path
 
+from ..cassette.read import load_cassette
+from ..interop.otel import cassette_to_otlp, export_with_sdk
 from .common import EXIT_OK, err
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.read import load_cassette
-    from ..interop.otel import cassette_to_otlp, export_with_sdk
-
     loaded = load_cassette(Path(args.cassette))
     if args.exporter:
         count = export_with_sdk(loaded, args.exporter, endpoint=args.endpoint)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from ..cassette.maintenance import migrate_file
 from ..exceptions import AgentReplayError
 from .common import EXIT_OK, EXIT_USAGE, err, iter_files, out
+from .progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.maintenance import migrate_file
-    from .progress import Progress
-
     files = iter_files(args.paths, (".json",), command="migrate")
     changed = current = failed = 0
     verb = "would migrate" if args.dry_run else "migrated"

@@ -4,24 +4,77 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
 
 from ..core.constants import REPLAY_MODES
-from . import diff as diff_command
-from . import export_otel as export_otel_command
-from . import import_vcr as import_vcr_command
-from . import migrate as migrate_command
-from . import prune as prune_command
-from . import schema as schema_command
-from . import show as show_command
-from . import textconv as textconv_command
-from . import verify as verify_command
 
 DATA_CLASS_CHOICES = ("public", "internal", "personal")
 
 
+# Each command's module is imported when that command runs, not when the parser is built: together they load
+# the cassette reader, the diff, the report viewer and replay's audit (~0.15 s), and git runs ``textconv``
+# once per changed cassette.
+
+
+def _show(args: argparse.Namespace) -> int:
+    from . import show  # heavy: only the command run pays for its imports (see above)
+
+    return show.run(args)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from . import diff  # heavy: only the command run pays for its imports (see above)
+
+    return diff.run(args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from . import verify  # heavy: only the command run pays for its imports (see above)
+
+    return verify.run(args)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from . import migrate  # heavy: only the command run pays for its imports (see above)
+
+    return migrate.run(args)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from . import prune  # heavy: only the command run pays for its imports (see above)
+
+    return prune.run(args)
+
+
+def _import_vcr(args: argparse.Namespace) -> int:
+    from . import import_vcr  # heavy: only the command run pays for its imports (see above)
+
+    return import_vcr.run(args)
+
+
+def _export_otel(args: argparse.Namespace) -> int:
+    from . import export_otel  # heavy: only the command run pays for its imports (see above)
+
+    return export_otel.run(args)
+
+
+def _textconv(args: argparse.Namespace) -> int:
+    from . import textconv  # heavy: only the command run pays for its imports (see above)
+
+    return textconv.run(args)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from . import schema  # heavy: only the command run pays for its imports (see above)
+
+    return schema.run(args)
+
+
 def _sub(
-    sub: Any, name: str, help: str, description: str, examples: Sequence[str]
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help: str,
+    description: str,
+    examples: Sequence[str],
 ) -> argparse.ArgumentParser:
     epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -67,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="with --html: a drift result (JSON, e.g. from `agentreplay diff --json`)",
     )
-    show.set_defaults(func=show_command.run)
+    show.set_defaults(func=_show)
 
     diff = _sub(
         sub,
@@ -86,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode", choices=REPLAY_MODES, help="replay mode whose default rules apply (default regression)"
     )
     diff.add_argument("--json", action="store_true", help="print the drift result as JSON")
-    diff.set_defaults(func=diff_command.run)
+    diff.set_defaults(func=_diff)
 
     verify = _sub(
         sub,
@@ -101,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("paths", nargs="+", metavar="PATH")
     verify.add_argument("-v", "--verbose", action="store_true", help="also list cassettes without problems")
-    verify.set_defaults(func=verify_command.run)
+    verify.set_defaults(func=_verify)
 
     migrate = _sub(
         sub,
@@ -113,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("paths", nargs="+", metavar="PATH")
     migrate.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
-    migrate.set_defaults(func=migrate_command.run)
+    migrate.set_defaults(func=_migrate)
 
     prune = _sub(
         sub,
@@ -145,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--include-referenced", action="store_true", help="also remove blobs cassettes still reference"
     )
     prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-    prune.set_defaults(func=prune_command.run)
+    prune.set_defaults(func=_prune)
 
     vcr = _sub(
         sub,
@@ -177,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="test (default: where the plugin looks for each file's test), mirror (the input's relative "
         "paths), or a template with {module_path} {module} {cls} {test} {name} {stem} {relpath}",
     )
-    vcr.set_defaults(func=import_vcr_command.run)
+    vcr.set_defaults(func=_import_vcr)
 
     otel = _sub(
         sub,
@@ -196,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     otel.add_argument("--endpoint", metavar="URL", help="with --exporter otlp: the collector endpoint")
     otel.add_argument("--service-name", default="pytest-agentreplay", help="service.name resource attribute")
-    otel.set_defaults(func=export_otel_command.run)
+    otel.set_defaults(func=_export_otel)
 
     textconv = _sub(
         sub,
@@ -212,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     textconv.add_argument(
         "--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"
     )
-    textconv.set_defaults(func=textconv_command.run)
+    textconv.set_defaults(func=_textconv)
 
     schema = _sub(
         sub,
@@ -222,5 +275,5 @@ def build_parser() -> argparse.ArgumentParser:
         ["agentreplay schema > cassette.schema.json", "agentreplay schema --report > report.schema.json"],
     )
     schema.add_argument("--report", action="store_true", help="the schema of the JSON drift report instead")
-    schema.set_defaults(func=schema_command.run)
+    schema.set_defaults(func=_schema)
     return parser

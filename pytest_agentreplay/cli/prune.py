@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cassette.prune import plan_prune, remove
 from ..core.constants import DEFAULT_CASSETTE_DIR
 from .common import EXIT_OK, UsageError, out, project_table
+from .progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.prune import plan_prune, remove
-    from .progress import Progress
-
     table = project_table()
     cassette_dir = Path(args.cassette_dir or str(table.get("cassette_dir") or DEFAULT_CASSETTE_DIR))
     if not cassette_dir.is_dir():

@@ -7,23 +7,25 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..cassette.chain import checked_integrity
+from ..cassette.document import run_to_dict
+from ..cassette.read import LoadedCassette, load_cassette, load_unchecked, load_versioned
+from ..core.canonical import dumps_pretty
+from ..core.constants import FORMAT_VERSION
+from ..core.events import event_to_dict
 from ..exceptions import CassetteIntegrityError, CassetteVersionError
+from ..replay.audit import audit_problems
+from ..report.timeline import render_timeline
+from ..report.viewer import render_cassette_page, write_html
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, out
-
-if TYPE_CHECKING:
-    from ..cassette.read import LoadedCassette
 
 
 def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
     """A cassette to render, its audit problems, and the format version whose integrity fields its load
     verified (None when they failed: a broken seal or chain is a problem, not a failure). An older format
     version is shown as it loads in memory, after the check its own version defines."""
-    from ..cassette.read import load_cassette, load_unchecked, load_versioned
-    from ..core.constants import FORMAT_VERSION
-    from ..replay.audit import audit_problems
-
     version: int | None = FORMAT_VERSION
     try:
         try:
@@ -46,18 +48,11 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.chain import checked_integrity
-    from ..cassette.document import run_to_dict
-    from ..core.constants import FORMAT_VERSION
-    from ..core.events import event_to_dict
-
     path = Path(args.cassette)
     loaded, problems, version = _load_for_view(path)
     # Said per format: only version 2 had a hash chain; the current format is sealed without one.
     integrity = checked_integrity(version) if version is not None else None
     if args.html:
-        from ..report.viewer import render_cassette_page, write_html
-
         drift = None
         if args.drift:
             drift = _read_json(Path(args.drift), "drift result")
@@ -66,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
         write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=problems))
         out(f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s))")
     elif args.json:
-        from ..core.canonical import dumps_pretty
-
         doc = {
             "cassette": str(path),
             "run": run_to_dict(loaded.run),
@@ -77,8 +70,6 @@ def run(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(dumps_pretty(doc))
     else:
-        from ..report.timeline import render_timeline
-
         out(render_timeline(loaded.run, loaded.events, title=f"{path} (run {loaded.run.run_id})"))
         out()
         if problems:

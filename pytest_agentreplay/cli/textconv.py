@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from ..cassette.blobs import BlobStore, default_blob_dir
+from ..cassette.read import REF_FIELDS, read_cassette_bytes
+from ..core.canonical import dumps_pretty
 from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
+from ..core.documents import Document
 from ..exceptions import AgentReplayError, CassetteError
-from .common import EXIT_OK, EXIT_USAGE, err, stored_refs
+from .common import EXIT_OK, EXIT_USAGE, err
 
 
 def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
-    from ..cassette.blobs import default_blob_dir
-
     if explicit:
         return Path(explicit)
     found = default_blob_dir(path)
@@ -29,12 +31,29 @@ def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
     return found
 
 
-def textconv_document(raw: Any, blob_dir: Path) -> Any:
+def stored_refs(raw: object) -> Iterator[Document]:
+    """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
+    validation.
+
+    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads, while
+    ``textconv`` inlines payloads into the stored refs themselves. (``prune`` reads references with
+    ``cassette.prune.cassette_refs``, which refuses what it cannot read.)
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
+        return
+    for event in raw["events"]:
+        if not isinstance(event, dict):
+            continue
+        for name in REF_FIELDS:
+            ref = event.get(name)
+            if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
+                yield ref
+
+
+def textconv_document(raw: object, blob_dir: Path) -> object:
     """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
     for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
     named in place."""
-    from ..cassette.blobs import BlobStore
-
     if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
         return raw
     store = BlobStore(blob_dir)
@@ -47,9 +66,6 @@ def textconv_document(raw: Any, blob_dir: Path) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.read import read_cassette_bytes
-    from ..core.canonical import dumps_pretty
-
     path = Path(args.cassette)
     try:
         data = read_cassette_bytes(path)

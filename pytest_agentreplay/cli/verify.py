@@ -5,17 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cassette.chain import checked_integrity
+from ..cassette.read import load_cassette, load_unchecked
+from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteError, CassetteIntegrityError
+from ..replay.audit import audit_problems
+from ..replay.replayability import replay_problems
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, out
+from .progress import Progress
 
 
 def cassette_problems(path: Path) -> list[str]:
     """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
     whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
-    from ..cassette.read import load_cassette, load_unchecked
-    from ..replay.audit import audit_problems
-    from ..replay.replayability import replay_problems
-
     try:
         loaded = load_cassette(path)
     except CassetteIntegrityError as exc:
@@ -35,8 +37,6 @@ def cassette_problems(path: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .progress import Progress
-
     files = iter_files(args.paths, (".json",), command="verify")
     if not files:
         raise UsageError(
@@ -59,9 +59,6 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         out(f"verify: {total} problem(s) in {bad} of {len(files)} cassette(s)")
         return EXIT_PROBLEMS
-    from ..cassette.chain import checked_integrity
-    from ..core.constants import FORMAT_VERSION
-
     # Only the current format passes (an older one is a problem above): its seal is what was checked.
     out(f"verify: {len(files)} cassette(s) ok ({checked_integrity(FORMAT_VERSION)})")
     return EXIT_OK

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 from ..core.canonical import hash_value
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.documents import Document
 from ..core.events import ToolInfo
 
 
-def parse_json_text(value: Any) -> Any:
+def parse_json_text(value: object) -> object:
     """Tracing APIs carry arguments and results as JSON text: structured when it parses, else the text."""
     if isinstance(value, bytes | bytearray):
         value = value.decode("utf-8", "replace")
@@ -35,7 +35,7 @@ def _numeric(text: str) -> bool:
     return True
 
 
-def as_arguments(value: Any) -> dict[str, Any]:
+def as_arguments(value: object) -> Document:
     """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``)."""
     parsed = to_jsonable(parse_json_text(value))
     if isinstance(parsed, dict):
@@ -52,7 +52,7 @@ class ToolExecution:
         self,
         ctx: RunContext,
         name: str,
-        arguments: dict[str, Any],
+        arguments: Document,
         *,
         framework: str,
         agent: str | None = None,
@@ -67,7 +67,7 @@ class ToolExecution:
         self.trace_id = trace_id
         self.span_id = span_id
         self.done = False
-        data: dict[str, Any] = {"arguments": arguments, "attempt": self.attempt, "framework": framework}
+        data: Document = {"arguments": arguments, "attempt": self.attempt, "framework": framework}
         if agent:
             data["agent"] = agent
         ctx.recorder.emit(
@@ -80,7 +80,7 @@ class ToolExecution:
             span_id=span_id,
         )
 
-    def finish(self, result: Any = None, error: str | None = None) -> None:
+    def finish(self, result: object = None, error: str | None = None) -> None:
         if self.done:
             return
         self.done = True
@@ -100,11 +100,11 @@ def note_agent(ctx: RunContext, agent: str | None, *, framework: str) -> None:
 
 
 def record_step(
-    ctx: RunContext, state: Any, *, framework: str, node: str, step: int | None, updated: list[str]
+    ctx: RunContext, state: object, *, framework: str, node: str, step: int | None, updated: list[str]
 ) -> str:
     """One graph step: ``state.update`` with the hash of the state after it, labelled with its node."""
     digest = state_hash(state)
-    data: dict[str, Any] = {"label": node, "node": node, "framework": framework, "updated": updated}
+    data: Document = {"label": node, "node": node, "framework": framework, "updated": updated}
     if step is not None:
         data["step"] = step
     ctx.recorder.emit("state.update", actor="runtime", event_class="decision", state_hash=digest, data=data)

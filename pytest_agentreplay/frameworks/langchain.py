@@ -20,18 +20,25 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import ToolMessage
 from langchain_core.tracers.context import register_configure_hook
 
 from ..core.capture import RunContext, current_run, to_jsonable
+from ..core.documents import Document
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, as_arguments, error_text, record_step
+
+if TYPE_CHECKING:
+    # LangGraph's ToolNode types; LangChain without LangGraph never calls replay_tool_call.
+    from langgraph.prebuilt.tool_node import ToolCallRequest, ToolCallWrapper
+    from langgraph.types import Command
 
 FRAMEWORK = "langgraph"
 _EXTENSION = "frameworks.langchain"
@@ -59,7 +66,7 @@ def _state(ctx: RunContext) -> _RunState:
     return state
 
 
-def canonical_state(value: Any) -> Any:
+def canonical_state(value: object) -> object:
     """Graph state as plain JSON, messages reduced to what they say (their ids are random per run)."""
     if isinstance(value, dict):
         return {str(k): canonical_state(v) for k, v in value.items()}
@@ -67,7 +74,7 @@ def canonical_state(value: Any) -> Any:
         return [canonical_state(v) for v in value]
     kind = getattr(value, "type", None)
     if isinstance(kind, str) and hasattr(value, "content"):
-        message: dict[str, Any] = {"type": kind, "content": to_jsonable(value.content)}
+        message: Document = {"type": kind, "content": to_jsonable(value.content)}
         name = getattr(value, "name", None)
         if name:
             message["name"] = name
@@ -80,7 +87,7 @@ def canonical_state(value: Any) -> Any:
     return to_jsonable(value)
 
 
-def _tool_output(output: Any) -> Any:
+def _tool_output(output: object) -> object:
     content = getattr(output, "content", None)
     if content is not None and hasattr(output, "tool_call_id"):
         return to_jsonable(content)
@@ -97,15 +104,15 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
 
     def on_tool_start(
         self,
-        serialized: dict[str, Any],
+        serialized: Mapping[str, object],
         input_str: str,
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
         tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        inputs: dict[str, Any] | None = None,
-        **kwargs: Any,
+        metadata: Mapping[str, object] | None = None,
+        inputs: Mapping[str, object] | None = None,
+        **kwargs: object,
     ) -> None:
         ctx = current_run()
         if ctx is None:
@@ -114,7 +121,7 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         arguments = to_jsonable(inputs) if isinstance(inputs, dict) else as_arguments(input_str)
         _state(ctx).tools[run_id] = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
 
-    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_tool_end(self, output: object, *, run_id: UUID, **kwargs: object) -> None:
         ctx = current_run()
         if ctx is None:
             return
@@ -122,7 +129,7 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         if execution is not None:
             execution.finish(_tool_output(output), None)
 
-    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: object) -> None:
         ctx = current_run()
         if ctx is None:
             return
@@ -134,14 +141,14 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
 
     def on_chain_start(
         self,
-        serialized: dict[str, Any],
-        inputs: Any,
+        serialized: Mapping[str, object],
+        inputs: object,
         *,
         run_id: UUID,
         parent_run_id: UUID | None = None,
         tags: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        **kwargs: Any,
+        metadata: Mapping[str, object] | None = None,
+        **kwargs: object,
     ) -> None:
         ctx = current_run()
         if ctx is None:
@@ -160,7 +167,7 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         self._flush(ctx, parent_run_id, inputs, before=current.step)
         state.nodes[run_id] = current
 
-    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_chain_end(self, outputs: object, *, run_id: UUID, **kwargs: object) -> None:
         ctx = current_run()
         if ctx is None:
             return
@@ -173,7 +180,7 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
             state.graphs.discard(run_id)
             self._flush(ctx, run_id, outputs, before=None)
 
-    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: object) -> None:
         ctx = current_run()
         if ctx is None:
             return
@@ -183,7 +190,7 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
             state.graphs.discard(run_id)
             state.done.pop(run_id, None)
 
-    def _flush(self, ctx: RunContext, graph: UUID | None, graph_state: Any, *, before: int | None) -> None:
+    def _flush(self, ctx: RunContext, graph: UUID | None, graph_state: object, *, before: int | None) -> None:
         done = _state(ctx).done.get(graph)
         if not done:
             return
@@ -235,20 +242,20 @@ def activate(ctx: RunContext) -> Callable[[], None]:
     return deactivate
 
 
-def replay_tool_call(reads: Iterable[str]) -> Callable[[Any, Callable[[Any], Any]], Any]:
+def replay_tool_call(reads: Iterable[str]) -> ToolCallWrapper:
     """A ``ToolNode(wrap_tool_call=...)`` wrapper that serves the ``reads`` tools from the cassette in
     regression and model-comparison replay (recorded with their arguments, as ``@tool`` reads are).
     Everything else, and every tool outside replay, runs as usual."""
     names = frozenset(reads)
 
-    def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
+    def wrap(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], ToolMessage | Command[Hashable]]
+    ) -> ToolMessage | Command[Hashable]:
         ctx = current_run()
         call = request.tool_call
         name = call.get("name")
         if ctx is None or name not in names or ctx.executes_tool("read") or ctx.tools is None:
             return execute(request)
-        from langchain_core.messages import ToolMessage
-
         arguments = to_jsonable(call.get("args") or {})
         execution = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
         outcome = ctx.tools.serve(name, arguments, None, ctx=ctx)

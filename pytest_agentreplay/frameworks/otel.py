@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.trace import StatusCode
 
 from ..core.capture import RunContext, current_run
+from ..core.documents import Document
 from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
 
 _EXTENSION = "frameworks.otel"
@@ -42,14 +43,14 @@ MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
 
 
-def _first(attributes: Mapping[str, Any], names: tuple[str, ...]) -> Any:
+def _first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     for name in names:
         if name in attributes:
             return attributes[name]
     return None
 
 
-def _pending(ctx: RunContext) -> dict[int, Any]:
+def _pending(ctx: RunContext) -> dict[int, ToolExecution | int]:
     state: dict[int, Any] = ctx.extensions.setdefault(_EXTENSION, {})
     return state
 
@@ -132,14 +133,14 @@ class GenAISpanProcessor(SpanProcessor):
         return True
 
 
-def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, Any]) -> None:
+def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, object]) -> None:
     agent = attributes.get("gen_ai.agent.name")
     note_agent(ctx, str(agent) if agent else None, framework=_framework(span))
 
 
 def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
     """A model call only the span saw (no HTTP exchange was recorded during it)."""
-    data: dict[str, Any] = {"source": "otel"}
+    data: Document = {"source": "otel"}
     for key, attribute in (
         ("provider", "gen_ai.provider.name"),
         ("model", "gen_ai.request.model"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, InstrumentationSettings
 from pydantic_ai.capabilities import AbstractCapability
@@ -30,6 +30,11 @@ from ..core.capture import RunContext, current_run, to_jsonable
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
 from .otel import CLAIMED, private_provider
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities.abstract import ValidatedToolArgs, WrapToolExecuteHandler
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.tools import ToolDefinition
 
 FRAMEWORK = "pydantic_ai"
 
@@ -87,13 +92,22 @@ class ReplayTools(AbstractCapability[Any]):
     def __post_init__(self) -> None:
         self.reads = frozenset(self.reads)
 
-    async def before_run(self, ctx: Any) -> None:
+    async def before_run(self, ctx: object) -> None:
         run = current_run()
-        if run is not None and getattr(ctx, "run_id", None):
+        run_id = getattr(ctx, "run_id", None)
+        if run is not None and run_id:
             claimed: set[str] = run.extensions.setdefault(CLAIMED, set())
-            claimed.add(ctx.run_id)
+            claimed.add(run_id)
 
-    async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
+    async def wrap_tool_execute(
+        self,
+        ctx: object,
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: ValidatedToolArgs,
+        handler: WrapToolExecuteHandler,
+    ) -> object:
         run = current_run()
         if run is None:
             return await handler(args)
@@ -127,7 +141,7 @@ def _error(exc: BaseException) -> str:
     return error_text(exc)
 
 
-def _model_text(result: Any) -> str:
+def _model_text(result: object) -> str:
     """The tool result as the model receives it: a string as is, anything else as pydantic's JSON."""
     if isinstance(result, str):
         return result

@@ -16,10 +16,13 @@ so it is never stored as it is. Codings nobody knows (``compress``, a private on
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import zlib
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypedDict
 
+from ..core.documents import Document
 from ..exceptions import ContentCodingError
 from . import sse
 
@@ -34,10 +37,19 @@ KNOWN_CODINGS: dict[str, str | None] = {
 
 JSON_SEPARATORS = (",", ":")
 
+
+class _JsonFormat(TypedDict, total=False):
+    """Keyword arguments of ``json.dumps`` (and ``JSONEncoder``) for one serialisation."""
+
+    separators: tuple[str, str]
+    ensure_ascii: bool
+    indent: int
+
+
 # How a JSON body was serialised, so replay serves the same bytes: agents often hand a tool's raw
 # response text to the model, and different whitespace would then show up as prompt drift.
 # ``None`` (the default, not stored) is compact UTF-8, what the LLM APIs send.
-_JSON_FORMATS: dict[str | None, dict[str, Any]] = {
+_JSON_FORMATS: dict[str | None, _JsonFormat] = {
     None: {"separators": JSON_SEPARATORS, "ensure_ascii": False},
     "compact-ascii": {"separators": JSON_SEPARATORS, "ensure_ascii": True},
     "spaced": {"ensure_ascii": True},
@@ -47,7 +59,7 @@ _JSON_FORMATS: dict[str | None, dict[str, Any]] = {
 }
 
 
-def _detect_format(raw: bytes, value: Any, sort_keys: bool = False) -> str | bool | None:
+def _detect_format(raw: bytes, value: object, sort_keys: bool = False) -> str | bool | None:
     """The name of the format reproducing ``raw`` exactly from ``value`` (``sort_keys``: with its keys
     sorted, as the cassette stores it); False when none does."""
     try:
@@ -70,7 +82,7 @@ def _detect_format(raw: bytes, value: Any, sort_keys: bool = False) -> str | boo
     return False
 
 
-def _opening(value: Any, sort_keys: bool) -> tuple[str, str] | None:
+def _opening(value: object, sort_keys: bool) -> tuple[str, str] | None:
     """How a non-empty object's text begins: ``{``, its first key (ASCII-escaped, and as is), a colon."""
     if not isinstance(value, dict) or not value:
         return None
@@ -83,7 +95,7 @@ def _opening(value: Any, sort_keys: bool) -> tuple[str, str] | None:
     return "{" + json.dumps(first) + ":", "{" + json.dumps(first, ensure_ascii=False) + ":"
 
 
-def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) -> bool:
+def _may_be(core: str, kwargs: _JsonFormat, opening: tuple[str, str] | None) -> bool:
     """False when ``core`` cannot be the output of ``json.dumps(value, **kwargs)``, told from its first
     characters alone: a mismatch found here saves serialising the whole body (a conversation's request is
     tried against each format in turn, and most clients send the third one)."""
@@ -108,8 +120,11 @@ def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) 
 # One encoder per format, built once: ``json.dumps`` with options builds a new encoder per call.
 _ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in _JSON_FORMATS.items()}
 
+# ``json.encoder.c_make_encoder``'s product: (value, indent level) -> the text's chunks.
+_CEncoder = Callable[[object, int], Iterable[str]]
 
-def _c_encoder(fmt: str | None) -> Any:
+
+def _c_encoder(fmt: str | None) -> _CEncoder | None:
     """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once instead of per call.
 
     Every served JSON body is encoded again, and making the encoder costs as much as encoding a
@@ -122,7 +137,7 @@ def _c_encoder(fmt: str | None) -> Any:
         return None
     encoder = _ENCODERS[fmt]
     quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    return make(
+    encode: _CEncoder = make(
         None,
         encoder.default,
         quote,
@@ -133,12 +148,13 @@ def _c_encoder(fmt: str | None) -> Any:
         encoder.skipkeys,
         encoder.allow_nan,
     )
+    return encode
 
 
-_C_ENCODERS: dict[str | None, Any] = {k: _c_encoder(k) for k in _JSON_FORMATS}
+_C_ENCODERS: dict[str | None, _CEncoder | None] = {k: _c_encoder(k) for k in _JSON_FORMATS}
 
 
-def json_text(value: Any, fmt: str | None) -> str:
+def json_text(value: object, fmt: str | None) -> str:
     """``value`` as text in format ``fmt`` (a name of ``_JSON_FORMATS``, without ``+nl``)."""
     fast = _C_ENCODERS[fmt]
     if fast is not None and not isinstance(value, str):
@@ -146,7 +162,7 @@ def json_text(value: Any, fmt: str | None) -> str:
     return _ENCODERS[fmt].encode(value)
 
 
-def _dump_json(value: Any, fmt: str | None) -> bytes:
+def _dump_json(value: object, fmt: str | None) -> bytes:
     newline = False
     if fmt is not None and fmt.endswith("+nl"):
         newline = True
@@ -177,7 +193,7 @@ def media_type(content_type: str | None) -> str:
 
 
 def is_json_type(content_type: str | None) -> bool:
-    # Any JSON flavour stays structured (vcrpy only handled exactly ``application/json``).
+    # Every JSON flavour stays structured (vcrpy only handled exactly ``application/json``).
     mt = media_type(content_type)
     return mt == "application/json" or mt.endswith("+json") or mt.endswith("/json")
 
@@ -197,6 +213,14 @@ def codings(value: str | None) -> list[str]:
     return [n for n in names if n and n != "identity"]
 
 
+class _Step(Protocol):
+    """One coding being undone, fed its bytes as they arrive."""
+
+    def feed(self, data: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
 class Decoder:
     """Incremental content decoder for one ``Content-Encoding`` header value (possibly a chain).
 
@@ -209,7 +233,7 @@ class Decoder:
     def __init__(self, encoding: str | None) -> None:
         names = codings(encoding)
         self.coding: str | None = None
-        self._steps: list[Any] = []
+        self._steps: list[_Step] = []
         if names and all(n in KNOWN_CODINGS for n in names):
             # Encodings are applied in order, so they are undone in reverse order.
             self._steps = [_make_step(n, encoding or "") for n in reversed(names)]
@@ -258,7 +282,7 @@ class _ZlibStep:
 
 class _BrotliStep:
     def __init__(self) -> None:
-        import brotli  # lazily: only needed for br bodies
+        import brotli  # optional: only br bodies need it (in the dev extras)
 
         self._obj = brotli.Decompressor()
 
@@ -274,7 +298,7 @@ class _BrotliStep:
 
 class _ZstdStep:
     def __init__(self) -> None:
-        import zstandard  # lazily: only needed for zstd bodies
+        import zstandard  # optional: only zstd bodies need it (in the dev extras)
 
         self._new = zstandard.ZstdDecompressor().decompressobj
         self._obj = self._new()
@@ -293,7 +317,7 @@ class _ZstdStep:
         return b""
 
 
-def _make_step(name: str, header: str) -> Any:
+def _make_step(name: str, header: str) -> _Step:
     if name in ("gzip", "x-gzip"):
         return _ZlibStep(zlib.MAX_WBITS | 16, fallback_raw=False)
     if name == "deflate":
@@ -333,17 +357,15 @@ def encode_content(data: bytes, encoding: str) -> bytes:
     does not decode a coding the coded bytes it read while recording; test servers use it too."""
     for name in codings(encoding):
         if name in ("gzip", "x-gzip"):
-            import gzip
-
             data = gzip.compress(data, mtime=0)
         elif name == "deflate":
             data = zlib.compress(data)
         elif name == "br":
-            import brotli
+            import brotli  # optional: only br bodies need it
 
             data = brotli.compress(data)
         elif name == "zstd":
-            import zstandard
+            import zstandard  # optional: only zstd bodies need it
 
             data = zstandard.ZstdCompressor().compress(data)
         else:
@@ -353,7 +375,7 @@ def encode_content(data: bytes, encoding: str) -> bytes:
 
 def encode_body(
     raw: bytes, content_type: str | None, *, exact: bool = False, coding: str | None = None
-) -> dict[str, Any] | None:
+) -> Document | None:
     """Decoded raw bytes -> the stored BODY shape. ``exact`` (a response, which replay serves): keep the
     exact text of a JSON body that no known serialisation of its key-sorted value reproduces. ``coding``:
     the content coding ``raw`` was decoded from, noted on the body."""
@@ -363,7 +385,7 @@ def encode_body(
     return body
 
 
-def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> dict[str, Any] | None:
+def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document | None:
     if not raw:
         return None
     if is_sse_type(content_type):
@@ -396,7 +418,7 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> dict[str,
     return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
 
 
-def body_bytes(body: dict[str, Any] | None) -> bytes:
+def body_bytes(body: Document | None) -> bytes:
     """The stored BODY shape -> bytes to serve (SSE rendered whole; see :func:`iter_body`)."""
     if not body:
         return b""
@@ -415,14 +437,14 @@ def body_bytes(body: dict[str, Any] | None) -> bytes:
     return b""
 
 
-def body_content_type(body: dict[str, Any] | None) -> str | None:
+def body_content_type(body: Document | None) -> str | None:
     if not body:
         return None
     ct = body.get("content_type")
     return ct if isinstance(ct, str) else None
 
 
-def normalise_for_match(body: dict[str, Any] | None) -> str:
+def normalise_for_match(body: Document | None) -> str:
     """A compact, order-independent key of a body, for matching reads and writes."""
     if not body:
         return ""

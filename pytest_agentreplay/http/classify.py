@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from ..exceptions import ConfigError
 from .exchange import HttpRequest, HttpResponse
 from .providers import ADAPTERS
 
@@ -126,8 +127,6 @@ def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> 
             endpoint = adapter.match(request, widened)
             if endpoint is not None:
                 return Classification("model", provider=name, endpoint=endpoint)
-    from ..exceptions import ConfigError
-
     raise ConfigError(
         f"pytest_agentreplay_classify_exchange returned {kind!r} for {request.method} {request.url}",
         evidence=[
@@ -147,7 +146,7 @@ def idempotency_key(request: HttpRequest, settings: Mapping[str, Any]) -> str | 
     return request.headers.get(header)
 
 
-def _json_path(value: Any, path: str) -> Any:
+def _json_path(value: object, path: str) -> object:
     """``"data.id"`` / ``"$.data.items.0.id"`` -> the value, or None."""
     for part in path.removeprefix("$").strip(".").split("."):
         if not part:
@@ -161,7 +160,7 @@ def _json_path(value: Any, path: str) -> Any:
     return value
 
 
-def extract_receipt(request: HttpRequest, response: HttpResponse, settings: Mapping[str, Any]) -> Any:
+def extract_receipt(request: HttpRequest, response: HttpResponse, settings: Mapping[str, Any]) -> object:
     """The receipt of a write: configured per host (JSON path or header name), else ``id``, else Location."""
     body = response.json()
     rule = (settings.get("receipts") or {}).get(request.host)

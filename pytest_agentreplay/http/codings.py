@@ -9,7 +9,7 @@ A cassette stores a coded body decoded, with its coding noted (``"coding": "gzip
 - aiohttp undoes one coding of gzip, deflate, br, zstd with ``auto_decompress`` on, and no chain.
 
 A client that undoes the whole chain is served the decoded body without ``Content-Encoding`` (nothing to
-compress, no library needed in CI, the same bytes it read). Any other is served the body coded again, with
+compress, no library needed in CI, the same bytes it read). Every other is served the body coded again, with
 the header, so it reads a coded frame as it did live (not byte for byte the recorded frame: the stored
 body is the decoded one, which is the only form redaction can vouch for). When the coding cannot be
 applied here (its library is missing), the decoded body is served.

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
+from ..core.documents import Document
 from . import bodies, resend, sse
 
 REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
@@ -41,7 +41,7 @@ _DEFAULT_PORT_SUFFIXES = {"http": ":80", "https": ":443"}
 _AUTHORITY_PATH = re.compile(r"([^/?#]*)([^?#]*)")
 
 
-def lower_headers(items: Any) -> dict[str, str]:
+def lower_headers(items: Mapping[str, object] | Iterable[tuple[str | bytes, object]]) -> dict[str, str]:
     """Lower-case header names; repeated headers are joined with ", " like HTTP allows."""
     out: dict[str, str] = {}
     pairs = items.items() if isinstance(items, Mapping) else items
@@ -121,7 +121,7 @@ class HttpRequest:
     url: str
     headers: dict[str, str]
     body: bytes = b""
-    _stored_body: Any = field(default=None, repr=False)
+    _stored_body: Document | None = field(default=None, repr=False)
     _body_ready: bool = field(default=False, repr=False)
     _host: str | None = field(default=None, repr=False)
     _path: str = field(default="/", repr=False)
@@ -146,13 +146,12 @@ class HttpRequest:
     def content_type(self) -> str | None:
         return self.headers.get("content-type")
 
-    def stored_body(self) -> dict[str, Any] | None:
+    def stored_body(self) -> Document | None:
         """The BODY shape (computed once: matching and recording both need it)."""
         if not self._body_ready:
             raw, coding = self._decoded()
             self._use_body(bodies.encode_body(raw, self.content_type, coding=coding))
-        result: dict[str, Any] | None = self._stored_body
-        return result
+        return self._stored_body
 
     def _decoded(self) -> tuple[bytes, str | None]:
         """The body with its content coding undone, and that coding (None: the body is as sent)."""
@@ -164,7 +163,7 @@ class HttpRequest:
             return self.body, None
         return decoder.feed(self.body) + decoder.flush(), decoder.coding
 
-    def _use_body(self, body: dict[str, Any] | None) -> None:
+    def _use_body(self, body: Document | None) -> None:
         self._stored_body, self._body_ready = body, True
 
     def resend_body(self, previous: resend.Sent | None) -> resend.Sent | None:
@@ -180,7 +179,7 @@ class HttpRequest:
             extended = resend.extend(previous, raw)
             if extended is not None:
                 value, sent, fmt = extended
-                body: dict[str, Any] = {"json": value, "content_type": content_type}
+                body: Document = {"json": value, "content_type": content_type}
                 if fmt is not None:
                     body["format"] = fmt
                 if coding is not None:
@@ -194,7 +193,7 @@ class HttpRequest:
             return resend.remember(raw, stored["json"], stored.get("format"))
         return None
 
-    def json(self) -> Any:
+    def json(self) -> object:
         body = self.stored_body()
         if body and "json" in body:
             return body["json"]
@@ -205,7 +204,7 @@ class HttpRequest:
                 return None
         return None
 
-    def to_payload(self) -> dict[str, Any]:
+    def to_payload(self) -> Document:
         headers = redact_headers(self.headers)
         headers.pop("content-encoding", None)
         # The body's length is the body's: kept, it would change on every request of a conversation
@@ -221,7 +220,7 @@ class HttpRequest:
         }
 
     @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> HttpRequest:
+    def from_payload(cls, payload: Document) -> HttpRequest:
         body = payload.get("body")
         req = cls(
             method=str(payload.get("method", "GET")).upper(),
@@ -245,7 +244,7 @@ class HttpResponse:
 
     status: int
     headers: dict[str, str]
-    body: dict[str, Any] | None
+    body: Document | None
     _content: bytes | None = field(default=None, repr=False)
     # Wire headers for any method but HEAD, kept (with ``_content``) so that replay renders a
     # recorded response once however often it is served.
@@ -253,17 +252,18 @@ class HttpResponse:
 
     @property
     def is_sse(self) -> bool:
-        return bool(self.body) and "sse" in self.body  # type: ignore[operator]
+        body = self.body
+        return body is not None and "sse" in body
 
-    def to_payload(self) -> dict[str, Any]:
+    def to_payload(self) -> Document:
         return {"status": self.status, "headers": self.headers, "body": self.body}
 
     @classmethod
-    def from_payload(cls, payload: Mapping[str, Any]) -> HttpResponse:
+    def from_payload(cls, payload: Document) -> HttpResponse:
         # No copies: a served response only reads the recorded payload (it may be large).
         return cls(int(payload.get("status", 200)), payload.get("headers") or {}, payload.get("body"))
 
-    def json(self) -> Any:
+    def json(self) -> object:
         if self.body and "json" in self.body:
             return self.body["json"]
         return None

@@ -13,14 +13,15 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+
+from ..core.documents import Document
 
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
 _SEPARATORS = (",", ":")
 
 
-def _parse_data(raw: str) -> Any:
+def _parse_data(raw: str) -> object:
     if raw[:1] in ("{", "["):
         try:
             return json.loads(raw)
@@ -42,13 +43,13 @@ class SSEParser:
         # The wire text of the event being read, and the last event dispatched (a stream's trailing
         # comments or blank lines join its raw text).
         self._raw: list[str] = []
-        self._last: dict[str, Any] | None = None
+        self._last: Document | None = None
 
-    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+    def feed(self, chunk: bytes) -> list[Document]:
         text = self._pending + self._decoder.decode(chunk)
         return self._consume(text, final=False)
 
-    def finish(self) -> list[dict[str, Any]]:
+    def finish(self) -> list[Document]:
         text = self._pending + self._decoder.decode(b"", final=True)
         events = self._consume(text, final=True)
         # A stream cut without the final blank line still delivered its last event to the client.
@@ -60,8 +61,8 @@ class SSEParser:
             self._raw = []
         return events
 
-    def _consume(self, text: str, *, final: bool) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
+    def _consume(self, text: str, *, final: bool) -> list[Document]:
+        events: list[Document] = []
         # A trailing "\r" may be the first half of "\r\n": hold that line until the next chunk,
         # else the "\n" would read as a blank line and dispatch the event early.
         held_cr = not final and text.endswith("\r")
@@ -100,8 +101,8 @@ class SSEParser:
             self._has_fields = True
         return events
 
-    def _dispatch(self) -> dict[str, Any]:
-        ev: dict[str, Any] = {}
+    def _dispatch(self) -> Document:
+        ev: Document = {}
         if self._event is not None:
             ev["event"] = self._event
         ev["data"] = _parse_data("\n".join(self._data)) if self._data else None
@@ -119,7 +120,7 @@ class SSEParser:
         return ev
 
 
-def parse_all(raw: bytes) -> list[dict[str, Any]]:
+def parse_all(raw: bytes) -> list[Document]:
     """Parse a complete stream (``t`` is 0: the arrival times are unknown)."""
     parser = SSEParser()
     events = parser.feed(raw)
@@ -129,7 +130,7 @@ def parse_all(raw: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def encode_event(ev: dict[str, Any], *, sort_keys: bool = False) -> bytes:
+def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
     """One stored event -> its wire bytes (ends with the blank line that dispatches it): its ``raw``
     text when the stream had one, else rendered (``sort_keys``: as from a cassette, keys sorted)."""
     raw = ev.get("raw")
@@ -155,7 +156,7 @@ def encode_event(ev: dict[str, Any], *, sort_keys: bool = False) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def iter_encoded(events: Iterable[dict[str, Any]]) -> Iterable[bytes]:
+def iter_encoded(events: Iterable[Mapping[str, object]]) -> Iterable[bytes]:
     """Encode lazily, one event per chunk, so a replayed stream is consumed incrementally."""
     for ev in events:
         yield encode_event(ev)

@@ -18,6 +18,10 @@ from collections.abc import Callable
 from types import ModuleType
 
 from ..core.after_import import AfterImport
+from ..http import guard
+from . import aiohttp as aiohttp_adapter
+from . import httpx as httpx_adapter
+from . import urllib3 as urllib3_adapter
 
 __all__ = ["install", "installed"]
 
@@ -80,21 +84,15 @@ def _available(name: str) -> bool:
 
 
 def _patch_httpx(name: str) -> Callable[[], None]:
-    from . import httpx
-
-    return httpx.patch(importlib.import_module(name))
+    return httpx_adapter.patch(importlib.import_module(name))
 
 
 def _patch_urllib3(name: str) -> Callable[[], None]:
-    from . import urllib3
-
-    return urllib3.patch()
+    return urllib3_adapter.patch()
 
 
 def _patch_aiohttp(name: str) -> Callable[[], None]:
-    from . import aiohttp
-
-    return aiohttp.patch()
+    return aiohttp_adapter.patch()
 
 
 _PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
@@ -106,8 +104,6 @@ _PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
 
 
 def _patch_all() -> list[Callable[[], None]]:
-    from ..http import guard
-
     restores = [guard.install()]
     waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
     for name, patcher in _PATCHERS.items():

@@ -12,8 +12,8 @@ translates between aiohttp and that action. It imports the policy; the policy ne
 
 from __future__ import annotations
 
-import asyncio
 import errno
+import http
 import json as jsonlib
 import threading
 from collections.abc import Callable
@@ -29,6 +29,8 @@ from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
 
 if TYPE_CHECKING:
+    from aiohttp.typedefs import StrOrURL
+
     from ..replay.faults import Fault
 
 
@@ -45,14 +47,14 @@ class TeedReaders:
         # id(StreamReader) -> its capture
         self.captures: dict[int, LiveCapture] = {}
 
-    def tee(self, reader: Any, capture: LiveCapture) -> None:
+    def tee(self, reader: object, capture: LiveCapture) -> None:
         with self.lock:
             self.captures[id(reader)] = capture
 
-    def capture_of(self, reader: Any) -> LiveCapture | None:
+    def capture_of(self, reader: object) -> LiveCapture | None:
         return self.captures.get(id(reader))
 
-    def ended(self, reader: Any) -> LiveCapture | None:
+    def ended(self, reader: object) -> LiveCapture | None:
         with self.lock:
             return self.captures.pop(id(reader), None)
 
@@ -60,7 +62,7 @@ class TeedReaders:
 _TEED = TeedReaders()
 
 
-def _request_body(session: Any, data: Any, json_value: Any, headers: dict[str, str]) -> bytes:
+def _request_body(session: object, data: object, json_value: object, headers: dict[str, str]) -> bytes:
     if json_value is not None:
         headers.setdefault("content-type", "application/json")
         dumps = getattr(session, "_json_serialize", jsonlib.dumps)
@@ -83,7 +85,7 @@ def _request_body(session: Any, data: Any, json_value: Any, headers: dict[str, s
 
 def _fault_exception(fault: Fault) -> BaseException:
     """aiohttp's own exception for an injected timeout or reset."""
-    import aiohttp
+    import aiohttp  # optional: only a run that patched aiohttp gets here
 
     if fault.kind == "timeout":
         return aiohttp.ServerTimeoutError(f"Timeout on reading data from socket ({fault.message()})")
@@ -91,18 +93,22 @@ def _fault_exception(fault: Fault) -> BaseException:
 
 
 def patch() -> Callable[[], None]:
+    # optional: aiohttp (and its multidict and yarl) is patched only once it is imported.
+    # heavy: asyncio costs ~0.1 s to import, and aiohttp has imported it by now.
+    import asyncio
+
     from aiohttp import ClientSession, RequestInfo, streams
     from aiohttp.client_reqrep import ClientResponse
     from multidict import CIMultiDict, CIMultiDictProxy
     from yarl import URL
 
-    original: Callable[..., Any] = ClientSession._request
+    original = ClientSession._request
     base_reader = streams.StreamReader
 
     class _TeeStreamReader(base_reader):  # type: ignore[misc,valid-type]
         __slots__ = ()
 
-        def feed_data(self, data: bytes, *args: Any, **kwargs: Any) -> Any:
+        def feed_data(self, data: bytes, *args: object, **kwargs: object) -> object:
             capture = _TEED.capture_of(self)
             if capture is not None:
                 capture.feed(bytes(data))
@@ -125,7 +131,9 @@ def patch() -> Callable[[], None]:
         def resume_reading(self, resume_parser: bool = True) -> None:
             pass
 
-    def served_response(method: str, url: Any, headers: Any, served: HttpResponse, auto: bool) -> Any:
+    def served_response(
+        method: str, url: URL, headers: dict[str, str], served: HttpResponse, auto: bool
+    ) -> ClientResponse:
         # The body goes straight into the reader, past aiohttp's decompression: a coding aiohttp left
         # undone live (a chain, auto_decompress off) is coded again here.
         served = codings.for_client(served, codings.aiohttp_decodes(auto))
@@ -145,8 +153,6 @@ def patch() -> Callable[[], None]:
         )
         response.status = served.status
         try:
-            import http
-
             response.reason = http.HTTPStatus(served.status).phrase
         except ValueError:
             response.reason = ""
@@ -162,7 +168,9 @@ def patch() -> Callable[[], None]:
         response._closed = False
         return response
 
-    async def _request(self: Any, method: str, str_or_url: Any, **kwargs: Any) -> Any:
+    async def _request(
+        self: ClientSession, method: str, str_or_url: StrOrURL, **kwargs: Any
+    ) -> ClientResponse:
         ctx = current_run()
         if ctx is None:
             return await original(self, method, str_or_url, **kwargs)
@@ -202,7 +210,7 @@ def patch() -> Callable[[], None]:
         _tee(response, action.capture)
         return response
 
-    def _tee(response: Any, capture: LiveCapture) -> None:
+    def _tee(response: ClientResponse, capture: LiveCapture) -> None:
         content = response.content
         if type(content) is not base_reader:
             # EmptyStreamReader (HEAD, 204...) or an unknown reader: nothing more will arrive.

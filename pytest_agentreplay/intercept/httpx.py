@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import errno
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import nullcontext
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from ..core.capture import current_run
@@ -29,6 +29,64 @@ from ..replay.policy import Refuse, Send, decide
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
+
+
+# What is used of httpx's (or httpx2's: the same API, other classes) requests, responses and streams.
+class _Headers(Protocol):
+    def multi_items(self) -> list[tuple[str, str]]: ...
+
+    def copy(self) -> _Headers: ...
+
+    def __setitem__(self, key: str, value: str) -> None: ...
+
+
+class _Request(Protocol):
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def url(self) -> object: ...
+
+    @property
+    def headers(self) -> _Headers: ...
+
+    @property
+    def extensions(self) -> dict[str, object]: ...
+
+    def read(self) -> bytes: ...
+
+    async def aread(self) -> bytes: ...
+
+
+class _Response(Protocol):
+    stream: object
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> _Headers: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _SyncStream(Iterable[bytes], Protocol):
+    def close(self) -> None: ...
+
+
+class _AsyncStream(AsyncIterable[bytes], Protocol):
+    async def aclose(self) -> None: ...
+
+
+# ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request`` (self, request).
+SyncHandler = Callable[[object, _Request], _Response]
+AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
 
 
 class TransportPatches:
@@ -48,8 +106,8 @@ class TransportPatches:
         self,
         sync_cls: type,
         async_cls: type,
-        originals: tuple[Callable[..., Any], Callable[..., Any]],
-        handlers: tuple[Callable[..., Any], Callable[..., Any]],
+        originals: tuple[SyncHandler, AsyncHandler],
+        handlers: tuple[SyncHandler, AsyncHandler],
     ) -> Callable[[], None]:
         """Install ``handlers`` (sync, async) unless the classes are patched already; returns the restore."""
         orig_sync, orig_async = originals
@@ -76,7 +134,7 @@ def _nothing() -> None:
 _TRANSPORTS = TransportPatches()
 
 
-def _to_request(request: Any, body: bytes) -> HttpRequest:
+def _to_request(request: _Request, body: bytes) -> HttpRequest:
     raw = getattr(request.headers, "_list", None)
     # ``Headers._list`` holds (raw name, lower-case name, value) as bytes; ``multi_items()`` would
     # first re-detect the encoding of every header, which costs more than the rest of this function.
@@ -119,7 +177,7 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
     class TeeStream(sync_base):  # type: ignore[misc]
         """Hands each live chunk to the client as it arrives and to the capture."""
 
-        def __init__(self, inner: Any, capture: LiveCapture) -> None:
+        def __init__(self, inner: _SyncStream, capture: LiveCapture) -> None:
             self._inner = inner
             self._capture = capture
 
@@ -141,7 +199,7 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
                 self._capture.finish()
 
     class AsyncTeeStream(async_base):  # type: ignore[misc]
-        def __init__(self, inner: Any, capture: LiveCapture) -> None:
+        def __init__(self, inner: _AsyncStream, capture: LiveCapture) -> None:
             self._inner = inner
             self._capture = capture
 
@@ -165,17 +223,18 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
     return ReplayStream, TeeStream, AsyncTeeStream
 
 
-def _served_response(mod: ModuleType, stream_cls: type, request: Any, served: HttpResponse) -> Any:
+def _served_response(mod: ModuleType, stream_cls: type, request: _Request, served: HttpResponse) -> _Response:
     # A coding this httpx does not undo was passed through to the client live: served coded again.
     served = codings.for_client(served, codings.supported(mod._decoders.SUPPORTED_DECODERS))
     # The shared tuple as it is: ``Response`` copies headers into its own ``Headers``.
     headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.
     stream = stream_cls(served) if served.is_sse else mod.ByteStream(served.content())
-    return mod.Response(served.status, headers=headers, stream=stream, request=request)
+    response: _Response = mod.Response(served.status, headers=headers, stream=stream, request=request)
+    return response
 
 
-def _rewritten(mod: ModuleType, request: Any, action: Send) -> Any:
+def _rewritten(mod: ModuleType, request: _Request, action: Send) -> _Request:
     """The request actually sent: another base URL (sandbox mapping) and/or another body (model)."""
     if action.url is None and action.body is None:
         return request
@@ -187,10 +246,13 @@ def _rewritten(mod: ModuleType, request: Any, action: Send) -> Any:
     content = action.request.body
     if action.body is not None:
         headers["content-length"] = str(len(content))
-    return mod.Request(request.method, url, headers=headers, content=content, extensions=request.extensions)
+    sent: _Request = mod.Request(
+        request.method, url, headers=headers, content=content, extensions=request.extensions
+    )
+    return sent
 
 
-def _fault_exception(mod: ModuleType, fault: Fault, request: Any) -> BaseException:
+def _fault_exception(mod: ModuleType, fault: Fault, request: _Request) -> BaseException:
     """httpx's own exception for an injected timeout or reset (``mod`` is httpx or httpx2)."""
     if fault.kind == "timeout":
         exc: BaseException = mod.ReadTimeout(fault.message(), request=request)
@@ -206,10 +268,10 @@ def patch(mod: ModuleType) -> Callable[[], None]:
     sync_cls: type = mod.HTTPTransport
     async_cls: type = mod.AsyncHTTPTransport
     replay_stream, tee_stream, async_tee_stream = _stream_classes(mod)
-    orig_sync: Callable[..., Any] = sync_cls.handle_request  # type: ignore[attr-defined]
-    orig_async: Callable[..., Any] = async_cls.handle_async_request  # type: ignore[attr-defined]
+    orig_sync: SyncHandler = sync_cls.handle_request  # type: ignore[attr-defined]
+    orig_async: AsyncHandler = async_cls.handle_async_request  # type: ignore[attr-defined]
 
-    def handle_request(self: Any, request: Any) -> Any:
+    def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
         if ctx is None:
             return orig_sync(self, request)
@@ -231,7 +293,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         response.stream = tee_stream(response.stream, action.capture)
         return response
 
-    async def handle_async_request(self: Any, request: Any) -> Any:
+    async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
         if ctx is None:
             return await orig_async(self, request)

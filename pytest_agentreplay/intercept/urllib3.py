@@ -14,23 +14,65 @@ import errno
 import http
 import io
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from ..core.capture import current_run
+from ..core.capture import RunContext, current_run
 from ..http import codings, guard
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
 
 if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+    from urllib3.connectionpool import HTTPConnectionPool
+
     from ..replay.faults import Fault
 
 # Per-thread scratch, not shared state: whether this thread is inside a patched urlopen already.
 _LOCAL = threading.local()
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _Readable(Protocol):
+    def read(self) -> bytes | str: ...
+
+
+# The request bodies urllib3 sends: bytes, text, a file or an iterable of chunks.
+_Body = bytes | bytearray | memoryview | str | _Readable | Iterable[bytes | str] | None
+
+
+class _Fp(Protocol):
+    """A response's file as urllib3 reads it (``http.client.HTTPResponse``, or the tee standing in for it)."""
+
+    def read(self, amt: int | None = None, /) -> bytes: ...
+
+    def read1(self, n: int = -1, /) -> bytes: ...
+
+    def readinto(self, b: WriteableBuffer, /) -> int: ...
+
+    def isclosed(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class _LiveResponse(Protocol):
+    """What is used of the ``urllib3.HTTPResponse`` a live ``urlopen`` returns."""
+
+    _fp: _Fp
+    _body: bytes
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def read(self, *, decode_content: bool) -> bytes: ...
+
+    def release_conn(self) -> None: ...
 
 
 class _TeeFP:
@@ -40,7 +82,7 @@ class _TeeFP:
     instead of parsing chunks from the socket file itself, bypassing the tee.
     """
 
-    def __init__(self, fp: Any, capture: LiveCapture) -> None:
+    def __init__(self, fp: _Fp, capture: LiveCapture) -> None:
         self._fp = fp
         self._capture = capture
 
@@ -61,10 +103,13 @@ class _TeeFP:
     def read1(self, n: int = -1) -> bytes:
         return self._after(self._fp.read1(n))
 
-    def readinto(self, b: Any) -> int:
-        n: int = self._fp.readinto(b)
+    def readinto(self, b: WriteableBuffer) -> int:
+        n = self._fp.readinto(b)
         self._after(bytes(memoryview(b)[:n]))
         return n
+
+    def isclosed(self) -> bool:
+        return self._fp.isclosed()
 
     def close(self) -> None:
         try:
@@ -72,7 +117,7 @@ class _TeeFP:
         finally:
             self._capture.finish()
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         if name == "fp":
             raise AttributeError(name)
         return getattr(self._fp, name)
@@ -90,14 +135,15 @@ class _ReplayFP(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:
+    def readinto(self, b: WriteableBuffer) -> int:
         while not self._buf and not self._eof:
             try:
                 self._buf = next(self._chunks)
             except StopIteration:
                 self._eof = True
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
+        view = memoryview(b).cast("B")
+        n = min(len(view), len(self._buf))
+        view[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         return n
 
@@ -105,7 +151,7 @@ class _ReplayFP(io.RawIOBase):
         return self.closed or (self._eof and not self._buf)
 
 
-def _full_url(pool: Any, url: str) -> str:
+def _full_url(pool: HTTPConnectionPool, url: str) -> str:
     if url.startswith(("http://", "https://")):
         return url
     scheme = pool.scheme
@@ -117,7 +163,7 @@ def _full_url(pool: Any, url: str) -> str:
     return f"{scheme}://{netloc}{url}"
 
 
-def _body_bytes(body: Any) -> bytes:
+def _body_bytes(body: _Body) -> bytes:
     if body is None:
         return b""
     if isinstance(body, bytes):
@@ -132,7 +178,7 @@ def _body_bytes(body: Any) -> bytes:
     return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in body)
 
 
-def _with_body(headers: Any, body: bytes) -> dict[str, str]:
+def _with_body(headers: Mapping[str, object], body: bytes) -> dict[str, str]:
     out = {str(k): str(v) for k, v in dict(headers).items()}
     for name in list(out):
         if name.lower() == "content-length":
@@ -140,9 +186,9 @@ def _with_body(headers: Any, body: bytes) -> dict[str, str]:
     return out
 
 
-def _fault_exception(fault: Fault, pool: Any, url: str) -> BaseException:
+def _fault_exception(fault: Fault, pool: HTTPConnectionPool, url: str) -> BaseException:
     """urllib3's own exception for an injected timeout or reset (requests wraps them as usual)."""
-    from urllib3.exceptions import ProtocolError, ReadTimeoutError
+    from urllib3.exceptions import ProtocolError, ReadTimeoutError  # optional: comes with requests
 
     if fault.kind == "timeout":
         return ReadTimeoutError(pool, url, f"Read timed out. ({fault.message()})")
@@ -151,12 +197,20 @@ def _fault_exception(fault: Fault, pool: Any, url: str) -> BaseException:
 
 
 def patch() -> Callable[[], None]:
+    # optional: urllib3 comes with requests; this runs once it is imported.
     import urllib3
     from urllib3.connectionpool import HTTPConnectionPool
 
     original: Callable[..., Any] = HTTPConnectionPool.urlopen
 
-    def urlopen(self: Any, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any) -> Any:
+    def urlopen(
+        self: HTTPConnectionPool,
+        method: str,
+        url: str,
+        body: _Body = None,
+        headers: Mapping[str, str] | None = None,
+        **kw: Any,
+    ) -> object:
         ctx = current_run()
         # A redirect followed inside urlopen re-enters here: the outermost call owns the exchange.
         if ctx is None or _LOCAL.__dict__.get("depth", 0):
@@ -184,7 +238,9 @@ def patch() -> Callable[[], None]:
         _LOCAL.depth = 1
         try:
             with guard.permitting(action.permit) if action.permit else nullcontext():
-                response = original(pool, method, call_url, raw_body or None, call_headers, **kw)
+                response: _LiveResponse = original(
+                    pool, method, call_url, raw_body or None, call_headers, **kw
+                )
         finally:
             _LOCAL.depth = 0
         if action.fault is not None:
@@ -202,8 +258,14 @@ def patch() -> Callable[[], None]:
         return response
 
     def served_response(
-        pool: Any, served: HttpResponse, method: str, req: HttpRequest, preload: bool, decode: bool, kw: Any
-    ) -> Any:
+        pool: HTTPConnectionPool,
+        served: HttpResponse,
+        method: str,
+        req: HttpRequest,
+        preload: bool,
+        decode: bool,
+        kw: Mapping[str, object],
+    ) -> urllib3.HTTPResponse:
         try:
             reason = http.HTTPStatus(served.status).phrase
         except ValueError:
@@ -226,7 +288,7 @@ def patch() -> Callable[[], None]:
             request_url=req.url,
         )
 
-    def _pool_for(ctx: Any, target: str) -> tuple[Any, str]:
+    def _pool_for(ctx: RunContext, target: str) -> tuple[HTTPConnectionPool, str]:
         """The pool for a sandbox base-URL mapping's target, kept per run, and the URL to ask it for."""
         parts = urlsplit(target)
         origin = f"{parts.scheme}://{parts.netloc}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ...core.documents import Document
 from ..exchange import HttpRequest
 from . import anthropic, gemini, openai
 
@@ -20,9 +21,9 @@ class ProviderAdapter(Protocol):
 
     def match(self, request: HttpRequest, settings: Mapping[str, Any]) -> str | None: ...
 
-    def request_fields(self, endpoint: str, body: Any) -> dict[str, Any]: ...
+    def request_fields(self, endpoint: str, body: object) -> Document: ...
 
-    def response_fields(self, endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]: ...
+    def response_fields(self, endpoint: str, body: Document | None) -> Document: ...
 
 
 ADAPTERS: dict[str, ProviderAdapter] = {openai.NAME: openai, anthropic.NAME: anthropic, gemini.NAME: gemini}

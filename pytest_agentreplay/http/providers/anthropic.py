@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...core.documents import Document
 from ..exchange import HttpRequest
 from . import fields
 
@@ -41,14 +42,14 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
     return None
 
 
-def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+def request_fields(endpoint: str, body: object) -> Document:
     return fields.request_fields(body, _DECODING)
 
 
-def _usage(raw: Any) -> dict[str, Any]:
+def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: Document = {}
     for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
         if raw.get(key) is not None:
             out[key] = raw[key]
@@ -57,10 +58,12 @@ def _usage(raw: Any) -> dict[str, Any]:
     return out
 
 
-def _from_content(content: list[Any], stop_reason: Any, usage: Any, rid: Any, model: Any) -> dict[str, Any]:
+def _from_content(
+    content: Iterable[object], stop_reason: object, usage: object, rid: object, model: object
+) -> Document:
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    server_calls: list[dict[str, Any]] = []
+    calls: list[Document] = []
+    server_calls: list[Document] = []
     for block in content:
         if not isinstance(block, dict):
             continue
@@ -73,7 +76,7 @@ def _from_content(content: list[Any], stop_reason: Any, usage: Any, rid: Any, mo
             server_calls.append(
                 {"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
             )
-    decision: dict[str, Any] = {
+    decision: Document = {
         "text": "".join(texts) or None,
         "tool_calls": calls,
         "stop_reason": stop_reason,
@@ -83,11 +86,11 @@ def _from_content(content: list[Any], stop_reason: Any, usage: Any, rid: Any, mo
     return {"decision": decision, "usage": _usage(usage), "response_id": rid, "response_model": model}
 
 
-def _stream(events: list[dict[str, Any]]) -> dict[str, Any]:
-    blocks: dict[int, dict[str, Any]] = {}
+def _stream(events: list[Document]) -> Document:
+    blocks: dict[int, Document] = {}
     partial_json: dict[int, list[str]] = {}
-    message: dict[str, Any] = {}
-    usage: dict[str, Any] = {}
+    message: Document = {}
+    usage: Document = {}
     stop_reason = None
     for ev in events:
         data = ev.get("data")
@@ -127,7 +130,7 @@ def _stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return _from_content(content, stop_reason, usage, message.get("id"), message.get("model"))
 
 
-def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+def response_fields(endpoint: str, body: Document | None) -> Document:
     if not body:
         return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
     if "sse" in body:

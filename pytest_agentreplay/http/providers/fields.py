@@ -4,12 +4,12 @@ definitions and whether the answer streams."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ...core.canonical import hash_value
+from ...core.documents import Document
 
 
-def request_fields(body: Any, decoding_keys: Iterable[str]) -> dict[str, Any]:
+def request_fields(body: object, decoding_keys: Iterable[str]) -> Document:
     """The request fields of a JSON body whose decoding settings are top-level keys (OpenAI, Anthropic)."""
     if not isinstance(body, dict):
         return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}

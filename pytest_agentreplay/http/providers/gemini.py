@@ -13,10 +13,11 @@ redacted by :mod:`pytest_agentreplay.core.redaction` like every other secret hea
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...core.canonical import hash_value
+from ...core.documents import Document
 from ..exchange import HttpRequest
 
 NAME = "gemini"
@@ -28,7 +29,7 @@ _PATH = re.compile(
     r"/(?:models|tunedModels)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
 )
 
-_NO_RESPONSE: dict[str, Any] = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -48,12 +49,12 @@ def model_from_request(request: HttpRequest) -> str | None:
     return found.group("model") if found is not None else None
 
 
-def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+def request_fields(endpoint: str, body: object) -> Document:
     streamed = endpoint == STREAM
     if not isinstance(body, dict):
         return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
     config = body.get("generationConfig") or body.get("generation_config")
-    decoding: dict[str, Any] = (
+    decoding: Document = (
         {k: v for k, v in config.items() if v is not None} if isinstance(config, dict) else {}
     )
     for key in ("toolConfig", "safetySettings", "cachedContent"):
@@ -69,10 +70,10 @@ def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
     }
 
 
-def _usage(raw: Any) -> dict[str, Any]:
+def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: Document = {}
     pairs = (
         ("promptTokenCount", "input_tokens"),
         ("candidatesTokenCount", "output_tokens"),
@@ -87,15 +88,15 @@ def _usage(raw: Any) -> dict[str, Any]:
     return out
 
 
-def _fold(chunks: list[Any]) -> dict[str, Any]:
+def _fold(chunks: Iterable[object]) -> Document:
     """One decision from ``GenerateContentResponse`` chunks (a plain response is a single chunk)."""
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
-    stop_reason: Any = None
-    usage: Any = None
-    response_id: Any = None
-    model: Any = None
-    block: Any = None
+    calls: list[Document] = []
+    stop_reason: object = None
+    usage: object = None
+    response_id: object = None
+    model: object = None
+    block: object = None
     for chunk in chunks:
         if not isinstance(chunk, dict):
             continue
@@ -136,7 +137,7 @@ def _fold(chunks: list[Any]) -> dict[str, Any]:
     }
 
 
-def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+def response_fields(endpoint: str, body: Document | None) -> Document:
     if not body:
         return dict(_NO_RESPONSE)
     if "sse" in body:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ...core.documents import Document
 from ..exchange import HttpRequest
 from . import fields
 
@@ -49,7 +50,7 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
         return None
     url = request.url
     path = request.path.rstrip("/")
-    # Any host counts (local servers, proxies); the path names the endpoint.
+    # Every host counts (local servers, proxies); the path names the endpoint.
     if path.endswith("/chat/completions"):
         return CHAT
     if path.endswith("/v1/responses"):
@@ -65,14 +66,14 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
     return None
 
 
-def request_fields(endpoint: str, body: Any) -> dict[str, Any]:
+def request_fields(endpoint: str, body: object) -> Document:
     return fields.request_fields(body, _CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING)
 
 
-def _usage(raw: Any) -> dict[str, Any]:
+def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: Document = {}
     inp = raw.get("input_tokens", raw.get("prompt_tokens"))
     outp = raw.get("output_tokens", raw.get("completion_tokens"))
     if inp is not None:
@@ -90,7 +91,7 @@ def _usage(raw: Any) -> dict[str, Any]:
     return out
 
 
-def _parse_args(raw: Any) -> Any:
+def _parse_args(raw: object) -> object:
     """Tool-call arguments arrive as a JSON string: parse them so diffs compare values, not text."""
     if raw is None or raw == "":
         # A call without arguments: streams send "" (or nothing), plain responses "{}".
@@ -106,7 +107,7 @@ def _parse_args(raw: Any) -> Any:
 # -- Chat Completions ---------------------------------------------------------------------------
 
 
-def _chat_plain(body: dict[str, Any]) -> dict[str, Any]:
+def _chat_plain(body: Document) -> Document:
     choices = body.get("choices") or []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
@@ -132,11 +133,11 @@ def _chat_plain(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _chat_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+def _chat_stream(events: list[Document]) -> Document:
     text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
+    calls: dict[int, Document] = {}
     stop_reason = None
-    usage: Any = None
+    usage: object = None
     response_id = None
     model = None
     for ev in events:
@@ -186,10 +187,10 @@ def _chat_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _responses_from_output(
-    output: list[Any], status: Any, incomplete: Any, usage: Any, rid: Any, model: Any
-) -> dict[str, Any]:
+    output: Iterable[object], status: object, incomplete: object, usage: object, rid: object, model: object
+) -> Document:
     texts: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[Document] = []
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -214,7 +215,7 @@ def _responses_from_output(
     }
 
 
-def _responses_plain(body: dict[str, Any]) -> dict[str, Any]:
+def _responses_plain(body: Document) -> Document:
     return _responses_from_output(
         body.get("output") or [],
         body.get("status"),
@@ -225,9 +226,9 @@ def _responses_plain(body: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _responses_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
-    items: dict[int, dict[str, Any]] = {}
-    final: dict[str, Any] = {}
+def _responses_stream(events: list[Document]) -> Document:
+    items: dict[int, Document] = {}
+    final: Document = {}
     for ev in events:
         data = ev.get("data")
         if not isinstance(data, dict):
@@ -255,7 +256,7 @@ def _responses_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-def response_fields(endpoint: str, body: dict[str, Any] | None) -> dict[str, Any]:
+def response_fields(endpoint: str, body: Document | None) -> Document:
     if not body:
         return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
     if "sse" in body:
