@@ -13,8 +13,8 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
-from pytest_agentreplay.core.redaction import Redactor, find_secrets, redact, redact_body
 from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
+from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 OPENAI_KEY = "sk-" + "proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"

@@ -1,4 +1,4 @@
-"""The process-wide patches behind runtime values (:mod:`.runtime_values`): the clock, the ``uuid``
+"""The process-wide patches behind runtime values (:mod:`.values`): the clock, the ``uuid``
 functions and the ``random`` module's reseeding functions, and the runs they serve.
 
 time-machine patches the C-level clock functions for every thread of the process, the code objects of
@@ -44,7 +44,7 @@ _EXCLUDED_PREFIXES: Final = (
 
 
 class PatchedRun(Protocol):
-    """What the patches ask of a run (:class:`.runtime_values.RuntimeValues`)."""
+    """What the patches ask of a run (:class:`.values.RuntimeValues`)."""
 
     sources: tuple[str, ...]
     clock: bool
@@ -287,7 +287,7 @@ def _state(source: str) -> PatchedRun | None:
     state: PatchedRun | None
     if not installed:
         return None
-    from .capture import current_run
+    from ..core.capture import current_run
 
     # The run the reading code belongs to, when it has one: a run some caller started and never finished
     # must not take the reads of the run that is current now.
