@@ -248,7 +248,8 @@ def _set_leaf(root: object, path: Path, value: str) -> None:
     last = path[-1]
     if isinstance(target, dict):
         target[last] = value
-    elif isinstance(target, list) and isinstance(last, int):
+        return
+    if isinstance(target, list) and isinstance(last, int):
         target[last] = value
 
 
