@@ -45,18 +45,13 @@ class Sharing(enum.Enum):
 
 
 class Memory:
-    """The memories of one redactor; bounded (a full memory is emptied, not evicted entry by entry)."""
+    """The memories of one redactor; bounded (a full memory is emptied, not evicted entry by entry).
 
-    __slots__ = (
-        "_by_content",
-        "_by_id",
-        "_chars",
-        "_element_chars",
-        "headers",
-        "names",
-        "sharing",
-        "strings",
-    )
+    Read directly on the hot path (a dict lookup per element); written through the ``remember_*`` methods,
+    which keep the bounds. ``by_content``/``by_id`` are ``None`` when its :class:`Sharing` leaves them out.
+    """
+
+    __slots__ = ("_chars", "_element_chars", "by_content", "by_id", "headers", "names", "sharing", "strings")
 
     def __init__(self, sharing: Sharing) -> None:
         self.sharing: Final = sharing
@@ -64,9 +59,13 @@ class Memory:
         self.headers: dict[str, bool] = {}
         self.strings: dict[tuple[str, bool], str] = {}
         self._chars = 0
-        self._by_content: dict[tuple[bool, str], Shared] = {}
+        self.by_content: Final[dict[tuple[bool, str], Shared] | None] = (
+            None if sharing is Sharing.NONE else {}
+        )
         # The source object is held beside its result: holding it keeps its id from being reused.
-        self._by_id: dict[tuple[int, bool], tuple[object, Shared]] = {}
+        self.by_id: Final[dict[tuple[int, bool], tuple[object, Shared]] | None] = (
+            {} if sharing is Sharing.BY_CONTENT_AND_IDENTITY else None
+        )
         self._element_chars = 0
 
     def remember_name(self, key: tuple[str, bool], secret: bool) -> None:
@@ -84,21 +83,18 @@ class Memory:
         self.strings[key] = redacted
         self._chars += len(key[0])
 
-    def element_by_id(self, value: object, keys: bool) -> Shared | None:
-        seen = self._by_id.get((id(value), keys))
-        return seen[1] if seen is not None and seen[0] is value else None
-
     def remember_by_id(self, value: object, keys: bool, redacted: Shared) -> None:
-        if len(self._by_id) >= _MAX_IDS:
-            self._by_id.clear()
-        self._by_id[(id(value), keys)] = (value, redacted)
-
-    def element_by_content(self, key: tuple[bool, str]) -> Shared | None:
-        return self._by_content.get(key)
+        if self.by_id is None:
+            return
+        if len(self.by_id) >= _MAX_IDS:
+            self.by_id.clear()
+        self.by_id[(id(value), keys)] = (value, redacted)
 
     def remember_by_content(self, key: tuple[bool, str], redacted: Shared) -> None:
+        if self.by_content is None:
+            return
         if self._element_chars + len(key[1]) > _MAX_CHARS:
-            self._by_content.clear()
+            self.by_content.clear()
             self._element_chars = 0
-        self._by_content[key] = redacted
+        self.by_content[key] = redacted
         self._element_chars += len(key[1])

@@ -165,18 +165,18 @@ class Redactor:
         return value
 
     def _redact_element(self, value: object, keys: bool) -> object:
-        sharing = self._memory.sharing
-        if sharing is Sharing.NONE:
-            return self._redact(value, keys)
-        if sharing is Sharing.BY_CONTENT:
+        memory = self._memory
+        if memory.by_id is not None:
+            # The same object again (a history shared between requests, see http.recording.share_repeats).
+            seen = memory.by_id.get((id(value), keys))
+            if seen is not None and seen[0] is value:
+                return seen[1]
+            out = self._redact_element_by_content(value, keys)
+            memory.remember_by_id(value, keys, out)
+            return out
+        if memory.by_content is not None:
             return self._redact_element_by_content(value, keys)
-        # The same object again (a history shared between requests, see http.recording.share_repeats).
-        seen = self._memory.element_by_id(value, keys)
-        if seen is not None:
-            return seen
-        out = self._redact_element_by_content(value, keys)
-        self._memory.remember_by_id(value, keys, out)
-        return out
+        return self._redact(value, keys)
 
     def _redact_element_by_content(self, value: object, keys: bool) -> Shared:
         try:
@@ -184,7 +184,7 @@ class Redactor:
         except (TypeError, ValueError):
             return Shared(self._redact(value, keys))
         cache_key = (keys, text)
-        cached = self._memory.element_by_content(cache_key)
+        cached = self._memory.by_content.get(cache_key) if self._memory.by_content is not None else None
         if cached is not None:
             return cached
         out = Shared(self._redact(value, keys))
