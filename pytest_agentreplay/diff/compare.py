@@ -11,10 +11,11 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from ..core.canonical import dumps_compact, same_json
-from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
+from .align import VOLATILE_ENVELOPE, align_histories, identity
 from .carried import RoleMap, collapse_carried, is_conversation_item, note_role
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
+from .sequence import lcs_pairs
 from .text import ABSENT, similar
 
 Event = Mapping[str, Any]
