@@ -9,7 +9,8 @@ Importing this package does not import deepdiff.
 from __future__ import annotations
 
 from .align import Alignment, align_histories, coarse_identity, identity
-from .compare import Resolver, compare_histories, event_fingerprint, event_label
+from .compare import Resolver, compare_histories, event_fingerprint
+from .labels import event_label
 from .render import render_drift
 from .result import Difference, DriftResult
 from .rules import (
