@@ -20,23 +20,23 @@ import re
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 from ..core.canonical import dumps_compact
 from ..core.constants import VOLATILE_ENVELOPE as _ENVELOPE_FIELDS
 from .sequence import lcs_pairs
 
-Event = Mapping[str, Any]
+Event = Mapping[str, object]
 Key = tuple[Hashable, ...]
 
 # ------------------------------------------------------------------------------------------ identity
 
 
-_EMPTY: Final[Mapping[str, Any]] = {}
+_EMPTY: Final[Mapping[str, object]] = {}
 
 
-def _sub(event: Event, name: str) -> Mapping[str, Any]:
+def _sub(event: Event, name: str) -> Mapping[str, object]:
     value = event.get(name)
     if type(value) is dict or isinstance(value, Mapping):
         return value
