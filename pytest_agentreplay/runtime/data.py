@@ -6,6 +6,7 @@ order restored), and its line in a timeline. The sources a setting chooses are c
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.canonical import in_key_order, key_order
@@ -44,8 +45,6 @@ def describe_data(data: Mapping[str, Any]) -> str:
 
 
 def iso_us(us: int) -> str:
-    from datetime import UTC, datetime, timedelta
-
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

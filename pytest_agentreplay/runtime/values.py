@@ -40,9 +40,11 @@ import hashlib
 import os
 import sys
 import threading
+import uuid as uuid_module
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..core.capture import current_run, to_jsonable
 from .data import (
     DEFAULT_SOURCES,
     EVENT_TYPE,
@@ -57,8 +59,6 @@ from .data import describe_data as describe_data  # the timeline's line for the 
 from .patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
-    import uuid as uuid_module
-
     from ..core.capture import RunContext
 
 T = TypeVar("T")
@@ -228,8 +228,6 @@ class RuntimeValues:
 
     # uuid --------------------------------------------------------------------------------------------
     def uuid(self, kind: str, module: str, make: Callable[[], uuid_module.UUID]) -> uuid_module.UUID:
-        import uuid as uuid_module
-
         stream = self.stream()
         if stream.suspended:
             return make()
@@ -255,8 +253,6 @@ class RuntimeValues:
 
     # named values ------------------------------------------------------------------------------------
     def value(self, name: str, fn: Callable[[], T]) -> T:
-        from ..core.capture import to_jsonable
-
         stream = self.stream()
         if stream.ignored:
             return fn()
@@ -459,8 +455,6 @@ def record_value(name: str, fn: Callable[[], T]) -> T:
     """
     if not isinstance(name, str) or not name:
         raise ValueError("record_value needs a non-empty name")
-    from ..core.capture import current_run
-
     ctx = current_run()
     state = ctx.extensions.get(EXTENSION) if ctx is not None else None
     if not isinstance(state, RuntimeValues) or not state.active:
