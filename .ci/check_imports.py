@@ -1,4 +1,5 @@
-"""Imports go one way: no cycle between the package's modules, and no folder importing one above it.
+"""Imports go one way: no cycle between the package's modules, and no folder importing one above it; and no
+module is too long to read.
 
     python .ci/check_imports.py [PACKAGE_DIR]      (default: pytest_agentreplay beside .ci/)
 
@@ -7,13 +8,14 @@ hides a cycle, it does not remove it) and under ``if TYPE_CHECKING:`` (a cycle f
 type checker all the same). A module importing its own package's ``__init__`` depends on it like on any
 other module.
 
-Two checks, both over the graph of module -> module edges:
+Three checks, the first two over the graph of module -> module edges:
 
 1. cycles: each strongly connected group of modules is printed with one cycle through it;
 2. layers: ``LAYERS`` lists the package's folders (and top-level modules) from the bottom up; a module may
-   import its own layer and the layers below, never one above.
+   import its own layer and the layers below, never one above;
+3. size: no file of the package is over ``MAX_LINES`` lines (split a longer one by concern).
 
-Exit status 1 and one line per problem when either fails; 0 and a one-line summary otherwise.
+Exit status 1 and one line per problem when any fails; 0 and a one-line summary otherwise.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from pathlib import Path
 
 # Bottom first. A name is a top-level module or folder of the package; everything under a folder is in
 # the folder's layer. The package's own ``__init__`` (the public facade) may import anything.
+# Redaction sits beside core: core names cassette files through it (``core.paths``), and it needs only
+# core's constants. The runtime values read the active run (``core.capture``): they sit above core.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"core", "exceptions"}),
+    frozenset({"core", "exceptions", "redaction"}),
+    frozenset({"runtime"}),
     frozenset({"http", "frameworks"}),
     frozenset({"cassette"}),
     frozenset({"diff"}),
@@ -37,6 +42,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     frozenset({"controller", "hooks", "plugin", "vcr_plugin"}),
 )
+
+
+# A module longer than this holds more than one concern, or will: the check asks for a split.
+MAX_LINES = 500
 
 
 def modules(package: Path) -> dict[str, tuple[Path, bool]]:
@@ -180,18 +189,34 @@ def layer_problems(graph: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+def size_problems(package: Path) -> list[str]:
+    """One line per file of the package over :data:`MAX_LINES` lines, naming it and its length."""
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        with path.open(encoding="utf-8") as lines:
+            count = sum(1 for _ in lines)
+        if count > MAX_LINES:
+            shown = path.relative_to(package.parent).as_posix()
+            problems.append(f"{shown}: {count} lines, over {MAX_LINES}; split it by concern")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     package = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "pytest_agentreplay"
     graph = import_graph(package)
     problems = [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph)]
     problems += layer_problems(graph)
+    problems += size_problems(package)
     for problem in problems:
         print(problem)
     if problems:
-        print(f"{len(problems)} import problem(s) in {package}")
+        print(f"{len(problems)} layout problem(s) in {package}")
         return 1
     edges = sum(len(targets) for targets in graph.values())
-    print(f"imports go one way: {len(graph)} modules, {edges} edges, no cycle, each layer imports only below")
+    print(
+        f"imports go one way: {len(graph)} modules, {edges} edges, no cycle, each layer imports only below; "
+        f"no file over {MAX_LINES} lines"
+    )
     return 0
 
 

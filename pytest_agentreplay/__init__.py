@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from .core.capture import current_run as current_run
     from .core.capture import state_hash as state_hash
     from .core.constants import FORMAT_VERSION as FORMAT_VERSION
-    from .core.runtime_values import record_value as record_value
     from .exceptions import (
         AgentReplayError as AgentReplayError,
     )
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from .exceptions import (
         UnmatchedRequestError as UnmatchedRequestError,
     )
+    from .runtime.values import record_value as record_value
 
 _WHERE = {
     "RecordedToolError": "exceptions",
@@ -67,7 +67,7 @@ _WHERE = {
     "record_policy": "api",
     "record_retrieval": "api",
     "record_state": "api",
-    "record_value": "core.runtime_values",
+    "record_value": "runtime.values",
     "tool": "api",
     "current_run": "core.capture",
     "state_hash": "core.capture",

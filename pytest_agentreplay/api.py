@@ -350,7 +350,7 @@ def capture_run(
     from . import runs  # the runtime-values patcher loads only when a run is captured
     from .cassette.write import save_cassette
     from .core.capture import utc_now
-    from .core.redaction import Redactor
+    from .redaction import Redactor
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
     ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))

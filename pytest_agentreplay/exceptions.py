@@ -80,7 +80,7 @@ class RecordValidationError(ValueError):
         fix = f"How to fix:\n  1. pass {record} the fields and types it declares (see `agentreplay schema`)"
         super().__init__("\n".join([headline, "", *shown, "", fix]))
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.record, self.problems))
 
     def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
@@ -88,7 +88,7 @@ class RecordValidationError(ValueError):
         return [dict(p) for p in self.problems]
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -5,9 +5,9 @@ the order its history needs (the runtime values event before ``run.end``). The r
 from __future__ import annotations
 
 from .core.capture import RunContext
-from .core.runtime_patches import EXTENSION as RUNTIME_VALUES
-from .core.runtime_values import body_starts, finish_run, start_run
 from .frameworks import activate as activate_frameworks
+from .runtime.patches import EXTENSION as RUNTIME_VALUES
+from .runtime.values import body_starts, finish_run, start_run
 
 _FRAMEWORKS = "frameworks"
 

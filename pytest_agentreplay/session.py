@@ -126,7 +126,7 @@ class TestRun:
                 from .interop.vcr_serving import activate
 
                 activate(ctx, recorded, converting=self.test.update)
-        from .core.redaction import Redactor
+        from .redaction import Redactor
 
         ctx.redactor = Redactor.from_config(self.settings.redaction)
         ctx.extensions["origin_thread"] = threading.get_ident()
@@ -214,7 +214,7 @@ class TestRun:
 
     def _same_redacted(self, owner: str) -> bool:
         # Node ids are redacted on write (a parametrize id may hold a secret): compare them the same way.
-        from .core.redaction import Redactor
+        from .redaction import Redactor
 
         redactor = Redactor.from_config(self.settings.redaction)
         return bool(redactor.redact_string(self.nodeid) == owner)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 
 for _name in (
-    "pytest_agentreplay.core.runtime_values",
-    "pytest_agentreplay.core.runtime_patches",
-    "pytest_agentreplay.core.runtime_data",
+    "pytest_agentreplay.runtime.values",
+    "pytest_agentreplay.runtime.patches",
+    "pytest_agentreplay.runtime.data",
     "pytest_agentreplay.http.guard",
     "pytest_agentreplay.intercept.httpx",
     "pytest_agentreplay.intercept.urllib3",

@@ -255,7 +255,7 @@ def test_matching_and_comparison_read_the_value_not_the_bytes() -> None:
 
 
 def test_redaction_drops_the_exact_text_that_holds_a_secret() -> None:
-    from pytest_agentreplay.core.redaction import Redactor
+    from pytest_agentreplay.redaction import Redactor
 
     body = bodies.encode_body(b'{"password": "hunter2",  "ok": true}', "application/json", exact=True)
     assert body is not None and "raw" in body

@@ -203,9 +203,9 @@ def run_replay(path: Path) -> str:
     """Load and serve everything as a regression replay does, then compare; ``clean`` or ``drift``."""
     from pytest_agentreplay.cassette.read import load_cassette
     from pytest_agentreplay.core.events import event_to_dict
-    from pytest_agentreplay.core.redaction import Redactor
     from pytest_agentreplay.diff import compare_histories
     from pytest_agentreplay.diff.rules import RuleSet
+    from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.replay.policy import Serve, decide
     from pytest_agentreplay.replay.tools import ToolReplayer
     from pytest_agentreplay.session import _resolver

@@ -18,10 +18,10 @@ import pytest
 import zstandard
 from servers import LLMServer, MemoryCassette, http_events, run_in
 
-from pytest_agentreplay.core.redaction import Redactor, find_secrets
 from pytest_agentreplay.exceptions import CassetteError, ContentCodingError
 from pytest_agentreplay.http import bodies
 from pytest_agentreplay.http.bodies import Decoder, decode_content, encode_content
+from pytest_agentreplay.redaction import Redactor, find_secrets
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 KEY = "sk-" + "proj-" + hashlib.sha256(b"codings").hexdigest()[:40]
@@ -153,7 +153,7 @@ def test_binary_base64_and_plain_identifiers_are_left_alone() -> None:
 
 
 def test_base64_over_the_cap_is_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agentreplay.core import redaction_encoded
+    from pytest_agentreplay.redaction import encoded as redaction_encoded
 
     value = _b64(f"key {KEY} " + "padding " * 10)
     monkeypatch.setattr(redaction_encoded, "MAX_ENCODED_CHARS", len(value) - 1)

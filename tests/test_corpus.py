@@ -301,8 +301,8 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
         assert event.data["streamed"] == bool(item["request"].get("stream"))
     # Straight after import, with no project rules, the replayed history does not drift (issue 12).
     from pytest_agentreplay.core.events import event_to_dict
-    from pytest_agentreplay.core.redaction import Redactor
     from pytest_agentreplay.diff import RuleSet, compare_histories
+    from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.session import _resolver
 
     redactor = Redactor.from_config({})

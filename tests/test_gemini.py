@@ -20,11 +20,11 @@ import pytest
 
 from pytest_agentreplay.api import capture_run
 from pytest_agentreplay.cassette.read import load_cassette
-from pytest_agentreplay.core.redaction import find_secrets
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.providers import ADAPTERS, gemini
 from pytest_agentreplay.interop.vcr_format import interactions_to_events, load_vcr
+from pytest_agentreplay.redaction import find_secrets
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHARED_CASSETTES = SHARED / "suites/llm-gemini/tests/cassettes/test_gemini"

@@ -1,5 +1,6 @@
-"""The package's layout: imports go one way (``.ci/check_imports.py``, run by CI), and each folder says what
-it owns. The checker is tested against planted cycles and upward imports, so it cannot pass vacuously."""
+"""The package's layout: imports go one way and no file is over 500 lines (``.ci/check_imports.py``, run by
+CI), and each folder says what it owns. The checker is tested against planted cycles, upward imports and long
+files, so it cannot pass vacuously."""
 
 from __future__ import annotations
 
@@ -33,9 +34,24 @@ def _run(package: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_package_imports_one_way() -> None:
-    done = _run(PACKAGE)
+    checker = _checker()
+    graph = checker.import_graph(PACKAGE)
+    assert checker.cycles(graph) == []
+    assert checker.layer_problems(graph) == []
+
+
+def test_the_check_passes_a_package_in_order(tmp_path: Path) -> None:
+    package = tmp_path / "pytest_agentreplay"
+    (package / "core").mkdir(parents=True)
+    (package / "__init__.py").write_text('"""Facade."""\n', encoding="utf-8")
+    (package / "core" / "__init__.py").write_text('"""Core."""\n', encoding="utf-8")
+    (package / "core" / "a.py").write_text("from . import b\n", encoding="utf-8")
+    (package / "core" / "b.py").write_text("x = 1\n", encoding="utf-8")
+    (package / "replay").mkdir()
+    (package / "replay" / "__init__.py").write_text("from ..core import a\n", encoding="utf-8")
+    done = _run(package)
     assert done.returncode == 0, done.stdout
-    assert "no cycle" in done.stdout
+    assert "no cycle" in done.stdout and "no file over 500 lines" in done.stdout
 
 
 @pytest.fixture
@@ -78,6 +94,29 @@ def test_a_new_folder_must_be_given_a_layer(copy: Path) -> None:
     (copy / "extras" / "__init__.py").write_text('"""Planted."""\n', encoding="utf-8")
     done = _run(copy)
     assert done.returncode == 1 and "pytest_agentreplay.extras: in no layer" in done.stdout
+
+
+def test_no_package_file_is_over_500_lines() -> None:
+    assert _checker().size_problems(PACKAGE) == []
+
+
+def test_a_file_over_500_lines_fails_the_check(copy: Path) -> None:
+    constants = copy / "core" / "constants.py"
+    _append(constants, "# planted\n" * 500)
+    length = len(constants.read_text(encoding="utf-8").splitlines())
+    done = _run(copy)
+    assert done.returncode == 1
+    assert (
+        f"pytest_agentreplay/core/constants.py: {length} lines, over 500; split it by concern" in done.stdout
+    )
+
+
+def test_the_line_limit_allows_500_lines_and_refuses_501(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "at_limit.py").write_text("x = 1\n" * 500, encoding="utf-8")
+    (package / "sub" / "over.py").write_text("x = 1\n" * 501, encoding="utf-8")
+    assert _checker().size_problems(package) == ["pkg/sub/over.py: 501 lines, over 500; split it by concern"]
 
 
 def test_cycles_are_found_with_one_path_through_them() -> None:

@@ -13,8 +13,8 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
-from pytest_agentreplay.core.redaction import Redactor, find_secrets, redact, redact_body
 from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
+from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 OPENAI_KEY = "sk-" + "proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
@@ -542,3 +542,35 @@ def test_repeated_messages_are_redacted_once() -> None:
     for n in range(1, 51):
         redactor.redact({"messages": history[:n]})
     assert calls == 50
+
+
+def test_the_default_redactor_shares_no_container_between_calls() -> None:
+    # The process-wide redactor serves callers that know nothing of each other (reports, scans, paths): one
+    # changing its result must not change what the next caller gets for an equal value.
+    from pytest_agentreplay.redaction import default_redactor
+
+    value = [{"role": "user", "content": "the same message, sent by two callers"}]
+    first = default_redactor().redact(json.loads(json.dumps(value)))
+    first[0]["content"] = "changed by the first caller"
+    second = default_redactor().redact(json.loads(json.dumps(value)))
+    assert second == value
+    assert redact(json.loads(json.dumps(value))) == value
+
+
+def test_a_run_redactor_shares_redacted_messages_only_when_built_to() -> None:
+    # Sharing is the redactor's declared choice: a run's redactor hands one redacted copy of a message to
+    # every request resending it (memory stays linear in the conversation); NONE builds every result afresh.
+    from pytest_agentreplay.redaction import Sharing
+
+    message = {"role": "user", "content": f"key {OPENAI_KEY}"}
+    expected = [{"role": "user", "content": f"key {REDACTED}"}]
+    for sharing, shared in (
+        (Sharing.BY_CONTENT_AND_IDENTITY, True),
+        (Sharing.BY_CONTENT, True),
+        (Sharing.NONE, False),
+    ):
+        redactor = Redactor(sharing=sharing)
+        first = redactor.redact([message])
+        second = redactor.redact([dict(message)])
+        assert first == second == expected
+        assert (first[0] is second[0]) is shared

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_agentreplay.core.canonical import request_digest, same_json
 from pytest_agentreplay.core.events import Event, event_to_shared_dict
-from pytest_agentreplay.core.redaction import Redactor
 from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
+from pytest_agentreplay.redaction import Redactor
 from pytest_agentreplay.replay.replayed_history import redacted_replay
 
 SECRET = "sk-proj-" + "A1b2C3d4" * 6

@@ -16,8 +16,8 @@ from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core import canonical
 from pytest_agentreplay.core.canonical import request_digest
 from pytest_agentreplay.core.events import Event, RunMeta
-from pytest_agentreplay.core.redaction import Redactor
 from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+from pytest_agentreplay.redaction import Redactor
 
 URL = "https://api.example.com/v1/chat/completions"
 

@@ -17,8 +17,8 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import ACTORS, EVENT_CLASSES, EVENT_TYPES
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
-from pytest_agentreplay.core.redaction import redact
 from pytest_agentreplay.exceptions import CassetteError
+from pytest_agentreplay.redaction import redact
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core.documents import Document
 from ..core.events import RunMeta
-from ..core.redaction import Redactor
+from ..redaction import Redactor
 from .blobs import BlobStore
 from .chain import seal_document
 from .stored_form import encode_events

@@ -15,7 +15,6 @@ from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
 from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
-from ..core.redaction import Redactor, default_redactor
 from ..exceptions import (
     CassetteCorruptError,
     CassetteError,
@@ -27,6 +26,7 @@ from ..exceptions import (
     PayloadShapeError,
     RecordValidationError,
 )
+from ..redaction import Redactor, default_redactor
 from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
 from .document import blob_resolver, build_document, run_to_dict, scan_document

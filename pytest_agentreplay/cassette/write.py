@@ -12,9 +12,9 @@ from ..core.constants import INLINE_PAYLOAD_LIMIT
 from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
 from ..core.model import copy_json
-from ..core.redaction import Redactor, default_redactor
 from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
 from ..http.recording import share_parts
+from ..redaction import Redactor, default_redactor
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document

@@ -16,7 +16,7 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
         relative = module_path.resolve().relative_to(rootdir.resolve())
     except ValueError:
         relative = Path(module_path.name)
-    from .redaction import default_redactor  # lazily: keeps this module cheap to import
+    from ..redaction import default_redactor  # lazily: keeps this module cheap to import
 
     # A parametrize id can hold a key, and file names end up in repositories and CI logs.
     name = _UNSAFE.sub("_", default_redactor().redact_string(test_name, keys=False))

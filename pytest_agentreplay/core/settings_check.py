@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ConfigError
+from .runtime_sources import SOURCES, parse_sources
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -285,9 +286,7 @@ def report_path(value: Any, origin: Origin, base: Path, *, check_folder: bool) -
 
 
 def runtime_sources(value: Any, origin: Origin) -> tuple[str, ...] | None:
-    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
-    from .runtime_data import SOURCES, parse_sources
-
+    """The runtime values a setting names (``runtime_sources.parse_sources``), worded as every check."""
     try:
         return parse_sources(value, origin.place)
     except ConfigError:

@@ -8,8 +8,9 @@ Importing this package does not import deepdiff.
 
 from __future__ import annotations
 
-from .align import Alignment, align_histories, coarse_identity, identity, lcs_pairs
-from .compare import Resolver, compare_histories, event_fingerprint, event_label
+from .align import Alignment, align_histories, coarse_identity, identity
+from .compare import Resolver, compare_histories, event_fingerprint
+from .labels import event_label
 from .render import render_drift
 from .result import Difference, DriftResult
 from .rules import (
@@ -24,6 +25,7 @@ from .rules import (
     parse_rule,
     parse_rules,
 )
+from .sequence import lcs_pairs
 from .text import ABSENT
 
 __all__ = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Final
 
 from ..core.canonical import dumps_compact
 from .result import Difference
@@ -40,7 +40,7 @@ def is_request_side(diff: Difference) -> bool:
 
 
 def _key(diff: Difference) -> tuple[str, ...]:
-    def text(value: Any) -> str:
+    def text(value: object) -> str:
         if value is ABSENT:
             return "\x00absent"
         try:
@@ -85,7 +85,7 @@ def collapse_carried(differences: Iterable[Difference], roles: RoleMap) -> tuple
     return tuple(out)
 
 
-def role_of(item: Any) -> str | None:
+def role_of(item: object) -> str | None:
     """The role of one conversation item (a message, or a Responses API input item)."""
     if not isinstance(item, Mapping):
         return None
@@ -96,7 +96,7 @@ def role_of(item: Any) -> str | None:
 
 
 def note_role(
-    roles: RoleMap, seqs: tuple[int | None, int | None], tokens: tuple[str, ...], a: Any, b: Any
+    roles: RoleMap, seqs: tuple[int | None, int | None], tokens: tuple[str, ...], a: object, b: object
 ) -> None:
     role = role_of(b) or role_of(a)
     if role is not None:

@@ -8,17 +8,19 @@ import hashlib
 import json
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
-from .align import VOLATILE_ENVELOPE, align_histories, identity, lcs_pairs
+from .align import VOLATILE_ENVELOPE, align_histories, identity
 from .carried import RoleMap, collapse_carried, is_conversation_item, note_role
+from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
+from .sequence import lcs_pairs
 from .text import ABSENT, similar
 
-Event = Mapping[str, Any]
-Resolver = Callable[[Mapping[str, Any]], Any]
+Event = Mapping[str, object]
+Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
 
 
@@ -26,41 +28,6 @@ def event_fingerprint(event: Event) -> str:
     """sha256 of the canonical JSON of the event without the volatile envelope and ``prev_hash``."""
     stripped = {k: v for k, v in event.items() if k not in VOLATILE_ENVELOPE}
     return hashlib.sha256(dumps_compact(stripped).encode()).hexdigest()
-
-
-def event_label(event: Event) -> str:
-    """What a person calls the step: tool name, model, policy, effect kind and target, HTTP request."""
-    etype = event.get("type")
-    data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
-    tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
-    effect = event.get("effect") if isinstance(event.get("effect"), Mapping) else {}
-    assert isinstance(data, Mapping) and isinstance(tool, Mapping) and isinstance(effect, Mapping)
-    parts: list[Any]
-    if etype in ("tool.call", "tool.result"):
-        parts = [tool.get("name")]
-    elif etype == "model.call":
-        model = data.get("model")
-        where = " ".join(str(p) for p in (data.get("provider"), data.get("endpoint")) if p)
-        parts = [model, f"({where})" if where and model else where]
-    elif etype == "effect":
-        parts = [effect.get("kind"), f"-> {effect['target']}" if effect.get("target") else None]
-    elif etype == "policy.decision":
-        parts = [data.get("policy")]
-    elif etype == "approval":
-        parts = [data.get("subject")]
-    elif etype == "http":
-        parts = [data.get("method"), data.get("url")]
-    elif etype == "retrieval":
-        parts = [data.get("corpus_version")]
-    elif etype == "error":
-        parts = [data.get("kind") or data.get("type")]
-    elif etype == "state.update":
-        parts = [data.get("node") or data.get("label")]
-    else:
-        parts = []
-    if tool.get("idempotency_key") and etype in ("effect", "tool.call"):
-        parts.append(f"[key {tool['idempotency_key']}]")
-    return " ".join(str(p) for p in parts if p)
 
 
 def events_equal(a: Event, b: Event) -> bool:
@@ -95,7 +62,7 @@ def _only_ignored(
     return count
 
 
-def _inline(ref: Any) -> Any:
+def _inline(ref: object) -> object:
     """What the walk compares of a ref held inline: its payload (ABSENT for no ref); None for a blob."""
     if ref is ABSENT or ref is None:
         return ABSENT
@@ -104,7 +71,9 @@ def _inline(ref: Any) -> Any:
     return ref["inline"]
 
 
-def _ignored_within(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any, depth: int) -> int | None:
+def _ignored_within(
+    rules: RuleSet, event_type: str, tokens: Path, a: object, b: object, depth: int
+) -> int | None:
     """:func:`_ignored_leaf` over the differing leaves of two values, through ``depth`` levels of objects."""
     if _same(a, b):
         return 0
@@ -121,7 +90,7 @@ def _ignored_within(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: An
     return _ignored_leaf(rules, event_type, tokens, a, b)
 
 
-def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any) -> int | None:
+def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: object, b: object) -> int | None:
     """As ``_PairWalker.leaf`` judges two differing scalars: 0 when they are the same JSON text, 1 when the
     rules ignore the difference (it is only counted), None when the walk must see it."""
     if isinstance(a, dict | list) or isinstance(b, dict | list):
@@ -131,7 +100,7 @@ def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: Any, b: Any)
     return 1 if _verdict_of(rules.judge(event_type, tokens), a) == "ignore" else None
 
 
-def _verdict_of(judgement: Judgement, recorded: Any) -> Verdict:
+def _verdict_of(judgement: Judgement, recorded: object) -> Verdict:
     """The verdict on a differing leaf: a value absent from the recording takes the rule's ``unrecorded``
     verdict when it has one (e.g. a header an imported recording never stored)."""
     if recorded is ABSENT and judgement.unrecorded is not None:
@@ -149,11 +118,11 @@ def _seq(event: Event, index: int) -> int:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else index
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     """Equal as JSON values: ``true`` is not ``1`` (Python's ``==`` says it is), ``1`` is ``1.0``."""
     if a is b:
         return True
@@ -217,7 +186,7 @@ class _PairWalker:
             else:
                 self.walk(va, vb, (str(key),))
 
-    def _load(self, ref: Any) -> Any:
+    def _load(self, ref: object) -> object:
         if ref is ABSENT or ref is None:
             return ABSENT
         if not isinstance(ref, Mapping):
@@ -232,7 +201,7 @@ class _PairWalker:
             return ref["inline"]
         return self.resolve(ref) if self.resolve is not None else dict(ref)
 
-    def payload(self, ra: Any, rb: Any, tokens: Path) -> None:
+    def payload(self, ra: object, rb: object, tokens: Path) -> None:
         if isinstance(ra, Mapping) and isinstance(rb, Mapping):
             sha = ra.get("sha256")
             if sha and sha == rb.get("sha256"):
@@ -241,7 +210,7 @@ class _PairWalker:
                 return
         self.walk(self._load(ra), self._load(rb), tokens)
 
-    def walk(self, a: Any, b: Any, tokens: Path) -> None:
+    def walk(self, a: object, b: object, tokens: Path) -> None:
         if _same(a, b):
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
@@ -261,7 +230,7 @@ class _PairWalker:
             return
         self.leaf(a, b, tokens)
 
-    def leaf(self, a: Any, b: Any, tokens: Path) -> None:
+    def leaf(self, a: object, b: object, tokens: Path) -> None:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
         judgement = self.judge(tokens)
@@ -288,7 +257,7 @@ class _PairWalker:
             )
         )
 
-    def _sequence(self, a: list[Any], b: list[Any], tokens: Path, judgement: Judgement) -> None:
+    def _sequence(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
         if len(a) == len(b):
             for i, (va, vb) in enumerate(zip(a, b, strict=True)):
                 if not _same(va, vb):
@@ -307,7 +276,7 @@ class _PairWalker:
                 self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
             pa, pb = ia + 1, ib + 1
 
-    def _multiset(self, a: list[Any], b: list[Any], tokens: Path, judgement: Judgement) -> None:
+    def _multiset(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
         pool: dict[Hashable, deque[int]] = defaultdict(deque)
         for j, item in enumerate(b):
             pool[_item_key(item, judgement)].append(j)
@@ -340,7 +309,7 @@ def _same_json_text(a: str, b: str) -> bool:
         return False
 
 
-def _normalized(value: Any, judgement: Judgement) -> Any:
+def _normalized(value: object, judgement: Judgement) -> object:
     if isinstance(value, str):
         return judgement.normalize(value)
     if isinstance(value, Mapping):
@@ -350,7 +319,7 @@ def _normalized(value: Any, judgement: Judgement) -> Any:
     return value
 
 
-def _item_key(item: Any, judgement: Judgement) -> Hashable:
+def _item_key(item: object, judgement: Judgement) -> Hashable:
     if judgement.normalizers:
         item = _normalized(item, judgement)
     if isinstance(item, Mapping | list):
@@ -363,7 +332,7 @@ def _item_key(item: Any, judgement: Judgement) -> Hashable:
     return ("r", repr(item))
 
 
-def _tolerated(judgement: Judgement, a: Any, b: Any) -> bool:
+def _tolerated(judgement: Judgement, a: object, b: object) -> bool:
     if a is ABSENT or b is ABSENT:
         return False
     rule = judgement.rule
@@ -379,11 +348,6 @@ def _tolerated(judgement: Judgement, a: Any, b: Any) -> bool:
         if rule.similarity is not None:
             return similar(a, b, rule.similarity)
     return False
-
-
-def _identity_text(event: Event) -> str:
-    label = event_label(event)
-    return f"{event.get('type')} {label}".strip()
 
 
 def compare_histories(
@@ -480,15 +444,15 @@ def compare_histories(
 
 
 def _whole_event(
-    kind: DiffKind, w: _PairWalker, a: Any, b: Any, judgement: Judgement, pseudo: str
+    kind: DiffKind, w: _PairWalker, a: object, b: object, judgement: Judgement, pseudo: str
 ) -> Difference:
     return Difference(
         kind=kind,
         event_type=w.event_type,
         label=w.label,
         path=pseudo,
-        recorded=ABSENT if a is ABSENT else _identity_text(a),
-        replayed=ABSENT if b is ABSENT else _identity_text(b),
+        recorded=ABSENT if a is ABSENT else identity_text(a),
+        replayed=ABSENT if b is ABSENT else identity_text(b),
         verdict=judgement.verdict,
         rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
         seq_recorded=w.seqs[0],

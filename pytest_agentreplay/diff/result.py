@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from .rules import Rule, Verdict
 from .text import ABSENT
@@ -32,8 +32,8 @@ class Difference:
     event_type: str
     label: str
     path: str
-    recorded: Any
-    replayed: Any
+    recorded: object
+    replayed: object
     verdict: Verdict
     rule: Rule
     seq_recorded: int | None = None
@@ -51,8 +51,8 @@ class Difference:
         """``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``; None for a plain field."""
         return change_summary(self.subject, self.path, [rec for rec, _ in self.carriers])
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "kind": self.kind,
             "event_type": self.event_type,
             "label": self.label,
@@ -89,20 +89,26 @@ def change_summary(subject: str | None, path: str, carriers: Sequence[int | None
     return f"{what}; carried by {len(carriers)} model calls (seq {seqs})"
 
 
-def summary_of(diff: Mapping[str, Any]) -> str | None:
+def summary_of(diff: Mapping[str, object]) -> str | None:
     """:func:`change_summary` of a difference's dict form (``Difference.to_dict()``)."""
     subject = diff.get("subject")
-    carriers = [c.get("seq_recorded") for c in diff.get("carried_by") or () if isinstance(c, Mapping)]
+    seqs = [c.get("seq_recorded") for c in _carried_by(diff)]
+    carriers = [s if isinstance(s, int) else None for s in seqs]
     return change_summary(
         subject if isinstance(subject, str) else None, str(diff.get("path") or ""), carriers
     )
 
 
-def carrier_seqs(diff: Mapping[str, Any]) -> list[int]:
+def carrier_seqs(diff: Mapping[str, object]) -> list[int]:
     """The recorded seqs a difference's dict form sits at: its own and its carriers'."""
     seqs = [diff.get("seq_recorded")]
-    seqs.extend(c.get("seq_recorded") for c in diff.get("carried_by") or () if isinstance(c, Mapping))
+    seqs.extend(c.get("seq_recorded") for c in _carried_by(diff))
     return [s for s in seqs if isinstance(s, int) and not isinstance(s, bool)]
+
+
+def _carried_by(diff: Mapping[str, object]) -> list[Mapping[str, object]]:
+    carried = diff.get("carried_by")
+    return [c for c in carried if isinstance(c, Mapping)] if isinstance(carried, list | tuple) else []
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ class DriftResult:
             "pairs_equal": self.pairs_equal,
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-ready structured form for reporters."""
         return {
             "mode": self.mode,

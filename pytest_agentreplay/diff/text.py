@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import Any, Final
+from typing import Final
 
 from ..core.canonical import display_text
 
@@ -54,7 +54,7 @@ def similar(a: str, b: str, threshold: float) -> bool:
     return matcher.ratio() >= threshold
 
 
-def format_value(value: Any) -> str:
+def format_value(value: object) -> str:
     """One-line JSON-ish form of a value; ``<absent>`` for a missing key."""
     if value is ABSENT:
         return "<absent>"
@@ -64,11 +64,11 @@ def format_value(value: Any) -> str:
         return repr(value)
 
 
-def _pretty(value: Any) -> str:
+def _pretty(value: object) -> str:
     return display_text(value, indent=2)
 
 
-def is_long(value: Any) -> bool:
+def is_long(value: object) -> bool:
     if value is ABSENT:
         return False
     if isinstance(value, str):
@@ -89,7 +89,7 @@ def _shorten(text: str, limit: int = 2 * SHORT_LIMIT) -> str:
     return f"{one[:limit]}... ({len(text)} chars)"
 
 
-def focused_diff(recorded: Any, replayed: Any) -> list[str]:
+def focused_diff(recorded: object, replayed: object) -> list[str]:
     """Lines showing what changed between two long values: a unified diff of the changed lines for
     multi-line text and structures, a window around the first difference for one long line; at most
     ``MAX_FIELD_LINES`` lines, never the whole value."""

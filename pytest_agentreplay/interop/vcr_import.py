@@ -194,9 +194,9 @@ def import_vcr_file(
     from ..cassette.write import save_cassette
     from ..core.capture import Recorder, RunContext
     from ..core.events import RunMeta
-    from ..core.redaction import Redactor
     from ..http.classify import classify_exchange
     from ..http.recording import emit_exchange
+    from ..redaction import Redactor
     from .vcr_format import MAX_VCR_BYTES
 
     source = Path(source)

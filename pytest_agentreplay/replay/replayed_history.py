@@ -21,8 +21,7 @@ from typing import Any
 from ..core.canonical import same_json
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
-from ..core.redaction import Redactor
-from ..core.redaction_encoded import keep_idempotency_key
+from ..redaction import Redactor, keep_idempotency_key
 
 # Fields this package writes itself (when and where in the run): they hold nothing to redact.
 _STAMPED = frozenset({"ts", "seq"})

@@ -10,8 +10,8 @@ from ..core.canonical import hash_value, in_key_order
 from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.events import Event
-from ..core.redaction_encoded import redact_tool_arguments
 from ..exceptions import ToolNotRecordedError
+from ..redaction import redact_tool_arguments
 
 if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette

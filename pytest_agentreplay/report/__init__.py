@@ -22,7 +22,7 @@ def build_report(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = 
     ``statuses`` are the per-test dicts of :func:`pytest_agentreplay.report.status.decide`: the same status
     the terminal and JUnit show, so no report can call a failed test green.
     """
-    from ..core.redaction import default_redactor
+    from ..redaction import default_redactor
     from .summary import counts, next_steps
 
     # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files

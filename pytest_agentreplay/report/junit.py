@@ -24,7 +24,7 @@ def junit_properties(outcome: Mapping[str, Any]) -> list[tuple[str, str]]:
         if name in outcome and outcome[name] is not None and not (name == "reruns" and not outcome[name])
     ]
     if outcome.get("message") is not None:
-        from ..core.redaction import default_redactor
+        from ..redaction import default_redactor
 
         # A file like the reports: it shows the message as a cassette would store it.
         redact = default_redactor().redact_string

@@ -71,7 +71,7 @@ def describe(event: Event) -> str:
         error = f": {_short(data['error'], 60)}" if data.get("error") else ""
         return f"{data.get('status', '?')}{error}"
     if event.type == "runtime.values":
-        from ..core.runtime_values import describe_data
+        from ..runtime.data import describe_data
 
         return describe_data(data)
     return _short(data)

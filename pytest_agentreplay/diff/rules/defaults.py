@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Final
 
 from ...core.constants import REPLAY_MODES, VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE, VOLATILE_PAYLOAD_KEYS
 from ...exceptions import ConfigError
@@ -38,12 +38,12 @@ SECRET_REQUEST_HEADERS: Final = (
 IMPORTED_SOURCES: Final = frozenset({"vcr"})
 
 
-def is_imported(labels: Mapping[str, Any] | None) -> bool:
+def is_imported(labels: Mapping[str, object] | None) -> bool:
     """Whether a cassette's run labels say it was imported (``agentreplay import-vcr``)."""
     return bool(labels) and str((labels or {}).get("source")) in IMPORTED_SOURCES
 
 
-_COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
+_COMMON: Final[tuple[tuple[str, str | dict[str, object]], ...]] = (
     ("*:**", "regression"),
     ("*:@presence", "regression"),
     ("*:@order", "regression"),
@@ -88,7 +88,7 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
 # Recordings imported from vcrpy / pytest-recording: vcrpy never compared request bodies and kept
 # whatever headers its filters left, so body changes are reported (not failing) and headers the recording
 # lacks are not compared. This plugin's own recordings keep the strict comparison.
-_IMPORTED: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
+_IMPORTED: Final[tuple[tuple[str, str | dict[str, object]], ...]] = (
     ("*:input_ref.body", "expected"),
     ("model.call:data.decoding", "expected"),
     ("model.call:data.tools_hash", "expected"),
@@ -97,7 +97,7 @@ _IMPORTED: Final[tuple[tuple[str, str | dict[str, Any]], ...]] = (
     ("*:input_ref.headers", {"unrecorded": "ignore"}),
     ("*:input_ref.headers.idempotency-key", {"verdict": "regression", "unrecorded": "ignore"}),
 )
-_MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, Any]], ...]]] = {
+_MODE_DEFAULTS: Final[dict[str, tuple[tuple[str, str | dict[str, object]], ...]]] = {
     "regression": (),
     "model-comparison": (
         ("model.call:data.decision.text", {"verdict": "expected", "similarity": 0.8}),
@@ -142,7 +142,7 @@ def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
 @functools.cache
 def _parsed_defaults(mode: str, imported: bool) -> tuple[Rule, ...]:
     # Parsed once per process: every replayed test compares under them, and rules are frozen.
-    table: dict[str, Any] = {}
+    table: dict[str, object] = {}
     specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
     rules = []
     for n, (selector, value) in enumerate(specs):

@@ -7,7 +7,7 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from ...core.constants import EVENT_TYPES
 from .defaults import check_mode, default_rules
@@ -56,7 +56,7 @@ def _type_specificity(pattern: str) -> int:
 class _Compiled:
     rule: Rule
     pseudo: bool
-    key: tuple[Any, ...]
+    key: tuple[object, ...]
 
     @property
     def regex(self) -> re.Pattern[str]:

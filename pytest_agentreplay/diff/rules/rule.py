@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 Verdict = Literal["ignore", "expected", "regression"]
 VERDICTS: Final[tuple[Verdict, ...]] = ("ignore", "expected", "regression")
@@ -48,8 +48,8 @@ class Rule:
         tail = f" ({', '.join(extras)})" if extras else ""
         return f'{self.source} rule "{self.selector}"{tail}'
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source, "selector": self.selector}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"source": self.source, "selector": self.selector}
         if self.verdict is not None:
             out["verdict"] = self.verdict
         if self.epsilon is not None:

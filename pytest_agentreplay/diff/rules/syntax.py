@@ -9,11 +9,11 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, Final, cast
+from typing import Final
 
 from ...core.constants import EVENT_TYPES, REPLAY_MODES
 from ...exceptions import ConfigError
-from .rule import VERDICTS, Rule, Verdict
+from .rule import VERDICTS, Rule
 
 # ------------------------------------------------------------------------------------------ path grammar
 
@@ -75,7 +75,7 @@ _EVENT_FIELDS: Final = frozenset(
     }
 )  # fmt: skip
 
-RuleSpec = Rule | Mapping[str, Any] | Iterable[Any] | None
+RuleSpec = Rule | Mapping[str, object] | Iterable[object] | None
 """What a layer may be: a shorthand mapping ``{selector: verdict | {options}}``, one rule dict, a
 ``Rule``, or a list of any of these (nested lists are flattened: pluggy returns one list per plugin)."""
 
@@ -105,7 +105,7 @@ def _config_error(name: str, source: str, problem: str, *, fixes: Iterable[str] 
     )
 
 
-def _looks_like_single_rule(spec: Mapping[str, Any]) -> bool:
+def _looks_like_single_rule(spec: Mapping[str, object]) -> bool:
     keys = set(spec)
     return bool(keys) and keys <= set(RULE_KEYS) and bool(keys & {"path", "selector", "event"})
 
@@ -136,7 +136,7 @@ def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
     return "*", selector
 
 
-def _number(value: Any, key: str, name: str, source: str, *, low: float, high: float | None) -> float:
+def _number(value: object, key: str, name: str, source: str, *, low: float, high: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _config_error(name, source, f"{key} must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
@@ -166,7 +166,7 @@ def _validate_path(path: str, name: str, source: str) -> None:
         raise _config_error(name, source, f"malformed field path {path!r}")
 
 
-def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: str | None = None) -> Rule:
+def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name: str | None = None) -> Rule:
     """Parse one rule dict (``selector`` or ``event``/``path`` plus options) into a ``Rule``."""
     name = name or (repr(spec.get("selector")) if "selector" in spec else f"#{index + 1} {dict(spec)!r}")
     unknown = sorted(str(k) for k in spec if k not in RULE_KEYS and k != "mode")
@@ -179,10 +179,10 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
             raise _config_error(name, source, "selector must be a string")
         event, path = _split_selector(spec["selector"], name, source)
     else:
-        event = spec.get("event", "*")
-        path = spec.get("path", "**")
-        if not isinstance(event, str) or not isinstance(path, str):
+        raw_event, raw_path = spec.get("event", "*"), spec.get("path", "**")
+        if not isinstance(raw_event, str) or not isinstance(raw_path, str):
             raise _config_error(name, source, "event and path must be strings")
+        event, path = raw_event, raw_path
         event, path = event.strip(), path.strip()
         if not event:
             raise _config_error(name, source, 'empty event type; leave event out or write "*" for every one')
@@ -241,14 +241,14 @@ def parse_rule(spec: Mapping[str, Any], *, source: str, index: int = 0, name: st
     return Rule(
         event=event,
         path=path,
-        verdict=cast("Verdict | None", verdict),
+        verdict=verdict,
         epsilon=epsilon,
         similarity=similarity,
         order_insensitive=order_insensitive,
         normalize=tuple(raw_norm),
         modes=tuple(raw_modes),
         presence_only=presence_only,
-        unrecorded=cast("Verdict | None", unrecorded),
+        unrecorded=unrecorded,
         source=source,
         index=index,
     )
@@ -268,7 +268,7 @@ def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> lis
 def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
     out: list[Rule] = []
 
-    def add(item: Any, name_hint: str | None = None) -> None:
+    def add(item: object, name_hint: str | None = None) -> None:
         if item is None:
             return
         if isinstance(item, Rule):
@@ -284,7 +284,7 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
                 if not isinstance(selector, str):
                     raise _config_error(name, source, "a selector must be a string")
                 if isinstance(value, str):
-                    rule_dict: dict[str, Any] = {"selector": selector, "verdict": value}
+                    rule_dict: dict[str, object] = {"selector": selector, "verdict": value}
                 elif isinstance(value, Mapping):
                     if "selector" in value or "event" in value or "path" in value:
                         raise _config_error(name, source, "the selector is the key; drop event/path/selector")

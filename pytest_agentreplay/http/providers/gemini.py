@@ -7,7 +7,7 @@ as one JSON array of ``GenerateContentResponse`` chunks; both are folded into on
 of the non-thought parts of the first candidate, its ``functionCall`` parts as tool calls, the last
 ``finishReason`` and the last (cumulative) ``usageMetadata``. The model is named in the URL, not the
 body. Credentials travel as the ``x-goog-api-key`` header or the ``key=`` query parameter; both are
-redacted by :mod:`pytest_agentreplay.core.redaction` like every other secret header and API-key parameter.
+redacted by :mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
 """
 
 from __future__ import annotations

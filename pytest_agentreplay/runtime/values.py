@@ -26,8 +26,8 @@ How:
   ``random.SystemRandom`` and ``os.urandom`` stay outside.
 - :func:`record_value` records any other nondeterministic value by name.
 
-The process-wide patches live in :mod:`.runtime_patches`, the settings and the event's stored form in
-:mod:`.runtime_data`.
+The process-wide patches live in :mod:`.patches`, the settings and the event's stored form in
+:mod:`.data`.
 
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
 ``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
@@ -40,10 +40,12 @@ import hashlib
 import os
 import sys
 import threading
+import uuid as uuid_module
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .runtime_data import (
+from ..core.capture import current_run, to_jsonable
+from .data import (
     DEFAULT_SOURCES,
     EVENT_TYPE,
     SOURCES,
@@ -53,14 +55,11 @@ from .runtime_data import (
     recorded_streams,
     values_key_order,
 )
-from .runtime_data import describe_data as describe_data  # the timeline's line for the event
-from .runtime_data import parse_sources as parse_sources  # read by the settings
-from .runtime_patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
+from .data import describe_data as describe_data  # the timeline's line for the event
+from .patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
-    import uuid as uuid_module
-
-    from .capture import RunContext
+    from ..core.capture import RunContext
 
 T = TypeVar("T")
 
@@ -229,8 +228,6 @@ class RuntimeValues:
 
     # uuid --------------------------------------------------------------------------------------------
     def uuid(self, kind: str, module: str, make: Callable[[], uuid_module.UUID]) -> uuid_module.UUID:
-        import uuid as uuid_module
-
         stream = self.stream()
         if stream.suspended:
             return make()
@@ -256,8 +253,6 @@ class RuntimeValues:
 
     # named values ------------------------------------------------------------------------------------
     def value(self, name: str, fn: Callable[[], T]) -> T:
-        from .capture import to_jsonable
-
         stream = self.stream()
         if stream.ignored:
             return fn()
@@ -460,8 +455,6 @@ def record_value(name: str, fn: Callable[[], T]) -> T:
     """
     if not isinstance(name, str) or not name:
         raise ValueError("record_value needs a non-empty name")
-    from .capture import current_run
-
     ctx = current_run()
     state = ctx.extensions.get(EXTENSION) if ctx is not None else None
     if not isinstance(state, RuntimeValues) or not state.active:

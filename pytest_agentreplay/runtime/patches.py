@@ -1,4 +1,4 @@
-"""The process-wide patches behind runtime values (:mod:`.runtime_values`): the clock, the ``uuid``
+"""The process-wide patches behind runtime values (:mod:`.values`): the clock, the ``uuid``
 functions and the ``random`` module's reseeding functions, and the runs they serve.
 
 time-machine patches the C-level clock functions for every thread of the process, the code objects of
@@ -10,14 +10,16 @@ one of them needs it (:class:`InstalledRuns`). A read is matched to its run by :
 from __future__ import annotations
 
 import functools
+import random
 import sys
 import threading
+import time
 import types
+import uuid as uuid_module
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
-if TYPE_CHECKING:
-    import uuid as uuid_module
+from ..core.capture import current_run
 
 EXTENSION: Final = "runtime_values"
 _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
@@ -44,7 +46,7 @@ _EXCLUDED_PREFIXES: Final = (
 
 
 class PatchedRun(Protocol):
-    """What the patches ask of a run (:class:`.runtime_values.RuntimeValues`)."""
+    """What the patches ask of a run (:class:`.values.RuntimeValues`)."""
 
     sources: tuple[str, ...]
     clock: bool
@@ -80,7 +82,7 @@ class ClockPatch:
         self.real_ns: Callable[[], int] | None = None
 
     def start(self) -> None:
-        import time_machine
+        import time_machine  # heavy (it imports pytest's machinery): paid only when a run patches the clock
 
         stack = getattr(time_machine, "traveller_stack", None)
         self.below = stack[-1] if stack else None
@@ -99,7 +101,7 @@ class ClockPatch:
             )
 
     def stop(self) -> None:
-        import time_machine
+        import time_machine  # heavy: as in start()
 
         stack = getattr(time_machine, "traveller_stack", [])
         if self.travel is not None and stack and stack[-1] is self.traveller:
@@ -122,8 +124,6 @@ class UuidPatch:
     __slots__ = ("codes", "originals")
 
     def __init__(self) -> None:
-        import uuid as uuid_module
-
         state = uuid_module.__dict__.setdefault(_UUID_STATE_GLOBAL, ({}, {}))
         # name -> a copy of the genuine function (what the trampoline falls back to)
         self.originals: dict[str, types.FunctionType] = state[0]
@@ -131,8 +131,6 @@ class UuidPatch:
         self.codes: dict[str, types.CodeType] = state[1]
 
     def patch(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
-        import uuid as uuid_module
-
         uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = dispatch
         if self.codes:
             # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
@@ -155,8 +153,6 @@ class UuidPatch:
             fn.__code__ = namespace[name].__code__
 
     def unpatch(self) -> None:
-        import uuid as uuid_module
-
         for name, code in self.codes.items():
             getattr(uuid_module, name).__code__ = code
         self.codes.clear()
@@ -176,14 +172,10 @@ class RandomPatch:
     __slots__ = ("genuine",)
 
     def __init__(self) -> None:
-        import random
-
         # name -> the genuine module function (``random._inst``'s bound method)
         self.genuine: dict[str, Callable[..., Any]] = random.__dict__.setdefault(_RANDOM_STATE_GLOBAL, {})
 
     def patch(self) -> None:
-        import random
-
         random.__dict__[_RANDOM_HOOK_GLOBAL] = _notify_reseed
         if self.genuine:
             return
@@ -193,8 +185,6 @@ class RandomPatch:
             setattr(random, name, _reseeder(genuine))
 
     def unpatch(self) -> None:
-        import random
-
         for name, genuine in self.genuine.items():
             setattr(random, name, genuine)
         self.genuine.clear()
@@ -202,14 +192,10 @@ class RandomPatch:
 
     def call(self, name: str, *args: Any) -> Any:
         """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
-        import random
-
         return (self.genuine.get(name) or getattr(random, name))(*args)
 
 
 def _reseeder(genuine: Callable[..., Any]) -> Callable[..., Any]:
-    import random
-
     @functools.wraps(genuine)
     def reseed(*args: Any, **kwargs: Any) -> Any:
         hook = random.__dict__.get(_RANDOM_HOOK_GLOBAL)
@@ -272,8 +258,6 @@ def underlying_ns() -> int:
     real = _CLOCK.real_ns
     if real is not None:
         return real()
-    import time
-
     return time.time_ns()
 
 
@@ -287,8 +271,6 @@ def _state(source: str) -> PatchedRun | None:
     state: PatchedRun | None
     if not installed:
         return None
-    from .capture import current_run
-
     # The run the reading code belongs to, when it has one: a run some caller started and never finished
     # must not take the reads of the run that is current now.
     ctx = current_run()

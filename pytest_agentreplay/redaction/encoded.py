@@ -1,4 +1,4 @@
-"""Secrets hidden in an encoding: the views :mod:`.redaction` takes of a string beyond its plain text.
+"""Secrets hidden in an encoding: the views :mod:`.redactor` takes of a string beyond its plain text.
 
 - **base64**: a string that is wholly base64 (standard or URL-safe, padded or not, MIME line breaks) or a
   ``data:...;base64,`` URL, whose bytes decode to plausible text (UTF-8, at most one control character in
@@ -25,22 +25,11 @@ import binascii
 import io
 import re
 import zlib
-from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
-from .constants import REDACTED
-
-
-class Redactor(Protocol):
-    """What these views need of ``redaction.Redactor``: declared here so the import goes one way."""
-
-    def redact(self, value: Any, *, keys: bool = True) -> Any: ...
-
-    def redact_string(self, text: str, *, keys: bool = True) -> str: ...
-
-    def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes: ...
-
-    def _redact_text_body(self, text: str, ctype: str, keys: bool) -> dict[str, Any]: ...
+from ..core.constants import REDACTED
+from ..core.documents import Document
+from .protocol import Redacting
 
 # Base64 longer than this is not decoded (about 3 MiB of text); a secret needs more than the minimum.
 MAX_ENCODED_CHARS = 4 * 1024 * 1024
@@ -59,9 +48,10 @@ _PERCENT_RUN = re.compile(_URL_CHARS + "%[0-9A-Fa-f]{2}" + _URL_CHARS)
 _PERCENT_SAFE = "-._~!$'()*+,:@/[]"
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+FRAME_MAGICS = (_GZIP_MAGIC, _ZSTD_MAGIC)
 
 
-def redact_encoded(redactor: Redactor, text: str, keys: bool) -> str:
+def redact_encoded(redactor: Redacting, text: str, keys: bool) -> str:
     """``text`` with secrets inside its base64 or percent-encoded forms redacted (unchanged otherwise)."""
     if len(text) >= MIN_ENCODED_CHARS:
         out = _redact_base64_string(redactor, text, keys)
@@ -75,7 +65,7 @@ def redact_encoded(redactor: Redactor, text: str, keys: bool) -> str:
 # -- base64 ----------------------------------------------------------------------------------------
 
 
-def _redact_base64_string(redactor: Redactor, text: str, keys: bool) -> str | None:
+def _redact_base64_string(redactor: Redacting, text: str, keys: bool) -> str | None:
     """The redacted string when ``text`` is base64 (or a base64 data URL) of text holding a secret."""
     prefix = ""
     if text[:5].lower() == "data:":
@@ -100,7 +90,7 @@ def _redact_base64_string(redactor: Redactor, text: str, keys: bool) -> str | No
     redacted = redactor.redact_string(plain, keys=keys)
     if redacted == plain:
         return None
-    if raw.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)):
+    if raw.startswith(FRAME_MAGICS):
         return REDACTED
     return prefix + _encode_like(redacted.encode("utf-8"), text, urlsafe)
 
@@ -120,7 +110,7 @@ def _decode(compact: str, urlsafe: bool) -> bytes | None:
 
 def text_of(raw: bytes) -> str | None:
     """The plausible text ``raw`` holds, itself or as a gzip/zstd frame; None for binary."""
-    if raw.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)):
+    if raw.startswith(FRAME_MAGICS):
         expanded = _expand_frame(raw)
         return expanded.decode("utf-8") if expanded is not None and _plausible(expanded) else None
     return raw.decode("utf-8") if _plausible(raw) else None
@@ -130,7 +120,7 @@ def _plausible(raw: bytes | None, *, probe: bool = False) -> bool:
     """UTF-8 with few control characters (``probe``: ``raw`` may end inside a character or be a frame)."""
     if raw is None:
         return False
-    if probe and raw.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)):
+    if probe and raw.startswith(FRAME_MAGICS):
         return True
     for cut in range(4 if probe else 1):
         try:
@@ -148,7 +138,7 @@ def _expand_frame(raw: bytes) -> bytes | None:
             inflater = zlib.decompressobj(zlib.MAX_WBITS | 16)
             out = inflater.decompress(raw, MAX_FRAME_OUTPUT)
             return None if inflater.unconsumed_tail else out
-        import zstandard  # lazily, and optional: without it a zstd frame is scanned as the bytes it is
+        import zstandard  # optional, and lazily: without it a zstd frame is scanned as the bytes it is
 
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as reader:
             out = reader.read(MAX_FRAME_OUTPUT + 1)
@@ -169,36 +159,10 @@ def _encode_like(raw: bytes, original: str, urlsafe: bool) -> str:
     return encoded
 
 
-def redact_base64_body(redactor: Redactor, data: str, ctype: str, keys: bool) -> dict[str, Any]:
-    """A stored ``{"base64": ...}`` body redacted through its decoded view (the BODY keys that change)."""
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except (binascii.Error, ValueError):
-        return {"base64": redactor.redact_string(data, keys=keys)}
-    if raw.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)) and (inner := text_of(raw)) is not None:
-        # A gzip or zstd frame (stored before codings were decoded): a secret in it is stored decoded.
-        redacted = redactor._redact_text_body(inner, ctype, keys)
-        if redacted != {"text": inner}:
-            return redacted
-    textual = any(t in ctype for t in ("json", "text", "x-www-form-urlencoded", "xml"))
-    if textual or raw.lstrip()[:1] in (b"{", b"["):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if text is not None:
-            redacted = redactor._redact_text_body(text, ctype, keys)
-            if redacted == {"text": text}:
-                return {"base64": data}
-            return redacted
-    new = redactor.redact_bytes(raw, ctype, keys=keys)
-    return {"base64": data} if new == raw else {"base64": base64.b64encode(new).decode("ascii")}
-
-
 # -- percent-encoding -------------------------------------------------------------------------------
 
 
-def _redact_percent_run(redactor: Redactor, run: str, keys: bool) -> str:
+def _redact_percent_run(redactor: Redacting, run: str, keys: bool) -> str:
     decoded = unquote(run)
     if decoded == run:
         return run
@@ -211,16 +175,14 @@ def _redact_percent_run(redactor: Redactor, run: str, keys: bool) -> str:
 # -- idempotency keys -------------------------------------------------------------------------------
 
 
-def redact_tool_arguments(
-    redactor: Redactor, arguments: dict[str, Any], idempotency_key: str | None
-) -> dict[str, Any]:
+def redact_tool_arguments(redactor: Redacting, arguments: Document, idempotency_key: str | None) -> Document:
     """Live ``@tool`` arguments redacted as a saved ``tool.call`` holds them (replay matches on them)."""
-    event = {"tool": {"idempotency_key": idempotency_key}, "data": {"arguments": arguments}}
-    redacted: dict[str, Any] = redactor.redact(event)["data"]["arguments"]
+    event: Document = {"tool": {"idempotency_key": idempotency_key}, "data": {"arguments": arguments}}
+    redacted: Document = redactor.redact(event)["data"]["arguments"]
     return redacted
 
 
-def keep_idempotency_key(redactor: Redactor, event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+def keep_idempotency_key(redactor: Redacting, event: Document, out: Document) -> Document:
     """``out`` (``event`` redacted) with the tool argument that carries ``tool.idempotency_key`` restored."""
     tool, data, new_data = event.get("tool"), event.get("data"), out.get("data")
     if not isinstance(tool, dict) or not isinstance(data, dict) or not isinstance(new_data, dict):

@@ -1,63 +1,22 @@
-"""Runtime values as settings name them and as the ``runtime.values`` event stores them: the sources a
-setting chooses, the event's data read back per stream (key order restored), and its line in a timeline.
-The recording and serving itself is :mod:`.runtime_values`."""
+"""Runtime values as the ``runtime.values`` event stores them: the event's data read back per stream (key
+order restored), and its line in a timeline. The sources a setting chooses are core's
+(:mod:`..core.runtime_sources`: the settings read them); the recording and serving itself is
+:mod:`.values`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from ..exceptions import ConfigError
-from .canonical import in_key_order, key_order
+from ..core.canonical import in_key_order, key_order
+from ..core.runtime_sources import DEFAULT_SOURCES as DEFAULT_SOURCES
+from ..core.runtime_sources import SOURCES as SOURCES
 
 if TYPE_CHECKING:
-    from .capture import RunContext
+    from ..core.capture import RunContext
 
 EVENT_TYPE: Final = "runtime.values"
-SOURCES: Final = ("clock", "uuid", "random")
-DEFAULT_SOURCES: Final = SOURCES
-_OFF_WORDS: Final = ("none", "off", "false", "0")
-
-
-# ------------------------------------------------------------------------------------------- settings
-
-
-def parse_sources(value: Any, where: str) -> tuple[str, ...] | None:
-    """The sources a setting names, ``()`` when it turns runtime values off, ``None`` when not given.
-
-    Accepts ``"clock uuid random"`` (spaces or commas), a list, ``true`` (all), ``false``/``""``/``[]``/
-    ``"none"``/``"off"`` (off). Raises ``ConfigError`` listing the valid values.
-    """
-    if value is None:
-        return None
-    if value is True:
-        return DEFAULT_SOURCES
-    if value is False:
-        return ()
-    if isinstance(value, str):
-        parts = [p for p in value.replace(",", " ").split() if p]
-    elif isinstance(value, Iterable) and not isinstance(value, bytes | Mapping):
-        parts = []
-        for item in value:
-            if not isinstance(item, str):
-                raise _config_error(repr(value), where)
-            parts.extend(p for p in item.replace(",", " ").split() if p)
-    else:
-        raise _config_error(repr(value), where)
-    if len(parts) == 1 and parts[0].lower() in _OFF_WORDS:
-        return ()
-    unknown = [p for p in parts if p not in SOURCES]
-    if unknown:
-        raise _config_error(", ".join(map(repr, unknown)), where)
-    return tuple(s for s in SOURCES if s in parts)
-
-
-def _config_error(got: str, where: str) -> ConfigError:
-    return ConfigError(
-        f"invalid runtime_values {got} in {where}",
-        evidence=[f"valid values: {', '.join(SOURCES)} (any of them, space-separated; empty turns it off)"],
-        fixes=['use e.g. runtime_values = "clock uuid random", "clock", or "" to turn it off'],
-    )
 
 
 # ------------------------------------------------------------------------------------- the event
@@ -86,8 +45,6 @@ def describe_data(data: Mapping[str, Any]) -> str:
 
 
 def iso_us(us: int) -> str:
-    from datetime import UTC, datetime, timedelta
-
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

@@ -1,0 +1,361 @@
+"""The redactor: secrets replaced with ``constants.REDACTED`` in everything that goes into a cassette.
+
+Independent nets, because credentials hide in different places: secret-named JSON keys, headers whose
+name says auth/key/token/secret/signature/session/password/cookie, secret-named URL query parameters,
+URL userinfo, named multipart parts, and secret-shaped values anywhere (:mod:`.rules`).
+
+Redaction works on *decoded views*, what is on the wire rather than how it is stored: bodies
+(:mod:`.bodies`), base64 and percent-encoded strings (:mod:`.encoded`), JSON nested inside JSON strings
+(tool-call arguments). The final scan (:meth:`Redactor.find_secrets`, :mod:`.scan`) is defined as "what
+:meth:`Redactor.redact` would still change", so the scan before a write, ``agentreplay verify`` and the
+reports see exactly the views redaction saw. What a redactor remembers between calls, and what of it is
+shared, is :mod:`.memory`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar, cast
+from urllib.parse import unquote
+
+from ..core.constants import REDACTED
+from ..core.documents import Document
+from ..exceptions import ConfigError
+from . import bodies
+from .encoded import keep_idempotency_key, redact_encoded
+from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
+from .rules import (
+    BUILTIN_VALUE_PATTERNS,
+    JSON_PAIR,
+    QUERY_PARAM,
+    REGEX_META,
+    URL_REDACTED,
+    USERINFO,
+    NameRules,
+    bearer_token_is_secret,
+    compile_option,
+    dump_like,
+    is_body,
+    is_exempt,
+    is_header_pair,
+    looks_like_json,
+    may_hold_value,
+    normalize_name,
+    try_json,
+)
+from .scan import changed_paths
+
+T = TypeVar("T")
+
+
+class Redactor:
+    """Replaces secrets in JSON values with ``constants.REDACTED``; configurable per project.
+
+    Results may share containers with the results of earlier calls (``sharing``, :mod:`.memory`): read
+    them, place them, serialise them; copy one before handing it to code that may change it.
+    """
+
+    def __init__(
+        self,
+        *,
+        extra_headers: Iterable[str] = (),
+        extra_keys: Iterable[str] = (),
+        extra_key_patterns: Iterable[str | re.Pattern[str]] = (),
+        extra_value_patterns: Iterable[str | re.Pattern[str]] = (),
+        sharing: Sharing = Sharing.BY_CONTENT_AND_IDENTITY,
+    ) -> None:
+        self._rules = NameRules(
+            frozenset(normalize_name(n) for n in (*extra_headers, *extra_keys)),
+            tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in extra_key_patterns),
+        )
+        self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
+        self._values = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
+        self._memory = Memory(sharing)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, object]) -> Redactor:
+        """Build from ``[tool.agentreplay]`` keys ``redact_headers``, ``redact_keys``, ``redact_patterns``.
+
+        A ``redact_keys`` entry with regex metacharacters is a case-insensitive full-match regex.
+        """
+        lists: dict[str, list[str]] = {}
+        for option in ("redact_headers", "redact_keys", "redact_patterns"):
+            raw = config.get(option, [])
+            if isinstance(raw, str):
+                raw = [raw]
+            if not isinstance(raw, list | tuple) or not all(isinstance(item, str) for item in raw):
+                raise ConfigError(
+                    f"[tool.agentreplay] {option} must be a list of strings",
+                    evidence=[f"got: {raw!r}"],
+                    place=f"[tool.agentreplay] {option}",
+                    fixes=[f'write it as {option} = ["..."]'],
+                )
+            lists[option] = [str(item) for item in raw]
+        names = [k for k in lists["redact_keys"] if not (REGEX_META & set(k))]
+        key_patterns = [k for k in lists["redact_keys"] if REGEX_META & set(k)]
+        compiled_keys = [compile_option(p, "redact_keys", re.IGNORECASE) for p in key_patterns]
+        compiled_values = [compile_option(p, "redact_patterns", 0) for p in lists["redact_patterns"]]
+        return cls(
+            extra_headers=lists["redact_headers"],
+            extra_keys=names,
+            extra_key_patterns=compiled_keys,
+            extra_value_patterns=compiled_values,
+        )
+
+    # -- decisions -------------------------------------------------------------------------------
+
+    def is_secret_name(self, name: str, *, query: bool = False) -> bool:
+        """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret."""
+        cache_key = (name, query)
+        cached = self._memory.names.get(cache_key)
+        if cached is not None:
+            return cached
+        result = self._rules.is_secret_name(name, query)
+        self._memory.remember_name(cache_key, result)
+        return result
+
+    def is_secret_header(self, name: str) -> bool:
+        """Whether an HTTP header of this name carries a credential.
+
+        Wider than JSON keys: any word of the name containing auth/key/token/secret/signature/session/
+        password/cookie ("X-Auth-Key", "X-Amz-Security-Token", "X-Session-Id"), minus a short allowlist
+        that must stay readable (``Idempotency-Key``, rate-limit token counters).
+        """
+        cached = self._memory.headers.get(name)
+        if cached is not None:
+            return cached
+        result = self._rules.is_secret_header(name)
+        self._memory.remember_header(name, result)
+        return result
+
+    # -- redaction -------------------------------------------------------------------------------
+
+    def redact(self, value: T, *, keys: bool = True) -> T:
+        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules."""
+        return cast(T, self._redact(value, keys))
+
+    def _redact(self, value: object, keys: bool) -> object:
+        if isinstance(value, str):
+            return self.redact_string(value, keys=keys)
+        if isinstance(value, dict):
+            if is_body(value):
+                return bodies.redact_body(self, value, keys)
+            out: Document = {}
+            for k, v in value.items():
+                new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
+                if keys and isinstance(k, str) and self.is_secret_name(k) and not is_exempt(v):
+                    out[new_key] = REDACTED
+                elif keys and k == "headers" and isinstance(v, dict | list):
+                    out[new_key] = self.redact_headers(v)
+                else:
+                    out[new_key] = self._redact(v, keys)
+            if keys and "tool" in value:
+                out = keep_idempotency_key(self, value, out)
+            return out
+        if isinstance(value, list):
+            if keys and is_header_pair(value) and self.is_secret_name(value[0]) and not is_exempt(value[1]):
+                return [value[0], REDACTED]
+            return [
+                self._redact_element(v, keys) if isinstance(v, dict | list) else self._redact(v, keys)
+                for v in value
+            ]
+        return value
+
+    def _redact_element(self, value: object, keys: bool) -> object:
+        memory = self._memory
+        if memory.by_id is not None:
+            # The same object again (a history shared between requests, see http.recording.share_repeats).
+            seen = memory.by_id.get((id(value), keys))
+            if seen is not None and seen[0] is value:
+                return seen[1]
+            out = self._redact_element_by_content(value, keys)
+            memory.remember_by_id(value, keys, out)
+            return out
+        if memory.by_content is not None:
+            return self._redact_element_by_content(value, keys)
+        return self._redact(value, keys)
+
+    def _redact_element_by_content(self, value: object, keys: bool) -> Shared:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return Shared(self._redact(value, keys))
+        cache_key = (keys, text)
+        cached = self._memory.by_content.get(cache_key) if self._memory.by_content is not None else None
+        if cached is not None:
+            return cached
+        out = Shared(self._redact(value, keys))
+        self._memory.remember_by_content(cache_key, out)
+        return out
+
+    def redact_headers(self, headers: T) -> T:
+        """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted."""
+        if isinstance(headers, dict):
+            out: Document = {}
+            for name, value in headers.items():
+                new_name = self.redact_string(name, keys=False) if isinstance(name, str) else name
+                if isinstance(name, str) and self.is_secret_header(name) and not is_exempt(value):
+                    out[new_name] = REDACTED
+                else:
+                    out[new_name] = self.redact(value)
+            return cast(T, out)
+        if isinstance(headers, list):
+            return cast(
+                T,
+                [
+                    [pair[0], REDACTED]
+                    if is_header_pair(pair) and self.is_secret_header(pair[0]) and not is_exempt(pair[1])
+                    else self.redact(pair)
+                    for pair in headers
+                ],
+            )
+        return self.redact(headers)
+
+    def redact_url(self, url: str) -> str:
+        """A URL as stored: userinfo and secret query parameters redacted (cheap when there are none)."""
+        if not any(c in url for c in "?@#%") and not may_hold_value(url):
+            return url
+        return self.redact_string(url, keys=False)
+
+    def redact_string(self, text: str, *, keys: bool = True) -> str:
+        if len(text) < STRING_MIN_CHARS:
+            return self._redact_string(text, keys)
+        cache_key = (text, keys)
+        cached = self._memory.strings.get(cache_key)
+        if cached is not None:
+            return cached
+        out = self._redact_string(text, keys)
+        self._memory.remember_string(cache_key, out)
+        return out
+
+    def _redact_string(self, text: str, keys: bool) -> str:
+        out = text
+        if keys and text != REDACTED and looks_like_json(text):
+            # JSON inside a JSON string (an OpenAI tool call's "arguments"): its keys count too.
+            parsed = try_json(text)
+            if isinstance(parsed, dict | list):
+                redacted = self._redact(parsed, True)
+                if redacted != parsed:
+                    out = dump_like(redacted, text)
+        if may_hold_value(out):
+            out = self._values.sub(self._value_replacement, out)
+        for pattern in self._extra_values:
+            out = pattern.sub(REDACTED, out)
+        if "@" in out and "://" in out:
+            out = USERINFO.sub(self._userinfo_replacement, out)
+        if "=" in out and ("?" in out or "&" in out or "#" in out):
+            out = QUERY_PARAM.sub(self.query_replacement, out)
+        return redact_encoded(self, out, keys)
+
+    def _value_replacement(self, match: re.Match[str]) -> str:
+        if match.group("bearer") is not None:
+            token = match.group("bearer_tok")
+            if not bearer_token_is_secret(token):
+                return match.group(0)
+            head = match.group(0)[: match.start("bearer_tok") - match.start()]
+            return head + REDACTED
+        return REDACTED
+
+    @staticmethod
+    def _userinfo_replacement(match: re.Match[str]) -> str:
+        whole = match.group(0)
+        return whole[: match.start("userinfo") - match.start()] + URL_REDACTED + "@"
+
+    def query_replacement(self, match: re.Match[str]) -> str:
+        """A matched ``name=value`` parameter, its value redacted if its name is secret."""
+        name = match.group("name")
+        value = match.group("value")
+        if not value or value == REDACTED or not self.is_secret_name(unquote(name), query=True):
+            return match.group(0)
+        return f"{match.group('lead')}{name}={REDACTED}"
+
+    def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]:
+        """Character spans of ``text`` holding secrets, merged and sorted.
+
+        Works on text cut anywhere (a stream joined from its chunks, JSON that never closes), so the
+        name rules look at ``"name": value`` pairs and ``name=value`` parameters rather than parse.
+        """
+        spans: list[tuple[int, int]] = []
+        if may_hold_value(text):
+            for match in self._values.finditer(text):
+                if match.group("bearer") is None:
+                    spans.append(match.span())
+                elif bearer_token_is_secret(match.group("bearer_tok")):
+                    spans.append(match.span("bearer_tok"))
+        for pattern in self._extra_values:
+            spans.extend(m.span() for m in pattern.finditer(text))
+        if "@" in text and "://" in text:
+            found = USERINFO.finditer(text)
+            spans.extend(m.span("userinfo") for m in found if m["userinfo"] != URL_REDACTED)
+        if "=" in text:
+            for match in QUERY_PARAM.finditer(text):
+                value = match.group("value")
+                name = unquote(match.group("name"))
+                if value and value != REDACTED and self.is_secret_name(name, query=True):
+                    spans.append(match.span("value"))
+        if keys and '"' in text:
+            for match in JSON_PAIR.finditer(text):
+                group = "str" if match.group("str") is not None else "num"
+                value = match.group(group)
+                if value and value != REDACTED and self.is_secret_name(match.group("name")):
+                    spans.append(match.span(group))
+        return _merge(spans)
+
+    def redact_body(self, body: Document, *, keys: bool = True) -> Document:
+        """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
+        return bodies.redact_body(self, body, keys)
+
+    def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes:
+        """Raw body bytes redacted through their decoded view (multipart parts, JSON, text, binary)."""
+        return bodies.redact_bytes(self, raw, content_type, keys)
+
+    def redact_sse(self, events: list[object], *, keys: bool = True) -> list[object]:
+        """A stream's events, redacted joined (a key split across chunks) and then one by one."""
+        return bodies.redact_sse(self, events, keys)
+
+    # -- final scan ------------------------------------------------------------------------------
+
+    def find_secrets(self, value: object, path: str = "", *, keys: bool = True) -> list[str]:
+        """JSON paths of everything in ``value`` that :meth:`redact` would still change (:mod:`.scan`)."""
+        found: list[str] = []
+        changed_paths(self, value, self._redact(value, keys), path, found)
+        return found
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+@functools.cache
+def default_redactor() -> Redactor:
+    """The redactor of the built-in rules, built once: it holds compiled patterns and immutable decisions.
+
+    Process-wide, its callers know nothing of each other: it shares no redacted container between calls.
+    """
+    return Redactor(sharing=Sharing.NONE)
+
+
+def redact(value: T) -> T:
+    """Redact with the built-in rules only."""
+    return default_redactor().redact(value)
+
+
+def redact_body(body: Document) -> Document:
+    return default_redactor().redact_body(body)
+
+
+def find_secrets(value: object, redactor: Redactor | None = None, *, path: str = "") -> list[str]:
+    """JSON paths of anything still secret-shaped; the last check before a cassette is written."""
+    return (redactor or default_redactor()).find_secrets(value, path)
+
+
+RedactHook = Callable[[Document], Document]

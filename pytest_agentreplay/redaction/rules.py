@@ -1,0 +1,273 @@
+"""What counts as a secret: the names, header words and value shapes redaction looks for, and the small
+pure helpers every view shares. No state: the per-project additions are :class:`NameRules`, built once.
+
+Names are compared after normalisation (:func:`normalize_name`): camelCase -> snake_case, lower case, "-" and
+" " -> "_".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+from ..core.constants import REDACTED
+from ..exceptions import ConfigError
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+# Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_".
+_SECRET_NAMES = frozenset(
+    {
+        "authorization",
+        "proxy_authorization",
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "cookie",
+        "set_cookie",
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "auth",
+        "private_key",
+        "access_key",
+        "secret_key",
+        "client_secret",
+        "session_id",
+        "sessionid",
+        "session_token",
+        "signing_key",
+        "encryption_key",
+        "master_key",
+        "subscription_key",
+    }
+)
+_SECRET_SUFFIXES = (
+    "_token",
+    "_secret",
+    "_password",
+    "_passwd",
+    "_api_key",
+    "_apikey",
+    "_private_key",
+    "_access_key",
+    "_secret_key",
+    "_session_id",
+    "_sessionid",
+    "_credential",
+    "_credentials",
+    "_subscription_key",
+    "_cookie",
+    "_authorization",
+)
+# Usage counters and replay bookkeeping look like secrets by name but must survive: replay matches on them.
+_NEVER_SECRET = frozenset(
+    {
+        "tokens",
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "input_tokens",
+        "output_tokens",
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "reasoning_tokens",
+        "cached_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "idempotency_key",
+        "cache_key",
+        "prompt_cache_key",
+        "page_token",
+        "next_page_token",
+        "pagination_token",
+        "bos_token",
+        "eos_token",
+        "pad_token",
+        "unk_token",
+        "sep_token",
+        "cls_token",
+        "mask_token",
+        "stop_token",
+    }
+)
+# Only meaningful as URL parameters: a JSON "signature" is e.g. Anthropic's thinking-block signature.
+_QUERY_ONLY_NAMES = frozenset({"sig", "signature", "x_amz_signature", "code_verifier"})
+
+_BEARER_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
+BUILTIN_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
+    (
+        "private_key_block",
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+    ),
+    ("anthropic", r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"),
+    ("openai", r"(?<![A-Za-z0-9])sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    ("stripe", r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("aws", r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
+    ("github", r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("google", r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    ("slack", r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("jwt", r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    ("bearer", rf"(?i:\bbearer)\s+(?P<bearer_tok>[{_BEARER_TOKEN_CHARS}]{{8,}}=*)"),
+)
+# A URL fragment's parameters ("#access_token=...", OAuth implicit flow) are parameters too.
+QUERY_PARAM = re.compile(r"(?P<lead>[?&;#])(?P<name>[A-Za-z0-9_.\-%\[\]]+)=(?P<value>[^&#;\s\"'<>]*)")
+USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://(?P<userinfo>[^\s/?#@\"'<>\[\]\\]+)@")
+# Userinfo is replaced without brackets: "http://[REDACTED]@host" would parse as an IPv6 host.
+URL_REDACTED = REDACTED.strip("[]")
+# A "name": value pair in JSON text that may be cut anywhere (streamed tool-call arguments).
+JSON_PAIR = re.compile(
+    r'"(?P<name>[A-Za-z0-9_\-. $]{1,64})"\s*:\s*(?:"(?P<str>(?:[^"\\]|\\.)*)"?|(?P<num>-?[0-9][0-9.eE+\-]*))'
+)
+_HEADER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
+REGEX_META = frozenset("^$*+?()[]{}|\\.")
+BODY_KINDS = ("json", "text", "base64", "sse")
+
+# A header is a credential when a word of its name says so ("X-Auth-Key", "X-Session-Id", "Cookie")...
+_HEADER_MARKERS = ("auth", "key", "token", "secret", "signature", "session", "password", "passwd", "cookie")
+# ...except these words (rate-limit counters: "x-ratelimit-remaining-tokens") and names, which replay
+# and reviewers need readable: idempotency keys are how writes are matched and de-duplicated.
+_HEADER_WORDS_KEPT = frozenset({"tokens"})
+_HEADERS_KEPT = frozenset({"idempotency_key", "x_idempotency_key", "idempotency_token", "cache_key"})
+_SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anthropic_organization_id"})
+
+
+# The layouts of JSON text a nested JSON string is matched against, to be written back the same way.
+class _DumpFormat(TypedDict, total=False):
+    separators: tuple[str, str]
+    ensure_ascii: bool
+    indent: int
+
+
+_JSON_DUMP_FORMATS: tuple[_DumpFormat, ...] = (
+    {"separators": (",", ":"), "ensure_ascii": False},
+    {"ensure_ascii": True},
+    {"ensure_ascii": False},
+    {"separators": (",", ":"), "ensure_ascii": True},
+    {"indent": 2, "ensure_ascii": False},
+    {"indent": 2, "ensure_ascii": True},
+)
+
+
+def normalize_name(name: str) -> str:
+    return _CAMEL.sub("_", name).lower().replace("-", "_").replace(" ", "_")
+
+
+def is_exempt(value: object) -> bool:
+    # Nothing to hide in an absent value, a flag or something already redacted; keeps redaction idempotent.
+    return value is None or isinstance(value, bool) or value == "" or value == REDACTED
+
+
+def bearer_token_is_secret(token: str) -> bool:
+    # "the bearer of bad news" is prose; a token has length or machine characters.
+    return len(token) >= 20 or any(c.isdigit() or c in "-._~+/=" for c in token)
+
+
+def looks_like_json(text: str) -> bool:
+    stripped = text.strip()
+    return len(stripped) >= 2 and (
+        (stripped[0] == "{" and stripped[-1] == "}") or (stripped[0] == "[" and stripped[-1] == "]")
+    )
+
+
+class _NotJson:
+    """The value of text that is not JSON (``None`` is JSON's ``null``)."""
+
+
+NOT_JSON = _NotJson()
+
+
+def try_json(text: str) -> object:
+    """``text`` parsed, or :data:`NOT_JSON`."""
+    try:
+        parsed: object = json.loads(text)
+    except (ValueError, RecursionError):
+        return NOT_JSON
+    return parsed
+
+
+def dump_like(value: object, original: str) -> str:
+    """``value`` serialised as ``original`` was (compact, spaced, indented): only the secret changes."""
+    parsed = try_json(original)
+    if parsed is not NOT_JSON:
+        for kwargs in _JSON_DUMP_FORMATS:
+            if json.dumps(parsed, **kwargs) == original:
+                return json.dumps(value, **kwargs)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# Cheap pre-filter: every built-in value pattern needs one of these substrings (one C-level scan).
+_VALUE_HINT = re.compile("sk-|sk_|rk_|AKIA|ASIA|gh|AIza|xox|eyJ|earer|EARER|PRIVATE KEY")
+
+
+def may_hold_value(text: str) -> bool:
+    return _VALUE_HINT.search(text) is not None
+
+
+def is_body(value: Mapping[str, object]) -> bool:
+    return "content_type" in value and any(kind in value for kind in BODY_KINDS)
+
+
+def is_header_pair(value: list[object]) -> bool:
+    # Some clients keep headers as [name, value] pairs to preserve duplicates and order.
+    return (
+        len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], str)
+        and _HEADER_NAME.fullmatch(value[0]) is not None
+    )
+
+
+def compile_option(pattern: str, option: str, flags: int) -> re.Pattern[str]:
+    """A ``redact_keys``/``redact_patterns`` regex compiled, or the configuration error naming it."""
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise ConfigError(
+            f"[tool.agentreplay] {option} contains an invalid regular expression: {pattern!r}",
+            evidence=[f"re.error: {exc}"],
+            place=f"[tool.agentreplay] {option}",
+            fixes=[
+                f"fix or remove {pattern!r} (Python `re` syntax)",
+                "escape literal characters with a backslash",
+            ],
+        ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class NameRules:
+    """The built-in name rules plus a project's additions (``redact_headers``/``redact_keys``)."""
+
+    extra_names: frozenset[str] = frozenset()
+    key_patterns: tuple[re.Pattern[str], ...] = field(default=())
+
+    def is_secret_name(self, name: str, query: bool) -> bool:
+        norm = normalize_name(name)
+        if norm in self.extra_names or any(p.fullmatch(name) for p in self.key_patterns):
+            return True
+        if norm in _NEVER_SECRET:
+            return False
+        # The suffixes catch vendor headers: "anthropic-api-key", "x-goog-api-key", "x-auth-token".
+        if norm in _SECRET_NAMES or norm.endswith(_SECRET_SUFFIXES):
+            return True
+        return query and norm in _QUERY_ONLY_NAMES
+
+    def is_secret_header(self, name: str) -> bool:
+        norm = normalize_name(name)
+        if self.is_secret_name(name, False) or norm in _SECRET_HEADER_NAMES:
+            return True
+        if norm in _NEVER_SECRET or norm in _HEADERS_KEPT or "idempotency" in norm:
+            return False
+        return any(
+            word not in _HEADER_WORDS_KEPT and any(marker in word for marker in _HEADER_MARKERS)
+            for word in norm.split("_")
+        )
