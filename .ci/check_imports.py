@@ -26,6 +26,7 @@ from pathlib import Path
 # the folder's layer. The package's own ``__init__`` (the public facade) may import anything.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core", "exceptions"}),
+    frozenset({"guard"}),
     frozenset({"http", "frameworks"}),
     frozenset({"cassette"}),
     frozenset({"diff"}),

@@ -15,7 +15,7 @@ for _name in (
     "pytest_agentreplay.core.runtime_values",
     "pytest_agentreplay.core.runtime_patches",
     "pytest_agentreplay.core.runtime_data",
-    "pytest_agentreplay.http.guard",
+    "pytest_agentreplay.guard",
     "pytest_agentreplay.intercept.httpx",
     "pytest_agentreplay.intercept.urllib3",
     "pytest_agentreplay.intercept.aiohttp",

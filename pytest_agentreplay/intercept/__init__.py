@@ -106,7 +106,7 @@ _PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
 
 
 def _patch_all() -> list[Callable[[], None]]:
-    from ..http import guard
+    from .. import guard
 
     restores = [guard.install()]
     waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
