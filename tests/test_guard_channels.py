@@ -13,8 +13,10 @@ threads, ``capture_run`` inside a replay, subprocess isolation, the start-up hoo
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import http.client
+import multiprocessing
 import os
 import shutil
 import socket
@@ -24,7 +26,8 @@ import sysconfig
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,8 +35,8 @@ from typing import Any
 import pytest
 from servers import LLMServer, MemoryCassette, run_in
 
+from pytest_agentreplay import capture_run, guard
 from pytest_agentreplay.exceptions import ConfigError, NetworkBlockedError
-from pytest_agentreplay import guard
 from pytest_agentreplay.intercept import install as _install_interception
 
 # Inner sessions run in-process, and pytester afterwards drops every module first imported during one:
@@ -64,7 +67,7 @@ class Counters:
         counters = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:
@@ -439,7 +442,7 @@ def test_allowed(agent_replay):
         (socket.AF_INET, (b"203.0.113.5", 80), [["203.0.113.5"]], True),
     ],
 )
-def test_decide(family: Any, address: Any, allow: list[list[str]], allowed: bool) -> None:
+def test_decide(family: int | None, address: object, allow: list[list[str]], allowed: bool) -> None:
     assert guard.decide(family, address, allow).allowed is allowed
 
 
@@ -461,7 +464,7 @@ def test_local_lookups_pass_but_connections_are_still_checked() -> None:
 # -- in-process: resolvers, threads, capture_run, isolation ----------------------------------------------
 
 
-def replay(settings: dict[str, Any] | None = None) -> run_in:
+def replay(settings: dict[str, object] | None = None) -> run_in:
     return run_in("regression", recorded=MemoryCassette([]), settings=settings, cassette="cassettes/t.json")
 
 
@@ -469,13 +472,11 @@ def replay(settings: dict[str, Any] | None = None) -> run_in:
 def test_refused_lookups_never_reach_the_resolver(
     monkeypatch: pytest.MonkeyPatch, installed_before: bool
 ) -> None:
-    import _socket
-
     asked: list[str] = []
     me = threading.get_ident()
 
-    def fake(name: str) -> Any:
-        def resolver(host: Any, *args: Any) -> Any:
+    def fake(name: str) -> Callable[..., object]:
+        def resolver(host: object, *args: object) -> object:
             if threading.get_ident() == me:  # a thread another test left running may resolve what it may
                 asked.append(name)
             raise OSError("the fake resolver was reached")
@@ -543,11 +544,7 @@ def test_a_thread_that_outlives_its_test_stays_guarded_and_is_reported(counters:
 
 
 def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, counters: Counters) -> None:
-    import urllib.request
-
-    import httpx
-
-    from pytest_agentreplay import capture_run
+    import httpx  # optional: a dev dependency, as every intercepted client
 
     url = f"http://127.0.0.1:{counters.port}/tools/weather?city=Oslo"
     with replay() as ctx, capture_run(tmp_path / "prod.json", agent="prod") as captured:
@@ -561,8 +558,6 @@ def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, cou
 
 
 def test_capture_run_outside_tests_still_captures(tmp_path: Path) -> None:
-    from pytest_agentreplay import capture_run
-
     with capture_run(tmp_path / "prod.json", intercept_http=False) as ctx:
         assert ctx.mode == "capture"
     assert (tmp_path / "prod.json").exists()
@@ -570,8 +565,6 @@ def test_capture_run_outside_tests_still_captures(tmp_path: Path) -> None:
 
 def test_forkserver_children_follow_the_current_run_not_the_first(counters: Counters) -> None:
     # The forkserver is started once and shared: its children must be guarded exactly while a run is.
-    import multiprocessing
-
     ctx_mp = multiprocessing.get_context("forkserver")
     code = (
         f"import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); "
@@ -676,6 +669,8 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         from pytest_agentreplay.core.after_import import AfterImport
         from pytest_agentreplay import guard
 
+        patched = guard.children._patched_get_preparation_data
+
         def hooks():
             return sum(isinstance(f, AfterImport) for f in sys.meta_path)
 
@@ -696,16 +691,16 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
 
         uninstall = guard.install()
         import multiprocessing.spawn as spawn
-        print("imported:", spawn.get_preparation_data is guard.children._patched_get_preparation_data)
+        print("imported:", spawn.get_preparation_data is patched)
         uninstall()
         print("uninstalled:", state(spawn))
         importlib.reload(spawn)  # the module's loader is the genuine one again: a reload patches nothing
         print("reloaded:", state(spawn))
 
         uninstall = guard.install()  # multiprocessing imported in between: patched at once
-        print("again:", spawn.get_preparation_data is guard.children._patched_get_preparation_data, "hooks", hooks())
+        print("again:", spawn.get_preparation_data is patched, "hooks", hooks())
         importlib.reload(spawn)  # run again while installed: patched again, and restored to its new function
-        print("reloaded again:", spawn.get_preparation_data is guard.children._patched_get_preparation_data)
+        print("reloaded again:", spawn.get_preparation_data is patched)
         latest = guard.patches.PATCHES.originals["get_preparation_data"]
         uninstall()
         print("uninstalled again:", state(spawn), spawn.get_preparation_data is latest)
@@ -874,9 +869,7 @@ def test_children_of_a_non_replaying_process_are_untouched(counters: Counters) -
 
 
 def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    import _socket
-
-    def immutable(*args: Any) -> None:
+    def immutable(*args: object) -> None:
         raise TypeError("cannot set attribute of immutable type")
 
     monkeypatch.setattr(guard.sockets, "set_type_attribute", immutable)
