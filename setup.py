@@ -1,8 +1,8 @@
 """Packaging glue for the one thing pyproject.toml cannot say: a ``.pth`` file at the top of site-packages.
 
 ``pytest_agentreplay_guard.pth`` makes Python child processes of a replaying test install the network
-guard (see ``pytest_agentreplay/http/childguard.py``). It is copied into the build root so that both the
-wheel and an editable install (``pip install -e .``, PEP 660) put it next to the package.
+guard (see ``start`` in ``pytest_agentreplay/guard/__init__.py``). It is copied into the build root so
+that both the wheel and an editable install (``pip install -e .``, PEP 660) put it next to the package.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from pathlib import Path
 # core's constants. The runtime values read the active run (``core.capture``): they sit above core.
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core", "exceptions", "redaction"}),
+    frozenset({"guard"}),
     frozenset({"runtime"}),
     frozenset({"http", "frameworks"}),
     frozenset({"cassette"}),

@@ -383,7 +383,7 @@ def _replaying_run() -> RunContext | None:
     current = current_run()
     if current is not None and not current.recording:
         return current
-    guard = sys.modules.get("pytest_agentreplay.http.guard")
+    guard = sys.modules.get("pytest_agentreplay.guard")
     if guard is None:
         # Never imported: no replay run can be active in this process.
         return None

@@ -240,7 +240,7 @@ class SessionHooks:
         if test_run is None or test_run.ctx is None:
             result = yield
             if blocked is not None:
-                from .http.guard import collect_child_refusals
+                from .guard import collect_child_refusals
 
                 blocked.failures.extend(collect_child_refusals(blocked))
             if blocked is not None and blocked.failures:
@@ -348,7 +348,7 @@ class SessionHooks:
 
         # Threads (and late children) of replaying tests that called out after their test ended. A session
         # that never installed the guard has none, and must not pay for importing it.
-        guard = sys.modules.get("pytest_agentreplay.http.guard")
+        guard = sys.modules.get("pytest_agentreplay.guard")
         if guard is not None:
             self.controller.add_strays(guard.stray_refusals())
         workeroutput = getattr(self.config, "workeroutput", None)
@@ -463,10 +463,10 @@ def _agentreplay_activation(request: pytest.FixtureRequest) -> Generator[None, N
 
 
 def _guard_only(item: pytest.Item, settings: Settings) -> Any:
+    from . import guard
     from .core.capture import Recorder, RunContext, utc_now
     from .core.events import RunMeta
-    from .http import guard
-    from .http.refusal import BLOCK_ONLY
+    from .guard import BLOCK_ONLY
 
     ctx = RunContext(
         Recorder(RunMeta(run_id="block-network", test=item.nodeid, recorded_at=utc_now())),

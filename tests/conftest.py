@@ -15,7 +15,7 @@ for _name in (
     "pytest_agentreplay.runtime.values",
     "pytest_agentreplay.runtime.patches",
     "pytest_agentreplay.runtime.data",
-    "pytest_agentreplay.http.guard",
+    "pytest_agentreplay.guard",
     "pytest_agentreplay.intercept.httpx",
     "pytest_agentreplay.intercept.urllib3",
     "pytest_agentreplay.intercept.aiohttp",

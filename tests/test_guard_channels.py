@@ -13,8 +13,10 @@ threads, ``capture_run`` inside a replay, subprocess isolation, the start-up hoo
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import http.client
+import multiprocessing
 import os
 import shutil
 import socket
@@ -24,7 +26,8 @@ import sysconfig
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,8 +35,8 @@ from typing import Any
 import pytest
 from servers import LLMServer, MemoryCassette, run_in
 
+from pytest_agentreplay import capture_run, guard
 from pytest_agentreplay.exceptions import ConfigError, NetworkBlockedError
-from pytest_agentreplay.http import guard
 from pytest_agentreplay.intercept import install as _install_interception
 
 # Inner sessions run in-process, and pytester afterwards drops every module first imported during one:
@@ -64,7 +67,7 @@ class Counters:
         counters = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
             def do_GET(self) -> None:
@@ -387,13 +390,13 @@ def test_audit_mode_refuses_channels_opened_by_fixtures(
     result = pytester.runpytest("--agentreplay-mode=audit", "-p", "no:cacheprovider", "-q")
     reached = counters.reached()
     assert reached == {"http": 0, "ipv6": 0, "udp": 0}, reached
-    outcomes = result.parseoutcomes()
-    if outcomes.get("passed") == CHANNEL_NAMES:
-        pytest.xfail(
-            "audit mode does not fail a test whose fixture swallowed a refusal yet: TestRun.end (session.py) "
-            "must run finish_replay and raise ctx.failures before its audit branch returns"
-        )
+    # Every channel fails its test, for the guard's reason: a refusal the fixture swallowed is raised at
+    # the end of the run (TestRun.end runs finish_replay before its audit branch returns).
     result.assert_outcomes(failed=CHANNEL_NAMES)
+    failures = _failures_by_channel(result)
+    assert len(failures) == CHANNEL_NAMES, sorted(failures)
+    for channel, text in failures.items():
+        assert any(t in text for t in BLOCKED_TEXT), (channel, text[-2000:])
 
 
 def test_allowed_hosts_keep_working_by_name(pytester: pytest.Pytester, counters: Counters) -> None:
@@ -439,7 +442,7 @@ def test_allowed(agent_replay):
         (socket.AF_INET, (b"203.0.113.5", 80), [["203.0.113.5"]], True),
     ],
 )
-def test_decide(family: Any, address: Any, allow: list[list[str]], allowed: bool) -> None:
+def test_decide(family: int | None, address: object, allow: list[list[str]], allowed: bool) -> None:
     assert guard.decide(family, address, allow).allowed is allowed
 
 
@@ -461,7 +464,7 @@ def test_local_lookups_pass_but_connections_are_still_checked() -> None:
 # -- in-process: resolvers, threads, capture_run, isolation ----------------------------------------------
 
 
-def replay(settings: dict[str, Any] | None = None) -> run_in:
+def replay(settings: dict[str, object] | None = None) -> run_in:
     return run_in("regression", recorded=MemoryCassette([]), settings=settings, cassette="cassettes/t.json")
 
 
@@ -469,13 +472,11 @@ def replay(settings: dict[str, Any] | None = None) -> run_in:
 def test_refused_lookups_never_reach_the_resolver(
     monkeypatch: pytest.MonkeyPatch, installed_before: bool
 ) -> None:
-    import _socket
-
     asked: list[str] = []
     me = threading.get_ident()
 
-    def fake(name: str) -> Any:
-        def resolver(host: Any, *args: Any) -> Any:
+    def fake(name: str) -> Callable[..., object]:
+        def resolver(host: object, *args: object) -> object:
             if threading.get_ident() == me:  # a thread another test left running may resolve what it may
                 asked.append(name)
             raise OSError("the fake resolver was reached")
@@ -486,10 +487,10 @@ def test_refused_lookups_never_reach_the_resolver(
         if installed_before:  # another run's install (or a thread another test left running) keeps it
             stack.enter_context(replay())
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
-            if guard._PATCHES.patched:
+            if guard.patches.PATCHES.patched:
                 # The fakes go under the patches, where the guard calls through to the resolver. Patched is
                 # not installed(): a thread an earlier test left running keeps the patches with no install.
-                monkeypatch.setitem(guard._PATCHES.originals, name, fake(name))
+                monkeypatch.setitem(guard.patches.PATCHES.originals, name, fake(name))
                 continue
             monkeypatch.setattr(_socket, name, fake(name))
             if name != "getaddrinfo":
@@ -539,15 +540,11 @@ def test_a_thread_that_outlives_its_test_stays_guarded_and_is_reported(counters:
     assert "after the test ended" in strays[0]
     assert guard.stray_refusals() == []  # reported once
     # With the thread gone, the patches are removed (unless another test's thread still runs).
-    assert not guard._PATCHES.patched or guard.installed() or guard._stray_threads_alive()
+    assert not guard.patches.PATCHES.patched or guard.installed() or guard.runs.stray_threads_alive()
 
 
 def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, counters: Counters) -> None:
-    import urllib.request
-
-    import httpx
-
-    from pytest_agentreplay import capture_run
+    import httpx  # optional: a dev dependency, as every intercepted client
 
     url = f"http://127.0.0.1:{counters.port}/tools/weather?city=Oslo"
     with replay() as ctx, capture_run(tmp_path / "prod.json", agent="prod") as captured:
@@ -561,8 +558,6 @@ def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, cou
 
 
 def test_capture_run_outside_tests_still_captures(tmp_path: Path) -> None:
-    from pytest_agentreplay import capture_run
-
     with capture_run(tmp_path / "prod.json", intercept_http=False) as ctx:
         assert ctx.mode == "capture"
     assert (tmp_path / "prod.json").exists()
@@ -570,8 +565,6 @@ def test_capture_run_outside_tests_still_captures(tmp_path: Path) -> None:
 
 def test_forkserver_children_follow_the_current_run_not_the_first(counters: Counters) -> None:
     # The forkserver is started once and shared: its children must be guarded exactly while a run is.
-    import multiprocessing
-
     ctx_mp = multiprocessing.get_context("forkserver")
     code = (
         f"import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); "
@@ -619,7 +612,7 @@ def test_installing_the_guard_does_not_import_multiprocessing() -> None:
     out = _in_fresh_python(
         """
         from servers import MemoryCassette, run_in
-        from pytest_agentreplay.http import guard
+        from pytest_agentreplay import guard
 
         uninstall = guard.install()
         print("install:", "multiprocessing" in sys.modules)
@@ -636,7 +629,7 @@ def test_multiprocessing_imported_during_a_replay_still_hands_the_guard_over(cou
     out = _in_fresh_python(
         f"""
         from servers import MemoryCassette, run_in
-        from pytest_agentreplay.http import guard
+        from pytest_agentreplay import guard
 
         CODE = (
             "import http.client; c = http.client.HTTPConnection('127.0.0.1', {counters.port}, timeout=5); "
@@ -644,7 +637,7 @@ def test_multiprocessing_imported_during_a_replay_still_hands_the_guard_over(cou
         )
         # A spawn child also gets the guard through the environment: withhold that (as from a forkserver),
         # so that only the preparation data of the lazily patched multiprocessing.spawn can carry it.
-        guard._SERVER_COMMANDS = (*guard._SERVER_COMMANDS, "multiprocessing.spawn")
+        guard.children._SERVER_COMMANDS = (*guard.children._SERVER_COMMANDS, "multiprocessing.spawn")
         with run_in("regression", recorded=MemoryCassette([]), cassette="cassettes/t.json") as ctx:
             import multiprocessing
             import multiprocessing.spawn
@@ -674,7 +667,9 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         import os
 
         from pytest_agentreplay.core.after_import import AfterImport
-        from pytest_agentreplay.http import guard
+        from pytest_agentreplay import guard
+
+        patched = guard.children._patched_get_preparation_data
 
         def hooks():
             return sum(isinstance(f, AfterImport) for f in sys.meta_path)
@@ -692,21 +687,21 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         uninstall = guard.install()
         print("installed: hooks", hooks())
         uninstall()
-        print("removed: hooks", hooks(), guard._PATCHES.patched, "multiprocessing" in sys.modules)
+        print("removed: hooks", hooks(), guard.patches.PATCHES.patched, "multiprocessing" in sys.modules)
 
         uninstall = guard.install()
         import multiprocessing.spawn as spawn
-        print("imported:", spawn.get_preparation_data is guard._patched_get_preparation_data)
+        print("imported:", spawn.get_preparation_data is patched)
         uninstall()
         print("uninstalled:", state(spawn))
         importlib.reload(spawn)  # the module's loader is the genuine one again: a reload patches nothing
         print("reloaded:", state(spawn))
 
         uninstall = guard.install()  # multiprocessing imported in between: patched at once
-        print("again:", spawn.get_preparation_data is guard._patched_get_preparation_data, "hooks", hooks())
+        print("again:", spawn.get_preparation_data is patched, "hooks", hooks())
         importlib.reload(spawn)  # run again while installed: patched again, and restored to its new function
-        print("reloaded again:", spawn.get_preparation_data is guard._patched_get_preparation_data)
-        latest = guard._PATCHES.originals["get_preparation_data"]
+        print("reloaded again:", spawn.get_preparation_data is patched)
+        latest = guard.patches.PATCHES.originals["get_preparation_data"]
         uninstall()
         print("uninstalled again:", state(spawn), spawn.get_preparation_data is latest)
         """
@@ -728,14 +723,14 @@ def test_a_module_imported_again_while_installed_is_patched_again() -> None:
     # or (the package kept, the submodule dropped) finds the dropped one as the package's attribute.
     out = _in_fresh_python(
         """
-        from pytest_agentreplay.http import guard
+        from pytest_agentreplay import guard
 
         def drop(prefix):
             for name in [n for n in sys.modules if n.startswith(prefix)]:
                 del sys.modules[name]
 
         def ours(module):
-            return module.get_preparation_data is guard._patched_get_preparation_data
+            return module.get_preparation_data is guard.children._patched_get_preparation_data
 
         for imported_before in (False, True):
             if imported_before:
@@ -776,7 +771,7 @@ def test_a_module_imported_again_while_installed_is_patched_again() -> None:
 
 
 def _can_isolate() -> bool:
-    return sys.platform.startswith("linux") and guard._unshare_flags() is not None
+    return sys.platform.startswith("linux") and guard.isolation.unshare_flags() is not None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux only")
@@ -798,8 +793,8 @@ def test_isolated_children_reach_nothing_even_without_python(counters: Counters)
 
 
 def test_isolation_fails_clearly_where_namespaces_are_impossible(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard._NAMESPACES, "probed", True)
-    monkeypatch.setattr(guard._NAMESPACES, "flags", None)
+    monkeypatch.setattr(guard.isolation.NAMESPACES, "probed", True)
+    monkeypatch.setattr(guard.isolation.NAMESPACES, "flags", None)
     settings = {"isolate_subprocesses": True, "nodeid": "t.py::t"}
     with replay(settings) as ctx, pytest.raises(ConfigError) as info:
         subprocess.run(["true"])
@@ -820,6 +815,32 @@ def test_the_start_up_hook_is_installed_and_never_breaks_python() -> None:
             [sys.executable, "-c", "print('alive')"], env=env, capture_output=True, text=True
         )
         assert out.returncode == 0 and out.stdout == "alive\n" and not out.stderr, (value, out)
+
+
+# The line a .pth written by an install made before the guard moved to its own folder still runs.
+LEGACY_HOOK = (
+    'import os, sys; exec("try:\\n from pytest_agentreplay.http import childguard\\n childguard.start()\\n'
+    'except Exception:\\n pass") if os.environ.get("PYTEST_AGENTREPLAY_GUARD") else None'
+)
+SHIPPED_HOOK = (Path(__file__).parent.parent / "pytest_agentreplay_guard.pth").read_text("utf-8").strip()
+
+
+@pytest.mark.parametrize("hook", [SHIPPED_HOOK, LEGACY_HOOK], ids=["shipped", "legacy"])
+def test_the_start_up_hook_line_guards_a_python_child(hook: str) -> None:
+    # -S: no site-packages .pth runs, so only ``hook`` can install the guard in the child.
+    child = (
+        hook
+        + "\nimport socket\nfrom pytest_agentreplay import guard\nprint('installed:', guard.installed())\n"
+        "try:\n    socket.create_connection(('api.example.com', 443), timeout=5)\n"
+        "except Exception as e:\n    print('refused:', type(e).__name__)\n"
+    )
+    root = str(Path(__file__).parent.parent)
+    with replay({"nodeid": "t.py::t"}) as ctx:
+        env = {**os.environ, guard.ENV_VAR: guard.snapshot() or "", "PYTHONPATH": root}
+        out = subprocess.run([sys.executable, "-S", "-c", child], env=env, capture_output=True, text=True)
+    assert out.stdout.splitlines() == ["installed: True", "refused: NetworkBlockedError"], out
+    refusals = guard.collect_child_refusals(ctx)
+    assert len(refusals) == 1 and "api.example.com:443" in str(refusals[0])
 
 
 LOADED = "import sys; print(any(m.startswith('pytest_agentreplay') for m in sys.modules))"
@@ -848,12 +869,10 @@ def test_children_of_a_non_replaying_process_are_untouched(counters: Counters) -
 
 
 def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    import _socket
-
-    def immutable(*args: Any) -> None:
+    def immutable(*args: object) -> None:
         raise TypeError("cannot set attribute of immutable type")
 
-    monkeypatch.setattr(guard, "_set_type_attribute", immutable)
+    monkeypatch.setattr(guard.sockets, "set_type_attribute", immutable)
     original = _socket.socket
     with replay():
         raw: Any = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)

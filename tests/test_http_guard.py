@@ -9,17 +9,17 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from servers import LLMServer, MemoryCassette, run_in
 
 from pytest_agentreplay.exceptions import NetworkBlockedError
+from pytest_agentreplay.intercept import install
 
 BLOCKED_IP = "203.0.113.5"  # TEST-NET-3: never routable, so a leak would only time out
 
 
-def replay(settings: dict[str, Any] | None = None) -> run_in:
+def replay(settings: dict[str, object] | None = None) -> run_in:
     return run_in("regression", recorded=MemoryCassette([]), settings=settings, cassette="cassettes/t.json")
 
 
@@ -68,10 +68,10 @@ def test_asyncio_task_connections_are_blocked() -> None:
 
 def test_asyncio_loop_connects_through_sock_connect(monkeypatch: pytest.MonkeyPatch) -> None:
     # The guard relies on the event loop calling socket.connect: check that it does.
-    seen: list[Any] = []
+    seen: list[object] = []
     original = socket.socket.connect
 
-    def spy(self: socket.socket, address: Any) -> None:
+    def spy(self: socket.socket, address: object) -> None:
         seen.append(address)
         original(self, address)
 
@@ -135,8 +135,6 @@ def test_recording_runs_are_not_blocked_and_guard_is_inert_without_runs() -> Non
     with LLMServer() as server:
         with run_in("record"):
             _raw_connect("127.0.0.1", server.port)
-        from pytest_agentreplay.intercept import install
-
         uninstall = install()
         try:
             _raw_connect("127.0.0.1", server.port)
@@ -163,7 +161,7 @@ def test_guard_refuses_from_every_thread_while_replay_active() -> None:
 
 
 def test_http_layer_serves_while_guard_blocks_unknown_clients() -> None:
-    import httpx2
+    import httpx2  # optional: a dev dependency, as every intercepted client
 
     with replay() as ctx:
         with httpx2.Client() as client, pytest.raises(Exception) as info:

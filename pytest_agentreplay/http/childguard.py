@@ -1,24 +1,12 @@
-"""Start-up hook of child processes: guard a Python child of a replaying test like its parent.
+"""Where the child start-up hook lived before the guard got its own folder (:mod:`pytest_agentreplay.guard`).
 
-The ``pytest_agentreplay_guard.pth`` file installed next to the package runs, at every Python start-up,
-one line: when :data:`~pytest_agentreplay.http.guard.ENV_VAR` is set it calls :func:`start`, otherwise it
-does nothing (a dictionary lookup). The line swallows every error: a broken installation must never break
-Python start-up. This module imports nothing heavy; the guard itself imports only the standard library
-and the exception tree.
+The ``.pth`` file is copied into site-packages when the package is installed: an editable install made
+before the move keeps a ``.pth`` naming this module until it is reinstalled, and its Python children
+would silently go unguarded if the name were gone. This forwards to :func:`pytest_agentreplay.guard.start`.
 """
 
 from __future__ import annotations
 
-import os
+from ..guard import start
 
-ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
-
-
-def start() -> None:
-    """Install the network guard for the parent's replay runs named in the environment, if any."""
-    value = os.environ.get(ENV_VAR)
-    if not value:
-        return
-    from . import guard
-
-    guard.adopt(value)
+__all__ = ["start"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from ..core.after_import import AfterImport
-from ..http import guard
+from .. import guard
 from . import aiohttp as aiohttp_adapter
 from . import httpx as httpx_adapter
 from . import urllib3 as urllib3_adapter

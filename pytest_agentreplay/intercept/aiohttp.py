@@ -22,8 +22,9 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from .. import guard
 from ..core.capture import current_run
-from ..http import bodies, codings, guard
+from ..http import bodies, codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide

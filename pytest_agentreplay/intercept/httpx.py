@@ -21,8 +21,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from .. import guard
 from ..core.capture import current_run
-from ..http import codings, guard
+from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide

@@ -19,8 +19,9 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+from .. import guard
 from ..core.capture import RunContext, current_run
-from ..http import codings, guard
+from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..http.guard import allow_list_admits, collect_child_refusals
+from ..guard import allow_list_admits, collect_child_refusals
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext

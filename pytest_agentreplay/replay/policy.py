@@ -22,8 +22,8 @@ exchanges, fault counters, the recorder), which is the point of replaying.
 Import direction (one way): the interceptors (:mod:`pytest_agentreplay.intercept`) import this module and
 translate between their library and the action; this module imports the replay parts (:mod:`.http` index,
 :mod:`.modes`, :mod:`.sandbox`, :mod:`.faults`) and the library-neutral HTTP modules
-(``http.exchange``, ``http.classify``, ``http.recording``, ``http.guard``). Nothing under ``replay/``
-imports an interceptor.
+(``http.exchange``, ``http.classify``, ``http.recording``) and the network guard (``guard``). Nothing
+under ``replay/`` imports an interceptor.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from ..guard import allow_list_admits
 from ..http.classify import Classification, classify_exchange, has_custom_classifiers
 from ..http.exchange import HttpRequest, HttpResponse
-from ..http.guard import allow_list_admits
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
 from .modes import goes_live, model_override

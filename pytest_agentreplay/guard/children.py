@@ -1,0 +1,345 @@
+"""Child processes: every spawn path hands the guarding runs over to the child.
+
+``subprocess`` (``fork_exec``), ``os.posix_spawn*``, ``os.exec*``, ``os.system`` and ``multiprocessing``
+spawn and forkserver pass the active runs to the child in the environment variable :data:`ENV_VAR`
+(:func:`snapshot`); the ``.pth`` start-up hook shipped with the package calls
+:func:`pytest_agentreplay.guard.start`, which installs the guard in a Python child that sees it
+(:func:`adopt_handover`). Forked children inherit the guard in memory. A child's refusals go to the
+report directory of :mod:`.reports`. With ``isolate_subprocesses`` children start in an empty network
+namespace (:mod:`.isolation`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+
+from ..core.after_import import AfterImport
+from .isolation import isolation_preexec, wants_isolation
+from .patches import PATCHES, Undo
+from .reports import REPORTS
+from .runs import (
+    BLOCK_ONLY,
+    ISOLATE_SETTING,
+    RUNS,
+    GuardRun,
+    ParentRun,
+    allow_hosts,
+    block_only,
+    guarding_runs,
+    isolates,
+    nodeid,
+    token,
+)
+
+ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
+
+
+# -- the hand-over ---------------------------------------------------------------------------------
+
+
+def snapshot(runs: list[GuardRun] | None = None) -> str | None:
+    """The value of :data:`ENV_VAR` for a child started now, or None when no replay run guards."""
+    runs = guarding_runs() if runs is None else runs
+    if not runs:
+        return None
+    return json.dumps(
+        {
+            "dir": REPORTS.ensure_directory(),
+            "runs": [
+                {
+                    "token": token(r),
+                    "test": nodeid(r),
+                    "mode": r.mode,
+                    "cassette": r.cassette,
+                    "allow_hosts": list(allow_hosts(r)),
+                    ISOLATE_SETTING: isolates(r),
+                    BLOCK_ONLY: block_only(r),
+                }
+                for r in runs
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def adopt_handover(value: str) -> bool:
+    """In a child process: take over the parent's runs described by ``value`` (a :func:`snapshot`) and
+    its report directory; returns whether any run guards (the guard must then be installed)."""
+    data = json.loads(value)
+    if not isinstance(data, dict):
+        return False
+    runs = data.get("runs")
+    parents = [ParentRun(r) for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+    RUNS.adopt(parents)
+    directory = data.get("dir")
+    REPORTS.adopt(directory if isinstance(directory, str) and directory else None)
+    return bool(parents)
+
+
+_SERVER_COMMANDS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
+
+
+def _is_server(argv: object) -> bool:
+    # Long-lived helpers shared by later tests must not keep this run's guard; their children get the
+    # right one through multiprocessing's preparation data instead.
+    for arg in argv if isinstance(argv, Iterable) else ():
+        text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+        if any(command in text for command in _SERVER_COMMANDS):
+            return True
+    return False
+
+
+def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object, list[GuardRun]]:
+    """The environment to start a child with, and the guarding runs (for isolation).
+
+    ``as_list``: ``fork_exec``'s form (a list of ``b"NAME=value"``); else a mapping (``posix_spawn``,
+    ``execve``). ``env`` None means "inherit ours". An ``env`` of neither form is passed on unchanged,
+    for the spawn function to refuse.
+    """
+    runs = guarding_runs()
+    value = None if _is_server(argv) else snapshot(runs)
+    if value is None and (env is None and ENV_VAR not in os.environ):
+        return env, runs
+    if as_list:
+        prefix = ENV_VAR.encode() + b"="
+        if env is None:
+            source = [k + b"=" + v for k, v in os.environb.items()]
+        elif isinstance(env, Iterable):
+            source = [bytes(e) for e in env]
+        else:
+            return env, runs
+        out_list = [e for e in source if not e.startswith(prefix)]
+        if value is not None:
+            out_list.append(prefix + value.encode())
+        return out_list, runs
+    source_map = os.environ if env is None else env
+    if not isinstance(source_map, Mapping):
+        return env, runs
+    out_map: dict[object, object] = {
+        k: v for k, v in source_map.items() if k not in (ENV_VAR, ENV_VAR.encode())
+    }
+    if value is not None:
+        out_map[ENV_VAR] = value
+    return out_map, runs
+
+
+# -- the spawn patches -----------------------------------------------------------------------------
+
+
+def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
+    # fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, ..., preexec_fn, allow_vfork):
+    # env is the 6th argument and preexec_fn the second to last in CPython 3.11 and 3.12.
+    def fork_exec(*args: object) -> int:
+        if len(args) > 7 and (guarding_runs() or ENV_VAR in os.environ):
+            new = list(args)
+            new[5], runs = _env_for_child(new[5], new[0], as_list=True)
+            if wants_isolation(runs) and not _is_server(new[0]):
+                user_preexec = new[-2]
+                new[-2] = isolation_preexec(user_preexec if callable(user_preexec) else None, runs)
+                new[-1] = False
+            args = tuple(new)
+        return original(*args)
+
+    return fork_exec
+
+
+def _patched_posix_spawn(name: str) -> Callable[..., int]:
+    def posix_spawn(path: object, argv: object, env: object, *args: object, **kwargs: object) -> int:
+        env, _runs = _env_for_child(env, argv, as_list=False)
+        pid: int = PATCHES.originals[name](path, argv, env, *args, **kwargs)
+        return pid
+
+    return posix_spawn
+
+
+def _patched_execv(path: object, argv: object) -> None:
+    env, _runs = _env_for_child(None, argv, as_list=False)
+    if env is None:
+        PATCHES.originals["execv"](path, argv)
+    else:
+        PATCHES.originals["execve"](path, argv, env)
+
+
+def _patched_execve(path: object, argv: object, env: object) -> None:
+    env, _runs = _env_for_child(env, argv, as_list=False)
+    PATCHES.originals["execve"](path, argv, env)
+
+
+def _patched_system(command: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> int:
+    runs = guarding_runs()
+    if not runs:
+        result: int = PATCHES.originals["system"](command)
+        return result
+    if wants_isolation(runs):
+        # system() forks in C where no preexec hook reaches: run the shell through subprocess instead.
+        code = subprocess.call(command, shell=True)
+        return code << 8 if code >= 0 else -code
+    value = snapshot(runs)
+    with PATCHES.system_lock:
+        previous = os.environ.get(ENV_VAR)
+        os.environ[ENV_VAR] = value or ""
+        try:
+            result = PATCHES.originals["system"](command)
+        finally:
+            if previous is None:
+                os.environ.pop(ENV_VAR, None)
+            else:
+                os.environ[ENV_VAR] = previous
+    return result
+
+
+# -- multiprocessing spawn and forkserver ----------------------------------------------------------
+
+
+class _Handover:
+    """Pickled into multiprocessing's preparation data: unpickling it in the child adopts the runs.
+
+    A forkserver child is forked from a server started earlier (perhaps under another test or none), so
+    its environment says nothing reliable; the preparation data is sent per child.
+    """
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Callable[[str, dict[str, object]], None], tuple[str, dict[str, object]]]:
+        code = (
+            "try:\n"
+            "    from pytest_agentreplay import guard as _guard\n"
+            f"    _guard.adopt({self.value!r})\n"
+            "except Exception:\n"
+            "    pass\n"
+        )
+        return (exec, (code, {}))
+
+
+def _patched_get_preparation_data(name: object) -> object:
+    data: object = PATCHES.originals["get_preparation_data"](name)
+    value = snapshot()
+    if value is not None and isinstance(data, dict):
+        data["pytest_agentreplay_guard"] = _Handover(value)
+    return data
+
+
+_SPAWN_MODULE = "multiprocessing.spawn"
+_PREPARATION = "get_preparation_data"
+
+
+class _SpawnPatch:
+    """``multiprocessing.spawn.get_preparation_data`` patched in each module object that runs while the
+    guard is installed, and restored in all of them by :meth:`remove`.
+
+    Importing multiprocessing (context, reduction, pickle...) costs milliseconds of CPU that most replaying
+    tests, and the guarded Python children, never need, so the guard does not import it: the module is
+    patched when it is imported (:class:`~pytest_agentreplay.core.after_import.AfterImport`).
+    """
+
+    def __init__(self) -> None:
+        self.active = True
+        # Each module object patched, with the function it had. There can be several: pytester drops the
+        # modules an inner session imported first, and the next import runs multiprocessing.spawn again.
+        self.patched: list[tuple[ModuleType, object]] = []
+        self.finder = AfterImport({_SPAWN_MODULE: self.patch})
+
+    def patch(self, module: ModuleType) -> None:
+        with PATCHES.lock:
+            # After remove() (an uninstall raced with the import) nothing may be patched any more.
+            if not self.active or not hasattr(module, _PREPARATION):
+                return
+            original = getattr(module, _PREPARATION)
+            if original is _patched_get_preparation_data:
+                return
+            PATCHES.originals["get_preparation_data"] = original
+            setattr(module, _PREPARATION, _patched_get_preparation_data)
+            # A module run again in place (importlib.reload) gets back its new function, not the old one.
+            self.patched = [(m, f) for m, f in self.patched if m is not module]
+            self.patched.append((module, original))
+
+    def remove(self) -> None:
+        with PATCHES.lock:
+            self.active = False
+            self.finder.remove()
+            while self.patched:
+                module, original = self.patched.pop()
+                setattr(module, _PREPARATION, original)
+
+
+def _spawn_modules() -> list[ModuleType]:
+    """The ``multiprocessing.spawn`` modules in use: the imported one, and the package's attribute.
+
+    ``from . import spawn`` (popen_forkserver, popen_spawn_posix, forkserver) reads the attribute.
+    pytester drops the modules an inner session imported first: when that drops the submodule but not
+    the package, the attribute keeps naming the dropped module, which no import brings back.
+    """
+    package = sys.modules.get("multiprocessing")
+    found = (sys.modules.get(_SPAWN_MODULE), getattr(package, "spawn", None))
+    return [m for m in found if isinstance(m, ModuleType) and m.__name__ == _SPAWN_MODULE]
+
+
+def _patch_spawn() -> Undo:
+    spawn = _SpawnPatch()
+    if _SPAWN_MODULE in sys.modules:
+        # Waits for another thread that may still be running the module, so that its function is there
+        # to patch. (No finder of ours is in sys.meta_path yet that could need PATCHES.lock there.)
+        importlib.import_module(_SPAWN_MODULE)
+    for module in _spawn_modules():
+        spawn.patch(module)
+    # Even when imported already: a module dropped from sys.modules (pytester) and imported again while
+    # the guard stays installed must be patched too, or forkserver children would go unguarded.
+    spawn.finder.install()
+    # Imported by another thread between the check and the insertion, past the finder: patch it here,
+    # without waiting for a module still running (its import may be waiting for our lock in patch()).
+    for module in _spawn_modules():
+        spawn.patch(module)
+    return spawn.remove
+
+
+def patch_children() -> list[Undo]:
+    """Patch every spawn path to hand the guarding runs over; returns how to undo it."""
+    undo: list[Undo] = []
+
+    def swap(module: object, name: str, replacement: object, key: str | None = None) -> None:
+        if not hasattr(module, name):
+            return
+        original = getattr(module, name)
+        if callable(original):
+            PATCHES.originals[key or name] = original
+        setattr(module, name, replacement)
+        undo.append(lambda: setattr(module, name, original))
+
+    try:
+        import _posixsubprocess  # optional: POSIX only; without it no child is started this way
+    except ImportError:
+        return undo
+
+    subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
+    if subprocess_fork_exec is not None:
+        swap(subprocess, "_fork_exec", _patched_fork_exec(subprocess_fork_exec), "subprocess_fork_exec")
+    swap(_posixsubprocess, "fork_exec", _patched_fork_exec(_posixsubprocess.fork_exec))
+    # posix_spawn has no pre-exec hook for isolation: subprocess then always takes the fork_exec path.
+    swap(subprocess, "_USE_POSIX_SPAWN", False)
+    for name in ("posix_spawn", "posix_spawnp"):
+        if hasattr(os, name):
+            swap(os, name, _patched_posix_spawn(name))
+    swap(os, "execv", _patched_execv)
+    swap(os, "execve", _patched_execve)
+    swap(os, "system", _patched_system)
+    undo.append(_patch_spawn())
+    return undo
+
+
+def _before_fork() -> None:
+    # A forked child reports under the run's token: give every guarding run one while still in the parent.
+    if PATCHES.patched:
+        for run in guarding_runs():
+            token(run)
+        REPORTS.ensure_directory()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)

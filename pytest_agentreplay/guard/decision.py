@@ -1,0 +1,111 @@
+"""The guard's allow/refuse decision: pure functions of a destination and the guarding runs' allow lists.
+
+Nothing here patches or reads process state; the patched calls (:mod:`.sockets`, :mod:`.resolution`) ask
+:func:`decide` and refuse through :mod:`.reports`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+LOCAL_FAMILIES = frozenset(
+    getattr(socket, name) for name in ("AF_UNIX", "AF_NETLINK", "AF_ALG") if hasattr(socket, name)
+)
+IP_FAMILIES = frozenset(getattr(socket, name) for name in ("AF_INET", "AF_INET6") if hasattr(socket, name))
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    allowed: bool
+    # What the refusal names: "host:port", "host:port (resolved from name)" or the family and address.
+    destination: str
+    reason: str
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def allow_list_admits(host: str, allow_hosts: Iterable[object] | None) -> bool:
+    """Whether ``host`` (as the client named it, not resolved) is on one run's ``allow_hosts`` list."""
+    name = host.lower().strip("[]")
+    for entry in allow_hosts or ():
+        entry_l = str(entry).lower()
+        if entry_l == name or (entry_l == "loopback" and is_loopback(name)):
+            return True
+        if entry_l.startswith("*.") and name.endswith(entry_l[1:]):
+            return True
+    return False
+
+
+def resolution_is_local(name: str, hostname: str) -> bool:
+    """Whether looking ``name`` up stays on this machine (loopback names and IPs, the machine's own name).
+
+    Servers a test starts resolve these (``HTTPServer`` calls ``getfqdn``); connections are still checked.
+    """
+    name = name.lower().strip("[]").rstrip(".")
+    return is_loopback(name) or name in ("", "0.0.0.0", "::") or name == hostname.lower()
+
+
+def family_name(family: int | None) -> str:
+    if family is None:
+        return "unknown family"
+    try:
+        return socket.AddressFamily(family).name
+    except ValueError:
+        return f"address family {family}"
+
+
+def decide(
+    family: int | None,
+    address: object,
+    allow_lists: Sequence[Iterable[object]],
+    *,
+    permitted: Collection[str] = (),
+    resolved: Mapping[str, str] | None = None,
+) -> Verdict:
+    """Whether a connection or datagram to ``address`` may leave, given the guarding runs' allow lists.
+
+    ``family`` None means "an IP destination by name" (name resolution, ``create_connection``).
+    ``address`` None means no destination (a send on an already connected socket). ``permitted`` are
+    hosts the HTTP layer is sending to on purpose; ``resolved`` maps IPs back to the allowed names they
+    were resolved from. No allow lists at all (no guarding run) allows everything.
+    """
+    if not allow_lists:
+        return Verdict(True, "", "no replay run guards this call")
+    if address is None:
+        return Verdict(True, "", "no destination: the socket was connected through the guard")
+    if family in LOCAL_FAMILIES:
+        return Verdict(True, "", f"{family_name(family)} stays on this machine")
+    by_host = isinstance(address, tuple) and address and isinstance(address[0], str | bytes)
+    if (family is None or family in IP_FAMILIES) and isinstance(address, tuple) and by_host:
+        host_part: str | bytes = address[0]
+        host = (host_part.decode("ascii", "replace") if isinstance(host_part, bytes) else host_part).lower()
+        host = host.strip("[]")
+        port = address[1] if len(address) > 1 else None
+        resolved_from = (resolved or {}).get(host)
+        names = [host] if resolved_from is None else [host, resolved_from]
+        destination = f"{host}:{port}" + (f" (resolved from {resolved_from})" if resolved_from else "")
+        if any(name in permitted for name in names):
+            return Verdict(True, destination, "the replay mode sends this call on purpose")
+        for allow in allow_lists:
+            if any(allow_list_admits(name, allow) for name in names):
+                return Verdict(True, destination, "on allow_hosts")
+        return Verdict(False, destination, "not on allow_hosts")
+    return Verdict(False, f"{family_name(family)} address {address!r}", "not an IP or local socket family")

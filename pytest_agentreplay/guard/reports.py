@@ -1,0 +1,289 @@
+"""Refusals: what the guard says when it refuses a connection, and where a refusal is reported.
+
+Two cases, told apart by the run that guards:
+
+- a replaying test (any replay mode): the call reached a socket, so no interceptor answered it from the
+  cassette. Re-recording alone cannot fix that: a call outside the intercepted clients and ``@tool``
+  functions is not recorded either, and its replay is refused again. The fixes: let a local test service
+  through, or move the call where the cassette can record and serve it, then re-record;
+- a test that does not replay at all, guarded only because ``--agentreplay-block-network`` (ini
+  ``agentreplay_block_network``, ``[tool.agentreplay] block_network``) guards every test of the session.
+  It has no cassette and no replay mode, and no record command can record it: the fixes are to make it a
+  replaying test, to allow the host, or to drop the flag.
+
+Where it goes: every guarding run's ``failures`` (the agent may swallow the error; the test must still
+fail). A child process appends its refusals to a file in a report directory, read by the parent when the
+run finishes (:func:`collect_child_refusals`) and worded by the parent, which knows the run: the child's
+own calls are never recorded (only the guard is installed there), so no fix offers recording them. A
+refusal made for a test that had already ended (a stray thread, a late child) is kept for the session's
+end (:meth:`RefusalReports.take_strays`, :func:`child_strays`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Final, NoReturn
+
+from ..core.commands import quote, record_command
+from ..exceptions import NetworkBlockedError
+from .decision import Verdict
+from .runs import GuardRun, ParentRun, block_only, ended, known_token, nodeid, token
+
+REPLAY_HEADLINE: Final = "network access blocked during replay: "
+BLOCK_HEADLINE: Final = "network access blocked by --agentreplay-block-network: "
+_INTERCEPTED: Final = "an intercepted client (httpx, httpx2, requests/urllib3, aiohttp)"
+
+
+# -- wording ---------------------------------------------------------------------------------------
+
+
+def _allow_hosts_fix(host: str, *, marker: bool) -> str:
+    where = (
+        f'@pytest.mark.agentreplay(allow_hosts=["{host}"]), ' if marker else ""
+    ) + f'--agentreplay-allow-hosts={quote(host)}, or allow_hosts = ["{host}"] in [tool.agentreplay]'
+    return f'if it is a local test service, let it through: {where} ("loopback" admits every loopback name)'
+
+
+def _block_fixes(test: str | None, host: str) -> list[str]:
+    target = f" ({test})" if test else ""
+    return [
+        f"to record its calls once and replay them from then on, make the test{target} a replaying test: "
+        "add @pytest.mark.agentreplay or request the agent_replay fixture, then record it: "
+        + record_command(test, "missing"),
+        _allow_hosts_fix(host, marker=False),
+        "if the test must reach the network, run it without --agentreplay-block-network (the flag, or "
+        "agentreplay_block_network / [tool.agentreplay] block_network, guards every test of the session)",
+    ]
+
+
+def _replay_fixes(test: str | None, host: str) -> list[str]:
+    return [
+        _allow_hosts_fix(host, marker=True),
+        f"to have the cassette serve it, make the call through {_INTERCEPTED} or inside a @tool function, "
+        "then re-record the run against the real services: " + record_command(test, "all"),
+    ]
+
+
+def refusal(
+    run: GuardRun, destination: str, channel: str, *, thread: str, child_pid: int | None = None
+) -> NetworkBlockedError:
+    """The error refusing a connection to ``destination`` on behalf of ``run`` (the first guarding run)."""
+    host = destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
+    evidence = [f"destination: {destination}", f"call: {channel}", f"thread: {thread}"]
+    if child_pid is not None:
+        evidence.append(f"process: child {child_pid} of the test's process")
+    test = nodeid(run)
+    if block_only(run):
+        evidence.append(
+            "this test does not replay (no @pytest.mark.agentreplay, no agent_replay fixture): "
+            "--agentreplay-block-network refuses every connection it makes to a host not allowed"
+        )
+        return NetworkBlockedError(
+            BLOCK_HEADLINE + destination,
+            evidence=evidence,
+            place=f"test {test}" if test else None,
+            fixes=_block_fixes(test, host),
+        )
+    evidence += [
+        "replay is fail-closed: only the cassette answers, and it records and serves only calls made "
+        f"through {_INTERCEPTED} or inside a @tool function",
+        "this call reached a socket (urllib.request, http.client, a raw socket or another client): "
+        "re-recording it as it is would not record it",
+    ]
+    return NetworkBlockedError(
+        REPLAY_HEADLINE + destination,
+        evidence=evidence,
+        cassette=run.cassette,
+        mode=run.mode,
+        fixes=_replay_fixes(test, host),
+    )
+
+
+def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedError:
+    """The parent's error for a refusal a child process reported (``entry``: its headline and evidence)."""
+    headline = str(entry.get("headline", ""))
+    destination = headline.removeprefix(REPLAY_HEADLINE).removeprefix(BLOCK_HEADLINE)
+    host = destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
+    reported = entry.get("evidence")
+    evidence = [str(e) for e in reported] if isinstance(reported, list) else []
+    pid = entry.get("pid")
+    test = nodeid(run)
+    if block_only(run):
+        return NetworkBlockedError(
+            f"a child process (pid {pid}) was refused network access by --agentreplay-block-network: "
+            + destination,
+            evidence=evidence,
+            place=f"test {test}" if test else None,
+            fixes=[
+                _allow_hosts_fix(host, marker=False),
+                "if the child must reach the network, run the test without --agentreplay-block-network",
+            ],
+        )
+    return NetworkBlockedError(
+        f"a child process (pid {pid}) of a replaying test was refused network access: {destination}",
+        evidence=[*evidence, "a child process inherits the replay's guard; its calls are never recorded"],
+        cassette=run.cassette,
+        mode=run.mode,
+        fixes=[
+            _allow_hosts_fix(host, marker=True),
+            f"to have the cassette serve it, make the call in the test's own process through {_INTERCEPTED}"
+            " or a @tool function, then re-record the run: " + record_command(test, "all"),
+        ],
+    )
+
+
+# -- where refusals wait ---------------------------------------------------------------------------
+
+
+class RefusalReports:
+    """Refusals the session has not collected yet: those made for tests that had already ended (stray
+    threads), and the directory where child processes append theirs.
+
+    Process-wide (:data:`REPORTS`) rather than the session's: a stray thread refuses long after its test,
+    from no context the session could hand it, and a child finds the directory through the environment.
+    The session drains it when it finishes; the directory lives as long as the process that created it.
+    """
+
+    def __init__(self) -> None:
+        # Re-entrant like the others: the at-fork hook creates the directory in whatever thread forks.
+        self.lock = threading.RLock()
+        self.strays: list[str] = []
+        self.directory: str | None = None
+        # The process that owns the in-memory runs; a forked child has another pid and reports to it.
+        self.home_pid = os.getpid()
+
+    def in_child(self) -> bool:
+        return os.getpid() != self.home_pid
+
+    def add_stray(self, message: str) -> None:
+        with self.lock:
+            self.strays.append(message)
+
+    def take_strays(self) -> list[str]:
+        with self.lock:
+            taken = self.strays[:]
+            self.strays.clear()
+        return taken
+
+    def adopt(self, directory: str | None) -> None:
+        with self.lock:
+            self.directory = directory
+
+    def ensure_directory(self) -> str:
+        with self.lock:
+            if self.directory is None or not os.path.isdir(self.directory):
+                self.directory = tempfile.mkdtemp(prefix="agentreplay-guard-")
+                atexit.register(_remove_report_dir, self.directory, os.getpid())
+            return self.directory
+
+
+REPORTS = RefusalReports()
+
+
+def _remove_report_dir(path: str, owner: int) -> None:
+    # atexit handlers are inherited by forked children: only the creating process removes it.
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# -- refusing --------------------------------------------------------------------------------------
+
+
+def refuse(verdict: Verdict, channel: str, runs: list[GuardRun]) -> NoReturn:
+    """Raise the refusal of ``verdict``, after recording it wherever the test will see it."""
+    run = runs[0]
+    thread = threading.current_thread()
+    in_child = REPORTS.in_child() or isinstance(run, ParentRun)
+    error = refusal(
+        run, verdict.destination, channel, thread=thread.name, child_pid=os.getpid() if in_child else None
+    )
+    # The agent may swallow the error (retries, broad excepts): the test must still fail.
+    for r in runs:
+        r.failures.append(error)
+    if REPORTS.in_child() or any(isinstance(r, ParentRun) for r in runs):
+        _report_to_parent(error, runs)
+    else:
+        for r in runs:
+            if ended(r):
+                test = nodeid(r) or r.cassette or "a replaying test"
+                REPORTS.add_stray(
+                    f"{test}: thread {thread.name!r} it started made a network call after the test "
+                    f"ended ({channel} to {verdict.destination}); it was refused"
+                )
+    raise error
+
+
+def _report_to_parent(error: NetworkBlockedError, runs: list[GuardRun]) -> None:
+    directory = REPORTS.directory
+    if directory is None:
+        return
+    for r in runs:
+        line = json.dumps(
+            {
+                "token": token(r),
+                "test": nodeid(r),
+                "pid": os.getpid(),
+                "headline": error.headline,
+                "evidence": list(error.evidence),
+            }
+        )
+        try:
+            fd = os.open(
+                os.path.join(directory, f"{token(r)}.{os.getpid()}.jsonl"),
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                0o600,
+            )
+            try:
+                # One write of one line: appends from several children never interleave.
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+
+def _read_reports(pattern: str) -> list[dict[str, object]]:
+    directory = REPORTS.directory
+    if directory is None or not os.path.isdir(directory):
+        return []
+    entries: list[dict[str, object]] = []
+    for path in sorted(Path(directory).glob(pattern)):
+        taken = path.with_name(path.name + ".read")
+        try:
+            # Renamed first: a child still writing opens a fresh file, read later as a stray.
+            path.rename(taken)
+            text = taken.read_text("utf-8", "replace")
+            taken.unlink()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries
+
+
+def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
+    """The refusals child processes of ``ctx`` reported so far (each once); call when the run finishes."""
+    run_token = known_token(ctx)
+    if run_token is None:
+        return []
+    return [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]
+
+
+def child_strays() -> list[str]:
+    """Refusals of child processes that arrived after their test finished (each once)."""
+    return [
+        f"{e.get('test') or 'a replaying test'}: its child process {e.get('pid')} made a network call "
+        f"after the test ended ({e.get('headline')}); it was refused"
+        for e in _read_reports("*.jsonl")
+    ]

@@ -1,0 +1,238 @@
+"""Which runs guard, and what the guard reads of a run.
+
+Every active replay-mode run of the process guards: the context variable's run, runs registered with
+:meth:`GuardedRuns.protect`, the process-wide run list of :mod:`~pytest_agentreplay.core.capture`, the
+runs a thread was started under, and in a child process the runs of its parent (:class:`ParentRun`). A
+context whose own run is recording (``mode="record"``) is not blocked; a production ``capture`` run never
+lowers the guard.
+
+The guard reads a run's settings and keeps its own per-run state in the run's ``extensions``; each such
+read or write goes through one function below (:func:`allow_hosts`, :func:`nodeid`, :func:`isolates`,
+:func:`block_only`, :func:`token`, :func:`resolutions`), so that how run state is stored can change in
+one place.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias
+
+from .patches import PATCHES, Undo, genuine_function, mark
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
+
+# A run the guard acts for: one of this process, or (in a child process) one of its parent.
+GuardRun: TypeAlias = "RunContext | ParentRun"
+
+# The setting asking for children in an empty network namespace (see :mod:`.isolation`).
+ISOLATE_SETTING = "isolate_subprocesses"
+# The setting a guard-only run (``--agentreplay-block-network`` on a test that does not replay) carries.
+BLOCK_ONLY = "block_network_only"
+
+# Per run (in its ``extensions``): IP -> the allowed hostname it was resolved from, so the connect that
+# follows is recognised. Kept per run: what one test's allowed name resolved to must not admit the same
+# IP for another test that never allowed that name.
+_RESOLVED_KEY = "guard_resolved"
+# Per run: the name its child processes report refusals under (see :mod:`.reports`).
+_TOKEN_KEY = "guard_token"
+_THREAD_RUNS_ATTR = "_agentreplay_guard_runs"
+
+
+class ParentRun:
+    """In a child process: the parent's replay run, as far as the guard needs it."""
+
+    recording = False
+
+    def __init__(self, data: Mapping[str, object]) -> None:
+        self.token = str(data.get("token") or "")
+        cassette = data.get("cassette")
+        self.cassette = cassette if isinstance(cassette, str) else None
+        self.mode = str(data.get("mode") or "regression")
+        hosts = data.get("allow_hosts")
+        self.settings: dict[str, object] = {
+            "allow_hosts": list(hosts) if isinstance(hosts, list) else [],
+            "nodeid": data.get("test"),
+            ISOLATE_SETTING: bool(data.get(ISOLATE_SETTING)),
+            BLOCK_ONLY: bool(data.get(BLOCK_ONLY)),
+        }
+        self.failures: list[BaseException] = []
+        self.extensions: dict[str, object] = {_TOKEN_KEY: self.token}
+
+
+# -- what the guard reads of a run -----------------------------------------------------------------
+
+
+def allow_hosts(run: GuardRun) -> tuple[str, ...]:
+    hosts = run.settings.get("allow_hosts") or ()
+    return tuple(str(h) for h in hosts) if isinstance(hosts, Iterable) else ()
+
+
+def nodeid(run: GuardRun) -> str | None:
+    value = run.settings.get("nodeid")
+    return value if isinstance(value, str) and value else None
+
+
+def isolates(run: GuardRun) -> bool:
+    return bool(run.settings.get(ISOLATE_SETTING))
+
+
+def block_only(run: GuardRun) -> bool:
+    """Whether ``run`` only guards (``--agentreplay-block-network`` on a test that does not replay)."""
+    return bool(run.settings.get(BLOCK_ONLY))
+
+
+def token(run: GuardRun) -> str:
+    """The name ``run``'s child processes report under (made on first use)."""
+    return str(run.extensions.setdefault(_TOKEN_KEY, uuid.uuid4().hex))
+
+
+def known_token(run: GuardRun) -> str | None:
+    value = run.extensions.get(_TOKEN_KEY)
+    return value if isinstance(value, str) else None
+
+
+def resolutions(run: GuardRun, *, create: bool = False) -> dict[str, str]:
+    """IP -> the allowed name it was resolved from, as ``run`` remembers them (``create``: keep a new,
+    empty memory in the run when it has none yet)."""
+    memory = run.extensions.setdefault(_RESOLVED_KEY, {}) if create else run.extensions.get(_RESOLVED_KEY)
+    return memory if isinstance(memory, dict) else {}
+
+
+# -- the runs guarding now -------------------------------------------------------------------------
+
+
+class GuardedRuns:
+    """Whom the guard protects beyond the context's run: runs registered from any thread, the parent's
+    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now.
+
+    Process-wide (:data:`RUNS`): the patched socket calls consult it from whatever thread makes them.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        # Runs registered with :meth:`protect`: guarded from every thread, whatever its context.
+        self.protected: list[GuardRun] = []
+        # In a child process: the parent's runs (from the environment or a multiprocessing hand-over).
+        self.parents: list[ParentRun] = []
+        # Host -> how many live calls the HTTP layer is making to it (the calls a mode sends on purpose).
+        self.permitted: dict[str, int] = {}
+
+    def registered(self) -> list[GuardRun]:
+        with self.lock:
+            return [*self.protected, *self.parents]
+
+    def is_protected(self, run: GuardRun) -> bool:
+        with self.lock:
+            return run in self.protected
+
+    def protect(self, ctx: GuardRun) -> Undo:
+        with self.lock:
+            self.protected.append(ctx)
+
+        def release() -> None:
+            with self.lock:
+                if ctx in self.protected:
+                    self.protected.remove(ctx)
+
+        return release
+
+    def adopt(self, parents: list[ParentRun]) -> None:
+        with self.lock:
+            self.parents[:] = parents
+
+    def permit(self, host: str) -> None:
+        with self.lock:
+            self.permitted[host] = self.permitted.get(host, 0) + 1
+
+    def unpermit(self, host: str) -> None:
+        with self.lock:
+            left = self.permitted[host] - 1
+            if left:
+                self.permitted[host] = left
+            else:
+                del self.permitted[host]
+
+    def allowances(self, runs: list[GuardRun]) -> tuple[list[str], dict[str, str]]:
+        """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""
+        with self.lock:
+            permitted = [h for h, n in self.permitted.items() if n]
+            resolved: dict[str, str] = {}
+            for run in runs:
+                resolved.update(resolutions(run))
+        return permitted, resolved
+
+    def remember_resolution(self, name: str, addresses: Iterable[object], runs: list[GuardRun]) -> None:
+        with self.lock:
+            for run in runs:
+                memory = resolutions(run, create=True)
+                for address in addresses:
+                    if isinstance(address, str):
+                        memory[address.lower()] = name.lower()
+
+
+RUNS = GuardedRuns()
+
+
+def _capture() -> ModuleType | None:
+    # Not imported: a child process that only runs the guard never loads the recorder.
+    return sys.modules.get("pytest_agentreplay.core.capture")
+
+
+def _active_runs() -> list[GuardRun]:
+    capture = _capture()
+    return list(capture.active_runs()) if capture is not None else []
+
+
+def guarding_runs() -> list[GuardRun]:
+    """The replay runs that currently forbid unallowed connections from this thread/task."""
+    capture = _capture()
+    runs: list[GuardRun] = []
+    if capture is not None:
+        current: RunContext | None = capture.current_run()
+        # A recording test talks to the real world; a production capture (mode "capture") does not lower
+        # the guard of replay runs around it.
+        if current is not None and current.mode == "record":
+            return []
+        if current is not None:
+            runs.append(current)
+        runs.extend(r for r in _active_runs() if r not in runs)
+    runs.extend(r for r in RUNS.registered() if r not in runs)
+    born: tuple[GuardRun, ...] = getattr(threading.current_thread(), _THREAD_RUNS_ATTR, ())
+    runs.extend(r for r in born if r not in runs)
+    return [r for r in runs if not r.recording]
+
+
+def ended(run: GuardRun) -> bool:
+    """Whether ``run``'s test is over (a thread it started is still calling out)."""
+    if isinstance(run, ParentRun) or RUNS.is_protected(run):
+        return False
+    return run not in _active_runs()
+
+
+# -- threads: a thread started under a run stays guarded by it ---------------------------------------
+
+
+def _patched_thread_start(self: threading.Thread) -> None:
+    runs = guarding_runs()
+    if runs:
+        # The thread may outlive the run: it stays guarded by it, and a refusal then names the test.
+        setattr(self, _THREAD_RUNS_ATTR, tuple(runs))
+    PATCHES.originals["thread_start"](self)
+
+
+def patch_thread_start() -> list[Undo]:
+    original: Callable[..., object] = genuine_function(threading.Thread.start)
+    PATCHES.originals["thread_start"] = original
+    mark(_patched_thread_start, original)
+    threading.Thread.start = _patched_thread_start  # type: ignore[method-assign]
+    return [lambda: setattr(threading.Thread, "start", original)]
+
+
+def stray_threads_alive() -> bool:
+    """Whether a thread a replaying test started is still running (the patches must then stay)."""
+    return any(getattr(t, _THREAD_RUNS_ATTR, None) and t.is_alive() for t in threading.enumerate())
