@@ -30,13 +30,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
-from ..exceptions import CassetteCorruptError, ConfigError
-
-if TYPE_CHECKING:
-    from ..http.exchange import HttpRequest, HttpResponse
-    from .vcr_format import VcrInteraction
+from ..core.documents import Document
+from ..exceptions import CassetteCorruptError, CassetteError, ConfigError
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from .vcr_format import VcrFormat, VcrInteraction, read_vcr_document, response_from_vcr
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default
@@ -210,6 +209,15 @@ class VcrMatch:
     reason: str | None = None
 
 
+class _AlreadyParsed:
+    """A vcrpy serializer for a document :func:`~.vcr_format.read_vcr_document` has read: vcrpy's
+    ``deserialize`` then builds its requests and responses from it as from a text it parsed itself."""
+
+    @staticmethod
+    def deserialize(document: Document) -> Document:
+        return document
+
+
 @dataclass
 class _Persister:
     """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
@@ -219,22 +227,22 @@ class _Persister:
     origins: list[Path] = field(default_factory=list)
     found: list[Path] = field(default_factory=list)
 
-    def load_cassette(self, cassette_path: str, serializer: Any) -> tuple[list[Any], list[Any]]:
-        from vcr.serialize import deserialize
+    def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
+        from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
 
-        requests: list[Any] = []
-        responses: list[Any] = []
+        json_serializer = str(getattr(serializer, "__name__", "")).endswith("jsonserializer")
+        fmt: VcrFormat = "json" if json_serializer else "yaml"
+        requests: list[object] = []
+        responses: list[object] = []
         for path in self.paths:
             try:
-                text = path.read_text(encoding="utf-8")
+                document = read_vcr_document(path, fmt)
+                reqs, resps, *_ = deserialize(document, _AlreadyParsed)
             except FileNotFoundError:
                 continue
-            except (OSError, UnicodeDecodeError) as exc:
-                raise _unreadable(path, exc) from None
-            try:
-                _check_yaml(text, serializer)
-                reqs, resps, *_ = deserialize(text, serializer)
-            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape
+            except CassetteError:
+                raise  # not a regular file, too large: said as such
+            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape, not UTF-8
                 raise _unreadable(path, exc) from None
             self.found.append(path)
             requests.extend(reqs)
@@ -242,19 +250,8 @@ class _Persister:
             self.origins.extend([path] * len(reqs))
         return requests, responses
 
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
         raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
-
-
-def _check_yaml(text: str, serializer: Any) -> None:
-    """Refuse YAML alias bombs before vcrpy's loader expands them (the importer's check)."""
-    if "&" not in text or not str(getattr(serializer, "__name__", "")).endswith("yamlserializer"):
-        return
-    import yaml
-
-    from .vcr_format import check_alias_expansion
-
-    check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
@@ -355,9 +352,6 @@ class VcrReplay:
         ``before_record_response`` applied), in this project's shapes: feed them to
         ``vcr_format.interactions_to_events`` (with ``RunMeta(labels={"source": "vcr"})``) for the recorded
         history a replay is compared with, or to convert the test's cassettes into this format."""
-        from ..http.exchange import HttpRequest, lower_headers
-        from .vcr_format import VcrInteraction, response_from_vcr
-
         out: list[VcrInteraction] = []
         for stored, raw in self._cassette.data:
             body = stored.body  # vcrpy's Request keeps bytes (or None)
@@ -378,9 +372,7 @@ class VcrReplay:
     def play(self, request: HttpRequest) -> VcrMatch | None:
         """The response to serve for ``request`` (marking the interaction played), or None when no
         unplayed recorded interaction matches under the config's ``match_on``."""
-        from vcr.errors import UnhandledHTTPRequestError
-
-        from .vcr_format import response_from_vcr
+        from vcr.errors import UnhandledHTTPRequestError  # heavy: vcrpy, as above
 
         vcr_request = to_vcr_request(request)
         index = self._first_playable(vcr_request)
