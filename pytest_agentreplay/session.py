@@ -44,6 +44,8 @@ from .report.timeline import render_timeline
 class TestOutcome:
     """What happened to one test's cassette; reported to the controller under xdist."""
 
+    __test__ = False  # a class named Test*, not a test
+
     nodeid: str
     cassette: str
     action: Action
@@ -66,6 +68,10 @@ class TestOutcome:
 
 @dataclass
 class TestRun:
+    """One test's run: set up, replayed or recorded, then compared or saved."""
+
+    __test__ = False  # a class named Test*, not a test
+
     nodeid: str
     settings: Settings
     test: TestSettings

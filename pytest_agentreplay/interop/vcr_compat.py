@@ -27,7 +27,7 @@ import copy
 import hashlib
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -72,7 +72,7 @@ def default_cassette_name(test_name: str, class_name: str | None = None) -> str:
     return name
 
 
-def _suffix(config: Mapping[str, Any] | None) -> str:
+def _suffix(config: Mapping[str, object] | None) -> str:
     serializer = (config or {}).get("serializer")
     return f".{serializer}" if serializer else f".{DEFAULT_SERIALIZER}"
 
@@ -106,7 +106,7 @@ def cassette_paths(
     marker_args: Sequence[str | os.PathLike[str]] = (),
     vcr_cassette_dir: str | os.PathLike[str] | None = None,
     default_cassette_name: str | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> VcrCassettePaths:
     """pytest-recording's cassette paths for a test.
 
@@ -142,8 +142,8 @@ def _default_name(test_name: str, class_name: str | None) -> str:
 
 
 def merge_vcr_config(
-    vcr_config: Mapping[str, Any] | None, marker_kwargs: Sequence[Mapping[str, Any]] = ()
-) -> dict[str, Any]:
+    vcr_config: Mapping[str, object] | None, marker_kwargs: Sequence[Mapping[str, object]] = ()
+) -> Document:
     """The ``vcr_config`` fixture's dict updated with the markers' keyword arguments, as pytest-recording
     merges them: ``marker_kwargs`` closest marker first (``item.iter_markers("vcr")`` order), so the
     closest one wins."""
@@ -153,7 +153,7 @@ def merge_vcr_config(
     return merged
 
 
-def resolve_record_mode(merged: Mapping[str, Any], cli_record_mode: str | None = None) -> str:
+def resolve_record_mode(merged: Mapping[str, object], cli_record_mode: str | None = None) -> str:
     """The vcr record mode of a test: the command line's when given (never overridden by a marker or
     ``vcr_config``), else the merged config's, else ``none``. Raises ``ConfigError`` on an unknown mode."""
     mode = cli_record_mode if cli_record_mode is not None else merged.get("record_mode", DEFAULT_RECORD_MODE)
@@ -178,15 +178,14 @@ def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
     return "all"
 
 
-def allowed_hosts(merged: Mapping[str, Any]) -> tuple[str, ...]:
+def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
     """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string) from the merged config."""
     raw = merged.get("allowed_hosts") or ()
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    return tuple(str(h).strip() for h in raw if str(h).strip())
+    hosts = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, Iterable) else ()
+    return tuple(str(h).strip() for h in hosts if str(h).strip())
 
 
-def vcr_options(merged: Mapping[str, Any]) -> dict[str, Any]:
+def vcr_options(merged: Mapping[str, object]) -> Document:
     """The merged config without the keys pytest-recording interprets itself: what it would pass to
     ``vcr.use_cassette`` (``match_on``, ``filter_headers``, ``before_record_request``...)."""
     return {k: v for k, v in merged.items() if k not in PYTEST_RECORDING_KEYS}
@@ -269,7 +268,7 @@ def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
 
 def to_vcr_request(request: HttpRequest) -> Any:
     """A live request as vcrpy's ``vcr.request.Request`` (what its matchers and filters take)."""
-    from vcr.request import Request
+    from vcr.request import Request  # heavy: vcrpy, only where one of its cassettes is served
 
     body = request.body if request.body else None
     return Request(request.method, request.url, body, dict(request.headers))
@@ -285,12 +284,12 @@ class VcrReplay:
     def __init__(
         self,
         paths: VcrCassettePaths | Sequence[str | os.PathLike[str]],
-        merged_config: Mapping[str, Any] | None = None,
+        merged_config: Mapping[str, object] | None = None,
         *,
         record_mode: str = "none",
     ) -> None:
-        from vcr.cassette import Cassette
-        from vcr.config import VCR
+        from vcr.cassette import Cassette  # heavy: vcrpy, only where one of its cassettes is served
+        from vcr.config import VCR  # heavy: likewise
 
         files = paths.all if isinstance(paths, VcrCassettePaths) else tuple(Path(p) for p in paths)
         if not files:
@@ -395,7 +394,7 @@ class VcrReplay:
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""
-        from vcr.matchers import get_matchers_results
+        from vcr.matchers import get_matchers_results  # heavy: vcrpy, as above
 
         cassette = self._cassette
         live = cassette.filter_request(to_vcr_request(request))

@@ -91,7 +91,7 @@ def parse_vcr_document(text: str | bytes, fmt: VcrFormat = "yaml") -> Document:
         if ("&" in text) if isinstance(text, str) else (b"&" in text):
             check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         doc = yamlserializer.deserialize(text)
-    if not isinstance(doc, dict) or not isinstance(doc.get("interactions"), list):
+    if not isinstance(doc, dict) or "interactions" not in doc:
         raise NotVcrCassetteError("not a vcrpy cassette: no 'interactions' list")
     return doc
 
