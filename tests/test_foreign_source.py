@@ -52,7 +52,9 @@ class Transcript:
     def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
         self.asked.append("load")
         run = RunMeta(run_id="transcript-1", test=nodeid, labels={"source": "transcript"})
-        return LoadedCassette(path=cassette, run=run, events=[], blob_store=BlobStore(default_blob_dir(cassette)))
+        return LoadedCassette(
+            path=cassette, run=run, events=[], blob_store=BlobStore(default_blob_dir(cassette))
+        )
 
     def activate(self, ctx: RunContext, recorded: LoadedCassette, *, converting: bool) -> None:
         self.asked.append("activate")

@@ -43,7 +43,9 @@ def test_every_cause_the_plugin_raises_is_described(kind: type[exceptions.AgentR
 def test_drift_is_a_cause_that_becomes_the_drifted_status() -> None:
     cause = cause_of(exceptions.DriftError("the run drifted"))
     assert cause is Cause.DRIFT and CAUSES[cause]
-    status = decide(nodeid="t.py::t", cassette="c.json", mode="regression", pytest_outcome="failed", cause=cause)
+    status = decide(
+        nodeid="t.py::t", cassette="c.json", mode="regression", pytest_outcome="failed", cause=cause
+    )
     assert (status.status, status.cause) == (Status.DRIFTED, None)
 
 
