@@ -265,10 +265,6 @@ def write_failed(status: TestStatus) -> bool:
     return status.cause == Cause.NOT_SAVED and e.CassetteNotSavedError.MARK in (status.message or "")
 
 
-def is_red(status: TestStatus) -> bool:
-    return status.red
-
-
 def headline_of(exc: BaseException) -> str:
     """The first line of an error, for a one-line report cell."""
     text = getattr(exc, "headline", None) or str(exc) or type(exc).__name__
