@@ -90,3 +90,9 @@ def test_a_status_travels_as_plain_json_and_reads_back() -> None:
 def test_an_unknown_status_word_is_refused() -> None:
     with pytest.raises(ValueError):
         TestStatus.from_mapping({"nodeid": "t.py::t", "status": "greenish"})
+
+
+def test_a_status_dict_without_a_status_still_renders() -> None:
+    """Callers of the report functions may pass an outcome dict that names no status (as before)."""
+    status = TestStatus.from_mapping({"nodeid": "t.py::t", "action": "replayed"})
+    assert status.status is None and status.to_dict()["status"] == ""

@@ -129,7 +129,8 @@ class TestStatus:
 
     nodeid: str
     cassette: str
-    status: Status
+    # None: a caller's status dict that names none (its JSON form says "").
+    status: Status | None
     mode: str
     cause: Cause | None = None
     message: str | None = None
@@ -147,7 +148,7 @@ class TestStatus:
         return {
             "nodeid": self.nodeid,
             "cassette": self.cassette,
-            "status": self.status.value,
+            "status": "" if self.status is None else self.status.value,
             "cause": None if self.cause is None else self.cause.value,
             "message": self.message,
             "mode": self.mode,
@@ -160,12 +161,13 @@ class TestStatus:
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> TestStatus:
         """A status from its JSON form (a worker's report, a caller's dict); absent fields take their
-        defaults. Raises ``ValueError`` on a status or cause no report knows."""
-        cause, message, drift = data.get("cause"), data.get("message"), data.get("drift")
+        defaults (no status: None). Raises ``ValueError`` on a status or cause no report knows."""
+        status, cause = data.get("status"), data.get("cause")
+        message, drift = data.get("message"), data.get("drift")
         return cls(
             nodeid=str(data.get("nodeid", "")),
             cassette=str(data.get("cassette", "")),
-            status=Status(str(data.get("status", ""))),
+            status=None if status is None or status == "" else Status(str(status)),
             mode=str(data.get("mode", "")),
             cause=None if cause is None else Cause(str(cause)),
             message=None if message is None else str(message),

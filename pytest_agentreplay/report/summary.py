@@ -33,7 +33,7 @@ def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dic
     out["tests"] = len(statuses)
     out["regressions"] = out["regressions_accepted"] = out["regressions_xfailed"] = 0
     for s in statuses:
-        key = "regressions" if s.red else REGRESSIONS_BY_STATUS.get(s.status)
+        key = "regressions" if s.red else REGRESSIONS_BY_STATUS.get(s.status) if s.status else None
         if key is not None:
             out[key] += s.regressions
     out["expected_differences"] = sum(s.expected for s in statuses)
@@ -72,7 +72,7 @@ def describe(status: TestStatus) -> str:
     cause = status.cause
     if status.status in (Status.FAILED, Status.ERROR) and cause:
         return f"{status.status} ({cause}: {CAUSES[cause]})"
-    return status.status.value
+    return "" if status.status is None else status.status.value
 
 
 def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
