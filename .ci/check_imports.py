@@ -41,7 +41,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"runs"}),
     frozenset({"session", "api", "handle"}),
     frozenset({"cli"}),
-    frozenset({"controller", "hooks", "plugin", "vcr_plugin"}),
+    frozenset({"controller", "hooks", "plugin", "vcr_plugin", "foreign_adapters", "item_facts", "run_setup"}),
 )
 
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
+from .cassette.unused import remove, unused_cassettes
 from .core.config import Settings
 from .core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
-from .core.paths import recorded_nodeid
+from .core.documents import Document
+from .core.paths import item_cassette_path, recorded_nodeid
+from .exceptions import ReportError
+from .report.status import Status, TestStatus
+from .report.summary import summary_lines
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -49,14 +53,14 @@ class CollectionFacts:
         self.strays: list[str] = []
         self.collected = False
 
-    def merge(self, other: Mapping[str, Any]) -> None:
-        self.known.update(other.get("known", ()))
-        self.module_dirs.update(other.get("module_dirs", ()))
-        self.runtime_placed.update(other.get("runtime_placed", ()))
-        self.strays.extend(str(s) for s in other.get("strays", ()))
+    def merge(self, other: Mapping[str, object]) -> None:
+        self.known.update(_strings(other.get("known")))
+        self.module_dirs.update(_strings(other.get("module_dirs")))
+        self.runtime_placed.update(_strings(other.get("runtime_placed")))
+        self.strays.extend(_strings(other.get("strays")))
         self.collected = self.collected or bool(other.get("collected"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Document:
         return {
             "known": sorted(self.known),
             "module_dirs": sorted(self.module_dirs),
@@ -74,9 +78,9 @@ class SessionController:
         self.rootdir = rootdir
         self.is_worker = is_worker
         self.facts = CollectionFacts()
-        self.statuses: list[dict[str, Any]] = []
-        self._status_index: dict[Any, int] = {}
-        self.comparisons: list[dict[str, Any]] = []
+        self.statuses: list[TestStatus] = []
+        self._status_index: dict[str, int] = {}
+        self.comparisons: list[Document] = []
         self.unused: list[str] = []
         self.removed: list[str] = []
         self.unused_skipped_reason: str | None = None
@@ -92,40 +96,35 @@ class SessionController:
             else:
                 self.facts.known.add(str(test.cassette))
             if test.module.resolve() not in partial_modules:
-                from .core.paths import item_cassette_path
-
                 cassette_dir = self.settings.cassette_dir
                 default = item_cassette_path(cassette_dir, self.rootdir, test.module, test.nodeid)
                 self.facts.module_dirs.add(str(default.parent))
         self.facts.collected = True
 
-    def worker_output(self) -> dict[str, Any]:
+    def worker_output(self) -> Document:
         return self.facts.to_dict()
 
-    def merge_worker(self, output: Mapping[str, Any] | None) -> None:
-        if output and isinstance(output.get(WORKER_OUTPUT_KEY), Mapping):
-            self.facts.merge(output[WORKER_OUTPUT_KEY])
+    def merge_worker(self, output: Mapping[str, object] | None) -> None:
+        facts = output.get(WORKER_OUTPUT_KEY) if output else None
+        if isinstance(facts, Mapping):
+            self.facts.merge(facts)
 
     # -- statuses -----------------------------------------------------------------------------------
-    def add_status(self, status: Mapping[str, Any]) -> None:
+    def add_status(self, status: TestStatus) -> None:
         # A test run again (pytest-rerunfailures) reports again: its last attempt is its verdict.
-        nodeid = status.get("nodeid")
+        nodeid = status.nodeid
         index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
-        self.statuses[index : index + 1] = [dict(status)]
+        self.statuses[index : index + 1] = [status]
 
     def add_strays(self, messages: Iterable[str]) -> None:
         self.facts.strays.extend(messages)
 
-    def add_comparison(self, comparison: Mapping[str, Any]) -> None:
+    def add_comparison(self, comparison: Mapping[str, object]) -> None:
         self.comparisons.append(dict(comparison))
 
     @property
-    def red(self) -> list[dict[str, Any]]:
-        if not self.statuses:
-            return []
-        from .report.status import is_red
-
-        return [s for s in self.statuses if is_red(s)]
+    def red(self) -> list[TestStatus]:
+        return [s for s in self.statuses if s.red]
 
     # -- end of session -----------------------------------------------------------------------------
     def finish(self, *, session_failed: bool, exit_ok: bool) -> int | None:
@@ -136,8 +135,6 @@ class SessionController:
         new_exit: int | None = None
         if self.unused:
             if self.settings.update:
-                from .cassette.unused import remove
-
                 self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
                 self.unused = []
             elif self.settings.fail_on_unused and exit_ok:
@@ -146,8 +143,7 @@ class SessionController:
         if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
-            from .exceptions import ReportError
-            from .report import write_report
+            from .report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
             try:
                 write_report(self.settings.report, self.statuses, unused=self.unused)
@@ -162,8 +158,8 @@ class SessionController:
         if session_failed or not self.facts.collected:
             # A crashed or failing session says nothing reliable about which cassettes are still wanted.
             return []
-        used = {str(s.get("cassette")) for s in self.statuses if s.get("cassette")}
-        ran = {str(s.get("nodeid")) for s in self.statuses if s.get("status") not in ("skipped", "xfailed")}
+        used = {s.cassette for s in self.statuses if s.cassette}
+        ran = {s.nodeid for s in self.statuses if s.status not in (Status.SKIPPED, Status.XFAILED)}
         unresolved = sorted(self.facts.runtime_placed - ran)
         if unresolved:
             self.unused_skipped_reason = (
@@ -172,8 +168,6 @@ class SessionController:
                 "unused cassettes are not judged in this session"
             )
             return []
-        from .cassette.unused import unused_cassettes
-
         keep = {Path(p) for p in self.facts.known | used}
         found = unused_cassettes((Path(d) for d in self.facts.module_dirs), keep)
         found_set = {p.resolve() for p in found}
@@ -205,13 +199,12 @@ class SessionController:
 
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
-        from .report.summary import summary_lines
-
         lines = summary_lines(self.statuses, unused=self.unused)
         lines.extend(f"  removed unused cassette: {path}" for path in self.removed)
         if self.unused_skipped_reason:
             lines.append(f"  note: {self.unused_skipped_reason}")
         if self.comparisons:
+            # heavy: the comparison imports the diff package (~0.3 s at every start-up otherwise)
             from .replay.comparison import summary_lines as comparison_lines
 
             lines.extend(comparison_lines(self.comparisons))
@@ -239,6 +232,11 @@ class SessionController:
             or self.facts.strays
             or self.report_error
         )
+
+
+def _strings(values: object) -> list[str]:
+    """A list of strings from a worker's output (JSON: a list, or absent)."""
+    return [str(v) for v in values] if isinstance(values, list | tuple | set) else []
 
 
 def partial_modules(invocation_dir: Path, args: Sequence[str]) -> set[Path]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from .core.documents import Document
+
 
 @pytest.hookspec(firstresult=True)
-def pytest_agentreplay_classify_exchange(request: dict[str, Any], response: dict[str, Any]) -> str | None:
+def pytest_agentreplay_classify_exchange(request: Document, response: Document) -> str | None:
     """Classify an HTTP exchange of a test before it becomes an event (called for each request).
 
     ``request`` is the stored payload shape (method, url, headers with secrets redacted, body); ``response``
@@ -22,7 +23,7 @@ def pytest_agentreplay_classify_exchange(request: dict[str, Any], response: dict
 
 
 @pytest.hookspec
-def pytest_agentreplay_redact_event(event: dict[str, Any]) -> dict[str, Any] | None:
+def pytest_agentreplay_redact_event(event: Document) -> Document | None:
     """Redact one event (its JSON form, payloads inline) before it is written.
 
     Return a replacement dict or None to keep it. Runs after the built-in redaction and before the final
@@ -33,7 +34,7 @@ def pytest_agentreplay_redact_event(event: dict[str, Any]) -> dict[str, Any] | N
 
 
 @pytest.hookspec
-def pytest_agentreplay_diff_rules(item: pytest.Item, mode: str) -> list[dict[str, Any]] | None:
+def pytest_agentreplay_diff_rules(item: pytest.Item, mode: str) -> list[Document] | None:
     """Add diff rules for a test (highest precedence). Same shape as ``[tool.agentreplay.rules]`` entries."""
 
 

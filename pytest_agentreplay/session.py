@@ -4,39 +4,61 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from . import runs
+from .cassette.missing import cassette_elsewhere_error, missing_cassette_error
+from .cassette.read import LoadedCassette, load_cassette
+from .cassette.write import save_cassette
 from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .core.commands import record_command, rerecord_fix
 from .core.config import Settings, TestSettings
+from .core.constants import INLINE_PAYLOAD_LIMIT
+from .core.documents import Document
 from .core.events import Event, RunMeta, event_to_shared_dict
-from .exceptions import AgentReplayError, DriftError, WrongTestCassetteError
-
-if TYPE_CHECKING:
-    from .cassette.read import LoadedCassette
+from .diff import render_drift
+from .diff.pipeline import PayloadSource, RuleLayers, compare_run
+from .diff.result import DriftResult
+from .diff.rules import parse_rules
+from .exceptions import (
+    AgentReplayError,
+    AuditProblemsError,
+    CassetteNotSavedError,
+    DriftError,
+    WrongTestCassetteError,
+)
+from .redaction import Redactor
+from .replay.audit import audit_problems
+from .replay.foreign import ForeignSource
+from .replay.modes import finish_replay, mode_rules
+from .replay.replayed_history import redacted_replay
+from .replay.tools import ToolReplayer
+from .replay.update import merge_for_update
+from .report.status import Action
+from .report.timeline import render_timeline
 
 
 @dataclass
 class TestOutcome:
     """What happened to one test's cassette; reported to the controller under xdist."""
 
+    __test__ = False  # a class named Test*, not a test
+
     nodeid: str
     cassette: str
-    action: str  # recorded | replayed | drifted | updated | audited | not-saved
+    action: Action
     mode: str
     regressions: int = 0
     expected: int = 0
-    drift: dict[str, Any] | None = None
+    drift: Document | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Document:
         return {
             "nodeid": self.nodeid,
             "cassette": self.cassette,
-            "action": self.action,
+            "action": self.action.value,
             "mode": self.mode,
             "regressions": self.regressions,
             "expected": self.expected,
@@ -46,26 +68,32 @@ class TestOutcome:
 
 @dataclass
 class TestRun:
+    """One test's run: set up, replayed or recorded, then compared or saved."""
+
+    __test__ = False  # a class named Test*, not a test
+
     nodeid: str
     settings: Settings
     test: TestSettings
-    redact_hook: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    rules_hook: Callable[[], Any] | None = None
-    classify_hook: Callable[[dict[str, Any], dict[str, Any] | None], str | None] | None = None
+    redact_hook: Callable[[Document], Document] | None = None
+    rules_hook: Callable[[], list[Document]] | None = None
+    classify_hook: Callable[[Document, Document | None], str | None] | None = None
     # The cassette was named with the marker's ``cassette=``: it may be shared with other tests.
     cassette_named: bool = False
-    # A vcr-marked test's pytest-recording cassettes (``vcr_plugin.VcrSource``): served when ours is absent.
-    vcr: Any = None
+    # Another tool's recordings of this test (replay/foreign.py): served when its cassette is absent.
+    foreign: ForeignSource | None = None
     # pytest's rootdir: a missing cassette is looked for above it too (cassette/missing.py).
     rootdir: Path | None = None
     ctx: RunContext | None = None
     # The cassette replayed (None while recording): the run reads it as a RecordedRun, the session owns it.
     recorded: LoadedCassette | None = None
     outcome: TestOutcome | None = None
-    drift: Any = None
+    drift: DriftResult | None = None
     setup_error: AgentReplayError | None = None
     # The exception that ended the test body, when it raised.
     error: BaseException | None = None
+    # The run is served by ``foreign`` (decided at set-up: the cassette did not exist then).
+    served_by_foreign: bool = False
     _token: object = field(default=None, repr=False)
 
     @property
@@ -73,10 +101,15 @@ class TestRun:
         return self.test.cassette
 
     @property
+    def failures(self) -> Sequence[BaseException]:
+        """The refusals and checks that failed the run (``report.message.RunFailures``)."""
+        return self.ctx.failures if self.ctx is not None else ()
+
+    @property
     def recording(self) -> bool:
         if self.test.record == "all":
             return True
-        exists = self.cassette.exists() or (self.vcr is not None and self.vcr.exists())
+        exists = self.cassette.exists() or (self.foreign is not None and self.foreign.exists())
         return self.test.record == "missing" and not exists
 
     def begin(self) -> RunContext:
@@ -88,7 +121,7 @@ class TestRun:
             recorded_at=utc_now(),
             agent=None if agent is None else str(agent),
         )
-        http_settings: dict[str, Any] = {
+        http_settings: Document = {
             **self.settings.http,
             "allow_hosts": list(self.test.allow_hosts),
             "nodeid": self.nodeid,
@@ -108,8 +141,6 @@ class TestRun:
             )
         else:
             recorded = self._load_recorded()
-            from .replay.tools import ToolReplayer
-
             # The replayed run keeps the recorded run's id and metadata: an accepted update then rewrites
             # only what changed.
             meta = recorded.run
@@ -122,12 +153,8 @@ class TestRun:
                 settings=http_settings,
             )
             self.recorded = recorded
-            if self.vcr is not None and not self.cassette.exists():
-                from .interop.vcr_serving import activate
-
-                activate(ctx, recorded, converting=self.test.update)
-        from .redaction import Redactor
-
+            if self.foreign is not None and self.served_by_foreign:
+                self.foreign.activate(ctx, recorded, converting=self.test.update)
         ctx.redactor = Redactor.from_config(self.settings.redaction)
         ctx.extensions["origin_thread"] = threading.get_ident()
         self.ctx = ctx
@@ -142,8 +169,6 @@ class TestRun:
         test = self.test
         if test.marker_rules is None and test.rules is self.settings.rules:
             return
-        from .diff.rules import parse_rules
-
         if test.rules is not self.settings.rules:
             test.rules = parse_rules(
                 test.rules, source="project", place="rules of the agentreplay_config fixture"
@@ -155,10 +180,8 @@ class TestRun:
     def _refuse_a_second_tree(self) -> None:
         """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
         not missing but under the project root, and recording here would start a second cassette tree."""
-        if self.rootdir is None or self.vcr is not None:
+        if self.rootdir is None or self.foreign is not None:
             return
-        from .cassette.missing import cassette_elsewhere_error
-
         error = cassette_elsewhere_error(
             self.nodeid,
             self.cassette,
@@ -167,21 +190,15 @@ class TestRun:
             cassette_dir=self.settings.cassette_dir,
         )
         if error is not None:
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "missing", self.test.mode)
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.MISSING, self.test.mode)
             raise error
 
     def _load_recorded(self) -> LoadedCassette:
-        from .cassette.read import load_cassette
-
-        if self.vcr is not None and not self.cassette.exists():
-            # Even without its YAML: pytest-recording passes a test that sends nothing, refuses the rest.
-            from .interop.vcr_serving import load_vcr_source
-
-            return load_vcr_source(self)
+        if self.foreign is not None and not self.cassette.exists():
+            self.served_by_foreign = True
+            return self.foreign.load(self.nodeid, self.cassette)
         if not self.cassette.exists():
-            from .cassette.missing import missing_cassette_error
-
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "missing", self.test.mode)
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.MISSING, self.test.mode)
             raise missing_cassette_error(
                 self.nodeid,
                 self.cassette,
@@ -214,8 +231,6 @@ class TestRun:
 
     def _same_redacted(self, owner: str) -> bool:
         # Node ids are redacted on write (a parametrize id may hold a secret): compare them the same way.
-        from .redaction import Redactor
-
         redactor = Redactor.from_config(self.settings.redaction)
         return bool(redactor.redact_string(self.nodeid) == owner)
 
@@ -249,39 +264,31 @@ class TestRun:
             saved = (passed or self.settings.save_on_failure) and self._save(
                 ctx.recorder.run, ctx.recorder.events
             )
-            self.outcome = TestOutcome(
-                self.nodeid, str(self.cassette), "recorded" if saved else "not-saved", "record"
-            )
+            action = Action.RECORDED if saved else Action.NOT_SAVED
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), action, "record")
             return self.outcome
-        from .replay.modes import finish_replay
-
         # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
         # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.
         finish_replay(ctx)
         if ctx.failures and passed:
             raise ctx.failures[0]
         if ctx.mode == "audit":
-            self.outcome = self._audit(ctx)
+            self.outcome = self._audit()
             return self.outcome
         self.outcome = self._compare(ctx, passed=passed)
         return self.outcome
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
-        from .report.timeline import render_timeline
-
         recorded = self.recorded
         assert recorded is not None
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
-    def _audit(self, ctx: RunContext) -> TestOutcome:
-        from .exceptions import AuditProblemsError
-        from .replay.audit import audit_problems
-
+    def _audit(self) -> TestOutcome:
         assert self.recorded is not None
         problems = audit_problems(self.recorded)
         self.outcome = TestOutcome(
-            self.nodeid, str(self.cassette), "audited", "audit", regressions=len(problems)
+            self.nodeid, str(self.cassette), Action.AUDITED, "audit", regressions=len(problems)
         )
         if problems:
             raise AuditProblemsError(
@@ -300,18 +307,20 @@ class TestRun:
         """Write the cassette. A failed write (full disk, no permission) is the test's verdict, ``not-saved``,
         raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
         the test's own error, with the failed write added to it as a note, and this returns False."""
-        from .cassette.write import save_cassette
-        from .exceptions import CassetteNotSavedError
-
         assert self.ctx is not None
-        kwargs: dict[str, Any] = {"redactor": self.ctx.redactor, "extra_redact": self.redact_hook}
-        if self.settings.inline_limit is not None:
-            kwargs["inline_limit"] = self.settings.inline_limit
+        limit = self.settings.inline_limit
         try:
-            save_cassette(self.cassette, run, events, **kwargs)
+            save_cassette(
+                self.cassette,
+                run,
+                events,
+                redactor=self.ctx.redactor,
+                extra_redact=self.redact_hook,
+                inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
+            )
         except CassetteNotSavedError as exc:
             mode = "record" if self.ctx.recording else self.test.mode
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), "not-saved", mode)
+            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.NOT_SAVED, mode)
             if self.error is None:
                 self.error = exc
                 raise
@@ -320,92 +329,60 @@ class TestRun:
         return True
 
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
-        from .diff import compare_histories, render_drift
-        from .diff.rules import RuleSet, is_imported
-        from .replay.policy import SERVED_INSTEAD
-
-        played = None
-        vcr_served = SERVED_INSTEAD in ctx.extensions
-        if vcr_served:  # only a vcr-served run has another recorded side
-            from .interop.vcr_serving import played_history
-
-            played = played_history(ctx)
-        recorded = played or ctx.recorded
+        recorded = ctx.recorded
         assert recorded is not None
-        rules = RuleSet.from_layers(
+        # A foreign source's recorded side is what it played; a cassette of this plugin was redacted when
+        # it was saved. The replayed side is redacted the same way.
+        side: PayloadSource = recorded
+        if self.foreign is not None and self.served_by_foreign:
+            played = self.foreign.recorded_side(ctx)
+            side, recorded_dicts = played, played.event_dicts()
+        else:
+            recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
+        layers = RuleLayers(
             self.test.mode,
             project=self.test.rules,
             marker=self.test.marker_rules,
             hook=self.rules_hook() if self.rules_hook is not None else None,
-            imported=is_imported(recorded.run.labels),
+            extra=mode_rules(ctx) or None,
         )
-        from .replay.modes import mode_rules
-
-        if extra := mode_rules(ctx):
-            rules = rules.with_rules(extra, source="default")
-        from .replay.replayed_history import redacted_replay
-
-        # The recorded side was redacted when saved: redact the replayed side the same way.
-        # A cassette of this plugin was redacted when it was saved; a played vcr history redacts itself.
-        if played is not None:
-            recorded_dicts = played.event_dicts()
-        else:
-            recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
-        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
-        result = compare_histories(recorded_dicts, replayed_dicts, rules=rules, resolve=_resolver(recorded))
+        result = compare_run(
+            recorded_dicts, replayed_dicts, layers=layers, labels=recorded.run.labels, payloads=side
+        )
         self.drift = result
         outcome = TestOutcome(
             self.nodeid,
             str(self.cassette),
-            "replayed",
+            Action.REPLAYED,
             self.test.mode,
             regressions=len(result.regressions),
             expected=len(result.expected),
             drift=result.to_dict() if result.has_drift else None,
         )
-        if self.test.update and passed and self.test.mode == "regression" and vcr_served:
-            from .interop.vcr_serving import converted_run
-
-            self._save(converted_run(recorded.run), ctx.recorder.events)  # the YAML stays
-            outcome.action = "updated"
+        accepting = self.test.update and passed and self.test.mode == "regression"
+        if accepting and self.foreign is not None and self.served_by_foreign:
+            self._save(self.foreign.converted_run(recorded.run), ctx.recorder.events)  # the source stays
+            outcome.action = Action.UPDATED
             return outcome
         if not result.has_regressions:
             return outcome
-        if self.test.update and passed and self.test.mode == "regression":
+        if accepting:
             # Only regression replays the agent against the recorded world; a model-comparison or sandbox
             # run is an experiment, never a new baseline.
-            from .replay.update import merge_for_update
-
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
             self._save(recorded.run, events)
-            outcome.action = "updated"
+            outcome.action = Action.UPDATED
             return outcome
         if not passed:
             # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix
             # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
             return outcome
-        outcome.action = "drifted"
+        outcome.action = Action.DRIFTED
         self.outcome = outcome
-        if passed:
-            raise DriftError(
-                render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
-            )
-        return outcome
-
-
-def _resolver(recorded: Any) -> Callable[[Any], Any]:
-    def resolve(ref: Any) -> Any:
-        if ref is None:
-            return None
-        if isinstance(ref, dict):
-            if ref.get("sha256"):
-                from .core.events import PayloadRef
-
-                return recorded.payload(PayloadRef.model_validate(ref))
-            return ref.get("inline")
-        return recorded.payload(ref)
-
-    return resolve
+        raise DriftError(
+            render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
+        )
 
 
 def is_replay_error(exc: BaseException) -> bool:

@@ -1,25 +1,28 @@
-"""``@pytest.mark.vcr`` without pytest-recording: its fixtures and markers, registered by ``plugin.py`` only
-when pytest-recording is not active (a project's own ``vcr_config``/``vcr_cassette_dir``/
+"""``@pytest.mark.vcr`` without pytest-recording: its fixtures and markers, registered only when
+pytest-recording is not active (a project's own ``vcr_config``/``vcr_cassette_dir``/
 ``default_cassette_name`` in a conftest override these as they override pytest-recording's).
 
-A vcr-marked test then replays through this plugin (``plugin.uses_agentreplay``): this plugin's own
+This module is the pytest side of the vcrpy adapter (``foreign_adapters.py`` lists it): :func:`register`,
+:func:`claims` and :func:`source`. A vcr-marked test then replays through this plugin: this plugin's own
 cassette when it exists, else the pytest-recording cassettes read in place (``interop/vcr_serving.py``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import pytest
 
-if TYPE_CHECKING:
-    from .interop.vcr_compat import VcrCassettePaths
+from .core.documents import Document
 
-# vcr_compat is imported where it is used: every session without pytest-recording registers this module,
-# and most of them never see a vcr-marked test.
+if TYPE_CHECKING:
+    from .interop.vcr_serving import VcrSource
+
+# The interop modules are imported where they are used: every session without pytest-recording
+# registers this module, and most of them never see a vcr-marked test.
 
 PLUGIN_NAME: Final = "agentreplay-vcr"
 # How pytest-recording registers (its pytest11 entry point, or ``-p pytest_recording.plugin``).
@@ -36,83 +39,24 @@ def recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 
 def register(config: pytest.Config) -> None:
-    """Called from ``plugin.pytest_configure``: honour ``@pytest.mark.vcr`` unless pytest-recording does."""
+    """At configure: honour ``@pytest.mark.vcr`` unless pytest-recording does."""
     if recording_active(config.pluginmanager) or config.pluginmanager.has_plugin(PLUGIN_NAME):
         return
-    import sys
-
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)
 
 
-def is_vcr_test(item: pytest.Item) -> bool:
+def claims(item: pytest.Item) -> bool:
     """A vcr-marked test this plugin replays (pytest-recording is absent)."""
     return item.get_closest_marker("vcr") is not None and item.config.pluginmanager.has_plugin(PLUGIN_NAME)
 
 
-# -------------------------------------------------------------------------------- pytest-recording's fixtures
-
-
-@pytest.fixture(scope="module")
-def vcr_config() -> dict[str, Any]:
-    """pytest-recording's default: no vcrpy options (override it in a conftest.py)."""
-    return {}
-
-
-@pytest.fixture(scope="module")
-def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
-    """pytest-recording's default: ``<test dir>/cassettes/<module name>``."""
-    from .interop.vcr_compat import default_cassette_dir
-
-    return os.fspath(default_cassette_dir(request.node.path))
-
-
-@pytest.fixture
-def default_cassette_name(request: pytest.FixtureRequest) -> str:
-    """pytest-recording's default: ``[<Class>.]<test name>`` (``@pytest.mark.default_cassette`` wins)."""
-    marker = request.node.get_closest_marker("default_cassette")
-    if marker is not None and marker.args:
-        return str(marker.args[0])
-    from .interop.vcr_compat import default_cassette_name as _cassette_name
-
-    cls = getattr(request, "cls", None)
-    return _cassette_name(request.node.name, cls.__name__ if cls is not None else None)
-
-
-# ------------------------------------------------------------------------------------------ one test's source
-
-
-@dataclass(frozen=True)
-class VcrSource:
-    """A vcr-marked test's pytest-recording cassettes and merged ``vcr_config``."""
-
-    paths: VcrCassettePaths
-    config: dict[str, Any]
-    record_mode: str  # vcrpy's
-
-    def exists(self) -> bool:
-        return bool(self.paths.existing())
-
-    def marker_defaults(self, marker: dict[str, Any]) -> dict[str, Any]:
-        """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
-        the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
-        from .interop.vcr_compat import agentreplay_record_mode, allowed_hosts
-
-        out = dict(marker)
-        if out.get("record") is None and "record_mode" in self.config:
-            out["record"] = agentreplay_record_mode(self.record_mode)
-        hosts = allowed_hosts(self.config)
-        if hosts:
-            given = out.get("allow_hosts") or ()
-            given = [given] if isinstance(given, str) else list(given)
-            out["allow_hosts"] = [*given, *hosts]
-        return out
-
-
-def vcr_source(request: pytest.FixtureRequest) -> VcrSource:
+def source(request: pytest.FixtureRequest) -> VcrSource:
     """The vcr source of the requesting test (its fixtures resolved the way pytest-recording does)."""
+    # heavy: vcr_compat and the serving adapter load the recorder and the cassette reader
     from .interop.vcr_compat import cassette_paths, merge_vcr_config, resolve_record_mode
+    from .interop.vcr_serving import VcrSource
 
     item = request.node
     marks = list(item.iter_markers("vcr"))
@@ -127,3 +71,32 @@ def vcr_source(request: pytest.FixtureRequest) -> VcrSource:
         config=config,
     )
     return VcrSource(paths, config, resolve_record_mode(config))
+
+
+# -------------------------------------------------------------------------------- pytest-recording's fixtures
+
+
+@pytest.fixture(scope="module")
+def vcr_config() -> Document:
+    """pytest-recording's default: no vcrpy options (override it in a conftest.py)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's default: ``<test dir>/cassettes/<module name>``."""
+    from .interop.vcr_compat import default_cassette_dir  # heavy: as in source()
+
+    return os.fspath(default_cassette_dir(request.node.path))
+
+
+@pytest.fixture
+def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's default: ``[<Class>.]<test name>`` (``@pytest.mark.default_cassette`` wins)."""
+    marker = request.node.get_closest_marker("default_cassette")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    from .interop.vcr_compat import default_cassette_name as _cassette_name  # heavy: as in source()
+
+    cls = getattr(request, "cls", None)
+    return _cassette_name(request.node.name, cls.__name__ if cls is not None else None)

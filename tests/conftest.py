@@ -9,6 +9,7 @@ one copy. Nothing is patched here.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 
 for _name in (
@@ -36,7 +37,5 @@ for _name in (
 # session's install came back as a second copy whose ClientSession the patch never saw, and the next
 # test's aiohttp reads got empty bodies (the content-codings test after any in-process inner session).
 for _name in ("aiohttp", "aiohttp.client_reqrep", "aiohttp.streams", "multidict", "yarl"):
-    try:
+    with contextlib.suppress(ImportError):  # an optional client: the tests that need it skip
         importlib.import_module(_name)
-    except ImportError:  # an optional client: the tests that need it skip
-        pass

@@ -204,11 +204,11 @@ def run_replay(path: Path) -> str:
     from pytest_agentreplay.cassette.read import load_cassette
     from pytest_agentreplay.core.events import event_to_dict
     from pytest_agentreplay.diff import compare_histories
+    from pytest_agentreplay.diff.pipeline import payload_resolver as _resolver
     from pytest_agentreplay.diff.rules import RuleSet
     from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.replay.policy import Serve, decide
     from pytest_agentreplay.replay.tools import ToolReplayer
-    from pytest_agentreplay.session import _resolver
 
     recorded = load_cassette(path, mode="regression")
     ctx = RunContext(

@@ -302,8 +302,8 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
     # Straight after import, with no project rules, the replayed history does not drift (issue 12).
     from pytest_agentreplay.core.events import event_to_dict
     from pytest_agentreplay.diff import RuleSet, compare_histories
+    from pytest_agentreplay.diff.pipeline import payload_resolver as _resolver
     from pytest_agentreplay.redaction import Redactor
-    from pytest_agentreplay.session import _resolver
 
     redactor = Redactor.from_config({})
     # import-vcr writes through the same redaction as a recording: compare like with like.

@@ -271,3 +271,56 @@ def test_interactions_feed_the_recorded_history() -> None:
     calls = [e for e in events if e.type == "model.call"]
     assert [c.data["decision"]["stop_reason"] for c in calls] == ["STOP"] * 3
     assert replay.play_counts == [0, 0, 0]  # reading them plays nothing
+
+
+# -- one reader for every vcr path ---------------------------------------------------------------------
+
+# What old vcrpy versions wrote: Python tags vcrpy's own loader knows, a safe loader alone does not.
+TAGGED_CASSETTE = """\
+interactions:
+- request:
+    body: !!python/unicode '{"q": "status"}'
+    headers:
+      Content-Type: [!!python/unicode 'application/json']
+    method: !!python/unicode 'POST'
+    uri: !!python/unicode 'http://api.example.test/v1/status'
+  response:
+    body: {string: !!python/unicode '{"ok": true}'}
+    headers:
+      Content-Type: [application/json]
+    status: {code: 200, message: OK}
+version: 1
+"""
+
+
+def test_import_reads_what_replay_in_place_reads(tmp_path: Path) -> None:
+    """``import-vcr`` and a vcr-marked test read a cassette through the same reader: a cassette vcrpy
+    loads (its Python tags included) is imported with the interactions replay serves from it."""
+    path = tmp_path / "tagged.yaml"
+    path.write_text(TAGGED_CASSETTE, encoding="utf-8")
+    served = VcrReplay([path], {}).interactions()
+    imported = load_vcr(path)
+    assert [(i.request.method, i.request.url, i.request.body) for i in imported] == [
+        ("POST", "http://api.example.test/v1/status", b'{"q": "status"}')
+    ]
+    assert [(i.request.method, i.request.url, i.request.body) for i in served] == [
+        (i.request.method, i.request.url, i.request.body) for i in imported
+    ]
+    assert [i.response for i in served] == [i.response for i in imported]
+
+
+def test_replay_in_place_reads_a_bounded_regular_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-place reader has the importer's bound: a cassette over the size limit is refused, said as
+    such, before vcrpy reads it (a FIFO or a device would block it the same way)."""
+    from pytest_agentreplay.exceptions import CassetteError
+    from pytest_agentreplay.interop import vcr_format
+
+    path = tmp_path / "big.yaml"
+    path.write_text(TAGGED_CASSETTE, encoding="utf-8")
+    monkeypatch.setattr(vcr_format, "MAX_VCR_BYTES", 64)
+    with pytest.raises(CassetteError, match=r"big\.yaml"):
+        VcrReplay([path], {})
+    with pytest.raises(CassetteError, match=r"big\.yaml"):
+        load_vcr(path)

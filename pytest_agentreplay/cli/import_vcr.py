@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-from typing import Any
 
 from ..core.constants import DEFAULT_CASSETTE_DIR
+from ..core.documents import Document
 from ..exceptions import AgentReplayError, CassetteError
 from .common import EXIT_OK, EXIT_USAGE, UsageError, err, iter_files, out, project_table
+from .progress import Progress
 
 
 def run(args: argparse.Namespace) -> int:
+    # heavy: the importer loads the recorder, the classifier and the writer; only import-vcr pays
     from ..interop.vcr_import import import_target, import_vcr_file
-    from .progress import Progress
 
     explicit = {Path(p) for p in args.paths if Path(p).is_file()}
     files = [
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     table = project_table()
     out_dir = Path(args.out or str(table.get("cassette_dir") or DEFAULT_CASSETTE_DIR))
     rootdir = Path.cwd()
-    settings: dict[str, Any] = {}
+    settings: Document = {}
     for key in ("idempotency_header", "receipts", "openai_compatible_base_urls"):
         if key in table:
             settings[key] = table[key]
@@ -57,12 +57,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _looks_like_vcr_json(path: Path) -> bool:
     """A JSON file found in a folder is imported only if it is shaped like a vcrpy cassette."""
-    from ..cassette.validation import read_regular_file
-    from ..interop.vcr_format import MAX_VCR_BYTES
+    # heavy: as in run()
+    from ..interop.vcr_format import NotVcrCassetteError, read_vcr_document
 
     try:
-        # Never blocks on a FIFO nor reads a device: those are left to the import to report.
-        doc = json.loads(read_regular_file(path, limit=MAX_VCR_BYTES, label=str(path)))
+        # The one reader of vcrpy cassettes: it never blocks on a FIFO nor reads a device.
+        read_vcr_document(path, "json")
+    except NotVcrCassetteError:
+        return False
     except (OSError, ValueError, RecursionError, CassetteError):
         return True  # let the import report why it cannot be read
-    return isinstance(doc, dict) and "interactions" in doc
+    return True

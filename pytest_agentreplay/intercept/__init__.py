@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from types import ModuleType
 
-from ..core.after_import import AfterImport
 from .. import guard
+from ..core.after_import import AfterImport
 from . import aiohttp as aiohttp_adapter
 from . import httpx as httpx_adapter
 from . import urllib3 as urllib3_adapter

@@ -27,16 +27,15 @@ import copy
 import hashlib
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
-from ..exceptions import CassetteCorruptError, ConfigError
-
-if TYPE_CHECKING:
-    from ..http.exchange import HttpRequest, HttpResponse
-    from .vcr_format import VcrInteraction
+from ..core.documents import Document
+from ..exceptions import CassetteCorruptError, CassetteError, ConfigError
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from .vcr_format import VcrFormat, VcrInteraction, read_vcr_document, response_from_vcr
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default
@@ -73,7 +72,7 @@ def default_cassette_name(test_name: str, class_name: str | None = None) -> str:
     return name
 
 
-def _suffix(config: Mapping[str, Any] | None) -> str:
+def _suffix(config: Mapping[str, object] | None) -> str:
     serializer = (config or {}).get("serializer")
     return f".{serializer}" if serializer else f".{DEFAULT_SERIALIZER}"
 
@@ -107,7 +106,7 @@ def cassette_paths(
     marker_args: Sequence[str | os.PathLike[str]] = (),
     vcr_cassette_dir: str | os.PathLike[str] | None = None,
     default_cassette_name: str | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, object] | None = None,
 ) -> VcrCassettePaths:
     """pytest-recording's cassette paths for a test.
 
@@ -143,8 +142,8 @@ def _default_name(test_name: str, class_name: str | None) -> str:
 
 
 def merge_vcr_config(
-    vcr_config: Mapping[str, Any] | None, marker_kwargs: Sequence[Mapping[str, Any]] = ()
-) -> dict[str, Any]:
+    vcr_config: Mapping[str, object] | None, marker_kwargs: Sequence[Mapping[str, object]] = ()
+) -> Document:
     """The ``vcr_config`` fixture's dict updated with the markers' keyword arguments, as pytest-recording
     merges them: ``marker_kwargs`` closest marker first (``item.iter_markers("vcr")`` order), so the
     closest one wins."""
@@ -154,7 +153,7 @@ def merge_vcr_config(
     return merged
 
 
-def resolve_record_mode(merged: Mapping[str, Any], cli_record_mode: str | None = None) -> str:
+def resolve_record_mode(merged: Mapping[str, object], cli_record_mode: str | None = None) -> str:
     """The vcr record mode of a test: the command line's when given (never overridden by a marker or
     ``vcr_config``), else the merged config's, else ``none``. Raises ``ConfigError`` on an unknown mode."""
     mode = cli_record_mode if cli_record_mode is not None else merged.get("record_mode", DEFAULT_RECORD_MODE)
@@ -179,15 +178,14 @@ def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
     return "all"
 
 
-def allowed_hosts(merged: Mapping[str, Any]) -> tuple[str, ...]:
+def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
     """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string) from the merged config."""
     raw = merged.get("allowed_hosts") or ()
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    return tuple(str(h).strip() for h in raw if str(h).strip())
+    hosts = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, Iterable) else ()
+    return tuple(str(h).strip() for h in hosts if str(h).strip())
 
 
-def vcr_options(merged: Mapping[str, Any]) -> dict[str, Any]:
+def vcr_options(merged: Mapping[str, object]) -> Document:
     """The merged config without the keys pytest-recording interprets itself: what it would pass to
     ``vcr.use_cassette`` (``match_on``, ``filter_headers``, ``before_record_request``...)."""
     return {k: v for k, v in merged.items() if k not in PYTEST_RECORDING_KEYS}
@@ -210,6 +208,15 @@ class VcrMatch:
     reason: str | None = None
 
 
+class _AlreadyParsed:
+    """A vcrpy serializer for a document :func:`~.vcr_format.read_vcr_document` has read: vcrpy's
+    ``deserialize`` then builds its requests and responses from it as from a text it parsed itself."""
+
+    @staticmethod
+    def deserialize(document: Document) -> Document:
+        return document
+
+
 @dataclass
 class _Persister:
     """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
@@ -219,22 +226,22 @@ class _Persister:
     origins: list[Path] = field(default_factory=list)
     found: list[Path] = field(default_factory=list)
 
-    def load_cassette(self, cassette_path: str, serializer: Any) -> tuple[list[Any], list[Any]]:
-        from vcr.serialize import deserialize
+    def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
+        from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
 
-        requests: list[Any] = []
-        responses: list[Any] = []
+        json_serializer = str(getattr(serializer, "__name__", "")).endswith("jsonserializer")
+        fmt: VcrFormat = "json" if json_serializer else "yaml"
+        requests: list[object] = []
+        responses: list[object] = []
         for path in self.paths:
             try:
-                text = path.read_text(encoding="utf-8")
+                document = read_vcr_document(path, fmt)
+                reqs, resps, *_ = deserialize(document, _AlreadyParsed)
             except FileNotFoundError:
                 continue
-            except (OSError, UnicodeDecodeError) as exc:
-                raise _unreadable(path, exc) from None
-            try:
-                _check_yaml(text, serializer)
-                reqs, resps, *_ = deserialize(text, serializer)
-            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape
+            except CassetteError:
+                raise  # not a regular file, too large: said as such
+            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape, not UTF-8
                 raise _unreadable(path, exc) from None
             self.found.append(path)
             requests.extend(reqs)
@@ -242,19 +249,8 @@ class _Persister:
             self.origins.extend([path] * len(reqs))
         return requests, responses
 
-    def save_cassette(self, cassette_path: str, cassette_dict: Any, serializer: Any) -> None:
+    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
         raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
-
-
-def _check_yaml(text: str, serializer: Any) -> None:
-    """Refuse YAML alias bombs before vcrpy's loader expands them (the importer's check)."""
-    if "&" not in text or not str(getattr(serializer, "__name__", "")).endswith("yamlserializer"):
-        return
-    import yaml
-
-    from .vcr_format import check_alias_expansion
-
-    check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
@@ -272,7 +268,7 @@ def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
 
 def to_vcr_request(request: HttpRequest) -> Any:
     """A live request as vcrpy's ``vcr.request.Request`` (what its matchers and filters take)."""
-    from vcr.request import Request
+    from vcr.request import Request  # heavy: vcrpy, only where one of its cassettes is served
 
     body = request.body if request.body else None
     return Request(request.method, request.url, body, dict(request.headers))
@@ -288,12 +284,12 @@ class VcrReplay:
     def __init__(
         self,
         paths: VcrCassettePaths | Sequence[str | os.PathLike[str]],
-        merged_config: Mapping[str, Any] | None = None,
+        merged_config: Mapping[str, object] | None = None,
         *,
         record_mode: str = "none",
     ) -> None:
-        from vcr.cassette import Cassette
-        from vcr.config import VCR
+        from vcr.cassette import Cassette  # heavy: vcrpy, only where one of its cassettes is served
+        from vcr.config import VCR  # heavy: likewise
 
         files = paths.all if isinstance(paths, VcrCassettePaths) else tuple(Path(p) for p in paths)
         if not files:
@@ -355,9 +351,6 @@ class VcrReplay:
         ``before_record_response`` applied), in this project's shapes: feed them to
         ``vcr_format.interactions_to_events`` (with ``RunMeta(labels={"source": "vcr"})``) for the recorded
         history a replay is compared with, or to convert the test's cassettes into this format."""
-        from ..http.exchange import HttpRequest, lower_headers
-        from .vcr_format import VcrInteraction, response_from_vcr
-
         out: list[VcrInteraction] = []
         for stored, raw in self._cassette.data:
             body = stored.body  # vcrpy's Request keeps bytes (or None)
@@ -378,9 +371,7 @@ class VcrReplay:
     def play(self, request: HttpRequest) -> VcrMatch | None:
         """The response to serve for ``request`` (marking the interaction played), or None when no
         unplayed recorded interaction matches under the config's ``match_on``."""
-        from vcr.errors import UnhandledHTTPRequestError
-
-        from .vcr_format import response_from_vcr
+        from vcr.errors import UnhandledHTTPRequestError  # heavy: vcrpy, as above
 
         vcr_request = to_vcr_request(request)
         index = self._first_playable(vcr_request)
@@ -403,7 +394,7 @@ class VcrReplay:
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""
-        from vcr.matchers import get_matchers_results
+        from vcr.matchers import get_matchers_results  # heavy: vcrpy, as above
 
         cassette = self._cassette
         live = cassette.filter_request(to_vcr_request(request))

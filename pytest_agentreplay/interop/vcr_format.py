@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, TypeAlias
 
+from ..cassette.validation import read_regular_file
+from ..core.capture import Recorder, RunContext
+from ..core.documents import Document
 from ..core.events import Event, RunMeta
 from ..http import bodies
+from ..http.classify import classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers, stored_response_headers
+from ..http.recording import emit_exchange
+
+VcrFormat: TypeAlias = Literal["yaml", "json"]
 
 
 @dataclass(slots=True)
@@ -27,15 +34,15 @@ class VcrInteraction:
     reason: str | None = None
 
 
-def _header_pairs(raw: Any) -> list[tuple[str, str]]:
+def _header_pairs(raw: object) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
-    for name, value in (raw or {}).items():
+    for name, value in raw.items() if isinstance(raw, Mapping) else ():
         values = value if isinstance(value, list) else [value]
         pairs.extend((str(name), str(v)) for v in values)
     return pairs
 
 
-def _raw_body(body: Any) -> bytes:
+def _raw_body(body: object) -> bytes:
     """vcrpy stores a body as str, bytes (``!!binary``), None, or ``{"string": ...}``."""
     if isinstance(body, dict):
         body = body.get("string", body.get("base64_string"))
@@ -57,27 +64,48 @@ class AliasBombError(ValueError):
     """A YAML document whose aliases expand beyond ``MAX_ALIAS_NODES`` nodes, or refer to themselves."""
 
 
-def _load_document(text: str | bytes, fmt: str) -> Any:
+class NotVcrCassetteError(ValueError):
+    """A document that parsed but is not a vcrpy cassette (no ``interactions`` list)."""
+
+
+def read_vcr_document(path: Path, fmt: VcrFormat | None = None) -> Document:
+    """The one reader of vcrpy cassettes, for every path that reads one (``import-vcr``, a vcr-marked test
+    served in place): a regular file of bounded size (a FIFO or a device would block or never end), YAML
+    alias bombs refused before they expand, then vcrpy's own loader (its safe YAML loader, which knows the
+    few Python tags old vcrpy cassettes hold). ``fmt``: by the suffix or the first byte when not given.
+    ``FileNotFoundError`` passes through; anything unreadable raises."""
+    data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
+    if fmt is None:
+        fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
+    return parse_vcr_document(data, fmt)
+
+
+def parse_vcr_document(text: str | bytes, fmt: VcrFormat = "yaml") -> Document:
+    """A vcrpy cassette's text as its document (``version``, ``interactions``)."""
     if fmt == "json":
-        return json.loads(text)
-    import yaml  # lazily: only imports of vcrpy cassettes need PyYAML
+        doc = json.loads(text)
+    else:
+        import yaml  # heavy: PyYAML, imported only where a vcrpy cassette is read
+        from vcr.serializers import yamlserializer  # heavy: vcrpy, likewise
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    if ("&" in text) if isinstance(text, str) else (b"&" in text):
-        check_alias_expansion(text, loader)
-    return yaml.load(text, Loader=loader)
+        if ("&" in text) if isinstance(text, str) else (b"&" in text):
+            check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = yamlserializer.deserialize(text)
+    if not isinstance(doc, dict) or "interactions" not in doc:
+        raise NotVcrCassetteError("not a vcrpy cassette: no 'interactions' list")
+    return doc
 
 
-def check_alias_expansion(text: str | bytes, loader: Any) -> None:
+def check_alias_expansion(text: str | bytes, loader: type) -> None:
     """Refuse a YAML document whose aliases would expand beyond ``MAX_ALIAS_NODES`` nodes.
 
     Reads the event stream only (nothing is built): each anchor's node count is known when its node
     ends, and each alias adds its anchor's count.
     """
-    import yaml
+    import yaml  # heavy: PyYAML, imported only where a vcrpy cassette is read
 
     sizes: dict[str, int] = {}
-    stack: list[list[Any]] = []  # [anchor, nodes so far]
+    stack: list[tuple[str | None, list[int]]] = []  # (anchor, [nodes so far])
     expanded = 0
     for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.AliasEvent):
@@ -93,30 +121,31 @@ def check_alias_expansion(text: str | bytes, loader: Any) -> None:
                     "refusing an alias bomb"
                 )
             if stack:
-                stack[-1][1] += size
+                stack[-1][1][0] += size
         elif isinstance(event, yaml.ScalarEvent):
             if event.anchor:
                 sizes[str(event.anchor)] = 1
             if stack:
-                stack[-1][1] += 1
+                stack[-1][1][0] += 1
         elif isinstance(event, yaml.CollectionStartEvent):
-            stack.append([event.anchor, 1])
+            stack.append((event.anchor, [1]))
         elif isinstance(event, yaml.CollectionEndEvent) and stack:
-            anchor, count = stack.pop()
+            anchor, (count,) = stack.pop()
             if anchor:
                 sizes[str(anchor)] = count
             if stack:
-                stack[-1][1] += count
+                stack[-1][1][0] += count
 
 
-def parse_vcr(text: str | bytes, fmt: str = "yaml") -> list[VcrInteraction]:
-    doc = _load_document(text, fmt)
-    if not isinstance(doc, dict) or "interactions" not in doc:
-        raise ValueError("not a vcrpy cassette: no 'interactions' list")
+def parse_vcr(text: str | bytes, fmt: VcrFormat = "yaml") -> list[VcrInteraction]:
+    return interactions_of(parse_vcr_document(text, fmt))
+
+
+def interactions_of(doc: Document) -> list[VcrInteraction]:
+    """A vcrpy cassette document's interactions in this project's shapes."""
     out: list[VcrInteraction] = []
     for item in doc.get("interactions") or []:
-        req_raw = item.get("request") or {}
-        resp_raw = item.get("response") or {}
+        req_raw = _mapping(item.get("request") if isinstance(item, Mapping) else None)
         req_headers = lower_headers(_header_pairs(req_raw.get("headers")))
         request = HttpRequest(
             str(req_raw.get("method", "GET")).upper(),
@@ -124,15 +153,19 @@ def parse_vcr(text: str | bytes, fmt: str = "yaml") -> list[VcrInteraction]:
             req_headers,
             _raw_body(req_raw.get("body")),
         )
-        response, reason = response_from_vcr(resp_raw)
+        response, reason = response_from_vcr(item.get("response") if isinstance(item, Mapping) else None)
         out.append(VcrInteraction(request, response, reason))
     return out
 
 
-def response_from_vcr(resp_raw: Any) -> tuple[HttpResponse, str | None]:
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def response_from_vcr(given: object) -> tuple[HttpResponse, str | None]:
     """A vcrpy response dict (``status``, ``headers``, ``body``) as a served ``HttpResponse`` (body
     decoded into the stored BODY shape) and its reason phrase."""
-    resp_raw = resp_raw if isinstance(resp_raw, dict) else {}
+    resp_raw = _mapping(given)
     resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
     raw = _raw_body(resp_raw.get("body"))
     encoding = resp_headers.get("content-encoding")
@@ -141,36 +174,26 @@ def response_from_vcr(resp_raw: Any) -> tuple[HttpResponse, str | None]:
         with contextlib.suppress(Exception):
             raw = bodies.decode_content(raw, encoding)
     status = resp_raw.get("status") or {}
-    code = int(status.get("code", 200)) if isinstance(status, dict) else int(status)
+    code = int(str(status.get("code", 200))) if isinstance(status, Mapping) else int(str(status))
     response = HttpResponse(
         code,
         stored_response_headers(resp_headers, decoded=bool(encoding)),
         bodies.encode_body(raw, resp_headers.get("content-type"), exact=True),
     )
-    reason = status.get("message") if isinstance(status, dict) else None
+    reason = status.get("message") if isinstance(status, Mapping) else None
     return response, (str(reason) if reason is not None else None)
 
 
 def load_vcr(path: str | Path) -> list[VcrInteraction]:
-    from ..cassette.validation import read_regular_file
-
-    path = Path(path)
-    # A regular file of bounded size: a FIFO or a device would block or never end.
-    data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
-    fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
-    return parse_vcr(data, fmt)
+    return interactions_of(read_vcr_document(Path(path)))
 
 
 def interactions_to_events(
     interactions: Iterable[VcrInteraction],
-    settings: dict[str, Any] | None = None,
+    settings: Document | None = None,
     run: RunMeta | None = None,
 ) -> list[Event]:
     """Classify and record each interaction as live recording would (model.call / http / effect)."""
-    from ..core.capture import Recorder, RunContext
-    from ..http.classify import classify_exchange
-    from ..http.recording import emit_exchange
-
     ctx = RunContext(Recorder(run or RunMeta(run_id="vcr-import")), mode="capture", settings=settings or {})
     for item in interactions:
         cls = classify_exchange(item.request, item.response, ctx.settings)

@@ -18,13 +18,19 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from ..cassette.read import LoadedCassette
+from ..cassette.validation import read_regular_file
+from ..cassette.write import save_cassette
 from ..core.canonical import sha256_hex
+from ..core.capture import Recorder, RunContext
+from ..core.events import RunMeta
+from ..core.paths import item_cassette_path
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
-
-if TYPE_CHECKING:
-    from ..cassette.read import LoadedCassette
+from ..http.classify import classify_exchange
+from ..http.recording import emit_exchange
+from ..redaction import Redactor
+from .vcr_format import MAX_VCR_BYTES, AliasBombError, VcrInteraction, load_vcr
 
 IMPORT_SOURCE = "vcr"
 """``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
@@ -113,8 +119,6 @@ def import_target(
     source: Path, out_dir: Path, *, bases: list[Path], rootdir: Path, layout: str = "test"
 ) -> tuple[Path, VcrTest | None]:
     """Where ``agentreplay import-vcr`` writes ``source``, and the test it belongs to (if known)."""
-    from ..core.paths import item_cassette_path
-
     if "{" not in layout and layout not in LAYOUTS:
         raise ValueError(f"unknown --layout {layout!r}; use one of {', '.join(LAYOUTS)} or a template")
     test = pytest_recording_test(source, rootdir)
@@ -143,9 +147,7 @@ def import_target(
     return item_cassette_path(out_dir, root, root / test.module_path, test.nodeid), test
 
 
-def _read_interactions(source: Path) -> list[Any]:
-    from .vcr_format import AliasBombError, load_vcr
-
+def _read_interactions(source: Path) -> list[VcrInteraction]:
     fixes = [
         "check that it is a vcrpy / pytest-recording cassette (a YAML or JSON file with `interactions`)",
         "re-record it with vcrpy, or record the test with pytest-agentreplay directly",
@@ -179,8 +181,8 @@ def import_vcr_file(
     source: Path,
     target: Path,
     *,
-    settings: Mapping[str, Any] | None = None,
-    redaction: Mapping[str, Any] | None = None,
+    settings: Mapping[str, object] | None = None,
+    redaction: Mapping[str, object] | None = None,
     blob_dir: Path | None = None,
     test: str | None = None,
 ) -> LoadedCassette:
@@ -190,15 +192,6 @@ def import_vcr_file(
     OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
     belongs to (``RunMeta.test``; see :func:`pytest_recording_test`).
     """
-    from ..cassette.validation import read_regular_file
-    from ..cassette.write import save_cassette
-    from ..core.capture import Recorder, RunContext
-    from ..core.events import RunMeta
-    from ..http.classify import classify_exchange
-    from ..http.recording import emit_exchange
-    from ..redaction import Redactor
-    from .vcr_format import MAX_VCR_BYTES
-
     source = Path(source)
     interactions = _read_interactions(source)
     digest = sha256_hex(read_regular_file(source, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {source.name}"))

@@ -1,4 +1,5 @@
-"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place (issue 12).
+"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place (issue 12): the vcrpy
+adapter behind the session's interface for other tools' recordings (``replay/foreign.py``).
 
 A vcr-marked test without a cassette of this plugin is served from its YAML cassettes through
 :class:`~pytest_agentreplay.interop.vcr_compat.VcrReplay`: vcrpy's ``match_on``, ``filter_headers`` and
@@ -9,30 +10,33 @@ The recorded history the run is compared with is the played interactions, in pla
 (``interactions_to_events`` shapes, labelled ``source: vcr``), so the lenient rules of imported
 recordings apply: header and body differences vcrpy never compared do not fail.
 
-``session.TestRun`` calls :func:`load_vcr_source` (instead of loading a cassette), :func:`activate`,
-:func:`played_history` and :func:`converted_run`; ``policy.decide`` finds the :class:`VcrServing` in the
-run (under :data:`~pytest_agentreplay.replay.policy.SERVED_INSTEAD`) and asks it: replay knows the protocol,
-not this module.
+:class:`VcrSource` is the adapter (set-up, teardown); ``policy.decide`` finds its :class:`VcrServing` in
+the run (under :data:`~pytest_agentreplay.replay.policy.SERVED_INSTEAD`) and asks it for each request:
+replay knows the protocol, not this module.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
-from ..core.events import Event, RunMeta
+from ..cassette.blobs import BlobStore, default_blob_dir
+from ..cassette.read import LoadedCassette
+from ..core.capture import Recorder, RunContext
+from ..core.commands import new_call_fix
+from ..core.documents import Document
+from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import UnmatchedRequestError
-from ..http.classify import Classification
+from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture, emit_exchange
+from ..redaction import Redactor
 from ..replay.policy import SERVED_INSTEAD, Action, Refuse, Send, Serve
-
-if TYPE_CHECKING:
-    from ..cassette.read import LoadedCassette
-    from ..core.capture import RunContext
-    from .vcr_compat import VcrReplay
+from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
+from .vcr_format import VcrInteraction
 
 EXTENSION_KEY: Final = SERVED_INSTEAD
 SOURCE_LABEL: Final = "vcr"
@@ -46,9 +50,9 @@ class VcrServing:
 
     replay: VcrReplay
     played: list[tuple[int, str]] = field(default_factory=list)
-    _interactions: list[Any] | None = None
+    _interactions: list[VcrInteraction] | None = None
 
-    def interactions(self) -> list[Any]:
+    def interactions(self) -> list[VcrInteraction]:
         if self._interactions is None:
             self._interactions = self.replay.interactions()
         return self._interactions
@@ -64,46 +68,77 @@ class VcrServing:
         return Refuse(served)
 
 
-def load_vcr_source(test_run: Any) -> LoadedCassette:
-    """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions become
-    its events at the end) carrying the :class:`VcrReplay`, labelled imported."""
-    from ..cassette.blobs import BlobStore, default_blob_dir
-    from ..cassette.read import LoadedCassette
-    from .vcr_compat import VcrReplay
+@dataclass
+class VcrSource:
+    """A vcr-marked test's pytest-recording cassettes and merged ``vcr_config``: the
+    :class:`~pytest_agentreplay.replay.foreign.ForeignSource` of vcrpy. One per test."""
 
-    source = test_run.vcr
-    replay = VcrReplay(source.paths, source.config, record_mode="none")
-    found = replay.found
-    run = RunMeta(
-        run_id=f"vcr-{test_run.nodeid}",
-        test=test_run.nodeid,
-        labels={
-            "source": SOURCE_LABEL,
-            "imported_from": "vcrpy",
-            "vcr_cassette": ", ".join(p.name for p in found),
-        },
-    )
-    cassette: Path = test_run.cassette
-    blobs = BlobStore(default_blob_dir(cassette))
-    loaded = LoadedCassette(path=cassette, run=run, events=[], blob_store=blobs)
-    loaded.document = {"vcr": VcrServing(replay)}
-    return loaded
+    paths: VcrCassettePaths
+    config: Document
+    record_mode: str  # vcrpy's
+    # Set by :meth:`load`: the replay the run is served from.
+    serving: VcrServing | None = field(default=None, repr=False)
 
+    def exists(self) -> bool:
+        return bool(self.paths.existing())
 
-def activate(ctx: RunContext, recorded: Any, *, converting: bool = False) -> None:
-    """Serve ``ctx`` from the vcrpy replay ``recorded`` carries (a :func:`load_vcr_source` result).
+    def marker_defaults(self, marker: Mapping[str, object]) -> dict[str, object]:
+        """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
+        the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
+        out = dict(marker)
+        if out.get("record") is None and "record_mode" in self.config:
+            out["record"] = agentreplay_record_mode(self.record_mode)
+        hosts = allowed_hosts(self.config)
+        if hosts:
+            given = out.get("allow_hosts") or ()
+            listed = [given] if isinstance(given, str) else list(given) if isinstance(given, Iterable) else []
+            out["allow_hosts"] = [*listed, *hosts]
+        return out
 
-    Before the run starts. vcrpy recorded no clock, uuid or random values: none are served or compared,
-    unless the run is converted into this plugin's cassette (``--agentreplay-update``), which keeps
-    the values this run drew for its later replays."""
-    serving = getattr(recorded, "document", {}).get("vcr") if recorded is not None else None
-    if isinstance(serving, VcrServing):
-        ctx.extensions[EXTENSION_KEY] = serving
+    def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
+        """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions
+        become its events at the end), labelled imported. Even without a YAML file: pytest-recording
+        passes a test that sends nothing, and refuses the rest."""
+        replay = VcrReplay(self.paths, self.config, record_mode="none")
+        self.serving = VcrServing(replay)
+        run = RunMeta(
+            run_id=f"vcr-{nodeid}",
+            test=nodeid,
+            labels={
+                "source": SOURCE_LABEL,
+                "imported_from": "vcrpy",
+                "vcr_cassette": ", ".join(p.name for p in replay.found),
+            },
+        )
+        blobs = BlobStore(default_blob_dir(cassette))
+        return LoadedCassette(path=cassette, run=run, events=[], blob_store=blobs)
+
+    def activate(self, ctx: RunContext, recorded: LoadedCassette, *, converting: bool) -> None:
+        """Serve ``ctx`` from the replay :meth:`load` made, before the run starts. vcrpy recorded no
+        clock, uuid or random values: none are served or compared, unless the run is converted into this
+        plugin's cassette (``--agentreplay-update``), which keeps the values this run drew for its later
+        replays."""
+        assert self.serving is not None, "activate() before load()"
+        ctx.extensions[EXTENSION_KEY] = self.serving
         if not converting:
             ctx.settings["runtime_values"] = ()
 
+    def recorded_side(self, ctx: RunContext) -> PlayedHistory:
+        """The played interactions in play order (as ``interactions_to_events`` would record them,
+        between a run.start and a run.end), redacted like a saved cassette."""
+        assert self.serving is not None and ctx.recorded is not None, "recorded_side() before load()"
+        return played_history(ctx, ctx.recorded.run, self.serving)
 
-def serve(ctx: RunContext, serving: VcrServing, request: HttpRequest, cls: Classification) -> Any:
+    def converted_run(self, run: RunMeta) -> RunMeta:
+        """The run metadata of a vcr-served run written as this plugin's cassette (``--agentreplay-update``):
+        no longer labelled imported (its requests are this run's own), the source cassettes named."""
+        labels = {**run.labels, "source": CONVERTED_LABEL}
+        return run.model_copy(update={"labels": labels, "run_id": run.run_id})
+
+
+def serve(
+    ctx: RunContext, serving: VcrServing, request: HttpRequest, cls: Classification
+) -> HttpResponse | UnmatchedRequestError | None:
     """The recorded response (recorded on the run), None when vcrpy would let ``request`` through
     unrecorded, else the refusal (an :class:`UnmatchedRequestError`, also kept in ``ctx.failures``)."""
     started = time.perf_counter()
@@ -127,11 +162,10 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
-    from ..core.commands import new_call_fix
-
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
     match_on = replay.config.get("match_on") or ("method", "scheme", "host", "port", "path", "query")
+    matchers = match_on if isinstance(match_on, list | tuple) else (match_on,)
     error = UnmatchedRequestError(
         f"no recorded vcrpy interaction matches {request.method} {url}",
         evidence=[
@@ -139,7 +173,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
             f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
             if replay.found
             else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
-            f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in match_on)}",
+            f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
             *_closest(replay, request),
         ],
         cassette=ctx.cassette,
@@ -159,19 +193,10 @@ def _closest(replay: VcrReplay, request: HttpRequest) -> list[str]:
     return ["closest recorded:", *(f"  {line}" for line in lines)] if lines else []
 
 
-def played_history(ctx: RunContext) -> PlayedHistory | None:
-    """The recorded side of a vcr-served run's comparison: the played interactions in play order (as
-    ``interactions_to_events`` would record them, between a run.start and a run.end), redacted like a
-    saved cassette. None for any other run."""
-    serving = ctx.extensions.get(EXTENSION_KEY)
-    recorded = ctx.recorded
-    if not isinstance(serving, VcrServing) or recorded is None:
-        return None
-    from ..http.classify import classify_exchange
-
-    run = recorded.run
+def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
+    """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
     interactions = serving.interactions()
-    capture = _capture_context(run, ctx.settings)
+    capture = RunContext(Recorder(run), mode="capture", settings=dict(ctx.settings))
     recorder = capture.recorder
     start = {k: v for k, v in run.model_dump(mode="json").items() if k in ("agent",)}
     recorder.emit("run.start", actor="runtime", event_class="input", data=start)
@@ -189,32 +214,17 @@ def played_history(ctx: RunContext) -> PlayedHistory | None:
 
 @dataclass
 class PlayedHistory:
-    """What ``session._compare`` reads of a recorded cassette, for a vcr-served run."""
+    """The recorded side of a vcr-served run's comparison (a ``replay.foreign.RecordedSide``)."""
 
     run: RunMeta
     events: list[Event]
-    redactor: Any = None
+    redactor: Redactor | None = None
 
-    def event_dicts(self) -> list[dict[str, Any]]:
-        from ..core.events import event_to_dict
-
+    def event_dicts(self) -> list[Document]:
         dicts = [event_to_dict(e) for e in self.events]
         if self.redactor is None:
             return dicts
         return [self.redactor.redact(d) for d in dicts]
 
-    def payload(self, ref: Any) -> Any:
+    def payload(self, ref: PayloadRef | None) -> object:
         return None if ref is None else ref.inline
-
-
-def _capture_context(run: RunMeta, settings: dict[str, Any]) -> RunContext:
-    from ..core.capture import Recorder, RunContext
-
-    return RunContext(Recorder(run), mode="capture", settings=dict(settings))
-
-
-def converted_run(run: RunMeta) -> RunMeta:
-    """The run metadata of a vcr-served run written as this plugin's cassette (``--agentreplay-update``):
-    no longer labelled imported (its requests are this run's own), the source cassettes named."""
-    labels = {**run.labels, "source": CONVERTED_LABEL}
-    return run.model_copy(update={"labels": labels, "run_id": run.run_id})

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
+from ..core.documents import Document
 from ..exceptions import ReportError
+from .status import StatusLike, TestStatus, as_statuses
+from .summary import counts, next_steps
 
 REPORT_FORMAT = "pytest-agentreplay-report"
 # 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
@@ -16,53 +18,40 @@ REPORT_VERSION = 3
 SUFFIXES = (".md", ".json", ".html")
 
 
-def build_report(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, Any]:
+def build_report(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> Document:
     """The report document every format renders (and the JSON format is): see ``report/schema.json``.
 
-    ``statuses`` are the per-test dicts of :func:`pytest_agentreplay.report.status.decide`: the same status
-    the terminal and JUnit show, so no report can call a failed test green.
+    ``given`` are the per-test statuses of :func:`pytest_agentreplay.report.status.decide` (or their JSON
+    form): the same status the terminal and JUnit show, so no report can call a failed test green.
     """
-    from ..redaction import default_redactor
-    from .summary import counts, next_steps
+    from ..redaction import default_redactor  # heavy: ~100 ms, paid by sessions that write a report
 
     # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files
     # too, so they show what a cassette would store.
     redactor = default_redactor()
-    statuses = [redactor.redact(dict(s)) for s in statuses]
+    statuses: list[TestStatus] = [
+        TestStatus.from_mapping(redactor.redact(s.to_dict())) for s in as_statuses(given)
+    ]
     unused = [redactor.redact_string(str(p), keys=False) for p in unused]
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "summary": counts(statuses, unused=unused),
-        "tests": [_normalise(s) for s in statuses],
+        "tests": [s.to_dict() for s in statuses],
         "unused": [str(p) for p in unused],
         "next_steps": next_steps(statuses, unused=unused),
     }
 
 
-def _normalise(status: dict[str, Any]) -> dict[str, Any]:
-    cause, message = status.get("cause"), status.get("message")
-    return {
-        "nodeid": str(status.get("nodeid", "")),
-        "cassette": str(status.get("cassette", "")),
-        "status": str(status.get("status", "")),
-        "cause": None if cause is None else str(cause),
-        "message": None if message is None else str(message),
-        "mode": str(status.get("mode", "")),
-        "regressions": int(status.get("regressions") or 0),
-        "expected": int(status.get("expected") or 0),
-        "drift": status.get("drift"),
-        "reruns": int(status.get("reruns") or 0),
-    }
-
-
 def render_report(
     suffix: str,
-    statuses: Sequence[dict[str, Any]],
+    statuses: Iterable[StatusLike],
     *,
     unused: Sequence[str] = (),
 ) -> str:
     doc = build_report(statuses, unused=unused)
+    # heavy: the renderers load the diff package and the viewer (~0.5 s), which every pytest start-up
+    # would pay (the controller imports this package); a session renders at most a report or two.
     if suffix == ".json":
         from .json_report import render_json
 
@@ -78,7 +67,7 @@ def render_report(
 
 def write_report(
     path: Path,
-    statuses: Sequence[dict[str, Any]],
+    given: Iterable[StatusLike],
     *,
     unused: Sequence[str] = (),
     step_summary: bool = True,
@@ -86,8 +75,9 @@ def write_report(
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
     Markdown report to that file. Raises ``ReportError`` when either cannot be written: no folder is
     created (the path's folder was checked at start-up; one missing now was removed during the session)."""
-    from ..cassette.atomic import atomic_write_bytes
+    from ..cassette.atomic import atomic_write_bytes  # heavy: ~100 ms at every pytest start-up otherwise
 
+    statuses = as_statuses(given)
     path = Path(path)
     text = render_report(path.suffix.lower(), statuses, unused=unused)
     if not path.parent.is_dir():
@@ -116,7 +106,7 @@ def _not_written(path: Path, problem: str, what: str = "the agentreplay report")
     )
 
 
-def append_step_summary(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> Path | None:
+def append_step_summary(statuses: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> Path | None:
     """Append the Markdown report to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:

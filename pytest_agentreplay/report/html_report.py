@@ -7,7 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..cassette.read import load_cassette
+from ..exceptions import AgentReplayError
 from .markdown import display_path
+from .summary import PYTEST_WORDS, differences_text
 from .viewer import esc, page, render_drift_html, render_run_section
 
 NOTABLE = ("drifted", "failed", "error", "updated")
@@ -38,9 +41,6 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
     loaded = None
     error = None
     if cassette_path.is_file():
-        from ..cassette.read import load_cassette
-        from ..exceptions import AgentReplayError
-
         try:
             loaded = load_cassette(cassette_path)
         except AgentReplayError as exc:
@@ -61,8 +61,6 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
 
 
 def render_html(doc: Mapping[str, Any]) -> str:
-    from .summary import PYTEST_WORDS, differences_text
-
     summary = doc["summary"]
     tests = list(doc["tests"])
     keys: tuple[str, ...] = ("replayed", "recorded", "drifted", "failed", "updated", "audited")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..cassette.blobs import BlobStore, default_blob_dir
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE
 
 # A blob-stored payload by its sha256 (None when it cannot be read).
@@ -423,13 +424,11 @@ class Locator:
 
 
 def _blob_reader(cassette_path: Path) -> BlobReader:
-    store: Any = None
+    store: BlobStore | None = None
 
     def read(sha: str) -> Any:
         nonlocal store
         if store is None:
-            from ..cassette.blobs import BlobStore, default_blob_dir
-
             store = BlobStore(default_blob_dir(cassette_path))
         return store.load(sha)
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
 
 from ..core.canonical import display_text
+from ..core.documents import Document
+from ..diff.result import summary_of
+from ..diff.rules import split_path
 from .locate import Locator
+from .summary import PYTEST_WORDS, differences_text
 
 # A difference's place in its cassette file, ``cassettes/test_x/test_y.json:123`` (None when unknown).
-Where = Callable[[Mapping[str, Any]], str | None]
+Where = Callable[[Mapping[str, object]], str | None]
 
 CELL_LIMIT = 80
 MAX_ROWS_PER_TEST = 50
@@ -34,7 +38,7 @@ NOTABLE = ("drifted", "failed", "error", "updated")
 RED = ("drifted", "failed", "error")
 
 
-def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
+def cell_code(value: object, limit: int = CELL_LIMIT) -> str:
     """A value as inline code safe inside a Markdown table cell."""
     text = display_text(value)
     text = " ".join(text.split()) if "\n" in text or "\r" in text else text
@@ -43,10 +47,8 @@ def cell_code(value: Any, limit: int = CELL_LIMIT) -> str:
     return "<code>" + html.escape(text).replace("|", "&#124;").replace("`", "&#96;") + "</code>"
 
 
-def display_path(path: Any) -> str:
+def display_path(path: object) -> str:
     """A cassette path relative to the working directory (the rootdir in a pytest run) when below it."""
-    from pathlib import Path
-
     text = str(path)
     candidate = Path(text)
     if candidate.is_absolute():
@@ -61,27 +63,25 @@ def _plain(text: str) -> str:
     return html.escape(text).replace("|", "&#124;")
 
 
-def _side(diff: Mapping[str, Any], side: str) -> str:
+def _side(diff: Mapping[str, object], side: str) -> str:
     if diff.get(f"{side}_absent") or side not in diff:
         return "*(absent)*"
     return cell_code(diff.get(side))
 
 
-def _rule(diff: Mapping[str, Any]) -> str:
+def _rule(diff: Mapping[str, object]) -> str:
     rule = diff.get("rule")
     if isinstance(rule, Mapping):
         return f"{cell_code(rule.get('selector', '?'), 50)} ({_plain(str(rule.get('source', '?')))})"
     return cell_code(rule, 50)
 
 
-def _summary(diff: Mapping[str, Any]) -> str:
-    from ..diff.result import summary_of
-
+def _summary(diff: Mapping[str, object]) -> str:
     summary = summary_of(diff)
     return f"<br>{_plain(summary)}" if summary else ""
 
 
-def _event(diff: Mapping[str, Any]) -> str:
+def _event(diff: Mapping[str, object]) -> str:
     rec, rep = diff.get("seq_recorded"), diff.get("seq_replayed")
     where = f"#{rec}" if rec is not None else ""
     if rep is not None and rep != rec:
@@ -92,12 +92,10 @@ def _event(diff: Mapping[str, Any]) -> str:
     return f"{_plain(where)} {_plain(label)}".strip()
 
 
-def _path_tokens(diff: Mapping[str, Any]) -> tuple[str, ...]:
+def _path_tokens(diff: Mapping[str, object]) -> tuple[str, ...]:
     tokens = diff.get("path_tokens")
     if isinstance(tokens, list | tuple) and all(isinstance(t, str) for t in tokens):
         return tuple(tokens)
-    from ..diff.rules import split_path
-
     path = diff.get("path")
     return split_path(path) if isinstance(path, str) else ()
 
@@ -110,7 +108,7 @@ def cassette_lines(cassette: str, status: str, locator: Locator | None = None) -
     side = "replayed" if status == "updated" else "recorded"
     shown = display_path(cassette)
 
-    def where(diff: Mapping[str, Any]) -> str | None:
+    def where(diff: Mapping[str, object]) -> str | None:
         seq = diff.get(f"seq_{side}")
         if not isinstance(seq, int) or isinstance(seq, bool) or not cassette:
             return None
@@ -123,7 +121,7 @@ def cassette_lines(cassette: str, status: str, locator: Locator | None = None) -
     return where
 
 
-def drift_table(drift: Mapping[str, Any], where: Where | None = None) -> list[str]:
+def drift_table(drift: Document, where: Where | None = None) -> list[str]:
     differences = list(drift.get("differences") or [])
     if not differences:
         return ["No reported differences."]
@@ -161,7 +159,7 @@ def message_block(message: str) -> list[str]:
     return ["<pre>", *html.escape(message.strip("\n")).splitlines(), "</pre>"]
 
 
-def _label(test: Mapping[str, Any]) -> str:
+def _label(test: Document) -> str:
     status = str(test["status"])
     return f"{status} ({test['cause']})" if status in ("failed", "error") and test.get("cause") else status
 
@@ -170,11 +168,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def render_markdown(doc: Mapping[str, Any]) -> str:
-    from .summary import PYTEST_WORDS, differences_text
-
+def render_markdown(doc: Document) -> str:
     summary = doc["summary"]
-    tests: list[Mapping[str, Any]] = list(doc["tests"])
+    tests: list[Document] = list(doc["tests"])
     lines = ["## Agent replay report", ""]
     order: tuple[str, ...] = ("drifted", "failed", "updated", "replayed", "recorded", "audited")
     order += tuple(word for word in PYTEST_WORDS if summary.get(word))
@@ -224,7 +220,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         cassette = html.escape(display_path(t["cassette"]))
         lines.append(f"Cassette <code>{cassette}</code>, mode {_plain(str(t['mode']))}.")
         lines.append("")
-        if isinstance(drift, Mapping):
+        if isinstance(drift, dict):
             lines.extend(drift_table(drift, cassette_lines(str(t["cassette"]), str(t["status"]), locator)))
             lines.append("")
         lines.append("</details>")

@@ -3,35 +3,48 @@ whole text the terminal showed (headline, evidence, location, numbered fixes), n
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..exceptions import AgentReplayError
+from .status import headline_of
 
 LINE_LIMIT = 300
 
 
-def first_failure(test_run: Any) -> BaseException | None:
-    """The first failure of a test's run (a ``session.TestRun``): setup, a refusal, or what ended the body."""
+class RunFailures(Protocol):
+    """What a message is taken from: a test's run (``session.TestRun``)."""
+
+    @property
+    def setup_error(self) -> BaseException | None: ...
+
+    @property
+    def failures(self) -> Sequence[BaseException]: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+
+def first_failure(test_run: RunFailures | None) -> BaseException | None:
+    """The first failure of a test's run: setup, a refusal, or what ended the body."""
     if test_run is None:
         return None
     if test_run.setup_error is not None:
-        return test_run.setup_error  # type: ignore[no-any-return]
-    if test_run.ctx is not None and test_run.ctx.failures:
-        return test_run.ctx.failures[0]  # type: ignore[no-any-return]
-    return test_run.error  # type: ignore[no-any-return]
+        return test_run.setup_error
+    if test_run.failures:
+        return test_run.failures[0]
+    return test_run.error
 
 
-def status_message(shown: str | None, test_run: Any, longrepr: str | None) -> str | None:
-    """``shown``: what the plugin failed the test with; ``test_run``: the test's ``session.TestRun`` (or
-    None); ``longrepr``: pytest's text of a failure the plugin did not raise (the test's own)."""
+def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:
+    """``shown``: what the plugin failed the test with; ``test_run``: the test's run (or None);
+    ``longrepr``: pytest's text of a failure the plugin did not raise (the test's own)."""
     if shown is not None:
         return shown
     failure = first_failure(test_run)
-    from ..exceptions import AgentReplayError
-
     if isinstance(failure, AgentReplayError):
         return str(failure)
     if failure is not None:
-        from .status import headline_of
-
         return headline_of(failure)
     # The test's own failure: its traceback belongs to pytest's report; its last line says what failed.
     last = (longrepr or "").strip().splitlines()[-1:]

@@ -1,77 +1,203 @@
 """One status per test, decided once, from the plugin's outcome and pytest's own verdict.
 
-Every view (terminal summary, Markdown, JSON, HTML, JUnit) renders the dict :func:`decide` returns, so a
-test pytest reports failed can never look green anywhere. No pytest import: the caller passes plain facts.
+Every view (terminal summary, Markdown, JSON, HTML, JUnit) renders the :class:`TestStatus` :func:`decide`
+returns, so a test pytest reports failed can never look green anywhere. No pytest import: the caller
+passes plain facts.
 
-A status is one of :data:`STATUSES`; a ``failed`` (or ``error``) status carries a :data:`CAUSES` key saying
-why. Where the verdict is pytest's own (``error``, ``skipped``, ``xfailed``, ``xpassed``) it is pytest's word
-for it, so the summary's counts are the ones pytest prints.
+A status is a :class:`Status`; a ``failed`` (or ``error``) status carries a :class:`Cause` saying why. Where
+the verdict is pytest's own (``error``, ``skipped``, ``xfailed``, ``xpassed``) it is pytest's word for it,
+so the summary's counts are the ones pytest prints. The enums' values are the words the JSON report, JUnit
+and the terminal show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
 
-STATUSES = (
-    "recorded",
-    "replayed",
-    "drifted",
-    "failed",
-    "error",
-    "updated",
-    "audited",
-    "skipped",
-    "xfailed",
-    "xpassed",
-)
+from .. import exceptions as e
+from ..core.documents import Document
+
+
+class Status(StrEnum):
+    """The one status of a test (``report/schema.json`` lists the same values)."""
+
+    RECORDED = "recorded"
+    REPLAYED = "replayed"
+    DRIFTED = "drifted"
+    FAILED = "failed"
+    ERROR = "error"
+    UPDATED = "updated"
+    AUDITED = "audited"
+    SKIPPED = "skipped"
+    XFAILED = "xfailed"
+    XPASSED = "xpassed"
+
+
+class Action(StrEnum):
+    """What the plugin did with a test's cassette (``session.TestOutcome.action``)."""
+
+    RECORDED = "recorded"
+    REPLAYED = "replayed"
+    DRIFTED = "drifted"
+    UPDATED = "updated"
+    AUDITED = "audited"
+    NOT_SAVED = "not-saved"
+    # The cassette did not exist (or lay above the rootdir): the run never started.
+    MISSING = "missing"
+
+
+class Cause(StrEnum):
+    """Why the plugin failed a test. ``drift`` never reaches a report: :func:`decide` turns it into the
+    ``drifted`` status."""
+
+    TEST = "test"
+    NOT_SAVED = "not-saved"
+    UNMATCHED_CALL = "unmatched-call"
+    TOOL_WITHOUT_RESULT = "tool-without-result"
+    NETWORK_BLOCKED = "network-blocked"
+    MISSING_CASSETTE = "missing-cassette"
+    CASSETTE_ELSEWHERE = "cassette-elsewhere"
+    CORRUPTED_CASSETTE = "corrupted-cassette"
+    WRONG_TEST = "wrong-test"
+    SANDBOX_CHECK = "sandbox-check"
+    AUDIT = "audit"
+    REPLAY_ERROR = "replay-error"
+    CONFIG = "config"
+    SETUP = "setup"
+    TEARDOWN = "teardown"
+    DRIFT = "drift"
+
+
+STATUSES: Final = tuple(Status)
 # The statuses that mean the gate is red.
-RED = ("drifted", "failed", "error")
-
-CAUSES: dict[str, str] = {
-    "test": "the test itself failed: an assertion or an error in the test or the agent",
-    "not-saved": "the cassette was not saved: writing it failed (disk full, no permission), or the test "
-    "failed while recording",
-    "unmatched-call": "a live call has no recorded counterpart",
-    "tool-without-result": "a tool call has no recorded result",
-    "network-blocked": "an outbound connection was refused by the network guard",
-    "missing-cassette": "the cassette does not exist",
-    "cassette-elsewhere": "the test's cassette is under a directory above pytest's rootdir",
-    "corrupted-cassette": "the cassette cannot be read or failed its integrity checks",
-    "wrong-test": "the cassette was recorded for another test",
-    "sandbox-check": "a sandbox check failed: idempotency, a duplicate write or fault handling",
-    "audit": "the audit found problems in the recorded run",
-    "replay-error": "replay could not proceed",
-    "config": "invalid agentreplay configuration",
-    "setup": "the test's setup failed",
-    "teardown": "the test's teardown failed",
+RED: Final = (Status.DRIFTED, Status.FAILED, Status.ERROR)
+# What the plugin did that is, when pytest passed, the test's status as it is.
+_ACTION_STATUS: Final = {
+    Action.RECORDED: Status.RECORDED,
+    Action.REPLAYED: Status.REPLAYED,
+    Action.UPDATED: Status.UPDATED,
+    Action.AUDITED: Status.AUDITED,
 }
 
+CAUSES: Final[dict[Cause, str]] = {
+    Cause.TEST: "the test itself failed: an assertion or an error in the test or the agent",
+    Cause.NOT_SAVED: "the cassette was not saved: writing it failed (disk full, no permission), or the test "
+    "failed while recording",
+    Cause.UNMATCHED_CALL: "a live call has no recorded counterpart",
+    Cause.TOOL_WITHOUT_RESULT: "a tool call has no recorded result",
+    Cause.NETWORK_BLOCKED: "an outbound connection was refused by the network guard",
+    Cause.MISSING_CASSETTE: "the cassette does not exist",
+    Cause.CASSETTE_ELSEWHERE: "the test's cassette is under a directory above pytest's rootdir",
+    Cause.CORRUPTED_CASSETTE: "the cassette cannot be read or failed its integrity checks",
+    Cause.WRONG_TEST: "the cassette was recorded for another test",
+    Cause.SANDBOX_CHECK: "a sandbox check failed: idempotency, a duplicate write or fault handling",
+    Cause.AUDIT: "the audit found problems in the recorded run",
+    Cause.REPLAY_ERROR: "replay could not proceed",
+    Cause.CONFIG: "invalid agentreplay configuration",
+    Cause.SETUP: "the test's setup failed",
+    Cause.TEARDOWN: "the test's teardown failed",
+    Cause.DRIFT: "the replayed run drifted from the recording",
+}
 
-def cause_of(exc: BaseException | None) -> str:
-    """The cause key for an exception raised by the plugin (or ``test`` for anything else)."""
+# Most specific first: the first class the exception is an instance of names its cause.
+_CAUSE_BY_ERROR: Final[tuple[tuple[type[e.AgentReplayError], Cause], ...]] = (
+    (e.CassetteNotSavedError, Cause.NOT_SAVED),
+    (e.WrongTestCassetteError, Cause.WRONG_TEST),
+    (e.CassetteElsewhereError, Cause.CASSETTE_ELSEWHERE),
+    (e.CassetteNotFoundError, Cause.MISSING_CASSETTE),
+    (e.AuditProblemsError, Cause.AUDIT),
+    (e.CassetteError, Cause.CORRUPTED_CASSETTE),
+    (e.NetworkBlockedError, Cause.NETWORK_BLOCKED),
+    (e.ToolNotRecordedError, Cause.TOOL_WITHOUT_RESULT),
+    (e.UnmatchedRequestError, Cause.UNMATCHED_CALL),
+    (e.SandboxCheckError, Cause.SANDBOX_CHECK),
+    (e.ConfigError, Cause.CONFIG),
+    (e.DriftError, Cause.DRIFT),
+    (e.AgentReplayError, Cause.REPLAY_ERROR),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TestStatus:
+    """The status of one test, as every report shows it. Its JSON form (:meth:`to_dict`) is what travels
+    from an xdist worker and what the JSON report holds per test."""
+
+    __test__ = False  # a class named Test*, not a test
+
+    nodeid: str
+    cassette: str
+    # None: a caller's status dict that names none (its JSON form says "").
+    status: Status | None
+    mode: str
+    cause: Cause | None = None
+    message: str | None = None
+    regressions: int = 0
+    expected: int = 0
+    drift: Document | None = None
+    reruns: int = 0
+
+    @property
+    def red(self) -> bool:
+        return self.status in RED
+
+    def to_dict(self) -> Document:
+        """The JSON form: plain strings, in the report schema's order."""
+        return {
+            "nodeid": self.nodeid,
+            "cassette": self.cassette,
+            "status": "" if self.status is None else self.status.value,
+            "cause": None if self.cause is None else self.cause.value,
+            "message": self.message,
+            "mode": self.mode,
+            "regressions": self.regressions,
+            "expected": self.expected,
+            "drift": self.drift,
+            "reruns": self.reruns,
+        }
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, object]) -> TestStatus:
+        """A status from its JSON form (a worker's report, a caller's dict); absent fields take their
+        defaults (no status: None). Raises ``ValueError`` on a status or cause no report knows."""
+        status, cause = data.get("status"), data.get("cause")
+        message, drift = data.get("message"), data.get("drift")
+        return cls(
+            nodeid=str(data.get("nodeid", "")),
+            cassette=str(data.get("cassette", "")),
+            status=None if status is None or status == "" else Status(str(status)),
+            mode=str(data.get("mode", "")),
+            cause=None if cause is None else Cause(str(cause)),
+            message=None if message is None else str(message),
+            regressions=_count(data.get("regressions")),
+            expected=_count(data.get("expected")),
+            drift=dict(drift) if isinstance(drift, Mapping) else None,
+            reruns=_count(data.get("reruns")),
+        )
+
+
+# What the report functions take: a decided status, or its JSON form.
+StatusLike = TestStatus | Mapping[str, object]
+
+
+def as_statuses(items: Iterable[StatusLike]) -> list[TestStatus]:
+    return [s if isinstance(s, TestStatus) else TestStatus.from_mapping(s) for s in items]
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, int | float | str) and value != "" else 0
+
+
+def cause_of(exc: BaseException | None) -> Cause:
+    """The cause for an exception raised by the plugin (``test`` for anything else)."""
     if exc is None:
-        return "test"
-    from .. import exceptions as e
-
-    for kind, cause in (
-        (e.CassetteNotSavedError, "not-saved"),
-        (e.WrongTestCassetteError, "wrong-test"),
-        (e.CassetteElsewhereError, "cassette-elsewhere"),
-        (e.CassetteNotFoundError, "missing-cassette"),
-        (e.AuditProblemsError, "audit"),
-        (e.CassetteError, "corrupted-cassette"),
-        (e.NetworkBlockedError, "network-blocked"),
-        (e.ToolNotRecordedError, "tool-without-result"),
-        (e.UnmatchedRequestError, "unmatched-call"),
-        (e.SandboxCheckError, "sandbox-check"),
-        (e.ConfigError, "config"),
-        (e.DriftError, "drift"),
-        (e.AgentReplayError, "replay-error"),
-    ):
+        return Cause.TEST
+    for kind, cause in _CAUSE_BY_ERROR:
         if isinstance(exc, kind):
             return cause
-    return "test"
+    return Cause.TEST
 
 
 def decide(
@@ -81,73 +207,64 @@ def decide(
     mode: str,
     pytest_outcome: str,
     phase: str = "call",
-    action: str | None = None,
-    cause: str | None = None,
+    action: Action | None = None,
+    cause: Cause | None = None,
     message: str | None = None,
     regressions: int = 0,
     expected: int = 0,
-    drift: Mapping[str, Any] | None = None,
+    drift: Mapping[str, object] | None = None,
     xfail: bool = False,
     reruns: int = 0,
-) -> dict[str, Any]:
-    """The status dict of one test.
+) -> TestStatus:
+    """The status of one test.
 
     ``pytest_outcome`` is pytest's worst outcome over setup, call and teardown (``passed``, ``failed``,
     ``skipped``) and ``phase`` the phase it came from; ``action`` is what the plugin did with the cassette
-    (``recorded``, ``replayed``, ``drifted``, ``updated``, ``audited``, ``not-saved``, ``missing``, or None
-    when the run never finished); ``cause`` the cause key of the failure the plugin saw, if any; ``xfail``
+    (None when the run never finished); ``cause`` the cause of the failure the plugin saw, if any; ``xfail``
     whether pytest judged the outcome against an xfail mark; ``reruns`` how many earlier attempts
     pytest-rerunfailures ran again before this one.
     """
-    status: str
+    status: Status
     if pytest_outcome == "skipped":
-        status, cause = ("xfailed" if xfail else "skipped"), None
+        status, cause = (Status.XFAILED if xfail else Status.SKIPPED), None
     elif pytest_outcome == "failed":
-        if cause == "drift" or (cause is None and action == "drifted"):
-            status, cause = "drifted", None
+        if cause == Cause.DRIFT or (cause is None and action == Action.DRIFTED):
+            status, cause = Status.DRIFTED, None
         else:
             # pytest calls a failure outside the test body an error, and counts it as one.
-            status = "error" if phase in ("setup", "teardown") else "failed"
-            if action == "not-saved":
-                cause = "not-saved"
-            elif cause is None or cause == "drift":
-                cause = {"setup": "setup", "teardown": "teardown"}.get(phase, "test")
+            status = Status.ERROR if phase in ("setup", "teardown") else Status.FAILED
+            if action == Action.NOT_SAVED:
+                cause = Cause.NOT_SAVED
+            elif cause is None:
+                cause = {"setup": Cause.SETUP, "teardown": Cause.TEARDOWN}.get(phase, Cause.TEST)
     elif xfail:
         # Passed although marked xfail (not strict: a strict one is reported failed).
-        status, cause = "xpassed", None
-    elif action in ("recorded", "replayed", "updated", "audited"):
-        status, cause = action, None
-    elif action == "drifted":
+        status, cause = Status.XPASSED, None
+    elif action is not None and action in _ACTION_STATUS:
+        status, cause = _ACTION_STATUS[action], None
+    elif action == Action.DRIFTED:
         # Drift the plugin found but pytest did not fail on cannot happen through the plugin; keep it red.
-        status, cause = "drifted", None
+        status, cause = Status.DRIFTED, None
     else:
         # pytest passed but the plugin never finished the run (e.g. a setup it could not complete).
-        status, cause = "failed", cause or "replay-error"
-    return {
-        "nodeid": nodeid,
-        "cassette": cassette,
-        "status": status,
-        "cause": cause,
-        "message": message,
-        "mode": mode,
-        "regressions": int(regressions),
-        "expected": int(expected),
-        "drift": dict(drift) if drift is not None else None,
-        "reruns": int(reruns),
-    }
-
-
-def write_failed(status: Mapping[str, Any]) -> bool:
-    """A ``not-saved`` test whose cassette could not be written (not one that failed while recording)."""
-    from ..exceptions import CassetteNotSavedError
-
-    return status.get("cause") == "not-saved" and CassetteNotSavedError.MARK in str(
-        status.get("message") or ""
+        status, cause = Status.FAILED, cause or Cause.REPLAY_ERROR
+    return TestStatus(
+        nodeid=nodeid,
+        cassette=cassette,
+        status=status,
+        mode=mode,
+        cause=cause,
+        message=message,
+        regressions=int(regressions),
+        expected=int(expected),
+        drift=dict(drift) if drift is not None else None,
+        reruns=int(reruns),
     )
 
 
-def is_red(status: Mapping[str, Any]) -> bool:
-    return str(status.get("status")) in RED
+def write_failed(status: TestStatus) -> bool:
+    """A ``not-saved`` test whose cassette could not be written (not one that failed while recording)."""
+    return status.cause == Cause.NOT_SAVED and e.CassetteNotSavedError.MARK in (status.message or "")
 
 
 def headline_of(exc: BaseException) -> str:

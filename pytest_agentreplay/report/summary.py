@@ -1,43 +1,42 @@
 """The end-of-session summary and the drift report file, from the per-test statuses.
 
-A status is the dict :func:`pytest_agentreplay.report.status.decide` returns: ``nodeid``, ``cassette``,
-``status`` (one of ``status.STATUSES``), ``cause`` (why a ``failed`` or ``error`` test failed),
-``message``, ``mode``, ``regressions``, ``expected`` (its expected differences), ``drift`` and ``reruns``.
+A status is the :class:`~pytest_agentreplay.report.status.TestStatus` :func:`~.status.decide` returns:
+``nodeid``, ``cassette``, ``status``, ``cause`` (why a ``failed`` or ``error`` test failed), ``message``,
+``mode``, ``regressions``, ``expected`` (its expected differences), ``drift`` and ``reruns``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from .status import CAUSES, RED, STATUSES, write_failed
+from ..core.commands import record_command, update_command
+from .status import CAUSES, RED, STATUSES, Cause, Status, StatusLike, TestStatus, as_statuses, write_failed
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
 # pytest's own outcomes, in pytest's words, shown when they happened.
 PYTEST_WORDS = ("error", "skipped", "xfailed", "xpassed", "rerun")
 # Where the regression-verdict differences of a test went, by its status: only red ones fail the run.
-REGRESSIONS_BY_STATUS = {"updated": "regressions_accepted", "xfailed": "regressions_xfailed"}
+REGRESSIONS_BY_STATUS = {Status.UPDATED: "regressions_accepted", Status.XFAILED: "regressions_xfailed"}
 
 
-def counts(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> dict[str, int]:
+def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dict[str, int]:
     """Per-status counts (and ``rerun``: the attempts pytest-rerunfailures ran again), unused cassettes,
     and the differences: ``regressions`` that fail the run (in drifted, failed or errored tests; a green
     run has none), those ``--agentreplay-update`` accepted, those of tests pytest expected to fail, and
     the ``expected_differences`` the rules mark expected."""
-    by_status = Counter(str(s.get("status")) for s in statuses)
-    out = {status: by_status[status] for status in STATUSES}
-    out["rerun"] = sum(int(s.get("reruns") or 0) for s in statuses)
+    by_status = Counter(s.status for s in statuses)
+    out = {status.value: by_status[status] for status in STATUSES}
+    out["rerun"] = sum(s.reruns for s in statuses)
     out["unused"] = len(unused)
     out["tests"] = len(statuses)
     out["regressions"] = out["regressions_accepted"] = out["regressions_xfailed"] = 0
     for s in statuses:
-        name = str(s.get("status"))
-        key = "regressions" if name in RED else REGRESSIONS_BY_STATUS.get(name)
+        key = "regressions" if s.red else REGRESSIONS_BY_STATUS.get(s.status) if s.status else None
         if key is not None:
-            out[key] += int(s.get("regressions") or 0)
-    out["expected_differences"] = sum(int(s.get("expected") or 0) for s in statuses)
+            out[key] += s.regressions
+    out["expected_differences"] = sum(s.expected for s in statuses)
     return out
 
 
@@ -68,24 +67,21 @@ def differences_text(numbers: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def describe(status: dict[str, Any]) -> str:
+def describe(status: TestStatus) -> str:
     """``failed (unmatched-call: a live call has no recorded counterpart)`` or just the status."""
-    name = str(status.get("status"))
-    cause = status.get("cause")
-    if name in ("failed", "error") and cause:
-        return f"{name} ({cause}: {CAUSES.get(str(cause), cause)})"
-    return name
+    cause = status.cause
+    if status.status in (Status.FAILED, Status.ERROR) and cause:
+        return f"{status.status} ({cause}: {CAUSES[cause]})"
+    return "" if status.status is None else status.status.value
 
 
-def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
+def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
     """The commands to run next, most urgent first (each one works as printed)."""
-    from ..core.commands import record_command, update_command
-
     steps: list[str] = []
-    drifted = [s for s in statuses if s.get("status") == "drifted"]
+    drifted = [s for s in statuses if s.status == Status.DRIFTED]
     by_mode: dict[str, list[str]] = {}
     for s in drifted:
-        by_mode.setdefault(str(s.get("mode")), []).append(str(s["nodeid"]))
+        by_mode.setdefault(s.mode, []).append(s.nodeid)
     for mode, nodeids in by_mode.items():
         command = update_command(nodeids if len(nodeids) <= 3 else (), mode)
         if command is not None:
@@ -93,30 +89,30 @@ def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()
                 f"{command}  # accept the drift of {len(nodeids)} test(s) if it is intended, "
                 "then review the cassette diff"
             )
-    missing = [s for s in statuses if s.get("status") == "failed" and s.get("cause") == "missing-cassette"]
+    missing = [s for s in statuses if s.status == Status.FAILED and s.cause == Cause.MISSING_CASSETTE]
     if missing:
-        target = str(missing[0]["nodeid"]) if len(missing) == 1 else None
+        target = missing[0].nodeid if len(missing) == 1 else None
         steps.append(
             f"{record_command(target, 'missing')}  # record the {len(missing)} missing cassette(s) "
             "against the real services"
         )
-    wrong = [s for s in statuses if s.get("cause") == "wrong-test"]
+    wrong = [s for s in statuses if s.cause == Cause.WRONG_TEST]
     if wrong:
         steps.append(
-            f"{record_command(str(wrong[0]['nodeid']), 'all')}  # record the test's own run "
+            f"{record_command(wrong[0].nodeid, 'all')}  # record the test's own run "
             "(its cassette was recorded for another test)"
         )
-    if any(s.get("status") == "updated" for s in statuses):
+    if any(s.status == Status.UPDATED for s in statuses):
         steps.append("git diff -- '*.json'  # review every updated cassette before committing it")
     if unused:
         steps.append("pytest --agentreplay-update  # remove the unused cassette(s) (run the whole suite)")
     unwritten = [s for s in statuses if write_failed(s)]
     if unwritten:
         steps.append(
-            f"free disk space or make the folder of {unwritten[0]['cassette']} writable (or pass a writable "
+            f"free disk space or make the folder of {unwritten[0].cassette} writable (or pass a writable "
             "--agentreplay-cassette-dir), then record again  # a cassette could not be written"
         )
-    if any(s.get("cause") == "not-saved" and not write_failed(s) for s in statuses):
+    if any(s.cause == Cause.NOT_SAVED and not write_failed(s) for s in statuses):
         steps.append(
             "fix the failing test(s) and record again, or keep their cassette with "
             "--agentreplay-save-on-failure"
@@ -124,30 +120,30 @@ def next_steps(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()
     return steps
 
 
-def _detail(status: dict[str, Any]) -> str:
-    regressions, expected = int(status.get("regressions") or 0), int(status.get("expected") or 0)
-    reruns = int(status.get("reruns") or 0)
+def _detail(status: TestStatus) -> str:
+    regressions, expected, reruns = status.regressions, status.expected, status.reruns
     parts = [f"{regressions} regression(s), {expected} expected"] if regressions or expected else []
     if reruns:
         parts.append(f"{reruns} rerun")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def summary_lines(statuses: Sequence[dict[str, Any]], *, unused: Sequence[str] = ()) -> list[str]:
+def summary_lines(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> list[str]:
     """The terminal summary: counts, every test that failed, drifted or changed a cassette, next steps."""
+    statuses = as_statuses(given)
     numbers = counts(statuses, unused=unused)
     lines = [headline(numbers)]
     if any(numbers[key] for key in ("regressions", "expected_differences", *REGRESSIONS_BY_STATUS.values())):
         lines.append(f"differences: {differences_text(numbers)}")
     for status in statuses:
-        name = str(status.get("status"))
-        if name in (*RED, "updated", "recorded"):
-            lines.append(f"  {describe(status)}: {status['nodeid']} -> {status['cassette']}{_detail(status)}")
-        elif name == "replayed" and (status.get("expected") or status.get("reruns")):
-            drift = "with expected drift" if status.get("expected") else "after a rerun"
-            lines.append(f"  replayed {drift}: {status['nodeid']}{_detail(status)}")
-        elif name in ("xfailed", "xpassed") and _detail(status):
-            lines.append(f"  {name}: {status['nodeid']}{_detail(status)}")
+        name = status.status
+        if name in (*RED, Status.UPDATED, Status.RECORDED):
+            lines.append(f"  {describe(status)}: {status.nodeid} -> {status.cassette}{_detail(status)}")
+        elif name == Status.REPLAYED and (status.expected or status.reruns):
+            drift = "with expected drift" if status.expected else "after a rerun"
+            lines.append(f"  replayed {drift}: {status.nodeid}{_detail(status)}")
+        elif name in (Status.XFAILED, Status.XPASSED) and _detail(status):
+            lines.append(f"  {name}: {status.nodeid}{_detail(status)}")
     for path in unused:
         lines.append(f"  unused: {path}")
     steps = next_steps(statuses, unused=unused)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.events import Event, RunMeta
+from ..runtime.data import describe_data
 
 _WIDTH = 100
 
@@ -71,8 +72,6 @@ def describe(event: Event) -> str:
         error = f": {_short(data['error'], 60)}" if data.get("error") else ""
         return f"{data.get('status', '?')}{error}"
     if event.type == "runtime.values":
-        from ..runtime.data import describe_data
-
         return describe_data(data)
     return _short(data)
 

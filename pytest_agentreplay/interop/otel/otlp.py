@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...core.constants import FORMAT_VERSION
 from ...core.events import Event, RunMeta
 from .spans import SCOPE_NAME, SpanData, run_spans, trace_id_for
 
@@ -59,8 +60,6 @@ def run_to_otlp(
     run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
 ) -> dict[str, Any]:
     """An OTLP/JSON ``ExportTraceServiceRequest`` holding the run's spans."""
-    from ...core.constants import FORMAT_VERSION
-
     trace_id = trace_id_for(run, events)
     spans = run_spans(run, events)
     return {

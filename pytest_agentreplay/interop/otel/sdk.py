@@ -8,7 +8,9 @@ import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ...core.constants import FORMAT_VERSION
 from ...core.events import Event, RunMeta
+from ...exceptions import AgentReplayError, ConfigError
 from .spans import KIND_CLIENT, KIND_INTERNAL, SCOPE_NAME, STATUS_ERROR, run_spans, trace_id_for
 
 if TYPE_CHECKING:
@@ -16,8 +18,6 @@ if TYPE_CHECKING:
 
 
 def _sdk(name: str) -> Any:
-    from ...exceptions import ConfigError
-
     try:
         return importlib.import_module(name)
     except ImportError:
@@ -42,8 +42,6 @@ def sdk_spans(
     run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
 ) -> list[Any]:
     """The run as SDK ``ReadableSpan`` objects, ready for any ``SpanExporter``."""
-    from ...core.constants import FORMAT_VERSION
-
     trace_api = _sdk("opentelemetry.trace")
     sdk_trace = _sdk("opentelemetry.sdk.trace")
     resources = _sdk("opentelemetry.sdk.resources")
@@ -97,8 +95,6 @@ def export_with_sdk(
     service_name: str = "pytest-agentreplay",
 ) -> int:
     """Send the run's spans through an SDK exporter (a name or an exporter object); returns the span count."""
-    from ...exceptions import AgentReplayError
-
     spans = sdk_spans(cassette.run, cassette.events, service_name=service_name)
     target = make_exporter(exporter, endpoint=endpoint) if isinstance(exporter, str) else exporter
     try:

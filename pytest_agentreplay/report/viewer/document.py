@@ -5,13 +5,16 @@ and ``viewer.js`` inlined (no external resource; the Content-Security-Policy all
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ...cassette.atomic import atomic_write_bytes
+from ...core.documents import Document
 from ...core.events import Event, RunMeta
+from ...replay.audit import audit_problems
 from .drift import drifted_seqs, render_drift_html
 from .entries import render_timeline_html
 from .markup import PayloadResolver, esc, kv
@@ -35,7 +38,7 @@ def render_run_section(
     *,
     resolve: PayloadResolver | None = None,
     problems: Sequence[str] = (),
-    drift: Mapping[str, Any] | None = None,
+    drift: Document | None = None,
     anchor: str = "",
     heading_level: int = 2,
 ) -> str:
@@ -103,13 +106,11 @@ def page(title: str, body: str) -> str:
 def render_cassette_page(
     cassette: LoadedCassette,
     *,
-    drift: Mapping[str, Any] | None = None,
+    drift: Document | None = None,
     problems: Sequence[str] | None = None,
 ) -> str:
     """The viewer page of one loaded cassette (audit problems are computed when not given)."""
     if problems is None:
-        from ...replay.audit import audit_problems
-
         problems = audit_problems(cassette)
     title = f"agent run {cassette.run.test or cassette.run.run_id}"
     body = (
@@ -123,8 +124,6 @@ def render_cassette_page(
 
 def write_html(path: Path, text: str) -> None:
     """Write a page (UTF-8, atomically), creating its folder."""
-    from ...cassette.atomic import atomic_write_bytes
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, text.encode("utf-8"))

@@ -7,11 +7,12 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.documents import Document
 from ...diff.result import carrier_seqs, summary_of
 from .markup import css_token, esc, pretty
 
 
-def drifted_seqs(drift: Mapping[str, Any] | None) -> set[int]:
+def drifted_seqs(drift: Document | None) -> set[int]:
     """Recorded seq numbers that carry a reported difference."""
     seqs: set[int] = set()
     for diff in (drift or {}).get("differences", []) or []:
@@ -20,13 +21,13 @@ def drifted_seqs(drift: Mapping[str, Any] | None) -> set[int]:
     return seqs
 
 
-def _value_block(diff: Mapping[str, Any], side: str) -> str:
+def _value_block(diff: Mapping[str, object], side: str) -> str:
     if diff.get(f"{side}_absent") or side not in diff:
         return '<span class="absent">(absent)</span>'
     return pretty(diff.get(side), 6000)
 
 
-def render_drift_html(drift: Mapping[str, Any], *, anchor: str = "") -> str:
+def render_drift_html(drift: Document, *, anchor: str = "") -> str:
     """Recorded and replayed side by side, one card per event pair, each differing field marked."""
     differences = list(drift.get("differences") or [])
     counts = drift.get("counts") or {}
@@ -39,7 +40,7 @@ def render_drift_html(drift: Mapping[str, Any], *, anchor: str = "") -> str:
     )
     if not differences:
         return head + "<p>No reported differences.</p>"
-    groups: dict[tuple[Any, Any, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[Any, Any, str], list[Mapping[str, object]]] = {}
     for diff in differences:
         key = (
             diff.get("seq_recorded"),

@@ -1,0 +1,127 @@
+"""What the plugin keeps on pytest's items and reads off them: whether a test uses agent replay, where its
+cassette is, and its one status once its reports are in. Plain functions over pytest's objects; the hooks
+that call them are in ``plugin.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import pytest
+
+from . import foreign_adapters
+from .controller import CollectedTest, SessionController
+from .core.config import Settings, marker_cassette
+from .core.paths import default_for_item
+from .report.message import status_message
+from .report.status import Cause, TestStatus, decide
+
+if TYPE_CHECKING:
+    from .core.capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
+    from .session import TestRun
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+CONTROLLER_KEY = pytest.StashKey[SessionController]()
+# String subscripts: the typed classes import the recorder and the cassette reader, which a session that
+# never replays should not pay for.
+TEST_RUN_KEY = pytest.StashKey["TestRun"]()
+# The cause of a failure the plugin raised for this item, set where it is raised.
+CAUSE_KEY = pytest.StashKey[Cause]()
+# The whole message of that failure, as the terminal showed it: every report carries it (report/message.py).
+MESSAGE_KEY = pytest.StashKey[str]()
+# pytest's reports of this item so far, by phase: the status is decided once, at teardown.
+REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+# The guard-only run of a test guarded by --agentreplay-block-network without replaying anything.
+BLOCK_KEY = pytest.StashKey["RunContext"]()
+
+
+def uses_agentreplay(item: pytest.Item) -> bool:
+    """A test replays when it requests the fixture or carries the marker (on itself, class or module), or
+    a foreign adapter claims it (``@pytest.mark.vcr``, when pytest-recording is not active)."""
+    if "agent_replay" in getattr(item, "fixturenames", ()):
+        return True
+    if item.get_closest_marker("agentreplay") is not None:
+        return True
+    return foreign_adapters.claims(item)
+
+
+def overrides_fixture(item: pytest.Item, name: str) -> bool:
+    """Whether a project fixture ``name`` is visible to ``item`` (its module, class or a conftest above)."""
+    for holder in (getattr(item, "cls", None), getattr(item, "module", None)):
+        if holder is not None and name in vars(holder):
+            return True
+    for plugin in item.config.pluginmanager.get_plugins():
+        path = getattr(plugin, "__file__", None)
+        if not path or Path(path).name != "conftest.py" or name not in vars(plugin):
+            continue
+        if Path(path).parent in item.path.parents:
+            return True
+    return False
+
+
+def default_cassette(item: pytest.Item) -> Path:
+    settings = item.config.stash[SETTINGS_KEY]
+    default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
+    chosen = item.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
+    return Path(chosen) if chosen is not None else default
+
+
+def collected_test(item: pytest.Item) -> CollectedTest:
+    settings = item.config.stash[SETTINGS_KEY]
+    cassette: Path | None
+    marks = [m.kwargs.get("cassette") for m in item.iter_markers("agentreplay")]
+    named = next((m for m in marks if m is not None), None)
+    if named is not None:
+        cassette = marker_cassette(settings.cassette_dir, named)
+    elif overrides_fixture(item, "agentreplay_cassette_path"):
+        cassette = None
+    else:
+        cassette = default_cassette(item)
+    return CollectedTest(nodeid=item.nodeid, module=item.path, cassette=cassette)
+
+
+def decide_status(
+    item: pytest.Item, reports: dict[str, pytest.TestReport], test_run: TestRun | None
+) -> TestStatus:
+    """The test's status from pytest's reports of its phases and the plugin's outcome of its run."""
+    worst, phase = "passed", "call"
+    for when in ("setup", "call", "teardown"):
+        report = reports.get(when)
+        if report is None:
+            continue
+        if report.failed:
+            worst, phase = "failed", when
+            break
+        if report.skipped and worst == "passed":
+            worst, phase = "skipped", when
+    xfail = any(hasattr(r, "wasxfail") for r in reports.values())
+    outcome = test_run.outcome if test_run is not None else None
+    message = status_message(
+        item.stash.get(MESSAGE_KEY, None),
+        test_run,
+        str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None,
+    )
+    settings = item.config.stash[SETTINGS_KEY]
+    return decide(
+        nodeid=item.nodeid,
+        cassette=str(test_run.cassette if test_run is not None else collected_test(item).cassette or ""),
+        mode=(outcome.mode if outcome is not None else test_run.test.mode if test_run else settings.mode),
+        pytest_outcome=worst,
+        phase=phase,
+        action=outcome.action if outcome is not None else None,
+        cause=item.stash.get(CAUSE_KEY, None),
+        message=message,
+        regressions=outcome.regressions if outcome is not None else 0,
+        expected=outcome.expected if outcome is not None else 0,
+        drift=outcome.drift if outcome is not None else None,
+        xfail=xfail,
+        # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
+        reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
+    )
+
+
+def fail(item: pytest.Item, message: str) -> NoReturn:
+    """Fail the test with the plugin's ``message``, kept for its status."""
+    item.stash[MESSAGE_KEY] = message
+    pytest.fail(message, pytrace=False)
