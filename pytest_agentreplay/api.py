@@ -84,7 +84,7 @@ class _ToolCall:
 
     @property
     def executes(self) -> bool:
-        return self.ctx.executes_tool(self.effect)
+        return self.ctx.executes_tool()
 
     def served(self) -> Any:
         """The recorded result for this call (raises the recorded error again, as the tool did)."""
@@ -132,7 +132,9 @@ def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any], key: str |
 
 
 def _is_concurrent(ctx: RunContext) -> bool:
-    origin_thread = ctx.extensions.setdefault("origin_thread", threading.get_ident())
+    origin_thread = ctx.origin_thread
+    if origin_thread is None:
+        origin_thread = ctx.origin_thread = threading.get_ident()
     if threading.get_ident() != origin_thread:
         return True
     try:

@@ -298,7 +298,7 @@ class SessionHooks:
         reports[report.when] = report
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if report.when == "call" and test_run is not None and test_run.ctx is not None:
-            comparison = test_run.ctx.extensions.get("comparison")
+            comparison = test_run.ctx.comparison
             if comparison is not None:
                 import json
 
@@ -465,13 +465,13 @@ def _agentreplay_activation(request: pytest.FixtureRequest) -> Generator[None, N
 def _guard_only(item: pytest.Item, settings: Settings) -> Any:
     from .core.capture import Recorder, RunContext, utc_now
     from .core.events import RunMeta
+    from .core.run_settings import RunSettings
     from .http import guard
-    from .http.refusal import BLOCK_ONLY
 
     ctx = RunContext(
         Recorder(RunMeta(run_id="block-network", test=item.nodeid, recorded_at=utc_now())),
         mode="regression",
-        settings={"allow_hosts": list(settings.allow_hosts), "nodeid": item.nodeid, BLOCK_ONLY: True},
+        settings=RunSettings(allow_hosts=settings.allow_hosts, nodeid=item.nodeid, block_network_only=True),
     )
     item.stash[BLOCK_KEY] = ctx
     uninstall = guard.install()

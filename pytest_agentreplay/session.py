@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,18 +88,15 @@ class TestRun:
             recorded_at=utc_now(),
             agent=None if agent is None else str(agent),
         )
-        http_settings: dict[str, Any] = {
-            **self.settings.http,
-            "allow_hosts": list(self.test.allow_hosts),
-            "nodeid": self.nodeid,
-        }
-        http_settings.update(self.test.extra)
-        # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
-        http_settings["runtime_values"] = getattr(self.test, "runtime_values", None)
-        if self.classify_hook is not None:
-            http_settings["classify_hook"] = self.classify_hook
-        if self.test.model is not None:
-            http_settings["model_override"] = self.test.model
+        http_settings = replace(
+            self.settings.http.with_overrides(self.test.extra),
+            allow_hosts=tuple(self.test.allow_hosts),
+            nodeid=self.nodeid,
+            # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
+            runtime_values=getattr(self.test, "runtime_values", None),
+            classify_hook=self.classify_hook,
+            model_override=self.test.model,
+        )
         if self.recording and self.test.record == "missing":
             self._refuse_a_second_tree()
         if self.recording:
@@ -129,7 +126,7 @@ class TestRun:
         from .core.redaction import Redactor
 
         ctx.redactor = Redactor.from_config(self.settings.redaction)
-        ctx.extensions["origin_thread"] = threading.get_ident()
+        ctx.origin_thread = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
         runs.start(ctx)
@@ -322,10 +319,9 @@ class TestRun:
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
         from .diff import compare_histories, render_drift
         from .diff.rules import RuleSet, is_imported
-        from .replay.policy import SERVED_INSTEAD
 
         played = None
-        vcr_served = SERVED_INSTEAD in ctx.extensions
+        vcr_served = ctx.served_instead is not None
         if vcr_served:  # only a vcr-served run has another recorded side
             from .interop.vcr_serving import played_history
 
@@ -351,6 +347,7 @@ class TestRun:
             recorded_dicts = played.event_dicts()
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        assert ctx.redactor is not None  # set when the run began
         replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
         result = compare_histories(recorded_dicts, replayed_dicts, rules=rules, resolve=_resolver(recorded))
         self.drift = result

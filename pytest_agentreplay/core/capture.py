@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -18,7 +18,11 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .canonical import hash_value, key_order
+from .constants import Mode
+from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
+from .run_settings import RunSettings
+from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, ServesInstead
 
 
 class _SecondText:
@@ -203,44 +207,58 @@ class ToolServer(Protocol):
 class RunContext:
     """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
 
-    ``mode`` is ``"record"`` (or ``"capture"`` outside pytest) when talking to the real world, else one of
-    the replay modes. ``tools`` serves recorded tool results during replay.
+    ``mode`` is ``record`` (or ``capture`` outside pytest) when talking to the real world, else one of
+    the replay modes. ``tools`` serves recorded tool results during replay. The layers above core keep
+    their per-run state in the attributes typed in :mod:`.run_state`, one per owner.
     """
 
     def __init__(
         self,
         recorder: Recorder,
         *,
-        mode: str = "record",
+        mode: Mode | str = Mode.RECORD,
         cassette: str | None = None,
         tools: ToolServer | None = None,
         recorded: RecordedRun | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: RunSettings | Mapping[str, object] | None = None,
     ) -> None:
         self.recorder = recorder
-        self.mode = mode
+        self.mode = Mode(mode)
         self.cassette = cassette
         self.tools = tools
         # The recorded cassette being replayed (None while recording).
         self.recorded = recorded
-        # Project settings the HTTP layer reads (allowed hosts, provider base URLs, receipts...).
-        self.settings: dict[str, Any] = settings or {}
-        # Per-run state owned by other layers (e.g. the HTTP replayer's index), keyed by owner name.
-        self.extensions: dict[str, Any] = {}
+        if settings is None:
+            settings = RunSettings()
+        elif not isinstance(settings, RunSettings):
+            settings = RunSettings.from_mapping(settings)
+        self.settings: RunSettings = settings
         # The redactor cassettes are written with: live values are redacted the same way before they are
         # matched or compared with recorded (already redacted) ones. Set by whoever starts the run.
-        self.redactor: Any = None
+        self.redactor: RunRedactor | None = None
+        # The thread the run began on: tool calls from other threads are concurrent (api.py).
+        self.origin_thread: int | None = None
+        self.guard = GuardState()
+        self.requests = RequestMemo()
+        self.frameworks = FrameworkState()
+        self.replay = ReplayState()
+        # Set by interop before the run starts; replay.policy asks it instead of the cassette.
+        self.served_instead: ServesInstead | None = None
+        # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
+        self.comparison: Document | None = None
+        # The runtime values patcher of the run (``RuntimeValues``; its owner narrows it).
+        self.runtime_values: object = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures: list[BaseException] = []
         self._releases: list[Callable[[], None]] = []
 
     @property
     def recording(self) -> bool:
-        return self.mode in ("record", "capture")
+        return self.mode in _RECORDING
 
-    def executes_tool(self, effect: str) -> bool:
+    def executes_tool(self) -> bool:
         """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""
-        return self.recording or self.mode == "sandbox"
+        return self.recording or self.mode is Mode.SANDBOX
 
     def start(self) -> None:
         self.recorder.emit(
@@ -265,6 +283,8 @@ class RunContext:
         while self._releases:
             self._releases.pop()()
 
+
+_RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 

@@ -22,6 +22,7 @@ from .constants import (
     RECORD_MODES,
     REPLAY_MODES,
 )
+from .run_settings import RunSettings
 
 MARKER_KEYS = (
     "cassette",
@@ -122,7 +123,9 @@ class Settings(_Fields):
     rules: Any = None
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, Any] = MappingProxyType({})
-    http: Mapping[str, Any] = MappingProxyType({})
+    # The project's run settings (idempotency header, receipts, base URLs...): each test's run starts
+    # from them.
+    http: RunSettings = RunSettings()
     inline_limit: int | None = None
     # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
@@ -234,7 +237,7 @@ def build_settings(
         for k in ("redact_headers", "redact_keys", "redact_patterns")
         if k in project
     }
-    http: dict[str, Any] = {}
+    http: dict[str, object] = {}
     if "idempotency_header" in project:
         origin = places.origin("project", "idempotency_header")
         http["idempotency_header"] = check.text(project["idempotency_header"], origin, "a header name")
@@ -247,10 +250,9 @@ def build_settings(
         http["openai_compatible_base_urls"] = check.strings(
             project["openai_compatible_base_urls"], origin, urls=True
         )
-    if values.get("isolate_subprocesses"):
-        # Run settings reach the network guard through the HTTP settings of each run.
-        http["isolate_subprocesses"] = True
-    values["http"] = http
+    # Run settings reach the network guard through each run's settings.
+    http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
+    values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))
     return Settings(**values)
 
 

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from urllib.parse import quote, unquote
 
 from .constants import REDACTED
+from .run_state import RunRedactor
 
 
 class Redactor(Protocol):
@@ -212,7 +213,7 @@ def _redact_percent_run(redactor: Redactor, run: str, keys: bool) -> str:
 
 
 def redact_tool_arguments(
-    redactor: Redactor, arguments: dict[str, Any], idempotency_key: str | None
+    redactor: RunRedactor, arguments: dict[str, Any], idempotency_key: str | None
 ) -> dict[str, Any]:
     """Live ``@tool`` arguments redacted as a saved ``tool.call`` holds them (replay matches on them)."""
     event = {"tool": {"idempotency_key": idempotency_key}, "data": {"arguments": arguments}}
@@ -220,7 +221,7 @@ def redact_tool_arguments(
     return redacted
 
 
-def keep_idempotency_key(redactor: Redactor, event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+def keep_idempotency_key(redactor: RunRedactor, event: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
     """``out`` (``event`` redacted) with the tool argument that carries ``tool.idempotency_key`` restored."""
     tool, data, new_data = event.get("tool"), event.get("data"), out.get("data")
     if not isinstance(tool, dict) or not isinstance(data, dict) or not isinstance(new_data, dict):

@@ -55,7 +55,7 @@ from .runtime_data import (
 )
 from .runtime_data import describe_data as describe_data  # the timeline's line for the event
 from .runtime_data import parse_sources as parse_sources  # read by the settings
-from .runtime_patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
+from .runtime_patches import INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
     import uuid as uuid_module
@@ -392,14 +392,14 @@ def _squeeze_digits(label: str) -> str:
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
     """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
-    existing = ctx.extensions.get(EXTENSION)
+    existing = ctx.runtime_values
     if isinstance(existing, RuntimeValues):
         return existing
     state = RuntimeValues(ctx, chosen, recorded_data(ctx))
     INSTALLED.add(state, chosen)
     if "random" in chosen:
         state.seed_random()
-    ctx.extensions[EXTENSION] = state
+    ctx.runtime_values = state
     ctx.on_release(lambda: _release(ctx))
     return state
 
@@ -410,7 +410,7 @@ def _release(ctx: RunContext) -> None:
 
 def uninstall(ctx: RunContext) -> RuntimeValues | None:
     """Stop serving/recording for ``ctx`` (idempotent); the patches go when the last run uninstalls."""
-    state = ctx.extensions.get(EXTENSION)
+    state = ctx.runtime_values
     if not isinstance(state, RuntimeValues) or not state.active:
         return None
     state.active = False
@@ -422,7 +422,7 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
 def body_starts(ctx: RunContext) -> None:
     """Called when the test body of ``ctx`` starts (:func:`pytest_agentreplay.runs.enter_body`): the run takes
     the ``random`` generator back from whatever reseeded it since the run started."""
-    state = ctx.extensions.get(EXTENSION)
+    state = ctx.runtime_values
     if isinstance(state, RuntimeValues) and state.active:
         state.body_starts()
 
@@ -432,7 +432,7 @@ def start_run(ctx: RunContext) -> None:
     name."""
     if ctx.mode == "audit":
         return
-    sources = ctx.settings.get("runtime_values")
+    sources = ctx.settings.runtime_values
     install(ctx, DEFAULT_SOURCES if sources is None else sources)
 
 
@@ -463,7 +463,7 @@ def record_value(name: str, fn: Callable[[], T]) -> T:
     from .capture import current_run
 
     ctx = current_run()
-    state = ctx.extensions.get(EXTENSION) if ctx is not None else None
+    state = ctx.runtime_values if ctx is not None else None
     if not isinstance(state, RuntimeValues) or not state.active:
         return fn()
     return state.value(name, fn)

@@ -34,7 +34,6 @@ from ..exceptions import RecordedToolError
 from ._record import ToolExecution, as_arguments, error_text, record_step
 
 FRAMEWORK = "langgraph"
-_EXTENSION = "frameworks.langchain"
 
 
 @dataclass
@@ -55,7 +54,9 @@ class _RunState:
 
 
 def _state(ctx: RunContext) -> _RunState:
-    state: _RunState = ctx.extensions.setdefault(_EXTENSION, _RunState())
+    state = ctx.frameworks.langchain
+    if not isinstance(state, _RunState):
+        state = ctx.frameworks.langchain = _RunState()
     return state
 
 
@@ -230,7 +231,7 @@ def activate(ctx: RunContext) -> Callable[[], None]:
     _CONFIGURE.ensure()
 
     def deactivate() -> None:
-        ctx.extensions.pop(_EXTENSION, None)
+        ctx.frameworks.langchain = None
 
     return deactivate
 
@@ -245,7 +246,7 @@ def replay_tool_call(reads: Iterable[str]) -> Callable[[Any, Callable[[Any], Any
         ctx = current_run()
         call = request.tool_call
         name = call.get("name")
-        if ctx is None or name not in names or ctx.executes_tool("read") or ctx.tools is None:
+        if ctx is None or name not in names or ctx.executes_tool() or ctx.tools is None:
             return execute(request)
         from langchain_core.messages import ToolMessage
 

@@ -29,7 +29,7 @@ from pydantic_core import to_json
 from ..core.capture import RunContext, current_run, to_jsonable
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
-from .otel import CLAIMED, private_provider
+from .otel import private_provider
 
 FRAMEWORK = "pydantic_ai"
 
@@ -90,8 +90,7 @@ class ReplayTools(AbstractCapability[Any]):
     async def before_run(self, ctx: Any) -> None:
         run = current_run()
         if run is not None and getattr(ctx, "run_id", None):
-            claimed: set[str] = run.extensions.setdefault(CLAIMED, set())
-            claimed.add(ctx.run_id)
+            run.frameworks.claimed_agent_runs.add(ctx.run_id)
 
     async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
         run = current_run()
@@ -102,7 +101,7 @@ class ReplayTools(AbstractCapability[Any]):
             arguments = {"input": arguments}
         agent = getattr(getattr(ctx, "agent", None), "name", None)
         execution = ToolExecution(run, call.tool_name, arguments, framework=FRAMEWORK, agent=agent)
-        if call.tool_name in self.reads and not run.executes_tool("read") and run.tools is not None:
+        if call.tool_name in self.reads and not run.executes_tool() and run.tools is not None:
             outcome = run.tools.serve(call.tool_name, arguments, None, ctx=run)
             execution.finish(outcome.result, outcome.error)
             if outcome.error is not None:

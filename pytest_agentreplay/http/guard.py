@@ -52,6 +52,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..core.after_import import AfterImport
+from ..core.run_settings import RunSettings
+from ..core.run_state import GuardState
 from ..exceptions import ConfigError, NetworkBlockedError
 from .refusal import BLOCK_ONLY, child_refusal, refusal
 
@@ -61,12 +63,7 @@ if TYPE_CHECKING:
 ENV_VAR = "PYTEST_AGENTREPLAY_GUARD"
 ISOLATE_SETTING = "isolate_subprocesses"
 
-# Per run (in its ``extensions``): IP -> the allowed hostname it was resolved from, so the connect that
-# follows is recognised. Kept per run: what one test's allowed name resolved to must not admit the same
-# IP for another test that never allowed that name.
-_RESOLVED_KEY = "guard_resolved"
 _THREAD_RUNS_ATTR = "_agentreplay_guard_runs"
-_TOKEN_KEY = "guard_token"
 
 _LOCAL_FAMILIES = frozenset(
     getattr(socket, name) for name in ("AF_UNIX", "AF_NETLINK", "AF_ALG") if hasattr(socket, name)
@@ -199,13 +196,13 @@ class GuardedRuns:
             permitted = [h for h, n in self.permitted.items() if n]
             resolved: dict[str, str] = {}
             for run in runs:
-                resolved.update(run.extensions.get(_RESOLVED_KEY) or {})
+                resolved.update(run.guard.resolved)
         return permitted, resolved
 
     def remember_resolution(self, name: str, addresses: Any, runs: list[Any]) -> None:
         with self.lock:
             for run in runs:
-                memory = run.extensions.setdefault(_RESOLVED_KEY, {})
+                memory = run.guard.resolved
                 for address in addresses:
                     if isinstance(address, str):
                         memory[address.lower()] = name.lower()
@@ -399,14 +396,15 @@ class ParentRun:
         self.token = str(data.get("token") or "")
         self.cassette: str | None = data.get("cassette")
         self.mode = str(data.get("mode") or "regression")
-        self.settings: dict[str, Any] = {
-            "allow_hosts": list(data.get("allow_hosts") or ()),
-            "nodeid": data.get("test"),
-            ISOLATE_SETTING: bool(data.get(ISOLATE_SETTING)),
-            BLOCK_ONLY: bool(data.get(BLOCK_ONLY)),
-        }
+        nodeid = data.get("test")
+        self.settings = RunSettings(
+            allow_hosts=tuple(str(h) for h in data.get("allow_hosts") or ()),
+            nodeid=nodeid if isinstance(nodeid, str) else None,
+            isolate_subprocesses=bool(data.get(ISOLATE_SETTING)),
+            block_network_only=bool(data.get(BLOCK_ONLY)),
+        )
         self.failures: list[BaseException] = []
-        self.extensions: dict[str, Any] = {_TOKEN_KEY: self.token}
+        self.guard = GuardState(token=self.token)
 
 
 def _active_runs() -> list[Any]:
@@ -441,8 +439,10 @@ def _ended(run: Any) -> bool:
 
 
 def _token(run: Any) -> str:
-    token: str = run.extensions.setdefault(_TOKEN_KEY, uuid.uuid4().hex)
-    return token
+    state: GuardState = run.guard
+    if state.token is None:
+        state.token = uuid.uuid4().hex
+    return state.token
 
 
 # -- refusing --------------------------------------------------------------------------------------
@@ -461,7 +461,7 @@ def _check(family: int | None, address: Any, channel: str, runs: list[Any] | Non
     verdict = decide(
         family,
         address,
-        [r.settings.get("allow_hosts") or () for r in runs],
+        [r.settings.allow_hosts for r in runs],
         permitted=permitted,
         resolved=resolved,
     )
@@ -484,7 +484,7 @@ def _refuse(verdict: Verdict, channel: str, runs: list[Any]) -> None:
     else:
         for r in runs:
             if _ended(r):
-                test = r.settings.get("nodeid") or r.cassette or "a replaying test"
+                test = r.settings.nodeid or r.cassette or "a replaying test"
                 _REPORTS.add_stray(
                     f"{test}: thread {thread.name!r} it started made a network call after the test "
                     f"ended ({channel} to {verdict.destination}); it was refused"
@@ -500,7 +500,7 @@ def _report_to_parent(error: NetworkBlockedError, runs: list[Any]) -> None:
         line = json.dumps(
             {
                 "token": _token(r),
-                "test": r.settings.get("nodeid"),
+                "test": r.settings.nodeid,
                 "pid": os.getpid(),
                 "headline": error.headline,
                 "evidence": list(error.evidence),
@@ -547,7 +547,7 @@ def _read_reports(pattern: str) -> list[dict[str, Any]]:
 
 def collect_child_refusals(ctx: Any) -> list[NetworkBlockedError]:
     """The refusals child processes of ``ctx`` reported so far (each once); call when the run finishes."""
-    token = ctx.extensions.get(_TOKEN_KEY)
+    token = ctx.guard.token
     if token is None:
         return []
     return [child_refusal(entry, ctx) for entry in _read_reports(f"{token}.*.jsonl")]
@@ -868,12 +868,12 @@ def snapshot(runs: list[Any] | None = None) -> str | None:
             "runs": [
                 {
                     "token": _token(r),
-                    "test": r.settings.get("nodeid"),
+                    "test": r.settings.nodeid,
                     "mode": r.mode,
                     "cassette": r.cassette,
-                    "allow_hosts": [str(h) for h in r.settings.get("allow_hosts") or ()],
-                    ISOLATE_SETTING: bool(r.settings.get(ISOLATE_SETTING)),
-                    BLOCK_ONLY: bool(r.settings.get(BLOCK_ONLY)),
+                    "allow_hosts": [str(h) for h in r.settings.allow_hosts],
+                    ISOLATE_SETTING: r.settings.isolate_subprocesses,
+                    BLOCK_ONLY: r.settings.block_network_only,
                 }
                 for r in runs
             ],
@@ -934,7 +934,7 @@ def _env_for_child(env: Any, argv: Any, *, as_list: bool) -> tuple[Any, list[Any
 
 
 def _wants_isolation(runs: list[Any]) -> bool:
-    return any(r.settings.get(ISOLATE_SETTING) for r in runs)
+    return any(r.settings.isolate_subprocesses for r in runs)
 
 
 _CLONE_NEWNET = 0x40000000
@@ -959,7 +959,7 @@ def _isolation_preexec(user_preexec: Any, runs: list[Any]) -> Callable[[], None]
             evidence=[
                 f"platform: {sys.platform}",
                 "unshare(CLONE_NEWNET) and unshare(CLONE_NEWUSER | CLONE_NEWNET) were both refused",
-                f"test: {run.settings.get('nodeid')}",
+                f"test: {run.settings.nodeid}",
             ],
             cassette=run.cassette,
             mode=run.mode,

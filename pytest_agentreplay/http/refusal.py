@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from ..core.commands import quote, record_command
+from ..core.run_settings import RunSettings
 from ..exceptions import NetworkBlockedError
 
 # The setting a guard-only run (``--agentreplay-block-network`` on a test that does not replay) carries.
@@ -32,13 +33,13 @@ _INTERCEPTED: Final = "an intercepted client (httpx, httpx2, requests/urllib3, a
 
 def is_block_only(run: Any) -> bool:
     settings = getattr(run, "settings", None)
-    return isinstance(settings, Mapping) and bool(settings.get(BLOCK_ONLY))
+    return isinstance(settings, RunSettings) and settings.block_network_only
 
 
 def _nodeid(run: Any) -> str | None:
     settings = getattr(run, "settings", None)
-    nodeid = settings.get("nodeid") if isinstance(settings, Mapping) else None
-    return nodeid if isinstance(nodeid, str) and nodeid else None
+    nodeid = settings.nodeid if isinstance(settings, RunSettings) else None
+    return nodeid or None
 
 
 def _allow_hosts_fix(host: str, *, marker: bool) -> str:

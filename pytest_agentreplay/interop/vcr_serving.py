@@ -11,14 +11,14 @@ recordings apply: header and body differences vcrpy never compared do not fail.
 
 ``session.TestRun`` calls :func:`load_vcr_source` (instead of loading a cassette), :func:`activate`,
 :func:`played_history` and :func:`converted_run`; ``policy.decide`` finds the :class:`VcrServing` in the
-run (under :data:`~pytest_agentreplay.replay.policy.SERVED_INSTEAD`) and asks it: replay knows the protocol,
+run (``ctx.served_instead``) and asks it: replay knows the protocol,
 not this module.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,14 +27,15 @@ from ..exceptions import UnmatchedRequestError
 from ..http.classify import Classification
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture, emit_exchange
-from ..replay.policy import SERVED_INSTEAD, Action, Refuse, Send, Serve
+from ..replay.policy import Action, Refuse, Send, Serve
 
 if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
+    from ..core.run_settings import RunSettings
+    from ..core.run_state import RunRedactor
     from .vcr_compat import VcrReplay
 
-EXTENSION_KEY: Final = SERVED_INSTEAD
 SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
 
@@ -98,9 +99,9 @@ def activate(ctx: RunContext, recorded: Any, *, converting: bool = False) -> Non
     the values this run drew for its later replays."""
     serving = getattr(recorded, "document", {}).get("vcr") if recorded is not None else None
     if isinstance(serving, VcrServing):
-        ctx.extensions[EXTENSION_KEY] = serving
+        ctx.served_instead = serving
         if not converting:
-            ctx.settings["runtime_values"] = ()
+            ctx.settings = replace(ctx.settings, runtime_values=())
 
 
 def serve(ctx: RunContext, serving: VcrServing, request: HttpRequest, cls: Classification) -> Any:
@@ -145,7 +146,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
+            new_call_fix(ctx.settings.nodeid, ctx.cassette),
             "if it is not, find what changed it (prompt, arguments, base URL, code)",
         ],
     )
@@ -163,7 +164,7 @@ def played_history(ctx: RunContext) -> PlayedHistory | None:
     """The recorded side of a vcr-served run's comparison: the played interactions in play order (as
     ``interactions_to_events`` would record them, between a run.start and a run.end), redacted like a
     saved cassette. None for any other run."""
-    serving = ctx.extensions.get(EXTENSION_KEY)
+    serving = ctx.served_instead
     recorded = ctx.recorded
     if not isinstance(serving, VcrServing) or recorded is None:
         return None
@@ -193,7 +194,7 @@ class PlayedHistory:
 
     run: RunMeta
     events: list[Event]
-    redactor: Any = None
+    redactor: RunRedactor | None = None
 
     def event_dicts(self) -> list[dict[str, Any]]:
         from ..core.events import event_to_dict
@@ -207,10 +208,10 @@ class PlayedHistory:
         return None if ref is None else ref.inline
 
 
-def _capture_context(run: RunMeta, settings: dict[str, Any]) -> RunContext:
+def _capture_context(run: RunMeta, settings: RunSettings) -> RunContext:
     from ..core.capture import Recorder, RunContext
 
-    return RunContext(Recorder(run), mode="capture", settings=dict(settings))
+    return RunContext(Recorder(run), mode="capture", settings=settings)
 
 
 def converted_run(run: RunMeta) -> RunMeta:

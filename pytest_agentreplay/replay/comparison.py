@@ -134,7 +134,7 @@ def comparison_for(ctx: RunContext) -> dict[str, Any]:
     ]
     live = [e for e in ctx.recorder.events if e.type == "model.call"]
     out = compare_decisions(recorded, live)
-    out["test"] = str(ctx.settings.get("nodeid") or "")
+    out["test"] = ctx.settings.nodeid or ""
     # Live decisions the cassette could not serve a tool result for: reported, never executed.
     from ..exceptions import UnmatchedRequestError
 

@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from ..core.events import Event
     from ..http.classify import Classification
 
-EXTENSION_KEY = "sandbox"
-
 
 class SandboxError(SandboxCheckError):
     """A sandbox-mode call had no sandbox service to go to, or the run broke an idempotency rule."""
@@ -67,10 +65,10 @@ def _prefix(url: str) -> str:
 
 def state_for(ctx: RunContext) -> SandboxState:
     """The run's sandbox state; parsing errors (bad faults) are usage errors and fail the test."""
-    state = ctx.extensions.get(EXTENSION_KEY)
-    if state is None:
+    state = ctx.replay.sandbox
+    if not isinstance(state, SandboxState):
         settings = ctx.settings
-        raw_map = settings.get("sandbox") or {}
+        raw_map = settings.sandbox or {}
         if not isinstance(raw_map, Mapping):
             error = ConfigError(
                 "sandbox= must map recorded base URLs to sandbox base URLs",
@@ -81,15 +79,13 @@ def state_for(ctx: RunContext) -> SandboxState:
             ctx.failures.append(error)
             raise error
         mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
-        hosts = frozenset(str(h).lower() for h in settings.get("sandbox_hosts") or ())
+        hosts = settings.sandbox_hosts
         try:
-            plan = FaultPlan(parse_faults(settings.get("faults")))
+            plan = FaultPlan(parse_faults(settings.faults))
         except Exception as exc:
             ctx.failures.append(exc)
             raise
-        state = SandboxState(mapping, hosts, plan)
-        ctx.extensions[EXTENSION_KEY] = state
-    assert isinstance(state, SandboxState)
+        state = ctx.replay.sandbox = SandboxState(mapping, hosts, plan)
     return state
 
 
@@ -323,7 +319,7 @@ def effect_problems(ctx: RunContext) -> list[str]:
 
 
 def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
-    state = ctx.extensions.get(EXTENSION_KEY)
+    state = ctx.replay.sandbox
     injected = [f.describe() for f in state.faults.injected] if isinstance(state, SandboxState) else []
     return SandboxError(
         f"sandbox: the agent broke idempotency: {len(problems)} violation(s)",

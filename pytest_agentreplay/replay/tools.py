@@ -117,7 +117,7 @@ class ToolReplayer:
             cassette=ctx.cassette,
             mode=ctx.mode,
             fixes=[
-                new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
+                new_call_fix(ctx.settings.nodeid, ctx.cassette),
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )

@@ -13,10 +13,10 @@ redacted by :mod:`pytest_agentreplay.core.redaction` like every other secret hea
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from ...core.canonical import hash_value
+from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 
 NAME = "gemini"
@@ -35,7 +35,7 @@ def _path_match(request: HttpRequest) -> re.Match[str] | None:
     return _PATH.search(request.path.rstrip("/"))
 
 
-def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
     found = _path_match(request)
