@@ -9,7 +9,7 @@ import functools
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
@@ -25,6 +25,7 @@ from .core.capture import (
     state_hash,
     to_jsonable,
 )
+from .core.documents import Document
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
 
@@ -33,7 +34,9 @@ R = TypeVar("R")
 EffectKind = Literal["read", "write"]
 
 
-def _bound_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _bound_arguments(
+    fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> Document:
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
@@ -55,7 +58,7 @@ class _ToolCall:
         name: str,
         schema_version: str | None,
         effect: EffectKind,
-        arguments: dict[str, Any],
+        arguments: Document,
         idempotency_key: str | None,
     ) -> None:
         self.ctx = ctx
@@ -73,7 +76,7 @@ class _ToolCall:
             data=self._grouped({"arguments": arguments, "attempt": self.attempt, "effect": effect}),
         )
 
-    def _grouped(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _grouped(self, data: Document) -> Document:
         """Tag calls made concurrently (worker threads, sibling asyncio tasks) as one parallel group.
 
         Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
@@ -104,9 +107,9 @@ class _ToolCall:
             raise RecordedToolError(self.name, outcome.error)
         return outcome.result
 
-    def finished(self, result: Any, error: str | None) -> None:
+    def finished(self, result: object, error: str | None) -> None:
         recorder = self.ctx.recorder
-        data: dict[str, Any] = self._grouped({"attempt": self.attempt})
+        data = self._grouped({"attempt": self.attempt})
         if self.effect == "write" and error is None:
             recorder.emit(
                 "effect",
@@ -121,7 +124,7 @@ class _ToolCall:
             recorder.tool_result(self.info, result, error, data)
 
 
-def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any], key: str | None) -> Any:
+def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:
     """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
     cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
     if ctx.tools is not None and not ctx.recording:
@@ -145,7 +148,7 @@ def _is_concurrent(ctx: RunContext) -> bool:
     return len(asyncio.all_tasks()) > 1
 
 
-def _receipt_of(result: Any) -> Any:
+def _receipt_of(result: object) -> object:
     value = to_jsonable(result)
     if isinstance(value, dict):
         for key in ("receipt", "id", "receipt_id", "ticket_id", "refund_id"):
@@ -193,7 +196,7 @@ def tool(
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
         tool_name = name or func.__name__
 
-        def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolCall | None:
+        def start(args: tuple[object, ...], kwargs: dict[str, object]) -> _ToolCall | None:
             ctx = current_run()
             if ctx is None:
                 return None
@@ -245,14 +248,14 @@ def tool(
 
 
 def record_state(
-    state: Any, *, snapshot: bool = False, label: str | None = None, data_class: DataClass = "internal"
+    state: object, *, snapshot: bool = False, label: str | None = None, data_class: DataClass = "internal"
 ) -> str | None:
     """Record a state transition; returns the state hash (sha256 of canonical JSON), or None when inactive."""
     ctx = current_run()
     if ctx is None:
         return None
     digest = state_hash(state)
-    data: dict[str, Any] = {}
+    data: Document = {}
     if label is not None:
         data["label"] = label
     ctx.recorder.emit(
@@ -278,7 +281,7 @@ def record_retrieval(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {
+    data: Document = {
         "query": query,
         "document_ids": list(document_ids),
         "corpus_version": corpus_version,
@@ -295,7 +298,7 @@ def record_policy(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {"policy": policy, "verdict": verdict}
+    data: Document = {"policy": policy, "verdict": verdict}
     if reason is not None:
         data["reason"] = reason
     ctx.recorder.emit(
@@ -316,7 +319,7 @@ def record_approval(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {"status": status}
+    data: Document = {"status": status}
     for key, value in (("by", by), ("subject", subject), ("reason", reason)):
         if value is not None:
             data[key] = value
@@ -330,7 +333,7 @@ def capture_run(
     *,
     agent: str | None = None,
     run_id: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: Document | None = None,
     blob_dir: str | Path | None = None,
     intercept_http: bool = True,
 ) -> Iterator[RunContext]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -51,12 +51,12 @@ def utc_now() -> str:
     return f"{cached[1]}.{micros:06d}Z"
 
 
-def state_hash(state: Any) -> str:
+def state_hash(state: object) -> str:
     """sha256 of the canonical JSON of ``state`` (objects with ``model_dump``/``__dict__`` are converted)."""
     return hash_value(to_jsonable(state))
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, dict):
@@ -68,20 +68,18 @@ def to_jsonable(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return to_jsonable(dump(mode="json"))
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        return to_jsonable(dataclasses.asdict(value))
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(asdict(value))
     if hasattr(value, "__dict__"):
         return to_jsonable(vars(value))
     return repr(value)
 
 
-def payload(value: Any, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
+def payload(value: object, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
     return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
 
 
-def served_payload(value: Any) -> PayloadRef:
+def served_payload(value: object) -> PayloadRef:
     """The payload of a value replay hands back to user code (a tool result), with the recorded key order
     of its objects (the cassette sorts keys)."""
     inline = to_jsonable(value)
@@ -103,7 +101,7 @@ class Recorder:
         *,
         actor: Actor,
         event_class: EventClass,
-        data: dict[str, Any] | None = None,
+        data: Document | None = None,
         tool: ToolInfo | None = None,
         input: PayloadRef | None = None,
         output: PayloadRef | None = None,
@@ -141,9 +139,9 @@ class Recorder:
     def tool_result(
         self,
         tool: ToolInfo,
-        result: Any,
+        result: object,
         error: str | None,
-        data: dict[str, Any],
+        data: Document,
         *,
         trace_id: str | None = None,
         span_id: str | None = None,
@@ -174,7 +172,7 @@ class Recorder:
 class ToolOutcome:
     """What a recorded ``@tool`` call gave back, served in its place during replay."""
 
-    result: Any
+    result: object
     error: str | None
     recorded_seq: int
     # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
@@ -196,11 +194,11 @@ class ToolServer(Protocol):
     """Serves recorded ``@tool`` results (:class:`~pytest_agentreplay.replay.tools.ToolReplayer`)."""
 
     def recorded_group(
-        self, name: str, arguments: dict[str, Any], *, ctx: RunContext, idempotency_key: str | None = None
-    ) -> tuple[bool, Any]: ...
+        self, name: str, arguments: Document, *, ctx: RunContext, idempotency_key: str | None = None
+    ) -> tuple[bool, object]: ...
 
     def serve(
-        self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
+        self, name: str, arguments: Document, idempotency_key: str | None, *, ctx: RunContext
     ) -> ToolOutcome: ...
 
 
@@ -269,7 +267,7 @@ class RunContext:
         )
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
-        data: dict[str, Any] = {"status": status}
+        data: Document = {"status": status}
         if error is not None:
             data["error"] = error
         self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)

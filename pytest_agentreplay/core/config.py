@@ -22,6 +22,7 @@ from .constants import (
     RECORD_MODES,
     REPLAY_MODES,
 )
+from .documents import Document
 from .run_settings import RunSettings
 
 MARKER_KEYS = (
@@ -86,7 +87,7 @@ class _Fields:
     """Keyword-only value object. Not a dataclass: generating its methods costs milliseconds at every
     pytest start, and this module is imported even by sessions that never replay."""
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         names = _field_names(type(self))
         unknown = sorted(set(values) - names)
         if unknown:
@@ -120,9 +121,9 @@ class Settings(_Fields):
     block_network: bool = False
     # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
-    rules: Any = None
+    rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
-    redaction: Mapping[str, Any] = MappingProxyType({})
+    redaction: Mapping[str, object] = MappingProxyType({})
     # The project's run settings (idempotency header, receipts, base URLs...): each test's run starts
     # from them.
     http: RunSettings = RunSettings()
@@ -131,7 +132,7 @@ class Settings(_Fields):
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
-def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
+def read_pyproject_table(rootdir: Path) -> Document:
     """The raw ``[tool.agentreplay]`` table of ``rootdir/pyproject.toml``; an unknown key is an error."""
     path = rootdir / "pyproject.toml"
     if not path.is_file():
@@ -166,7 +167,7 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
-    ini: dict[str, Any] = {}
+    ini: dict[str, object] = {}
     for name in (*names, "fail_on_unused", "runtime_values"):
         try:
             ini[name] = config.getini("agentreplay_" + name)
@@ -196,9 +197,9 @@ _BOOLEANS = ("update", "save_on_failure", "block_network", "isolate_subprocesses
 def build_settings(
     *,
     rootdir: Path,
-    cli: Mapping[str, Any],
-    ini: Mapping[str, Any],
-    project: Mapping[str, Any],
+    cli: Mapping[str, object],
+    ini: Mapping[str, object],
+    project: Mapping[str, object],
     places: check.Places | None = None,
     base_dir: Path | None = None,
     check_paths: bool = True,
@@ -210,7 +211,7 @@ def build_settings(
     base = base_dir if base_dir is not None else Path.cwd()
     sources = (("cli", cli), ("ini", ini), ("project", project))
 
-    def given(name: str) -> list[tuple[Any, check.Origin]]:
+    def given(name: str) -> list[tuple[object, check.Origin]]:
         """Every value given for ``name``, the winning one first."""
         return [
             (source[name], places.origin(where, name))
@@ -218,7 +219,7 @@ def build_settings(
             if source.get(name) is not None and source.get(name) != ""
         ]
 
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, checker in _SESSION_CHECKS.items():
         found = given(name)
         # A value that loses to another is still checked: it is wrong wherever it stands.
@@ -256,11 +257,15 @@ def build_settings(
     return Settings(**values)
 
 
-def _checker(fn: Callable[[Any, check.Origin], Any]) -> Callable[[Any, check.Origin, Path, Path, bool], Any]:
+# A session setting's check: (value, where it was given, rootdir, invocation folder, check the file system).
+_Check = Callable[[object, check.Origin, Path, Path, bool], object]
+
+
+def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
     return lambda value, origin, _root, _base, _paths: fn(value, origin)
 
 
-_SESSION_CHECKS: dict[str, Callable[[Any, check.Origin, Path, Path, bool], Any]] = {
+_SESSION_CHECKS: dict[str, _Check] = {
     "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
     "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
     **{name: _checker(check.boolean) for name in _BOOLEANS},
@@ -273,7 +278,7 @@ _SESSION_CHECKS: dict[str, Callable[[Any, check.Origin, Path, Path, bool], Any]]
 
 
 def _runtime_values(
-    ini: Mapping[str, Any], project: Mapping[str, Any], places: check.Places
+    ini: Mapping[str, object], project: Mapping[str, object], places: check.Places
 ) -> tuple[str, ...]:
     """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
     value (set, but empty) turns it off, which ``given`` would read as not given."""
@@ -298,13 +303,13 @@ class TestSettings(_Fields):
     marker_rules: Any
     allow_hosts: tuple[str, ...]
     model: str | None
-    extra: Mapping[str, Any]
+    extra: Mapping[str, object]
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
-def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]:
+def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
     """Merge the kwargs of the test's ``agentreplay`` marks (closest mark wins) and validate them."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for kwargs in reversed(marks):
         merged.update(kwargs)
     place = f"@pytest.mark.agentreplay on {nodeid}"
@@ -312,7 +317,7 @@ def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]
     return merged
 
 
-def marker_cassette(cassette_dir: Path, named: Any) -> Path:
+def marker_cassette(cassette_dir: Path, named: object) -> Path:
     """The path a marker's ``cassette=`` names: relative to the cassette folder, ``.json`` added."""
     cassette = Path(str(named))
     if not cassette.is_absolute():
@@ -326,8 +331,8 @@ def resolve_test_settings(
     settings: Settings,
     *,
     nodeid: str,
-    marker: Mapping[str, Any],
-    overrides: Mapping[str, Any],
+    marker: Mapping[str, object],
+    overrides: Mapping[str, object],
     default_cassette: Path,
 ) -> TestSettings:
     """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings.
@@ -344,7 +349,7 @@ def resolve_test_settings(
     # Per key, the fixture's value then the marker's: the marker wins.
     layers = ((overrides, fixture_place), (marker, marker_place))
 
-    def given(key: str) -> list[tuple[Any, check.Origin]]:
+    def given(key: str) -> list[tuple[object, check.Origin]]:
         return [
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]

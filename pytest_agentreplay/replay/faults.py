@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.documents import Document
 from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse
 
@@ -60,9 +61,9 @@ class Fault:
         """What the client's exception says, after the client's own wording."""
         return f"agentreplay sandbox: injected {self.describe()}"
 
-    def to_data(self) -> dict[str, Any]:
+    def to_data(self) -> Document:
         """What the emitted event carries in ``data.fault``."""
-        out: dict[str, Any] = {"kind": self.kind, "route": self.route, "nth": self.nth}
+        out: Document = {"kind": self.kind, "route": self.route, "nth": self.nth}
         if self.status is not None:
             out["status"] = self.status
         if self.retry_after is not None:
@@ -95,7 +96,7 @@ class _Spec:
     body: Any
 
 
-def _error(problem: str, index: int, spec: Any) -> ConfigError:
+def _error(problem: str, index: int, spec: object) -> ConfigError:
     return ConfigError(
         f"invalid agentreplay fault #{index + 1}: {problem}",
         evidence=[
@@ -113,7 +114,7 @@ def _strip_query(url: str) -> str:
     return url.partition("?")[0].partition("#")[0].rstrip("/")
 
 
-def parse_faults(raw: Any) -> list[_Spec]:
+def parse_faults(raw: object) -> list[_Spec]:
     """Validate the ``faults`` setting; raises ``ConfigError`` naming the bad entry."""
     if raw is None:
         return []

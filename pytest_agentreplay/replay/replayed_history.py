@@ -127,7 +127,7 @@ def _over_twin(data: Any, twin: Any, redactor: RunRedactor, *, measured: bool, d
     it passes through."""
     if not isinstance(data, dict) or not isinstance(twin, dict) or "content_type" in data:
         return redactor.redact(data)  # a dict shaped like a body is redacted as one, whole
-    out: dict[str, Any] = {}
+    out: Document = {}
     for key, value in data.items():
         if key in twin and same_json(value, twin[key]):
             out[key] = twin[key]

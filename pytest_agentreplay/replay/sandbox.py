@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.documents import Document
 from ..exceptions import AgentReplayError, ConfigError, SandboxCheckError
 from ..http import bodies
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers, normalise_url, stored_response_headers
@@ -34,7 +35,7 @@ from .faults import Fault, FaultPlan, parse_faults
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
-    from ..core.events import Event
+    from ..core.events import Event, PayloadRef
     from ..http.classify import Classification
 
 
@@ -199,7 +200,7 @@ class _Attempt:
     how: str
 
 
-def _http_attempts(events: list[Event], resolve: Any) -> list[_Attempt]:
+def _http_attempts(events: list[Event], resolve: Callable[[PayloadRef | None], object]) -> list[_Attempt]:
     out: list[_Attempt] = []
     for event in events:
         if event.type != "effect" or "method" not in event.data:
@@ -311,7 +312,7 @@ def effect_problems(ctx: RunContext) -> list[str]:
     """Idempotency violations in the run's history (HTTP writes and write ``@tool`` calls)."""
     events = list(ctx.recorder.events)
 
-    def resolve(ref: Any) -> Any:
+    def resolve(ref: PayloadRef | None) -> object:
         return None if ref is None else ref.inline
 
     problems = _check(_http_attempts(events, resolve)) + _check(_tool_attempts(events))
@@ -333,7 +334,7 @@ def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
     )
 
 
-def fault_rules() -> list[dict[str, Any]]:
+def fault_rules() -> list[Document]:
     """Diff rules for a sandbox run with injected faults: retries and failed attempts are the point of
     the run (reported, not regressions); idempotency is judged by :func:`effect_problems` instead."""
     return [
