@@ -9,6 +9,7 @@ import functools
 import inspect
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,10 +25,12 @@ from .core.capture import (
     served_payload,
     state_hash,
     to_jsonable,
+    utc_now,
 )
 from .core.documents import Document
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
+from .exceptions import ReplayError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -93,8 +96,6 @@ class _ToolCall:
         """The recorded result for this call (raises the recorded error again, as the tool did)."""
         tools = self.ctx.tools
         if tools is None:
-            from .exceptions import ReplayError
-
             raise ReplayError(
                 f"tool {self.name!r} cannot be served: no recorded run is loaded",
                 cassette=self.ctx.cassette,
@@ -350,11 +351,10 @@ def capture_run(
     if replaying is not None:
         yield replaying
         return
-    import uuid
-
-    from . import runs  # the runtime-values patcher loads only when a run is captured
+    # heavy: production code importing ``@tool`` does not load the capture machinery (the runtime-values
+    # patcher and framework adapters, the cassette writer, the redaction rules) until a run is captured.
+    from . import runs
     from .cassette.write import save_cassette
-    from .core.capture import utc_now
     from .core.redaction import Redactor
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
@@ -397,6 +397,6 @@ def _replaying_run() -> RunContext | None:
 
 
 def _install_http() -> Callable[[], None]:
-    from .intercept import install
+    from .intercept import install  # heavy: the interceptors load only when a capture intercepts HTTP
 
     return install()

@@ -22,7 +22,7 @@ from .constants import Mode
 from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 from .run_settings import RunSettings
-from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, ServesInstead
+from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor
 
 
 class _SecondText:
@@ -200,6 +200,17 @@ class ToolServer(Protocol):
     def serve(
         self, name: str, arguments: Document, idempotency_key: str | None, *, ctx: RunContext
     ) -> ToolOutcome: ...
+
+
+class ServesInstead(Protocol):
+    """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``: a vcr-marked
+    test's pytest-recording cassettes). ``replay.policy.decide`` asks it for the action on each request.
+
+    The request (``http.exchange.HttpRequest``), its classification (``http.classify.Classification``)
+    and the action (``replay.policy.Action``) are types core cannot name: the policy checks the action it
+    is handed."""
+
+    def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 class RunContext:

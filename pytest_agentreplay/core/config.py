@@ -24,6 +24,7 @@ from .constants import (
 )
 from .documents import Document
 from .run_settings import RunSettings
+from .runtime_data import SOURCES, parse_sources
 
 MARKER_KEYS = (
     "cassette",
@@ -137,7 +138,7 @@ def read_pyproject_table(rootdir: Path) -> Document:
     path = rootdir / "pyproject.toml"
     if not path.is_file():
         return {}
-    import tomllib
+    import tomllib  # heavy for start-up: only a project with a pyproject.toml pays for the TOML parser
 
     try:
         with path.open("rb") as fh:
@@ -286,7 +287,7 @@ def _runtime_values(
     for where, source in (("ini", ini), ("project", project)):
         if source.get("runtime_values") is None:
             continue
-        parsed = check.runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
+        parsed = runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
         if chosen is None:
             chosen = parsed
     return Settings.runtime_values if chosen is None else chosen
@@ -376,7 +377,7 @@ def resolve_test_settings(
         model = model if settings.model is not None else checked
     runtime_values = settings.runtime_values
     for value, origin in given("runtime_values"):
-        parsed = check.runtime_sources(value, origin)
+        parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
     extra = {k: v for k, v in overrides.items() if k not in _RESOLVED_KEYS}
     for key in ("sandbox", "faults", "agent"):
@@ -398,3 +399,20 @@ def resolve_test_settings(
 
 # The fixture keys resolve_test_settings reads itself; the others go to the run's HTTP settings.
 _RESOLVED_KEYS = ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")
+
+
+def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
+    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
+    try:
+        return parse_sources(value, origin.place)
+    except ConfigError:
+        words = value.replace(",", " ").split() if isinstance(value, str) else []
+        unknown = [w for w in words if w not in SOURCES]
+        raise check.invalid(
+            origin,
+            value,
+            'any of clock, uuid, random (a string or a list), or "" to turn it off',
+            valid=SOURCES,
+            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
+            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
+        ) from None

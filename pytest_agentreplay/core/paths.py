@@ -7,6 +7,9 @@ import json
 import re
 from pathlib import Path
 
+from .commands import record_command as build_record_command
+from .constants import DEFAULT_CASSETTE_DIR
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 
 
@@ -16,7 +19,8 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
         relative = module_path.resolve().relative_to(rootdir.resolve())
     except ValueError:
         relative = Path(module_path.name)
-    from .redaction import default_redactor  # lazily: keeps this module cheap to import
+    # heavy: the redaction rules compile many patterns; naming a cassette is rarely the first need.
+    from .redaction import default_redactor
 
     # A parametrize id can hold a key, and file names end up in repositories and CI logs.
     name = _UNSAFE.sub("_", default_redactor().redact_string(test_name, keys=False))
@@ -67,9 +71,7 @@ def default_for_item(cassette_dir: Path, rootdir: Path, module_path: Path, nodei
 
 
 def record_command(nodeid: str, record: str = "missing") -> str:
-    from .commands import record_command as build
-
-    return build(nodeid, record)
+    return build_record_command(nodeid, record)
 
 
 # What marks a project's root directory: the walk for cassettes recorded from another rootdir stops there.
@@ -87,8 +89,6 @@ def cassette_elsewhere(
     (:data:`PROJECT_MARKERS`) or the filesystem root, looking where that directory's rootdir would have put
     the cassette; a candidate counts only when it records this test under the node id it has from there.
     Costs a few ``stat`` calls per level: call it only when the cassette is missing."""
-    from .constants import DEFAULT_CASSETTE_DIR
-
     rootdir = rootdir.resolve()
     try:
         tail = cassette.resolve().relative_to(cassette_dir.resolve())

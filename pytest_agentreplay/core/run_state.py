@@ -1,22 +1,20 @@
 """The per-run state layers above core keep on a run, one typed attribute of ``RunContext`` per owner.
 
-Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute is
-declared here as what core can name: a small dataclass of plain values the owner fills, or a Protocol of
-what the other side calls. An owner whose own class lives above core keeps it in an ``object`` field and
-narrows it in the one function that reads it (``isinstance``), so no other module can reach into it.
+Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute
+is declared here as what core can name: a small dataclass of plain values the owner fills, or a Protocol
+of what the other side calls (those naming ``RunContext`` itself live beside it, in :mod:`.capture`). An
+owner whose own class lives above core keeps it in an ``object`` field and narrows it in the one function
+that reads it (``isinstance``), so no other module can reach into it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .canonical import DigestMemo
 from .documents import Document
-
-if TYPE_CHECKING:
-    from .capture import RunContext
 
 
 class RunRedactor(Protocol):
@@ -30,17 +28,6 @@ class RunRedactor(Protocol):
     def redact_url(self, url: str) -> str: ...
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document: ...
-
-
-class ServesInstead(Protocol):
-    """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``: a vcr-marked
-    test's pytest-recording cassettes). ``replay.policy.decide`` asks it for the action on each request.
-
-    The request (``http.exchange.HttpRequest``), its classification (``http.classify.Classification``)
-    and the action (``replay.policy.Action``) are types core cannot name: the policy checks the action it
-    is handed."""
-
-    def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 @dataclass(slots=True)

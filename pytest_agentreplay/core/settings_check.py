@@ -82,7 +82,7 @@ def pytest_table(ini_file: Path) -> str:
         return "[tool:pytest]"
     if ini_file.name != "pyproject.toml":
         return "[pytest]"
-    import tomllib
+    import tomllib  # heavy for start-up: only an error message reads the ini file's TOML
 
     try:
         with ini_file.open("rb") as fh:
@@ -151,7 +151,7 @@ def unreadable(origin: Origin, problem: str, expected: str) -> ConfigError:
 
 def closest(name: str, valid: Iterable[str]) -> str | None:
     """The valid name ``name`` most likely misspells (difflib is imported on this error path only)."""
-    import difflib
+    import difflib  # heavy for start-up: only a misspelt key needs it
 
     found = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return found[0] if found else None
@@ -281,22 +281,3 @@ def report_path(value: object, origin: Origin, base: Path, *, check_folder: bool
     if check_folder and path.is_dir():
         raise invalid(origin, value, "a file path", detail=f"{path} is a folder")
     return path
-
-
-def runtime_sources(value: object, origin: Origin) -> tuple[str, ...] | None:
-    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
-    from .runtime_data import SOURCES, parse_sources
-
-    try:
-        return parse_sources(value, origin.place)
-    except ConfigError:
-        words = value.replace(",", " ").split() if isinstance(value, str) else []
-        unknown = [w for w in words if w not in SOURCES]
-        raise invalid(
-            origin,
-            value,
-            'any of clock, uuid, random (a string or a list), or "" to turn it off',
-            valid=SOURCES,
-            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
-            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
-        ) from None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.documents import Document
 from ..diff.text import similarity
+from ..exceptions import UnmatchedRequestError
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -137,8 +138,6 @@ def comparison_for(ctx: RunContext) -> Document:
     out = compare_decisions(recorded, live)
     out["test"] = ctx.settings.nodeid or ""
     # Live decisions the cassette could not serve a tool result for: reported, never executed.
-    from ..exceptions import UnmatchedRequestError
-
     unserved = [f for f in ctx.failures if isinstance(f, UnmatchedRequestError)]
     out["unserved_tool_calls"] = [{"headline": f.headline, "closest": list(f.evidence)} for f in unserved]
     if unserved:

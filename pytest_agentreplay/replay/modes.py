@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.constants import Mode
 from ..http.guard import allow_list_admits, collect_child_refusals
+from .comparison import comparison_for
+from .sandbox import effect_problems, fault_rules, state_for, violations_error
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -68,8 +70,6 @@ def finish_replay(ctx: RunContext) -> None:
     """
     ctx.failures.extend(collect_child_refusals(ctx))
     if ctx.mode is Mode.SANDBOX:
-        from .sandbox import effect_problems, state_for, violations_error
-
         try:
             state_for(ctx)  # a bad faults= setting fails even when no call was made
         except Exception:
@@ -78,15 +78,11 @@ def finish_replay(ctx: RunContext) -> None:
         if problems:
             ctx.failures.append(violations_error(ctx, problems))
     elif ctx.mode is Mode.MODEL_COMPARISON:
-        from .comparison import comparison_for
-
         ctx.comparison = comparison_for(ctx)
 
 
 def mode_rules(ctx: RunContext) -> list[dict[str, Any]]:
     """Extra diff rules the run's mode and settings call for (layer ``default``)."""
     if ctx.mode is Mode.SANDBOX and ctx.settings.faults:
-        from .sandbox import fault_rules
-
         return fault_rules()
     return []

@@ -38,6 +38,7 @@ from ..http.guard import allow_list_admits
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
 from .modes import goes_live, model_override
+from .sandbox import SandboxRoute, delivered_response, destination, emit_fault
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -74,8 +75,6 @@ class Send:
 
     def lost(self, status: int, headers: Any, content: bytes) -> None:
         """Record what the service answered to a request whose answer the injected fault loses."""
-        from .sandbox import delivered_response, emit_fault
-
         assert self.fault is not None
         capture = self.capture
         response = delivered_response(status, headers, content)
@@ -147,9 +146,6 @@ def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
     if allow_list_admits(request.host, ctx.settings.allow_hosts):
         # A host the test allowed by name (its own local service) is reached as addressed.
         return Send(request, request.host, LiveCapture(ctx, request, cls))
-    # Here: a regression replay never reaches this, and need not import the sandbox.
-    from .sandbox import SandboxRoute, destination, emit_fault
-
     route = destination(ctx, request)
     if not isinstance(route, SandboxRoute):  # no sandbox service, or a bad sandbox setting
         return Refuse(route)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.canonical import dumps_compact
 from ..core.documents import Document
 from ..exceptions import AgentReplayError, ConfigError, SandboxCheckError
 from ..http import bodies
@@ -96,7 +97,7 @@ def respx_handles(req: HttpRequest) -> bool:
     if mocks is None:
         return False
     try:
-        import httpx
+        import httpx  # optional: respx patches httpx only, so it is loaded when respx is
 
         request = httpx.Request(req.method, req.url, headers=req.headers, content=req.body)
         for mocker in mocks.Mocker.registry.values():
@@ -246,8 +247,6 @@ def _tool_attempts(events: list[Event]) -> list[_Attempt]:
         if call is None or event.type not in ("effect", "tool.result"):
             continue
         ok = event.type == "effect"
-        from ..core.canonical import dumps_compact
-
         out.append(
             _Attempt(
                 call.seq,
