@@ -27,6 +27,7 @@ from .core.capture import (
     to_jsonable,
     utc_now,
 )
+from .core.constants import Mode
 from .core.documents import Document
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
@@ -358,7 +359,7 @@ def capture_run(
     from .core.redaction import Redactor
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
-    ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))
+    ctx = RunContext(Recorder(meta), mode=Mode.CAPTURE, cassette=str(path))
     uninstall = _install_http() if intercept_http else None
     try:
         with activate(ctx):

@@ -93,7 +93,7 @@ def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
     if not value:
         return _EMPTY
     if not isinstance(value, Mapping):
-        raise check.invalid(origin, value, "a table of strings, e.g. {\"api.example\": \"data.id\"}")
+        raise check.invalid(origin, value, 'a table of strings, e.g. {"api.example": "data.id"}')
     # An empty rule is no rule: a lookup then falls back as if the host were not named.
     return MappingProxyType({str(k): str(v) for k, v in value.items() if v})
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.constants import Mode
 from ..core.documents import Document
 from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse
@@ -104,7 +105,7 @@ def _error(problem: str, index: int, spec: object) -> ConfigError:
             f"valid keys: {', '.join(FAULT_KEYS)}",
             f"one of: {', '.join(FAULT_KINDS)} (status with an HTTP status code, timeout/reset true)",
         ],
-        mode="sandbox",
+        mode=Mode.SANDBOX,
         place="faults= on @pytest.mark.agentreplay or in agentreplay_config",
         fixes=['e.g. faults=[{"route": "POST https://tickets.example/tickets", "nth": 1, "status": 503}]'],
     )
