@@ -9,7 +9,8 @@ import functools
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
@@ -24,16 +25,22 @@ from .core.capture import (
     served_payload,
     state_hash,
     to_jsonable,
+    utc_now,
 )
+from .core.constants import Mode
+from .core.documents import Document
 from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
+from .exceptions import ReplayError
 
 P = ParamSpec("P")
 R = TypeVar("R")
 EffectKind = Literal["read", "write"]
 
 
-def _bound_arguments(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _bound_arguments(
+    fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> Document:
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
@@ -55,7 +62,7 @@ class _ToolCall:
         name: str,
         schema_version: str | None,
         effect: EffectKind,
-        arguments: dict[str, Any],
+        arguments: Document,
         idempotency_key: str | None,
     ) -> None:
         self.ctx = ctx
@@ -73,7 +80,7 @@ class _ToolCall:
             data=self._grouped({"arguments": arguments, "attempt": self.attempt, "effect": effect}),
         )
 
-    def _grouped(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _grouped(self, data: Document) -> Document:
         """Tag calls made concurrently (worker threads, sibling asyncio tasks) as one parallel group.
 
         Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
@@ -84,14 +91,12 @@ class _ToolCall:
 
     @property
     def executes(self) -> bool:
-        return self.ctx.executes_tool(self.effect)
+        return self.ctx.executes_tool()
 
     def served(self) -> Any:
         """The recorded result for this call (raises the recorded error again, as the tool did)."""
         tools = self.ctx.tools
         if tools is None:
-            from .exceptions import ReplayError
-
             raise ReplayError(
                 f"tool {self.name!r} cannot be served: no recorded run is loaded",
                 cassette=self.ctx.cassette,
@@ -104,9 +109,9 @@ class _ToolCall:
             raise RecordedToolError(self.name, outcome.error)
         return outcome.result
 
-    def finished(self, result: Any, error: str | None) -> None:
+    def finished(self, result: object, error: str | None) -> None:
         recorder = self.ctx.recorder
-        data: dict[str, Any] = self._grouped({"attempt": self.attempt})
+        data = self._grouped({"attempt": self.attempt})
         if self.effect == "write" and error is None:
             recorder.emit(
                 "effect",
@@ -121,7 +126,7 @@ class _ToolCall:
             recorder.tool_result(self.info, result, error, data)
 
 
-def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any], key: str | None) -> Any:
+def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:
     """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
     cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
     if ctx.tools is not None and not ctx.recording:
@@ -132,7 +137,9 @@ def _group_for(ctx: RunContext, name: str, arguments: dict[str, Any], key: str |
 
 
 def _is_concurrent(ctx: RunContext) -> bool:
-    origin_thread = ctx.extensions.setdefault("origin_thread", threading.get_ident())
+    origin_thread = ctx.origin_thread
+    if origin_thread is None:
+        origin_thread = ctx.origin_thread = threading.get_ident()
     if threading.get_ident() != origin_thread:
         return True
     try:
@@ -143,7 +150,7 @@ def _is_concurrent(ctx: RunContext) -> bool:
     return len(asyncio.all_tasks()) > 1
 
 
-def _receipt_of(result: Any) -> Any:
+def _receipt_of(result: object) -> object:
     value = to_jsonable(result)
     if isinstance(value, dict):
         for key in ("receipt", "id", "receipt_id", "ticket_id", "refund_id"):
@@ -191,7 +198,7 @@ def tool(
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
         tool_name = name or func.__name__
 
-        def start(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolCall | None:
+        def start(args: tuple[object, ...], kwargs: dict[str, object]) -> _ToolCall | None:
             ctx = current_run()
             if ctx is None:
                 return None
@@ -243,14 +250,14 @@ def tool(
 
 
 def record_state(
-    state: Any, *, snapshot: bool = False, label: str | None = None, data_class: DataClass = "internal"
+    state: object, *, snapshot: bool = False, label: str | None = None, data_class: DataClass = "internal"
 ) -> str | None:
     """Record a state transition; returns the state hash (sha256 of canonical JSON), or None when inactive."""
     ctx = current_run()
     if ctx is None:
         return None
     digest = state_hash(state)
-    data: dict[str, Any] = {}
+    data: Document = {}
     if label is not None:
         data["label"] = label
     ctx.recorder.emit(
@@ -276,7 +283,7 @@ def record_retrieval(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {
+    data: Document = {
         "query": query,
         "document_ids": list(document_ids),
         "corpus_version": corpus_version,
@@ -293,7 +300,7 @@ def record_policy(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {"policy": policy, "verdict": verdict}
+    data: Document = {"policy": policy, "verdict": verdict}
     if reason is not None:
         data["reason"] = reason
     ctx.recorder.emit(
@@ -314,7 +321,7 @@ def record_approval(
     ctx = current_run()
     if ctx is None:
         return
-    data: dict[str, Any] = {"status": status}
+    data: Document = {"status": status}
     for key, value in (("by", by), ("subject", subject), ("reason", reason)):
         if value is not None:
             data[key] = value
@@ -328,7 +335,7 @@ def capture_run(
     *,
     agent: str | None = None,
     run_id: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: Document | None = None,
     blob_dir: str | Path | None = None,
     intercept_http: bool = True,
 ) -> Iterator[RunContext]:
@@ -345,15 +352,14 @@ def capture_run(
     if replaying is not None:
         yield replaying
         return
-    import uuid
-
-    from . import runs  # the runtime-values patcher loads only when a run is captured
+    # heavy: production code importing ``@tool`` does not load the capture machinery (the runtime-values
+    # patcher and framework adapters, the cassette writer, the redaction rules) until a run is captured.
+    from . import runs
     from .cassette.write import save_cassette
-    from .core.capture import utc_now
     from .redaction import Redactor
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
-    ctx = RunContext(Recorder(meta), mode="capture", cassette=str(path))
+    ctx = RunContext(Recorder(meta), mode=Mode.CAPTURE, cassette=str(path))
     uninstall = _install_http() if intercept_http else None
     try:
         with activate(ctx):
@@ -392,6 +398,6 @@ def _replaying_run() -> RunContext | None:
 
 
 def _install_http() -> Callable[[], None]:
-    from .intercept import install
+    from .intercept import install  # heavy: the interceptors load only when a capture intercepts HTTP
 
     return install()

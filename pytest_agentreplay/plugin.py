@@ -237,7 +237,7 @@ class SessionHooks:
         reports[report.when] = report
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if report.when == "call" and test_run is not None and test_run.ctx is not None:
-            comparison = test_run.ctx.extensions.get("comparison")
+            comparison = test_run.ctx.comparison
             if comparison is not None:
                 # heavy: the comparison imports the diff package, only in model-comparison runs
                 from .replay.comparison import SECTION, render_comparison

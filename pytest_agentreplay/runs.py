@@ -6,16 +6,13 @@ from __future__ import annotations
 
 from .core.capture import RunContext
 from .frameworks import activate as activate_frameworks
-from .runtime.patches import EXTENSION as RUNTIME_VALUES
 from .runtime.values import body_starts, finish_run, start_run
-
-_FRAMEWORKS = "frameworks"
 
 
 def start(ctx: RunContext) -> None:
     """Emit ``run.start``, hook in the frameworks already imported, and record or serve runtime values."""
     ctx.start()
-    ctx.extensions[_FRAMEWORKS] = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
+    ctx.frameworks.deactivate = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
     start_run(ctx)
 
 
@@ -27,7 +24,7 @@ def enter_body(ctx: RunContext) -> None:
 
 def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> None:
     """Unhook the frameworks, add the runtime values the run read, then emit ``run.end``."""
-    deactivate_frameworks = ctx.extensions.pop(_FRAMEWORKS, None)
+    deactivate_frameworks, ctx.frameworks.deactivate = ctx.frameworks.deactivate, None
     if deactivate_frameworks is not None:
         deactivate_frameworks()
     try:
@@ -37,4 +34,4 @@ def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> Non
         # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
         # the whole run, recorded cassette included, is freed when its test lets go of it instead of
         # waiting for the cyclic collector, whose passes over it the rest of the session would pay for.
-        ctx.extensions.pop(RUNTIME_VALUES, None)
+        ctx.runtime_values = None

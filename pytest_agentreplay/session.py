@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import runs
@@ -121,18 +121,15 @@ class TestRun:
             recorded_at=utc_now(),
             agent=None if agent is None else str(agent),
         )
-        http_settings: Document = {
-            **self.settings.http,
-            "allow_hosts": list(self.test.allow_hosts),
-            "nodeid": self.nodeid,
-        }
-        http_settings.update(self.test.extra)
-        # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
-        http_settings["runtime_values"] = getattr(self.test, "runtime_values", None)
-        if self.classify_hook is not None:
-            http_settings["classify_hook"] = self.classify_hook
-        if self.test.model is not None:
-            http_settings["model_override"] = self.test.model
+        http_settings = replace(
+            self.settings.http.with_overrides(self.test.extra),
+            allow_hosts=tuple(self.test.allow_hosts),
+            nodeid=self.nodeid,
+            # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
+            runtime_values=getattr(self.test, "runtime_values", None),
+            classify_hook=self.classify_hook,
+            model_override=self.test.model,
+        )
         if self.recording and self.test.record == "missing":
             self._refuse_a_second_tree()
         if self.recording:
@@ -156,7 +153,7 @@ class TestRun:
             if self.foreign is not None and self.served_by_foreign:
                 self.foreign.activate(ctx, recorded, converting=self.test.update)
         ctx.redactor = Redactor.from_config(self.settings.redaction)
-        ctx.extensions["origin_thread"] = threading.get_ident()
+        ctx.origin_thread = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
         runs.start(ctx)
@@ -314,7 +311,7 @@ class TestRun:
                 self.cassette,
                 run,
                 events,
-                redactor=self.ctx.redactor,
+                redactor=self.ctx.redactor if isinstance(self.ctx.redactor, Redactor) else None,
                 extra_redact=self.redact_hook,
                 inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
             )
@@ -339,6 +336,7 @@ class TestRun:
             side, recorded_dicts = played, played.event_dicts()
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        assert ctx.redactor is not None  # set when the run began
         replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor)
         layers = RuleLayers(
             self.test.mode,

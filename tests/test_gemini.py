@@ -20,6 +20,7 @@ import pytest
 
 from pytest_agentreplay.api import capture_run
 from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.providers import ADAPTERS, gemini
@@ -89,7 +90,7 @@ def request(
 )
 def test_matches_generate_endpoints(url: str, endpoint: str) -> None:
     assert gemini.match(request(url), {}) == endpoint
-    cls = classify_exchange(request(url), None, {})
+    cls = classify_exchange(request(url), None, RunSettings())
     assert (cls.kind, cls.provider, cls.endpoint) == ("model", "gemini", endpoint)
 
 

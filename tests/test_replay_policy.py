@@ -15,6 +15,7 @@ import pytest
 
 from pytest_agentreplay.core.capture import Recorder, RunContext
 from pytest_agentreplay.core.events import Event, RunMeta
+from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.exceptions import ConfigError, UnmatchedRequestError
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
@@ -74,7 +75,7 @@ def answer(text: str) -> HttpResponse:
 def recorded(*exchanges: tuple[HttpRequest, HttpResponse]) -> list[Event]:
     ctx = RunContext(Recorder(RunMeta(run_id="recording")), mode="capture")
     for request, response in exchanges:
-        emit_exchange(ctx, request, response, classify_exchange(request, response, {}), 1.0)
+        emit_exchange(ctx, request, response, classify_exchange(request, response, RunSettings()), 1.0)
     return ctx.recorder.events
 
 

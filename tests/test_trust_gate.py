@@ -599,7 +599,7 @@ def test_after():
     # Only this session's: pytester runs it inside a process that may hold other sessions' runs.
     runs = [o for o in gc.get_objects() if isinstance(o, RunContext)]
     cassettes = [o for o in gc.get_objects() if isinstance(o, LoadedCassette)]
-    assert [r for r in runs if r.settings.get("nodeid") == "test_released.py::test_replayed"] == []
+    assert [r for r in runs if r.settings.nodeid == "test_released.py::test_replayed"] == []
     assert [c for c in cassettes if c.path.parts[-2:] == ("test_released", "test_replayed.json")] == []
 """
 

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ..core.constants import DEFAULT_CASSETTE_DIR
-from ..core.documents import Document
 from ..exceptions import AgentReplayError, CassetteError
 from .common import EXIT_OK, EXIT_USAGE, UsageError, err, iter_files, out, project_table
 from .progress import Progress
@@ -27,10 +26,9 @@ def run(args: argparse.Namespace) -> int:
     table = project_table()
     out_dir = Path(args.out or str(table.get("cassette_dir") or DEFAULT_CASSETTE_DIR))
     rootdir = Path.cwd()
-    settings: Document = {}
-    for key in ("idempotency_header", "receipts", "openai_compatible_base_urls"):
-        if key in table:
-            settings[key] = table[key]
+    # The project's run settings the conversion reads (RunContext converts them to RunSettings).
+    keys = ("idempotency_header", "receipts", "openai_compatible_base_urls")
+    settings: dict[str, object] = {key: table[key] for key in keys if key in table}
     bases = [Path(p) for p in args.paths]
     failed = 0
     with Progress(len(files), "import") as bar:

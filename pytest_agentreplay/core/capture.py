@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .canonical import hash_value, key_order
+from .constants import Mode
+from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
+from .run_settings import RunSettings
+from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor
 
 
 class _SecondText:
@@ -47,12 +51,12 @@ def utc_now() -> str:
     return f"{cached[1]}.{micros:06d}Z"
 
 
-def state_hash(state: Any) -> str:
+def state_hash(state: object) -> str:
     """sha256 of the canonical JSON of ``state`` (objects with ``model_dump``/``__dict__`` are converted)."""
     return hash_value(to_jsonable(state))
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, dict):
@@ -64,20 +68,18 @@ def to_jsonable(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return to_jsonable(dump(mode="json"))
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
-
-        return to_jsonable(dataclasses.asdict(value))
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(asdict(value))
     if hasattr(value, "__dict__"):
         return to_jsonable(vars(value))
     return repr(value)
 
 
-def payload(value: Any, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
+def payload(value: object, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
     return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
 
 
-def served_payload(value: Any) -> PayloadRef:
+def served_payload(value: object) -> PayloadRef:
     """The payload of a value replay hands back to user code (a tool result), with the recorded key order
     of its objects (the cassette sorts keys)."""
     inline = to_jsonable(value)
@@ -99,7 +101,7 @@ class Recorder:
         *,
         actor: Actor,
         event_class: EventClass,
-        data: dict[str, Any] | None = None,
+        data: Document | None = None,
         tool: ToolInfo | None = None,
         input: PayloadRef | None = None,
         output: PayloadRef | None = None,
@@ -137,9 +139,9 @@ class Recorder:
     def tool_result(
         self,
         tool: ToolInfo,
-        result: Any,
+        result: object,
         error: str | None,
-        data: dict[str, Any],
+        data: Document,
         *,
         trace_id: str | None = None,
         span_id: str | None = None,
@@ -170,7 +172,7 @@ class Recorder:
 class ToolOutcome:
     """What a recorded ``@tool`` call gave back, served in its place during replay."""
 
-    result: Any
+    result: object
     error: str | None
     recorded_seq: int
     # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
@@ -192,55 +194,80 @@ class ToolServer(Protocol):
     """Serves recorded ``@tool`` results (:class:`~pytest_agentreplay.replay.tools.ToolReplayer`)."""
 
     def recorded_group(
-        self, name: str, arguments: dict[str, Any], *, ctx: RunContext, idempotency_key: str | None = None
-    ) -> tuple[bool, Any]: ...
+        self, name: str, arguments: Document, *, ctx: RunContext, idempotency_key: str | None = None
+    ) -> tuple[bool, object]: ...
 
     def serve(
-        self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
+        self, name: str, arguments: Document, idempotency_key: str | None, *, ctx: RunContext
     ) -> ToolOutcome: ...
+
+
+class ServesInstead(Protocol):
+    """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``: a vcr-marked
+    test's pytest-recording cassettes). ``replay.policy.decide`` asks it for the action on each request.
+
+    The request (``http.exchange.HttpRequest``), its classification (``http.classify.Classification``)
+    and the action (``replay.policy.Action``) are types core cannot name: the policy checks the action it
+    is handed."""
+
+    def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 class RunContext:
     """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
 
-    ``mode`` is ``"record"`` (or ``"capture"`` outside pytest) when talking to the real world, else one of
-    the replay modes. ``tools`` serves recorded tool results during replay.
+    ``mode`` is ``record`` (or ``capture`` outside pytest) when talking to the real world, else one of
+    the replay modes. ``tools`` serves recorded tool results during replay. The layers above core keep
+    their per-run state in the attributes typed in :mod:`.run_state`, one per owner.
     """
 
     def __init__(
         self,
         recorder: Recorder,
         *,
-        mode: str = "record",
+        mode: Mode | str = Mode.RECORD,
         cassette: str | None = None,
         tools: ToolServer | None = None,
         recorded: RecordedRun | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: RunSettings | Mapping[str, object] | None = None,
     ) -> None:
         self.recorder = recorder
-        self.mode = mode
+        self.mode = Mode(mode)
         self.cassette = cassette
         self.tools = tools
         # The recorded cassette being replayed (None while recording).
         self.recorded = recorded
-        # Project settings the HTTP layer reads (allowed hosts, provider base URLs, receipts...).
-        self.settings: dict[str, Any] = settings or {}
-        # Per-run state owned by other layers (e.g. the HTTP replayer's index), keyed by owner name.
-        self.extensions: dict[str, Any] = {}
+        if settings is None:
+            settings = RunSettings()
+        elif not isinstance(settings, RunSettings):
+            settings = RunSettings.from_mapping(settings)
+        self.settings: RunSettings = settings
         # The redactor cassettes are written with: live values are redacted the same way before they are
         # matched or compared with recorded (already redacted) ones. Set by whoever starts the run.
-        self.redactor: Any = None
+        self.redactor: RunRedactor | None = None
+        # The thread the run began on: tool calls from other threads are concurrent (api.py).
+        self.origin_thread: int | None = None
+        self.guard = GuardState()
+        self.requests = RequestMemo()
+        self.frameworks = FrameworkState()
+        self.replay = ReplayState()
+        # Set by interop before the run starts; replay.policy asks it instead of the cassette.
+        self.served_instead: ServesInstead | None = None
+        # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
+        self.comparison: Document | None = None
+        # The runtime values patcher of the run (``RuntimeValues``; its owner narrows it).
+        self.runtime_values: object = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures: list[BaseException] = []
         self._releases: list[Callable[[], None]] = []
 
     @property
     def recording(self) -> bool:
-        return self.mode in ("record", "capture")
+        return self.mode in _RECORDING
 
-    def executes_tool(self, effect: str) -> bool:
+    def executes_tool(self) -> bool:
         """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""
-        return self.recording or self.mode == "sandbox"
+        return self.recording or self.mode is Mode.SANDBOX
 
     def start(self) -> None:
         self.recorder.emit(
@@ -251,7 +278,7 @@ class RunContext:
         )
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
-        data: dict[str, Any] = {"status": status}
+        data: Document = {"status": status}
         if error is not None:
             data["error"] = error
         self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)
@@ -265,6 +292,8 @@ class RunContext:
         while self._releases:
             self._releases.pop()()
 
+
+_RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+from .constants import Mode
+
 # Only a regression replay re-runs the agent against the recorded world; the other modes are experiments
 # or inspections whose result is never a new baseline, so ``--agentreplay-update`` is ignored there.
-UPDATE_MODES = ("regression",)
+UPDATE_MODES = (Mode.REGRESSION.value,)
 
 
 def quote(nodeid: str) -> str:
@@ -47,7 +49,7 @@ def new_call_fix(nodeid: str | None, cassette: object | None = None) -> str:
     return "if the new call is intended, " + rerecord_fix(nodeid, cassette, lead="re-record the run")
 
 
-def update_command(nodeids: Sequence[str] = (), mode: str = "regression") -> str | None:
+def update_command(nodeids: Sequence[str] = (), mode: str = Mode.REGRESSION) -> str | None:
     """The command that accepts drift, or None in a mode that ignores ``--agentreplay-update``."""
     if mode not in UPDATE_MODES:
         return None

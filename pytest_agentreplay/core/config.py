@@ -22,6 +22,9 @@ from .constants import (
     RECORD_MODES,
     REPLAY_MODES,
 )
+from .documents import Document
+from .run_settings import RunSettings
+from .runtime_sources import SOURCES, parse_sources
 
 MARKER_KEYS = (
     "cassette",
@@ -85,7 +88,7 @@ class _Fields:
     """Keyword-only value object. Not a dataclass: generating its methods costs milliseconds at every
     pytest start, and this module is imported even by sessions that never replay."""
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         names = _field_names(type(self))
         unknown = sorted(set(values) - names)
         if unknown:
@@ -119,21 +122,23 @@ class Settings(_Fields):
     block_network: bool = False
     # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
-    rules: Any = None
+    rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
-    redaction: Mapping[str, Any] = MappingProxyType({})
-    http: Mapping[str, Any] = MappingProxyType({})
+    redaction: Mapping[str, object] = MappingProxyType({})
+    # The project's run settings (idempotency header, receipts, base URLs...): each test's run starts
+    # from them.
+    http: RunSettings = RunSettings()
     inline_limit: int | None = None
     # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
-def read_pyproject_table(rootdir: Path) -> dict[str, Any]:
+def read_pyproject_table(rootdir: Path) -> Document:
     """The raw ``[tool.agentreplay]`` table of ``rootdir/pyproject.toml``; an unknown key is an error."""
     path = rootdir / "pyproject.toml"
     if not path.is_file():
         return {}
-    import tomllib
+    import tomllib  # heavy for start-up: only a project with a pyproject.toml pays for the TOML parser
 
     try:
         with path.open("rb") as fh:
@@ -163,7 +168,7 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
-    ini: dict[str, Any] = {}
+    ini: dict[str, object] = {}
     for name in (*names, "fail_on_unused", "runtime_values"):
         try:
             ini[name] = config.getini("agentreplay_" + name)
@@ -193,9 +198,9 @@ _BOOLEANS = ("update", "save_on_failure", "block_network", "isolate_subprocesses
 def build_settings(
     *,
     rootdir: Path,
-    cli: Mapping[str, Any],
-    ini: Mapping[str, Any],
-    project: Mapping[str, Any],
+    cli: Mapping[str, object],
+    ini: Mapping[str, object],
+    project: Mapping[str, object],
     places: check.Places | None = None,
     base_dir: Path | None = None,
     check_paths: bool = True,
@@ -207,7 +212,7 @@ def build_settings(
     base = base_dir if base_dir is not None else Path.cwd()
     sources = (("cli", cli), ("ini", ini), ("project", project))
 
-    def given(name: str) -> list[tuple[Any, check.Origin]]:
+    def given(name: str) -> list[tuple[object, check.Origin]]:
         """Every value given for ``name``, the winning one first."""
         return [
             (source[name], places.origin(where, name))
@@ -215,7 +220,7 @@ def build_settings(
             if source.get(name) is not None and source.get(name) != ""
         ]
 
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for name, checker in _SESSION_CHECKS.items():
         found = given(name)
         # A value that loses to another is still checked: it is wrong wherever it stands.
@@ -234,7 +239,7 @@ def build_settings(
         for k in ("redact_headers", "redact_keys", "redact_patterns")
         if k in project
     }
-    http: dict[str, Any] = {}
+    http: dict[str, object] = {}
     if "idempotency_header" in project:
         origin = places.origin("project", "idempotency_header")
         http["idempotency_header"] = check.text(project["idempotency_header"], origin, "a header name")
@@ -247,18 +252,21 @@ def build_settings(
         http["openai_compatible_base_urls"] = check.strings(
             project["openai_compatible_base_urls"], origin, urls=True
         )
-    if values.get("isolate_subprocesses"):
-        # Run settings reach the network guard through the HTTP settings of each run.
-        http["isolate_subprocesses"] = True
-    values["http"] = http
+    # Run settings reach the network guard through each run's settings.
+    http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
+    values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))
     return Settings(**values)
 
 
-def _checker(fn: Callable[[Any, check.Origin], Any]) -> Callable[[Any, check.Origin, Path, Path, bool], Any]:
+# A session setting's check: (value, where it was given, rootdir, invocation folder, check the file system).
+_Check = Callable[[object, check.Origin, Path, Path, bool], object]
+
+
+def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
     return lambda value, origin, _root, _base, _paths: fn(value, origin)
 
 
-_SESSION_CHECKS: dict[str, Callable[[Any, check.Origin, Path, Path, bool], Any]] = {
+_SESSION_CHECKS: dict[str, _Check] = {
     "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
     "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
     **{name: _checker(check.boolean) for name in _BOOLEANS},
@@ -271,7 +279,7 @@ _SESSION_CHECKS: dict[str, Callable[[Any, check.Origin, Path, Path, bool], Any]]
 
 
 def _runtime_values(
-    ini: Mapping[str, Any], project: Mapping[str, Any], places: check.Places
+    ini: Mapping[str, object], project: Mapping[str, object], places: check.Places
 ) -> tuple[str, ...]:
     """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
     value (set, but empty) turns it off, which ``given`` would read as not given."""
@@ -279,7 +287,7 @@ def _runtime_values(
     for where, source in (("ini", ini), ("project", project)):
         if source.get("runtime_values") is None:
             continue
-        parsed = check.runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
+        parsed = runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
         if chosen is None:
             chosen = parsed
     return Settings.runtime_values if chosen is None else chosen
@@ -296,13 +304,13 @@ class TestSettings(_Fields):
     marker_rules: Any
     allow_hosts: tuple[str, ...]
     model: str | None
-    extra: Mapping[str, Any]
+    extra: Mapping[str, object]
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
 
-def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]:
+def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
     """Merge the kwargs of the test's ``agentreplay`` marks (closest mark wins) and validate them."""
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for kwargs in reversed(marks):
         merged.update(kwargs)
     place = f"@pytest.mark.agentreplay on {nodeid}"
@@ -310,7 +318,7 @@ def marker_kwargs(marks: list[Mapping[str, Any]], nodeid: str) -> dict[str, Any]
     return merged
 
 
-def marker_cassette(cassette_dir: Path, named: Any) -> Path:
+def marker_cassette(cassette_dir: Path, named: object) -> Path:
     """The path a marker's ``cassette=`` names: relative to the cassette folder, ``.json`` added."""
     cassette = Path(str(named))
     if not cassette.is_absolute():
@@ -324,8 +332,8 @@ def resolve_test_settings(
     settings: Settings,
     *,
     nodeid: str,
-    marker: Mapping[str, Any],
-    overrides: Mapping[str, Any],
+    marker: Mapping[str, object],
+    overrides: Mapping[str, object],
     default_cassette: Path,
 ) -> TestSettings:
     """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings.
@@ -342,7 +350,7 @@ def resolve_test_settings(
     # Per key, the fixture's value then the marker's: the marker wins.
     layers = ((overrides, fixture_place), (marker, marker_place))
 
-    def given(key: str) -> list[tuple[Any, check.Origin]]:
+    def given(key: str) -> list[tuple[object, check.Origin]]:
         return [
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]
@@ -369,7 +377,7 @@ def resolve_test_settings(
         model = model if settings.model is not None else checked
     runtime_values = settings.runtime_values
     for value, origin in given("runtime_values"):
-        parsed = check.runtime_sources(value, origin)
+        parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
     extra = {k: v for k, v in overrides.items() if k not in _RESOLVED_KEYS}
     for key in ("sandbox", "faults", "agent"):
@@ -391,3 +399,20 @@ def resolve_test_settings(
 
 # The fixture keys resolve_test_settings reads itself; the others go to the run's HTTP settings.
 _RESOLVED_KEYS = ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")
+
+
+def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
+    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
+    try:
+        return parse_sources(value, origin.place)
+    except ConfigError:
+        words = value.replace(",", " ").split() if isinstance(value, str) else []
+        unknown = [w for w in words if w not in SOURCES]
+        raise check.invalid(
+            origin,
+            value,
+            'any of clock, uuid, random (a string or a list), or "" to turn it off',
+            valid=SOURCES,
+            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
+            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
+        ) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final, Literal, get_args
 
 FORMAT_NAME: Final = "pytest-agentreplay"
@@ -23,9 +24,28 @@ HTTP_RESPONSE_MEDIA_TYPE: Final = "application/vnd.agentreplay.http-response+jso
 INLINE_PAYLOAD_LIMIT: Final = 2048
 
 RECORD_MODES: Final = ("none", "missing", "all")
-REPLAY_MODES: Final = ("audit", "regression", "model-comparison", "sandbox")
+
+
+class Mode(StrEnum):
+    """What a run does with the outside world. A ``StrEnum``: each equals (and prints as) its value, the
+    name users write in config and read in output."""
+
+    # Talking to the real world: a recording test, or ``capture_run`` outside pytest.
+    RECORD = "record"
+    CAPTURE = "capture"
+    # The replay modes (DESIGN section 2; ``replay/modes.py`` holds what each does with each call).
+    REGRESSION = "regression"
+    MODEL_COMPARISON = "model-comparison"
+    SANDBOX = "sandbox"
+    AUDIT = "audit"
+
+
+# Plain strings, not members: a tuple's repr (argparse's "choose from ...", error texts) shows its items'.
+REPLAY_MODES: Final[tuple[str, ...]] = tuple(
+    m.value for m in (Mode.AUDIT, Mode.REGRESSION, Mode.MODEL_COMPARISON, Mode.SANDBOX)
+)
 DEFAULT_RECORD_MODE: Final = "none"
-DEFAULT_REPLAY_MODE: Final = "regression"
+DEFAULT_REPLAY_MODE: Final = Mode.REGRESSION.value
 
 # The vocabularies of an event, as ``Literal`` types (what the event records validate and mypy checks)
 # and as the tuples of their values (what code iterates): each list is written once, in the type.

@@ -7,6 +7,9 @@ import json
 import re
 from pathlib import Path
 
+from .commands import record_command as build_record_command
+from .constants import DEFAULT_CASSETTE_DIR
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 
 
@@ -67,9 +70,7 @@ def default_for_item(cassette_dir: Path, rootdir: Path, module_path: Path, nodei
 
 
 def record_command(nodeid: str, record: str = "missing") -> str:
-    from .commands import record_command as build
-
-    return build(nodeid, record)
+    return build_record_command(nodeid, record)
 
 
 # What marks a project's root directory: the walk for cassettes recorded from another rootdir stops there.
@@ -87,8 +88,6 @@ def cassette_elsewhere(
     (:data:`PROJECT_MARKERS`) or the filesystem root, looking where that directory's rootdir would have put
     the cassette; a candidate counts only when it records this test under the node id it has from there.
     Costs a few ``stat`` calls per level: call it only when the cassette is missing."""
-    from .constants import DEFAULT_CASSETTE_DIR
-
     rootdir = rootdir.resolve()
     try:
         tail = cassette.resolve().relative_to(cassette_dir.resolve())

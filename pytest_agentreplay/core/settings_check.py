@@ -15,10 +15,8 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 from ..exceptions import ConfigError
-from .runtime_sources import SOURCES, parse_sources
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -84,7 +82,7 @@ def pytest_table(ini_file: Path) -> str:
         return "[tool:pytest]"
     if ini_file.name != "pyproject.toml":
         return "[pytest]"
-    import tomllib
+    import tomllib  # heavy for start-up: only an error message reads the ini file's TOML
 
     try:
         with ini_file.open("rb") as fh:
@@ -99,7 +97,7 @@ def pytest_table(ini_file: Path) -> str:
 # ------------------------------------------------------------------------------------------ the errors
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     for kind, noun in (
         (bool, "a boolean"),
         (int, "an integer"),
@@ -113,14 +111,14 @@ def _kind(value: Any) -> str:
     return "None" if value is None else f"a {type(value).__name__}"
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def invalid(
     origin: Origin,
-    value: Any,
+    value: object,
     expected: str,
     *,
     valid: Sequence[str] = (),
@@ -153,13 +151,13 @@ def unreadable(origin: Origin, problem: str, expected: str) -> ConfigError:
 
 def closest(name: str, valid: Iterable[str]) -> str | None:
     """The valid name ``name`` most likely misspells (difflib is imported on this error path only)."""
-    import difflib
+    import difflib  # heavy for start-up: only a misspelt key needs it
 
     found = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return found[0] if found else None
 
 
-def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str, noun: str, place: str) -> None:
+def refuse_unknown(given: Iterable[object], valid: Sequence[str], what: str, noun: str, place: str) -> None:
     """A ``ConfigError`` naming every name of ``given`` that ``valid`` lacks, with the closest valid one."""
     unknown = sorted(str(name) for name in given if name not in valid)
     if not unknown:
@@ -181,13 +179,13 @@ def refuse_unknown(given: Iterable[Any], valid: Sequence[str], what: str, noun: 
 # ------------------------------------------------------------------------------------------- the checks
 
 
-def choice(value: Any, origin: Origin, choices: Sequence[str], what: str) -> str:
+def choice(value: object, origin: Origin, choices: Sequence[str], what: str) -> str:
     if isinstance(value, str) and value in choices:
         return value
     raise invalid(origin, value, f"a {what}: one of {', '.join(choices)}", valid=choices)
 
 
-def boolean(value: Any, origin: Origin) -> bool:
+def boolean(value: object, origin: Origin) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
@@ -195,13 +193,13 @@ def boolean(value: Any, origin: Origin) -> bool:
     raise invalid(origin, value, "true or false")
 
 
-def text(value: Any, origin: Origin, expected: str) -> str:
+def text(value: object, origin: Origin, expected: str) -> str:
     if isinstance(value, str) and value.strip():
         return value
     raise invalid(origin, value, expected)
 
 
-def folder(value: Any, origin: Origin, base: Path) -> Path:
+def folder(value: object, origin: Origin, base: Path) -> Path:
     """A folder path (relative to ``base``); it may not exist yet, but it must not be a file."""
     if isinstance(value, PathLike):
         value = str(Path(value))
@@ -212,7 +210,7 @@ def folder(value: Any, origin: Origin, base: Path) -> Path:
     return path
 
 
-def hosts(value: Any, origin: Origin) -> tuple[str, ...]:
+def hosts(value: object, origin: Origin) -> tuple[str, ...]:
     """Host names: a string (comma- or space-separated) or a list of strings."""
     expected = 'a host name or a list of them, e.g. ["localhost", "*.internal.example"]'
     if isinstance(value, str):
@@ -222,7 +220,7 @@ def hosts(value: Any, origin: Origin) -> tuple[str, ...]:
     raise invalid(origin, value, expected)
 
 
-def strings(value: Any, origin: Origin, *, regex: bool = False, urls: bool = False) -> list[str]:
+def strings(value: object, origin: Origin, *, regex: bool = False, urls: bool = False) -> list[str]:
     """A list of strings (one string counts as a list of it); regular expressions or URLs when asked."""
     noun = "regular expression" if regex else "base URL" if urls else "string"
     expected = f'a list of {noun}s, e.g. {origin.key} = ["..."]'
@@ -240,7 +238,7 @@ def strings(value: Any, origin: Origin, *, regex: bool = False, urls: bool = Fal
     return list(items)
 
 
-def string_map(value: Any, origin: Origin, expected: str) -> dict[str, str]:
+def string_map(value: object, origin: Origin, expected: str) -> dict[str, str]:
     if isinstance(value, Mapping) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
@@ -248,7 +246,7 @@ def string_map(value: Any, origin: Origin, expected: str) -> dict[str, str]:
     raise invalid(origin, value, expected)
 
 
-def count(value: Any, origin: Origin) -> int:
+def count(value: object, origin: Origin) -> int:
     """A whole number >= 0 (a string of digits too: ini values are strings)."""
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
@@ -257,7 +255,7 @@ def count(value: Any, origin: Origin) -> int:
     raise invalid(origin, value, "a whole number >= 0")
 
 
-def report_path(value: Any, origin: Origin, base: Path, *, check_folder: bool) -> Path:
+def report_path(value: object, origin: Origin, base: Path, *, check_folder: bool) -> Path:
     """The session report: ``.md``, ``.json`` or ``.html``, in a folder that exists (no folder is created
     for it: a typo would otherwise put the report where nobody looks)."""
     if isinstance(value, PathLike):
@@ -283,20 +281,3 @@ def report_path(value: Any, origin: Origin, base: Path, *, check_folder: bool) -
     if check_folder and path.is_dir():
         raise invalid(origin, value, "a file path", detail=f"{path} is a folder")
     return path
-
-
-def runtime_sources(value: Any, origin: Origin) -> tuple[str, ...] | None:
-    """The runtime values a setting names (``runtime_sources.parse_sources``), worded as every check."""
-    try:
-        return parse_sources(value, origin.place)
-    except ConfigError:
-        words = value.replace(",", " ").split() if isinstance(value, str) else []
-        unknown = [w for w in words if w not in SOURCES]
-        raise invalid(
-            origin,
-            value,
-            'any of clock, uuid, random (a string or a list), or "" to turn it off',
-            valid=SOURCES,
-            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
-            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
-        ) from None

@@ -15,7 +15,7 @@ so a project without any framework pays one dictionary lookup per framework):
   generic bridge (:mod:`.otel`).
 
 Hooks are installed once per process and dispatch to the active run (a no-op without one); per-run
-bookkeeping lives in ``RunContext.extensions`` under ``frameworks.*`` keys.
+bookkeeping lives in ``RunContext.frameworks`` (:class:`~pytest_agentreplay.core.run_state.FrameworkState`).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from langgraph.types import Command
 
 FRAMEWORK = "langgraph"
-_EXTENSION = "frameworks.langchain"
 
 
 @dataclass
@@ -62,7 +61,9 @@ class _RunState:
 
 
 def _state(ctx: RunContext) -> _RunState:
-    state: _RunState = ctx.extensions.setdefault(_EXTENSION, _RunState())
+    state = ctx.frameworks.langchain
+    if not isinstance(state, _RunState):
+        state = ctx.frameworks.langchain = _RunState()
     return state
 
 
@@ -237,7 +238,7 @@ def activate(ctx: RunContext) -> Callable[[], None]:
     _CONFIGURE.ensure()
 
     def deactivate() -> None:
-        ctx.extensions.pop(_EXTENSION, None)
+        ctx.frameworks.langchain = None
 
     return deactivate
 
@@ -254,7 +255,7 @@ def replay_tool_call(reads: Iterable[str]) -> ToolCallWrapper:
         ctx = current_run()
         call = request.tool_call
         name = call.get("name")
-        if ctx is None or name not in names or ctx.executes_tool("read") or ctx.tools is None:
+        if ctx is None or name not in names or ctx.executes_tool() or ctx.tools is None:
             return execute(request)
         arguments = to_jsonable(call.get("args") or {})
         execution = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)

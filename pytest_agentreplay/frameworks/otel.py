@@ -33,10 +33,6 @@ from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
 
-_EXTENSION = "frameworks.otel"
-# Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself: their
-# ``execute_tool`` spans would duplicate its events.
-CLAIMED = "frameworks.claimed_agent_runs"
 ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
 RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "tool_response")
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -50,9 +46,8 @@ def _first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     return None
 
 
-def _pending(ctx: RunContext) -> dict[int, ToolExecution | int]:
-    state: dict[int, Any] = ctx.extensions.setdefault(_EXTENSION, {})
-    return state
+def _pending(ctx: RunContext) -> dict[int, object]:
+    return ctx.frameworks.otel_spans
 
 
 def _framework(span: ReadableSpan) -> str:
@@ -85,7 +80,8 @@ class GenAISpanProcessor(SpanProcessor):
         key = span.context.span_id
         if operation == "execute_tool":
             run_id = attributes.get("gen_ai.agent.call.id")
-            if run_id is not None and run_id in ctx.extensions.get(CLAIMED, ()):
+            # A framework wrapper records this agent run's tools itself: its span would duplicate them.
+            if run_id is not None and run_id in ctx.frameworks.claimed_agent_runs:
                 return
             name = str(attributes.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool "))
             agent = attributes.get("gen_ai.agent.name")
@@ -234,6 +230,6 @@ def activate(ctx: RunContext) -> Callable[[], None]:
         for pending in list(_pending(ctx).values()):
             if isinstance(pending, ToolExecution):
                 pending.finish(None, "unfinished: the span had not ended when the run finished")
-        ctx.extensions.pop(_EXTENSION, None)
+        ctx.frameworks.otel_spans.clear()
 
     return deactivate

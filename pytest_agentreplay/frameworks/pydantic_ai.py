@@ -29,7 +29,7 @@ from pydantic_core import to_json
 from ..core.capture import RunContext, current_run, to_jsonable
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
-from .otel import CLAIMED, private_provider
+from .otel import private_provider
 
 if TYPE_CHECKING:
     from pydantic_ai.capabilities.abstract import ValidatedToolArgs, WrapToolExecuteHandler
@@ -96,8 +96,7 @@ class ReplayTools(AbstractCapability[Any]):
         run = current_run()
         run_id = getattr(ctx, "run_id", None)
         if run is not None and run_id:
-            claimed: set[str] = run.extensions.setdefault(CLAIMED, set())
-            claimed.add(run_id)
+            run.frameworks.claimed_agent_runs.add(run_id)
 
     async def wrap_tool_execute(
         self,
@@ -116,7 +115,7 @@ class ReplayTools(AbstractCapability[Any]):
             arguments = {"input": arguments}
         agent = getattr(getattr(ctx, "agent", None), "name", None)
         execution = ToolExecution(run, call.tool_name, arguments, framework=FRAMEWORK, agent=agent)
-        if call.tool_name in self.reads and not run.executes_tool("read") and run.tools is not None:
+        if call.tool_name in self.reads and not run.executes_tool() and run.tools is not None:
             outcome = run.tools.serve(call.tool_name, arguments, None, ctx=run)
             execution.finish(outcome.result, outcome.error)
             if outcome.error is not None:

@@ -6,10 +6,10 @@ runs a thread was started under, and in a child process the runs of its parent (
 context whose own run is recording (``mode="record"``) is not blocked; a production ``capture`` run never
 lowers the guard.
 
-The guard reads a run's settings and keeps its own per-run state in the run's ``extensions``; each such
-read or write goes through one function below (:func:`allow_hosts`, :func:`nodeid`, :func:`isolates`,
-:func:`block_only`, :func:`token`, :func:`resolutions`), so that how run state is stored can change in
-one place.
+The guard reads a run's typed settings and keeps its per-run memory in the run's ``guard``
+(:class:`~pytest_agentreplay.core.run_state.GuardState`); each read or write goes through one function
+below (:func:`allow_hosts`, :func:`nodeid`, :func:`isolates`, :func:`block_only`, :func:`token`,
+:func:`resolutions`), a child process's :class:`ParentRun` answering them the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeAlias
 
+from ..core.run_settings import RunSettings
+from ..core.run_state import GuardState
 from .patches import PATCHES, Undo, genuine_function, mark
 
 if TYPE_CHECKING:
@@ -34,12 +36,6 @@ ISOLATE_SETTING = "isolate_subprocesses"
 # The setting a guard-only run (``--agentreplay-block-network`` on a test that does not replay) carries.
 BLOCK_ONLY = "block_network_only"
 
-# Per run (in its ``extensions``): IP -> the allowed hostname it was resolved from, so the connect that
-# follows is recognised. Kept per run: what one test's allowed name resolved to must not admit the same
-# IP for another test that never allowed that name.
-_RESOLVED_KEY = "guard_resolved"
-# Per run: the name its child processes report refusals under (see :mod:`.reports`).
-_TOKEN_KEY = "guard_token"
 _THREAD_RUNS_ATTR = "_agentreplay_guard_runs"
 
 
@@ -54,53 +50,52 @@ class ParentRun:
         self.cassette = cassette if isinstance(cassette, str) else None
         self.mode = str(data.get("mode") or "regression")
         hosts = data.get("allow_hosts")
-        self.settings: dict[str, object] = {
-            "allow_hosts": list(hosts) if isinstance(hosts, list) else [],
-            "nodeid": data.get("test"),
-            ISOLATE_SETTING: bool(data.get(ISOLATE_SETTING)),
-            BLOCK_ONLY: bool(data.get(BLOCK_ONLY)),
-        }
+        nodeid = data.get("test")
+        self.settings = RunSettings(
+            allow_hosts=tuple(str(h) for h in hosts) if isinstance(hosts, list) else (),
+            nodeid=nodeid if isinstance(nodeid, str) else None,
+            isolate_subprocesses=bool(data.get(ISOLATE_SETTING)),
+            block_network_only=bool(data.get(BLOCK_ONLY)),
+        )
         self.failures: list[BaseException] = []
-        self.extensions: dict[str, object] = {_TOKEN_KEY: self.token}
+        self.guard = GuardState(token=self.token)
 
 
 # -- what the guard reads of a run -----------------------------------------------------------------
 
 
 def allow_hosts(run: GuardRun) -> tuple[str, ...]:
-    hosts = run.settings.get("allow_hosts") or ()
-    return tuple(str(h) for h in hosts) if isinstance(hosts, Iterable) else ()
+    return tuple(str(h) for h in run.settings.allow_hosts)
 
 
 def nodeid(run: GuardRun) -> str | None:
-    value = run.settings.get("nodeid")
-    return value if isinstance(value, str) and value else None
+    return run.settings.nodeid or None
 
 
 def isolates(run: GuardRun) -> bool:
-    return bool(run.settings.get(ISOLATE_SETTING))
+    return run.settings.isolate_subprocesses
 
 
 def block_only(run: GuardRun) -> bool:
     """Whether ``run`` only guards (``--agentreplay-block-network`` on a test that does not replay)."""
-    return bool(run.settings.get(BLOCK_ONLY))
+    return run.settings.block_network_only
 
 
 def token(run: GuardRun) -> str:
     """The name ``run``'s child processes report under (made on first use)."""
-    return str(run.extensions.setdefault(_TOKEN_KEY, uuid.uuid4().hex))
+    if run.guard.token is None:
+        run.guard.token = uuid.uuid4().hex
+    return run.guard.token
 
 
 def known_token(run: GuardRun) -> str | None:
-    value = run.extensions.get(_TOKEN_KEY)
-    return value if isinstance(value, str) else None
+    return run.guard.token
 
 
 def resolutions(run: GuardRun, *, create: bool = False) -> dict[str, str]:
-    """IP -> the allowed name it was resolved from, as ``run`` remembers them (``create``: keep a new,
-    empty memory in the run when it has none yet)."""
-    memory = run.extensions.setdefault(_RESOLVED_KEY, {}) if create else run.extensions.get(_RESOLVED_KEY)
-    return memory if isinstance(memory, dict) else {}
+    """IP -> the allowed name it was resolved from, as ``run`` remembers them (``create`` is kept for
+    the callers: the memory always exists, one per run)."""
+    return run.guard.resolved
 
 
 # -- the runs guarding now -------------------------------------------------------------------------

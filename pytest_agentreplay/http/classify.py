@@ -1,6 +1,6 @@
 """Classify an HTTP exchange: a model call (per provider adapter), a read, or a write effect.
 
-Extensible: a run's ``settings["classify_hook"]`` (the plugin sets it from the
+Extensible: a run's ``settings.classify_hook`` (the plugin sets it from the
 ``pytest_agentreplay_classify_exchange`` hook when a project implements it) is asked first, then the
 functions added with :func:`register_classifier`. A classifier returns a :class:`Classification` or
 ``None`` to let the next one decide. Classification must work from the request alone (replay classifies
@@ -10,10 +10,11 @@ before it knows which response to serve); ``response`` is passed when known.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal, cast
 
+from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError
 from .exchange import HttpRequest, HttpResponse
 from .providers import ADAPTERS
@@ -21,7 +22,6 @@ from .providers import ADAPTERS
 Kind = Literal["model", "read", "write"]
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
-DEFAULT_IDEMPOTENCY_HEADER = "idempotency-key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Classification:
         return f"{self.provider}:{self.endpoint}"
 
 
-Classifier = Callable[[HttpRequest, HttpResponse | None, Mapping[str, Any]], Classification | None]
+Classifier = Callable[[HttpRequest, HttpResponse | None, RunSettings], Classification | None]
 
 
 class ClassifierRegistry:
@@ -76,10 +76,10 @@ def has_custom_classifiers() -> bool:
     return bool(_REGISTRY.classifiers)
 
 
-def tool_name_for(request: HttpRequest, settings: Mapping[str, Any]) -> str:
-    """``settings["tool_names"]`` maps a host or host+path prefix to a name; else host + path."""
+def tool_name_for(request: HttpRequest, settings: RunSettings) -> str:
+    """``settings.tool_names`` maps a host or host+path prefix to a name; else host + path."""
     host, path = request.host, request.path
-    names: Mapping[str, str] = settings.get("tool_names") or {}
+    names = settings.tool_names
     if names:
         target = host + path
         best = ""
@@ -92,9 +92,9 @@ def tool_name_for(request: HttpRequest, settings: Mapping[str, Any]) -> str:
 
 
 def classify_exchange(
-    request: HttpRequest, response: HttpResponse | None, settings: Mapping[str, Any]
+    request: HttpRequest, response: HttpResponse | None, settings: RunSettings
 ) -> Classification:
-    hook = settings.get("classify_hook")
+    hook = settings.classify_hook
     if hook is not None:
         decided = hook(request.to_payload(), response.to_payload() if response is not None else None)
         if decided is not None:
@@ -112,7 +112,7 @@ def classify_exchange(
     return Classification(kind, tool_name=tool_name_for(request, settings))
 
 
-def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> Classification:
+def _from_hook(kind: str, request: HttpRequest, settings: RunSettings) -> Classification:
     if kind in ("read", "write"):
         return Classification(cast(Kind, kind), tool_name=tool_name_for(request, settings))
     if kind == "model":
@@ -122,7 +122,7 @@ def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> 
                 return Classification("model", provider=name, endpoint=endpoint)
         # An OpenAI-compatible gateway on a path of its own: try the request's origin as its base URL.
         origin = request.url.split("?", 1)[0].rsplit("/", 2)[0]
-        widened = {**settings, "openai_compatible_base_urls": [origin, request.url.rsplit("/", 1)[0]]}
+        widened = replace(settings, openai_compatible_base_urls=(origin, request.url.rsplit("/", 1)[0]))
         for name, adapter in ADAPTERS.items():
             endpoint = adapter.match(request, widened)
             if endpoint is not None:
@@ -133,7 +133,7 @@ def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> 
             "valid results: 'model', 'read', 'write' or None",
             "'model' needs a provider adapter (OpenAI, Anthropic, Gemini) that understands the endpoint",
         ],
-        mode=str(settings.get("mode") or "") or None,
+        mode=None,
         fixes=[
             "return 'read' or 'write' for a tool service, or None to let the built-in rules decide",
             "for an OpenAI-compatible gateway, list its base URL in openai_compatible_base_urls",
@@ -141,9 +141,8 @@ def _from_hook(kind: str, request: HttpRequest, settings: Mapping[str, Any]) -> 
     )
 
 
-def idempotency_key(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
-    header = str(settings.get("idempotency_header") or DEFAULT_IDEMPOTENCY_HEADER).lower()
-    return request.headers.get(header)
+def idempotency_key(request: HttpRequest, settings: RunSettings) -> str | None:
+    return request.headers.get(settings.idempotency_header)
 
 
 def _json_path(value: object, path: str) -> object:
@@ -160,12 +159,11 @@ def _json_path(value: object, path: str) -> object:
     return value
 
 
-def extract_receipt(request: HttpRequest, response: HttpResponse, settings: Mapping[str, Any]) -> object:
+def extract_receipt(request: HttpRequest, response: HttpResponse, settings: RunSettings) -> object:
     """The receipt of a write: configured per host (JSON path or header name), else ``id``, else Location."""
     body = response.json()
-    rule = (settings.get("receipts") or {}).get(request.host)
+    rule = settings.receipts.get(request.host)
     if rule:
-        rule = str(rule)
         if rule.lower() in response.headers:
             return response.headers[rule.lower()]
         found = _json_path(body, rule)

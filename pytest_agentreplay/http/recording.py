@@ -48,11 +48,6 @@ def _tool(name: str, key: str | None) -> ToolInfo:
     return ToolInfo.construct_trusted({"name": name, "schema_version": None, "idempotency_key": key})
 
 
-_SHARED_KEY = "shared_request_bodies"
-_RESENT_KEY = "resent_request_bodies"
-_DIGESTS_KEY = "request_item_digests"
-
-
 def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     """Make a request body's repeated parts the very objects of the previous request to the same endpoint.
 
@@ -62,14 +57,14 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     that extends the previous one's bytes, is parsed from where it is new only (``resend``).
     """
     key = (request.method, request.url)
-    resent: dict[tuple[str, str], resend.Sent | None] = ctx.extensions.setdefault(_RESENT_KEY, {})
-    resent[key] = request.resend_body(resent.get(key))
+    memo = ctx.requests
+    sent = memo.resent.get(key)
+    memo.resent[key] = request.resend_body(sent if isinstance(sent, resend.Sent) else None)
     body = request.json()
     if not isinstance(body, dict):
         return
-    memo: dict[tuple[str, str], dict[str, Any]] = ctx.extensions.setdefault(_SHARED_KEY, {})
-    previous = memo.get(key)
-    memo[key] = body
+    previous = memo.shared.get(key)
+    memo.shared[key] = body
     if previous is not None:
         share_parts(previous, body)
 
@@ -101,10 +96,9 @@ def share_parts(previous: dict[str, Any], body: dict[str, Any]) -> None:
 
 
 def _digest_memo(ctx: RunContext) -> DigestMemo:
-    memo = ctx.extensions.get(_DIGESTS_KEY)
+    memo = ctx.requests.digests
     if memo is None:
-        memo = ctx.extensions[_DIGESTS_KEY] = DigestMemo()
-    assert isinstance(memo, DigestMemo)
+        memo = ctx.requests.digests = DigestMemo()
     return memo
 
 
@@ -138,7 +132,7 @@ def emit_exchange(
     latency = round(latency_ms, 3)
     if cls.kind == "model":
         share_repeats(ctx, request)
-        data_class = str(settings.get("model_data_class") or "personal")
+        data_class = settings.model_data_class
         data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
         data.update(model_request_fields(request, cls, _digest_memo(ctx)))
         if response.is_sse:
@@ -162,7 +156,7 @@ def emit_exchange(
             output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
         )
         return
-    data_class = str(settings.get("http_data_class") or "internal")
+    data_class = settings.http_data_class
     name = cls.tool_name or (request.host + request.path)
     data = {
         "method": request.method,

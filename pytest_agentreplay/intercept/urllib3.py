@@ -293,9 +293,9 @@ def patch() -> Callable[[], None]:
         """The pool for a sandbox base-URL mapping's target, kept per run, and the URL to ask it for."""
         parts = urlsplit(target)
         origin = f"{parts.scheme}://{parts.netloc}"
-        pools: dict[str, Any] = ctx.extensions.setdefault("urllib3.sandbox_pools", {})
+        pools = ctx.requests.sandbox_pools
         pool = pools.get(origin)
-        if pool is None:
+        if not isinstance(pool, HTTPConnectionPool):
             pool = pools[origin] = urllib3.connection_from_url(origin)
         return pool, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 

@@ -11,7 +11,7 @@ The recorded history the run is compared with is the played interactions, in pla
 recordings apply: header and body differences vcrpy never compared do not fail.
 
 :class:`VcrSource` is the adapter (set-up, teardown); ``policy.decide`` finds its :class:`VcrServing` in
-the run (under :data:`~pytest_agentreplay.replay.policy.SERVED_INSTEAD`) and asks it for each request:
+the run (``ctx.served_instead``) and asks it for each request:
 replay knows the protocol, not this module.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -29,16 +29,15 @@ from ..core.capture import Recorder, RunContext
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
+from ..core.run_state import RunRedactor
 from ..exceptions import UnmatchedRequestError
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture, emit_exchange
-from ..redaction import Redactor
-from ..replay.policy import SERVED_INSTEAD, Action, Refuse, Send, Serve
+from ..replay.policy import Action, Refuse, Send, Serve
 from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
 from .vcr_format import VcrInteraction
 
-EXTENSION_KEY: Final = SERVED_INSTEAD
 SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
 
@@ -119,9 +118,9 @@ class VcrSource:
         plugin's cassette (``--agentreplay-update``), which keeps the values this run drew for its later
         replays."""
         assert self.serving is not None, "activate() before load()"
-        ctx.extensions[EXTENSION_KEY] = self.serving
+        ctx.served_instead = self.serving
         if not converting:
-            ctx.settings["runtime_values"] = ()
+            ctx.settings = replace(ctx.settings, runtime_values=())
 
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
         """The played interactions in play order (as ``interactions_to_events`` would record them,
@@ -179,7 +178,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
+            new_call_fix(ctx.settings.nodeid, ctx.cassette),
             "if it is not, find what changed it (prompt, arguments, base URL, code)",
         ],
     )
@@ -196,7 +195,7 @@ def _closest(replay: VcrReplay, request: HttpRequest) -> list[str]:
 def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
     """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
     interactions = serving.interactions()
-    capture = RunContext(Recorder(run), mode="capture", settings=dict(ctx.settings))
+    capture = RunContext(Recorder(run), mode="capture", settings=ctx.settings)
     recorder = capture.recorder
     start = {k: v for k, v in run.model_dump(mode="json").items() if k in ("agent",)}
     recorder.emit("run.start", actor="runtime", event_class="input", data=start)
@@ -218,7 +217,7 @@ class PlayedHistory:
 
     run: RunMeta
     events: list[Event]
-    redactor: Redactor | None = None
+    redactor: RunRedactor | None = None
 
     def event_dicts(self) -> list[Document]:
         dicts = [event_to_dict(e) for e in self.events]

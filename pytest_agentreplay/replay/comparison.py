@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..core.documents import Document
 from ..diff.text import similarity
+from ..exceptions import UnmatchedRequestError
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -24,7 +26,7 @@ SECTION = "agentreplay comparison"
 PROPERTY = "agentreplay-comparison"
 
 
-def _decision(event: Event) -> dict[str, Any]:
+def _decision(event: Event) -> Document:
     decision = event.data.get("decision") or {}
     calls = [
         {"name": c.get("name"), "arguments": c.get("arguments")}
@@ -42,30 +44,30 @@ def _decision(event: Event) -> dict[str, Any]:
     }
 
 
-def _call_text(calls: list[dict[str, Any]]) -> str:
+def _call_text(calls: list[Document]) -> str:
     if not calls:
         return "(no tool call)"
     return ", ".join(f"{c['name']}({_args(c['arguments'])})" for c in calls)
 
 
-def _args(arguments: Any) -> str:
+def _args(arguments: object) -> str:
     if isinstance(arguments, Mapping):
         # Sorted: the cassette stores arguments canonically, the live side in the model's order.
         return ", ".join(f"{k}={arguments[k]!r}" for k in sorted(arguments))
     return repr(arguments)
 
 
-def compare_decisions(recorded: list[Event], live: list[Event]) -> dict[str, Any]:
+def compare_decisions(recorded: list[Event], live: list[Event]) -> Document:
     """The comparison of two lists of ``model.call`` events, paired in order."""
     rec = [_decision(e) for e in recorded]
     liv = [_decision(e) for e in live]
-    calls: list[dict[str, Any]] = []
+    calls: list[Document] = []
     differences: list[str] = []
     choice_agree = args_equal = 0
     for n in range(max(len(rec), len(liv))):
         r = rec[n] if n < len(rec) else None
         lv = liv[n] if n < len(liv) else None
-        entry: dict[str, Any] = {"n": n + 1, "recorded": r, "live": lv}
+        entry: Document = {"n": n + 1, "recorded": r, "live": lv}
         if r is None or lv is None:
             entry["tool_choice_agrees"] = entry["arguments_equal"] = False
             side = "live" if r is None else "recorded"
@@ -102,7 +104,7 @@ def compare_decisions(recorded: list[Event], live: list[Event]) -> dict[str, Any
     else:
         final_similarity = round(similarity(final_r, final_l), 3)
 
-    def total_of(side: list[dict[str, Any]], key: str) -> Any:
+    def total_of(side: list[Document], key: str) -> Any:
         return sum(d[key] for d in side)
 
     return {
@@ -127,17 +129,15 @@ def compare_decisions(recorded: list[Event], live: list[Event]) -> dict[str, Any
     }
 
 
-def comparison_for(ctx: RunContext) -> dict[str, Any]:
+def comparison_for(ctx: RunContext) -> Document:
     """Recorded versus live decisions of a model-comparison run (JSON-able)."""
     recorded = [
         e for e in (ctx.recorded.events if ctx.recorded is not None else []) if e.type == "model.call"
     ]
     live = [e for e in ctx.recorder.events if e.type == "model.call"]
     out = compare_decisions(recorded, live)
-    out["test"] = str(ctx.settings.get("nodeid") or "")
+    out["test"] = ctx.settings.nodeid or ""
     # Live decisions the cassette could not serve a tool result for: reported, never executed.
-    from ..exceptions import UnmatchedRequestError
-
     unserved = [f for f in ctx.failures if isinstance(f, UnmatchedRequestError)]
     out["unserved_tool_calls"] = [{"headline": f.headline, "closest": list(f.evidence)} for f in unserved]
     if unserved:
@@ -145,7 +145,7 @@ def comparison_for(ctx: RunContext) -> dict[str, Any]:
     return out
 
 
-def render_comparison(comparison: Mapping[str, Any]) -> str:
+def render_comparison(comparison: Document) -> str:
     """The text of the test's ``agentreplay comparison`` report section."""
     c = comparison
     tokens = c["tokens"]
@@ -180,7 +180,7 @@ def render_comparison(comparison: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def summary_lines(comparisons: Iterable[Mapping[str, Any]]) -> list[str]:
+def summary_lines(comparisons: Iterable[Document]) -> list[str]:
     """Session aggregate for the terminal summary (one line per differing test, then totals)."""
     items = list(comparisons)
     if not items:

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.constants import Mode
+from ..core.documents import Document
 from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse
 
@@ -60,9 +62,9 @@ class Fault:
         """What the client's exception says, after the client's own wording."""
         return f"agentreplay sandbox: injected {self.describe()}"
 
-    def to_data(self) -> dict[str, Any]:
+    def to_data(self) -> Document:
         """What the emitted event carries in ``data.fault``."""
-        out: dict[str, Any] = {"kind": self.kind, "route": self.route, "nth": self.nth}
+        out: Document = {"kind": self.kind, "route": self.route, "nth": self.nth}
         if self.status is not None:
             out["status"] = self.status
         if self.retry_after is not None:
@@ -95,7 +97,7 @@ class _Spec:
     body: Any
 
 
-def _error(problem: str, index: int, spec: Any) -> ConfigError:
+def _error(problem: str, index: int, spec: object) -> ConfigError:
     return ConfigError(
         f"invalid agentreplay fault #{index + 1}: {problem}",
         evidence=[
@@ -103,7 +105,7 @@ def _error(problem: str, index: int, spec: Any) -> ConfigError:
             f"valid keys: {', '.join(FAULT_KEYS)}",
             f"one of: {', '.join(FAULT_KINDS)} (status with an HTTP status code, timeout/reset true)",
         ],
-        mode="sandbox",
+        mode=Mode.SANDBOX,
         place="faults= on @pytest.mark.agentreplay or in agentreplay_config",
         fixes=['e.g. faults=[{"route": "POST https://tickets.example/tickets", "nth": 1, "status": 503}]'],
     )
@@ -113,7 +115,7 @@ def _strip_query(url: str) -> str:
     return url.partition("?")[0].partition("#")[0].rstrip("/")
 
 
-def parse_faults(raw: Any) -> list[_Spec]:
+def parse_faults(raw: object) -> list[_Spec]:
     """Validate the ``faults`` setting; raises ``ConfigError`` naming the bad entry."""
     if raw is None:
         return []

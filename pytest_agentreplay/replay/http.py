@@ -24,11 +24,13 @@ import difflib
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.commands import new_call_fix
-from ..core.events import Event
+from ..core.documents import Document
+from ..core.events import Event, PayloadRef
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
@@ -37,8 +39,16 @@ from ..http.recording import emit_exchange
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
+    from ..core.run_settings import RunSettings
 
-EXTENSION_KEY = "http"
+
+class Exchanges(Protocol):
+    """What the index reads of the recorded run (``core.capture.RecordedRun``): its events, their payloads."""
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def payload(self, ref: PayloadRef | None) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -50,30 +60,30 @@ class RecordedExchange:
     body_key: str
     idem_key: str | None
     # The recorded request payload: turned into an ``HttpRequest`` only on the error path.
-    request_payload: dict[str, Any] | None
+    request_payload: Document | None
     played: bool = False
     # The next recorded read with the same key: reads are queued as a chain through the exchanges
     # themselves, as most keys have one exchange and a queue object per key would outlive the call.
     next_same: RecordedExchange | None = None
-    _payload: Any = field(default=None, repr=False)
+    _payload: Document | None = field(default=None, repr=False)
     # The served bytes and wire headers, rendered on first serve: bytes and tuples of strings, which
     # the garbage collector stops tracking (a cached response object would outlive every call).
     _content: bytes | None = field(default=None, repr=False)
     _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
     _request: HttpRequest | None = field(default=None, repr=False)
 
-    def response_payload(self, recorded: Any) -> dict[str, Any]:
+    def response_payload(self, recorded: Exchanges) -> Document:
         # Resolved on first use only: a blob that is never served is never read.
-        if self._payload is None:
-            self._payload = recorded.payload(self.event.output_ref) or {
+        payload = self._payload
+        if payload is None:
+            payload = self._payload = recorded.payload(self.event.output_ref) or {
                 "status": 200,
                 "headers": {},
                 "body": None,
             }
-        payload: dict[str, Any] = self._payload
         return payload
 
-    def response(self, recorded: Any) -> HttpResponse:
+    def response(self, recorded: Exchanges) -> HttpResponse:
         """The response to serve; a read served again (the last one repeats) is not rendered again."""
         response = HttpResponse.from_payload(self.response_payload(recorded))
         if self._wire is None:
@@ -113,10 +123,10 @@ def _recorded_kind(event: Event) -> str | None:
 class HttpReplayIndex:
     """The recorded exchanges of one cassette, indexed for the three matching rules."""
 
-    def __init__(self, recorded: Any, settings: dict[str, Any]) -> None:
+    def __init__(self, recorded: Exchanges, settings: RunSettings) -> None:
         self.recorded = recorded
-        self.idem_header = str(settings.get("idempotency_header") or "idempotency-key").lower()
-        self.allow_read_repeats = bool(settings.get("allow_read_repeats", True))
+        self.idem_header = settings.idempotency_header
+        self.allow_read_repeats = settings.allow_read_repeats
         self._lock = threading.Lock()
         self.model: dict[str, deque[RecordedExchange]] = defaultdict(deque)
         self.model_total: dict[str, int] = defaultdict(int)
@@ -272,16 +282,15 @@ class HttpReplayIndex:
 
 
 def index_for(ctx: RunContext) -> HttpReplayIndex:
-    """The run's index, built on first use and kept in ``ctx.extensions["http"]``."""
-    index = ctx.extensions.get(EXTENSION_KEY)
-    if index is None:
-        with _BUILD_LOCK:
-            index = ctx.extensions.get(EXTENSION_KEY)
-            if index is None:
-                recorded = ctx.recorded if ctx.recorded is not None else _EmptyCassette()
-                index = HttpReplayIndex(recorded, ctx.settings)
-                ctx.extensions[EXTENSION_KEY] = index
-    assert isinstance(index, HttpReplayIndex)
+    """The run's index, built on first use and kept in ``ctx.replay.index``."""
+    index = ctx.replay.index
+    if isinstance(index, HttpReplayIndex):
+        return index
+    with _BUILD_LOCK:
+        index = ctx.replay.index
+        if not isinstance(index, HttpReplayIndex):
+            recorded = ctx.recorded if ctx.recorded is not None else _EmptyCassette()
+            index = ctx.replay.index = HttpReplayIndex(recorded, ctx.settings)
     return index
 
 
@@ -289,9 +298,9 @@ _BUILD_LOCK = threading.Lock()
 
 
 class _EmptyCassette:
-    events: list[Event] = []
+    events: Sequence[Event] = ()
 
-    def payload(self, ref: Any) -> Any:
+    def payload(self, ref: PayloadRef | None) -> None:
         return None
 
 
@@ -331,7 +340,7 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     return response
 
 
-def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, dict[str, Any] | None]:
+def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:
     """The live request's URL and stored body as the cassette would hold them (redacted)."""
     stored = request.stored_body()
     redactor = ctx.redactor
@@ -363,7 +372,7 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
         cassette=ctx.cassette,
         mode=ctx.mode,
         fixes=[
-            new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
+            new_call_fix(ctx.settings.nodeid, ctx.cassette),
             "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
             "if it is a local test service, let it through: "
             f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',

@@ -18,7 +18,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..core.constants import Mode
 from ..guard import allow_list_admits, collect_child_refusals
+from .comparison import comparison_for
+from .sandbox import effect_problems, fault_rules, state_for, violations_error
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -32,22 +35,22 @@ def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> boo
     Regression is checked right after the allow list: it is the hot path.
     """
     mode = ctx.mode
-    allowed = ctx.settings.get("allow_hosts")
-    if allowed and mode != "audit" and allow_list_admits(request.host, allowed):
+    allowed = ctx.settings.allow_hosts
+    if allowed and mode is not Mode.AUDIT and allow_list_admits(request.host, allowed):
         # The test named this host (a local service it runs): the call goes to it in every mode.
         return True
-    if mode == "regression":
+    if mode is Mode.REGRESSION:
         return False
-    if mode == "model-comparison":
+    if mode is Mode.MODEL_COMPARISON:
         return cls.kind == "model"
-    if mode == "sandbox":
+    if mode is Mode.SANDBOX:
         return cls.kind != "model"
     return False
 
 
 def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
     """The body a model call is sent with instead (``model_override`` setting), or None: unchanged."""
-    model = ctx.settings.get("model_override")
+    model = ctx.settings.model_override
     if not model:
         return None
     body = req.json()
@@ -62,13 +65,11 @@ def finish_replay(ctx: RunContext) -> None:
 
     sandbox: idempotency checks (violations go to ``ctx.failures``, so they fail the test even if the
     agent itself passed); model-comparison: the recorded-versus-live comparison, kept in
-    ``ctx.extensions["comparison"]`` for the report. In every mode, network refusals that child processes
+    ``ctx.comparison`` for the report. In every mode, network refusals that child processes
     reported (they cannot raise into this process) join ``ctx.failures``.
     """
     ctx.failures.extend(collect_child_refusals(ctx))
-    if ctx.mode == "sandbox":
-        from .sandbox import effect_problems, state_for, violations_error
-
+    if ctx.mode is Mode.SANDBOX:
         try:
             state_for(ctx)  # a bad faults= setting fails even when no call was made
         except Exception:
@@ -76,16 +77,12 @@ def finish_replay(ctx: RunContext) -> None:
         problems = effect_problems(ctx)
         if problems:
             ctx.failures.append(violations_error(ctx, problems))
-    elif ctx.mode == "model-comparison":
-        from .comparison import comparison_for
-
-        ctx.extensions["comparison"] = comparison_for(ctx)
+    elif ctx.mode is Mode.MODEL_COMPARISON:
+        ctx.comparison = comparison_for(ctx)
 
 
 def mode_rules(ctx: RunContext) -> list[dict[str, Any]]:
     """Extra diff rules the run's mode and settings call for (layer ``default``)."""
-    if ctx.mode == "sandbox" and ctx.settings.get("faults"):
-        from .sandbox import fault_rules
-
+    if ctx.mode is Mode.SANDBOX and ctx.settings.faults:
         return fault_rules()
     return []

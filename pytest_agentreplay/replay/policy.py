@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..guard import allow_list_admits
 from ..http.classify import Classification, classify_exchange, has_custom_classifiers
@@ -38,6 +38,7 @@ from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
 from .modes import goes_live, model_override
+from .sandbox import SandboxRoute, delivered_response, destination, emit_fault
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -45,10 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 
-_CLASSIFY_KEY = "http.classify"
-# Where a run keeps the source that answers it instead of its cassette (a vcr-marked test's pytest-recording
-# cassettes: :class:`pytest_agentreplay.interop.vcr_serving.VcrServing`).
-SERVED_INSTEAD: Final = "vcr"
 # Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
 _CLASSIFY_CACHE_SIZE = 512
 
@@ -78,8 +75,6 @@ class Send:
 
     def lost(self, status: int, headers: Any, content: bytes) -> None:
         """Record what the service answered to a request whose answer the injected fault loses."""
-        from .sandbox import delivered_response, emit_fault
-
         assert self.fault is not None
         capture = self.capture
         response = delivered_response(status, headers, content)
@@ -104,29 +99,22 @@ class Refuse:
 Action = Serve | Send | Refuse
 
 
-class ServesInstead(Protocol):
-    """A source answering a run instead of its cassette, kept in the run under :data:`SERVED_INSTEAD`."""
-
-    def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action: ...
-
-
 def classify(ctx: RunContext, request: HttpRequest) -> Classification:
     """Built-in rules depend only on method, host and path: cache them per run (settings are per run).
 
     Registered classifiers and a run's ``classify_hook`` may look at anything (headers, body), so
     nothing is cached while any exists.
     """
-    if has_custom_classifiers() or ctx.settings.get("classify_hook") is not None:
+    if has_custom_classifiers() or ctx.settings.classify_hook is not None:
         return classify_exchange(request, None, ctx.settings)
-    cache: dict[tuple[str, str, str], Classification] | None = ctx.extensions.get(_CLASSIFY_KEY)
-    if cache is None:
-        cache = ctx.extensions.setdefault(_CLASSIFY_KEY, {})
+    cache = ctx.replay.classified
     key = (request.method, request.host, request.path)
-    cls = cache.get(key)
-    if cls is None:
-        cls = classify_exchange(request, None, ctx.settings)
-        if len(cache) < _CLASSIFY_CACHE_SIZE:
-            cache[key] = cls
+    cached = cache.get(key)
+    if isinstance(cached, Classification):
+        return cached
+    cls = classify_exchange(request, None, ctx.settings)
+    if len(cache) < _CLASSIFY_CACHE_SIZE:
+        cache[key] = cls
     return cls
 
 
@@ -135,9 +123,12 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
     cls = classify(ctx, request)
     if ctx.recording:
         return Send(request, request.host, LiveCapture(ctx, request, cls))
-    instead: ServesInstead | None = ctx.extensions.get(SERVED_INSTEAD)
+    instead = ctx.served_instead
     if instead is not None:
-        return instead.decide(ctx, request, cls)
+        action = instead.decide(ctx, request, cls)
+        if not isinstance(action, Serve | Send | Refuse):
+            raise TypeError(f"{type(instead).__name__}.decide returned {action!r}, not an action")
+        return action
     if not goes_live(ctx, request, cls):
         response = serve(ctx, request, cls)
         if response is None:
@@ -152,12 +143,9 @@ def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
         body = model_override(ctx, request)
         sent = request if body is None else _with_body(request, body)
         return Send(sent, request.host, LiveCapture(ctx, sent, cls), body=body)
-    if allow_list_admits(request.host, ctx.settings.get("allow_hosts")):
+    if allow_list_admits(request.host, ctx.settings.allow_hosts):
         # A host the test allowed by name (its own local service) is reached as addressed.
         return Send(request, request.host, LiveCapture(ctx, request, cls))
-    # Here: a regression replay never reaches this, and need not import the sandbox.
-    from .sandbox import SandboxRoute, destination, emit_fault
-
     route = destination(ctx, request)
     if not isinstance(route, SandboxRoute):  # no sandbox service, or a bad sandbox setting
         return Refuse(route)

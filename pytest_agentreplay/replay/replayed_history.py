@@ -21,7 +21,8 @@ from typing import Any
 from ..core.canonical import same_json
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
-from ..redaction import Redactor, keep_idempotency_key
+from ..core.run_state import RunRedactor
+from ..redaction import keep_idempotency_key
 
 # Fields this package writes itself (when and where in the run): they hold nothing to redact.
 _STAMPED = frozenset({"ts", "seq"})
@@ -62,7 +63,7 @@ def _recorded_requests(recorded: Sequence[Document]) -> dict[str, Document]:
 
 
 def redacted_replay(
-    events: Sequence[Event], recorded: Sequence[Document], redactor: Redactor
+    events: Sequence[Event], recorded: Sequence[Document], redactor: RunRedactor
 ) -> list[Document]:
     """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one."""
     by_hash = _recorded_requests(recorded)
@@ -118,7 +119,7 @@ def redacted_replay(
     return out
 
 
-def _over_twin(data: Any, twin: Any, redactor: Redactor, *, measured: bool, depth: int = 2) -> Any:
+def _over_twin(data: Any, twin: Any, redactor: RunRedactor, *, measured: bool, depth: int = 2) -> Any:
     """A field of an event redacted key by key: a value equal to the recorded one at the same key is the
     recorded (already redacted) value. A replayed call that differs from its recording only by its latency
     redacts one number; a request that differs only by a header redacts its headers. Redaction looks at a
@@ -126,7 +127,7 @@ def _over_twin(data: Any, twin: Any, redactor: Redactor, *, measured: bool, dept
     it passes through."""
     if not isinstance(data, dict) or not isinstance(twin, dict) or "content_type" in data:
         return redactor.redact(data)  # a dict shaped like a body is redacted as one, whole
-    out: dict[str, Any] = {}
+    out: Document = {}
     for key, value in data.items():
         if key in twin and same_json(value, twin[key]):
             out[key] = twin[key]

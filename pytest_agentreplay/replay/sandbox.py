@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.canonical import dumps_compact
+from ..core.documents import Document
 from ..exceptions import AgentReplayError, ConfigError, SandboxCheckError
 from ..http import bodies
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers, normalise_url, stored_response_headers
@@ -34,10 +36,8 @@ from .faults import Fault, FaultPlan, parse_faults
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
-    from ..core.events import Event
+    from ..core.events import Event, PayloadRef
     from ..http.classify import Classification
-
-EXTENSION_KEY = "sandbox"
 
 
 class SandboxError(SandboxCheckError):
@@ -67,10 +67,10 @@ def _prefix(url: str) -> str:
 
 def state_for(ctx: RunContext) -> SandboxState:
     """The run's sandbox state; parsing errors (bad faults) are usage errors and fail the test."""
-    state = ctx.extensions.get(EXTENSION_KEY)
-    if state is None:
+    state = ctx.replay.sandbox
+    if not isinstance(state, SandboxState):
         settings = ctx.settings
-        raw_map = settings.get("sandbox") or {}
+        raw_map = settings.sandbox or {}
         if not isinstance(raw_map, Mapping):
             error = ConfigError(
                 "sandbox= must map recorded base URLs to sandbox base URLs",
@@ -81,15 +81,13 @@ def state_for(ctx: RunContext) -> SandboxState:
             ctx.failures.append(error)
             raise error
         mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
-        hosts = frozenset(str(h).lower() for h in settings.get("sandbox_hosts") or ())
+        hosts = settings.sandbox_hosts
         try:
-            plan = FaultPlan(parse_faults(settings.get("faults")))
+            plan = FaultPlan(parse_faults(settings.faults))
         except Exception as exc:
             ctx.failures.append(exc)
             raise
-        state = SandboxState(mapping, hosts, plan)
-        ctx.extensions[EXTENSION_KEY] = state
-    assert isinstance(state, SandboxState)
+        state = ctx.replay.sandbox = SandboxState(mapping, hosts, plan)
     return state
 
 
@@ -99,7 +97,7 @@ def respx_handles(req: HttpRequest) -> bool:
     if mocks is None:
         return False
     try:
-        import httpx
+        import httpx  # optional: respx patches httpx only, so it is loaded when respx is
 
         request = httpx.Request(req.method, req.url, headers=req.headers, content=req.body)
         for mocker in mocks.Mocker.registry.values():
@@ -203,7 +201,7 @@ class _Attempt:
     how: str
 
 
-def _http_attempts(events: list[Event], resolve: Any) -> list[_Attempt]:
+def _http_attempts(events: list[Event], resolve: Callable[[PayloadRef | None], object]) -> list[_Attempt]:
     out: list[_Attempt] = []
     for event in events:
         if event.type != "effect" or "method" not in event.data:
@@ -249,8 +247,6 @@ def _tool_attempts(events: list[Event]) -> list[_Attempt]:
         if call is None or event.type not in ("effect", "tool.result"):
             continue
         ok = event.type == "effect"
-        from ..core.canonical import dumps_compact
-
         out.append(
             _Attempt(
                 call.seq,
@@ -315,7 +311,7 @@ def effect_problems(ctx: RunContext) -> list[str]:
     """Idempotency violations in the run's history (HTTP writes and write ``@tool`` calls)."""
     events = list(ctx.recorder.events)
 
-    def resolve(ref: Any) -> Any:
+    def resolve(ref: PayloadRef | None) -> object:
         return None if ref is None else ref.inline
 
     problems = _check(_http_attempts(events, resolve)) + _check(_tool_attempts(events))
@@ -323,7 +319,7 @@ def effect_problems(ctx: RunContext) -> list[str]:
 
 
 def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
-    state = ctx.extensions.get(EXTENSION_KEY)
+    state = ctx.replay.sandbox
     injected = [f.describe() for f in state.faults.injected] if isinstance(state, SandboxState) else []
     return SandboxError(
         f"sandbox: the agent broke idempotency: {len(problems)} violation(s)",
@@ -337,7 +333,7 @@ def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
     )
 
 
-def fault_rules() -> list[dict[str, Any]]:
+def fault_rules() -> list[Document]:
     """Diff rules for a sandbox run with injected faults: retries and failed attempts are the point of
     the run (reported, not regressions); idempotency is judged by :func:`effect_problems` instead."""
     return [

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.canonical import hash_value, in_key_order
 from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
+from ..core.documents import Document
 from ..core.events import Event
 from ..exceptions import ToolNotRecordedError
 from ..redaction import redact_tool_arguments
@@ -23,12 +24,12 @@ __all__ = ["ToolOutcome", "ToolReplayer"]
 @dataclass
 class _Recorded:
     name: str
-    arguments: dict[str, Any]
+    arguments: Document
     idempotency_key: str | None
     outcome: ToolOutcome
     served: bool = False
     # The recorded call's order-insensitive group (``data.group``), None when it had none.
-    group: Any = None
+    group: object = None
 
 
 class ToolReplayer:
@@ -71,8 +72,8 @@ class ToolReplayer:
                 self._by_name[name].append(rec)
 
     def recorded_group(
-        self, name: str, arguments: dict[str, Any], *, ctx: RunContext, idempotency_key: str | None = None
-    ) -> tuple[bool, Any]:
+        self, name: str, arguments: Document, *, ctx: RunContext, idempotency_key: str | None = None
+    ) -> tuple[bool, object]:
         """``(True, group)`` of the recorded call this live call will be served from, ``(False, None)``
         when it matches none.
 
@@ -87,7 +88,7 @@ class ToolReplayer:
         return False, None
 
     def serve(
-        self, name: str, arguments: dict[str, Any], idempotency_key: str | None, *, ctx: RunContext
+        self, name: str, arguments: Document, idempotency_key: str | None, *, ctx: RunContext
     ) -> ToolOutcome:
         if ctx.redactor is not None:
             # Recorded arguments were redacted on save; compare like with like.
@@ -117,14 +118,14 @@ class ToolReplayer:
             cassette=ctx.cassette,
             mode=ctx.mode,
             fixes=[
-                new_call_fix(ctx.settings.get("nodeid"), ctx.cassette),
+                new_call_fix(ctx.settings.nodeid, ctx.cassette),
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )
         ctx.failures.append(error)
         raise error
 
-    def _closest(self, name: str, arguments: dict[str, Any]) -> list[str]:
+    def _closest(self, name: str, arguments: Document) -> list[str]:
         candidates = self._by_name.get(name, [])
         if not candidates:
             known = sorted(self._by_name)
@@ -156,6 +157,6 @@ def _nested(between: list[Event]) -> tuple[Event, ...]:
     return tuple(out)
 
 
-def _short(arguments: dict[str, Any], limit: int = 160) -> str:
+def _short(arguments: Document, limit: int = 160) -> str:
     text = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.events import Event, event_to_dict
+from ..diff.align import align_histories
 
 _ENVELOPE_KEEP = ("ts", "trace_id", "span_id")
 _DATA_KEEP = ("latency_ms", "response_id", "duration_ms")
 
 
 def merge_for_update(recorded: Sequence[Event], replayed: Sequence[Event], run_id: str) -> list[Event]:
-    from ..diff.align import align_histories
-
     alignment = align_histories([event_to_dict(e) for e in recorded], [event_to_dict(e) for e in replayed])
     partner: dict[int, int] = {j: i for i, j in (*alignment.pairs, *alignment.moved)}
     merged: list[Event] = []

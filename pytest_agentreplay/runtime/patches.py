@@ -21,7 +21,6 @@ from typing import Any, Final, Protocol
 
 from ..core.capture import current_run
 
-EXTENSION: Final = "runtime_values"
 _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
 # The module functions that put the ``random`` generator in a new state (pytest-randomly calls ``seed``).
@@ -274,9 +273,9 @@ def _state(source: str) -> PatchedRun | None:
     # The run the reading code belongs to, when it has one: a run some caller started and never finished
     # must not take the reads of the run that is current now.
     ctx = current_run()
-    found = ctx.extensions.get(EXTENSION) if ctx is not None else None
+    found = ctx.runtime_values if ctx is not None else None
     if found is not None and found in installed:
-        state = found
+        state = installed[installed.index(found)]
     elif len(installed) == 1:
         state = installed[0]
     else:

@@ -56,7 +56,7 @@ from .data import (
     values_key_order,
 )
 from .data import describe_data as describe_data  # the timeline's line for the event
-from .patches import EXTENSION, INSTALLED, RANDOM, underlying_ns
+from .patches import INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -387,14 +387,14 @@ def _squeeze_digits(label: str) -> str:
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
     """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
-    existing = ctx.extensions.get(EXTENSION)
+    existing = ctx.runtime_values
     if isinstance(existing, RuntimeValues):
         return existing
     state = RuntimeValues(ctx, chosen, recorded_data(ctx))
     INSTALLED.add(state, chosen)
     if "random" in chosen:
         state.seed_random()
-    ctx.extensions[EXTENSION] = state
+    ctx.runtime_values = state
     ctx.on_release(lambda: _release(ctx))
     return state
 
@@ -405,7 +405,7 @@ def _release(ctx: RunContext) -> None:
 
 def uninstall(ctx: RunContext) -> RuntimeValues | None:
     """Stop serving/recording for ``ctx`` (idempotent); the patches go when the last run uninstalls."""
-    state = ctx.extensions.get(EXTENSION)
+    state = ctx.runtime_values
     if not isinstance(state, RuntimeValues) or not state.active:
         return None
     state.active = False
@@ -417,7 +417,7 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
 def body_starts(ctx: RunContext) -> None:
     """Called when the test body of ``ctx`` starts (:func:`pytest_agentreplay.runs.enter_body`): the run takes
     the ``random`` generator back from whatever reseeded it since the run started."""
-    state = ctx.extensions.get(EXTENSION)
+    state = ctx.runtime_values
     if isinstance(state, RuntimeValues) and state.active:
         state.body_starts()
 
@@ -427,7 +427,7 @@ def start_run(ctx: RunContext) -> None:
     name."""
     if ctx.mode == "audit":
         return
-    sources = ctx.settings.get("runtime_values")
+    sources = ctx.settings.runtime_values
     install(ctx, DEFAULT_SOURCES if sources is None else sources)
 
 
@@ -456,7 +456,7 @@ def record_value(name: str, fn: Callable[[], T]) -> T:
     if not isinstance(name, str) or not name:
         raise ValueError("record_value needs a non-empty name")
     ctx = current_run()
-    state = ctx.extensions.get(EXTENSION) if ctx is not None else None
+    state = ctx.runtime_values if ctx is not None else None
     if not isinstance(state, RuntimeValues) or not state.active:
         return fn()
     return state.value(name, fn)

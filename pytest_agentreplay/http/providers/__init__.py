@@ -8,10 +8,10 @@ optionally ``model_from_request(request) -> str | None`` for APIs that name the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from ...core.documents import Document
+from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, gemini, openai
 
@@ -19,7 +19,7 @@ from . import anthropic, gemini, openai
 class ProviderAdapter(Protocol):
     NAME: str
 
-    def match(self, request: HttpRequest, settings: Mapping[str, Any]) -> str | None: ...
+    def match(self, request: HttpRequest, settings: RunSettings) -> str | None: ...
 
     def request_fields(self, endpoint: str, body: object) -> Document: ...
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from ...core.documents import Document
+from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import fields
 
@@ -27,13 +27,13 @@ _DECODING = (
 )
 
 
-def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
     if request.path.rstrip("/").endswith("/v1/messages"):
         return MESSAGES
-    for base in settings.get("anthropic_base_urls") or ():
-        base = str(base).rstrip("/")
+    for base in settings.anthropic_base_urls:
+        base = base.rstrip("/")
         if (
             request.url.startswith(base)
             and request.url[len(base) :].split("?", 1)[0].rstrip("/") == "/messages"

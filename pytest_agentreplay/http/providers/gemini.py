@@ -13,11 +13,11 @@ redacted by :mod:`pytest_agentreplay.redaction` like every other secret header a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from ...core.canonical import hash_value
 from ...core.documents import Document
+from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 
 NAME = "gemini"
@@ -36,7 +36,7 @@ def _path_match(request: HttpRequest) -> re.Match[str] | None:
     return _PATH.search(request.path.rstrip("/"))
 
 
-def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
     found = _path_match(request)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from ...core.documents import Document
+from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import fields
 
@@ -45,7 +45,7 @@ _RESPONSES_DECODING = (
 )
 
 
-def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
     url = request.url
@@ -55,8 +55,8 @@ def match(request: HttpRequest, settings: Mapping[str, Any]) -> str | None:
         return CHAT
     if path.endswith("/v1/responses"):
         return RESPONSES
-    for base in settings.get("openai_compatible_base_urls") or ():
-        base = str(base).rstrip("/")
+    for base in settings.openai_compatible_base_urls:
+        base = base.rstrip("/")
         if url.startswith(base):
             rest = url[len(base) :].split("?", 1)[0].rstrip("/")
             if rest == "/chat/completions":

@@ -1,0 +1,140 @@
+"""The settings one run reads (HTTP layer, replay modes, guard), one typed field each.
+
+Built once per run from the session's project settings, the test's marker and its ``agentreplay_config``
+fixture (:meth:`RunSettings.with_overrides`), then never changed: a run that needs another value (a vcr
+replay turning runtime values off) replaces the whole object (``dataclasses.replace``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Final
+
+from . import settings_check as check
+from .documents import Document
+
+DEFAULT_IDEMPOTENCY_HEADER: Final = "idempotency-key"
+
+# The project's ``pytest_agentreplay_classify_exchange`` hook: (request payload, response payload or
+# None) -> "model", "read", "write" or None (the built-in rules decide).
+ClassifyHook = Callable[[Document, Document | None], str | None]
+
+_EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
+_FIXTURE_PLACE: Final = "the agentreplay_config fixture"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """One run's settings. Defaults are what a run reads when nothing is configured."""
+
+    # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
+    nodeid: str | None = None
+    # Hosts the test lets through in every replay mode but audit (its own local services).
+    allow_hosts: tuple[str, ...] = ()
+    # The runtime values recorded or served (clock, uuid, random); None: all of them, (): none.
+    runtime_values: tuple[str, ...] | None = None
+    classify_hook: ClassifyHook | None = None
+    # model-comparison: the model live calls are sent with instead of the recorded one.
+    model_override: str | None = None
+    # Lower case: headers are matched lower-cased.
+    idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
+    # Per host, where a write's receipt is (a JSON path into the response body, or a header name).
+    receipts: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # Host or host+path prefix -> the tool name recorded for HTTP calls under it.
+    tool_names: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    openai_compatible_base_urls: tuple[str, ...] = ()
+    anthropic_base_urls: tuple[str, ...] = ()
+    model_data_class: str = "personal"
+    http_data_class: str = "internal"
+    # A read served again once every recorded one was played (reads have no side effects).
+    allow_read_repeats: bool = True
+    # sandbox mode: recorded base URL -> sandbox base URL, as given; checked when the run first needs it
+    # (replay/sandbox.py), so a bad value fails that test, not the session.
+    sandbox: object = None
+    sandbox_hosts: frozenset[str] = frozenset()
+    # sandbox mode: the faults to inject, as given; parsed by replay/faults.py when the run needs them.
+    faults: object = None
+    # Children of a replaying test get their own empty network namespace (Linux).
+    isolate_subprocesses: bool = False
+    # The run only blocks the network (--agentreplay-block-network outside a replaying test): its
+    # refusals say so.
+    block_network_only: bool = False
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> RunSettings:
+        """The settings ``values`` name (the keys of :meth:`with_overrides`, and the typed fields by name)."""
+        return cls().with_overrides(values)
+
+    def with_overrides(self, values: Mapping[str, object], place: str = _FIXTURE_PLACE) -> RunSettings:
+        """These settings with the values a test gives (its ``agentreplay_config`` fixture, its marker's
+        ``sandbox``/``faults``) on top, each converted the way the run reads it. Keys that are not run
+        settings (``agent``...) are ignored: the test's own settings read them."""
+        changes: dict[str, object] = {}
+        for name, value in values.items():
+            convert = _CONVERSIONS.get(name)
+            if convert is not None:
+                changes[name] = convert(value, check.Origin(name, place))
+            elif name in _TYPED:
+                changes[name] = value
+        return replace(self, **changes) if changes else self  # type: ignore[arg-type]
+
+
+def _text_or(default: str, *, lower: bool = False) -> Callable[[object, check.Origin], str]:
+    def convert(value: object, _origin: check.Origin) -> str:
+        text = str(value or default)
+        return text.lower() if lower else text
+
+    return convert
+
+
+def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
+    if not value:
+        return _EMPTY
+    if not isinstance(value, Mapping):
+        raise check.invalid(origin, value, 'a table of strings, e.g. {"api.example": "data.id"}')
+    # An empty rule is no rule: a lookup then falls back as if the host were not named.
+    return MappingProxyType({str(k): str(v) for k, v in value.items() if v})
+
+
+def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise check.invalid(origin, value, "a list of base URLs")
+    return tuple(str(item) for item in value)
+
+
+def _hosts(value: object, _origin: check.Origin) -> frozenset[str]:
+    items: Iterable[object] = value if isinstance(value, Iterable) else ()
+    return frozenset(str(h).lower() for h in items) if value else frozenset()
+
+
+def _flag(value: object, _origin: check.Origin) -> bool:
+    return bool(value)
+
+
+def _as_given(value: object, _origin: check.Origin) -> object:
+    return value
+
+
+_CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
+    {
+        "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
+        "receipts": _string_map,
+        "tool_names": _string_map,
+        "openai_compatible_base_urls": _urls,
+        "anthropic_base_urls": _urls,
+        "model_data_class": _text_or("personal"),
+        "http_data_class": _text_or("internal"),
+        "allow_read_repeats": _flag,
+        "sandbox": _as_given,
+        "sandbox_hosts": _hosts,
+        "faults": _as_given,
+        "isolate_subprocesses": _flag,
+        "block_network_only": _flag,
+    }
+)
+# Fields given already typed (by the session, not by the user): taken as they are.
+_TYPED: Final = frozenset(f.name for f in fields(RunSettings)) - set(_CONVERSIONS)

@@ -1,0 +1,87 @@
+"""The per-run state layers above core keep on a run, one typed attribute of ``RunContext`` per owner.
+
+Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute
+is declared here as what core can name: a small dataclass of plain values the owner fills, or a Protocol
+of what the other side calls (those naming ``RunContext`` itself live beside it, in :mod:`.capture`). An
+owner whose own class lives above core keeps it in an ``object`` field and narrows it in the one function
+that reads it (``isinstance``), so no other module can reach into it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .canonical import DigestMemo
+from .documents import Document
+
+
+class RunRedactor(Protocol):
+    """The redactor a run's cassette is written with (``redaction.Redactor``): live values are redacted
+    the same way before they are matched or compared with recorded (already redacted) ones."""
+
+    def redact(self, value: Any, *, keys: bool = True) -> Any: ...
+
+    def redact_string(self, text: str, *, keys: bool = True) -> str: ...
+
+    def redact_url(self, url: str) -> str: ...
+
+    def redact_body(self, body: Document, *, keys: bool = True) -> Document: ...
+
+    def is_secret_name(self, name: str, *, query: bool = False) -> bool: ...
+
+    def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]: ...
+
+    def query_replacement(self, match: re.Match[str]) -> str: ...
+
+
+@dataclass(slots=True)
+class GuardState:
+    """The network guard's memory of one run (``http/guard``)."""
+
+    # Names the run in the refusal reports its child processes write (set when the guard first needs it).
+    token: str | None = None
+    # IP address -> the allowed host name it was resolved from, so the connect that follows is recognised.
+    # Per run: what one test's allowed name resolved to must not admit that IP for another test.
+    resolved: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestMemo:
+    """What the HTTP layer keeps between a run's requests (``http/recording``, ``intercept/urllib3``)."""
+
+    # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
+    shared: dict[tuple[str, str], Document] = field(default_factory=dict)
+    # (method, URL) -> ``http.resend.Sent`` of the last request there (None: nothing to reuse).
+    resent: dict[tuple[str, str], object] = field(default_factory=dict)
+    digests: DigestMemo | None = None
+    # intercept/urllib3: origin -> the connection pool a sandbox base-URL mapping sends to.
+    sandbox_pools: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FrameworkState:
+    """The framework adapters' bookkeeping for one run (``frameworks/``)."""
+
+    # Unhooks the adapters activated for the run (``runs.start``/``runs.finish``).
+    deactivate: Callable[[], None] | None = None
+    # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself.
+    claimed_agent_runs: set[str] = field(default_factory=set)
+    # frameworks/otel: open spans by span id.
+    otel_spans: dict[int, object] = field(default_factory=dict)
+    # frameworks/langchain: its ``_RunState``.
+    langchain: object = None
+
+
+@dataclass(slots=True)
+class ReplayState:
+    """Replay's per-run state (``replay/``), each built on first use by its owner."""
+
+    # replay/http.py: the ``HttpReplayIndex`` of the recorded cassette.
+    index: object = None
+    # replay/sandbox.py: the parsed ``SandboxState``.
+    sandbox: object = None
+    # replay/policy.py: (method, host, path) -> ``Classification`` of the built-in rules.
+    classified: dict[tuple[str, str, str], object] = field(default_factory=dict)

@@ -1,0 +1,107 @@
+"""The run's state is typed: settings are a frozen RunSettings, per-run state one attribute per owner, the
+mode a StrEnum that still reads as the names users write."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from pytest_agentreplay.http.guard import ParentRun
+from pytest_agentreplay.http.refusal import is_block_only
+
+from pytest_agentreplay.core.capture import Recorder, RunContext
+from pytest_agentreplay.core.constants import REPLAY_MODES, Mode
+from pytest_agentreplay.core.events import RunMeta
+from pytest_agentreplay.core.run_settings import RunSettings
+from pytest_agentreplay.core.run_state import FrameworkState, GuardState, ReplayState, RequestMemo
+from pytest_agentreplay.exceptions import ConfigError
+
+
+def _ctx(mode: str = "record", **settings: object) -> RunContext:
+    return RunContext(Recorder(RunMeta(run_id="r")), mode=mode, settings=settings)
+
+
+def test_run_settings_are_frozen_and_a_run_replaces_them_whole() -> None:
+    ctx = _ctx(nodeid="t.py::t")
+    before = ctx.settings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        before.nodeid = "other"  # type: ignore[misc]
+    ctx.settings = dataclasses.replace(before, runtime_values=())
+    assert (before.runtime_values, ctx.settings.runtime_values, ctx.settings.nodeid) == (None, (), "t.py::t")
+
+
+def test_fixture_values_are_converted_the_way_the_run_reads_them() -> None:
+    settings = RunSettings().with_overrides(
+        {
+            "idempotency_header": "X-Request-Id",
+            "receipts": {"api.example": "data.id", "other.example": ""},
+            "sandbox_hosts": ["Orders.Example"],
+            "openai_compatible_base_urls": ["http://gw.local/v1"],
+            "allow_read_repeats": None,
+            "agent": "support-bot",  # a test setting, not a run setting: ignored here
+        }
+    )
+    assert settings.idempotency_header == "x-request-id"
+    assert dict(settings.receipts) == {"api.example": "data.id"}
+    assert settings.sandbox_hosts == frozenset({"orders.example"})
+    assert settings.openai_compatible_base_urls == ("http://gw.local/v1",)
+    assert settings.allow_read_repeats is False
+    # Unset values read as the defaults the run always used.
+    defaults = RunSettings()
+    assert (defaults.idempotency_header, defaults.model_data_class, defaults.http_data_class) == (
+        "idempotency-key",
+        "personal",
+        "internal",
+    )
+
+
+@pytest.mark.parametrize("key", ["receipts", "tool_names", "openai_compatible_base_urls"])
+def test_a_mistyped_fixture_value_is_a_config_error_naming_the_fixture(key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        RunSettings().with_overrides({key: "api.example"})
+    assert key in caught.value.headline
+    assert "agentreplay_config" in caught.value.headline
+
+
+def test_run_state_has_one_typed_attribute_per_owner_and_no_string_keyed_bag() -> None:
+    ctx = _ctx()
+    assert not hasattr(ctx, "extensions")
+    assert isinstance(ctx.settings, RunSettings)
+    assert isinstance(ctx.guard, GuardState)
+    assert isinstance(ctx.requests, RequestMemo)
+    assert isinstance(ctx.frameworks, FrameworkState)
+    assert isinstance(ctx.replay, ReplayState)
+    assert (ctx.served_instead, ctx.comparison, ctx.origin_thread, ctx.redactor) == (None, None, None, None)
+
+
+def test_the_mode_is_a_str_enum_equal_to_the_names_users_write() -> None:
+    ctx = _ctx("model-comparison")
+    assert ctx.mode is Mode.MODEL_COMPARISON
+    assert ctx.mode == "model-comparison"
+    assert f"mode: {ctx.mode}" == "mode: model-comparison"
+    assert json.dumps({"mode": ctx.mode}) == '{"mode": "model-comparison"}'
+    assert REPLAY_MODES == ("audit", "regression", "model-comparison", "sandbox")
+    assert all(type(m) is str for m in REPLAY_MODES)  # their repr is what argparse and errors print
+    with pytest.raises(ValueError):
+        _ctx("replay")
+
+
+@pytest.mark.parametrize(
+    ("mode", "runs"),
+    [("record", True), ("capture", True), ("sandbox", True), ("regression", False), ("audit", False)],
+)
+def test_whether_a_tool_body_runs_depends_on_the_mode_alone(mode: str, runs: bool) -> None:
+    assert _ctx(mode).executes_tool() is runs
+
+
+def test_a_child_process_reads_the_parent_run_typed() -> None:
+    parent = ParentRun(
+        {"token": "abc", "test": "t.py::t", "allow_hosts": ["localhost"], "block_network_only": True}
+    )
+    assert parent.settings == RunSettings(
+        nodeid="t.py::t", allow_hosts=("localhost",), block_network_only=True
+    )
+    assert parent.guard.token == "abc"
+    assert is_block_only(parent)
+    assert not is_block_only(_ctx("regression"))
