@@ -590,8 +590,13 @@ def _classify_hook(hook: Any) -> Any:
         # No project classifies: keep the per-request hot path free of a hook call.
         return None
 
+    from .core.model import copy_json  # lazy, as the plugin's other imports: loaded when a test runs
+
     def classify(request: dict[str, Any], response: dict[str, Any]) -> str | None:
-        result = hook.pytest_agentreplay_classify_exchange(request=request, response=response)
+        # Copies of their own: a request's body holds the very messages earlier requests' events hold.
+        result = hook.pytest_agentreplay_classify_exchange(
+            request=copy_json(request), response=copy_json(response)
+        )
         return None if result is None else str(result)
 
     return classify

@@ -43,6 +43,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from .model import copy_json
 from .runtime_data import (
     DEFAULT_SOURCES,
     EVENT_TYPE,
@@ -265,7 +266,8 @@ class RuntimeValues:
         served, value = seq.next_recorded()
         if served:
             seq.drawn.append(value)
-            return value  # type: ignore[no-any-return]
+            # The agent's own copy: what it does to the value must not reach the replayed event (drawn).
+            return copy_json(value)  # type: ignore[no-any-return]
         result = fn()
         plain = to_jsonable(result)
         if plain != result and self.ctx.mode == "record":
