@@ -114,7 +114,7 @@ def run(url, events):
     return seen
 '''
 
-SDK = '''
+SDK = """
 import os
 
 import openai
@@ -133,9 +133,10 @@ def ask(url):
             completion.choices[0].message.content = "spoiled"
             completion.usage.prompt_tokens = -1
             completion.choices.append(completion.choices[0])
-        messages = [*messages, {"role": "assistant", "content": answers[-1]}, {"role": "user", "content": "more"}]
+        said = {"role": "assistant", "content": answers[-1]}
+        messages = [*messages, said, {"role": "user", "content": "more"}]
     return answers
-'''
+"""
 
 INNER = """
 import json, os

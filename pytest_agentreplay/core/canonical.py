@@ -58,9 +58,12 @@ def same_json(a: object, b: object) -> bool:
         return True
     try:
         # What is left of JSON values: containers, and numbers equal across types (1, 1.0, true).
-        if isinstance(a, dict | list | float | int) and isinstance(b, dict | list | float | int):
-            if marshal.dumps(a, 2) == marshal.dumps(b, 2):
-                return True
+        if (
+            isinstance(a, dict | list | float | int)
+            and isinstance(b, dict | list | float | int)
+            and marshal.dumps(a, 2) == marshal.dumps(b, 2)
+        ):
+            return True
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     except (TypeError, ValueError):
         return False
@@ -135,9 +138,7 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
     return finished.hexdigest()
 
 
-def _list_hasher(
-    key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo
-) -> hashlib._Hash:
+def _list_hasher(key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo) -> hashlib._Hash:
     """The hash state after ``before`` and the items of ``value`` (not to be updated: copy it)."""
     last = memo.lists.get(key)
     if (
