@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,9 @@ class AgentReplay:
 
     @property
     def events(self) -> list[Event]:
-        return list(self.run.recorder.events)
+        """Copies of the events so far: a replayed event holds the recorded one's values (a served response,
+        a re-emitted tool's exchanges), which the comparison and an update still read."""
+        return [copy.deepcopy(event) for event in self.run.recorder.events]
 
     @property
     def recorded(self) -> LoadedCassette | None:

@@ -15,9 +15,10 @@ def pytest_agentreplay_classify_exchange(request: Document, response: Document) 
 
     ``request`` is the stored payload shape (method, url, headers with secrets redacted, body); ``response``
     is its stored shape when known, else None (replay classifies a request before it picks the response to
-    serve). Return ``"read"`` (served from the cassette in replay), ``"write"`` (an effect: stubbed with its
-    recorded receipt), ``"model"`` (a model call; a provider adapter must understand the endpoint) or None
-    to let the built-in classifier decide. The first non-None result wins; any other value is a usage
+    serve); both are copies of their own (changing them changes no event). Return ``"read"`` (served from
+    the cassette in replay), ``"write"`` (an effect: stubbed with its recorded receipt), ``"model"`` (a
+    model call; a provider adapter must understand the endpoint) or None to let the built-in classifier
+    decide. The first non-None result wins; any other value is a usage
     error naming the request.
     """
 

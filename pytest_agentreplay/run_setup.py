@@ -16,6 +16,7 @@ from .core.capture import Recorder, RunContext, utc_now
 from .core.config import Settings, marker_kwargs, resolve_test_settings
 from .core.documents import Document
 from .core.events import RunMeta
+from .core.model import copy_json
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
 from .handle import AgentReplay
@@ -127,7 +128,10 @@ def _classify_hook(hook: HookRelay) -> Callable[[Document, Document | None], str
         return None
 
     def classify(request: Document, response: Document | None) -> str | None:
-        result = hook.pytest_agentreplay_classify_exchange(request=request, response=response)
+        # Copies of their own: a request's body holds the very messages earlier requests' events hold.
+        result = hook.pytest_agentreplay_classify_exchange(
+            request=copy_json(request), response=None if response is None else copy_json(response)
+        )
         return None if result is None else str(result)
 
     return classify

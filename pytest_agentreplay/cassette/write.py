@@ -3,7 +3,7 @@ blob store, the integrity chain, the secret scan that refuses a leak, then an at
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..core.canonical import dumps_pretty
@@ -78,9 +78,10 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
         ) from None
 
 
-def _share_with_previous(event: Document, sent: dict[tuple[str, str], Document]) -> None:
+def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[str, object]]) -> None:
     """Share the parts of a request body equal to the previous one to the same endpoint (what a hook's copy
-    lost), so the scans and the encoding after it see each message of a conversation once."""
+    lost), so the scans and the encoding after it see each message of a conversation once. The bodies kept
+    in ``sent`` are read only from here on: the next body takes their parts."""
     ref = event.get("input_ref")
     parts = request_parts(ref.get("inline") if isinstance(ref, dict) else None)
     if parts is None:
@@ -121,7 +122,7 @@ def save_cassette(
         pending: PendingBlobs = {}
         event_dicts: list[Document] = []
         whole: list[str] = []
-        sent: dict[tuple[str, str], Document] = {}
+        sent: dict[tuple[str, str], Mapping[str, object]] = {}
         for index, event in enumerate(events):
             # Not copied first: redaction builds new containers, and the messages a conversation's requests
             # share (http.recording.share_repeats) stay shared objects, each redacted once.

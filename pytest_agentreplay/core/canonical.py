@@ -5,22 +5,25 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
-from typing import Any
+
+from .model import copy_json
 
 
-def dumps_pretty(value: Any) -> str:
+def dumps_pretty(value: object) -> str:
     """Reviewable canonical form used for cassette files (sorted keys, 2-space indent, final newline)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
-def dumps_compact(value: Any) -> str:
+def dumps_compact(value: object) -> str:
     """Compact canonical form used for hashing."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def display_text(value: Any, *, indent: int | None = None) -> str:
+def display_text(value: object, *, indent: int | None = None) -> str:
     """A value as a reader sees it in a report: a string as it is, anything else as sorted JSON (``indent``
     for a block), or its ``repr`` when JSON cannot hold it."""
     if isinstance(value, str):
@@ -41,7 +44,7 @@ def sha256_hex(data: bytes | str) -> str:
 _EXACT_EQUALITY = frozenset({str, int, bool, type(None)})
 
 
-def same_json(a: Any, b: Any) -> bool:
+def same_json(a: object, b: object) -> bool:
     """Equal as JSON values, type for type: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``==``
     says they are); object key order does not matter. Shared objects cost nothing; otherwise one C-level
     ``==``, then marshal bytes (format 2: no back-references, so a shared string equals an equal one), and
@@ -54,16 +57,32 @@ def same_json(a: Any, b: Any) -> bool:
     if kind is type(b) and kind in _EXACT_EQUALITY:
         return True
     try:
-        if marshal.dumps(a, 2) == marshal.dumps(b, 2):
+        # What is left of JSON values: containers, and numbers equal across types (1, 1.0, true).
+        if (
+            isinstance(a, dict | list | float | int)
+            and isinstance(b, dict | list | float | int)
+            and marshal.dumps(a, 2) == marshal.dumps(b, 2)
+        ):
             return True
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     except (TypeError, ValueError):
         return False
 
 
-def hash_value(value: Any) -> str:
+def hash_value(value: object) -> str:
     """sha256 of the compact canonical JSON of ``value``; used for state hashes and blob addresses."""
     return sha256_hex(dumps_compact(value))
+
+
+@dataclass(frozen=True, slots=True)
+class HashedList:
+    """A conversation's list as :func:`request_digest` last hashed it: the text before it, its items (a
+    tuple: the caller's list may grow after it was hashed, the snapshot does not) and the hash state
+    after them (copied before it is updated, never updated in place)."""
+
+    before: str
+    items: tuple[Mapping[str, object], ...]
+    state: hashlib._Hash
 
 
 class DigestMemo:
@@ -71,20 +90,22 @@ class DigestMemo:
     new messages.
 
     ``items``: id(item) -> (item, its canonical JSON); holding the item keeps its id from being reused.
-    ``lists``: per body key, (the text before the list, the items of the last list hashed under it, the
-    hash state after them): the next request of a conversation holds the very same objects first (see
-    ``http.resend``), told apart by identity in one C-level pass, so only the items after them are
-    serialised and hashed.
+    ``lists``: per body key, the last list hashed under it: the next request of a conversation holds the
+    very same objects first (see ``http.resend``), told apart by identity in one C-level pass, so only the
+    items after them are serialised and hashed.
+
+    Memoised by identity, so an item must not change once hashed: the items are typed read-only, and they
+    are the bodies' parsed objects, which no hook or user code is handed (a hook gets a copy).
     """
 
     __slots__ = ("items", "lists")
 
     def __init__(self) -> None:
-        self.items: dict[int, tuple[Any, str]] = {}
-        self.lists: dict[str, tuple[str, list[Any], Any]] = {}
+        self.items: dict[int, tuple[Mapping[str, object], str]] = {}
+        self.lists: dict[str, HashedList] = {}
 
 
-def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
+def request_digest(body: object, memo: DigestMemo | None = None) -> str:
     """:func:`hash_value` of a JSON request body, built from the canonical text of each item of its lists of
     objects (a conversation's messages, the tools), memoised by identity: an item seen before is not
     serialised again, and the first such list (in key order) is hashed on from where the previous request's
@@ -92,11 +113,11 @@ def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
     if not isinstance(body, dict) or memo is None:
         return hash_value(body)
     try:
-        items = sorted(body.items())
+        items: list[tuple[object, object]] = sorted(body.items())
     except TypeError:
         return hash_value(body)
     pending = ["{"]
-    hasher: Any = None
+    hasher: hashlib._Hash | None = None
     for index, (key, value) in enumerate(items):
         if not isinstance(key, str):
             return hash_value(body)
@@ -114,30 +135,30 @@ def request_digest(body: Any, memo: DigestMemo | None = None) -> str:
         return sha256_hex("".join(pending))
     finished = hasher.copy()
     finished.update("".join(pending).encode("utf-8"))
-    return str(finished.hexdigest())
+    return finished.hexdigest()
 
 
-def _list_hasher(key: str, before: str, value: list[Any], memo: DigestMemo) -> Any:
+def _list_hasher(key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo) -> hashlib._Hash:
     """The hash state after ``before`` and the items of ``value`` (not to be updated: copy it)."""
     last = memo.lists.get(key)
     if (
         last is not None
-        and last[0] == before
-        and len(last[1]) <= len(value)
-        and all(map(is_, last[1], value))
+        and last.before == before
+        and len(last.items) <= len(value)
+        and all(map(is_, last.items, value))
     ):
-        hasher = last[2].copy()
-        if len(last[1]) < len(value):
-            added = "," + ",".join(_item_text(item, memo) for item in value[len(last[1]) :])
+        hasher = last.state.copy()
+        if len(last.items) < len(value):
+            added = "," + ",".join(_item_text(item, memo) for item in value[len(last.items) :])
             hasher.update(added.encode("utf-8"))
     else:
         text = before + ",".join(_item_text(item, memo) for item in value)
         hasher = hashlib.sha256(text.encode("utf-8"))
-    memo.lists[key] = (before, value[:], hasher)  # a copy: the body's list may change after it was hashed
+    memo.lists[key] = HashedList(before, tuple(value), hasher)
     return hasher
 
 
-def _item_text(item: Any, memo: DigestMemo) -> str:
+def _item_text(item: Mapping[str, object], memo: DigestMemo) -> str:
     seen = memo.items.get(id(item))
     if seen is not None and seen[0] is item:
         return seen[1]
@@ -154,14 +175,13 @@ def _item_text(item: Any, memo: DigestMemo) -> str:
 # keys were not sorted already: JSON pointer (RFC 6901) -> the keys in their recorded order.
 
 KeyOrder = dict[str, list[str]]
-_KEYS = object()  # in a pointer tree: the recorded keys of the object at that node
 
 
-def key_order(value: Any) -> KeyOrder | None:
+def key_order(value: object) -> KeyOrder | None:
     """The recorded key order of every object in ``value`` whose keys are not in sorted order (JSON pointer
     -> keys), None when all of them are (the usual case: nothing is stored)."""
     found: KeyOrder = {}
-    stack: list[tuple[str, Any]] = [("", value)]
+    stack: list[tuple[str, object]] = [("", value)]
     while stack:
         pointer, item = stack.pop()
         if type(item) is dict:
@@ -176,40 +196,54 @@ def key_order(value: Any) -> KeyOrder | None:
     return found or None
 
 
-def in_key_order(value: Any, order: Any) -> Any:
-    """``value`` with the objects ``order`` (from :func:`key_order`) names rebuilt in their recorded key
-    order; copies only the objects and lists on the way to them, so a loaded cassette is never changed.
+class _Order:
+    """A node of the pointer tree of a key order: the recorded keys of the object there, and the nodes
+    below it by token."""
+
+    __slots__ = ("below", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[object] | None = None
+        self.below: dict[str, _Order] = {}
+
+
+def in_key_order(value: object, order: object) -> object:
+    """A copy of ``value`` of its own, with the objects ``order`` (from :func:`key_order`) names rebuilt in
+    their recorded key order. Always a copy, however little is reordered: the value is handed to user code
+    (a tool result, a write tool's receipt, a ``record_value`` value) that may change it, and ``value`` is
+    the loaded cassette's, which the comparison and later served values read in place.
     Keys the order does not list follow in their own order, listed keys the value lacks are skipped: an edited
     cassette still loads."""
+    fresh: object = copy_json(value)
     if not order or not isinstance(order, dict):
-        return value
-    tree: dict[Any, Any] = {}
+        return fresh
+    tree = _Order()
     for pointer, keys in order.items():
         if not isinstance(pointer, str) or not isinstance(keys, list) or (pointer and pointer[0] != "/"):
             continue
         node = tree
         for token in pointer.split("/")[1:] if pointer else ():
-            node = node.setdefault(_unescape(token), {})
-        node[_KEYS] = keys
-    return _reordered(value, tree)
+            node = node.below.setdefault(_unescape(token), _Order())
+        node.keys = keys
+    _reorder(fresh, tree)
+    return fresh
 
 
-def _reordered(value: Any, node: dict[Any, Any]) -> Any:
+def _reorder(value: object, node: _Order) -> None:
+    """Reorder in place: ``value`` is the fresh copy :func:`in_key_order` made."""
     if isinstance(value, dict):
-        keys = node.get(_KEYS)
-        names = list(value)
-        if keys is not None:
-            listed = list(dict.fromkeys(k for k in keys if isinstance(k, str) and k in value))
+        if node.keys is not None:
+            listed = [k for k in dict.fromkeys(node.keys) if isinstance(k, str) and k in value]
             chosen = set(listed)
-            names = listed + [k for k in names if k not in chosen]
-        return {k: _reordered(value[k], node[k]) if k in node else value[k] for k in names}
-    if isinstance(value, list):
-        out = list(value)
-        for token, sub in node.items():
-            if isinstance(token, str) and token.isdigit() and int(token) < len(out):
-                out[int(token)] = _reordered(out[int(token)], sub)
-        return out
-    return value
+            for name in listed + [k for k in value if k not in chosen]:
+                value[name] = value.pop(name)
+        for token, sub in node.below.items():
+            if token in value:
+                _reorder(value[token], sub)
+    elif isinstance(value, list):
+        for token, sub in node.below.items():
+            if token.isdigit() and int(token) < len(value):
+                _reorder(value[int(token)], sub)
 
 
 def _escape(key: str) -> str:

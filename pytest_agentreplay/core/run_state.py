@@ -10,7 +10,7 @@ that reads it (``isinstance``), so no other module can reach into it.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,7 +53,9 @@ class RequestMemo:
     """What the HTTP layer keeps between a run's requests (``http/recording``, ``intercept/urllib3``)."""
 
     # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
-    shared: dict[tuple[str, str], Document] = field(default_factory=dict)
+    # Read only from here on: the body is an event's stored request (events are not changed once
+    # emitted; a hook or the user gets a copy), and the next request's body takes its parts.
+    shared: dict[tuple[str, str], Mapping[str, object]] = field(default_factory=dict)
     # (method, URL) -> ``http.resend.Sent`` of the last request there (None: nothing to reuse).
     resent: dict[tuple[str, str], object] = field(default_factory=dict)
     digests: DigestMemo | None = None

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from operator import is_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..core.canonical import DigestMemo, request_digest, same_json
+from ..core.documents import Document
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError
 from . import bodies, resend
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
-def _ref(value: Any, data_class: str, media_type: str) -> PayloadRef:
+def _ref(value: object, data_class: str, media_type: str) -> PayloadRef:
     # Every field given, built here: checking them again for each replayed call would be waste.
     return PayloadRef.construct_trusted(
         {"sha256": None, "inline": value, "data_class": data_class, "media_type": media_type, "size": None}
@@ -69,10 +71,11 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
         share_parts(previous, body)
 
 
-def share_parts(previous: dict[str, Any], body: dict[str, Any]) -> None:
+def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None:
     """Make the parts of ``body`` equal to the same parts of ``previous`` (a JSON request body sent before to
     the same endpoint) the very objects of ``previous``: a list's equal items from its start, or a whole
-    value. ``body`` is changed in place; ``previous`` is not."""
+    value. ``body`` is changed in place (only to equal values: what was sent stays what is stored);
+    ``previous`` is read only."""
     for name, value in body.items():
         old = previous.get(name)
         if old is None or old is value:
@@ -104,7 +107,7 @@ def _digest_memo(ctx: RunContext) -> DigestMemo:
 
 def model_request_fields(
     request: HttpRequest, cls: Classification, memo: DigestMemo | None = None
-) -> dict[str, Any]:
+) -> Document:
     adapter = ADAPTERS[str(cls.provider)]
     body = request.json()
     fields = adapter.request_fields(str(cls.endpoint), body)
@@ -122,18 +125,20 @@ def emit_exchange(
     cls: Classification,
     latency_ms: float,
     *,
-    response_data: dict[str, Any] | None = None,
-    response_payload: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
+    response_data: Mapping[str, object] | None = None,
+    response_payload: Document | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> None:
-    """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields."""
+    """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields, and
+    ``response_payload`` the recorded response: the replayed event holds the recorded one's values, which
+    neither event changes (the user reads copies of events, a hook a copy of its own)."""
     settings = ctx.settings
     out_payload = response_payload if response_payload is not None else response.to_payload()
     latency = round(latency_ms, 3)
     if cls.kind == "model":
         share_repeats(ctx, request)
         data_class = settings.model_data_class
-        data: dict[str, Any] = {"provider": cls.provider, "endpoint": cls.endpoint}
+        data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
         data.update(model_request_fields(request, cls, _digest_memo(ctx)))
         if response.is_sse:
             data["streamed"] = True
@@ -233,11 +238,17 @@ class LiveCapture:
         self._coding: str | None = None
         self._parser: SSEParser | None = None
         self._chunks: list[bytes] = []
-        self._events: list[dict[str, Any]] = []
+        self._events: list[Document] = []
         self._done = False
         self._lock = threading.Lock()
 
-    def start_response(self, status: int, headers: Any, *, decoded: bool = False) -> None:
+    def start_response(
+        self,
+        status: int,
+        headers: Mapping[str, object] | Iterable[tuple[str | bytes, object]],
+        *,
+        decoded: bool = False,
+    ) -> None:
         """Headers are in. ``decoded``: the client hands us bytes it already decompressed (aiohttp).
 
         Raises :class:`ContentCodingError` (also kept in ``ctx.failures``: the agent may swallow it) for a
@@ -295,10 +306,10 @@ class LiveCapture:
             for ev in self._parser.feed(tail) + self._parser.finish():
                 ev["t"] = t
                 self._events.append(ev)
-            stream: dict[str, Any] = {"sse": self._events, "content_type": content_type}
+            stream: Document = {"sse": self._events, "content_type": content_type}
             if self._coding:
                 stream["coding"] = self._coding
-            body: dict[str, Any] | None = stream
+            body: Document | None = stream
         else:
             raw = b"".join(self._chunks) + tail
             body = bodies.encode_body(raw, content_type, exact=True, coding=self._coding)

@@ -16,9 +16,10 @@ gives (and its format what the full check would name), or the caller parses the 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from ..core.documents import Document
 from .bodies import json_text
 
 # The formats whose text is one line with no spacing choices left to the writer (see ``bodies``): for
@@ -35,15 +36,18 @@ _OPEN = b'{"\\u0000agentreplay-resent":['
 class Sent:
     """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
     up to the end of that list's last item, and the compact formats those bytes are the text of (both,
-    when they hold no character the two write differently), in the order the full check tries them."""
+    when they hold no character the two write differently), in the order the full check tries them.
 
-    value: dict[str, Any]
+    ``value`` is read only: it is the previous request's stored body (an event's, not changed once emitted),
+    and the next request's body takes its conversation's items as they are."""
+
+    value: Mapping[str, object]
     key: str
     prefix: bytes
     formats: tuple[str | None, ...]
 
 
-def _conversation_key(value: dict[str, Any]) -> str | None:
+def _conversation_key(value: Mapping[str, object]) -> str | None:
     for key in _CONVERSATION_KEYS:
         items = value.get(key)
         if type(items) is list and items and all(type(item) is dict for item in items):
@@ -55,8 +59,10 @@ def _conversation_key(value: dict[str, Any]) -> str | None:
     return best
 
 
-def _prefix_text(value: dict[str, Any], key: str, fmt: str | None) -> str | None:
-    head: dict[str, Any] = {}
+def _prefix_text(value: Mapping[str, object], key: str, fmt: str | None) -> str | None:
+    items = value[key]
+    assert type(items) is list  # _conversation_key chose a list
+    head: Document = {}
     for name, item in value.items():
         if name == key:
             break
@@ -65,10 +71,10 @@ def _prefix_text(value: dict[str, Any], key: str, fmt: str | None) -> str | None
     head_text = json_text(head, fmt)
     if not head_text.endswith("[]}"):
         return None
-    return head_text[:-2] + ",".join(json_text(item, fmt) for item in value[key])
+    return head_text[:-2] + ",".join(json_text(item, fmt) for item in items)
 
 
-def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
+def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
     """What a following request may extend, from ``raw`` parsed as ``value`` in the format the full check
     named (``fmt``); None when the body is not a compact JSON object holding a list of objects."""
     if fmt not in _COMPACT or type(value) is not dict:
@@ -85,6 +91,7 @@ def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
         return None
     # The other compact format writes the same text when no character needs escaping in one and not the
     # other: then a later request may be in either (the full check tries plain UTF-8 first).
+    formats: tuple[str | None, ...]
     if fmt is None:
         formats = (None, "compact-ascii") if prefix.isascii() else (None,)
     else:
@@ -92,7 +99,7 @@ def remember(raw: bytes, value: Any, fmt: Any) -> Sent | None:
     return Sent(value, key, prefix, formats)
 
 
-def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | None:
+def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     """``raw`` parsed, sharing ``sent``'s objects where it resends them, what the next request may extend,
     and the format the full check would name; None when ``raw`` does not start with ``sent``'s bytes or
     is not in one of its formats."""
@@ -133,13 +140,16 @@ def extend(sent: Sent, raw: bytes) -> tuple[dict[str, Any], Sent, str | None] | 
     if not formats:
         return None
     del tail[_STAND_IN]
-    value: dict[str, Any] = {}
+    history = sent.value[sent.key]
+    assert type(history) is list  # remember() chose the key of a list
+    # A new body of its own, holding the previous one's items (the objects themselves, read only there).
+    value: Document = {}
     for name, item in sent.value.items():
         if name == sent.key:
             break
         value[name] = item
     if sent.key in tail or any(name in tail for name in value):
         return None  # a key written twice: the full parse decides which one counts
-    value[sent.key] = [*sent.value[sent.key], *new_items]
+    value[sent.key] = [*history, *new_items]
     value.update(tail)
     return value, Sent(value, sent.key, prefix + added, formats), formats[0]

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
+from ..core.model import copy_json
 from .data import (
     DEFAULT_SOURCES,
     EVENT_TYPE,
@@ -260,7 +261,8 @@ class RuntimeValues:
         served, value = seq.next_recorded()
         if served:
             seq.drawn.append(value)
-            return value  # type: ignore[no-any-return]
+            # The agent's own copy: what it does to the value must not reach the replayed event (drawn).
+            return copy_json(value)  # type: ignore[no-any-return]
         result = fn()
         plain = to_jsonable(result)
         if plain != result and self.ctx.mode == "record":
