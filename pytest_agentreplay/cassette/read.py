@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
 from ..core.documents import Document
@@ -25,7 +27,6 @@ from ..exceptions import (
     CassetteSchemaError,
     CassetteVersionError,
     PayloadShapeError,
-    RecordValidationError,
 )
 from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
@@ -176,7 +177,7 @@ def _check_header(raw: Any, path: Path, mode: str | None) -> int:
 
 
 def schema_error(
-    exc: RecordValidationError, raw: Document, path: Path, mode: str | None
+    exc: ValidationError, raw: Document, path: Path, mode: str | None
 ) -> CassetteSchemaError:
     details = exc.errors(include_url=False)
     places = [_describe_loc(err["loc"], raw) for err in details]
@@ -316,7 +317,7 @@ def _load(
     except CassetteError as exc:
         exc.mode = mode
         raise
-    except RecordValidationError as exc:
+    except ValidationError as exc:
         raise schema_error(exc, raw, path, mode) from None
     except (ValueError, UnicodeError, RecursionError) as exc:
         # Only reachable through damage: an infinite number or a lone surrogate escape cannot be hashed.
