@@ -91,7 +91,9 @@ def conversation(calls: int) -> list[Event]:
                 type="model.call",
                 actor="model",
                 event_class="decision",
-                input_ref=PayloadRef(inline=request, media_type="application/vnd.agentreplay.http-request+json"),
+                input_ref=PayloadRef(
+                    inline=request, media_type="application/vnd.agentreplay.http-request+json"
+                ),
                 output_ref=PayloadRef(
                     inline=response, media_type="application/vnd.agentreplay.http-response+json"
                 ),
@@ -170,8 +172,13 @@ def main() -> None:
         print(label)
         for way, seconds in per.items():
             print(f"  {way:<{width}} {seconds * 1000:9.2f} ms")
-    print(f"(files: big {sizes['big'] / 1e6:.1f} MB, chat {sizes['chat'] / 1e6:.2f} MB; medians of {args.repeats})")
-    print(json.dumps({label: {w: round(s * 1000, 3) for w, s in per.items()} for label, per in totals.items()}))
+    print(
+        f"(files: big {sizes['big'] / 1e6:.1f} MB, chat {sizes['chat'] / 1e6:.2f} MB;"
+        f" medians of {args.repeats})"
+    )
+    print(
+        json.dumps({label: {w: round(s * 1000, 3) for w, s in per.items()} for label, per in totals.items()})
+    )
 
 
 if __name__ == "__main__":
