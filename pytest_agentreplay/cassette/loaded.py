@@ -3,7 +3,7 @@ problem of the cassette listed for ``agentreplay verify``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,13 @@ from .blobs import BlobStore
 from .chain import integrity_problems
 from .document import build_document, run_to_dict, scan_document
 from .parsing import parse_document
+from .stored_form import REF_FIELDS
 from .validation import MAX_DEPTH, depth_problem, payload_problem
 
-REF_FIELDS = ("input_ref", "output_ref")
 _MAX_LISTED_PROBLEMS = 20
 
 
-def verify_chain(doc: Mapping[str, object] | CassetteDoc) -> list[str]:
+def verify_chain(doc: Document | CassetteDoc) -> list[str]:
     """Every integrity problem of a cassette document (raw dict or model); empty when intact."""
     raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
     messages = [problem.message for problem in integrity_problems(raw)]

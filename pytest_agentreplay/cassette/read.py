@@ -17,10 +17,11 @@ from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
 from .document import blob_resolver
 from .document_checks import check_event_keys, check_header, schema_error
-from .loaded import REF_FIELDS, LoadedCassette, relocate
+from .loaded import LoadedCassette, relocate
 from .migrations import migrate_document
 from .parsing import parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
+from .stored_form import REF_FIELDS
 
 
 def _load(

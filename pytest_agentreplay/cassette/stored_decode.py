@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
 
 from ..core.canonical import DigestMemo, request_digest
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
@@ -44,7 +43,7 @@ def _restore_http_fields(event: Document) -> None:
         event["tool"] = {"name": default_tool_name(url), **(tool or {})}
 
 
-def _restore_response(ref: dict[str, Any]) -> None:
+def _restore_response(ref: Document) -> None:
     payload = ref.get("inline")
     if not isinstance(payload, dict):
         return
@@ -57,7 +56,7 @@ def _restore_response(ref: dict[str, Any]) -> None:
         ref["inline"] = {**payload, "body": {**body, "json": parse_sorted(body["raw"])}}
 
 
-def parse_sorted(raw: str) -> Any:
+def parse_sorted(raw: str) -> object:
     """``raw`` parsed with every object's keys in canonical (sorted) order, as the value had when it was
     stored (the last of duplicate keys wins). jiter, then a pass sorting the objects that need it, costs half
     of ``json.loads`` calling a hook per object; anything jiter refuses (a lone surrogate, NaN, nesting past
@@ -71,23 +70,22 @@ def parse_sorted(raw: str) -> Any:
     return _sort_keys(value)
 
 
-def _sort_keys(value: Any) -> Any:
-    kind = type(value)
-    if kind is dict:
+def _sort_keys(value: object) -> object:
+    if type(value) is dict:
         keys = list(value)
         if keys != sorted(keys):
             value = {key: value[key] for key in sorted(keys)}
         for key, item in value.items():
             if type(item) is dict or type(item) is list:
                 value[key] = _sort_keys(item)
-    elif kind is list:
+    elif type(value) is list:
         for index, item in enumerate(value):
             if type(item) is dict or type(item) is list:
                 value[index] = _sort_keys(item)
     return value
 
 
-def _sorted_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _sorted_object(pairs: list[tuple[str, object]]) -> Document:
     return dict(sorted(dict(pairs).items()))
 
 
@@ -100,8 +98,8 @@ class _Decoder:
         self.source = source
         self.resolve = resolve
         # Per (method, url): the decoded payloads of earlier requests, in order.
-        self.earlier: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.last_headers: Any = None
+        self.earlier: dict[tuple[str, str], list[Document]] = {}
+        self.last_headers: object = None
         self.digests = DigestMemo()
 
     def fail(self, index: int, problem: str) -> CassetteSchemaError:
@@ -116,7 +114,7 @@ class _Decoder:
             ],
         )
 
-    def event(self, index: int, stored: Any) -> Any:
+    def event(self, index: int, stored: object) -> object:
         if not isinstance(stored, dict):
             return stored  # the schema check names it
         event = dict(stored)
@@ -144,7 +142,7 @@ class _Decoder:
                     event["data"] = {**data, "request_hash": request_digest(body, self.digests)}
         return event
 
-    def request(self, index: int, ref: dict[str, Any]) -> None:
+    def request(self, index: int, ref: Document) -> None:
         payload = ref.get("inline")
         if ref.get("sha256") is not None and self.resolve is not None:
             # A large request kept in the blob store: a later delta may build on it (and it may itself
@@ -178,7 +176,7 @@ class _Decoder:
         if parts is not None and isinstance(payload, dict):
             self.earlier.setdefault(parts[0], []).append(payload)
 
-    def base_of(self, index: int, endpoint: tuple[str, str], back: Any) -> dict[str, Any]:
+    def base_of(self, index: int, endpoint: tuple[str, str], back: object) -> Document:
         history = self.earlier.get(endpoint, [])
         if not isinstance(back, int) or isinstance(back, bool) or not 1 <= back <= len(history):
             raise self.fail(
@@ -186,7 +184,7 @@ class _Decoder:
             )
         return history[-back]
 
-    def apply(self, index: int, stored: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, index: int, stored: Document) -> Document:
         spec = stored[DELTA]
         method, url = stored.get("method"), stored.get("url")
         if not isinstance(spec, dict) or not isinstance(method, str) or not isinstance(url, str):
@@ -225,7 +223,7 @@ class _Decoder:
         out["body"] = {**body, "json": self.json(index, base_body["json"], body["json"], spec.get("json"))}
         return out
 
-    def json(self, index: int, base: dict[str, Any], rest: dict[str, Any], spec: Any) -> dict[str, Any]:
+    def json(self, index: int, base: Document, rest: Document, spec: object) -> Document:
         if not isinstance(spec, dict) or set(spec) - {"same", "extends"}:
             raise self.fail(index, "json must be an object with `same` and/or `extends`")
         same, extends = spec.get("same", []), spec.get("extends", {})
@@ -251,8 +249,8 @@ class _Decoder:
 
 
 def decode_events(
-    events: list[Any], run_id: str, *, source: str = "<memory>", resolve: Resolver | None = None
-) -> list[Any]:
+    events: list[object], run_id: str, *, source: str = "<memory>", resolve: Resolver | None = None
+) -> list[object]:
     """The in-memory event dicts of stored ones. ``resolve(ref)`` loads a base request kept in the blob
     store (only needed when a later request is stored as a delta over it)."""
     decoder = _Decoder(run_id, source, resolve)

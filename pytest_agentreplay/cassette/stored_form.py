@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
@@ -39,7 +38,7 @@ from ..core.documents import Document
 from ..http.exchange import host_and_path
 
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
-Resolver = Callable[[Mapping[str, Any]], Any]
+Resolver = Callable[[Mapping[str, object]], object]
 
 _MEDIA_ALIASES = {REQUEST_MEDIA_TYPE: "@http-request", RESPONSE_MEDIA_TYPE: "@http-response"}
 MEDIA_FULL = {alias: full for full, alias in _MEDIA_ALIASES.items()}
@@ -62,7 +61,7 @@ def default_tool_name(url: str) -> str:
     return host + path
 
 
-def inline_request(event: Mapping[str, Any]) -> dict[str, Any] | None:
+def inline_request(event: Mapping[str, object]) -> Document | None:
     ref = event.get("input_ref")
     if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
         return None
@@ -89,7 +88,7 @@ def _lean_http_fields(event: Document, out: Document) -> None:
             out.pop("tool", None)
 
 
-def _lean_response(ref: dict[str, Any]) -> dict[str, Any]:
+def _lean_response(ref: Document) -> Document:
     """A JSON response kept byte for byte (``raw``) needs no parsed copy on disk: it is parsed on load."""
     payload = ref.get("inline")
     if not isinstance(payload, dict):
@@ -110,7 +109,7 @@ def _lean_response(ref: dict[str, Any]) -> dict[str, Any]:
 # -- encoding ---------------------------------------------------------------------------------------
 
 
-def request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] | None:
+def request_parts(payload: object) -> tuple[tuple[str, str], object, Document] | None:
     """(method, url), headers and JSON object body of a full HTTP request payload, else None: the
     requests a later one may be stored as a delta over (encoder and decoder count the same ones)."""
     if not isinstance(payload, dict) or DELTA in payload:
@@ -124,11 +123,11 @@ def request_parts(payload: Any) -> tuple[tuple[str, str], Any, dict[str, Any]] |
     return (method, url), payload.get("headers"), body["json"]
 
 
-def _json_delta(base: dict[str, Any], current: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
+def _json_delta(base: Document, current: Document) -> tuple[Document, Document, int]:
     """(delta spec, what stays stored, a cost: items stored) of ``current`` over ``base``."""
     same: list[str] = []
     extends: dict[str, int] = {}
-    rest: dict[str, Any] = {}
+    rest: Document = {}
     cost = 0
     for key, value in current.items():
         if key in base:
@@ -149,7 +148,7 @@ def _json_delta(base: dict[str, Any], current: dict[str, Any]) -> tuple[dict[str
                     continue
         rest[key] = value
         cost += len(value) if isinstance(value, list) else 1
-    spec: dict[str, Any] = {}
+    spec: Document = {}
     if extends:
         spec["extends"] = extends
     if same:
@@ -162,9 +161,9 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     kept in the blob store; one that cannot be read ends delta encoding for the rest of the cassette
     (its endpoint is unknown, so the count of earlier requests behind ``back`` would be too)."""
     stored: list[Document] = []
-    earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]] = {}
+    earlier: dict[tuple[str, str], list[tuple[object, Document]]] = {}
     blind = False
-    last_headers: Any = _ABSENT  # the headers of the previous request, whatever its endpoint
+    last_headers: object = _ABSENT  # the headers of the previous request, whatever its endpoint
     digests = DigestMemo()
     for event in events:
         out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
@@ -202,7 +201,7 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     return stored
 
 
-def _read(resolve: Resolver | None, ref: Mapping[str, Any]) -> Any:
+def _read(resolve: Resolver | None, ref: Mapping[str, object]) -> object:
     """A blob-stored request, or None when it cannot be read."""
     if resolve is None:
         return None
@@ -212,7 +211,7 @@ def _read(resolve: Resolver | None, ref: Mapping[str, Any]) -> Any:
         return None
 
 
-def request_json(event: Mapping[str, Any]) -> Any:
+def request_json(event: Mapping[str, object]) -> object:
     ref = event.get("input_ref")
     if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
         return None
@@ -221,7 +220,7 @@ def request_json(event: Mapping[str, Any]) -> Any:
     return body.get("json") if isinstance(body, dict) else None
 
 
-def _derivable_request_hash(event: Mapping[str, Any], memo: DigestMemo) -> bool:
+def _derivable_request_hash(event: Mapping[str, object], memo: DigestMemo) -> bool:
     """Whether a model call's ``data.request_hash`` (taken over the body as sent) is the hash of the body as
     stored: then it is left out, as a changed system prompt would otherwise change it in every call."""
     data = event.get("data")
@@ -237,7 +236,7 @@ def _derivable_request_hash(event: Mapping[str, Any], memo: DigestMemo) -> bool:
         return False
 
 
-def _prev_headers(ref: dict[str, Any], full: Any, last: Any) -> tuple[dict[str, Any], Any]:
+def _prev_headers(ref: Document, full: object, last: object) -> tuple[Document, object]:
     """Headers equal to the previous request's (any endpoint: a test's GETs share them) are written
     ``"@prev"``; returns the ref and the headers the next request compares with."""
     if not isinstance(full, dict) or DELTA in full:
@@ -257,20 +256,20 @@ def _prev_headers(ref: dict[str, Any], full: Any, last: Any) -> tuple[dict[str, 
 
 
 def _delta_ref(
-    ref: dict[str, Any],
-    payload: Any,
-    parts: tuple[tuple[str, str], Any, dict[str, Any]],
-    earlier: dict[tuple[str, str], list[tuple[Any, dict[str, Any]]]],
-) -> dict[str, Any]:
+    ref: Document,
+    payload: object,
+    parts: tuple[tuple[str, str], object, Document],
+    earlier: dict[tuple[str, str], list[tuple[object, Document]]],
+) -> Document:
     endpoint, headers, body_json = parts
     history = earlier.setdefault(endpoint, [])
-    best: tuple[int, int, dict[str, Any], dict[str, Any]] | None = None
+    best: tuple[int, int, Document, Document] | None = None
     if isinstance(payload, dict):  # inline: may become a delta (a blob-stored one stays as it is)
         for back, (base_headers, base_json) in enumerate(reversed(history[-_BASES_TRIED:]), 1):
             json_spec, rest, cost = _json_delta(base_json, body_json)
             if not json_spec or (best is not None and cost >= best[0]):
                 continue
-            spec: dict[str, Any] = {"back": back}
+            spec: Document = {"back": back}
             if same_json(base_headers, headers):
                 spec["headers"] = "same"
             elif isinstance(base_headers, dict) and isinstance(headers, dict):
@@ -286,8 +285,9 @@ def _delta_ref(
         return ref
     _, back, spec, rest = best
     inline = {k: v for k, v in payload.items() if k not in ("body", "headers")}
-    if spec.get("headers") == "base":
-        base_headers = history[-1 - back][0]
+    base_headers = history[-1 - back][0]
+    # "base" headers are chosen only when this request's and the base's headers are both objects.
+    if spec.get("headers") == "base" and isinstance(headers, dict) and isinstance(base_headers, dict):
         inline["headers"] = {
             k: v for k, v in headers.items() if not same_json(base_headers.get(k, _ABSENT), v)
         }

@@ -47,7 +47,7 @@ def textconv_document(raw: Any, blob_dir: Path) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cassette.read import read_cassette_bytes
+    from ..cassette.parsing import read_cassette_bytes
     from ..core.canonical import dumps_pretty
 
     path = Path(args.cassette)
