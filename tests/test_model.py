@@ -197,3 +197,31 @@ def test_the_error_survives_a_trip_between_processes() -> None:
     again = pickle.loads(pickle.dumps(info.value))
     assert again.errors() == info.value.errors() and str(again) == str(info.value)
     assert not isinstance(info.value, AgentReplayError)  # a bad value from the caller, with its traceback
+
+
+def test_a_trusted_construction_is_the_validated_record() -> None:
+    """The replay hot path builds records unchecked (``construct_trusted``): equal to the validated ones,
+    dumping and serializing alike, and as frozen."""
+    tool = {"name": "t", "schema_version": None, "idempotency_key": "k"}
+    ref = {"sha256": None, "inline": {"a": [1]}, "data_class": "internal", "media_type": "m", "size": None}
+    values: dict[str, Any] = {
+        **{k: v for k, v in GOOD.items() if k != "class"},
+        "event_class": "input",
+        "trace_id": None,
+        "span_id": None,
+        "state_hash": None,
+        "policy_version": None,
+        "tool": ToolInfo.construct_trusted(dict(tool)),
+        "input_ref": PayloadRef.construct_trusted({**ref, "key_order": None}),
+        "output_ref": None,
+        "effect": None,
+        "data": {"x": 1},
+    }
+    trusted = Event.construct_trusted(values)
+    validated = Event.model_validate({**GOOD, "tool": tool, "input_ref": ref, "data": {"x": 1}})
+    assert trusted == validated and trusted.model_fields_set == set(Event.model_fields)
+    assert trusted.model_dump() == validated.model_dump()
+    assert trusted.model_dump_json(by_alias=True) == validated.model_dump_json(by_alias=True)
+    assert event_to_dict(trusted) == event_to_shared_dict(trusted) == event_to_dict(validated)
+    with pytest.raises(ValidationError):
+        trusted.seq = 1  # type: ignore[misc]

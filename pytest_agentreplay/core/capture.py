@@ -111,27 +111,27 @@ class Recorder:
         trusted: bool = False,
     ) -> Event:
         """Append one event. ``trusted=True`` skips the JSON conversion of ``data`` (already plain JSON)."""
-        ts = utc_now()
-        json_data = (data or {}) if trusted else to_jsonable(data or {})
+        values = {
+            "run_id": self.run.run_id,
+            "seq": 0,
+            "ts": utc_now(),
+            "type": type,
+            "actor": actor,
+            "event_class": event_class,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "state_hash": state_hash,
+            "policy_version": policy_version,
+            "tool": tool,
+            "input_ref": input,
+            "output_ref": output,
+            "effect": effect,
+            "data": (data or {}) if trusted else to_jsonable(data or {}),
+        }
         with self._lock:
+            values["seq"] = len(self.events)
             # Built here, unchecked (one event per replayed call); frozen, so built once its seq is known.
-            event = Event.model_construct(
-                run_id=self.run.run_id,
-                seq=len(self.events),
-                ts=ts,
-                type=type,
-                actor=actor,
-                event_class=event_class,
-                trace_id=trace_id,
-                span_id=span_id,
-                state_hash=state_hash,
-                policy_version=policy_version,
-                tool=tool,
-                input_ref=input,
-                output_ref=output,
-                effect=effect,
-                data=json_data,
-            )
+            event = Event.construct_trusted(values)
             self.events.append(event)
         return event
 

@@ -9,7 +9,7 @@ the values recorded, shared with the recorder, and read only.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -25,10 +25,32 @@ DataClass = Literal["public", "internal", "personal"]
 HEX64 = r"^[0-9a-f]{64}$"
 
 
+_set = object.__setattr__
+
+
 class Record(BaseModel):
     """Base of the event-history records: strict, closed, frozen."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @classmethod
+    def construct_trusted(cls, values: dict[str, object]) -> Self:
+        """A record of values this package built itself, unchecked: ``values`` names every field, in the
+        order the class declares them, and becomes the record's own (not copied).
+
+        The replay hot path builds one event per call (with a tool and two payload refs): pydantic's
+        ``model_construct`` fills defaults and tracks set fields in Python, five times the cost of the
+        rest of recording the call (bench: see the report of issue 28). This sets the four slots a
+        pydantic model has (``__dict__``, ``__pydantic_fields_set__``, ``__pydantic_extra__``,
+        ``__pydantic_private__``), as ``model_construct`` does last; ``tests/test_model.py`` checks the
+        result equals, dumps and serializes as the validated record.
+        """
+        record = cls.__new__(cls)
+        _set(record, "__dict__", values)
+        _set(record, "__pydantic_fields_set__", set(values))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
+        return record
 
 
 class ToolInfo(Record):

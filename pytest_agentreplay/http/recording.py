@@ -38,12 +38,21 @@ RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
 def _ref(value: Any, data_class: str, media_type: str) -> PayloadRef:
-    # Built here from values of the right types: checking them again for each replayed call would be waste.
-    return PayloadRef.model_construct(inline=value, data_class=data_class, media_type=media_type)
+    # Every field given, built here: checking them again for each replayed call would be waste.
+    return PayloadRef.construct_trusted(
+        {
+            "sha256": None,
+            "inline": value,
+            "data_class": data_class,
+            "media_type": media_type,
+            "size": None,
+            "key_order": None,
+        }
+    )
 
 
 def _tool(name: str, key: str | None) -> ToolInfo:
-    return ToolInfo.model_construct(name=name, idempotency_key=key)
+    return ToolInfo.construct_trusted({"name": name, "schema_version": None, "idempotency_key": key})
 
 
 _SHARED_KEY = "shared_request_bodies"
@@ -191,11 +200,13 @@ def emit_exchange(
         event_class="effect",
         data=data,
         tool=_tool(name, key),
-        effect=EffectInfo.model_construct(
-            kind="http." + request.method.lower(),
-            target=request.url,
-            receipt=extract_receipt(request, response, settings),
-            committed=200 <= response.status < 300,
+        effect=EffectInfo.construct_trusted(
+            {
+                "kind": "http." + request.method.lower(),
+                "target": request.url,
+                "receipt": extract_receipt(request, response, settings),
+                "committed": 200 <= response.status < 300,
+            },
         ),
         input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
         output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
