@@ -551,3 +551,24 @@ def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     from pytest_agentreplay.cassette.document import build_document
 
     return build_document(doc["run"], doc["events"])
+
+
+def test_a_load_leaves_the_garbage_collector_as_it_found_it(cassette: Path) -> None:
+    """Loading pauses the collector (the cassette's containers all survive); it is on again after a load,
+    a failed one included, and stays off when the caller had turned it off."""
+    import gc
+
+    assert gc.isenabled()
+    assert load_cassette(cassette).events
+    assert gc.isenabled()
+    doc = json.loads(cassette.read_text())
+    doc["events"][1]["actor"] = "robot"
+    rewrite(cassette, doc)
+    load_error(cassette, CassetteSchemaError)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_error(cassette, CassetteSchemaError)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
