@@ -5,7 +5,7 @@ Messages follow one layout: a headline, the evidence, the location, then numbere
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,42 +55,6 @@ class AgentReplayError(Exception):
 
 class ConfigError(AgentReplayError):
     """Invalid configuration: option, ini key, marker argument or rule."""
-
-
-class RecordValidationError(ValueError):
-    """Values that do not fit an event-history record (an ``Event``, ``RunMeta``...): a wrong type, an unknown
-    field, a missing one. ``errors()`` lists each problem as ``{"type", "loc", "msg", "input"}``, the
-    shape pydantic's ``ValidationError.errors()`` has, so code written against either reads it alike.
-
-    Outside the ``AgentReplayError`` tree, as a ``ValueError``: it stands for a bad value the calling code
-    passed (``capture_run(metadata=...)``, a hand-built ``Event``), reported with the traceback of that
-    call. Reading a cassette turns it into a :class:`CassetteSchemaError` naming the file and the fixes."""
-
-    def __init__(self, record: str, problems: Sequence[Mapping[str, Any]]) -> None:
-        self.record = record
-        self.problems = [dict(p) for p in problems]
-        shown = [
-            f"  {'.'.join(str(part) for part in p['loc']) or '(the record)'}: {p['msg']} "
-            f"(found {_short(p.get('input'))})"
-            for p in self.problems[:8]
-        ]
-        if len(self.problems) > 8:
-            shown.append(f"  ... and {len(self.problems) - 8} more")
-        headline = f"{len(self.problems)} problem(s) in the values of a {record}"
-        fix = f"How to fix:\n  1. pass {record} the fields and types it declares (see `agentreplay schema`)"
-        super().__init__("\n".join([headline, "", *shown, "", fix]))
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.record, self.problems))
-
-    def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
-        del include_url  # accepted as pydantic's is: these errors carry no documentation links
-        return [dict(p) for p in self.problems]
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class CassetteError(AgentReplayError):
@@ -214,3 +178,16 @@ class RecordedToolError(Exception):
         super().__init__(f"{tool}: {message}")
         self.tool = tool
         self.message = message
+
+
+def __getattr__(name: str) -> object:
+    # ``RecordValidationError`` was this package's own class while the records were; they are pydantic
+    # models now, and a bad value raises ``pydantic.ValidationError`` (a ``ValueError``, outside this tree,
+    # reported with the traceback of the call that passed it). The old name stays for code that catches
+    # it, resolved on first use: processes that never validate a record (a guarded child imports this
+    # module) do not import pydantic for it.
+    if name == "RecordValidationError":
+        from pydantic import ValidationError  # heavy: ~40 ms of import a guarded child never needs
+
+        return ValidationError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,7 +16,7 @@ from .core.capture import Recorder, RunContext, utc_now
 from .core.config import Settings, marker_kwargs, resolve_test_settings
 from .core.documents import Document
 from .core.events import RunMeta
-from .core.model import copy_json
+from .core.json_copy import copy_json
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
 from .handle import AgentReplay

@@ -14,7 +14,8 @@ import pytest
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX, lock_path_for, path_lock
 from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
-from pytest_agentreplay.cassette.read import load_cassette, load_document, verify_chain
+from pytest_agentreplay.cassette.loaded import verify_chain
+from pytest_agentreplay.cassette.read import load_cassette, load_document
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
 from pytest_agentreplay.core.constants import FORMAT_VERSION
@@ -493,10 +494,10 @@ def test_symlink_within_the_cassette_folder_is_read(cassette: Path) -> None:
 def test_directory_and_oversized_cassettes_are_refused(
     cassette: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_agentreplay.cassette import read
+    from pytest_agentreplay.cassette import parsing
     from pytest_agentreplay.exceptions import CassetteFileTypeError, CassetteLimitError
 
-    monkeypatch.setattr(read, "MAX_CASSETTE_BYTES", 1000)
+    monkeypatch.setattr(parsing, "MAX_CASSETTE_BYTES", 1000)
     error = load_error(cassette, CassetteLimitError)
     assert "larger than the limit" in str(error)
     monkeypatch.undo()
@@ -550,3 +551,24 @@ def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     from pytest_agentreplay.cassette.document import build_document
 
     return build_document(doc["run"], doc["events"])
+
+
+def test_a_load_leaves_the_garbage_collector_as_it_found_it(cassette: Path) -> None:
+    """Loading pauses the collector (the cassette's containers all survive); it is on again after a load,
+    a failed one included, and stays off when the caller had turned it off."""
+    import gc
+
+    assert gc.isenabled()
+    assert load_cassette(cassette).events
+    assert gc.isenabled()
+    doc = json.loads(cassette.read_text())
+    doc["events"][1]["actor"] = "robot"
+    rewrite(cassette, doc)
+    load_error(cassette, CassetteSchemaError)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_error(cassette, CassetteSchemaError)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

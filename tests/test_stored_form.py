@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_agentreplay.cassette.read import load_cassette
-from pytest_agentreplay.cassette.stored_form import decode_events, encode_events
+from pytest_agentreplay.cassette.stored_decode import decode_events
+from pytest_agentreplay.cassette.stored_form import encode_events
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import DigestMemo, dumps_pretty, hash_value, request_digest
 from pytest_agentreplay.exceptions import CassetteError, CassetteIntegrityError, CassetteSchemaError
@@ -242,7 +243,7 @@ def test_stored_responses_parse_like_json_loads_with_sorted_keys(
 ) -> None:
     """A response kept byte for byte is parsed on load with canonical key order: the fast parse gives what
     json.loads with a sorting hook gives, value, types and key order alike."""
-    from pytest_agentreplay.cassette.stored_form import parse_sorted
+    from pytest_agentreplay.cassette.stored_decode import parse_sorted
 
     raw = json.dumps(value, indent=indent, ensure_ascii=ascii)
     expected, got = _sorted_by_hook(raw), parse_sorted(raw)
@@ -260,14 +261,14 @@ def test_stored_responses_parse_like_json_loads_with_sorted_keys(
     ],
 )
 def test_stored_response_edge_cases_parse_as_json_loads_does(raw: str) -> None:
-    from pytest_agentreplay.cassette.stored_form import parse_sorted
+    from pytest_agentreplay.cassette.stored_decode import parse_sorted
 
     assert repr(parse_sorted(raw)) == repr(_sorted_by_hook(raw))
 
 
 @pytest.mark.parametrize("raw", ['{"a": 1', "[1,]", '"a\x01b"', "01", ""])
 def test_stored_response_that_is_not_json_is_refused_as_json_loads_refuses_it(raw: str) -> None:
-    from pytest_agentreplay.cassette.stored_form import parse_sorted
+    from pytest_agentreplay.cassette.stored_decode import parse_sorted
 
     with pytest.raises(ValueError):
         _sorted_by_hook(raw)

@@ -12,11 +12,11 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ..core.canonical import dumps_compact, sha256_hex
 from ..core.commands import rerecord_fix
 from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
+from ..core.documents import Document
 from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
@@ -49,17 +49,17 @@ CHAIN_MIN_BLOBS = 2
 _SHA = re.compile(r"[0-9a-f]{64}")
 _CACHE_SIZE = 512
 
-PendingBlobs = dict[str, tuple[Any, bytes]]
+PendingBlobs = dict[str, tuple[object, bytes]]
 
 
-def _encode(value: Any, pending: PendingBlobs, split: bool = True) -> Any:
+def _encode(value: object, pending: PendingBlobs, split: bool = True) -> object:
     if isinstance(value, dict):
         out = {k: _encode(v, pending, split) for k, v in value.items()}
         if len(value) == 1 and next(iter(value)) in _MARKERS:
             return {LITERAL: out}
         return out
     if isinstance(value, list):
-        items: list[tuple[Any, bool]] = []
+        items: list[tuple[object, bool]] = []
         for item in value:
             if (
                 split
@@ -72,7 +72,7 @@ def _encode(value: Any, pending: PendingBlobs, split: bool = True) -> Any:
         if sum(blobbed for _, blobbed in items) < CHAIN_MIN_BLOBS:
             return [encoded for encoded, _ in items]
         prev: str | None = None
-        run: list[Any] = []
+        run: list[object] = []
         for encoded, blobbed in items:
             run.append(encoded)
             if blobbed:
@@ -82,7 +82,7 @@ def _encode(value: Any, pending: PendingBlobs, split: bool = True) -> Any:
     return value
 
 
-def _store(encoded: Any, pending: PendingBlobs) -> str:
+def _store(encoded: object, pending: PendingBlobs) -> str:
     data = dumps_compact(encoded).encode("utf-8")
     sha = sha256_hex(data)
     pending[sha] = (encoded, data)
@@ -90,8 +90,8 @@ def _store(encoded: Any, pending: PendingBlobs) -> str:
 
 
 def plan_externalize(
-    value: Any, inline_limit: int, *, split: bool = True
-) -> tuple[dict[str, Any], PendingBlobs]:
+    value: object, inline_limit: int, *, split: bool = True
+) -> tuple[Document, PendingBlobs]:
     """Decide where a payload goes without writing: ``({"inline": v} | {"sha256", "size"}, blobs to write)``.
 
     Planning is separate from writing so the secret scan can see the blobs before anything touches disk.
@@ -120,7 +120,7 @@ class BlobStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         # sha -> (value, size in bytes); values are validated (shape, depth) before they are cached.
-        self._cache: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[object, int]] = OrderedDict()
         self._root_real: str | None = None
 
     def __repr__(self) -> str:
@@ -140,7 +140,7 @@ class BlobStore:
     def exists(self, sha: str) -> bool:
         return self.path_for(sha).is_file()
 
-    def put(self, value: Any) -> str:
+    def put(self, value: object) -> str:
         data = dumps_compact(value).encode("utf-8")
         sha = sha256_hex(data)
         self.put_bytes(sha, data)
@@ -152,11 +152,11 @@ class BlobStore:
         if not target.is_file():
             atomic_write_bytes(target, data)
 
-    def get(self, sha: str) -> Any:
+    def get(self, sha: str) -> object:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""
         return self._get_sized(sha)[0]
 
-    def _get_sized(self, sha: str) -> tuple[Any, int]:
+    def _get_sized(self, sha: str) -> tuple[object, int]:
         cached = self._cache.get(sha)
         if cached is not None:
             self._cache.move_to_end(sha)
@@ -221,14 +221,14 @@ class BlobStore:
                 if _SHA.fullmatch(file.stem) and file.stem.startswith(sub.name):
                     yield file.stem
 
-    def externalize(self, value: Any, inline_limit: int) -> dict[str, Any]:
+    def externalize(self, value: object, inline_limit: int) -> Document:
         """Keep a small payload inline or store it (deduplicated per list element); PayloadRef-shaped."""
         placed, pending = plan_externalize(value, inline_limit)
         for sha, (_, data) in pending.items():
             self.put_bytes(sha, data)
         return placed
 
-    def resolve(self, value: Any) -> Any:
+    def resolve(self, value: object) -> object:
         """Expand ``{"$blob": sha}`` references and chains back into the original value.
 
         Bounded: at most ``MAX_DEPTH`` levels of nesting and ``MAX_EXPANDED_BYTES`` of blobs expanded (a
@@ -236,7 +236,7 @@ class BlobStore:
         """
         return _Expansion(self).expand(value, 0)
 
-    def load(self, sha: str) -> Any:
+    def load(self, sha: str) -> object:
         """The fully resolved payload stored under ``sha``."""
         return _Expansion(self).expand({BLOB_REF: sha}, 0)
 
@@ -262,7 +262,7 @@ class _Expansion:
         self.store = store
         self.budget = MAX_EXPANDED_BYTES
 
-    def blob(self, sha: str) -> Any:
+    def blob(self, sha: str) -> object:
         value, size = self.store._get_sized(sha)
         self.budget -= size
         if self.budget < 0:
@@ -274,7 +274,7 @@ class _Expansion:
             )
         return value
 
-    def expand(self, value: Any, depth: int) -> Any:
+    def expand(self, value: object, depth: int) -> object:
         if isinstance(value, dict):
             if depth >= MAX_DEPTH:
                 raise _too_deep(self.store)
@@ -293,7 +293,7 @@ class _Expansion:
             return [self.expand(v, depth + 1) for v in value]
         return value
 
-    def chain_items(self, node: dict[str, Any]) -> list[Any]:
+    def chain_items(self, node: Document) -> list[object]:
         # Iterative: a 500-message history is a 500-node chain, deeper than the recursion limit allows.
         problem = chain_problem(node)
         if problem is not None:
@@ -335,7 +335,7 @@ def _bad_node(store: BlobStore, what: str, problem: str) -> PayloadShapeError:
     )
 
 
-def _parse_blob(data: bytes, sha: str, target: Path) -> Any:
+def _parse_blob(data: bytes, sha: str, target: Path) -> object:
     try:
         value = parse_fast(data)
     except NestingTooDeep as exc:
@@ -354,11 +354,11 @@ def _parse_blob(data: bytes, sha: str, target: Path) -> Any:
         ) from None
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _refs_in(value: Any) -> Iterator[str]:
+def _refs_in(value: object) -> Iterator[str]:
     stack = [value]
     while stack:
         item = stack.pop()

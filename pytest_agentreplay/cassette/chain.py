@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -22,7 +21,7 @@ class ChainProblem:
     message: str
 
 
-def integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) -> list[ChainProblem]:
+def integrity_problems(doc: Document, version: int = FORMAT_VERSION) -> list[ChainProblem]:
     """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
     head digest); the first names the first bad event."""
     run = doc["run"]
@@ -52,7 +51,7 @@ def integrity_problems(doc: Mapping[str, Any], version: int = FORMAT_VERSION) ->
             )
         )
     claimed = doc.get("event_digests")
-    claimed_list: list[Any] = claimed if isinstance(claimed, list) else []
+    claimed_list: list[object] = claimed if isinstance(claimed, list) else []
     if len(claimed_list) != len(events):
         problems.append(
             ChainProblem(
@@ -106,18 +105,18 @@ def checked_integrity(version: int) -> str:
     return f"version {version}: no integrity fields, nothing to check"
 
 
-def event_digest(event: Mapping[str, Any]) -> str:
+def event_digest(event: Mapping[str, object]) -> str:
     """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
     renumbers it without changing its digest (the order is bound by ``head_hash``)."""
     return hash_value({k: v for k, v in event.items() if k != "seq"})
 
 
-def head_digest(run: Any, digests: Sequence[Any], count: Any, version: int = FORMAT_VERSION) -> str:
+def head_digest(run: object, digests: Sequence[object], count: object, version: int = FORMAT_VERSION) -> str:
     """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
     return hash_value({"version": version, "run": run, "event_count": count, "event_digests": list(digests)})
 
 
-def _fast_digests(events: list[Any]) -> list[str | None]:
+def _fast_digests(events: list[Document]) -> list[str | None]:
     """Each event's digest serialized by orjson, which for a parsed canonical file (keys already sorted) is
     the canonical compact JSON, 4x faster than json.dumps. ``None`` where it cannot serialize (an integer
     beyond 64 bits, a lone surrogate). A disagreement with the stored digest (float spelling, 1e-07 vs

@@ -5,7 +5,6 @@ redaction of its run header and its secret scan are shared by saving and by ``ag
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..core.documents import Document
 from ..core.events import RunMeta
@@ -20,7 +19,7 @@ def run_to_dict(run: RunMeta) -> Document:
 
 
 def build_document(
-    run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, Any]], Any] | None = None
+    run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, object]], object] | None = None
 ) -> Document:
     """The current-format document of in-memory event dicts: stored form (request deltas, defaults left
     out; ``resolve`` reads blob-stored requests), one digest per stored event and the head digest."""
@@ -30,11 +29,13 @@ def build_document(
     )
 
 
-def blob_resolver(store: BlobStore, source: BlobStore | None = None) -> Callable[[Mapping[str, Any]], Any]:
+def blob_resolver(
+    store: BlobStore, source: BlobStore | None = None
+) -> Callable[[Mapping[str, object]], object]:
     """``resolve(ref)`` for :mod:`stored_form`: the payload a ref keeps in ``store`` (or in ``source``, the
     store a cassette being rewritten was loaded from); a missing or damaged blob is a ``CassetteError``."""
 
-    def resolve(ref: Mapping[str, Any]) -> Any:
+    def resolve(ref: Mapping[str, object]) -> object:
         sha = ref.get("sha256")
         if not isinstance(sha, str):
             return None
@@ -53,7 +54,7 @@ def redact_run(run: Document, redactor: Redactor) -> Document:
     return {k: redactor.redact(v, keys=k not in _NAME_KEYED_RUN_FIELDS) for k, v in run.items()}
 
 
-def scan_document(doc: Mapping[str, Any], redactor: Redactor) -> list[str]:
+def scan_document(doc: Document, redactor: Redactor) -> list[str]:
     found: list[str] = []
     for key, value in doc["run"].items():
         found.extend(redactor.find_secrets(value, f"run.{key}", keys=key not in _NAME_KEYED_RUN_FIELDS))

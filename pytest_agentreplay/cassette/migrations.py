@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ..core.canonical import hash_value
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
 from ..core.documents import Document
-from ..exceptions import CassetteSchemaError
+from ..exceptions import CassetteIntegrityError, CassetteSchemaError
 from .chain import integrity_problems, seal_document
 from .document import build_document
 
@@ -28,7 +27,7 @@ def _recorded_test(doc: Document) -> str | None:
 
 def _check_shape(
     doc: Document, source: str, version: int, newer_fields: list[str], fixes: list[str]
-) -> tuple[dict[str, Any], list[Any]]:
+) -> tuple[Document, list[object]]:
     """The ``run`` and ``events`` of a version-``version`` document, refusing fields of a newer version.
 
     A newer file relabelled as older would be migrated afresh and so hide an edit.
@@ -55,12 +54,26 @@ def _check_shape(
     return run, events
 
 
+def _event_objects(
+    run: Document, events: list[object], source: str, fixes: list[str]
+) -> tuple[Document, list[Document]]:
+    """``run`` and ``events`` once every event is a JSON object (else: the first that is not, named)."""
+    objects: list[Document] = []
+    for index, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise CassetteSchemaError(
+                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
+            )
+        objects.append(event)
+    return run, objects
+
+
 def _v1_to_v2(doc: Document, source: str) -> Document:
     """Version 1 had no hash chain; the chain is computed from the content as it is now."""
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
     run, events = _check_shape(doc, source, 1, list(_V2_ONLY_TOP), fixes)
     prev = hash_value(run)
-    chained: list[Any] = []
+    chained: list[Document] = []
     for index, event in enumerate(events):
         if not isinstance(event, dict):
             raise CassetteSchemaError(
@@ -79,7 +92,7 @@ def _v1_to_v2(doc: Document, source: str) -> Document:
     return {**doc, "version": 2, "events": chained, "event_count": len(chained), "head_hash": prev}
 
 
-def _v2_chain_problems(run: Any, events: list[Any], doc: Document) -> list[tuple[int | None, str]]:
+def _v2_chain_problems(run: object, events: list[Document], doc: Document) -> list[tuple[int | None, str]]:
     """The version-2 hash chain check (``prev_hash`` per event, ``head_hash`` over the last event)."""
     problems: list[tuple[int | None, str]] = []
     for index, event in enumerate(events):
@@ -130,15 +143,8 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
     """Version 2 chained each event to its predecessor (``prev_hash``): one accepted change rewrote every
     later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
     (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
-    from ..exceptions import CassetteIntegrityError
-
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
-    run, events = _check_shape(doc, source, 2, ["event_digests"], fixes)
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise CassetteSchemaError(
-                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
-            )
+    run, events = _event_objects(*_check_shape(doc, source, 2, ["event_digests"], fixes), source, fixes)
     problems = _v2_chain_problems(run, events, doc)
     if problems:
         first = problems[0][0]
@@ -160,15 +166,8 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
     checked as version 3 defines them, then the events are written in the version-4 stored form (requests
     as deltas over earlier ones, defaults left out) and sealed again. Requests kept in the blob store stay
     there (and end delta encoding from there on: the migration reads no blobs)."""
-    from ..exceptions import CassetteIntegrityError
-
     fixes = ["restore the cassette from git", rerecord_fix(_recorded_test(doc), source)]
-    run, events = _check_shape(doc, source, 3, [], fixes)
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            raise CassetteSchemaError(
-                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
-            )
+    run, events = _event_objects(*_check_shape(doc, source, 3, [], fixes), source, fixes)
     problems = integrity_problems(doc, version=3)
     if problems:
         first = problems[0].index

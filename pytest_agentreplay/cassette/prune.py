@@ -24,7 +24,8 @@ from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX, FORMAT_NAME
 from ..exceptions import AgentReplayError, CassetteNotFoundError, PruneRefusedError
 from .atomic import TEMP_PREFIX
 from .blobs import BlobStore, default_blob_dir
-from .read import REF_FIELDS, read_cassette_bytes
+from .parsing import read_cassette_bytes
+from .stored_form import REF_FIELDS
 
 _DEFAULT_CLASS = "internal"
 _SHA = re.compile(r"[0-9a-f]{64}")

@@ -10,9 +10,8 @@ recorded ones (chunk boundaries, ``raw`` text, arrival times), so replay serves 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.canonical import dumps_compact
+from ..core.documents import Document
 from .blobs import PendingBlobs, plan_externalize
 
 # A stream of small events stays in the cassette up to this many inline limits (64 KiB at the default
@@ -20,14 +19,14 @@ from .blobs import PendingBlobs, plan_externalize
 STREAM_INLINE_FACTOR = 32
 
 
-def stream_events(value: Any) -> list[Any] | None:
+def stream_events(value: object) -> list[object] | None:
     """The events of a streamed response payload (an SSE body), or None for any other payload."""
     body = value.get("body") if isinstance(value, dict) else None
     events = body.get("sse") if isinstance(body, dict) else None
     return events if isinstance(events, list) else None
 
 
-def plan_payload(value: Any, inline_limit: int) -> tuple[dict[str, Any], PendingBlobs]:
+def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlobs]:
     """Where a payload goes (see :func:`blobs.plan_externalize`), a streamed response placed whole."""
     events = stream_events(value)
     if events is None:
@@ -37,7 +36,7 @@ def plan_payload(value: Any, inline_limit: int) -> tuple[dict[str, Any], Pending
     return plan_externalize(value, inline_limit, split=False)
 
 
-def _stays_inline(value: Any, events: list[Any], inline_limit: int) -> bool:
+def _stays_inline(value: object, events: list[object], inline_limit: int) -> bool:
     size = len(dumps_compact(value).encode("utf-8"))
     if size <= inline_limit:
         return True

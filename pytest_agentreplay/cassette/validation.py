@@ -13,9 +13,12 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
+
+import jiter
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+from ..core.documents import Document
 from ..exceptions import CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
@@ -120,18 +123,16 @@ def _too_large(
 
 # -- parsing ---------------------------------------------------------------------------------------
 
-UNPARSED: Final[Any] = object()
+UNPARSED: Final[object] = object()
 
 
 class NestingTooDeep(ValueError):
     """JSON nested deeper than the fast parser goes (200 levels): damage, refused before anything walks it."""
 
 
-def parse_fast(data: bytes) -> Any:
+def parse_fast(data: bytes) -> object:
     """``data`` parsed by jiter, faster than ``json.loads``; :data:`UNPARSED` when it refuses the bytes,
     whose errors ``json.loads`` then words. Raises :class:`NestingTooDeep`."""
-    import jiter  # here: a session that never loads a cassette does not import it
-
     try:
         return jiter.from_json(data, allow_inf_nan=False)
     except ValueError as exc:
@@ -143,8 +144,10 @@ def parse_fast(data: bytes) -> Any:
 # -- shapes ----------------------------------------------------------------------------------------
 
 
-def depth_problem(value: Any, limit: int = MAX_DEPTH, start: int = 0) -> str | None:
+def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str | None:
     """Iteratively: 'nested N levels deep' when ``value`` nests deeper than ``limit``."""
+    if not isinstance(value, dict | list):
+        return None  # a scalar nests no deeper than where it stands
     try:
         # Each level of nesting takes at least 4 bytes of marshal's form (a dict: its type code, a string key
         # of two or more, the end code; a list: its type code and length; a repeated object is a 5-byte
@@ -154,7 +157,7 @@ def depth_problem(value: Any, limit: int = MAX_DEPTH, start: int = 0) -> str | N
             return None
     except ValueError:
         pass  # not marshallable, or deeper than marshal goes: walked below
-    stack: list[tuple[Any, int]] = [(value, start)]
+    stack: list[tuple[object, int]] = [(value, start)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -168,10 +171,10 @@ def depth_problem(value: Any, limit: int = MAX_DEPTH, start: int = 0) -> str | N
     return None
 
 
-def blob_problem(value: Any) -> tuple[str, bool] | None:
+def blob_problem(value: object) -> tuple[str, bool] | None:
     """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
     whether it is a limit (depth) rather than a shape problem."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "$")]
+    stack: list[tuple[object, int, str]] = [(value, 0, "$")]
     while stack:
         item, depth, where = stack.pop()
         if isinstance(item, dict):
@@ -207,7 +210,7 @@ def blob_problem(value: Any) -> tuple[str, bool] | None:
     return None
 
 
-def chain_problem(inner: Any) -> str | None:
+def chain_problem(inner: object) -> str | None:
     """Why ``inner`` is not a chain node body ``{"prev": sha | null, "items": [...]}``."""
     if not isinstance(inner, dict):
         return f"expected an object with prev and items, found {_short(inner)}"
@@ -221,7 +224,7 @@ def chain_problem(inner: Any) -> str | None:
     return None
 
 
-def _headers_problem(headers: Any) -> str | None:
+def _headers_problem(headers: object) -> str | None:
     if not isinstance(headers, dict):
         return f"headers must be an object, found {_short(headers)}"
     for name, value in headers.items():
@@ -230,7 +233,7 @@ def _headers_problem(headers: Any) -> str | None:
     return None
 
 
-def body_problem(body: Any) -> str | None:
+def body_problem(body: object) -> str | None:
     """Why ``body`` is not a stored BODY shape (see ``http/bodies.py``)."""
     if body is None:
         return None
@@ -261,7 +264,7 @@ def body_problem(body: Any) -> str | None:
     return None
 
 
-def payload_problem(media_type: str | None, value: Any) -> str | None:
+def payload_problem(media_type: str | None, value: object) -> str | None:
     """Why a resolved payload does not have the shape its media type says; ``None`` when it does."""
     if media_type == HTTP_RESPONSE_MEDIA_TYPE:
         if not isinstance(value, dict):
@@ -295,7 +298,7 @@ _KEY_FIELDS: Final = {
 }
 
 
-def event_key_problem(events: Sequence[Any]) -> tuple[int, str] | None:
+def event_key_problem(events: Sequence[Document]) -> tuple[int, str] | None:
     """The first event whose key fields (see ``_KEY_FIELDS``, and ``data.group``) are objects or lists."""
     fields = _KEY_FIELDS
     containers = (dict, list)
@@ -305,7 +308,8 @@ def event_key_problem(events: Sequence[Any]) -> tuple[int, str] | None:
             continue
         if isinstance(data.get("group"), containers):
             return index, f"data.group must be a string, number or null, found {_short(data['group'])}"
-        names = fields.get(event.get("type"))
+        kind = event.get("type")
+        names = fields.get(kind) if isinstance(kind, str) else None
         if names is None:
             continue
         for name in names:
@@ -315,7 +319,7 @@ def event_key_problem(events: Sequence[Any]) -> tuple[int, str] | None:
     return None
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     try:
         text = repr(value)
     except (RecursionError, ValueError):

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ..core.canonical import dumps_pretty
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
 from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
-from ..core.model import copy_json
-from ..exceptions import BlobMissingError, CassetteSchemaError, RecordValidationError, SecretLeakError
+from ..core.json_copy import copy_json
+from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import Redactor, default_redactor
 from .atomic import atomic_write_bytes, path_lock, save_failed
@@ -66,7 +68,7 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
         # The hook changes a copy of its own: the redacted events share the messages a conversation resends.
         # Round-trip through the model so a hook's None values or defaults cannot break byte identity.
         return event_to_shared_dict(Event.model_validate(hook(copy_json(event))))
-    except RecordValidationError as exc:
+    except ValidationError as exc:
         raise CassetteSchemaError(
             f"cannot save {path.name}: the redaction hook returned an invalid event",
             evidence=[
@@ -139,7 +141,7 @@ def save_cassette(
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
         text = dumps_pretty(doc).encode("utf-8")
-    except RecordValidationError as exc:
+    except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
         raise CassetteSchemaError(
@@ -176,6 +178,6 @@ def save_cassette(
     # What a later load of the file gives (blob-stored payloads stay references).
     try:
         validated = CassetteDoc.model_validate({**doc, "events": decode_stored_events(doc, path, store)})
-    except RecordValidationError as exc:
+    except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     return LoadedCassette(path, validated.run, validated.events, store, document=doc)

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..cassette.blobs import BlobStore, default_blob_dir
-from ..cassette.read import REF_FIELDS, read_cassette_bytes
+from ..cassette.parsing import read_cassette_bytes
+from ..cassette.read import REF_FIELDS
 from ..core.canonical import dumps_pretty
 from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
 from ..core.documents import Document

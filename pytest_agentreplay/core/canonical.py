@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
 
-from .model import copy_json
+from .json_copy import copy_json
 
 
 def dumps_pretty(value: object) -> str:

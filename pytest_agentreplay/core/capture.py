@@ -130,9 +130,10 @@ class Recorder:
             "effect": effect,
             "data": (data or {}) if trusted else to_jsonable(data or {}),
         }
-        event = Event.construct_trusted(values)  # built here: one event per replayed call, not checked again
         with self._lock:
             values["seq"] = len(self.events)
+            # Built here, unchecked (one event per replayed call); frozen, so built once its seq is known.
+            event = Event.construct_trusted(values)
             self.events.append(event)
         return event
 

@@ -1,12 +1,17 @@
 """The event-history model: runs, events, payload references; the cassette document and its schema.
 
-Imports only the standard library (the records are :mod:`.model`'s), so agent code can use the explicit
-event API in production, and a replay process starts without a model library.
+The records are pydantic models in strict mode with unknown fields forbidden, as the cassette format was
+specified: no coercion (``"1"`` is not an int, ``True`` is not an int), every problem reported by
+``pydantic.ValidationError`` with its location. They are frozen: a record is never changed after it is
+built (``model_copy(update=...)`` makes a changed one); the containers it holds (``data``, payloads) are
+the values recorded, shared with the recorder, and read only.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, Self, get_args
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 # The event vocabularies (``Actor``, ``EventClass``, ``EventType``) are written once, in constants, beside
 # the tuples of their values; re-exported here, where the model uses them.
@@ -14,10 +19,38 @@ from .constants import FORMAT_NAME, FORMAT_VERSION
 from .constants import Actor as Actor
 from .constants import EventClass as EventClass
 from .constants import EventType as EventType
-from .model import Record, field, json_schema
+from .documents import Document
 
 DataClass = Literal["public", "internal", "personal"]
 HEX64 = r"^[0-9a-f]{64}$"
+
+
+_set = object.__setattr__
+
+
+class Record(BaseModel):
+    """Base of the event-history records: strict, closed, frozen."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @classmethod
+    def construct_trusted(cls, values: dict[str, object]) -> Self:
+        """A record of values this package built itself, unchecked: ``values`` names every field, in the
+        order the class declares them, and becomes the record's own (not copied).
+
+        The replay hot path builds one event per call (with a tool and two payload refs): pydantic's
+        ``model_construct`` fills defaults and tracks set fields in Python, five times the cost of the
+        rest of recording the call (bench: see the report of issue 28). This sets the four slots a
+        pydantic model has (``__dict__``, ``__pydantic_fields_set__``, ``__pydantic_extra__``,
+        ``__pydantic_private__``), as ``model_construct`` does last; ``tests/test_model.py`` checks the
+        result equals, dumps and serializes as the validated record.
+        """
+        record = cls.__new__(cls)
+        _set(record, "__dict__", values)
+        _set(record, "__pydantic_fields_set__", set(values))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
+        return record
 
 
 class ToolInfo(Record):
@@ -36,12 +69,12 @@ class EffectInfo(Record):
 class PayloadRef(Record):
     """A payload either inline (``inline``) or in the blob store (``sha256``), tagged with a data class."""
 
-    sha256: str | None = field(default=None, pattern=HEX64)
+    sha256: str | None = Field(default=None, pattern=HEX64)
     inline: Any = None
     data_class: DataClass = "internal"
     media_type: str | None = None
-    size: int | None = field(default=None, ge=0)
-    key_order: dict[str, list[str]] | None = field(
+    size: int | None = Field(default=None, ge=0)
+    key_order: dict[str, list[str]] | None = Field(
         default=None,
         description="A value replay hands back (a tool result): the recorded key order of each of its "
         "objects whose keys were not sorted, by JSON pointer; the payload itself is stored with sorted keys.",
@@ -50,11 +83,15 @@ class PayloadRef(Record):
 
 class Event(Record):
     run_id: str
-    seq: int = field(ge=0)
+    seq: int = Field(ge=0)
     ts: str
     type: EventType
     actor: Actor
-    event_class: EventClass = field(json_name="class")
+    # ``class`` on disk (a Python keyword, so not the attribute's name); either name is accepted on input,
+    # both at once is one too many.
+    event_class: EventClass = Field(
+        validation_alias=AliasChoices("class", "event_class"), serialization_alias="class"
+    )
     trace_id: str | None = None
     span_id: str | None = None
     state_hash: str | None = None
@@ -64,7 +101,7 @@ class Event(Record):
     output_ref: PayloadRef | None = None
     effect: EffectInfo | None = None
     # Type-specific fields (model, decision, usage, verdict, document ids...).
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Document = Field(default_factory=dict)
 
 
 class RunMeta(Record):
@@ -73,13 +110,13 @@ class RunMeta(Record):
     code_version: str | None = None
     provider: str | None = None
     model: str | None = None
-    decoding: dict[str, Any] = field(default_factory=dict)
-    tool_schema_versions: dict[str, str] = field(default_factory=dict)
-    policy_versions: dict[str, str] = field(default_factory=dict)
+    decoding: Document = Field(default_factory=dict)
+    tool_schema_versions: dict[str, str] = Field(default_factory=dict)
+    policy_versions: dict[str, str] = Field(default_factory=dict)
     corpus_version: str | None = None
     test: str | None = None
     recorded_at: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
 
 
 class RuntimeValuesData(Record):
@@ -87,31 +124,31 @@ class RuntimeValuesData(Record):
     ``run.end``, only when the run read any): the clock, uuid, random and ``record_value`` values the run
     read, per stream (``main``, ``thread:<name>#<n>``, ``task:<coroutine>#<n>``), served back in replay."""
 
-    sources: list[Literal["clock", "uuid", "random"]] = field(
+    sources: list[Literal["clock", "uuid", "random"]] = Field(
         description="The sources recorded and served for this run (runtime_values setting)."
     )
-    reads: dict[str, Any] = field(
+    reads: Document = Field(
         description="How many values were read: clock/uuid -> stream -> module -> count; "
         "values -> name -> stream -> count. Compared (rule runtime.values:data.reads, expected)."
     )
-    clock: dict[str, Any] | None = field(
+    clock: Document | None = Field(
         default=None,
         description="start (ISO 8601 UTC), start_us (epoch microseconds) and streams: stream -> module -> "
         "the offsets in microseconds as one space-separated string, each from the previous read of that "
         "stream and module (the first from start).",
     )
-    uuid: dict[str, dict[str, list[str]]] | None = field(
+    uuid: dict[str, dict[str, list[str]]] | None = Field(
         default=None, description="stream -> module -> the UUIDs drawn (uuid1/uuid4/uuid6/uuid7), in order."
     )
-    random: dict[str, Any] | None = field(
+    random: Document | None = Field(
         default=None,
         description="seed: the seed of the random module's generator for the run; state_after: a digest of "
         "its state after the run (present only when the run drew from it).",
     )
-    values: dict[str, dict[str, list[Any]]] | None = field(
+    values: dict[str, dict[str, list[object]]] | None = Field(
         default=None, description="record_value(name, fn): name -> stream -> the values, in order."
     )
-    key_order: dict[str, dict[str, dict[str, dict[str, list[str]]]]] | None = field(
+    key_order: dict[str, dict[str, dict[str, dict[str, list[str]]]]] | None = Field(
         default=None,
         description="record_value values whose objects' keys were not sorted: name -> stream -> index of the "
         "value -> JSON pointer -> the keys in their recorded order (served back in that order).",
@@ -125,24 +162,25 @@ class CassetteDoc(Record):
     version: Literal[4] = FORMAT_VERSION
     run: RunMeta
     events: list[Event]
-    event_count: int = field(ge=0, description="How many events the file holds.")
-    event_digests: list[Annotated[str, field(pattern=HEX64)]] = field(
+    event_count: int = Field(ge=0, description="How many events the file holds.")
+    event_digests: list[Annotated[str, Field(pattern=HEX64)]] = Field(
         description="Per event, in order: sha256 of the compact canonical JSON of the event as stored (see "
         "stored_form: request deltas, defaults left out), without its seq. "
         "An accepted change to one event changes only its own line here."
     )
-    head_hash: str = field(
+    head_hash: str = Field(
         pattern=HEX64,
         description="sha256 of the compact canonical JSON of {version, run, event_count, event_digests}: "
         "binds the run header, the count and the order of the events.",
     )
 
 
-def event_to_dict(event: Event) -> dict[str, Any]:
+def event_to_dict(event: Event) -> Document:
+    """The event as its JSON object (JSON names, ``None`` fields left out): a copy, free to change."""
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-_JSON_NAMES = {name: f.key for name, f in Event.model_fields.items() if f.key != name}
+_JSON_NAMES = {name: f.serialization_alias for name, f in Event.model_fields.items() if f.serialization_alias}
 # The fields holding a record (tool, refs, effect), from the declarations.
 _RECORD_FIELDS = tuple(
     name
@@ -151,7 +189,7 @@ _RECORD_FIELDS = tuple(
 )
 
 
-def event_to_shared_dict(event: Event) -> dict[str, Any]:
+def event_to_shared_dict(event: Event) -> Document:
     """:func:`event_to_dict` without the copies: the values are the event's own objects (its data, the
     payloads its refs hold), only the records around them become dicts.
 
@@ -159,6 +197,7 @@ def event_to_shared_dict(event: Event) -> dict[str, Any]:
     (recorded and replayed): copying would cost the square of the conversation, and the allocations their
     collection. For readers only: do not modify the result.
     """
+    # A model's ``__dict__`` holds its fields by name, in declaration order (pydantic's documented layout).
     out = {_JSON_NAMES.get(name, name): value for name, value in event.__dict__.items() if value is not None}
     for name in _RECORD_FIELDS:
         record = out.get(name)
@@ -167,9 +206,9 @@ def event_to_shared_dict(event: Event) -> dict[str, Any]:
     return out
 
 
-def cassette_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the current cassette format."""
-    schema = json_schema(CassetteDoc)
+def cassette_json_schema() -> Document:
+    """JSON Schema (draft 2020-12) of the current cassette format, generated by pydantic from the records."""
+    schema = CassetteDoc.model_json_schema(by_alias=True, mode="validation")
     defs = schema.setdefault("$defs", {})
     # The file holds events in their stored form (see stored_form): what repeats is left out there.
     for name, field_name in (("Event", "run_id"), ("ToolInfo", "name")):
@@ -179,9 +218,11 @@ def cassette_json_schema() -> dict[str, Any]:
             model["properties"][field_name]["description"] = (
                 "left out of the file when it repeats what the event says elsewhere; restored on load"
             )
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}"
     # Documents the data of the runtime.values event type (Event.data stays a free-form object).
-    data_schema = json_schema(RuntimeValuesData)
-    schema["$defs"]["RuntimeValuesData"] = {k: v for k, v in data_schema.items() if k != "$defs"}
+    defs["RuntimeValuesData"] = RuntimeValuesData.model_json_schema(by_alias=True, mode="validation")
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **schema,
+        "title": f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}",
+    }
     return schema

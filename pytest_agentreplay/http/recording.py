@@ -42,7 +42,14 @@ RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 def _ref(value: object, data_class: str, media_type: str) -> PayloadRef:
     # Every field given, built here: checking them again for each replayed call would be waste.
     return PayloadRef.construct_trusted(
-        {"sha256": None, "inline": value, "data_class": data_class, "media_type": media_type, "size": None}
+        {
+            "sha256": None,
+            "inline": value,
+            "data_class": data_class,
+            "media_type": media_type,
+            "size": None,
+            "key_order": None,
+        }
     )
 
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
-from ..core.model import copy_json
+from ..core.json_copy import copy_json
 from .data import (
     DEFAULT_SOURCES,
     EVENT_TYPE,

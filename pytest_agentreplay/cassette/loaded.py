@@ -1,0 +1,161 @@
+"""What a load gives: :class:`LoadedCassette`, its payloads resolved and shape-checked lazily, and every
+problem of the cassette listed for ``agentreplay verify``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.commands import rerecord_fix
+from ..core.documents import Document
+from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
+from ..exceptions import CassetteError, PayloadShapeError
+from ..redaction import Redactor, default_redactor
+from .blobs import BlobStore
+from .chain import integrity_problems
+from .document import build_document, run_to_dict, scan_document
+from .parsing import parse_document
+from .stored_form import REF_FIELDS
+from .validation import MAX_DEPTH, depth_problem, payload_problem
+
+_MAX_LISTED_PROBLEMS = 20
+
+
+def verify_chain(doc: Document | CassetteDoc) -> list[str]:
+    """Every integrity problem of a cassette document (raw dict or model); empty when intact."""
+    raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
+    messages = [problem.message for problem in integrity_problems(raw)]
+    if len(messages) > _MAX_LISTED_PROBLEMS:
+        messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
+    return messages
+
+
+def _doc_to_dict(doc: CassetteDoc) -> Document:
+    return {
+        "format": doc.format,
+        "version": doc.version,
+        "run": run_to_dict(doc.run),
+        "events": [event_to_dict(event) for event in doc.events],
+        "event_count": doc.event_count,
+        "event_digests": list(doc.event_digests),
+        "head_hash": doc.head_hash,
+    }
+
+
+def relocate(exc: CassetteError, path: Path, mode: str | None, place: str) -> CassetteError:
+    return type(exc)(
+        exc.headline,
+        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+        cassette=path,
+        mode=mode,
+        place=place,
+        fixes=exc.fixes,
+    )
+
+
+@dataclass
+class LoadedCassette:
+    path: Path
+    run: RunMeta
+    events: list[Event]
+    blob_store: BlobStore
+    document: Document = field(repr=False, default_factory=dict)
+    mode: str | None = None
+    # The file's bytes, when ``document`` is left empty (the file is of the current version).
+    source: bytes | None = field(repr=False, default=None)
+
+    # Any: the payload is whatever JSON was recorded, read by callers that know its shape.
+    def payload(self, ref: PayloadRef | None) -> Any:
+        """The payload value: inline as stored, or the blob with every ``$blob`` reference expanded."""
+        if ref is None:
+            return None
+        if ref.sha256 is None:
+            value = ref.inline
+            problem = depth_problem(value, MAX_DEPTH) if isinstance(value, dict | list) else None
+            stored = "stored inline"
+        else:
+            try:
+                value = self.blob_store.load(ref.sha256)
+            except CassetteError as exc:
+                place = f"{self._ref_place(ref)}, payload {ref.sha256}"
+                raise relocate(exc, self.path, self.mode, place) from None
+            problem = None
+            stored = f"stored in blob {ref.sha256}"
+        if problem is None and ref.media_type is not None:
+            problem = payload_problem(ref.media_type, value)
+        if problem is not None:
+            raise PayloadShapeError(
+                f"cassette {self.path.name}: a recorded payload has the wrong shape: {problem}",
+                evidence=[f"media type: {ref.media_type}", stored],
+                cassette=self.path,
+                mode=self.mode,
+                place=self._ref_place(ref),
+                fixes=[
+                    f"undo the edit or restore it: `git checkout -- {self.path}`",
+                    rerecord_fix(self.run.test, self.path),
+                    f"list every problem: `agentreplay verify {self.path}`",
+                ],
+            )
+        return value
+
+    def _ref_place(self, ref: PayloadRef) -> str:
+        for index, name, candidate in self.iter_refs():
+            if candidate is ref:
+                return f"event seq {index} (events[{index}]), field {name}"
+        return "referenced by an event"
+
+    def event_dicts(self) -> list[Document]:
+        return [event_to_dict(event) for event in self.events]
+
+    def iter_refs(self) -> Iterator[tuple[int, str, PayloadRef]]:
+        for index, event in enumerate(self.events):
+            for name in REF_FIELDS:
+                ref = getattr(event, name)
+                if ref is not None:
+                    yield index, name, ref
+
+    def verify(self, redactor: Redactor | None = None) -> list[str]:
+        """Every problem: event digests, missing or damaged blobs, secret-shaped values (doc and blobs)."""
+        doc = self.document or self._stored_document() or self._current_document()
+        problems = verify_chain(doc)
+        redactor = redactor or default_redactor()
+        problems.extend(f"secret-shaped value at {p}" for p in scan_document(doc, redactor))
+        checked: set[str] = set()
+        for index, name, ref in self.iter_refs():
+            if ref.sha256 is None or ref.sha256 in checked:
+                continue
+            try:
+                shas = self.blob_store.referenced(ref.sha256)
+            except CassetteError as exc:
+                problems.append(f"events[{index}].{name}: {exc.headline}")
+                continue
+            found = 0
+            for sha in shas - checked:
+                leaks = redactor.find_secrets(self.blob_store.get(sha))
+                found += len(leaks)
+                problems.extend(f"secret-shaped value in blob {sha} at {p}" for p in leaks)
+            if not found:
+                # The payload whole, as the write-time scan saw it: a stream or body cut across blobs.
+                try:
+                    leaks = redactor.find_secrets(self.payload(ref), f"events[{index}].{name}")
+                except CassetteError:
+                    leaks = []  # already reported by the blob checks
+                problems.extend(f"secret-shaped value at {p}" for p in leaks)
+            checked |= shas
+        if (shown := redactor.redact_string(self.path.name, keys=False)) != self.path.name:
+            problems.append(f"secret-shaped value in the file name ({shown})")
+        return problems
+
+    def _stored_document(self) -> Document | None:
+        if self.source is None:
+            return None
+        value = parse_document(
+            self.source, self.path, self.mode
+        )  # the bytes it was loaded from: they parsed then
+        return value if isinstance(value, dict) else None
+
+    def _current_document(self) -> Document:
+        # Rebuilt from the models, so the chain is recomputed: only blobs and secrets are really checked.
+        return build_document(run_to_dict(self.run), self.event_dicts())

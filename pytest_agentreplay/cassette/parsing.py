@@ -1,0 +1,126 @@
+"""A cassette file's bytes and their parse: only a regular file inside its cassette folder, of bounded size
+and nesting; a missing, unreadable, empty, truncated or non-UTF-8 file named with its place and fixes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NoReturn
+
+from ..core.commands import rerecord_fix
+from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError, CassetteNotFoundError
+from .blobs import default_blob_dir
+from .validation import MAX_CASSETTE_BYTES, UNPARSED, NestingTooDeep, parse_fast, read_regular_file
+
+
+def test_hint(raw: object) -> str | None:
+    """The node id the cassette records, when it can be read (None when it cannot)."""
+    if isinstance(raw, dict) and isinstance(raw.get("run"), dict) and isinstance(raw["run"].get("test"), str):
+        return str(raw["run"]["test"])
+    return None
+
+
+def rerecord_fixes(path: Path, test: str | None = None) -> list[str]:
+    return [f"restore the file from git: `git checkout -- {path}`", rerecord_fix(test, path)]
+
+
+def parse_document(data: bytes, path: Path, mode: str | None) -> object:
+    try:
+        value = parse_fast(data)
+    except NestingTooDeep as exc:
+        raise CassetteLimitError(
+            f"cassette {path.name} is nested too deeply to be a cassette",
+            evidence=[str(exc)],
+            cassette=path,
+            mode=mode,
+            fixes=rerecord_fixes(path),
+        ) from None
+    return _parse_slow(data, path, mode) if value is UNPARSED else value
+
+
+def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
+    if not data.strip():
+        raise CassetteCorruptError(
+            f"cassette {path.name} is empty",
+            evidence=[f"{len(data)} bytes, no JSON document"],
+            cassette=path,
+            mode=mode,
+            place="line 1, column 1",
+            fixes=rerecord_fixes(path),
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not valid UTF-8",
+            evidence=[str(exc)],
+            cassette=path,
+            mode=mode,
+            place=f"byte {exc.start} (line {line})",
+            fixes=rerecord_fixes(path),
+        ) from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("}")
+        raise CassetteCorruptError(
+            f"cassette {path.name} is not valid JSON" + (" (the file looks truncated)" if truncated else ""),
+            evidence=[exc.msg],
+            cassette=path,
+            mode=mode,
+            place=f"line {exc.lineno}, column {exc.colno}",
+            fixes=rerecord_fixes(path),
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise CassetteCorruptError(
+            f"cassette {path.name} cannot be parsed: {exc}",
+            cassette=path,
+            mode=mode,
+            fixes=rerecord_fixes(path),
+        ) from None
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def cassette_root(path: Path) -> Path:
+    """The folder a cassette's files must stay in: the one holding its blob store."""
+    return default_blob_dir(path).parent
+
+
+def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
+    """The bytes of a cassette file: a regular file inside its cassette folder, of bounded size."""
+    try:
+        return read_regular_file(
+            path,
+            limit=MAX_CASSETTE_BYTES,
+            label=f"cassette {path.name}",
+            root=cassette_root(path),
+            cassette=path,
+            fixes=rerecord_fixes(path),
+        )
+    except CassetteError as exc:
+        exc.mode = mode
+        raise
+    except FileNotFoundError:
+        raise CassetteNotFoundError(
+            f"cassette {path.name} does not exist",
+            evidence=[f"looked for: {path}"],
+            cassette=path,
+            mode=mode,
+            fixes=[
+                "record it: `pytest --agentreplay-record=missing` with the test's node id "
+                "(the missing-cassette failure of the test prints the exact command)",
+                "check --agentreplay-cassette-dir and the marker's cassette= argument",
+                f"if it was committed, restore it: `git checkout -- {path}`",
+            ],
+        ) from None
+    except OSError as exc:
+        raise CassetteCorruptError(
+            f"cassette {path.name} cannot be read: {exc.strerror or exc}",
+            cassette=path,
+            mode=mode,
+            fixes=["check the path and its permissions", *rerecord_fixes(path)],
+        ) from None

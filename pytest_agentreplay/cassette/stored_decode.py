@@ -1,0 +1,260 @@
+"""Decoding the stored form of events (see :mod:`.stored_form`, which writes it): request deltas applied over
+their base requests, ``@prev`` headers, parsed JSON responses and the fields left out restored."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from ..core.canonical import DigestMemo, request_digest
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
+from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
+from ..core.documents import Document
+from ..exceptions import CassetteError, CassetteSchemaError
+from .stored_form import (
+    DELTA,
+    HTTP_EVENTS,
+    MEDIA_FULL,
+    PREV_HEADERS,
+    REF_FIELDS,
+    Resolver,
+    default_tool_name,
+    inline_request,
+    request_json,
+    request_parts,
+)
+from .validation import UNPARSED, NestingTooDeep, parse_fast
+
+# -- what the stored form leaves out ------------------------------------------------------------------
+
+
+def _restore_http_fields(event: Document) -> None:
+    if event.get("type") not in HTTP_EVENTS:
+        return
+    request = inline_request(event)
+    if request is None:
+        return
+    method, url = request.get("method"), request.get("url")
+    data = event.get("data")
+    if isinstance(data, dict) and "method" not in data and "url" not in data:
+        event["data"] = {**data, "method": method, "url": url}
+    tool = event.get("tool")
+    if isinstance(url, str) and (tool is None or (isinstance(tool, dict) and "name" not in tool)):
+        event["tool"] = {"name": default_tool_name(url), **(tool or {})}
+
+
+def _restore_response(ref: Document) -> None:
+    payload = ref.get("inline")
+    if not isinstance(payload, dict):
+        return
+    body = payload.get("body")
+    if not isinstance(body, dict) or not isinstance(body.get("raw"), str) or "json" in body:
+        return
+    if any(kind in body for kind in ("text", "base64", "sse")):
+        return
+    with contextlib.suppress(ValueError, RecursionError):  # not JSON: the shape check names it
+        ref["inline"] = {**payload, "body": {**body, "json": parse_sorted(body["raw"])}}
+
+
+def parse_sorted(raw: str) -> object:
+    """``raw`` parsed with every object's keys in canonical (sorted) order, as the value had when it was
+    stored (the last of duplicate keys wins). jiter, then a pass sorting the objects that need it, costs half
+    of ``json.loads`` calling a hook per object; anything jiter refuses (a lone surrogate, NaN, nesting past
+    200) is left to ``json.loads``, which decides as it always did."""
+    try:
+        value = parse_fast(raw.encode("utf-8"))
+    except (NestingTooDeep, UnicodeEncodeError):
+        value = UNPARSED
+    if value is UNPARSED:
+        return json.loads(raw, object_pairs_hook=_sorted_object)
+    return _sort_keys(value)
+
+
+def _sort_keys(value: object) -> object:
+    if type(value) is dict:
+        keys = list(value)
+        if keys != sorted(keys):
+            value = {key: value[key] for key in sorted(keys)}
+        for key, item in value.items():
+            if type(item) is dict or type(item) is list:
+                value[key] = _sort_keys(item)
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            if type(item) is dict or type(item) is list:
+                value[index] = _sort_keys(item)
+    return value
+
+
+def _sorted_object(pairs: list[tuple[str, object]]) -> Document:
+    return dict(sorted(dict(pairs).items()))
+
+
+# -- decoding ---------------------------------------------------------------------------------------
+
+
+class _Decoder:
+    def __init__(self, run_id: str, source: str, resolve: Resolver | None) -> None:
+        self.run_id = run_id
+        self.source = source
+        self.resolve = resolve
+        # Per (method, url): the decoded payloads of earlier requests, in order.
+        self.earlier: dict[tuple[str, str], list[Document]] = {}
+        self.last_headers: object = None
+        self.digests = DigestMemo()
+
+    def fail(self, index: int, problem: str) -> CassetteSchemaError:
+        return CassetteSchemaError(
+            f"cassette {self.source}: event seq {index} holds a request delta that cannot be applied: "
+            + problem,
+            cassette=self.source,
+            place=f"event seq {index} (events[{index}]), field input_ref.inline.delta",
+            fixes=[
+                f"undo the edit or restore it: `git checkout -- {self.source}`",
+                f"list every problem: `agentreplay verify {self.source}`",
+            ],
+        )
+
+    def event(self, index: int, stored: object) -> object:
+        if not isinstance(stored, dict):
+            return stored  # the schema check names it
+        event = dict(stored)
+        event.setdefault("run_id", self.run_id)
+        for name in REF_FIELDS:
+            ref = stored.get(name)
+            if not isinstance(ref, dict):
+                continue
+            new_ref = dict(ref)
+            new_ref.setdefault("data_class", "internal")
+            media = new_ref.get("media_type")
+            if isinstance(media, str) and media[:1] == "@":
+                new_ref["media_type"] = MEDIA_FULL.get(media) or media[1:]
+            if name == "input_ref" and new_ref.get("media_type") == REQUEST_MEDIA_TYPE:
+                self.request(index, new_ref)
+            elif name == "output_ref" and new_ref.get("media_type") == RESPONSE_MEDIA_TYPE:
+                _restore_response(new_ref)
+            event[name] = new_ref
+        _restore_http_fields(event)
+        data = event.get("data")
+        if event.get("type") == "model.call" and isinstance(data, dict) and "request_hash" not in data:
+            body = request_json(event)
+            if body is not None:
+                with contextlib.suppress(TypeError, ValueError):  # not JSON: the schema check names it
+                    event["data"] = {**data, "request_hash": request_digest(body, self.digests)}
+        return event
+
+    def request(self, index: int, ref: Document) -> None:
+        payload = ref.get("inline")
+        if ref.get("sha256") is not None and self.resolve is not None:
+            # A large request kept in the blob store: a later delta may build on it (and it may itself
+            # be a delta), so it is read now; replay compares every request anyway.
+            # In memory it is then held inline, so a rewrite (update, migrate) stores it as a delta too.
+            try:
+                payload = self.resolve(ref)
+            except CassetteError as exc:
+                raise type(exc)(
+                    exc.headline,
+                    evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+                    cassette=exc.cassette or self.source,
+                    place=f"event seq {index} (events[{index}]), field input_ref, blob {ref.get('sha256')}",
+                    fixes=exc.fixes,
+                ) from None
+            if isinstance(payload, dict) and DELTA in payload:
+                payload = self.apply(index, payload)
+            ref.pop("sha256", None)
+            ref.pop("size", None)
+            ref["inline"] = payload
+        elif isinstance(payload, dict) and DELTA in payload:
+            ref["inline"] = payload = self.apply(index, payload)
+        if isinstance(payload, dict) and payload.get("headers") == PREV_HEADERS:
+            if not isinstance(self.last_headers, dict):
+                raise self.fail(index, 'headers "@prev", but no earlier request has headers')
+            payload = {**payload, "headers": self.last_headers}
+            if "inline" in ref:
+                ref["inline"] = payload
+        self.last_headers = payload.get("headers") if isinstance(payload, dict) else None
+        parts = request_parts(payload)
+        if parts is not None and isinstance(payload, dict):
+            self.earlier.setdefault(parts[0], []).append(payload)
+
+    def base_of(self, index: int, endpoint: tuple[str, str], back: object) -> Document:
+        history = self.earlier.get(endpoint, [])
+        if not isinstance(back, int) or isinstance(back, bool) or not 1 <= back <= len(history):
+            raise self.fail(
+                index, f"back={back!r}, but {len(history)} earlier request(s) go to {endpoint[1]}"
+            )
+        return history[-back]
+
+    def apply(self, index: int, stored: Document) -> Document:
+        spec = stored[DELTA]
+        method, url = stored.get("method"), stored.get("url")
+        if not isinstance(spec, dict) or not isinstance(method, str) or not isinstance(url, str):
+            raise self.fail(index, "a delta needs an object, and the request its method and url")
+        unknown = set(spec) - {"back", "headers", "headers_dropped", "json"}
+        if unknown:
+            raise self.fail(index, f"unknown delta field(s) {sorted(unknown)}")
+        base = self.base_of(index, (method, url), spec.get("back"))
+        body, base_body = stored.get("body"), base.get("body")
+        if not isinstance(body, dict) or not isinstance(body.get("json"), dict):
+            raise self.fail(index, "a delta request needs a JSON object body")
+        if not isinstance(base_body, dict) or not isinstance(base_body.get("json"), dict):
+            raise self.fail(index, "its base request has no JSON object body")
+        out = {k: v for k, v in stored.items() if k != DELTA}
+        if spec.get("headers") == "same":
+            if "headers" in stored or "headers_dropped" in spec:
+                raise self.fail(index, '"same" headers are not stored as well')
+            out["headers"] = base.get("headers")
+        elif spec.get("headers") == "base":
+            own, base_headers, dropped = (
+                stored.get("headers", {}),
+                base.get("headers"),
+                spec.get("headers_dropped", []),
+            )
+            if (
+                not isinstance(own, dict)
+                or not isinstance(base_headers, dict)
+                or not isinstance(dropped, list)
+            ):
+                raise self.fail(index, '"base" headers need header objects here and in the base')
+            merged = {k: v for k, v in base_headers.items() if k not in dropped}
+            merged.update(own)
+            out["headers"] = {k: merged[k] for k in sorted(merged)}
+        elif "headers" in spec or "headers_dropped" in spec:
+            raise self.fail(index, 'headers must be "same" or "base"')
+        out["body"] = {**body, "json": self.json(index, base_body["json"], body["json"], spec.get("json"))}
+        return out
+
+    def json(self, index: int, base: Document, rest: Document, spec: object) -> Document:
+        if not isinstance(spec, dict) or set(spec) - {"same", "extends"}:
+            raise self.fail(index, "json must be an object with `same` and/or `extends`")
+        same, extends = spec.get("same", []), spec.get("extends", {})
+        if not isinstance(same, list) or not isinstance(extends, dict):
+            raise self.fail(index, "`same` must be a list of keys and `extends` an object")
+        value = dict(rest)
+        for key in same:
+            if not isinstance(key, str) or key not in base or key in rest:
+                raise self.fail(
+                    index, f"`same` names {key!r}, which the base lacks or which is stored here too"
+                )
+            value[key] = base[key]
+        for key, keep in extends.items():
+            old, new = base.get(key), rest.get(key)
+            if not isinstance(old, list) or not isinstance(new, list):
+                raise self.fail(index, f"`extends` names {key!r}, which is not a list here and in the base")
+            if not isinstance(keep, int) or isinstance(keep, bool) or not 0 < keep <= len(old):
+                raise self.fail(
+                    index, f"`extends` keeps {keep!r} items of {key!r}, whose base has {len(old)}"
+                )
+            value[key] = old[:keep] + new
+        return {k: value[k] for k in sorted(value)}
+
+
+def decode_events(
+    events: list[object], run_id: str, *, source: str = "<memory>", resolve: Resolver | None = None
+) -> list[object]:
+    """The in-memory event dicts of stored ones. ``resolve(ref)`` loads a base request kept in the blob
+    store (only needed when a later request is stored as a delta over it)."""
+    decoder = _Decoder(run_id, source, resolve)
+    return [decoder.event(index, event) for index, event in enumerate(events)]
+
+
+__all__ = ["decode_events", "parse_sorted"]

@@ -1,0 +1,26 @@
+"""Deep copies of parsed JSON values, for the boundaries where code outside the package may change one."""
+
+from __future__ import annotations
+
+import marshal
+from typing import TypeVar, cast
+
+J = TypeVar("J")
+
+
+def copy_json(value: J) -> J:
+    """A deep copy of a plain JSON value at C speed (marshal), falling back to a walk for anything else
+    (objects that are not JSON are kept, not copied)."""
+    try:
+        # Any JSON value is marshallable; a value that is not raises ValueError and takes the walk.
+        return cast(J, marshal.loads(marshal.dumps(value)))  # type: ignore[arg-type]
+    except ValueError:
+        return cast(J, _copy(value))
+
+
+def _copy(value: object) -> object:
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
