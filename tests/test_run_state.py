@@ -7,8 +7,6 @@ import dataclasses
 import json
 
 import pytest
-from pytest_agentreplay.http.guard import ParentRun
-from pytest_agentreplay.http.refusal import is_block_only
 
 from pytest_agentreplay.core.capture import Recorder, RunContext
 from pytest_agentreplay.core.constants import REPLAY_MODES, Mode
@@ -16,6 +14,8 @@ from pytest_agentreplay.core.events import RunMeta
 from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.core.run_state import FrameworkState, GuardState, ReplayState, RequestMemo
 from pytest_agentreplay.exceptions import ConfigError
+from pytest_agentreplay.guard.runs import ParentRun
+from pytest_agentreplay.guard.runs import block_only as is_block_only
 
 
 def _ctx(mode: str = "record", **settings: object) -> RunContext:
