@@ -1,7 +1,13 @@
 """What users pay for replay, through whole ``python -m pytest`` processes: ours vs the floor and peers.
 
     python bench/bench_pytest.py [--rows a,b,c,d,s1,s2] [--repeat 3] [--quick] [--no-bytecode]
-                                 [--baseline-tree PATH] [--json-only] [--markdown-readme]
+                                 [--baseline-tree PATH [--only-ours]] [--json-only] [--markdown-readme]
+
+Judging a change of the package against the commit before it, side by side in one run:
+
+    git worktree add /tmp/bench-old COMMIT
+    python bench/bench_pytest.py --baseline-tree /tmp/bench-old --only-ours --rows a,c,d,s1,s2
+    git worktree remove /tmp/bench-old
 
 The test bodies live in ``bench/_pytest_workload.py``, copied into a temporary project per row and
 variant. Rows:
@@ -10,7 +16,7 @@ variant. Rows:
   ``httpx``, the conversation resending its whole growing history on every call (system prompt, then
   ~150-byte user message and ~150-byte assistant reply per turn): (a) G=1000 N=200, (b) N=100, (c) N=200,
   (d) N=400 (``--quick``: a tenth of that);
-- s1, s2, the shape of a suite: 100 and 200 tests (``--quick``: 20 and 40) in one pytest process, each
+- s1, s2, the shape of a suite: 100 and 200 tests (``--quick``: 10 and 20) in one pytest process, each
   an agent on the ``openai`` SDK making 4 chat completions with a tool call each, and 2 GETs from its
   tools; reported per test (ms per test over the floor).
 
@@ -117,8 +123,8 @@ QUICK_ROWS: dict[str, Shape] = {
     "b": Shape("conversation", 0, 10),
     "c": Shape("conversation", 0, 20),
     "d": Shape("conversation", 0, 40),
-    "s1": Shape("suite", 2, 4, 20),
-    "s2": Shape("suite", 2, 4, 40),
+    "s1": Shape("suite", 2, 4, 10),
+    "s2": Shape("suite", 2, 4, 20),
 }
 CACHE = Path.home() / ".cache" / "agentreplay-bench"
 PEERS = {
@@ -128,6 +134,7 @@ PEERS = {
 OUR_DIST = "pytest-agentreplay-suite"
 OUR_PLUGIN = "pytest_agentreplay"
 OUR_DEPS = ["httpx", "openai"]  # what the workload needs beside the package
+ONLY_OURS = ("floor", "plugin", "baseline")  # --only-ours: what judges a change of the package
 RUN_TIMEOUT = 900.0
 ELSEWHERE = {"user-agent": "python-httpx/0.99.0", "accept-encoding": "gzip, deflate, br, zstd"}
 TARGETS = {
@@ -516,7 +523,8 @@ def environments(args: argparse.Namespace) -> dict[str, Env]:
     if args.baseline_tree:
         envs["baseline"] = baseline_env(args.baseline_tree, envs["ours"])
     for name in ("vcr", "cassetter"):
-        envs[name] = peer_env(name)
+        if not args.only_ours:
+            envs[name] = peer_env(name)
     for name, env in envs.items():
         if env.error:
             log(f"{name}: not available: {env.error}")
@@ -573,9 +581,11 @@ def bench(args: argparse.Namespace) -> Results:
     cells: dict[str, dict[str, Cell]] = {row: {v.key: Cell() for v in chosen} for row in rows}
     for row in rows:
         for v in chosen:
-            error = envs[v.env].error
-            if error:
-                cells[row][v.key].note = f"n/a ({error})"
+            env = envs.get(v.env)
+            if env is None or (args.only_ours and v.key not in ONLY_OURS):
+                cells[row][v.key].note = "not run (--only-ours)"
+            elif env.error:
+                cells[row][v.key].note = f"n/a ({env.error})"
     vcr_rows = set(args.vcr_rows)
     with tempfile.TemporaryDirectory(prefix="agentreplay-bench-") as tmp:
         root = Path(args.keep).resolve() if args.keep else Path(tmp)
@@ -723,7 +733,7 @@ def verdict(key: str, value: Any) -> str:
 
 def fmt_missing(cell: Cell) -> str:
     note = cell.note or ""
-    return "skipped" if note.startswith("not timed") else "FAILED" if "failed" in note else "n/a"
+    return "skipped" if note.startswith("not ") else "FAILED" if "failed" in note else "n/a"
 
 
 def fmt_cpu(cell: Cell, floor: Cell | None) -> str:
@@ -887,6 +897,11 @@ def main() -> None:
         help="also run ours from this checkout (e.g. a git worktree of the commit before a change)",
     )
     parser.add_argument(
+        "--only-ours",
+        action="store_true",
+        help="the floor, ours and the baseline only (no peers, no replay elsewhere): judging a change",
+    )
+    parser.add_argument(
         "--keep", metavar="DIR", help="build the projects in DIR (emptied first) and keep them"
     )
     parser.add_argument(
@@ -967,7 +982,7 @@ def main() -> None:
                     for row, c in results.cells.items()
                     for key, cell in c.items()
                     for text in (cell.note, cell.warning)
-                    if text and not text.startswith("not timed")
+                    if text and not text.startswith("not ")
                 )
             )
             top = [head, versions]
