@@ -63,8 +63,10 @@ SDK ``http_client=httpx.Client()`` instead of letting it build its own (``httpx2
 
 Measured per run, from ``os.wait4``: CPU seconds (user + sys) and peak RSS of the pytest process; and the
 bytes of each cassette folder (``.blobs`` included). Timed replays are repeated ``--repeat`` times,
-round-robin over the variants so that noise hits all alike; medians are reported. Prints Markdown tables,
-the targets, then (last line) one JSON object of ratios and raw medians.
+round-robin over the variants (the order reversed every other round) so that noise hits all alike;
+medians are reported. Whole processes on a shared machine are noisy: judge a change of a few percent
+on the full sizes (not ``--quick``), with ``--repeat`` 5 or more, on a machine otherwise idle. Prints
+Markdown tables, the targets, then (last line) one JSON object of ratios and raw medians.
 """
 
 from __future__ import annotations
@@ -607,8 +609,11 @@ def bench(args: argparse.Namespace) -> Results:
                     cell.note = f"replay failed: {failure(warm)}"
                     log(f"row {row} {v.label}: {cell.note}")
         for repeat in range(args.repeats):
+            # The order reversed every other round: a variant that always ran right after another (the
+            # baseline after ours) would carry a bias of its place in the round on a loaded machine.
+            order = chosen if repeat % 2 == 0 else chosen[::-1]
             for row in rows:
-                for v in chosen:
+                for v in order:
                     cell = cells[row][v.key]
                     if cell.note:
                         continue
