@@ -85,6 +85,8 @@ class TestRun:
     # pytest's rootdir: a missing cassette is looked for above it too (cassette/missing.py).
     rootdir: Path | None = None
     ctx: RunContext | None = None
+    # The redactor the run's cassette is written with (also ``ctx.redactor``, typed there as a protocol).
+    redactor: Redactor | None = None
     # The cassette replayed (None while recording): the run reads it as a RecordedRun, the session owns it.
     recorded: LoadedCassette | None = None
     outcome: TestOutcome | None = None
@@ -152,7 +154,7 @@ class TestRun:
             self.recorded = recorded
             if self.foreign is not None and self.served_by_foreign:
                 self.foreign.activate(ctx, recorded, converting=self.test.update)
-        ctx.redactor = Redactor.from_config(self.settings.redaction)
+        ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
         ctx.origin_thread = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
@@ -311,7 +313,7 @@ class TestRun:
                 self.cassette,
                 run,
                 events,
-                redactor=self.ctx.redactor if isinstance(self.ctx.redactor, Redactor) else None,
+                redactor=self.redactor,
                 extra_redact=self.redact_hook,
                 inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
             )

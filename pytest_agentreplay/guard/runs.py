@@ -92,9 +92,8 @@ def known_token(run: GuardRun) -> str | None:
     return run.guard.token
 
 
-def resolutions(run: GuardRun, *, create: bool = False) -> dict[str, str]:
-    """IP -> the allowed name it was resolved from, as ``run`` remembers them (``create`` is kept for
-    the callers: the memory always exists, one per run)."""
+def resolutions(run: GuardRun) -> dict[str, str]:
+    """IP -> the allowed name it was resolved from, as ``run`` remembers them (one memory per run)."""
     return run.guard.resolved
 
 
@@ -164,7 +163,7 @@ class GuardedRuns:
     def remember_resolution(self, name: str, addresses: Iterable[object], runs: list[GuardRun]) -> None:
         with self.lock:
             for run in runs:
-                memory = resolutions(run, create=True)
+                memory = resolutions(run)
                 for address in addresses:
                     if isinstance(address, str):
                         memory[address.lower()] = name.lower()
