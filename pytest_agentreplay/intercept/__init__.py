@@ -1,4 +1,5 @@
-"""Interception of the HTTP client libraries (httpx and httpx2, requests/urllib3, aiohttp): each patched
+"""Interception of the libraries an agent reaches the world through: HTTP clients (httpx and httpx2,
+requests/urllib3, aiohttp) and the other transports listed in :mod:`.registry`. Each patched
 call with no active run (:func:`pytest_agentreplay.core.capture.current_run`) is left untouched; otherwise
 :func:`pytest_agentreplay.replay.policy.decide` returns the action (serve, send and capture, or refuse) and
 the library's adapter here translates it. Imports go one way: these adapters -> ``replay.policy`` -> the
@@ -10,7 +11,6 @@ library imported later is patched the moment its module has run.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 import threading
@@ -19,9 +19,7 @@ from types import ModuleType
 
 from .. import guard
 from ..core.after_import import AfterImport
-from . import aiohttp as aiohttp_adapter
-from . import httpx as httpx_adapter
-from . import urllib3 as urllib3_adapter
+from .registry import patchers
 
 __all__ = ["install", "installed"]
 
@@ -83,30 +81,10 @@ def _available(name: str) -> bool:
         return False
 
 
-def _patch_httpx(name: str) -> Callable[[], None]:
-    return httpx_adapter.patch(importlib.import_module(name))
-
-
-def _patch_urllib3(name: str) -> Callable[[], None]:
-    return urllib3_adapter.patch()
-
-
-def _patch_aiohttp(name: str) -> Callable[[], None]:
-    return aiohttp_adapter.patch()
-
-
-_PATCHERS: dict[str, Callable[[str], Callable[[], None]]] = {
-    "httpx": _patch_httpx,
-    "httpx2": _patch_httpx,
-    "urllib3": _patch_urllib3,
-    "aiohttp": _patch_aiohttp,
-}
-
-
 def _patch_all() -> list[Callable[[], None]]:
     restores = [guard.install()]
     waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
-    for name, patcher in _PATCHERS.items():
+    for name, patcher in patchers().items():
         if name in sys.modules:
             restores.append(patcher(name))
         elif _available(name):

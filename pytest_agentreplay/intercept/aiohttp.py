@@ -18,7 +18,7 @@ import json as jsonlib
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -63,6 +63,10 @@ class TeedReaders:
 _TEED = TeedReaders()
 
 
+# The modules whose import activates this adapter (intercept.registry).
+TRIGGERS: tuple[str, ...] = ("aiohttp",)
+
+
 def _request_body(session: object, data: object, json_value: object, headers: dict[str, str]) -> bytes:
     if json_value is not None:
         headers.setdefault("content-type", "application/json")
@@ -93,7 +97,7 @@ def _fault_exception(fault: Fault) -> BaseException:
     return aiohttp.ClientOSError(errno.ECONNRESET, f"Connection reset by peer ({fault.message()})")
 
 
-def patch() -> Callable[[], None]:
+def patch(module: ModuleType | None = None) -> Callable[[], None]:
     # optional: aiohttp (and its multidict and yarl) is patched only once it is imported.
     # heavy: asyncio costs ~0.1 s to import, and aiohttp has imported it by now.
     import asyncio

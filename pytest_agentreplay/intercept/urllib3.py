@@ -16,6 +16,7 @@ import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import nullcontext
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
@@ -152,6 +153,10 @@ class _ReplayFP(io.RawIOBase):
         return self.closed or (self._eof and not self._buf)
 
 
+# The modules whose import activates this adapter (intercept.registry).
+TRIGGERS: tuple[str, ...] = ("urllib3",)
+
+
 def _full_url(pool: HTTPConnectionPool, url: str) -> str:
     if url.startswith(("http://", "https://")):
         return url
@@ -197,7 +202,7 @@ def _fault_exception(fault: Fault, pool: HTTPConnectionPool, url: str) -> BaseEx
     return ProtocolError(f"Connection aborted. ({fault.message()})", reset)
 
 
-def patch() -> Callable[[], None]:
+def patch(module: ModuleType | None = None) -> Callable[[], None]:
     # optional: urllib3 comes with requests; this runs once it is imported.
     import urllib3
     from urllib3.connectionpool import HTTPConnectionPool
