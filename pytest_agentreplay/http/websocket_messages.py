@@ -135,7 +135,9 @@ class ConversationEvents:
         self.started = time.perf_counter()
         self._lock = threading.Lock()
         host, path = host_and_path(url)
-        self._tool = ToolInfo.construct_trusted({"name": host + path, "schema_version": None, "idempotency_key": None})
+        self._tool = ToolInfo.construct_trusted(
+            {"name": host + path, "schema_version": None, "idempotency_key": None}
+        )
 
     def _data(self, method: str, direction: Direction, index: int | None) -> Document:
         data: Document = {
@@ -174,7 +176,9 @@ class ConversationEvents:
             index = self.counts["received"]
         data = self._data("RECEIVE", "received", index)
         data["timeout"] = True
-        self.ctx.recorder.emit("http", trusted=True, actor="tool", event_class="input", data=data, tool=self._tool)
+        self.ctx.recorder.emit(
+            "http", trusted=True, actor="tool", event_class="input", data=data, tool=self._tool
+        )
 
     def close(self, direction: Direction, code: int | None, reason: str | None) -> bool:
         """Emit the close once (who closed first, the code and reason); False when already emitted."""

@@ -1,4 +1,4 @@
-"""Interception for httpx-ws (``connect_ws`` / ``aconnect_ws``, ``WebSocketClient`` / ``AsyncWebSocketClient``).
+"""Interception for httpx-ws: ``connect_ws``, ``aconnect_ws``, ``WebSocketClient``, ``AsyncWebSocketClient``.
 
 Patched at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (``connect_ws`` and
 ``aconnect_ws`` build one of those and call it): :func:`..replay.websocket_sessions.open_connection`
@@ -106,7 +106,9 @@ def patch(mod: ModuleType) -> Callable[[], None]:
     async_session: Any = api.AsyncWebSocketSession
     orig_connect, orig_aconnect = sync_client.connect, async_client.connect
     originals = {
-        (cls, name): getattr(cls, name) for cls in (sync_session, async_session) for name in ("send", "receive", "close")
+        (cls, name): getattr(cls, name)
+        for cls in (sync_session, async_session)
+        for name in ("send", "receive", "close")
     }
     replayed_sync, replayed_async = _replayed_classes(sync_session, async_session, api)
 
@@ -118,7 +120,9 @@ def patch(mod: ModuleType) -> Callable[[], None]:
                 yield session
             return
         request = _request(self.client, url, subprotocols, kwargs, api)
-        opening = open_connection(ctx, handshake_request(str(request.url), dict(request.headers.multi_items())))
+        opening = open_connection(
+            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
+        )
         if isinstance(opening, ServedConversation):
             response = _served_response(httpx, opening, request)
             if opening.status != 101:
@@ -152,7 +156,9 @@ def patch(mod: ModuleType) -> Callable[[], None]:
                 yield session
             return
         request = _request(self.client, url, subprotocols, kwargs, api)
-        opening = open_connection(ctx, handshake_request(str(request.url), dict(request.headers.multi_items())))
+        opening = open_connection(
+            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
+        )
         if isinstance(opening, ServedConversation):
             response = _served_response(httpx, opening, request)
             if opening.status != 101:

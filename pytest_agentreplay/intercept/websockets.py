@@ -21,8 +21,6 @@ The deprecated ``websockets.legacy`` client is not intercepted: in replay the ne
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from types import FunctionType, ModuleType
@@ -38,14 +36,14 @@ from ..http.websocket_messages import (
     encode_message,
     handshake_request,
 )
-from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
+from ..replay.websocket_sessions import LiveConnection, ServedConversation, open_connection
+from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
 
 # The modules whose import activates this adapter (intercept.registry).
 TRIGGERS: tuple[str, ...] = ("websockets.sync.client", "websockets.asyncio.client")
 
 # Where a live connection keeps its events (instance dict: the library's connections have no slots).
 _EVENTS = "_agentreplay_ws_events"
-_LOG = logging.getLogger("websockets.client")
 
 
 def patch(module: ModuleType) -> Callable[[], None]:
@@ -55,15 +53,6 @@ def patch(module: ModuleType) -> Callable[[], None]:
 
 
 # -- shared ---------------------------------------------------------------------------------------------
-
-
-def _lib() -> tuple[ModuleType, ModuleType, ModuleType]:
-    # optional: websockets is imported by the agent (this adapter runs only once it has been)
-    import websockets.datastructures
-    import websockets.exceptions
-    import websockets.frames
-
-    return websockets.exceptions, websockets.frames, websockets.datastructures
 
 
 def _request_headers(protocol: Any, additional: object, user_agent: str | None) -> dict[str, str]:
@@ -76,47 +65,11 @@ def _request_headers(protocol: Any, additional: object, user_agent: str | None) 
     return {k.lower(): v for k, v in request.headers.raw_items()}
 
 
-def _closed_error(served: ServedConversation) -> BaseException:
-    exceptions, frames, _ = _lib()
-    code, reason, by_server = served.closed or (None, "", True)
-    if code is None:
-        error: BaseException = exceptions.ConnectionClosedError(None, None)
-        return error
-    close = frames.Close(code, reason)
-    kind = exceptions.ConnectionClosedOK if code in (1000, 1001) else exceptions.ConnectionClosedError
-    error = kind(close, close, by_server)
-    return error
-
-
-def _served_message(served: ServedConversation, decode: bool | None) -> Message:
-    step = served.receive()
-    if isinstance(step, Received):
-        if step.kind == "timeout":
-            raise TimeoutError("timed out while waiting for a message (as recorded)")
-        raise _closed_error(served)
-    if decode is True and isinstance(step, bytes):
-        return step.decode("utf-8")
-    if decode is False and isinstance(step, str):
-        return step.encode("utf-8")
-    return step
-
-
-def _joined(message: object) -> Message:
-    if isinstance(message, str):
-        return message
-    if isinstance(message, bytes | bytearray | memoryview):
-        return bytes(message)
-    parts = list(message)  # type: ignore[call-overload]
-    if parts and isinstance(parts[0], str):
-        return "".join(parts)
-    return b"".join(bytes(p) for p in parts)
-
-
 def _handshake_objects(served: ServedConversation, request_headers: Mapping[str, str]) -> tuple[Any, Any]:
     # optional: websockets is imported by the agent
     import websockets.http11
 
-    _, _, datastructures = _lib()
+    _, _, datastructures = lib()
     parts = urlsplit(served.url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     request = websockets.http11.Request(path, datastructures.Headers(dict(request_headers)))
@@ -127,7 +80,7 @@ def _handshake_objects(served: ServedConversation, request_headers: Mapping[str,
 
 
 def _refused(served: ServedConversation, response: object) -> BaseException:
-    exceptions, _, _ = _lib()
+    exceptions, _, _ = lib()
     error: BaseException = exceptions.InvalidStatus(response)
     return error
 
@@ -143,7 +96,7 @@ def _record_closed(events: ConversationEvents, exc: Any) -> None:
 
 
 def _live_connect(live: LiveConnection, connect: Callable[[], Any]) -> Any:
-    exceptions, _, _ = _lib()
+    exceptions, _, _ = lib()
     with claiming_upgrade(), guard.permitting(live.permit) if live.permit else nullcontext():
         try:
             connection = connect()
@@ -170,7 +123,7 @@ def _ws_url(url: str) -> str:
 def _record_recv(events: ConversationEvents | None, call: Callable[[], Message]) -> Message:
     if events is None:
         return call()
-    exceptions, _, _ = _lib()
+    exceptions, _, _ = lib()
     try:
         message = call()
     except TimeoutError:
@@ -192,7 +145,9 @@ def _redirect(function: FunctionType, to: Callable[..., object]) -> tuple[Functi
     original = FunctionType(saved[0], function.__globals__, function.__name__, saved[1], function.__closure__)
     original.__kwdefaults__ = saved[2]
 
-    def trampoline(*args: object, _agentreplay_target: Callable[..., object] = to, **kwargs: object) -> object:
+    def trampoline(
+        *args: object, _agentreplay_target: Callable[..., object] = to, **kwargs: object
+    ) -> object:
         return _agentreplay_target(*args, **kwargs)
 
     function.__code__ = trampoline.__code__
@@ -215,14 +170,19 @@ def _sync_headers(mod: ModuleType, uri: str, kwargs: Mapping[str, Any]) -> dict[
     if kwargs.get("compression", "deflate") == "deflate":
         extensions = enable_client_permessage_deflate(extensions)
     protocol = ClientProtocol(
-        parse_uri(uri), origin=kwargs.get("origin"), extensions=extensions, subprotocols=kwargs.get("subprotocols")
+        parse_uri(uri),
+        origin=kwargs.get("origin"),
+        extensions=extensions,
+        subprotocols=kwargs.get("subprotocols"),
     )
-    return _request_headers(protocol, kwargs.get("additional_headers"), kwargs.get("user_agent_header", mod.USER_AGENT))
+    return _request_headers(
+        protocol, kwargs.get("additional_headers"), kwargs.get("user_agent_header", mod.USER_AGENT)
+    )
 
 
 def _patch_sync(mod: ModuleType) -> Callable[[], None]:
     base: Any = mod.ClientConnection
-    replayed = _sync_replayed_class(base)
+    replayed = sync_replayed_class(base)
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
 
     def connect(uri: str, **kwargs: Any) -> Any:
@@ -244,10 +204,10 @@ def _patch_sync(mod: ModuleType) -> Callable[[], None]:
     def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
         if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
-            message = _joined(message)  # fragments: sent whole, recorded whole
+            message = joined(message)  # fragments: sent whole, recorded whole
         orig_send(self, message, *args, **kwargs)
         if events is not None:
-            events.message("sent", encode_message(_joined(message)))
+            events.message("sent", encode_message(joined(message)))
 
     def close(self: Any, code: int = 1000, reason: str = "") -> None:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
@@ -265,82 +225,13 @@ def _patch_sync(mod: ModuleType) -> Callable[[], None]:
     return restore
 
 
-def _sync_replayed_class(base: Any) -> Any:
-    _, _, _ = _lib()
-
-    class ReplayedClientConnection(base):  # type: ignore[misc]
-        """A connection served from the cassette: the library's API, no socket, no thread."""
-
-        def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
-            # The base initialiser needs a socket: this connection has none (nor its threads).
-            self._served = served
-            self.request = request
-            self.response = response
-            self.logger = _LOG
-            self.latency = 0.0
-            self._pong = threading.Event()
-            self._pong.set()
-
-        @property
-        def local_address(self) -> Any:
-            return None
-
-        @property
-        def remote_address(self) -> Any:
-            return None
-
-        @property
-        def state(self) -> Any:
-            # optional: websockets is imported by the agent
-            from websockets.protocol import State
-
-            return State.OPEN if self._served.closed is None else State.CLOSED
-
-        @property
-        def subprotocol(self) -> Any:
-            return self._served.subprotocol
-
-        @property
-        def close_code(self) -> int | None:
-            return self._served.closed[0] if self._served.closed else None
-
-        @property
-        def close_reason(self) -> str | None:
-            return self._served.closed[1] if self._served.closed else None
-
-        def recv(self, timeout: float | None = None, decode: bool | None = None) -> Message:
-            return _served_message(self._served, decode)
-
-        def recv_streaming(self, decode: bool | None = None) -> Any:
-            yield _served_message(self._served, decode)
-
-        def send(self, message: Any, text: bool | None = None) -> None:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-            self._served.send(_joined(message))
-
-        def close(self, code: int = 1000, reason: str = "") -> None:
-            self._served.close(code, reason)
-
-        def ping(self, data: Any = None, ack_on_close: bool = False) -> threading.Event:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-            return self._pong
-
-        def pong(self, data: Any = b"") -> None:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-
-    return ReplayedClientConnection
-
-
 # -- asyncio client ----------------------------------------------------------------------------------
 
 
 def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
     connect_cls: Any = mod.connect
     base: Any = mod.ClientConnection
-    replayed = _async_replayed_class(base)
+    replayed = async_replayed_class(base)
     orig_await = connect_cls.__await_impl__
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
 
@@ -362,13 +253,15 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
             return self.connection
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
-        exceptions, _, _ = _lib()
+        exceptions, _, _ = lib()
         with claiming_upgrade(), guard.permitting(opening.permit) if opening.permit else nullcontext():
             try:
                 connection = await orig_await(self)
             except exceptions.InvalidStatus as exc:
                 response = exc.response
-                opening.answered(response.status_code, dict(response.headers.raw_items()), bytes(response.body))
+                opening.answered(
+                    response.status_code, dict(response.headers.raw_items()), bytes(response.body)
+                )
                 raise
             except BaseException as exc:
                 opening.failed(exc)
@@ -383,7 +276,7 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
         if events is None:
             return await orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        exceptions, _, _ = _lib()
+        exceptions, _, _ = lib()
         try:
             message: Message = await orig_recv(self, *args, **kwargs)
         except TimeoutError:
@@ -400,10 +293,10 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
         if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
             if hasattr(message, "__aiter__"):
                 message = [part async for part in message]
-            message = _joined(message)
+            message = joined(message)
         await orig_send(self, message, *args, **kwargs)
         if events is not None:
-            events.message("sent", encode_message(_joined(message)))
+            events.message("sent", encode_message(joined(message)))
 
     async def close(self: Any, code: int = 1000, reason: str = "") -> None:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
@@ -419,78 +312,3 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
         base.recv, base.send, base.close = orig_recv, orig_send, orig_close
 
     return restore
-
-
-def _async_replayed_class(base: Any) -> Any:
-    class ReplayedClientConnection(base):  # type: ignore[misc]
-        """A connection served from the cassette: the library's API, no transport, no task."""
-
-        def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
-            # The base initialiser expects a transport from ``loop.create_connection``: none here.
-            self._served = served
-            self.request = request
-            self.response = response
-            self.logger = _LOG
-            self.latency = 0.0
-
-        @property
-        def local_address(self) -> Any:
-            return None
-
-        @property
-        def remote_address(self) -> Any:
-            return None
-
-        @property
-        def state(self) -> Any:
-            # optional: websockets is imported by the agent
-            from websockets.protocol import State
-
-            return State.OPEN if self._served.closed is None else State.CLOSED
-
-        @property
-        def subprotocol(self) -> Any:
-            return self._served.subprotocol
-
-        @property
-        def close_code(self) -> int | None:
-            return self._served.closed[0] if self._served.closed else None
-
-        @property
-        def close_reason(self) -> str | None:
-            return self._served.closed[1] if self._served.closed else None
-
-        async def recv(self, decode: bool | None = None) -> Message:
-            return _served_message(self._served, decode)
-
-        async def recv_streaming(self, decode: bool | None = None) -> Any:
-            yield _served_message(self._served, decode)
-
-        async def send(self, message: Any, text: bool | None = None) -> None:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-            if hasattr(message, "__aiter__"):
-                message = [part async for part in message]
-            self._served.send(_joined(message))
-
-        async def close(self, code: int = 1000, reason: str = "") -> None:
-            self._served.close(code, reason)
-
-        async def wait_closed(self) -> None:
-            return None
-
-        async def ping(self, data: Any = None) -> Any:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-            # optional: asyncio only where the agent uses the asyncio client
-            import asyncio
-
-            pong: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-            pong.set_result(0.0)
-            return pong
-
-        async def pong(self, data: Any = b"") -> None:
-            if self._served.closed is not None:
-                raise _closed_error(self._served)
-
-    return ReplayedClientConnection

@@ -86,7 +86,9 @@ class _RunConnections:
                 conv.received.append(Received("message", recorded.payload(event.output_ref) or {}))
             elif method == "CLOSE" and data.get("direction") == "received":
                 close = data.get("close") or {}
-                conv.received.append(Received("close", None, close.get("code"), str(close.get("reason") or "")))
+                conv.received.append(
+                    Received("close", None, close.get("code"), str(close.get("reason") or ""))
+                )
         for number in sorted(found):
             conv = found[number]
             self.by_url.setdefault(normalise_url(conv.url), deque()).append(conv)
@@ -183,8 +185,7 @@ class ServedConversation:
         waiting for a message the recorded server never sent would hang the test.
         """
         if self.closed is not None:
-            code, reason, by_server = self.closed
-            return Received("close", None, code, reason)
+            return Received("close", None, self.closed[0], self.closed[1])
         assert self.recorded is not None and self.events is not None
         with self._lock:
             index = self._next
@@ -249,20 +250,27 @@ class ServedConversation:
         if sent < expected:
             self._fail(
                 DriftError,
-                f"WebSocket messages {sent} to {expected - 1} sent to {self.url} in the recording were not sent",
+                f"WebSocket messages {sent} to {expected - 1} sent to {self.url} when recorded were not sent",
                 [f"first missing: {excerpt(decode_message(self.recorded.sent[sent]))}"],
             )
 
-    def _fail(self, kind: type[ReplayError] | type[DriftError], headline: str, evidence: list[str]) -> BaseException:
+    def _fail(
+        self, kind: type[ReplayError] | type[DriftError], headline: str, evidence: list[str]
+    ) -> BaseException:
         error = kind(
             headline,
-            evidence=[*evidence, f"connection: {self.events.connection if self.events else '?'} ({self.url})"],
+            evidence=[
+                *evidence,
+                f"connection: {self.events.connection if self.events else '?'} ({self.url})",
+            ],
             cassette=self.ctx.cassette,
             mode=self.ctx.mode,
             fixes=[
-                rerecord_fix(self.ctx.settings.nodeid, self.ctx.cassette, lead="if the change is intended, re-record")
+                rerecord_fix(
+                    self.ctx.settings.nodeid, self.ctx.cassette, lead="if the change is intended, re-record"
+                )
                 + " (the recorded conversation is replaced)",
-                "if it is not, find what changed the messages the agent sends (prompt, tool arguments, agent code)",
+                "if it is not, find what changed the agent's messages (prompt, tool arguments, agent code)",
             ],
         )
         # The agent may swallow the exception (a reconnect loop): the test must still fail.

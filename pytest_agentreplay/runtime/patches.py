@@ -40,7 +40,9 @@ _EXCLUDED_PREFIXES: Final = (
     "respx.",
     "vcr.",
     # WebSocket clients' keep-alive, close and open timeouts (the agent's own reads stay served).
-    "websockets.", "httpx_ws.", "wsproto.",
+    "websockets.",
+    "httpx_ws.",
+    "wsproto.",
     # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
     "http.cookiejar",
 )
