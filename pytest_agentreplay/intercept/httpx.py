@@ -26,6 +26,7 @@ from ..core.capture import current_run
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
+from ..http.websocket_messages import upgrade_claimed
 from ..replay.policy import Refuse, Send, decide
 
 if TYPE_CHECKING:
@@ -278,7 +279,8 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None:
+        # A WebSocket upgrade the websocket adapter (httpx-ws) already recorded or decided: sent as is.
+        if ctx is None or upgrade_claimed():
             return orig_sync(self, request)
         action = decide(ctx, _to_request(request, request.read()))
         if not isinstance(action, Send):
@@ -300,7 +302,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None:
+        if ctx is None or upgrade_claimed():
             return await orig_async(self, request)
         action = decide(ctx, _to_request(request, await request.aread()))
         if not isinstance(action, Send):

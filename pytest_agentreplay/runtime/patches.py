@@ -39,6 +39,10 @@ _EXCLUDED_PREFIXES: Final = (
     "execnet.",
     "respx.",
     "vcr.",
+    # WebSocket clients' keep-alive, close and open timeouts (the agent's own reads stay served).
+    "websockets.",
+    "httpx_ws.",
+    "wsproto.",
     # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
     "http.cookiejar",
 )

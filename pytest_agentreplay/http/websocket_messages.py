@@ -1,0 +1,203 @@
+"""WebSocket conversations as events of the exchange vocabulary, written once for every client library.
+
+A conversation is recorded as:
+
+- its opening handshake: an ``http`` read event of the exchange pipeline (``GET ws://...`` answered
+  ``101``), matched, served and refused in replay exactly as an HTTP read (modes, ``allow_hosts``,
+  sandbox, unmatched calls);
+- one ``http`` event per message, in the order the client saw them: ``data`` says ``transport:
+  websocket``, the URL, the ``connection`` (the run's nth WebSocket), the ``direction`` (``sent``: class
+  ``decision``, the message in ``input_ref``; ``received``: class ``input``, the message in
+  ``output_ref``) and the ``index`` of the message in its direction; ``method`` is ``SEND`` or ``RECEIVE``
+  so that the diff aligns sent messages with sent ones;
+- a receive that timed out (``timeout: true``) and the close (``method: CLOSE``, ``close: {code,
+  reason}``, direction ``sent`` when the client closed, ``received`` when the server did).
+
+One event per message rather than the whole conversation folded into the handshake's payloads: the
+messages stay in the history between the model calls and tool calls they caused, and a one-message
+change is a change of that message's event only. Message payloads use the stored BODY shapes: a JSON
+text message as JSON (``json``, with the ``format`` or ``raw`` text that gives its exact text back), other
+text as ``text``, binary messages as ``base64``.
+
+The module imports no WebSocket library: the adapters (``intercept/websockets.py``, ``intercept/
+httpx_ws.py``) translate their library's objects into these calls.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Literal
+
+from ..core.documents import Document
+from ..core.events import PayloadRef, ToolInfo
+from . import bodies
+from .exchange import HttpRequest, host_and_path
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
+
+MESSAGE_MEDIA_TYPE = "application/vnd.agentreplay.websocket-message+json"
+TRANSPORT = "websocket"
+# The client's random nonce (and so the server's answer to it) changes on every connection: kept, it
+# would differ between every recording and its replay.
+VOLATILE_HANDSHAKE_HEADERS = frozenset({"sec-websocket-key", "sec-websocket-accept"})
+
+Direction = Literal["sent", "received"]
+Message = str | bytes
+
+# Set while an adapter makes the live connection it already recorded or refused: the HTTP adapter
+# carrying the upgrade (httpx under httpx-ws) lets it through untouched instead of recording it twice.
+_CLAIMED: ContextVar[bool] = ContextVar("pytest_agentreplay_ws_upgrade", default=False)
+
+
+@contextmanager
+def claiming_upgrade() -> Iterator[None]:
+    token = _CLAIMED.set(True)
+    try:
+        yield
+    finally:
+        _CLAIMED.reset(token)
+
+
+def upgrade_claimed() -> bool:
+    """Whether the HTTP request being sent now is a WebSocket upgrade a WebSocket adapter handles."""
+    return _CLAIMED.get()
+
+
+def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:
+    """The opening handshake as the exchange pipeline sees it (lower-case names, the nonce left out)."""
+    kept = {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
+    return HttpRequest("GET", url, kept)
+
+
+def response_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
+
+
+def encode_message(message: Message) -> Document:
+    """A message as stored: JSON text as JSON, other text as text, bytes as base64."""
+    if isinstance(message, str):
+        raw = message.encode("utf-8")
+        looks_json = raw[:1] in (b"{", b"[")
+        body = bodies.encode_body(raw, "application/json" if looks_json else "text/plain", exact=True)
+        if body is None:  # the empty text message
+            return {"text": ""}
+        body.pop("content_type", None)
+        if "base64" in body:  # never for text a str holds; kept total
+            return {"text": message}
+        return body
+    return {"base64": bodies.encode_body(bytes(message), "application/octet-stream")["base64"]}  # type: ignore[index]
+
+
+def decode_message(stored: Mapping[str, object] | None) -> Message:
+    """The message a stored one is: ``str`` for a text message, ``bytes`` for a binary one."""
+    if not stored:
+        return ""
+    raw = bodies.body_bytes(dict(stored))
+    return raw if "base64" in stored else raw.decode("utf-8")
+
+
+def excerpt(message: Message, limit: int = 120) -> str:
+    text = message if isinstance(message, str) else f"<{len(message)} bytes> {message[:limit]!r}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _ref(value: Document, data_class: str) -> PayloadRef:
+    return PayloadRef.construct_trusted(
+        {
+            "sha256": None,
+            "inline": value,
+            "data_class": data_class,
+            "media_type": MESSAGE_MEDIA_TYPE,
+            "size": None,
+            "key_order": None,
+        }
+    )
+
+
+class ConversationEvents:
+    """Emits the events of one WebSocket connection of a run, in the order the client sees them.
+
+    Used while recording (and for a replay mode's live connection), and by replay for what it serves:
+    the events of both look alike, so the diff compares a replayed conversation with its recording.
+    """
+
+    def __init__(self, ctx: RunContext, url: str, connection: int) -> None:
+        self.ctx = ctx
+        self.url = url
+        self.connection = connection
+        self.counts: dict[str, int] = {"sent": 0, "received": 0}
+        self.closed = False
+        self.started = time.perf_counter()
+        self._lock = threading.Lock()
+        host, path = host_and_path(url)
+        self._tool = ToolInfo.construct_trusted(
+            {"name": host + path, "schema_version": None, "idempotency_key": None}
+        )
+
+    def _data(self, method: str, direction: Direction, index: int | None) -> Document:
+        data: Document = {
+            "transport": TRANSPORT,
+            "method": method,
+            "url": self.url,
+            "connection": self.connection,
+            "direction": direction,
+        }
+        if index is not None:
+            data["index"] = index
+        return data
+
+    def message(self, direction: Direction, stored: Document) -> int:
+        """Emit one message (stored as :func:`encode_message` makes it); returns its index."""
+        with self._lock:
+            index = self.counts[direction]
+            self.counts[direction] = index + 1
+        ref = _ref(stored, self.ctx.settings.http_data_class)
+        sent = direction == "sent"
+        self.ctx.recorder.emit(
+            "http",
+            trusted=True,
+            actor="tool",
+            event_class="decision" if sent else "input",
+            data=self._data("SEND" if sent else "RECEIVE", direction, index),
+            tool=self._tool,
+            input=ref if sent else None,
+            output=None if sent else ref,
+        )
+        return index
+
+    def timeout(self) -> None:
+        """A receive that timed out: replay raises the timeout again at this point of the conversation."""
+        with self._lock:
+            index = self.counts["received"]
+        data = self._data("RECEIVE", "received", index)
+        data["timeout"] = True
+        self.ctx.recorder.emit(
+            "http", trusted=True, actor="tool", event_class="input", data=data, tool=self._tool
+        )
+
+    def close(self, direction: Direction, code: int | None, reason: str | None) -> bool:
+        """Emit the close once (who closed first, the code and reason); False when already emitted."""
+        with self._lock:
+            if self.closed:
+                return False
+            self.closed = True
+        data = self._data("CLOSE", direction, None)
+        data["close"] = {"code": code, "reason": reason or ""}
+        self.ctx.recorder.emit(
+            "http",
+            trusted=True,
+            actor="tool",
+            event_class="decision" if direction == "sent" else "input",
+            data=data,
+            tool=self._tool,
+        )
+        return True
+
+
+def is_message_event(data: Mapping[str, object]) -> bool:
+    return data.get("transport") == TRANSPORT and data.get("method") in ("SEND", "RECEIVE", "CLOSE")

@@ -1,0 +1,334 @@
+"""Interception for httpx-ws: ``connect_ws``, ``aconnect_ws``, ``WebSocketClient``, ``AsyncWebSocketClient``.
+
+Patched at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (``connect_ws`` and
+``aconnect_ws`` build one of those and call it): :func:`..replay.websocket_sessions.open_connection`
+decides the connection.
+
+- Live: the upgrade goes out through the agent's httpx client as usual, marked as claimed
+  (:func:`~..http.websocket_messages.claiming_upgrade`), so the httpx adapter sends it untouched: the
+  handshake is recorded once, by this adapter, before the first message. The session's ``send``,
+  ``receive`` and ``close`` (every ``send_*`` / ``receive_*`` goes through them) report the messages.
+- Served: no request at all; a session subclass serves the recorded messages as wsproto events,
+  ``WebSocketDisconnect`` at the recorded close and ``queue.Empty`` (sync) or ``TimeoutError`` (async)
+  where the recording timed out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from .. import guard
+from ..core.capture import current_run
+from ..http.websocket_messages import (
+    ConversationEvents,
+    Message,
+    claiming_upgrade,
+    encode_message,
+    handshake_request,
+)
+from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
+
+TRIGGERS: tuple[str, ...] = ("httpx_ws",)
+
+_EVENTS = "_agentreplay_ws_events"
+
+
+def _wsproto() -> Any:
+    # optional: wsproto comes with httpx-ws, which the agent has imported
+    import wsproto.events
+
+    return wsproto.events
+
+
+def _request(client: Any, url: str, subprotocols: list[str] | None, kwargs: dict[str, Any], api: Any) -> Any:
+    """The upgrade request httpx would send (built, not sent), and the headers httpx-ws adds."""
+    headers = dict(kwargs.get("headers") or {})
+    headers.update(api._get_headers(subprotocols))
+    return client.build_request(
+        "GET", url, headers=headers, params=kwargs.get("params"), cookies=kwargs.get("cookies")
+    )
+
+
+def _served_response(httpx: Any, served: ServedConversation, request: Any) -> Any:
+    return httpx.Response(served.status, headers=served.headers, request=request)
+
+
+def _served_event(served: ServedConversation, timeout_error: type[BaseException], api: Any) -> Any:
+    events = _wsproto()
+    step = served.receive()
+    if isinstance(step, Received):
+        if step.kind == "timeout":
+            raise timeout_error()
+        code, reason, _ = served.closed or (None, "", True)
+        raise api.WebSocketDisconnect(code if code is not None else 1006, reason or None)
+    if isinstance(step, bytes):
+        return events.BytesMessage(data=step)
+    return events.TextMessage(data=step)
+
+
+def _sent_message(event: Any) -> Message | None:
+    events = _wsproto()
+    if isinstance(event, events.TextMessage):
+        text: str = event.data
+        return text
+    if isinstance(event, events.BytesMessage):
+        return bytes(event.data)
+    return None
+
+
+def _record_event(events: ConversationEvents, event: Any) -> None:
+    kinds = _wsproto()
+    message = _sent_message(event)
+    if message is not None:
+        events.message("received", encode_message(message))
+    elif isinstance(event, kinds.CloseConnection):
+        events.close("received", event.code, event.reason)
+
+
+def _answered(live: LiveConnection, session: Any) -> None:
+    response = session.response
+    live.answered(response.status_code, dict(response.headers.multi_items()))
+    session.__dict__[_EVENTS] = live.events
+
+
+def patch(mod: ModuleType) -> Callable[[], None]:
+    # optional: httpx is what httpx-ws rides on, imported with it
+    import httpx
+
+    api: Any = mod._api
+    sync_client: Any = api.WebSocketClient
+    async_client: Any = api.AsyncWebSocketClient
+    sync_session: Any = api.WebSocketSession
+    async_session: Any = api.AsyncWebSocketSession
+    orig_connect, orig_aconnect = sync_client.connect, async_client.connect
+    originals = {
+        (cls, name): getattr(cls, name)
+        for cls in (sync_session, async_session)
+        for name in ("send", "receive", "close")
+    }
+    replayed_sync, replayed_async = _replayed_classes(sync_session, async_session, api)
+
+    @contextlib.contextmanager
+    def connect(self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any) -> Iterator[Any]:
+        ctx = current_run()
+        if ctx is None:
+            with orig_connect(self, url, subprotocols, **kwargs) as session:
+                yield session
+            return
+        request = _request(self.client, url, subprotocols, kwargs, api)
+        opening = open_connection(
+            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
+        )
+        if isinstance(opening, ServedConversation):
+            response = _served_response(httpx, opening, request)
+            if opening.status != 101:
+                raise api.WebSocketUpgradeError(response)
+            with replayed_sync(opening, response) as session:
+                yield session
+            return
+        permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
+        try:
+            with claiming_upgrade(), permit:
+                manager = orig_connect(self, opening.url, subprotocols, **kwargs)
+                session = manager.__enter__()
+        except api.WebSocketUpgradeError as exc:
+            opening.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
+            raise
+        except BaseException as exc:
+            opening.failed(exc)
+            raise
+        _answered(opening, session)
+        with contextlib.ExitStack() as stack:
+            stack.push(manager.__exit__)
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def aconnect(
+        self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        ctx = current_run()
+        if ctx is None:
+            async with orig_aconnect(self, url, subprotocols, **kwargs) as session:
+                yield session
+            return
+        request = _request(self.client, url, subprotocols, kwargs, api)
+        opening = open_connection(
+            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
+        )
+        if isinstance(opening, ServedConversation):
+            response = _served_response(httpx, opening, request)
+            if opening.status != 101:
+                raise api.WebSocketUpgradeError(response)
+            async with replayed_async(opening, response) as session:
+                yield session
+            return
+        permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
+        try:
+            with claiming_upgrade(), permit:
+                manager = orig_aconnect(self, opening.url, subprotocols, **kwargs)
+                session = await manager.__aenter__()
+        except api.WebSocketUpgradeError as exc:
+            opening.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
+            raise
+        except BaseException as exc:
+            opening.failed(exc)
+            raise
+        _answered(opening, session)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_exit(manager.__aexit__)
+            yield session
+
+    def send(self: Any, event: Any) -> None:
+        originals[(sync_session, "send")](self, event)
+        _record_sent(self, event)
+
+    def receive(self: Any, timeout: float | None = None) -> Any:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is None:
+            return originals[(sync_session, "receive")](self, timeout)
+        try:
+            event = originals[(sync_session, "receive")](self, timeout)
+        except queue.Empty:
+            events.timeout()
+            raise
+        except api.WebSocketDisconnect as exc:
+            events.close("received", exc.code, exc.reason)
+            raise
+        _record_event(events, event)
+        return event
+
+    def close(self: Any, code: int = 1000, reason: str | None = None) -> None:
+        _record_close(self, code, reason)
+        originals[(sync_session, "close")](self, code, reason)
+
+    async def asend(self: Any, event: Any) -> None:
+        await originals[(async_session, "send")](self, event)
+        _record_sent(self, event)
+
+    async def areceive(self: Any, timeout: float | None = None) -> Any:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is None:
+            return await originals[(async_session, "receive")](self, timeout)
+        try:
+            event = await originals[(async_session, "receive")](self, timeout)
+        except TimeoutError:
+            events.timeout()
+            raise
+        except api.WebSocketDisconnect as exc:
+            events.close("received", exc.code, exc.reason)
+            raise
+        _record_event(events, event)
+        return event
+
+    async def aclose(self: Any, code: int = 1000, reason: str | None = None) -> None:
+        _record_close(self, code, reason)
+        await originals[(async_session, "close")](self, code, reason)
+
+    sync_client.connect, async_client.connect = connect, aconnect
+    sync_session.send, sync_session.receive, sync_session.close = send, receive, close
+    async_session.send, async_session.receive, async_session.close = asend, areceive, aclose
+
+    def restore() -> None:
+        sync_client.connect, async_client.connect = orig_connect, orig_aconnect
+        for (cls, name), original in originals.items():
+            setattr(cls, name, original)
+
+    return restore
+
+
+def _record_sent(session: Any, event: Any) -> None:
+    events: ConversationEvents | None = session.__dict__.get(_EVENTS)
+    if events is None:
+        return
+    message = _sent_message(event)
+    if message is not None:
+        events.message("sent", encode_message(message))
+    elif isinstance(event, _wsproto().CloseConnection):
+        events.close("sent", event.code, event.reason)
+
+
+def _record_close(session: Any, code: int, reason: str | None) -> None:
+    events: ConversationEvents | None = session.__dict__.get(_EVENTS)
+    # A session closed by the server closes its side too: the close stays the server's.
+    if events is not None and not session._should_close.is_set():
+        events.close("sent", code, reason)
+
+
+def _replayed_classes(sync_base: Any, async_base: Any, api: Any) -> tuple[Any, Any]:
+    class ReplayedSession(sync_base):  # type: ignore[misc]
+        """A session served from the cassette: httpx-ws's API, no stream, no background threads."""
+
+        def __init__(self, served: ServedConversation, response: Any) -> None:
+            # The base initialiser wants the upgraded network stream: there is none.
+            self._served = served
+            self.response = response
+            self.subprotocol = served.subprotocol
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+        def ping(self, payload: bytes = b"") -> Any:
+            # optional: threading only for the served pong
+            import threading
+
+            pong = threading.Event()
+            pong.set()
+            return pong
+
+        def send(self, event: Any) -> None:
+            _served_send(self._served, event, api)
+
+        def receive(self, timeout: float | None = None) -> Any:
+            return _served_event(self._served, queue.Empty, api)
+
+        def close(self, code: int = 1000, reason: str | None = None) -> None:
+            self._served.close(code, reason or "")
+
+    class AsyncReplayedSession(async_base):  # type: ignore[misc]
+        def __init__(self, served: ServedConversation, response: Any) -> None:
+            self._served = served
+            self.response = response
+            self.subprotocol = served.subprotocol
+
+        @contextlib.asynccontextmanager
+        async def __asynccontextmanager__(self) -> AsyncIterator[Any]:
+            try:
+                yield self
+            finally:
+                await self.close()
+
+        async def ping(self, payload: bytes = b"") -> Any:
+            # optional: anyio comes with httpx-ws
+            import anyio
+
+            pong = anyio.Event()
+            pong.set()
+            return pong
+
+        async def send(self, event: Any) -> None:
+            _served_send(self._served, event, api)
+
+        async def receive(self, timeout: float | None = None) -> Any:
+            return _served_event(self._served, TimeoutError, api)
+
+        async def close(self, code: int = 1000, reason: str | None = None) -> None:
+            self._served.close(code, reason or "")
+
+    return ReplayedSession, AsyncReplayedSession
+
+
+def _served_send(served: ServedConversation, event: Any, api: Any) -> None:
+    if served.closed is not None:
+        raise api.WebSocketNetworkError()
+    message = _sent_message(event)
+    if message is not None:
+        served.send(message)
+    elif isinstance(event, _wsproto().CloseConnection):
+        served.close(event.code, event.reason or "")

@@ -1,0 +1,314 @@
+"""Interception for the ``websockets`` client: the threading client (``websockets.sync.client.connect``) and
+the asyncio one (``websockets.asyncio.client.connect``: awaited, ``async with``, ``async for``).
+
+What :func:`..replay.websocket_sessions.open_connection` decides is translated here:
+
+- live (recording, ``allow_hosts``, sandbox): the library connects as usual; its connection's ``send``,
+  ``recv`` and ``close`` (patched on the client connection classes) report each message, timed-out
+  receive and close to the connection's events;
+- served: no socket at all. The client gets a :class:`ClientConnection` subclass whose ``recv`` serves the
+  recorded messages in order (``TimeoutError`` where the recording timed out, ``ConnectionClosed`` at the
+  recorded close), whose ``send`` compares with the recorded messages and whose ``close`` ends it.
+
+Where the call is caught: the asyncio ``connect`` is a class, patched at ``__await_impl__`` (every way of
+using it goes through it). The threading ``connect`` is a module function that opens its socket before
+any method a patch could reach, and agents bind it at import (``from websockets.sync.client import
+connect``), before a run installs interception: its code object is redirected to a trampoline, which
+every existing reference runs (:func:`_redirect`), and restored with the interception.
+
+The deprecated ``websockets.legacy`` client is not intercepted: in replay the network guard refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
+from types import FunctionType, ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from .. import guard
+from ..core.capture import current_run
+from ..http.websocket_messages import (
+    ConversationEvents,
+    Message,
+    claiming_upgrade,
+    encode_message,
+    handshake_request,
+)
+from ..replay.websocket_sessions import LiveConnection, ServedConversation, open_connection
+from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
+
+# The modules whose import activates this adapter (intercept.registry).
+TRIGGERS: tuple[str, ...] = ("websockets.sync.client", "websockets.asyncio.client")
+
+# Where a live connection keeps its events (instance dict: the library's connections have no slots).
+_EVENTS = "_agentreplay_ws_events"
+
+
+def patch(module: ModuleType) -> Callable[[], None]:
+    if module.__name__ == "websockets.sync.client":
+        return _patch_sync(module)
+    return _patch_asyncio(module)
+
+
+# -- shared ---------------------------------------------------------------------------------------------
+
+
+def _request_headers(protocol: Any, additional: object, user_agent: str | None) -> dict[str, str]:
+    """The handshake headers the library sends, built by its own sans-I/O protocol (no I/O)."""
+    request = protocol.connect()
+    if additional is not None:
+        request.headers.update(additional)
+    if user_agent is not None:
+        request.headers.setdefault("User-Agent", user_agent)
+    return {k.lower(): v for k, v in request.headers.raw_items()}
+
+
+def _handshake_objects(served: ServedConversation, request_headers: Mapping[str, str]) -> tuple[Any, Any]:
+    # optional: websockets is imported by the agent
+    import websockets.http11
+
+    _, _, datastructures = lib()
+    parts = urlsplit(served.url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    request = websockets.http11.Request(path, datastructures.Headers(dict(request_headers)))
+    response = websockets.http11.Response(
+        served.status, "Switching Protocols", datastructures.Headers(served.headers), b""
+    )
+    return request, response
+
+
+def _refused(served: ServedConversation, response: object) -> BaseException:
+    exceptions, _, _ = lib()
+    error: BaseException = exceptions.InvalidStatus(response)
+    return error
+
+
+def _record_closed(events: ConversationEvents, exc: Any) -> None:
+    rcvd, sent = exc.rcvd, exc.sent
+    if rcvd is not None and (sent is None or exc.rcvd_then_sent):
+        events.close("received", rcvd.code, rcvd.reason)
+    elif sent is not None:
+        events.close("sent", sent.code, sent.reason)
+    else:
+        events.close("received", None, "")
+
+
+def _live_connect(live: LiveConnection, connect: Callable[[], Any]) -> Any:
+    exceptions, _, _ = lib()
+    with claiming_upgrade(), guard.permitting(live.permit) if live.permit else nullcontext():
+        try:
+            connection = connect()
+        except exceptions.InvalidStatus as exc:
+            response = exc.response
+            live.answered(response.status_code, dict(response.headers.raw_items()), bytes(response.body))
+            raise
+        except BaseException as exc:
+            live.failed(exc)
+            raise
+    live.answered(connection.response.status_code, dict(connection.response.headers.raw_items()))
+    connection.__dict__[_EVENTS] = live.events
+    return connection
+
+
+def _ws_url(url: str) -> str:
+    """A sandbox maps to an http(s) base URL: the same service's WebSocket scheme."""
+    for http, ws in (("http://", "ws://"), ("https://", "wss://")):
+        if url.startswith(http):
+            return ws + url[len(http) :]
+    return url
+
+
+def _record_recv(events: ConversationEvents | None, call: Callable[[], Message]) -> Message:
+    if events is None:
+        return call()
+    exceptions, _, _ = lib()
+    try:
+        message = call()
+    except TimeoutError:
+        events.timeout()
+        raise
+    except exceptions.ConnectionClosed as exc:
+        _record_closed(events, exc)
+        raise
+    events.message("received", encode_message(message))
+    return message
+
+
+# -- threading client --------------------------------------------------------------------------------
+
+
+def _redirect(function: FunctionType, to: Callable[..., object]) -> tuple[FunctionType, Callable[[], None]]:
+    """Make every reference to ``function`` call ``to``; returns a copy of the original and the undo."""
+    saved = (function.__code__, function.__defaults__, function.__kwdefaults__)
+    original = FunctionType(saved[0], function.__globals__, function.__name__, saved[1], function.__closure__)
+    original.__kwdefaults__ = saved[2]
+
+    def trampoline(
+        *args: object, _agentreplay_target: Callable[..., object] = to, **kwargs: object
+    ) -> object:
+        return _agentreplay_target(*args, **kwargs)
+
+    function.__code__ = trampoline.__code__
+    function.__defaults__ = None
+    function.__kwdefaults__ = {"_agentreplay_target": to}
+
+    def restore() -> None:
+        function.__code__, function.__defaults__, function.__kwdefaults__ = saved
+
+    return original, restore
+
+
+def _sync_headers(mod: ModuleType, uri: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
+    # optional: websockets is imported by the agent
+    from websockets.client import ClientProtocol
+    from websockets.extensions.permessage_deflate import enable_client_permessage_deflate
+    from websockets.uri import parse_uri
+
+    extensions = kwargs.get("extensions")
+    if kwargs.get("compression", "deflate") == "deflate":
+        extensions = enable_client_permessage_deflate(extensions)
+    protocol = ClientProtocol(
+        parse_uri(uri),
+        origin=kwargs.get("origin"),
+        extensions=extensions,
+        subprotocols=kwargs.get("subprotocols"),
+    )
+    return _request_headers(
+        protocol, kwargs.get("additional_headers"), kwargs.get("user_agent_header", mod.USER_AGENT)
+    )
+
+
+def _patch_sync(mod: ModuleType) -> Callable[[], None]:
+    base: Any = mod.ClientConnection
+    replayed = sync_replayed_class(base)
+    orig_recv, orig_send, orig_close = base.recv, base.send, base.close
+
+    def connect(uri: str, **kwargs: Any) -> Any:
+        ctx = current_run()
+        if ctx is None:
+            return original(uri, **kwargs)
+        headers = _sync_headers(mod, uri, kwargs)
+        opening = open_connection(ctx, handshake_request(uri, headers))
+        if isinstance(opening, ServedConversation):
+            request, response = _handshake_objects(opening, headers)
+            if opening.status != 101:
+                raise _refused(opening, response)
+            return replayed(opening, request, response)
+        return _live_connect(opening, lambda: original(_ws_url(opening.url), **kwargs))
+
+    def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
+        return _record_recv(self.__dict__.get(_EVENTS), lambda: orig_recv(self, *args, **kwargs))
+
+    def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
+            message = joined(message)  # fragments: sent whole, recorded whole
+        orig_send(self, message, *args, **kwargs)
+        if events is not None:
+            events.message("sent", encode_message(joined(message)))
+
+    def close(self: Any, code: int = 1000, reason: str = "") -> None:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is not None:
+            events.close("sent", code, reason)
+        orig_close(self, code, reason)
+
+    original, unredirect = _redirect(mod.connect, connect)
+    base.recv, base.send, base.close = recv, send, close
+
+    def restore() -> None:
+        unredirect()
+        base.recv, base.send, base.close = orig_recv, orig_send, orig_close
+
+    return restore
+
+
+# -- asyncio client ----------------------------------------------------------------------------------
+
+
+def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
+    connect_cls: Any = mod.connect
+    base: Any = mod.ClientConnection
+    replayed = async_replayed_class(base)
+    orig_await = connect_cls.__await_impl__
+    orig_recv, orig_send, orig_close = base.recv, base.send, base.close
+
+    async def await_impl(self: Any) -> Any:
+        ctx = current_run()
+        if ctx is None:
+            return await orig_await(self)
+        # optional: websockets is imported by the agent
+        from websockets.uri import parse_uri
+
+        probe = self.protocol_factory(parse_uri(self.uri))
+        headers = _request_headers(probe.protocol, self.additional_headers, self.user_agent_header)
+        opening = open_connection(ctx, handshake_request(self.uri, headers))
+        if isinstance(opening, ServedConversation):
+            request, response = _handshake_objects(opening, headers)
+            if opening.status != 101:
+                raise _refused(opening, response)
+            self.connection = replayed(opening, request, response)
+            return self.connection
+        agent_uri = self.uri
+        self.uri = _ws_url(opening.url)
+        exceptions, _, _ = lib()
+        with claiming_upgrade(), guard.permitting(opening.permit) if opening.permit else nullcontext():
+            try:
+                connection = await orig_await(self)
+            except exceptions.InvalidStatus as exc:
+                response = exc.response
+                opening.answered(
+                    response.status_code, dict(response.headers.raw_items()), bytes(response.body)
+                )
+                raise
+            except BaseException as exc:
+                opening.failed(exc)
+                raise
+            finally:
+                self.uri = agent_uri
+        opening.answered(connection.response.status_code, dict(connection.response.headers.raw_items()))
+        connection.__dict__[_EVENTS] = opening.events
+        return connection
+
+    async def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is None:
+            return await orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
+        exceptions, _, _ = lib()
+        try:
+            message: Message = await orig_recv(self, *args, **kwargs)
+        except TimeoutError:
+            events.timeout()
+            raise
+        except exceptions.ConnectionClosed as exc:
+            _record_closed(events, exc)
+            raise
+        events.message("received", encode_message(message))
+        return message
+
+    async def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
+            if hasattr(message, "__aiter__"):
+                message = [part async for part in message]
+            message = joined(message)
+        await orig_send(self, message, *args, **kwargs)
+        if events is not None:
+            events.message("sent", encode_message(joined(message)))
+
+    async def close(self: Any, code: int = 1000, reason: str = "") -> None:
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is not None:
+            events.close("sent", code, reason)
+        await orig_close(self, code, reason)
+
+    connect_cls.__await_impl__ = await_impl
+    base.recv, base.send, base.close = recv, send, close
+
+    def restore() -> None:
+        connect_cls.__await_impl__ = orig_await
+        base.recv, base.send, base.close = orig_recv, orig_send, orig_close
+
+    return restore
