@@ -105,3 +105,24 @@ def test_a_child_process_reads_the_parent_run_typed() -> None:
     assert parent.guard.token == "abc"
     assert is_block_only(parent)
     assert not is_block_only(_ctx("regression"))
+
+
+def test_transport_rooms_give_each_owner_its_own_typed_state_per_run() -> None:
+    from pytest_agentreplay.core.run_state import TransportRooms
+
+    class Conversations:
+        def __init__(self) -> None:
+            self.opened = 0
+
+    class Calls:
+        pass
+
+    rooms, other_run = TransportRooms(), TransportRooms()
+    first = rooms.of(Conversations, Conversations)
+    first.opened += 1
+    assert rooms.of(Conversations, Conversations) is first  # built once per run
+    assert rooms.existing(Calls) is None
+    assert isinstance(rooms.of(Calls, Calls), Calls)
+    assert other_run.of(Conversations, Conversations).opened == 0  # another run starts empty
+    with pytest.raises(TypeError, match="Calls room holds a Conversations"):
+        other_run.of(Calls, Conversations)  # type: ignore[arg-type]

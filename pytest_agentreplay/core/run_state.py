@@ -10,9 +10,10 @@ that reads it (``isinstance``), so no other module can reach into it.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .canonical import DigestMemo
 from .documents import Document
@@ -75,6 +76,39 @@ class FrameworkState:
     otel_spans: dict[int, object] = field(default_factory=dict)
     # frameworks/langchain: its ``_RunState``.
     langchain: object = None
+
+
+T = TypeVar("T")
+
+
+class TransportRooms:
+    """The transport adapters' per-run state (WebSocket conversations, gRPC calls, MCP sessions): one room
+    per owner type, built on first use by its owner, typed as that owner.
+
+    Core cannot name the adapters' types; a room keyed by the type itself gives each adapter its own
+    state back with its type, and a new transport needs no field here.
+    """
+
+    __slots__ = ("_lock", "_rooms")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rooms: dict[type, object] = {}
+
+    def of(self, kind: type[T], make: Callable[[], T]) -> T:
+        """The run's ``kind`` room, made by ``make`` the first time (under a lock: threads share a run)."""
+        with self._lock:
+            room = self._rooms.get(kind)
+            if room is None:
+                room = self._rooms[kind] = make()
+        if not isinstance(room, kind):
+            raise TypeError(f"the {kind.__name__} room holds a {type(room).__name__}")
+        return room
+
+    def existing(self, kind: type[T]) -> T | None:
+        """The run's ``kind`` room if its owner made one."""
+        room = self._rooms.get(kind)
+        return room if isinstance(room, kind) else None
 
 
 @dataclass(slots=True)

@@ -19,7 +19,6 @@ Nothing here imports a WebSocket library; the adapters under ``intercept/`` tran
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,16 +104,8 @@ class _RunConnections:
             return queue.popleft() if queue else None
 
 
-_RUNS: weakref.WeakKeyDictionary[RunContext, _RunConnections] = weakref.WeakKeyDictionary()
-_RUNS_LOCK = threading.Lock()
-
-
 def _connections(ctx: RunContext) -> _RunConnections:
-    with _RUNS_LOCK:
-        state = _RUNS.get(ctx)
-        if state is None:
-            state = _RUNS[ctx] = _RunConnections(ctx)
-        return state
+    return ctx.transports.of(_RunConnections, lambda: _RunConnections(ctx))
 
 
 def _redacted(ctx: RunContext, url: str) -> str:
