@@ -27,6 +27,7 @@ from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
+from .internal import is_internal
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
@@ -278,7 +279,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None:
+        if ctx is None or is_internal():
             return orig_sync(self, request)
         action = decide(ctx, _to_request(request, request.read()))
         if not isinstance(action, Send):
@@ -300,7 +301,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None:
+        if ctx is None or is_internal():
             return await orig_async(self, request)
         action = decide(ctx, _to_request(request, await request.aread()))
         if not isinstance(action, Send):
