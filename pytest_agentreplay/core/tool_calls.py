@@ -35,6 +35,8 @@ class ToolCall:
         arguments: Document,
         idempotency_key: str | None,
         extra: Document | None = None,
+        *,
+        may_group: bool = True,
     ) -> None:
         self.ctx = ctx
         self.name = name
@@ -42,7 +44,9 @@ class ToolCall:
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
-        self.group = _group_for(ctx, name, arguments, idempotency_key)
+        # ``may_group=False``: a library whose own background tasks always run beside the call (an MCP
+        # session's reader) would make every call look concurrent; its calls keep their order.
+        self.group = _group_for(ctx, name, arguments, idempotency_key) if may_group else None
         ctx.recorder.emit(
             "tool.call",
             actor="runtime",
@@ -126,6 +130,9 @@ def _is_concurrent(ctx: RunContext) -> bool:
 
 def _receipt_of(result: object) -> object:
     value = to_jsonable(result)
+    if isinstance(value, dict) and isinstance(value.get("structuredContent"), dict):
+        # An MCP tool result: the tool's own value is its structured content.
+        value = value["structuredContent"]
     if isinstance(value, dict):
         for key in ("receipt", "id", "receipt_id", "ticket_id", "refund_id"):
             if key in value:

@@ -80,7 +80,9 @@ def start_request(ctx: RunContext, server: McpServer, method: str, params: Docum
     if method == "tools/call":
         return _tool_call(ctx, server, params)
     arguments: Document = {} if method in _HANDSHAKES else {"server": server.name, **params}
-    return ToolCall(ctx, f"mcp:{method}", None, "read", arguments, None, extra=_extra(server))
+    return ToolCall(
+        ctx, f"mcp:{method}", None, "read", arguments, None, extra=_extra(server), may_group=False
+    )
 
 
 def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall:
@@ -103,6 +105,7 @@ def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall
         dict(arguments) if isinstance(arguments, dict) else {},
         None,
         extra=extra,
+        may_group=False,
     )
 
 
