@@ -2,9 +2,9 @@
 
 Run as a script it is the server: ``python mcp_servers.py stdio`` or ``python mcp_servers.py http PORT``.
 Every start appends a line to the file named by ``MCP_MARKER`` (a replay must start none); every
-``add_note`` appends to ``MCP_NOTES`` (a replayed write must not reach it). ``MCP_VARIANT=changed_description``
-serves ``lookup`` with another description. Tools: ``lookup`` (read-only), ``add_note`` (destructive
-write), ``shout`` (no annotations).
+``add_note`` appends to ``MCP_NOTES`` (a replayed write must not reach it).
+``MCP_VARIANT=changed_description`` serves ``lookup`` with another description. Tools: ``lookup``
+(read-only), ``add_note`` (destructive write), ``shout`` (no annotations).
 """
 
 from __future__ import annotations

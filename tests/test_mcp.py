@@ -29,7 +29,7 @@ for _name in (
 ):
     importlib.import_module(_name)
 
-INNER = '''
+INNER = """
 import asyncio
 import os
 from pathlib import Path
@@ -83,7 +83,7 @@ def test_notes():
     assert out["loud"] == "DONE"
     assert out["readme"] == "the notes server"
     assert out["prompt"] == "Summarise the notes about ships."
-'''
+"""
 
 
 # The stdio recording every test replays (its cassette's bytes), made by whichever test needs it first.
@@ -191,7 +191,9 @@ def test_unrecorded_call_fails_like_an_unmatched_request(lab: McpLab) -> None:
     lab.recorded()
     started = lab.starts()
     result = lab.run(variant="extra_call")
-    out = _failure(result, "tool call notes/shout(text='once more') has no recorded result", "mode: regression")
+    out = _failure(
+        result, "tool call notes/shout(text='once more') has no recorded result", "mode: regression"
+    )
     assert str(lab.cassette) in out
     assert lab.starts() == started
 
@@ -199,8 +201,8 @@ def test_unrecorded_call_fails_like_an_unmatched_request(lab: McpLab) -> None:
 def test_changed_tool_description_is_drift_where_the_server_runs(lab: McpLab) -> None:
     lab.recorded()
     started = lab.starts()
-    # Sandbox runs the test's own MCP server: the tool it lists now is described differently.
-    # Sandbox writes to the server again: from an empty notes file, the receipt it answers is the recorded one.
+    # Sandbox runs the test's own MCP server: the tool it lists now is described differently. It writes to
+    # the server again: from an empty notes file, the receipt it answers is the recorded one.
     lab.notes.write_text("")
     result = lab.run("--agentreplay-mode=sandbox", server_variant="changed_description")
     _failure(result, "notes/lookup", "schema_version")
@@ -212,7 +214,9 @@ def test_changed_tool_description_is_drift_where_the_server_runs(lab: McpLab) ->
 
 
 def test_effect_override_and_bad_value(lab: McpLab) -> None:
-    lab.pytester.makepyprojecttoml('[tool.agentreplay]\nmcp_effects = { "notes/shout" = "read", "lookup" = "write" }\n')
+    lab.pytester.makepyprojecttoml(
+        '[tool.agentreplay]\nmcp_effects = { "notes/shout" = "read", "lookup" = "write" }\n'
+    )
     lab.run("--agentreplay-record=all").assert_outcomes(passed=1)
     calls = _calls(lab.events())
     assert calls["notes/shout"]["data"]["effect"] == "read"
