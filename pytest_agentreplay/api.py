@@ -4,38 +4,34 @@ code can keep these calls in production.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from .core.canonical import hash_value
 from .core.capture import (
     Recorder,
     RunContext,
     activate,
     current_run,
     payload,
-    served_payload,
     state_hash,
     to_jsonable,
     utc_now,
 )
 from .core.constants import Mode
 from .core.documents import Document
-from .core.events import Actor, DataClass, EffectInfo, RunMeta, ToolInfo
+from .core.events import Actor, DataClass, RunMeta
+from .core.tool_calls import EffectKind
+from .core.tool_calls import ToolCall as _ToolCall
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
-from .exceptions import ReplayError
 
 P = ParamSpec("P")
 R = TypeVar("R")
-EffectKind = Literal["read", "write"]
 
 
 def _bound_arguments(
@@ -51,112 +47,6 @@ def _bound_arguments(
     for receiver in ("self", "cls"):
         arguments.pop(receiver, None)
     return {k: to_jsonable(v) for k, v in arguments.items()}
-
-
-class _ToolCall:
-    """The bookkeeping shared by the sync and async forms of a ``@tool`` call."""
-
-    def __init__(
-        self,
-        ctx: RunContext,
-        name: str,
-        schema_version: str | None,
-        effect: EffectKind,
-        arguments: Document,
-        idempotency_key: str | None,
-    ) -> None:
-        self.ctx = ctx
-        self.name = name
-        self.effect = effect
-        self.arguments = arguments
-        self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
-        self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
-        self.group = _group_for(ctx, name, arguments, idempotency_key)
-        ctx.recorder.emit(
-            "tool.call",
-            actor="runtime",
-            event_class="decision",
-            tool=self.info,
-            data=self._grouped({"arguments": arguments, "attempt": self.attempt, "effect": effect}),
-        )
-
-    def _grouped(self, data: Document) -> Document:
-        """Tag calls made concurrently (worker threads, sibling asyncio tasks) as one parallel group.
-
-        Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
-        """
-        if self.group is not None:
-            data["group"] = self.group
-        return data
-
-    @property
-    def executes(self) -> bool:
-        return self.ctx.executes_tool()
-
-    def served(self) -> Any:
-        """The recorded result for this call (raises the recorded error again, as the tool did)."""
-        tools = self.ctx.tools
-        if tools is None:
-            raise ReplayError(
-                f"tool {self.name!r} cannot be served: no recorded run is loaded",
-                cassette=self.ctx.cassette,
-                mode=self.ctx.mode,
-                fixes=["record the cassette first: pytest --agentreplay-record=missing"],
-            )
-        outcome = tools.serve(self.name, self.arguments, self.info.idempotency_key, ctx=self.ctx)
-        self.finished(outcome.result, outcome.error)
-        if outcome.error is not None:
-            raise RecordedToolError(self.name, outcome.error)
-        return outcome.result
-
-    def finished(self, result: object, error: str | None) -> None:
-        recorder = self.ctx.recorder
-        data = self._grouped({"attempt": self.attempt})
-        if self.effect == "write" and error is None:
-            recorder.emit(
-                "effect",
-                actor="tool",
-                event_class="effect",
-                tool=self.info,
-                output=served_payload(result),
-                effect=EffectInfo(kind=self.name, receipt=_receipt_of(result), committed=True),
-                data=data,
-            )
-        else:
-            recorder.tool_result(self.info, result, error, data)
-
-
-def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:
-    """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
-    cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
-    if ctx.tools is not None and not ctx.recording:
-        found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
-        if found:
-            return group
-    return "concurrent" if _is_concurrent(ctx) else None
-
-
-def _is_concurrent(ctx: RunContext) -> bool:
-    origin_thread = ctx.origin_thread
-    if origin_thread is None:
-        origin_thread = ctx.origin_thread = threading.get_ident()
-    if threading.get_ident() != origin_thread:
-        return True
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    # Sibling tasks alive beside this one (gather, TaskGroup): the calls may complete in any order.
-    return len(asyncio.all_tasks()) > 1
-
-
-def _receipt_of(result: object) -> object:
-    value = to_jsonable(result)
-    if isinstance(value, dict):
-        for key in ("receipt", "id", "receipt_id", "ticket_id", "refund_id"):
-            if key in value:
-                return value[key]
-    return value
 
 
 def _error_text(exc: BaseException) -> str:
@@ -233,7 +123,7 @@ def tool(
             if call is None:
                 return func(*args, **kwargs)
             if not call.executes:
-                return call.served()  # type: ignore[no-any-return]
+                return call.served()  # type: ignore[return-value]
             try:
                 result = func(*args, **kwargs)
             except Exception as exc:

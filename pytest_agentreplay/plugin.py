@@ -124,6 +124,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
     )
     parser.addini(
+        "agentreplay_mcp_effects",
+        help='MCP tools\' effect classes over their annotations: "tool=read server/tool=write"',
+        default=None,
+    )
+    parser.addini(
         "agentreplay_fail_on_unused",
         help="fail the session when cassettes no test uses remain (default true)",
         type="bool",
@@ -135,8 +140,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "agentreplay(cassette=None, mode=None, rules=None, record=None, allow_hosts=None, sandbox=None, "
-        "faults=None, model=None, runtime_values=None): record or replay this test (the marker alone "
-        "activates it); the command line wins",
+        "faults=None, model=None, runtime_values=None, mcp_effects=None): record or replay this test (the "
+        "marker alone activates it); the command line wins",
     )
     try:
         settings = settings_from_pytest(config, [o[0].replace("-", "_") for o in (*OPTIONS, *FLAGS)])

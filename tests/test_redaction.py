@@ -574,3 +574,32 @@ def test_a_run_redactor_shares_redacted_messages_only_when_built_to() -> None:
         second = redactor.redact([dict(message)])
         assert first == second == expected
         assert (first[0] is second[0]) is shared
+
+
+def test_a_tool_schema_keeps_parameters_named_like_secrets() -> None:
+    """An MCP ``tools/list`` or a model request's tool definitions name parameters ``api_key``/``token``:
+    the schema under the name is kept (a replaced one is a listing the client rejects when served back),
+    while a secret value stored under such a name is still redacted."""
+    redactor = Redactor()
+    listed = {
+        "name": "rotate",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "api_key": {"type": "string", "description": "the key to rotate"},
+                "token": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            },
+            "required": ["api_key"],
+        },
+    }
+    assert redactor.redact(listed) == listed
+    assert redactor.find_secrets(listed) == []
+    # Not schemas: a value, or an object holding a value, under a secret name is still replaced.
+    assert redactor.redact({"properties": {"password": "hunter2", "name": "x"}}) == {
+        "properties": {"password": REDACTED, "name": "x"}
+    }
+    assert redactor.redact({"properties": {"password": {"value": "hunter2"}}}) == {
+        "properties": {"password": REDACTED}
+    }
+    schema_with_secret = {"properties": {"token": {"type": "string", "default": "sk-" + "a1b2c3d4" * 5}}}
+    assert redactor.redact(schema_with_secret)["properties"]["token"]["default"] == REDACTED

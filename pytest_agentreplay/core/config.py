@@ -37,6 +37,7 @@ MARKER_KEYS = (
     "model",
     "agent",
     "runtime_values",
+    "mcp_effects",
 )
 # What a project's ``agentreplay_config`` fixture may return: the per-test settings, then the HTTP settings
 # the run reads (``http/classify.py``, ``replay/sandbox.py``, ``replay/http.py``, ``http/recording.py``).
@@ -59,6 +60,7 @@ FIXTURE_KEYS = (
     "model_data_class",
     "http_data_class",
     "allow_read_repeats",
+    "mcp_effects",
 )
 PROJECT_KEYS = (
     "record",
@@ -81,6 +83,7 @@ PROJECT_KEYS = (
     "openai_compatible_base_urls",
     "inline_limit",
     "runtime_values",
+    "mcp_effects",
 )
 
 
@@ -169,7 +172,7 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
     ini: dict[str, object] = {}
-    for name in (*names, "fail_on_unused", "runtime_values"):
+    for name in (*names, "fail_on_unused", "runtime_values", "mcp_effects"):
         try:
             ini[name] = config.getini("agentreplay_" + name)
         except (TypeError, ValueError) as exc:
@@ -252,6 +255,10 @@ def build_settings(
         http["openai_compatible_base_urls"] = check.strings(
             project["openai_compatible_base_urls"], origin, urls=True
         )
+    mcp_effects = [(ini.get("mcp_effects"), "ini"), (project.get("mcp_effects"), "project")]
+    for value, where in reversed(mcp_effects):
+        if value is not None and value != "":
+            http["mcp_effects"] = check.effect_map(value, places.origin(where, "mcp_effects"))
     # Run settings reach the network guard through each run's settings.
     http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
     values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))
@@ -380,7 +387,7 @@ def resolve_test_settings(
         parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
     extra = {k: v for k, v in overrides.items() if k not in _RESOLVED_KEYS}
-    for key in ("sandbox", "faults", "agent"):
+    for key in ("sandbox", "faults", "agent", "mcp_effects"):
         if key in marker:
             extra = {**extra, key: marker[key]}
     return TestSettings(

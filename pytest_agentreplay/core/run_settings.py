@@ -42,6 +42,8 @@ class RunSettings:
     idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
     # Per host, where a write's receipt is (a JSON path into the response body, or a header name).
     receipts: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # MCP tool name (or ``server/tool``) -> "read" or "write", over the tool's annotations (``mcp_effects``).
+    mcp_effects: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     # Host or host+path prefix -> the tool name recorded for HTTP calls under it.
     tool_names: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     openai_compatible_base_urls: tuple[str, ...] = ()
@@ -98,6 +100,10 @@ def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
     return MappingProxyType({str(k): str(v) for k, v in value.items() if v})
 
 
+def _effect_map(value: object, origin: check.Origin) -> Mapping[str, str]:
+    return MappingProxyType(check.effect_map(value, origin)) if value else _EMPTY
+
+
 def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
     if not value:
         return ()
@@ -124,6 +130,7 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
         "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
         "receipts": _string_map,
         "tool_names": _string_map,
+        "mcp_effects": _effect_map,
         "openai_compatible_base_urls": _urls,
         "anthropic_base_urls": _urls,
         "model_data_class": _text_or("personal"),

@@ -246,6 +246,36 @@ def string_map(value: object, origin: Origin, expected: str) -> dict[str, str]:
     raise invalid(origin, value, expected)
 
 
+EFFECT_MAP_EXPECTED = 'a table of tool name (or "server/tool") = "read" or "write"'
+
+
+def effect_map(value: object, origin: Origin) -> dict[str, str]:
+    """Tool name (or ``server/tool``) -> ``read`` or ``write``: the effect class of MCP tools, overriding
+    their annotations. Also ``"name=read other=write"`` (an ini line)."""
+    if isinstance(value, str):
+        pairs: dict[str, object] = {}
+        for item in value.replace(",", " ").split():
+            name, sep, kind = item.partition("=")
+            if not sep or not name:
+                raise invalid(
+                    origin, value, EFFECT_MAP_EXPECTED, detail=f"not name=read or name=write: {item!r}"
+                )
+            pairs[name] = kind
+        value = pairs
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
+        raise invalid(origin, value, EFFECT_MAP_EXPECTED)
+    for name, kind in value.items():
+        if kind not in ("read", "write"):
+            raise invalid(
+                origin,
+                value,
+                EFFECT_MAP_EXPECTED,
+                valid=("read", "write"),
+                detail=f"the effect of {name!r} is {shown(kind)}",
+            )
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def count(value: object, origin: Origin) -> int:
     """A whole number >= 0 (a string of digits too: ini values are strings)."""
     if isinstance(value, str) and value.strip().isdigit():

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from ..core.documents import Document
@@ -48,24 +46,6 @@ VOLATILE_HANDSHAKE_HEADERS = frozenset({"sec-websocket-key", "sec-websocket-acce
 
 Direction = Literal["sent", "received"]
 Message = str | bytes
-
-# Set while an adapter makes the live connection it already recorded or refused: the HTTP adapter
-# carrying the upgrade (httpx under httpx-ws) lets it through untouched instead of recording it twice.
-_CLAIMED: ContextVar[bool] = ContextVar("pytest_agentreplay_ws_upgrade", default=False)
-
-
-@contextmanager
-def claiming_upgrade() -> Iterator[None]:
-    token = _CLAIMED.set(True)
-    try:
-        yield
-    finally:
-        _CLAIMED.reset(token)
-
-
-def upgrade_claimed() -> bool:
-    """Whether the HTTP request being sent now is a WebSocket upgrade a WebSocket adapter handles."""
-    return _CLAIMED.get()
 
 
 def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:

@@ -26,8 +26,8 @@ from ..core.capture import current_run
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
-from ..http.websocket_messages import upgrade_claimed
 from ..replay.policy import Refuse, Send, decide
+from .internal import is_internal
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
@@ -279,8 +279,8 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        # A WebSocket upgrade the websocket adapter (httpx-ws) already recorded or decided: sent as is.
-        if ctx is None or upgrade_claimed():
+        # Traffic a transport adapter owns (MCP over HTTP, a WebSocket upgrade): sent as is.
+        if ctx is None or is_internal():
             return orig_sync(self, request)
         action = decide(ctx, _to_request(request, request.read()))
         if not isinstance(action, Send):
@@ -302,7 +302,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
 
     async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None or upgrade_claimed():
+        if ctx is None or is_internal():
             return await orig_async(self, request)
         action = decide(ctx, _to_request(request, await request.aread()))
         if not isinstance(action, Send):

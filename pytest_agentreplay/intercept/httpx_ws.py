@@ -5,7 +5,7 @@ Patched at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (``c
 decides the connection.
 
 - Live: the upgrade goes out through the agent's httpx client as usual, marked as claimed
-  (:func:`~..http.websocket_messages.claiming_upgrade`), so the httpx adapter sends it untouched: the
+  (:func:`~.internal.internal`), so the httpx adapter sends it untouched: the
   handshake is recorded once, by this adapter, before the first message. The session's ``send``,
   ``receive`` and ``close`` (every ``send_*`` / ``receive_*`` goes through them) report the messages.
 - Served: no request at all; a session subclass serves the recorded messages as wsproto events,
@@ -26,11 +26,11 @@ from ..core.capture import current_run
 from ..http.websocket_messages import (
     ConversationEvents,
     Message,
-    claiming_upgrade,
     encode_message,
     handshake_request,
 )
 from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
+from .internal import internal
 
 TRIGGERS: tuple[str, ...] = ("httpx_ws",)
 
@@ -132,7 +132,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
             return
         permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
         try:
-            with claiming_upgrade(), permit:
+            with internal(), permit:
                 manager = orig_connect(self, opening.url, subprotocols, **kwargs)
                 session = manager.__enter__()
         except api.WebSocketUpgradeError as exc:
@@ -168,7 +168,7 @@ def patch(mod: ModuleType) -> Callable[[], None]:
             return
         permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
         try:
-            with claiming_upgrade(), permit:
+            with internal(), permit:
                 manager = orig_aconnect(self, opening.url, subprotocols, **kwargs)
                 session = await manager.__aenter__()
         except api.WebSocketUpgradeError as exc:

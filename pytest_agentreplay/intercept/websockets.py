@@ -32,11 +32,11 @@ from ..core.capture import current_run
 from ..http.websocket_messages import (
     ConversationEvents,
     Message,
-    claiming_upgrade,
     encode_message,
     handshake_request,
 )
 from ..replay.websocket_sessions import LiveConnection, ServedConversation, open_connection
+from .internal import internal
 from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
 
 # The modules whose import activates this adapter (intercept.registry).
@@ -97,7 +97,7 @@ def _record_closed(events: ConversationEvents, exc: Any) -> None:
 
 def _live_connect(live: LiveConnection, connect: Callable[[], Any]) -> Any:
     exceptions, _, _ = lib()
-    with claiming_upgrade(), guard.permitting(live.permit) if live.permit else nullcontext():
+    with internal(), guard.permitting(live.permit) if live.permit else nullcontext():
         try:
             connection = connect()
         except exceptions.InvalidStatus as exc:
@@ -254,7 +254,7 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
         exceptions, _, _ = lib()
-        with claiming_upgrade(), guard.permitting(opening.permit) if opening.permit else nullcontext():
+        with internal(), guard.permitting(opening.permit) if opening.permit else nullcontext():
             try:
                 connection = await orig_await(self)
             except exceptions.InvalidStatus as exc:

@@ -148,6 +148,8 @@ class Redactor:
                 new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
                 if keys and isinstance(k, str) and self.is_secret_name(k) and not is_exempt(v):
                     out[new_key] = REDACTED
+                elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
+                    out[new_key] = self._redact_schema_properties(v)
                 elif keys and k == "headers" and isinstance(v, dict | list):
                     out[new_key] = self.redact_headers(v)
                 else:
@@ -163,6 +165,22 @@ class Redactor:
                 for v in value
             ]
         return value
+
+    def _redact_schema_properties(self, properties: Document) -> Document:
+        """A JSON Schema's ``properties``: its keys name the parameters a tool takes (``api_key``,
+        ``token``), and the schema under each one describes it. A secret-looking name with a schema
+        object under it keeps the schema, redacted inside like any value; a value that is not an object
+        (``{"properties": {"password": "hunter2"}}``, not a schema) is redacted by its name as anywhere.
+        Replacing the schema would store a tool listing its own client rejects when it is served back
+        (an MCP ``tools/list``)."""
+        out: Document = {}
+        for name, schema in properties.items():
+            new_name = self.redact_string(name, keys=False)
+            if _is_schema(schema) or not self.is_secret_name(name) or is_exempt(schema):
+                out[new_name] = self._redact(schema, True)
+            else:
+                out[new_name] = REDACTED
+        return out
 
     def _redact_element(self, value: object, keys: bool) -> object:
         memory = self._memory
@@ -333,6 +351,61 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
+
+
+# The keywords a JSON Schema (draft 2020-12, and OpenAPI's additions tools use) describes a value with.
+_SCHEMA_KEYWORDS = frozenset(
+    {
+        "type",
+        "description",
+        "title",
+        "format",
+        "default",
+        "examples",
+        "enum",
+        "const",
+        "items",
+        "prefixItems",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "not",
+        "$ref",
+        "$defs",
+        "definitions",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "nullable",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "multipleOf",
+        "minProperties",
+        "maxProperties",
+        "dependentRequired",
+        "$schema",
+        "$id",
+        "$comment",
+    }
+)
+
+
+def _is_schema(value: object) -> bool:
+    return isinstance(value, dict) and bool(value) and all(key in _SCHEMA_KEYWORDS for key in value)
 
 
 @functools.cache

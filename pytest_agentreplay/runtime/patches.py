@@ -43,6 +43,8 @@ _EXCLUDED_PREFIXES: Final = (
     "websockets.",
     "httpx_ws.",
     "wsproto.",
+    # The MCP SDK's OAuth token expiry: the library's own timing, not a read of the agent's.
+    "mcp.",
     # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
     "http.cookiejar",
 )

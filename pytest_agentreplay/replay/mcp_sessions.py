@@ -1,0 +1,137 @@
+"""MCP client sessions as tool calls, without the MCP SDK: what the adapter (``intercept/mcp.py``) records
+for each JSON-RPC request a session sends, and what replay serves in its place.
+
+Every request is one :class:`~..core.tool_calls.ToolCall` (``tool.call`` then ``tool.result``, or
+``effect`` for a write), matched and served by the one index of recorded tool calls
+(``replay/tools.ToolReplayer``):
+
+- ``tools/call``: the tool is named ``server/tool`` (two servers may both have a ``search``), its arguments
+  are what the client sent; ``data`` says ``transport: "mcp"``, the server, the tool's annotations
+  (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``). Its effect class: ``read`` when the server
+  listed it ``readOnlyHint: true``, else ``write`` (the MCP spec's default: a tool may change the world);
+  the ``mcp_effects`` setting overrides both, by ``server/tool`` or by tool name. ``tool.schema_version``
+  is a digest of the tool as the server listed it (description, schemas, annotations): where the server
+  runs (recording, sandbox) a changed description is drift on the call naming the tool.
+- every other request (``initialize``, ``server/discover``, ``tools/list``, ``resources/read``,
+  ``prompts/get``...) is the read ``mcp:<method>`` whose arguments are the server and the request's
+  parameters (no ``_meta``: the SDK stamps its own version and client info there). ``initialize`` and
+  ``server/discover`` have no server yet and no parameters worth matching: they are served in recorded
+  order.
+
+A JSON-RPC error answer is recorded as the call's error (``MCPError <code>: <message>``) and raised again
+in replay (:func:`error_parts`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..core.canonical import hash_value
+from ..core.capture import RunContext
+from ..core.documents import Document
+from ..core.tool_calls import EffectKind, ToolCall
+
+__all__ = ["McpServer", "error_parts", "error_text", "start_request"]
+
+TRANSPORT: Final = "mcp"
+# Keep-alives: their number depends on timing, not on the agent. Never recorded; answered empty in replay.
+UNRECORDED: Final = frozenset({"ping"})
+# Requests made before a server is known: nothing in their parameters tells one server from another.
+_HANDSHAKES: Final = frozenset({"initialize", "server/discover"})
+_HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+# Where a 2026-era server names itself in a ``server/discover`` result (``_meta``).
+_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+_ERROR: Final = re.compile(r"^MCPError (-?\d+): (.*)$", re.DOTALL)
+
+
+@dataclass
+class McpServer:
+    """What one client session learnt about its server: its name (``initialize``/``server/discover``)
+    and the tools it listed, by name."""
+
+    name: str | None = None
+    tools: dict[str, Document] = field(default_factory=dict)
+
+    def learn(self, method: str, result: Document) -> None:
+        """Take the server's name and tool listing from a result (recorded or served alike)."""
+        if method == "initialize":
+            info = result.get("serverInfo")
+        elif method == "server/discover":
+            meta = result.get("_meta")
+            info = meta.get(_SERVER_INFO) if isinstance(meta, dict) else None
+        else:
+            info = None
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            self.name = info["name"]
+        if method == "tools/list":
+            for tool in result.get("tools") or ():
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    self.tools[tool["name"]] = tool
+
+    def qualified(self, tool: str) -> str:
+        return f"{self.name}/{tool}" if self.name else tool
+
+
+def start_request(ctx: RunContext, server: McpServer, method: str, params: Document | None) -> ToolCall:
+    """The tool call of one request (``tool.call`` emitted now); the caller sends or serves it."""
+    params = {k: v for k, v in (params or {}).items() if k != "_meta"}
+    if method == "tools/call":
+        return _tool_call(ctx, server, params)
+    arguments: Document = {} if method in _HANDSHAKES else {"server": server.name, **params}
+    return ToolCall(
+        ctx, f"mcp:{method}", None, "read", arguments, None, extra=_extra(server), may_group=False
+    )
+
+
+def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall:
+    tool = str(params.get("name"))
+    arguments = params.get("arguments")
+    listed = server.tools.get(tool)
+    annotations = listed.get("annotations") if listed is not None else None
+    hints = {k: annotations[k] for k in _HINTS if isinstance(annotations, dict) and k in annotations}
+    extra = {**_extra(server), "hints": hints}
+    for key in ("inputResponses", "requestState"):
+        if key in params:
+            extra[key] = params[key]
+    effect = effect_of(ctx, server, tool, hints)
+    digest = hash_value(listed)[:16] if listed is not None else None
+    return ToolCall(
+        ctx,
+        server.qualified(tool),
+        digest,
+        effect,
+        dict(arguments) if isinstance(arguments, dict) else {},
+        None,
+        extra=extra,
+        may_group=False,
+    )
+
+
+def effect_of(ctx: RunContext, server: McpServer, tool: str, hints: Document) -> EffectKind:
+    """``mcp_effects`` (``server/tool`` first, then the tool name), else the annotations: ``read`` only for
+    a tool the server lists ``readOnlyHint: true``."""
+    overrides = ctx.settings.mcp_effects
+    for key in (server.qualified(tool), tool):
+        chosen = overrides.get(key)
+        if chosen == "read":
+            return "read"
+        if chosen == "write":
+            return "write"
+    return "read" if hints.get("readOnlyHint") is True else "write"
+
+
+def _extra(server: McpServer) -> Document:
+    return {"transport": TRANSPORT, "server": server.name}
+
+
+def error_text(code: int, message: str) -> str:
+    """How a JSON-RPC error answer is recorded (``data.error`` of the call's result)."""
+    return f"MCPError {code}: {message}"
+
+
+def error_parts(text: str) -> tuple[int, str] | None:
+    """The code and message of a recorded JSON-RPC error (None: the call failed another way)."""
+    found = _ERROR.match(text)
+    return (int(found.group(1)), found.group(2)) if found else None
