@@ -224,7 +224,7 @@ def _make_lab(
 ) -> Iterator[LateLab]:
     """The agents import their framework inside ``run`` or, ``in_body``, the tests import the agent
     modules (which import it at their top) in the test body."""
-    found = [f for f in FRAMEWORKS.values() if _installed(f.markers[-1])]
+    found = [f for f in FRAMEWORKS.values() if all(map(_installed, _early_modules(f)))]
     if not found:
         pytest.skip("no framework installed")
     modules: list[str] = []
@@ -252,8 +252,8 @@ def _make_lab(
 
 
 def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
+    try:  # the top-level package: a dotted name would import its parents
+        return importlib.util.find_spec(name.partition(".")[0]) is not None
     except (ImportError, ValueError):
         return False
 

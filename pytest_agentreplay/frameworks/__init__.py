@@ -142,8 +142,9 @@ class LateImports:
     """The runs waiting for a framework that is installed but not imported, and the finder that tells.
 
     Process-wide (:data:`_LATE`): a module is imported once for the whole process, by whichever thread or
-    nested run (``capture_run`` inside a replaying test, pytester's inner sessions) gets there first, and
-    every run waiting for it then hooks in. One finder serves them all; it leaves ``sys.meta_path`` when
+    run gets there first (runs nest: a pytester inner session inside an outer test's run), and every run
+    waiting for it then hooks in; pytester drops the modules an inner session imported, and the next
+    session's import hooks its runs in again. One finder serves them all; it leaves ``sys.meta_path`` when
     no run waits any more. Adapters hook in outside :attr:`lock`: hooking imports (the adapter, the
     framework's submodules), and another thread holding the lock while it waits for a module this thread
     is importing would deadlock.
@@ -187,10 +188,6 @@ class LateImports:
             self.runs = [run for run in self.runs if run.waiting]
             self._drop_idle_finder()
         _hook_all(due)
-
-    def waits(self) -> bool:
-        with self.lock:
-            return self.finder is not None
 
     def _drop_idle_finder(self) -> None:
         if not self.runs and self.finder is not None:
