@@ -27,7 +27,7 @@ class TransportAdapter(Protocol):
 
 
 # Adapter modules of this package, in patching order (restored in reverse).
-ADAPTERS: tuple[str, ...] = ("httpx", "urllib3", "aiohttp")
+ADAPTERS: tuple[str, ...] = ("httpx", "urllib3", "aiohttp", "grpc")
 
 
 def _adapter(name: str) -> TransportAdapter:
