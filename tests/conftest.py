@@ -20,6 +20,7 @@ for _name in (
     "pytest_agentreplay.intercept.httpx",
     "pytest_agentreplay.intercept.urllib3",
     "pytest_agentreplay.intercept.aiohttp",
+    "pytest_agentreplay.intercept.grpc",
     "pytest_agentreplay.replay.policy",
     # The forkserver is one process per interpreter, started by whichever test first asks for it. If
     # multiprocessing's modules were first imported inside an inner session, pytester would drop them
@@ -36,6 +37,15 @@ for _name in (
 # The client libraries the interceptors patch, for the same reason: aiohttp first imported by an inner
 # session's install came back as a second copy whose ClientSession the patch never saw, and the next
 # test's aiohttp reads got empty bodies (the content-codings test after any in-process inner session).
-for _name in ("aiohttp", "aiohttp.client_reqrep", "aiohttp.streams", "multidict", "yarl"):
+# grpc's channel module is imported by the first channel made, not by ``import grpc``.
+for _name in (
+    "aiohttp",
+    "aiohttp.client_reqrep",
+    "aiohttp.streams",
+    "multidict",
+    "yarl",
+    "grpc",
+    "grpc._channel",
+):
     with contextlib.suppress(ImportError):  # an optional client: the tests that need it skip
         importlib.import_module(_name)

@@ -306,5 +306,5 @@ def test_unrecorded_connection_is_refused_like_http(make_lab: Any, pytester: pyt
 
 def test_websockets_keeps_the_real_clock() -> None:
     patches = importlib.import_module("pytest_agentreplay.runtime.patches")
-    assert patches._excluded("websockets.asyncio.connection")
-    assert patches._excluded("httpx_ws._api")
+    assert patches._clock_excluded("websockets.asyncio.connection")
+    assert patches._clock_excluded("httpx_ws._api")

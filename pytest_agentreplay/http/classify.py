@@ -17,6 +17,7 @@ from typing import Literal, cast
 from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError
 from .exchange import HttpRequest, HttpResponse
+from .grpc_calls import flavour, is_grpc
 from .providers import ADAPTERS
 
 Kind = Literal["model", "read", "write"]
@@ -32,6 +33,9 @@ class Classification:
     endpoint: str | None = None
     # Reads/writes: the tool name recorded on the event (defaults to host + path).
     tool_name: str | None = None
+    # What the event's ``data.classification`` says when it says more than ``kind`` ("retrieval": a read of
+    # a vector store's search, by the gRPC table).
+    flavour: str | None = None
 
     @property
     def endpoint_key(self) -> str:
@@ -108,7 +112,13 @@ def classify_exchange(
         endpoint = adapter.match(request, settings)
         if endpoint is not None:
             return Classification("model", provider=name, endpoint=endpoint)
-    kind: Kind = "read" if request.method in READ_METHODS else "write"
+    if is_grpc(request.url):
+        found = flavour(request.path)
+        kind: Kind = "write" if found == "write" else "read"
+        return Classification(
+            kind, tool_name=tool_name_for(request, settings), flavour=found if found != kind else None
+        )
+    kind = "read" if request.method in READ_METHODS else "write"
     return Classification(kind, tool_name=tool_name_for(request, settings))
 
 

@@ -174,7 +174,7 @@ def emit_exchange(
         "method": request.method,
         "url": request.url,
         "status": response.status,
-        "classification": cls.kind,
+        "classification": cls.flavour or cls.kind,
     }
     data["latency_ms"] = latency
     if extra:

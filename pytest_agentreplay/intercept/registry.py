@@ -27,7 +27,7 @@ class TransportAdapter(Protocol):
 
 
 # Adapter modules of this package, in patching order (restored in reverse).
-ADAPTERS: tuple[str, ...] = ("httpx", "urllib3", "aiohttp", "websockets", "httpx_ws", "mcp")
+ADAPTERS: tuple[str, ...] = ("httpx", "urllib3", "aiohttp", "websockets", "httpx_ws", "mcp", "grpc")
 
 
 def _adapter(name: str) -> TransportAdapter:

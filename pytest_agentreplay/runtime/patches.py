@@ -39,14 +39,37 @@ _EXCLUDED_PREFIXES: Final = (
     "execnet.",
     "respx.",
     "vcr.",
-    # WebSocket clients' keep-alive, close and open timeouts (the agent's own reads stay served).
-    "websockets.",
-    "httpx_ws.",
-    "wsproto.",
-    # The MCP SDK's OAuth token expiry: the library's own timing, not a read of the agent's.
-    "mcp.",
     # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
     "http.cookiejar",
+)
+# Transports' own timing, for the clock only: deadlines, keep-alives, retries and token or cookie expiry
+# computed from the wall clock and checked against the real one. grpcio turns a timeout into an absolute
+# deadline from ``time.time()`` (``grpc._channel``, ``grpc.aio._utils``) that its C core compares with the
+# real clock: served the recorded clock, every call made more than ``timeout`` after the recording fails
+# at once with DEADLINE_EXCEEDED. Their ``uuid`` draws stay served (aiohttp's multipart boundary is one, and
+# a request body must match its recording). ``time.monotonic`` (anyio, asyncio, websockets, httpx's pool
+# timing) is never patched at all.
+_TRANSPORT_MODULES: Final = frozenset(
+    {"grpc", "websockets", "mcp", "anyio", "httpx", "httpx2", "httpcore", "h11", "h2", "urllib3", "aiohttp"}
+)
+_TRANSPORT_PREFIXES: Final = (
+    "grpc.",
+    "websockets.",
+    "mcp.",
+    "anyio.",
+    "httpx.",
+    "httpx2.",
+    "httpcore.",
+    "h11.",
+    "h2.",
+    "hpack.",
+    "urllib3.",
+    "requests.",
+    "aiohttp.",
+    "wsproto.",
+    "httpx_ws.",
+    "google.auth.",
+    "google.api_core.",
 )
 
 
@@ -271,6 +294,11 @@ def _excluded(module: str) -> bool:
     return module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
 
 
+@functools.cache
+def _clock_excluded(module: str) -> bool:
+    return _excluded(module) or module in _TRANSPORT_MODULES or module.startswith(_TRANSPORT_PREFIXES)
+
+
 def _state(source: str) -> PatchedRun | None:
     installed = INSTALLED.runs
     state: PatchedRun | None
@@ -297,7 +325,7 @@ def _read_clock_ns() -> int:
         module = sys._getframe(1).f_globals.get("__name__") or ""
     except ValueError:  # called with no Python frame at all
         return real
-    if _excluded(module):
+    if _clock_excluded(module):
         return real
     installed = INSTALLED.runs
     state = installed[0] if len(installed) == 1 else _state("clock")

@@ -1,0 +1,270 @@
+"""gRPC calls as HTTP exchanges: the URL, headers and bodies a call is recorded under, and its classification.
+
+A gRPC call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as
+``POST grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers. Bodies are JSON
+documents (so the redactor and the diff read them like any JSON body):
+
+- request: ``{"messages": [{"json": view} | {"base64": bytes}, ...]}``: the readable view of each message
+  when its class is known (protobuf), else its bytes. A request is never served, and the bytes would
+  carry whatever the redactor takes out of the view, so they are not kept beside it.
+- response: ``{"code": "OK", "details": str, "messages": [{"base64": bytes, "json": view?}, ...],
+  "trailing_metadata": [[key, value], ...]}``: the bytes are what replay deserializes again.
+
+The response's HTTP status is the usual mapping of its status code (``NOT_FOUND`` -> 404), so a failed
+write is not a committed one. Nothing here imports grpc: :mod:`pytest_agentreplay.intercept.grpc` does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from ..core.constants import REDACTED
+from ..core.documents import Document
+from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse
+
+__all__ = [
+    "GRPC_SCHEME",
+    "Outcome",
+    "call_url",
+    "flavour",
+    "http_status",
+    "is_grpc",
+    "message_entry",
+    "metadata_headers",
+    "request_body",
+    "response_body",
+    "served_outcome",
+]
+
+GRPC_SCHEME: Final = "grpc://"
+Flavour = Literal["retrieval", "read", "write"]
+
+# The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping).
+_HTTP_STATUS: Final[dict[str, int]] = {
+    "OK": 200,
+    "CANCELLED": 499,
+    "UNKNOWN": 500,
+    "INVALID_ARGUMENT": 400,
+    "DEADLINE_EXCEEDED": 504,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
+    "UNIMPLEMENTED": 501,
+    "INTERNAL": 500,
+    "UNAVAILABLE": 503,
+    "DATA_LOSS": 500,
+    "UNAUTHENTICATED": 401,
+}
+# An HTTP status with no recorded code (an injected status fault) -> the code a client would see.
+_FROM_HTTP: Final[dict[int, str]] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+_RETRIEVAL_QDRANT: Final = frozenset(
+    {
+        *("Search", "SearchBatch", "SearchGroups", "Query", "QueryBatch", "QueryGroups", "Scroll"),
+        *("Recommend", "RecommendBatch", "RecommendGroups", "Discover", "DiscoverBatch", "Get", "Count"),
+        *("Facet", "SearchMatrixPairs", "SearchMatrixOffsets"),
+    }
+)
+_WRITE_QDRANT: Final = frozenset(
+    {
+        *("Upsert", "Delete", "UpdateVectors", "DeleteVectors", "SetPayload", "OverwritePayload"),
+        *("DeletePayload", "ClearPayload", "CreateFieldIndex", "DeleteFieldIndex", "UpdateBatch"),
+    }
+)
+_VERTEX: Final[dict[str, Flavour]] = dict.fromkeys(
+    ("GenerateContent", "StreamGenerateContent", "Predict", "CountTokens"), "read"
+)
+# Well-known services: method -> flavour. A method not listed falls to the name rule.
+WELL_KNOWN: Final[dict[str, dict[str, Flavour]]] = {
+    "qdrant.Points": {
+        **dict.fromkeys(_RETRIEVAL_QDRANT, "retrieval"),
+        **dict.fromkeys(_WRITE_QDRANT, "write"),
+    },
+    "weaviate.v1.Weaviate": {
+        "Search": "retrieval",
+        "Aggregate": "retrieval",
+        "TenantsGet": "read",
+        "BatchObjects": "write",
+        "BatchDelete": "write",
+        "BatchReferences": "write",
+    },
+    "milvus.proto.milvus.MilvusService": {
+        "Search": "retrieval",
+        "HybridSearch": "retrieval",
+        "Query": "retrieval",
+        "Insert": "write",
+        "Delete": "write",
+        "Upsert": "write",
+    },
+    "google.cloud.aiplatform.v1.PredictionService": _VERTEX,
+    "google.cloud.aiplatform.v1beta1.PredictionService": _VERTEX,
+}
+# A method whose name starts with one of these words (then a capital or the end) reads; any other writes.
+_READ_VERBS: Final = re.compile(
+    r"(Get|List|Search|Query|Read|Count|Scroll|Fetch|Stream|Find|Lookup|Describe|Check|Watch|Recommend|"
+    r"Discover|Retrieve|Exists|Has|Health|Info|Batch(Get|Read))(?![a-z])"
+)
+
+
+def is_grpc(url: str) -> bool:
+    return url.startswith(GRPC_SCHEME)
+
+
+def authority(target: str) -> str:
+    """``host:port`` of a channel target: ``dns:///h:p``, ``dns://server/h:p``, ``ipv4:h:p``, ``h:p``."""
+    if target.startswith("dns:"):
+        rest = target[4:]
+        if rest.startswith("//"):
+            rest = rest[2:].partition("/")[2]
+        return rest or "localhost"
+    if target.startswith(("ipv4:", "ipv6:")):
+        return target[5:].partition(",")[0]
+    if target.startswith(("unix:", "unix-abstract:", "vsock:")):
+        return "localhost"
+    return target
+
+
+def call_url(target: str, method: str) -> str:
+    """``grpc://127.0.0.1:50051/qdrant.Points/Search`` for the method path ``/qdrant.Points/Search``."""
+    return f"{GRPC_SCHEME}{authority(target)}/{method.lstrip('/')}"
+
+
+def service_and_method(path: str) -> tuple[str, str]:
+    """``("qdrant.Points", "Search")`` from the URL path ``/qdrant.Points/Search``."""
+    service, _, method = path.strip("/").rpartition("/")
+    return service, method
+
+
+def flavour(path: str) -> Flavour:
+    """What a call to the method at ``path`` does: the well-known table, else the method-name rule."""
+    service, method = service_and_method(path)
+    known = WELL_KNOWN.get(service, {}).get(method)
+    if known is not None:
+        return known
+    return "read" if _READ_VERBS.match(method) else "write"
+
+
+def http_status(code: str) -> int:
+    return _HTTP_STATUS.get(code, 500)
+
+
+def _text(key: str, value: str | bytes) -> str:
+    # Binary metadata (``-bin`` keys) arrives as bytes: kept as base64, as it travels on the wire.
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def metadata_headers(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
+    """Metadata as headers: lower-case keys, repeated keys joined with ", " (as HTTP joins them)."""
+    out: dict[str, str] = {}
+    for key, value in pairs or ():
+        name = key.lower()
+        text = _text(name, value)
+        out[name] = f"{out[name]}, {text}" if name in out else text
+    return out
+
+
+def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list[str]]:
+    """Trailing metadata as stored: pairs in order, credentials redacted as headers are."""
+    out: list[list[str]] = []
+    for key, value in pairs or ():
+        name = key.lower()
+        out.append([name, REDACTED if name in SECRET_HEADERS else _text(name, value)])
+    return out
+
+
+def wire_metadata(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
+    """Stored metadata pairs -> what a client reads (binary values decoded again)."""
+    out: list[tuple[str, str | bytes]] = []
+    for key, value in pairs:
+        if key.endswith("-bin"):
+            try:
+                out.append((key, base64.b64decode(value)))
+                continue
+            except ValueError:
+                pass
+        out.append((key, value))
+    return tuple(out)
+
+
+def message_entry(raw: bytes, view: object | None, *, keep_bytes: bool) -> Document:
+    """One message as stored: its readable view when known, its bytes when ``keep_bytes`` or no view."""
+    entry: Document = {}
+    if keep_bytes or view is None:
+        entry["base64"] = base64.b64encode(raw).decode("ascii")
+    if view is not None:
+        entry["json"] = view
+    return entry
+
+
+def _dumps(doc: Document) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+def request_body(entries: Sequence[Document]) -> bytes:
+    return _dumps({"messages": list(entries)})
+
+
+def response_body(
+    code: str, details: str | None, entries: Sequence[Document], trailing: list[list[str]]
+) -> bytes:
+    return _dumps(
+        {"code": code, "details": details or "", "messages": list(entries), "trailing_metadata": trailing}
+    )
+
+
+def request(
+    target: str, method: str, metadata: Iterable[tuple[str, str | bytes]] | None, body: bytes
+) -> HttpRequest:
+    return HttpRequest("POST", call_url(target, method), metadata_headers(metadata), body)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A served call: status, messages (bytes to deserialize) and metadata as a client reads them."""
+
+    code: str
+    details: str
+    messages: list[bytes] = field(default_factory=list)
+    initial: tuple[tuple[str, str | bytes], ...] = ()
+    trailing: tuple[tuple[str, str | bytes], ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.code == "OK"
+
+
+def served_outcome(response: HttpResponse) -> Outcome:
+    """The recorded call ``response`` stands for; a response not recorded from gRPC (an injected status
+    fault) is its status's code with no messages."""
+    body = response.json()
+    initial = wire_metadata(response.headers.items())
+    if not isinstance(body, dict) or not isinstance(body.get("code"), str):
+        code = "OK" if 200 <= response.status < 300 else _FROM_HTTP.get(response.status, "UNKNOWN")
+        return Outcome(code, f"HTTP {response.status}", initial=initial)
+    messages = []
+    for entry in body.get("messages") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("base64"), str):
+            messages.append(base64.b64decode(entry["base64"]))
+    trailing = wire_metadata((str(k), str(v)) for k, v in body.get("trailing_metadata") or ())
+    return Outcome(str(body["code"]), str(body.get("details") or ""), messages, initial, trailing)

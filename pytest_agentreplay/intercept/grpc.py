@@ -1,0 +1,222 @@
+"""Interception for grpcio: sync channels and ``grpc.aio`` channels, the four call shapes.
+
+Patched at the multicallables' classes (``grpc._channel._UnaryUnaryMultiCallable.__call__/with_call/future``
+and its three siblings; ``grpc.aio``'s four ``MultiCallable.__call__``), not by adding a client interceptor
+to the channels made from now on: interception is installed when a test's run starts, and a channel made
+before it (in a fixture, at import, in a client library's constructor) and its stubs' multicallables
+already exist. A class-level patch reaches them all; a channel interceptor would reach only channels made
+after the install. The sync patch sits below ``grpc.intercept_channel``, so the caller's own interceptors
+still run over served calls; the asyncio patch sits at the multicallable, above the channel's
+``interceptors=`` (they run on live calls only).
+
+A thin adapter: each call becomes an ``HttpRequest`` (``POST grpc://<target>/<Service>/<Method>``, see
+:mod:`..http.grpc_calls`) and :func:`..replay.policy.decide` says what happens: served from the cassette
+with no connection, sent and recorded (messages teed through the multicallable's own serializer and
+deserializer), or refused.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from contextlib import nullcontext
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from .. import guard
+from ..core.capture import current_run
+from ..http.grpc_calls import Outcome, served_outcome
+from ..replay.policy import Refuse, Serve, decide
+from .grpc_aio import AioSide
+from .grpc_capture import Capture, metadata_of, site_of, teed, unsupported_route
+from .grpc_sync import fault_status, finish_from, sync_classes
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
+
+# The modules whose import activates this adapter (intercept.registry); grpc imports grpc.aio itself.
+TRIGGERS: tuple[str, ...] = ("grpc",)
+
+# (class name in grpc._channel, its shape, the methods patched)
+_SYNC: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("_UnaryUnaryMultiCallable", "uu", ("__call__", "with_call", "future")),
+    ("_UnaryStreamMultiCallable", "us", ("__call__",)),
+    ("_SingleThreadedUnaryStreamMultiCallable", "us", ("__call__",)),
+    ("_StreamUnaryMultiCallable", "su", ("__call__", "with_call", "future")),
+    ("_StreamStreamMultiCallable", "ss", ("__call__",)),
+)
+_AIO: tuple[tuple[str, str], ...] = (
+    ("UnaryUnaryMultiCallable", "uu"),
+    ("UnaryStreamMultiCallable", "us"),
+    ("StreamUnaryMultiCallable", "su"),
+    ("StreamStreamMultiCallable", "ss"),
+)
+_ORIGINAL = "__agentreplay_original__"
+
+Method = Callable[..., Any]
+
+
+def _request(request: Any, kwargs: dict[str, Any]) -> Any:
+    # The request passed by keyword (``stub.Method(request=...)``) is handled as the positional one.
+    for key in ("request", "request_iterator"):
+        if key in kwargs:
+            return kwargs.pop(key)
+    return request
+
+
+class SyncSide:
+    """The sync side for one grpc module: its served and recording classes."""
+
+    def __init__(self, grpc: ModuleType) -> None:
+        self.rpc_error: Any = grpc.RpcError
+        self.served, self.recording = sync_classes(grpc)
+
+    def call(
+        self,
+        ctx: RunContext,
+        mc: Any,
+        shape: str,
+        name: str,
+        originals: tuple[Method, Method | None],
+        request: Any,
+        args: tuple[object, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        site = site_of(mc, mc._target)
+        metadata = metadata_of(args, kwargs)
+        streamed_in = shape[0] == "s"
+        if ctx.recording:
+            # Sent as the caller yields them (a bidirectional stream may wait on the answers): the
+            # request messages are known once grpc has serialized them.
+            http = site.request(metadata, () if streamed_in else (request,))
+        else:
+            messages = list(request) if streamed_in else [request]
+            request = iter(messages) if streamed_in else request
+            http = site.request(metadata, messages)
+        action = decide(ctx, http)
+        if isinstance(action, Refuse):
+            raise action.exception(lambda fault: self.served(Outcome(*fault_status(fault)), [], unary=True))
+        if isinstance(action, Serve):
+            outcome = served_outcome(action.response)
+            responses = [site.from_bytes(raw) for raw in outcome.messages]
+            served = self.served(outcome, responses, unary=shape[1] == "u")
+            if shape[1] == "s" or name == "future":
+                return served
+            result = served.result()
+            return (result, served) if name == "with_call" else result
+        if action.url is not None or action.fault is not None:
+            raise unsupported_route(ctx, http, "re-routed to a sandbox service or given a fault")
+        capture = Capture(ctx, site, metadata, action)
+        clone = teed(mc, capture)
+        original, with_call = originals
+        with guard.permitting(action.permit) if action.permit else nullcontext():
+            if shape[1] == "s":
+                return self.recording(original(clone, request, *args, **kwargs), capture)
+            if name == "future":
+                future = original(clone, request, *args, **kwargs)
+                future.add_done_callback(lambda done: finish_from(capture, done))
+                return future
+            assert with_call is not None
+            try:
+                response, call = with_call(clone, request, *args, **kwargs)
+            except self.rpc_error as exc:
+                finish_from(capture, exc)
+                raise
+            finish_from(capture, call)
+            return (response, call) if name == "with_call" else response
+
+
+def _sync_method(side: SyncSide, shape: str, name: str, originals: tuple[Method, Method | None]) -> Method:
+    original = originals[0]
+
+    def method(self: object, request: Any = None, *args: object, **kwargs: Any) -> Any:
+        request = _request(request, kwargs)
+        ctx = current_run()
+        if ctx is None:
+            return original(self, request, *args, **kwargs)
+        return side.call(ctx, self, shape, name, originals, request, args, kwargs)
+
+    setattr(method, _ORIGINAL, original)
+    return method
+
+
+def _aio_method(side: AioSide, shape: str, original: Method) -> Method:
+    def method(self: object, request: Any = None, *args: object, **kwargs: Any) -> Any:
+        request = _request(request, kwargs)
+        ctx = current_run()
+        if ctx is None:
+            return original(self, request, *args, **kwargs)
+        return side.call(ctx, self, shape, original, request, args, kwargs)
+
+    setattr(method, _ORIGINAL, original)
+    return method
+
+
+class GrpcPatches:
+    """The multicallable methods patched now (class, name, original), so that each is patched once.
+
+    Process-wide (:data:`_PATCHES`): the patch replaces methods of grpc's classes, shared by every thread
+    and session of the process; :mod:`pytest_agentreplay.intercept` counts who holds it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.patched: list[tuple[type, str, Method]] = []
+
+    def install(self, grpc: ModuleType) -> Callable[[], None]:
+        with self.lock:
+            if self.patched:
+                return _nothing
+            sync = SyncSide(grpc)
+            channel = _submodule(grpc, "_channel")
+            for class_name, shape, names in _SYNC:
+                cls = getattr(channel, class_name, None)
+                if cls is None:
+                    continue
+                with_call = _genuine(cls, "with_call") if "with_call" in names else None
+                for name in names:
+                    self._set(cls, name, _sync_method(sync, shape, name, (_genuine(cls, name), with_call)))
+            aio_channel = _submodule(grpc.aio, "_channel")
+            aio = AioSide(grpc)
+            for class_name, shape in _AIO:
+                cls = getattr(aio_channel, class_name)
+                self._set(cls, "__call__", _aio_method(aio, shape, _genuine(cls, "__call__")))
+        return self.restore
+
+    def _set(self, cls: type, name: str, method: Method) -> None:
+        self.patched.append((cls, name, _genuine(cls, name)))
+        setattr(cls, name, method)
+
+    def restore(self) -> None:
+        with self.lock:
+            while self.patched:
+                cls, name, original = self.patched.pop()
+                setattr(cls, name, original)
+
+
+def _submodule(package: ModuleType, name: str) -> ModuleType:
+    """``package.name`` as ``package`` binds it (what ``grpc.insecure_channel`` uses), else imported: a copy
+    of the module imported again after its entry left ``sys.modules`` would hold other classes."""
+    found = getattr(package, name, None)
+    if isinstance(found, ModuleType):
+        return found
+    return importlib.import_module(f"{package.__name__}.{name}")
+
+
+def _genuine(cls: type, name: str) -> Method:
+    """The class's own method, under a patch left by another copy of this module if there is one."""
+    method: Method = cls.__dict__[name]
+    return getattr(method, _ORIGINAL, method)
+
+
+def _nothing() -> None:
+    return None
+
+
+_PATCHES = GrpcPatches()
+
+
+def patch(mod: ModuleType) -> Callable[[], None]:
+    """Patch grpc (``mod``): its sync and asyncio multicallables; returns the function restoring them."""
+    return _PATCHES.install(mod)

@@ -1,0 +1,322 @@
+"""The call objects a ``grpc.aio`` multicallable returns when this adapter handles it.
+
+- :class:`ReplayCall` (built per grpc module by :func:`aio_classes`): a replayed call. Nothing is decided
+  when it is made: its first ``await`` (or read, or status question) collects the request messages (a
+  request stream is read to its end, from its iterator or from ``write`` up to ``done_writing``), then asks
+  the replay policy: served from the cassette, refused, or sent (a host the test allows) as a recording call.
+- ``RecordingCall``: a live call; messages pass through as they arrive and the call is recorded once its
+  caller has seen it end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import nullcontext
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from .. import guard
+from ..http.grpc_calls import Outcome, served_outcome
+from ..replay.policy import Refuse, Send, decide
+from .grpc_capture import Capture, Metadata, Site, metadata_of, site_of, teed, unsupported_route
+from .grpc_sync import fault_status
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
+
+# Starts the live call for a replayed one the policy sends: (action, the request or request messages).
+GoLive = Callable[[Send, object], Any]
+Method = Callable[..., Any]
+
+
+def aio_classes(grpc: ModuleType) -> tuple[type, type]:
+    """``(ReplayCall, RecordingCall)`` deriving from ``grpc.aio``'s four call ABCs."""
+    aio: Any = grpc.aio
+    status_code: Any = grpc.StatusCode
+    error_cls: Any = aio.AioRpcError
+    eof: Any = aio.EOF
+    bases: Any = (aio.UnaryUnaryCall, aio.UnaryStreamCall, aio.StreamUnaryCall, aio.StreamStreamCall)
+
+    def code_of(outcome: Outcome) -> Any:
+        try:
+            return status_code[outcome.code]
+        except KeyError:
+            return status_code.UNKNOWN
+
+    def error(outcome: Outcome) -> BaseException:
+        failed: BaseException = error_cls(
+            code_of(outcome), aio.Metadata(*outcome.initial), aio.Metadata(*outcome.trailing), outcome.details
+        )
+        return failed
+
+    class RecordingCall(*bases):  # type: ignore[misc]
+        def __init__(self, real: Any, capture: Capture) -> None:
+            self._real = real
+            self._capture = capture
+
+        async def _finish(self) -> None:
+            if self._capture.done:
+                return
+            real = self._real
+            code = await real.code()
+            self._capture.finish(
+                code.name, await real.details(), await real.initial_metadata(), await real.trailing_metadata()
+            )
+
+        async def _await(self) -> object:
+            try:
+                response = await self._real
+            except error_cls:
+                await self._finish()
+                raise
+            await self._finish()
+            return response
+
+        def __await__(self) -> Generator[Any, None, object]:
+            return self._await().__await__()
+
+        async def _iterate(self) -> AsyncIterator[object]:
+            try:
+                async for message in self._real:
+                    yield message
+            except error_cls:
+                await self._finish()
+                raise
+            await self._finish()
+
+        def __aiter__(self) -> AsyncIterator[object]:
+            return self._iterate()
+
+        async def read(self) -> object:
+            try:
+                message = await self._real.read()
+            except error_cls:
+                await self._finish()
+                raise
+            if message is eof:
+                await self._finish()
+            return message
+
+        async def write(self, request: object) -> None:
+            await self._real.write(request)
+
+        async def done_writing(self) -> None:
+            await self._real.done_writing()
+
+        async def code(self) -> Any:
+            return await self._real.code()
+
+        async def details(self) -> Any:
+            return await self._real.details()
+
+        async def initial_metadata(self) -> Any:
+            return await self._real.initial_metadata()
+
+        async def trailing_metadata(self) -> Any:
+            return await self._real.trailing_metadata()
+
+        async def wait_for_connection(self) -> None:
+            await self._real.wait_for_connection()
+
+        def cancel(self) -> bool:
+            cancelled: bool = self._real.cancel()
+            return cancelled
+
+        def cancelled(self) -> bool:
+            cancelled: bool = self._real.cancelled()
+            return cancelled
+
+        def done(self) -> bool:
+            done: bool = self._real.done()
+            return done
+
+        def time_remaining(self) -> Any:
+            return self._real.time_remaining()
+
+        def add_done_callback(self, callback: Callable[[object], None]) -> None:
+            self._real.add_done_callback(lambda _: callback(self))
+
+        def __del__(self) -> None:
+            # Dropped before its end (``break`` out of ``async for``): record what the caller read.
+            capture = self.__dict__.get("_capture")
+            if capture is not None and not capture.done:
+                with contextlib.suppress(Exception):
+                    self._real.cancel()
+                    capture.finish("CANCELLED", "dropped by the caller before its end", (), ())
+
+    class ReplayCall(*bases):  # type: ignore[misc]
+        def __init__(
+            self,
+            ctx: RunContext,
+            site: Site,
+            metadata: Metadata | None,
+            shape: str,
+            request: object,
+            go_live: GoLive,
+        ) -> None:
+            self._ctx = ctx
+            self._site = site
+            self._metadata = list(metadata or ())
+            self._shape = shape
+            self._request = request
+            self._go_live = go_live
+            self._writes: list[object] = []
+            self._writes_done = asyncio.Event()
+            self._lock = asyncio.Lock()
+            self._resolved = False
+            self._outcome = Outcome("OK", "")
+            self._responses: list[object] = []
+            self._pos = 0
+            self._live: Any = None
+            self._callbacks: list[Callable[[object], None]] = []
+
+        async def _messages(self) -> list[object]:
+            request = self._request
+            if self._shape[0] == "u":
+                return [request]
+            if request is None:
+                await self._writes_done.wait()
+                return self._writes
+            if hasattr(request, "__aiter__"):
+                return [message async for message in request]
+            return list(request)  # type: ignore[call-overload,no-any-return]
+
+        async def _resolve(self) -> None:
+            if self._resolved:
+                return
+            async with self._lock:
+                if self._resolved:
+                    return
+                messages = await self._messages()
+                http = self._site.request(self._metadata, messages)
+                action = decide(self._ctx, http)
+                self._resolved = True
+                try:
+                    if isinstance(action, Refuse):
+                        raise action.exception(lambda fault: error(Outcome(*fault_status(fault))))
+                    if isinstance(action, Send):
+                        if action.url is not None or action.fault is not None:
+                            raise unsupported_route(self._ctx, http, "re-routed or given a fault")
+                        sent = messages[0] if self._shape[0] == "u" else iter(messages)
+                        self._live = self._go_live(action, sent)
+                        return
+                    self._outcome = served_outcome(action.response)
+                    self._responses = [self._site.from_bytes(raw) for raw in self._outcome.messages]
+                finally:
+                    for callback in self._callbacks:
+                        callback(self)
+
+        async def _result(self) -> object:
+            await self._resolve()
+            if self._live is not None:
+                return await self._live
+            if not self._outcome.ok:
+                raise error(self._outcome)
+            return self._responses[0] if self._responses else None
+
+        def __await__(self) -> Generator[Any, None, object]:
+            return self._result().__await__()
+
+        async def _iterate(self) -> AsyncIterator[object]:
+            while True:
+                message = await self.read()
+                if message is eof:
+                    return
+                yield message
+
+        def __aiter__(self) -> AsyncIterator[object]:
+            return self._iterate()
+
+        async def read(self) -> object:
+            await self._resolve()
+            if self._live is not None:
+                return await self._live.read()
+            if self._pos < len(self._responses):
+                self._pos += 1
+                return self._responses[self._pos - 1]
+            if not self._outcome.ok:
+                raise error(self._outcome)
+            return eof
+
+        async def write(self, request: object) -> None:
+            self._writes.append(request)
+
+        async def done_writing(self) -> None:
+            self._writes_done.set()
+
+        async def code(self) -> Any:
+            await self._resolve()
+            return await self._live.code() if self._live is not None else code_of(self._outcome)
+
+        async def details(self) -> Any:
+            await self._resolve()
+            return await self._live.details() if self._live is not None else self._outcome.details
+
+        async def initial_metadata(self) -> Any:
+            await self._resolve()
+            if self._live is not None:
+                return await self._live.initial_metadata()
+            return aio.Metadata(*self._outcome.initial)
+
+        async def trailing_metadata(self) -> Any:
+            await self._resolve()
+            if self._live is not None:
+                return await self._live.trailing_metadata()
+            return aio.Metadata(*self._outcome.trailing)
+
+        async def wait_for_connection(self) -> None:
+            await self._resolve()
+
+        def cancel(self) -> bool:
+            return bool(self._live.cancel()) if self._live is not None else False
+
+        def cancelled(self) -> bool:
+            return bool(self._live.cancelled()) if self._live is not None else False
+
+        def done(self) -> bool:
+            return bool(self._live.done()) if self._live is not None else self._resolved
+
+        def time_remaining(self) -> float | None:
+            return None
+
+        def add_done_callback(self, callback: Callable[[object], None]) -> None:
+            if self._resolved:
+                callback(self)
+            else:
+                self._callbacks.append(callback)
+
+    return ReplayCall, RecordingCall
+
+
+class AioSide:
+    """The asyncio side for one grpc module."""
+
+    def __init__(self, grpc: ModuleType) -> None:
+        self.replay, self.recording = aio_classes(grpc)
+
+    def call(
+        self,
+        ctx: RunContext,
+        mc: Any,
+        shape: str,
+        original: Method,
+        request: Any,
+        args: tuple[object, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        target = mc._channel.target
+        site = site_of(mc, target() if callable(target) else target)
+        metadata = metadata_of(args, kwargs)
+
+        def go_live(action: Send, sent: object) -> Any:
+            capture = Capture(ctx, site, metadata, action)
+            with guard.permitting(action.permit) if action.permit else nullcontext():
+                return self.recording(original(teed(mc, capture), sent, *args, **kwargs), capture)
+
+        if ctx.recording:
+            action = decide(ctx, site.request(metadata, () if shape[0] == "s" else (request,)))
+            assert isinstance(action, Send)  # recording sends every call
+            return go_live(action, request)
+        return self.replay(ctx, site, metadata, shape, request, go_live)

@@ -1,0 +1,171 @@
+"""What the gRPC adapter (:mod:`.grpc`) knows of one call, and the recording of a call that goes out.
+
+Library-light: grpc's own objects arrive as plain values (the multicallable's target, method, serializer and
+deserializer; status codes by name), so the sync and asyncio halves share this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..core.documents import Document
+from ..exceptions import ConfigError
+from ..http import bodies, grpc_calls
+from ..http.exchange import HttpRequest, HttpResponse, stored_response_headers
+from ..http.recording import emit_exchange
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
+    from ..replay.policy import Send
+
+Metadata = Iterable[tuple[str, str | bytes]]
+Serializer = Callable[[object], bytes]
+Deserializer = Callable[[bytes], object]
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """The method a multicallable calls: where, which, and how its messages become bytes and back."""
+
+    target: str
+    method: str
+    serializer: Serializer | None
+    deserializer: Deserializer | None
+
+    def to_bytes(self, message: object) -> bytes:
+        if self.serializer is None:
+            return message if isinstance(message, bytes) else bytes(message)  # type: ignore[call-overload]
+        return self.serializer(message)
+
+    def from_bytes(self, raw: bytes) -> object:
+        return raw if self.deserializer is None else self.deserializer(raw)
+
+    def request(self, metadata: Metadata | None, messages: Iterable[object]) -> HttpRequest:
+        entries = [grpc_calls.message_entry(self.to_bytes(m), view(m), keep_bytes=False) for m in messages]
+        return grpc_calls.request(self.target, self.method, metadata, grpc_calls.request_body(entries))
+
+
+def view(message: object) -> object | None:
+    """The readable JSON view of a protobuf message (None for anything else)."""
+    proto = sys.modules.get("google.protobuf.message")
+    if proto is None or not isinstance(message, proto.Message):
+        return None
+    # optional: only protobuf messages have a view (imported by name: protobuf ships no type stubs)
+    json_format = importlib.import_module("google.protobuf.json_format")
+    found: object = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return found
+
+
+def unsupported_route(ctx: RunContext, request: HttpRequest, why: str) -> ConfigError:
+    error = ConfigError(
+        f"the gRPC call {request.url} cannot be {why}",
+        evidence=[f"live call: POST {request.url}", f"mode: {ctx.mode}"],
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        fixes=[
+            "serve the call from the cassette: remove its host from the sandbox mapping or fault settings",
+            "or let it reach the service as addressed: "
+            f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',
+        ],
+    )
+    ctx.failures.append(error)
+    return error
+
+
+class Capture:
+    """One call sent live: the messages each way as grpc (de)serializes them, then one event.
+
+    The event is emitted once, when the caller has seen the call end (its status), or when an abandoned
+    stream is dropped; emitted from the caller's side, so its place in the history does not depend on
+    grpc's threads.
+    """
+
+    __slots__ = ("_done", "_lock", "action", "ctx", "metadata", "requests", "responses", "site", "started")
+
+    def __init__(self, ctx: RunContext, site: Site, metadata: Metadata | None, action: Send) -> None:
+        self.ctx = ctx
+        self.site = site
+        self.metadata = list(metadata or ())
+        self.action = action
+        self.requests: list[Document] = []
+        self.responses: list[Document] = []
+        self.started = time.perf_counter()
+        self._done = False
+        self._lock = threading.Lock()
+
+    def serializer(self) -> Serializer:
+        site, requests = self.site, self.requests
+
+        def tee(message: object) -> bytes:
+            raw = site.to_bytes(message)
+            requests.append(grpc_calls.message_entry(raw, view(message), keep_bytes=False))
+            return raw
+
+        return tee
+
+    def deserializer(self) -> Deserializer:
+        site, responses = self.site, self.responses
+
+        def tee(raw: bytes) -> object:
+            message = site.from_bytes(raw)
+            responses.append(grpc_calls.message_entry(raw, view(message), keep_bytes=True))
+            return message
+
+        return tee
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def finish(
+        self, code: str, details: str | None, initial: Metadata | None, trailing: Metadata | None
+    ) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        site = self.site
+        request = grpc_calls.request(
+            site.target, site.method, self.metadata, grpc_calls.request_body(self.requests)
+        )
+        raw = grpc_calls.response_body(code, details, self.responses, grpc_calls.metadata_pairs(trailing))
+        headers = stored_response_headers(grpc_calls.metadata_headers(initial), False)
+        response = HttpResponse(
+            grpc_calls.http_status(code), headers, bodies.encode_body(raw, "application/json", exact=True)
+        )
+        latency_ms = (time.perf_counter() - self.started) * 1000.0
+        emit_exchange(self.ctx, request, response, self.action.capture.cls, latency_ms)
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def metadata_of(args: tuple[object, ...], kwargs: dict[str, Any]) -> Metadata | None:
+    # Every multicallable takes (request, timeout, metadata, ...): metadata is second after the request.
+    found = kwargs.get("metadata", args[1] if len(args) > 1 else None)
+    return found  # type: ignore[no-any-return]
+
+
+def site_of(multicallable: Any, target: object) -> Site:
+    return Site(
+        _text(target),
+        _text(multicallable._method),
+        multicallable._request_serializer,
+        multicallable._response_deserializer,
+    )
+
+
+def teed(multicallable: Any, capture: Capture) -> Any:
+    """A copy of ``multicallable`` whose (de)serializers also hand each message to ``capture``."""
+    clone = copy.copy(multicallable)
+    clone._request_serializer = capture.serializer()
+    clone._response_deserializer = capture.deserializer()
+    return clone

@@ -1,0 +1,246 @@
+"""The objects a sync grpcio call returns when this adapter answers it: a served call (the cassette's
+outcome: result, ``with_call``'s call, a future, a response iterator, or the ``grpc.RpcError`` raised) and
+a recording stream (a live response iterator that records the call when its caller has seen it end).
+
+Built per grpc module (:func:`sync_classes`): their bases are grpc's own ABCs, which code above the
+multicallable (client interceptors, the caller's ``isinstance`` checks) relies on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..http.grpc_calls import Outcome
+from .grpc_capture import Capture
+
+if TYPE_CHECKING:
+    from ..replay.faults import Fault
+
+
+class _Call(Protocol):
+    """What is read of a finished grpc call (``grpc.Call``)."""
+
+    def code(self) -> Any: ...
+
+    def details(self) -> str | None: ...
+
+    def initial_metadata(self) -> Any: ...
+
+    def trailing_metadata(self) -> Any: ...
+
+
+def fault_status(fault: Fault) -> tuple[str, str]:
+    """The status a client sees for an injected timeout or reset (sync and asyncio alike)."""
+    return ("DEADLINE_EXCEEDED" if fault.kind == "timeout" else "UNAVAILABLE"), fault.message()
+
+
+def finish_from(capture: Capture, call: _Call) -> None:
+    """Record the live call ``call`` (finished: its status is in) through ``capture``."""
+    if capture.done:
+        return
+    code = call.code()
+    name = getattr(code, "name", None)
+    capture.finish(
+        name if isinstance(name, str) else "UNKNOWN",
+        call.details(),
+        call.initial_metadata(),
+        call.trailing_metadata(),
+    )
+
+
+def sync_classes(grpc: ModuleType) -> tuple[type, type]:
+    """``(ServedCall, RecordingStream)`` deriving from ``grpc``'s RpcError, Call and Future."""
+    rpc_error: Any = grpc.RpcError
+    call_base: Any = grpc.Call
+    future_base: Any = grpc.Future
+    status_code: Any = grpc.StatusCode
+
+    class ServedCall(rpc_error, call_base, future_base):  # type: ignore[misc]
+        """A finished call answered from the cassette: raised as the error when its status is not OK."""
+
+        def __init__(self, outcome: Outcome, responses: list[object], *, unary: bool) -> None:
+            super().__init__(f"{outcome.code}: {outcome.details}")
+            self._outcome = outcome
+            self._responses = responses
+            self._unary = unary
+            self._pos = 0
+
+        def __repr__(self) -> str:
+            return f"<ServedCall (from the cassette) code={self.code()} details={self._outcome.details!r}>"
+
+        __str__ = __repr__
+
+        # grpc.Call / grpc.RpcContext
+        def code(self) -> Any:
+            try:
+                return status_code[self._outcome.code]
+            except KeyError:
+                return status_code.UNKNOWN
+
+        def details(self) -> str:
+            return self._outcome.details
+
+        def initial_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+            return self._outcome.initial
+
+        def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+            return self._outcome.trailing
+
+        def debug_error_string(self) -> str:
+            return f"served from the cassette: {self._outcome.code} {self._outcome.details}"
+
+        def is_active(self) -> bool:
+            return False
+
+        def time_remaining(self) -> float | None:
+            return None
+
+        def add_callback(self, callback: Callable[[], None]) -> bool:
+            return False  # the call has ended: grpc says so the same way
+
+        def cancel(self) -> bool:
+            return False
+
+        # grpc.Future
+        def cancelled(self) -> bool:
+            return False
+
+        def running(self) -> bool:
+            return False
+
+        def done(self) -> bool:
+            return True
+
+        def result(self, timeout: float | None = None) -> object:
+            if not self._outcome.ok:
+                raise self
+            return self._responses[0] if self._unary and self._responses else None
+
+        def exception(self, timeout: float | None = None) -> BaseException | None:
+            return None if self._outcome.ok else self
+
+        def traceback(self, timeout: float | None = None) -> TracebackType | None:
+            if self._outcome.ok:
+                return None
+            try:
+                raise self
+            except rpc_error as exc:
+                tb: TracebackType | None = exc.__traceback__
+                return tb
+
+        def add_done_callback(self, fn: Callable[[object], None]) -> None:
+            fn(self)
+
+        # a response stream
+        def __iter__(self) -> ServedCall:
+            return self
+
+        def __next__(self) -> object:
+            if self._pos < len(self._responses):
+                self._pos += 1
+                return self._responses[self._pos - 1]
+            if self._outcome.ok:
+                raise StopIteration
+            raise self
+
+        def next(self) -> object:
+            return self.__next__()
+
+    class RecordingStream(rpc_error, call_base, future_base):  # type: ignore[misc]
+        """A live response stream: each message is handed on as it arrives; the call is recorded when the
+        caller has seen its end (or cancels it, or drops it)."""
+
+        def __init__(self, inner: Any, capture: Capture) -> None:
+            super().__init__()
+            self._inner = inner
+            self._capture = capture
+
+        def __repr__(self) -> str:
+            return repr(self._inner)
+
+        __str__ = __repr__
+
+        def __iter__(self) -> RecordingStream:
+            return self
+
+        def __next__(self) -> object:
+            try:
+                return next(self._inner)
+            except StopIteration:
+                finish_from(self._capture, self._inner)
+                raise
+            except rpc_error:
+                finish_from(self._capture, self._inner)
+                raise
+
+        def next(self) -> object:
+            return self.__next__()
+
+        def cancel(self) -> bool:
+            cancelled: bool = self._inner.cancel()
+            finish_from(self._capture, self._inner)
+            return cancelled
+
+        def __del__(self) -> None:
+            # Dropped before its end (``break`` out of the loop): grpc cancels it; record what was read.
+            capture = self.__dict__.get("_capture")
+            if capture is not None and not capture.done:
+                with contextlib.suppress(Exception):
+                    self._inner.cancel()
+                    finish_from(self._capture, self._inner)
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):  # never our own attributes (``__del__`` after a failed ``__init__``)
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+        def code(self) -> Any:
+            return self._inner.code()
+
+        def details(self) -> Any:
+            return self._inner.details()
+
+        def initial_metadata(self) -> Any:
+            return self._inner.initial_metadata()
+
+        def trailing_metadata(self) -> Any:
+            return self._inner.trailing_metadata()
+
+        def is_active(self) -> bool:
+            active: bool = self._inner.is_active()
+            return active
+
+        def time_remaining(self) -> Any:
+            return self._inner.time_remaining()
+
+        def add_callback(self, callback: Callable[[], None]) -> Any:
+            return self._inner.add_callback(callback)
+
+        def cancelled(self) -> bool:
+            cancelled: bool = self._inner.cancelled()
+            return cancelled
+
+        def running(self) -> bool:
+            running: bool = self._inner.running()
+            return running
+
+        def done(self) -> bool:
+            done: bool = self._inner.done()
+            return done
+
+        def result(self, timeout: float | None = None) -> Any:
+            return self._inner.result(timeout)
+
+        def exception(self, timeout: float | None = None) -> Any:
+            return self._inner.exception(timeout)
+
+        def traceback(self, timeout: float | None = None) -> Any:
+            return self._inner.traceback(timeout)
+
+        def add_done_callback(self, fn: Callable[[object], None]) -> None:
+            self._inner.add_done_callback(fn)
+
+    return ServedCall, RecordingStream
