@@ -31,6 +31,7 @@ from pluggy import HookRelay
 from . import foreign_adapters, guard
 from .core.capture import Recorder, RunContext, utc_now
 from .core.config import Settings, marker_kwargs, resolve_test_settings
+from .core.constants import REPLAY_MODES
 from .core.documents import Document
 from .core.events import RunMeta
 from .core.json_copy import copy_json
@@ -217,6 +218,8 @@ def _replays_from_the_start(item: pytest.Item, settings: Settings) -> tuple[str,
     if not settings.record_explicit and isinstance(marker.get("record"), str):
         record = str(marker["record"])
     mode = str(marker.get("mode") or settings.mode)
+    if mode not in REPLAY_MODES:
+        mode = settings.mode  # the run's own set-up fails the test for the marker
     if record == "all":
         return None
     if record == "missing":
