@@ -34,6 +34,8 @@ MESSAGE_KEY = pytest.StashKey[str]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 # The guard-only run of a test guarded by --agentreplay-block-network without replaying anything.
 BLOCK_KEY = pytest.StashKey["RunContext"]()
+# A user property of a test's teardown report: what the network guard could not reach ("key|text").
+GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
 
 
 def uses_agentreplay(item: pytest.Item) -> bool:

@@ -16,6 +16,7 @@ import pytest
 
 from . import foreign_adapters, hooks
 from .controller import WORKER_OUTPUT_KEY, SessionController, partial_modules
+from .core import socket_gate
 from .core.config import settings_from_pytest
 from .core.constants import RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
@@ -24,6 +25,7 @@ from .item_facts import (
     BLOCK_KEY,
     CAUSE_KEY,
     CONTROLLER_KEY,
+    GUARD_NOTE_PROPERTY,
     REPORTS_KEY,
     SETTINGS_KEY,
     TEST_RUN_KEY,
@@ -107,6 +109,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    # Before any conftest or test module is imported: a socket method they take (C = socket.socket.connect)
+    # is then the gated one. Passes every call through until a replay guards (core/socket_gate.py).
+    socket_gate.install(permanent=True)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentreplay", "replay-based regression testing of LLM agents")
     for name, kwargs, ini_help in OPTIONS:
@@ -168,6 +177,8 @@ class SessionHooks:
         self.config = config
         self.controller = controller
         self.deselected: list[pytest.Item] = []
+        # What the network guard could not reach, by key (a child's pid, a native library): named once.
+        self.guard_notes: dict[str, str] = {}
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.extend(items)
@@ -183,19 +194,35 @@ class SessionHooks:
         self.controller.merge_worker({WORKER_OUTPUT_KEY: output.get(WORKER_OUTPUT_KEY)})
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
+        if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
+            return (yield)
+        from .run_setup import guard_setup  # heavy: the recorder and the guard, only when guarding
+
+        return (yield from guard_setup(item))
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
+        if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
+            return (yield)
+        from .run_setup import guard_teardown  # heavy: as above
+
+        return (yield from guard_teardown(item))
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         blocked = item.stash.get(BLOCK_KEY, None)
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if test_run is None or test_run.ctx is None:
             result = yield
             if blocked is not None:
-                from .guard import collect_child_refusals  # heavy: the guard, only once installed
+                from .run_setup import call_refusals  # heavy: the guard, only once installed
 
-                blocked.failures.extend(collect_child_refusals(blocked))
-            if blocked is not None and blocked.failures:
-                # A refusal the test swallowed still fails it.
-                item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
-                fail(item, str(blocked.failures[0]))
+                refused = call_refusals(item)
+                if refused is not None:
+                    # A refusal the test swallowed still fails it.
+                    item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
+                    fail(item, refused)
             return result
         message: str | None = None
         try:
@@ -269,8 +296,18 @@ class SessionHooks:
         for name, value in report.user_properties:
             if name == COMPARISON_PROPERTY:
                 self.controller.add_comparison(json.loads(str(value)))
+            elif name == GUARD_NOTE_PROPERTY and report.when == "teardown":
+                key, _, text = str(value).partition("|")
+                self.guard_notes.setdefault(key, text)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.guard_notes and getattr(self.config, "workerinput", None) is None:
+            from .run_setup import ISOLATE_ADVICE  # heavy: only when a replaying test left notes
+
+            terminalreporter.section("agentreplay guard: not reached by the Python guard")
+            for text in self.guard_notes.values():
+                terminalreporter.write_line(f"  {text}")
+            terminalreporter.write_line(f"  {ISOLATE_ADVICE}")
         if not self.controller.has_summary:
             return
         terminalreporter.section("agentreplay")
@@ -333,24 +370,11 @@ def agentreplay_cassette_path(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(autouse=True)
 def _agentreplay_activation(request: pytest.FixtureRequest) -> Generator[None, None, None]:
-    """The marker alone activates replay; ``--agentreplay-block-network`` guards every other test."""
-    item = request.node
-    if uses_agentreplay(item):
-        if "agent_replay" not in request.fixturenames:
-            request.getfixturevalue("agent_replay")
-        yield
-        return
-    settings = request.config.stash[SETTINGS_KEY]
-    if not settings.block_network:
-        yield
-        return
-    from .run_setup import guard_only  # heavy: the recorder and the guard, only under block-network
-
-    release = guard_only(item, settings)
-    try:
-        yield
-    finally:
-        release()
+    """The marker alone activates replay (``--agentreplay-block-network`` guards every other test from
+    ``pytest_runtest_setup`` to ``pytest_runtest_teardown``, fixtures included)."""
+    if uses_agentreplay(request.node) and "agent_replay" not in request.fixturenames:
+        request.getfixturevalue("agent_replay")
+    yield
 
 
 @pytest.fixture

@@ -1,10 +1,27 @@
 """A test's run set up from its pytest item: the marker and fixture settings resolved, the project's hooks
-wrapped for the session, the interception installed; and the guard-only run of a test that replays
-nothing under ``--agentreplay-block-network``. Called by ``plugin.py``'s fixtures.
+wrapped for the session, the interception installed (called by ``plugin.py``'s fixtures); and the guard
+over a test's whole life, fixtures included (called by ``plugin.py``'s ``pytest_runtest_*`` wrappers).
+
+Which fixtures the guard covers: a replaying test is guarded from the start of its set-up to the end of
+its teardown, so every fixture it uses (in any order: also those listed before ``agent_replay``, whose
+set-up used to run before the run began) sets up and tears down under the guard. That includes session-
+and module-scoped fixtures set up or torn down for it: they are shared state made before the test body,
+and a replaying test must not depend on the network through them either. Which test first needs such a
+fixture depends on the order the tests run in; a fixture that must reach the network belongs to a test
+that does not replay, or its host to ``allow_hosts``. Before ``agent_replay`` begins the run, the guard
+knows only the session's and the marker's ``allow_hosts`` (the ``agentreplay_config`` fixture's are
+added with the run). A recording test is never guarded. Under ``--agentreplay-block-network`` every
+other test is guarded the same way, by its guard-only run.
+
+A refusal in set-up (also one a fixture swallowed) fails the set-up, in teardown the teardown, with cause
+``network-blocked``; during the call the test's run fails it as before. What the Python guard could not
+reach while the test ran (children that did not run it, children started before the test, native
+networking libraries) is put on the test's reports as notes for the session's summary.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
 
@@ -14,14 +31,25 @@ from pluggy import HookRelay
 from . import foreign_adapters, guard
 from .core.capture import Recorder, RunContext, utc_now
 from .core.config import Settings, marker_kwargs, resolve_test_settings
+from .core.constants import REPLAY_MODES
 from .core.documents import Document
 from .core.events import RunMeta
 from .core.json_copy import copy_json
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
+from .guard.children import live_children, unreached_children
 from .handle import AgentReplay
 from .intercept import install
-from .item_facts import BLOCK_KEY, CAUSE_KEY, SETTINGS_KEY, TEST_RUN_KEY, fail
+from .item_facts import (
+    BLOCK_KEY,
+    CAUSE_KEY,
+    GUARD_NOTE_PROPERTY,
+    SETTINGS_KEY,
+    TEST_RUN_KEY,
+    collected_test,
+    fail,
+    uses_agentreplay,
+)
 from .report.status import Cause
 from .session import TestRun
 
@@ -89,22 +117,204 @@ def replaying(item: pytest.Item, test_run: TestRun) -> Generator[AgentReplay, No
         uninstall()
 
 
-def guard_only(item: pytest.Item, settings: Settings) -> Callable[[], None]:
-    """Guard a test that replays nothing with the fail-closed network guard; returns its release."""
+# -- the guard over a test's life, fixtures included -----------------------------------------------------
+
+# Native libraries that open connections in C, past Python's socket module: named when a test replays
+# with them loaded (the Python guard cannot see their connections; isolation can).
+NATIVE_NETWORKING = {
+    "grpc": "grpcio's C core",
+    "uvloop": "uvloop (libuv sockets)",
+    "pycurl": "pycurl (libcurl)",
+    "zmq": "pyzmq (libzmq)",
+    "psycopg": "psycopg (libpq)",
+    "psycopg2": "psycopg2 (libpq)",
+}
+ISOLATE_ADVICE = (
+    "the Python guard cannot reach these: run the session isolated (--agentreplay-isolate=auto, Linux: "
+    "the session in its own network namespace, loopback only), or for child processes "
+    "--agentreplay-isolate-subprocesses"
+)
+
+
+class FixtureGuard:
+    """The guard over one test from the start of its set-up to the end of its teardown."""
+
+    def __init__(self, item: pytest.Item, ctx: RunContext) -> None:
+        self.item = item
+        self.ctx = ctx
+        # Before anything of the test runs: the children alive now were not started by it.
+        self.children_before = live_children()
+        self._uninstall = guard.install()
+        self._release = guard.protect(ctx)
+        self._reported = 0
+
+    def refusals(self, *, hand_to_run: bool = False) -> str | None:
+        """The message of the refusals made since the last call that the test's run does not report.
+
+        ``hand_to_run``: when the test's replay run is active, give them to it instead (the call then
+        fails the test for them, as for its own) and return None.
+        """
+        failures = self.ctx.failures
+        failures.extend(guard.collect_child_refusals(self.ctx))
+        new, self._reported = failures[self._reported :], len(failures)
+        test_run = self.item.stash.get(TEST_RUN_KEY, None)
+        run = test_run.ctx if test_run is not None else None
+        known = {str(f) for f in (run.failures if run is not None else ())}
+        fresh = list({str(f): f for f in new if str(f) not in known}.values())
+        if hand_to_run and fresh and run is not None and not run.recording:
+            run.failures.extend(fresh)
+            return None
+        return "\n\n".join(str(f) for f in fresh) or None
+
+    def close(self) -> list[tuple[str, str]]:
+        """Stop guarding; the notes (key, text) on what the guard could not reach while the test ran."""
+        test = self.item.nodeid
+        test_run = self.item.stash.get(TEST_RUN_KEY, None)
+        runs: list[guard.GuardRun] = [self.ctx]
+        if test_run is not None and test_run.ctx is not None:
+            runs.append(test_run.ctx)
+        notes = [
+            (
+                f"child {pid}",
+                f"child process {pid} ({command}) of {test} did not run the guard (not Python, python -S, "
+                "or an interpreter without pytest-agentreplay): its network access was not checked",
+            )
+            for pid, command in unreached_children(runs)
+        ]
+        after = live_children()
+        notes += [
+            (
+                f"child {pid}",
+                f"process {pid} ({command}) was started before {test} and ran while it replayed: what the "
+                "test hands it (a pool's tasks, a helper's pipe) runs outside the test's guard",
+            )
+            for pid, command in self.children_before.items()
+            if after.get(pid) == command
+        ]
+        notes += [
+            (
+                f"native {name}",
+                f"{label} was loaded while tests replayed: its connections bypass Python's socket",
+            )
+            for name, label in NATIVE_NETWORKING.items()
+            if name in sys.modules
+        ]
+        self._release()
+        self._uninstall()
+        return notes
+
+
+FIXTURE_GUARD_KEY = pytest.StashKey[FixtureGuard]()
+
+
+def _replays_from_the_start(item: pytest.Item, settings: Settings) -> tuple[str, tuple[str, ...]] | None:
+    """The mode and allowed hosts of a test that will replay, as known before its fixtures set up (the
+    session's settings, the marker, the cassette's presence); None when it will record, or may."""
+    try:
+        marker = marker_kwargs([m.kwargs for m in item.iter_markers("agentreplay")], item.nodeid)
+    except AgentReplayError:
+        marker = {}  # the run's own set-up fails the test for it
+    record = settings.record
+    if not settings.record_explicit and isinstance(marker.get("record"), str):
+        record = str(marker["record"])
+    mode = str(marker.get("mode") or settings.mode)
+    if mode not in REPLAY_MODES:
+        mode = settings.mode  # the run's own set-up fails the test for the marker
+    if record == "all":
+        return None
+    if record == "missing":
+        cassette = collected_test(item).cassette
+        # A cassette an override fixture places is known only once it has run: recording then is possible.
+        if cassette is None or not cassette.exists():
+            return None
+    hosts = marker.get("allow_hosts")
+    extra = tuple(str(h) for h in hosts) if isinstance(hosts, list | tuple) else ()
+    if isinstance(hosts, str):
+        extra = tuple(h for h in hosts.replace(",", " ").split() if h)
+    return mode, (*settings.allow_hosts, *extra)
+
+
+def _guard_run(item: pytest.Item, settings: Settings) -> RunContext | None:
+    """The run guarding ``item``'s fixtures: a replaying test's, or under ``--agentreplay-block-network``
+    the guard-only run of a test that replays nothing (kept in ``BLOCK_KEY`` for the call's check)."""
+    meta = RunMeta(run_id="fixture-guard", test=item.nodeid, recorded_at=utc_now())
+    if uses_agentreplay(item):
+        replays = _replays_from_the_start(item, settings)
+        if replays is None:
+            return None
+        mode, hosts = replays
+        cassette = collected_test(item).cassette
+        return RunContext(
+            Recorder(meta),
+            mode=mode,
+            cassette=None if cassette is None else str(cassette),
+            settings={"allow_hosts": list(hosts), "nodeid": item.nodeid},
+        )
+    if not settings.block_network:
+        return None
     ctx = RunContext(
-        Recorder(RunMeta(run_id="block-network", test=item.nodeid, recorded_at=utc_now())),
+        Recorder(meta),
         mode="regression",
         settings={"allow_hosts": list(settings.allow_hosts), "nodeid": item.nodeid, BLOCK_ONLY: True},
     )
     item.stash[BLOCK_KEY] = ctx
-    uninstall = guard.install()
-    release = guard.protect(ctx)
+    return ctx
 
-    def done() -> None:
-        release()
-        uninstall()
 
-    return done
+def _fail_blocked(item: pytest.Item, message: str) -> None:
+    item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
+    fail(item, message)
+
+
+def guard_setup(item: pytest.Item) -> Generator[None, object, object]:
+    """``pytest_runtest_setup``'s wrapper: the guard begins, before any fixture of the test sets up."""
+    ctx = _guard_run(item, item.config.stash[SETTINGS_KEY])
+    if ctx is None:
+        return (yield)
+    fixture_guard = item.stash[FIXTURE_GUARD_KEY] = FixtureGuard(item, ctx)
+    try:
+        result = yield
+    except BaseException:
+        message = fixture_guard.refusals()
+        if message is None:
+            raise
+    else:
+        message = fixture_guard.refusals(hand_to_run=True)
+        if message is None:
+            return result
+    # Outside the except block: the guard's message says it all, a chained traceback would only repeat it.
+    _fail_blocked(item, message)
+    return None
+
+
+def call_refusals(item: pytest.Item) -> str | None:
+    """The refusals of a test that does not replay (``--agentreplay-block-network``), after its call."""
+    fixture_guard = item.stash.get(FIXTURE_GUARD_KEY, None)
+    return None if fixture_guard is None else fixture_guard.refusals()
+
+
+def guard_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """``pytest_runtest_teardown``'s wrapper: every fixture tears down under the guard, then it ends."""
+    fixture_guard = item.stash.get(FIXTURE_GUARD_KEY, None)
+    if fixture_guard is None:
+        return (yield)
+    error: BaseException | None = None
+    result: object = None
+    try:
+        result = yield
+    except BaseException as exc:
+        error = exc
+    finally:
+        del item.stash[FIXTURE_GUARD_KEY]
+        message = fixture_guard.refusals()
+        for key, text in fixture_guard.close():
+            # On the item: pytest copies its user properties into the teardown report (xdist, JUnit).
+            item.user_properties.append((GUARD_NOTE_PROPERTY, f"{key}|{text}"))
+    if message is not None:
+        _fail_blocked(item, message)
+    if error is not None:
+        raise error
+    return result
 
 
 def _redact_hook(hook: HookRelay) -> Callable[[Document], Document] | None:

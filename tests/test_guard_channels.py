@@ -36,6 +36,7 @@ import pytest
 from servers import LLMServer, MemoryCassette, run_in
 
 from pytest_agentreplay import capture_run, guard
+from pytest_agentreplay.core import socket_gate
 from pytest_agentreplay.exceptions import ConfigError, NetworkBlockedError
 from pytest_agentreplay.intercept import install as _install_interception
 
@@ -872,12 +873,19 @@ def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out(monkeypatch
     def immutable(*args: object) -> None:
         raise TypeError("cannot set attribute of immutable type")
 
-    monkeypatch.setattr(guard.sockets, "set_type_attribute", immutable)
     original = _socket.socket
-    with replay():
-        raw: Any = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
-        for sock in (raw, socket.socket()):
-            with pytest.raises(NetworkBlockedError):
-                sock.connect(("203.0.113.5", 80))
-            sock.close()
-    assert _socket.socket is original and "connect" not in socket.socket.__dict__
+    # The plugin put the gate in place when it loaded: take it away, so the guard's install puts it back.
+    socket_gate.uninstall()
+    try:
+        monkeypatch.setattr(socket_gate, "set_type_attribute", immutable)
+        with replay():
+            raw: Any = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+            for sock in (raw, socket.socket()):
+                with pytest.raises(NetworkBlockedError):
+                    sock.connect(("203.0.113.5", 80))
+                sock.close()
+        assert _socket.socket is original and "connect" not in socket.socket.__dict__
+    finally:
+        monkeypatch.undo()
+        socket_gate.install(permanent=True)
+    assert socket_gate.GATE.permanent and _socket.socket.__dict__["connect"] is socket_gate._connect

@@ -3,7 +3,9 @@
 What is guarded while installed (:func:`install` is reference-counted), a module each:
 
 - :mod:`.sockets`: ``connect``, ``connect_ex``, ``sendto``/``sendmsg`` with an address and
-  ``create_connection``, on sockets of every family and type;
+  ``create_connection``, on sockets of every family and type, and every send on a socket connected
+  before the guard applied (through the socket gate the plugin installs when it loads, which passes
+  calls through until :func:`install` arms it);
 - :mod:`.resolution`: ``getaddrinfo``, ``gethostbyname(_ex)``, ``gethostbyaddr``, ``getnameinfo``;
 - threads (:mod:`.runs`): a thread started while a replay run guards stays guarded by that run after
   the run ends, and a refusal there is kept for :func:`stray_refusals` naming the test;

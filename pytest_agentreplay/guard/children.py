@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 
@@ -33,6 +34,7 @@ from .runs import (
     block_only,
     guarding_runs,
     isolates,
+    known_token,
     nodeid,
     token,
 )
@@ -79,6 +81,9 @@ def adopt_handover(value: str) -> bool:
     RUNS.adopt(parents)
     directory = data.get("dir")
     REPORTS.adopt(directory if isinstance(directory, str) and directory else None)
+    # Tells the parent this child runs the guard: a child that never says so is named in its summary.
+    for parent in parents:
+        REPORTS.hello(parent.token)
     return bool(parents)
 
 
@@ -129,6 +134,84 @@ def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object,
     return out_map, runs
 
 
+# -- children the guard could not reach ---------------------------------------------------------------
+
+
+def _command(argv: object, limit: int = 80) -> str:
+    parts = argv if isinstance(argv, list | tuple) else [argv]
+    words = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in parts]
+    text = " ".join(words)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Spawned:
+    """Child processes started while runs guarded, per run token, until the run's test is over.
+
+    Process-wide (:data:`SPAWNED`): any thread spawns. A child that runs the guard says so in the report
+    directory (:meth:`~.reports.RefusalReports.hello`); one that never does was out of the guard's reach.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_token: dict[str, list[tuple[int, str]]] = {}
+
+    def add(self, runs: list[GuardRun], pid: int, argv: object) -> None:
+        command = _command(argv)
+        with self.lock:
+            for run in runs:
+                self.by_token.setdefault(token(run), []).append((pid, command))
+
+    def take(self, run_token: str) -> list[tuple[int, str]]:
+        with self.lock:
+            return self.by_token.pop(run_token, [])
+
+
+SPAWNED = Spawned()
+
+
+def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
+    """The children ``runs`` started that never ran the guard (not Python, ``python -S``, another
+    interpreter without this package), each once; forgets them. Children in an empty network namespace
+    (``isolate_subprocesses``) are contained and not listed."""
+    found: dict[int, str] = {}
+    for run in runs:
+        run_token = known_token(run)
+        if run_token is None:
+            continue
+        greeted = REPORTS.take_hellos(run_token)
+        for pid, command in SPAWNED.take(run_token):
+            if pid not in greeted and not isolates(run):
+                found.setdefault(pid, command)
+    return sorted(found.items())
+
+
+def live_children() -> dict[int, str]:
+    """This process's child processes now (Linux, from /proc; elsewhere none): pid -> command line.
+
+    Multiprocessing's own servers are left out: the forkserver hands the guard to the children it forks.
+    """
+    found: dict[int, str] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/children", "rb") as f:
+                pids = [int(p) for p in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = [a for a in f.read().split(b"\0") if a]
+            except OSError:
+                continue
+            if argv and not _is_server(argv):
+                found[pid] = _command(argv)
+    return found
+
+
 # -- the spawn patches -----------------------------------------------------------------------------
 
 
@@ -144,6 +227,10 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
                 new[-2] = isolation_preexec(user_preexec if callable(user_preexec) else None, runs)
                 new[-1] = False
             args = tuple(new)
+            pid = original(*args)
+            if runs and not _is_server(new[0]):
+                SPAWNED.add(runs, pid, new[0])
+            return pid
         return original(*args)
 
     return fork_exec
@@ -151,8 +238,10 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
 
 def _patched_posix_spawn(name: str) -> Callable[..., int]:
     def posix_spawn(path: object, argv: object, env: object, *args: object, **kwargs: object) -> int:
-        env, _runs = _env_for_child(env, argv, as_list=False)
+        env, runs = _env_for_child(env, argv, as_list=False)
         pid: int = PATCHES.originals[name](path, argv, env, *args, **kwargs)
+        if runs and not _is_server(argv):
+            SPAWNED.add(runs, pid, argv)
         return pid
 
     return posix_spawn

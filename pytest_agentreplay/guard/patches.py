@@ -11,12 +11,27 @@ patches call the genuine functions and its uninstall restores them.
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import threading
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from typing import Any
+
+# What each patch replaced, and how the socket type (immutable in CPython) is patched: shared with the
+# socket gate the plugin installs when it loads, which lives in core.
+from ..core.socket_gate import genuine, genuine_function, mark, set_type_attribute
+
+__all__ = [
+    "PATCHES",
+    "GuardPatches",
+    "Patcher",
+    "Undo",
+    "deleter",
+    "genuine",
+    "genuine_function",
+    "mark",
+    "once",
+    "set_type_attribute",
+    "setter",
+]
 
 Undo = Callable[[], None]
 # Patches one family of calls; returns how to restore them, in the order they were made.
@@ -80,33 +95,6 @@ class GuardPatches:
 PATCHES = GuardPatches()
 
 
-# Each patch carries the function it replaced: a later install (after an uninstall that could not run,
-# or by a second copy of this package that pytester re-imported) then finds the genuine function under it
-# instead of taking a patch for the original, which would make the patch call itself.
-_ORIGINAL_ATTR = "__agentreplay_original__"
-
-
-def genuine(value: object) -> object:
-    for _ in range(16):
-        under = getattr(value, _ORIGINAL_ATTR, None) if callable(value) else None
-        if under is None:
-            return value
-        value = under
-    return value
-
-
-def genuine_function(value: object) -> Callable[..., Any]:
-    found = genuine(value)
-    if not callable(found):
-        raise TypeError(f"cannot guard {value!r}: not callable")
-    return found
-
-
-def mark(patched: object, original: object) -> None:
-    with suppress(AttributeError, TypeError):
-        setattr(patched, _ORIGINAL_ATTR, original)
-
-
 def setter(target: object, name: str, value: object) -> Undo:
     def restore() -> None:
         setattr(target, name, value)
@@ -117,31 +105,6 @@ def setter(target: object, name: str, value: object) -> Undo:
 def deleter(target: object, name: str) -> Undo:
     def restore() -> None:
         delattr(target, name)
-
-    return restore
-
-
-def set_type_attribute(cls: type, name: str, value: object) -> None:
-    """``setattr`` that also reaches an immutable C type (``_socket.socket`` is one in CPython 3.11).
-
-    The type's dict is reached through the mapping proxy and the type's method cache is invalidated
-    afterwards, which is what ``setattr`` on a mutable type does.
-    """
-    try:
-        setattr(cls, name, value)
-        return
-    except TypeError:
-        pass
-    namespace = gc.get_referents(cls.__dict__)[0]
-    if not isinstance(namespace, dict):
-        raise TypeError(f"cannot patch {cls!r}.{name}")
-    namespace[name] = value
-    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
-
-
-def type_setter(cls: type, name: str, value: object) -> Undo:
-    def restore() -> None:
-        set_type_attribute(cls, name, value)
 
     return restore
 

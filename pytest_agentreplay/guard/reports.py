@@ -27,6 +27,7 @@ import os
 import shutil
 import tempfile
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -174,6 +175,27 @@ class RefusalReports:
     def adopt(self, directory: str | None) -> None:
         with self.lock:
             self.directory = directory
+
+    def hello(self, run_token: str) -> None:
+        """In a child process: say that this process runs the guard for the run ``run_token``."""
+        directory = self.directory
+        if directory is None or not run_token:
+            return
+        with suppress(OSError):
+            os.close(os.open(os.path.join(directory, f"{run_token}.{os.getpid()}.hello"), os.O_CREAT, 0o600))
+
+    def take_hellos(self, run_token: str) -> set[int]:
+        """The pids of the children that said :meth:`hello` for ``run_token`` (then forgotten)."""
+        directory = self.directory
+        if directory is None or not os.path.isdir(directory):
+            return set()
+        pids: set[int] = set()
+        for path in Path(directory).glob(f"{run_token}.*.hello"):
+            with suppress(ValueError):
+                pids.add(int(path.name.split(".")[1]))
+            with suppress(OSError):
+                path.unlink()
+        return pids
 
     def ensure_directory(self) -> str:
         with self.lock:

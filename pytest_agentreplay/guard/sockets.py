@@ -1,60 +1,108 @@
-"""Socket patches: ``connect``, ``connect_ex``, ``sendto``, ``sendmsg`` and ``create_connection``.
+"""Socket checks: ``connect``, ``connect_ex``, ``create_connection``, ``sendto``/``sendmsg`` with an address,
+and every send on a socket connected before the guard applied (``send``, ``sendall``, ``sendto``,
+``sendmsg``, ``sendfile``, and ``ssl.SSLSocket.send``).
 
-Every family and type is guarded. The methods are patched on the C type ``_socket.socket`` itself
-(immutable in CPython 3.11, so through its type dictionary, see
-:func:`~.patches.set_type_attribute`): ``socket.socket``, its subclasses (ssl, asyncio) and raw
-``_socket.socket()`` objects are all covered. Where that fails (not CPython), ``socket.socket`` is patched
-and ``_socket.socket`` names a guarded subclass. ``sendto`` and ``sendmsg`` are checked when they carry an
-address (UDP datagrams, TCP Fast Open ``sendto(..., MSG_FASTOPEN, addr)``). ``AF_UNIX``, ``AF_NETLINK``
-and ``AF_ALG`` (local to the machine) always pass; IP destinations are checked by host; any other family
-(``AF_PACKET``, ``AF_VSOCK``, Bluetooth...) is refused (:func:`~.decision.decide`).
+The calls reach the guard through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`), whose
+trampolines the plugin puts on the socket type when it loads (or :func:`patch_sockets` when the guard is
+installed without the plugin): a method taken before the guard was installed is still gated. Installing
+the guard arms the gate with :func:`gate_check`; uninstalling disarms it, and the calls pass through.
+
+Every family and type is guarded. ``AF_UNIX``, ``AF_NETLINK`` and ``AF_ALG`` (local to the machine)
+always pass; IP destinations are checked by host; any other family is refused (:func:`~.decision.decide`).
+
+Sends: a socket connected through the guard while a run guarded (the connect was checked) or accepted by
+a server of this process while the guard was installed sends freely. Any other connected socket was
+connected before the guard applied (at import, in a fixture of an earlier test, a warmed keep-alive pool):
+its peer is checked like a connect, so a pre-connected socket to a host the run does not allow is refused
+with the guard's message. A pipe to a process started earlier is no socket: the guard cannot see it.
 """
 
 from __future__ import annotations
 
-import _socket
 import socket
-from collections.abc import Callable
+import sys
+import threading
 
+from ..core import socket_gate
 from .checks import check_address
-from .patches import PATCHES, Undo, deleter, genuine_function, mark, set_type_attribute, setter, type_setter
+from .decision import LOCAL_FAMILIES
+from .patches import Undo, genuine_function, mark, setter
+from .runs import GuardRun, guarding_runs
 
 
-def _family_of(sock: _socket.socket) -> int | None:
+def _family_of(sock: object) -> int | None:
     try:
-        return int(sock.family)
+        return int(getattr(sock, "family"))  # noqa: B009 (raw _socket objects are typed as object here)
     except (AttributeError, OSError, TypeError, ValueError):
         return None
 
 
-def _patched_connect(self: _socket.socket, address: object) -> None:
-    check_address(_family_of(self), address, "socket.connect")
-    PATCHES.originals["connect"](self, address)
+def _fileno(sock: object) -> int:
+    try:
+        fileno = getattr(sock, "fileno")()  # noqa: B009
+        return int(fileno)
+    except (AttributeError, OSError, TypeError, ValueError):
+        return -1
 
 
-def _patched_connect_ex(self: _socket.socket, address: object) -> int:
-    check_address(_family_of(self), address, "socket.connect_ex")
-    result: int = PATCHES.originals["connect_ex"](self, address)
-    return result
+class Vetted:
+    """The sockets that may send without a peer check, while the guard is installed.
+
+    Process-wide (:data:`VETTED`): a socket is used from any thread. Cleared when the guard is removed:
+    a socket connected under one test's guard and reused in a later test is checked there again.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        # id(socket) -> (its descriptor, the ids of the runs that checked its connect).
+        self.connected: dict[int, tuple[int, frozenset[int]]] = {}
+        # descriptor -> peer address of a connection a server of this process accepted.
+        self.accepted: dict[int, object] = {}
+
+    def connect(self, sock: object, runs: list[GuardRun]) -> None:
+        with self.lock:
+            self.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
+
+    def accept(self, fd: int, peer: object) -> None:
+        with self.lock:
+            self.accepted[fd] = peer
+
+    def admits(self, sock: object, runs: list[GuardRun]) -> bool:
+        entry = self.connected.get(id(sock))
+        return entry is not None and entry[0] == _fileno(sock) and any(id(r) in entry[1] for r in runs)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.connected.clear()
+            self.accepted.clear()
 
 
-def _patched_sendto(self: _socket.socket, data: object, *args: object) -> int:
-    # sendto(data, address) or sendto(data, flags, address); the C method validates the rest.
-    if args:
-        flags = args[0] if len(args) > 1 else 0
-        channel = "socket.sendto" + (" (MSG_FASTOPEN)" if _fastopen(flags) else "")
-        check_address(_family_of(self), args[-1], channel)
-    sent: int = PATCHES.originals["sendto"](self, data, *args)
-    return sent
+VETTED = Vetted()
+_BEFORE = " on a connection opened before the guard applied"
 
 
-def _patched_sendmsg(self: _socket.socket, buffers: object, *args: object) -> int:
-    # sendmsg(buffers[, ancdata[, flags[, address]]]): only an address makes it leave on its own.
-    if len(args) >= 3 and args[2] is not None:
-        channel = "socket.sendmsg" + (" (MSG_FASTOPEN)" if _fastopen(args[1]) else "")
-        check_address(_family_of(self), args[2], channel)
-    sent: int = PATCHES.originals["sendmsg"](self, buffers, *args)
-    return sent
+def _check_connect(sock: object, address: object, channel: str) -> None:
+    runs = guarding_runs()
+    if runs:
+        check_address(_family_of(sock), address, channel, runs)
+        VETTED.connect(sock, runs)
+
+
+def _check_peer(sock: object, channel: str) -> None:
+    """A send without a destination: refused when the socket's peer was never checked and is not allowed."""
+    runs = guarding_runs()
+    if not runs:
+        return
+    family = _family_of(sock)
+    if family in LOCAL_FAMILIES or VETTED.admits(sock, runs):
+        return
+    try:
+        peer = getattr(sock, "getpeername")()  # noqa: B009
+    except (AttributeError, OSError):
+        return  # not connected: the call fails on its own
+    if VETTED.accepted.get(_fileno(sock)) == peer:
+        return
+    check_address(family, peer, channel + _BEFORE, runs)
 
 
 def _fastopen(flags: object) -> bool:
@@ -62,53 +110,65 @@ def _fastopen(flags: object) -> bool:
     return isinstance(flags, int) and bool(fastopen) and bool(flags & fastopen)
 
 
-def _patched_create_connection(address: object, *args: object, **kwargs: object) -> socket.socket:
-    if isinstance(address, tuple) and address and isinstance(address[0], str):
-        check_address(None, address, "socket.create_connection")
-    connection: socket.socket = PATCHES.originals["create_connection"](address, *args, **kwargs)
-    return connection
+def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
+    """The armed gate's check of one socket call (see :data:`~pytest_agentreplay.core.socket_gate.Check`)."""
+    if name in ("connect", "connect_ex"):
+        _check_connect(sock, args[0] if args else None, "socket." + name)
+    elif name == "sendto":
+        # sendto(data, address) or sendto(data, flags, address); the C method validates the rest.
+        if len(args) >= 2:
+            flags = args[1] if len(args) > 2 else 0
+            channel = "socket.sendto" + (" (MSG_FASTOPEN)" if _fastopen(flags) else "")
+            check_address(_family_of(sock), args[-1], channel)
+    elif name == "sendmsg":
+        # sendmsg(buffers[, ancdata[, flags[, address]]]): with an address it leaves on its own.
+        if len(args) >= 4 and args[3] is not None:
+            channel = "socket.sendmsg" + (" (MSG_FASTOPEN)" if _fastopen(args[2]) else "")
+            check_address(_family_of(sock), args[3], channel)
+        else:
+            _check_peer(sock, "socket.sendmsg")
+    elif name == "_accept":
+        if args and isinstance(args[0], int):
+            VETTED.accept(args[0], args[1] if len(args) > 1 else None)
+    elif name == "create_connection":
+        address = args[0] if args else None
+        if isinstance(address, tuple) and address and isinstance(address[0], str):
+            check_address(None, address, "socket.create_connection")
+    else:  # send, sendall, sendfile
+        _check_peer(sock, "socket." + name)
 
 
-_SOCKET_METHODS: dict[str, Callable[..., object]] = {
-    "connect": _patched_connect,
-    "connect_ex": _patched_connect_ex,
-    "sendto": _patched_sendto,
-    "sendmsg": _patched_sendmsg,
-}
+def _patch_ssl() -> list[Undo]:
+    # ssl.SSLSocket.send writes through the TLS object in C, past the socket's own send: a TLS connection
+    # opened before the run (a warmed HTTPS pool) is checked here. sendall and sendfile call send.
+    ssl = sys.modules.get("ssl")
+    cls = getattr(ssl, "SSLSocket", None)
+    if not isinstance(cls, type) or "send" not in cls.__dict__:
+        return []
+    original = genuine_function(cls.__dict__["send"])
+
+    def send(self: socket.socket, *args: object, **kwargs: object) -> int:
+        _check_peer(self, "ssl.SSLSocket.send")
+        sent: int = original(self, *args, **kwargs)
+        return sent
+
+    mark(send, original)
+    setattr(cls, "send", send)  # noqa: B010 (ssl's class, typed as type here)
+    return [setter(cls, "send", original)]
+
+
+def _disarm() -> None:
+    socket_gate.arm(None)
+    VETTED.clear()
 
 
 def patch_sockets() -> list[Undo]:
-    """Patch the socket methods and ``socket.create_connection``; returns how to undo it."""
+    """Arm the socket gate (putting its trampolines in place first when the plugin has not); returns how
+    to undo it."""
     undo: list[Undo] = []
-    c_type: type = _socket.socket
-    try:
-        # On the C type itself: socket.socket, ssl and asyncio sockets and raw _socket.socket() objects
-        # all look their methods up there.
-        for name, patched in _SOCKET_METHODS.items():
-            if hasattr(c_type, name):
-                PATCHES.originals[name] = genuine_function(c_type.__dict__[name])
-                mark(patched, PATCHES.originals[name])
-                set_type_attribute(c_type, name, patched)
-                undo.append(type_setter(c_type, name, PATCHES.originals[name]))
-    except (TypeError, AttributeError, IndexError, ValueError, OSError):
-        # Not CPython: patch the Python class, and hand out a guarded subclass from ``_socket``
-        # (socket.py itself calls _socket.socket.__init__, which the subclass inherits).
-        for restore in reversed(undo):
-            restore()
-        undo = []
-        for name, patched in _SOCKET_METHODS.items():
-            if hasattr(socket.socket, name):
-                PATCHES.originals[name] = getattr(c_type, name)
-                setattr(socket.socket, name, patched)
-                undo.append(deleter(socket.socket, name))
-        raw = type("socket", (c_type,), {**_SOCKET_METHODS, "__module__": "_socket"})
-        for attr in ("socket", "SocketType"):
-            if getattr(_socket, attr, None) is c_type:
-                setattr(_socket, attr, raw)
-                undo.append(setter(_socket, attr, c_type))
-    original = genuine_function(socket.create_connection)
-    PATCHES.originals["create_connection"] = original
-    mark(_patched_create_connection, original)
-    socket.create_connection = _patched_create_connection
-    undo.append(setter(socket, "create_connection", original))
+    if socket_gate.install(permanent=False):
+        undo.append(socket_gate.release_temporary)
+    socket_gate.arm(gate_check)
+    undo.append(_disarm)
+    undo.extend(_patch_ssl())
     return undo
