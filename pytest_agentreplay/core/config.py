@@ -17,8 +17,10 @@ from ..exceptions import ConfigError
 from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
+    DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    ISOLATE_MODES,
     RECORD_MODES,
     REPLAY_MODES,
 )
@@ -72,6 +74,7 @@ PROJECT_KEYS = (
     "fail_on_unused",
     "block_network",
     "isolate_subprocesses",
+    "isolate",
     "rules",
     "redact_headers",
     "redact_keys",
@@ -122,6 +125,8 @@ class Settings(_Fields):
     block_network: bool = False
     # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
+    # The whole session in its own network namespace (guard/session_namespace.py): off, auto or required.
+    isolate: str = DEFAULT_ISOLATE_MODE
     rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, object] = MappingProxyType({})
@@ -269,6 +274,7 @@ def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
 _SESSION_CHECKS: dict[str, _Check] = {
     "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
     "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
+    "isolate": _checker(lambda v, o: check.choice(v, o, ISOLATE_MODES, "network isolation level")),
     **{name: _checker(check.boolean) for name in _BOOLEANS},
     "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
     "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
