@@ -40,7 +40,7 @@ from .report.status import Cause, TestStatus, cause_of
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
-    from .guard.session_namespace import Isolation
+    from .guard.session_namespace import Isolation  # noqa: F401 (string annotation of ISOLATION_KEY)
     from .handle import AgentReplay
 
 PLUGIN_NAME = "agentreplay-session"
@@ -85,8 +85,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
         "isolate",
         {
             "choices": ISOLATE_MODES,
-            "help": "Linux: run a replay session in its own network namespace (loopback only, native code and "
-            "every child included): off (default), auto (where the kernel allows; the summary says why "
+            "help": "Linux: run a replay session in its own network namespace (loopback only, native code "
+            "and every child included): off (default), auto (where the kernel allows; the summary says why "
             "not), required (fail the session where it cannot)",
         },
         "network isolation of replay sessions: off, auto or required",
@@ -149,6 +149,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+class _SESSIONS:
+    """Whether a session of this process already decided its isolation: a later one runs inside it
+    (pytester's in-process runs). Kept here: pytester drops the modules an inner session imported, never
+    this one, which the outer session loaded."""
+
+    decided = False
+
+
 class _EarlyOptions:
     """pytest's config before its command line is fully parsed: the options of the first, known-args parse
     (the same values the full parse gives this plugin's options)."""
@@ -174,13 +182,15 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     known = early_config.known_args_namespace
     if getattr(known, "help", False) or getattr(known, "version", False):
         return
+    first = not _SESSIONS.decided
+    _SESSIONS.decided = True
     try:
         settings = settings_from_pytest(_EarlyOptions(early_config), _OPTION_NAMES)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
 
-        early_config.stash[ISOLATION_KEY] = isolate_session(settings)
+        early_config.stash[ISOLATION_KEY] = isolate_session(settings, first_session=first)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
 

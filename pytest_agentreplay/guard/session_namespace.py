@@ -122,19 +122,12 @@ class Isolation:
 # -- the decision ------------------------------------------------------------------------------------
 
 
-class _Process:
-    """Whether a pytest session of this process already decided: a second one is an in-process pytester
-    run inside the first, and entering would move the outer session too."""
-
-    decided = False
-
-
-def isolate_session(settings: Settings) -> Isolation:
+def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolation:
     """Decide, and enter the namespace where the settings ask for it and the machine allows.
 
-    Raises ``ConfigError`` when ``isolate = required`` and the machine refuses."""
-    first_session = not _Process.decided
-    _Process.decided = True
+    ``first_session``: False for a pytest session inside another one of the same process (pytester's
+    in-process runs), which must not move the outer session into a namespace. Raises ``ConfigError`` when
+    ``isolate = required`` and the machine refuses."""
     setting = settings.isolate
     if inherited():
         return Isolation(setting, INHERITED, "inside the network namespace the parent session entered")
@@ -169,7 +162,9 @@ def isolate_session(settings: Settings) -> Isolation:
 def recording_reason(settings: Settings) -> str | None:
     """Why this session must keep the network (isolation is for replay), or None."""
     if settings.record != "none":
-        return f"the session records (--agentreplay-record={settings.record}): recording needs the real services"
+        return (
+            f"the session records (--agentreplay-record={settings.record}): recording needs the real services"
+        )
     if settings.update:
         return "the session updates cassettes (--agentreplay-update)"
     if settings.mode == "model-comparison":
@@ -188,7 +183,10 @@ def required_error(reason: str, setting: str) -> ConfigError:
 def _fixes(reason: str) -> list[str]:
     fixes = []
     if "apparmor" in reason:
-        fixes.append("allow unprivileged user namespaces: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+        fixes.append(
+            "allow unprivileged user namespaces: "
+            "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+        )
     elif "unprivileged_userns_clone" in reason:
         fixes.append("allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1")
     elif "max_user_namespaces" in reason:
@@ -198,7 +196,9 @@ def _fixes(reason: str) -> list[str]:
             "run the container with --network none (loopback only: the same closure), or allow namespaces "
             "with --security-opt seccomp=unconfined (or --cap-add SYS_ADMIN)"
         )
-    fixes.append("or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why")
+    fixes.append(
+        "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why"
+    )
     return fixes
 
 
@@ -236,18 +236,24 @@ def outside_loopback(hosts: Iterable[str]) -> list[str]:
 
 def refusal() -> str | None:
     """Why this process cannot enter a new network namespace here, or None (it can)."""
+    threads = _thread_count() if sys.platform.startswith("linux") else 1
+    if threads > 1:
+        return (
+            f"the pytest process already runs {threads} threads (started by a plugin or sitecustomize before "
+            "this plugin's first hook): a multi-threaded process cannot enter a new user namespace"
+        )
+    return kernel_refusal()
+
+
+def kernel_refusal() -> str | None:
+    """Why no process of this machine can enter a new network namespace (the platform, the kernel's
+    settings, the container), or None. A forked child tries; safe from a threaded process too."""
     if sys.platform == "darwin":
         return "macOS has no network namespaces (Linux only)"
     if sys.platform.startswith("win"):
         return "Windows has no network namespaces (Linux only)"
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return f"{sys.platform} has no network namespaces (Linux only)"
-    threads = _thread_count()
-    if threads > 1:
-        return (
-            f"the pytest process already runs {threads} threads (started by a plugin or sitecustomize before "
-            "this plugin's first hook): a multi-threaded process cannot enter a new user namespace"
-        )
     outcome = _probe()
     return None if outcome is None else explain(*outcome)
 
@@ -306,12 +312,15 @@ def explain(step: str, code: int) -> str:
     """The reason the kernel refused, in the machine's terms (the sysctl or the sandbox that says no)."""
     name = errno.errorcode.get(code, str(code))
     if _sysctl("kernel/unprivileged_userns_clone") == "0":
-        return f"unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0; {step}: {name})"
+        return (
+            f"unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0; {step}: {name})"
+        )
     if _sysctl("user/max_user_namespaces") == "0":
         return f"user namespaces are disabled (user.max_user_namespaces=0; {step}: {name})"
     if _sysctl("kernel/apparmor_restrict_unprivileged_userns") == "1":
         return (
-            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, "
+            "AppArmor restricts unprivileged user namespaces "
+            "(kernel.apparmor_restrict_unprivileged_userns=1, "
             f"the default of Ubuntu 24.04; {step}: {name})"
         )
     if code == errno.EPERM and _in_container():
@@ -367,7 +376,11 @@ def enter(flags: int) -> None:
         raise _StepError("unshare", ctypes.get_errno())
     if flags & _CLONE_NEWUSER:
         # setgroups first: the kernel refuses an unprivileged gid map while setgroups is allowed.
-        for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        for path, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
             try:
                 with open(f"/proc/self/{path}", "w", encoding="ascii") as fh:
                     fh.write(text)
@@ -385,6 +398,8 @@ def _loopback_up() -> None:
             request = _IFREQ.pack(b"lo", 0).ljust(_IFREQ_SIZE, b"\0")
             current = fcntl.ioctl(sock.fileno(), _SIOCGIFFLAGS, request)
             flags = _IFREQ.unpack(current[: _IFREQ.size])[1]
-            fcntl.ioctl(sock.fileno(), _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP).ljust(_IFREQ_SIZE, b"\0"))
+            fcntl.ioctl(
+                sock.fileno(), _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP).ljust(_IFREQ_SIZE, b"\0")
+            )
     except OSError as exc:
         raise _StepError("bringing loopback up", exc.errno or errno.EPERM) from None

@@ -64,7 +64,8 @@ def _network(network: object) -> str:
     if not isinstance(network, Mapping):
         return ""
     why = f" ({network['reason']})" if network.get("reason") else ""
-    return f'<p class="network">Network guard: <b>{esc(network["level"])}</b>, isolation {esc(network["isolation"] + why)}</p>'
+    level, isolation = esc(network["level"]), esc(network["isolation"] + why)
+    return f'<p class="network">Network guard: <b>{level}</b>, isolation {isolation}</p>'
 
 
 def render_html(doc: Mapping[str, Any]) -> str:
