@@ -17,7 +17,7 @@ import pytest
 
 from . import foreign_adapters, hooks
 from .controller import WORKER_OUTPUT_KEY, SessionController, partial_modules
-from .core.config import settings_from_pytest
+from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
 from .exceptions import AgentReplayError, ConfigError
@@ -157,24 +157,6 @@ class _SESSIONS:
     decided = False
 
 
-class _EarlyOptions:
-    """pytest's config before its command line is fully parsed: the options of the first, known-args parse
-    (the same values the full parse gives this plugin's options)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self._config = config
-        self.rootpath = config.rootpath
-        self.inipath = config.inipath
-        self.invocation_params = config.invocation_params
-        self.workerinput = getattr(config, "workerinput", None)
-
-    def getoption(self, name: str) -> object:
-        return getattr(self._config.known_args_namespace, name, None)
-
-    def getini(self, name: str) -> object:
-        return self._config.getini(name)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """The plugin's earliest point: no conftest file or test module imported yet, one thread: where the
@@ -185,7 +167,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_from_pytest(_EarlyOptions(early_config), _OPTION_NAMES)
+        settings = settings_before_parse(early_config, _OPTION_NAMES)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for

@@ -192,6 +192,29 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     )
 
 
+class _KnownArgs:
+    """pytest's ``Config`` before its command line is fully parsed (``pytest_load_initial_conftests``): the
+    options of the known-args parse, which hold this plugin's options as the full parse will."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+        self.rootpath = config.rootpath
+        self.inipath = config.inipath
+        self.invocation_params = config.invocation_params
+        self.workerinput = getattr(config, "workerinput", None)
+
+    def getoption(self, name: str) -> object:
+        return getattr(self._config.known_args_namespace, name, None)
+
+    def getini(self, name: str) -> object:
+        return self._config.getini(name)
+
+
+def settings_before_parse(config: Any, names: Sequence[str]) -> Settings:
+    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed."""
+    return settings_from_pytest(_KnownArgs(config), names)
+
+
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
 _INI_EXPECTED = {
     "allow_hosts": "a string of host names separated by spaces or commas",

@@ -196,6 +196,15 @@ def _fixes(reason: str) -> list[str]:
             "run the container with --network none (loopback only: the same closure), or allow namespaces "
             "with --security-opt seccomp=unconfined (or --cap-add SYS_ADMIN)"
         )
+    elif "threads" in reason:
+        fixes.append(
+            "find what starts a thread at import (a plugin, sitecustomize, a .pth file) and start it later, "
+            "or disable that plugin with -p no:NAME"
+        )
+    elif "pytester" in reason:
+        fixes.append("run the inner session in a fresh process: pytester.runpytest_subprocess(...)")
+    elif "Linux only" in reason:
+        fixes.append("run the replay job on Linux (a CI runner, a container, WSL 2)")
     fixes.append(
         "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why"
     )
