@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cassette.unused import remove, unused_cassettes
 from .core.config import Settings
@@ -22,6 +23,9 @@ from .core.paths import item_cassette_path, recorded_nodeid
 from .exceptions import ReportError
 from .report.status import Status, TestStatus
 from .report.summary import summary_lines
+
+if TYPE_CHECKING:
+    from .guard.session_namespace import Isolation
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -86,6 +90,8 @@ class SessionController:
         self.unused_skipped_reason: str | None = None
         self.failed_only_by_unused = False
         self.report_error: str | None = None
+        # What --agentreplay-isolate did (plugin.py decides it before conftest files load); None: off.
+        self.isolation: Isolation | None = None
 
     # -- collection ---------------------------------------------------------------------------------
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
@@ -146,7 +152,7 @@ class SessionController:
             from .report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
             try:
-                write_report(self.settings.report, self.statuses, unused=self.unused)
+                write_report(self.settings.report, self.statuses, unused=self.unused, network=self.network())
             except ReportError as exc:
                 # Said in the summary and in the exit status: a CI job must not pass without its report.
                 self.report_error = str(exc)
@@ -197,9 +203,35 @@ class SessionController:
                 orphans.append(path)
         return orphans
 
+    # -- the network guard's level ----------------------------------------------------------------
+    def _isolation(self) -> Isolation:
+        if self.isolation is None:
+            # heavy: the guard; a session with a summary ran tests that imported it already
+            from .guard.session_namespace import OFF, Isolation
+
+            self.isolation = Isolation(self.settings.isolate, OFF)
+        return self.isolation
+
+    def _guarded(self, modes: Iterable[str]) -> bool:
+        """Whether the Python guard was up: a test replayed, or every test was guarded."""
+        return self.settings.block_network or any(mode != "record" for mode in modes)
+
+    def network_level(self, mode: str) -> str:
+        """The level that guarded one test run in ``mode``: namespace, python guard or none."""
+        return self._isolation().level(self._guarded([mode]))
+
+    def _session_guarded(self) -> bool:
+        modes = [s.mode for s in self.statuses] or ([] if self.settings.record == "all" else ["replay"])
+        return self._guarded(modes)
+
+    def network(self) -> Document:
+        """The session's network guard for the reports: its level, and what isolation did and why."""
+        return self._isolation().to_dict(self._session_guarded())
+
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
         lines = summary_lines(self.statuses, unused=self.unused)
+        lines.append(f"network guard: {self._isolation().describe(self._session_guarded())}")
         lines.extend(f"  removed unused cassette: {path}" for path in self.removed)
         if self.unused_skipped_reason:
             lines.append(f"  note: {self.unused_skipped_reason}")

@@ -7,6 +7,7 @@ per-test run (``session.py``) or the status decision (``status.py``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Generator
 from pathlib import Path
@@ -17,8 +18,8 @@ import pytest
 from . import foreign_adapters, hooks
 from .controller import WORKER_OUTPUT_KEY, SessionController, partial_modules
 from .core import socket_gate
-from .core.config import settings_from_pytest
-from .core.constants import RECORD_MODES, REPLAY_MODES
+from .core.config import settings_before_parse, settings_from_pytest
+from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
 from .exceptions import AgentReplayError, ConfigError
 from .item_facts import (
@@ -41,11 +42,15 @@ from .report.status import Cause, TestStatus, cause_of
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
+    from .guard.session_namespace import Isolation  # noqa: F401 (string annotation of ISOLATION_KEY)
     from .handle import AgentReplay
 
 PLUGIN_NAME = "agentreplay-session"
 STATUS_ATTRIBUTE = "agentreplay_status"
 COMPARISON_PROPERTY = "agentreplay-comparison"
+NETWORK_PROPERTY = "agentreplay.network"
+# What --agentreplay-isolate did, decided before conftest files load; absent: isolation off.
+ISOLATION_KEY = pytest.StashKey["Isolation"]()
 
 OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
     (
@@ -78,6 +83,16 @@ OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
         {"metavar": "HOSTS", "help": "comma-separated hosts replay may connect to (e.g. localhost)"},
         "hosts replay may connect to",
     ),
+    (
+        "isolate",
+        {
+            "choices": ISOLATE_MODES,
+            "help": "Linux: run a replay session in its own network namespace (loopback only, native code "
+            "and every child included): off (default), auto (where the kernel allows; the summary says why "
+            "not), required (fail the session where it cannot)",
+        },
+        "network isolation of replay sessions: off, auto or required",
+    ),
 )
 FLAGS: tuple[tuple[str, str, str], ...] = (
     (
@@ -105,15 +120,11 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+_OPTION_NAMES = [o[0].replace("-", "_") for o in (*OPTIONS, *FLAGS)]
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hooks)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    # Before any conftest or test module is imported: a socket method they take (C = socket.socket.connect)
-    # is then the gated one. Passes every call through until a replay guards (core/socket_gate.py).
-    socket_gate.install(permanent=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -145,6 +156,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+class _SESSIONS:
+    """Whether a session of this process already decided its isolation: a later one runs inside it
+    (pytester's in-process runs). Kept here: pytester drops the modules an inner session imported, never
+    this one, which the outer session loaded."""
+
+    decided = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """The plugin's earliest point: no conftest file or test module imported yet, one thread: where the
+    session can enter its own network namespace (``--agentreplay-isolate``), and where the socket gate goes
+    in, so that a socket method a conftest or test module takes (``C = socket.socket.connect``) is the
+    gated one (it passes every call through until a replay guards: core/socket_gate.py)."""
+    socket_gate.install(permanent=True)
+    known = early_config.known_args_namespace
+    if getattr(known, "help", False) or getattr(known, "version", False):
+        return
+    first = not _SESSIONS.decided
+    _SESSIONS.decided = True
+    try:
+        settings = settings_before_parse(early_config, _OPTION_NAMES)
+        if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
+            return  # the default: nothing to decide, and no guard to import
+        from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
+
+        early_config.stash[ISOLATION_KEY] = isolate_session(settings, first_session=first)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    isolation = config.stash.get(ISOLATION_KEY, None)
+    return [] if isolation is None else isolation.header_lines()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -153,7 +200,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "marker alone activates it); the command line wins",
     )
     try:
-        settings = settings_from_pytest(config, [o[0].replace("-", "_") for o in (*OPTIONS, *FLAGS)])
+        settings = settings_from_pytest(config, _OPTION_NAMES)
         if settings.rules is not None:  # parsed once, here: a bad rule stops the session, not each test
             from .diff.rules import parse_rules  # heavy: the diff package, only for a project with rules
 
@@ -165,6 +212,7 @@ def pytest_configure(config: pytest.Config) -> None:
     controller = SessionController(
         settings, config.rootpath, is_worker=getattr(config, "workerinput", None) is not None
     )
+    controller.isolation = config.stash.get(ISOLATION_KEY, None)
     config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(SessionHooks(config, controller), PLUGIN_NAME)
     foreign_adapters.register(config)  # other tools' markers and fixtures (replay/foreign.py)
@@ -282,6 +330,7 @@ class SessionHooks:
             setattr(report, STATUS_ATTRIBUTE, status.to_dict())
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
             report.user_properties.extend(junit_properties(status.to_dict()))
+            report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
             # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
             # as long as the session does, where every full garbage collection would walk it again.
             if test_run is not None:

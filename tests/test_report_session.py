@@ -97,6 +97,8 @@ def assert_snapshot(name: str, text: str) -> None:
 def drift_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """Record three tests, then change the agent so two drift (one regression, one wording change)."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    # The report names the network level: a suite run in its own namespace must not change the snapshot.
+    monkeypatch.delenv("PYTEST_AGENTREPLAY_NETNS", raising=False)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(agentlib=AGENT.format(limit=100, query="greeting for {name}"))
     pytester.makepyfile(test_agent=TESTS)

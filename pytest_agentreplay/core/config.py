@@ -17,8 +17,10 @@ from ..exceptions import ConfigError
 from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
+    DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    ISOLATE_MODES,
     RECORD_MODES,
     REPLAY_MODES,
 )
@@ -74,6 +76,7 @@ PROJECT_KEYS = (
     "fail_on_unused",
     "block_network",
     "isolate_subprocesses",
+    "isolate",
     "rules",
     "redact_headers",
     "redact_keys",
@@ -125,6 +128,8 @@ class Settings(_Fields):
     block_network: bool = False
     # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
+    # The whole session in its own network namespace (guard/session_namespace.py): off, auto or required.
+    isolate: str = DEFAULT_ISOLATE_MODE
     rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, object] = MappingProxyType({})
@@ -188,6 +193,29 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
         base_dir=Path(config.invocation_params.dir),
         check_paths=getattr(config, "workerinput", None) is None,
     )
+
+
+class _KnownArgs:
+    """pytest's ``Config`` before its command line is fully parsed (``pytest_load_initial_conftests``): the
+    options of the known-args parse, which hold this plugin's options as the full parse will."""
+
+    def __init__(self, config: Any) -> None:
+        self._config = config
+        self.rootpath = config.rootpath
+        self.inipath = config.inipath
+        self.invocation_params = config.invocation_params
+        self.workerinput = getattr(config, "workerinput", None)
+
+    def getoption(self, name: str) -> object:
+        return getattr(self._config.known_args_namespace, name, None)
+
+    def getini(self, name: str) -> object:
+        return self._config.getini(name)
+
+
+def settings_before_parse(config: Any, names: Sequence[str]) -> Settings:
+    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed."""
+    return settings_from_pytest(_KnownArgs(config), names)
 
 
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
@@ -276,6 +304,7 @@ def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
 _SESSION_CHECKS: dict[str, _Check] = {
     "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
     "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
+    "isolate": _checker(lambda v, o: check.choice(v, o, ISOLATE_MODES, "network isolation level")),
     **{name: _checker(check.boolean) for name in _BOOLEANS},
     "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
     "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),

@@ -24,6 +24,12 @@ HTTP_RESPONSE_MEDIA_TYPE: Final = "application/vnd.agentreplay.http-response+jso
 INLINE_PAYLOAD_LIMIT: Final = 2048
 
 RECORD_MODES: Final = ("none", "missing", "all")
+# The replay session in its own network namespace (guard/session_namespace.py): never, where the kernel
+# allows, or fail the session where it does not.
+ISOLATE_MODES: Final = ("off", "auto", "required")
+DEFAULT_ISOLATE_MODE: Final = "off"
+# Set by a session that entered its namespace (to the namespace's id): its children know they are inside.
+NETNS_ENV_VAR: Final = "PYTEST_AGENTREPLAY_NETNS"
 
 
 class Mode(StrEnum):

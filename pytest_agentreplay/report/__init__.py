@@ -18,7 +18,9 @@ REPORT_VERSION = 3
 SUFFIXES = (".md", ".json", ".html")
 
 
-def build_report(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> Document:
+def build_report(
+    given: Iterable[StatusLike], *, unused: Sequence[str] = (), network: Document | None = None
+) -> Document:
     """The report document every format renders (and the JSON format is): see ``report/schema.json``.
 
     ``given`` are the per-test statuses of :func:`pytest_agentreplay.report.status.decide` (or their JSON
@@ -33,7 +35,7 @@ def build_report(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> 
         TestStatus.from_mapping(redactor.redact(s.to_dict())) for s in as_statuses(given)
     ]
     unused = [redactor.redact_string(str(p), keys=False) for p in unused]
-    return {
+    doc: Document = {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "summary": counts(statuses, unused=unused),
@@ -41,6 +43,10 @@ def build_report(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> 
         "unused": [str(p) for p in unused],
         "next_steps": next_steps(statuses, unused=unused),
     }
+    if network is not None:
+        # Which level guarded the session (guard/session_namespace.py): namespace, python guard or none.
+        doc["network"] = dict(network)
+    return doc
 
 
 def render_report(
@@ -48,8 +54,9 @@ def render_report(
     statuses: Iterable[StatusLike],
     *,
     unused: Sequence[str] = (),
+    network: Document | None = None,
 ) -> str:
-    doc = build_report(statuses, unused=unused)
+    doc = build_report(statuses, unused=unused, network=network)
     # heavy: the renderers load the diff package and the viewer (~0.5 s), which every pytest start-up
     # would pay (the controller imports this package); a session renders at most a report or two.
     if suffix == ".json":
@@ -71,6 +78,7 @@ def write_report(
     *,
     unused: Sequence[str] = (),
     step_summary: bool = True,
+    network: Document | None = None,
 ) -> None:
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
     Markdown report to that file. Raises ``ReportError`` when either cannot be written: no folder is
@@ -79,7 +87,7 @@ def write_report(
 
     statuses = as_statuses(given)
     path = Path(path)
-    text = render_report(path.suffix.lower(), statuses, unused=unused)
+    text = render_report(path.suffix.lower(), statuses, unused=unused, network=network)
     if not path.parent.is_dir():
         raise _not_written(path, f"its folder {path.parent} does not exist")
     try:
@@ -88,7 +96,7 @@ def write_report(
         raise _not_written(path, f"{type(exc).__name__}: {exc}") from exc
     if step_summary:
         try:
-            append_step_summary(statuses, unused=unused)
+            append_step_summary(statuses, unused=unused, network=network)
         except OSError as exc:
             target = os.environ.get("GITHUB_STEP_SUMMARY", "")
             raise _not_written(Path(target), f"{type(exc).__name__}: {exc}", "$GITHUB_STEP_SUMMARY") from exc
@@ -106,12 +114,14 @@ def _not_written(path: Path, problem: str, what: str = "the agentreplay report")
     )
 
 
-def append_step_summary(statuses: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> Path | None:
+def append_step_summary(
+    statuses: Iterable[StatusLike], *, unused: Sequence[str] = (), network: Document | None = None
+) -> Path | None:
     """Append the Markdown report to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    text = render_report(".md", statuses, unused=unused)
+    text = render_report(".md", statuses, unused=unused, network=network)
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(text if text.endswith("\n") else text + "\n")
     return Path(target)

@@ -60,6 +60,14 @@ def _test_section(index: int, test: Mapping[str, Any]) -> str:
     return head + body + "</section>"
 
 
+def _network(network: object) -> str:
+    if not isinstance(network, Mapping):
+        return ""
+    why = f" ({network['reason']})" if network.get("reason") else ""
+    level, isolation = esc(network["level"]), esc(network["isolation"] + why)
+    return f'<p class="network">Network guard: <b>{level}</b>, isolation {isolation}</p>'
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     summary = doc["summary"]
     tests = list(doc["tests"])
@@ -101,6 +109,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     body = (
         "<h1>Agent replay report</h1>"
         f'<p class="counts">{badges}</p><p class="differences">{esc(differences_text(summary))}</p>'
+        + _network(doc.get("network"))
         + (f"<h2>Next steps</h2><ul>{steps}</ul>" if steps else "")
         + "<h2>Tests</h2><table class=tests><tr><th>result</th><th>test</th><th>cassette</th><th>mode</th>"
         "<th>regressions</th><th>expected</th></tr>" + "".join(rows) + "</table>" + lists + "".join(sections)

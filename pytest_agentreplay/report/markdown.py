@@ -179,6 +179,10 @@ def render_markdown(doc: Document) -> str:
     verdict = "❌" if any(summary.get(a) for a in RED) else "✅"
     lines.append(f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}")
     lines.append("")
+    network = doc.get("network")
+    if isinstance(network, Mapping):
+        why = f" ({network['reason']})" if network.get("reason") else ""
+        lines += [f"Network guard: **{network['level']}**, isolation {network['isolation']}{why}", ""]
     notable = [t for t in tests if t["status"] in NOTABLE or t["regressions"] or t["expected"]]
     if notable:
         lines += [

@@ -1,0 +1,414 @@
+"""The replay session in its own network namespace (``--agentreplay-isolate``, Linux).
+
+The Python guard patches Python: native code (ctypes, C extensions with their own sockets), interpreters it
+cannot reach (``python -S``, other languages) and sockets made before a run pass under it. A process in a
+new network namespace has a loopback interface and nothing else, whatever code runs in it and whatever it
+starts; so the pytest process enters one (a new user namespace too, unless it holds ``CAP_SYS_ADMIN``) at
+the plugin's earliest hook, before conftest files and test modules are imported, while it is still
+single-threaded: ``unshare`` refuses a new user namespace to a multi-threaded process.
+
+Entering cannot be undone, and a half-entered process (a namespace whose loopback is down) would break
+every test of the session; so a forked child tries the whole sequence first, and the process follows only
+when the child succeeded. The child's failure, read with the machine's settings, is the reason ``auto``
+reports and ``required`` fails with.
+
+Child processes inherit the namespace: pytest-xdist workers (children of the controller) find themselves
+inside, named by :data:`ENV_VAR`, and never try to enter again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import ipaddress
+import os
+import struct
+import sys
+from collections.abc import Iterable, Sequence
+
+from ..core.config import Settings
+from ..core.constants import NETNS_ENV_VAR
+from ..core.documents import Document
+from ..exceptions import ConfigError
+from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
+
+ENV_VAR = NETNS_ENV_VAR
+
+# Which level guarded the session (the summary, the reports, JUnit).
+NAMESPACE = "namespace"
+PYTHON_GUARD = "python guard"
+NONE = "none"
+
+# What happened to the isolation of this session.
+OFF = "off"
+ENTERED = "entered"
+INHERITED = "inherited"
+SKIPPED = "skipped"
+UNAVAILABLE = "unavailable"
+
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP = 0x1
+# struct ifreq: the interface name, then a union whose first short is the flags (40 bytes on 64-bit).
+_IFREQ = struct.Struct("16sh")
+_IFREQ_SIZE = 40
+
+
+class Isolation:
+    """What ``--agentreplay-isolate`` did for this session, and why. Plain class: built at every start-up."""
+
+    __slots__ = ("reason", "setting", "state", "unreachable")
+
+    def __init__(
+        self, setting: str, state: str, reason: str | None = None, unreachable: Sequence[str] = ()
+    ) -> None:
+        self.setting = setting
+        self.state = state
+        # Why the session is not isolated (skipped, unavailable), or how it came to be (inherited).
+        self.reason = reason
+        # Allowed hosts outside loopback, which the namespace cuts off.
+        self.unreachable = tuple(unreachable)
+
+    @property
+    def isolated(self) -> bool:
+        return self.state in (ENTERED, INHERITED)
+
+    def level(self, guarded: bool) -> str:
+        """The level that guarded the session: ``guarded`` says whether the Python guard was up (a test
+        replayed, or ``--agentreplay-block-network``)."""
+        if self.isolated:
+            return NAMESPACE
+        return PYTHON_GUARD if guarded else NONE
+
+    def describe(self, guarded: bool) -> str:
+        """``namespace (the session entered its own network namespace: loopback only)`` and the like."""
+        level = self.level(guarded)
+        if self.state == ENTERED:
+            why = "the session runs in its own network namespace: loopback only"
+        elif self.state == INHERITED:
+            why = self.reason or "inside the network namespace of the session that started it"
+        elif self.state == OFF:
+            why = "network isolation off; --agentreplay-isolate=auto also stops native code and children"
+        else:
+            why = f"network isolation {self.state}: {self.reason}"
+        return f"{level} ({why})"
+
+    def header_lines(self) -> list[str]:
+        """What pytest's header says at start-up (nothing when isolation is off and nothing inherited)."""
+        if self.state == OFF:
+            return []
+        if self.isolated:
+            how = "entered" if self.state == ENTERED else f"inherited ({self.reason})"
+            lines = [f"agentreplay: network isolation: namespace {how}: loopback only"]
+        else:
+            lines = [f"agentreplay: network isolation {self.state}: {self.reason}"]
+        if self.isolated and self.unreachable:
+            lines.append(
+                "agentreplay: allowed hosts outside loopback are unreachable inside the namespace: "
+                f"{', '.join(self.unreachable)} (use --agentreplay-isolate=off for a session that needs them)"
+            )
+        return lines
+
+    def to_dict(self, guarded: bool) -> Document:
+        return {
+            "level": self.level(guarded),
+            "isolation": self.state,
+            "setting": self.setting,
+            "reason": self.reason,
+            "unreachable_hosts": list(self.unreachable),
+        }
+
+
+# -- the decision ------------------------------------------------------------------------------------
+
+
+def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolation:
+    """Decide, and enter the namespace where the settings ask for it and the machine allows.
+
+    ``first_session``: False for a pytest session inside another one of the same process (pytester's
+    in-process runs), which must not move the outer session into a namespace. Raises ``ConfigError`` when
+    ``isolate = required`` and the machine refuses."""
+    setting = settings.isolate
+    if inherited():
+        return Isolation(setting, INHERITED, "inside the network namespace the parent session entered")
+    if setting == OFF:
+        return Isolation(setting, OFF)
+    skipped = recording_reason(settings)
+    if skipped is not None:
+        return Isolation(setting, SKIPPED, skipped)
+    refused = (
+        refusal()
+        if first_session
+        else "another pytest session already runs in this process (an in-process pytester run): "
+        "only a fresh process can enter a namespace"
+    )
+    if refused is not None:
+        if setting == "required":
+            raise required_error(refused, setting)
+        return Isolation(setting, UNAVAILABLE, refused)
+    try:
+        enter(_working_flags())
+    except _StepError as exc:
+        # The child managed, this process did not (a thread started in between): unshare is all or
+        # nothing, so only a later step leaves the process half inside.
+        reason = explain(exc.step, exc.errno or 0)
+        if setting == "required" or exc.step != "unshare":
+            raise required_error(reason, setting) from None
+        return Isolation(setting, UNAVAILABLE, reason)
+    os.environ[ENV_VAR] = namespace_id() or "1"
+    return Isolation(setting, ENTERED, unreachable=outside_loopback(settings.allow_hosts))
+
+
+def recording_reason(settings: Settings) -> str | None:
+    """Why this session must keep the network (isolation is for replay), or None."""
+    if settings.record != "none":
+        return (
+            f"the session records (--agentreplay-record={settings.record}): recording needs the real services"
+        )
+    if settings.update:
+        return "the session updates cassettes (--agentreplay-update)"
+    if settings.mode == "model-comparison":
+        return "model-comparison sends the model calls live"
+    return None
+
+
+def required_error(reason: str, setting: str) -> ConfigError:
+    return ConfigError(
+        f"network isolation {setting}: this session cannot enter its own network namespace",
+        evidence=[f"reason: {reason}", f"platform: {sys.platform}"],
+        fixes=_fixes(reason),
+    )
+
+
+def _fixes(reason: str) -> list[str]:
+    fixes = []
+    if "apparmor" in reason:
+        fixes.append(
+            "allow unprivileged user namespaces: "
+            "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+        )
+    elif "unprivileged_userns_clone" in reason:
+        fixes.append("allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1")
+    elif "max_user_namespaces" in reason:
+        fixes.append("allow user namespaces: sudo sysctl -w user.max_user_namespaces=15000")
+    elif "container" in reason:
+        fixes.append(
+            "run the container with --network none (loopback only: the same closure), or allow namespaces "
+            "with --security-opt seccomp=unconfined (or --cap-add SYS_ADMIN)"
+        )
+    elif "threads" in reason:
+        fixes.append(
+            "find what starts a thread at import (a plugin, sitecustomize, a .pth file) and start it later, "
+            "or disable that plugin with -p no:NAME"
+        )
+    elif "pytester" in reason:
+        fixes.append("run the inner session in a fresh process: pytester.runpytest_subprocess(...)")
+    elif "Linux only" in reason:
+        fixes.append("run the replay job on Linux (a CI runner, a container, WSL 2)")
+    fixes.append(
+        "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why"
+    )
+    return fixes
+
+
+def inherited() -> bool:
+    """Whether this process is inside the namespace an ancestor session entered (an xdist worker)."""
+    marker = os.environ.get(ENV_VAR)
+    return bool(marker) and marker == namespace_id()
+
+
+def namespace_id() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/net")
+    except OSError:
+        return None
+
+
+def outside_loopback(hosts: Iterable[str]) -> list[str]:
+    """The allowed hosts a namespace cuts off: every one that is not a loopback name or address."""
+    found = []
+    for host in hosts:
+        name = host.strip("[]").lower()
+        if name in ("localhost", "ip6-localhost") or name.endswith(".localhost"):
+            continue
+        try:
+            if ipaddress.ip_address(name).is_loopback:
+                continue
+        except ValueError:
+            pass
+        found.append(host)
+    return found
+
+
+# -- the machine ---------------------------------------------------------------------------------------
+
+
+def refusal() -> str | None:
+    """Why this process cannot enter a new network namespace here, or None (it can)."""
+    threads = _thread_count() if sys.platform.startswith("linux") else 1
+    if threads > 1:
+        return (
+            f"the pytest process already runs {threads} threads (started by a plugin or sitecustomize before "
+            "this plugin's first hook): a multi-threaded process cannot enter a new user namespace"
+        )
+    return kernel_refusal()
+
+
+def kernel_refusal() -> str | None:
+    """Why no process of this machine can enter a new network namespace (the platform, the kernel's
+    settings, the container), or None. A forked child tries; safe from a threaded process too."""
+    if sys.platform == "darwin":
+        return "macOS has no network namespaces (Linux only)"
+    if sys.platform.startswith("win"):
+        return "Windows has no network namespaces (Linux only)"
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return f"{sys.platform} has no network namespaces (Linux only)"
+    outcome = _probe()
+    return None if outcome is None else explain(*outcome)
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading  # heavy: only where /proc is missing
+
+        return threading.active_count()
+
+
+_FLAGS_FOUND: list[int] = []
+
+
+def _probe() -> tuple[str, int] | None:
+    """Try the whole sequence in a forked child: None when it worked, else (the failing step, errno)."""
+    ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only calls into it
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the probe child
+        os.close(read_end)
+        message = b"ok"
+        try:
+            for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET):
+                try:
+                    enter(flags)
+                    message = b"ok %d" % flags
+                    break
+                except _StepError as exc:
+                    message = b"fail %s %d" % (exc.step.encode(), exc.errno or 0)
+                    if exc.step != "unshare":
+                        break  # the namespace is half made: the next flags cannot be tried in this child
+        finally:
+            os.write(write_end, message)
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        answer = fh.read().decode()
+    os.waitpid(pid, 0)
+    words = answer.split()
+    if words[:1] == ["ok"] and len(words) == 2:
+        _FLAGS_FOUND[:] = [int(words[1])]
+        return None
+    if len(words) == 3:
+        return words[1], int(words[2])
+    return "probe", 0
+
+
+def _working_flags() -> int:
+    return _FLAGS_FOUND[0] if _FLAGS_FOUND else _CLONE_NEWUSER | _CLONE_NEWNET
+
+
+def explain(step: str, code: int) -> str:
+    """The reason the kernel refused, in the machine's terms (the sysctl or the sandbox that says no)."""
+    name = errno.errorcode.get(code, str(code))
+    if _sysctl("kernel/unprivileged_userns_clone") == "0":
+        return (
+            f"unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0; {step}: {name})"
+        )
+    if _sysctl("user/max_user_namespaces") == "0":
+        return f"user namespaces are disabled (user.max_user_namespaces=0; {step}: {name})"
+    if _sysctl("kernel/apparmor_restrict_unprivileged_userns") == "1":
+        return (
+            "AppArmor restricts unprivileged user namespaces "
+            "(kernel.apparmor_restrict_unprivileged_userns=1, "
+            f"the default of Ubuntu 24.04; {step}: {name})"
+        )
+    if code == errno.EPERM and _in_container():
+        return (
+            f"a container without the capability to make namespaces ({step}: EPERM; Docker's default seccomp "
+            "profile refuses it without CAP_SYS_ADMIN)"
+        )
+    if code == errno.ENOSPC:
+        return f"the user namespace limit is reached (user.max_user_namespaces; {step}: ENOSPC)"
+    if code == errno.EINVAL:
+        return f"the kernel refused ({step}: EINVAL): no user namespace support, or the process is threaded"
+    return f"the kernel refused ({step}: {name})"
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        with open(f"/proc/sys/{name}", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _in_container() -> bool:
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    try:
+        with open("/proc/1/cgroup", encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return any(word in text for word in ("docker", "containerd", "kubepods", "libpod"))
+
+
+# -- entering ------------------------------------------------------------------------------------------
+
+
+def _unshare(flags: int) -> int:
+    result = ctypes.CDLL(None, use_errno=True).unshare(flags)
+    return result if isinstance(result, int) else -1
+
+
+class _StepError(OSError):
+    def __init__(self, step: str, code: int) -> None:
+        super().__init__(code, f"{step}: {os.strerror(code)}")
+        self.step = step
+
+
+def enter(flags: int) -> None:
+    """Unshare the network namespace (and the user namespace, mapped to the current ids), then bring
+    loopback up. Raises ``_StepError`` naming the step that failed."""
+    uid, gid = os.geteuid(), os.getegid()
+    if _unshare(flags) != 0:
+        raise _StepError("unshare", ctypes.get_errno())
+    if flags & _CLONE_NEWUSER:
+        # setgroups first: the kernel refuses an unprivileged gid map while setgroups is allowed.
+        for path, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            try:
+                with open(f"/proc/self/{path}", "w", encoding="ascii") as fh:
+                    fh.write(text)
+            except OSError as exc:
+                raise _StepError(f"writing /proc/self/{path}", exc.errno or errno.EPERM) from None
+    _loopback_up()
+
+
+def _loopback_up() -> None:
+    import fcntl  # heavy: only a session that isolates
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = _IFREQ.pack(b"lo", 0).ljust(_IFREQ_SIZE, b"\0")
+            current = fcntl.ioctl(sock.fileno(), _SIOCGIFFLAGS, request)
+            flags = _IFREQ.unpack(current[: _IFREQ.size])[1]
+            fcntl.ioctl(
+                sock.fileno(), _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP).ljust(_IFREQ_SIZE, b"\0")
+            )
+    except OSError as exc:
+        raise _StepError("bringing loopback up", exc.errno or errno.EPERM) from None
