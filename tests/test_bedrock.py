@@ -28,7 +28,7 @@ import pytest
 
 pytest.importorskip("boto3")
 
-from bedrock_servers import (  # noqa: E402
+from bedrock_servers import (
     BedrockServer,
     ConnectionCounter,
     anthropic_stream,
@@ -38,15 +38,15 @@ from bedrock_servers import (  # noqa: E402
     frame,
 )
 
-from pytest_agentreplay.cassette.read import load_cassette  # noqa: E402
-from pytest_agentreplay.cli import main  # noqa: E402
-from pytest_agentreplay.core.run_settings import RunSettings  # noqa: E402
-from pytest_agentreplay.exceptions import EventStreamError  # noqa: E402
-from pytest_agentreplay.http import eventstream  # noqa: E402
-from pytest_agentreplay.http.bodies import body_bytes, encode_body  # noqa: E402
-from pytest_agentreplay.http.classify import classify_exchange  # noqa: E402
-from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse  # noqa: E402
-from pytest_agentreplay.http.providers import bedrock  # noqa: E402
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cli import main
+from pytest_agentreplay.core.run_settings import RunSettings
+from pytest_agentreplay.exceptions import EventStreamError
+from pytest_agentreplay.http import eventstream
+from pytest_agentreplay.http.bodies import body_bytes, encode_body
+from pytest_agentreplay.http.classify import classify_exchange
+from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
+from pytest_agentreplay.http.providers import bedrock
 
 # Credential-shaped values built from parts (no key-shaped literal in the repository).
 KEY_ID = "AKIA" + "Q3EXAMPLE7BDRK4X"
@@ -81,17 +81,18 @@ def client():
 def run():
     c = client()
     out = {}
-    model = "%(converse)s"
+    model = "amazon.nova-lite-v1:0"
+    claude = "anthropic.claude-3-5-haiku-20241022-v1:0"
     messages = [{"role": "user", "content": [{"text": os.environ.get("PROMPT", "Weather in Paris?")}]}]
     system = [{"text": "You are a terse weather bot."}]
-    config = {"maxTokens": 200, "temperature": 0.0}
-    first = c.converse(modelId=model, messages=messages, system=system, toolConfig=TOOLS, inferenceConfig=config)
+    kw = {"system": system, "toolConfig": TOOLS, "inferenceConfig": {"maxTokens": 200, "temperature": 0.0}}
+    first = c.converse(modelId=model, messages=messages, **kw)
     out["first"] = [first["output"]["message"], first["stopReason"], first["usage"]]
     use = next(b["toolUse"] for b in first["output"]["message"]["content"] if "toolUse" in b)
     messages.append(first["output"]["message"])
     result = {"toolUseId": use["toolUseId"], "content": [{"json": {"forecast": "sunny", "celsius": 21}}]}
     messages.append({"role": "user", "content": [{"toolResult": result}]})
-    second = c.converse(modelId=model, messages=messages, system=system, toolConfig=TOOLS, inferenceConfig=config)
+    second = c.converse(modelId=model, messages=messages, **kw)
     out["second"] = [second["output"]["message"], second["stopReason"]]
     streamed = c.converse_stream(modelId=model, messages=messages[:1], system=system, toolConfig=TOOLS)
     out["stream"] = [ev for ev in streamed["stream"]]
@@ -100,12 +101,12 @@ def run():
         "max_tokens": 100,
         "messages": [{"role": "user", "content": "Say bonjour."}],
     }
-    invoked = c.invoke_model(modelId="%(claude)s", body=json.dumps(body), contentType="application/json")
+    invoked = c.invoke_model(modelId=claude, body=json.dumps(body), contentType="application/json")
     out["invoke"] = json.loads(invoked["body"].read())
-    chunks = c.invoke_model_with_response_stream(modelId="%(claude)s", body=json.dumps(body))
+    chunks = c.invoke_model_with_response_stream(modelId=claude, body=json.dumps(body))
     out["invoke_stream"] = [json.loads(ev["chunk"]["bytes"]) for ev in chunks["body"]]
     return out
-""" % {"converse": CONVERSE_MODEL, "claude": CLAUDE}
+"""
 
 INNER_TEST = """
 import json, os
@@ -272,8 +273,8 @@ def test_a_changed_prompt_fails_naming_the_model_call(lab: Lab) -> None:
         connections = counter.close()
     result.assert_outcomes(failed=1)
     text = result.stdout.str()
-    assert "model.call" in text and "bedrock" in text
-    assert "Weather in Rome?" in text
+    assert f"model.call {CONVERSE_MODEL} (bedrock converse)" in text
+    assert "user message (messages[0]) changed" in text and '-> "Weather in Rome?"' in text
     assert connections == 0
 
 
@@ -518,3 +519,45 @@ def test_an_exception_event_ends_the_decision() -> None:
     raw = event("messageStart", {"role": "assistant"}, 0) + frame(headers, b'{"message":"slow down"}')
     fields = bedrock.response_fields("converse-stream", {"sse": eventstream.parse_all(raw)})
     assert fields["decision"]["stop_reason"] == "throttlingException"
+
+
+def test_a_damaged_live_stream_fails_the_test_and_is_kept_as_it_came() -> None:
+    from pytest_agentreplay.core.capture import Recorder, RunContext
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.http.recording import LiveCapture
+
+    ctx = RunContext(
+        Recorder(RunMeta(run_id="run-record")), mode="record", cassette="mem://bedrock", settings={}
+    )
+    request = _request("/model/amazon.nova-lite-v1%3A0/converse-stream")
+    capture = LiveCapture(ctx, request, classify_exchange(request, None, RunSettings()))
+    capture.start_response(200, {"content-type": eventstream.MEDIA_TYPE})
+    good = event("messageStart", {"role": "assistant"}, 0)
+    damaged = event("messageStop", {"stopReason": "end_turn"}, 1)[:-1] + b"\x00"
+    capture.feed(good)
+    capture.feed(damaged)  # the client reading the stream gets no exception of ours
+    capture.finish()
+    (failure,) = ctx.failures
+    assert isinstance(failure, EventStreamError) and "message CRC mismatch" in str(failure)
+    assert "converse-stream" in str(failure) and failure.cassette == "mem://bedrock"
+    (call,) = [e for e in ctx.recorder.events if e.type == "model.call"]
+    assert call.output_ref is not None
+    assert base64.b64decode(call.output_ref.inline["body"]["base64"]) == good + damaged
+
+
+def test_a_secret_in_a_chunk_is_redacted_and_the_message_rebuilt_without_it() -> None:
+    from pytest_agentreplay.redaction import find_secrets, redact_body
+
+    leaked = "sk-ant-" + "api03-" + "Zq8vR2mT5xW9yB4nK7pL1cD3fG6hJ0sA"
+    delta = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "text_delta", "text": f"key {leaked}"},
+    }
+    raw = chunk(delta, 3)
+    body = {"sse": eventstream.parse_all(raw), "content_type": eventstream.MEDIA_TYPE}
+    assert "raw" in body["sse"][0]
+    redacted = redact_body(body)
+    assert find_secrets(redacted) == [] and "raw" not in redacted["sse"][0]
+    (again,) = eventstream.parse_all(body_bytes(redacted))
+    assert again["data"]["bytes"]["delta"]["text"].startswith("key ") and leaked not in json.dumps(again)

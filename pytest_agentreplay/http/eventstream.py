@@ -128,7 +128,10 @@ def decode_message(message: bytes) -> Document:
             "message CRC mismatch", [f"message CRC {message_crc:#010x}, computed {computed:#010x}"]
         )
     headers_end = _PRELUDE_LEN + headers_len
-    headers = _read_headers(view[_PRELUDE_LEN:headers_end], 0)
+    try:
+        headers = _read_headers(view[_PRELUDE_LEN:headers_end], 0)
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise _damaged("malformed headers", [f"{type(exc).__name__}: {exc}"]) from exc
     payload = bytes(view[headers_end : total - _CRC.size])
     ev: Document = {}
     named = {str(h[0]): h[1] for h in headers}
@@ -201,13 +204,16 @@ class EventStreamParser:
         events: list[Document] = []
         try:
             while len(self._buf) >= _PRELUDE_LEN:
-                total, headers_len, _ = _PRELUDE.unpack_from(self._buf)
-                if total < _MIN_MESSAGE or total > _MAX_MESSAGE or headers_len > min(_MAX_HEADERS, total):
-                    # Checked before waiting for ``total`` bytes: a damaged length would wait forever.
-                    if _crc(bytes(self._buf[:8])) != _PRELUDE.unpack_from(self._buf)[2]:
-                        raise _damaged(
-                            "prelude CRC mismatch", [f"prelude bytes {bytes(self._buf[:12]).hex()}"]
-                        )
+                total, headers_len, prelude_crc = _PRELUDE.unpack_from(self._buf)
+                # Checked before waiting for ``total`` bytes: a damaged length would wait for bytes that
+                # never come.
+                if _crc(bytes(self._buf[:8])) != prelude_crc:
+                    raise _damaged("prelude CRC mismatch", [f"prelude bytes {bytes(self._buf[:12]).hex()}"])
+                if (
+                    total < _MIN_MESSAGE
+                    or total > _MAX_MESSAGE
+                    or headers_len > min(_MAX_HEADERS, total - _MIN_MESSAGE)
+                ):
                     raise _damaged(
                         "impossible lengths", [f"total length {total}, headers length {headers_len}"]
                     )
