@@ -126,6 +126,11 @@ class ContentCodingError(CassetteError):
     redaction cannot see inside it, so it is not recorded."""
 
 
+class EventStreamError(CassetteError):
+    """An AWS event stream message (``application/vnd.amazon.eventstream``) failed its CRC check or has
+    impossible lengths: it cannot be stored as events the client read, so the test fails saying so."""
+
+
 class CassetteNotSavedError(CassetteError):
     """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
     where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""

@@ -19,12 +19,12 @@ import base64
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypedDict
 
 from ..core.documents import Document
-from ..exceptions import ContentCodingError
-from . import sse
+from ..exceptions import ContentCodingError, EventStreamError
+from . import eventstream, sse
 
 # Content codings undone here, each by the library named (None: the standard library).
 KNOWN_CODINGS: dict[str, str | None] = {
@@ -390,6 +390,12 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document 
         return None
     if is_sse_type(content_type):
         return {"sse": sse.parse_all(raw), "content_type": content_type}
+    if eventstream.is_eventstream_type(content_type):
+        # Stored as events beside SSE (the content type tells the wire format); a damaged stream as it came.
+        try:
+            return {"sse": eventstream.parse_all(raw), "content_type": content_type}
+        except EventStreamError:
+            return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
     if is_json_type(content_type) or (not content_type and raw[:1] in (b"{", b"[")):
         try:
             value = json.loads(raw)
@@ -433,8 +439,16 @@ def body_bytes(body: Document | None) -> bytes:
     if "base64" in body:
         return base64.b64decode(body["base64"])
     if "sse" in body:
-        return b"".join(sse.encode_event(ev) for ev in body["sse"])
+        encode = event_encoder(body)
+        return b"".join(encode(ev) for ev in body["sse"])
     return b""
+
+
+def event_encoder(body: Document) -> Callable[[Mapping[str, object]], bytes]:
+    """How a stored stream's events become wire bytes: SSE text, or AWS event stream messages."""
+    if eventstream.is_eventstream_type(body_content_type(body)):
+        return eventstream.encode_event
+    return sse.encode_event
 
 
 def body_content_type(body: Document | None) -> str | None:

@@ -7,6 +7,7 @@ emits the event once the body ends (or the client closes it early).
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -16,10 +17,11 @@ from typing import TYPE_CHECKING
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.documents import Document
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
-from ..exceptions import ContentCodingError
+from ..exceptions import ContentCodingError, EventStreamError
 from . import bodies, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
+from .eventstream import EventStreamParser, is_eventstream_type
 from .exchange import (
     REQUEST_MEDIA_TYPE,
     RESPONSE_MEDIA_TYPE,
@@ -243,7 +245,7 @@ class LiveCapture:
         self._decoder: Decoder | None = None
         # The content coding the body arrived in (noted on the stored body), when it was undone.
         self._coding: str | None = None
-        self._parser: SSEParser | None = None
+        self._parser: SSEParser | EventStreamParser | None = None
         self._chunks: list[bytes] = []
         self._events: list[Document] = []
         self._done = False
@@ -282,6 +284,8 @@ class LiveCapture:
         self._coding = header.strip().lower() if decoded and header else self._decoder.coding
         if bodies.is_sse_type(self._headers.get("content-type")):
             self._parser = SSEParser()
+        elif is_eventstream_type(self._headers.get("content-type")):
+            self._parser = EventStreamParser()
 
     def feed(self, chunk: bytes) -> None:
         if not chunk or self._done:
@@ -317,6 +321,8 @@ class LiveCapture:
             if self._coding:
                 stream["coding"] = self._coding
             body: Document | None = stream
+            if isinstance(self._parser, EventStreamParser) and self._parser.error is not None:
+                body = self._damaged_stream(self._parser, content_type)
         else:
             raw = b"".join(self._chunks) + tail
             body = bodies.encode_body(raw, content_type, exact=True, coding=self._coding)
@@ -325,3 +331,23 @@ class LiveCapture:
         latency_ms = (time.perf_counter() - self.started) * 1000.0
         extra = {"incomplete": True} if error is not None else None
         emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra)
+
+    def _damaged_stream(self, parser: EventStreamParser, content_type: str | None) -> Document:
+        """A stream whose CRC failed: kept as the bytes that came (the client saw them), and the test fails
+        with the reason (not raised here: the client reading it must not get our exception)."""
+        exc = parser.error
+        assert exc is not None
+        self.ctx.failures.append(
+            EventStreamError(
+                exc.headline,
+                evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],
+                cassette=self.ctx.cassette,
+                mode=self.ctx.mode,
+                fixes=exc.fixes,
+            )
+        )
+        body: Document = {"base64": base64.b64encode(parser.received()).decode("ascii")}
+        body["content_type"] = content_type
+        if self._coding:
+            body["coding"] = self._coding
+        return body

@@ -13,7 +13,7 @@ from typing import Protocol
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from . import anthropic, gemini, openai
+from . import anthropic, bedrock, gemini, openai
 
 
 class ProviderAdapter(Protocol):
@@ -26,7 +26,12 @@ class ProviderAdapter(Protocol):
     def response_fields(self, endpoint: str, body: Document | None) -> Document: ...
 
 
-ADAPTERS: dict[str, ProviderAdapter] = {openai.NAME: openai, anthropic.NAME: anthropic, gemini.NAME: gemini}
+ADAPTERS: dict[str, ProviderAdapter] = {
+    openai.NAME: openai,
+    anthropic.NAME: anthropic,
+    gemini.NAME: gemini,
+    bedrock.NAME: bedrock,
+}
 
 
 def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:

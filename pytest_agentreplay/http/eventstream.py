@@ -1,0 +1,317 @@
+"""The AWS binary event stream (``application/vnd.amazon.eventstream``): decoded per message, stored as
+readable events beside server-sent events, and rebuilt byte for byte in replay.
+
+A message on the wire: a prelude (total length, headers length, both big-endian uint32, then the CRC32
+of those 8 bytes), the headers (name length, name, value type, value), the payload, and the CRC32 of
+everything before it. Both CRCs are checked when reading; a mismatch is an :class:`EventStreamError`.
+
+Stored event shape (in the body's ``sse`` list, the ``content_type`` saying which wire format it is)::
+
+    {"event": ":event-type value", "headers": [[name, value], [name, value, type], ...],
+     "data": <the payload: parsed JSON, or text>, "raw": "<payload text>", "t": seconds}
+
+``headers`` keeps the wire order (a cassette sorts object keys); string headers are pairs, others carry
+their type (``bytes`` values in base64, ``uuid`` in hex, ``timestamp`` in milliseconds). ``event`` only
+names the message for a reader (``:event-type``, else ``:exception-type`` or ``:error-code``); rebuilding
+reads ``headers``. A ``chunk`` event (InvokeModelWithResponseStream) has its base64 ``bytes`` decoded to
+the model's own JSON in ``data``. ``raw``: the exact payload text, kept only when rendering ``data``
+(compact JSON, keys sorted as from a cassette) would not give the bytes received; a payload that is not
+UTF-8 is kept as ``base64`` instead of ``data``. Bytes after the last whole message (a stream the client
+closed early) are kept as a last event ``{"truncated": base64}`` and served as they came.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+import uuid
+import zlib
+from collections.abc import Iterable, Mapping
+
+from ..core.documents import Document
+from ..exceptions import EventStreamError
+
+MEDIA_TYPE = "application/vnd.amazon.eventstream"
+
+_PRELUDE = struct.Struct(">III")
+_CRC = struct.Struct(">I")
+_PRELUDE_LEN = _PRELUDE.size
+_MIN_MESSAGE = _PRELUDE_LEN + _CRC.size
+# The service's own limits (a message up to 16 MiB, headers up to 128 KiB): a larger length is damage.
+_MAX_MESSAGE = 16 * 1024 * 1024
+_MAX_HEADERS = 128 * 1024
+_SEPARATORS = (",", ":")
+
+# Wire type byte -> the name stored beside a header value that is not a string.
+_TYPE_NAMES = {0: "bool", 1: "bool", 2: "byte", 3: "short", 4: "integer", 5: "long"}
+_TYPE_NAMES.update({6: "bytes", 7: "string", 8: "timestamp", 9: "uuid"})
+_INTS = {"byte": (2, struct.Struct(">b")), "short": (3, struct.Struct(">h"))}
+_INTS.update({"integer": (4, struct.Struct(">i")), "long": (5, struct.Struct(">q"))})
+_INTS["timestamp"] = (8, struct.Struct(">q"))
+# The header naming a message for a reader, by message type.
+_NAMING_HEADERS = (":event-type", ":exception-type", ":error-code")
+
+
+def is_eventstream_type(content_type: str | None) -> bool:
+    return bool(content_type) and str(content_type).split(";", 1)[0].strip().lower() == MEDIA_TYPE
+
+
+def _crc(data: bytes | memoryview, start: int = 0) -> int:
+    return zlib.crc32(data, start) & 0xFFFFFFFF
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def _read_headers(raw: memoryview, offset: int) -> list[list[object]]:
+    headers: list[list[object]] = []
+    end = len(raw)
+    while offset < end:
+        name_len = raw[offset]
+        offset += 1
+        name = bytes(raw[offset : offset + name_len]).decode("utf-8")
+        offset += name_len
+        kind = raw[offset]
+        offset += 1
+        type_name = _TYPE_NAMES.get(kind)
+        value: object
+        if type_name is None:
+            raise EventStreamError(
+                f"an event stream message has a header {name!r} of unknown type {kind}",
+                evidence=[f"header value types 0-9 are defined; found {kind}"],
+                fixes=["the response is not an AWS event stream as documented: report the service"],
+            )
+        if kind in (0, 1):
+            value = kind == 0
+        elif type_name in _INTS:
+            packer = _INTS[type_name][1]
+            (value,) = packer.unpack_from(raw, offset)
+            offset += packer.size
+        elif kind == 9:
+            value = bytes(raw[offset : offset + 16]).hex()
+            offset += 16
+        else:
+            (size,) = struct.unpack_from(">H", raw, offset)
+            offset += 2
+            data = bytes(raw[offset : offset + size])
+            offset += size
+            value = data.decode("utf-8") if kind == 7 else base64.b64encode(data).decode("ascii")
+        headers.append([name, value] if kind == 7 else [name, value, type_name])
+    return headers
+
+
+def _damaged(what: str, evidence: list[str]) -> EventStreamError:
+    return EventStreamError(
+        f"an AWS event stream message is damaged ({what}): it cannot be recorded as the client read it",
+        evidence=evidence,
+        fixes=[
+            "run the test again: a stream damaged in transit is not reproducible",
+            "if it recurs, the endpoint does not speak the AWS event stream format its content type names",
+        ],
+    )
+
+
+def decode_message(message: bytes) -> Document:
+    """One whole message -> its stored event (CRCs checked)."""
+    view = memoryview(message)
+    total, headers_len, prelude_crc = _PRELUDE.unpack_from(view)
+    if _crc(view[:8]) != prelude_crc:
+        raise _damaged(
+            "prelude CRC mismatch", [f"prelude CRC {prelude_crc:#010x}, computed {_crc(view[:8]):#010x}"]
+        )
+    (message_crc,) = _CRC.unpack_from(view, total - _CRC.size)
+    computed = _crc(view[: total - _CRC.size])
+    if computed != message_crc:
+        raise _damaged(
+            "message CRC mismatch", [f"message CRC {message_crc:#010x}, computed {computed:#010x}"]
+        )
+    headers_end = _PRELUDE_LEN + headers_len
+    try:
+        headers = _read_headers(view[_PRELUDE_LEN:headers_end], 0)
+    except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise _damaged("malformed headers", [f"{type(exc).__name__}: {exc}"]) from exc
+    payload = bytes(view[headers_end : total - _CRC.size])
+    ev: Document = {}
+    named = {str(h[0]): h[1] for h in headers}
+    for key in _NAMING_HEADERS:
+        if isinstance(named.get(key), str):
+            ev["event"] = named[key]
+            break
+    ev["headers"] = headers
+    _store_payload(ev, payload)
+    return ev
+
+
+def _store_payload(ev: Document, payload: bytes) -> None:
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        ev["base64"] = base64.b64encode(payload).decode("ascii")
+        return
+    if not text:
+        ev["data"] = None
+        return
+    data: object = text
+    if text[:1] in ("{", "["):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = text
+    if ev.get("event") == "chunk" and isinstance(data, dict):
+        data = _decode_chunk(data)
+    ev["data"] = data
+    if _payload(ev, sort_keys=True) != payload:
+        ev["raw"] = text
+
+
+def _decode_chunk(data: dict[str, object]) -> dict[str, object]:
+    """A ``chunk`` event's base64 ``bytes`` -> the model's JSON (left as it is when it is not JSON)."""
+    encoded = data.get("bytes")
+    if not isinstance(encoded, str):
+        return data
+    try:
+        inner = base64.b64decode(encoded, validate=True).decode("utf-8")
+        value = json.loads(inner)
+    except (binascii.Error, ValueError):
+        return data
+    if not isinstance(value, dict | list):
+        return data
+    return {**data, "bytes": value}
+
+
+class EventStreamParser:
+    """Feed bytes as they arrive; whole messages come back from :meth:`feed` as stored events.
+
+    A damaged message stops the parsing: :attr:`error` says why, and :meth:`received` holds every byte
+    received (the body is then kept as it came).
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._all = bytearray()
+        self.error: EventStreamError | None = None
+
+    def received(self) -> bytes:
+        return bytes(self._all)
+
+    def feed(self, chunk: bytes) -> list[Document]:
+        self._all += chunk
+        if self.error is not None:
+            return []
+        self._buf += chunk
+        events: list[Document] = []
+        try:
+            while len(self._buf) >= _PRELUDE_LEN:
+                total, headers_len, prelude_crc = _PRELUDE.unpack_from(self._buf)
+                # Checked before waiting for ``total`` bytes: a damaged length would wait for bytes that
+                # never come.
+                if _crc(bytes(self._buf[:8])) != prelude_crc:
+                    raise _damaged("prelude CRC mismatch", [f"prelude bytes {bytes(self._buf[:12]).hex()}"])
+                if (
+                    total < _MIN_MESSAGE
+                    or total > _MAX_MESSAGE
+                    or headers_len > min(_MAX_HEADERS, total - _MIN_MESSAGE)
+                ):
+                    raise _damaged(
+                        "impossible lengths", [f"total length {total}, headers length {headers_len}"]
+                    )
+                if len(self._buf) < total:
+                    break
+                message = bytes(self._buf[:total])
+                del self._buf[:total]
+                events.append(decode_message(message))
+        except EventStreamError as exc:
+            self.error = exc
+        return events
+
+    def finish(self) -> list[Document]:
+        if self.error is not None or not self._buf:
+            return []
+        tail = base64.b64encode(bytes(self._buf)).decode("ascii")
+        self._buf.clear()
+        return [{"truncated": tail}]
+
+
+def parse_all(raw: bytes) -> list[Document]:
+    """Parse a complete stream (``t`` is 0: the arrival times are unknown); raises on damage."""
+    parser = EventStreamParser()
+    events = parser.feed(raw)
+    if parser.error is not None:
+        raise parser.error
+    events.extend(parser.finish())
+    for ev in events:
+        ev["t"] = 0.0
+    return events
+
+
+# -- rebuilding --------------------------------------------------------------------------------------
+
+
+def _chunk_payload(data: Mapping[str, object], sort_keys: bool) -> Mapping[str, object]:
+    inner = data.get("bytes")
+    if isinstance(inner, str) or inner is None:
+        return data
+    text = json.dumps(inner, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
+    return {**data, "bytes": base64.b64encode(text.encode("utf-8")).decode("ascii")}
+
+
+def _payload(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
+    raw = ev.get("raw")
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    if isinstance(ev.get("base64"), str):
+        return base64.b64decode(str(ev["base64"]))
+    data = ev.get("data")
+    if data is None:
+        return b""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if ev.get("event") == "chunk" and isinstance(data, Mapping):
+        data = _chunk_payload(data, sort_keys)
+    return json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys).encode("utf-8")
+
+
+def _header_bytes(header: object) -> bytes:
+    if not isinstance(header, list | tuple) or len(header) < 2:
+        raise EventStreamError(
+            f"a stored event stream header is not [name, value] or [name, value, type]: {header!r}",
+            evidence=["stored events are written by the recorder; this one was edited"],
+            fixes=["re-record the test, or restore the cassette from version control"],
+        )
+    name = str(header[0]).encode("utf-8")
+    value = header[1]
+    type_name = str(header[2]) if len(header) > 2 else "string"
+    out = bytes([len(name)]) + name
+    if type_name == "bool":
+        return out + bytes([0 if value else 1])
+    if type_name in _INTS:
+        kind, packer = _INTS[type_name]
+        return out + bytes([kind]) + packer.pack(int(str(value)))
+    if type_name == "uuid":
+        return out + bytes([9]) + uuid.UUID(hex=str(value)).bytes
+    if type_name == "bytes":
+        data = base64.b64decode(str(value))
+        return out + bytes([6]) + struct.pack(">H", len(data)) + data
+    data = str(value).encode("utf-8")
+    return out + bytes([7]) + struct.pack(">H", len(data)) + data
+
+
+def encode_message(headers: Iterable[object], payload: bytes) -> bytes:
+    """One message's wire bytes, both CRCs computed."""
+    head = b"".join(_header_bytes(h) for h in headers)
+    total = _MIN_MESSAGE + len(head) + len(payload)
+    prelude = struct.pack(">II", total, len(head))
+    prelude += _CRC.pack(_crc(prelude))
+    body = prelude + head + payload
+    return body + _CRC.pack(_crc(body))
+
+
+def encode_event(ev: Mapping[str, object]) -> bytes:
+    """One stored event -> the wire bytes of its message (a kept truncated tail as it came)."""
+    tail = ev.get("truncated")
+    if isinstance(tail, str):
+        return base64.b64decode(tail)
+    headers = ev.get("headers")
+    return encode_message(headers if isinstance(headers, list) else [], _payload(ev))

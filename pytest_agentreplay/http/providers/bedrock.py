@@ -1,0 +1,401 @@
+"""AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
+``InvokeModelWithResponseStream`` (``POST /model/{modelId}/converse|converse-stream|invoke|
+invoke-with-response-stream``).
+
+The model id is in the URL (percent-encoded: ``anthropic.claude-3-5-haiku-20241022-v1%3A0``, an inference
+profile ``us.anthropic...``, or an ARN). Converse bodies are Bedrock's own (``messages`` of content blocks,
+``system``, ``toolConfig``, ``inferenceConfig``); an InvokeModel body is the model family's own, picked by
+the model id's prefix and named in the endpoint (``invoke:anthropic``): Anthropic Messages
+(``anthropic_version: bedrock-2023-05-31``), Meta Llama (``prompt``/``generation``), Amazon Titan Text
+(``inputText``/``results``) and Amazon Nova (``messages``/``output.message``). An id naming no known family
+(a provisioned-throughput ARN) leaves the family to the body's shape. Streams arrive as AWS event streams
+(:mod:`..eventstream`), stored as events whose ``chunk`` payloads are the family's JSON, decoded.
+
+Recognised by the path and by being an AWS SDK call (the host ``bedrock-runtime...``, a SigV4 scope for
+service ``bedrock``, or the SDKs' ``amz-sdk-invocation-id`` header), so a service of one's own that happens
+to serve ``/model/x/invoke`` stays a tool. The SigV4 ``Authorization`` and ``X-Amz-Security-Token`` headers
+are redacted like every credential.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from urllib.parse import unquote
+
+from ...core.canonical import hash_value
+from ...core.documents import Document
+from ...core.run_settings import RunSettings
+from ..exchange import HttpRequest
+from . import anthropic
+
+NAME = "bedrock"
+CONVERSE = "converse"
+CONVERSE_STREAM = "converse-stream"
+INVOKE = "invoke"
+INVOKE_STREAM = "invoke-with-response-stream"
+_STREAMED = (CONVERSE_STREAM, INVOKE_STREAM)
+
+_PATH = re.compile(
+    r"/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream|invoke|invoke-with-response-stream)\Z"
+)
+# The model families an InvokeModel body can be, by the model id's vendor (and product for Amazon).
+ANTHROPIC, LLAMA, TITAN, NOVA = "anthropic", "llama", "titan", "nova"
+_VENDORS = frozenset(
+    {"anthropic", "meta", "amazon", "cohere", "ai21", "mistral", "deepseek", "openai", "qwen"}
+)
+_ANTHROPIC_DECODING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "tool_choice",
+    "stop_sequences",
+    "thinking",
+)
+_LLAMA_DECODING = ("temperature", "top_p", "max_gen_len")
+_CONVERSE_DECODING = (
+    "additionalModelRequestFields",
+    "guardrailConfig",
+    "performanceConfig",
+    "promptVariables",
+)
+_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+
+
+def _path_match(request: HttpRequest) -> re.Match[str] | None:
+    return _PATH.search(request.path.rstrip("/"))
+
+
+def _from_aws_sdk(request: HttpRequest) -> bool:
+    if request.host.startswith("bedrock-runtime"):
+        return True
+    if "/bedrock/aws4_request" in request.headers.get("authorization", ""):
+        return True
+    return "amz-sdk-invocation-id" in request.headers
+
+
+def family(model_id: str) -> str | None:
+    """The InvokeModel body family a model id names (``us.anthropic.claude-...`` -> ``anthropic``)."""
+    parts = model_id.rsplit("/", 1)[-1].lower().split(".")
+    if len(parts) > 2 and parts[0] not in _VENDORS:
+        parts = parts[1:]  # a cross-region inference profile: "us.", "eu.", "apac.", "global."
+    vendor, product = parts[0], parts[1] if len(parts) > 1 else ""
+    if vendor == "anthropic":
+        return ANTHROPIC
+    if vendor == "meta":
+        return LLAMA
+    if vendor == "amazon" and product.startswith("titan-text"):
+        return TITAN
+    if vendor == "amazon" and product.startswith("nova"):
+        return NOVA
+    return None
+
+
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
+    if request.method != "POST":
+        return None
+    found = _path_match(request)
+    if found is None or not _from_aws_sdk(request):
+        return None
+    op = found.group("op")
+    if op in (INVOKE, INVOKE_STREAM):
+        named = family(unquote(found.group("model")))
+        return f"{op}:{named}" if named else op
+    return op
+
+
+def model_from_request(request: HttpRequest) -> str | None:
+    """The model id named in the URL, percent-decoding undone."""
+    found = _path_match(request)
+    return unquote(found.group("model")) if found is not None else None
+
+
+def _split(endpoint: str) -> tuple[str, str | None]:
+    op, _, named = endpoint.partition(":")
+    return op, named or None
+
+
+# -- requests ----------------------------------------------------------------------------------------
+
+
+def _request_family(body: Document) -> str | None:
+    if "anthropic_version" in body:
+        return ANTHROPIC
+    if "inputText" in body:
+        return TITAN
+    if "prompt" in body:
+        return LLAMA
+    if "messages" in body:
+        return NOVA
+    return None
+
+
+def _converse_request(body: Document) -> tuple[Document, object]:
+    decoding: Document = {}
+    config = body.get("inferenceConfig")
+    if isinstance(config, dict):
+        decoding.update({k: v for k, v in config.items() if v is not None})
+    tool_config = body.get("toolConfig")
+    tools: object = None
+    if isinstance(tool_config, dict):
+        tools = tool_config.get("tools")
+        if tool_config.get("toolChoice") is not None:
+            decoding["toolChoice"] = tool_config["toolChoice"]
+    for key in _CONVERSE_DECODING:
+        if body.get(key) is not None:
+            decoding[key] = body[key]
+    return decoding, tools
+
+
+def request_fields(endpoint: str, body: object) -> Document:
+    op, named = _split(endpoint)
+    streamed = op in _STREAMED
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
+    named = named or (None if op in (CONVERSE, CONVERSE_STREAM) else _request_family(body))
+    tools: object = None
+    if op in (CONVERSE, CONVERSE_STREAM) or named == NOVA:
+        decoding, tools = _converse_request(body)
+    elif named == ANTHROPIC:
+        decoding = {k: body[k] for k in _ANTHROPIC_DECODING if body.get(k) is not None}
+        tools = body.get("tools")
+    elif named == TITAN:
+        config = body.get("textGenerationConfig")
+        decoding = {k: v for k, v in config.items() if v is not None} if isinstance(config, dict) else {}
+    else:
+        decoding = {k: body[k] for k in _LLAMA_DECODING if body.get(k) is not None}
+    return {
+        # The model is in the URL (model_from_request fills it in).
+        "model": None,
+        "decoding": decoding,
+        "tools_hash": hash_value(tools) if tools else None,
+        "streamed": streamed,
+    }
+
+
+# -- responses ---------------------------------------------------------------------------------------
+
+
+def _usage(raw: object) -> Document:
+    if not isinstance(raw, dict):
+        return {}
+    out: Document = {}
+    pairs = (
+        ("inputTokens", "input_tokens"),
+        ("outputTokens", "output_tokens"),
+        ("totalTokens", "total_tokens"),
+        ("cacheReadInputTokens", "cached_input_tokens"),
+        ("cacheWriteInputTokens", "cache_write_input_tokens"),
+    )
+    for source, target in pairs:
+        if raw.get(source) is not None:
+            out[target] = raw[source]
+    return out
+
+
+def _result(text: list[str], calls: list[Document], stop: object, usage: Document) -> Document:
+    decision = {"text": "".join(text) or None, "tool_calls": calls, "stop_reason": stop}
+    return {"decision": decision, "usage": usage, "response_id": None, "response_model": None}
+
+
+def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Document:
+    """A Converse (or Nova) assistant message's content blocks -> the decision."""
+    texts: list[str] = []
+    calls: list[Document] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        use = block.get("toolUse")
+        if isinstance(use, dict):
+            calls.append({"id": use.get("toolUseId"), "name": use.get("name"), "arguments": use.get("input")})
+    return _result(texts, calls, stop, _usage(usage))
+
+
+def _converse_plain(body: Document) -> Document:
+    output = body.get("output")
+    message = output.get("message") if isinstance(output, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return _from_blocks(content or [], body.get("stopReason"), body.get("usage"))
+
+
+def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
+    """ConverseStream events (and Nova's stream chunks, named the same way) -> one decision."""
+    blocks: dict[int, Document] = {}
+    partial: dict[int, list[str]] = {}
+    stop: object = None
+    usage: object = None
+    for name, data in events:
+        if not isinstance(data, dict):
+            if isinstance(name, str) and name.endswith("Exception"):
+                stop = stop or name
+            continue
+        index = data.get("contentBlockIndex")
+        idx = index if isinstance(index, int) else 0
+        if name == "contentBlockStart":
+            start = data.get("start")
+            use = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(use, dict):
+                blocks[idx] = {"toolUse": {"toolUseId": use.get("toolUseId"), "name": use.get("name")}}
+        elif name == "contentBlockDelta":
+            delta = data.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            block = blocks.setdefault(idx, {})
+            if isinstance(delta.get("text"), str):
+                block["text"] = str(block.get("text") or "") + delta["text"]
+            use = delta.get("toolUse")
+            if isinstance(use, dict) and isinstance(use.get("input"), str):
+                partial.setdefault(idx, []).append(use["input"])
+        elif name == "messageStop":
+            stop = data.get("stopReason")
+        elif name == "metadata":
+            usage = data.get("usage")
+        elif isinstance(name, str) and name.endswith("Exception"):
+            stop = stop or name
+    for idx, parts in partial.items():
+        raw = "".join(parts)
+        use = blocks.setdefault(idx, {}).setdefault("toolUse", {})
+        try:
+            use["input"] = json.loads(raw) if raw else {}
+        except ValueError:
+            use["input"] = raw
+    return _from_blocks([blocks[i] for i in sorted(blocks)], stop, usage)
+
+
+def _stream_events(body: Document) -> Iterator[tuple[object, object]]:
+    for ev in body.get("sse") or []:
+        if isinstance(ev, dict):
+            yield ev.get("event"), ev.get("data")
+
+
+def _chunks(body: Document) -> list[object]:
+    """The model family's JSON of each ``chunk`` event of an InvokeModelWithResponseStream stream."""
+    out: list[object] = []
+    for name, data in _stream_events(body):
+        if name == "chunk" and isinstance(data, dict):
+            out.append(data.get("bytes"))
+    return out
+
+
+def _metrics_usage(chunks: Iterable[object]) -> Document:
+    """Bedrock's own count, added to a stream's last chunk (``amazon-bedrock-invocationMetrics``)."""
+    for chunk in chunks:
+        metrics = chunk.get("amazon-bedrock-invocationMetrics") if isinstance(chunk, dict) else None
+        if isinstance(metrics, dict):
+            usage = {
+                "input_tokens": metrics.get("inputTokenCount"),
+                "output_tokens": metrics.get("outputTokenCount"),
+            }
+            return {k: v for k, v in usage.items() if v is not None}
+    return {}
+
+
+def _llama(chunks: Iterable[object]) -> Document:
+    texts: list[str] = []
+    stop: object = None
+    usage: Document = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        if isinstance(chunk.get("generation"), str):
+            texts.append(chunk["generation"])
+        stop = chunk.get("stop_reason") or stop
+        if chunk.get("prompt_token_count") is not None:
+            usage["input_tokens"] = chunk["prompt_token_count"]
+        if chunk.get("generation_token_count") is not None:
+            usage["output_tokens"] = chunk["generation_token_count"]
+    return _result(texts, [], stop, usage)
+
+
+def _titan(chunks: Iterable[object]) -> Document:
+    texts: list[str] = []
+    stop: object = None
+    usage: Document = {}
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("inputTextTokenCount") is not None:
+            usage["input_tokens"] = chunk["inputTextTokenCount"]
+        results = chunk.get("results")
+        # A plain response holds results; a stream chunk is one result's piece, at the top level.
+        for part in results if isinstance(results, list) else [chunk]:
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("outputText"), str):
+                texts.append(part["outputText"])
+            stop = part.get("completionReason") or stop
+            count = part.get("tokenCount", part.get("totalOutputTextTokenCount"))
+            if count is not None:
+                usage["output_tokens"] = count
+    return _result(texts, [], stop, usage)
+
+
+def _nova_stream(chunks: Iterable[object]) -> Document:
+    def named() -> Iterator[tuple[object, object]]:
+        for chunk in chunks:
+            if isinstance(chunk, dict):
+                yield from chunk.items()
+
+    return _fold_converse(named())
+
+
+def _response_family(value: object) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    if "type" in value or "content" in value:
+        return ANTHROPIC
+    if "generation" in value:
+        return LLAMA
+    if "results" in value or "outputText" in value:
+        return TITAN
+    if value.keys() & {"output", "messageStart", "contentBlockDelta", "messageStop", "metadata"}:
+        return NOVA
+    return None
+
+
+def _invoke(named: str | None, body: Document) -> Document:
+    if "sse" in body:
+        chunks = _chunks(body)
+        named = named or next((f for f in map(_response_family, chunks) if f), None)
+        if named == ANTHROPIC:
+            found = anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": c} for c in chunks]})
+        elif named == LLAMA:
+            found = _llama(chunks)
+        elif named == TITAN:
+            found = _titan(chunks)
+        elif named == NOVA:
+            found = _nova_stream(chunks)
+        else:
+            return dict(_NO_RESPONSE)
+        if not found["usage"]:
+            found["usage"] = _metrics_usage(chunks)
+        return found
+    value = body.get("json")
+    if not isinstance(value, dict):
+        return dict(_NO_RESPONSE)
+    named = named or _response_family(value)
+    if named == ANTHROPIC:
+        return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
+    if named == LLAMA:
+        return _llama([value])
+    if named == TITAN:
+        return _titan([value])
+    if named == NOVA:
+        return _converse_plain(value)
+    return dict(_NO_RESPONSE)
+
+
+def response_fields(endpoint: str, body: Document | None) -> Document:
+    if not body:
+        return dict(_NO_RESPONSE)
+    op, named = _split(endpoint)
+    if op == CONVERSE_STREAM:
+        return _fold_converse(_stream_events(body)) if "sse" in body else dict(_NO_RESPONSE)
+    if op in (INVOKE, INVOKE_STREAM):
+        return _invoke(named, body)
+    value = body.get("json")
+    return _converse_plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)
