@@ -3,7 +3,8 @@
 Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: the exact text, when no
 known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
 replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
-``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` or ``None`` (empty body).
+``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` (a stream's events: server-sent
+events, or the lines of a newline-delimited JSON response, see :mod:`.ndjson`) or ``None`` (empty body).
 Bodies are always stored decoded so cassettes stay readable, diffable and scannable for secrets; a body
 that arrived content-coded says so with ``"coding"`` (the ``Content-Encoding`` value, e.g. ``"gzip, br"``),
 which replay uses to hand each client what it read while recording (:mod:`.codings`).
@@ -19,12 +20,12 @@ import base64
 import gzip
 import json
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypedDict
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError
-from . import sse
+from . import ndjson, sse
 
 # Content codings undone here, each by the library named (None: the standard library).
 KNOWN_CODINGS: dict[str, str | None] = {
@@ -390,6 +391,8 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document 
         return None
     if is_sse_type(content_type):
         return {"sse": sse.parse_all(raw), "content_type": content_type}
+    if exact and ndjson.is_ndjson_type(content_type):
+        return {"sse": ndjson.parse_all(raw), "content_type": content_type}
     if is_json_type(content_type) or (not content_type and raw[:1] in (b"{", b"[")):
         try:
             value = json.loads(raw)
@@ -433,8 +436,14 @@ def body_bytes(body: Document | None) -> bytes:
     if "base64" in body:
         return base64.b64decode(body["base64"])
     if "sse" in body:
-        return b"".join(sse.encode_event(ev) for ev in body["sse"])
+        encode = event_encoder(body)
+        return b"".join(encode(ev) for ev in body["sse"])
     return b""
+
+
+def event_encoder(body: Document) -> Callable[[Mapping[str, object]], bytes]:
+    """How a stored stream's events go back on the wire, told by the content type it arrived with."""
+    return ndjson.encode_line if ndjson.is_ndjson_type(body_content_type(body)) else sse.encode_event
 
 
 def body_content_type(body: Document | None) -> str | None:

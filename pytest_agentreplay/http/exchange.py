@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
 from ..core.documents import Document
-from . import bodies, resend, sse
+from . import bodies, resend
 
 REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
 RESPONSE_MEDIA_TYPE = HTTP_RESPONSE_MEDIA_TYPE
@@ -297,13 +297,14 @@ class HttpResponse:
         return wire
 
     def iter_chunks(self) -> Iterator[bytes]:
-        """The body as the client sees it; SSE one event per chunk, encoded when pulled."""
+        """The body as the client sees it; a stream (SSE, NDJSON) one event per chunk, encoded when pulled."""
         body = self.body
         if not body:
             return
         if "sse" in body:
+            encode = bodies.event_encoder(body)
             for ev in body["sse"]:
-                yield sse.encode_event(ev)
+                yield encode(ev)
             return
         yield self.content()
 

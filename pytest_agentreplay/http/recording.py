@@ -17,7 +17,7 @@ from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.documents import Document
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError
-from . import bodies, resend
+from . import bodies, ndjson, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
 from .exchange import (
@@ -28,7 +28,7 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import ADAPTERS, request_model
+from .providers import ADAPTERS, request_model, url_fields
 from .sse import SSEParser
 
 if TYPE_CHECKING:
@@ -120,6 +120,7 @@ def model_request_fields(
     fields = adapter.request_fields(str(cls.endpoint), body)
     if fields.get("model") is None:  # Gemini names the model in the URL
         fields["model"] = request_model(adapter, request)
+    fields.update(url_fields(adapter, request))
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
     fields["request_hash"] = request_digest(body, memo) if body is not None else None
     return fields
@@ -243,7 +244,7 @@ class LiveCapture:
         self._decoder: Decoder | None = None
         # The content coding the body arrived in (noted on the stored body), when it was undone.
         self._coding: str | None = None
-        self._parser: SSEParser | None = None
+        self._parser: SSEParser | ndjson.NDJSONParser | None = None
         self._chunks: list[bytes] = []
         self._events: list[Document] = []
         self._done = False
@@ -280,8 +281,11 @@ class LiveCapture:
             self.ctx.failures.append(located)
             raise located from exc
         self._coding = header.strip().lower() if decoded and header else self._decoder.coding
-        if bodies.is_sse_type(self._headers.get("content-type")):
+        content_type = self._headers.get("content-type")
+        if bodies.is_sse_type(content_type):
             self._parser = SSEParser()
+        elif ndjson.is_ndjson_type(content_type):
+            self._parser = ndjson.NDJSONParser()
 
     def feed(self, chunk: bytes) -> None:
         if not chunk or self._done:
