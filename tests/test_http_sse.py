@@ -82,7 +82,13 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
         log.append(f"produced {ev['data']['n']}")
         return original(ev)
 
-    monkeypatch.setattr(sse, "encode_event", spying_encode)
+    from dataclasses import replace
+
+    from pytest_agentreplay.http import stream_formats
+
+    sse_format, *others = stream_formats.FORMATS
+    assert sse_format.name == "sse"
+    monkeypatch.setattr(stream_formats, "FORMATS", (replace(sse_format, encode=spying_encode), *others))
     events = [{"event": "tick", "data": {"n": i}, "t": i / 10} for i in range(5)]
     recorded = MemoryCassette([])
     with run_in("record") as rec_ctx:

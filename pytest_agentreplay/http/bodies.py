@@ -3,7 +3,8 @@
 Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: the exact text, when no
 known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
 replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
-``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` or ``None`` (empty body).
+``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` (a stream's events: server-sent
+events, or the lines of a newline-delimited JSON response, see :mod:`.ndjson`) or ``None`` (empty body).
 Bodies are always stored decoded so cassettes stay readable, diffable and scannable for secrets; a body
 that arrived content-coded says so with ``"coding"`` (the ``Content-Encoding`` value, e.g. ``"gzip, br"``),
 which replay uses to hand each client what it read while recording (:mod:`.codings`).
@@ -24,7 +25,7 @@ from typing import Protocol, TypedDict
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
-from . import eventstream, sse
+from . import sse, stream_formats
 
 # Content codings undone here, each by the library named (None: the standard library).
 KNOWN_CODINGS: dict[str, str | None] = {
@@ -199,7 +200,8 @@ def is_json_type(content_type: str | None) -> bool:
 
 
 def is_sse_type(content_type: str | None) -> bool:
-    return media_type(content_type) == "text/event-stream"
+    fmt = stream_formats.format_for(content_type)
+    return fmt is not None and fmt.name == "sse"
 
 
 def _is_text_type(content_type: str | None) -> bool:
@@ -388,12 +390,11 @@ def encode_body(
 def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document | None:
     if not raw:
         return None
-    if is_sse_type(content_type):
-        return {"sse": sse.parse_all(raw), "content_type": content_type}
-    if eventstream.is_eventstream_type(content_type):
-        # Stored as events beside SSE (the content type tells the wire format); a damaged stream as it came.
+    stream = stream_formats.format_for(content_type, exact=exact)
+    if stream is not None:
+        # Stored as events (the content type tells the wire format); a damaged stream as it came.
         try:
-            return {"sse": eventstream.parse_all(raw), "content_type": content_type}
+            return {"sse": stream.parse_all(raw), "content_type": content_type}
         except EventStreamError:
             return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
     if is_json_type(content_type) or (not content_type and raw[:1] in (b"{", b"[")):
@@ -445,10 +446,9 @@ def body_bytes(body: Document | None) -> bytes:
 
 
 def event_encoder(body: Document) -> Callable[[Mapping[str, object]], bytes]:
-    """How a stored stream's events become wire bytes: SSE text, or AWS event stream messages."""
-    if eventstream.is_eventstream_type(body_content_type(body)):
-        return eventstream.encode_event
-    return sse.encode_event
+    """How a stored stream's events go back on the wire, told by the content type it arrived with."""
+    fmt = stream_formats.format_for(body_content_type(body))
+    return fmt.encode if fmt is not None else sse.encode_event
 
 
 def body_content_type(body: Document | None) -> str | None:

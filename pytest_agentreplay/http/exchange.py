@@ -297,8 +297,8 @@ class HttpResponse:
         return wire
 
     def iter_chunks(self) -> Iterator[bytes]:
-        """The body as the client sees it; a stream (SSE, AWS event stream) one event per chunk, encoded
-        when pulled."""
+        """The body as the client sees it; a stream (SSE, NDJSON, AWS event stream) one event per chunk,
+        encoded when pulled."""
         body = self.body
         if not body:
             return

@@ -21,7 +21,7 @@ from ..exceptions import ContentCodingError, EventStreamError
 from . import bodies, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
-from .eventstream import EventStreamParser, is_eventstream_type
+from .eventstream import EventStreamParser
 from .exchange import (
     REQUEST_MEDIA_TYPE,
     RESPONSE_MEDIA_TYPE,
@@ -30,8 +30,8 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import ADAPTERS, request_model
-from .sse import SSEParser
+from .providers import ADAPTERS, request_model, url_fields
+from .stream_formats import StreamParser, format_for
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -122,6 +122,7 @@ def model_request_fields(
     fields = adapter.request_fields(str(cls.endpoint), body)
     if fields.get("model") is None:  # Gemini names the model in the URL
         fields["model"] = request_model(adapter, request)
+    fields.update(url_fields(adapter, request))
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
     fields["request_hash"] = request_digest(body, memo) if body is not None else None
     return fields
@@ -245,7 +246,7 @@ class LiveCapture:
         self._decoder: Decoder | None = None
         # The content coding the body arrived in (noted on the stored body), when it was undone.
         self._coding: str | None = None
-        self._parser: SSEParser | EventStreamParser | None = None
+        self._parser: StreamParser | None = None
         self._chunks: list[bytes] = []
         self._events: list[Document] = []
         self._done = False
@@ -282,10 +283,10 @@ class LiveCapture:
             self.ctx.failures.append(located)
             raise located from exc
         self._coding = header.strip().lower() if decoded and header else self._decoder.coding
-        if bodies.is_sse_type(self._headers.get("content-type")):
-            self._parser = SSEParser()
-        elif is_eventstream_type(self._headers.get("content-type")):
-            self._parser = EventStreamParser()
+        content_type = self._headers.get("content-type")
+        fmt = format_for(content_type)
+        if fmt is not None:
+            self._parser = fmt.parser()
 
     def feed(self, chunk: bytes) -> None:
         if not chunk or self._done:

@@ -193,6 +193,11 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
                 for chunk in self._inner:
                     capture.feed(chunk)
                     yield chunk
+            except GeneratorExit:
+                # The client stopped reading (an SDK that stops at its stream's end marker, as mistralai
+                # does at "[DONE]"), as close() says: what it read is the exchange, not a failed one.
+                capture.finish()
+                raise
             except BaseException as exc:
                 capture.finish(exc)
                 raise
@@ -215,6 +220,9 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
                 async for chunk in self._inner:
                     capture.feed(chunk)
                     yield chunk
+            except GeneratorExit:
+                capture.finish()
+                raise
             except BaseException as exc:
                 capture.finish(exc)
                 raise

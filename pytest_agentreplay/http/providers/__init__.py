@@ -3,7 +3,8 @@
 An adapter is a module exposing ``NAME``, ``match(request, settings) -> endpoint | None``,
 ``request_fields(endpoint, body) -> dict`` and ``response_fields(endpoint, body_shape) -> dict``, and
 optionally ``model_from_request(request) -> str | None`` for APIs that name the model in the URL
-(Gemini), used when the body names none.
+(Gemini), used when the body names none, and ``url_fields(request) -> dict`` for what else the URL says
+(Azure OpenAI's deployment and ``api-version``, Vertex AI's location), added to the event's data.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Protocol
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from . import anthropic, bedrock, gemini, openai
+from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
 
 
 class ProviderAdapter(Protocol):
@@ -27,9 +28,15 @@ class ProviderAdapter(Protocol):
 
 
 ADAPTERS: dict[str, ProviderAdapter] = {
+    # Asked in order: Azure OpenAI and Mistral speak OpenAI's wire format at addresses of their own, so
+    # they come before OpenAI's adapter, which takes any host's ``/chat/completions``.
+    azure_openai.NAME: azure_openai,
+    mistral.NAME: mistral,
     openai.NAME: openai,
     anthropic.NAME: anthropic,
     gemini.NAME: gemini,
+    ollama.NAME: ollama,
+    cohere.NAME: cohere,
     bedrock.NAME: bedrock,
 }
 
@@ -41,3 +48,12 @@ def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:
         return None
     found = from_request(request)
     return str(found) if found is not None else None
+
+
+def url_fields(adapter: ProviderAdapter, request: HttpRequest) -> Document:
+    """What an adapter reads from the request's URL beside the model, if it reads anything there."""
+    from_url = getattr(adapter, "url_fields", None)
+    if from_url is None:
+        return {}
+    found = from_url(request)
+    return dict(found) if isinstance(found, dict) else {}

@@ -1,13 +1,16 @@
 """Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``).
 
 Both Google AI Studio (``generativelanguage.googleapis.com/v1beta/models/...``) and Vertex AI
-(``.../publishers/google/models/...``) URLs are recognised by their path. A stream arrives either as
-server-sent events (``?alt=sse``, one ``GenerateContentResponse`` per event) or, without ``alt=sse``,
-as one JSON array of ``GenerateContentResponse`` chunks; both are folded into one decision: the text
-of the non-thought parts of the first candidate, its ``functionCall`` parts as tool calls, the last
-``finishReason`` and the last (cumulative) ``usageMetadata``. The model is named in the URL, not the
-body. Credentials travel as the ``x-goog-api-key`` header or the ``key=`` query parameter; both are
-redacted by :mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
+(``.../projects/P/locations/L/publishers/google/models/...``, express mode's
+``.../publishers/google/models/...``, a tuned model's ``.../endpoints/E``) URLs are recognised by their
+path; a Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison) and its data
+says ``vertex: true`` and the ``location``. A stream arrives either as server-sent events (``?alt=sse``,
+one ``GenerateContentResponse`` per event) or, without ``alt=sse``, as one JSON array of
+``GenerateContentResponse`` chunks; both are folded into one decision: the text of the non-thought parts
+of the first candidate, its ``functionCall`` parts as tool calls, the last ``finishReason`` and the last
+(cumulative) ``usageMetadata``. The model is named in the URL, not the body. Credentials travel as the
+``x-goog-api-key`` header or the ``key=`` query parameter; both are redacted by
+:mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ NAME = "gemini"
 GENERATE = "generateContent"
 STREAM = "streamGenerateContent"
 
-# ".../models/gemini-2.5-flash:streamGenerateContent", ".../tunedModels/my-model:generateContent".
+# ".../models/gemini-2.5-flash:streamGenerateContent", ".../tunedModels/my-model:generateContent",
+# Vertex AI's ".../endpoints/1234:generateContent".
 _PATH = re.compile(
-    r"/(?:models|tunedModels)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
+    r"/(?:models|tunedModels|endpoints)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
 )
+_VERTEX_LOCATION = re.compile(r"/projects/[^/]+/locations/(?P<location>[^/]+)/")
 
 _NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
@@ -47,6 +52,19 @@ def model_from_request(request: HttpRequest) -> str | None:
     """The model named in the URL (``gemini-2.5-flash``); Gemini request bodies carry none."""
     found = _path_match(request)
     return found.group("model") if found is not None else None
+
+
+def url_fields(request: HttpRequest) -> Document:
+    """Vertex AI's calls say so, with their location; AI Studio's add nothing."""
+    path = request.path
+    located = _VERTEX_LOCATION.search(path)
+    if (
+        located is None
+        and "/publishers/" not in path
+        and not request.host.endswith("aiplatform.googleapis.com")
+    ):
+        return {}
+    return {"vertex": True, "location": located.group("location") if located is not None else None}
 
 
 def request_fields(endpoint: str, body: object) -> Document:

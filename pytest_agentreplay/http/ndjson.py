@@ -1,0 +1,104 @@
+"""Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser for
+teeing live streams and the encoder replay serves them with.
+
+Stored like server-sent events (:mod:`.sse`), in the body's ``sse`` list, one event per line:
+``{"data": <parsed JSON, or the line's text>, "t": seconds}``. A line is parsed as JSON only when it starts
+with ``{`` or ``[``, so any other line round-trips as its text. ``raw``: the line's exact wire text (its
+line ending, blank lines before it, key order and spacing), kept only when :func:`encode_line` of the
+stored (key-sorted) event would differ; replay serves it, so a client reads the bytes it read while
+recording. The body's content type tells replay which of the two encoders renders the events.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Mapping
+
+from ..core.documents import Document
+
+# Media types of newline-delimited JSON: Ollama sends the first; the others name the same format.
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
+_SEPARATORS = (",", ":")
+
+
+def is_ndjson_type(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() in NDJSON_TYPES
+
+
+def _parse_line(text: str) -> object:
+    if text[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+class NDJSONParser:
+    """Feed bytes as they arrive; every complete line comes back from :meth:`feed` as one event."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        # Blank lines read since the last event: they join the next event's wire text.
+        self._blank = ""
+        self._last: Document | None = None
+
+    def feed(self, chunk: bytes) -> list[Document]:
+        text = self._pending + self._decoder.decode(chunk)
+        lines = text.split("\n")
+        self._pending = lines.pop()
+        return [ev for line in lines if (ev := self._line(line + "\n")) is not None]
+
+    def finish(self) -> list[Document]:
+        tail = self._pending + self._decoder.decode(b"", final=True)
+        self._pending = ""
+        if tail.strip():
+            # A stream cut without its last newline still delivered that line to the client.
+            ev = self._line(tail)
+            return [ev] if ev is not None else []
+        trailing, self._blank = self._blank + tail, ""
+        if trailing and self._last is not None:
+            last = self._last
+            last["raw"] = str(last.get("raw") or encode_line(last).decode("utf-8")) + trailing
+        return []
+
+    def _line(self, wire: str) -> Document | None:
+        if not wire.strip():
+            self._blank += wire
+            return None
+        ev: Document = {"data": _parse_line(wire.strip())}
+        raw = self._blank + wire
+        if encode_line(ev, sort_keys=True).decode("utf-8") != raw:
+            ev["raw"] = raw
+        self._blank = ""
+        self._last = ev
+        return ev
+
+
+def parse_all(raw: bytes) -> list[Document]:
+    """Parse a complete stream (``t`` is 0: the arrival times are unknown)."""
+    parser = NDJSONParser()
+    events = parser.feed(raw)
+    events.extend(parser.finish())
+    for ev in events:
+        ev["t"] = 0.0
+    return events
+
+
+def encode_line(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
+    """One stored event -> its wire bytes (ending with its newline): its ``raw`` text when the stream had
+    one, else rendered compact (``sort_keys``: as from a cassette, keys sorted)."""
+    raw = ev.get("raw")
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    data = ev.get("data")
+    text = (
+        data
+        if isinstance(data, str)
+        else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
+    )
+    return (text + "\n").encode("utf-8")

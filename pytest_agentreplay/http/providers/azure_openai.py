@@ -1,0 +1,73 @@
+"""Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``.
+
+Recognised by path on any host (Azure API Management and private endpoints keep it):
+``/openai/deployments/<deployment>/chat/completions?api-version=...`` (what ``openai.AzureOpenAI`` sends)
+and ``/openai/responses``; and on Azure's own hosts (``*.openai.azure.com``,
+``*.cognitiveservices.azure.com``, ``*.services.ai.azure.com``) the v1 API,
+``/openai/v1/chat/completions`` and ``/openai/v1/responses``, whose body names the deployment as its
+``model``. The event's data says ``deployment`` and ``api_version`` beside ``model`` (what the request
+names) and ``response_model`` (what answered). Bodies are parsed by the OpenAI adapter. The ``api-key``
+header is a secret header, redacted like ``Authorization``.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs
+
+from ...core.documents import Document
+from ...core.run_settings import RunSettings
+from ..exchange import HttpRequest
+from . import openai
+
+NAME = "azure-openai"
+CHAT = openai.CHAT
+RESPONSES = openai.RESPONSES
+
+AZURE_HOST_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com")
+_DEPLOYMENT = re.compile(r"/openai/deployments/(?P<deployment>[^/]+)/chat/completions\Z")
+
+
+def _is_azure_host(host: str) -> bool:
+    return host.endswith(AZURE_HOST_SUFFIXES)
+
+
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
+    if request.method != "POST":
+        return None
+    path = request.path.rstrip("/")
+    if _DEPLOYMENT.search(path):
+        return CHAT
+    if path.endswith("/openai/responses"):
+        return RESPONSES
+    if _is_azure_host(request.host):
+        if path.endswith("/openai/v1/chat/completions"):
+            return CHAT
+        if path.endswith("/openai/v1/responses"):
+            return RESPONSES
+    return None
+
+
+def model_from_request(request: HttpRequest) -> str | None:
+    found = _DEPLOYMENT.search(request.path.rstrip("/"))
+    return found.group("deployment") if found is not None else None
+
+
+def url_fields(request: HttpRequest) -> Document:
+    """The deployment (the URL's, else the one the body names as its model) and the ``api-version``."""
+    deployment = model_from_request(request)
+    if deployment is None:
+        body = request.json()
+        named = body.get("model") if isinstance(body, dict) else None
+        deployment = named if isinstance(named, str) else None
+    query = request.url.partition("?")[2].partition("#")[0]
+    versions = parse_qs(query).get("api-version")
+    return {"deployment": deployment, "api_version": versions[0] if versions else None}
+
+
+def request_fields(endpoint: str, body: object) -> Document:
+    return openai.request_fields(endpoint, body)
+
+
+def response_fields(endpoint: str, body: Document | None) -> Document:
+    return openai.response_fields(endpoint, body)

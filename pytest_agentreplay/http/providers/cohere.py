@@ -1,0 +1,149 @@
+"""Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed.
+
+A plain answer is one JSON object: ``message.content`` (a list of ``{"type": "text"}`` parts),
+``message.tool_calls`` (OpenAI-shaped, arguments a JSON string), ``finish_reason`` and ``usage`` (``tokens``,
+else ``billed_units``). A stream is server-sent events whose ``data`` carries a ``type``: the text arrives in
+``content-delta`` events, tool calls in ``tool-call-start`` / ``tool-call-delta`` (argument pieces), the
+finish reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API
+(``/v1/chat``) has another shape and is not parsed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ...core.documents import Document
+from ...core.run_settings import RunSettings
+from ..exchange import HttpRequest
+from . import fields
+from .openai import _parse_args
+
+NAME = "cohere"
+CHAT = "chat"
+
+_DECODING = (
+    "temperature",
+    "max_tokens",
+    "p",
+    "k",
+    "seed",
+    "stop_sequences",
+    "frequency_penalty",
+    "presence_penalty",
+    "response_format",
+    "safety_mode",
+    "tool_choice",
+    "strict_tools",
+    "thinking",
+    "logprobs",
+    "citation_options",
+)
+_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+
+
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
+    if request.method != "POST":
+        return None
+    return CHAT if request.path.rstrip("/").endswith("/v2/chat") else None
+
+
+def request_fields(endpoint: str, body: object) -> Document:
+    return fields.request_fields(body, _DECODING)
+
+
+def _obj(value: object) -> Document:
+    return value if isinstance(value, dict) else {}
+
+
+def _usage(raw: object) -> Document:
+    if not isinstance(raw, dict):
+        return {}
+    tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
+    out: Document = {}
+    if tokens.get("input_tokens") is not None:
+        out["input_tokens"] = tokens["input_tokens"]
+    if tokens.get("output_tokens") is not None:
+        out["output_tokens"] = tokens["output_tokens"]
+    if raw.get("cached_tokens") is not None:
+        out["cached_input_tokens"] = raw["cached_tokens"]
+    return out
+
+
+def _call(raw: object) -> Document:
+    call = _obj(raw)
+    fn = _obj(call.get("function"))
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": _parse_args(fn.get("arguments"))}
+
+
+def _plain(body: Document) -> Document:
+    message = _obj(body.get("message"))
+    texts = [
+        str(part.get("text") or "")
+        for part in message.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "text"
+    ]
+    return {
+        "decision": {
+            "text": "".join(texts) or None,
+            "tool_calls": [_call(c) for c in message.get("tool_calls") or []],
+            "stop_reason": body.get("finish_reason"),
+        },
+        "usage": _usage(body.get("usage")),
+        "response_id": body.get("id"),
+        "response_model": body.get("model"),
+    }
+
+
+def _message(data: Document) -> Document:
+    return _obj(_obj(data.get("delta")).get("message"))
+
+
+def _stream(events: Iterable[object]) -> Document:
+    texts: list[str] = []
+    calls: dict[int, Document] = {}
+    stop_reason: object = None
+    usage: object = None
+    response_id: object = None
+    for ev in events:
+        data = ev.get("data") if isinstance(ev, dict) else None
+        if not isinstance(data, dict):
+            continue
+        kind = data.get("type")
+        message = _message(data)
+        if kind == "message-start":
+            response_id = data.get("id")
+        elif kind == "content-delta":
+            content = message.get("content")
+            if isinstance(content, dict) and isinstance(content.get("text"), str):
+                texts.append(content["text"])
+        elif kind in ("tool-call-start", "tool-call-delta"):
+            piece = _obj(message.get("tool_calls"))
+            slot = calls.setdefault(int(data.get("index") or 0), {"id": None, "name": None, "arguments": ""})
+            fn = _obj(piece.get("function"))
+            slot["id"] = piece.get("id") or slot["id"]
+            slot["name"] = fn.get("name") or slot["name"]
+            if isinstance(fn.get("arguments"), str):
+                slot["arguments"] += fn["arguments"]
+        elif kind == "message-end":
+            delta = _obj(data.get("delta"))
+            stop_reason = delta.get("finish_reason")
+            usage = delta.get("usage")
+    tool_calls = [
+        {"id": c["id"], "name": c["name"], "arguments": _parse_args(c["arguments"])}
+        for _, c in sorted(calls.items())
+    ]
+    return {
+        "decision": {"text": "".join(texts) or None, "tool_calls": tool_calls, "stop_reason": stop_reason},
+        "usage": _usage(usage),
+        "response_id": response_id,
+        "response_model": None,
+    }
+
+
+def response_fields(endpoint: str, body: Document | None) -> Document:
+    if not body:
+        return dict(_NO_RESPONSE)
+    if isinstance(body.get("sse"), list):
+        return _stream(body["sse"])
+    value = body.get("json")
+    return _plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)

@@ -1,0 +1,122 @@
+"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``.
+
+Plain answers are one JSON object; streamed ones (the default unless the request says ``"stream": false``)
+are newline-delimited JSON (``application/x-ndjson``, stored line by line, see :mod:`..ndjson`). Both fold
+into one decision: the concatenated ``message.content`` (chat) or ``response`` (generate), the
+``message.tool_calls`` (whole objects, arguments already parsed), the final chunk's ``done_reason``, and
+usage from ``prompt_eval_count`` / ``eval_count``. Thinking text (``thinking``) is left out of the decision
+text, as Gemini's thought parts are. Ollama's OpenAI-compatible ``/v1`` endpoints are the OpenAI adapter's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ...core.canonical import hash_value
+from ...core.documents import Document
+from ...core.run_settings import RunSettings
+from ..exchange import HttpRequest
+from .openai import _parse_args
+
+NAME = "ollama"
+CHAT = "chat"
+GENERATE = "generate"
+
+_ENDPOINTS = {"/api/chat": CHAT, "/api/generate": GENERATE}
+# Request keys beside ``options`` that change what the model answers.
+_DECODING = ("format", "think", "raw", "template", "suffix")
+_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+
+
+def match(request: HttpRequest, settings: RunSettings) -> str | None:
+    if request.method != "POST":
+        return None
+    path = request.path.rstrip("/")
+    endpoint = next((name for suffix, name in _ENDPOINTS.items() if path.endswith(suffix)), None)
+    if endpoint is None:
+        return None
+    # "/api/chat" is a common path: only a body naming a model (as Ollama's requests do) makes it Ollama's.
+    body = request.json()
+    return endpoint if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+
+
+def request_fields(endpoint: str, body: object) -> Document:
+    if not isinstance(body, dict):
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
+    options = body.get("options")
+    decoding: Document = (
+        {k: v for k, v in options.items() if v is not None} if isinstance(options, dict) else {}
+    )
+    for key in _DECODING:
+        if body.get(key) is not None:
+            decoding[key] = body[key]
+    tools = body.get("tools")
+    return {
+        "model": body.get("model"),
+        "decoding": decoding,
+        "tools_hash": hash_value(tools) if tools else None,
+        # Ollama streams unless told not to.
+        "streamed": body.get("stream") is not False,
+    }
+
+
+def _usage(chunk: Document) -> Document:
+    out: Document = {}
+    if chunk.get("prompt_eval_count") is not None:
+        out["input_tokens"] = chunk["prompt_eval_count"]
+    if chunk.get("eval_count") is not None:
+        out["output_tokens"] = chunk["eval_count"]
+    if "input_tokens" in out and "output_tokens" in out:
+        out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
+    return out
+
+
+def _fold(endpoint: str, chunks: Iterable[object]) -> Document:
+    texts: list[str] = []
+    calls: list[Document] = []
+    stop_reason: object = None
+    usage: Document = {}
+    model: object = None
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        model = model or chunk.get("model")
+        if chunk.get("error") is not None:
+            stop_reason = "error"
+            continue
+        message = chunk.get("message")
+        if endpoint == CHAT and isinstance(message, dict):
+            if isinstance(message.get("content"), str):
+                texts.append(message["content"])
+            for call in message.get("tool_calls") or []:
+                fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(fn, dict):
+                    calls.append(
+                        {
+                            "id": call.get("id"),
+                            "name": fn.get("name"),
+                            "arguments": _parse_args(fn.get("arguments")),
+                        }
+                    )
+        elif endpoint == GENERATE and isinstance(chunk.get("response"), str):
+            texts.append(chunk["response"])
+        if chunk.get("done"):
+            stop_reason = chunk.get("done_reason") or stop_reason
+            usage = _usage(chunk)
+    return {
+        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": stop_reason},
+        "usage": usage,
+        "response_id": None,  # Ollama's answers carry no id
+        "response_model": model,
+    }
+
+
+def response_fields(endpoint: str, body: Document | None) -> Document:
+    if not body:
+        return dict(_NO_RESPONSE)
+    if "sse" in body:
+        return _fold(endpoint, [ev.get("data") for ev in body["sse"] if isinstance(ev, dict)])
+    value = body.get("json")
+    if isinstance(value, dict):
+        return _fold(endpoint, [value])
+    return dict(_NO_RESPONSE)
