@@ -264,11 +264,16 @@ class TestRun:
         runs.finish(ctx, "ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
-            saved = (passed or self.settings.save_on_failure) and self._save(
+            # A call refused while recording (classified "model" and no provider reads it) that the agent
+            # swallowed: the recording lacks it, so the test fails and its cassette is not saved.
+            refused = ctx.failures[0] if ctx.failures and passed else None
+            saved = ((passed and refused is None) or self.settings.save_on_failure) and self._save(
                 ctx.recorder.run, ctx.recorder.events
             )
             action = Action.RECORDED if saved else Action.NOT_SAVED
             self.outcome = TestOutcome(self.nodeid, str(self.cassette), action, "record")
+            if refused is not None:
+                raise refused
             return self.outcome
         # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
         # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.

@@ -72,9 +72,6 @@ class ProviderSet:
         return None
 
 
-BUILTIN_SET: Final = ProviderSet(BUILTIN)
-
-
 def providers_of(settings: RunSettings) -> ProviderSet:
     """The providers a run with ``settings`` asks (its session's, else the built-in ones)."""
     found = settings.providers
@@ -94,6 +91,8 @@ def request_model(adapter: Provider, request: HttpRequest) -> str | None:
     found = from_request(request)
     return str(found) if found is not None else None
 
+
+BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
 __all__ = [
     "ADAPTERS",
