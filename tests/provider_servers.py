@@ -1,9 +1,9 @@
 """A model API of its own wire format ("tiny"), served on 127.0.0.1 for tests/test_providers_interface.py.
 
 ``POST /api/complete`` takes ``{"model_name", "preamble_text", "turns": [{"role", "text"}], "functions",
-"stream"}`` and answers ``{"output": {"say", "invoke": [{"fn", "args"}]}, "finish", "tokens": {"in", "out"}}``,
-or with ``"stream": true`` server-sent events ``{"delta": "..."}`` then ``{"finish", "tokens"}``. The answer
-echoes the last turn's text. ``GET /anything`` answers a small JSON document (a "metadata" endpoint).
+"stream"}`` and answers ``{"output": {"say", "invoke": [{"fn", "args"}]}, "finish", "tokens": {"in",
+"out"}}``, or with ``"stream": true`` server-sent events ``{"delta": "..."}`` then ``{"finish",
+"tokens"}``. The answer echoes the last turn's text. ``GET /anything`` answers a small JSON document.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _handler(owner: TinyModelServer) -> type[BaseHTTPRequestHandler]:
                 body = {"output": {"say": said, "invoke": invoke}, "finish": "done", "tokens": tokens}
                 self._send(200, json.dumps(body).encode())
                 return
-            events = [{"delta": word + " "} for word in said.split()]
+            events: list[dict[str, object]] = [{"delta": word + " "} for word in said.split()]
             events.append({"finish": "done", "tokens": tokens})
             stream = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
             self._send(200, stream, "text/event-stream")

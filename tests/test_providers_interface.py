@@ -62,7 +62,8 @@ class TinyProvider:
             "decision": {{
                 "text": output.get("say"),
                 "tool_calls": [
-                    {{"id": None, "name": c["fn"], "arguments": c["args"]}} for c in output.get("invoke") or []
+                    {{"id": None, "name": c["fn"], "arguments": c["args"]}}
+                    for c in output.get("invoke") or []
                 ],
                 "stop_reason": last.get("finish"),
             }},
