@@ -392,3 +392,61 @@ def test_tolerated_hosts_refuse_without_failing(project: Project) -> None:
     bad = project.run()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "tolerated_hosts" in bad.stderr.str()
+
+
+# -- the same, one level down -------------------------------------------------------------------------
+
+
+def _tiny_provider(name: str = "tiny") -> Any:
+    space: dict[str, Any] = {"__name__": "tiny_provider_unit"}
+    exec(compile(PROVIDER.format(name=name), "tiny_provider_unit.py", "exec"), space)
+    return space["TinyProvider"]()
+
+
+def test_sandbox_and_model_comparison_expect_a_declared_conversation_to_change() -> None:
+    from pytest_agentreplay.core.capture import Recorder, RunContext
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.http.providers import BUILTIN, ProviderSet
+    from pytest_agentreplay.replay.modes import mode_rules
+
+    providers = ProviderSet([_tiny_provider(), *BUILTIN])
+
+    def rules(mode: str) -> list[str]:
+        ctx = RunContext(Recorder(RunMeta(run_id="r")), mode=mode, settings={"providers": providers})
+        return [str(rule["selector"]) for rule in mode_rules(ctx)]
+
+    assert "model.call:input_ref.body.json.turns" in rules("sandbox")
+    assert "model.call:input_ref.body.json.turns" in rules("model-comparison")
+    assert rules("regression") == []
+
+
+def test_guard_refusal_names_the_library_of_a_thread_of_its_own() -> None:
+    import threading
+
+    from pytest_agentreplay.core.capture import Recorder, RunContext
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.guard.reports import refusal
+
+    ctx = RunContext(Recorder(RunMeta(run_id="r", test="t.py::t")), mode="regression", cassette="c.json")
+    ctx.origin_thread = threading.get_ident()
+    found: list[BaseException] = []
+    # What LiteLLM's background fetch does below the guard: its module asks, a socket refuses.
+    space: dict[str, Any] = {"__name__": "litellm.x", "refusal": refusal, "ctx": ctx, "found": found}
+    exec(
+        compile(
+            "def fetch():\n"
+            "    found.append(refusal(ctx, 'raw.githubusercontent.com:443', 'socket.connect', "
+            "thread='litellm-model-cost-map-retry'))\n",
+            "litellm/x.py",
+            "exec",
+        ),
+        space,
+    )
+    worker = threading.Thread(target=space["fetch"], name="litellm-model-cost-map-retry")
+    worker.start()
+    worker.join()
+    (error,) = found
+    text = str(error)
+    assert "made by: litellm (code in module litellm.x)" in text
+    assert "known case: LiteLLM fetching its model-cost map" in text
+    assert "1. set LITELLM_LOCAL_MODEL_COST_MAP=True" in text
