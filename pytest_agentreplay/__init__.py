@@ -47,6 +47,9 @@ if TYPE_CHECKING:
         NetworkBlockedError as NetworkBlockedError,
     )
     from .exceptions import (
+        NoProviderError as NoProviderError,
+    )
+    from .exceptions import (
         RecordedToolError as RecordedToolError,
     )
     from .exceptions import (
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
     from .exceptions import (
         UnmatchedRequestError as UnmatchedRequestError,
     )
+    from .http.providers.interface import InputFields as InputFields
+    from .http.providers.interface import Provider as Provider
     from .runtime.values import record_value as record_value
 
 _WHERE = {
@@ -72,6 +77,9 @@ _WHERE = {
     "current_run": "core.capture",
     "state_hash": "core.capture",
     "FORMAT_VERSION": "core.constants",
+    "InputFields": "http.providers.interface",
+    "Provider": "http.providers.interface",
+    "NoProviderError": "exceptions",
     "AgentReplayError": "exceptions",
     "CassetteError": "exceptions",
     "ConfigError": "exceptions",

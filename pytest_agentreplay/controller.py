@@ -22,7 +22,7 @@ from .core.documents import Document
 from .core.paths import item_cassette_path, recorded_nodeid
 from .exceptions import ReportError
 from .report.status import Status, TestStatus
-from .report.summary import summary_lines
+from .report.summary import summary_lines, tolerated_lines
 
 if TYPE_CHECKING:
     from .guard.session_namespace import Isolation
@@ -85,6 +85,8 @@ class SessionController:
         self.statuses: list[TestStatus] = []
         self._status_index: dict[str, int] = {}
         self.comparisons: list[Document] = []
+        # (node id, call) of the calls refused without failing their test (``tolerated_hosts``).
+        self.tolerated: list[tuple[str, str]] = []
         self.unused: list[str] = []
         self.removed: list[str] = []
         self.unused_skipped_reason: str | None = None
@@ -127,6 +129,9 @@ class SessionController:
 
     def add_comparison(self, comparison: Mapping[str, object]) -> None:
         self.comparisons.append(dict(comparison))
+
+    def add_tolerated(self, nodeid: str, calls: Iterable[str]) -> None:
+        self.tolerated.extend((nodeid, str(call)) for call in calls)
 
     @property
     def red(self) -> list[TestStatus]:
@@ -240,6 +245,7 @@ class SessionController:
             from .replay.comparison import summary_lines as comparison_lines
 
             lines.extend(comparison_lines(self.comparisons))
+        lines.extend(tolerated_lines(self.tolerated))
         for message in self.facts.strays:
             lines.append(f"  FAILED network access after the test ended: {message.splitlines()[0]}")
         if self.report_error is not None:
@@ -262,6 +268,7 @@ class SessionController:
             or self.removed
             or self.unused_skipped_reason
             or self.facts.strays
+            or self.tolerated
             or self.report_error
         )
 

@@ -57,6 +57,10 @@ class ConfigError(AgentReplayError):
     """Invalid configuration: option, ini key, marker argument or rule."""
 
 
+class NoProviderError(ConfigError):
+    """An exchange was classified as a model call and no provider of the session reads it."""
+
+
 class CassetteError(AgentReplayError):
     """A cassette cannot be read or written as it is."""
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .core.documents import Document
+
+if TYPE_CHECKING:
+    from .http.providers.interface import Provider
 
 
 @pytest.hookspec(firstresult=True)
@@ -17,7 +22,8 @@ def pytest_agentreplay_classify_exchange(request: Document, response: Document) 
     is its stored shape when known, else None (replay classifies a request before it picks the response to
     serve); both are copies of their own (changing them changes no event). Return ``"read"`` (served from
     the cassette in replay), ``"write"`` (an effect: stubbed with its recorded receipt), ``"model"`` (a
-    model call; a provider adapter must understand the endpoint) or None to let the built-in classifier
+    model call; a provider of the session must read it, or the call is refused with ``NoProviderError``,
+    which fails the test) or None to let the built-in classifier
     decide. The first non-None result wins; any other value is a usage
     error naming the request.
     """
@@ -42,3 +48,15 @@ def pytest_agentreplay_diff_rules(item: pytest.Item, mode: str) -> list[Document
 @pytest.hookspec(firstresult=True)
 def pytest_agentreplay_cassette_path(item: pytest.Item, default: Path) -> Path | None:
     """Choose the cassette path of a test; return None to keep ``default``."""
+
+
+@pytest.hookspec
+def pytest_agentreplay_providers(config: pytest.Config) -> Sequence[Provider | type[Provider]] | None:
+    """Add providers: objects (or classes, instantiated without arguments) with the members of
+    :class:`pytest_agentreplay.Provider`, each reading one model API's exchanges as ``model.call`` events.
+
+    Called once per session, when the first test that records or replays needs the providers (every
+    implementation's results, in pytest's hook order). They are asked before those of the entry point group
+    ``pytest_agentreplay.providers`` and before the built-in ones (OpenAI, Anthropic, Gemini); one named
+    like a built-in provider replaces it. A result that is not a provider is a usage error naming it.
+    """

@@ -51,6 +51,7 @@ COMPARISON_PROPERTY = "agentreplay-comparison"
 NETWORK_PROPERTY = "agentreplay.network"
 # What --agentreplay-isolate did, decided before conftest files load; absent: isolation off.
 ISOLATION_KEY = pytest.StashKey["Isolation"]()
+TOLERATED_PROPERTY = "agentreplay-tolerated"
 
 OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
     (
@@ -149,6 +150,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
     )
     parser.addini(
+        "agentreplay_tolerated_hosts",
+        help="hosts whose unmatched calls in replay are refused without failing the test (libraries' own "
+        "telemetry and metadata fetches; listed in the summary); empty by default",
+        default=None,
+    )
+    parser.addini(
         "agentreplay_fail_on_unused",
         help="fail the session when cassettes no test uses remain (default true)",
         type="bool",
@@ -235,6 +242,14 @@ class SessionHooks:
         items = [i for i in (*session.items, *self.deselected) if uses_agentreplay(i)]
         partial = partial_modules(self.config.invocation_params.dir, self.config.args)
         self.controller.collected((collected_test(i) for i in items), partial)
+        if items:
+            # The session's providers, now that every conftest is loaded: a bad one stops the session.
+            from .run_setup import session_providers  # heavy: the recorder, only when a test replays
+
+            try:
+                session_providers(self.config)
+            except ConfigError as exc:
+                raise pytest.UsageError(str(exc)) from exc
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:
@@ -324,6 +339,9 @@ class SessionHooks:
 
                 report.sections.append((SECTION, render_comparison(comparison)))
                 report.user_properties.append((COMPARISON_PROPERTY, json.dumps(comparison)))
+            if test_run.ctx.replay.tolerated:
+                # A property: it travels from an xdist worker with the report.
+                report.user_properties.append((TOLERATED_PROPERTY, json.dumps(test_run.ctx.replay.tolerated)))
         if report.when == "teardown":
             status = decide_status(item, reports, test_run)
             # A plain dict: it travels from an xdist worker with the report.
@@ -348,6 +366,8 @@ class SessionHooks:
             elif name == GUARD_NOTE_PROPERTY and report.when == "teardown":
                 key, _, text = str(value).partition("|")
                 self.guard_notes.setdefault(key, text)
+            elif name == TOLERATED_PROPERTY:
+                self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:

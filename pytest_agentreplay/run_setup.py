@@ -39,6 +39,9 @@ from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
 from .guard.children import live_children, unreached_children
 from .handle import AgentReplay
+from .http.providers import ProviderSet
+from .http.providers.registry import entry_point_providers
+from .http.providers.registry import session_providers as providers_from
 from .intercept import install
 from .item_facts import (
     BLOCK_KEY,
@@ -52,6 +55,19 @@ from .item_facts import (
 )
 from .report.status import Cause
 from .session import TestRun
+
+# The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).
+PROVIDERS_KEY = pytest.StashKey[ProviderSet]()
+
+
+def session_providers(config: pytest.Config) -> ProviderSet:
+    """The providers of the session (built on first call). Raises ``ConfigError``."""
+    found = config.stash.get(PROVIDERS_KEY, None)
+    if found is None:
+        hooks = config.hook.pytest_agentreplay_providers(config=config)
+        found = providers_from(hooks, entry_point_providers())
+        config.stash[PROVIDERS_KEY] = found
+    return found
 
 
 def new_test_run(request: pytest.FixtureRequest, overrides: Document, cassette: Path) -> TestRun:
@@ -71,6 +87,7 @@ def new_test_run(request: pytest.FixtureRequest, overrides: Document, cassette: 
         foreign = foreign_adapters.source_for(request)
         if foreign is not None:
             marker = foreign.marker_defaults(marker)
+        providers = session_providers(request.config)
         test_settings = resolve_test_settings(
             settings,
             nodeid=item.nodeid,
@@ -94,6 +111,7 @@ def new_test_run(request: pytest.FixtureRequest, overrides: Document, cassette: 
             r for r in hook.pytest_agentreplay_diff_rules(item=item, mode=test_settings.mode) if r
         ],
         classify_hook=_classify_hook(hook),
+        providers=providers,
         cassette_named=marker.get("cassette") is not None,
         foreign=foreign,
         rootdir=item.config.rootpath,

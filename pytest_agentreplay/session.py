@@ -29,6 +29,7 @@ from .exceptions import (
     DriftError,
     WrongTestCassetteError,
 )
+from .http.providers import ProviderSet, providers_of
 from .redaction import Redactor
 from .replay.audit import audit_problems
 from .replay.foreign import ForeignSource
@@ -78,6 +79,8 @@ class TestRun:
     redact_hook: Callable[[Document], Document] | None = None
     rules_hook: Callable[[], list[Document]] | None = None
     classify_hook: Callable[[Document, Document | None], str | None] | None = None
+    # The session's providers (``http.providers.ProviderSet``); None: the built-in ones.
+    providers: ProviderSet | None = None
     # The cassette was named with the marker's ``cassette=``: it may be shared with other tests.
     cassette_named: bool = False
     # Another tool's recordings of this test (replay/foreign.py): served when its cassette is absent.
@@ -130,6 +133,7 @@ class TestRun:
             # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
             runtime_values=getattr(self.test, "runtime_values", None),
             classify_hook=self.classify_hook,
+            providers=self.providers,
             model_override=self.test.model,
         )
         if self.recording and self.test.record == "missing":
@@ -260,11 +264,16 @@ class TestRun:
         runs.finish(ctx, "ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
-            saved = (passed or self.settings.save_on_failure) and self._save(
+            # A call refused while recording (classified "model" and no provider reads it) that the agent
+            # swallowed: the recording lacks it, so the test fails and its cassette is not saved.
+            refused = ctx.failures[0] if ctx.failures and passed else None
+            saved = ((passed and refused is None) or self.settings.save_on_failure) and self._save(
                 ctx.recorder.run, ctx.recorder.events
             )
             action = Action.RECORDED if saved else Action.NOT_SAVED
             self.outcome = TestOutcome(self.nodeid, str(self.cassette), action, "record")
+            if refused is not None:
+                raise refused
             return self.outcome
         # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
         # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.
@@ -348,7 +357,12 @@ class TestRun:
             extra=mode_rules(ctx) or None,
         )
         result = compare_run(
-            recorded_dicts, replayed_dicts, layers=layers, labels=recorded.run.labels, payloads=side
+            recorded_dicts,
+            replayed_dicts,
+            layers=layers,
+            labels=recorded.run.labels,
+            payloads=side,
+            inputs=providers_of(ctx.settings).inputs,
         )
         self.drift = result
         outcome = TestOutcome(

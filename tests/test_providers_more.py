@@ -31,7 +31,7 @@ from pytest_agentreplay.core.run_settings import RunSettings  # noqa: E402
 from pytest_agentreplay.http import bodies, ndjson  # noqa: E402
 from pytest_agentreplay.http.classify import classify_exchange  # noqa: E402
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse  # noqa: E402
-from pytest_agentreplay.http.providers import ollama  # noqa: E402
+from pytest_agentreplay.http.providers import azure_openai, gemini, ollama  # noqa: E402
 from pytest_agentreplay.http.recording import model_request_fields  # noqa: E402
 
 # Built from parts: no key-shaped literal in the repository.
@@ -467,17 +467,19 @@ def test_a_service_of_its_own_at_api_chat_is_not_ollama() -> None:
 def test_url_fields_say_azure_deployment_and_vertex_location() -> None:
     url = "https://c.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21"
     request = _post(url, {"messages": []})
-    data = model_request_fields(request, classify_exchange(request, None, RunSettings()))
+    data = model_request_fields(
+        request, classify_exchange(request, None, RunSettings()), adapter=azure_openai
+    )
     assert (data["model"], data["deployment"], data["api_version"]) == ("prod-4o", "prod-4o", "2024-10-21")
     studio = _post(
         "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
         {"contents": []},
     )
-    fields = model_request_fields(studio, classify_exchange(studio, None, RunSettings()))
+    fields = model_request_fields(studio, classify_exchange(studio, None, RunSettings()), adapter=gemini)
     assert "vertex" not in fields  # AI Studio's events are as they were
     express = _post(
         "https://aiplatform.googleapis.com/v1/publishers/google/models/gemini-2.5-flash:generateContent",
         {"contents": []},
     )
-    fields = model_request_fields(express, classify_exchange(express, None, RunSettings()))
+    fields = model_request_fields(express, classify_exchange(express, None, RunSettings()), adapter=gemini)
     assert (fields["vertex"], fields["location"], fields["model"]) == (True, None, "gemini-2.5-flash")

@@ -87,6 +87,7 @@ PROJECT_KEYS = (
     "inline_limit",
     "runtime_values",
     "mcp_effects",
+    "tolerated_hosts",
 )
 
 
@@ -177,7 +178,7 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
     cli = {name: config.getoption("agentreplay_" + name) for name in names}
     ini: dict[str, object] = {}
-    for name in (*names, "fail_on_unused", "runtime_values", "mcp_effects"):
+    for name in (*names, "fail_on_unused", "runtime_values", "mcp_effects", "tolerated_hosts"):
         try:
             ini[name] = config.getini("agentreplay_" + name)
         except (TypeError, ValueError) as exc:
@@ -221,6 +222,7 @@ def settings_before_parse(config: Any, names: Sequence[str]) -> Settings:
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
 _INI_EXPECTED = {
     "allow_hosts": "a string of host names separated by spaces or commas",
+    "tolerated_hosts": "a string of host names separated by spaces or commas",
     "runtime_values": 'a string: any of clock, uuid, random, or "" to turn it off',
 }
 _BOOLEANS = ("update", "save_on_failure", "block_network", "isolate_subprocesses", "fail_on_unused")
@@ -287,6 +289,10 @@ def build_settings(
     for value, where in reversed(mcp_effects):
         if value is not None and value != "":
             http["mcp_effects"] = check.effect_map(value, places.origin(where, "mcp_effects"))
+    tolerated = [(ini.get("tolerated_hosts"), "ini"), (project.get("tolerated_hosts"), "project")]
+    for value, where in reversed(tolerated):
+        if value is not None and value != "":
+            http["tolerated_hosts"] = check.hosts(value, places.origin(where, "tolerated_hosts"))
     # Run settings reach the network guard through each run's settings.
     http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
     values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))

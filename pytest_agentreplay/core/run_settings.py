@@ -63,6 +63,12 @@ class RunSettings:
     # The run only blocks the network (--agentreplay-block-network outside a replaying test): its
     # refusals say so.
     block_network_only: bool = False
+    # Hosts whose unmatched calls in replay are refused without failing the test (libraries' own telemetry
+    # and metadata fetches); the refusals are listed in the session summary.
+    tolerated_hosts: tuple[str, ...] = ()
+    # The session's providers (``http.providers.ProviderSet``, a layer above: narrowed where it is read);
+    # None: the built-in ones.
+    providers: object = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> RunSettings:
@@ -117,6 +123,10 @@ def _hosts(value: object, _origin: check.Origin) -> frozenset[str]:
     return frozenset(str(h).lower() for h in items) if value else frozenset()
 
 
+def _host_names(value: object, origin: check.Origin) -> tuple[str, ...]:
+    return check.hosts(value, origin) if value else ()
+
+
 def _flag(value: object, _origin: check.Origin) -> bool:
     return bool(value)
 
@@ -141,6 +151,7 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
         "faults": _as_given,
         "isolate_subprocesses": _flag,
         "block_network_only": _flag,
+        "tolerated_hosts": _host_names,
     }
 )
 # Fields given already typed (by the session, not by the user): taken as they are.

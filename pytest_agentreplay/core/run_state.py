@@ -121,3 +121,6 @@ class ReplayState:
     sandbox: object = None
     # replay/policy.py: (method, host, path) -> ``Classification`` of the built-in rules.
     classified: dict[tuple[str, str, str], object] = field(default_factory=dict)
+    # replay/http.py: unmatched calls to ``tolerated_hosts``, refused without failing the test (one line
+    # each, for the session summary).
+    tolerated: list[str] = field(default_factory=list)

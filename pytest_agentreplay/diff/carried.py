@@ -7,10 +7,11 @@ suggested rule can point at that one message rather than at every message of eve
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Final
 
 from ..core.canonical import dumps_compact
+from ..http.providers.interface import InputFields
 from .result import Difference
 from .text import ABSENT
 
@@ -23,6 +24,31 @@ RoleMap = dict[tuple[int | None, int | None, tuple[str, ...]], str]
 REQUEST_SIDE: Final = ("input_ref", "data.decoding", "data.model", "data.tools_hash")
 # The request lists whose items are the turns of a conversation, per provider wire format.
 _CONVERSATIONS: Final = frozenset({"messages", "input", "contents"})
+# The request keys that hold the system prompt.
+_SYSTEM: Final = frozenset({"system", "instructions", "system_instruction", "systemInstruction", "preamble"})
+
+
+@dataclass(frozen=True, slots=True)
+class InputNames:
+    """The top-level request keys that name what a model is given, over every provider of a run."""
+
+    conversation: frozenset[str] = _CONVERSATIONS
+    system: frozenset[str] = _SYSTEM
+    tools: frozenset[str] = frozenset({"tools"})
+
+    @classmethod
+    def declared(cls, fields: InputFields | None) -> InputNames:
+        """The built-in names and those the run's providers declare (``Provider.INPUT_FIELDS``)."""
+        if fields is None:
+            return DEFAULT_NAMES
+        return cls(
+            _CONVERSATIONS | frozenset(fields.conversation),
+            _SYSTEM | frozenset(fields.system),
+            frozenset({"tools", *fields.tools}),
+        )
+
+
+DEFAULT_NAMES: Final = InputNames()
 # What a reader calls a message of each role.
 _ROLE_NAMES: Final = {
     "system": "system prompt",
@@ -58,7 +84,9 @@ def _key(diff: Difference) -> tuple[str, ...]:
     )
 
 
-def collapse_carried(differences: Iterable[Difference], roles: RoleMap) -> tuple[Difference, ...]:
+def collapse_carried(
+    differences: Iterable[Difference], roles: RoleMap, names: InputNames = DEFAULT_NAMES
+) -> tuple[Difference, ...]:
     """``differences`` with each request change the model calls resend kept once (at its first call),
     carrying the seq pairs of every call it appeared in, and each request change named (``subject``)."""
     out: list[Difference] = []
@@ -80,7 +108,7 @@ def collapse_carried(differences: Iterable[Difference], roles: RoleMap) -> tuple
     for index, pairs in carriers.items():
         diff = out[index]
         out[index] = replace(
-            diff, subject=subject_of(diff, roles), carriers=tuple(pairs) if len(pairs) > 1 else ()
+            diff, subject=subject_of(diff, roles, names), carriers=tuple(pairs) if len(pairs) > 1 else ()
         )
     return tuple(out)
 
@@ -103,29 +131,29 @@ def note_role(
         roles[(*seqs, tokens)] = role
 
 
-def is_conversation_item(tokens: tuple[str, ...]) -> bool:
+def is_conversation_item(tokens: tuple[str, ...], names: InputNames = DEFAULT_NAMES) -> bool:
     """``input_ref.body.json.messages[3]`` and the like: one turn of a request's conversation."""
     return (
         len(tokens) == 5
         and tokens[:3] == ("input_ref", "body", "json")
-        and tokens[3] in _CONVERSATIONS
+        and tokens[3] in names.conversation
         and tokens[4].startswith("[")
     )
 
 
-def subject_of(diff: Difference, roles: RoleMap) -> str | None:
+def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAMES) -> str | None:
     """What a reader calls the changed request part: ``system prompt``, ``user message (messages[1])``,
     ``tool definition (tools[2])``; None when the path names nothing more specific than itself."""
     tokens = diff.path_tokens
     if tokens[:3] != ("input_ref", "body", "json") or len(tokens) < 4:
         return None
     top = tokens[3]
-    if top in ("system", "instructions", "system_instruction", "systemInstruction", "preamble"):
+    if top in names.system:
         return "system prompt"
     indexed = len(tokens) > 4 and tokens[4].startswith("[")
-    if top == "tools":
-        return f"tool definition (tools{tokens[4]})" if indexed else "tool definitions"
-    if not is_conversation_item(tokens[:5]):
+    if top in names.tools:
+        return f"tool definition ({top}{tokens[4]})" if indexed else "tool definitions"
+    if not is_conversation_item(tokens[:5], names):
         return None
     # A whole message added or dropped carries its role in its value.
     role = roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:5])) or (

@@ -12,7 +12,7 @@ from typing import TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
 from .align import VOLATILE_ENVELOPE, align_histories, identity
-from .carried import RoleMap, collapse_carried, is_conversation_item, note_role
+from .carried import DEFAULT_NAMES, InputNames, RoleMap, collapse_carried, is_conversation_item, note_role
 from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
@@ -154,8 +154,10 @@ class _PairWalker:
         stats: _Stats,
         kind: DiffKind = "changed",
         roles: RoleMap | None = None,
+        names: InputNames = DEFAULT_NAMES,
     ) -> None:
         self.rules = rules
+        self.names = names
         self.resolve = resolve
         self.event_type = event_type
         self.labelled = event
@@ -214,7 +216,7 @@ class _PairWalker:
         if _same(a, b):
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            if self.roles is not None and is_conversation_item(tokens):
+            if self.roles is not None and is_conversation_item(tokens, self.names):
                 note_role(self.roles, self.seqs, tokens, a, b)  # names the change: "system prompt"
             for key in sorted(set(a) | set(b), key=str):
                 va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
@@ -356,11 +358,13 @@ def compare_histories(
     *,
     rules: RuleSet | None = None,
     resolve: Resolver | None = None,
+    names: InputNames = DEFAULT_NAMES,
 ) -> DriftResult:
     """Align ``replayed`` to ``recorded`` and judge every difference with ``rules`` (default: the
     regression-mode defaults). ``resolve(ref)`` returns the payload of an ``input_ref``/``output_ref``
     stored by ``sha256``; refs with the same ``sha256`` (or the same ``inline`` value) are equal without
-    resolving. Without ``resolve`` differing blob refs are compared by their ``sha256``."""
+    resolving. Without ``resolve`` differing blob refs are compared by their ``sha256``. ``names``: the
+    request keys that hold a model's conversation, system prompt and tools (the run's providers')."""
     rules = rules if rules is not None else RuleSet.defaults("regression")
     if not rules.compares:
         return DriftResult(
@@ -375,7 +379,7 @@ def compare_histories(
     def walker(
         ev: Event, seqs: tuple[int | None, int | None], sink: list[Difference], kind: DiffKind
     ) -> _PairWalker:
-        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind, roles)
+        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind, roles, names)
 
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]
@@ -433,7 +437,7 @@ def compare_histories(
     entries.sort(key=lambda e: e[0])
     return DriftResult(
         mode=rules.mode,
-        differences=collapse_carried((d for _, sink in entries for d in sink), roles),
+        differences=collapse_carried((d for _, sink in entries for d in sink), roles, names),
         events_recorded=len(recorded),
         events_replayed=len(replayed),
         pairs_compared=len(alignment.pairs) + len(alignment.moved),

@@ -13,6 +13,8 @@ from typing import Protocol
 
 from ..core.documents import Document
 from ..core.events import PayloadRef
+from ..http.providers.interface import InputFields
+from .carried import InputNames
 from .compare import compare_histories
 from .result import DriftResult
 from .rules import RuleSet, RuleSpec, is_imported
@@ -72,7 +74,15 @@ def compare_run(
     layers: RuleLayers,
     labels: Mapping[str, object] | None,
     payloads: PayloadSource,
+    inputs: InputFields | None = None,
 ) -> DriftResult:
-    """The drift of ``replayed`` from ``recorded``, judged by the rules of ``layers``."""
+    """The drift of ``replayed`` from ``recorded``, judged by the rules of ``layers``; ``inputs``: what the
+    run's providers declare as a model's input (named so in the differences)."""
     rules = rules_for(layers, labels)
-    return compare_histories(recorded, replayed, rules=rules, resolve=payload_resolver(payloads))
+    return compare_histories(
+        recorded,
+        replayed,
+        rules=rules,
+        resolve=payload_resolver(payloads),
+        names=InputNames.declared(inputs),
+    )

@@ -31,6 +31,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Final, NoReturn
 
+from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
 from .decision import Verdict
@@ -79,6 +80,10 @@ def refusal(
     evidence = [f"destination: {destination}", f"call: {channel}", f"thread: {thread}"]
     if child_pid is not None:
         evidence.append(f"process: child {child_pid} of the test's process")
+    # A library's own call (a thread of its own, a known fetch): name the library and its fix.
+    caller = caller_of_call(destination, None if child_pid is not None else _test_thread(run))
+    evidence.extend(line for line in caller.evidence() if not line.startswith("thread: "))
+    known_fixes = caller.fixes()
     test = nodeid(run)
     if block_only(run):
         evidence.append(
@@ -89,7 +94,7 @@ def refusal(
             BLOCK_HEADLINE + destination,
             evidence=evidence,
             place=f"test {test}" if test else None,
-            fixes=_block_fixes(test, host),
+            fixes=[*known_fixes, *_block_fixes(test, host)],
         )
     evidence += [
         "replay is fail-closed: only the cassette answers, and it records and serves only calls made "
@@ -102,8 +107,12 @@ def refusal(
         evidence=evidence,
         cassette=run.cassette,
         mode=run.mode,
-        fixes=_replay_fixes(test, host),
+        fixes=[*known_fixes, *_replay_fixes(test, host)],
     )
+
+
+def _test_thread(run: GuardRun) -> int | None:
+    return None if isinstance(run, ParentRun) else run.origin_thread
 
 
 def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedError:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 from ..core.run_settings import RunSettings
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, NoProviderError
 from .exchange import HttpRequest, HttpResponse
 from .grpc_calls import flavour, is_grpc
-from .providers import ADAPTERS
+from .providers import providers_of
 
 Kind = Literal["model", "read", "write"]
 
@@ -108,10 +108,9 @@ def classify_exchange(
             result = fn(request, response, settings)
             if result is not None:
                 return result
-    for name, adapter in ADAPTERS.items():
-        endpoint = adapter.match(request, settings)
-        if endpoint is not None:
-            return Classification("model", provider=name, endpoint=endpoint)
+    model = providers_of(settings).match(request, settings)
+    if model is not None:
+        return Classification("model", provider=model[0], endpoint=model[1])
     if is_grpc(request.url):
         found = flavour(request.path)
         kind: Kind = "write" if found == "write" else "read"
@@ -126,26 +125,42 @@ def _from_hook(kind: str, request: HttpRequest, settings: RunSettings) -> Classi
     if kind in ("read", "write"):
         return Classification(cast(Kind, kind), tool_name=tool_name_for(request, settings))
     if kind == "model":
-        for name, adapter in ADAPTERS.items():
-            endpoint = adapter.match(request, settings)
-            if endpoint is not None:
-                return Classification("model", provider=name, endpoint=endpoint)
+        return _model(request, settings)
+    raise ConfigError(
+        f"pytest_agentreplay_classify_exchange returned {kind!r} for {request.method} {request.url}",
+        evidence=["valid results: 'model', 'read', 'write' or None"],
+        mode=None,
+        fixes=[
+            "return 'read' or 'write' for a tool service, 'model' for a model API a provider reads, or None "
+            "to let the built-in rules decide",
+        ],
+    )
+
+
+def _model(request: HttpRequest, settings: RunSettings) -> Classification:
+    providers = providers_of(settings)
+    found = providers.match(request, settings)
+    if found is None:
         # An OpenAI-compatible gateway on a path of its own: try the request's origin as its base URL.
         origin = request.url.split("?", 1)[0].rsplit("/", 2)[0]
         widened = replace(settings, openai_compatible_base_urls=(origin, request.url.rsplit("/", 1)[0]))
-        for name, adapter in ADAPTERS.items():
-            endpoint = adapter.match(request, widened)
-            if endpoint is not None:
-                return Classification("model", provider=name, endpoint=endpoint)
-    raise ConfigError(
-        f"pytest_agentreplay_classify_exchange returned {kind!r} for {request.method} {request.url}",
+        found = providers.match(request, widened)
+    if found is not None:
+        return Classification("model", provider=found[0], endpoint=found[1])
+    # Raised to the caller (the replay policy refuses the call with it and keeps it in the run's failures):
+    # an exception inside the user's HTTP client would be wrapped, retried or swallowed by it.
+    raise NoProviderError(
+        f"{request.method} {request.url} is classified as a model call, and no provider reads it",
         evidence=[
-            "valid results: 'model', 'read', 'write' or None",
-            "'model' needs a provider adapter (OpenAI, Anthropic, Gemini) that understands the endpoint",
+            "classified 'model' by the pytest_agentreplay_classify_exchange hook",
+            f"providers asked, in order: {', '.join(providers.names)}",
         ],
-        mode=None,
         fixes=[
-            "return 'read' or 'write' for a tool service, or None to let the built-in rules decide",
+            "register a provider that reads this API: a class with NAME, match, request_fields and "
+            "response_fields (pytest_agentreplay.Provider) returned by a pytest_agentreplay_providers hook "
+            "in your conftest.py, or installed under the entry point group 'pytest_agentreplay.providers'",
+            "or classify it 'read' or 'write' in pytest_agentreplay_classify_exchange (recorded as an HTTP "
+            "read or an effect)",
             "for an OpenAI-compatible gateway, list its base URL in openai_compatible_base_urls",
         ],
     )

@@ -30,7 +30,7 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import ADAPTERS, request_model, url_fields
+from .providers import Provider, providers_of, request_model, url_fields
 from .stream_formats import StreamParser, format_for
 
 if TYPE_CHECKING:
@@ -115,9 +115,8 @@ def _digest_memo(ctx: RunContext) -> DigestMemo:
 
 
 def model_request_fields(
-    request: HttpRequest, cls: Classification, memo: DigestMemo | None = None
+    request: HttpRequest, cls: Classification, memo: DigestMemo | None = None, *, adapter: Provider
 ) -> Document:
-    adapter = ADAPTERS[str(cls.provider)]
     body = request.json()
     fields = adapter.request_fields(str(cls.endpoint), body)
     if fields.get("model") is None:  # Gemini names the model in the URL
@@ -149,14 +148,15 @@ def emit_exchange(
         share_repeats(ctx, request)
         data_class = settings.model_data_class
         data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
-        data.update(model_request_fields(request, cls, _digest_memo(ctx)))
+        adapter = providers_of(settings)[cls.provider]
+        data.update(model_request_fields(request, cls, _digest_memo(ctx), adapter=adapter))
         if response.is_sse:
             data["streamed"] = True
         if response_data is not None:
             for field_name in RESPONSE_FIELDS:
                 data[field_name] = response_data.get(field_name)
         else:
-            data.update(ADAPTERS[str(cls.provider)].response_fields(str(cls.endpoint), response.body))
+            data.update(adapter.response_fields(str(cls.endpoint), response.body))
         data["status"] = response.status
         data["latency_ms"] = latency
         if extra:

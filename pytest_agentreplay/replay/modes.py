@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.constants import Mode
 from ..guard import allow_list_admits, collect_child_refusals
+from ..http.providers import providers_of
 from .comparison import comparison_for
 from .sandbox import effect_problems, fault_rules, state_for, violations_error
 
@@ -83,6 +84,15 @@ def finish_replay(ctx: RunContext) -> None:
 
 def mode_rules(ctx: RunContext) -> list[dict[str, Any]]:
     """Extra diff rules the run's mode and settings call for (layer ``default``)."""
+    rules: list[dict[str, Any]] = []
     if ctx.mode is Mode.SANDBOX and ctx.settings.faults:
-        return fault_rules()
-    return []
+        rules.extend(fault_rules())
+    if ctx.mode in (Mode.SANDBOX, Mode.MODEL_COMPARISON):
+        # As the defaults treat ``messages``: the conversation carries what the sandbox services or the live
+        # model answered back to the model, in every provider's wire format.
+        rules.extend(
+            {"selector": f"model.call:input_ref.body.json.{name}", "verdict": "expected"}
+            for name in providers_of(ctx.settings).inputs.conversation
+            if name != "messages"
+        )
+    return rules

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..exceptions import NoProviderError
 from ..guard import allow_list_admits
 from ..http.classify import Classification, classify_exchange, has_custom_classifiers
 from ..http.exchange import HttpRequest, HttpResponse
@@ -120,7 +121,10 @@ def classify(ctx: RunContext, request: HttpRequest) -> Classification:
 
 def decide(ctx: RunContext, request: HttpRequest) -> Action:
     """The action for ``request`` in the run ``ctx`` (recording or replaying)."""
-    cls = classify(ctx, request)
+    try:
+        cls = classify(ctx, request)
+    except NoProviderError as exc:
+        return Refuse(_no_provider(ctx, exc))
     if ctx.recording:
         return Send(request, request.host, LiveCapture(ctx, request, cls))
     instead = ctx.served_instead
@@ -135,6 +139,22 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
             return Refuse(unmatched(ctx, request, cls))
         return Serve(response)
     return _live(ctx, request, cls)
+
+
+def _no_provider(ctx: RunContext, exc: NoProviderError) -> NoProviderError:
+    """The refusal of a call classified ``model`` that no provider reads: located, and kept in
+    ``ctx.failures`` (an SDK wraps or retries what its transport raises; the test must fail all the same)."""
+    located = NoProviderError(
+        exc.headline,
+        evidence=exc.evidence,
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        place=ctx.settings.nodeid,
+        fixes=exc.fixes,
+    )
+    if not any(str(f) == str(located) for f in ctx.failures):  # a retrying client asks again
+        ctx.failures.append(located)
+    return located
 
 
 def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:

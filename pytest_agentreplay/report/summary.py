@@ -151,3 +151,14 @@ def summary_lines(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) ->
         lines.append("next:")
         lines.extend(f"  {step}" for step in steps)
     return lines
+
+
+def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
+    """The calls refused without failing their test (hosts in ``tolerated_hosts``): (node id, call) pairs,
+    each call once per test."""
+    if not tolerated:
+        return []
+    unique = list(dict.fromkeys(tolerated))
+    lines = [f"tolerated: {_plural(len(unique), 'call')} to tolerated_hosts refused without failing the test"]
+    lines.extend(f"  refused, tolerated: {call} in {nodeid}" for nodeid, call in unique)
+    return lines

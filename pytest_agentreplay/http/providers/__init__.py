@@ -1,48 +1,107 @@
-"""Provider adapters: recognise a model endpoint and extract the decision from its exchange.
+"""Providers: recognise a model endpoint and read the decision from its exchange.
 
-An adapter is a module exposing ``NAME``, ``match(request, settings) -> endpoint | None``,
-``request_fields(endpoint, body) -> dict`` and ``response_fields(endpoint, body_shape) -> dict``, and
-optionally ``model_from_request(request) -> str | None`` for APIs that name the model in the URL
-(Gemini), used when the body names none, and ``url_fields(request) -> dict`` for what else the URL says
-(Azure OpenAI's deployment and ``api-version``, Vertex AI's location), added to the event's data.
+The interface is :class:`~.interface.Provider` (public: ``pytest_agentreplay.Provider``); the built-in
+providers are the modules ``openai``, ``anthropic`` and ``gemini`` of this package. A run reads the
+providers of its session from its settings (``RunSettings.providers``, a :class:`ProviderSet` the plugin
+builds once per session in :mod:`.registry`); code outside a pytest session (``capture_run``, the CLI)
+reads the built-in ones.
+
+A provider may also read the request's URL: ``model_from_request(request) -> str | None`` for APIs that
+name the model in the URL (Gemini, Bedrock), used when the body names none, and ``url_fields(request) ->
+dict`` for what else the URL says (Azure OpenAI's deployment and ``api-version``, Vertex AI's location),
+added to the event's data.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Final
 
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
+from .interface import InputFields, Provider, as_input_fields
+
+# The old name of the interface, for code that imported it.
+ProviderAdapter = Provider
+
+# Asked in order: Azure OpenAI and Mistral speak OpenAI's wire format at addresses of their own, so they
+# come before OpenAI's adapter, which takes any host's ``/chat/completions``.
+BUILTIN: Final[tuple[Provider, ...]] = (
+    azure_openai,
+    mistral,
+    openai,
+    anthropic,
+    gemini,
+    ollama,
+    cohere,
+    bedrock,
+)
+# The built-in providers by name (read-only): what a run without a session's providers reads.
+ADAPTERS: Final[Mapping[str, Provider]] = MappingProxyType({p.NAME: p for p in BUILTIN})
 
 
-class ProviderAdapter(Protocol):
-    NAME: str
+class ProviderSet:
+    """The providers of a session, in the order they are asked, each name once. Immutable."""
 
-    def match(self, request: HttpRequest, settings: RunSettings) -> str | None: ...
+    __slots__ = ("_by_name", "inputs", "order")
 
-    def request_fields(self, endpoint: str, body: object) -> Document: ...
+    def __init__(self, providers: Iterable[Provider]) -> None:
+        by_name: dict[str, Provider] = {}
+        for provider in providers:
+            # The first of a name wins: a project's provider named like a built-in one replaces it.
+            by_name.setdefault(provider.NAME, provider)
+        self._by_name: Mapping[str, Provider] = MappingProxyType(by_name)
+        self.order: tuple[Provider, ...] = tuple(by_name.values())
+        inputs = InputFields()
+        for provider in self.order:
+            inputs = inputs | input_fields(provider)
+        # Every provider's input fields together: a comparison reads events of any of them.
+        self.inputs: InputFields = inputs
 
-    def response_fields(self, endpoint: str, body: Document | None) -> Document: ...
+    def __iter__(self) -> Iterator[Provider]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def get(self, name: str | None) -> Provider | None:
+        return self._by_name.get(str(name))
+
+    def __getitem__(self, name: str | None) -> Provider:
+        provider = self._by_name.get(str(name))
+        if provider is None:
+            raise KeyError(name)
+        return provider
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def match(self, request: HttpRequest, settings: RunSettings) -> tuple[str, str] | None:
+        """(provider name, endpoint) of the first provider that recognises ``request``."""
+        for provider in self.order:
+            endpoint = provider.match(request, settings)
+            if endpoint is not None:
+                return provider.NAME, str(endpoint)
+        return None
 
 
-ADAPTERS: dict[str, ProviderAdapter] = {
-    # Asked in order: Azure OpenAI and Mistral speak OpenAI's wire format at addresses of their own, so
-    # they come before OpenAI's adapter, which takes any host's ``/chat/completions``.
-    azure_openai.NAME: azure_openai,
-    mistral.NAME: mistral,
-    openai.NAME: openai,
-    anthropic.NAME: anthropic,
-    gemini.NAME: gemini,
-    ollama.NAME: ollama,
-    cohere.NAME: cohere,
-    bedrock.NAME: bedrock,
-}
+def providers_of(settings: RunSettings) -> ProviderSet:
+    """The providers a run with ``settings`` asks (its session's, else the built-in ones)."""
+    found = settings.providers
+    return found if isinstance(found, ProviderSet) else BUILTIN_SET
 
 
-def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:
-    """The model an adapter reads from the request itself (the URL), if it knows how."""
+def input_fields(provider: Provider) -> InputFields:
+    """What a provider declares as the model's input (``INPUT_FIELDS``; optional, nothing when absent)."""
+    return as_input_fields(getattr(provider, "INPUT_FIELDS", None)) or InputFields()
+
+
+def request_model(adapter: Provider, request: HttpRequest) -> str | None:
+    """The model a provider reads from the request itself (the URL), if it knows how."""
     from_request = getattr(adapter, "model_from_request", None)
     if from_request is None:
         return None
@@ -50,10 +109,27 @@ def request_model(adapter: ProviderAdapter, request: HttpRequest) -> str | None:
     return str(found) if found is not None else None
 
 
-def url_fields(adapter: ProviderAdapter, request: HttpRequest) -> Document:
+def url_fields(adapter: Provider, request: HttpRequest) -> Document:
     """What an adapter reads from the request's URL beside the model, if it reads anything there."""
     from_url = getattr(adapter, "url_fields", None)
     if from_url is None:
         return {}
     found = from_url(request)
     return dict(found) if isinstance(found, dict) else {}
+
+
+BUILTIN_SET: Final = ProviderSet(BUILTIN)
+
+__all__ = [
+    "ADAPTERS",
+    "BUILTIN",
+    "BUILTIN_SET",
+    "InputFields",
+    "Provider",
+    "ProviderAdapter",
+    "ProviderSet",
+    "input_fields",
+    "providers_of",
+    "request_model",
+    "url_fields",
+]

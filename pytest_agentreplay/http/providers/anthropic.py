@@ -9,8 +9,11 @@ from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import fields
+from .interface import InputFields
 
 NAME = "anthropic"
+# Where the request holds what the model is given (drift reports name changes there for what they are).
+INPUT_FIELDS = InputFields(conversation=("messages",), system=("system",), tools=("tools",))
 MESSAGES = "messages"
 
 _DECODING = (

@@ -22,8 +22,13 @@ from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
+from .interface import InputFields
 
 NAME = "gemini"
+# Where the request holds what the model is given (drift reports name changes there for what they are).
+INPUT_FIELDS = InputFields(
+    conversation=("contents",), system=("systemInstruction", "system_instruction"), tools=("tools",)
+)
 GENERATE = "generateContent"
 STREAM = "streamGenerateContent"
 

@@ -1,0 +1,132 @@
+"""Who made a refused call: the thread it came from and the code (module, library) that made it.
+
+Libraries call out for themselves (a model-cost map fetched at import, telemetry, version checks), often
+from a background thread of their own that lands inside whichever test runs at the time. A refusal that
+names only the URL sends the reader looking through their own code; naming the thread and the library,
+and the fix when the case is known, ends the search. Read from the stack of the refusing thread: the first
+frame outside the HTTP stack (clients, event loops, this plugin) is the code that asked for the call.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import Final
+
+# Top-level packages (and standard modules) a call passes through on its way out: never "who made it".
+_HTTP_STACK: Final = frozenset(
+    {
+        "pytest_agentreplay",
+        "httpx",
+        "httpcore",
+        "h11",
+        "h2",
+        "anyio",
+        "sniffio",
+        "urllib3",
+        "requests",
+        "aiohttp",
+        "aiohappyeyeballs",
+        "multidict",
+        "yarl",
+        "http",
+        "urllib",
+        "socket",
+        "ssl",
+        "selectors",
+        "asyncio",
+        "concurrent",
+        "threading",
+        "contextlib",
+        "functools",
+        "trio",
+        "botocore",
+        "boto3",
+        "s3transfer",
+        "respx",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KnownCaller:
+    """A library's own call whose fix is known: recognised by the library or by the URL it fetches."""
+
+    library: str
+    url_part: str
+    what: str
+    fix: str
+
+
+KNOWN: Final[tuple[KnownCaller, ...]] = (
+    KnownCaller(
+        library="litellm",
+        # raw.githubusercontent.com/BerriAI/litellm/main/model_prices_and_context_window.json (its default
+        # ``LITELLM_MODEL_COST_MAP_URL``), fetched when litellm is imported and retried from a thread.
+        url_part="model_prices_and_context_window",
+        what="LiteLLM fetching its model-cost map (at import, and again from a background thread)",
+        fix="set LITELLM_LOCAL_MODEL_COST_MAP=True in the test environment before litellm is imported (in "
+        "conftest.py: os.environ.setdefault('LITELLM_LOCAL_MODEL_COST_MAP', 'True'), or in CI's "
+        "environment): LiteLLM then reads the map it ships with and fetches nothing",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Where a refused call came from."""
+
+    thread: str
+    # The call came from a thread other than the one running the test (a library's, or a pool's).
+    foreign_thread: bool
+    # The module of the first frame outside the HTTP stack, and its top-level package.
+    module: str | None
+    known: KnownCaller | None
+
+    @property
+    def library(self) -> str | None:
+        return self.module.split(".", 1)[0] if self.module else None
+
+    def evidence(self) -> list[str]:
+        lines: list[str] = []
+        if self.foreign_thread:
+            lines.append(f"thread: {self.thread!r} (not the thread running the test)")
+        if self.module and (self.foreign_thread or self.known is not None):
+            lines.append(f"made by: {self.library} (code in module {self.module})")
+        if self.known is not None:
+            lines.append(f"known case: {self.known.what}")
+        return lines
+
+    def fixes(self) -> list[str]:
+        return [self.known.fix] if self.known is not None else []
+
+    def summary(self) -> str:
+        """``thread 'x', by litellm``: one line of the session summary."""
+        parts = []
+        if self.foreign_thread:
+            parts.append(f"thread {self.thread!r}")
+        if self.library:
+            parts.append(f"by {self.library}")
+        return ", ".join(parts)
+
+
+def calling_module(frame: FrameType | None) -> str | None:
+    """The module of the first frame, outward from ``frame``, that is not part of the HTTP stack."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if isinstance(name, str) and name.split(".", 1)[0] not in _HTTP_STACK:
+            return name
+        frame = frame.f_back
+    return None
+
+
+def caller_of_call(url: str, test_thread: int | None) -> Caller:
+    """The caller of the call being refused in this thread (``test_thread``: the test's own thread id)."""
+    current = threading.current_thread()
+    module = calling_module(sys._getframe(1))
+    library = module.split(".", 1)[0] if module else None
+    known = next((k for k in KNOWN if k.library == library or k.url_part in url), None)
+    foreign = test_thread is not None and current.ident != test_thread
+    return Caller(thread=current.name, foreign_thread=foreign, module=module, known=known)
