@@ -19,8 +19,10 @@ import mcp_servers
 from frameworks_lab import Lab, make_lab, preload
 from servers import ModelReply
 
-# The MCP SDK's modules the adapter patches: imported in the outer process so that every inner session
-# (pytester drops the modules it imported) patches the same copy the frameworks hold.
+# The frameworks and the MCP SDK's modules the adapter patches, imported in the outer process at collection,
+# before any inner session of any test module: pytester drops the modules an inner session imported first,
+# and a class still held elsewhere then names a module that is gone (pydantic's RootModel: ``KeyError:
+# 'pydantic.root_model'`` when a generic model is built later).
 _SDK = (
     "mcp",
     "mcp.client.stdio",
@@ -28,6 +30,18 @@ _SDK = (
     "mcp.client.streamable_http",
     "mcp.shared.jsonrpc_dispatcher",
 )
+
+
+def _preloaded(*modules: str) -> bool:
+    try:
+        preload(*modules, *_SDK)
+    except ImportError:
+        return False
+    return True
+
+
+HAS_PYDANTIC_AI_MCP = _preloaded("pydantic_ai", "pydantic_ai.mcp", "fastmcp.client")
+HAS_AGENTS_MCP = _preloaded("agents", "agents.mcp", "openai")
 
 
 INNER = """
@@ -139,8 +153,8 @@ PYDANTIC_AI_OUT = (
 
 @pytest.fixture
 def pydantic_ai_lab(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[McpFrameworkLab]:
-    pytest.importorskip("pydantic_ai.mcp")
-    preload("pydantic_ai", "pydantic_ai.mcp", "fastmcp.client", *_SDK)
+    if not HAS_PYDANTIC_AI_MCP:
+        pytest.skip("needs pydantic-ai-slim[mcp]")
     yield from _mcp_lab(pytester, monkeypatch, PYDANTIC_AI_KIT)
 
 
@@ -197,7 +211,7 @@ import os
 import sys
 
 import openai
-from agents import Agent, Runner, set_default_openai_api, set_default_openai_client, set_trace_processors
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_trace_processors
 from agents.mcp import MCPServerStdio
 
 import mcp_servers
@@ -218,13 +232,13 @@ class NotesServer(MCPServerStdio):
 
 
 async def main(question):
+    # The model with its own client: the SDK's process-wide defaults stay as other tests set them.
     client = openai.AsyncOpenAI(base_url=os.environ["LLM_URL"] + "/v1", api_key="sk-test", max_retries=0)
-    set_default_openai_client(client, use_for_tracing=False)
-    set_default_openai_api("chat_completions")
+    model = OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client)
     env = {key: os.environ[key] for key in ("MCP_MARKER", "MCP_NOTES")}
     params = {"command": sys.executable, "args": [mcp_servers.__file__, "stdio"], "env": env}
     async with NotesServer(params=params, name="notes", client_session_timeout_seconds=30) as server:
-        agent = Agent(name="notes", instructions="Keep notes.", model="gpt-4o-mini", mcp_servers=[server])
+        agent = Agent(name="notes", instructions="Keep notes.", model=model, mcp_servers=[server])
         result = await Runner.run(agent, question)
     await client.close()  # before asyncio.run closes the loop its connections live on
     outputs = [item.output for item in result.new_items if item.type == "tool_call_output_item"]
@@ -249,8 +263,8 @@ AGENTS_REPLIES = [
 
 @pytest.fixture
 def agents_lab(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Iterator[McpFrameworkLab]:
-    pytest.importorskip("agents.mcp")
-    preload("agents", "agents.mcp", "openai", *_SDK)
+    if not HAS_AGENTS_MCP:
+        pytest.skip("needs openai-agents")
     yield from _mcp_lab(pytester, monkeypatch, AGENTS_KIT)
 
 
