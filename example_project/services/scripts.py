@@ -133,7 +133,28 @@ LARGE_REFUND = Scenario(
     ),
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (ORDER_STATUS, LATE_PARCEL, SMALL_REFUND, LARGE_REFUND)}
+# The only scenario whose agent has the check_warranty tool (the warranty MCP server: warranty_mcp.py).
+WARRANTY_CHECK = Scenario(
+    name="warranty_check",
+    customer_id="C-9",
+    message="The laptop stand from order A1004 wobbles a bit. Is it still under warranty?",
+    script=(
+        Turn(call("check_warranty", order_id="A1004")),
+        Turn(
+            say(
+                "Yes: your laptop stand (order A1004) has the extended warranty, active until 2027-04-19. "
+                "Shall I open a repair request?"
+            ),
+            after="check_warranty",
+            result_contains='"status": "active"',
+        ),
+        Turn(say("I'm sorry, I could not find a warranty for this order."), after="check_warranty"),
+    ),
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s for s in (ORDER_STATUS, LATE_PARCEL, SMALL_REFUND, LARGE_REFUND, WARRANTY_CHECK)
+}
 
 # The challenger model used by the model-comparison runs: same decisions on the order-status question
 # (other wording), but on the late parcel it searches the knowledge base *before* looking the order up.

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentreplay import record_state
 
@@ -23,6 +23,9 @@ from .tools import (
     issue_refund,
     search_knowledge_base,
 )
+
+if TYPE_CHECKING:  # the MCP client is imported only by agents given a warranty server
+    from .warranty import WarrantyClient
 
 AGENT_NAME = "northwind-support"
 SYSTEM_PROMPT = (
@@ -73,6 +76,14 @@ TOOLS: list[ToolSpec] = [
         },
     ),
 ]
+
+# Offered to the model only by an agent given a warranty server (``SupportAgent(warranty=...)``): the other
+# agents' model requests, and so their recorded cassettes, do not change.
+WARRANTY_TOOL = ToolSpec(
+    "check_warranty",
+    "Check the warranty of an order's item: plan, status (active, not covered) and expiry date.",
+    {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+)
 
 
 def system_prompt() -> str:
@@ -125,6 +136,7 @@ class SupportAgent:
         sleep: Callable[[float], None] = time.sleep,
         max_steps: int = 8,
         timeout: float = 30.0,
+        warranty: WarrantyClient | None = None,
     ) -> None:
         self.provider = provider
         self.model = model or DEFAULT_MODELS[provider]
@@ -140,13 +152,15 @@ class SupportAgent:
             sleep=sleep,
         )
         self._order_totals: dict[str, float] = {}
+        self.warranty = warranty
+        self.tools = [*TOOLS, WARRANTY_TOOL] if warranty is not None else TOOLS
 
     def close(self) -> None:
         self.backoffice.close()
 
     def _backend(self) -> ModelBackend:
         cls = OpenAIChat if self.provider == "openai" else AnthropicMessages
-        return cls(model=self.model, tools=TOOLS, stream=self.stream, **self._model_args)  # type: ignore[arg-type]
+        return cls(model=self.model, tools=self.tools, stream=self.stream, **self._model_args)  # type: ignore[arg-type]
 
     def handle(self, message: str, *, customer_id: str, conversation_id: str) -> AgentResult:
         backend = self._backend()
@@ -201,6 +215,8 @@ class SupportAgent:
                 )
                 state.tickets.append(ticket["receipt"])
                 return ticket
+            if call.name == "check_warranty" and self.warranty is not None:
+                return self.warranty.check(str(args["order_id"]))
             if call.name == "issue_refund":
                 order_id = str(args["order_id"])
                 amount = round(float(args["amount"]), 2)

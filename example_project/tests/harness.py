@@ -4,7 +4,7 @@ exactly the local services the current replay mode talks to for real."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import (
     CHALLENGER_SCRIPTS,
@@ -17,6 +17,9 @@ from services import (
 from support_agent import AgentResult, Provider, ScriptedApprover, SupportAgent
 
 from pytest_agentreplay.handle import AgentReplay
+
+if TYPE_CHECKING:  # the MCP SDK is needed only by the warranty scenario (test_support_mcp.py)
+    from support_agent.warranty import WarrantyClient
 
 # Fake keys only: the model servers accept any key with these prefixes. Never put a real key here.
 API_KEYS: dict[str, str] = {"openai": "sk-test-support-0001", "anthropic": "sk-ant-test-support-0001"}
@@ -48,6 +51,7 @@ class SupportHarness:
         approver: ScriptedApprover | None = None,
         backoffice_url: str = BACKOFFICE_URL,
         ticket_timeout: float = 2.0,
+        warranty: WarrantyClient | None = None,
     ) -> SupportAgent:
         agent = SupportAgent(
             provider=provider,
@@ -61,6 +65,7 @@ class SupportHarness:
             approver=approver or ScriptedApprover({"A1004": True}),
             ticket_timeout=ticket_timeout,
             sleep=self.sleeps.append,  # Retry-After is honoured, without slowing the suite down
+            warranty=warranty,
         )
         self.agents.append(agent)
         return agent
@@ -73,8 +78,10 @@ class SupportHarness:
         stream: bool = False,
         approver: ScriptedApprover | None = None,
         ticket_timeout: float = 2.0,
+        warranty: WarrantyClient | None = None,
     ) -> AgentResult:
-        """Run ``scenario``; starts exactly the services this mode talks to for real."""
+        """Run ``scenario``; starts exactly the services this mode talks to for real. The warranty MCP
+        server is not one of them: the agent's tool starts it over stdio when it runs live."""
         spec = SCENARIOS[scenario]
         if self.replay.recording:
             self.backoffice = self._start(BackofficeService())
@@ -95,6 +102,7 @@ class SupportHarness:
             stream=stream,
             approver=approver,
             ticket_timeout=ticket_timeout,
+            warranty=warranty,
         )
         conversation = f"conv-{scenario}-{provider}-{'stream' if stream else 'plain'}"
         return agent.handle(spec.message, customer_id=spec.customer_id, conversation_id=conversation)
