@@ -277,7 +277,14 @@ class SessionHooks:
         blocked = item.stash.get(BLOCK_KEY, None)
         test_run = item.stash.get(TEST_RUN_KEY, None)
         if test_run is None or test_run.ctx is None:
-            result = yield
+            try:
+                result = yield
+            except BaseException:
+                if blocked is not None:
+                    from .run_setup import call_refusals  # heavy: the guard, only once installed
+
+                    call_refusals(item)  # the call failed already: its refusals are not teardown's
+                raise
             if blocked is not None:
                 from .run_setup import call_refusals  # heavy: the guard, only once installed
 
