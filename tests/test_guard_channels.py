@@ -869,11 +869,29 @@ def test_children_of_a_non_replaying_process_are_untouched(counters: Counters) -
     assert time.monotonic() - start < 30
 
 
-def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out() -> None:
+    """The fallback takes the process-wide socket gate away and puts it back: run in a fresh interpreter,
+    where no earlier test's lingering guard or thread decides what it sees."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", f"{__file__}::test_fallback_in_a_fresh_process", "-q"]
+        + ["-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        env={**os.environ, "AGENTREPLAY_FALLBACK_CHILD": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(
+    not os.environ.get("AGENTREPLAY_FALLBACK_CHILD"), reason="run by the test above, in a fresh interpreter"
+)
+def test_fallback_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
     def immutable(*args: object) -> None:
         raise TypeError("cannot set attribute of immutable type")
 
     original = _socket.socket
+    check = socket_gate.GATE.check
     # The plugin put the gate in place when it loaded: take it away, so the guard's install puts it back.
     socket_gate.uninstall()
     try:
@@ -888,4 +906,5 @@ def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out(monkeypatch
     finally:
         monkeypatch.undo()
         socket_gate.install(permanent=True)
+        socket_gate.arm(check)
     assert socket_gate.GATE.permanent and _socket.socket.__dict__["connect"] is socket_gate._connect
