@@ -872,9 +872,9 @@ def test_children_of_a_non_replaying_process_are_untouched(counters: Counters) -
 def test_without_a_patchable_c_type_a_guarded_subclass_is_handed_out() -> None:
     """The fallback takes the process-wide socket gate away and puts it back: run in a fresh interpreter,
     where no earlier test's lingering guard or thread decides what it sees."""
+    plugins_off = ["-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"]
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", f"{__file__}::test_fallback_in_a_fresh_process", "-q"]
-        + ["-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        [sys.executable, "-m", "pytest", f"{__file__}::test_fallback_in_a_fresh_process", "-q", *plugins_off],
         env={**os.environ, "AGENTREPLAY_FALLBACK_CHILD": "1"},
         capture_output=True,
         text=True,
