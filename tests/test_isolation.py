@@ -22,6 +22,7 @@ from isolation_servers import CountingServer, non_loopback_ipv4
 from pytest_agentreplay.core.config import Settings
 from pytest_agentreplay.core.constants import NETNS_ENV_VAR
 from pytest_agentreplay.guard import session_namespace
+from pytest_agentreplay.guard.no_route import NoRoutes, parse_snmp, parse_snmp6
 from pytest_agentreplay.guard.session_namespace import (
     explain,
     kernel_refusal,
@@ -96,6 +97,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingServer]:
     with CountingServer(host) as counting:
         monkeypatch.setenv("ISO_HOST", counting.host)
         monkeypatch.setenv("ISO_PORT", str(counting.port))
+        monkeypatch.setenv("ISO_UDP_PORT", str(counting.udp_port))
         yield counting
 
 
@@ -162,11 +164,10 @@ def test_replay_in_its_namespace_stops_native_code_and_children(
         [
             "*failed (network-blocked*test_cases.py::test_python_connect*",
             "network guard: namespace (the session runs in its own network namespace: loopback only)",
-            "FAILED test_cases.py::test_native_connect - AssertionError: ENETUNREACH",
+            "FAILED test_cases.py::test_native_connect - Failed: network access blocked by the session's*",
         ],
         consecutive=False,
     )
-    assert "OSError: [Errno 101] Network is unreachable" in isolated.stdout.str()  # the -S child
     report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
     assert report["network"] == {
         "level": "namespace",
@@ -176,10 +177,186 @@ def test_replay_in_its_namespace_stops_native_code_and_children(
         "unreachable_hosts": ["sandbox.example.com"],
     }
     causes = {t["nodeid"].split("::")[-1]: t["cause"] for t in report["tests"]}
-    assert causes["test_python_connect"] == "network-blocked"
+    # The two the Python guard cannot see fail for what the kernel counted, not for their own assertion.
+    assert causes == dict.fromkeys(
+        ["test_native_connect", "test_child_without_site", "test_python_connect"], "network-blocked"
+    )
     properties = _junit_properties(pytester.path / "junit.xml", "test_python_connect")
     assert properties["agentreplay.network"] == "namespace"
     assert properties["agentreplay.cause"] == "network-blocked"
+
+
+# Code that bypasses the Python guard and swallows the error it gets: the test would pass but for the kernel's
+# count. One phase each (the call, a fixture's set-up before agent_replay, a fixture's teardown), and one
+# test whose traffic stays on loopback (counted by no one).
+SWALLOWED = """
+import ctypes, os, socket, struct, subprocess, sys
+import pytest
+
+HOST = os.environ["ISO_HOST"]
+PORT = int(os.environ["ISO_PORT"])
+UDP_PORT = int(os.environ["ISO_UDP_PORT"])
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def address(host, port):
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + socket.inet_aton(host) + bytes(8)
+
+
+def libc_connect(host, port):
+    fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+    libc.connect(fd, address(host, port), 16)  # the error is swallowed
+    libc.close(fd)
+
+
+def libc_sendto(host, port):
+    fd = libc.socket(socket.AF_INET, socket.SOCK_DGRAM, 0)
+    libc.sendto(fd, b"ping", 4, 0, address(host, port), 16)  # the error is swallowed
+    libc.close(fd)
+
+
+@pytest.fixture
+def connects_in_setup():
+    libc_connect(HOST, PORT)
+
+
+@pytest.fixture
+def connects_in_teardown():
+    yield
+    libc_connect(HOST, PORT)
+
+
+@pytest.mark.agentreplay
+def test_native_tcp(agent_replay):
+    libc_connect(HOST, PORT)
+
+
+@pytest.mark.agentreplay
+def test_native_udp(agent_replay):
+    libc_sendto(HOST, UDP_PORT)
+
+
+@pytest.mark.agentreplay
+def test_child_without_site(agent_replay):
+    code = f"import socket\\ntry: socket.create_connection(({HOST!r}, {PORT}), timeout=5).close()\\nexcept OSError: pass"
+    subprocess.run([sys.executable, "-S", "-c", code], check=True)
+
+
+@pytest.mark.agentreplay
+def test_fixture_before_agent_replay(connects_in_setup, agent_replay):
+    pass
+
+
+@pytest.mark.agentreplay
+def test_fixture_teardown(connects_in_teardown, agent_replay):
+    pass
+
+
+@pytest.mark.agentreplay(allow_hosts=["127.0.0.1"])
+def test_loopback_only(agent_replay):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        socket.create_connection(server.getsockname(), timeout=5).close()
+    libc_sendto("127.0.0.1", 9)  # native, and on loopback: no route needed
+"""
+NAMESPACE_STOPPED = ["test_native_tcp", "test_native_udp", "test_child_without_site", "test_fixture_before_agent_replay"]
+
+
+def test_what_the_namespace_stopped_fails_the_test(pytester: pytest.Pytester, server: CountingServer) -> None:
+    pytester.makepyfile(test_swallowed=SWALLOWED)
+    common = ("-p", "no:cacheprovider", "-p", "no:randomly")
+    pytester.runpytest_subprocess("--agentreplay-record=all", *common).assert_outcomes(passed=6)
+    assert server.hits() == 5  # every case but the loopback one really reaches the server
+
+    # Under the Python guard alone every case passes: it cannot see them.
+    server.reset()
+    pytester.runpytest_subprocess(*common).assert_outcomes(passed=6)
+    assert server.hits() == 5
+
+    server.reset()
+    isolated = pytester.runpytest_subprocess(
+        "--agentreplay-isolate=auto", "--agentreplay-report=report.json", "--junitxml=junit.xml", *common
+    )
+    assert server.hits() == 0
+    # The teardown's failure is an error of its own beside the passed call.
+    isolated.assert_outcomes(passed=2, failed=4, errors=1)
+    isolated.stdout.fnmatch_lines(
+        [
+            *(f"FAILED test_swallowed.py::{test} - Failed: network*" for test in NAMESPACE_STOPPED),
+            "ERROR test_swallowed.py::test_fixture_teardown - Failed: network*",
+        ],
+        consecutive=False,
+    )
+    isolated.stdout.fnmatch_lines(
+        [
+            "network access blocked by the session's network namespace during the test's call: 1 send found "
+            "no route",
+            "*the kernel counted 1 send with no route during the test's call: Ip OutNoRoutes +1*",
+            "*code below Python*bypassed it, and the session's network namespace stopped it*",
+            "How to fix:",
+            "*serve the call from a cassette*pytest --agentreplay-record=all test_swallowed.py::test_native_tcp",
+            "*run that code outside replay*",
+            "*allowing the host does not help: the namespace has loopback only*",
+        ],
+        consecutive=False,
+    )
+    out = isolated.stdout.str()
+    assert "during set-up: 1 send found no route" in out  # the fixture listed before agent_replay
+    assert "during teardown: 1 send found no route" in out
+    assert "other worker" not in out
+
+    report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+    causes = {t["nodeid"].split("::")[-1]: (t["status"], t["cause"]) for t in report["tests"]}
+    assert causes == {
+        **dict.fromkeys(NAMESPACE_STOPPED, ("failed", "network-blocked")),
+        "test_fixture_teardown": ("error", "network-blocked"),  # pytest's word for a failed teardown
+        "test_loopback_only": ("replayed", None),
+    }
+    for test in [*NAMESPACE_STOPPED, "test_fixture_teardown"]:
+        assert _junit_properties(pytester.path / "junit.xml", test)["agentreplay.cause"] == "network-blocked"
+    assert "agentreplay.cause" not in _junit_properties(pytester.path / "junit.xml", "test_loopback_only")
+
+
+def test_xdist_workers_share_the_counters(pytester: pytest.Pytester, server: CountingServer) -> None:
+    """Workers stay in the session's namespace (their own would split the loopback that plugins such as
+    pytest-rerunfailures use to talk to the controller): a send counts in the window of every test running
+    at the time, so the phase that fails and the count are not fixed, and the message says so."""
+    pytester.makepyfile(test_swallowed=SWALLOWED)
+    common = ("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
+    pytester.runpytest_subprocess("--agentreplay-record=all", *common).assert_outcomes(passed=6)
+    server.reset()
+
+    isolated = pytester.runpytest_subprocess(
+        "--agentreplay-isolate=auto",
+        "--agentreplay-report=report.json",
+        "--junitxml=junit.xml",
+        "-k",
+        "not loopback",
+        *common,
+    )
+    assert server.hits() == 0
+    # Each send fails its own test's phase, and may fail a phase of the test running beside it on the other
+    # worker (test_fixture_teardown's call, any teardown): which ones is up to the timing.
+    assert isolated.parseoutcomes().get("passed", 0) <= 1
+    isolated.stdout.fnmatch_lines(
+        [
+            "network access blocked by the session's network namespace during * found no route",
+            "*shared with 1 other worker(s): the send may come from a test running at the same time*",
+        ],
+        consecutive=False,
+    )
+    report = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))
+    causes = {t["nodeid"].split("::")[-1]: t["cause"] for t in report["tests"]}
+    assert causes == dict.fromkeys([*NAMESPACE_STOPPED, "test_fixture_teardown"], "network-blocked")
+    assert {t["status"] for t in report["tests"]} <= {"failed", "error"}
+    for test in [*NAMESPACE_STOPPED, "test_fixture_teardown"]:
+        assert _junit_properties(pytester.path / "junit.xml", test)["agentreplay.cause"] == "network-blocked"
+
+    # Traffic on loopback is counted by no one: alone on the workers, the loopback test replays.
+    pytester.runpytest_subprocess("--agentreplay-isolate=auto", "-k", "loopback", *common).assert_outcomes(
+        passed=1
+    )
 
 
 def test_xdist_workers_are_inside(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,6 +397,7 @@ def test_xdist_workers_are_inside(pytester: pytest.Pytester, monkeypatch: pytest
 
 REFUSING_KERNEL = """
 from pytest_agentreplay.guard import session_namespace
+from pytest_agentreplay.guard.no_route import NoRoutes, parse_snmp, parse_snmp6
 
 # Loaded with -p, before the plugin's first hook: this machine now refuses like a Debian kernel would.
 WHY = "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)"
