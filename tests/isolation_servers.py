@@ -36,7 +36,8 @@ def non_loopback_ipv4() -> str | None:
 
 
 class CountingServer:
-    """Listens on ``host`` and counts the TCP connections and UDP datagrams (on :attr:`udp_port`) that reached it.
+    """Listens on ``host`` and counts the TCP connections and UDP datagrams (on :attr:`udp_port`) that
+    reached it.
 
     No thread accepts them: the kernel completes each connection into the listen backlog, and
     :meth:`hits` accepts whatever is there. So the count is exact the moment the client is done, with no

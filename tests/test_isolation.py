@@ -21,7 +21,7 @@ from isolation_servers import CountingServer, non_loopback_ipv4
 
 from pytest_agentreplay.core.config import Settings
 from pytest_agentreplay.core.constants import NETNS_ENV_VAR
-from pytest_agentreplay.guard import session_namespace
+from pytest_agentreplay.guard import no_route, session_namespace
 from pytest_agentreplay.guard.no_route import NoRoutes, parse_snmp, parse_snmp6
 from pytest_agentreplay.guard.session_namespace import (
     explain,
@@ -29,6 +29,7 @@ from pytest_agentreplay.guard.session_namespace import (
     outside_loopback,
     recording_reason,
 )
+from pytest_agentreplay.report.status import Cause, cause_of
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="network namespaces are Linux only"
@@ -108,10 +109,11 @@ def _fresh_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _junit_properties(path: os.PathLike[str], test: str) -> dict[str, str]:
-    for case in ET.parse(path).getroot().iter("testcase"):
-        if case.get("name") == test:
-            return {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
-    raise AssertionError(f"{test} is not in {path}")
+    # Every test case of that name: under xdist a failed call and a failed teardown are two of them, the
+    # properties on the teardown's.
+    cases = [c for c in ET.parse(path).getroot().iter("testcase") if c.get("name") == test]
+    assert cases, f"{test} is not in {path}"
+    return {p.get("name", ""): p.get("value", "") for case in cases for p in case.iter("property")}
 
 
 @pytest.mark.parametrize("isolate", ["auto", "required"])
@@ -164,7 +166,7 @@ def test_replay_in_its_namespace_stops_native_code_and_children(
         [
             "*failed (network-blocked*test_cases.py::test_python_connect*",
             "network guard: namespace (the session runs in its own network namespace: loopback only)",
-            "FAILED test_cases.py::test_native_connect - Failed: network access blocked by the session's*",
+            "FAILED test_cases.py::test_native_connect - Failed: network*",
         ],
         consecutive=False,
     )
@@ -238,7 +240,8 @@ def test_native_udp(agent_replay):
 
 @pytest.mark.agentreplay
 def test_child_without_site(agent_replay):
-    code = f"import socket\\ntry: socket.create_connection(({HOST!r}, {PORT}), timeout=5).close()\\nexcept OSError: pass"
+    connect = f"socket.create_connection(({HOST!r}, {PORT}), timeout=5)"
+    code = f"import socket\\ntry: {connect}\\nexcept OSError: pass"  # the error is swallowed
     subprocess.run([sys.executable, "-S", "-c", code], check=True)
 
 
@@ -260,7 +263,12 @@ def test_loopback_only(agent_replay):
         socket.create_connection(server.getsockname(), timeout=5).close()
     libc_sendto("127.0.0.1", 9)  # native, and on loopback: no route needed
 """
-NAMESPACE_STOPPED = ["test_native_tcp", "test_native_udp", "test_child_without_site", "test_fixture_before_agent_replay"]
+NAMESPACE_STOPPED = [
+    "test_native_tcp",
+    "test_native_udp",
+    "test_child_without_site",
+    "test_fixture_before_agent_replay",
+]
 
 
 def test_what_the_namespace_stopped_fails_the_test(pytester: pytest.Pytester, server: CountingServer) -> None:
@@ -295,7 +303,7 @@ def test_what_the_namespace_stopped_fails_the_test(pytester: pytest.Pytester, se
             "*the kernel counted 1 send with no route during the test's call: Ip OutNoRoutes +1*",
             "*code below Python*bypassed it, and the session's network namespace stopped it*",
             "How to fix:",
-            "*serve the call from a cassette*pytest --agentreplay-record=all test_swallowed.py::test_native_tcp",
+            "*serve the call from a cassette*--agentreplay-record=all test_swallowed.py::test_native_tcp",
             "*run that code outside replay*",
             "*allowing the host does not help: the namespace has loopback only*",
         ],
@@ -396,8 +404,9 @@ def test_xdist_workers_are_inside(pytester: pytest.Pytester, monkeypatch: pytest
 
 
 REFUSING_KERNEL = """
-from pytest_agentreplay.guard import session_namespace
+from pytest_agentreplay.guard import no_route, session_namespace
 from pytest_agentreplay.guard.no_route import NoRoutes, parse_snmp, parse_snmp6
+from pytest_agentreplay.report.status import Cause, cause_of
 
 # Loaded with -p, before the plugin's first hook: this machine now refuses like a Debian kernel would.
 WHY = "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)"
@@ -548,3 +557,68 @@ def test_a_refusal_names_the_setting_that_refuses(
     monkeypatch.setattr(session_namespace, "_sysctl", sysctls.get)
     monkeypatch.setattr(session_namespace, "_in_container", lambda: container)
     assert fnmatch(explain("unshare", code), expected), explain("unshare", code)
+
+
+SNMP_TEXT = """Ip: Forwarding DefaultTTL InReceives InHdrErrors InAddrErrors ForwDatagrams InUnknownProtos \
+InDiscards InDelivers OutRequests OutDiscards OutNoRoutes ReasmTimeout
+Ip: 1 64 1200 0 0 0 0 0 1180 1100 0 7 0
+Icmp: InMsgs InErrors OutNoRoutes
+Icmp: 1 0 99
+"""
+
+
+def test_the_kernel_counters_are_read_by_name() -> None:
+    assert parse_snmp(SNMP_TEXT) == 7  # the Ip line's OutNoRoutes, not another protocol's column
+    assert parse_snmp("Tcp: RtoAlgorithm\nTcp: 1\n") is None
+    assert parse_snmp6("Ip6InReceives                   \t12\nIp6OutNoRoutes                  \t3\n") == 3
+    assert parse_snmp6("Ip6InReceives 12\n") is None
+    assert NoRoutes(9, 4).since(NoRoutes(7, 4)) == NoRoutes(2, 0)
+    assert NoRoutes(2, 1).total == 3
+
+
+def test_outside_a_namespace_nothing_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session that did not isolate (or a marker left by another namespace) reads no counters: a send
+    without a route there is the machine's business, not the guard's."""
+    monkeypatch.setenv(NETNS_ENV_VAR, "net:[1]")
+    assert no_route.watch() is None
+    monkeypatch.setenv(NETNS_ENV_VAR, os.readlink("/proc/self/ns/net"))
+    assert isinstance(no_route.watch(), no_route.NoRouteWatch)
+
+
+def test_a_watch_reports_what_was_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = iter([NoRoutes(5, 1), NoRoutes(5, 1), NoRoutes(6, 3), NoRoutes(6, 3)])
+    monkeypatch.setattr(no_route, "read_no_routes", lambda: next(readings))
+    watch = no_route.NoRouteWatch()
+    assert watch.take() is None
+    assert watch.take() == NoRoutes(1, 2)
+    assert watch.take() is None
+
+
+def test_the_failure_names_the_count_the_phase_and_the_fixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    error = no_route.no_route_error(
+        NoRoutes(1, 2),
+        test="t.py::test_x",
+        phase="teardown",
+        cassette="c.json",
+        mode="regression",
+        block_only=False,
+    )
+    text = str(error)
+    assert text.startswith(
+        "network access blocked by the session's network namespace during teardown: 3 sends"
+    )
+    assert "Ip OutNoRoutes +1 (/proc/net/snmp), Ip6OutNoRoutes +2 (/proc/net/snmp6)" in text
+    assert "shared with 2 other worker(s)" in text
+    assert "pytest --agentreplay-record=all t.py::test_x" in text
+    assert cause_of(error) is Cause.NETWORK_BLOCKED
+    blocked = no_route.no_route_error(
+        NoRoutes(1, 0),
+        test="t.py::test_y",
+        phase="the test's call",
+        cassette=None,
+        mode=None,
+        block_only=True,
+    )
+    assert "make the test a replaying test" in str(blocked)
