@@ -294,10 +294,13 @@ class SessionHooks:
                     item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
                     fail(item, refused)
             return result
+        from .run_setup import hand_refusals_to_run  # heavy: loaded already, by the agent_replay fixture
+
         message: str | None = None
         try:
             result = yield
         except BaseException as exc:
+            hand_refusals_to_run(item)
             failures = test_run.ctx.failures
             test_run.end(passed=False, error=f"{type(exc).__name__}: {exc}", exc=exc)
             if failures or isinstance(exc, AgentReplayError):
@@ -307,6 +310,7 @@ class SessionHooks:
             # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
             message = "\n\n".join(dict.fromkeys([str(f) for f in failures] or [str(exc)]))
         else:
+            hand_refusals_to_run(item)
             try:
                 test_run.end(passed=True)
             except AgentReplayError as exc:

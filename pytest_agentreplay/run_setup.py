@@ -38,6 +38,7 @@ from .core.json_copy import copy_json
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
 from .guard.children import live_children, unreached_children
+from .guard.no_route import no_route_error, watch
 from .handle import AgentReplay
 from .http.providers import ProviderSet
 from .http.providers.registry import entry_point_providers
@@ -165,15 +166,31 @@ class FixtureGuard:
         self._uninstall = guard.install()
         self._release = guard.protect(ctx)
         self._reported = 0
+        # In an isolated session: the kernel's count of sends the namespace stopped, from here on.
+        self._no_route = watch()
 
-    def refusals(self, *, hand_to_run: bool = False) -> str | None:
-        """The message of the refusals made since the last call that the test's run does not report.
+    def refusals(self, *, phase: str, hand_to_run: bool = False) -> str | None:
+        """The message of the refusals made since the last call that the test's run does not report
+        (``phase``: the part of the test since then, for the namespace's count).
 
         ``hand_to_run``: when the test's replay run is active, give them to it instead (the call then
         fails the test for them, as for its own) and return None.
         """
         failures = self.ctx.failures
         failures.extend(guard.collect_child_refusals(self.ctx))
+        counted = None if self._no_route is None else self._no_route.take()
+        if counted is not None:
+            ctx = self.ctx
+            failures.append(
+                no_route_error(
+                    counted,
+                    test=self.item.nodeid,
+                    phase=phase,
+                    cassette=ctx.cassette,
+                    mode=None if ctx.settings.block_network_only else ctx.mode,
+                    block_only=ctx.settings.block_network_only,
+                )
+            )
         new, self._reported = failures[self._reported :], len(failures)
         test_run = self.item.stash.get(TEST_RUN_KEY, None)
         run = test_run.ctx if test_run is not None else None
@@ -293,11 +310,11 @@ def guard_setup(item: pytest.Item) -> Generator[None, object, object]:
     try:
         result = yield
     except BaseException:
-        message = fixture_guard.refusals()
+        message = fixture_guard.refusals(phase="set-up")
         if message is None:
             raise
     else:
-        message = fixture_guard.refusals(hand_to_run=True)
+        message = fixture_guard.refusals(phase="set-up", hand_to_run=True)
         if message is None:
             return result
     # Outside the except block: the guard's message says it all, a chained traceback would only repeat it.
@@ -308,7 +325,16 @@ def guard_setup(item: pytest.Item) -> Generator[None, object, object]:
 def call_refusals(item: pytest.Item) -> str | None:
     """The refusals of a test that does not replay (``--agentreplay-block-network``), after its call."""
     fixture_guard = item.stash.get(FIXTURE_GUARD_KEY, None)
-    return None if fixture_guard is None else fixture_guard.refusals()
+    return None if fixture_guard is None else fixture_guard.refusals(phase="the test's call")
+
+
+def hand_refusals_to_run(item: pytest.Item) -> None:
+    """After a replaying test's call, before its run ends: what the guard saw only from outside the run
+    (the namespace's count of sends that found no route) becomes a failure of the run, which fails the
+    call for it like for its own refusals."""
+    fixture_guard = item.stash.get(FIXTURE_GUARD_KEY, None)
+    if fixture_guard is not None:
+        fixture_guard.refusals(phase="the test's call", hand_to_run=True)
 
 
 def guard_teardown(item: pytest.Item) -> Generator[None, object, object]:
@@ -324,7 +350,7 @@ def guard_teardown(item: pytest.Item) -> Generator[None, object, object]:
         error = exc
     finally:
         del item.stash[FIXTURE_GUARD_KEY]
-        message = fixture_guard.refusals()
+        message = fixture_guard.refusals(phase="teardown")
         for key, text in fixture_guard.close():
             # On the item: pytest copies its user properties into the teardown report (xdist, JUnit).
             item.user_properties.append((GUARD_NOTE_PROPERTY, f"{key}|{text}"))

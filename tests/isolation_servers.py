@@ -36,7 +36,8 @@ def non_loopback_ipv4() -> str | None:
 
 
 class CountingServer:
-    """Listens on ``host`` and counts the TCP connections that reached it.
+    """Listens on ``host`` and counts the TCP connections and UDP datagrams (on :attr:`udp_port`) that
+    reached it.
 
     No thread accepts them: the kernel completes each connection into the listen backlog, and
     :meth:`hits` accepts whatever is there. So the count is exact the moment the client is done, with no
@@ -48,9 +49,21 @@ class CountingServer:
         self._sock.listen(64)
         self._sock.setblocking(False)
         self.host, self.port = self._sock.getsockname()[:2]
+        # Datagrams too, on a port of their own: the kernel queues them until hits() reads them.
+        self._udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._udp.bind((host, 0))
+        self._udp.setblocking(False)
+        self.udp_port = self._udp.getsockname()[1]
         self._hits = 0
 
     def hits(self) -> int:
+        """TCP connections and UDP datagrams that arrived."""
+        while True:
+            try:
+                self._udp.recv(65536)
+            except BlockingIOError:
+                break
+            self._hits += 1
         while True:
             try:
                 conn, _ = self._sock.accept()
@@ -70,3 +83,4 @@ class CountingServer:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._sock.close()
+        self._udp.close()

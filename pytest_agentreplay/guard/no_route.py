@@ -1,0 +1,185 @@
+"""What the session's network namespace stopped: the kernel's count of sends that found no route.
+
+Inside the namespace of an isolated session (guard/session_namespace.py) code below Python (ctypes' libc
+``connect``/``sendto``, grpcio's C core, uvloop) and children the Python guard does not reach (``python
+-S``, other programs) get ``ENETUNREACH``: nothing leaves, but the test fails only if that code reports
+the error, and much of it retries, logs or swallows it. The kernel counts each of those attempts in the
+namespace's own counters: ``Ip: OutNoRoutes`` of ``/proc/net/snmp`` (a TCP connect, a UDP send, a DNS query
+to a nameserver outside loopback) and ``Ip6OutNoRoutes`` of ``/proc/net/snmp6``. A connection the Python
+guard refuses never reaches the kernel, so it is not counted twice.
+
+A guarded test reads them when its set-up starts and at the end of each phase (run_setup.FixtureGuard): a
+difference fails the test with cause ``network-blocked``. The counters are the namespace's, not the test's:
+any thread or child process of the session counts in the window of the test that is running.
+
+Under pytest-xdist every worker is a child of the controller, inside its namespace: the counters are shared
+by the tests running at the same time on the other workers, and a send counts in each of their windows. A
+namespace of its own per worker would split the loopback too, and plugins talk to the controller over it
+(pytest-rerunfailures' status server, the file-lock pattern of xdist's docs that shares one test server):
+so the workers share, and a failure under xdist says the send may come from another worker's test. The
+test that made it fails in any case; others may fail beside it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from ..core.commands import record_command
+from ..core.constants import NETNS_ENV_VAR
+from ..exceptions import NetworkBlockedError
+
+SNMP: Final = "/proc/net/snmp"
+SNMP6: Final = "/proc/net/snmp6"
+
+
+@dataclass(frozen=True)
+class NoRoutes:
+    """``Ip: OutNoRoutes`` and ``Ip6OutNoRoutes``: sends that found no route, by IP version."""
+
+    ipv4: int = 0
+    ipv6: int = 0
+
+    def since(self, earlier: NoRoutes) -> NoRoutes:
+        return NoRoutes(self.ipv4 - earlier.ipv4, self.ipv6 - earlier.ipv6)
+
+    @property
+    def total(self) -> int:
+        return self.ipv4 + self.ipv6
+
+
+def parse_snmp(text: str) -> int | None:
+    """``OutNoRoutes`` of the ``Ip:`` lines of ``/proc/net/snmp`` (a header line, then a value line)."""
+    lines = [line.split() for line in text.splitlines() if line.startswith("Ip:")]
+    if len(lines) < 2 or len(lines[0]) != len(lines[1]) or "OutNoRoutes" not in lines[0]:
+        return None
+    value = lines[1][lines[0].index("OutNoRoutes")]
+    return int(value) if value.isdigit() else None
+
+
+def parse_snmp6(text: str) -> int | None:
+    """``Ip6OutNoRoutes`` of ``/proc/net/snmp6`` (one ``name value`` pair a line)."""
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "Ip6OutNoRoutes" and words[1].isdigit():
+            return int(words[1])
+    return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
+    except OSError:
+        return None  # no /proc, or no IPv6 in this kernel
+
+
+def read_no_routes() -> NoRoutes | None:
+    """The namespace's counters now, or None where the kernel does not show them."""
+    snmp = _read(SNMP)
+    ipv4 = None if snmp is None else parse_snmp(snmp)
+    if ipv4 is None:
+        return None
+    snmp6 = _read(SNMP6)
+    ipv6 = None if snmp6 is None else parse_snmp6(snmp6)
+    return NoRoutes(ipv4, ipv6 or 0)
+
+
+def counting() -> bool:
+    """Whether this process runs in the namespace an isolated session entered (so a send that found no
+    route was one the namespace stopped)."""
+    marker = os.environ.get(NETNS_ENV_VAR)
+    if not marker:
+        return False
+    try:
+        return os.readlink("/proc/self/ns/net") == marker
+    except OSError:
+        return False
+
+
+def other_workers() -> int:
+    """How many other xdist workers share the namespace's counters with this process (0 without xdist)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return 0
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    return max(int(count) - 1, 0) if count.isdigit() else 0
+
+
+class NoRouteWatch:
+    """The counters of one test: :meth:`take` says what was counted since the last call."""
+
+    def __init__(self) -> None:
+        self._last = read_no_routes()
+
+    def take(self) -> NoRoutes | None:
+        """What the kernel counted since the last call, or None (nothing, or no counters here)."""
+        if self._last is None:
+            return None
+        now = read_no_routes()
+        if now is None:
+            return None
+        counted, self._last = now.since(self._last), now
+        return counted if counted.total > 0 else None
+
+
+def watch() -> NoRouteWatch | None:
+    """A watch for a test starting now, or None where nothing is to be counted (no isolated session)."""
+    return NoRouteWatch() if counting() else None
+
+
+# -- the failure ---------------------------------------------------------------------------------------
+
+
+def no_route_error(
+    counted: NoRoutes,
+    *,
+    test: str | None,
+    phase: str,
+    cassette: str | None,
+    mode: str | None,
+    block_only: bool,
+) -> NetworkBlockedError:
+    """The failure of a test during whose ``phase`` the namespace stopped ``counted`` sends."""
+    sends = counted.total
+    what = "send" if sends == 1 else "sends"
+    evidence = [
+        f"the kernel counted {sends} {what} with no route during {phase}: "
+        f"Ip OutNoRoutes +{counted.ipv4} ({SNMP}), Ip6OutNoRoutes +{counted.ipv6} ({SNMP6})",
+        "the Python guard saw no such call: code below Python (ctypes, a C extension such as grpcio or "
+        "uvloop) or a child process it does not reach (python -S, another interpreter, a program) bypassed "
+        "it, and the session's network namespace stopped it: the code got ENETUNREACH, nothing left",
+        "that code may have swallowed the error: the test fails for it all the same, so that a replay "
+        "never passes on a path that needs the network",
+        "the counters are the namespace's: a thread or child process of the session counts in the test "
+        "that runs at the time",
+    ]
+    others = other_workers()
+    if others:
+        evidence.append(
+            f"under pytest-xdist the namespace and its counters are shared with {others} other worker(s): "
+            "the send may come from a test running at the same time on another worker (that test fails too)"
+        )
+    first = (
+        "make the test a replaying test (add @pytest.mark.agentreplay) with the call made through an "
+        "intercepted client or a @tool function, then record it: " + record_command(test, "missing")
+        if block_only
+        else "serve the call from a cassette: make it through an intercepted client (httpx, "
+        "requests/urllib3, aiohttp) or inside a @tool function, then record it against the real services: "
+        + record_command(test, "all")
+    )
+    fixes = [
+        first,
+        "or run that code outside replay: in a test that does not replay, or a session run with "
+        "--agentreplay-isolate=off (where native code and unguarded children reach the network unchecked)",
+        "allowing the host does not help: the namespace has loopback only, whatever allow_hosts says",
+    ]
+    return NetworkBlockedError(
+        f"network access blocked by the session's network namespace during {phase}: "
+        f"{sends} {what} found no route",
+        evidence=evidence,
+        cassette=cassette,
+        mode=mode,
+        place=f"test {test}" if test else None,
+        fixes=fixes,
+    )
