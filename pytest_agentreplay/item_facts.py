@@ -34,6 +34,9 @@ MESSAGE_KEY = pytest.StashKey[str]()
 REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 # The guard-only run of a test guarded by --agentreplay-block-network without replaying anything.
 BLOCK_KEY = pytest.StashKey["RunContext"]()
+# Where the item's cassette is, as computed once for it (item_facts.default_cassette, collected_test).
+DEFAULT_CASSETTE_KEY = pytest.StashKey[Path]()
+COLLECTED_KEY = pytest.StashKey[CollectedTest]()
 # A user property of a test's teardown report: what the network guard could not reach ("key|text").
 GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
 
@@ -54,8 +57,11 @@ def overrides_fixture(item: pytest.Item, name: str) -> bool:
         if holder is not None and name in vars(holder):
             return True
     for plugin in item.config.pluginmanager.get_plugins():
+        # The name first: a Path per plugin of the session, per test, cost more than the whole check.
+        if name not in getattr(plugin, "__dict__", ()):
+            continue
         path = getattr(plugin, "__file__", None)
-        if not path or Path(path).name != "conftest.py" or name not in vars(plugin):
+        if not path or Path(path).name != "conftest.py":
             continue
         if Path(path).parent in item.path.parents:
             return True
@@ -63,13 +69,28 @@ def overrides_fixture(item: pytest.Item, name: str) -> bool:
 
 
 def default_cassette(item: pytest.Item) -> Path:
+    """The test's cassette path by default (the ``pytest_agentreplay_cassette_path`` hook's, if it answers),
+    computed once per item: collection, the guard and the fixture all ask."""
+    known = item.stash.get(DEFAULT_CASSETTE_KEY, None)
+    if known is not None:
+        return known
     settings = item.config.stash[SETTINGS_KEY]
     default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
     chosen = item.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
-    return Path(chosen) if chosen is not None else default
+    path = item.stash[DEFAULT_CASSETTE_KEY] = Path(chosen) if chosen is not None else default
+    return path
 
 
 def collected_test(item: pytest.Item) -> CollectedTest:
+    """The item as the session's bookkeeping knows it, computed once per item (collection and the guard's
+    set-up ask)."""
+    known = item.stash.get(COLLECTED_KEY, None)
+    if known is None:
+        known = item.stash[COLLECTED_KEY] = _collected_test(item)
+    return known
+
+
+def _collected_test(item: pytest.Item) -> CollectedTest:
     settings = item.config.stash[SETTINGS_KEY]
     cassette: Path | None
     marks = [m.kwargs.get("cassette") for m in item.iter_markers("agentreplay")]

@@ -17,7 +17,7 @@ from ..http.providers.interface import InputFields
 from .carried import InputNames
 from .compare import compare_histories
 from .result import DriftResult
-from .rules import RuleSet, RuleSpec, is_imported
+from .rules import RuleSet, RuleSpec, compiled, default_rules, is_imported, parse_rules
 
 
 class PayloadSource(Protocol):
@@ -41,15 +41,16 @@ class RuleLayers:
 
 
 def rules_for(layers: RuleLayers, labels: Mapping[str, object] | None) -> RuleSet:
-    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently)."""
-    rules = RuleSet.from_layers(
-        layers.mode,
-        project=layers.project,
-        marker=layers.marker,
-        hook=layers.hook,
-        imported=is_imported(labels),
+    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently):
+    the mode's defaults, then each layer in precedence order, compiled once per distinct rule list."""
+    rules = (
+        *default_rules(layers.mode, imported=is_imported(labels)),
+        *parse_rules(layers.project, source="project"),
+        *parse_rules(layers.marker, source="marker"),
+        *parse_rules(layers.hook, source="hook"),
+        *(parse_rules(layers.extra, source="default") if layers.extra else ()),
     )
-    return rules.with_rules(layers.extra, source="default") if layers.extra else rules
+    return compiled(layers.mode, rules)
 
 
 def payload_resolver(source: PayloadSource) -> Callable[[object], object]:

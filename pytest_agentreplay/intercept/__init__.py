@@ -11,7 +11,6 @@ library imported later is patched the moment its module has run.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from collections.abc import Callable
@@ -74,20 +73,15 @@ class InterceptorRefs:
 _INTERCEPTION = InterceptorRefs()
 
 
-def _available(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _patch_all() -> list[Callable[[], None]]:
     restores = [guard.install()]
     waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
     for name, patcher in patchers().items():
         if name in sys.modules:
             restores.append(patcher(name))
-        elif _available(name):
+        else:
+            # Installed or not: asking the import system whether it is (find_spec per library, every
+            # run) cost more than the finder does, which waits for a name a library never gets.
             waiting[name] = patcher
     if waiting:
         # Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s: a

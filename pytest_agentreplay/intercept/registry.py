@@ -8,9 +8,11 @@ the session, the plugin and the installer (:mod:`pytest_agentreplay.intercept`) 
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
-from types import ModuleType
+import sys
+from collections.abc import Callable, Mapping
+from types import MappingProxyType, ModuleType
 from typing import Protocol
 
 __all__ = ["ADAPTERS", "TransportAdapter", "patchers"]
@@ -31,18 +33,30 @@ ADAPTERS: tuple[str, ...] = ("httpx", "urllib3", "aiohttp", "websockets", "httpx
 
 
 def _adapter(name: str) -> TransportAdapter:
-    module: TransportAdapter = importlib.import_module(f"{__package__}.{name}")
+    # sys.modules first: the table is looked up on every install, where import_module's machinery cost
+    # more than the patches themselves.
+    module: TransportAdapter = sys.modules.get(f"{__package__}.{name}") or importlib.import_module(
+        f"{__package__}.{name}"
+    )
     return module
 
 
-def patchers() -> dict[str, Callable[[str], Callable[[], None]]]:
-    """Trigger module name -> the function patching it when given that name (imports the module)."""
+def patchers() -> Mapping[str, Callable[[str], Callable[[], None]]]:
+    """Trigger module name -> the function patching it when given that name (imports the module).
+
+    Built once per set of adapter modules (a read-only mapping): pytester's in-process runs may drop an
+    adapter module imported first inside them, and the next install then patches with the copy imported
+    anew, never with a dropped one."""
+    return _table(tuple(_adapter(name) for name in ADAPTERS))
+
+
+@functools.lru_cache(maxsize=8)
+def _table(adapters: tuple[TransportAdapter, ...]) -> Mapping[str, Callable[[str], Callable[[], None]]]:
     table: dict[str, Callable[[str], Callable[[], None]]] = {}
-    for name in ADAPTERS:
-        adapter = _adapter(name)
+    for adapter in adapters:
         for trigger in adapter.TRIGGERS:
             table[trigger] = _patcher(adapter)
-    return table
+    return MappingProxyType(table)
 
 
 def _patcher(adapter: TransportAdapter) -> Callable[[str], Callable[[], None]]:

@@ -171,14 +171,8 @@ class UuidPatch:
             original.__kwdefaults__ = fn.__kwdefaults__
             self.originals[name] = original
             self.codes[name] = fn.__code__
-            # A fixed source (the name is one of _UUID_FUNCTIONS): the body the patched function runs. Its
-            # globals are the uuid module's, where the dispatcher was put above.
-            namespace: dict[str, Any] = {}
-            exec(
-                f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
-                namespace,
-            )
-            fn.__code__ = namespace[name].__code__
+            # Its globals are the uuid module's, where the dispatcher was put above.
+            fn.__code__ = _trampoline_code(name)
 
     def unpatch(self) -> None:
         for name, code in self.codes.items():
@@ -186,6 +180,20 @@ class UuidPatch:
         self.codes.clear()
         self.originals.clear()
         uuid_module.__dict__.pop(_TRAMPOLINE_GLOBAL, None)
+
+
+@functools.cache
+def _trampoline_code(name: str) -> types.CodeType:
+    """The body a patched ``uuid.<name>`` runs, compiled once per process (a code object is immutable;
+    compiling it was most of what patching cost each run). A fixed source: ``name`` is one of
+    ``_UUID_FUNCTIONS``."""
+    namespace: dict[str, Any] = {}
+    exec(
+        f"def {name}(*args, **kwargs):\n    return {_TRAMPOLINE_GLOBAL}({name!r}, args, kwargs)\n",
+        namespace,
+    )
+    code: types.CodeType = namespace[name].__code__
+    return code
 
 
 class RandomPatch:

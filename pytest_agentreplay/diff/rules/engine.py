@@ -83,7 +83,11 @@ class Judgement:
 
 
 class RuleSet:
-    """Layered rules for one replay mode; ``judge`` answers per (event type, path), cached."""
+    """Layered rules for one replay mode; ``judge`` answers per (event type, path), cached.
+
+    Its rules never change after construction; the tables it fills as it is asked (candidates per event
+    type, judgements, regexes) hold answers that depend on the rules alone, so one set is shared by every
+    run judged by the same rules (:func:`compiled`)."""
 
     def __init__(self, mode: str, rules: Iterable[Rule]) -> None:
         check_mode(mode)
@@ -185,3 +189,19 @@ class RuleSet:
 
     def __repr__(self) -> str:
         return f"RuleSet(mode={self.mode!r}, rules={len(self.rules)})"
+
+
+def compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
+    """The rule set of ``mode`` and ``rules``, built once per distinct pair (rules are frozen): the runs
+    of a suite are judged by a handful of rule sets, and each compiled its type table, sorted its rules
+    and judged its paths anew when built per run."""
+    try:
+        hash(rules)
+    except TypeError:  # a Rule built by hand with a list in a field: judged by a set of its own
+        return RuleSet(mode, rules)
+    return _compiled(mode, rules)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
+    return RuleSet(mode, rules)

@@ -1,0 +1,101 @@
+"""Issue 29 item 2: what does not depend on a test's cassette is paid once per session, not once per test
+(the rules compiled once per distinct rule set, the interceptors' table built once, a test's cassette path
+computed once, the uuid trampoline compiled once). Each test checks the sharing itself, not a timing."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from pytest_agentreplay.diff.pipeline import RuleLayers, rules_for
+from pytest_agentreplay.intercept.registry import patchers
+from pytest_agentreplay.runtime.patches import UuidPatch
+
+
+def test_one_rule_set_per_distinct_rules() -> None:
+    marker = {"model.call:data.latency_ms": "ignore"}
+    first = rules_for(RuleLayers("regression", marker=marker), None)
+    # Equal rules given as new objects (each test's marker is parsed anew): the same compiled set.
+    again = rules_for(RuleLayers("regression", marker=dict(marker)), None)
+    assert again is first
+    assert rules_for(RuleLayers("regression"), None) is not first
+    assert rules_for(RuleLayers("sandbox", marker=marker), None) is not first
+    # Its judgements are those of the rules it was given.
+    assert first.judge("model.call", "data.latency_ms").verdict == "ignore"
+    assert rules_for(RuleLayers("regression"), None).judge("model.call", "data.text").verdict == "regression"
+
+
+def test_imported_recordings_have_their_own_rule_set() -> None:
+    plain = rules_for(RuleLayers("regression"), {})
+    imported = rules_for(RuleLayers("regression"), {"source": "vcr"})
+    assert imported is not plain and len(imported.rules) > len(plain.rules)
+    assert rules_for(RuleLayers("regression"), {"source": "vcr"}) is imported
+    assert rules_for(RuleLayers("regression"), {}) is plain
+
+
+def test_interceptor_table_built_once() -> None:
+    table = patchers()
+    assert patchers() is table
+    assert {"httpx", "httpx2", "urllib3", "aiohttp", "grpc"} <= set(table)
+    with pytest.raises(TypeError):
+        table["x"] = table["httpx"]  # type: ignore[index]
+
+
+def test_uuid_trampoline_compiled_once() -> None:
+    patch = UuidPatch()
+    if patch.codes:
+        pytest.skip("uuid is patched by a run of this process already")
+    genuine = uuid.uuid4.__code__
+    seen = []
+    try:
+        for _ in range(2):
+            patch.patch(lambda kind, args, kwargs: patch.originals[kind](*args, **kwargs))
+            seen.append(uuid.uuid4.__code__)
+            assert isinstance(uuid.uuid4(), uuid.UUID)
+            patch.unpatch()
+    finally:
+        patch.unpatch()
+    assert uuid.uuid4.__code__ is genuine
+    assert seen[0] is not genuine and seen[1] is seen[0]
+
+
+CONFTEST = """
+import json, os
+
+def pytest_agentreplay_cassette_path(item, default):
+    with open(os.environ["ASKED_LOG"], "a") as log:
+        log.write(json.dumps(item.nodeid) + "\\n")
+    return None
+"""
+
+TESTS = """
+import pytest
+from pytest_agentreplay import record_policy
+
+@pytest.mark.agentreplay
+def test_a():
+    record_policy("p", "ok", version="1")
+
+def test_b(agent_replay):
+    record_policy("p", "ok", version="1")
+"""
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["record", "replay"])
+def test_cassette_path_computed_once_per_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, record: bool
+) -> None:
+    log = pytester.path / "asked.log"
+    monkeypatch.setenv("ASKED_LOG", str(log))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_flow=TESTS)
+    if not record:
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)
+        log.unlink()
+    result = pytester.runpytest(*(["--agentreplay-record=all"] if record else []))
+    result.assert_outcomes(passed=2)
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    # Collection, the guard's set-up and the fixture each need it: the hook is asked once per test.
+    assert sorted(asked) == ["test_flow.py::test_a", "test_flow.py::test_b"]
