@@ -9,7 +9,6 @@ the port and :func:`connections_to` counts what still tries to reach it.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from connection_counter import ConnectionCounter as ConnectionCounter  # re-exported for the tests
 from google.protobuf.struct_pb2 import Struct
 
 
@@ -101,33 +101,3 @@ class GrpcServer:
         if self._server is not None:
             self._server.stop(grace=None).wait()
             self._server = None
-
-
-class ConnectionCounter:
-    """A bare TCP listener on a stopped server's port: counts every connection anything opens to it."""
-
-    def __init__(self, port: int) -> None:
-        self.count = 0
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
-        self._sock.listen(8)
-        self._sock.settimeout(0.05)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                continue
-            self.count += 1
-            conn.close()
-
-    def close(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-        return self.count

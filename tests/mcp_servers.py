@@ -14,10 +14,11 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from connection_counter import ConnectionCounter as ConnectionCounter  # re-exported for the tests
 
 HERE = Path(__file__).resolve()
 
@@ -90,36 +91,6 @@ def http_server(port: int, marker: Path, notes: Path, variant: str = "") -> Iter
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-class ConnectionCounter:
-    """A listener on the stopped server's port that counts the connections made to it (replay: none)."""
-
-    def __init__(self, port: int) -> None:
-        self.count = 0
-        self._sock = socket.socket()
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
-        self._sock.listen(8)
-        self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                continue
-            self.count += 1
-            conn.close()
-
-    def close(self) -> int:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-        return self.count
 
 
 if __name__ == "__main__":
