@@ -104,8 +104,10 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[CountingServer]:
 
 @pytest.fixture(autouse=True)
 def _fresh_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A suite run inside a namespace already must not make the inner sessions think they inherited one.
-    monkeypatch.delenv(NETNS_ENV_VAR, raising=False)
+    # A suite run inside a namespace already must not make the inner sessions think they inherited one,
+    # and an outer xdist worker's variables must not make an inner session think it is a worker.
+    for name in (NETNS_ENV_VAR, "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def _junit_properties(path: os.PathLike[str], test: str) -> dict[str, str]:

@@ -89,7 +89,7 @@ CAUSES: Final[dict[Cause, str]] = {
     Cause.UNMATCHED_CALL: "a live call has no recorded counterpart",
     Cause.TOOL_WITHOUT_RESULT: "a tool call has no recorded result",
     Cause.NETWORK_BLOCKED: "an outbound connection was refused by the network guard, or stopped by the "
-    "session's network namespace (--agentreplay-isolate)",
+    "session's network namespace under --agentreplay-isolate",
     Cause.MISSING_CASSETTE: "the cassette does not exist",
     Cause.CASSETTE_ELSEWHERE: "the test's cassette is under a directory above pytest's rootdir",
     Cause.CORRUPTED_CASSETTE: "the cassette cannot be read or failed its integrity checks",
