@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_agentreplay.core.capture import Recorder, RunContext, pop_active, push_active
 from pytest_agentreplay.core.events import Event, RunMeta
+from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.recording import emit_exchange
@@ -65,7 +66,7 @@ def recorded_reads(n: int) -> list[Event]:
             {"content-type": "application/json"},
             {"json": json.loads(body_of(i)), "content_type": "application/json"},
         )
-        emit_exchange(ctx, req, resp, classify_exchange(req, resp, {}), 1.0)
+        emit_exchange(ctx, req, resp, classify_exchange(req, resp, RunSettings()), 1.0)
     return ctx.recorder.events
 
 
@@ -99,7 +100,7 @@ def recorded_model_calls(n: int) -> list[Event]:
         resp = HttpResponse(
             200, {"content-type": "application/json"}, {"json": answer, "content_type": "application/json"}
         )
-        emit_exchange(ctx, req, resp, classify_exchange(req, resp, {}), 1.0)
+        emit_exchange(ctx, req, resp, classify_exchange(req, resp, RunSettings()), 1.0)
     return ctx.recorder.events
 
 
