@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from typing import Final
 from urllib.parse import unquote
 
 from ...core.canonical import hash_value
@@ -29,6 +30,7 @@ from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic
+from .fields import renamed_counts
 
 NAME = "bedrock"
 CONVERSE = "converse"
@@ -178,21 +180,18 @@ def request_fields(endpoint: str, body: object) -> Document:
 # -- responses ---------------------------------------------------------------------------------------
 
 
+# The provider's usage keys, and ours.
+_USAGE_NAMES: Final = (
+    ("inputTokens", "input_tokens"),
+    ("outputTokens", "output_tokens"),
+    ("totalTokens", "total_tokens"),
+    ("cacheReadInputTokens", "cached_input_tokens"),
+    ("cacheWriteInputTokens", "cache_write_input_tokens"),
+)
+
+
 def _usage(raw: object) -> Document:
-    if not isinstance(raw, dict):
-        return {}
-    out: Document = {}
-    pairs = (
-        ("inputTokens", "input_tokens"),
-        ("outputTokens", "output_tokens"),
-        ("totalTokens", "total_tokens"),
-        ("cacheReadInputTokens", "cached_input_tokens"),
-        ("cacheWriteInputTokens", "cache_write_input_tokens"),
-    )
-    for source, target in pairs:
-        if raw.get(source) is not None:
-            out[target] = raw[source]
-    return out
+    return renamed_counts(raw, _USAGE_NAMES)
 
 
 def _result(text: list[str], calls: list[Document], stop: object, usage: Document) -> Document:

@@ -20,3 +20,11 @@ def request_fields(body: object, decoding_keys: Iterable[str]) -> Document:
         "tools_hash": hash_value(tools) if tools else None,
         "streamed": bool(body.get("stream")),
     }
+
+
+def renamed_counts(raw: object, names: Iterable[tuple[str, str]]) -> Document:
+    """A provider's usage object under the event's names: ``(its key, our key)`` pairs, absent or null
+    counts left out (Gemini's ``promptTokenCount``, Bedrock's ``inputTokens`` -> ``input_tokens``)."""
+    if not isinstance(raw, dict):
+        return {}
+    return {ours: raw[theirs] for theirs, ours in names if raw.get(theirs) is not None}

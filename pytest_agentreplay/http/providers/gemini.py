@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Final
 
 from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
+from .fields import renamed_counts
 from .interface import InputFields
 
 NAME = "gemini"
@@ -93,22 +95,19 @@ def request_fields(endpoint: str, body: object) -> Document:
     }
 
 
+# The provider's usage keys, and ours.
+_USAGE_NAMES: Final = (
+    ("promptTokenCount", "input_tokens"),
+    ("candidatesTokenCount", "output_tokens"),
+    ("totalTokenCount", "total_tokens"),
+    ("cachedContentTokenCount", "cached_input_tokens"),
+    ("thoughtsTokenCount", "reasoning_tokens"),
+    ("toolUsePromptTokenCount", "tool_use_input_tokens"),
+)
+
+
 def _usage(raw: object) -> Document:
-    if not isinstance(raw, dict):
-        return {}
-    out: Document = {}
-    pairs = (
-        ("promptTokenCount", "input_tokens"),
-        ("candidatesTokenCount", "output_tokens"),
-        ("totalTokenCount", "total_tokens"),
-        ("cachedContentTokenCount", "cached_input_tokens"),
-        ("thoughtsTokenCount", "reasoning_tokens"),
-        ("toolUsePromptTokenCount", "tool_use_input_tokens"),
-    )
-    for source, target in pairs:
-        if raw.get(source) is not None:
-            out[target] = raw[source]
-    return out
+    return renamed_counts(raw, _USAGE_NAMES)
 
 
 def _fold(chunks: Iterable[object]) -> Document:
