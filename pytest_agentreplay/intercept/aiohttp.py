@@ -63,9 +63,6 @@ class TeedReaders:
 _TEED = TeedReaders()
 
 
-# The modules whose import activates this adapter (intercept.registry).
-TRIGGERS: tuple[str, ...] = ("aiohttp",)
-
 
 def _request_body(session: object, data: object, json_value: object, headers: dict[str, str]) -> bytes:
     if json_value is not None:

@@ -35,9 +35,6 @@ from .grpc_sync import fault_status, finish_from, sync_classes
 if TYPE_CHECKING:
     from ..core.capture import RunContext
 
-# The modules whose import activates this adapter (intercept.registry); grpc imports grpc.aio itself.
-TRIGGERS: tuple[str, ...] = ("grpc",)
-
 # (class name in grpc._channel, its shape, the methods patched)
 _SYNC: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("_UnaryUnaryMultiCallable", "uu", ("__call__", "with_call", "future")),

@@ -129,9 +129,6 @@ class TransportPatches:
         return restore
 
 
-# The modules whose import activates this adapter (intercept.registry).
-TRIGGERS: tuple[str, ...] = ("httpx", "httpx2")
-
 
 def _nothing() -> None:
     return None

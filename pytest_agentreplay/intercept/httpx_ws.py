@@ -32,8 +32,6 @@ from ..http.websocket_messages import (
 from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
 from .internal import internal
 
-TRIGGERS: tuple[str, ...] = ("httpx_ws",)
-
 _EVENTS = "_agentreplay_ws_events"
 
 

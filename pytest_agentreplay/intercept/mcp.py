@@ -34,9 +34,7 @@ from ..exceptions import RecordedToolError
 from ..replay.mcp_sessions import UNRECORDED, McpServer, error_parts, error_text, start_request
 from .internal import internal
 
-__all__ = ["TRIGGERS", "patch"]
-
-TRIGGERS: tuple[str, ...] = ("mcp",)
+__all__ = ["patch"]
 
 SendRaw = Callable[..., Awaitable[dict[str, object]]]
 Notify = Callable[..., Awaitable[None]]

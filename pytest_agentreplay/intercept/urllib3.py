@@ -153,9 +153,6 @@ class _ReplayFP(io.RawIOBase):
         return self.closed or (self._eof and not self._buf)
 
 
-# The modules whose import activates this adapter (intercept.registry).
-TRIGGERS: tuple[str, ...] = ("urllib3",)
-
 
 def _full_url(pool: HTTPConnectionPool, url: str) -> str:
     if url.startswith(("http://", "https://")):

@@ -39,9 +39,6 @@ from ..replay.websocket_sessions import LiveConnection, ServedConversation, open
 from .internal import internal
 from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
 
-# The modules whose import activates this adapter (intercept.registry).
-TRIGGERS: tuple[str, ...] = ("websockets.sync.client", "websockets.asyncio.client")
-
 # Where a live connection keeps its events (instance dict: the library's connections have no slots).
 _EVENTS = "_agentreplay_ws_events"
 
