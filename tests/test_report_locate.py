@@ -77,10 +77,11 @@ def _save(tmp_path: Path, events: list[dict[str, Any]], inline_limit: int = 1 <<
 
 
 def _event_spans(text: str) -> list[tuple[int, int]]:
-    """(first, last) line of each event of a cassette written by ``dumps_pretty``."""
+    """(first, last) line of each event of a cassette as ``save_cassette`` writes it (``dumps_cassette``:
+    one space per level, so an event of the ``events`` list opens and closes at two spaces)."""
     lines = text.splitlines()
-    starts = [n for n, line in enumerate(lines, 1) if line == "    {"]
-    ends = [n for n, line in enumerate(lines, 1) if line in ("    },", "    }")]
+    starts = [n for n, line in enumerate(lines, 1) if line == "  {"]
+    ends = [n for n, line in enumerate(lines, 1) if line in ("  },", "  }")]
     return list(zip(starts, ends, strict=True))
 
 

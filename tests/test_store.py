@@ -17,7 +17,7 @@ from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
 from pytest_agentreplay.cassette.loaded import verify_chain
 from pytest_agentreplay.cassette.read import load_cassette, load_document
 from pytest_agentreplay.cassette.write import save_cassette
-from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.core.canonical import dumps_cassette, hash_value
 from pytest_agentreplay.core.constants import FORMAT_VERSION
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import (
@@ -89,7 +89,7 @@ def test_save_load_save_is_byte_identical(cassette: Path) -> None:
 
 def test_file_is_canonical_pretty_json(cassette: Path) -> None:
     text = cassette.read_text(encoding="utf-8")
-    assert text == dumps_pretty(json.loads(text))
+    assert text == dumps_cassette(json.loads(text))
     assert text.endswith("}\n")
 
 

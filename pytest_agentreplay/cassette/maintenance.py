@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.canonical import dumps_pretty
+from ..core.canonical import dumps_cassette
 from ..core.constants import FORMAT_VERSION
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .document import blob_resolver, build_document, run_to_dict
@@ -30,7 +30,7 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
         doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
         if not dry_run:
             try:
-                atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
+                atomic_write_bytes(path, dumps_cassette(doc).encode("utf-8"))
             except OSError as exc:
                 raise save_failed(path, exc) from None
     return True

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..core.canonical import dumps_pretty
+from ..core.canonical import dumps_cassette
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
 from ..core.documents import Document
@@ -140,7 +140,7 @@ def save_cassette(
         for index, current in enumerate(stored):
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
-        text = dumps_pretty(doc).encode("utf-8")
+        text = dumps_cassette(doc).encode("utf-8")
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
