@@ -106,3 +106,18 @@ def test_a_saved_cassette_is_written_in_this_layout(tmp_path: Path) -> None:
     assert len(text) <= 0.85 * len(dumps_pretty(json.loads(text)))
     again = load_cassette(path)
     assert again.event_dicts() == loaded.event_dicts()
+
+
+def test_a_cassette_in_the_two_space_layout_keeps_it(tmp_path: Path) -> None:
+    """A file written before this layout: an update rewrites the changed lines, not every indentation."""
+    path = tmp_path / "c.json"
+    loaded = save_cassette(path, RunMeta(run_id="r"), _chat_events())
+    old_text = dumps_pretty(json.loads(path.read_text(encoding="utf-8")))
+    path.write_text(old_text, encoding="utf-8")
+    events = list(loaded.events)
+    events[2] = Event.model_validate({**events[2].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
+    save_cassette(path, loaded.run, events)
+    new_text = path.read_text(encoding="utf-8")
+    assert new_text == dumps_pretty(json.loads(new_text))
+    changed = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
+    assert len(changed) == 3  # the field, its event's digest, the head hash

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..core.canonical import dumps_cassette
+from ..core.canonical import dumps_cassette, dumps_pretty
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
 from ..core.documents import Document
@@ -95,6 +95,18 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
         share_parts(previous, value)
 
 
+def _layout_of(path: Path) -> Callable[[object], str]:
+    """The layout to write ``path`` in: the two-space one of files written before ``dumps_cassette`` when the
+    file on disk has it (an accepted change then stays the few lines it is, instead of re-indenting the
+    whole file once), else ``dumps_cassette``."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(5)
+    except OSError:
+        return dumps_cassette
+    return dumps_pretty if head == b'{\n  "' else dumps_cassette
+
+
 def save_cassette(
     path: Path,
     run: RunMeta,
@@ -140,7 +152,7 @@ def save_cassette(
         for index, current in enumerate(stored):
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
-        text = dumps_cassette(doc).encode("utf-8")
+        text = _layout_of(path)(doc).encode("utf-8")
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
