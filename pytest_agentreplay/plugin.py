@@ -21,6 +21,7 @@ from .core import socket_gate
 from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
+from .core.garbage import collect_test_garbage
 from .exceptions import AgentReplayError, ConfigError
 from .item_facts import (
     BLOCK_KEY,
@@ -255,6 +256,15 @@ class SessionHooks:
     def pytest_testnodedown(self, node: object, error: object) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.controller.merge_worker({WORKER_OUTPUT_KEY: output.get(WORKER_OUTPUT_KEY)})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            # After the whole protocol: pytest has dropped the test's fixture values by now.
+            if uses_agentreplay(item):
+                collect_test_garbage()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:

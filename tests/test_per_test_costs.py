@@ -5,6 +5,9 @@ computed once, the uuid trampoline compiled once). Each test checks the sharing 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import uuid
 
 import pytest
@@ -99,3 +102,70 @@ def test_cassette_path_computed_once_per_test(
     asked = [json.loads(line) for line in log.read_text().splitlines()]
     # Collection, the guard's set-up and the fixture each need it: the hook is asked once per test.
     assert sorted(asked) == ["test_flow.py::test_a", "test_flow.py::test_b"]
+
+
+def test_adapters_imported_only_with_their_library() -> None:
+    """An agent on httpx alone imports no gRPC, MCP, WebSocket or aiohttp adapter (their import was paid by
+    every session before: memory, and pytest's assertion rewriting of each module under
+    PYTHONDONTWRITEBYTECODE); the adapter comes in the moment its library is imported, and patches it."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import httpx
+        from pytest_agentreplay.intercept import install
+        from pytest_agentreplay.intercept.registry import ADAPTERS
+        uninstall = install()
+        loaded = sorted(name for name in ADAPTERS if f"pytest_agentreplay.intercept.{name}" in sys.modules)
+        print("LOADED", ",".join(loaded))
+        import urllib3
+        print("AFTER", "pytest_agentreplay.intercept.urllib3" in sys.modules,
+              urllib3.connectionpool.HTTPConnectionPool.urlopen.__module__)
+        uninstall()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert lines["LOADED"] == "httpx"
+    assert lines["AFTER"] == "True pytest_agentreplay.intercept.urllib3"
+
+
+GARBAGE_TEST = """
+import gc
+import weakref
+
+import pytest
+
+gc.set_threshold(10**9, 10**9, 10**9)  # no collection of its own: only one run after a test can free
+LEFT = []
+
+
+class Client:
+    def __init__(self):
+        self.resource = {"client": self}  # a cycle, as an SDK client and its resources make
+
+
+@pytest.mark.agentreplay
+def test_builds_a_client():
+    LEFT.append(weakref.ref(Client()))
+
+
+@pytest.mark.agentreplay
+def test_after_it():
+    assert LEFT[0]() is None, "the client of the test before is still in memory"
+
+
+def test_plain_after_it():
+    LEFT.append(weakref.ref(Client()))
+
+
+def test_last():
+    assert LEFT[1]() is not None, "a test without agentreplay keeps the collector's own schedule"
+"""
+
+
+def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_garbage=GARBAGE_TEST)
+    args = ("-p", "no:randomly")
+    pytester.runpytest_subprocess("--agentreplay-record=all", *args).assert_outcomes(passed=4)
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
