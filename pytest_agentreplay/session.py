@@ -11,7 +11,6 @@ from pathlib import Path
 from . import runs
 from .cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from .cassette.read import LoadedCassette, load_cassette
-from .cassette.write import save_cassette
 from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from .core.commands import record_command, rerecord_fix
 from .core.config import Settings, TestSettings
@@ -31,14 +30,11 @@ from .exceptions import (
 )
 from .http.providers import ProviderSet, providers_of
 from .redaction import Redactor
-from .replay.audit import audit_problems
 from .replay.foreign import ForeignSource
 from .replay.modes import finish_replay, mode_rules
 from .replay.replayed_history import redacted_replay
 from .replay.tools import ToolReplayer
-from .replay.update import merge_for_update
 from .report.status import Action
-from .report.timeline import render_timeline
 
 
 @dataclass
@@ -288,11 +284,15 @@ class TestRun:
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
+        from .report.timeline import render_timeline  # only audit mode shows it
+
         recorded = self.recorded
         assert recorded is not None
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
     def _audit(self) -> TestOutcome:
+        from .replay.audit import audit_problems  # only audit mode runs it
+
         assert self.recorded is not None
         problems = audit_problems(self.recorded)
         self.outcome = TestOutcome(
@@ -315,6 +315,9 @@ class TestRun:
         """Write the cassette. A failed write (full disk, no permission) is the test's verdict, ``not-saved``,
         raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
         the test's own error, with the failed write added to it as a note, and this returns False."""
+        # Only recording and accepting sessions write: a replay never imports the writer.
+        from .cassette.write import save_cassette
+
         assert self.ctx is not None
         limit = self.settings.inline_limit
         try:
@@ -384,6 +387,8 @@ class TestRun:
         if accepting:
             # Only regression replays the agent against the recorded world; a model-comparison or sandbox
             # run is an experiment, never a new baseline.
+            from .replay.update import merge_for_update  # only --agentreplay-update accepts
+
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
             self._save(recorded.run, events)
             outcome.action = Action.UPDATED

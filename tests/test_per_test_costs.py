@@ -169,3 +169,41 @@ def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> 
     args = ("-p", "no:randomly")
     pytester.runpytest_subprocess("--agentreplay-record=all", *args).assert_outcomes(passed=4)
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
+
+
+def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytest.Pytester) -> None:
+    """What only recording, accepting, audit or model-comparison sessions use stays out of a regression
+    replay: fewer modules for pytest to rewrite at each start (under PYTHONDONTWRITEBYTECODE) and to hold."""
+    pytester.makepyfile(
+        test_agent="""
+        import pytest
+
+        def test_agent(agent_replay):
+            assert agent_replay.mode in ("record", "regression")
+        """
+    )
+    pytester.makeconftest(
+        """
+        import sys
+
+        def pytest_sessionfinish(session):
+            loaded = sorted(name for name in sys.modules if name.startswith("pytest_agentreplay."))
+            (session.config.rootpath / "loaded.txt").write_text("\\n".join(loaded))
+        """
+    )
+    pytester.runpytest_subprocess("--agentreplay-record=all").assert_outcomes(passed=1)
+    recorded = set((pytester.path / "loaded.txt").read_text().split())
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+    replayed = set((pytester.path / "loaded.txt").read_text().split())
+    assert "pytest_agentreplay.cassette.write" in recorded
+    others = {
+        "pytest_agentreplay.cassette.write",
+        "pytest_agentreplay.replay.audit",
+        "pytest_agentreplay.replay.update",
+        "pytest_agentreplay.replay.comparison",
+        "pytest_agentreplay.report.timeline",
+        "pytest_agentreplay.intercept.grpc",
+        "pytest_agentreplay.intercept.mcp",
+        "pytest_agentreplay.intercept.websockets",
+    }
+    assert not replayed & others, sorted(replayed & others)

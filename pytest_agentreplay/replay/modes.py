@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ..core.constants import Mode
 from ..guard import allow_list_admits, collect_child_refusals
 from ..http.providers import providers_of
-from .comparison import comparison_for
 from .sandbox import effect_problems, fault_rules, state_for, violations_error
 
 if TYPE_CHECKING:
@@ -79,6 +78,8 @@ def finish_replay(ctx: RunContext) -> None:
         if problems:
             ctx.failures.append(violations_error(ctx, problems))
     elif ctx.mode is Mode.MODEL_COMPARISON:
+        from .comparison import comparison_for  # only model-comparison runs build one
+
         ctx.comparison = comparison_for(ctx)
 
 
