@@ -572,3 +572,16 @@ def test_a_load_leaves_the_garbage_collector_as_it_found_it(cassette: Path) -> N
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("events", [None, "not a list", {"0": {}}])
+def test_a_document_without_an_events_list_is_a_schema_error(cassette: Path, events: Any) -> None:
+    """Decoding finds no events in such a file; the schema check must still see the file as stored (it
+    once validated it with an empty events list put in, and the chain check then met a KeyError)."""
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    if events is None:
+        del doc["events"]
+    else:
+        doc["events"] = events
+    rewrite(cassette, doc)
+    assert "events" in str(load_error(cassette, CassetteSchemaError))

@@ -31,7 +31,7 @@ _set = object.__setattr__
 class Record(BaseModel):
     """Base of the event-history records: strict, closed, frozen."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
     @classmethod
     def construct_trusted(cls, values: dict[str, object]) -> Self:
