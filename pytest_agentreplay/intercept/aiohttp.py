@@ -63,7 +63,6 @@ class TeedReaders:
 _TEED = TeedReaders()
 
 
-
 def _request_body(session: object, data: object, json_value: object, headers: dict[str, str]) -> bytes:
     if json_value is not None:
         headers.setdefault("content-type", "application/json")

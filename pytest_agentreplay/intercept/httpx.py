@@ -129,7 +129,6 @@ class TransportPatches:
         return restore
 
 
-
 def _nothing() -> None:
     return None
 

@@ -153,7 +153,6 @@ class _ReplayFP(io.RawIOBase):
         return self.closed or (self._eof and not self._buf)
 
 
-
 def _full_url(pool: HTTPConnectionPool, url: str) -> str:
     if url.startswith(("http://", "https://")):
         return url
