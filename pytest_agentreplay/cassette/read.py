@@ -76,17 +76,14 @@ def _load_document(
         if version != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
         try:
-            events = decode_stored_events(raw, path, store)
+            decoded = decoded_document(raw, path, store)
         except CassetteError:
             # A damaged delta: say it was edited when the digests say so.
             problems = integrity_problems(raw) if _checkable(raw) else []
             if not problems:
                 raise
         else:
-            # Without an events list there are no decoded events to put in: the schema check of the
-            # document as stored names the missing or mistyped field.
-            stored_events = isinstance(raw.get("events"), list)
-            doc = CassetteDoc.model_validate({**raw, "events": events} if stored_events else raw)
+            doc = CassetteDoc.model_validate(decoded)
             problems = integrity_problems(raw)
             check_event_keys(raw, path)
     except CassetteError as exc:
@@ -145,15 +142,18 @@ def _checkable(raw: Document) -> bool:
     )
 
 
-def decode_stored_events(raw: Document, path: Path, store: BlobStore) -> list[object]:
-    """The in-memory events of a stored document (request deltas applied, defaults restored)."""
+def decoded_document(raw: Document, path: Path, store: BlobStore) -> Document:
+    """The stored document with its in-memory events (request deltas applied, defaults restored), for the
+    schema check. Without an events list (or a run header) it is the document as stored: the schema check
+    then names the missing or mistyped field."""
     events, run = raw.get("events"), raw.get("run")
     if not isinstance(events, list) or not isinstance(run, dict):
-        return events if isinstance(events, list) else []  # the schema check names what is wrong
+        return raw
     run_id = run.get("run_id")
-    return decode_events(
+    decoded = decode_events(
         events, run_id if isinstance(run_id, str) else "", source=str(path), resolve=blob_resolver(store)
     )
+    return {**raw, "events": decoded}
 
 
 def load_document(path: Path, *, mode: str | None = None, migrate: bool = False) -> tuple[Document, int]:
@@ -243,7 +243,7 @@ def _load_cassette(
 __all__ = [
     "REF_FIELDS",
     "LoadedCassette",
-    "decode_stored_events",
+    "decoded_document",
     "load_cassette",
     "load_document",
     "load_unchecked",

@@ -21,7 +21,7 @@ from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
 from .document import blob_resolver, redact_run, run_to_dict, scan_document
-from .read import REF_FIELDS, LoadedCassette, decode_stored_events, schema_error
+from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
 from .streams import plan_payload
 
@@ -189,7 +189,7 @@ def save_cassette(
             raise save_failed(path, exc) from None
     # What a later load of the file gives (blob-stored payloads stay references).
     try:
-        validated = CassetteDoc.model_validate({**doc, "events": decode_stored_events(doc, path, store)})
+        validated = CassetteDoc.model_validate(decoded_document(doc, path, store))
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     return LoadedCassette(path, validated.run, validated.events, store, document=doc)
