@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 
 from ..core.documents import Document
 from ..exceptions import EventStreamError
+from .sse import parse_data
 
 MEDIA_TYPE = "application/vnd.amazon.eventstream"
 
@@ -153,12 +154,7 @@ def _store_payload(ev: Document, payload: bytes) -> None:
     if not text:
         ev["data"] = None
         return
-    data: object = text
-    if text[:1] in ("{", "["):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = text
+    data = parse_data(text)
     if ev.get("event") == "chunk" and isinstance(data, dict):
         data = _decode_chunk(data)
     ev["data"] = data

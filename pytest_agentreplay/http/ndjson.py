@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 
 from ..core.documents import Document
+from .sse import parse_data
 
 # Media types of newline-delimited JSON: Ollama sends the first; the others name the same format.
 NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
@@ -26,15 +27,6 @@ def is_ndjson_type(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() in NDJSON_TYPES
-
-
-def _parse_line(text: str) -> object:
-    if text[:1] in ("{", "["):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-    return text
 
 
 class NDJSONParser:
@@ -70,7 +62,7 @@ class NDJSONParser:
         if not wire.strip():
             self._blank += wire
             return None
-        ev: Document = {"data": _parse_line(wire.strip())}
+        ev: Document = {"data": parse_data(wire.strip())}
         raw = self._blank + wire
         if encode_line(ev, sort_keys=True).decode("utf-8") != raw:
             ev["raw"] = raw

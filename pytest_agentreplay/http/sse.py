@@ -21,7 +21,9 @@ _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
 _SEPARATORS = (",", ":")
 
 
-def _parse_data(raw: str) -> object:
+def parse_data(raw: str) -> object:
+    """An event's data as stored: its JSON value when it reads as a JSON object or array, else the text
+    (shared by the stream formats: SSE data, an NDJSON line, an event-stream payload)."""
     if raw[:1] in ("{", "["):
         try:
             return json.loads(raw)
@@ -105,7 +107,7 @@ class SSEParser:
         ev: Document = {}
         if self._event is not None:
             ev["event"] = self._event
-        ev["data"] = _parse_data("\n".join(self._data)) if self._data else None
+        ev["data"] = parse_data("\n".join(self._data)) if self._data else None
         if self._id is not None:
             ev["id"] = self._id
         raw = "".join(self._raw)
