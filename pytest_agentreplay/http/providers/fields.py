@@ -9,16 +9,29 @@ from ...core.canonical import hash_value
 from ...core.documents import Document
 
 
-def request_fields(body: object, decoding_keys: Iterable[str]) -> Document:
-    """The request fields of a JSON body whose decoding settings are top-level keys (OpenAI, Anthropic)."""
+def request_fields(
+    body: object, decoding_keys: Iterable[str], *, nested: Iterable[str] = (), streamed: bool | None = None
+) -> Document:
+    """The request fields of a JSON body whose decoding settings are top-level keys (OpenAI, Anthropic),
+    and, with ``nested``, also the settings of the first of those keys holding an object (Ollama's
+    ``options``, Gemini's ``generationConfig``; top-level keys win). ``streamed``: what the provider says
+    instead of the body's ``stream`` flag (Gemini's endpoint, Ollama streaming unless told not to)."""
     if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
+        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": bool(streamed)}
+    decoding: Document = {}
+    for key in nested:
+        settings = body.get(key)
+        if settings:
+            if isinstance(settings, dict):
+                decoding.update((k, v) for k, v in settings.items() if v is not None)
+            break
+    decoding.update((k, body[k]) for k in decoding_keys if body.get(k) is not None)
     tools = body.get("tools")
     return {
         "model": body.get("model"),
-        "decoding": {k: body[k] for k in decoding_keys if body.get(k) is not None},
+        "decoding": decoding,
         "tools_hash": hash_value(tools) if tools else None,
-        "streamed": bool(body.get("stream")),
+        "streamed": bool(body.get("stream")) if streamed is None else streamed,
     }
 
 

@@ -19,11 +19,11 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
-from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from .fields import renamed_counts
+from .fields import request_fields as shared_request_fields
 from .interface import InputFields
 
 NAME = "gemini"
@@ -75,24 +75,13 @@ def url_fields(request: HttpRequest) -> Document:
 
 
 def request_fields(endpoint: str, body: object) -> Document:
-    streamed = endpoint == STREAM
-    if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
-    config = body.get("generationConfig") or body.get("generation_config")
-    decoding: Document = (
-        {k: v for k, v in config.items() if v is not None} if isinstance(config, dict) else {}
+    # Some proxies accept the model in the body too; the URL one is filled in by model_from_request.
+    return shared_request_fields(
+        body,
+        ("toolConfig", "safetySettings", "cachedContent"),
+        nested=("generationConfig", "generation_config"),
+        streamed=endpoint == STREAM,
     )
-    for key in ("toolConfig", "safetySettings", "cachedContent"):
-        if body.get(key) is not None:
-            decoding[key] = body[key]
-    tools = body.get("tools")
-    return {
-        # Some proxies accept the model in the body too; the URL one is filled in by model_from_request.
-        "model": body.get("model"),
-        "decoding": decoding,
-        "tools_hash": hash_value(tools) if tools else None,
-        "streamed": streamed,
-    }
 
 
 # The provider's usage keys, and ours.

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
+from .fields import request_fields as shared_request_fields
 from .openai import _parse_args
 
 NAME = "ollama"
@@ -41,23 +41,9 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
 
 
 def request_fields(endpoint: str, body: object) -> Document:
-    if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": False}
-    options = body.get("options")
-    decoding: Document = (
-        {k: v for k, v in options.items() if v is not None} if isinstance(options, dict) else {}
-    )
-    for key in _DECODING:
-        if body.get(key) is not None:
-            decoding[key] = body[key]
-    tools = body.get("tools")
-    return {
-        "model": body.get("model"),
-        "decoding": decoding,
-        "tools_hash": hash_value(tools) if tools else None,
-        # Ollama streams unless told not to.
-        "streamed": body.get("stream") is not False,
-    }
+    # Ollama streams unless told not to.
+    streams = isinstance(body, dict) and body.get("stream") is not False
+    return shared_request_fields(body, _DECODING, nested=("options",), streamed=streams)
 
 
 def _usage(chunk: Document) -> Document:
