@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_load import build_events  # noqa: E402
 
 from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir  # noqa: E402
-from pytest_agentreplay.cassette.read import decode_stored_events  # noqa: E402
+from pytest_agentreplay.cassette.read import decoded_document  # noqa: E402
 from pytest_agentreplay.cassette.write import save_cassette  # noqa: E402
 from pytest_agentreplay.core.documents import Document  # noqa: E402
 from pytest_agentreplay.core.events import CassetteDoc, Event, PayloadRef, RunMeta  # noqa: E402
@@ -108,7 +108,7 @@ def in_memory_document(path: Path) -> tuple[bytes, bytes, BlobStore]:
     stored = path.read_bytes()
     raw: Document = json.loads(stored)
     store = BlobStore(default_blob_dir(path))
-    decoded = {**raw, "events": decode_stored_events(raw, path, store)}
+    decoded = decoded_document(raw, path, store)
     return stored, json.dumps(decoded).encode(), store
 
 
@@ -117,12 +117,11 @@ def ways(path: Path) -> dict[str, Callable[[], object]]:
 
     def load_validate() -> object:
         raw = jiter.from_json(stored)
-        return CassetteDoc.model_validate({**raw, "events": decode_stored_events(raw, path, store)})
+        return CassetteDoc.model_validate(decoded_document(raw, path, store))
 
     def load_validate_json() -> object:
         raw = jiter.from_json(stored)
-        events = decode_stored_events(raw, path, store)
-        return CassetteDoc.model_validate_json(json.dumps({**raw, "events": events}))
+        return CassetteDoc.model_validate_json(json.dumps(decoded_document(raw, path, store)))
 
     return {
         "jiter+validate": lambda: CassetteDoc.model_validate(jiter.from_json(content)),
