@@ -19,7 +19,7 @@ from .cassette.unused import remove, unused_cassettes
 from .core.config import Settings
 from .core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
 from .core.documents import Document
-from .core.paths import item_cassette_path, recorded_nodeid
+from .core.paths import module_cassette_dir, recorded_nodeid
 from .exceptions import ReportError
 from .report.status import Status, TestStatus
 from .report.summary import summary_lines, tolerated_lines
@@ -98,15 +98,20 @@ class SessionController:
     # -- collection ---------------------------------------------------------------------------------
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
         """Record every collected (or deselected) test that uses agent replay."""
+        # A module's cassette directory, once per module (None: only some of its tests were collected).
+        module_dirs: dict[Path, str | None] = {}
         for test in tests:
             if test.cassette is None:
                 self.facts.runtime_placed.add(test.nodeid)
             else:
                 self.facts.known.add(str(test.cassette))
-            if test.module.resolve() not in partial_modules:
-                cassette_dir = self.settings.cassette_dir
-                default = item_cassette_path(cassette_dir, self.rootdir, test.module, test.nodeid)
-                self.facts.module_dirs.add(str(default.parent))
+            if test.module not in module_dirs:
+                whole = test.module.resolve() not in partial_modules
+                found = module_cassette_dir(self.settings.cassette_dir, self.rootdir, test.module)
+                module_dirs[test.module] = str(found) if whole else None
+            directory = module_dirs[test.module]
+            if directory is not None:
+                self.facts.module_dirs.add(directory)
         self.facts.collected = True
 
     def worker_output(self) -> Document:

@@ -1,5 +1,6 @@
-"""Issue 29 item 3: the cassette file's layout (``dumps_cassette``) spends fewer bytes on indentation and
-keeps one field per line. Format 4 readers read it unchanged (it is JSON; digests are over values)."""
+"""Issue 29 item 3: the cassette file's layout (``dumps_cassette``) spends fewer bytes on indentation and on
+small objects spread over lines, and keeps a changed field one changed line. Format 4 readers read it
+unchanged (it is JSON; digests are over values)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,27 @@ def test_any_json_value_reads_back(value: object) -> None:
     assert text.endswith("\n") and dumps_cassette(json.loads(text)) == text
 
 
-def test_one_member_per_line_one_space_per_level() -> None:
+def test_one_space_per_level_and_what_fits_on_one_line() -> None:
     value = {"b": {"usage": {"in": 1, "out": 2}}, "a": ["x", 1, None, True], "c": [{"k": "v"}]}
-    value |= {"d": [], "e": {}}
+    value |= {"d": [], "e": {}, "f": {"long": "y" * 110, "n": 1}}
     assert dumps_cassette(value) == (
+        "{\n"
+        ' "a": ["x", 1, null, true],\n'
+        ' "b": {"usage": {"in": 1, "out": 2}},\n'
+        ' "c": [{"k": "v"}],\n'
+        ' "d": [],\n'
+        ' "e": {},\n'
+        ' "f": {\n'
+        f'  "long": "{"y" * 110}",\n'
+        '  "n": 1\n'
+        " }\n"
+        "}\n"
+    )
+
+
+def test_the_layout_before_objects_went_on_one_line() -> None:
+    value = {"b": {"usage": {"in": 1, "out": 2}}, "a": ["x", 1, None, True], "c": [{"k": "v"}]}
+    assert dumps_cassette(value, inline_objects=False) == (
         "{\n"
         ' "a": ["x", 1, null, true],\n'
         ' "b": {\n'
@@ -45,19 +63,29 @@ def test_one_member_per_line_one_space_per_level() -> None:
         "  {\n"
         '   "k": "v"\n'
         "  }\n"
-        " ],\n"
-        ' "d": [],\n'
-        ' "e": {}\n'
+        " ]\n"
         "}\n"
     )
 
 
-def test_a_list_too_long_for_one_line_takes_one_line_per_item() -> None:
-    digests = ["f" * 64, "e" * 64]
-    lines = dumps_cassette({"event_digests": digests}).splitlines()
-    assert lines[1:4] == [' "event_digests": [', f'  "{"f" * 64}",', f'  "{"e" * 64}"']
-    short = dumps_cassette({"same": ["model", "tools"]}).splitlines()
-    assert short[1] == ' "same": ["model", "tools"]' and all(len(line) <= CASSETTE_WIDTH for line in short)
+@given(JSON)
+def test_a_value_on_one_line_is_what_json_dumps_writes(value: object) -> None:
+    """Whatever is written on one line is ``json.dumps(sort_keys=True)``'s text of it, and only a value that
+    fits goes there: every line holds at most the width, unless one string alone is longer."""
+    text = dumps_cassette({"k": value})
+    compact = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(' "k": ') + len(compact) <= CASSETTE_WIDTH:
+        assert text == "{\n" + ' "k": ' + compact + "\n}\n"
+    else:
+        assert text != "{\n" + ' "k": ' + compact + "\n}\n"
+        for line in text.splitlines():
+            assert len(line) <= CASSETTE_WIDTH or line.count('"') <= 4
+
+
+def test_a_long_object_takes_a_line_per_member() -> None:
+    many = {f"key{i}": i for i in range(50_000)}
+    text = dumps_cassette({"m": many})
+    assert text.count("\n") == 50_004 and json.loads(text) == {"m": many}
 
 
 @pytest.mark.parametrize("bad", [{"a": float("nan")}, {"a": object()}])
@@ -102,8 +130,8 @@ def test_a_saved_cassette_is_written_in_this_layout(tmp_path: Path) -> None:
     loaded = save_cassette(path, RunMeta(run_id="r"), _chat_events())
     text = path.read_text(encoding="utf-8")
     assert text == dumps_cassette(json.loads(text))
-    # A sixth of the bytes of the two-space layout, or more, on a payload of this depth.
-    assert len(text) <= 0.85 * len(dumps_pretty(json.loads(text)))
+    # A fifth of the bytes of the two-space layout, or more, on a payload of this depth.
+    assert len(text) <= 0.8 * len(dumps_pretty(json.loads(text)))
     again = load_cassette(path)
     assert again.event_dicts() == loaded.event_dicts()
 
@@ -121,3 +149,22 @@ def test_a_cassette_in_the_two_space_layout_keeps_it(tmp_path: Path) -> None:
     assert new_text == dumps_pretty(json.loads(new_text))
     changed = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
     assert len(changed) == 3  # the field, its event's digest, the head hash
+
+
+def test_a_cassette_in_the_layout_before_objects_went_on_one_line_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    loaded = save_cassette(path, RunMeta(run_id="r"), _chat_events())
+    assert ': {"' in path.read_text(encoding="utf-8")
+    old_text = dumps_cassette(json.loads(path.read_text(encoding="utf-8")), inline_objects=False)
+    path.write_text(old_text, encoding="utf-8")
+    events = list(loaded.events)
+    events[2] = Event.model_validate({**events[2].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
+    save_cassette(path, loaded.run, events)
+    new_text = path.read_text(encoding="utf-8")
+    assert new_text == dumps_cassette(json.loads(new_text), inline_objects=False)
+    changed = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
+    assert len(changed) == 3
+    # A file in this layout is saved in it again, with its small objects on one line.
+    path.unlink()
+    save_cassette(path, loaded.run, events)
+    assert path.read_text(encoding="utf-8") == dumps_cassette(json.loads(path.read_text(encoding="utf-8")))

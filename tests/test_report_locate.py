@@ -107,10 +107,10 @@ def test_a_kept_message_points_at_the_call_that_stored_it(tmp_path: Path) -> Non
     assert line is not None
     assert _line(text, line) == f'"content": {json.dumps(SYSTEM)},'
     assert _event_of(text, line) == 0
-    # A whole kept item: the line opening it, in call 1 as well.
+    # A whole kept item: its line (a short message stands on one), in call 1 as well.
     item = locate_line(text, 4, (*MESSAGES, "[1]"))
-    assert item is not None and _line(text, item) == "{" and _event_of(text, item) == 0
-    assert _line(text, item + 1) == '"content": "question 0: where is my order?",'
+    assert item is not None and _event_of(text, item) == 0
+    assert _line(text, item).rstrip(",") == '{"content": "question 0: where is my order?", "role": "user"}'
     # Keys the delta takes from its base (`same`) live there too.
     model = locate_line(text, 4, ("input_ref", "body", "json", "model"))
     assert model is not None and _line(text, model) == '"model": "m",' and _event_of(text, model) == 0
@@ -121,10 +121,10 @@ def test_a_stored_new_message_points_at_its_own_line(tmp_path: Path) -> None:
     # Call 3 (seq 2) stores messages[4:] (answer 1, question 2); messages[5] is its stored item 1.
     line = locate_line(text, 2, (*MESSAGES, "[5]", "content"))
     assert line is not None and _event_of(text, line) == 2
-    assert _line(text, line) == '"content": "question 2: where is my order?",'
+    assert '"content": "question 2: where is my order?"' in _line(text, line)
     answer = locate_line(text, 2, (*MESSAGES, "[4]", "role"))
     assert (
-        answer is not None and _event_of(text, answer) == 2 and _line(text, answer) == '"role": "assistant"'
+        answer is not None and _event_of(text, answer) == 2 and '"role": "assistant"' in _line(text, answer)
     )
 
 
@@ -133,19 +133,19 @@ def test_headers_kept_from_the_base_and_changed_ones(tmp_path: Path) -> None:
     kept = locate_line(text, 4, ("input_ref", "headers", "content-type"))
     assert kept is not None and _event_of(text, kept) == 0
     changed = locate_line(text, 3, ("input_ref", "headers", "x-retry"))
-    assert changed is not None and _event_of(text, changed) == 3 and _line(text, changed) == '"x-retry": "1"'
+    assert changed is not None and _event_of(text, changed) == 3 and '"x-retry": "1"' in _line(text, changed)
 
 
 def test_response_fields_and_event_fields(tmp_path: Path) -> None:
     text = _save(tmp_path, _conversation(3)).read_text(encoding="utf-8")
     # A JSON response kept byte for byte is stored as `raw` only: its line.
     raw = locate_line(text, 1, ("output_ref", "body", "json", "a"))
-    assert raw is not None and _line(text, raw) == '"raw": "{\\"a\\": 1}"' and _event_of(text, raw) == 1
+    assert raw is not None and '"raw": "{\\"a\\": 1}"' in _line(text, raw) and _event_of(text, raw) == 1
     status = locate_line(text, 2, ("data", "status"))
-    assert status is not None and _line(text, status) == '"status": 200' and _event_of(text, status) == 2
+    assert status is not None and '"status": 200' in _line(text, status) and _event_of(text, status) == 2
     # A field the file does not hold: the nearest enclosing line (the object the update adds it to).
     absent = locate_line(text, 2, ("data", "reason"))
-    assert absent is not None and _line(text, absent) == '"data": {'
+    assert absent is not None and _line(text, absent).startswith('"data": {')
     whole = locate_line(text, 1, ("@presence",))
     assert whole == _event_spans(text)[1][0]
 
@@ -223,9 +223,10 @@ def test_every_recorded_payload_value_is_on_its_line(tmp_path: Path, events: lis
                 assert line is not None
                 held = _line(text, line)
                 if tokens[-2:-1] == ("json",) and name == "output_ref":
-                    assert held.startswith('"raw": ')
+                    assert '"raw": ' in held
                 else:
-                    assert held.startswith(f'"{tokens[-1]}": {json.dumps(value)}'), (tokens, held)
+                    # The line of the field: its own, or the one its small object stands on.
+                    assert f'"{tokens[-1]}": {json.dumps(value)}' in held, (tokens, held)
                 checked += 1
     assert checked > 100
 
@@ -313,4 +314,4 @@ def test_the_markdown_report_names_the_line_of_the_recorded_value(
     row = next(line for line in markdown.splitlines() if "test_a.json:" in line)
     assert "<code>data.verdict</code>" in row and "first note" in row
     cassette = (pytester.path / "cassettes" / "test_flow" / "test_a.json").read_text(encoding="utf-8")
-    assert cassette.splitlines()[int(places[0]) - 1].strip() == '"verdict": "first note"'
+    assert '"verdict": "first note"' in cassette.splitlines()[int(places[0]) - 1]

@@ -96,15 +96,28 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
 
 
 def _layout_of(path: Path) -> Callable[[object], str]:
-    """The layout to write ``path`` in: the two-space one of files written before ``dumps_cassette`` when the
-    file on disk has it (an accepted change then stays the few lines it is, instead of re-indenting the
-    whole file once), else ``dumps_cassette``."""
+    """The layout to write ``path`` in: the one the file on disk has, so that an accepted change stays the
+    few lines it is instead of re-flowing the whole file once. The two-space layout of files written before
+    ``dumps_cassette``; its layout before small objects went on one line (no object stands on the line of
+    its key or of a list: outside a string, where a quote is escaped, ``: {"`` cannot occur); else
+    ``dumps_cassette``."""
     try:
-        with path.open("rb") as file:
-            head = file.read(5)
+        text = path.read_bytes()
     except OSError:
         return dumps_cassette
-    return dumps_pretty if head == b'{\n  "' else dumps_cassette
+    if text.startswith(b'{\n  "'):
+        return dumps_pretty
+    if text.startswith(b'{\n "') and not any(mark in text for mark in _INLINE_OBJECT_MARKS):
+        return _dumps_objects_on_lines
+    return dumps_cassette
+
+
+# An object written on one line after a key, at the start of a list, or after a list item.
+_INLINE_OBJECT_MARKS = (b': {"', b'[{"', b', {"')
+
+
+def _dumps_objects_on_lines(value: object) -> str:
+    return dumps_cassette(value, inline_objects=False)
 
 
 def save_cassette(

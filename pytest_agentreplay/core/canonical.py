@@ -19,44 +19,56 @@ def dumps_pretty(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
-# The cassette file's layout (:func:`dumps_cassette`): one space per level, and a list of plain values
-# written on the line of its key when it fits within this many characters, indentation included.
+# The cassette file's layout (:func:`dumps_cassette`): one space per level, and an object or a list written on
+# the line of its key when it fits within this many characters, indentation included.
 CASSETTE_INDENT: Final = 1
 CASSETTE_WIDTH: Final = 120
 _encode_string = json.encoder.encode_basestring
 
 
-def dumps_cassette(value: object) -> str:
-    """The canonical text of a cassette file: sorted keys, one member of an object per line (so a changed
-    field is one changed line, and a drift report names the line of its field), one space of indentation
-    per level, and a list of strings, numbers, booleans or nulls on one line when it fits within
-    :data:`CASSETTE_WIDTH` characters; a final newline. One byte sequence per value, like
-    :func:`dumps_pretty`'s, a sixth smaller: in a payload nested ten levels deep, two spaces a level
-    weighed a third of the file. Any JSON reader reads it; digests are over values, not text."""
+def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
+    """The canonical text of a cassette file: sorted keys, one member of the document and of any object too
+    long for one line per line (so a changed field is one changed line, and a drift report names the line
+    of its field), one space of indentation per level, and an object or a list written on one line when it
+    fits within :data:`CASSETTE_WIDTH` characters (``"usage": {"input_tokens": 80, "output_tokens": 20}``);
+    a final newline. One byte sequence per value, like :func:`dumps_pretty`'s, a fifth smaller: in a
+    payload nested ten levels deep, two spaces a level weighed a third of the file, and small objects
+    spread over a line per member a tenth more. Any JSON reader reads it; digests are over values, not text.
+
+    ``inline_objects=False``: the layout of files written before objects went on one line (only lists of
+    strings, numbers, booleans or nulls do), kept for them so that an update does not re-flow every small
+    object of the file once."""
     out: list[str] = []
-    _write(value, 0, 0, out)
+    _write(value, 0, 0, out, inline_objects)
     out.append("\n")
     return "".join(out)
 
 
-def _write(value: object, level: int, used: int, out: list[str]) -> None:
-    """Append ``value`` at nesting ``level``, its line holding ``used`` characters before it."""
+def _write(value: object, level: int, used: int, out: list[str], inline_objects: bool) -> None:
+    """Append ``value`` at nesting ``level``, its line holding ``used`` characters before it. The document
+    itself (level 0) always takes a line per member."""
     if isinstance(value, dict):
         if not value:
             out.append("{}")
             return
+        if inline_objects and level:
+            line = _one_line(value, CASSETTE_WIDTH - used)
+            if line is not None:
+                out.append(line)
+                return
         inner = " " * (CASSETTE_INDENT * (level + 1))
         out.append("{")
         for n, (key, item) in enumerate(_members(value)):
             head = key + ": "
             out.append(("\n" if not n else ",\n") + inner + head)
-            _write(item, level + 1, len(inner) + len(head), out)
+            _write(item, level + 1, len(inner) + len(head), out, inline_objects)
         out.append("\n" + " " * (CASSETTE_INDENT * level) + "}")
     elif isinstance(value, list | tuple):
         if not value:
             out.append("[]")
             return
-        line = _flat_list(value, CASSETTE_WIDTH - used)
+        budget = CASSETTE_WIDTH - used
+        line = _one_line(value, budget) if inline_objects and level else _flat_list(value, budget)
         if line is not None:
             out.append(line)
             return
@@ -64,10 +76,57 @@ def _write(value: object, level: int, used: int, out: list[str]) -> None:
         out.append("[")
         for n, item in enumerate(value):
             out.append(("\n" if not n else ",\n") + inner)
-            _write(item, level + 1, len(inner), out)
+            _write(item, level + 1, len(inner), out, inline_objects)
         out.append("\n" + " " * (CASSETTE_INDENT * level) + "]")
     else:
         out.append(_scalar(value))
+
+
+def _one_line(value: dict[object, object] | list[object] | tuple[object, ...], budget: int) -> str | None:
+    """``value`` on one line as ``json.dumps(sort_keys=True)`` writes it, or None when that takes more than
+    ``budget`` characters. Gives up at the first character over, so trying a large value costs no more than
+    trying a small one."""
+    parts: list[str] = []
+    return "".join(parts) if _one_line_into(value, budget, parts) >= 0 else None
+
+
+def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
+    """Append the one-line text of ``value`` to ``parts``; the budget left (negative: it does not fit)."""
+    if isinstance(value, dict):
+        # Each member takes five characters at least (``"": 0``) and a separator: a long object fails here.
+        if len(value) * 7 - 2 > budget:
+            return -1
+        budget -= 2
+        parts.append("{")
+        for n, (key, item) in enumerate(_members(value)):
+            budget -= len(key) + (4 if n else 2)
+            if budget < 0:
+                return budget
+            parts.append((", " if n else "") + key + ": ")
+            budget = _one_line_into(item, budget, parts)
+            if budget < 0:
+                return budget
+        parts.append("}")
+        return budget
+    if isinstance(value, list | tuple):
+        if len(value) * 3 > budget:
+            return -1
+        budget -= 2
+        parts.append("[")
+        for n, item in enumerate(value):
+            if n:
+                budget -= 2
+                parts.append(", ")
+            budget = _one_line_into(item, budget, parts)
+            if budget < 0:
+                return budget
+        parts.append("]")
+        return budget
+    if type(value) is str and len(value) > budget:
+        return -1
+    text = _scalar(value)
+    parts.append(text)
+    return budget - len(text)
 
 
 def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | None:

@@ -13,12 +13,17 @@ from .constants import DEFAULT_CASSETTE_DIR
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
 
 
-def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
-    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
+def module_cassette_dir(cassette_dir: Path, rootdir: Path, module_path: Path) -> Path:
+    """``<cassette dir>/<test module path without .py>``: where the cassettes of a module's tests are."""
     try:
         relative = module_path.resolve().relative_to(rootdir.resolve())
     except ValueError:
         relative = Path(module_path.name)
+    return cassette_dir / relative.with_suffix("")
+
+
+def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
+    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
     from ..redaction import default_redactor  # lazily: keeps this module cheap to import
 
     # A parametrize id can hold a key, and file names end up in repositories and CI logs.
@@ -27,7 +32,7 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
         # Cleaning can make two ids equal ("a/b" and "a_b"): a short hash of the raw id keeps them apart.
         digest = hashlib.sha256(test_name.encode("utf-8")).hexdigest()[:8]
         name = f"{name[:180]}-{digest}"
-    return cassette_dir / relative.with_suffix("") / f"{name}.json"
+    return module_cassette_dir(cassette_dir, rootdir, module_path) / f"{name}.json"
 
 
 def qualified_test_name(nodeid: str) -> str:
