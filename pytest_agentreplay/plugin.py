@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +235,8 @@ class SessionHooks:
         self.deselected: list[pytest.Item] = []
         # What the network guard could not reach, by key (a child's pid, a native library): named once.
         self.guard_notes: dict[str, str] = {}
+        # The uninstall of interception held from one agentreplay test to the next (run_setup.py).
+        self.interception: Callable[[], None] | None = None
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.extend(items)
@@ -259,11 +261,16 @@ class SessionHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
+        replays = uses_agentreplay(item)
+        if replays or self.interception is not None:
+            from .run_setup import held_interception  # heavy: the interceptors, only once a test replays
+
+            self.interception = held_interception(self.interception, hold=replays)
         try:
             return (yield)
         finally:
             # After the whole protocol: pytest has dropped the test's fixture values by now.
-            if uses_agentreplay(item):
+            if replays:
                 collect_test_garbage()
 
     @pytest.hookimpl(wrapper=True)
@@ -411,6 +418,8 @@ class SessionHooks:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.interception is not None:
+            self.interception = self.interception()  # released: None
         # Threads (and late children) of replaying tests that called out after their test ended. A session
         # that never installed the guard has none, and must not pay for importing it.
         guard = sys.modules.get("pytest_agentreplay.guard")

@@ -389,3 +389,14 @@ def _classify_hook(hook: HookRelay) -> Callable[[Document, Document | None], str
         return None if result is None else str(result)
 
     return classify
+
+
+def held_interception(held: Callable[[], None] | None, *, hold: bool) -> Callable[[], None] | None:
+    """Interception kept installed from one agentreplay test to the next (``held``: its uninstall), so that
+    each test's run only counts itself in rather than patching and restoring every intercepted library;
+    released (None) before any other test, which sees the libraries as they are."""
+    if hold:
+        return held if held is not None else install()
+    if held is not None:
+        held()
+    return None

@@ -207,3 +207,58 @@ def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytes
         "pytest_agentreplay.intercept.websockets",
     }
     assert not replayed & others, sorted(replayed & others)
+
+
+HELD_TESTS = """
+import httpx
+import pytest
+
+ORIGINAL = httpx.HTTPTransport.handle_request
+SEEN = []
+
+
+@pytest.mark.agentreplay
+def test_first():
+    SEEN.append(httpx.HTTPTransport.handle_request)
+    assert SEEN[0] is not ORIGINAL
+
+
+@pytest.mark.agentreplay
+def test_second():
+    assert httpx.HTTPTransport.handle_request is SEEN[0], "interception was installed again"
+
+
+def test_plain():
+    assert httpx.HTTPTransport.handle_request is ORIGINAL, "a test without agentreplay sees httpx patched"
+
+
+@pytest.mark.agentreplay
+def test_third():
+    assert httpx.HTTPTransport.handle_request is not ORIGINAL
+"""
+
+HELD_CONFTEST = """
+def pytest_unconfigure(config):
+    import httpx
+    import test_held
+
+    restored = httpx.HTTPTransport.handle_request is test_held.ORIGINAL
+    (config.rootpath / "restored.txt").write_text(str(restored))
+"""
+
+
+@pytest.mark.parametrize("record", [True, False], ids=["record", "replay"])
+def test_interception_installed_once_for_consecutive_agentreplay_tests(
+    pytester: pytest.Pytester, record: bool
+) -> None:
+    """Consecutive agentreplay tests share one installation of the interceptors (each test's run counts
+    itself in); a test without agentreplay between them sees the libraries unpatched, and the session
+    leaves them unpatched."""
+    pytester.makepyfile(test_held=HELD_TESTS)
+    pytester.makeconftest(HELD_CONFTEST)
+    args = ("-p", "no:randomly", "-p", "no:cacheprovider")
+    if not record:
+        pytester.runpytest_subprocess("--agentreplay-record=all", *args).assert_outcomes(passed=4)
+    result = pytester.runpytest_subprocess(*(["--agentreplay-record=all"] if record else []), *args)
+    result.assert_outcomes(passed=4)
+    assert (pytester.path / "restored.txt").read_text() == "True"
