@@ -70,16 +70,29 @@ def test_the_layout_before_objects_went_on_one_line() -> None:
 
 @given(JSON)
 def test_a_value_on_one_line_is_what_json_dumps_writes(value: object) -> None:
-    """Whatever is written on one line is ``json.dumps(sort_keys=True)``'s text of it, and only a value that
-    fits goes there: every line holds at most the width, unless one string alone is longer."""
-    text = dumps_cassette({"k": value})
+    """Whatever is written on one line is ``json.dumps(sort_keys=True)``'s text of it, and a value goes there
+    exactly when it fits, the comma after it included: every line holds at most the width, unless one
+    string alone is longer."""
+    text = dumps_cassette({"k": value, "z": 0})
     compact = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    if len(' "k": ') + len(compact) <= CASSETTE_WIDTH:
-        assert text == "{\n" + ' "k": ' + compact + "\n}\n"
+    one_line = "{\n" + ' "k": ' + compact + ",\n" + ' "z": 0\n}\n'
+    if len(' "k": ') + len(compact) + len(",") <= CASSETTE_WIDTH:
+        assert text == one_line
     else:
-        assert text != "{\n" + ' "k": ' + compact + "\n}\n"
+        assert text != one_line
         for line in text.splitlines():
             assert len(line) <= CASSETTE_WIDTH or line.count('"') <= 4
+
+
+def test_the_comma_after_a_value_counts_in_its_line() -> None:
+    fits = {"a": {"k": "x" * 104}, "b": 1}  # ' "a": {"k": "x..."},' is 120 characters
+    assert dumps_cassette(fits).splitlines()[1] == f' "a": {{"k": "{"x" * 104}"}},'
+    over = {"a": {"k": "x" * 105}, "b": 1}
+    assert all(len(line) <= CASSETTE_WIDTH for line in dumps_cassette(over).splitlines())
+    assert dumps_cassette(over).splitlines()[1] == ' "a": {'
+    # The layout before small objects went on one line did not count it: its files stay as they were.
+    old = dumps_cassette({"a": ["x" * 110], "b": 1}, inline_objects=False).splitlines()
+    assert old[1] == f' "a": ["{"x" * 110}"],' and len(old[1]) == CASSETTE_WIDTH + 1
 
 
 def test_a_long_object_takes_a_line_per_member() -> None:
@@ -164,7 +177,35 @@ def test_a_cassette_in_the_layout_before_objects_went_on_one_line_keeps_it(tmp_p
     assert new_text == dumps_cassette(json.loads(new_text), inline_objects=False)
     changed = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
     assert len(changed) == 3
-    # A file in this layout is saved in it again, with its small objects on one line.
+    # A file without one is saved in the current layout, with its small objects on one line.
     path.unlink()
     save_cassette(path, loaded.run, events)
     assert path.read_text(encoding="utf-8") == dumps_cassette(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _saved_again(path: Path, text: str) -> str:
+    """``text`` written to ``path``, then one field of one event changed and the cassette saved again."""
+    path.write_text(text, encoding="utf-8")
+    loaded = load_cassette(path)
+    events = list(loaded.events)
+    events[1] = Event.model_validate({**events[1].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
+    save_cassette(path, loaded.run, events)
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_layout_of_a_file_is_told_from_its_whole_text(tmp_path: Path) -> None:
+    """A string ending in ``: {`` holds the bytes of an object on one line; a file of the current layout may
+    put only lists on one line: neither is mistaken for the other."""
+    events = _chat_events()
+    tricky = events[0].model_dump(by_alias=True)
+    tricky["data"] = {"prompt": "Reply in JSON like: {", "rows": [[1, 2], [3, 4]], "usage": {"in": 1}}
+    events[0] = Event.model_validate(tricky)
+    path = tmp_path / "c.json"
+    save_cassette(path, RunMeta(run_id="r"), events)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    for layout in (dumps_cassette(doc, inline_objects=False), dumps_cassette(doc)):
+        again = _saved_again(path, layout)
+        inline = layout == dumps_cassette(doc)
+        assert again == dumps_cassette(json.loads(again), inline_objects=inline)
+        changed = [a for a, b in zip(layout.splitlines(), again.splitlines(), strict=True) if a != b]
+        assert len(changed) == 3, changed

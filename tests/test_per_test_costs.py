@@ -262,3 +262,55 @@ def test_interception_installed_once_for_consecutive_agentreplay_tests(
     result = pytester.runpytest_subprocess(*(["--agentreplay-record=all"] if record else []), *args)
     result.assert_outcomes(passed=4)
     assert (pytester.path / "restored.txt").read_text() == "True"
+
+
+def test_a_library_imported_again_is_patched_again() -> None:
+    """pytester drops the modules its inner session imported; with interception held from one replaying test
+    to the next, a library imported again by the next test is patched again."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from pytest_agentreplay.intercept import install
+        uninstall = install()
+        import urllib3
+        first = urllib3.connectionpool.HTTPConnectionPool.urlopen.__module__
+        for name in [m for m in sys.modules if m == "urllib3" or m.startswith("urllib3.")]:
+            del sys.modules[name]
+        import urllib3
+        again = urllib3.connectionpool.HTTPConnectionPool.urlopen.__module__
+        uninstall()
+        print(first, again)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["pytest_agentreplay.intercept.urllib3"] * 2
+
+
+def test_an_install_that_fails_fails_its_test_not_the_session(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest_agentreplay.intercept as intercept
+
+        def _cannot_patch():
+            raise AttributeError("SomeClient has no attribute '_send' (a newer version)")
+
+        intercept._patch_all = _cannot_patch
+        """
+    )
+    pytester.makepyfile(
+        test_flow="""
+        import pytest
+
+        @pytest.mark.agentreplay(record="all")
+        def test_replays():
+            pass
+
+        def test_after():
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*has no attribute '_send'*"])
+    assert "INTERNALERROR" not in result.stdout.str()

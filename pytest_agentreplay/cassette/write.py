@@ -3,12 +3,13 @@ blob store, the integrity chain, the secret scan that refuses a leak, then an at
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..core.canonical import dumps_cassette, dumps_pretty
+from ..core.canonical import dumps_cassette, dumps_pretty, is_cassette_text
 from ..core.commands import rerecord_fix
 from ..core.constants import INLINE_PAYLOAD_LIMIT
 from ..core.documents import Document
@@ -98,22 +99,24 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
 def _layout_of(path: Path) -> Callable[[object], str]:
     """The layout to write ``path`` in: the one the file on disk has, so that an accepted change stays the
     few lines it is instead of re-flowing the whole file once. The two-space layout of files written before
-    ``dumps_cassette``; its layout before small objects went on one line (no object stands on the line of
-    its key or of a list: outside a string, where a quote is escaped, ``: {"`` cannot occur); else
-    ``dumps_cassette``."""
+    ``dumps_cassette``; its layout before small objects went on one line when the file is exactly that
+    (a file the same in both layouts keeps it too); else ``dumps_cassette``."""
     try:
         text = path.read_bytes()
     except OSError:
         return dumps_cassette
     if text.startswith(b'{\n  "'):
         return dumps_pretty
-    if text.startswith(b'{\n "') and not any(mark in text for mark in _INLINE_OBJECT_MARKS):
+    if text.startswith(b'{\n "') and _objects_on_lines(text):
         return _dumps_objects_on_lines
     return dumps_cassette
 
 
-# An object written on one line after a key, at the start of a list, or after a list item.
-_INLINE_OBJECT_MARKS = (b': {"', b'[{"', b', {"')
+def _objects_on_lines(text: bytes) -> bool:
+    try:
+        return is_cassette_text(text.decode("utf-8"), json.loads(text), inline_objects=False)
+    except (ValueError, TypeError, RecursionError):
+        return False  # damaged: the save writes the current layout
 
 
 def _dumps_objects_on_lines(value: object) -> str:

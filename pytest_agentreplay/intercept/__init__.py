@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
 from .. import guard
@@ -55,10 +55,11 @@ class InterceptorRefs:
             if self.refs == 0:
                 self.restore_all()
 
-    def imported(self, name: str, waiting: dict[str, Callable[[str], Callable[[], None]]]) -> None:
-        """Patch ``name``, imported just now, if it is still waiting and interception still installed."""
+    def imported(self, name: str, table: Mapping[str, Callable[[str], Callable[[], None]]]) -> None:
+        """Patch ``name``, whose module has just run (for the first time, or again after pytester dropped
+        it), if interception is still installed."""
         with self.lock:
-            patcher = waiting.pop(name, None)
+            patcher = table.get(name)
             if patcher is not None and self.refs > 0:
                 self.restores.append(patcher(name))
 
@@ -75,23 +76,19 @@ _INTERCEPTION = InterceptorRefs()
 
 def _patch_all() -> list[Callable[[], None]]:
     restores = [guard.install()]
-    waiting: dict[str, Callable[[str], Callable[[], None]]] = {}
-    for name, patcher in patchers().items():
-        if name in sys.modules:
-            restores.append(patcher(name))
-        else:
-            # Installed or not: asking the import system whether it is (find_spec per library, every
-            # run) cost more than the finder does, which waits for a name a library never gets.
-            waiting[name] = patcher
-    if waiting:
-        # Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s: a
-        # library not imported yet is patched when its top-level module has run.
-        def imported(module: ModuleType) -> None:
-            _INTERCEPTION.imported(module.__name__, waiting)
+    table = patchers()
+    restores.extend(patcher(name) for name, patcher in table.items() if name in sys.modules)
 
-        finder = AfterImport(dict.fromkeys(waiting, imported))
-        finder.install()
-        restores.append(finder.remove)
+    # Importing aiohttp or urllib3 only to patch them costs a test that never uses them ~0.2 s (and asking
+    # the import system whether each is installed costs more than the finder): a library is patched when
+    # its top-level module has run, later or again (pytester drops the modules an inner session imported,
+    # and interception stays installed from one replaying test to the next).
+    def imported(module: ModuleType) -> None:
+        _INTERCEPTION.imported(module.__name__, table)
+
+    finder = AfterImport(dict.fromkeys(table, imported))
+    finder.install()
+    restores.append(finder.remove)
     return restores
 
 
