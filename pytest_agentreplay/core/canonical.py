@@ -177,18 +177,10 @@ def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
 
 def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | None:
     """A list of plain values on one line (``["a", 1]``), or None when an item is an object or a list or
-    the line would exceed ``budget`` characters (checked item by item: a long list costs no more)."""
-    parts: list[str] = []
-    budget -= 2
-    for item in value:
-        if isinstance(item, dict | list | tuple) or (type(item) is str and len(item) > budget):
-            return None
-        text = _scalar(item)
-        budget -= len(text) + 2
-        if budget < -2:
-            return None
-        parts.append(text)
-    return "[" + ", ".join(parts) + "]"
+    the line would exceed ``budget`` characters (the layout before objects went on one line)."""
+    if len(value) * 3 > budget or any(isinstance(item, dict | list | tuple) for item in value):
+        return None  # too many items to fit (a long list is refused before it is looked at)
+    return _one_line(value, budget)
 
 
 def _members(value: dict[object, object]) -> list[tuple[str, object]]:
