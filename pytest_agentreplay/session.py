@@ -328,6 +328,7 @@ class TestRun:
                 redactor=self.redactor,
                 extra_redact=self.redact_hook,
                 inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
+                transport_headers=self.settings.transport_headers,
             )
         except CassetteNotSavedError as exc:
             mode = "record" if self.ctx.recording else self.test.mode

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ..core.canonical import dumps_cassette, dumps_pretty, is_cassette_text
 from ..core.commands import rerecord_fix
-from ..core.constants import INLINE_PAYLOAD_LIMIT
+from ..core.constants import DEFAULT_TRANSPORT_HEADERS, INLINE_PAYLOAD_LIMIT, TRANSPORT_HEADER_CHOICES
 from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
 from ..core.json_copy import copy_json
@@ -25,6 +25,7 @@ from .document import blob_resolver, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
 from .streams import plan_payload
+from .transport_headers import holds_transport_headers, without_transport_headers
 
 
 def _place_payloads(
@@ -96,25 +97,36 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
         share_parts(previous, value)
 
 
-def _layout_of(path: Path) -> Callable[[object], str]:
-    """The layout to write ``path`` in: the one the file on disk has, so that an accepted change stays the
-    few lines it is instead of re-flowing the whole file once. The two-space layout of files written before
-    ``dumps_cassette``; its layout before small objects went on one line when the file is exactly that
-    (a file the same in both layouts keeps it too); else ``dumps_cassette``."""
-    try:
-        text = path.read_bytes()
-    except OSError:
-        return dumps_cassette
-    if text.startswith(b'{\n  "'):
-        return dumps_pretty
-    if text.startswith(b'{\n "') and _objects_on_lines(text):
-        return _dumps_objects_on_lines
-    return dumps_cassette
+class _OnDisk:
+    """What the file a save replaces says about how to write it. Its layout: the one the file has, so that
+    an accepted change stays the few lines it is instead of re-flowing the whole file once (the two-space
+    layout of files written before ``dumps_cassette``; its layout before small objects went on one line when
+    the file is exactly that, a file the same in both layouts keeping it too; else ``dumps_cassette``).
+    Whether it writes down transport headers, for the same reason."""
+
+    __slots__ = ("dumps", "transport_headers")
+
+    def __init__(self, path: Path) -> None:
+        self.dumps: Callable[[object], str] = dumps_cassette
+        self.transport_headers = False
+        try:
+            text = path.read_bytes()
+        except OSError:
+            return
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None  # damaged: the save writes the current form
+        self.transport_headers = holds_transport_headers(value)
+        if text.startswith(b'{\n  "'):
+            self.dumps = dumps_pretty
+        elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):
+            self.dumps = _dumps_objects_on_lines
 
 
-def _objects_on_lines(text: bytes) -> bool:
+def _objects_on_lines(text: bytes, value: object) -> bool:
     try:
-        return is_cassette_text(text.decode("utf-8"), json.loads(text), inline_objects=False)
+        return is_cassette_text(text.decode("utf-8"), value, inline_objects=False)
     except (ValueError, TypeError, RecursionError):
         return False  # damaged: the save writes the current layout
 
@@ -133,12 +145,18 @@ def save_cassette(
     inline_limit: int = INLINE_PAYLOAD_LIMIT,
     extra_redact: Callable[[Document], Document] | None = None,
     source_blob_store: BlobStore | None = None,
+    transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
 ) -> LoadedCassette:
     """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
 
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
+    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``).
     """
     path = Path(path)
+    if transport_headers not in TRANSPORT_HEADER_CHOICES:
+        raise ValueError(
+            f"transport_headers: one of {', '.join(TRANSPORT_HEADER_CHOICES)}, not {transport_headers!r}"
+        )
     for index, event in enumerate(events):
         if event.seq != index:
             raise ValueError(
@@ -147,6 +165,8 @@ def save_cassette(
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     doc: Document = {}
+    on_disk = _OnDisk(path)
+    keep_headers = transport_headers == "keep" or (transport_headers == "auto" and on_disk.transport_headers)
     try:
         run_dict = redact_run(run_to_dict(run), redactor)
         pending: PendingBlobs = {}
@@ -160,6 +180,8 @@ def save_cassette(
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
                 _share_with_previous(current, sent)
+            if not keep_headers:
+                current = without_transport_headers(current)
             # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
             # is seen through the same decoded view redaction used.
             whole.extend(redactor.find_secrets(current, f"events[{index}]"))
@@ -168,7 +190,7 @@ def save_cassette(
         for index, current in enumerate(stored):
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
-        text = _layout_of(path)(doc).encode("utf-8")
+        text = on_disk.dumps(doc).encode("utf-8")
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:

@@ -20,9 +20,11 @@ from .constants import (
     DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    DEFAULT_TRANSPORT_HEADERS,
     ISOLATE_MODES,
     RECORD_MODES,
     REPLAY_MODES,
+    TRANSPORT_HEADER_CHOICES,
 )
 from .documents import Document
 from .run_settings import RunSettings
@@ -85,6 +87,7 @@ PROJECT_KEYS = (
     "receipts",
     "openai_compatible_base_urls",
     "inline_limit",
+    "transport_headers",
     "runtime_values",
     "mcp_effects",
     "tolerated_hosts",
@@ -138,6 +141,8 @@ class Settings(_Fields):
     # from them.
     http: RunSettings = RunSettings()
     inline_limit: int | None = None
+    # Transport request headers in cassettes written (cassette/transport_headers.py): auto, drop or keep.
+    transport_headers: str = DEFAULT_TRANSPORT_HEADERS
     # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
 
@@ -317,6 +322,9 @@ _SESSION_CHECKS: dict[str, _Check] = {
     "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
     "allow_hosts": _checker(check.hosts),
     "inline_limit": _checker(check.count),
+    "transport_headers": _checker(
+        lambda v, o: check.choice(v, o, TRANSPORT_HEADER_CHOICES, "transport headers setting")
+    ),
 }
 
 

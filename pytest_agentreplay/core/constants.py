@@ -78,6 +78,19 @@ EVENT_TYPES: Final[tuple[str, ...]] = get_args(EventType)
 ACTORS: Final[tuple[str, ...]] = get_args(Actor)
 EVENT_CLASSES: Final[tuple[str, ...]] = get_args(EventClass)
 
+# Request headers the HTTP stack or the SDK version chooses (compression, framing, client versions):
+# they say nothing about the agent: comparison ignores them and cassettes leave them out
+# (``cassette/transport_headers.py``).
+TRANSPORT_HEADERS: Final = (
+    "accept", "accept-encoding", "user-agent", "content-length", "connection", "keep-alive", "host", "te",
+    "expect", "transfer-encoding", "content-encoding", "x-stainless-*", "x-goog-api-client",
+    "x-goog-request-params", "traceparent", "tracestate", "baggage", "sentry-trace", "x-request-id",
+    "request-id", "x-client-request-id",
+)  # fmt: skip
+# ``[tool.agentreplay] transport_headers``: auto (left out of new cassettes, kept in those that hold them),
+# drop, keep.
+TRANSPORT_HEADER_CHOICES: Final = ("auto", "drop", "keep")
+DEFAULT_TRANSPORT_HEADERS: Final = "auto"
 # Event fields that change on every run and say nothing about behaviour. The diff rule defaults ignore
 # them (``diff.rules.defaults``), alignment and content keys leave them out (``diff.align``), the decision
 # trace drops them (``handle.AgentReplay.decisions``) and so does its snapshot (``interop.snapshot``).

@@ -15,10 +15,10 @@ The names below are the folder's public surface; import them from here.
 
 from __future__ import annotations
 
+from ...core.constants import TRANSPORT_HEADERS
 from .defaults import (
     IMPORTED_SOURCES,
     SECRET_REQUEST_HEADERS,
-    TRANSPORT_HEADERS,
     VOLATILE_HEADERS,
     default_rules,
     is_imported,

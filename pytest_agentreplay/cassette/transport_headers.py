@@ -1,0 +1,66 @@
+"""Request headers a cassette leaves out: the ones the HTTP stack or the SDK's version chooses.
+
+``user-agent``, ``x-stainless-*``, ``accept-encoding``, ``connection``, ``host``... (``TRANSPORT_HEADERS``)
+say nothing about the agent: matching never reads headers and the comparison ignores these. Written down,
+they cost a model call about 500 bytes and turn every re-recording after an SDK upgrade into a diff of every
+request (``x-stainless-package-version``). What the agent chose stays: ``content-type``, provider flags such
+as ``anthropic-beta``, its own ``extra_headers``, an ``idempotency-key``, and credentials as ``[REDACTED]``.
+
+``[tool.agentreplay] transport_headers``: ``auto`` (default) leaves them out of a new cassette, and a
+cassette that holds some keeps them when it is saved again, so accepting a change to one field stays that
+field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, TRANSPORT_HEADERS
+from ..core.documents import Document
+from .stored_form import MEDIA_FULL
+
+# In memory and in formats 1-3 the full media type; in format 4's stored form its alias.
+_REQUEST_MEDIA: Final = frozenset(
+    {HTTP_REQUEST_MEDIA_TYPE, *(a for a, f in MEDIA_FULL.items() if f == HTTP_REQUEST_MEDIA_TYPE)}
+)
+_TRANSPORT: Final = re.compile(
+    "|".join(re.escape(name).replace(r"\*", ".*") for name in TRANSPORT_HEADERS), re.IGNORECASE
+)
+
+
+def is_transport_header(name: str) -> bool:
+    return _TRANSPORT.fullmatch(name) is not None
+
+
+def without_transport_headers(event: Document) -> Document:
+    """``event`` with its inline HTTP request's transport headers left out (a new dict where it changes:
+    the event's containers may be shared with other events)."""
+    ref = event.get("input_ref")
+    if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
+        return event
+    payload = ref.get("inline")
+    if not isinstance(payload, dict):
+        return event
+    headers = payload.get("headers")
+    if not isinstance(headers, dict) or not any(is_transport_header(str(k)) for k in headers):
+        return event
+    kept = {k: v for k, v in headers.items() if not is_transport_header(str(k))}
+    return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
+
+
+def holds_transport_headers(document: object) -> bool:
+    """Whether a cassette document (as stored) writes down any request's transport headers."""
+    events = document.get("events") if isinstance(document, Mapping) else None
+    if not isinstance(events, list):
+        return False
+    for event in events:
+        ref = event.get("input_ref") if isinstance(event, Mapping) else None
+        if not isinstance(ref, Mapping) or ref.get("media_type") not in _REQUEST_MEDIA:
+            continue
+        payload = ref.get("inline")
+        headers = payload.get("headers") if isinstance(payload, Mapping) else None
+        if isinstance(headers, Mapping) and any(is_transport_header(str(k)) for k in headers):
+            return True
+    return False

@@ -1,0 +1,206 @@
+"""Issue 29 item 3: request headers the HTTP stack or the SDK's version chooses (``user-agent``,
+``x-stainless-*``, ``accept-encoding``...) are left out of cassettes: comparison ignores them, and written
+down they cost a model call about 500 bytes and churn on every SDK upgrade. What the agent chose stays."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cassette.transport_headers import (
+    holds_transport_headers,
+    is_transport_header,
+    without_transport_headers,
+)
+from pytest_agentreplay.cassette.write import save_cassette
+from pytest_agentreplay.core.events import Event, RunMeta
+
+SDK_HEADERS = {
+    "accept": "application/json",
+    "accept-encoding": "gzip, deflate",
+    "connection": "keep-alive",
+    "host": "api.example.com",
+    "user-agent": "OpenAI/Python 1.99.0",
+    "x-stainless-package-version": "1.99.0",
+    "x-stainless-retry-count": "0",
+}
+AGENT_HEADERS = {
+    "content-type": "application/json",
+    "authorization": "Bearer sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+    "anthropic-beta": "tools-2024-05-16",
+    "idempotency-key": "order-7",
+    "x-tenant": "acme",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "transport"),
+    [
+        ("User-Agent", True),
+        ("X-Stainless-Runtime-Version", True),
+        ("x-goog-api-client", True),
+        ("Accept-Encoding", True),
+        ("traceparent", True),
+        ("content-type", False),
+        ("anthropic-beta", False),
+        ("idempotency-key", False),
+        ("authorization", False),
+        ("x-stainless", False),  # the pattern is the prefix and a dash
+        ("user-agent-extra", False),
+    ],
+)
+def test_which_headers_are_transport_headers(name: str, transport: bool) -> None:
+    assert is_transport_header(name) is transport
+
+
+def _events(headers: dict[str, str], calls: int = 3) -> list[Event]:
+    events = []
+    for seq in range(calls):
+        events.append(
+            {
+                "seq": seq,
+                "run_id": "r",
+                "type": "model.call",
+                "actor": "model",
+                "class": "decision",
+                "ts": "2026-01-01T00:00:00Z",
+                "data": {"provider": "openai", "turn": seq},
+                "input_ref": {
+                    "media_type": "application/vnd.agentreplay.http-request+json",
+                    "inline": {
+                        "method": "POST",
+                        "url": f"https://api.example.com/v1/chat/completions?turn={seq}",
+                        "headers": {**headers, "x-stainless-retry-count": str(seq)},
+                        "body": {"content_type": "application/json", "json": {"model": "m", "turn": seq}},
+                    },
+                },
+            }
+        )
+    return [Event.model_validate(e) for e in events]
+
+
+def _headers_on_disk(path: Path) -> list[dict[str, str]]:
+    return [e["input_ref"]["inline"]["headers"] for e in json.loads(path.read_text())["events"]]
+
+
+def test_a_new_cassette_leaves_them_out_and_keeps_what_the_agent_chose(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    save_cassette(path, RunMeta(run_id="r"), _events({**SDK_HEADERS, **AGENT_HEADERS}))
+    text = path.read_text()
+    for name in SDK_HEADERS:
+        assert f'"{name}"' not in text
+    # Without the retry counter the requests' headers are the same: the later ones say so in one word.
+    assert _headers_on_disk(path) == [{**AGENT_HEADERS, "authorization": "[REDACTED]"}, "@prev", "@prev"]
+    loaded = load_cassette(path)  # the digests verify: they are over what is stored
+    for event in loaded.events:
+        assert event.input_ref is not None and isinstance(event.input_ref.inline, dict)
+        assert event.input_ref.inline["headers"] == {**AGENT_HEADERS, "authorization": "[REDACTED]"}
+
+
+def test_keep_writes_them(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    save_cassette(
+        path, RunMeta(run_id="r"), _events({**SDK_HEADERS, **AGENT_HEADERS}), transport_headers="keep"
+    )
+    stored = _headers_on_disk(path)
+    assert stored[0]["user-agent"] == "OpenAI/Python 1.99.0"
+    assert [s["x-stainless-retry-count"] for s in stored] == ["0", "1", "2"]
+
+
+def test_a_cassette_that_holds_them_keeps_them_when_saved_again(tmp_path: Path) -> None:
+    """An accepted change to one field stays that field's lines (and two digest lines), not a removal of
+    every request's transport headers; ``drop`` sheds them."""
+    path = tmp_path / "c.json"
+    events = _events({**SDK_HEADERS, **AGENT_HEADERS})
+    save_cassette(path, RunMeta(run_id="r"), events, transport_headers="keep")
+    old_text = path.read_text()
+    assert holds_transport_headers(json.loads(old_text))
+    changed = [*events]
+    changed[1] = Event.model_validate({**events[1].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
+    save_cassette(path, RunMeta(run_id="r"), changed)
+    new_text = path.read_text()
+    lines = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
+    assert len(lines) == 3, lines
+    save_cassette(path, RunMeta(run_id="r"), changed, transport_headers="drop")
+    assert not holds_transport_headers(json.loads(path.read_text()))
+    assert all("user-agent" not in h for h in _headers_on_disk(path))
+
+
+def test_a_value_outside_the_choices_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="auto, drop, keep"):
+        save_cassette(tmp_path / "c.json", RunMeta(run_id="r"), _events({}), transport_headers="none")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_events_without_an_inline_request_are_left_as_they_are() -> None:
+    event = {
+        "type": "tool.call",
+        "input_ref": {"media_type": "application/json", "inline": {"headers": {"host": "x"}}},
+    }
+    assert without_transport_headers(event) is event
+    request = {"media_type": "application/vnd.agentreplay.http-request+json", "sha256": "ab" * 32}
+    assert without_transport_headers({"input_ref": request})["input_ref"] is request
+    shared = {"accept": "*/*", "x-tenant": "acme"}
+    event = {
+        "input_ref": {
+            "media_type": "application/vnd.agentreplay.http-request+json",
+            "inline": {"headers": shared},
+        }
+    }
+    assert without_transport_headers(event)["input_ref"]["inline"]["headers"] == {"x-tenant": "acme"}
+    assert shared == {"accept": "*/*", "x-tenant": "acme"}  # shared containers are not changed
+
+
+SDK_TEST = """
+import os
+import openai
+
+def test_chat(agent_replay):
+    client = openai.OpenAI(base_url=os.environ["LLM_BASE"] + "/v1", api_key="sk-test", max_retries=0)
+    for turn in range(2):
+        reply = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "turn %d" % turn}],
+            extra_headers={"x-tenant": "acme"},
+        )
+        assert reply.choices[0].message.content == "answer %d" % turn
+"""
+
+
+def test_the_openai_sdk_recorded_and_replayed(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("openai")
+    from servers import LLMServer, ModelReply
+
+    pytester.makepyfile(test_chat=SDK_TEST)
+    cassette = pytester.path / "cassettes" / "test_chat" / "test_chat.json"
+    with LLMServer() as llm:
+        monkeypatch.setenv("LLM_BASE", llm.url)
+        llm.queue("chat", *[ModelReply(text=f"answer {n}") for n in range(2)])
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+        sent = llm.log[0]
+    assert any(k.lower().startswith("x-stainless") for k in sent.headers), "the SDK sent none"
+    text = cassette.read_text()
+    assert "x-stainless" not in text and "user-agent" not in text and "OpenAI/Python" not in text
+    first = json.loads(text)["events"][1]["input_ref"]["inline"]["headers"]
+    assert first["x-tenant"] == "acme" and first["authorization"] == "[REDACTED]"
+    # Replayed by an SDK that sends them: no drift, nothing reported about them.
+    replay = pytester.runpytest("-rA")
+    replay.assert_outcomes(passed=1)
+    assert "user-agent" not in replay.stdout.str()
+
+    # keep, from [tool.agentreplay]; a value outside the choices is a usage error naming them.
+    pytester.makepyprojecttoml('[tool.agentreplay]\ntransport_headers = "keep"\n')
+    with LLMServer() as llm:
+        monkeypatch.setenv("LLM_BASE", llm.url)
+        llm.queue("chat", *[ModelReply(text=f"answer {n}") for n in range(2)])
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+    assert '"x-stainless-package-version"' in cassette.read_text()
+    pytester.makepyprojecttoml('[tool.agentreplay]\ntransport_headers = "strip"\n')
+    bad = pytester.runpytest()
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*transport_headers*auto, drop, keep*"])
