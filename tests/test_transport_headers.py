@@ -117,7 +117,7 @@ def test_a_cassette_that_holds_them_keeps_them_when_saved_again(tmp_path: Path) 
     events = _events({**SDK_HEADERS, **AGENT_HEADERS})
     save_cassette(path, RunMeta(run_id="r"), events, transport_headers="keep")
     old_text = path.read_text()
-    assert holds_transport_headers(json.loads(old_text))
+    assert holds_transport_headers(json.loads(old_text)["events"])
     changed = [*events]
     changed[1] = Event.model_validate({**events[1].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
     save_cassette(path, RunMeta(run_id="r"), changed)
@@ -125,7 +125,7 @@ def test_a_cassette_that_holds_them_keeps_them_when_saved_again(tmp_path: Path) 
     lines = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
     assert len(lines) == 3, lines
     save_cassette(path, RunMeta(run_id="r"), changed, transport_headers="drop")
-    assert not holds_transport_headers(json.loads(path.read_text()))
+    assert not holds_transport_headers(json.loads(path.read_text())["events"])
     assert all("user-agent" not in h for h in _headers_on_disk(path))
 
 

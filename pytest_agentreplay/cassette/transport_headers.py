@@ -14,7 +14,7 @@ field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writ
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, TRANSPORT_HEADERS
@@ -50,10 +50,10 @@ def without_transport_headers(event: Document) -> Document:
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
 
-def holds_transport_headers(document: object) -> bool:
-    """Whether a cassette document (as stored) writes down any request's transport headers."""
-    events = document.get("events") if isinstance(document, Mapping) else None
-    if not isinstance(events, list):
+def holds_transport_headers(events: object) -> bool:
+    """Whether any request of ``events`` (a cassette's event list, stored or loaded) holds a transport
+    header."""
+    if not isinstance(events, Sequence) or isinstance(events, str):
         return False
     for event in events:
         ref = event.get("input_ref") if isinstance(event, Mapping) else None

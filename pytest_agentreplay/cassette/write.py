@@ -117,7 +117,7 @@ class _OnDisk:
             value = json.loads(text)
         except (ValueError, RecursionError):
             value = None  # damaged: the save writes the current form
-        self.transport_headers = holds_transport_headers(value)
+        self.transport_headers = isinstance(value, dict) and holds_transport_headers(value.get("events"))
         if text.startswith(b'{\n  "'):
             self.dumps = dumps_pretty
         elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):

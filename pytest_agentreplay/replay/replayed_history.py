@@ -10,6 +10,10 @@ timestamp) equal, type for type, to the same field of the recorded event at the 
 redaction: the recorded field is redacted already, and redacting it again changes nothing. An event's data
 is matched so key by key (its latency always differs). Redaction looks at a key and its value, never at
 their neighbours, so redacting an event field by field is redacting it whole.
+
+Against a recording that left out the transport request headers (``cassette.transport_headers``), the
+replayed requests leave them out too: comparison ignores them, and without them a conversation's requests
+are the recorded ones again, reused as they are.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import marshal
 from collections.abc import Sequence
 from typing import Any
 
+from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
 from ..core.canonical import same_json
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
@@ -67,6 +72,7 @@ def redacted_replay(
 ) -> list[Document]:
     """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one."""
     by_hash = _recorded_requests(recorded)
+    transport_headers = holds_transport_headers(recorded)
     rests: dict[bytes, Any] = {}
 
     def redacted_rest(rest: Document) -> Any:
@@ -82,6 +88,8 @@ def redacted_replay(
     out: list[Document] = []
     for index, event in enumerate(events):
         current = event_to_shared_dict(event)
+        if not transport_headers:
+            current = without_transport_headers(current)
         twin = recorded[index] if index < len(recorded) else None
         reused: Document = {}
         digest = current.get("data", {}).get("request_hash") if current.get("type") == "model.call" else None
