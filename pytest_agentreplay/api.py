@@ -272,6 +272,7 @@ def capture_run(
             ctx.recorder.events,
             blob_dir=Path(blob_dir) if blob_dir else None,
             redactor=Redactor(),
+            keep_headers={ctx.settings.idempotency_header},
         )
 
 

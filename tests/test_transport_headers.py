@@ -83,7 +83,8 @@ def _events(headers: dict[str, str], calls: int = 3) -> list[Event]:
 
 
 def _headers_on_disk(path: Path) -> list[dict[str, str]]:
-    return [e["input_ref"]["inline"]["headers"] for e in json.loads(path.read_text())["events"]]
+    events = json.loads(path.read_text())["events"]
+    return [e["input_ref"]["inline"]["headers"] for e in events if "input_ref" in e]
 
 
 def test_a_new_cassette_leaves_them_out_and_keeps_what_the_agent_chose(tmp_path: Path) -> None:
@@ -204,3 +205,140 @@ def test_the_openai_sdk_recorded_and_replayed(
     bad = pytester.runpytest()
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     bad.stderr.fnmatch_lines(["*transport_headers*auto, drop, keep*"])
+
+
+def test_a_cassette_whose_headers_sit_in_a_blob_keeps_them(tmp_path: Path) -> None:
+    """A request over the inline limit is stored in the blob store, and the later ones take its headers
+    ("same" / "@prev"): the headers are looked for there too."""
+    path = tmp_path / "c.json"
+    events = _events({**SDK_HEADERS, **AGENT_HEADERS}, calls=4)
+    save_cassette(path, RunMeta(run_id="r"), events, transport_headers="keep", inline_limit=300)
+    old_text = path.read_text()
+    assert '"user-agent"' not in old_text, "the test needs the headers in a blob"
+    blobs = sorted((tmp_path / ".blobs").rglob("*.json"))
+    assert blobs
+    changed = list(events)
+    changed[1] = Event.model_validate({**events[1].model_dump(by_alias=True), "ts": "2026-01-02T00:00:00Z"})
+    save_cassette(path, RunMeta(run_id="r"), changed, inline_limit=300)
+    new_text = path.read_text()
+    lines = [a for a, b in zip(old_text.splitlines(), new_text.splitlines(), strict=True) if a != b]
+    assert len(lines) == 3, lines
+    assert sorted((tmp_path / ".blobs").rglob("*.json")) == blobs
+    loaded = load_cassette(path)
+    assert all(loaded.payload(e.input_ref)["headers"]["user-agent"] for e in loaded.events if e.input_ref)
+
+
+def test_headers_kept_whatever_the_setting(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    headers = {**SDK_HEADERS, "x-request-id": "order-7", "x-stainless-os": "Linux"}
+    save_cassette(path, RunMeta(run_id="r"), _events(headers), keep_headers={"X-Request-Id", "x-stainless-*"})
+    stored = _headers_on_disk(path)[0]
+    assert stored["x-request-id"] == "order-7" and stored["x-stainless-os"] == "Linux"
+    assert "user-agent" not in stored and "accept" not in stored
+    # Saved again with the same kept names: still a cassette without the other transport headers.
+    save_cassette(path, RunMeta(run_id="r"), _events(headers), keep_headers={"x-request-id", "x-stainless-*"})
+    assert "user-agent" not in _headers_on_disk(path)[0]
+
+
+WRITES_TEST = """
+import os
+import httpx
+
+def test_writes(agent_replay):
+    keys = ["k-A", "k-B"] if os.environ.get("ORDER") != "reversed" else ["k-B", "k-A"]
+    seen = {}
+    with httpx.Client() as client:
+        for key in keys:
+            seen[key] = client.post(
+                os.environ["LLM_BASE"] + "/tools/tickets", json={}, headers={"x-request-id": key}
+            ).json()["id"]
+    print("SEEN", sorted(seen.items()))
+"""
+
+
+def test_an_idempotency_header_named_like_a_transport_header_is_kept(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay matches writes by the project's idempotency header: it is stored even when its name is a
+    transport header's (``x-request-id``), so writes sent in another order get their own receipts."""
+    from servers import LLMServer
+
+    pytester.makepyprojecttoml(
+        '[tool.agentreplay]\nidempotency_header = "x-request-id"\n'
+        '[tool.agentreplay.rules]\n"effect:@order" = "expected"\n'
+    )
+    pytester.makepyfile(test_writes=WRITES_TEST)
+    with LLMServer() as llm:
+        monkeypatch.setenv("LLM_BASE", llm.url)
+        recorded = pytester.runpytest("--agentreplay-record=all", "-s")
+        recorded.assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_writes" / "test_writes.json"
+    assert '"x-request-id": "k-A"' in cassette.read_text()
+    seen = [line for line in recorded.outlines if line.startswith("SEEN")]
+    monkeypatch.setenv("ORDER", "reversed")
+    replayed = pytester.runpytest("-s")
+    replayed.assert_outcomes(passed=1)
+    assert [line for line in replayed.outlines if line.startswith("SEEN")] == seen
+
+
+ACCEPT_TEST = """
+import os
+import httpx
+
+def test_get(agent_replay):
+    accept = os.environ.get("ACCEPT", "application/json")
+    httpx.get(os.environ["LLM_BASE"] + "/tools/weather?city=Paris", headers={"accept": accept})
+"""
+
+
+def test_a_transport_header_a_rule_compares_is_kept_and_compared(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servers import LLMServer
+
+    pytester.makepyprojecttoml('[tool.agentreplay.rules]\n"http:input_ref.headers.accept" = "regression"\n')
+    pytester.makepyfile(test_get=ACCEPT_TEST)
+    with LLMServer() as llm:
+        monkeypatch.setenv("LLM_BASE", llm.url)
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+    text = (pytester.path / "cassettes" / "test_get" / "test_get.json").read_text()
+    assert '"accept": "application/json"' in text and "user-agent" not in text
+    pytester.runpytest().assert_outcomes(passed=1)
+    monkeypatch.setenv("ACCEPT", "application/xml")
+    drifted = pytester.runpytest()
+    drifted.assert_outcomes(failed=1)
+    drifted.stdout.fnmatch_lines(["*headers.accept*"])
+
+
+def test_import_vcr_reads_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agentreplay.cli import main
+
+    vcr = tmp_path / "vcr" / "test_flow.yaml"
+    vcr.parent.mkdir()
+    interaction = {
+        "request": {
+            "method": "GET",
+            "uri": "https://crm.example.com/customers/7",
+            "body": None,
+            "headers": {"User-Agent": ["python-requests/2.32"], "X-Tenant": ["acme"]},
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": '{"name": "Ada"}'},
+        },
+    }
+    vcr.write_text(json.dumps({"interactions": [interaction], "version": 1}), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "imported" / "test_flow.json"
+
+    def imported_headers() -> dict[str, str]:
+        assert main(["import-vcr", str(vcr.parent), "--out", str(out.parent)]) == 0
+        return _headers_on_disk(out)[0]
+
+    assert imported_headers() == {"x-tenant": "acme"}
+    (tmp_path / "pyproject.toml").write_text('[tool.agentreplay]\ntransport_headers = "keep"\n')
+    out.unlink()
+    assert imported_headers() == {"user-agent": "python-requests/2.32", "x-tenant": "acme"}
+    (tmp_path / "pyproject.toml").write_text('[tool.agentreplay]\ntransport_headers = "no"\n')
+    assert main(["import-vcr", str(vcr.parent), "--out", str(out.parent)]) == 2

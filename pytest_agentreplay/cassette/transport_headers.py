@@ -8,18 +8,22 @@ as ``anthropic-beta``, its own ``extra_headers``, an ``idempotency-key``, and cr
 
 ``[tool.agentreplay] transport_headers``: ``auto`` (default) leaves them out of a new cassette, and a
 cassette that holds some keeps them when it is saved again, so accepting a change to one field stays that
-field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them.
+field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them. Kept whatever the
+setting: the project's idempotency header, and a header a diff rule of the project, a marker or a hook
+compares (``RuleSet.compared_headers``), so that rule has the recorded value to compare.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, TRANSPORT_HEADERS
 from ..core.documents import Document
-from .stored_form import MEDIA_FULL
+from .stored_form import MEDIA_FULL, Resolver
 
 # In memory and in formats 1-3 the full media type; in format 4's stored form its alias.
 _REQUEST_MEDIA: Final = frozenset(
@@ -34,9 +38,19 @@ def is_transport_header(name: str) -> bool:
     return _TRANSPORT.fullmatch(name) is not None
 
 
-def without_transport_headers(event: Document) -> Document:
-    """``event`` with its inline HTTP request's transport headers left out (a new dict where it changes:
-    the event's containers may be shared with other events)."""
+@functools.lru_cache(maxsize=64)
+def _dropper(keep: frozenset[str]) -> Callable[[str], bool]:
+    """Whether a header is left out: a transport header that no name or pattern of ``keep`` names."""
+    if not keep:
+        return is_transport_header
+    kept = re.compile("|".join(fnmatch.translate(name) for name in keep), re.IGNORECASE)
+    return lambda name: is_transport_header(name) and kept.match(name) is None
+
+
+def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
+    """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
+    (header names or ``fnmatch`` patterns: the idempotency header, headers a diff rule compares). A new
+    dict where it changes: the event's containers may be shared with other events."""
     ref = event.get("input_ref")
     if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
         return event
@@ -44,23 +58,34 @@ def without_transport_headers(event: Document) -> Document:
     if not isinstance(payload, dict):
         return event
     headers = payload.get("headers")
-    if not isinstance(headers, dict) or not any(is_transport_header(str(k)) for k in headers):
+    dropped = _dropper(keep)
+    if not isinstance(headers, dict) or not any(dropped(str(k)) for k in headers):
         return event
-    kept = {k: v for k, v in headers.items() if not is_transport_header(str(k))}
+    kept = {k: v for k, v in headers.items() if not dropped(str(k))}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
 
-def holds_transport_headers(events: object) -> bool:
-    """Whether any request of ``events`` (a cassette's event list, stored or loaded) holds a transport
-    header."""
+def holds_transport_headers(
+    events: object, resolve: Resolver | None = None, keep: frozenset[str] = frozenset()
+) -> bool:
+    """Whether any request of ``events`` (a cassette's event list, loaded or as stored) holds a transport
+    header other than those ``keep`` names. A stored request kept in the blob store is read through
+    ``resolve`` (without it, or when it cannot be read, it counts as holding none); one stored as a delta
+    takes its headers from an earlier request or states them itself, so it is covered by the others."""
     if not isinstance(events, Sequence) or isinstance(events, str):
         return False
+    dropped = _dropper(keep)
     for event in events:
         ref = event.get("input_ref") if isinstance(event, Mapping) else None
         if not isinstance(ref, Mapping) or ref.get("media_type") not in _REQUEST_MEDIA:
             continue
         payload = ref.get("inline")
+        if payload is None and resolve is not None and isinstance(ref.get("sha256"), str):
+            try:
+                payload = resolve(ref)
+            except Exception:  # an unreadable blob: the save that follows reports it if it matters
+                payload = None
         headers = payload.get("headers") if isinstance(payload, Mapping) else None
-        if isinstance(headers, Mapping) and any(is_transport_header(str(k)) for k in headers):
+        if isinstance(headers, Mapping) and any(dropped(str(k)) for k in headers):
             return True
     return False

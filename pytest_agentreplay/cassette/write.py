@@ -4,7 +4,7 @@ blob store, the integrity chain, the secret scan that refuses a leak, then an at
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -102,11 +102,12 @@ class _OnDisk:
     an accepted change stays the few lines it is instead of re-flowing the whole file once (the two-space
     layout of files written before ``dumps_cassette``; its layout before small objects went on one line when
     the file is exactly that, a file the same in both layouts keeping it too; else ``dumps_cassette``).
-    Whether it writes down transport headers, for the same reason."""
+    Whether it writes down transport headers (besides those kept whatever the setting), for the same
+    reason."""
 
     __slots__ = ("dumps", "transport_headers")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: BlobStore, kept: frozenset[str]) -> None:
         self.dumps: Callable[[object], str] = dumps_cassette
         self.transport_headers = False
         try:
@@ -117,7 +118,9 @@ class _OnDisk:
             value = json.loads(text)
         except (ValueError, RecursionError):
             value = None  # damaged: the save writes the current form
-        self.transport_headers = isinstance(value, dict) and holds_transport_headers(value.get("events"))
+        self.transport_headers = isinstance(value, dict) and holds_transport_headers(
+            value.get("events"), blob_resolver(store), kept
+        )
         if text.startswith(b'{\n  "'):
             self.dumps = dumps_pretty
         elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):
@@ -146,11 +149,13 @@ def save_cassette(
     extra_redact: Callable[[Document], Document] | None = None,
     source_blob_store: BlobStore | None = None,
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
+    keep_headers: Collection[str] = (),
 ) -> LoadedCassette:
     """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
 
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
-    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``).
+    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``); ``keep_headers``:
+    request header names (or ``fnmatch`` patterns) written even when they are transport headers.
     """
     path = Path(path)
     if transport_headers not in TRANSPORT_HEADER_CHOICES:
@@ -165,8 +170,9 @@ def save_cassette(
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     doc: Document = {}
-    on_disk = _OnDisk(path)
-    keep_headers = transport_headers == "keep" or (transport_headers == "auto" and on_disk.transport_headers)
+    kept = frozenset(name.lower() for name in keep_headers)
+    on_disk = _OnDisk(path, store, kept)
+    keep_all = transport_headers == "keep" or (transport_headers == "auto" and on_disk.transport_headers)
     try:
         run_dict = redact_run(run_to_dict(run), redactor)
         pending: PendingBlobs = {}
@@ -180,8 +186,8 @@ def save_cassette(
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
                 _share_with_previous(current, sent)
-            if not keep_headers:
-                current = without_transport_headers(current)
+            if not keep_all:
+                current = without_transport_headers(current, kept)
             # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
             # is seen through the same decoded view redaction used.
             whole.extend(redactor.find_secrets(current, f"events[{index}]"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.constants import DEFAULT_CASSETTE_DIR
+from ..core.constants import DEFAULT_CASSETTE_DIR, DEFAULT_TRANSPORT_HEADERS, TRANSPORT_HEADER_CHOICES
 from ..exceptions import AgentReplayError, CassetteError
 from .common import EXIT_OK, EXIT_USAGE, UsageError, err, iter_files, out, project_table
 from .progress import Progress
@@ -13,6 +13,7 @@ from .progress import Progress
 
 def run(args: argparse.Namespace) -> int:
     # heavy: the importer loads the recorder, the classifier and the writer; only import-vcr pays
+    from ..diff.rules import compared_headers, parse_rules
     from ..interop.vcr_import import import_target, import_vcr_file
 
     explicit = {Path(p) for p in args.paths if Path(p).is_file()}
@@ -29,6 +30,14 @@ def run(args: argparse.Namespace) -> int:
     # The project's run settings the conversion reads (RunContext converts them to RunSettings).
     keys = ("idempotency_header", "receipts", "openai_compatible_base_urls")
     settings: dict[str, object] = {key: table[key] for key in keys if key in table}
+    transport_headers = table.get("transport_headers", DEFAULT_TRANSPORT_HEADERS)
+    if transport_headers not in TRANSPORT_HEADER_CHOICES:
+        raise UsageError(
+            f"[tool.agentreplay] transport_headers: one of {', '.join(TRANSPORT_HEADER_CHOICES)}, "
+            f"not {transport_headers!r}",
+            fixes=['write transport_headers = "auto" (the default), "drop" or "keep"'],
+        )
+    keep = compared_headers(parse_rules(table.get("rules"), source="project"))
     bases = [Path(p) for p in args.paths]
     failed = 0
     with Progress(len(files), "import") as bar:
@@ -39,7 +48,15 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(str(exc), fixes=["agentreplay import-vcr --help"]) from None
             nodeid = test.nodeid if test is not None else None
             try:
-                saved = import_vcr_file(path, target, settings=settings, redaction=table, test=nodeid)
+                saved = import_vcr_file(
+                    path,
+                    target,
+                    settings=settings,
+                    redaction=table,
+                    test=nodeid,
+                    transport_headers=str(transport_headers),
+                    keep_headers=keep,
+                )
             except AgentReplayError as exc:
                 failed += 1
                 err(f"{path}: {exc.headline}")

@@ -24,6 +24,7 @@ from ..cassette.validation import read_regular_file
 from ..cassette.write import save_cassette
 from ..core.canonical import sha256_hex
 from ..core.capture import Recorder, RunContext
+from ..core.constants import DEFAULT_TRANSPORT_HEADERS
 from ..core.events import RunMeta
 from ..core.paths import item_cassette_path
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
@@ -185,12 +186,16 @@ def import_vcr_file(
     redaction: Mapping[str, object] | None = None,
     blob_dir: Path | None = None,
     test: str | None = None,
+    transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
+    keep_headers: frozenset[str] = frozenset(),
 ) -> LoadedCassette:
     """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; returns the saved cassette.
 
     ``settings`` are the HTTP settings of ``[tool.agentreplay]`` (idempotency header, receipt rules,
     OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
-    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`).
+    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`); ``transport_headers`` and
+    ``keep_headers`` as in :func:`~pytest_agentreplay.cassette.write.save_cassette` (the idempotency header is
+    always kept).
     """
     source = Path(source)
     interactions = _read_interactions(source)
@@ -211,4 +216,12 @@ def import_vcr_file(
         first = models[0].data
         run = run.model_copy(update={"provider": first.get("provider"), "model": first.get("model")})
     redactor = Redactor.from_config({k: v for k, v in (redaction or {}).items() if k.startswith("redact_")})
-    return save_cassette(Path(target), run, ctx.recorder.events, redactor=redactor, blob_dir=blob_dir)
+    return save_cassette(
+        Path(target),
+        run,
+        ctx.recorder.events,
+        redactor=redactor,
+        blob_dir=blob_dir,
+        transport_headers=transport_headers,
+        keep_headers=keep_headers | {ctx.settings.idempotency_header},
+    )

@@ -68,11 +68,15 @@ def _recorded_requests(recorded: Sequence[Document]) -> dict[str, Document]:
 
 
 def redacted_replay(
-    events: Sequence[Event], recorded: Sequence[Document], redactor: RunRedactor
+    events: Sequence[Event],
+    recorded: Sequence[Document],
+    redactor: RunRedactor,
+    keep_headers: frozenset[str] = frozenset(),
 ) -> list[Document]:
-    """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one."""
+    """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one.
+    ``keep_headers``: the transport headers a save would keep (``cassette.transport_headers``)."""
     by_hash = _recorded_requests(recorded)
-    transport_headers = holds_transport_headers(recorded)
+    transport_headers = holds_transport_headers(recorded, keep=keep_headers)
     rests: dict[bytes, Any] = {}
 
     def redacted_rest(rest: Document) -> Any:
@@ -89,7 +93,7 @@ def redacted_replay(
     for index, event in enumerate(events):
         current = event_to_shared_dict(event)
         if not transport_headers:
-            current = without_transport_headers(current)
+            current = without_transport_headers(current, keep_headers)
         twin = recorded[index] if index < len(recorded) else None
         reused: Document = {}
         digest = current.get("data", {}).get("request_hash") if current.get("type") == "model.call" else None
