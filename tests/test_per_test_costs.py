@@ -172,8 +172,9 @@ def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> 
 
 
 def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytest.Pytester) -> None:
-    """What only recording, accepting, audit or model-comparison sessions use stays out of a regression
-    replay: fewer modules for pytest to rewrite at each start (under PYTHONDONTWRITEBYTECODE) and to hold."""
+    """What only recording, accepting, audit, model-comparison or sandbox sessions use stays out of a
+    regression replay: fewer modules for pytest to rewrite at each start (under PYTHONDONTWRITEBYTECODE) and
+    to hold."""
     pytester.makepyfile(
         test_agent="""
         import pytest
@@ -201,6 +202,8 @@ def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytes
         "pytest_agentreplay.replay.audit",
         "pytest_agentreplay.replay.update",
         "pytest_agentreplay.replay.comparison",
+        "pytest_agentreplay.replay.sandbox",
+        "pytest_agentreplay.replay.faults",
         "pytest_agentreplay.report.timeline",
         "pytest_agentreplay.intercept.grpc",
         "pytest_agentreplay.intercept.mcp",

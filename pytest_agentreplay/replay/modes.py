@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from ..core.constants import Mode
 from ..guard import allow_list_admits, collect_child_refusals
 from ..http.providers import providers_of
-from .sandbox import effect_problems, fault_rules, state_for, violations_error
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -70,6 +69,8 @@ def finish_replay(ctx: RunContext) -> None:
     """
     ctx.failures.extend(collect_child_refusals(ctx))
     if ctx.mode is Mode.SANDBOX:
+        from .sandbox import effect_problems, state_for, violations_error  # only sandbox runs check effects
+
         try:
             state_for(ctx)  # a bad faults= setting fails even when no call was made
         except Exception:
@@ -87,6 +88,8 @@ def mode_rules(ctx: RunContext) -> list[dict[str, Any]]:
     """Extra diff rules the run's mode and settings call for (layer ``default``)."""
     rules: list[dict[str, Any]] = []
     if ctx.mode is Mode.SANDBOX and ctx.settings.faults:
+        from .sandbox import fault_rules
+
         rules.extend(fault_rules())
     if ctx.mode in (Mode.SANDBOX, Mode.MODEL_COMPARISON):
         # As the defaults treat ``messages``: the conversation carries what the sandbox services or the live

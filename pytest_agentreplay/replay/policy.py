@@ -39,7 +39,6 @@ from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
 from .modes import goes_live, model_override
-from .sandbox import SandboxRoute, delivered_response, destination, emit_fault
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -76,6 +75,8 @@ class Send:
 
     def lost(self, status: int, headers: Any, content: bytes) -> None:
         """Record what the service answered to a request whose answer the injected fault loses."""
+        from .sandbox import delivered_response, emit_fault  # only sandbox runs inject faults
+
         assert self.fault is not None
         capture = self.capture
         response = delivered_response(status, headers, content)
@@ -166,6 +167,9 @@ def _live(ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
     if allow_list_admits(request.host, ctx.settings.allow_hosts):
         # A host the test allowed by name (its own local service) is reached as addressed.
         return Send(request, request.host, LiveCapture(ctx, request, cls))
+    # Imported here: a regression replay sends nothing else and never loads the sandbox and its faults.
+    from .sandbox import SandboxRoute, destination, emit_fault
+
     route = destination(ctx, request)
     if not isinstance(route, SandboxRoute):  # no sandbox service, or a bad sandbox setting
         return Refuse(route)
