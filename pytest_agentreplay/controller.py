@@ -11,6 +11,7 @@ controller (the process without ``workerinput``) decides session-wide questions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -286,3 +287,35 @@ def _strings(values: object) -> list[str]:
 def partial_modules(invocation_dir: Path, args: Sequence[str]) -> set[Path]:
     """Modules named with ``::`` on the command line were collected only in part: never judged."""
     return {(invocation_dir / arg.split("::", 1)[0]).resolve() for arg in args if "::" in arg}
+
+
+# A rule path naming one request header (or a pattern of names): ``input_ref.headers.accept``.
+_REQUEST_HEADER_PATH = re.compile(r"(?:input_ref|\*\*?)\.headers\.([^.\[]+)")
+
+
+def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
+    """Parse ``[tool.agentreplay.rules]`` once, at start-up (a bad rule stops the session, not each test),
+    into ``settings.rules``; returns the warnings it calls for: a rule comparing a transport request header,
+    which cassettes leave out unless ``transport_headers = "keep"`` (``cassette/transport_headers.py``)."""
+    if settings.rules is None:
+        return []
+    # heavy: the diff package, only for a project with rules
+    from .cassette.transport_headers import is_transport_header
+    from .diff.rules import parse_rules
+
+    where = f"[tool.agentreplay.rules] of {rootpath / 'pyproject.toml'}"
+    settings.rules = tuple(parse_rules(settings.rules, source="project", place=where))
+    if settings.transport_headers == "keep":
+        return []
+    kept = settings.http.idempotency_header
+    warnings = []
+    for rule in settings.rules:
+        found = _REQUEST_HEADER_PATH.fullmatch(rule.path)
+        name = found.group(1).lower() if found else ""
+        if rule.verdict != "ignore" and name and name != kept and is_transport_header(name):
+            warnings.append(
+                f'{where}: "{rule.selector}" compares the transport header {name}, which cassettes leave '
+                f'out (transport_headers = "{settings.transport_headers}"): it compares nothing. Set '
+                'transport_headers = "keep" in [tool.agentreplay] and record again, or remove the rule.'
+            )
+    return warnings

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import foreign_adapters, hooks
-from .controller import WORKER_OUTPUT_KEY, SessionController, partial_modules
+from .controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
 from .core import socket_gate
 from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
@@ -209,11 +209,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     try:
         settings = settings_from_pytest(config, _OPTION_NAMES)
-        if settings.rules is not None:  # parsed once, here: a bad rule stops the session, not each test
-            from .diff.rules import parse_rules  # heavy: the diff package, only for a project with rules
-
-            where = f"[tool.agentreplay.rules] of {config.rootpath / 'pyproject.toml'}"
-            settings.rules = tuple(parse_rules(settings.rules, source="project", place=where))
+        for warning in parse_project_rules(settings, config.rootpath):
+            config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from exc
     config.stash[SETTINGS_KEY] = settings

@@ -18,9 +18,9 @@ from .core.constants import INLINE_PAYLOAD_LIMIT
 from .core.documents import Document
 from .core.events import Event, RunMeta, event_to_shared_dict
 from .diff import render_drift
-from .diff.pipeline import PayloadSource, RuleLayers, compare_run, rules_for
+from .diff.pipeline import PayloadSource, RuleLayers, compare_run
 from .diff.result import DriftResult
-from .diff.rules import RuleSet, parse_rules
+from .diff.rules import parse_rules
 from .exceptions import (
     AgentReplayError,
     AuditProblemsError,
@@ -329,7 +329,8 @@ class TestRun:
                 extra_redact=self.redact_hook,
                 inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
                 transport_headers=self.settings.transport_headers,
-                keep_headers=self._kept_headers(self.ctx, rules_for(self._rule_layers(self.ctx), run.labels)),
+                # Replay matches writes by it: kept even when it is named like a transport header.
+                keep_headers={self.ctx.settings.idempotency_header},
             )
         except CassetteNotSavedError as exc:
             mode = "record" if self.ctx.recording else self.test.mode
@@ -340,21 +341,6 @@ class TestRun:
             self.error.add_note(f"agentreplay: {exc}")
             return False
         return True
-
-    def _rule_layers(self, ctx: RunContext) -> RuleLayers:
-        return RuleLayers(
-            self.test.mode,
-            project=self.test.rules,
-            marker=self.test.marker_rules,
-            hook=self.rules_hook() if self.rules_hook is not None else None,
-            extra=mode_rules(ctx) or None,
-        )
-
-    @staticmethod
-    def _kept_headers(ctx: RunContext, rules: RuleSet) -> frozenset[str]:
-        """Transport headers a cassette keeps all the same: the idempotency header replay matches writes
-        by, and those a rule of the test compares."""
-        return rules.compared_headers | {ctx.settings.idempotency_header.lower()}
 
     def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
         recorded = ctx.recorded
@@ -368,14 +354,20 @@ class TestRun:
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
         assert ctx.redactor is not None  # set when the run began
-        rules = rules_for(self._rule_layers(ctx), recorded.run.labels)
-        replayed_dicts = redacted_replay(
-            ctx.recorder.events, recorded_dicts, ctx.redactor, self._kept_headers(ctx, rules)
+        kept = frozenset({ctx.settings.idempotency_header})
+        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor, kept)
+        layers = RuleLayers(
+            self.test.mode,
+            project=self.test.rules,
+            marker=self.test.marker_rules,
+            hook=self.rules_hook() if self.rules_hook is not None else None,
+            extra=mode_rules(ctx) or None,
         )
         result = compare_run(
             recorded_dicts,
             replayed_dicts,
-            rules=rules,
+            layers=layers,
+            labels=recorded.run.labels,
             payloads=side,
             inputs=providers_of(ctx.settings).inputs,
         )

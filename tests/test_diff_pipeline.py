@@ -28,7 +28,8 @@ def test_one_call_gives_what_the_steps_give(tmp_path: Path) -> None:
     result = compare_run(
         recorded.event_dicts(),  # type: ignore[attr-defined]
         replayed.event_dicts(),  # type: ignore[attr-defined]
-        rules=rules_for(RuleLayers("regression"), None),
+        layers=RuleLayers("regression"),
+        labels=None,
         payloads=recorded,  # type: ignore[arg-type]
     )
     assert result.has_regressions

@@ -291,18 +291,33 @@ def test_get(agent_replay):
 """
 
 
-def test_a_transport_header_a_rule_compares_is_kept_and_compared(
+def test_a_project_rule_on_a_transport_header_is_warned_about(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Cassettes leave the header out, so the rule would compare nothing: the session says so at start-up,
+    and replay compares the header only in cassettes that keep transport headers."""
     from servers import LLMServer
 
-    pytester.makepyprojecttoml('[tool.agentreplay.rules]\n"http:input_ref.headers.accept" = "regression"\n')
+    rule = '[tool.agentreplay.rules]\n"http:input_ref.headers.accept" = "regression"\n'
     pytester.makepyfile(test_get=ACCEPT_TEST)
     with LLMServer() as llm:
         monkeypatch.setenv("LLM_BASE", llm.url)
         pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
-    text = (pytester.path / "cassettes" / "test_get" / "test_get.json").read_text()
-    assert '"accept": "application/json"' in text and "user-agent" not in text
+        cassette = pytester.path / "cassettes" / "test_get" / "test_get.json"
+        assert '"accept"' not in cassette.read_text()
+        # The rule added after the recording: warned about, and no regression from a header never recorded.
+        pytester.makepyprojecttoml(rule)
+        monkeypatch.setenv("ACCEPT", "application/xml")
+        replayed = pytester.runpytest()
+        replayed.assert_outcomes(passed=1, warnings=1)
+        replayed.stdout.fnmatch_lines(
+            ['*"http:input_ref.headers.accept" compares the transport header accept*']
+        )
+        # With transport_headers = "keep" the header is recorded and compared, and nothing is warned about.
+        pytester.makepyprojecttoml('[tool.agentreplay]\ntransport_headers = "keep"\n' + rule)
+        monkeypatch.delenv("ACCEPT")
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+    assert '"accept": "application/json"' in cassette.read_text()
     pytester.runpytest().assert_outcomes(passed=1)
     monkeypatch.setenv("ACCEPT", "application/xml")
     drifted = pytester.runpytest()

@@ -8,9 +8,10 @@ as ``anthropic-beta``, its own ``extra_headers``, an ``idempotency-key``, and cr
 
 ``[tool.agentreplay] transport_headers``: ``auto`` (default) leaves them out of a new cassette, and a
 cassette that holds some keeps them when it is saved again, so accepting a change to one field stays that
-field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them. Kept whatever the
-setting: the project's idempotency header, and a header a diff rule of the project, a marker or a hook
-compares (``RuleSet.compared_headers``), so that rule has the recorded value to compare.
+field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them. The project's
+idempotency header is kept whatever the setting, even when it is named like a transport header
+(``x-request-id``): replay matches writes by it. A diff rule on a transport header compares it only in
+cassettes that keep them (the plugin warns at start-up about such a project rule).
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def _dropper(keep: frozenset[str]) -> Callable[[str], bool]:
 
 def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
     """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
-    (header names or ``fnmatch`` patterns: the idempotency header, headers a diff rule compares). A new
-    dict where it changes: the event's containers may be shared with other events."""
+    (header names or ``fnmatch`` patterns: the idempotency header). A new dict where it changes: the
+    event's containers may be shared with other events."""
     ref = event.get("input_ref")
     if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
         return event

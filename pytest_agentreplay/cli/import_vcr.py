@@ -13,7 +13,6 @@ from .progress import Progress
 
 def run(args: argparse.Namespace) -> int:
     # heavy: the importer loads the recorder, the classifier and the writer; only import-vcr pays
-    from ..diff.rules import compared_headers, parse_rules
     from ..interop.vcr_import import import_target, import_vcr_file
 
     explicit = {Path(p) for p in args.paths if Path(p).is_file()}
@@ -37,7 +36,6 @@ def run(args: argparse.Namespace) -> int:
             f"not {transport_headers!r}",
             fixes=['write transport_headers = "auto" (the default), "drop" or "keep"'],
         )
-    keep = compared_headers(parse_rules(table.get("rules"), source="project"))
     bases = [Path(p) for p in args.paths]
     failed = 0
     with Progress(len(files), "import") as bar:
@@ -55,7 +53,6 @@ def run(args: argparse.Namespace) -> int:
                     redaction=table,
                     test=nodeid,
                     transport_headers=str(transport_headers),
-                    keep_headers=keep,
                 )
             except AgentReplayError as exc:
                 failed += 1

@@ -72,12 +72,14 @@ def compare_run(
     recorded: Sequence[Document],
     replayed: Sequence[Document],
     *,
-    rules: RuleSet,
+    layers: RuleLayers,
+    labels: Mapping[str, object] | None,
     payloads: PayloadSource,
     inputs: InputFields | None = None,
 ) -> DriftResult:
-    """The drift of ``replayed`` from ``recorded``, judged by ``rules`` (:func:`rules_for`); ``inputs``: what
-    the run's providers declare as a model's input (named so in the differences)."""
+    """The drift of ``replayed`` from ``recorded``, judged by the rules of ``layers``; ``inputs``: what the
+    run's providers declare as a model's input (named so in the differences)."""
+    rules = rules_for(layers, labels)
     return compare_histories(
         recorded,
         replayed,

@@ -187,15 +187,13 @@ def import_vcr_file(
     blob_dir: Path | None = None,
     test: str | None = None,
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
-    keep_headers: frozenset[str] = frozenset(),
 ) -> LoadedCassette:
     """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; returns the saved cassette.
 
     ``settings`` are the HTTP settings of ``[tool.agentreplay]`` (idempotency header, receipt rules,
     OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
-    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`); ``transport_headers`` and
-    ``keep_headers`` as in :func:`~pytest_agentreplay.cassette.write.save_cassette` (the idempotency header is
-    always kept).
+    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`); ``transport_headers`` as in
+    :func:`~pytest_agentreplay.cassette.write.save_cassette` (the idempotency header is always kept).
     """
     source = Path(source)
     interactions = _read_interactions(source)
@@ -223,5 +221,5 @@ def import_vcr_file(
         redactor=redactor,
         blob_dir=blob_dir,
         transport_headers=transport_headers,
-        keep_headers=keep_headers | {ctx.settings.idempotency_header},
+        keep_headers={ctx.settings.idempotency_header},
     )

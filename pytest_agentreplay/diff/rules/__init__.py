@@ -23,7 +23,7 @@ from .defaults import (
     default_rules,
     is_imported,
 )
-from .engine import LAYERS, PLACEHOLDER, Judgement, RuleSet, compared_headers, compiled
+from .engine import LAYERS, PLACEHOLDER, Judgement, RuleSet, compiled
 from .rule import VERDICTS, Rule, Verdict
 from .syntax import (
     ORDER,
@@ -57,7 +57,6 @@ __all__ = [
     "RuleSet",
     "RuleSpec",
     "Verdict",
-    "compared_headers",
     "compiled",
     "default_rules",
     "generalize_path",

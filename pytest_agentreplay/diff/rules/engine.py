@@ -102,7 +102,6 @@ class RuleSet:
         self._by_type: dict[str, list[_Compiled]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
         self._regex_cache: dict[str, re.Pattern[str]] = {}
-        self.compared_headers: frozenset[str] = compared_headers(self.rules)
 
     # construction -------------------------------------------------------------------------------
     @classmethod
@@ -190,21 +189,6 @@ class RuleSet:
 
     def __repr__(self) -> str:
         return f"RuleSet(mode={self.mode!r}, rules={len(self.rules)})"
-
-
-_HEADER_NAME = re.compile(r"(?:^|\.)headers\.([^.\[]+)")
-
-
-def compared_headers(rules: Iterable[Rule]) -> frozenset[str]:
-    """The request header names (or name patterns, lower-case) a rule of the project, a marker or a hook
-    names with a verdict other than ``ignore``: a cassette keeps them even when they are transport headers
-    (``cassette.transport_headers``), or the rule would have nothing to compare."""
-    names: set[str] = set()
-    for rule in rules:
-        if rule.source == "default" or rule.verdict == "ignore":
-            continue
-        names.update(m.group(1).lower() for m in _HEADER_NAME.finditer(rule.path))
-    return frozenset(names)
 
 
 def compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
