@@ -231,12 +231,16 @@ def test_a_cassette_whose_headers_sit_in_a_blob_keeps_them(tmp_path: Path) -> No
 def test_headers_kept_whatever_the_setting(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     headers = {**SDK_HEADERS, "x-request-id": "order-7", "x-stainless-os": "Linux"}
-    save_cassette(path, RunMeta(run_id="r"), _events(headers), keep_headers={"X-Request-Id", "x-stainless-*"})
+    save_cassette(
+        path, RunMeta(run_id="r"), _events(headers), keep_headers={"X-Request-Id", "x-stainless-os"}
+    )
     stored = _headers_on_disk(path)[0]
     assert stored["x-request-id"] == "order-7" and stored["x-stainless-os"] == "Linux"
     assert "user-agent" not in stored and "accept" not in stored
     # Saved again with the same kept names: still a cassette without the other transport headers.
-    save_cassette(path, RunMeta(run_id="r"), _events(headers), keep_headers={"x-request-id", "x-stainless-*"})
+    save_cassette(
+        path, RunMeta(run_id="r"), _events(headers), keep_headers={"x-request-id", "x-stainless-os"}
+    )
     assert "user-agent" not in _headers_on_disk(path)[0]
 
 

@@ -16,10 +16,8 @@ cassettes that keep them (the plugin warns at start-up about such a project rule
 
 from __future__ import annotations
 
-import fnmatch
-import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, TRANSPORT_HEADERS
@@ -39,19 +37,15 @@ def is_transport_header(name: str) -> bool:
     return _TRANSPORT.fullmatch(name) is not None
 
 
-@functools.lru_cache(maxsize=64)
-def _dropper(keep: frozenset[str]) -> Callable[[str], bool]:
-    """Whether a header is left out: a transport header that no name or pattern of ``keep`` names."""
-    if not keep:
-        return is_transport_header
-    kept = re.compile("|".join(fnmatch.translate(name) for name in keep), re.IGNORECASE)
-    return lambda name: is_transport_header(name) and kept.match(name) is None
+def _dropped(name: str, keep: frozenset[str]) -> bool:
+    """Whether a header is left out: a transport header ``keep`` (lower-case names) does not name."""
+    return is_transport_header(name) and name.lower() not in keep
 
 
 def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
     """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
-    (header names or ``fnmatch`` patterns: the idempotency header). A new dict where it changes: the
-    event's containers may be shared with other events."""
+    (lower-case: the idempotency header). A new dict where it changes: the event's containers may be shared
+    with other events."""
     ref = event.get("input_ref")
     if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
         return event
@@ -59,10 +53,9 @@ def without_transport_headers(event: Document, keep: frozenset[str] = frozenset(
     if not isinstance(payload, dict):
         return event
     headers = payload.get("headers")
-    dropped = _dropper(keep)
-    if not isinstance(headers, dict) or not any(dropped(str(k)) for k in headers):
+    if not isinstance(headers, dict) or not any(_dropped(str(k), keep) for k in headers):
         return event
-    kept = {k: v for k, v in headers.items() if not dropped(str(k))}
+    kept = {k: v for k, v in headers.items() if not _dropped(str(k), keep)}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
 
@@ -75,7 +68,6 @@ def holds_transport_headers(
     takes its headers from an earlier request or states them itself, so it is covered by the others."""
     if not isinstance(events, Sequence) or isinstance(events, str):
         return False
-    dropped = _dropper(keep)
     for event in events:
         ref = event.get("input_ref") if isinstance(event, Mapping) else None
         if not isinstance(ref, Mapping) or ref.get("media_type") not in _REQUEST_MEDIA:
@@ -87,6 +79,6 @@ def holds_transport_headers(
             except Exception:  # an unreadable blob: the save that follows reports it if it matters
                 payload = None
         headers = payload.get("headers") if isinstance(payload, Mapping) else None
-        if isinstance(headers, Mapping) and any(dropped(str(k)) for k in headers):
+        if isinstance(headers, Mapping) and any(_dropped(str(k), keep) for k in headers):
             return True
     return False

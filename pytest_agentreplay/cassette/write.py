@@ -155,7 +155,7 @@ def save_cassette(
 
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
     ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``); ``keep_headers``:
-    request header names (or ``fnmatch`` patterns) written even when they are transport headers.
+    request header names written even when they are transport headers (the idempotency header).
     """
     path = Path(path)
     if transport_headers not in TRANSPORT_HEADER_CHOICES:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core import settings_check as check
 from ..core.constants import DEFAULT_CASSETTE_DIR, DEFAULT_TRANSPORT_HEADERS, TRANSPORT_HEADER_CHOICES
 from ..exceptions import AgentReplayError, CassetteError
 from .common import EXIT_OK, EXIT_USAGE, UsageError, err, iter_files, out, project_table
@@ -29,13 +30,10 @@ def run(args: argparse.Namespace) -> int:
     # The project's run settings the conversion reads (RunContext converts them to RunSettings).
     keys = ("idempotency_header", "receipts", "openai_compatible_base_urls")
     settings: dict[str, object] = {key: table[key] for key in keys if key in table}
-    transport_headers = table.get("transport_headers", DEFAULT_TRANSPORT_HEADERS)
-    if transport_headers not in TRANSPORT_HEADER_CHOICES:
-        raise UsageError(
-            f"[tool.agentreplay] transport_headers: one of {', '.join(TRANSPORT_HEADER_CHOICES)}, "
-            f"not {transport_headers!r}",
-            fixes=['write transport_headers = "auto" (the default), "drop" or "keep"'],
-        )
+    # Checked as a test session checks it (a ConfigError: exit 2, the valid values listed).
+    origin = check.Places(pyproject=rootdir / "pyproject.toml").origin("project", "transport_headers")
+    given = table.get("transport_headers", DEFAULT_TRANSPORT_HEADERS)
+    transport_headers = check.choice(given, origin, TRANSPORT_HEADER_CHOICES, "transport headers setting")
     bases = [Path(p) for p in args.paths]
     failed = 0
     with Progress(len(files), "import") as bar:
@@ -52,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
                     settings=settings,
                     redaction=table,
                     test=nodeid,
-                    transport_headers=str(transport_headers),
+                    transport_headers=transport_headers,
                 )
             except AgentReplayError as exc:
                 failed += 1
