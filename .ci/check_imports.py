@@ -29,7 +29,7 @@ from pathlib import Path
 # Redaction sits beside core: core names cassette files through it (``core.paths``), and it needs only
 # core's constants. The runtime values read the active run (``core.capture``): they sit above core.
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"core", "exceptions", "redaction"}),
+    frozenset({"core", "exceptions", "redaction", "plain_import"}),
     frozenset({"guard"}),
     frozenset({"runtime"}),
     frozenset({"http", "frameworks"}),

@@ -134,6 +134,21 @@ def main() -> None:
         report = json.loads((project / "drift.json").read_text())
         assert [t["status"] for t in report["tests"]] == ["drifted"], report["tests"]
         assert len(Counter.hits) == recorded_hits, Counter.hits
+        # 5. pytest rewrote only the modules loaded before the plugin's own finder was in place (the rest
+        # load with the bytecode pip compiled), and a user's failing assertion is still explained. Bytecode
+        # written for this run, so that pytest's cache of rewritten modules shows what it rewrote.
+        writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        out = run([*pytest], project, writing, 0)
+        assert "1 replayed" in out, out
+        where = run(
+            [python, "-c", "import pytest_agentreplay; print(pytest_agentreplay.__file__)"], project, env, 0
+        )
+        package = Path(where.strip()).parent
+        rewritten = sorted(p.name.split(".")[0] for p in package.rglob("*-pytest-*.pyc"))
+        assert rewritten == ["__init__", "plain_import", "plugin"], rewritten
+        (project / "test_assertion.py").write_text("def test_y():\n    assert [1, 2] == [1, 3]\n")
+        out = run([*pytest, "test_assertion.py"], project, writing, 1)
+        assert "At index 1 diff: 2 != 3" in out, out
     finally:
         server.shutdown()
     print(f"plain install leg: ok ({work})")

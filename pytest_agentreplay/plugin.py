@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from . import plain_import  # noqa: F401 (first: the modules below load without pytest's rewriting)
+
+# isort: split
 from . import foreign_adapters, hooks
 from .controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
 from .core import socket_gate
