@@ -5,6 +5,7 @@ helpers are still rewritten."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 
 import pytest_agentreplay
+from pytest_agentreplay import plain_import
 from pytest_agentreplay.plain_import import FINDER, install
 
-# An editable install (this checkout's) lists no package files for pytest to mark, and its finder sits
-# behind pytest's hook, so a wheel install is imitated: the checkout on PYTHONPATH (found the way a wheel's
-# site-packages is), and a plugin loaded with -p before the entry points marking the package for rewriting,
-# as pytest marks every top-level package of an installed plugin's distribution.
+# An editable install (this checkout's) is found by setuptools' finder, which sits behind pytest's hook, so
+# that hook never loads the package, marked or not. A wheel install is imitated: the checkout on PYTHONPATH
+# (found as a wheel in site-packages is), and a plugin loaded with -p before the entry points marking the
+# package for rewriting, as pytest marks every top-level package of an installed plugin's distribution.
 MARK_AS_INSTALLED = """
 import pytest
 
@@ -73,7 +75,7 @@ def test_finder_answers_for_this_package_s_submodules_only() -> None:
     # The package itself, other packages, and a name that only starts like ours: left to the other finders.
     assert FINDER.find_spec("pytest_agentreplay", None) is None
     assert FINDER.find_spec("json.decoder", list(sys.modules["json"].__path__)) is None
-    assert FINDER.find_spec("pytest_agentreplay_other.x", path) is None
+    assert FINDER.find_spec("pytest_agentreplay_other.session", path) is None
     # A submodule that does not exist: None, so the import fails as it would without the finder.
     assert FINDER.find_spec("pytest_agentreplay.no_such_module", path) is None
 
@@ -82,6 +84,8 @@ def test_install_puts_it_on_meta_path_once() -> None:
     install()
     install()
     assert sys.meta_path.count(FINDER) == 1
+    importlib.reload(plain_import)  # a second class object: still one finder
+    assert sum(type(f).__name__ == "OwnModulesFinder" for f in sys.meta_path) == 1
 
 
 def test_installed_plugin_modules_are_not_rewritten(
