@@ -55,7 +55,9 @@ virtualenv's (more installed distributions to scan for entry points, another pyt
 
 Compiled modules are cached between runs by default, as on a developer's machine (the recording run
 warms the cache); ``--no-bytecode`` sets ``PYTHONDONTWRITEBYTECODE=1`` for every process, as CI images
-do: pytest then rewrites a plugin package's modules at every start.
+do, after deleting what pytest rewrote and cached in the virtualenvs in earlier runs (it still reads
+those): pytest then rewrites the modules of other plugin packages at every start (ours load without its
+rewriting, through ``pytest_agentreplay/plain_import.py``, bar the three it loads first).
 
 GETs of rows a-d go through one shared client by default; ``--gets-via httpx.get`` uses ``httpx.get``
 per GET (a client, and its TLS context, per GET; the floor included). ``--openai-client httpx`` hands the
@@ -575,10 +577,24 @@ def record(
                 )
 
 
+def forget_rewritten(envs: dict[str, Env]) -> None:
+    """Deletes the modules pytest rewrote and cached in each virtualenv in earlier runs. With
+    ``PYTHONDONTWRITEBYTECODE`` pytest writes none but still reads those it finds, so a virtualenv that ran
+    before would be timed as if it had a cache a CI image never has."""
+    for env in envs.values():
+        venv = Path(env.python).parent.parent
+        if env.error or not (venv / "pyvenv.cfg").is_file():  # --global-python: not ours to clean
+            continue
+        for cached in (venv / "lib").rglob("*-pytest-*.pyc"):
+            cached.unlink(missing_ok=True)
+
+
 def bench(args: argparse.Namespace) -> Results:
     sizes = QUICK_ROWS if args.quick else ROWS
     rows = args.rows
     envs = environments(args)
+    if not args.bytecode:
+        forget_rewritten(envs)
     chosen = variants(bool(args.baseline_tree))
     cells: dict[str, dict[str, Cell]] = {row: {v.key: Cell() for v in chosen} for row in rows}
     for row in rows:

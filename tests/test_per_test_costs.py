@@ -106,8 +106,8 @@ def test_cassette_path_computed_once_per_test(
 
 def test_adapters_imported_only_with_their_library() -> None:
     """An agent on httpx alone imports no gRPC, MCP, WebSocket or aiohttp adapter (their import was paid by
-    every session before: memory, and pytest's assertion rewriting of each module under
-    PYTHONDONTWRITEBYTECODE); the adapter comes in the moment its library is imported, and patches it."""
+    every session before: memory and import time); the adapter comes in the moment its library is
+    imported, and patches it."""
     script = textwrap.dedent(
         """
         import sys
@@ -173,8 +173,7 @@ def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> 
 
 def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytest.Pytester) -> None:
     """What only recording, accepting, audit, model-comparison or sandbox sessions use stays out of a
-    regression replay: fewer modules for pytest to rewrite at each start (under PYTHONDONTWRITEBYTECODE) and
-    to hold."""
+    regression replay: fewer modules to import at each start and to hold."""
     pytester.makepyfile(
         test_agent="""
         import pytest
