@@ -107,10 +107,10 @@ def main() -> None:
         cassetter_format="toml",
         bytecode=True,
     )
-    peers = {p for p in args.peers.split(",") if p}
-    if unknown := sorted(peers - {"vcr", "cassetter"}):
-        parser.error(f"unknown peers: {', '.join(unknown)} (choose among vcr,cassetter)")
-    envs = {name: env for name, env in bp.environments(options).items() if name == "ours" or name in peers}
+    peers = [p for p in args.peers.split(",") if p]
+    if unknown := sorted(set(peers) - set(bp.PEERS)):
+        parser.error(f"unknown peers: {', '.join(unknown)} (choose among {','.join(bp.PEERS)})")
+    envs = bp.environments(options, peers)
     chosen = [
         v
         for v in bp.variants(False)
@@ -135,10 +135,10 @@ def main() -> None:
 
         with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
             counts = dict(zip([(row, v.key) for row, v in jobs], pool.map(count, jobs), strict=True))
-        floor = next(v for v in chosen if v.key == "floor")
         if args.rows != "suite":
             report_rows(counts, chosen, sizes, args.json_only)
             return
+        floor = next(v for v in chosen if v.key == "floor")
         native = [
             bp.run_pytest(envs[floor.env], root / "s2" / "floor", floor.args).cpu for _ in range(args.timed)
         ]

@@ -86,7 +86,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -522,13 +522,14 @@ class Results:
     variants: list[Variant]
 
 
-def environments(args: argparse.Namespace) -> dict[str, Env]:
+def environments(args: argparse.Namespace, peers: Sequence[str] = tuple(PEERS)) -> dict[str, Env]:
+    """Ours (and the baseline) and the ``peers``' virtualenvs, built or refreshed; no peer with
+    ``--only-ours``."""
     envs = {"ours": global_env() if args.global_python else tree_env("ours", BENCH.parent)}
     if args.baseline_tree:
         envs["baseline"] = baseline_env(args.baseline_tree, envs["ours"])
-    for name in ("vcr", "cassetter"):
-        if not args.only_ours:
-            envs[name] = peer_env(name)
+    for name in () if args.only_ours else peers:
+        envs[name] = peer_env(name)
     for name, env in envs.items():
         if env.error:
             log(f"{name}: not available: {env.error}")
