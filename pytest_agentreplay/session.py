@@ -16,7 +16,7 @@ from .core.commands import record_command, rerecord_fix
 from .core.config import Settings, TestSettings
 from .core.constants import INLINE_PAYLOAD_LIMIT
 from .core.documents import Document
-from .core.events import Event, RunMeta, event_to_shared_dict
+from .core.events import Event, RunMeta, build_validators, event_to_shared_dict
 from .diff import render_drift
 from .diff.pipeline import PayloadSource, RuleLayers, compare_run
 from .diff.result import DriftResult
@@ -114,6 +114,7 @@ class TestRun:
         return self.test.record == "missing" and not exists
 
     def begin(self) -> RunContext:
+        build_validators()
         self._parse_test_rules()
         agent = self.test.extra.get("agent")
         meta = RunMeta(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 
+pytest_plugins = ["clock_guard"]
+
 for _name in (
     "pytest_agentreplay.runtime.values",
     "pytest_agentreplay.runtime.patches",

@@ -75,9 +75,12 @@ class Lab:
         path = self.pytester.path / "notes.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def run(self, *args: str, replies: int = 0) -> pytest.RunResult:
+    def run(self, *args: str, replies: int = 0, subprocess: bool = False) -> pytest.RunResult:
         if replies:
             self.llm.queue("chat", *[ModelReply(text="Fine.") for _ in range(replies)])
+        if subprocess:
+            # A process of its own: the first to record in it, with none of the outer suite's modules loaded.
+            return self.pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=120)
         return self.pytester.runpytest("-p", "no:cacheprovider", *args)
 
     def events(self, name: str) -> list[dict[str, Any]]:
@@ -297,16 +300,92 @@ def test_clock_after_the_frozen_test(agent_replay):
 
 
 def test_an_agent_under_freezegun_records_and_replays(lab: Lab) -> None:
+    # Each run in a process of its own, where the frozen test is the first to record or replay: the
+    # plugin's records must not build their validators inside the freeze.
     lab.pytester.makepyfile(test_frozen=FROZEN_TEST)
-    lab.run("-p", "no:randomly", "--agentreplay-record=all", replies=2).assert_outcomes(passed=2)
+    lab.run("-p", "no:randomly", "--agentreplay-record=all", replies=2, subprocess=True).assert_outcomes(
+        passed=2
+    )
     frozen, after = lab.notes()
     assert frozen["text"].startswith("Now 2024-02-29T12:00:00 (1709208000.000000)")
     assert not after["text"].startswith("Now 2024-")  # the freeze ended with its test
     before = lab.files()
-    replayed = lab.run("-p", "no:randomly")
+    replayed = lab.run("-p", "no:randomly", subprocess=True)
     replayed.assert_outcomes(passed=2)
     replayed.stdout.fnmatch_lines(["*2 replayed, 0 recorded, 0 drifted*"])
     assert lab.notes()[2:] == [frozen, after]
-    lab.run("-p", "no:randomly", "--agentreplay-update").assert_outcomes(passed=2)
+    lab.run("-p", "no:randomly", "--agentreplay-update", subprocess=True).assert_outcomes(passed=2)
     assert lab.files() == before
     assert len(lab.llm.log) == 2
+
+
+FROZEN_BEFORE_THE_RUN = """
+import datetime
+
+import pytest
+from freezegun import freeze_time
+
+import agent_plugins
+
+
+@pytest.fixture
+def frozen():
+    with freeze_time("2024-02-29 12:00:00"):
+        yield
+
+
+def test_frozen_from_a_fixture(frozen, agent_replay):
+    text = agent_plugins.prompt()
+    agent_plugins.note(text=text, answer=agent_plugins.ask(text), today=str(datetime.date.today()))
+"""
+
+
+def test_a_clock_frozen_before_the_run_starts_is_the_one_recorded_and_replayed(lab: Lab) -> None:
+    # freezegun is active when the run begins (time-machine refuses to start under it): the frozen clock
+    # is what the agent reads while recording and in replay.
+    lab.pytester.makepyfile(test_frozen=FROZEN_BEFORE_THE_RUN)
+    lab.run("--agentreplay-record=all", replies=1, subprocess=True).assert_outcomes(passed=1)
+    lab.run(subprocess=True).assert_outcomes(passed=1)
+    recorded, replayed = lab.notes()
+    assert recorded == replayed
+    assert recorded["text"].startswith("Now 2024-02-29T12:00:00")
+    assert len(lab.llm.log) == 1
+
+
+LEFT_FROZEN = """
+from freezegun import freeze_time
+
+
+def test_leaves_the_clock_frozen():
+    # cohere's package imports its submodules lazily from a module __getattr__, which freezegun's walk of
+    # the loaded modules calls; one of them builds a pydantic TypeAdapter(datetime) in the middle of the
+    # freeze and start() raises half-way (still leaving the clock frozen). The outer suite may have
+    # imported cohere: leave it out so that this freeze starts whole, whatever ran before.
+    freeze_time("2024-02-29 12:00:00", ignore=["cohere"]).start()
+"""
+
+TIMEOUT_FIRES = """
+import asyncio
+
+import pytest
+
+
+def test_a_timeout_fires():
+    async def wait():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(asyncio.Event().wait(), 0.2)
+
+    asyncio.run(wait())
+"""
+
+
+def test_a_freeze_left_behind_by_an_inner_run_fails_it_and_does_not_stall_the_next(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_left=LEFT_FROZEN, test_timeout=TIMEOUT_FIRES)
+    args = ("-p", "clock_guard", "-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_leaves_the_clock_frozen left 1 freezegun freeze(s) active*"])
+    # The next inner run's event loop reads a clock that advances again: its timeout fires.
+    pytester.runpytest(*args, "test_timeout.py").assert_outcomes(passed=1)

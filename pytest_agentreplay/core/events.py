@@ -226,3 +226,25 @@ def cassette_json_schema() -> Document:
         "title": f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}",
     }
     return schema
+
+
+_BUILT: list[bool] = []
+
+
+def build_validators() -> None:
+    """Build every record's validator now, once per process (they are deferred: most processes that import
+    the package never validate a record).
+
+    A run calls this when it begins, before the test's body: a validator built later could be built inside
+    the user's clock patch (``freezegun.freeze_time`` swaps ``datetime`` in every loaded module), where
+    pydantic cannot generate schemas for the fake types.
+    """
+    if _BUILT:
+        return
+    pending: list[type[Record]] = [Record]
+    while pending:
+        model = pending.pop()
+        pending.extend(model.__subclasses__())
+        if model is not Record:
+            model.model_rebuild(force=True)
+    _BUILT.append(True)

@@ -92,6 +92,11 @@ class PatchedRun(Protocol):
 _UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
 
 
+def _freezegun_active() -> bool:
+    api = sys.modules.get("freezegun.api")
+    return bool(getattr(api, "freeze_factories", None))
+
+
 class ClockPatch:
     """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
 
@@ -110,6 +115,10 @@ class ClockPatch:
         self.real_ns: Callable[[], int] | None = None
 
     def start(self) -> None:
+        if _freezegun_active():
+            # The test froze the clock itself (freezegun, which time-machine refuses to run under): its frozen
+            # clock is what the agent reads, the same while recording and in replay, so it is left alone.
+            return
         import time_machine  # heavy (it imports pytest's machinery): paid only when a run patches the clock
 
         stack = getattr(time_machine, "traveller_stack", None)
