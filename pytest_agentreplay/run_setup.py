@@ -34,6 +34,7 @@ from .core.config import Settings, marker_kwargs, resolve_test_settings
 from .core.constants import REPLAY_MODES
 from .core.documents import Document
 from .core.events import RunMeta
+from .core.placeholder_credentials import PlaceholderCredentials
 from .core.json_copy import copy_json
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
@@ -168,6 +169,10 @@ class FixtureGuard:
         self._reported = 0
         # In an isolated session: the kernel's count of sends the namespace stopped, from here on.
         self._no_route = watch()
+        # Fixtures build SDK clients too: the placeholders are set before the first one sets up.
+        self._credentials = PlaceholderCredentials()
+        if not ctx.settings.block_network_only and ctx.mode in PLACEHOLDER_MODES:
+            self._credentials.provide()
 
     def refusals(self, *, phase: str, hand_to_run: bool = False) -> str | None:
         """The message of the refusals made since the last call that the test's run does not report
@@ -236,10 +241,13 @@ class FixtureGuard:
         ]
         self._release()
         self._uninstall()
+        self._credentials.remove()
         return notes
 
 
 FIXTURE_GUARD_KEY = pytest.StashKey[FixtureGuard]()
+# The replay modes whose model calls are served: a placeholder credential is enough for the SDKs.
+PLACEHOLDER_MODES = frozenset(REPLAY_MODES) - {"model-comparison"}
 
 
 def _replays_from_the_start(item: pytest.Item, settings: Settings) -> tuple[str, tuple[str, ...]] | None:
