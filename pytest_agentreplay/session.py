@@ -292,10 +292,11 @@ class TestRun:
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
     def _audit(self) -> TestOutcome:
-        from .replay.audit import audit_problems  # only audit mode runs it
+        from .replay.audit import audit_advice, audit_problems  # only audit mode runs it
 
         assert self.recorded is not None
-        problems = audit_problems(self.recorded)
+        # Audit mode asks whether the record is complete: a write without key or receipt fails it too.
+        problems = [*audit_problems(self.recorded), *audit_advice(self.recorded)]
         self.outcome = TestOutcome(
             self.nodeid, str(self.cassette), Action.AUDITED, "audit", regressions=len(problems)
         )

@@ -71,19 +71,34 @@ def test_truncated_file_is_caught(cassette: Path, capsys: pytest.CaptureFixture[
     assert "is not valid JSON (the file looks truncated)" in out
 
 
-def test_committed_effect_without_receipt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_committed_effect_without_receipt_is_advice_and_strict_fails_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "cassettes" / "no_receipt.json"
     build_run(path, receipt=None)
     code, out, _ = run_cli(capsys, "verify", str(path))
+    assert code == 0
+    assert f"{path}: warning: seq 9 effect issue_refund: committed without a receipt" in out
+    assert "verify: 1 cassette(s) ok" in out
+    assert "1 warning(s)" in out
+    code, out, _ = run_cli(capsys, "verify", "--strict", str(path))
     assert code == 1
     assert f"{path}: seq 9 effect issue_refund: committed without a receipt" in out
 
 
-def test_committed_effect_without_idempotency_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_committed_effect_without_idempotency_key_is_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "cassettes" / "no_key.json"
     build_run(path, idempotency_key=None)
     code, out, _ = run_cli(capsys, "verify", str(path))
-    assert code == 1
+    assert code == 0
+    assert "warning: seq 9 effect issue_refund: committed without an idempotency key" in out
+    assert run_cli(capsys, "verify", "--strict", str(path))[0] == 1
+    # show renders it and never fails on advice.
+    code, out, _ = run_cli(capsys, "show", str(path))
+    assert code == 0
+    assert "advice: 1" in out
     assert "seq 9 effect issue_refund: committed without an idempotency key" in out
 
 
@@ -158,7 +173,7 @@ def test_directories_are_searched_recursively(tmp_path: Path, capsys: pytest.Cap
     bad = root / "b" / "deep" / "bad.json"
     build_run(good)
     build_run(bad, receipt=None)
-    code, out, _ = run_cli(capsys, "verify", "-v", str(root))
+    code, out, _ = run_cli(capsys, "verify", "-v", "--strict", str(root))
     assert code == 1
     assert f"{good}: ok" in out
     assert f"{bad}: seq 9 effect issue_refund: committed without a receipt" in out
@@ -171,7 +186,7 @@ def test_each_problem_listed_with_its_file(tmp_path: Path, capsys: pytest.Captur
     second = tmp_path / "cassettes" / "two.json"
     build_run(first, receipt=None)
     build_run(second, idempotency_key=None)
-    code, out, _ = run_cli(capsys, "verify", str(first), str(second))
+    code, out, _ = run_cli(capsys, "verify", "--strict", str(first), str(second))
     assert code == 1
     lines = [line for line in out.splitlines() if line.startswith(str(tmp_path))]
     assert [line.split(": ")[0] for line in lines] == [str(first), str(second)]

@@ -147,13 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
         "check cassettes: schema, event digests, receipts, blobs, secrets",
         "Verify cassette files or every cassette under folders (recursively): the schema, the event digests "
         "(edits, reordering, insertion, truncation; the first bad event is named), committed effects with "
-        "receipts and idempotency keys, payload "
-        "blobs present and intact, and no secret-shaped value. Prints each problem with its file; exit 1 "
-        "when any is found.",
+        "payload blobs present and decodable to their recorded bytes, and no secret-shaped value: "
+        "problems, exit 1. Committed writes without a receipt or an idempotency key are warnings (advice: "
+        "exit 0) unless --strict.",
         ["agentreplay verify cassettes/", "agentreplay verify cassettes/tests/test_agent/test_refund.json"],
     )
     verify.add_argument("paths", nargs="+", metavar="PATH")
     verify.add_argument("-v", "--verbose", action="store_true", help="also list cassettes without problems")
+    verify.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) on advice too: committed writes without a receipt or an idempotency key",
+    )
     verify.set_defaults(func=_verify)
 
     migrate = _sub(

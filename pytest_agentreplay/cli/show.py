@@ -16,16 +16,16 @@ from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict
 from ..exceptions import CassetteIntegrityError, CassetteVersionError
-from ..replay.audit import audit_problems
+from ..replay.audit import audit_advice, audit_problems
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, out
 
 
 def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
-    """A cassette to render, its audit problems, and the format version whose integrity fields its load
-    verified (None when they failed: a broken seal or chain is a problem, not a failure). An older format
-    version is shown as it loads in memory, after the check its own version defines."""
+    """A cassette to render, its audit problems (damage), and the format version whose integrity fields its
+    load verified (None when they failed: a broken seal or chain is a problem, not a failure). An older
+    format version is shown as it loads in memory, after the check its own version defines."""
     version: int | None = FORMAT_VERSION
     try:
         try:
@@ -50,6 +50,7 @@ def _read_json(path: Path, what: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.cassette)
     loaded, problems, version = _load_for_view(path)
+    advice = audit_advice(loaded)
     # Said per format: only version 2 had a hash chain; the current format is sealed without one.
     integrity = checked_integrity(version) if version is not None else None
     if args.html:
@@ -58,14 +59,18 @@ def run(args: argparse.Namespace) -> int:
             drift = _read_json(Path(args.drift), "drift result")
             if isinstance(drift, Mapping) and isinstance(drift.get("drift"), Mapping):
                 drift = drift["drift"]
-        write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=problems))
-        out(f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s))")
+        write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=[*problems, *advice]))
+        out(
+            f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s), "
+            f"{len(advice)} advice)"
+        )
     elif args.json:
         doc = {
             "cassette": str(path),
             "run": run_to_dict(loaded.run),
             "events": [event_to_dict(e) for e in loaded.events],
             "problems": problems,
+            "advice": advice,
             "integrity": integrity,
         }
         sys.stdout.write(dumps_pretty(doc))
@@ -77,10 +82,13 @@ def run(args: argparse.Namespace) -> int:
             for problem in problems:
                 out(f"  - {problem}")
         else:
-            out(
-                f"audit: ok ({integrity}; committed effects have receipts and keys, blobs present, "
-                "no secrets)"
-            )
+            effects = "" if advice else "committed effects have receipts and keys, "
+            out(f"audit: ok ({integrity}; {effects}blobs present, no secrets)")
+        if advice:
+            out(f"advice: {len(advice)} (the record holds, it could prove more)")
+            for line in advice:
+                out(f"  - {line}")
         if version is not None and version != FORMAT_VERSION:
             out(f"format version {version} is not replayed: upgrade it with `agentreplay migrate {path}`")
+    # Advice never fails show: it renders what was recorded.
     return EXIT_PROBLEMS if problems else EXIT_OK

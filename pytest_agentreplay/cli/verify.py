@@ -9,31 +9,32 @@ from ..cassette.chain import checked_integrity
 from ..cassette.read import load_cassette, load_unchecked
 from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteError, CassetteIntegrityError
-from ..replay.audit import audit_problems
+from ..replay.audit import audit_advice, audit_problems
 from ..replay.replayability import replay_problems
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, out
 from .progress import Progress
 
 
-def cassette_problems(path: Path) -> list[str]:
-    """Every problem of one cassette: schema, event digests, effects (receipt, key), blobs, secrets, and
-    whatever replay would trip on (the same load, payload resolution and decoding replay runs)."""
+def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
+    """The problems of one cassette (damage: schema, event digests, blobs, secrets, and whatever replay
+    would trip on: the same load, payload resolution and decoding replay runs) and the advice on it
+    (committed effects without a receipt or an idempotency key)."""
     try:
         loaded = load_cassette(path)
     except CassetteIntegrityError as exc:
         unchecked = load_unchecked(path)
         if unchecked is None:
-            return error_lines(exc)
+            return error_lines(exc), []
         loaded = unchecked
     except CassetteError as exc:
-        return error_lines(exc)
+        return error_lines(exc), []
     problems = audit_problems(loaded)
     seen = set(problems)
     for problem in replay_problems(loaded):
         if problem not in seen:
             seen.add(problem)
             problems.append(problem)
-    return problems
+    return problems, audit_advice(loaded)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,20 +46,31 @@ def run(args: argparse.Namespace) -> int:
         )
     bad = 0
     total = 0
+    advised = 0
     with Progress(len(files), "verify") as bar:
         for path in files:
-            problems = cassette_problems(path)
+            problems, advice = cassette_findings(path)
+            if args.strict:
+                problems, advice = [*problems, *advice], []
             bar.advance(str(path))
             if problems:
                 bad += 1
                 total += len(problems)
                 for problem in problems:
                     out(f"{path}: {problem}")
-            elif args.verbose:
+            for line in advice:
+                out(f"{path}: warning: {line}")
+            advised += len(advice)
+            if not problems and not advice and args.verbose:
                 out(f"{path}: ok")
     if bad:
         out(f"verify: {total} problem(s) in {bad} of {len(files)} cassette(s)")
         return EXIT_PROBLEMS
     # Only the current format passes (an older one is a problem above): its seal is what was checked.
     out(f"verify: {len(files)} cassette(s) ok ({checked_integrity(FORMAT_VERSION)})")
+    if advised:
+        out(
+            f"verify: {advised} warning(s): committed writes without an idempotency key or a receipt "
+            "(advice; --strict fails on them)"
+        )
     return EXIT_OK

@@ -10,19 +10,27 @@ if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
 
 
-def effect_problems(events: list[Event]) -> list[str]:
-    """Every committed effect must carry an idempotency key and a receipt."""
-    problems = []
+def effect_advice(events: list[Event]) -> list[str]:
+    """Advice, not damage: a committed effect without an idempotency key or a receipt (a plain POST is
+    the common case). Replay still refuses to send it twice; a key and a receipt make the record prove
+    what happened."""
+    advice = []
     for event in events:
         if event.type != "effect" or event.effect is None or not event.effect.committed:
             continue
         label = f"seq {event.seq} effect {event.effect.kind}"
         if event.tool is None or not event.tool.idempotency_key:
-            problems.append(f"{label}: committed without an idempotency key")
+            advice.append(f"{label}: committed without an idempotency key")
         if event.effect.receipt in (None, "", {}, []):
-            problems.append(f"{label}: committed without a receipt")
-    return problems
+            advice.append(f"{label}: committed without a receipt")
+    return advice
 
 
 def audit_problems(cassette: LoadedCassette) -> list[str]:
-    return [*cassette.verify(), *effect_problems(cassette.events)]
+    """The damage: schema, digests, blobs, secrets (what ``verify`` fails on)."""
+    return cassette.verify()
+
+
+def audit_advice(cassette: LoadedCassette) -> list[str]:
+    """What the record could prove better (``verify`` warns; ``--strict`` and audit mode fail on it)."""
+    return effect_advice(cassette.events)
