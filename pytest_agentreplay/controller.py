@@ -223,6 +223,11 @@ class SessionController:
             self.isolation = Isolation(self.settings.isolate, OFF)
         return self.isolation
 
+    @property
+    def isolated(self) -> bool:
+        """Whether the session ran in its own network namespace (children and native code held there)."""
+        return self._isolation().isolated
+
     def _guarded(self, modes: Iterable[str]) -> bool:
         """Whether the Python guard was up: a test replayed, or every test was guarded."""
         return self.settings.block_network or any(mode != "record" for mode in modes)

@@ -399,12 +399,17 @@ class SessionHooks:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:
-            from .run_setup import ISOLATE_ADVICE  # heavy: only when a replaying test left notes
+            from .run_setup import guard_summary  # heavy: only when a replaying test left notes
 
-            terminalreporter.section("agentreplay guard: not reached by the Python guard")
-            for text in self.guard_notes.values():
-                terminalreporter.write_line(f"  {text}")
-            terminalreporter.write_line(f"  {ISOLATE_ADVICE}")
+            lines = guard_summary(
+                self.guard_notes,
+                isolated=self.controller.isolated,
+                isolate_setting=self.config.stash[SETTINGS_KEY].isolate,
+            )
+            if lines:
+                terminalreporter.section("agentreplay guard: not reached by the Python guard")
+                for line in lines:
+                    terminalreporter.write_line(f"  {line}")
         if not self.controller.has_summary:
             return
         terminalreporter.section("agentreplay")

@@ -34,11 +34,11 @@ from .core.config import Settings, marker_kwargs, resolve_test_settings
 from .core.constants import REPLAY_MODES
 from .core.documents import Document
 from .core.events import RunMeta
-from .core.placeholder_credentials import PlaceholderCredentials
 from .core.json_copy import copy_json
+from .core.placeholder_credentials import PlaceholderCredentials
 from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
-from .guard.children import live_children, unreached_children
+from .guard.children import live_children, reaches_no_network, unreached_children
 from .guard.no_route import no_route_error, watch
 from .handle import AgentReplay
 from .http.providers import ProviderSet
@@ -154,6 +154,32 @@ ISOLATE_ADVICE = (
     "the session in its own network namespace, loopback only), or for child processes "
     "--agentreplay-isolate-subprocesses"
 )
+# The key prefix of a note on a child that never ran the guard (counted in one summary line).
+UNREACHED_CHILD = "unreached child "
+
+
+def guard_summary(notes: dict[str, str], *, isolated: bool, isolate_setting: str) -> list[str]:
+    """The session summary's lines on what the Python guard did not reach (``notes``: key -> text of the
+    tests' teardown notes). A session in its own network namespace holds its children and native code
+    there: nothing to say. Advice names only a setting not already in use."""
+    if isolated or not notes:
+        return []
+    children = [text for key, text in notes.items() if key.startswith(UNREACHED_CHILD)]
+    lines = [text for key, text in notes.items() if not key.startswith(UNREACHED_CHILD)]
+    if children:
+        shown = "; ".join(children[:3]) + ("; ..." if len(children) > 3 else "")
+        lines.append(
+            f"{len(children)} child process(es) did not run the guard (not Python, python -S, or an "
+            f"interpreter without pytest-agentreplay), their network access unchecked: {shown}"
+        )
+    if isolate_setting == "off":
+        lines.append(ISOLATE_ADVICE)
+    else:
+        lines.append(
+            f"--agentreplay-isolate={isolate_setting} is set but the session is not isolated (the summary's "
+            "network guard line says why)"
+        )
+    return lines
 
 
 class FixtureGuard:
@@ -214,12 +240,9 @@ class FixtureGuard:
         if test_run is not None and test_run.ctx is not None:
             runs.append(test_run.ctx)
         notes = [
-            (
-                f"child {pid}",
-                f"child process {pid} ({command}) of {test} did not run the guard (not Python, python -S, "
-                "or an interpreter without pytest-agentreplay): its network access was not checked",
-            )
+            (f"{UNREACHED_CHILD}{pid}", f"{command} (pid {pid}, {test})")
             for pid, command in unreached_children(runs)
+            if not reaches_no_network(command)
         ]
         after = live_children()
         notes += [
@@ -229,7 +252,7 @@ class FixtureGuard:
                 "test hands it (a pool's tasks, a helper's pipe) runs outside the test's guard",
             )
             for pid, command in self.children_before.items()
-            if after.get(pid) == command
+            if after.get(pid) == command and not reaches_no_network(command)
         ]
         notes += [
             (

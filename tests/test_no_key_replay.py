@@ -34,7 +34,7 @@ def test_openai_agent(agent_replay):
     assert reply.choices[0].message.content == "Fine."
 
 
-def test_anthropic_agent(claude, agent_replay):
+def test_claude_agent(claude, agent_replay):
     with claude.messages.stream(
         model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
     ) as stream:
@@ -68,10 +68,8 @@ def test_replay_with_no_credential_variable_set(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-recording")
     server.queue("chat", ModelReply(text="Fine."))
     server.queue("messages", ModelReply(text="Fine."))
-    # (test_after_them fails here: the keys the recording used are set, as they should be.)
-    pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all", "-k", "openai or anthropic").assert_outcomes(
-        passed=2, deselected=1
-    )
+    recorded = pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all", "-k", "openai or claude")
+    recorded.assert_outcomes(passed=2, deselected=1)
     assert len(server.log) == 2
     _without_credentials(monkeypatch)
     server.stop()

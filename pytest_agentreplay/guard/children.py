@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
+from typing import Final
 
 from ..core.after_import import AfterImport
 from .isolation import isolation_preexec, wants_isolation
@@ -183,6 +184,41 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
             if pid not in greeted and not isolates(run):
                 found.setdefault(pid, command)
     return sorted(found.items())
+
+
+# Commands that read the local machine only (``platform.platform()`` runs ``uname -p``): a child running
+# one reaches no network whatever it is handed, so the guard not reaching it is not worth a word.
+LOCAL_COMMANDS: Final = frozenset(
+    {
+        "uname", "hostname", "id", "whoami", "ls", "cat", "echo", "true", "false", "which", "lsb_release",
+        "sw_vers", "getconf", "nproc", "locale", "date", "ldconfig", "file", "sysctl", "tty", "stty",
+        "tput", "ps", "df", "du", "wc", "sort", "head", "tail",
+    }
+)
+# git's subcommands that talk to a remote; every other one works on the local repository.
+GIT_REMOTE_SUBCOMMANDS: Final = frozenset(
+    {"fetch", "pull", "push", "clone", "ls-remote", "remote", "submodule", "archive", "send-email", "svn"}
+)
+_GIT_OPTIONS_WITH_VALUE: Final = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace"})
+
+
+def reaches_no_network(command: str) -> bool:
+    """Whether a child's command line (as :func:`live_children` shows it) cannot reach a network."""
+    words = command.split()
+    if not words:
+        return False
+    name = os.path.basename(words[0])
+    if name in LOCAL_COMMANDS:
+        return True
+    if name != "git":
+        return False
+    rest = iter(words[1:])
+    for word in rest:
+        if word in _GIT_OPTIONS_WITH_VALUE:
+            next(rest, None)
+        elif not word.startswith("-"):
+            return word not in GIT_REMOTE_SUBCOMMANDS
+    return True
 
 
 def live_children() -> dict[int, str]:
