@@ -57,6 +57,12 @@ def _export_otel(args: argparse.Namespace) -> int:
     return export_otel.run(args)
 
 
+def _git_setup(args: argparse.Namespace) -> int:
+    from . import git_setup  # heavy: only the command run pays for its imports (see above)
+
+    return git_setup.run(args)
+
+
 def _textconv(args: argparse.Namespace) -> int:
     from . import textconv  # heavy: only the command run pays for its imports (see above)
 
@@ -262,8 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print a cassette with its blob-stored payloads inlined (a git diff driver)",
         "Print the cassette as canonical JSON with every payload the blob store holds inlined next to its "
         "sha256, so `git diff` shows what changed inside a payload, not only a new hash. Set it up once "
-        'per clone: `git config diff.agentreplay.textconv "agentreplay textconv"`, and in '
-        ".gitattributes: `cassettes/**/*.json diff=agentreplay`.",
+        "per clone with `agentreplay git-setup`.",
         ["agentreplay textconv cassettes/tests/test_agent/test_refund.json"],
     )
     textconv.add_argument("cassette", metavar="CASSETTE")
@@ -271,6 +276,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"
     )
     textconv.set_defaults(func=_textconv)
+
+    git_setup = _sub(
+        sub,
+        "git-setup",
+        "route cassette diffs through textconv (git config and .gitattributes), once per clone",
+        "Set git's diff driver for cassettes in this clone (`git config diff.agentreplay.textconv` with this "
+        "interpreter's absolute path, so it works from any shell, virtualenv activated or not) and add "
+        "`<cassette dir>/**/*.json diff=agentreplay` to the repository's .gitattributes. Idempotent.",
+        ["agentreplay git-setup", "agentreplay git-setup --cassette-dir tests/cassettes"],
+    )
+    git_setup.add_argument("--repo", default=".", metavar="PATH", help="a folder inside the repository")
+    git_setup.add_argument(
+        "--cassette-dir", default="cassettes", metavar="DIR", help="the cassette folder, from the top of the repo"
+    )
+    git_setup.set_defaults(func=_git_setup)
 
     schema = _sub(
         sub,
