@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cassette.unused import remove, unused_cassettes
+from .cassette.unused import is_cassette_file, remove, unused_cassettes
 from .core.config import Settings
 from .core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
 from .core.documents import Document
@@ -90,6 +90,9 @@ class SessionController:
         self.tolerated: list[tuple[str, str]] = []
         self.unused: list[str] = []
         self.removed: list[str] = []
+        # JSON files in cassette folders that are not cassettes (golden files...): never unused, named only
+        # when --agentreplay-update removes unused cassettes beside them.
+        self.kept_not_cassettes: list[str] = []
         self.unused_skipped_reason: str | None = None
         self.failed_only_by_unused = False
         self.report_error: str | None = None
@@ -186,7 +189,9 @@ class SessionController:
             )
             return []
         keep = {Path(p) for p in self.facts.known | used}
-        found = unused_cassettes((Path(d) for d in self.facts.module_dirs), keep)
+        unused = unused_cassettes((Path(d) for d in self.facts.module_dirs), keep)
+        found = unused.cassettes
+        self.kept_not_cassettes = [str(p) for p in unused.not_cassettes]
         found_set = {p.resolve() for p in found}
         for path in self._orphans(keep):
             if path.resolve() not in found_set:
@@ -207,7 +212,7 @@ class SessionController:
             if not path.is_file() or path.is_symlink() or path.resolve() in keep_resolved:
                 continue
             nodeid = recorded_nodeid(path)
-            if not nodeid:
+            if not nodeid or not is_cassette_file(path):
                 continue
             module = nodeid.split("::", 1)[0]
             if module and not (self.rootdir / module).exists():
@@ -249,6 +254,8 @@ class SessionController:
         lines = summary_lines(self.statuses, unused=self.unused)
         lines.append(f"network guard: {self._isolation().describe(self._session_guarded())}")
         lines.extend(f"  removed unused cassette: {path}" for path in self.removed)
+        if self.settings.update:
+            lines.extend(f"  kept (not a cassette): {path}" for path in self.kept_not_cassettes)
         if self.unused_skipped_reason:
             lines.append(f"  note: {self.unused_skipped_reason}")
         if self.comparisons:

@@ -112,6 +112,29 @@ def test_unused_cassettes_fail_the_session_and_update_removes_them(pytester: pyt
     assert pytester.runpytest().ret == pytest.ExitCode.OK
 
 
+def test_a_json_file_that_is_not_a_cassette_is_never_unused_and_survives_update(
+    pytester: pytest.Pytester,
+) -> None:
+    setup_project(pytester, "allow")
+    pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)
+    golden = cassette(pytester, "test_a").parent / "expected_output.json"
+    golden.write_text('{"expected": "answer"}')
+    vcr_json = cassette(pytester, "test_a").parent / "test_old_vcr.json"
+    vcr_json.write_text('{"interactions": [], "version": 1}')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the stale vcr cassette is unused
+    assert "expected_output.json" not in result.stdout.str()
+    updated = pytester.runpytest("--agentreplay-update")
+    assert updated.ret == pytest.ExitCode.OK
+    updated.stdout.fnmatch_lines(
+        [f"*removed unused cassette: {vcr_json}*", f"*kept (not a cassette): {golden}*"]
+    )
+    assert golden.read_text() == '{"expected": "answer"}'
+    assert not vcr_json.exists()
+    assert pytester.runpytest().ret == pytest.ExitCode.OK
+
+
 def test_a_failing_session_never_removes_cassettes(pytester: pytest.Pytester) -> None:
     setup_project(pytester, "allow")
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)

@@ -354,7 +354,8 @@ def test_hook_and_fixture_placed_cassettes_are_never_unused(
         "cassettes/test_hooked/test_default.json",
     }
     # A stale cassette beside them is the only unused one, even with a skipped and a deselected test.
-    (pytester.path / "cassettes" / "test_hooked" / "test_gone.json").write_text("{}")
+    stale = pytester.path / "cassettes" / "test_hooked" / "test_gone.json"
+    stale.write_bytes((pytester.path / "cassettes" / "test_hooked" / "test_default.json").read_bytes())
     monkeypatch.setenv("SKIP_ONE", "1")
     result = pytester.runpytest(*xdist, "-k", "not test_default")
     outcomes = result.parseoutcomes()
@@ -373,7 +374,8 @@ def test_unused_only_failure_is_explained_on_the_last_line(
 ) -> None:
     pytester.makepyfile(test_u=COPIED)
     pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=2)
-    (pytester.path / "cassettes" / "test_u" / "test_removed.json").write_text("{}")
+    folder = pytester.path / "cassettes" / "test_u"
+    (folder / "test_removed.json").write_bytes(next(folder.glob("*.json")).read_bytes())
     result = pytester.runpytest()
     assert result.ret == 1
     last = [line for line in result.stdout.lines if line.strip()][-1]

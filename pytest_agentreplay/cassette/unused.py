@@ -5,17 +5,56 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
+import json
+from dataclasses import dataclass, field
+
+from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX, FORMAT_NAME
+
+# The opening of a canonical cassette: its first key. Files that open otherwise are parsed to be sure.
+_HEAD = f'"format": "{FORMAT_NAME}"'.encode()
+_LARGEST_PARSED = 64 * 1024 * 1024
 
 
-def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> list[Path]:
-    """Cassette files inside the folders of collected test modules that no collected test maps to.
+def is_cassette_file(path: Path) -> bool:
+    """Whether ``path`` holds a cassette of this plugin (any format version) or a vcrpy cassette stored as
+    JSON. Anything else in a cassette folder (a golden file, fixtures, notes) is the project's own."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(256)
+        if _HEAD in head:
+            return True
+        if path.stat().st_size > _LARGEST_PARSED:
+            return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(doc, dict):
+        return False
+    if doc.get("format") == FORMAT_NAME:
+        return True
+    return isinstance(doc.get("interactions"), list) and "version" in doc
+
+
+@dataclass
+class UnusedFiles:
+    """What a cassette folder holds that no collected test maps to: cassettes, and other files kept."""
+
+    cassettes: list[Path] = field(default_factory=list)
+    not_cassettes: list[Path] = field(default_factory=list)
+
+    def add(self, path: Path) -> None:
+        (self.cassettes if is_cassette_file(path) else self.not_cassettes).append(path)
+
+
+def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> UnusedFiles:
+    """Cassette files inside the folders of collected test modules that no collected test maps to (and,
+    apart, the other ``.json`` files found there, which are never unused cassettes).
 
     ``known`` holds the cassette path of every collected test (selected or not, run or skipped), so a
     ``-k`` selection never makes the cassettes of deselected tests look unused.
     """
     known_set = {p.resolve() for p in known}
-    found: list[Path] = []
+    found = UnusedFiles()
     for folder in sorted({d.resolve() for d in module_dirs}):
         if not folder.is_dir():
             continue
@@ -23,7 +62,7 @@ def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> list
             if BLOB_DIR_NAME in path.parts or path.name.startswith("."):
                 continue
             if path.resolve() not in known_set:
-                found.append(path)
+                found.add(path)
     return found
 
 
