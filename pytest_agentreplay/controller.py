@@ -229,9 +229,9 @@ class SessionController:
         return self.isolation
 
     @property
-    def isolated(self) -> bool:
-        """Whether the session ran in its own network namespace (children and native code held there)."""
-        return self._isolation().isolated
+    def network_isolation(self) -> Isolation:
+        """The session's network isolation: its setting, and whether it holds the session."""
+        return self._isolation()
 
     def _guarded(self, modes: Iterable[str]) -> bool:
         """Whether the Python guard was up: a test replayed, or every test was guarded."""

@@ -200,3 +200,8 @@ def __getattr__(name: str) -> object:
 
         return ValidationError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class UnencodableValueError(CassetteError):
+    """A recorded value cannot be stored as UTF-8 JSON (a lone UTF-16 surrogate in a string): the event,
+    the field and the character are named; nothing is written."""

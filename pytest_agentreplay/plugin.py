@@ -401,15 +401,10 @@ class SessionHooks:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:
             from .run_setup import guard_summary  # heavy: only when a replaying test left notes
 
-            lines = guard_summary(
-                self.guard_notes,
-                isolated=self.controller.isolated,
-                isolate_setting=self.config.stash[SETTINGS_KEY].isolate,
-            )
-            if lines:
-                terminalreporter.section("agentreplay guard: not reached by the Python guard")
-                for line in lines:
-                    terminalreporter.write_line(f"  {line}")
+            for i, line in enumerate(guard_summary(self.guard_notes, self.controller.network_isolation)):
+                if i == 0:  # a section only when there is something to say
+                    terminalreporter.section("agentreplay guard: not reached by the Python guard")
+                terminalreporter.write_line(f"  {line}")
         if not self.controller.has_summary:
             return
         terminalreporter.section("agentreplay")

@@ -40,6 +40,7 @@ from .exceptions import AgentReplayError, ConfigError
 from .guard import BLOCK_ONLY
 from .guard.children import live_children, reaches_no_network, unreached_children
 from .guard.no_route import no_route_error, watch
+from .guard.session_namespace import Isolation
 from .handle import AgentReplay
 from .http.providers import ProviderSet
 from .http.providers.registry import entry_point_providers
@@ -158,11 +159,12 @@ ISOLATE_ADVICE = (
 UNREACHED_CHILD = "unreached child "
 
 
-def guard_summary(notes: dict[str, str], *, isolated: bool, isolate_setting: str) -> list[str]:
+def guard_summary(notes: dict[str, str], isolation: Isolation) -> list[str]:
     """The session summary's lines on what the Python guard did not reach (``notes``: key -> text of the
     tests' teardown notes). A session in its own network namespace holds its children and native code
     there: nothing to say. Advice names only a setting not already in use."""
-    if isolated or not notes:
+    isolate_setting = isolation.setting
+    if isolation.isolated or not notes:
         return []
     children = [text for key, text in notes.items() if key.startswith(UNREACHED_CHILD)]
     lines = [text for key, text in notes.items() if not key.startswith(UNREACHED_CHILD)]

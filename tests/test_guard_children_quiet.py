@@ -9,6 +9,7 @@ import pytest
 from servers import LLMServer, ModelReply
 
 from pytest_agentreplay.guard.children import reaches_no_network
+from pytest_agentreplay.guard.session_namespace import ENTERED, OFF, UNAVAILABLE, Isolation
 from pytest_agentreplay.run_setup import ISOLATE_ADVICE, UNREACHED_CHILD, guard_summary
 
 AGENT = """
@@ -75,12 +76,12 @@ def test_children_are_counted_in_one_line_with_advice_only_for_a_setting_not_in_
         f"{UNREACHED_CHILD}{pid}": f"node agent.js (pid {pid}, test_a.py::test_{pid})" for pid in range(5)
     }
     notes["native grpc"] = "grpcio's C core was loaded while tests replayed"
-    lines = guard_summary(notes, isolated=False, isolate_setting="off")
+    lines = guard_summary(notes, Isolation("off", OFF))
     assert lines[0] == "grpcio's C core was loaded while tests replayed"
     assert lines[1].startswith("5 child process(es) did not run the guard")
     assert lines[1].endswith("; ...") and lines[1].count("node agent.js") == 3
     assert lines[2] == ISOLATE_ADVICE
-    tried = guard_summary(notes, isolated=False, isolate_setting="auto")
+    tried = guard_summary(notes, Isolation("auto", UNAVAILABLE, "no user namespaces"))
     assert ISOLATE_ADVICE not in tried
     assert "--agentreplay-isolate=auto is set but the session is not isolated" in tried[-1]
-    assert guard_summary(notes, isolated=True, isolate_setting="auto") == []
+    assert guard_summary(notes, Isolation("auto", ENTERED)) == []

@@ -4,6 +4,7 @@ and nesting; a missing, unreadable, empty, truncated or non-UTF-8 file named wit
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -60,6 +61,22 @@ def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
             place=f"byte {exc.start} (line {line})",
             fixes=rerecord_fixes(path),
         ) from None
+    conflict = _conflict_marker_line(text)
+    if conflict is not None:
+        raise CassetteCorruptError(
+            f"cassette {path.name} holds git merge-conflict markers",
+            evidence=[f"line {conflict}: {text.splitlines()[conflict - 1][:60]}"],
+            cassette=path,
+            mode=mode,
+            place=f"line {conflict}",
+            fixes=[
+                # `git checkout -- path` refuses an unmerged path: these work during the merge.
+                f"keep one side whole: `git checkout --theirs -- {path}` (the branch merged in) or "
+                f"`git checkout --ours -- {path}`, then `git add {path}` (the blobs of both sides are in the "
+                "store)",
+                f"or, after the merge, {rerecord_fix(_recorded_test(text), path)}, then `git add {path}`",
+            ],
+        )
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -79,6 +96,25 @@ def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
             mode=mode,
             fixes=rerecord_fixes(path),
         ) from None
+
+
+_CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")
+
+
+def _conflict_marker_line(text: str) -> int | None:
+    """The first line (1-based) that is a git conflict marker; canonical JSON never starts a line so."""
+    if "\n<<<<<<< " not in text and not text.startswith("<<<<<<< "):
+        return None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(_CONFLICT_MARKERS):
+            return number
+    return None
+
+
+def _recorded_test(text: str) -> str | None:
+    """The node id in the run header of a file that does not parse (both sides of a conflict name it)."""
+    found = re.search(r'"test": "((?:[^"\\]|\\.)*)"', text)
+    return json.loads(f'"{found.group(1)}"') if found else None
 
 
 def _reject_constant(name: str) -> NoReturn:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX, FORMAT_NAME
 

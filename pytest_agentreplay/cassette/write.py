@@ -200,6 +200,23 @@ def save_cassette(
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
+        from ..core.unencodable import surrogate_field  # only on this error
+
+        for index, event in enumerate(events):
+            found = surrogate_field(event_to_shared_dict(event))
+            if found is not None:
+                raise CassetteSchemaError(
+                    f"cannot save {path.name}: event {index} ({event.type}) holds text that is not "
+                    "valid UTF-8",
+                    evidence=[f"events[{index}] at {found[0]}: {found[1]}, a lone UTF-16 surrogate"],
+                    cassette=path,
+                    place=f"events[{index}]{found[0]}",
+                    fixes=[
+                        "repair the text before the agent passes it on: "
+                        "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')",
+                        "or keep that value out of the run",
+                    ],
+                ) from None
         raise CassetteSchemaError(
             f"cannot save {path.name}: a value has no canonical JSON form ({exc})",
             evidence=["NaN/Infinity floats and lone surrogate characters cannot be stored"],

@@ -288,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     git_setup.add_argument("--repo", default=".", metavar="PATH", help="a folder inside the repository")
     git_setup.add_argument(
-        "--cassette-dir", default="cassettes", metavar="DIR", help="the cassette folder, from the top of the repo"
+        "--cassette-dir", default="cassettes", metavar="DIR", help="the cassette folder, from the repo's top"
     )
     git_setup.set_defaults(func=_git_setup)
 

@@ -186,7 +186,7 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     for name in (*names, "fail_on_unused", "runtime_values", "mcp_effects", "tolerated_hosts"):
         try:
             ini[name] = config.getini("agentreplay_" + name)
-        except Exception as exc:  # pytest >= 9.2 raises its UsageError itself; older ones TypeError/ValueError
+        except Exception as exc:  # pytest >= 9.2 raises its own UsageError; older ones TypeError/ValueError
             expected = _INI_EXPECTED.get(name, "true or false" if name in _BOOLEANS else "a string")
             raise check.unreadable(places.origin("ini", name), str(exc), expected) from None
     project = read_pyproject_table(config.rootpath)

@@ -1,0 +1,100 @@
+"""Bad input gets an error of the family naming the place and a fix that works: text that is not UTF-8,
+a cassette with git merge-conflict markers."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_cli_support import build_run, read, write_rechained
+
+from pytest_agentreplay.cassette.read import load_cassette
+from pytest_agentreplay.cli import main
+from pytest_agentreplay.core.unencodable import surrogate_field
+from pytest_agentreplay.exceptions import CassetteCorruptError
+
+SURROGATE_AGENT = """
+import json
+import os
+
+import httpx
+
+
+def test_http(agent_replay):
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "cut \\ud83d here"}]})
+    httpx.post(os.environ["TARGET"] + "/v1/chat/completions", content=body.encode(),
+               headers={"content-type": "application/json"})
+
+"""
+
+
+def test_a_lone_surrogate_is_named_with_its_event_and_field(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from servers import LLMServer
+
+    pytester.makepyfile(test_surrogate=SURROGATE_AGENT)
+    with LLMServer() as llm:
+        monkeypatch.setenv("TARGET", llm.url)
+        result = pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "UnicodeEncodeError" not in out
+    assert "the request body at /body/json/messages/0/content holds \\ud83d, a lone UTF-16 surrogate" in out
+    assert "holds text that is not valid UTF-8" in out
+    assert "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')" in out
+    assert not list((pytester.path / "cassettes").rglob("test_*.json"))
+
+
+def test_surrogate_field_finds_keys_and_nested_values() -> None:
+    assert surrogate_field({"a": ["ok", {"b": "x\udc80"}]}) == ("/a/1/b", "\\udc80")
+    assert surrogate_field({"k\ud800": 1}) == ("/k\ud800", "\\ud800")
+    assert surrogate_field({"a/b": ["fine", 1, None]}) is None
+
+
+def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check)
+
+
+def test_a_cassette_with_conflict_markers_is_named_so_with_fixes_that_work_during_the_merge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "t")
+    cassette = repo / "cassettes" / "tests" / "test_agent" / "test_refund.json"
+    build_run(cassette)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "recorded")
+    for branch, amount in (("theirs", 50), ("main", 60)):
+        if branch == "theirs":
+            git(repo, "checkout", "-q", "-b", "theirs")
+        else:
+            git(repo, "checkout", "-q", "main")
+        doc = read(cassette)
+        doc["events"][8]["data"]["arguments"]["amount"] = amount
+        write_rechained(cassette, doc)
+        git(repo, "commit", "-qam", f"amount {amount}")
+    assert git(repo, "merge", "theirs", check=False).returncode != 0
+    assert "<<<<<<< " in cassette.read_text()
+
+    code = main(["verify", str(cassette)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "cassette test_refund.json holds git merge-conflict markers" in out
+    assert "line 12: <<<<<<< HEAD" in out and "not valid JSON" not in out
+    # Replay loads it with the same check: the message names the cassette, the mode and the fixes.
+    with pytest.raises(CassetteCorruptError) as raised:
+        load_cassette(cassette, mode="regression")
+    message = str(raised.value)
+    assert f"cassette: {cassette}" in message and "mode: regression" in message
+    assert f"1. keep one side whole: `git checkout --theirs -- {cassette}`" in message
+    assert "2. or, after the merge, re-record it against the real services: pytest" in message
+
+    # The first fix works while the path is unmerged (plain `git checkout -- path` does not).
+    assert git(repo, "checkout", "--", str(cassette), check=False).returncode != 0
+    git(repo, "checkout", "--theirs", "--", str(cassette))
+    assert main(["verify", str(cassette)]) == 0
+    assert read(cassette)["events"][8]["data"]["arguments"]["amount"] == 50
