@@ -49,6 +49,10 @@ async def agent(transport):
     async with transport as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
+            if "call_first" in variant():
+                # The SDK lists the tools itself only after this call (to check its output).
+                early = await session.call_tool("lookup", {"topic": "early"})
+                assert early.structured_content is not None
             listed = await session.list_tools()
             topic = "Ships" if "changed_argument" in variant() else "ships"
             found = await session.call_tool("lookup", {"topic": topic})
@@ -176,6 +180,25 @@ def test_stdio_session_recorded_then_replayed_without_starting_the_server(lab: M
     # No server process started, and the write did not reach it: its recorded receipt answered.
     assert lab.starts() == 1
     assert lab.writes() == ["call back"]
+
+
+def test_a_tool_called_before_the_agent_lists_the_tools_is_classified_by_its_annotations(
+    lab: McpLab,
+) -> None:
+    lab.run("--agentreplay-record=all", variant="call_first").assert_outcomes(passed=1)
+    events = lab.events()
+    early = next(
+        e for e in events if e["type"] == "tool.call" and e["data"].get("arguments") == {"topic": "early"}
+    )
+    assert early["data"]["effect"] == "read"
+    assert early["data"]["hints"]["readOnlyHint"] is True
+    assert early["tool"]["schema_version"] == _calls(events)["notes/lookup"]["tool"]["schema_version"]
+    starts = lab.starts()
+    result = lab.run(variant="call_first")
+    result.assert_outcomes(passed=1)
+    assert lab.starts() == starts  # served: no server started
+    lab.run("--agentreplay-update", variant="call_first").assert_outcomes(passed=1)
+    assert lab.events() == events
 
 
 def test_stdio_changed_argument_fails_naming_the_tool(lab: McpLab) -> None:

@@ -105,6 +105,8 @@ def _send_raw(original: SendRaw, mcp_error: _McpErrorType) -> SendRaw:
         if method in UNRECORDED:
             return await original(self, method, params, opts, **kwargs) if ctx.executes_tool() else {}
         server = _server(self)
+        if ctx.executes_tool() and server.needs_listing(method, params):
+            await _list_tools(self, server, original, opts)
         call = start_request(
             ctx, server, method, copy_json(dict(params)) if isinstance(params, dict) else None
         )
@@ -133,6 +135,24 @@ def _send_raw(original: SendRaw, mcp_error: _McpErrorType) -> SendRaw:
         return raw
 
     return send_raw_request
+
+
+async def _list_tools(session: object, server: McpServer, original: SendRaw, opts: object) -> None:
+    """Ask the server for its tool list (every page), unrecorded: a call the agent makes before listing the
+    tools is then classified by the annotations the server gives it. A server that cannot list is left
+    unasked; its calls are writes, as the MCP spec's default says."""
+    server.listed_by_adapter = True
+    params: dict[str, object] = {}
+    for _page in range(100):
+        try:
+            listed = await original(session, "tools/list", params or None, opts)
+        except Exception:
+            return
+        server.learn("tools/list", listed)
+        cursor = listed.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            return
+        params = {"cursor": cursor}
 
 
 def _notify(original: Notify) -> Notify:

@@ -53,6 +53,17 @@ class McpServer:
 
     name: str | None = None
     tools: dict[str, Document] = field(default_factory=dict)
+    # Whether the adapter asked for the tool list itself (once per session, when recording).
+    listed_by_adapter: bool = False
+    # In replay, before the agent lists the tools: the hints and digest each tool was recorded with.
+    recorded_listing: dict[str, tuple[Document, str | None]] | None = None
+
+    def needs_listing(self, method: str, params: object) -> bool:
+        """Whether a request calls a tool whose listing (its annotations) this session has not seen: the
+        SDK's ``call_tool`` lists the tools only after the call, to check its output."""
+        if method != "tools/call" or self.listed_by_adapter or not isinstance(params, dict):
+            return False
+        return str(params.get("name")) not in self.tools
 
     def learn(self, method: str, result: Document) -> None:
         """Take the server's name and tool listing from a result (recorded or served alike)."""
@@ -91,12 +102,16 @@ def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall
     listed = server.tools.get(tool)
     annotations = listed.get("annotations") if listed is not None else None
     hints = {k: annotations[k] for k in _HINTS if isinstance(annotations, dict) and k in annotations}
+    digest = hash_value(listed)[:16] if listed is not None else None
+    if listed is None and ctx.recorded is not None and not ctx.executes_tool():
+        # Replay before the agent listed the tools: the recording listed them (the adapter asks the server
+        # itself when the agent had not), and the call is classified as it was then.
+        hints, digest = _recorded_listing(ctx, server).get(server.qualified(tool), (hints, digest))
     extra = {**_extra(server), "hints": hints}
     for key in ("inputResponses", "requestState"):
         if key in params:
             extra[key] = params[key]
     effect = effect_of(ctx, server, tool, hints)
-    digest = hash_value(listed)[:16] if listed is not None else None
     return ToolCall(
         ctx,
         server.qualified(tool),
@@ -107,6 +122,21 @@ def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall
         extra=extra,
         may_group=False,
     )
+
+
+def _recorded_listing(ctx: RunContext, server: McpServer) -> dict[str, tuple[Document, str | None]]:
+    """The hints and listing digest each MCP tool call of the recording was made with, by tool name."""
+    if server.recorded_listing is None:
+        found: dict[str, tuple[Document, str | None]] = {}
+        recorded = ctx.recorded
+        for event in recorded.events if recorded is not None else ():
+            if event.type != "tool.call" or event.tool is None or event.data.get("transport") != TRANSPORT:
+                continue
+            hints = event.data.get("hints")
+            if isinstance(hints, dict) and event.tool.name not in found:
+                found[event.tool.name] = (dict(hints), event.tool.schema_version)
+        server.recorded_listing = found
+    return server.recorded_listing
 
 
 def effect_of(ctx: RunContext, server: McpServer, tool: str, hints: Document) -> EffectKind:
