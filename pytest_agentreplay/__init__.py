@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .core.capture import current_run as current_run
     from .core.capture import state_hash as state_hash
     from .core.constants import FORMAT_VERSION as FORMAT_VERSION
+    from .core.tool_values import register_tool_codec as register_tool_codec
     from .exceptions import (
         AgentReplayError as AgentReplayError,
     )
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
         SecretLeakError as SecretLeakError,
     )
     from .exceptions import (
+        ToolValueError as ToolValueError,
+    )
+    from .exceptions import (
         UnmatchedRequestError as UnmatchedRequestError,
     )
     from .http.providers.interface import InputFields as InputFields
@@ -73,6 +77,7 @@ _WHERE = {
     "record_retrieval": "api",
     "record_state": "api",
     "record_value": "runtime.values",
+    "register_tool_codec": "core.tool_values",
     "tool": "api",
     "current_run": "core.capture",
     "state_hash": "core.capture",
@@ -87,6 +92,7 @@ _WHERE = {
     "NetworkBlockedError": "exceptions",
     "ReplayError": "exceptions",
     "SecretLeakError": "exceptions",
+    "ToolValueError": "exceptions",
     "UnmatchedRequestError": "exceptions",
 }
 

@@ -20,13 +20,12 @@ from .core.capture import (
     current_run,
     payload,
     state_hash,
-    to_jsonable,
     utc_now,
 )
 from .core.constants import Mode
 from .core.documents import Document
 from .core.events import Actor, DataClass, RunMeta
-from .core.tool_calls import EffectKind
+from .core.tool_calls import EffectKind, tool_arguments
 from .core.tool_calls import ToolCall as _ToolCall
 from .exceptions import RecordedToolError as RecordedToolError  # importable from here as before
 
@@ -36,17 +35,18 @@ R = TypeVar("R")
 
 def _bound_arguments(
     fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
-) -> Document:
+) -> dict[str, object]:
+    """The call's arguments by parameter name (as given, not converted)."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
-        return {"args": to_jsonable(list(args)), **to_jsonable(kwargs)}
+        return {"args": list(args), **kwargs}
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     # A method's receiver is not an argument the model chose.
     for receiver in ("self", "cls"):
         arguments.pop(receiver, None)
-    return {k: to_jsonable(v) for k, v in arguments.items()}
+    return arguments
 
 
 def _error_text(exc: BaseException) -> str:
@@ -81,6 +81,11 @@ def tool(
     Recording runs it and records the call and its result (a ``write`` tool records an ``effect`` with a
     receipt). Regression and model-comparison replay serve the recorded result without running it; sandbox
     runs it. ``idempotency_key`` names the parameter that carries the call's idempotency key.
+
+    Results come back with their type (a pydantic model, a dataclass, a datetime, bytes, a tuple...; see
+    ``core/tool_values.py``); a generator or async generator is recorded item by item and replayed as one;
+    an exception comes back as its own type when its class and arguments rebuild it, else as
+    ``RecordedToolError``. A result that cannot be rebuilt is refused while recording (``ToolValueError``).
     """
     if effect not in ("read", "write"):
         raise ValueError(f"@tool effect must be 'read' or 'write', not {effect!r}")
@@ -92,10 +97,20 @@ def tool(
             ctx = current_run()
             if ctx is None:
                 return None
-            arguments = _bound_arguments(func, args, kwargs)
-            key = arguments.get(idempotency_key) if idempotency_key else None
+            # Typed values are stored tagged (see core/tool_values.py); ``legacy``: their earlier form,
+            # which a cassette recorded before typed values holds.
+            arguments, legacy = tool_arguments(_bound_arguments(func, args, kwargs))
+            plain = legacy if legacy is not None else arguments
+            key = plain.get(idempotency_key) if idempotency_key else None
             return _ToolCall(
-                ctx, tool_name, schema_version, effect, arguments, None if key is None else str(key)
+                ctx,
+                tool_name,
+                schema_version,
+                effect,
+                arguments,
+                None if key is None else str(key),
+                typed=True,
+                legacy_arguments=legacy,
             )
 
         if inspect.iscoroutinefunction(func):
@@ -110,10 +125,9 @@ def tool(
                 try:
                     result = await func(*args, **kwargs)
                 except Exception as exc:
-                    call.finished(None, _error_text(exc))
+                    call.failed(exc)
                     raise
-                call.finished(result, None)
-                return result
+                return call.returned(result)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -127,10 +141,10 @@ def tool(
             try:
                 result = func(*args, **kwargs)
             except Exception as exc:
-                call.finished(None, _error_text(exc))
+                call.failed(exc)
                 raise
-            call.finished(result, None)
-            return result
+            # A generator (or async generator) is recorded item by item as its caller consumes it.
+            return call.returned(result)  # type: ignore[return-value]
 
         return wrapper
 

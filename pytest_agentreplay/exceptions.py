@@ -177,16 +177,33 @@ class DriftError(AgentReplayError):
     """The replayed history differs from the recorded one by a regression."""
 
 
+class ToolValueError(AgentReplayError):
+    """A ``@tool`` value cannot be stored so that replay gives it back as it was: refused while recording
+    (an arbitrary object, a class defined inside a function, an open file), or a recorded one that cannot be
+    rebuilt in replay (its class is gone). Never stored as a ``repr``."""
+
+
 class RecordedToolError(Exception):
-    """Raised during replay where the tool raised during recording; carries the recorded message.
+    """Raised during replay where the tool raised during recording, when the recorded exception cannot be
+    raised again as its own type (a ``@tool`` exception of a built-in or importable class whose arguments
+    rebuild it comes back as itself); carries the recorded message.
+
+    ``error_type`` is the recorded exception's type name (``KeyError``, ``shop.errors.OutOfStock``) when the
+    record says it, else None.
 
     Deliberately outside the ``AgentReplayError`` tree: it stands for the tool's own failure, which the
     agent under test handles as it handled it while recording."""
 
-    def __init__(self, tool: str, message: str) -> None:
+    def __init__(self, tool: str, message: str, *, error_type: str | None = None) -> None:
         super().__init__(f"{tool}: {message}")
         self.tool = tool
         self.message = message
+        if error_type is None:
+            # The recorded text is ``Type: message`` (``KeyError: 'sku'``).
+            head, sep, _ = message.partition(": ")
+            if sep and head and all(part.isidentifier() for part in head.split(".")):
+                error_type = head
+        self.error_type = error_type
 
 
 def __getattr__(name: str) -> object:

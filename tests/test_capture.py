@@ -179,6 +179,9 @@ def test_public_facade_matches_all() -> None:
         assert getattr(pytest_agentreplay, name) is not None
     assert sorted(pytest_agentreplay.__all__) == pytest_agentreplay.__all__
     assert "record_value" in pytest_agentreplay.__all__
+    # @tool values of one's own types, and the error refusing a value replay could not rebuild.
+    assert {"register_tool_codec", "ToolValueError"} <= set(pytest_agentreplay.__all__)
+    assert pytest_agentreplay.ToolValueError.__mro__[1] is pytest_agentreplay.AgentReplayError
     assert pytest_agentreplay.record_value("seq", lambda: 7) == 7  # a pass-through outside a run
     with pytest.raises(AttributeError):
         _ = pytest_agentreplay.not_a_name  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from ..core.documents import Document
 from ..exceptions import CassetteCorruptError, CassetteSchemaError, CassetteVersionError
 from .migrations import MIGRATIONS
 from .parsing import rerecord_fixes, test_hint
+from .tool_checks import tool_event_problem
 from .validation import event_key_problem
 
 
@@ -115,11 +116,13 @@ def _short(value: object) -> str:
 
 
 def check_event_keys(raw: Document, path: Path) -> None:
-    found = event_key_problem(raw["events"])
+    """The event fields replay uses as keys (``validation.event_key_problem``) and the fields the tool events
+    need (``tool_checks``): a re-sealed edit there is a schema error naming the event's seq and the field."""
+    found = event_key_problem(raw["events"]) or tool_event_problem(raw["events"])
     if found is not None:
         index, problem = found
         raise CassetteSchemaError(
-            f"cassette {path.name} does not match the cassette schema: {problem}",
+            f"cassette {path.name} does not match the cassette schema: event seq {index}: {problem}",
             cassette=path,
             place=f"event seq {index} (events[{index}])",
             fixes=[

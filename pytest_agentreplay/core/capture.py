@@ -179,6 +179,9 @@ class ToolOutcome:
     # Events the tool body produced while it ran during recording (its HTTP exchanges, model calls).
     # A served tool does not run, so they are emitted again: the history then matches the recording.
     nested: tuple[Event, ...] = ()
+    # A ``@tool`` error's type and arguments (``data.exception``, see ``tool_values.exception_doc``), when
+    # they rebuild it: served as the tool's own exception.
+    exception: object = None
 
 
 class RecordedRun(Protocol):

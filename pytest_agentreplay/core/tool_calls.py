@@ -8,18 +8,56 @@ one shape of tool event, matched and served by one index (``replay/tools.ToolRep
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from typing import Literal
+from collections.abc import AsyncGenerator, Generator, Mapping
+from pathlib import Path
+from typing import Final, Literal, cast
 
-from ..exceptions import RecordedToolError, ReplayError
+from ..exceptions import CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
 from .canonical import hash_value
-from .capture import RunContext, served_payload, to_jsonable
+from .capture import RunContext, ToolOutcome, served_payload, to_jsonable
+from .commands import rerecord_fix
+from .constants import Mode
 from .documents import Document
 from .events import EffectInfo, ToolInfo
+from .tool_decode import decode, rebuild_exception, stream_parts
+from .tool_encode import Encoder, exception_doc
+from .tool_streams import record_async_generator, record_generator, replay_async_generator, replay_generator
+from .tool_values import NotRebuilt, Stream, Unstorable, stream_doc
 
-__all__ = ["EffectKind", "ToolCall"]
+__all__ = ["EffectKind", "ToolCall", "error_text", "tool_arguments"]
 
 EffectKind = Literal["read", "write"]
+
+_NOT_GIVEN: Final = object()
+HOW_TO_STORE: Final = (
+    "return a JSON value (dict with str keys, list, str, int, float, bool, None) or a value stored with its "
+    "type: a pydantic model or a dataclass of a module-level class, datetime/date/time/timedelta, UUID, "
+    "Decimal, bytes, tuple, set/frozenset, a dict with other keys, an Enum"
+)
+CODEC_FIX: Final = (
+    "or teach the type to the recorder: pytest_agentreplay.register_tool_codec(TheType, encode, decode), "
+    "registered in the recording and in the replaying process"
+)
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:
+    """A ``@tool`` call's arguments as stored (typed values tagged, see ``tool_values``), and their form
+    before typed values (each value through ``to_jsonable``) when it differs: a cassette recorded before
+    then holds that one, and replay matches it.
+
+    An argument no kind holds keeps the ``to_jsonable`` conversion it always had: replay matches arguments,
+    it never rebuilds them."""
+    encoder = Encoder(strict=False, fallback=to_jsonable)
+    stored: Document = {key: encoder.store(value, f"argument {key!r}") for key, value in values.items()}
+    if not encoder.tagged:
+        return stored, None
+    return stored, {key: to_jsonable(value) for key, value in values.items()}
 
 
 class ToolCall:
@@ -37,10 +75,17 @@ class ToolCall:
         extra: Document | None = None,
         *,
         may_group: bool = True,
+        typed: bool = False,
+        legacy_arguments: Document | None = None,
     ) -> None:
         self.ctx = ctx
         self.name = name
         self.effect = effect
+        # ``typed`` (``@tool``): results, generator items and exceptions are stored with their type and
+        # rebuilt when served (``tool_values``); a transport's calls (MCP) store and serve plain JSON.
+        self.typed = typed
+        if legacy_arguments is not None:
+            arguments = _recorded_form(ctx, name, arguments, legacy_arguments, idempotency_key)
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
@@ -82,26 +127,254 @@ class ToolCall:
                 fixes=["record the cassette first: pytest --agentreplay-record=missing"],
             )
         outcome = tools.serve(self.name, self.arguments, self.info.idempotency_key, ctx=self.ctx)
+        if self.typed:
+            return self._served_typed(outcome)
         self.finished(outcome.result, outcome.error)
         if outcome.error is not None:
             raise RecordedToolError(self.name, outcome.error)
         return outcome.result
 
-    def finished(self, result: object, error: str | None) -> None:
+    def _served_typed(self, outcome: ToolOutcome) -> object:
+        try:
+            stream = stream_parts(outcome.result)
+        except NotRebuilt as exc:
+            raise self.not_rebuilt(exc, outcome) from None
+        if stream is not None:
+            served = _ServedStream(self, outcome, stream)
+            if stream.kind == "async_generator":
+                return replay_async_generator(served)
+            return replay_generator(served)
+        if outcome.error is not None:
+            self.finished(None, outcome.error, exception=_exception_of(outcome))
+            raise self.recorded_exception(outcome)
+        try:
+            value = decode(outcome.result)
+        except NotRebuilt as exc:
+            raise self.not_rebuilt(exc, outcome) from None
+        self.finished(value, None, stored=outcome.result)
+        return value
+
+    def returned(self, result: object) -> object:
+        """Record what a ``@tool`` returned; what its caller gets (a generator is recorded item by item as
+        it is consumed). A value that cannot be stored so that replay rebuilds it is refused."""
+        if inspect.isgenerator(result):
+            return record_generator(
+                _RecordedStream(self, "generator"), cast(Generator[object, object, object], result)
+            )
+        if inspect.isasyncgen(result):
+            return record_async_generator(
+                _RecordedStream(self, "async_generator"), cast(AsyncGenerator[object, object], result)
+            )
+        stored = self.store(result, "result")
+        self.finished(result, None, stored=stored)
+        return result
+
+    def failed(self, exc: BaseException) -> None:
+        """Record that a ``@tool`` raised ``exc`` (its type and arguments too, when they rebuild it)."""
+        self.finished(None, error_text(exc), exception=exception_doc(exc) if self.typed else None)
+
+    def store(self, value: object, root: str) -> object:
+        """``value``'s stored form. While a test records, one that replay could not rebuild is refused (and
+        fails the test even if the agent catches the error). Elsewhere it keeps the plain conversion: in
+        sandbox (the value is compared, never served) and in ``capture_run``, which must never break the
+        production code it watches."""
+        strict = self.ctx.mode is Mode.RECORD
+        encoder = Encoder(strict=strict, fallback=None if strict else to_jsonable)
+        try:
+            return encoder.store(value, root)
+        except Unstorable as exc:
+            error = ToolValueError(
+                f"@tool {self.name!r} returned a value that cannot be recorded so that replay gives it back: "
+                f"{exc.where} is of type {exc.type_name}",
+                evidence=[exc.reason],
+                cassette=self.ctx.cassette,
+                mode=self.ctx.mode,
+                fixes=[HOW_TO_STORE, CODEC_FIX],
+            )
+            self.ctx.failures.append(error)
+            raise error from None
+
+    def recorded_exception(self, outcome: ToolOutcome) -> BaseException:
+        """The exception the tool raised while recording: its own type when it can be rebuilt, else a
+        :class:`RecordedToolError` with the recorded type name and message."""
+        doc = _exception_of(outcome)
+        exc = rebuild_exception(doc) if doc is not None else None
+        if exc is None:
+            error_type = doc.get("class") if doc is not None else None
+            return RecordedToolError(
+                self.name,
+                outcome.error or "",
+                error_type=error_type.replace(":", ".") if isinstance(error_type, str) else None,
+            )
+        exc.add_note(
+            f"replayed by pytest-agentreplay: @tool {self.name!r} raised this while recording "
+            f"(event seq {outcome.recorded_seq})"
+        )
+        return exc
+
+    def not_rebuilt(self, exc: NotRebuilt, outcome: ToolOutcome) -> BaseException:
+        seq = outcome.recorded_seq
+        cassette = self.ctx.cassette
+        name = Path(cassette).name if cassette else "the cassette"
+        fix = rerecord_fix(self.ctx.settings.nodeid, cassette)
+        error: BaseException
+        if exc.damaged:
+            error = CassetteSchemaError(
+                f"cassette {name}: the recorded result of tool {self.name!r} is damaged at {exc.where}",
+                evidence=[exc.reason],
+                cassette=cassette,
+                mode=self.ctx.mode,
+                place=f"event seq {seq} (events[{seq}]), field output_ref",
+                fixes=[f"undo the edit or restore it: `git checkout -- {cassette}`", fix],
+            )
+        else:
+            error = ToolValueError(
+                f"the recorded result of tool {self.name!r} cannot be rebuilt: {exc.where}",
+                evidence=[exc.reason],
+                cassette=cassette,
+                mode=self.ctx.mode,
+                place=f"event seq {seq} (events[{seq}]), field output_ref",
+                fixes=[
+                    "if the class was moved, renamed or changed since the recording, " + fix,
+                    "a value stored by a codec needs register_tool_codec in the replaying process too",
+                ],
+            )
+        self.ctx.failures.append(error)
+        return error
+
+    def finished(
+        self,
+        result: object,
+        error: str | None,
+        *,
+        stored: object = _NOT_GIVEN,
+        exception: Document | None = None,
+        output_with_error: bool = False,
+    ) -> None:
+        """Write the call's outcome: ``tool.result`` (or ``effect`` for a write). ``result`` is the value
+        (the receipt is read from it), ``stored`` its stored form (else ``result`` is converted as before);
+        ``exception`` the recorded exception's type and arguments; ``output_with_error``: a generator that
+        raised keeps the items it yielded."""
         recorder = self.ctx.recorder
         data = self._grouped({"attempt": self.attempt})
+        output = result if stored is _NOT_GIVEN else stored
+        if exception is not None:
+            data["exception"] = exception
         if self.effect == "write" and error is None:
             recorder.emit(
                 "effect",
                 actor="tool",
                 event_class="effect",
                 tool=self.info,
-                output=served_payload(result),
+                output=served_payload(output),
                 effect=EffectInfo(kind=self.name, receipt=_receipt_of(result), committed=True),
                 data=data,
             )
+        elif output_with_error:
+            recorder.emit(
+                "tool.result",
+                actor="tool",
+                event_class="input",
+                tool=self.info,
+                output=served_payload(output),
+                data={**data, "error": error},
+            )
         else:
-            recorder.tool_result(self.info, result, error, data)
+            recorder.tool_result(self.info, output, error, data)
+
+
+class _RecordedStream:
+    """A recording generator's reports (``tool_streams.Recording``) to its tool call."""
+
+    def __init__(self, call: ToolCall, kind: str) -> None:
+        self.call = call
+        self.kind = kind
+
+    def stream_item(self, item: object, index: int) -> object:
+        return self.call.store(item, f"item {index}")
+
+    def stream_ended(
+        self, items: list[object], *, complete: bool, returned: object = None, error: Exception | None = None
+    ) -> None:
+        call = self.call
+        stored_return = None if returned is None else call.store(returned, "return value")
+        doc = stream_doc(Stream(self.kind, items, complete, stored_return))
+        if error is None:
+            call.finished(doc, None, stored=doc)
+        else:
+            call.finished(doc, error_text(error), exception=exception_doc(error), output_with_error=True)
+
+
+class _ServedStream:
+    """A replaying generator's source (``tool_streams.Replaying``): the recorded stream of a served call."""
+
+    def __init__(self, call: ToolCall, outcome: ToolOutcome, stream: Stream) -> None:
+        self.call = call
+        self.outcome = outcome
+        self.stream = stream
+        self.done = False
+
+    def stream_length(self) -> int:
+        return len(self.stream.items)
+
+    def stream_value(self, index: int) -> object:
+        try:
+            return decode(self.stream.items[index], f"item {index}")
+        except NotRebuilt as exc:
+            raise self.call.not_rebuilt(exc, self.outcome) from None
+
+    def stream_returned(self) -> object:
+        try:
+            return decode(self.stream.returned, "return value")
+        except NotRebuilt as exc:
+            raise self.call.not_rebuilt(exc, self.outcome) from None
+
+    def stream_finish(self, served: int, *, ended: bool) -> BaseException | None:
+        if self.done:
+            return None
+        self.done = True
+        stream, outcome, call = self.stream, self.outcome, self.call
+        if not ended:
+            # Closed by its consumer after ``served`` items, as a recording closed early is stored.
+            doc = stream_doc(Stream(stream.kind, stream.items[:served], False))
+            call.finished(doc, None, stored=doc)
+            return None
+        doc = stream_doc(stream)
+        if outcome.error is not None:
+            call.finished(doc, outcome.error, exception=_exception_of(outcome), output_with_error=True)
+            return call.recorded_exception(outcome)
+        call.finished(doc, None, stored=doc)
+        if not stream.complete:
+            error = ReplayError(
+                f"generator tool {call.name!r} yielded {served} item(s) while recording before its consumer "
+                "stopped; this replay asks for more",
+                cassette=call.ctx.cassette,
+                mode=call.ctx.mode,
+                place=f"event seq {outcome.recorded_seq}",
+                fixes=[rerecord_fix(call.ctx.settings.nodeid, call.ctx.cassette)],
+            )
+            call.ctx.failures.append(error)
+            return error
+        return None
+
+
+def _exception_of(outcome: ToolOutcome) -> Document | None:
+    doc = outcome.exception
+    return doc if isinstance(doc, dict) else None
+
+
+def _recorded_form(
+    ctx: RunContext, name: str, arguments: Document, legacy: Document, key: str | None
+) -> Document:
+    """The arguments in the form the cassette holds them: typed, or as converted before typed arguments were
+    stored (a cassette recorded then) when only that form matches a recorded call."""
+    if ctx.tools is None or ctx.recording:
+        return arguments
+    found, _ = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
+    if found:
+        return arguments
+    found, _ = ctx.tools.recorded_group(name, legacy, ctx=ctx, idempotency_key=key)
+    return legacy if found else arguments
 
 
 def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:

@@ -11,6 +11,7 @@ from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event
+from ..core.tool_values import is_stream
 from ..exceptions import ToolNotRecordedError
 from ..redaction import redact_tool_arguments
 
@@ -54,12 +55,16 @@ class ToolReplayer:
                 start, call = pending[name].popleft()
                 arguments = call.data.get("arguments", {})
                 ref = event.output_ref
+                # Stored with sorted keys: served with the keys in the order the tool returned them.
+                result = in_key_order(cassette.payload(ref), ref.key_order if ref is not None else None)
                 outcome = ToolOutcome(
-                    # Stored with sorted keys: served with the keys in the order the tool returned them.
-                    result=in_key_order(cassette.payload(ref), ref.key_order if ref is not None else None),
+                    result=result,
                     error=event.data.get("error"),
                     recorded_seq=event.seq,
-                    nested=_nested(events[start + 1 : index]),
+                    # A generator's consumer ran between its call and its end: what happened there is the
+                    # agent's (it happens again live), not the tool body's.
+                    nested=() if is_stream(result) else _nested(events[start + 1 : index]),
+                    exception=event.data.get("exception"),
                 )
                 rec = _Recorded(
                     name,
@@ -158,5 +163,7 @@ def _nested(between: list[Event]) -> tuple[Event, ...]:
 
 
 def _short(arguments: Document, limit: int = 160) -> str:
+    if not isinstance(arguments, dict):  # only a hand-edited cassette (the load refuses it)
+        return repr(arguments)[:limit]
     text = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,329 @@
+"""Storing ``@tool`` values in the tagged form ``tool_values`` describes: :class:`Encoder`, and the record
+of a tool's exception (:func:`exception_doc`)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import enum
+import inspect
+import json
+import math
+import sys
+import uuid
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from pathlib import PurePath
+from typing import Any
+
+from pydantic import BaseModel
+
+from .canonical import dumps_compact, same_json
+from .documents import Document
+from .tool_decode import call_class, decode
+from .tool_values import (
+    BUILTIN_BASES,
+    MAX_NESTING,
+    TAG,
+    Unstorable,
+    class_path,
+    codec_for,
+    resolve_class,
+    tag,
+)
+
+__all__ = ["Encoder", "exception_doc"]
+
+
+class Encoder:
+    """Stores values in the tagged form.
+
+    ``strict``: a value that cannot be rebuilt raises :class:`Unstorable` (a result while recording); else
+    it becomes ``fallback(value)`` (arguments, which replay matches and never rebuilds, keep the conversion
+    they always had there). ``verify``: a dataclass, model, enum or built-in subclass is rebuilt once to see
+    that it comes back (strict only). ``tagged`` tells whether anything was tagged (else it was plain JSON).
+    """
+
+    def __init__(
+        self,
+        *,
+        strict: bool = True,
+        verify: bool | None = None,
+        fallback: Callable[[object], object] | None = None,
+    ) -> None:
+        self.strict = strict
+        self.verify = strict if verify is None else verify
+        self.fallback = fallback
+        self.tagged = False
+
+    def store(self, value: object, root: str = "result") -> object:
+        """``value`` in its stored form; :class:`Unstorable` names its place from ``root``."""
+        try:
+            return self.encode(value, 0)
+        except Unstorable as exc:
+            exc.root = root
+            raise
+
+    def encode(self, value: object, depth: int) -> object:
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            return value
+        if kind is float:
+            if math.isfinite(value):  # type: ignore[arg-type]
+                return value
+            self.tagged = True
+            return tag("float", value=repr(value))
+        if depth >= MAX_NESTING:
+            raise Unstorable(value, f"it nests more than {MAX_NESTING} levels deep (or contains itself)")
+        if kind is list:
+            return self._items(value, depth)  # type: ignore[arg-type]
+        if kind is dict:
+            mapping: dict[object, object] = value  # type: ignore[assignment]
+            if TAG not in mapping and all(type(key) is str for key in mapping):
+                out: Document = {}
+                for key, item in mapping.items():
+                    try:
+                        out[key] = self.encode(item, depth + 1)  # type: ignore[index]
+                    except Unstorable as exc:
+                        exc.steps.append(f"[{key!r}]")
+                        raise
+                return out
+            self.tagged = True
+            return tag("dict", items=self._pairs(mapping, depth))
+        try:
+            return self._typed(value, kind, depth)
+        except Unstorable:
+            if self.fallback is None:
+                raise
+            return self.fallback(value)
+
+    def _items(self, items: Iterable[object], depth: int) -> list[object]:
+        out = []
+        for n, item in enumerate(items):
+            try:
+                out.append(self.encode(item, depth + 1))
+            except Unstorable as exc:
+                exc.steps.append(f"[{n}]")
+                raise
+        return out
+
+    def _pairs(self, mapping: dict[object, object], depth: int) -> list[object]:
+        out: list[object] = []
+        for key, item in mapping.items():
+            try:
+                out.append([self.encode(key, depth + 1), self.encode(item, depth + 1)])
+            except Unstorable as exc:
+                exc.steps.append(f"[{key!r}]")
+                raise
+        return out
+
+    def _field(self, value: object, name: str, depth: int) -> object:
+        try:
+            return self.encode(value, depth + 1)
+        except Unstorable as exc:
+            exc.steps.append(name)
+            raise
+
+    def class_of(self, cls: type, value: object) -> str:
+        """The class's path, once it is certain replay finds the class by it (when strict)."""
+        path = class_path(cls)
+        if not self.strict:
+            return path
+        if "<locals>" in cls.__qualname__:
+            raise Unstorable(
+                value,
+                "its class is defined inside a function, so replay cannot import it: define it at module "
+                "level",
+            )
+        try:
+            found = resolve_class(path)
+        except LookupError as exc:
+            raise Unstorable(value, f"its class cannot be found again by {path}: {exc}") from None
+        if found is not cls:
+            raise Unstorable(value, f"{path} names another class than the value's own")
+        return path
+
+    def _typed(self, value: object, kind: type, depth: int) -> object:
+        codec = codec_for(kind)
+        if codec is not None:
+            try:
+                stored = codec.encode(value)
+            except Exception as exc:
+                raise Unstorable(value, f"its codec's encode raised {type(exc).__name__}: {exc}") from None
+            self.tagged = True
+            return tag("codec", value=self._field(stored, " (codec)", depth), **{"class": codec.path})
+        if isinstance(value, enum.Enum):
+            return self._enum(value, depth)
+        if kind is tuple or kind is set or kind is frozenset:
+            items = self._items(value, depth)  # type: ignore[arg-type]
+            if kind is not tuple:
+                items.sort(key=dumps_compact)
+            self.tagged = True
+            return tag(kind.__name__, items=items)
+        if kind is bytes or kind is bytearray:
+            self.tagged = True
+            return tag(kind.__name__, base64=base64.b64encode(value).decode("ascii"))  # type: ignore[arg-type]
+        known = _standard(value)
+        if known is not None:
+            self.tagged = True
+            return known
+        if isinstance(value, PurePath) and kind.__module__ in ("pathlib", "pathlib._local"):
+            self.tagged = True
+            return tag("path", value=str(value), **{"class": self.class_of(kind, value)})
+        if isinstance(value, BaseModel):
+            return self._model(value, kind)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self._dataclass(value, kind, depth)
+        if isinstance(value, BUILTIN_BASES):
+            return self._instance(value, kind, depth)
+        if inspect.isgenerator(value) or inspect.isasyncgen(value) or inspect.iscoroutine(value):
+            raise Unstorable(value, "a generator is stored only as a @tool's own result (item by item)")
+        raise Unstorable(value, "it is not a JSON value and none of the kinds this package stores holds it")
+
+    def _enum(self, value: enum.Enum, depth: int) -> Document:
+        kind = type(value)
+        path = self.class_of(kind, value)
+        member = self._field(value.value, ".value", depth)
+        if self.verify:
+            try:
+                back: object = kind(value.value)
+            except Exception:
+                back = None
+            if back is not value:
+                raise Unstorable(value, f"{kind.__name__}({value.value!r}) does not give this member back")
+        self.tagged = True
+        return tag("enum", value=member, **{"class": path})
+
+    def _model(self, value: BaseModel, kind: type) -> Document:
+        path = self.class_of(kind, value)
+        try:
+            dumped = value.model_dump(mode="json", by_alias=True, round_trip=True)
+        except Exception as exc:
+            raise Unstorable(value, f"model_dump(mode='json') failed: {exc}") from None
+        if self.verify:
+            try:
+                back: object = value.model_validate_json(json.dumps(dumped))
+            except Exception as exc:
+                back = exc
+            if back != value:
+                raise Unstorable(
+                    value,
+                    "model_validate of its model_dump(mode='json') does not give an equal model back (a "
+                    "field "
+                    "of a type JSON does not hold, a NaN, an alias that does not validate)",
+                )
+        self.tagged = True
+        return tag("pydantic", value=dumped, **{"class": path})
+
+    def _dataclass(self, value: object, kind: type, depth: int) -> Document:
+        path = self.class_of(kind, value)
+        fields: Document = {}
+        for field in dataclasses.fields(value):  # type: ignore[arg-type]
+            try:
+                item = getattr(value, field.name)
+            except AttributeError:
+                raise Unstorable(value, f"its field {field.name} is not set") from None
+            fields[field.name] = self._field(item, f".{field.name}", depth)
+        stored = tag("dataclass", fields=fields, **{"class": path})
+        if self.verify:
+            self._round_trip(stored, value)
+        self.tagged = True
+        return stored
+
+    def _instance(self, value: object, kind: type, depth: int) -> Document:
+        """A subclass of a built-in type (an ``OrderedDict``, a ``NamedTuple``, a ``str`` subclass), stored as
+        its base value and rebuilt by calling the class with it (``_make`` for a named tuple)."""
+        path = self.class_of(kind, value)
+        base = _base_value(value)
+        stored = tag("instance", value=self._field(base, "", depth), **{"class": path})
+        if self.verify:
+            try:
+                back: object = call_class(kind, base)
+            except Exception as exc:
+                back = exc
+            if (
+                type(back) is not kind
+                or back != value
+                or getattr(back, "__dict__", None) != getattr(value, "__dict__", None)
+            ):
+                raise Unstorable(
+                    value, f"{kind.__name__}(its {type(base).__name__} value) does not give it back"
+                )
+        self.tagged = True
+        return stored
+
+    def _round_trip(self, stored: Document, value: object) -> None:
+        try:
+            again = Encoder(verify=False).encode(decode(stored), 0)
+        except Exception as exc:
+            raise Unstorable(value, f"it cannot be rebuilt from its fields: {exc}") from None
+        if not same_json(again, stored):
+            raise Unstorable(value, "rebuilding it from its fields gives another value")
+
+
+def _base_value(value: object) -> object:
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    bases: tuple[Callable[[Any], object], ...] = (bytes, bytearray, list, tuple, dict, set, frozenset)
+    for base in bases:
+        if isinstance(value, base):  # type: ignore[arg-type]
+            return base(value)
+    raise TypeError(type(value).__name__)
+
+
+def _standard(value: object) -> Document | None:
+    """A datetime, date, time, timedelta, UUID or Decimal (a subclass is stored as its base type), else
+    None."""
+    if isinstance(value, dt.datetime | dt.time):
+        fields: Document = {"value": value.isoformat()}
+        zone = _zone_key(value.tzinfo)
+        if zone is not None:
+            fields["zone"] = zone
+        if value.fold:
+            fields["fold"] = value.fold
+        return tag("datetime" if isinstance(value, dt.datetime) else "time", **fields)
+    if isinstance(value, dt.date):
+        return tag("date", value=value.isoformat())
+    if isinstance(value, dt.timedelta):
+        return tag("timedelta", value=[value.days, value.seconds, value.microseconds])
+    if isinstance(value, uuid.UUID):
+        return tag("uuid", value=str(value))
+    if isinstance(value, Decimal):
+        return tag("decimal", value=str(value))
+    return None
+
+
+def _zone_key(tz: object) -> str | None:
+    zoneinfo = sys.modules.get("zoneinfo")
+    if zoneinfo is not None and isinstance(tz, zoneinfo.ZoneInfo) and tz.key:
+        return str(tz.key)
+    return None
+
+
+# -- exceptions ------------------------------------------------------------------------------------
+
+
+def exception_doc(exc: BaseException) -> Document | None:
+    """``{"class": "builtins:KeyError", "args": [...stored form]}`` when ``type(exc)(*exc.args)`` gives
+    ``exc`` back (same type, args and message, no attribute of its own lost); None otherwise, and the
+    replay raises :class:`~pytest_agentreplay.exceptions.RecordedToolError` in its place."""
+    cls = type(exc)
+    try:
+        path = Encoder().class_of(cls, exc)
+        args = Encoder().store(list(exc.args), "exception args")
+        back = cls(*exc.args)
+    except Exception:
+        return None
+    own = {k: v for k, v in vars(exc).items() if k != "__notes__"}
+    again = {k: v for k, v in vars(back).items() if k != "__notes__"}
+    try:
+        if type(back) is not cls or back.args != exc.args or str(back) != str(exc) or own != again:
+            return None
+    except Exception:
+        return None
+    return {"class": path, "args": args}
