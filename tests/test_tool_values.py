@@ -944,3 +944,20 @@ def test_a_cassette_recorded_before_typed_values_still_replays(pytester: pytest.
 
     _edit_and_reseal(cassette, legacy)
     _run(pytester).assert_outcomes(passed=1)
+
+
+def test_a_resealed_damaged_tag_fails_the_replay_naming_the_event(pytester: pytest.Pytester) -> None:
+    folder = _start(pytester, SEALED_TEST, "test_sealed")
+    _run(pytester, "--agentreplay-record=all").assert_outcomes(passed=1)
+
+    def damage(events: list[dict[str, Any]]) -> int:
+        result = next(e for e in events if e["type"] == "tool.result")
+        result["output_ref"]["inline"] = {TAG: "tuple", "items": "not a list"}
+        return int(result["seq"])
+
+    seq = _edit_and_reseal(folder / "test_sealed.json", damage)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "the recorded result of tool 'fetch' is damaged at result" in out, out
+    assert f"event seq {seq} (events[{seq}]), field output_ref" in out
