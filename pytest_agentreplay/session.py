@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -156,6 +157,8 @@ class TestRun:
             if self.foreign is not None and self.served_by_foreign:
                 self.foreign.activate(ctx, recorded, converting=self.test.update)
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
+        # A credential the environment holds is a secret wherever the run repeats it (a key in a prompt).
+        self.redactor.learn_environment(os.environ)
         ctx.origin_thread = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)

@@ -21,7 +21,7 @@ from ..redaction import Redactor, default_redactor
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
-from .document import blob_resolver, redact_run, run_to_dict, scan_document
+from .document import blob_resolver, event_secrets, redact_event, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
 from .streams import plan_payload
@@ -182,7 +182,7 @@ def save_cassette(
         for index, event in enumerate(events):
             # Not copied first: redaction builds new containers, and the messages a conversation's requests
             # share (http.recording.share_repeats) stay shared objects, each redacted once.
-            current = redactor.redact(event_to_shared_dict(event))
+            current = redact_event(event_to_shared_dict(event), redactor)
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
                 _share_with_previous(current, sent)
@@ -190,7 +190,7 @@ def save_cassette(
                 current = without_transport_headers(current, kept)
             # Scanned whole, before payloads are split into blobs: a stream or a body cut across blobs
             # is seen through the same decoded view redaction used.
-            whole.extend(redactor.find_secrets(current, f"events[{index}]"))
+            whole.extend(event_secrets(current, redactor, f"events[{index}]"))
             event_dicts.append(current)
         stored = encode_events(event_dicts, run.run_id, resolve=blob_resolver(store, source_blob_store))
         for index, current in enumerate(stored):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -31,11 +31,14 @@ class RunRedactor(Protocol):
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document: ...
 
-    def is_secret_name(self, name: str, *, query: bool = False) -> bool: ...
+    def is_secret_name(self, name: str, *, query: bool = False, value: object = None) -> bool: ...
 
     def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]: ...
 
     def query_replacement(self, match: re.Match[str]) -> str: ...
+
+    @property
+    def known(self) -> Sized: ...
 
 
 @dataclass(slots=True)

@@ -55,7 +55,8 @@ class Memory:
 
     def __init__(self, sharing: Sharing) -> None:
         self.sharing: Final = sharing
-        self.names: dict[tuple[str, bool], bool] = {}
+        # A name's kind (redaction.rules: NOT_SECRET, SECRET_IF_SHAPED, SECRET).
+        self.names: dict[tuple[str, bool], int] = {}
         self.headers: dict[str, bool] = {}
         self.strings: dict[tuple[str, bool], str] = {}
         self._chars = 0
@@ -68,9 +69,19 @@ class Memory:
         )
         self._element_chars = 0
 
-    def remember_name(self, key: tuple[str, bool], secret: bool) -> None:
+    def remember_name(self, key: tuple[str, bool], kind: int) -> None:
         if len(self.names) < _MAX_DECISIONS:
-            self.names[key] = secret
+            self.names[key] = kind
+
+    def forget_results(self) -> None:
+        """Drop every remembered result (strings, elements): what counts as secret has grown."""
+        self.strings.clear()
+        self._chars = 0
+        if self.by_content is not None:
+            self.by_content.clear()
+        self._element_chars = 0
+        if self.by_id is not None:
+            self.by_id.clear()
 
     def remember_header(self, name: str, secret: bool) -> None:
         if len(self.headers) < _MAX_DECISIONS:

@@ -26,12 +26,15 @@ from ..core.documents import Document
 from ..exceptions import ConfigError
 from . import bodies
 from .encoded import keep_idempotency_key, redact_encoded
+from .known import KnownSecrets
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
 from .rules import (
     BUILTIN_VALUE_PATTERNS,
     JSON_PAIR,
     QUERY_PARAM,
     REGEX_META,
+    SECRET,
+    SECRET_IF_SHAPED,
     URL_REDACTED,
     USERINFO,
     NameRules,
@@ -41,6 +44,7 @@ from .rules import (
     is_body,
     is_exempt,
     is_header_pair,
+    looks_like_credential,
     looks_like_json,
     may_hold_value,
     normalize_name,
@@ -74,6 +78,9 @@ class Redactor:
         self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
         self._values = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
         self._memory = Memory(sharing)
+        # The values this redactor removed under secret names, headers and parameters (and credential
+        # variables it was told of): replaced wherever else they appear. Grows as a run goes on.
+        self.known = KnownSecrets()
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> Redactor:
@@ -107,15 +114,28 @@ class Redactor:
 
     # -- decisions -------------------------------------------------------------------------------
 
-    def is_secret_name(self, name: str, *, query: bool = False) -> bool:
-        """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret."""
+    def is_secret_name(self, name: str, *, query: bool = False, value: object = None) -> bool:
+        """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret: always for an
+        unambiguous name (``password``, ``api_key``, ``*_token``), for ``key``/``auth``/``session_id``
+        only when ``value`` looks like a credential (a Jira issue ``key`` is data)."""
         cache_key = (name, query)
-        cached = self._memory.names.get(cache_key)
-        if cached is not None:
-            return cached
-        result = self._rules.is_secret_name(name, query)
-        self._memory.remember_name(cache_key, result)
-        return result
+        kind = self._memory.names.get(cache_key)
+        if kind is None:
+            kind = self._rules.secret_kind(name, query)
+            self._memory.remember_name(cache_key, kind)
+        return kind == SECRET or (kind == SECRET_IF_SHAPED and looks_like_credential(value))
+
+    def learn(self, value: object) -> None:
+        """Take ``value`` (a string, or the strings inside a container) as a secret to replace anywhere."""
+        if self.known.add(value):
+            self._memory.forget_results()
+
+    def learn_environment(self, environ: Mapping[str, str]) -> None:
+        """Learn the credentials the environment holds: variables named like secrets (``OPENAI_API_KEY``,
+        ``GITHUB_TOKEN``) whose values look like credentials."""
+        for name, value in environ.items():
+            if self._rules.secret_kind(name, False) == SECRET and looks_like_credential(value):
+                self.learn(value)
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential.
@@ -134,8 +154,14 @@ class Redactor:
     # -- redaction -------------------------------------------------------------------------------
 
     def redact(self, value: T, *, keys: bool = True) -> T:
-        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules."""
-        return cast(T, self._redact(value, keys))
+        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules. A secret
+        learnt in one part of the value (a ``password`` field) is replaced in every part of it (a note
+        that repeats it before the field), and in everything redacted later."""
+        learnt = len(self.known)
+        out = self._redact(value, keys)
+        if len(self.known) != learnt:
+            out = self._redact(value, keys)
+        return cast(T, out)
 
     def _redact(self, value: object, keys: bool) -> object:
         if isinstance(value, str):
@@ -146,7 +172,8 @@ class Redactor:
             out: Document = {}
             for k, v in value.items():
                 new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
-                if keys and isinstance(k, str) and self.is_secret_name(k) and not is_exempt(v):
+                if keys and isinstance(k, str) and not is_exempt(v) and self.is_secret_name(k, value=v):
+                    self.learn(v)
                     out[new_key] = REDACTED
                 elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
                     out[new_key] = self._redact_schema_properties(v)
@@ -158,7 +185,13 @@ class Redactor:
                 out = keep_idempotency_key(self, value, out)
             return out
         if isinstance(value, list):
-            if keys and is_header_pair(value) and self.is_secret_name(value[0]) and not is_exempt(value[1]):
+            if (
+                keys
+                and is_header_pair(value)
+                and not is_exempt(value[1])
+                and self.is_secret_name(value[0], value=value[1])
+            ):
+                self.learn(value[1])
                 return [value[0], REDACTED]
             return [
                 self._redact_element(v, keys) if isinstance(v, dict | list) else self._redact(v, keys)
@@ -176,9 +209,10 @@ class Redactor:
         out: Document = {}
         for name, schema in properties.items():
             new_name = self.redact_string(name, keys=False)
-            if _is_schema(schema) or not self.is_secret_name(name) or is_exempt(schema):
+            if _is_schema(schema) or is_exempt(schema) or not self.is_secret_name(name, value=schema):
                 out[new_name] = self._redact(schema, True)
             else:
+                self.learn(schema)
                 out[new_name] = REDACTED
         return out
 
@@ -216,20 +250,20 @@ class Redactor:
             for name, value in headers.items():
                 new_name = self.redact_string(name, keys=False) if isinstance(name, str) else name
                 if isinstance(name, str) and self.is_secret_header(name) and not is_exempt(value):
+                    self.known.add_header_value(value)
                     out[new_name] = REDACTED
                 else:
                     out[new_name] = self.redact(value)
             return cast(T, out)
         if isinstance(headers, list):
-            return cast(
-                T,
-                [
-                    [pair[0], REDACTED]
-                    if is_header_pair(pair) and self.is_secret_header(pair[0]) and not is_exempt(pair[1])
-                    else self.redact(pair)
-                    for pair in headers
-                ],
-            )
+            pairs: list[object] = []
+            for pair in headers:
+                if is_header_pair(pair) and self.is_secret_header(pair[0]) and not is_exempt(pair[1]):
+                    self.known.add_header_value(pair[1])
+                    pairs.append([pair[0], REDACTED])
+                else:
+                    pairs.append(self.redact(pair))
+            return cast(T, pairs)
         return self.redact(headers)
 
     def redact_url(self, url: str) -> str:
@@ -266,28 +300,37 @@ class Redactor:
             out = USERINFO.sub(self._userinfo_replacement, out)
         if "=" in out and ("?" in out or "&" in out or "#" in out):
             out = QUERY_PARAM.sub(self.query_replacement, out)
-        return redact_encoded(self, out, keys)
+        out = redact_encoded(self, out, keys)
+        return self.known.replace(out)
 
     def _value_replacement(self, match: re.Match[str]) -> str:
         if match.group("bearer") is not None:
             token = match.group("bearer_tok")
             if not bearer_token_is_secret(token):
                 return match.group(0)
+            self.learn(token)
             head = match.group(0)[: match.start("bearer_tok") - match.start()]
             return head + REDACTED
+        self.learn(match.group(0))
         return REDACTED
 
-    @staticmethod
-    def _userinfo_replacement(match: re.Match[str]) -> str:
+    def _userinfo_replacement(self, match: re.Match[str]) -> str:
         whole = match.group(0)
+        _user, _, password = match.group("userinfo").partition(":")
+        if password and password != URL_REDACTED:
+            self.learn(unquote(password))
         return whole[: match.start("userinfo") - match.start()] + URL_REDACTED + "@"
 
     def query_replacement(self, match: re.Match[str]) -> str:
         """A matched ``name=value`` parameter, its value redacted if its name is secret."""
         name = match.group("name")
         value = match.group("value")
-        if not value or value == REDACTED or not self.is_secret_name(unquote(name), query=True):
+        if not value or value == REDACTED:
             return match.group(0)
+        plain = unquote(value)
+        if not self.is_secret_name(unquote(name), query=True, value=plain):
+            return match.group(0)
+        self.learn(plain)
         return f"{match.group('lead')}{name}={REDACTED}"
 
     def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]:
@@ -312,14 +355,16 @@ class Redactor:
             for match in QUERY_PARAM.finditer(text):
                 value = match.group("value")
                 name = unquote(match.group("name"))
-                if value and value != REDACTED and self.is_secret_name(name, query=True):
+                secret = self.is_secret_name(name, query=True, value=unquote(value))
+                if value and value != REDACTED and secret:
                     spans.append(match.span("value"))
         if keys and '"' in text:
             for match in JSON_PAIR.finditer(text):
                 group = "str" if match.group("str") is not None else "num"
                 value = match.group(group)
-                if value and value != REDACTED and self.is_secret_name(match.group("name")):
+                if value and value != REDACTED and self.is_secret_name(match.group("name"), value=value):
                     spans.append(match.span(group))
+        spans.extend(self.known.spans(text))
         return _merge(spans)
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document:

@@ -28,21 +28,16 @@ _SECRET_NAMES = frozenset(
         "x_api_key",
         "cookie",
         "set_cookie",
-        "key",
         "token",
         "secret",
         "password",
         "passwd",
-        "pwd",
         "credential",
         "credentials",
-        "auth",
         "private_key",
         "access_key",
         "secret_key",
         "client_secret",
-        "session_id",
-        "sessionid",
         "session_token",
         "signing_key",
         "encryption_key",
@@ -68,6 +63,10 @@ _SECRET_SUFFIXES = (
     "_cookie",
     "_authorization",
 )
+# Names that hold a secret only when their value looks like one (:func:`looks_like_credential`): a Jira
+# issue's "key" (PROJ-123), an "auth": {"type": "none"} block, a "pwd" that is a folder, an analytics
+# "session_id" are data; a 40-character token under "key" (a Google API key in ?key=) is a credential.
+_AMBIGUOUS_NAMES = frozenset({"key", "auth", "pwd", "session_id", "sessionid"})
 # Usage counters and replay bookkeeping look like secrets by name but must survive: replay matches on them.
 _NEVER_SECRET = frozenset(
     {
@@ -102,6 +101,20 @@ _NEVER_SECRET = frozenset(
 )
 # Only meaningful as URL parameters: a JSON "signature" is e.g. Anthropic's thinking-block signature.
 _QUERY_ONLY_NAMES = frozenset({"sig", "signature", "x_amz_signature", "code_verifier"})
+
+# How a secret-named field is judged (:meth:`NameRules.secret_kind`).
+NOT_SECRET, SECRET_IF_SHAPED, SECRET = 0, 1, 2
+_CREDENTIAL_MIN_CHARS = 16
+
+
+def looks_like_credential(value: object) -> bool:
+    """A string shaped like a machine credential: one word of 16 characters or more, mixing letters and
+    digits (a token, a key, a signature), not prose and not a short identifier."""
+    if not isinstance(value, str) or len(value) < _CREDENTIAL_MIN_CHARS or value == REDACTED:
+        return False
+    if any(c.isspace() for c in value):
+        return False
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 _BEARER_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
 BUILTIN_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -250,16 +263,22 @@ class NameRules:
     extra_names: frozenset[str] = frozenset()
     key_patterns: tuple[re.Pattern[str], ...] = field(default=())
 
-    def is_secret_name(self, name: str, query: bool) -> bool:
+    def secret_kind(self, name: str, query: bool) -> int:
+        """:data:`SECRET` (any value under the name is one), :data:`SECRET_IF_SHAPED` (only a value that
+        looks like a credential) or :data:`NOT_SECRET`. A project's own names are always secret."""
         norm = normalize_name(name)
         if norm in self.extra_names or any(p.fullmatch(name) for p in self.key_patterns):
-            return True
+            return SECRET
         if norm in _NEVER_SECRET:
-            return False
+            return NOT_SECRET
         # The suffixes catch vendor headers: "anthropic-api-key", "x-goog-api-key", "x-auth-token".
-        if norm in _SECRET_NAMES or norm.endswith(_SECRET_SUFFIXES):
-            return True
-        return query and norm in _QUERY_ONLY_NAMES
+        if norm in _SECRET_NAMES or norm.endswith(_SECRET_SUFFIXES) or (query and norm in _QUERY_ONLY_NAMES):
+            return SECRET
+        return SECRET_IF_SHAPED if norm in _AMBIGUOUS_NAMES else NOT_SECRET
+
+    def is_secret_name(self, name: str, query: bool) -> bool:
+        """Whether a header-like name may hold a secret (any kind but :data:`NOT_SECRET`)."""
+        return self.secret_kind(name, query) != NOT_SECRET
 
     def is_secret_header(self, name: str) -> bool:
         norm = normalize_name(name)

@@ -22,6 +22,7 @@ import marshal
 from collections.abc import Sequence
 from typing import Any
 
+from ..cassette.document import data_keys
 from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
 from ..core.canonical import same_json
 from ..core.documents import Document
@@ -75,33 +76,56 @@ def redacted_replay(
 ) -> list[Document]:
     """``events`` as redacted dicts; a request body sent as recorded is the recorded (redacted) one.
     ``keep_headers``: the transport headers a save would keep (``cassette.transport_headers``)."""
-    by_hash = _recorded_requests(recorded)
-    transport_headers = holds_transport_headers(recorded, keep=keep_headers)
-    rests: dict[bytes, Any] = {}
+    replayed = _Replayed(recorded, redactor, keep_headers)
+    out: list[Document] = []
+    for index, event in enumerate(events):
+        learnt = len(redactor.known)
+        event_out = replayed.event(index, event)
+        if len(redactor.known) != learnt:
+            # A secret learnt in a later field of the event (a password after a note repeating it) is
+            # replaced in its earlier fields too, as the whole-event redaction of a save does.
+            event_out = replayed.event(index, event)
+        out.append(event_out)
+    return out
 
-    def redacted_rest(rest: Document) -> Any:
+
+class _Replayed:
+    """What redacting a replayed run's events one by one shares: the recorded requests by hash, the
+    redacted rests of a conversation's requests."""
+
+    def __init__(
+        self, recorded: Sequence[Document], redactor: RunRedactor, keep_headers: frozenset[str]
+    ) -> None:
+        self.recorded = recorded
+        self.redactor = redactor
+        self.keep_headers = keep_headers
+        self.by_hash = _recorded_requests(recorded)
+        self.transport_headers = holds_transport_headers(recorded, keep=keep_headers)
+        self.rests: dict[bytes, Any] = {}
+
+    def redacted_rest(self, rest: Document) -> Any:
         # The calls of a conversation send the same method, URL and headers: redacted once.
         try:
             key = marshal.dumps(rest)
         except ValueError:
-            return redactor.redact(rest)
-        if key not in rests:
-            rests[key] = redactor.redact(rest)
-        return rests[key]
+            return self.redactor.redact(rest)
+        if key not in self.rests:
+            self.rests[key] = self.redactor.redact(rest)
+        return self.rests[key]
 
-    out: list[Document] = []
-    for index, event in enumerate(events):
+    def event(self, index: int, event: Event) -> Document:
+        redactor, recorded = self.redactor, self.recorded
         current = event_to_shared_dict(event)
-        if not transport_headers:
-            current = without_transport_headers(current, keep_headers)
+        if not self.transport_headers:
+            current = without_transport_headers(current, self.keep_headers)
         twin = recorded[index] if index < len(recorded) else None
         reused: Document = {}
         digest = current.get("data", {}).get("request_hash") if current.get("type") == "model.call" else None
-        known = by_hash.get(digest) if isinstance(digest, str) else None
+        known = self.by_hash.get(digest) if isinstance(digest, str) else None
         if known is not None:
             live_rest = _without_json(current.get("input_ref"))
             if live_rest is not None:
-                rest = redacted_rest(live_rest)
+                rest = self.redacted_rest(live_rest)
                 known_rest = _without_json(known)
                 if same_json(rest, known_rest):
                     reused["input_ref"] = known
@@ -112,6 +136,7 @@ def redacted_replay(
                     reused["input_ref"] = {**rest, "inline": inline}
         if twin is not None and twin.get("type") != current.get("type"):
             twin = None
+        keys = data_keys(current.get("type"))
         event_out: Document = {}
         for key, value in current.items():
             if key in reused:
@@ -120,6 +145,9 @@ def redacted_replay(
                 event_out[key] = value
             elif twin is not None and key in twin and same_json(value, twin[key]):
                 event_out[key] = twin[key]
+            elif key == "data" and not keys:
+                # The user's own names (record_value): only value-shape rules, as the save applied.
+                event_out[key] = redactor.redact(value, keys=False)
             elif twin is not None and key in _BY_KEY:
                 event_out[key] = _over_twin(value, twin.get(key), redactor, measured=key == "data")
             else:
@@ -127,8 +155,7 @@ def redacted_replay(
         if "tool" in current:
             # The one rule reading a neighbour: an @tool argument carrying the idempotency key stays readable.
             event_out = keep_idempotency_key(redactor, current, event_out)
-        out.append(event_out)
-    return out
+        return event_out
 
 
 def _over_twin(data: Any, twin: Any, redactor: RunRedactor, *, measured: bool, depth: int = 2) -> Any:

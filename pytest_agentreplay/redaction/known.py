@@ -1,0 +1,95 @@
+"""Secret values a redactor has met, replaced wherever else they appear.
+
+A value redacted under a secret name (``"password": "hunter2"``), a secret header or query parameter, a
+key-shaped value, or a credential variable of the environment is a secret everywhere: in a note that repeats
+it, in a response that echoes it, in a URL, in a tool result. Each is remembered with the forms it takes in
+transit (percent-encoded, base64 in both alphabets, padded or not) and every form is replaced, byte-exact,
+in every string redacted afterwards. Values shorter than :data:`MIN_CHARS` are not remembered: replacing
+"1234" everywhere would blank unrelated text.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from typing import Final
+from urllib.parse import quote, quote_plus
+
+from ..core.constants import REDACTED
+
+MIN_CHARS: Final = 6
+# Authorization schemes whose parameter is the credential itself.
+_SCHEMES: Final = ("bearer ", "basic ", "token ", "bot ", "apikey ", "key ")
+_MAX_VALUES: Final = 4096
+
+
+def _forms(value: str) -> set[str]:
+    raw = value.encode("utf-8")
+    forms = {value, quote(value, safe=""), quote_plus(value, safe="")}
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        text = encoded.decode("ascii")
+        forms.update((text, text.rstrip("=")))
+    return {form for form in forms if len(form) >= MIN_CHARS and form not in REDACTED}
+
+
+class KnownSecrets:
+    """The secret values of one run (one redactor), each with its forms; one compiled pattern of them."""
+
+    __slots__ = ("_pattern", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[str, frozenset[str]] = {}
+        self._pattern: re.Pattern[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def add(self, value: object) -> bool:
+        """Remember ``value`` (every string inside a container); whether anything new was remembered."""
+        added = False
+        pending = [value]
+        while pending:
+            item = pending.pop()
+            if isinstance(item, str):
+                added = self._add_one(item) or added
+            elif isinstance(item, Mapping):
+                pending.extend(item.values())
+            elif isinstance(item, list | tuple):
+                pending.extend(item)
+        if added:
+            forms = sorted({f for fs in self._values.values() for f in fs}, key=lambda f: (-len(f), f))
+            self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        return added
+
+    def add_header_value(self, value: object) -> bool:
+        """A credential header's value: the whole value, and the credential after its scheme
+        (``Bearer <token>``)."""
+        if not isinstance(value, str):
+            return self.add(value)
+        lowered = value.lower()
+        parts = [value]
+        for scheme in _SCHEMES:
+            if lowered.startswith(scheme):
+                parts.append(value[len(scheme) :].strip())
+        return self.add(parts)
+
+    def _add_one(self, value: str) -> bool:
+        value = value.strip()
+        if len(value) < MIN_CHARS or value in REDACTED or value in self._values:
+            return False
+        if len(self._values) >= _MAX_VALUES:
+            return False
+        self._values[value] = frozenset(_forms(value))
+        return True
+
+    def replace(self, text: str) -> str:
+        """``text`` with every known secret, in any of its forms, replaced by the marker."""
+        pattern = self._pattern
+        if pattern is None or pattern.search(text) is None:
+            return text
+        return pattern.sub(REDACTED, text)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        pattern = self._pattern
+        return [] if pattern is None else [m.span() for m in pattern.finditer(text)]
