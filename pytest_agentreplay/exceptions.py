@@ -29,7 +29,16 @@ class AgentReplayError(Exception):
         self.mode = mode
         self.place = place
         self.fixes = tuple(fixes)
-        super().__init__(self.render())
+        super().__init__(headline)
+
+    def __str__(self) -> str:
+        # Rendered when shown, not when raised: a layer that adds the mode or the cassette on the way up
+        # (``exc.mode = mode; raise``) is seen in the message.
+        return self.render()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Every field travels (xdist workers, multiprocessing): the default would rebuild from args alone.
+        return (_restore, (type(self), dict(self.__dict__)))
 
     def render(self) -> str:
         lines = [self.headline]
@@ -51,6 +60,13 @@ class AgentReplayError(Exception):
             lines.append("How to fix:")
             lines.extend(f"  {n}. {fix}" for n, fix in enumerate(self.fixes, 1))
         return "\n".join(lines)
+
+
+def _restore(cls: type[AgentReplayError], state: dict[str, Any]) -> AgentReplayError:
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, state.get("headline"))
+    exc.__dict__.update(state)
+    return exc
 
 
 class ConfigError(AgentReplayError):

@@ -98,3 +98,22 @@ def test_a_cassette_with_conflict_markers_is_named_so_with_fixes_that_work_durin
     git(repo, "checkout", "--theirs", "--", str(cassette))
     assert main(["verify", str(cassette)]) == 0
     assert read(cassette)["events"][8]["data"]["arguments"]["amount"] == 50
+
+
+def test_an_error_names_the_mode_a_layer_above_added_and_survives_pickling(tmp_path: Path) -> None:
+    import pickle
+
+    from pytest_agentreplay.exceptions import CassetteElsewhereError
+
+    cassette = tmp_path / "cassettes" / "t.json"
+    cassette.parent.mkdir()
+    cassette.write_text("{")
+    with pytest.raises(CassetteCorruptError) as raised:
+        load_cassette(cassette)
+    error = raised.value
+    error.mode = "sandbox"  # what a caller that knows the mode does on the way up
+    assert "mode: sandbox" in str(error)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is CassetteCorruptError and str(again) == str(error)
+    elsewhere = CassetteElsewhereError("moved", found=tmp_path / "a.json", root=tmp_path, fixes=["look"])
+    assert str(pickle.loads(pickle.dumps(elsewhere))) == str(elsewhere)
