@@ -19,12 +19,22 @@ import json
 import os
 
 import httpx
+from pytest_agentreplay import tool
 
 
 def test_http(agent_replay):
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "cut \\ud83d here"}]})
     httpx.post(os.environ["TARGET"] + "/v1/chat/completions", content=body.encode(),
                headers={"content-type": "application/json"})
+
+
+@tool(name="lookup")
+def lookup(query):
+    return {"found": query}
+
+
+def test_tool(agent_replay):
+    lookup("cut \\ud83d here")
 
 """
 
@@ -38,9 +48,11 @@ def test_a_lone_surrogate_is_named_with_its_event_and_field(
     with LLMServer() as llm:
         monkeypatch.setenv("TARGET", llm.url)
         result = pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all")
-    result.assert_outcomes(failed=1)
+    result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "UnicodeEncodeError" not in out
+    assert "tool lookup: its arguments hold text that is not valid UTF-8" in out
+    assert "tool lookup: the arguments at /query holds \\ud83d" in out
     assert "the request body at /body/json/messages/0/content holds \\ud83d, a lone UTF-16 surrogate" in out
     assert "holds text that is not valid UTF-8" in out
     assert "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')" in out

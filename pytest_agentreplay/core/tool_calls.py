@@ -60,6 +60,21 @@ def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | N
     return stored, {key: to_jsonable(value) for key, value in values.items()}
 
 
+def _arguments_hash(ctx: RunContext, name: str, arguments: Document) -> str:
+    try:
+        return hash_value(arguments)
+    except UnicodeEncodeError:
+        from .unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
+
+        raise ToolValueError(
+            f"tool {name}: its arguments hold text that is not valid UTF-8",
+            evidence=unencodable_evidence(f"tool {name}", {"the arguments": arguments}),
+            cassette=ctx.cassette,
+            mode=ctx.mode,
+            fixes=UNENCODABLE_FIXES,
+        ) from None
+
+
 class ToolCall:
     """The bookkeeping of one tool call: the sync and async forms of a ``@tool`` call, and the transport
     adapters whose calls are tool calls (an MCP ``tools/call``) record and serve through it."""
@@ -88,7 +103,8 @@ class ToolCall:
             arguments = _recorded_form(ctx, name, arguments, legacy_arguments, idempotency_key)
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
-        self.attempt = ctx.recorder.next_attempt(name, idempotency_key or hash_value(arguments))
+        attempt_key = idempotency_key or _arguments_hash(ctx, name, arguments)
+        self.attempt = ctx.recorder.next_attempt(name, attempt_key)
         # ``may_group=False``: a library whose own background tasks always run beside the call (an MCP
         # session's reader) would make every call look concurrent; its calls keep their order.
         self.group = _group_for(ctx, name, arguments, idempotency_key) if may_group else None

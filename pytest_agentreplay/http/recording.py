@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.documents import Document
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
-from ..exceptions import ContentCodingError, EventStreamError
+from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
 from . import bodies, resend
 from .bodies import Decoder
 from .classify import Classification, extract_receipt, idempotency_key
@@ -141,6 +141,34 @@ def emit_exchange(
     """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields, and
     ``response_payload`` the recorded response: the replayed event holds the recorded one's values, which
     neither event changes (the user reads copies of events, a hook a copy of its own)."""
+    try:
+        _emit_exchange(ctx, request, response, cls, latency_ms, response_data, response_payload, extra)
+    except UnicodeEncodeError:
+        from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
+
+        raise UnencodableValueError(
+            f"the {request.method} {request.url} exchange cannot be recorded: it holds text that is not "
+            "valid UTF-8",
+            evidence=unencodable_evidence(
+                f"{cls.kind} call {request.method} {request.url}",
+                {"the request body": request.to_payload(), "the response body": response.to_payload()},
+            ),
+            cassette=ctx.cassette,
+            mode=ctx.mode,
+            fixes=UNENCODABLE_FIXES,
+        ) from None
+
+
+def _emit_exchange(
+    ctx: RunContext,
+    request: HttpRequest,
+    response: HttpResponse,
+    cls: Classification,
+    latency_ms: float,
+    response_data: Mapping[str, object] | None,
+    response_payload: Document | None,
+    extra: Mapping[str, object] | None,
+) -> None:
     settings = ctx.settings
     out_payload = response_payload if response_payload is not None else response.to_payload()
     latency = round(latency_ms, 3)
