@@ -13,12 +13,23 @@ from typing import TYPE_CHECKING, Final, Protocol
 import pytest
 
 from . import vcr_plugin
+from .core.config import Settings
 
 if TYPE_CHECKING:
     from .replay.foreign import ForeignSource
 
 
 class ForeignAdapter(Protocol):
+    def register_early(self, config: pytest.Config) -> None:
+        """Before the conftest files load and the command line is parsed: the other tool's command-line
+        options and hooks (unless that tool is active), so that suites naming them start."""
+        ...
+
+    def session_settings(self, config: pytest.Config, settings: Settings) -> Settings:
+        """At configure: the session settings with the other tool's options applied (a ``ConfigError`` on
+        a bad one)."""
+        ...
+
     def register(self, config: pytest.Config) -> None:
         """At configure: add the format's markers and fixtures (unless another plugin serves them)."""
         ...
@@ -33,6 +44,17 @@ class ForeignAdapter(Protocol):
 
 
 ADAPTERS: Final[tuple[ForeignAdapter, ...]] = (vcr_plugin,)
+
+
+def register_early(config: pytest.Config) -> None:
+    for adapter in ADAPTERS:
+        adapter.register_early(config)
+
+
+def session_settings(config: pytest.Config, settings: Settings) -> Settings:
+    for adapter in ADAPTERS:
+        settings = adapter.session_settings(config, settings)
+    return settings
 
 
 def register(config: pytest.Config) -> None:

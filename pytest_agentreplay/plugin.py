@@ -177,11 +177,11 @@ class _SESSIONS:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """The plugin's earliest point: no conftest file or test module imported yet, one thread: where the
-    session can enter its own network namespace (``--agentreplay-isolate``), and where the socket gate goes
-    in, so that a socket method a conftest or test module takes (``C = socket.socket.connect``) is the
-    gated one (it passes every call through until a replay guards: core/socket_gate.py)."""
-    socket_gate.install(permanent=True)
+    """The earliest point (installed plugins registered, no conftest or test module imported, one thread):
+    other tools' options and hooks go in, the session may enter its own network namespace (isolate), and
+    the socket gate goes in, so that a socket method taken early (``C = socket.socket.connect``) is gated."""
+    socket_gate.install(permanent=True)  # it passes every call through until a replay guards
+    foreign_adapters.register_early(early_config)  # conftests may implement those hooks, addopts name them
     known = early_config.known_args_namespace
     if getattr(known, "help", False) or getattr(known, "version", False):
         return
@@ -211,7 +211,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "marker alone activates it); the command line wins",
     )
     try:
-        settings = settings_from_pytest(config, _OPTION_NAMES)
+        settings = foreign_adapters.session_settings(config, settings_from_pytest(config, _OPTION_NAMES))
         for warning in parse_project_rules(settings, config.rootpath):
             config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:

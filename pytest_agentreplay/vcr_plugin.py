@@ -1,10 +1,26 @@
-"""``@pytest.mark.vcr`` without pytest-recording: its fixtures and markers, registered only when
-pytest-recording is not active (a project's own ``vcr_config``/``vcr_cassette_dir``/
-``default_cassette_name`` in a conftest override these as they override pytest-recording's).
+"""``@pytest.mark.vcr`` without pytest-recording: its fixtures, markers, command-line options and its
+``pytest_recording_configure`` hook, registered only when pytest-recording is not active (a project's own
+``vcr_config``/``vcr_cassette_dir``/``default_cassette_name`` in a conftest override these as they override
+pytest-recording's).
 
-This module is the pytest side of the vcrpy adapter (``foreign_adapters.py`` lists it): :func:`register`,
-:func:`claims` and :func:`source`. A vcr-marked test then replays through this plugin: this plugin's own
-cassette when it exists, else the pytest-recording cassettes read in place (``interop/vcr_serving.py``).
+This module is the pytest side of the vcrpy adapter (``foreign_adapters.py`` lists it):
+:func:`register_early`, :func:`session_settings`, :func:`register`, :func:`claims` and :func:`source`. A
+vcr-marked test then replays through this plugin: this plugin's own cassette when it exists, else the
+pytest-recording cassettes read in place (``interop/vcr_serving.py``).
+
+pytest-recording's options, as this plugin honours them:
+
+- ``--record-mode {none,once,new_episodes,all,rewrite}``: the record mode of every vcr-marked test (never
+  overridden by a marker or ``vcr_config``, unlike under pytest-recording), as ``--agentreplay-record`` would
+  be for it: ``none`` replays only, ``once``/``new_episodes`` record what has no cassette, ``all``/``rewrite``
+  record again (into this plugin's format); an explicit ``--agentreplay-record`` wins;
+- ``--block-network``: ``--agentreplay-block-network`` (every test guarded; recording tests are not);
+- ``--allowed-hosts``: hosts the guard lets through (``--agentreplay-allow-hosts``), the patterns as names;
+- ``--disable-recording``: the vcr marker is not applied (its tests run as plain tests).
+
+``pytest_recording_configure(config, vcr)`` is called once per session, before the first vcr-marked test is
+served, with a real ``vcr.VCR``: the matchers, serializers and persister it registers apply to every
+cassette served, as under pytest-recording (which calls it once per vcr-marked test, on a new ``VCR``).
 """
 
 from __future__ import annotations
@@ -12,11 +28,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
+from .core.config import Settings
 from .core.documents import Document
+from .exceptions import ConfigError
 
 if TYPE_CHECKING:
     from .interop.vcr_serving import VcrSource
@@ -34,22 +52,145 @@ MARKERS: Final = (
 )
 
 
+# pytest-recording's record modes (its --record-mode choices).
+RECORD_MODES: Final = ("once", "new_episodes", "none", "all", "rewrite")
+# The session's vcr.VCR, configured by the project's pytest_recording_configure hooks (made on first use).
+VCR_KEY = pytest.StashKey[Any]()
+
+
 def recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
     return any(pluginmanager.has_plugin(name) for name in RECORDING_PLUGINS)
 
 
+def register_early(config: pytest.Config) -> None:
+    """Before the conftest files load and the command line is parsed (``pytest_load_initial_conftests``,
+    after every installed plugin registered): unless pytest-recording is active, this module registers, so
+    that its ``pytest_addoption`` and ``pytest_addhooks`` give pytest-recording's options and hook to suites
+    (their ``addopts`` and conftest files) that name them."""
+    manager = config.pluginmanager
+    if recording_active(manager) or manager.has_plugin(PLUGIN_NAME):
+        return
+    manager.register(sys.modules[__name__], PLUGIN_NAME)
+
+
 def register(config: pytest.Config) -> None:
     """At configure: honour ``@pytest.mark.vcr`` unless pytest-recording does."""
-    if recording_active(config.pluginmanager) or config.pluginmanager.has_plugin(PLUGIN_NAME):
+    if recording_active(config.pluginmanager):
         return
+    if not config.pluginmanager.has_plugin(PLUGIN_NAME):
+        register_early(config)  # a session that skipped the early hook (the plugin loaded late)
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    config.pluginmanager.register(sys.modules[__name__], PLUGIN_NAME)
 
 
 def claims(item: pytest.Item) -> bool:
-    """A vcr-marked test this plugin replays (pytest-recording is absent)."""
-    return item.get_closest_marker("vcr") is not None and item.config.pluginmanager.has_plugin(PLUGIN_NAME)
+    """A vcr-marked test this plugin replays (pytest-recording not active, no ``--disable-recording``)."""
+    return (
+        item.get_closest_marker("vcr") is not None
+        and item.config.pluginmanager.has_plugin(PLUGIN_NAME)
+        and not item.config.getoption("disable_recording", False)
+    )
+
+
+# ------------------------------------------------------------------------ pytest-recording's options and hook
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """pytest-recording's options (called when this module registers: pytest-recording is not active)."""
+    group = parser.getgroup("recording", "pytest-recording's options, honoured by pytest-agentreplay")
+    group.addoption(
+        "--record-mode",
+        action="store",
+        default=None,
+        choices=RECORD_MODES,
+        help="record mode of vcr-marked tests: none (default, replay only), once and new_episodes (record "
+        "what has no cassette), all and rewrite (record again); they record into pytest-agentreplay's format",
+    )
+    group.addoption(
+        "--block-network",
+        action="store_true",
+        default=False,
+        help="guard every test with the network guard (as --agentreplay-block-network)",
+    )
+    group.addoption(
+        "--allowed-hosts",
+        action="store",
+        default=None,
+        help="comma-separated hosts the network guard lets through (host names, or .*\\.domain patterns)",
+    )
+    group.addoption(
+        "--disable-recording",
+        action="store_true",
+        default=False,
+        help="do not apply the vcr marker: its tests run as plain tests",
+    )
+
+
+class RecordingHookspecs:
+    """pytest-recording's hook, declared while pytest-recording is not active."""
+
+    @staticmethod
+    @pytest.hookspec
+    def pytest_recording_configure(config: pytest.Config, vcr: Any) -> None:
+        """Configure the session's ``vcr.VCR`` (``register_matcher``, ``register_persister``,
+        ``register_serializer``): what it registers applies to every vcrpy cassette the session serves."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(RecordingHookspecs)
+
+
+def session_settings(config: pytest.Config, settings: Settings) -> Settings:
+    """The session settings with pytest-recording's ``--block-network`` and ``--allowed-hosts`` applied
+    (``settings`` is changed and returned). Raises ``ConfigError`` on a host pattern that names no host."""
+    if not config.pluginmanager.has_plugin(PLUGIN_NAME):
+        return settings
+    if config.getoption("block_network", False):
+        settings.block_network = True
+    patterns = config.getoption("allowed_hosts", None)
+    if patterns:
+        from .interop.vcr_options import host_names, split_patterns  # heavy: only when the option is given
+
+        hosts = host_names(split_patterns(patterns), "--allowed-hosts")
+        settings.allow_hosts = tuple(dict.fromkeys((*settings.allow_hosts, *hosts)))
+    return settings
+
+
+def cli_record_mode(config: pytest.Config) -> str | None:
+    """``--record-mode`` when given (pytest-recording's option, registered by this module)."""
+    mode = config.getoption("record_mode", None)
+    return None if mode is None else str(mode)
+
+
+def session_vcr(config: pytest.Config) -> Any:
+    """The session's ``vcr.VCR``: made on first use, then handed to the project's
+    ``pytest_recording_configure`` hooks (once). A hook that raises fails the test that asked first and
+    is asked again by the next one."""
+    found = config.stash.get(VCR_KEY, None)
+    if found is not None:
+        return found
+    from vcr import VCR  # heavy: vcrpy, only once a vcr-marked test is served
+
+    mode = cli_record_mode(config) or "none"
+    vcr = VCR(record_mode="new_episodes" if mode == "rewrite" else mode)
+    hook = getattr(config.hook, "pytest_recording_configure", None)
+    if hook is not None:
+        try:
+            hook(config=config, vcr=vcr)
+        except Exception as exc:
+            raise ConfigError(
+                f"a pytest_recording_configure hook failed: {type(exc).__name__}: {exc}",
+                evidence=[f"hook implementations: {_impl_names(hook)}"],
+                place="pytest_recording_configure(config, vcr) in a conftest.py or plugin",
+                fixes=["fix the hook: it receives the session's vcr.VCR, as pytest-recording passes one"],
+            ) from exc
+    config.stash[VCR_KEY] = vcr
+    return vcr
+
+
+def _impl_names(hook: Any) -> str:
+    impls = hook.get_hookimpls() if hasattr(hook, "get_hookimpls") else []
+    return ", ".join(str(getattr(impl, "plugin_name", impl)) for impl in impls) or "none"
 
 
 def source(request: pytest.FixtureRequest) -> VcrSource:
@@ -70,10 +211,24 @@ def source(request: pytest.FixtureRequest) -> VcrSource:
         default_cassette_name=request.getfixturevalue("default_cassette_name"),
         config=config,
     )
-    return VcrSource(paths, config, resolve_record_mode(config))
+    given = cli_record_mode(request.config)
+    mode = resolve_record_mode(config, cli_record_mode=given)
+    return VcrSource(paths, config, mode, record_given=given is not None, vcr=session_vcr(request.config))
 
 
 # -------------------------------------------------------------------------------- pytest-recording's fixtures
+
+
+@pytest.fixture(scope="session")
+def record_mode(request: pytest.FixtureRequest) -> str:
+    """pytest-recording's: ``--record-mode``, else ``none``."""
+    return cli_record_mode(request.config) or "none"
+
+
+@pytest.fixture(scope="session")
+def disable_recording(request: pytest.FixtureRequest) -> bool:
+    """pytest-recording's: whether ``--disable-recording`` was given."""
+    return bool(request.config.getoption("disable_recording", False))
 
 
 @pytest.fixture(scope="module")

@@ -307,3 +307,208 @@ def test_shared_anchors_within_the_bound_still_import(
     code, out, err = run_cli(capsys, "import-vcr", str(source), "--out", str(tmp_path / "out"))
     assert code == 0, err
     assert "1 imported, 0 failed" in out
+
+
+# -- every stored body served with its recorded bytes; verify decodes them -----------------------------
+
+BODY_URL = "http://127.0.0.1:9/bodies"  # a closed port: replay never sends
+
+
+def _json_bodies() -> dict[str, bytes]:
+    """Response bodies in both stored forms, small (inline) and large (blob store): ``lean`` ones keep their
+    exact text only (key order and spacing no serialisation reproduces), ``full`` ones their parsed JSON."""
+    big = "y" * 200_000
+    return {
+        "lean-inline": b'{\n  "zeta": 1,\n  "alpha": "x"\n}\n',
+        "full-inline": json.dumps({"a": 1, "b": [1, 2]}).encode(),
+        "lean-blob": ('{\n  "zeta": 2,\n  "alpha": "' + big + '"\n}\n').encode(),
+        "full-blob": json.dumps({"a": 2, "b": big}).encode(),
+    }
+
+
+def _body_interaction(name: str, body: bytes) -> dict[str, Any]:
+    headers = {"Content-Type": ["application/json"], "Content-Length": [str(len(body))]}
+    found = interaction("GET", f"{BODY_URL}/{name}", None, 200, body.decode(), headers=headers)
+    return found
+
+
+def _stored_forms(cassette: Path) -> dict[str, str]:
+    """How import-vcr stored each response body: ``lean``/``full``, ``inline``/``blob``."""
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    blobs = cassette.parents[2] / ".blobs"
+    forms: dict[str, str] = {}
+    for event in doc["events"]:
+        ref = event.get("output_ref")
+        if not ref:
+            continue
+        url = event["input_ref"]["inline"]["url"]
+        if "sha256" in ref:
+            sha = ref["sha256"]
+            payload = json.loads((blobs / sha[:2] / f"{sha}.json").read_text(encoding="utf-8"))
+            where = "blob"
+        else:
+            payload, where = ref["inline"], "inline"
+        body = payload["body"]
+        forms[url.rsplit("/", 1)[1]] = f"{'full' if 'json' in body else 'lean'}-{where}"
+    return forms
+
+
+def test_imported_json_bodies_are_served_with_their_recorded_bytes(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both stored forms, inline and in the blob store, replay byte for byte (a lean blob was served as 0
+    bytes); ``verify`` passes them and fails a blob whose bytes were altered."""
+    from pytest_agentreplay.intercept import install
+
+    install()()  # as in test_vcr_marker.py: the interceptors imported once, in this process
+    bodies = _json_bodies()
+    monkeypatch.chdir(pytester.path)
+    source = pytester.path / "tests" / "cassettes" / "test_bodies" / "test_fetch.yaml"
+    write_yaml(source, [_body_interaction(name, body) for name, body in bodies.items()])
+    (pytester.path / "tests" / "expected.json").write_text(
+        json.dumps({k: v.decode() for k, v in bodies.items()})
+    )
+    (pytester.path / "tests" / "test_bodies.py").write_text(
+        "import json, pathlib, httpx, pytest\n\n"
+        "@pytest.mark.vcr\n"
+        "def test_fetch():\n"
+        "    expected = json.loads((pathlib.Path(__file__).parent / 'expected.json').read_text())\n"
+        "    for name, body in expected.items():\n"
+        f"        response = httpx.get('{BODY_URL}/' + name)\n"
+        "        assert response.content == body.encode(), (name, len(response.content))\n"
+        "        assert response.json() == json.loads(body)\n"
+    )
+    code, _, err = run_cli(capsys, "import-vcr", "tests/cassettes", "--out", "cassettes")
+    assert code == 0, err
+    source.unlink()  # served from the imported cassette alone
+    imported = pytester.path / "cassettes" / "tests" / "test_bodies" / "test_fetch.json"
+    assert _stored_forms(imported) == {name: name for name in bodies}
+
+    quiet = ("-p", "no:recording", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:hypothesispytest")
+    pytester.runpytest(*quiet).assert_outcomes(passed=1)
+    code, out, _ = run_cli(capsys, "verify", "cassettes")
+    assert code == 0, out
+
+    blob = next((pytester.path / "cassettes" / ".blobs").rglob("*.json"))
+    blob.write_bytes(blob.read_bytes().replace(b"yyyy", b"yyyz", 1))
+    code, out, _ = run_cli(capsys, "verify", "cassettes")
+    assert code == 1 and f"payload blob {blob.stem} does not match its content hash" in out, out
+    pytester.runpytest(*quiet).assert_outcomes(failed=1)
+
+
+def test_verify_fails_a_body_that_does_not_serve_its_recorded_length(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A vcrpy cassette edited by hand (the body, not its Content-Length): verify names the mismatch."""
+    stale = interaction(
+        "GET",
+        "https://crm.example.com/x",
+        None,
+        200,
+        json.dumps({"name": "Ada Lovelace"}),
+        headers={"Content-Type": ["application/json"], "Content-Length": ["15"]},
+    )
+    write_yaml(tmp_path / "vcr" / "stale.yaml", [stale])
+    assert run_cli(capsys, "import-vcr", str(tmp_path / "vcr"), "--out", str(tmp_path / "out"))[0] == 0
+    code, out, _ = run_cli(capsys, "verify", str(tmp_path / "out"))
+    assert code == 1
+    assert "events[1].output_ref: the recorded body serves 24 bytes, its recorded content-length: 15" in out
+
+
+def test_body_problems_decode_every_stored_form() -> None:
+    from pytest_agentreplay.replay.replayability import body_problems
+
+    assert body_problems({"body": {"json": {"a": 1}, "raw": '{"a": 1}'}}, b'{"a": 1}') == []
+    assert body_problems({"headers": {"content-length": "3"}, "body": {"text": "abc"}}, b"abc") == []
+    # A stored form replay cannot decode serves nothing; raw and json edited apart; a stale length.
+    (empty,) = body_problems({"body": {"content_type": "application/json", "raw": "{}"}}, b"")
+    assert "served as 0 bytes" in empty
+    (apart,) = body_problems({"body": {"json": {"a": 1}, "raw": '{"a": 2}'}}, b'{"a": 2}')
+    assert "raw text (what replay serves) and its json (what the diff compares) differ" in apart
+    (stale,) = body_problems({"headers": {"content-length": "9"}, "body": {"text": "abc"}}, b"abc")
+    assert "serves 3 bytes, its recorded content-length: 9" in stale
+    # Decoded (a content coding undone), redacted or streamed bodies do not keep their length.
+    assert (
+        body_problems({"headers": {"content-length": "9"}, "body": {"text": "a", "coding": "gzip"}}, b"a")
+        == []
+    )
+    assert (
+        body_problems({"headers": {"content-length": "9"}, "body": {"text": "[REDACTED]"}}, b"[REDACTED]")
+        == []
+    )
+
+
+# -- Ollama: its reads are reads; the order of imported calls is not compared ---------------------------
+
+OLLAMA = "http://localhost:11434"
+
+
+def _ollama(path: str, body: Any, answer: Any, method: str = "POST") -> dict[str, Any]:
+    return interaction(
+        method, f"{OLLAMA}{path}", None if body is None else json.dumps(body), 200, json.dumps(answer)
+    )
+
+
+def _chat() -> dict[str, Any]:
+    answer = {
+        "model": "llama3.2",
+        "message": {"role": "assistant", "content": "Hi."},
+        "done": True,
+        "done_reason": "stop",
+        "prompt_eval_count": 5,
+        "eval_count": 2,
+    }
+    request = {"model": "llama3.2", "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+    return _ollama("/api/chat", request, answer)
+
+
+def test_ollama_reads_are_reads_and_imported_order_is_expected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    show = _ollama("/api/show", {"model": "llama3.2"}, {"details": {"family": "llama"}})
+    embed = _ollama("/api/embed", {"model": "all-minilm", "input": "hi"}, {"embeddings": [[0.1, 0.2]]})
+    tags = _ollama("/api/tags", None, {"models": []}, method="GET")
+    write_yaml(tmp_path / "a" / "run.yaml", [show, _chat(), embed, tags])
+    write_yaml(tmp_path / "b" / "run.yaml", [_chat(), tags, embed, show])
+    assert run_cli(capsys, "import-vcr", "a", "--out", "ia")[0] == 0
+    assert run_cli(capsys, "import-vcr", "b", "--out", "ib")[0] == 0
+    doc = json.loads((tmp_path / "ia" / "run.json").read_text(encoding="utf-8"))
+    assert [e["type"] for e in doc["events"]] == [
+        "run.start",
+        "http",
+        "model.call",
+        "http",
+        "http",
+        "run.end",
+    ]
+    assert run_cli(capsys, "verify", "ia")[0] == 0
+    code, stdout, _ = run_cli(capsys, "diff", "ia/run.json", "ib/run.json")
+    assert code == 0, stdout
+    assert "0 regressions" in stdout and "order changed" in stdout and "[expected" in stdout
+
+
+def test_ollama_read_endpoints_classify_as_reads() -> None:
+    from pytest_agentreplay.core.run_settings import RunSettings
+    from pytest_agentreplay.http.classify import classify_exchange
+    from pytest_agentreplay.http.exchange import HttpRequest
+
+    def kind(method: str, path: str, body: Any = None) -> str:
+        raw = b"" if body is None else json.dumps(body).encode()
+        headers = {"content-type": "application/json"} if body is not None else {}
+        return classify_exchange(
+            HttpRequest(method, f"{OLLAMA}{path}", headers, raw), None, RunSettings()
+        ).kind
+
+    for path, body in [
+        ("/api/show", {"model": "llama3.2"}),
+        ("/api/show", {"name": "llama3.2"}),
+        ("/api/embed", {"model": "m", "input": "x"}),
+        ("/api/embeddings", {"model": "m", "prompt": "x"}),
+    ]:
+        assert kind("POST", path, body) == "read", path
+    assert kind("GET", "/api/tags") == kind("GET", "/api/ps") == "read"
+    assert kind("POST", "/api/chat", {"model": "m", "messages": []}) == "model"
+    # "/api/show" is a common path: without a body naming a model it stays a write.
+    assert kind("POST", "/api/show", {"ticket": 7}) == "write"
+    assert kind("POST", "/api/pull", {"model": "m"}) == "write"

@@ -324,3 +324,125 @@ def test_replay_in_place_reads_a_bounded_regular_file(
         VcrReplay([path], {})
     with pytest.raises(CassetteError, match=r"big\.yaml"):
         load_vcr(path)
+
+
+# -- every vcrpy option: applied, nothing to apply, or refused -----------------------------------------
+
+
+def _vcrpy_option_names() -> set[str]:
+    """The options vcrpy's VCR takes (its constructor) and reads from use_cassette's keywords."""
+    import inspect
+    import re
+
+    from vcr.config import VCR
+
+    names = set(inspect.signature(VCR.__init__).parameters) - {"self"}
+    source = inspect.getsource(VCR)
+    names |= set(re.findall(r'(?:kwargs|options)\.get\(\s*"(\w+)"', source))
+    return names
+
+
+def test_every_vcrpy_option_is_applied_accepted_or_refused() -> None:
+    """A vcrpy release adding an option fails here until the option is placed in one of the tables."""
+    from pytest_agentreplay.interop.vcr_options import APPLIED, NOTHING_TO_APPLY, REFUSED
+
+    tables = [set(APPLIED), set(NOTHING_TO_APPLY), set(REFUSED)]
+    assert not any(a & b for i, a in enumerate(tables) for b in tables[i + 1 :]), "an option in two tables"
+    unplaced = _vcrpy_option_names() - set().union(*tables)
+    assert unplaced == set(), f"vcrpy options nobody decided on: {sorted(unplaced)}"
+
+
+def test_refused_options_name_themselves_and_their_fixes(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        VcrReplay([tmp_path / "absent.yaml"], {"skip_patchers": ["httpx"]})
+    text = str(caught.value)
+    assert "skip_patchers=['httpx']" in text and "How to fix:" in text and "1. " in text
+    with pytest.raises(ConfigError, match=r"sets path="):
+        VcrReplay([tmp_path / "absent.yaml"], {"path": "x.yaml"})
+    # Options of vcrpy's saving side are accepted: a replayed cassette is never saved.
+    VcrReplay([tmp_path / "absent.yaml"], {"record_on_exception": False, "before_save_interaction": print})
+
+
+def _cassette(path: Path, url: str, body: str) -> Path:
+    import yaml
+
+    interaction = {
+        "request": {"body": None, "headers": {"x-case": ["one"]}, "method": "GET", "uri": url},
+        "response": {"body": {"string": body}, "headers": {}, "status": {"code": 200, "message": "OK"}},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"interactions": [interaction], "version": 1}), encoding="utf-8")
+    return path
+
+
+def test_a_persister_in_vcr_config_loads_the_cassette(tmp_path: Path) -> None:
+    """vcr_config's persister loads the test's cassette (vcrpy's get_merged_config raised a TypeError)."""
+    from vcr.persisters.filesystem import FilesystemPersister
+
+    stored = _cassette(tmp_path / "kept" / "test_x.yaml", "http://svc.test/x", '{"x": 1}')
+    asked: list[str] = []
+
+    class Elsewhere:
+        @staticmethod
+        def load_cassette(cassette_path: str, serializer: object) -> Any:
+            asked.append(cassette_path)
+            return FilesystemPersister.load_cassette(str(stored), serializer)
+
+    replay = VcrReplay([tmp_path / "cassettes" / "test_x.yaml"], {"persister": Elsewhere})
+    assert asked == [str(tmp_path / "cassettes" / "test_x.yaml")]
+    assert not replay.missing and len(replay) == 1
+    assert replay.play(HttpRequest("GET", "http://svc.test/x", {}, b"")) is not None
+
+    class Broken:
+        @staticmethod
+        def load_cassette(cassette_path: str, serializer: object) -> Any:
+            raise RuntimeError("disk on fire")
+
+    with pytest.raises(VcrCassetteError, match=r"persister Broken cannot load test_x\.yaml: RuntimeError"):
+        VcrReplay([tmp_path / "cassettes" / "test_x.yaml"], {"persister": Broken})
+
+
+def test_the_session_vcr_lends_its_matchers_and_persister(tmp_path: Path) -> None:
+    """What pytest_recording_configure registers on the session's VCR applies to a served cassette."""
+    from vcr import VCR
+
+    path = _cassette(tmp_path / "test_x.yaml", "http://svc.test/x", "one")
+    vcr = VCR(record_mode="none")
+    vcr.register_matcher("case", lambda r1, r2: r1.headers.get("x-case") == r2.headers.get("x-case"))
+    replay = VcrReplay([path], {"match_on": ["uri", "case"]}, vcr=vcr)
+    assert replay.play(HttpRequest("GET", "http://svc.test/x", {"x-case": "two"}, b"")) is None
+    assert replay.play(HttpRequest("GET", "http://svc.test/x", {"x-case": "one"}, b"")) is not None
+    with pytest.raises(ConfigError, match="unknown vcrpy matcher"):
+        VcrReplay([path], {"match_on": ["uri", "case"]})  # vcrpy's own VCR does not know it
+    from vcr.persisters.filesystem import FilesystemPersister
+
+    assert vcr.persister is FilesystemPersister, "the session's VCR is read, never changed"
+
+
+def test_cassette_library_dir_and_path_transformer(tmp_path: Path) -> None:
+    from vcr import VCR
+
+    base = cassette_paths(
+        tmp_path / "test_m.py", "test_x", config={"cassette_library_dir": str(tmp_path / "lib")}
+    )
+    assert base.primary == tmp_path / "lib" / "test_x.yaml"
+    gz = cassette_paths(
+        tmp_path / "test_m.py", "test_x", config={"path_transformer": VCR.ensure_suffix(".yml")}
+    )
+    assert gz.primary == tmp_path / "cassettes" / "test_m" / "test_x.yml"
+    with pytest.raises(ConfigError, match="path_transformer is not callable"):
+        cassette_paths(tmp_path / "test_m.py", "test_x", config={"path_transformer": ".yml"})
+
+
+def test_allowed_host_patterns_as_host_names() -> None:
+    from pytest_agentreplay.interop.vcr_options import host_names
+
+    assert host_names(["localhost", r"127\.0\.0\.1", r"^api\.internal\.example$"], "x") == (
+        "localhost",
+        "127.0.0.1",
+        "api.internal.example",
+    )
+    assert host_names([r".*\.internal\.example", ".+.svc"], "x") == ("*.internal.example", "*.svc")
+    for pattern in (".*", "127.*", "(a|b).example"):
+        with pytest.raises(ConfigError, match="is not a host name"):
+            host_names([pattern], "--allowed-hosts")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.commands import rerecord_fix
+from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import CassetteError, PayloadShapeError
@@ -17,6 +18,7 @@ from .blobs import BlobStore
 from .chain import integrity_problems
 from .document import build_document, run_to_dict, scan_document
 from .parsing import parse_document
+from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
 from .validation import MAX_DEPTH, depth_problem, payload_problem
 
@@ -81,6 +83,9 @@ class LoadedCassette:
             except CassetteError as exc:
                 place = f"{self._ref_place(ref)}, payload {ref.sha256}"
                 raise relocate(exc, self.path, self.mode, place) from None
+            if ref.media_type == RESPONSE_MEDIA_TYPE:
+                # Stored in the lean form of an inline response (stored_form): its parsed JSON left out.
+                value = restore_response_payload(value)
             problem = None
             stored = f"stored in blob {ref.sha256}"
         if problem is None and ref.media_type is not None:

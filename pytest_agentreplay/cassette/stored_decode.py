@@ -45,15 +45,24 @@ def _restore_http_fields(event: Document) -> None:
 
 def _restore_response(ref: Document) -> None:
     payload = ref.get("inline")
+    if isinstance(payload, dict):
+        ref["inline"] = restore_response_payload(payload)
+
+
+def restore_response_payload(payload: object) -> object:
+    """An HTTP response payload as stored (a JSON body kept byte for byte as ``raw`` alone, its parsed
+    ``json`` left out) with its ``json`` back: inline in the cassette, or read from the blob store, where a
+    payload too large to stay inline goes in this same lean form. Anything else is returned as it is."""
     if not isinstance(payload, dict):
-        return
+        return payload
     body = payload.get("body")
     if not isinstance(body, dict) or not isinstance(body.get("raw"), str) or "json" in body:
-        return
+        return payload
     if any(kind in body for kind in ("text", "base64", "sse")):
-        return
+        return payload
     with contextlib.suppress(ValueError, RecursionError):  # not JSON: the shape check names it
-        ref["inline"] = {**payload, "body": {**body, "json": parse_sorted(body["raw"])}}
+        return {**payload, "body": {**body, "json": parse_sorted(body["raw"])}}
+    return payload
 
 
 def parse_sorted(raw: str) -> object:
@@ -257,4 +266,4 @@ def decode_events(
     return [decoder.event(index, event) for index, event in enumerate(events)]
 
 
-__all__ = ["decode_events", "parse_sorted"]
+__all__ = ["decode_events", "parse_sorted", "restore_response_payload"]

@@ -18,7 +18,7 @@ from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError, NoProviderError
 from .exchange import HttpRequest, HttpResponse
 from .grpc_calls import flavour, is_grpc
-from .providers import providers_of
+from .providers import ollama, providers_of
 
 Kind = Literal["model", "read", "write"]
 
@@ -117,8 +117,14 @@ def classify_exchange(
         return Classification(
             kind, tool_name=tool_name_for(request, settings), flavour=found if found != kind else None
         )
-    kind = "read" if request.method in READ_METHODS else "write"
+    kind = "read" if request.method in READ_METHODS or provider_reads(request) else "write"
     return Classification(kind, tool_name=tool_name_for(request, settings))
+
+
+def provider_reads(request: HttpRequest) -> bool:
+    """A model API's call that is a read whatever its method (Ollama's ``POST /api/show``, its embeddings):
+    served in replay like any read, never stored as a write effect."""
+    return ollama.reads_only(request)
 
 
 def _from_hook(kind: str, request: HttpRequest, settings: RunSettings) -> Classification:

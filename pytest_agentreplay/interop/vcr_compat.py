@@ -27,23 +27,23 @@ import copy
 import hashlib
 import inspect
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..core.documents import Document
-from ..exceptions import CassetteCorruptError, CassetteError, ConfigError
+from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
-from .vcr_format import VcrFormat, VcrInteraction, read_vcr_document, response_from_vcr
+from .vcr_format import VcrInteraction, response_from_vcr
+from .vcr_options import PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
+from .vcr_persisters import Persister, ProjectPersister, VcrCassetteError
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default
 DEFAULT_SERIALIZER: Final = "yaml"
 # pytest-recording replaces these in a default cassette name ("test_a[x/y]" -> "test_a[x-y]").
 _FORBIDDEN_NAME_CHARS: Final = "<>?%*:|\"'/\\"
-# Keys pytest-recording itself interprets (not passed on to vcrpy's use_cassette as options).
-PYTEST_RECORDING_KEYS: Final = frozenset({"record_mode", "allowed_hosts", "serializer"})
 AgentReplayRecord = Literal["none", "missing", "all"]
 
 
@@ -125,9 +125,7 @@ def cassette_paths(
     if len(name) + len(suffix) > limit:
         digest = hashlib.md5(name.encode()).hexdigest()
         name = f"{name[: limit - len(suffix) - len(digest) - 3]}...{digest}"
-    primary = directory / name
-    if not os.fspath(primary).endswith(suffix):  # vcrpy's VCR.ensure_suffix
-        primary = Path(os.fspath(primary) + suffix)
+    primary = _primary(directory, name, suffix, config or {})
     extras = tuple(
         Path(arg) if os.path.isabs(os.fspath(arg)) else directory / os.fspath(arg) for arg in marker_args
     )
@@ -136,6 +134,40 @@ def cassette_paths(
 
 def _default_name(test_name: str, class_name: str | None) -> str:
     return default_cassette_name(test_name, class_name)
+
+
+def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, object]) -> Path:
+    """vcrpy's path of the cassette pytest-recording names ``name``: the config's ``path_transformer``
+    (else vcrpy's ``ensure_suffix``), then its ``cassette_library_dir`` (else ``vcr_cassette_dir``) put in
+    front unless the path starts with it already (``VCR.get_merged_config``)."""
+    transformer = config.get("path_transformer")
+    library = config.get("cassette_library_dir") or directory
+    if transformer is None:
+        path = name if name.endswith(suffix) else name + suffix
+    elif callable(transformer):
+        try:
+            path = os.fspath(transformer(name))
+        except Exception as exc:
+            raise ConfigError(
+                f"vcr_config's path_transformer failed on the cassette name {name!r}: "
+                f"{type(exc).__name__}: {exc}",
+                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                fixes=("make it return a path for a cassette name (vcrpy calls it the same way)",),
+            ) from None
+    else:
+        raise ConfigError(
+            f"vcr_config's path_transformer is not callable: {transformer!r}",
+            place="the vcr_config fixture or @pytest.mark.vcr(...)",
+            fixes=("give a function of the cassette name, e.g. vcr.VCR.ensure_suffix('.yaml')",),
+        )
+    if not isinstance(library, str | os.PathLike):
+        raise ConfigError(
+            f"vcr_config's cassette_library_dir is not a path: {library!r}",
+            place="the vcr_config fixture or @pytest.mark.vcr(...)",
+            fixes=("give a folder, e.g. cassette_library_dir='tests/cassettes'",),
+        )
+    folder = os.fspath(library)
+    return Path(path if path.startswith(folder) else os.path.join(folder, path))
 
 
 # --------------------------------------------------------------------------------------------- config
@@ -179,10 +211,10 @@ def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
 
 
 def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
-    """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string) from the merged config."""
-    raw = merged.get("allowed_hosts") or ()
-    hosts = raw.split(",") if isinstance(raw, str) else raw if isinstance(raw, Iterable) else ()
-    return tuple(str(h).strip() for h in hosts if str(h).strip())
+    """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string of host patterns) from the
+    merged config, as host names (:func:`~.vcr_options.host_names`; ``ConfigError`` on a pattern that
+    names no host)."""
+    return host_names(split_patterns(merged.get("allowed_hosts")), "allowed_hosts in vcr_config")
 
 
 def vcr_options(merged: Mapping[str, object]) -> Document:
@@ -194,10 +226,6 @@ def vcr_options(merged: Mapping[str, object]) -> Document:
 # --------------------------------------------------------------------------------------------- replay
 
 
-class VcrCassetteError(CassetteCorruptError):
-    """A vcrpy cassette that vcrpy's own serializer cannot read (vcrpy would treat it as empty)."""
-
-
 @dataclass
 class VcrMatch:
     """A played interaction: its position (file and index) and the response to serve."""
@@ -206,64 +234,6 @@ class VcrMatch:
     index: int
     cassette: Path
     reason: str | None = None
-
-
-class _AlreadyParsed:
-    """A vcrpy serializer for a document :func:`~.vcr_format.read_vcr_document` has read: vcrpy's
-    ``deserialize`` then builds its requests and responses from it as from a text it parsed itself."""
-
-    @staticmethod
-    def deserialize(document: Document) -> Document:
-        return document
-
-
-@dataclass
-class _Persister:
-    """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
-    but failing on an undecodable file instead of treating it as empty."""
-
-    paths: tuple[Path, ...]
-    origins: list[Path] = field(default_factory=list)
-    found: list[Path] = field(default_factory=list)
-
-    def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
-        from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
-
-        json_serializer = str(getattr(serializer, "__name__", "")).endswith("jsonserializer")
-        fmt: VcrFormat = "json" if json_serializer else "yaml"
-        requests: list[object] = []
-        responses: list[object] = []
-        for path in self.paths:
-            try:
-                document = read_vcr_document(path, fmt)
-                reqs, resps, *_ = deserialize(document, _AlreadyParsed)
-            except FileNotFoundError:
-                continue
-            except CassetteError:
-                raise  # not a regular file, too large: said as such
-            except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape, not UTF-8
-                raise _unreadable(path, exc) from None
-            self.found.append(path)
-            requests.extend(reqs)
-            responses.extend(resps)
-            self.origins.extend([path] * len(reqs))
-        return requests, responses
-
-    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
-        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
-
-
-def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return VcrCassetteError(
-        f"cannot read the vcrpy cassette {path.name}: {type(exc).__name__}: {first}",
-        cassette=path,
-        fixes=(
-            "fix or delete the file, then re-record the test (vcrpy would have treated it as empty and "
-            "overwritten it)",
-            "or convert it once: agentreplay import-vcr PATH",
-        ),
-    )
 
 
 def to_vcr_request(request: HttpRequest) -> Any:
@@ -278,7 +248,11 @@ class VcrReplay:
     """The recorded interactions of one vcr-marked test, replayed with vcrpy's matching semantics.
 
     ``VcrReplay(paths, merged_config)``: ``paths`` are the test's cassettes (a :class:`VcrCassettePaths`
-    or a list), ``merged_config`` the :func:`merge_vcr_config` result. Reads happen here, once.
+    or a list), ``merged_config`` the :func:`merge_vcr_config` result (its options checked by
+    :func:`~.vcr_options.check_vcr_options`). ``vcr``: the session's ``vcr.VCR``, whose registered matchers,
+    serializers and persister apply (``pytest_recording_configure``); it is read, never changed. A
+    ``persister`` in the config, else one registered on ``vcr``, loads the test's cassette
+    (:class:`~.vcr_persisters.ProjectPersister`). Reads happen here, once.
     """
 
     def __init__(
@@ -287,36 +261,65 @@ class VcrReplay:
         merged_config: Mapping[str, object] | None = None,
         *,
         record_mode: str = "none",
+        vcr: Any = None,
     ) -> None:
         from vcr.cassette import Cassette  # heavy: vcrpy, only where one of its cassettes is served
         from vcr.config import VCR  # heavy: likewise
+        from vcr.persisters.filesystem import FilesystemPersister  # heavy: likewise
 
         files = paths.all if isinstance(paths, VcrCassettePaths) else tuple(Path(p) for p in paths)
         if not files:
             raise ValueError("VcrReplay needs at least one cassette path")
-        options = vcr_options(merged_config or {})
+        config = dict(merged_config or {})
+        check_vcr_options(config)
+        options = vcr_options(config)
         self.record_mode = record_mode
         vcr_mode = "new_episodes" if record_mode == "rewrite" else record_mode
-        serializer = (merged_config or {}).get("serializer", DEFAULT_SERIALIZER)
-        self._persister = _Persister(files)
-        vcr = VCR(record_mode=vcr_mode, serializer=serializer)
+        serializer = config.get("serializer", DEFAULT_SERIALIZER)
+        # The session's VCR (pytest_recording_configure registered its matchers, serializers, persister on
+        # it), or vcrpy's defaults; never changed here: get_merged_config reads it.
+        base = vcr if vcr is not None else VCR(record_mode="none")
+        given = options.pop("persister", None)
+        if given is None and base.persister is not FilesystemPersister:
+            given = base.persister
+        persister = Persister(files) if given is None else ProjectPersister(given, files[0])
+        self._persister: Persister | ProjectPersister = persister
         try:
-            merged = vcr.get_merged_config(
-                path=os.fspath(files[0]), persister=self._persister, serializer=serializer, **options
+            merged = base.get_merged_config(
+                path=os.fspath(files[0]),
+                persister=persister,
+                serializer=serializer,
+                record_mode=vcr_mode,
+                **options,
             )
         except KeyError as exc:  # an unknown matcher or serializer name
             raise ConfigError(
                 f"vcr_config names an unknown vcrpy matcher or serializer: {exc}",
+                evidence=(
+                    f"config: {sorted(options)}",
+                    f"registered matchers: {', '.join(sorted(base.matchers))}",
+                    f"registered serializers: {', '.join(sorted(base.serializers))}",
+                ),
+                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                fixes=(
+                    "use vcrpy's names (match_on=['method', 'uri', 'body', ...])",
+                    "register your own in a conftest.py: def pytest_recording_configure(config, vcr): "
+                    "vcr.register_matcher(name, fn)",
+                ),
+            ) from None
+        except (TypeError, ValueError) as exc:  # a value vcrpy refuses (a record mode, skip_patchers...)
+            raise ConfigError(
+                f"vcrpy refuses this vcr_config: {type(exc).__name__}: {exc}",
                 evidence=(f"config: {sorted(options)}",),
                 place="the vcr_config fixture or @pytest.mark.vcr(...)",
-                fixes=("use vcrpy's names (match_on=['method', 'uri', 'body', ...])",),
+                fixes=("give the option a value vcrpy takes (see vcrpy's use_cassette options)",),
             ) from None
         accepted = inspect.signature(Cassette.__init__).parameters
         kwargs = {k: v for k, v in merged.items() if k in accepted}
-        kwargs["persister"] = self._persister
+        kwargs["persister"] = persister
         self._cassette = Cassette.load(**kwargs)
         self.paths = files
-        self.config = dict(merged_config or {})
+        self.config = config
 
     # -- what was read ---------------------------------------------------------------------------
     @property

@@ -21,16 +21,18 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ..cassette.blobs import BlobStore, default_blob_dir
 from ..cassette.read import LoadedCassette
+from ..core.callers import caller_of_call
 from ..core.capture import Recorder, RunContext
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..core.run_state import RunRedactor
 from ..exceptions import UnmatchedRequestError
+from ..guard import allow_list_admits
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture, emit_exchange
@@ -75,6 +77,10 @@ class VcrSource:
     paths: VcrCassettePaths
     config: Document
     record_mode: str  # vcrpy's
+    # The record mode was given on the command line (--record-mode): it applies, whatever vcr_config says.
+    record_given: bool = False
+    # The session's vcr.VCR (its registered matchers, serializers, persister); None: vcrpy's defaults.
+    vcr: Any = field(default=None, repr=False)
     # Set by :meth:`load`: the replay the run is served from.
     serving: VcrServing | None = field(default=None, repr=False)
 
@@ -85,7 +91,7 @@ class VcrSource:
         """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
         the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
         out = dict(marker)
-        if out.get("record") is None and "record_mode" in self.config:
+        if out.get("record") is None and (self.record_given or "record_mode" in self.config):
             out["record"] = agentreplay_record_mode(self.record_mode)
         hosts = allowed_hosts(self.config)
         if hosts:
@@ -98,7 +104,7 @@ class VcrSource:
         """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions
         become its events at the end), labelled imported. Even without a YAML file: pytest-recording
         passes a test that sends nothing, and refuses the rest."""
-        replay = VcrReplay(self.paths, self.config, record_mode="none")
+        replay = VcrReplay(self.paths, self.config, record_mode="none", vcr=self.vcr)
         self.serving = VcrServing(replay)
         run = RunMeta(
             run_id=f"vcr-{nodeid}",
@@ -161,27 +167,51 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
+    """The refusal of a request no recorded interaction matches; kept in ``ctx.failures`` unless its host is
+    in ``tolerated_hosts`` (a library's own call, refused without failing the test, as for this plugin's
+    cassettes: listed in the session's summary)."""
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
     match_on = replay.config.get("match_on") or ("method", "scheme", "host", "port", "path", "query")
     matchers = match_on if isinstance(match_on, list | tuple) else (match_on,)
+    caller = caller_of_call(url, ctx.origin_thread)
+    tolerated = allow_list_admits(request.host, ctx.settings.tolerated_hosts)
+    evidence = [
+        f"live call: {request.method} {url}",
+        f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
+        if replay.found
+        else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
+        f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
+        *caller.evidence(),
+        *_closest(replay, request),
+    ]
+    if tolerated:
+        evidence.append(f"{request.host} is in tolerated_hosts: refused, and the test does not fail for it")
+    fixes = [
+        new_call_fix(ctx.settings.nodeid, ctx.cassette),
+        "if it is not, find what changed it (prompt, arguments, base URL, code)",
+    ]
+    if caller.foreign_thread or caller.known is not None:
+        # A library's own call (a tokenizer download, telemetry): vcrpy refused it too, and the library may
+        # have swallowed that; the way to let the test pass as it did comes first.
+        fixes = [
+            *caller.fixes(),
+            f"if the library's own calls to {request.host} may fail in tests, list the host in "
+            "agentreplay_tolerated_hosts (ini) or tolerated_hosts ([tool.agentreplay]): they are refused "
+            "without failing the test",
+            *fixes,
+        ]
     error = UnmatchedRequestError(
         f"no recorded vcrpy interaction matches {request.method} {url}",
-        evidence=[
-            f"live call: {request.method} {url}",
-            f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
-            if replay.found
-            else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
-            f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
-            *_closest(replay, request),
-        ],
+        evidence=evidence,
         cassette=ctx.cassette,
         mode=ctx.mode,
-        fixes=[
-            new_call_fix(ctx.settings.nodeid, ctx.cassette),
-            "if it is not, find what changed it (prompt, arguments, base URL, code)",
-        ],
+        fixes=fixes,
     )
+    if tolerated:
+        who = caller.summary()
+        ctx.replay.tolerated.append(f"{request.method} {url}" + (f" ({who})" if who else ""))
+        return error
     # The code under test may swallow the exception: the test must still fail.
     ctx.failures.append(error)
     return error

@@ -82,10 +82,12 @@ is ignored (``unrecorded``); every other request header (``anthropic-beta``, ``o
 own ``extra_headers``) is ``expected``, except ``idempotency-key``, a regression.
 Recordings imported from vcrpy (``default_rules(mode, imported=True)``, for runs labelled
 ``source: vcr``) additionally expect request-body changes (and the model-call fields derived from the
-body: decoding, tools hash, model, streaming) and do not compare headers the recording lacks. Inserted or
+body: decoding, tools hash, model, streaming) and moved events (``@order``: vcrpy matched each request on
+its own), and do not compare headers the recording lacks. Inserted or
 missing events are regressions, except ``http`` exchanges (writes also appear as ``effect`` events,
 which are regressions) and ``state.update`` checkpoints (the state hashes of matched updates are still
-compared), which are ``expected``. Moved events (``@order``) are regressions. ``runtime.values`` (the
+compared), which are ``expected``. Moved events (``@order``) of other recordings are regressions.
+``runtime.values`` (the
 clock, uuid, random and ``record_value`` values the run read) are served, not compared: only a different
 number of reads (``data.reads``, per source and stream), another random state after the run
 (``data.random``) or another set of sources is reported, as ``expected``; a value that changed what the

@@ -1,4 +1,5 @@
-"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``.
+"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``; its reads (``/api/show``,
+``/api/tags``, ``/api/ps``, ``/api/embed``, ``/api/embeddings``) are told apart by :func:`reads_only`.
 
 Plain answers are one JSON object; streamed ones (the default unless the request says ``"stream": false``)
 are newline-delimited JSON (``application/x-ndjson``, stored line by line, see :mod:`..ndjson`). Both fold
@@ -23,6 +24,9 @@ CHAT = "chat"
 GENERATE = "generate"
 
 _ENDPOINTS = {"/api/chat": CHAT, "/api/generate": GENERATE}
+# The native API's endpoints that only read: model metadata and listings, embeddings. ``/api/show`` and the
+# embeddings are POSTs, which the method alone would make write effects.
+READ_PATHS = ("/api/show", "/api/tags", "/api/ps", "/api/embed", "/api/embeddings")
 # Request keys beside ``options`` that change what the model answers.
 _DECODING = ("format", "think", "raw", "template", "suffix")
 _NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
@@ -38,6 +42,21 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
     # "/api/chat" is a common path: only a body naming a model (as Ollama's requests do) makes it Ollama's.
     body = request.json()
     return endpoint if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+
+
+def reads_only(request: HttpRequest) -> bool:
+    """Whether ``request`` is a call of Ollama's native API that only reads (:data:`READ_PATHS`): a GET, or
+    a POST whose JSON body names the model (``model``, or ``name`` in older clients' ``/api/show``), as
+    Ollama's requests do ("/api/show" alone is a common path)."""
+    path = request.path.rstrip("/")
+    if not path.endswith(READ_PATHS):
+        return False
+    if request.method in ("GET", "HEAD"):
+        return True
+    if request.method != "POST":
+        return False
+    body = request.json()
+    return isinstance(body, dict) and any(isinstance(body.get(key), str) for key in ("model", "name"))
 
 
 def request_fields(endpoint: str, body: object) -> Document:
