@@ -35,8 +35,10 @@ _READ_FLAGS: Final = (
 )
 _SHA: Final = re.compile(r"[0-9a-f]{64}")
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
-_BODY_KINDS: Final = ("json", "text", "base64", "sse")
+_BODY_KINDS: Final = ("json", "text", "base64", "sse", "multipart")
 _BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "coding"})
+# A part of a multipart body (``http/multipart.py``): a body's content keys, named, maybe a file.
+_PART_KEYS: Final = frozenset({"json", "text", "base64", "content_type", "name", "filename", "headers"})
 
 
 def _file_kind(mode: int) -> str:
@@ -261,6 +263,29 @@ def body_problem(body: object) -> str | None:
         for index, event in enumerate(events):
             if not isinstance(event, dict):
                 return f"body.sse[{index}] must be an object, found {_short(event)}"
+    if "multipart" in body:
+        return _parts_problem(body["multipart"])
+    return None
+
+
+def _parts_problem(parts: object) -> str | None:
+    if not isinstance(parts, list):
+        return f"body.multipart must be a list of parts, found {_short(parts)}"
+    for index, part in enumerate(parts):
+        where = f"body.multipart[{index}]"
+        if not isinstance(part, dict):
+            return f"{where} must be an object, found {_short(part)}"
+        unknown = set(part) - _PART_KEYS
+        if unknown:
+            return f"{where} has unknown key(s) {sorted(map(str, unknown))}"
+        for key in ("name", "filename", "content_type", "text"):
+            if part.get(key) is not None and not isinstance(part[key], str):
+                return f"{where}.{key} must be a string, found {_short(part[key])}"
+        if "headers" in part and (problem := _headers_problem(part["headers"])) is not None:
+            return f"{where}: {problem}"
+        problem = body_problem({k: v for k, v in part.items() if k in ("text", "base64", "json")})
+        if problem is not None:
+            return f"{where}: {problem}"
     return None
 
 

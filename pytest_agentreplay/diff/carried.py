@@ -15,8 +15,9 @@ from ..http.providers.interface import InputFields
 from .result import Difference
 from .text import ABSENT
 
-# (seq recorded, seq replayed, path of a conversation item) -> that item's role, noted by the comparison
-# as it walks into a differing message (no payload is loaded again to name it).
+# (seq recorded, seq replayed, path of a conversation item) -> that item's role, and (..., path of a part of
+# a multipart request) -> the part's name in words, noted by the comparison as it walks into a differing
+# message or part (no payload is loaded again to name it).
 RoleMap = dict[tuple[int | None, int | None, tuple[str, ...]], str]
 
 # Where a model call's request shows up in its event: the request payload, and what the recorder derives
@@ -94,6 +95,8 @@ def collapse_carried(
     carriers: dict[int, list[tuple[int | None, int | None]]] = {}
     for diff in differences:
         if not is_request_side(diff):
+            if is_multipart_part(diff.path_tokens[:4]):
+                diff = replace(diff, subject=subject_of(diff, roles, names))
             out.append(diff)
             continue
         key = _key(diff)
@@ -126,7 +129,9 @@ def role_of(item: object) -> str | None:
 def note_role(
     roles: RoleMap, seqs: tuple[int | None, int | None], tokens: tuple[str, ...], a: object, b: object
 ) -> None:
-    role = role_of(b) or role_of(a)
+    """Note what names the conversation item or multipart part at ``tokens`` (:data:`RoleMap`)."""
+    name_of = part_name if is_multipart_part(tokens) else role_of
+    role = name_of(b) or name_of(a)
     if role is not None:
         roles[(*seqs, tokens)] = role
 
@@ -141,10 +146,31 @@ def is_conversation_item(tokens: tuple[str, ...], names: InputNames = DEFAULT_NA
     )
 
 
+def is_multipart_part(tokens: tuple[str, ...]) -> bool:
+    """``input_ref.body.multipart[1]``: one part of a multipart request (``http/multipart.py``)."""
+    return len(tokens) == 4 and tokens[:3] == ("input_ref", "body", "multipart") and tokens[3].startswith("[")
+
+
+def part_name(part: object) -> str | None:
+    """``part "file" (notes.txt)``: a multipart part by its field name and file name."""
+    if not isinstance(part, Mapping):
+        return None
+    name = part.get("name")
+    filename = part.get("filename")
+    words = f"part {dumps_compact(name)}" if isinstance(name, str) else "unnamed part"
+    return f"{words} ({filename})" if isinstance(filename, str) else words
+
+
 def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAMES) -> str | None:
     """What a reader calls the changed request part: ``system prompt``, ``user message (messages[1])``,
-    ``tool definition (tools[2])``; None when the path names nothing more specific than itself."""
+    ``tool definition (tools[2])``, ``part "file" (notes.txt)``; None when the path names nothing more
+    specific than itself."""
     tokens = diff.path_tokens
+    if is_multipart_part(tokens[:4]):
+        whole = diff.replayed if diff.replayed is not ABSENT else diff.recorded  # a part added or dropped
+        return roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:4])) or (
+            part_name(whole) if len(tokens) == 4 else None
+        )
     if tokens[:3] != ("input_ref", "body", "json") or len(tokens) < 4:
         return None
     top = tokens[3]

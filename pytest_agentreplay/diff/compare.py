@@ -11,8 +11,17 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
+from ..http.multipart import comparable_request
 from .align import VOLATILE_ENVELOPE, align_histories, identity
-from .carried import DEFAULT_NAMES, InputNames, RoleMap, collapse_carried, is_conversation_item, note_role
+from .carried import (
+    DEFAULT_NAMES,
+    InputNames,
+    RoleMap,
+    collapse_carried,
+    is_conversation_item,
+    is_multipart_part,
+    note_role,
+)
 from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
@@ -210,14 +219,20 @@ class _PairWalker:
                 return  # same content; ref metadata (size, media type) follows from it
             if not sha and not rb.get("sha256") and _same(ra.get("inline"), rb.get("inline")):
                 return
-        self.walk(self._load(ra), self._load(rb), tokens)
+        a, b = self._load(ra), self._load(rb)
+        if tokens == ("input_ref",):
+            # A multipart request compares by its parts: a new boundary is no change (nor is a cassette
+            # recorded before parts were stored, which holds the bytes the old boundary delimits).
+            a, b = comparable_request(a), comparable_request(b)
+        self.walk(a, b, tokens)
 
     def walk(self, a: object, b: object, tokens: Path) -> None:
         if _same(a, b):
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            if self.roles is not None and is_conversation_item(tokens, self.names):
-                note_role(self.roles, self.seqs, tokens, a, b)  # names the change: "system prompt"
+            roles = self.roles
+            if roles is not None and (is_conversation_item(tokens, self.names) or is_multipart_part(tokens)):
+                note_role(roles, self.seqs, tokens, a, b)  # names the change: "system prompt", 'part "f"'
             for key in sorted(set(a) | set(b), key=str):
                 va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
                 if not _same(va, vb):

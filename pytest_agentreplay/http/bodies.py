@@ -4,7 +4,9 @@ Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: t
 known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
 replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
 ``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` (a stream's events: server-sent
-events, or the lines of a newline-delimited JSON response, see :mod:`.ndjson`) or ``None`` (empty body).
+events, or the lines of a newline-delimited JSON response, see :mod:`.ndjson`), ``{"multipart": [...],
+"content_type"}`` (a multipart request's parts, its boundary left out: see :mod:`.multipart`) or ``None``
+(empty body).
 Bodies are always stored decoded so cassettes stay readable, diffable and scannable for secrets; a body
 that arrived content-coded says so with ``"coding"`` (the ``Content-Encoding`` value, e.g. ``"gzip, br"``),
 which replay uses to hand each client what it read while recording (:mod:`.codings`).
@@ -25,7 +27,7 @@ from typing import Protocol, TypedDict
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
-from . import sse, stream_formats
+from . import multipart, sse, stream_formats
 
 # Content codings undone here, each by the library named (None: the standard library).
 KNOWN_CODINGS: dict[str, str | None] = {
@@ -390,6 +392,11 @@ def encode_body(
 def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document | None:
     if not raw:
         return None
+    if not exact and multipart.is_multipart(content_type):
+        # A request (never served): its parts, so that a new boundary is no new body.
+        parts = multipart.stored(raw, str(content_type))
+        if parts is not None:
+            return parts
     stream = stream_formats.format_for(content_type, exact=exact)
     if stream is not None:
         # Stored as events (the content type tells the wire format); a damaged stream as it came.
@@ -442,6 +449,8 @@ def body_bytes(body: Document | None) -> bytes:
     if "sse" in body:
         encode = event_encoder(body)
         return b"".join(encode(ev) for ev in body["sse"])
+    if isinstance(body.get("multipart"), list):
+        return multipart.render(body["multipart"])
     return b""
 
 
@@ -470,4 +479,6 @@ def normalise_for_match(body: Document | None) -> str:
     if "base64" in body:
         b64: str = body["base64"]
         return b64
+    if "multipart" in body:  # part by part: names, file names, content types, content
+        return json.dumps(body["multipart"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
     return json.dumps(body.get("sse"), sort_keys=True, separators=JSON_SEPARATORS)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
 from ..core.documents import Document
-from . import bodies, resend
+from . import bodies, multipart, resend
 
 REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
 RESPONSE_MEDIA_TYPE = HTTP_RESPONSE_MEDIA_TYPE
@@ -210,10 +210,14 @@ class HttpRequest:
         # The body's length is the body's: kept, it would change on every request of a conversation
         # whose prompt changed (and so the cassette line of each one).
         headers.pop("content-length", None)
+        body = self.stored_body()
+        if body is not None and "multipart" in body and "content-type" in headers:
+            # The boundary is transport, new on every upload: stored like the body's, without it.
+            headers["content-type"] = multipart.without_boundary(headers["content-type"])
         # Keys in the order a loaded cassette has them (sorted), so comparing a replayed request with its
         # recording is one C-level pass over equal layouts rather than a canonical re-serialisation of both.
         return {
-            "body": self.stored_body(),
+            "body": body,
             "headers": dict(sorted(headers.items())),
             "method": self.method,
             "url": self.url,

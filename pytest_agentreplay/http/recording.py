@@ -11,10 +11,12 @@ import base64
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from operator import is_
 from typing import TYPE_CHECKING
 
 from ..core.canonical import DigestMemo, request_digest, same_json
+from ..core.concurrency import concurrent_group
 from ..core.documents import Document
 from ..core.events import EffectInfo, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
@@ -114,8 +116,29 @@ def _digest_memo(ctx: RunContext) -> DigestMemo:
     return memo
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedModelRequest:
+    """A model call's request made ready once (:func:`prepare_model_request`): replay matches it by its
+    hash before it emits the exchange, which then neither shares nor hashes it again."""
+
+    request_hash: str | None
+
+
+def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedModelRequest:
+    """The request's repeats shared with the previous request to its endpoint (:func:`share_repeats`), and
+    the hash of its body (``data.request_hash``; None for a body that is not JSON)."""
+    share_repeats(ctx, request)
+    body = request.json()
+    return PreparedModelRequest(request_digest(body, _digest_memo(ctx)) if body is not None else None)
+
+
 def model_request_fields(
-    request: HttpRequest, cls: Classification, memo: DigestMemo | None = None, *, adapter: Provider
+    request: HttpRequest,
+    cls: Classification,
+    memo: DigestMemo | None = None,
+    *,
+    adapter: Provider,
+    prepared: PreparedModelRequest | None = None,
 ) -> Document:
     body = request.json()
     fields = adapter.request_fields(str(cls.endpoint), body)
@@ -123,7 +146,10 @@ def model_request_fields(
         fields["model"] = request_model(adapter, request)
     fields.update(url_fields(adapter, request))
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
-    fields["request_hash"] = request_digest(body, memo) if body is not None else None
+    if prepared is not None:
+        fields["request_hash"] = prepared.request_hash
+    else:
+        fields["request_hash"] = request_digest(body, memo) if body is not None else None
     return fields
 
 
@@ -137,12 +163,18 @@ def emit_exchange(
     response_data: Mapping[str, object] | None = None,
     response_payload: Document | None = None,
     extra: Mapping[str, object] | None = None,
+    group: object = None,
+    prepared: PreparedModelRequest | None = None,
 ) -> None:
     """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields, and
     ``response_payload`` the recorded response: the replayed event holds the recorded one's values, which
-    neither event changes (the user reads copies of events, a hook a copy of its own)."""
+    neither event changes (the user reads copies of events, a hook a copy of its own). ``group``: the
+    order-insensitive group of a call made concurrently (``data.group``, as ``@tool`` calls have it).
+    ``prepared``: a model call's request already made ready (:func:`prepare_model_request`)."""
     try:
-        _emit_exchange(ctx, request, response, cls, latency_ms, response_data, response_payload, extra)
+        _emit_exchange(
+            ctx, request, response, cls, latency_ms, response_data, response_payload, extra, group, prepared
+        )
     except UnicodeEncodeError:
         from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
 
@@ -168,16 +200,19 @@ def _emit_exchange(
     response_data: Mapping[str, object] | None,
     response_payload: Document | None,
     extra: Mapping[str, object] | None,
+    group: object,
+    prepared: PreparedModelRequest | None,
 ) -> None:
     settings = ctx.settings
     out_payload = response_payload if response_payload is not None else response.to_payload()
     latency = round(latency_ms, 3)
     if cls.kind == "model":
-        share_repeats(ctx, request)
+        if prepared is None:
+            share_repeats(ctx, request)
         data_class = settings.model_data_class
         data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
         adapter = providers_of(settings)[cls.provider]
-        data.update(model_request_fields(request, cls, _digest_memo(ctx), adapter=adapter))
+        data.update(model_request_fields(request, cls, _digest_memo(ctx), adapter=adapter, prepared=prepared))
         if response.is_sse:
             data["streamed"] = True
         if response_data is not None:
@@ -189,6 +224,8 @@ def _emit_exchange(
         data["latency_ms"] = latency
         if extra:
             data.update(extra)
+        if group is not None:
+            data["group"] = group
         ctx.recorder.emit(
             "model.call",
             trusted=True,
@@ -210,6 +247,8 @@ def _emit_exchange(
     data["latency_ms"] = latency
     if extra:
         data.update(extra)
+    if group is not None:
+        data["group"] = group
     if cls.kind == "read":
         ctx.recorder.emit(
             "http",
@@ -259,6 +298,7 @@ class LiveCapture:
         "_t0",
         "cls",
         "ctx",
+        "group",
         "request",
         "started",
     )
@@ -267,6 +307,9 @@ class LiveCapture:
         self.ctx = ctx
         self.request = request
         self.cls = cls
+        # Decided where the call is made (the body may be read to its end elsewhere): a call from a worker
+        # thread or beside sibling tasks is concurrent, its order among the others a scheduling accident.
+        self.group = concurrent_group(ctx)
         self.started = time.perf_counter()
         self._t0 = self.started
         self._status = 0
@@ -359,7 +402,7 @@ class LiveCapture:
         response = HttpResponse(self._status, stored_response_headers(self._headers, decoded), body)
         latency_ms = (time.perf_counter() - self.started) * 1000.0
         extra = {"incomplete": True} if error is not None else None
-        emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra)
+        emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra, group=self.group)
 
     def _damaged_stream(self, parser: EventStreamParser, content_type: str | None) -> Document:
         """A stream whose CRC failed: kept as the bytes that came (the client saw them), and the test fails

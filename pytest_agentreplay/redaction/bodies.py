@@ -17,7 +17,7 @@ from ..core.constants import REDACTED
 from ..core.documents import Document
 from .encoded import FRAME_MAGICS, text_of
 from .protocol import Redacting
-from .rules import BODY_KINDS, NOT_JSON, QUERY_PARAM, dump_like, looks_like_json, try_json
+from .rules import BODY_KINDS, NOT_JSON, QUERY_PARAM, dump_like, is_exempt, looks_like_json, try_json
 
 _BOUNDARY = re.compile(r'boundary\s*=\s*(?:"(?P<quoted>[^"]+)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
 _PART_NAME = re.compile(r'\bname\s*=\s*(?:"(?P<quoted>[^"]*)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
@@ -46,6 +46,8 @@ def redact_body(redactor: Redacting, body: Document, keys: bool) -> Document:
         out["sse"] = redact_sse(redactor, body["sse"], keys)
     elif "sse" in body:
         out["sse"] = redactor.redact(body["sse"], keys=keys)
+    if "multipart" in body:
+        out["multipart"] = [_redact_part(redactor, part, keys) for part in body["multipart"]]
     if "raw" in out and (out["raw"] != body["raw"] or out.get("json") != body.get("json")):
         del out["raw"]  # the exact text of a JSON body (http/bodies.py) holds what was redacted
     return out
@@ -115,6 +117,19 @@ def _redact_multipart(redactor: Redacting, raw: bytes, ctype: str, keys: bool) -
         new_head = redactor.redact_string(head_text, keys=False).encode("latin-1")
         out.append(new_head + sep + content + trail)
     return delimiter.join(out)
+
+
+def _redact_part(redactor: Redacting, part: object, keys: bool) -> object:
+    """One part of a multipart body stored as parts (``http/multipart.py``): named like a secret, its content
+    is redacted as a JSON field of that name would be; else it is read through its decoded view (a body)."""
+    if not isinstance(part, dict):
+        return redactor.redact(part, keys=keys)
+    name = part.get("name")
+    content = [part[kind] for kind in BODY_KINDS if kind in part]
+    if keys and isinstance(name, str) and redactor.is_secret_name(name) and not all(map(is_exempt, content)):
+        rest = {k: v for k, v in part.items() if k not in BODY_KINDS}
+        return {**redactor.redact(rest, keys=keys), "text": REDACTED}
+    return redactor.redact(part, keys=keys)
 
 
 def redact_base64_body(redactor: Redacting, data: str, ctype: str, keys: bool) -> Document:

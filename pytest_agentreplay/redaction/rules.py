@@ -143,7 +143,7 @@ JSON_PAIR = re.compile(
 )
 _HEADER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
 REGEX_META = frozenset("^$*+?()[]{}|\\.")
-BODY_KINDS = ("json", "text", "base64", "sse")
+BODY_KINDS = ("json", "text", "base64", "sse", "multipart")
 
 # A header is a credential when a word of its name says so ("X-Auth-Key", "X-Session-Id", "Cookie")...
 _HEADER_MARKERS = ("auth", "key", "token", "secret", "signature", "session", "password", "passwd", "cookie")

@@ -2,16 +2,23 @@
 
 Matching rules (the live call on the left, the cassette on the right):
 
-- model calls: per provider endpoint, in recorded order (the nth live call to ``openai:responses``
-  gets the nth recorded one); bodies are not matched (prompts drift, that is what diffs report) but
-  their hash is recorded on the replayed event.
+- model calls: per provider endpoint, the recorded call whose request equals the live one (its body hash,
+  ``data.request_hash``; else its body as the comparison sees it, without what the diff rules ignore at
+  any depth), first unplayed first: calls made from threads in another order each get their own answer.
+  A call no recorded one equals (its prompt drifted: that is what diffs report) gets the first unplayed
+  call to its endpoint, in recorded order, so its drift is reported against the call in its place.
 - reads (GET/HEAD/OPTIONS): method + normalised URL + normalised body; first unplayed first, repeats
   in order; once all are played, the last one is served again (reads have no side effects).
 - writes: method + URL + idempotency key, then method + URL in order; a retry that reuses an
   idempotency key already served gets the same recorded receipt again (that is what the key means).
   Writes are never sent.
 
-Headers are never part of matching: SDKs add ``x-stainless-*``, retry counters and user agents.
+Model calls and reads wait in queues per key, one mechanism (:class:`.recorded.KeyedQueues`); an exchange
+served by another rule (a model call served in order) is passed over by its key's queue.
+
+Headers are never part of matching: SDKs add ``x-stainless-*``, retry counters and user agents. A
+served exchange keeps the recorded event's ``data.group`` (calls made concurrently while recording), so
+the grouping does not depend on which thread replays it.
 
 Whether a call is served at all is decided by :mod:`.policy`, the only caller of :func:`serve`. This
 module imports the library-neutral ``http`` modules (exchange, classify, bodies, recording), never an
@@ -25,8 +32,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from ..core.callers import caller_of_call
 from ..core.commands import new_call_fix
@@ -37,76 +43,13 @@ from ..guard import allow_list_admits
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
-from ..http.recording import emit_exchange
+from ..http.recording import PreparedModelRequest, emit_exchange, prepare_model_request
+from .model_calls import ModelCalls, ignored_names, mentions, normalised_key
+from .recorded import Exchanges, KeyedQueues, RecordedExchange
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
     from ..core.run_settings import RunSettings
-
-
-class Exchanges(Protocol):
-    """What the index reads of the recorded run (``core.capture.RecordedRun``): its events, their payloads."""
-
-    @property
-    def events(self) -> Sequence[Event]: ...
-
-    def payload(self, ref: PayloadRef | None) -> Any: ...
-
-
-@dataclass(slots=True)
-class RecordedExchange:
-    event: Event
-    kind: str
-    method: str
-    url: str
-    body_key: str
-    idem_key: str | None
-    # The recorded request payload: turned into an ``HttpRequest`` only on the error path.
-    request_payload: Document | None
-    played: bool = False
-    # The next recorded read with the same key: reads are queued as a chain through the exchanges
-    # themselves, as most keys have one exchange and a queue object per key would outlive the call.
-    next_same: RecordedExchange | None = None
-    _payload: Document | None = field(default=None, repr=False)
-    # The served bytes and wire headers, rendered on first serve: bytes and tuples of strings, which
-    # the garbage collector stops tracking (a cached response object would outlive every call).
-    _content: bytes | None = field(default=None, repr=False)
-    _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
-    _request: HttpRequest | None = field(default=None, repr=False)
-
-    def response_payload(self, recorded: Exchanges) -> Document:
-        # Resolved on first use only: a blob that is never served is never read.
-        payload = self._payload
-        if payload is None:
-            payload = self._payload = recorded.payload(self.event.output_ref) or {
-                "status": 200,
-                "headers": {},
-                "body": None,
-            }
-        return payload
-
-    def response(self, recorded: Exchanges) -> HttpResponse:
-        """The response to serve; a read served again (the last one repeats) is not rendered again."""
-        response = HttpResponse.from_payload(self.response_payload(recorded))
-        if self._wire is None:
-            # Renders a plain body too (its length is a header); SSE bodies render when pulled.
-            self._wire = response.wire_tuple()
-            self._content = response._content
-        else:
-            response._wire = self._wire
-            response._content = self._content
-        return response
-
-    @property
-    def request(self) -> HttpRequest | None:
-        if self._request is None and self.request_payload is not None:
-            self._request = HttpRequest.from_payload(self.request_payload)
-        return self._request
-
-    @property
-    def host(self) -> str:
-        request = self.request
-        return request.host if request is not None else ""
 
 
 def _recorded_kind(event: Event) -> str | None:
@@ -130,10 +73,9 @@ class HttpReplayIndex:
         self.idem_header = settings.idempotency_header
         self.allow_read_repeats = settings.allow_read_repeats
         self._lock = threading.Lock()
-        self.model: dict[str, deque[RecordedExchange]] = defaultdict(deque)
-        self.model_total: dict[str, int] = defaultdict(int)
-        # Per key, the first unplayed read (the rest follow through ``next_same``).
-        self.reads: dict[tuple[str, str, str], RecordedExchange] = {}
+        self.model = ModelCalls()
+        # Per (method, URL, body key), the reads in recorded order.
+        self.reads = KeyedQueues()
         self.last_read: dict[tuple[str, str, str], RecordedExchange] = {}
         self.writes_exact: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.writes_any: dict[tuple[str, str], deque[RecordedExchange]] = defaultdict(deque)
@@ -142,16 +84,14 @@ class HttpReplayIndex:
         self._exchanges: list[RecordedExchange] = []
         self._by_host: dict[str, list[RecordedExchange]] | None = None
         idem_header = self.idem_header
-        last: dict[tuple[str, str, str], RecordedExchange] = {}
         for event in recorded.events:
             kind = _recorded_kind(event)
             if kind is None:
                 continue
             if kind == "model":
-                key = f"{event.data.get('provider')}:{event.data.get('endpoint')}"
-                rec = RecordedExchange(event, kind, "POST", "", "", None, None)
-                self.model[key].append(rec)
-                self.model_total[key] += 1
+                # The request payload is read only if the hash cannot match (see ``model_calls``).
+                endpoint = f"{event.data.get('provider')}:{event.data.get('endpoint')}"
+                self.model.add(endpoint, RecordedExchange(event, kind, "POST", "", "", None, None))
                 continue
             # Read straight from the payload (what ``HttpRequest.from_payload`` would hold): the
             # index is built inside every replayed run; requests are built only for error messages.
@@ -172,17 +112,13 @@ class HttpReplayIndex:
             )
             self._exchanges.append(rec)
             if kind == "read":
-                read_key = (method, url, rec.body_key)
-                tail = last.get(read_key)
-                if tail is None:
-                    self.reads[read_key] = rec
-                else:
-                    tail.next_same = rec
-                last[read_key] = rec
+                self.reads.add((method, url, rec.body_key), rec)
             else:
                 if rec.idem_key is not None:
                     self.writes_exact[(method, url, rec.idem_key)].append(rec)
                 self.writes_any[(method, url)].append(rec)
+        self.model.built()
+        self.reads.built()
 
     @property
     def by_host(self) -> dict[str, list[RecordedExchange]]:
@@ -196,25 +132,35 @@ class HttpReplayIndex:
 
     # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
 
-    def take_model(self, key: str) -> RecordedExchange | None:
+    def take_model(self, endpoint: str, digest: str | None) -> RecordedExchange | None:
+        """The first unplayed recorded call to ``endpoint`` whose request hash is ``digest``."""
+        if digest is None:
+            return None
         with self._lock:
-            queue = self.model.get(key)
-            if not queue:
-                return None
-            rec = queue.popleft()
-            rec.played = True
-            return rec
+            return self.model.take_exact(endpoint, digest)
+
+    def take_model_normalised(
+        self, endpoint: str, key: str, names: frozenset[str]
+    ) -> RecordedExchange | None:
+        """The first unplayed recorded call to ``endpoint`` whose body, as the comparison sees it, has ``key``
+        (:func:`.model_calls.normalised_key`)."""
+        with self._lock:
+            return self.model.take_normalised(endpoint, key, names, self._request_body)
+
+    def take_model_in_order(self, endpoint: str) -> RecordedExchange | None:
+        with self._lock:
+            return self.model.take_in_order(endpoint)
+
+    def _request_body(self, rec: RecordedExchange) -> Document | None:
+        payload = self.recorded.payload(rec.event.input_ref)
+        body = payload.get("body") if isinstance(payload, dict) else None
+        return body if isinstance(body, dict) else None
 
     def take_read(self, method: str, url: str, body_key: str) -> RecordedExchange | None:
         key = (method, url, body_key)
         with self._lock:
-            rec = self.reads.get(key)
+            rec = self.reads.take(key)
             if rec is not None:
-                if rec.next_same is None:
-                    del self.reads[key]
-                else:
-                    self.reads[key] = rec.next_same
-                rec.played = True
                 self.last_read[key] = rec
                 return rec
             return self.last_read.get(key) if self.allow_read_repeats else None
@@ -259,10 +205,10 @@ class HttpReplayIndex:
     def closest(self, request: HttpRequest, cls: Classification, limit: int = 3) -> list[str]:
         """Nearest recorded calls for the error message: only the same endpoint or host is scanned."""
         if cls.kind == "model":
-            total = self.model_total.get(cls.endpoint_key, 0)
+            total = self.model.total(cls.endpoint_key)
             if total:
                 return [f"the cassette holds {total} call(s) to {cls.endpoint_key}; all were already served"]
-            others = sorted(k for k, v in self.model_total.items() if v)
+            others = sorted(k for k, v in self.model.by_endpoint.items() if v)
             return [f"recorded model endpoints: {', '.join(others) or 'none'}"]
         candidates = self.by_host.get(request.host, [])
         if not candidates:
@@ -315,8 +261,10 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     if cls is None:
         cls = classify_exchange(request, None, ctx.settings)
     index = index_for(ctx)
+    prepared: PreparedModelRequest | None = None
     if cls.kind == "model":
-        rec = index.take_model(cls.endpoint_key)
+        prepared = prepare_model_request(ctx, request)
+        rec = _take_model(ctx, index, request, cls.endpoint_key, prepared.request_hash)
     else:
         # Recorded requests were redacted when saved: match on the live request redacted the same way.
         raw_url, stored = _redacted_view(ctx, request)
@@ -338,8 +286,28 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
         (time.perf_counter() - started) * 1000.0,
         response_data=rec.event.data if cls.kind == "model" else None,
         response_payload=payload,
+        group=rec.event.data.get("group"),
+        prepared=prepared,
     )
     return response
+
+
+def _take_model(
+    ctx: RunContext, index: HttpReplayIndex, request: HttpRequest, endpoint: str, digest: str | None
+) -> RecordedExchange | None:
+    """The recorded call the live one equals, else the first unplayed call to its endpoint (see
+    :mod:`.model_calls`). The normalised body is computed outside the index's lock: it redacts."""
+    rec = index.take_model(endpoint, digest)
+    if rec is not None:
+        return rec
+    names = ignored_names(ctx.mode)
+    if index.model.total(endpoint) and (digest is None or mentions(request, names)):
+        # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
+        _, stored = _redacted_view(ctx, request)
+        rec = index.take_model_normalised(endpoint, normalised_key(stored, names), names)
+        if rec is not None:
+            return rec
+    return index.take_model_in_order(endpoint)
 
 
 def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:

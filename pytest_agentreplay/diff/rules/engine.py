@@ -183,6 +183,19 @@ class RuleSet:
             regex = self._regex_cache[pattern] = re.compile(pattern)
         return regex
 
+    def ignored_anywhere(
+        self, event_type: str, under: Path = ("input_ref", "body", "json")
+    ) -> frozenset[str]:
+        """The keys these rules ignore at any depth (``*:**.created``) that they also ignore right ``under``
+        a payload of ``event_type``: what replay leaves out when it matches a live request to a recorded
+        one, so that two requests the comparison calls equal are the same request to the matching too."""
+        names = set()
+        for comp in self._candidates(event_type):
+            tokens = split_path(comp.rule.path)
+            if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
+                names.add(tokens[1])
+        return frozenset(n for n in names if self.judge(event_type, (*under, n)).verdict == "ignore")
+
     def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:
         """Event types whose consecutive runs form order-insensitive groups (``TYPE:@order`` rules)."""
         return frozenset(t for t in types if self.judge(t, (ORDER,)).rule.order_insensitive)

@@ -1,0 +1,124 @@
+"""The recorded exchanges of a cassette as replay serves them, and the queues that hold them per key.
+
+A :class:`RecordedExchange` is one recorded HTTP exchange, its response rendered on first serve. Exchanges
+matched by their request (model calls, reads) wait in :class:`KeyedQueues`: per key, in recorded order, the
+first one not yet played is served next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.documents import Document
+from ..core.events import Event, PayloadRef
+from ..http.exchange import HttpRequest, HttpResponse
+
+
+class Exchanges(Protocol):
+    """What the index reads of the recorded run (``core.capture.RecordedRun``): its events, their payloads."""
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def payload(self, ref: PayloadRef | None) -> Any: ...
+
+
+@dataclass(slots=True)
+class RecordedExchange:
+    event: Event
+    kind: str
+    method: str
+    url: str
+    body_key: str
+    idem_key: str | None
+    # The recorded request payload: turned into an ``HttpRequest`` only on the error path.
+    request_payload: Document | None
+    played: bool = False
+    # The next recorded exchange with the same key (:class:`KeyedQueues`).
+    next_same: RecordedExchange | None = None
+    _payload: Document | None = field(default=None, repr=False)
+    # The served bytes and wire headers, rendered on first serve: bytes and tuples of strings, which
+    # the garbage collector stops tracking (a cached response object would outlive every call).
+    _content: bytes | None = field(default=None, repr=False)
+    _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
+    _request: HttpRequest | None = field(default=None, repr=False)
+
+    def response_payload(self, recorded: Exchanges) -> Document:
+        # Resolved on first use only: a blob that is never served is never read.
+        payload = self._payload
+        if payload is None:
+            payload = self._payload = recorded.payload(self.event.output_ref) or {
+                "status": 200,
+                "headers": {},
+                "body": None,
+            }
+        return payload
+
+    def response(self, recorded: Exchanges) -> HttpResponse:
+        """The response to serve; a read served again (the last one repeats) is not rendered again."""
+        response = HttpResponse.from_payload(self.response_payload(recorded))
+        if self._wire is None:
+            # Renders a plain body too (its length is a header); SSE bodies render when pulled.
+            self._wire = response.wire_tuple()
+            self._content = response._content
+        else:
+            response._wire = self._wire
+            response._content = self._content
+        return response
+
+    @property
+    def request(self) -> HttpRequest | None:
+        if self._request is None and self.request_payload is not None:
+            self._request = HttpRequest.from_payload(self.request_payload)
+        return self._request
+
+    @property
+    def host(self) -> str:
+        request = self.request
+        return request.host if request is not None else ""
+
+
+class KeyedQueues:
+    """Recorded exchanges queued per key in recorded order; :meth:`take` serves the first one not yet played.
+
+    A key's queue is a chain through the exchanges themselves (``next_same``), as most keys hold one
+    exchange and a queue object per key would outlive the call. An exchange played by another rule (a
+    model call no recorded request equals is served in order) is passed over when its key is asked for.
+    Not locked: the index that owns the queues holds its lock around every call.
+    """
+
+    __slots__ = ("_tails", "heads")
+
+    def __init__(self) -> None:
+        self.heads: dict[Hashable, RecordedExchange] = {}
+        self._tails: dict[Hashable, RecordedExchange] = {}
+
+    def add(self, key: Hashable, rec: RecordedExchange) -> None:
+        tail = self._tails.get(key)
+        if tail is None:
+            self.heads[key] = rec
+        else:
+            tail.next_same = rec
+        self._tails[key] = rec
+
+    def built(self) -> None:
+        """Every exchange is in: the tails were only needed to append."""
+        self._tails = {}
+
+    def take(self, key: Hashable) -> RecordedExchange | None:
+        """The first unplayed exchange of ``key``, marked played; None when the key has none left."""
+        rec = self.heads.get(key)
+        while rec is not None and rec.played:
+            rec = rec.next_same
+        if rec is None:
+            self.heads.pop(key, None)
+            return None
+        following = rec.next_same
+        if following is None:
+            del self.heads[key]
+        else:
+            self.heads[key] = following
+        rec.played = True
+        return rec
