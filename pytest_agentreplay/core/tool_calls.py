@@ -7,9 +7,7 @@ one shape of tool event, matched and served by one index (``replay/tools.ToolRep
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import threading
 from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
 from typing import Final, Literal, cast
@@ -18,6 +16,7 @@ from ..exceptions import CassetteSchemaError, RecordedToolError, ReplayError, To
 from .canonical import hash_value
 from .capture import RunContext, ToolOutcome, served_payload, to_jsonable
 from .commands import rerecord_fix
+from .concurrency import concurrent_group
 from .constants import Mode
 from .documents import Document
 from .events import EffectInfo, ToolInfo
@@ -400,21 +399,7 @@ def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None)
         found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
         if found:
             return group
-    return "concurrent" if _is_concurrent(ctx) else None
-
-
-def _is_concurrent(ctx: RunContext) -> bool:
-    origin_thread = ctx.origin_thread
-    if origin_thread is None:
-        origin_thread = ctx.origin_thread = threading.get_ident()
-    if threading.get_ident() != origin_thread:
-        return True
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    # Sibling tasks alive beside this one (gather, TaskGroup): the calls may complete in any order.
-    return len(asyncio.all_tasks()) > 1
+    return concurrent_group(ctx)
 
 
 def _receipt_of(result: object) -> object:
