@@ -16,7 +16,7 @@ import pytest
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
 from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
-from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, ToolInfo
 
 KILLS = 40
 TIME_BUDGET_S = 35.0
@@ -34,6 +34,7 @@ def variant(tag: int) -> list[Event]:
                 "type": "tool.result",
                 "actor": "tool",
                 "class": "input",
+                "tool": ToolInfo(name="rows"),
                 "data": {"variant": tag, "row": seq, "text": f"variant {tag} " * 100},
                 # Every tenth payload goes to the blob store, so blob writes get killed too.
                 "output_ref": PayloadRef(inline={"rows": [tag, seq] * (600 if seq % 10 == 0 else 20)}),

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.constants import ACTORS, EVENT_CLASSES, EVENT_TYPES
-from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, ToolInfo
 from pytest_agentreplay.exceptions import CassetteError
 from pytest_agentreplay.redaction import redact
 
@@ -72,6 +72,12 @@ def histories(draw: st.DrawFn) -> tuple[RunMeta, list[Event]]:
             "data": draw(st.dictionaries(st.text(max_size=10), json_values, max_size=4)),
             "trace_id": draw(st.none() | st.text(max_size=10)),
         }
+        if fields["type"] in ("tool.call", "tool.result"):
+            # Replay reads these fields of a tool event with their types (cassette/tool_checks.py): drawn
+            # well-formed, the rest of the data as free as for any event.
+            fields["tool"] = ToolInfo(name=draw(st.text(min_size=1, max_size=10)))
+            typed = ("attempt", "arguments", "error", "exception")
+            fields["data"] = {k: v for k, v in fields["data"].items() if k not in typed}
         for name in ("input_ref", "output_ref"):
             value = draw(payloads)
             if value is not None:
