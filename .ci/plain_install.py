@@ -40,6 +40,49 @@ def test_note_agent():
     assert httpx.get(base + "/v1/notes/" + created.json()["id"]).json()["id"] == created.json()["id"]
 """
 
+SDK_AGENTS_TEST = """
+import os
+
+import anthropic
+import openai
+
+
+def test_openai_agent(agent_replay):
+    client = openai.OpenAI(base_url=os.environ["AGENT_BASE"] + "/v1", max_retries=0)
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert reply.choices[0].message.content == "hello"
+
+
+def test_anthropic_agent(agent_replay):
+    client = anthropic.Anthropic(base_url=os.environ["AGENT_BASE"], max_retries=0)
+    reply = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=32, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.content[0].text == "hello"
+"""
+
+# The SDKs' own credential variables: none is set while the SDK agents replay.
+CREDENTIALS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_OPENAI_API_KEY", "OPENAI_ORG_ID")
+
+CHAT_REPLY = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hello"}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+}
+MESSAGES_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [{"type": "text", "text": "hello"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
 UNRELATED_TEST = """
 def test_x():
     assert 1
@@ -49,7 +92,7 @@ def test_x():
 class Counter(BaseHTTPRequestHandler):
     hits: list[str] = []
 
-    def _reply(self, status: int, body: dict[str, str]) -> None:
+    def _reply(self, status: int, body: dict[str, object]) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -61,7 +104,12 @@ class Counter(BaseHTTPRequestHandler):
         Counter.hits.append(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
-        self._reply(201, {"id": "1"})
+        if self.path == "/v1/chat/completions":
+            self._reply(200, CHAT_REPLY)
+        elif self.path == "/v1/messages":
+            self._reply(200, MESSAGES_REPLY)
+        else:
+            self._reply(201, {"id": "1"})
 
     def do_GET(self) -> None:
         Counter.hits.append(self.path)
@@ -149,6 +197,21 @@ def main() -> None:
         (project / "test_assertion.py").write_text("def test_y():\n    assert [1, 2] == [1, 3]\n")
         out = run([*pytest, "test_assertion.py"], project, writing, 1)
         assert "At index 1 diff: 2 != 3" in out, out
+        # 6. The official SDKs (the user's own dependencies): recorded with a key, replayed with none set.
+        subprocess.run([python, "-m", "pip", "install", "-q", "openai", "anthropic"], check=True)
+        sdk = project / "sdk"
+        sdk.mkdir()
+        (sdk / "test_sdk_agents.py").write_text(textwrap.dedent(SDK_AGENTS_TEST))
+        (sdk / "pytest.ini").write_text("[pytest]\n")
+        keyed = {**env, "OPENAI_API_KEY": "sk-plain-leg-recording", "ANTHROPIC_API_KEY": "sk-ant-plain-leg"}
+        out = run([*pytest, "--agentreplay-record=all"], sdk, keyed, 0)
+        assert "2 recorded" in out, out
+        sdk_hits = len(Counter.hits)
+        keyless = {k: v for k, v in env.items() if k not in CREDENTIALS}
+        out = run([*pytest], sdk, keyless, 0)
+        assert "2 replayed" in out and "2 passed" in out, out
+        assert "did not run the guard" not in out, out
+        assert len(Counter.hits) == sdk_hits, Counter.hits
     finally:
         server.shutdown()
     print(f"plain install leg: ok ({work})")
