@@ -22,6 +22,7 @@ from pytest_agentreplay.exceptions import CassetteError, ContentCodingError
 from pytest_agentreplay.http import bodies
 from pytest_agentreplay.http.bodies import Decoder, decode_content, encode_content
 from pytest_agentreplay.redaction import Redactor, find_secrets
+from pytest_agentreplay.redaction.encoded import mask
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 KEY = "sk-" + "proj-" + hashlib.sha256(b"codings").hexdigest()[:40]
@@ -134,20 +135,27 @@ def test_redacted_base64_keeps_its_alphabet_padding_and_document() -> None:
     urlsafe = _b64(f"??>>{KEY}", urlsafe=True).rstrip("=")
     out = redactor.redact_string(urlsafe)
     assert "=" not in out and "+" not in out and "/" not in out
-    assert base64.urlsafe_b64decode(out + "=" * (-len(out) % 4)) == b"??>>[REDACTED]"
+    # Bytes that are not a JSON document are masked in place, at the secret's length (encoded.mask_bytes).
+    assert base64.urlsafe_b64decode(out + "=" * (-len(out) % 4)) == b"??>>" + mask(len(KEY)).encode()
     url = "data:text/plain;base64," + _b64(f"line one\n{KEY}\n")
-    assert base64.b64decode(redactor.redact_string(url).split(",", 1)[1]) == b"line one\n[REDACTED]\n"
+    decoded = base64.b64decode(redactor.redact_string(url).split(",", 1)[1])
+    assert decoded == b"line one\n" + mask(len(KEY)).encode() + b"\n"
+    document = _b64(json.dumps({"note": f"key {KEY}"}))
+    assert json.loads(base64.b64decode(redactor.redact_string(document))) == {"note": "key [REDACTED]"}
     fragment = redactor.redact_string("https://app.example/cb#access_token=ya29.a0AfH6SMBxyz&state=s1")
     assert fragment == "https://app.example/cb#access_token=[REDACTED]&state=s1"
 
 
 def test_binary_base64_and_plain_identifiers_are_left_alone() -> None:
     redactor = Redactor()
-    # A PNG whose bytes happen to hold a key: binary, so the base64 text is not rewritten (the body-level
-    # scan of binary bodies is another net); the point is that binary payloads are never mangled.
-    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8 + KEY.encode()).decode()
+    # A PNG whose bytes happen to hold a key: the key is masked in place at its length, every other byte
+    # (and so the format) is kept; binary without a secret and identifiers are never rewritten.
+    head = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+    png = base64.b64encode(head + KEY.encode()).decode()
+    assert base64.b64decode(redactor.redact_string(png)) == head + mask(len(KEY)).encode()
+    assert find_secrets({"v": png}) == ["v"]
     pdf = base64.b64encode(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + bytes(range(256)) * 8).decode()
-    for value in (png, pdf, "chatcmpl-9f8e7d6c5b4a39281706", "123e4567-e89b-12d3-a456-426614174000"):
+    for value in (pdf, "chatcmpl-9f8e7d6c5b4a39281706", "123e4567-e89b-12d3-a456-426614174000"):
         assert redactor.redact_string(value) == value
         assert find_secrets({"v": value}) == []
 

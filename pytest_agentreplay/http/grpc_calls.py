@@ -10,6 +10,13 @@ documents (so the redactor and the diff read them like any JSON body):
 - response: ``{"code": "OK", "details": str, "messages": [{"base64": bytes, "json": view?}, ...],
   "trailing_metadata": [[key, value], ...]}``: the bytes are what replay deserializes again.
 
+A response message is stored twice, as its view and as its bytes, and redaction keeps the two consistent:
+the values the view holds under secret names (``access_token``) are handed to the run's redactor when the
+message arrives (:mod:`..intercept.grpc_capture`), so they are known secrets wherever they appear, and the
+bytes are masked in place (:func:`..redaction.encoded.mask_bytes`): each secret's bytes become
+``[REDACTED]`` cut or padded with ``*`` to their length, so the message still parses in replay and reads
+``[REDACTED]***...`` where the view reads ``[REDACTED]``.
+
 The response's HTTP status is the usual mapping of its status code (``NOT_FOUND`` -> 404), so a failed
 write is not a committed one. Nothing here imports grpc: :mod:`pytest_agentreplay.intercept.grpc` does.
 """

@@ -111,11 +111,17 @@ class Capture:
         return tee
 
     def deserializer(self) -> Deserializer:
-        site, responses = self.site, self.responses
+        site, responses, redactor = self.site, self.responses, self.ctx.redactor
 
         def tee(raw: bytes) -> object:
             message = site.from_bytes(raw)
-            responses.append(grpc_calls.message_entry(raw, view(message), keep_bytes=True))
+            shown = view(message)
+            if shown is not None and redactor is not None:
+                # The view and the bytes are stored side by side: what the view holds under a secret
+                # name (an ``access_token`` field) is a known secret of the run from now on, masked in
+                # the bytes too (and wherever else it appears), whichever of the two is redacted first.
+                redactor.redact(shown)
+            responses.append(grpc_calls.message_entry(raw, shown, keep_bytes=True))
             return message
 
         return tee

@@ -1,13 +1,22 @@
 """Secrets hidden in an encoding: the views :mod:`.redactor` takes of a string beyond its plain text.
 
 - **base64**: a string that is wholly base64 (standard or URL-safe, padded or not, MIME line breaks) or a
-  ``data:...;base64,`` URL, whose bytes decode to plausible text (UTF-8, at most one control character in
-  twenty), is redacted as that text and encoded again in the same alphabet, padding and line width: the
-  stored value decodes to the redacted text, so no decoding of it shows the secret, and a text document
-  stays a readable document. Bytes that are a gzip or zstd frame of plausible text are looked into as
-  well; a frame holding a secret is replaced whole by the marker (recompressing it would hide the
-  redaction from the reviewer). Binary (a PDF, an image) fails the text test on its first bytes and is
-  left as it is; strings over :data:`MAX_ENCODED_CHARS` are not decoded, so the cost stays bounded.
+  ``data:...;base64,`` URL is decoded, and the bytes are redacted and encoded again in the same alphabet,
+  padding and line width, so no decoding of the stored value shows the secret:
+
+  - bytes that are a JSON document (UTF-8) are redacted as that JSON, secrets becoming the marker;
+  - bytes that are a gzip or zstd frame of plausible text are looked into; a frame holding a secret is
+    replaced whole by the marker (recompressing it would hide the redaction from the reviewer);
+  - any other bytes (a gRPC message, a binary WebSocket frame, a text note, an image) are **masked in
+    place** (:func:`mask_bytes`): each secret's bytes are overwritten by the marker cut or padded with
+    ``*`` to exactly their length (``[REDACTED]******``, ``[REDA``). Nothing moves, so every length prefix
+    and offset of a binary format stays true: a protobuf message still parses (the secret's field reads
+    ``[REDACTED]***...``), a framed protocol keeps its frame sizes, and text stays readable. The bytes are
+    scanned through their UTF-8 view (undecodable bytes kept one-for-one), so a key-shaped value, a secret
+    parameter, a ``"name": value`` pair or a value the run already knows as a secret (:mod:`.known`: the
+    ``access_token`` of a URL or of the message's readable view beside it) is found wherever it sits.
+
+  Strings over :data:`MAX_ENCODED_CHARS` are not decoded, so the cost stays bounded.
 - **percent-encoding**: a run of URL characters holding ``%XX`` escapes is decoded (repeatedly, for a
   value encoded twice) and redacted as its decoded text; a changed run is encoded again around the marker.
 - **idempotency keys**: an ``@tool`` argument carrying the call's idempotency key is kept as the event's
@@ -30,14 +39,13 @@ from urllib.parse import quote, unquote
 from ..core.constants import REDACTED
 from ..core.documents import Document
 from .protocol import Redacting
+from .rules import NOT_JSON, looks_like_json, try_json
 
 # Base64 longer than this is not decoded (about 3 MiB of text); a secret needs more than the minimum.
 MAX_ENCODED_CHARS = 4 * 1024 * 1024
 MIN_ENCODED_CHARS = 24
 # Decompressed output looked at, at most: a frame is small on disk and may expand a thousandfold.
 MAX_FRAME_OUTPUT = 8 * 1024 * 1024
-# Bytes decoded first to tell text from binary before decoding a large string whole.
-_PROBE_CHARS = 4096
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/\-_\r\n]+={0,2}")
 _DATA_URL = re.compile(r"data:[^,;\s]*(?:;[^,;\s]+)*;base64,", re.IGNORECASE)
@@ -46,6 +54,17 @@ _URL_CHARS = r"[A-Za-z0-9\-._~!$'()*+,:@/%\[\]]*"
 _PERCENT_RUN = re.compile(_URL_CHARS + "%[0-9A-Fa-f]{2}" + _URL_CHARS)
 # Literal in a re-encoded percent run: what the run could already hold literally, and the marker.
 _PERCENT_SAFE = "-._~!$'()*+,:@/[]"
+# The value shapes of :data:`.rules.BUILTIN_VALUE_PATTERNS` refuse a letter or digit just before them (inside
+# a word, "task-..." is no key). In bytes that character is often a length prefix: a protobuf field holding
+# a 48-character key is ``\n0sk-proj-...`` ("0" is 48). A lone word character before one of their
+# beginnings is read as a separator in a second view of the bytes.
+_GLUED = re.compile(
+    r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-](?=sk-|sk_|rk_|AKIA|ASIA|gh[pousr]_|github_pat_|AIza|xox|eyJ)"
+)
+# A mask :func:`mask` wrote: the marker padded with "*", or cut (to two characters at least).
+_MASKED = re.compile("|".join([r"\[REDACTED\]\**", *(re.escape(REDACTED[:n]) for n in range(9, 1, -1))]))
+# A run of text in bytes: no control character (tab and line breaks are text) and no undecodable byte.
+_RUN = re.compile("[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\udc80-\udcff]{6,}")
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 FRAME_MAGICS = (_GZIP_MAGIC, _ZSTD_MAGIC)
@@ -66,7 +85,7 @@ def redact_encoded(redactor: Redacting, text: str, keys: bool) -> str:
 
 
 def _redact_base64_string(redactor: Redacting, text: str, keys: bool) -> str | None:
-    """The redacted string when ``text`` is base64 (or a base64 data URL) of text holding a secret."""
+    """The redacted string when ``text`` is base64 (or a base64 data URL) of bytes holding a secret."""
     prefix = ""
     if text[:5].lower() == "data:":
         found = _DATA_URL.match(text)
@@ -79,26 +98,120 @@ def _redact_base64_string(redactor: Redacting, text: str, keys: bool) -> str | N
     if urlsafe and ("+" in text or "/" in text):
         return None
     compact = text.replace("\r", "").replace("\n", "")
-    if len(compact) % 4 == 1 or not _plausible(_decode(compact[:_PROBE_CHARS], urlsafe), probe=True):
+    if len(compact) % 4 == 1:
         return None
     raw = _decode(compact, urlsafe)
     if raw is None:
         return None
-    plain = text_of(raw)
-    if plain is None:
-        return None
-    redacted = redactor.redact_string(plain, keys=keys)
-    if redacted == plain:
-        return None
     if raw.startswith(FRAME_MAGICS):
+        plain = text_of(raw)
+        if plain is None or redactor.redact_string(plain, keys=keys) == plain:
+            return None
         return REDACTED
-    return prefix + _encode_like(redacted.encode("utf-8"), text, urlsafe)
+    document = _json_document(raw)
+    if document is not None:
+        redacted = redactor.redact_string(document, keys=keys)
+        if redacted == document:
+            return None
+        return prefix + _encode_like(redacted.encode("utf-8"), text, urlsafe)
+    masked = mask_bytes(redactor, raw, keys=keys)
+    if masked is None:
+        return None
+    return prefix + _encode_like(masked, text, urlsafe)
+
+
+def _json_document(raw: bytes) -> str | None:
+    """The text of ``raw`` when it is a JSON object or array (UTF-8): redacted as JSON, its length free."""
+    if raw.lstrip()[:1] not in (b"{", b"["):
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if looks_like_json(text) and try_json(text) is not NOT_JSON else None
+
+
+# -- bytes whose length matters -----------------------------------------------------------------------
+
+
+def mask(length: int) -> str:
+    """The marker cut or padded with ``*`` to ``length`` characters: ``[REDACTED]***``, ``[REDA``."""
+    return (REDACTED + "*" * max(0, length - len(REDACTED)))[:length]
+
+
+def mask_bytes(redactor: Redacting, raw: bytes, *, keys: bool = True) -> bytes | None:
+    """``raw`` with every secret's bytes overwritten in place by :func:`mask` of their length; None when it
+    holds none. The length and every byte around a secret are kept, so a binary format stays valid.
+
+    Read through the UTF-8 view of the bytes (an undecodable byte stands for itself), run by run: a run is
+    what lies between control characters and undecodable bytes (a field's text, a line), so the cost
+    follows the text the bytes hold, not their size. Each run is read as it is and, when it differs, with
+    a lone character glued before a key's beginning (a length prefix) read as a separator; what
+    :meth:`Redactor.redact_string` would change in a run is masked span by span. A change that no span
+    places (a secret inside a nested encoding) masks its whole run, still at the run's length.
+    """
+    view = raw.decode("utf-8", "surrogateescape")
+    spans = _run_spans(redactor, view, keys, whole=False)
+    if not spans:
+        return None
+    out = _overwrite(raw, view, spans)
+    check = out.decode("utf-8", "surrogateescape")
+    left = _run_spans(redactor, check, keys, whole=True)
+    if left:
+        out = _overwrite(out, check, left)
+    return None if out == raw else out
+
+
+def _run_spans(redactor: Redacting, view: str, keys: bool, *, whole: bool) -> list[tuple[int, int]]:
+    """Character spans of ``view`` to mask: the secrets' spans in each run redaction would change (the
+    run itself when none places the change, or always with ``whole``)."""
+    spans: list[tuple[int, int]] = []
+    for run in _RUN.finditer(view):
+        text = run.group(0)
+        glued = _GLUED.sub("\x00", text)
+        changed = [v for v in dict.fromkeys((text, glued)) if _changes(redactor, v, keys)]
+        if not changed:
+            continue
+        found: list[tuple[int, int]] = []
+        if not whole:
+            found = [span for v in changed for span in redactor.secret_spans(v, keys=keys)]
+            if "%" in text:
+                found.extend(
+                    percent.span()
+                    for percent in _PERCENT_RUN.finditer(text)
+                    if _redact_percent_run(redactor, percent.group(0), keys) != percent.group(0)
+                )
+        base = run.start()
+        spans.extend((base + start, base + end) for start, end in found or [(0, len(text))])
+    return spans
+
+
+def _changes(redactor: Redacting, text: str, keys: bool) -> bool:
+    """Whether redaction would change ``text``, its masks read as the marker they stand for (a masked
+    ``access_token=[REDACTED]****`` is redacted already)."""
+    plain = _MASKED.sub(REDACTED, text)
+    return redactor.redact_string(plain, keys=keys) != plain
+
+
+def _overwrite(raw: bytes, view: str, spans: list[tuple[int, int]]) -> bytes:
+    """``raw`` with the bytes under each character span of ``view`` (its UTF-8 view) masked."""
+    multibyte = len(view) != len(raw)  # then character offsets are not byte offsets
+
+    def at(index: int) -> int:
+        return len(view[:index].encode("utf-8", "surrogateescape")) if multibyte else index
+
+    out = bytearray(raw)
+    for start, end in spans:
+        first, last = at(start), at(end)
+        if last > first:
+            out[first:last] = mask(last - first).encode("ascii")
+    return bytes(out)
 
 
 def _decode(compact: str, urlsafe: bool) -> bytes | None:
     body = compact.rstrip("=")
     if len(body) % 4 == 1:
-        body = body[:-1]  # a probe cut inside a quantum: the last character alone holds no whole byte
+        body = body[:-1]  # the last character alone holds no whole byte
     padded = body + "=" * (-len(body) % 4)
     try:
         if urlsafe:
@@ -116,19 +229,13 @@ def text_of(raw: bytes) -> str | None:
     return raw.decode("utf-8") if _plausible(raw) else None
 
 
-def _plausible(raw: bytes | None, *, probe: bool = False) -> bool:
-    """UTF-8 with few control characters (``probe``: ``raw`` may end inside a character or be a frame)."""
-    if raw is None:
+def _plausible(raw: bytes) -> bool:
+    """UTF-8 with few control characters (at most one in twenty)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
         return False
-    if probe and raw.startswith(FRAME_MAGICS):
-        return True
-    for cut in range(4 if probe else 1):
-        try:
-            text = raw[: len(raw) - cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return len(_CONTROL.findall(text)) * 20 <= len(text)
-    return False
+    return len(_CONTROL.findall(text)) * 20 <= len(text)
 
 
 def _expand_frame(raw: bytes) -> bytes | None:

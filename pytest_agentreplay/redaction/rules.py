@@ -100,7 +100,7 @@ _NEVER_SECRET = frozenset(
     }
 )
 # Only meaningful as URL parameters: a JSON "signature" is e.g. Anthropic's thinking-block signature.
-_QUERY_ONLY_NAMES = frozenset({"sig", "signature", "x_amz_signature", "code_verifier"})
+_QUERY_ONLY_NAMES = frozenset({"sig", "signature", "x_amz_signature", "x_goog_signature", "code_verifier"})
 
 # How a secret-named field is judged (:meth:`NameRules.secret_kind`).
 NOT_SECRET, SECRET_IF_SHAPED, SECRET = 0, 1, 2

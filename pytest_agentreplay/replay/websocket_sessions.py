@@ -13,6 +13,11 @@ an unmatched handshake behave as for HTTP), then:
   kept in ``ctx.failures``: the test fails, naming the URL and the index, while the conversation goes on
   so that the whole drift shows).
 
+A sent message is compared as the cassette holds it: redacted by :meth:`Redactor.redact`, the very call
+that redacted the recorded one (a binary frame's secret masked in place at its length, a JSON message's
+secret replaced), so a message holding a secret compares equal to its recording. Every failure shows the
+URL and the messages redacted: error text reaches terminals, reports and JUnit files.
+
 Nothing here imports a WebSocket library; the adapters under ``intercept/`` translate.
 """
 
@@ -113,6 +118,16 @@ def _redacted(ctx: RunContext, url: str) -> str:
     return redactor.redact_url(url) if redactor is not None else url
 
 
+def _as_stored(ctx: RunContext, message: Message) -> Document:
+    """A message as the cassette stores it: encoded, then redacted as the recorder's write redacts it."""
+    stored = encode_message(message)
+    redactor = ctx.redactor
+    if redactor is None:
+        return stored
+    redacted: Document = redactor.redact(stored)
+    return redacted
+
+
 @dataclass(slots=True)
 class LiveConnection:
     """Connect for real; report the handshake's answer, then the conversation through ``events``."""
@@ -169,6 +184,11 @@ class ServedConversation:
     def url(self) -> str:
         return self.events.url if self.events is not None else ""
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as messages show it: redacted (an ``access_token`` parameter never reaches a terminal)."""
+        return _redacted(self.ctx, self.url)
+
     def receive(self) -> Message | Received:
         """The next received message (``str``/``bytes``), or the :class:`Received` step ``timeout``/``close``.
 
@@ -188,7 +208,8 @@ class ServedConversation:
         if step is None:
             raise self._fail(
                 ReplayError,
-                f"the agent waits for a WebSocket message from {self.url} that the recording does not hold",
+                f"the agent waits for a WebSocket message from {self.shown_url} that the recording does not "
+                "hold",
                 [f"received so far on this connection: {self.events.counts['received']} message(s)"],
             )
         if step.kind == "message":
@@ -205,23 +226,27 @@ class ServedConversation:
     def send(self, message: Message) -> None:
         """Record the client's message and compare it with the recorded one at its index."""
         assert self.recorded is not None and self.events is not None
-        stored = encode_message(message)
-        index = self.events.message("sent", stored)
+        index = self.events.message("sent", encode_message(message))
+        live = _as_stored(self.ctx, message)
         recorded = self.recorded.sent
         if index >= len(recorded):
             self._fail(
                 DriftError,
-                f"WebSocket message {index} sent to {self.url} is not in the recording",
-                [f"sent now: {excerpt(message)}", f"the recording sent {len(recorded)} message(s) here"],
+                f"WebSocket message {index} sent to {self.shown_url} is not in the recording",
+                [
+                    f"sent now: {excerpt(decode_message(live))}",
+                    f"the recording sent {len(recorded)} message(s) here",
+                ],
             )
             return
-        redactor = self.ctx.redactor
-        live = redactor.redact_body(stored) if redactor is not None else stored
         if bodies.normalise_for_match(live) != bodies.normalise_for_match(recorded[index]):
             self._fail(
                 DriftError,
-                f"WebSocket message {index} sent to {self.url} differs from the recording",
-                [f"sent now:  {excerpt(message)}", f"recorded:  {excerpt(decode_message(recorded[index]))}"],
+                f"WebSocket message {index} sent to {self.shown_url} differs from the recording",
+                [
+                    f"sent now:  {excerpt(decode_message(live))}",
+                    f"recorded:  {excerpt(decode_message(recorded[index]))}",
+                ],
             )
 
     def close(self, code: int | None, reason: str) -> None:
@@ -241,7 +266,8 @@ class ServedConversation:
         if sent < expected:
             self._fail(
                 DriftError,
-                f"WebSocket messages {sent} to {expected - 1} sent to {self.url} when recorded were not sent",
+                f"WebSocket messages {sent} to {expected - 1} sent to {self.shown_url} when recorded were "
+                "not sent",
                 [f"first missing: {excerpt(decode_message(self.recorded.sent[sent]))}"],
             )
 
@@ -252,7 +278,7 @@ class ServedConversation:
             headline,
             evidence=[
                 *evidence,
-                f"connection: {self.events.connection if self.events else '?'} ({self.url})",
+                f"connection: {self.events.connection if self.events else '?'} ({self.shown_url})",
             ],
             cassette=self.ctx.cassette,
             mode=self.ctx.mode,
