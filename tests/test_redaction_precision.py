@@ -210,3 +210,23 @@ def test_record_and_replay_hide_the_secret_everywhere_and_nothing_else(
     assert _files(cassettes) == before
     for path in (pytester.path / "junit.xml", pytester.path / "r.md"):
         assert SECRET.encode() not in path.read_bytes()
+
+
+def test_a_secret_learnt_inside_a_list_element_is_replaced_earlier_in_that_element() -> None:
+    # List elements are remembered by content and identity (a conversation resends them): an element whose
+    # redaction taught a new secret must not be reused in the form redacted before it was learnt.
+    token = "tok-0123456789abcdefXYZ"
+    for redactor in (Redactor(), Redactor.from_config({})):
+        message = {"note": "see " + token, "access_token": token}
+        out = redactor.redact({"messages": [message, dict(message)]})
+        assert token not in json.dumps(out)
+        assert out["messages"][0] == {"note": f"see {REDACTED}", "access_token": REDACTED}
+
+
+def test_a_secret_learnt_from_a_header_clears_what_was_remembered() -> None:
+    redactor = Redactor()
+    token = "hdr-0123456789abcdefXYZ"
+    text = "x" * 60 + token  # long enough to be remembered
+    assert redactor.redact_string(text) == text
+    redactor.redact_headers({"X-Api-Key": token})
+    assert redactor.redact_string(text) == "x" * 60 + REDACTED

@@ -130,6 +130,10 @@ class Redactor:
         if self.known.add(value):
             self._memory.forget_results()
 
+    def _learn_header(self, value: object) -> None:
+        if self.known.add_header_value(value):
+            self._memory.forget_results()
+
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials the environment holds: variables named like secrets (``OPENAI_API_KEY``,
         ``GITHUB_TOKEN``) whose values look like credentials."""
@@ -223,8 +227,11 @@ class Redactor:
             seen = memory.by_id.get((id(value), keys))
             if seen is not None and seen[0] is value:
                 return seen[1]
+            learnt = len(self.known)
             out = self._redact_element_by_content(value, keys)
-            memory.remember_by_id(value, keys, out)
+            if len(self.known) == learnt:
+                # (One that taught a new secret may hold it in text redacted before: not reused.)
+                memory.remember_by_id(value, keys, out)
             return out
         if memory.by_content is not None:
             return self._redact_element_by_content(value, keys)
@@ -239,8 +246,10 @@ class Redactor:
         cached = self._memory.by_content.get(cache_key) if self._memory.by_content is not None else None
         if cached is not None:
             return cached
+        learnt = len(self.known)
         out = Shared(self._redact(value, keys))
-        self._memory.remember_by_content(cache_key, out)
+        if len(self.known) == learnt:
+            self._memory.remember_by_content(cache_key, out)
         return out
 
     def redact_headers(self, headers: T) -> T:
@@ -250,7 +259,7 @@ class Redactor:
             for name, value in headers.items():
                 new_name = self.redact_string(name, keys=False) if isinstance(name, str) else name
                 if isinstance(name, str) and self.is_secret_header(name) and not is_exempt(value):
-                    self.known.add_header_value(value)
+                    self._learn_header(value)
                     out[new_name] = REDACTED
                 else:
                     out[new_name] = self.redact(value)
@@ -259,7 +268,7 @@ class Redactor:
             pairs: list[object] = []
             for pair in headers:
                 if is_header_pair(pair) and self.is_secret_header(pair[0]) and not is_exempt(pair[1]):
-                    self.known.add_header_value(pair[1])
+                    self._learn_header(pair[1])
                     pairs.append([pair[0], REDACTED])
                 else:
                     pairs.append(self.redact(pair))
