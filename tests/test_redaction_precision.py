@@ -230,3 +230,10 @@ def test_a_secret_learnt_from_a_header_clears_what_was_remembered() -> None:
     assert redactor.redact_string(text) == text
     redactor.redact_headers({"X-Api-Key": token})
     assert redactor.redact_string(text) == "x" * 60 + REDACTED
+
+
+def test_the_process_wide_redactor_learns_nothing_from_one_caller_for_another() -> None:
+    from pytest_agentreplay.redaction import redact
+
+    assert redact({"password": "granted-by-lead"}) == {"password": REDACTED}
+    assert redact({"status": "granted-by-lead"}) == {"status": "granted-by-lead"}

@@ -70,6 +70,7 @@ class Redactor:
         extra_key_patterns: Iterable[str | re.Pattern[str]] = (),
         extra_value_patterns: Iterable[str | re.Pattern[str]] = (),
         sharing: Sharing = Sharing.BY_CONTENT_AND_IDENTITY,
+        learns: bool = True,
     ) -> None:
         self._rules = NameRules(
             frozenset(normalize_name(n) for n in (*extra_headers, *extra_keys)),
@@ -79,8 +80,11 @@ class Redactor:
         self._values = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
         self._memory = Memory(sharing)
         # The values this redactor removed under secret names, headers and parameters (and credential
-        # variables it was told of): replaced wherever else they appear. Grows as a run goes on.
+        # variables it was told of): replaced wherever else they appear. Grows as a run goes on. A redactor
+        # whose callers know nothing of each other (``default_redactor``) learns nothing: what one caller's
+        # value taught it would blank another's text.
         self.known = KnownSecrets()
+        self._learns = learns
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> Redactor:
@@ -127,11 +131,11 @@ class Redactor:
 
     def learn(self, value: object) -> None:
         """Take ``value`` (a string, or the strings inside a container) as a secret to replace anywhere."""
-        if self.known.add(value):
+        if self._learns and self.known.add(value):
             self._memory.forget_results()
 
     def _learn_header(self, value: object) -> None:
-        if self.known.add_header_value(value):
+        if self._learns and self.known.add_header_value(value):
             self._memory.forget_results()
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
@@ -466,9 +470,10 @@ def _is_schema(value: object) -> bool:
 def default_redactor() -> Redactor:
     """The redactor of the built-in rules, built once: it holds compiled patterns and immutable decisions.
 
-    Process-wide, its callers know nothing of each other: it shares no redacted container between calls.
+    Process-wide, its callers know nothing of each other: it shares no redacted container between calls,
+    and learns no secret value from one call to replace in another.
     """
-    return Redactor(sharing=Sharing.NONE)
+    return Redactor(sharing=Sharing.NONE, learns=False)
 
 
 def redact(value: T) -> T:
