@@ -15,6 +15,7 @@ from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import ConfigError, SecretLeakError
 from pytest_agentreplay.redaction import Redactor, find_secrets, redact, redact_body
+from pytest_agentreplay.redaction.encoded import mask
 
 # Built from parts so that no key-shaped literal sits in the repository (secret scanners flag it).
 OPENAI_KEY = "sk-" + "proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345"
@@ -399,7 +400,8 @@ def test_multipart_parts(tmp_path: Path) -> None:
     assert_not_on_disk(tmp_path, PLAIN_SECRET, OPENAI_KEY)
     loaded = load_cassette(path)
     stored = base64.b64decode(loaded.payload(loaded.events[0].input_ref)["body"]["base64"])
-    assert stored == _multipart(REDACTED).replace(OPENAI_KEY.encode(), REDACTED.encode())
+    # The named part by its name; the binary part's key masked in place (at its own length).
+    assert stored == _multipart(REDACTED).replace(OPENAI_KEY.encode(), mask(len(OPENAI_KEY)).encode())
     assert find_secrets(request({}, body=body)) == ["body.base64"]
 
 
@@ -410,7 +412,8 @@ def test_binary_body_is_scanned_decoded(tmp_path: Path) -> None:
     assert_not_on_disk(tmp_path, OPENAI_KEY)
     loaded = load_cassette(path)
     stored = base64.b64decode(loaded.payload(loaded.events[0].input_ref)["body"]["base64"])
-    assert stored == bytes(range(256)) + b"key=" + REDACTED.encode() + b"\xfe\xff"
+    # Masked in place (the key's bytes overwritten at their own length): a binary format stays valid.
+    assert stored == bytes(range(256)) + b"key=" + mask(len(OPENAI_KEY)).encode() + b"\xfe\xff"
     clean = {"base64": base64.b64encode(bytes(range(256))).decode(), "content_type": "image/png"}
     assert redact_body(clean) == clean
 

@@ -15,7 +15,7 @@ import re
 
 from ..core.constants import REDACTED
 from ..core.documents import Document
-from .encoded import FRAME_MAGICS, text_of
+from .encoded import FRAME_MAGICS, mask_bytes, text_of
 from .protocol import Redacting
 from .rules import BODY_KINDS, NOT_JSON, QUERY_PARAM, dump_like, is_exempt, looks_like_json, try_json
 
@@ -79,9 +79,7 @@ def redact_bytes(redactor: Redacting, raw: bytes, content_type: str | None, keys
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        # Binary: latin-1 maps every byte to one character, so ASCII-shaped keys are found in
-        # place and every other byte comes back unchanged.
-        return redactor.redact_string(raw.decode("latin-1"), keys=keys).encode("latin-1")
+        return _masked(redactor, raw, keys)
     redacted = redact_text_body(redactor, text, ctype, keys)
     if "json" in redacted:
         return dump_like(redacted["json"], text).encode("utf-8")
@@ -154,8 +152,16 @@ def redact_base64_body(redactor: Redacting, data: str, ctype: str, keys: bool) -
             if redacted == {"text": text}:
                 return {"base64": data}
             return redacted
-    new = redact_bytes(redactor, raw, ctype, keys)
+    # Binary (protobuf over HTTP, an image, a frame): masked in place, so lengths and offsets stay valid.
+    multipart = ctype.lower().startswith("multipart/")
+    new = redact_bytes(redactor, raw, ctype, keys) if multipart else _masked(redactor, raw, keys)
     return {"base64": data} if new == raw else {"base64": base64.b64encode(new).decode("ascii")}
+
+
+def _masked(redactor: Redacting, raw: bytes, keys: bool) -> bytes:
+    """Binary bytes with every secret overwritten at its own length (:func:`.encoded.mask_bytes`)."""
+    masked = mask_bytes(redactor, raw, keys=keys)
+    return raw if masked is None else masked
 
 
 # -- server-sent events ------------------------------------------------------------------------------
