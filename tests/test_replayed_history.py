@@ -132,3 +132,17 @@ def test_a_changed_body_is_redacted_again() -> None:
     assert out[1]["input_ref"]["inline"]["body"] is not recorded[1]["input_ref"]["inline"]["body"]
     assert same_json(out[1], _whole([changed], Redactor())[0])
     assert SECRET not in repr(out[1])
+
+
+def test_a_secret_learnt_mid_run_is_replaced_in_a_conversations_later_requests() -> None:
+    # The first call's headers repeat a password in free text before any event names it a secret; a read
+    # then sends it under a secret header. The later call's (same) headers must be redacted with what was
+    # learnt, as the save did, not reused from before.
+    password = "hunter2-Rosebud!42"
+    noted = _headers(**{"x-note": f"pw {password}"})
+    keyed = _headers(**{"x-api-key": password})
+    history = [_model_call(0, 1, noted), _read(1, keyed), _model_call(2, 1, noted)]
+    recorded = _whole(history, Redactor())
+    out = redacted_replay(history, recorded, Redactor())
+    assert password not in repr(out[1:])
+    assert same_json(out[2], recorded[2])

@@ -102,9 +102,14 @@ class _Replayed:
         self.by_hash = _recorded_requests(recorded)
         self.transport_headers = holds_transport_headers(recorded, keep=keep_headers)
         self.rests: dict[bytes, Any] = {}
+        self.rests_known = len(redactor.known)
 
     def redacted_rest(self, rest: Document) -> Any:
-        # The calls of a conversation send the same method, URL and headers: redacted once.
+        # The calls of a conversation send the same method, URL and headers: redacted once, again when the
+        # run has learnt a secret since (a rest redacted before may hold it).
+        if len(self.redactor.known) != self.rests_known:
+            self.rests.clear()
+            self.rests_known = len(self.redactor.known)
         try:
             key = marshal.dumps(rest)
         except ValueError:
