@@ -9,6 +9,7 @@ the values recorded, shared with the recorder, and read only.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -228,9 +229,7 @@ def cassette_json_schema() -> Document:
     return schema
 
 
-_BUILT: list[bool] = []
-
-
+@functools.cache
 def build_validators() -> None:
     """Build every record's validator now, once per process (they are deferred: most processes that import
     the package never validate a record).
@@ -239,12 +238,9 @@ def build_validators() -> None:
     the user's clock patch (``freezegun.freeze_time`` swaps ``datetime`` in every loaded module), where
     pydantic cannot generate schemas for the fake types.
     """
-    if _BUILT:
-        return
     pending: list[type[Record]] = [Record]
     while pending:
         model = pending.pop()
         pending.extend(model.__subclasses__())
         if model is not Record:
             model.model_rebuild(force=True)
-    _BUILT.append(True)
