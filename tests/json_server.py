@@ -21,9 +21,9 @@ class JsonHandler(BaseHTTPRequestHandler):
     def body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("content-length") or 0))
 
-    def send_json(self, value: object) -> None:
+    def send_json(self, value: object, status: int = 200) -> None:
         data = json.dumps(value).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -45,5 +45,9 @@ class JsonServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop answering (a test replays with its service gone); stopping again does nothing."""
         self._server.shutdown()
         self._server.server_close()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from json_server import JsonHandler, JsonServer
 
 from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.redaction import Redactor
@@ -117,39 +116,24 @@ def test_credential_variables_of_the_environment_are_secrets_everywhere() -> Non
 SECRET = "hunter2-Rosebud!42"
 
 
-class _Service(BaseHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _reply(self, value: Any, status: int = 200) -> None:
-        data = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+class _Service(JsonHandler):
     def do_GET(self) -> None:
         if self.path == "/issue":
-            self._reply({"id": "10001", "key": "PROJ-123", "fields": {"summary": "Refund"}})
+            self.send_json({"id": "10001", "key": "PROJ-123", "fields": {"summary": "Refund"}})
         elif self.path == "/issue/PROJ-123/comments":
-            self._reply({"comments": [{"body": "on it"}]})
+            self.send_json({"comments": [{"body": "on it"}]})
         else:
-            self._reply({"error": self.path}, 404)
+            self.send_json({"error": self.path}, 404)
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        self._reply({"account": "A-1", "note": body.get("note")}, 201)
+        self.send_json({"account": "A-1", "note": json.loads(self.body()).get("note")}, 201)
 
 
 @pytest.fixture
-def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("SERVICE", f"http://127.0.0.1:{server.server_address[1]}")
-    yield server
-    server.shutdown()
-    server.server_close()
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[JsonServer]:
+    with JsonServer(_Service) as server:
+        monkeypatch.setenv("SERVICE", server.url)
+        yield server
 
 
 AGENT = f"""
@@ -187,7 +171,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_record_and_replay_hide_the_secret_everywhere_and_nothing_else(
-    pytester: pytest.Pytester, service: ThreadingHTTPServer
+    pytester: pytest.Pytester, service: JsonServer
 ) -> None:
     pytester.makepyfile(test_agent=AGENT)
     recorded = pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all", "--junitxml=junit.xml")
@@ -197,7 +181,7 @@ def test_record_and_replay_hide_the_secret_everywhere_and_nothing_else(
     for form in (SECRET, base64.b64encode(SECRET.encode()).decode(), quote(SECRET, safe="")):
         assert form.encode() not in stored, form
     assert b"PROJ-123" in stored and b"c5rf-value-0001" in stored
-    service.shutdown()
+    service.stop()
     before = _files(cassettes)
     for _ in range(2):
         replayed = pytester.runpytest(

@@ -8,14 +8,13 @@ against a local 127.0.0.1 service its replayed tests must never reach.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from json_server import JsonHandler, JsonServer
 from vcr_suites import PASSING, write_migration_suite
 
 from pytest_agentreplay.intercept import install
@@ -25,31 +24,19 @@ pytest.importorskip("vcr")
 install()()
 
 
-class _Service(BaseHTTPRequestHandler):
+class _Service(JsonHandler):
     hits: list[str] = []
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
     def do_GET(self) -> None:
         type(self).hits.append(self.path)
-        body = json.dumps({"live": True, "path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_json({"live": True, "path": self.path})
 
 
 @pytest.fixture
 def service() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Service)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     _Service.hits = []
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with JsonServer(_Service) as server:
+        yield server.url
 
 
 # Plugins of the development environment these inner sessions do not need (each costs start-up time).
