@@ -33,6 +33,15 @@ def _forms(value: str) -> set[str]:
     return {form for form in forms if len(form) >= MIN_CHARS and form not in REDACTED}
 
 
+def header_credentials(value: object) -> object:
+    """What a credential header's value holds as secrets: the whole value, and the credential after its
+    scheme (``Bearer <token>``)."""
+    if not isinstance(value, str):
+        return value
+    lowered = value.lower()
+    return [value, *(value[len(s) :].strip() for s in _SCHEMES if lowered.startswith(s))]
+
+
 class KnownSecrets:
     """The secret values of one run (one redactor), each with its forms; one compiled pattern of them."""
 
@@ -61,18 +70,6 @@ class KnownSecrets:
             forms = sorted({f for fs in self._values.values() for f in fs}, key=lambda f: (-len(f), f))
             self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
         return added
-
-    def add_header_value(self, value: object) -> bool:
-        """A credential header's value: the whole value, and the credential after its scheme
-        (``Bearer <token>``)."""
-        if not isinstance(value, str):
-            return self.add(value)
-        lowered = value.lower()
-        parts = [value]
-        for scheme in _SCHEMES:
-            if lowered.startswith(scheme):
-                parts.append(value[len(scheme) :].strip())
-        return self.add(parts)
 
     def _add_one(self, value: str) -> bool:
         value = value.strip()

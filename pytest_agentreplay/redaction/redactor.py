@@ -26,7 +26,7 @@ from ..core.documents import Document
 from ..exceptions import ConfigError
 from . import bodies
 from .encoded import keep_idempotency_key, redact_encoded
-from .known import KnownSecrets
+from .known import KnownSecrets, header_credentials
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
 from .rules import (
     BUILTIN_VALUE_PATTERNS,
@@ -132,10 +132,6 @@ class Redactor:
     def learn(self, value: object) -> None:
         """Take ``value`` (a string, or the strings inside a container) as a secret to replace anywhere."""
         if self._learns and self.known.add(value):
-            self._memory.forget_results()
-
-    def _learn_header(self, value: object) -> None:
-        if self._learns and self.known.add_header_value(value):
             self._memory.forget_results()
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
@@ -263,7 +259,7 @@ class Redactor:
             for name, value in headers.items():
                 new_name = self.redact_string(name, keys=False) if isinstance(name, str) else name
                 if isinstance(name, str) and self.is_secret_header(name) and not is_exempt(value):
-                    self._learn_header(value)
+                    self.learn(header_credentials(value))
                     out[new_name] = REDACTED
                 else:
                     out[new_name] = self.redact(value)
@@ -272,7 +268,7 @@ class Redactor:
             pairs: list[object] = []
             for pair in headers:
                 if is_header_pair(pair) and self.is_secret_header(pair[0]) and not is_exempt(pair[1]):
-                    self._learn_header(pair[1])
+                    self.learn(header_credentials(pair[1]))
                     pairs.append([pair[0], REDACTED])
                 else:
                     pairs.append(self.redact(pair))
@@ -368,8 +364,11 @@ class Redactor:
             for match in QUERY_PARAM.finditer(text):
                 value = match.group("value")
                 name = unquote(match.group("name"))
-                secret = self.is_secret_name(name, query=True, value=unquote(value))
-                if value and value != REDACTED and secret:
+                if (
+                    value
+                    and value != REDACTED
+                    and self.is_secret_name(name, query=True, value=unquote(value))
+                ):
                     spans.append(match.span("value"))
         if keys and '"' in text:
             for match in JSON_PAIR.finditer(text):
