@@ -38,10 +38,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"replay"}),
     frozenset({"intercept"}),
     frozenset({"report", "interop"}),
-    frozenset({"runs"}),
-    frozenset({"session", "api", "handle"}),
+    frozenset({"api"}),
     frozenset({"cli"}),
-    frozenset({"controller", "hooks", "plugin", "vcr_plugin", "foreign_adapters", "item_facts", "run_setup"}),
+    frozenset({"shell", "hooks", "plugin"}),
 )
 
 

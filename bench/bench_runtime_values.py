@@ -17,7 +17,7 @@ from typing import Any
 from pytest_agentreplay.core.canonical import dumps_pretty
 from pytest_agentreplay.core.capture import Recorder, RunContext, activate
 from pytest_agentreplay.core.events import RunMeta
-from pytest_agentreplay.runs import finish, start
+from pytest_agentreplay.replay.runs import finish, start
 
 N = 200_000
 

@@ -68,8 +68,10 @@ if TYPE_CHECKING:
     from .http.providers.interface import InputFields as InputFields
     from .http.providers.interface import Provider as Provider
     from .runtime.values import record_value as record_value
+    from .shell.handle import AgentReplay as AgentReplay
 
 _WHERE = {
+    "AgentReplay": "shell.handle",
     "RecordedToolError": "exceptions",
     "capture_run": "api",
     "record_approval": "api",

@@ -258,9 +258,9 @@ def capture_run(
         return
     # heavy: production code importing ``@tool`` does not load the capture machinery (the runtime-values
     # patcher and framework adapters, the cassette writer, the redaction rules) until a run is captured.
-    from . import runs
     from .cassette.write import save_cassette
     from .redaction import Redactor
+    from .replay import runs
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
     ctx = RunContext(Recorder(meta), mode=Mode.CAPTURE, cassette=str(path))

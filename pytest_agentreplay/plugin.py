@@ -18,15 +18,18 @@ import pytest
 from . import plain_import  # noqa: F401 (first: the modules below load without pytest's rewriting)
 
 # isort: split
-from . import foreign_adapters, hooks
-from .controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
+from . import hooks
 from .core import socket_gate
 from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
 from .core.garbage import collect_test_garbage
 from .exceptions import AgentReplayError, ConfigError
-from .item_facts import (
+from .report.junit import junit_properties
+from .report.status import Cause, TestStatus, cause_of
+from .shell import foreign_adapters
+from .shell.controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
+from .shell.item_facts import (
     BLOCK_KEY,
     CAUSE_KEY,
     CONTROLLER_KEY,
@@ -40,14 +43,12 @@ from .item_facts import (
     fail,
     uses_agentreplay,
 )
-from .report.junit import junit_properties
-from .report.status import Cause, TestStatus, cause_of
 
 if TYPE_CHECKING:
     from syrupy.assertion import SnapshotAssertion
 
     from .guard.session_namespace import Isolation  # noqa: F401 (string annotation of ISOLATION_KEY)
-    from .handle import AgentReplay
+    from .shell.handle import AgentReplay
 
 PLUGIN_NAME = "agentreplay-session"
 STATUS_ATTRIBUTE = "agentreplay_status"
@@ -247,7 +248,7 @@ class SessionHooks:
         self.controller.collected((collected_test(i) for i in items), partial)
         if items:
             # The session's providers, now that every conftest is loaded: a bad one stops the session.
-            from .run_setup import session_providers  # heavy: the recorder, only when a test replays
+            from .shell.run_setup import session_providers  # heavy: the recorder, only when a test replays
 
             try:
                 session_providers(self.config)
@@ -263,7 +264,9 @@ class SessionHooks:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         replays = uses_agentreplay(item)
         if replays or self.interception is not None:
-            from .run_setup import held_interception  # heavy: the interceptors, only once a test replays
+            from .shell.run_setup import (
+                held_interception,  # heavy: the interceptors
+            )
 
             self.interception = held_interception(self.interception, hold=replays)
         try:
@@ -277,7 +280,7 @@ class SessionHooks:
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
             return (yield)
-        from .run_setup import guard_setup  # heavy: the recorder and the guard, only when guarding
+        from .shell.run_setup import guard_setup  # heavy: the recorder and the guard, only when guarding
 
         return (yield from guard_setup(item))
 
@@ -285,7 +288,7 @@ class SessionHooks:
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
         if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
             return (yield)
-        from .run_setup import guard_teardown  # heavy: as above
+        from .shell.run_setup import guard_teardown  # heavy: as above
 
         return (yield from guard_teardown(item))
 
@@ -298,12 +301,12 @@ class SessionHooks:
                 result = yield
             except BaseException:
                 if blocked is not None:
-                    from .run_setup import call_refusals  # heavy: the guard, only once installed
+                    from .shell.run_setup import call_refusals  # heavy: the guard, only once installed
 
                     call_refusals(item)  # the call failed already: its refusals are not teardown's
                 raise
             if blocked is not None:
-                from .run_setup import call_refusals  # heavy: the guard, only once installed
+                from .shell.run_setup import call_refusals  # heavy: the guard, only once installed
 
                 refused = call_refusals(item)
                 if refused is not None:
@@ -311,7 +314,9 @@ class SessionHooks:
                     item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
                     fail(item, refused)
             return result
-        from .run_setup import hand_refusals_to_run  # heavy: loaded already, by the agent_replay fixture
+        from .shell.run_setup import (
+            hand_refusals_to_run,  # heavy: loaded by agent_replay
+        )
 
         message: str | None = None
         try:
@@ -399,7 +404,7 @@ class SessionHooks:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:
-            from .run_setup import guard_summary  # heavy: only when a replaying test left notes
+            from .shell.run_setup import guard_summary  # heavy: only when a replaying test left notes
 
             for i, line in enumerate(guard_summary(self.guard_notes, self.controller.network_isolation)):
                 if i == 0:  # a section only when there is something to say
@@ -486,7 +491,7 @@ def agent_replay(
     it passes; otherwise the recorded cassette is replayed and the new history compared with it.
     """
     # heavy: the session loads the recorder, the cassette reader and the diff, only when a test replays
-    from .run_setup import new_test_run, replaying
+    from .shell.run_setup import new_test_run, replaying
 
     test_run = new_test_run(request, agentreplay_config, agentreplay_cassette_path)
     yield from replaying(request.node, test_run)

@@ -17,7 +17,7 @@ from pytest_agentreplay.core.documents import Document
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, event_to_dict
 from pytest_agentreplay.exceptions import DriftError
 from pytest_agentreplay.report.status import Action
-from pytest_agentreplay.session import TestRun
+from pytest_agentreplay.shell.session import TestRun
 
 NODEID = "tests/test_agent.py::test_transcript"
 

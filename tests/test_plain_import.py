@@ -69,9 +69,9 @@ def check(values):
 
 def test_finder_answers_for_this_package_s_submodules_only() -> None:
     path = list(pytest_agentreplay.__path__)
-    spec = FINDER.find_spec("pytest_agentreplay.session", path)
+    spec = FINDER.find_spec("pytest_agentreplay.api", path)
     assert spec is not None and isinstance(spec.loader, SourceFileLoader)
-    assert spec.origin is not None and spec.origin.endswith("session.py")
+    assert spec.origin is not None and spec.origin.endswith("api.py")
     # The package itself, other packages, and a name that only starts like ours: left to the other finders.
     assert FINDER.find_spec("pytest_agentreplay", None) is None
     assert FINDER.find_spec("json.decoder", list(sys.modules["json"].__path__)) is None
@@ -118,6 +118,8 @@ def test_installed_plugin_modules_are_not_rewritten(
     )
     assert rewritten == ["pytest_agentreplay.plain_import"], rewritten
     # The session's own modules (imported when collection ends) and the plugin's (imported with it).
-    for name in ("pytest_agentreplay.session", "pytest_agentreplay.controller", "pytest_agentreplay.hooks"):
+    names = ("pytest_agentreplay.shell.session", "pytest_agentreplay.shell.controller")
+    names += ("pytest_agentreplay.hooks",)
+    for name in names:
         assert loaders[name] == "SourceFileLoader", (name, loaders[name])
     assert seen["order"].index("OwnModulesFinder") < seen["order"].index("AssertionRewritingHook")

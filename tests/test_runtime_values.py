@@ -393,9 +393,10 @@ def test_outside_a_run_nothing_is_patched() -> None:
     import random
     import uuid
 
-    from pytest_agentreplay import record_value, runs
+    from pytest_agentreplay import record_value
     from pytest_agentreplay.core.capture import Recorder, RunContext, activate
     from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.replay import runs
 
     assert record_value("x", lambda: 41 + 1) == 42
     original = uuid.uuid4.__code__
@@ -413,9 +414,10 @@ def test_outside_a_run_nothing_is_patched() -> None:
 def test_record_value_needs_plain_json_while_recording() -> None:
     import datetime as dt
 
-    from pytest_agentreplay import record_value, runs
+    from pytest_agentreplay import record_value
     from pytest_agentreplay.core.capture import Recorder, RunContext, activate
     from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.replay import runs
 
     ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="record")
     with activate(ctx):

@@ -20,7 +20,7 @@ from pytest_agentreplay.report.status import (
     cause_of,
     decide,
 )
-from pytest_agentreplay.session import TestRun
+from pytest_agentreplay.shell.session import TestRun
 
 
 def _error_classes() -> list[type[exceptions.AgentReplayError]]:

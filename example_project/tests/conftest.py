@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from harness import SupportHarness, mode_unavailable
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from harness import API_KEYS, BACKOFFICE_URL
 from services import SCENARIOS, BackofficeService, ScriptedModelServer
 from support_agent.tools import Backoffice
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 
 @contextmanager

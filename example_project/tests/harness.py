@@ -16,7 +16,7 @@ from services import (
 )
 from support_agent import AgentResult, Provider, ScriptedApprover, SupportAgent
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 if TYPE_CHECKING:  # the MCP SDK is needed only by the warranty scenario (test_support_mcp.py)
     from support_agent.warranty import WarrantyClient

@@ -17,7 +17,7 @@ from framework_agents.langgraph_support import build_graph, handle
 from framework_harness import API_KEYS, backoffice_for, node_steps, tool_calls
 from services import SCENARIOS, url_for
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 
 def run(replay: AgentReplay, scenario: str) -> str:

@@ -16,7 +16,7 @@ from framework_agents.pydantic_ai_support import Provider, build_agent, handle
 from framework_harness import API_KEYS, backoffice_for, tool_calls
 from services import SCENARIOS, url_for
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 PROVIDERS: list[Provider] = ["openai", "anthropic"]
 

@@ -19,7 +19,7 @@ from harness import SupportHarness
 from services.warranty_mcp import server_parameters
 from support_agent.warranty import WarrantyClient
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 WARRANTY_A1004 = {
     "order_id": "A1004",

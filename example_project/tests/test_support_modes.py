@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from harness import CHALLENGER_MODEL, SupportHarness
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 # A challenger necessarily changes the request body (its model name) and the response's model: the
 # plugin's model-comparison defaults already expect data.model, these two are the same change.

@@ -13,7 +13,7 @@ import pytest
 from harness import BACKOFFICE_URL, SupportHarness
 from services import BackofficeService
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 TICKETS_ROUTE = f"POST {BACKOFFICE_URL}/tickets"
 FAULTS = [

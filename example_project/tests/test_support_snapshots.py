@@ -10,7 +10,7 @@ import pytest
 from harness import SupportHarness
 from support_agent import Provider
 
-from pytest_agentreplay.handle import AgentReplay
+from pytest_agentreplay import AgentReplay
 
 CASES = [
     pytest.param("order_status", "openai", True, id="order_status-openai-stream"),

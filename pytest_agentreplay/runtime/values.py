@@ -417,7 +417,7 @@ def uninstall(ctx: RunContext) -> RuntimeValues | None:
 
 
 def body_starts(ctx: RunContext) -> None:
-    """Called when the test body of ``ctx`` starts (:func:`pytest_agentreplay.runs.enter_body`): the run takes
+    """Called when the test body of ``ctx`` starts (:func:`replay.runs.enter_body`): the run takes
     the ``random`` generator back from whatever reseeded it since the run started."""
     state = ctx.runtime_values
     if isinstance(state, RuntimeValues) and state.active:
@@ -425,7 +425,7 @@ def body_starts(ctx: RunContext) -> None:
 
 
 def start_run(ctx: RunContext) -> None:
-    """Called when a run starts (:func:`pytest_agentreplay.runs.start`): install the sources its settings
+    """Called when a run starts (:func:`replay.runs.start`): install the sources its settings
     name."""
     if ctx.mode == "audit":
         return
@@ -434,7 +434,7 @@ def start_run(ctx: RunContext) -> None:
 
 
 def finish_run(ctx: RunContext) -> None:
-    """Called when a run ends (:func:`pytest_agentreplay.runs.finish`): uninstall; add the ``runtime.values``
+    """Called when a run ends (:func:`replay.runs.finish`): uninstall; add the ``runtime.values``
     event if the run read any."""
     state = uninstall(ctx)
     if state is None:

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 
-from .core.config import Settings
-from .core.documents import Document
-from .exceptions import ConfigError
+from ..core.config import Settings
+from ..core.documents import Document
+from ..exceptions import ConfigError
 
 if TYPE_CHECKING:
-    from .interop.vcr_serving import VcrSource
+    from ..interop.vcr_serving import VcrSource
 
 # The interop modules are imported where they are used: every session without pytest-recording
 # registers this module, and most of them never see a vcr-marked test.
@@ -149,7 +149,7 @@ def session_settings(config: pytest.Config, settings: Settings) -> Settings:
         settings.block_network = True
     patterns = config.getoption("allowed_hosts", None)
     if patterns:
-        from .interop.vcr_options import host_names, split_patterns  # heavy: only when the option is given
+        from ..interop.vcr_options import host_names, split_patterns  # heavy: only when the option is given
 
         hosts = host_names(split_patterns(patterns), "--allowed-hosts")
         settings.allow_hosts = tuple(dict.fromkeys((*settings.allow_hosts, *hosts)))
@@ -196,8 +196,8 @@ def _impl_names(hook: Any) -> str:
 def source(request: pytest.FixtureRequest) -> VcrSource:
     """The vcr source of the requesting test (its fixtures resolved the way pytest-recording does)."""
     # heavy: vcr_compat and the serving adapter load the recorder and the cassette reader
-    from .interop.vcr_compat import cassette_paths, merge_vcr_config, resolve_record_mode
-    from .interop.vcr_serving import VcrSource
+    from ..interop.vcr_compat import cassette_paths, merge_vcr_config, resolve_record_mode
+    from ..interop.vcr_serving import VcrSource
 
     item = request.node
     marks = list(item.iter_markers("vcr"))
@@ -240,7 +240,7 @@ def vcr_config() -> Document:
 @pytest.fixture(scope="module")
 def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
     """pytest-recording's default: ``<test dir>/cassettes/<module name>``."""
-    from .interop.vcr_compat import default_cassette_dir  # heavy: as in source()
+    from ..interop.vcr_compat import default_cassette_dir  # heavy: as in source()
 
     return os.fspath(default_cassette_dir(request.node.path))
 
@@ -251,7 +251,7 @@ def default_cassette_name(request: pytest.FixtureRequest) -> str:
     marker = request.node.get_closest_marker("default_cassette")
     if marker is not None and marker.args:
         return str(marker.args[0])
-    from .interop.vcr_compat import default_cassette_name as _cassette_name  # heavy: as in source()
+    from ..interop.vcr_compat import default_cassette_name as _cassette_name  # heavy: as in source()
 
     cls = getattr(request, "cls", None)
     return _cassette_name(request.node.name, cls.__name__ if cls is not None else None)

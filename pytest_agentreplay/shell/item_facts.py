@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from ..core.config import Settings, marker_cassette
+from ..core.paths import default_for_item
+from ..report.message import status_message
+from ..report.status import Cause, TestStatus, decide
 from . import foreign_adapters
 from .controller import CollectedTest, SessionController
-from .core.config import Settings, marker_cassette
-from .core.paths import default_for_item
-from .report.message import status_message
-from .report.status import Cause, TestStatus, decide
 
 if TYPE_CHECKING:
-    from .core.capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
+    from ..core.capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
     from .session import TestRun
 
 SETTINGS_KEY = pytest.StashKey[Settings]()

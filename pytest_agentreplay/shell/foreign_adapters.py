@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 import pytest
 
+from ..core.config import Settings
 from . import vcr_plugin
-from .core.config import Settings
 
 if TYPE_CHECKING:
-    from .replay.foreign import ForeignSource
+    from ..replay.foreign import ForeignSource
 
 
 class ForeignAdapter(Protocol):

@@ -6,12 +6,12 @@ import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core.constants import VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE
-from .core.events import Event, event_to_dict
+from ..core.constants import VOLATILE_DATA_FIELDS, VOLATILE_ENVELOPE
+from ..core.events import Event, event_to_dict
 
 if TYPE_CHECKING:
-    from .cassette.read import LoadedCassette
-    from .core.capture import RunContext
+    from ..cassette.read import LoadedCassette
+    from ..core.capture import RunContext
     from .session import TestRun
 
 

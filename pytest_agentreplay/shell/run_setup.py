@@ -28,24 +28,26 @@ from pathlib import Path
 import pytest
 from pluggy import HookRelay
 
-from . import foreign_adapters, guard
-from .core.capture import Recorder, RunContext, utc_now
-from .core.config import Settings, marker_kwargs, resolve_test_settings
-from .core.constants import REPLAY_MODES
-from .core.documents import Document
-from .core.events import RunMeta
-from .core.json_copy import copy_json
-from .core.placeholder_credentials import PlaceholderCredentials
-from .exceptions import AgentReplayError, ConfigError
-from .guard import BLOCK_ONLY
-from .guard.children import live_children, reaches_no_network, unreached_children
-from .guard.no_route import no_route_error, watch
-from .guard.session_namespace import Isolation
+from .. import guard
+from ..core.capture import Recorder, RunContext, utc_now
+from ..core.config import Settings, marker_kwargs, resolve_test_settings
+from ..core.constants import REPLAY_MODES
+from ..core.documents import Document
+from ..core.events import RunMeta
+from ..core.json_copy import copy_json
+from ..core.placeholder_credentials import PlaceholderCredentials
+from ..exceptions import AgentReplayError, ConfigError
+from ..guard import BLOCK_ONLY
+from ..guard.children import live_children, reaches_no_network, unreached_children
+from ..guard.no_route import no_route_error, watch
+from ..guard.session_namespace import Isolation
+from ..http.providers import ProviderSet
+from ..http.providers.registry import entry_point_providers
+from ..http.providers.registry import session_providers as providers_from
+from ..intercept import install
+from ..report.status import Cause
+from . import foreign_adapters
 from .handle import AgentReplay
-from .http.providers import ProviderSet
-from .http.providers.registry import entry_point_providers
-from .http.providers.registry import session_providers as providers_from
-from .intercept import install
 from .item_facts import (
     BLOCK_KEY,
     CAUSE_KEY,
@@ -56,7 +58,6 @@ from .item_facts import (
     fail,
     uses_agentreplay,
 )
-from .report.status import Cause
 from .session import TestRun
 
 # The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).

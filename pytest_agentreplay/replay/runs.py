@@ -4,9 +4,9 @@ the order its history needs (the runtime values event before ``run.end``). The r
 
 from __future__ import annotations
 
-from .core.capture import RunContext
-from .frameworks import activate as activate_frameworks
-from .runtime.values import body_starts, finish_run, start_run
+from ..core.capture import RunContext
+from ..frameworks import activate as activate_frameworks
+from ..runtime.values import body_starts, finish_run, start_run
 
 
 def start(ctx: RunContext) -> None:

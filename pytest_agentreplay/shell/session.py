@@ -9,33 +9,33 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import runs
-from .cassette.missing import cassette_elsewhere_error, missing_cassette_error
-from .cassette.read import LoadedCassette, load_cassette
-from .core.capture import Recorder, RunContext, pop_active, push_active, utc_now
-from .core.commands import record_command, rerecord_fix
-from .core.config import Settings, TestSettings
-from .core.constants import INLINE_PAYLOAD_LIMIT
-from .core.documents import Document
-from .core.events import Event, RunMeta, build_validators, event_to_shared_dict
-from .diff import render_drift
-from .diff.pipeline import PayloadSource, RuleLayers, compare_run
-from .diff.result import DriftResult
-from .diff.rules import parse_rules
-from .exceptions import (
+from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
+from ..cassette.read import LoadedCassette, load_cassette
+from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
+from ..core.commands import record_command, rerecord_fix
+from ..core.config import Settings, TestSettings
+from ..core.constants import INLINE_PAYLOAD_LIMIT
+from ..core.documents import Document
+from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
+from ..diff import render_drift
+from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
+from ..diff.result import DriftResult
+from ..diff.rules import parse_rules
+from ..exceptions import (
     AgentReplayError,
     AuditProblemsError,
     CassetteNotSavedError,
     DriftError,
     WrongTestCassetteError,
 )
-from .http.providers import ProviderSet, providers_of
-from .redaction import Redactor
-from .replay.foreign import ForeignSource
-from .replay.modes import finish_replay, mode_rules
-from .replay.replayed_history import redacted_replay
-from .replay.tools import ToolReplayer
-from .report.status import Action
+from ..http.providers import ProviderSet, providers_of
+from ..redaction import Redactor
+from ..replay import runs
+from ..replay.foreign import ForeignSource
+from ..replay.modes import finish_replay, mode_rules
+from ..replay.replayed_history import redacted_replay
+from ..replay.tools import ToolReplayer
+from ..report.status import Action
 
 
 @dataclass
@@ -288,14 +288,14 @@ class TestRun:
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
-        from .report.timeline import render_timeline  # only audit mode shows it
+        from ..report.timeline import render_timeline  # only audit mode shows it
 
         recorded = self.recorded
         assert recorded is not None
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
     def _audit(self) -> TestOutcome:
-        from .replay.audit import audit_advice, audit_problems  # only audit mode runs it
+        from ..replay.audit import audit_advice, audit_problems  # only audit mode runs it
 
         assert self.recorded is not None
         # Audit mode asks whether the record is complete: a write without key or receipt fails it too.
@@ -321,7 +321,7 @@ class TestRun:
         raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
         the test's own error, with the failed write added to it as a note, and this returns False."""
         # Only recording and accepting sessions write: a replay never imports the writer.
-        from .cassette.write import save_cassette
+        from ..cassette.write import save_cassette
 
         assert self.ctx is not None
         limit = self.settings.inline_limit
@@ -396,7 +396,7 @@ class TestRun:
         if accepting:
             # Only regression replays the agent against the recorded world; a model-comparison or sandbox
             # run is an experiment, never a new baseline.
-            from .replay.update import merge_for_update  # only --agentreplay-update accepts
+            from ..replay.update import merge_for_update  # only --agentreplay-update accepts
 
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
             self._save(recorded.run, events)

@@ -16,17 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cassette.unused import is_cassette_file, remove, unused_cassettes
-from .core.config import Settings
-from .core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
-from .core.documents import Document
-from .core.paths import module_cassette_dir, recorded_nodeid
-from .exceptions import ReportError
-from .report.status import Status, TestStatus
-from .report.summary import summary_lines, tolerated_lines
+from ..cassette.unused import is_cassette_file, remove, unused_cassettes
+from ..core.config import Settings
+from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX
+from ..core.documents import Document
+from ..core.paths import module_cassette_dir, recorded_nodeid
+from ..exceptions import ReportError
+from ..report.status import Status, TestStatus
+from ..report.summary import summary_lines, tolerated_lines
 
 if TYPE_CHECKING:
-    from .guard.session_namespace import Isolation
+    from ..guard.session_namespace import Isolation
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -163,7 +163,7 @@ class SessionController:
         if exit_ok and (self.red or self.facts.strays) and new_exit is None:
             new_exit = 1
         if self.settings.report is not None:
-            from .report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
+            from ..report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
             try:
                 write_report(self.settings.report, self.statuses, unused=self.unused, network=self.network())
@@ -223,7 +223,7 @@ class SessionController:
     def _isolation(self) -> Isolation:
         if self.isolation is None:
             # heavy: the guard; a session with a summary ran tests that imported it already
-            from .guard.session_namespace import OFF, Isolation
+            from ..guard.session_namespace import OFF, Isolation
 
             self.isolation = Isolation(self.settings.isolate, OFF)
         return self.isolation
@@ -260,7 +260,7 @@ class SessionController:
             lines.append(f"  note: {self.unused_skipped_reason}")
         if self.comparisons:
             # heavy: the comparison imports the diff package (~0.3 s at every start-up otherwise)
-            from .replay.comparison import summary_lines as comparison_lines
+            from ..replay.comparison import summary_lines as comparison_lines
 
             lines.extend(comparison_lines(self.comparisons))
         lines.extend(tolerated_lines(self.tolerated))
@@ -312,8 +312,8 @@ def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
     if settings.rules is None:
         return []
     # heavy: the diff package, only for a project with rules
-    from .cassette.transport_headers import is_transport_header
-    from .diff.rules import parse_rules
+    from ..cassette.transport_headers import is_transport_header
+    from ..diff.rules import parse_rules
 
     where = f"[tool.agentreplay.rules] of {rootpath / 'pyproject.toml'}"
     settings.rules = tuple(parse_rules(settings.rules, source="project", place=where))
