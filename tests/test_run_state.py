@@ -108,7 +108,7 @@ def test_a_child_process_reads_the_parent_run_typed() -> None:
 
 
 def test_transport_rooms_give_each_owner_its_own_typed_state_per_run() -> None:
-    from pytest_agentreplay.core.run_state import TransportRooms
+    from pytest_agentreplay.core.run_state import RunRooms
 
     class Conversations:
         def __init__(self) -> None:
@@ -117,7 +117,7 @@ def test_transport_rooms_give_each_owner_its_own_typed_state_per_run() -> None:
     class Calls:
         pass
 
-    rooms, other_run = TransportRooms(), TransportRooms()
+    rooms, other_run = RunRooms(), RunRooms()
     first = rooms.of(Conversations, Conversations)
     first.opened += 1
     assert rooms.of(Conversations, Conversations) is first  # built once per run

@@ -22,7 +22,7 @@ from .constants import Mode
 from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 from .run_settings import RunSettings
-from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, TransportRooms
+from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
 
 
 class _SecondText:
@@ -255,8 +255,8 @@ class RunContext:
         self.requests = RequestMemo()
         self.frameworks = FrameworkState()
         self.replay = ReplayState()
-        # Per-run state of the transport adapters (intercept/), one typed room per owner.
-        self.transports = TransportRooms()
+        # Per-run state of the owners above core, one typed room per owner type.
+        self.rooms = RunRooms()
         # Set by interop before the run starts; replay.policy asks it instead of the cassette.
         self.served_instead: ServesInstead | None = None
         # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).

@@ -84,12 +84,12 @@ class FrameworkState:
 T = TypeVar("T")
 
 
-class TransportRooms:
-    """The transport adapters' per-run state (WebSocket conversations, gRPC calls, MCP sessions): one room
-    per owner type, built on first use by its owner, typed as that owner.
+class RunRooms:
+    """Per-run state of the owners above core (a transport's conversations, replay's index, a framework
+    adapter's bookkeeping): one room per owner type, built on first use by its owner, typed as that owner.
 
-    Core cannot name the adapters' types; a room keyed by the type itself gives each adapter its own
-    state back with its type, and a new transport needs no field here.
+    Core cannot name those types; a room keyed by the type itself gives each owner its own state back
+    with its type (no ``object`` slot narrowed by hand), and a new owner needs no field here.
     """
 
     __slots__ = ("_lock", "_rooms")

@@ -110,7 +110,7 @@ class _RunConnections:
 
 
 def _connections(ctx: RunContext) -> _RunConnections:
-    return ctx.transports.of(_RunConnections, lambda: _RunConnections(ctx))
+    return ctx.rooms.of(_RunConnections, lambda: _RunConnections(ctx))
 
 
 def _redacted(ctx: RunContext, url: str) -> str:
