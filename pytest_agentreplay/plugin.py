@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,23 +24,19 @@ from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
 from .core.documents import Document
 from .core.garbage import collect_test_garbage
-from .exceptions import AgentReplayError, ConfigError
+from .exceptions import ConfigError
 from .report.junit import junit_properties
-from .report.status import Cause, TestStatus, cause_of
+from .report.status import TestStatus
 from .shell import foreign_adapters
 from .shell.controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
+from .shell.interception import HeldInterception
 from .shell.item_facts import (
-    BLOCK_KEY,
-    CAUSE_KEY,
     CONTROLLER_KEY,
     GUARD_NOTE_PROPERTY,
-    REPORTS_KEY,
+    LIFE_KEY,
     SETTINGS_KEY,
-    TEST_RUN_KEY,
     collected_test,
-    decide_status,
     default_cassette,
-    fail,
     uses_agentreplay,
 )
 
@@ -236,8 +232,8 @@ class SessionHooks:
         self.deselected: list[pytest.Item] = []
         # What the network guard could not reach, by key (a child's pid, a native library): named once.
         self.guard_notes: dict[str, str] = {}
-        # The uninstall of interception held from one agentreplay test to the next (run_setup.py).
-        self.interception: Callable[[], None] | None = None
+        # Interception, installed once and held from one agentreplay test to the next.
+        self.interception = HeldInterception()
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.extend(items)
@@ -248,7 +244,7 @@ class SessionHooks:
         self.controller.collected((collected_test(i) for i in items), partial)
         if items:
             # The session's providers, now that every conftest is loaded: a bad one stops the session.
-            from .shell.run_setup import session_providers  # heavy: the recorder, only when a test replays
+            from .shell.life import session_providers  # heavy: the recorder, only when a test replays
 
             try:
                 session_providers(self.config)
@@ -263,12 +259,14 @@ class SessionHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         replays = uses_agentreplay(item)
-        if replays or self.interception is not None:
-            from .shell.run_setup import (
-                held_interception,  # heavy: the interceptors
-            )
+        if replays or self.config.stash[SETTINGS_KEY].block_network:
+            from .shell.life import TestLife  # heavy: the recorder and the guard, only when a test uses them
 
-            self.interception = held_interception(self.interception, hold=replays)
+            item.stash[LIFE_KEY] = TestLife(item, self.interception, replays=replays)
+        if replays:
+            self.interception.hold()
+        else:
+            self.interception.release()
         try:
             return (yield)
         finally:
@@ -278,105 +276,47 @@ class SessionHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
-            return (yield)
-        from .shell.run_setup import guard_setup  # heavy: the recorder and the guard, only when guarding
-
-        return (yield from guard_setup(item))
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
-        if not (uses_agentreplay(item) or self.config.stash[SETTINGS_KEY].block_network):
-            return (yield)
-        from .shell.run_setup import guard_teardown  # heavy: as above
-
-        return (yield from guard_teardown(item))
+        life = item.stash.get(LIFE_KEY, None)
+        return (yield) if life is None else (yield from life.setup())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
-        blocked = item.stash.get(BLOCK_KEY, None)
-        test_run = item.stash.get(TEST_RUN_KEY, None)
-        if test_run is None or test_run.ctx is None:
-            try:
-                result = yield
-            except BaseException:
-                if blocked is not None:
-                    from .shell.run_setup import call_refusals  # heavy: the guard, only once installed
+        life = item.stash.get(LIFE_KEY, None)
+        return (yield) if life is None else (yield from life.call())
 
-                    call_refusals(item)  # the call failed already: its refusals are not teardown's
-                raise
-            if blocked is not None:
-                from .shell.run_setup import call_refusals  # heavy: the guard, only once installed
-
-                refused = call_refusals(item)
-                if refused is not None:
-                    # A refusal the test swallowed still fails it.
-                    item.stash[CAUSE_KEY] = Cause.NETWORK_BLOCKED
-                    fail(item, refused)
-            return result
-        from .shell.run_setup import (
-            hand_refusals_to_run,  # heavy: loaded by agent_replay
-        )
-
-        message: str | None = None
-        try:
-            result = yield
-        except BaseException as exc:
-            hand_refusals_to_run(item)
-            failures = test_run.ctx.failures
-            test_run.end(passed=False, error=f"{type(exc).__name__}: {exc}", exc=exc)
-            if failures or isinstance(exc, AgentReplayError):
-                item.stash[CAUSE_KEY] = cause_of(failures[0] if failures else exc)
-            if not (isinstance(exc, AgentReplayError) or failures):
-                raise
-            # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
-            message = "\n\n".join(dict.fromkeys([str(f) for f in failures] or [str(exc)]))
-        else:
-            hand_refusals_to_run(item)
-            try:
-                test_run.end(passed=True)
-            except AgentReplayError as exc:
-                item.stash[CAUSE_KEY] = cause_of(exc)
-                message = str(exc)
-        if message is not None:
-            fail(item, message)
-        return result
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, object, object]:
+        life = item.stash.get(LIFE_KEY, None)
+        return (yield) if life is None else (yield from life.teardown())
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
-        test_run = pyfuncitem.stash.get(TEST_RUN_KEY, None)
-        if test_run is not None and test_run.setup_error is not None:
-            pyfuncitem.stash[CAUSE_KEY] = cause_of(test_run.setup_error)
-            fail(pyfuncitem, str(test_run.setup_error))
-        # The body starts (TestRun.enter_body); audit executes none: it verifies and renders the recording.
-        if test_run is None or test_run.enter_body() != "audit":
-            return None
-        pyfuncitem.add_report_section("call", "agentreplay audit", test_run.audit_view())
-        return True
+        life = pyfuncitem.stash.get(LIFE_KEY, None)
+        # True: the plugin ran the body itself (audit mode verifies and renders the recording instead).
+        return True if life is not None and life.enter_body() else None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        if not uses_agentreplay(item):
+        life = item.stash.get(LIFE_KEY, None)
+        if life is None or not life.replays:
             return report
-        reports = item.stash.setdefault(REPORTS_KEY, {})
-        reports[report.when] = report
-        test_run = item.stash.get(TEST_RUN_KEY, None)
-        if report.when == "call" and test_run is not None and test_run.ctx is not None:
-            comparison = test_run.ctx.comparison
+        run = life.run
+        if report.when == "call" and run is not None and run.ctx is not None:
+            comparison = run.ctx.comparison
             if comparison is not None:
                 # heavy: the comparison imports the diff package, only in model-comparison runs
                 from .replay.comparison import SECTION, render_comparison
 
                 report.sections.append((SECTION, render_comparison(comparison)))
                 report.user_properties.append((COMPARISON_PROPERTY, json.dumps(comparison)))
-            if test_run.ctx.replay.tolerated:
+            if run.ctx.replay.tolerated:
                 # A property: it travels from an xdist worker with the report.
-                report.user_properties.append((TOLERATED_PROPERTY, json.dumps(test_run.ctx.replay.tolerated)))
-        if report.when == "teardown":
-            status = decide_status(item, reports, test_run)
+                report.user_properties.append((TOLERATED_PROPERTY, json.dumps(run.ctx.replay.tolerated)))
+        status = life.status(report)
+        if status is not None:
             # A plain dict: it travels from an xdist worker with the report.
             setattr(report, STATUS_ATTRIBUTE, status.to_dict())
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
@@ -384,8 +324,7 @@ class SessionHooks:
             report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
             # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
             # as long as the session does, where every full garbage collection would walk it again.
-            if test_run is not None:
-                del item.stash[TEST_RUN_KEY]
+            del item.stash[LIFE_KEY]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -404,7 +343,7 @@ class SessionHooks:
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:
-            from .shell.run_setup import guard_summary  # heavy: only when a replaying test left notes
+            from .shell.fixture_guard import guard_summary  # heavy: only when a replaying test left notes
 
             for i, line in enumerate(guard_summary(self.guard_notes, self.controller.network_isolation)):
                 if i == 0:  # a section only when there is something to say
@@ -423,8 +362,7 @@ class SessionHooks:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.interception is not None:
-            self.interception = self.interception()  # released: None
+        self.interception.release()
         # Threads (and late children) of replaying tests that called out after their test ended. A session
         # that never installed the guard has none, and must not pay for importing it.
         guard = sys.modules.get("pytest_agentreplay.guard")
@@ -490,11 +428,7 @@ def agent_replay(
     With ``--agentreplay-record`` the test runs against the real services and its cassette is written when
     it passes; otherwise the recorded cassette is replayed and the new history compared with it.
     """
-    # heavy: the session loads the recorder, the cassette reader and the diff, only when a test replays
-    from .shell.run_setup import new_test_run, replaying
-
-    test_run = new_test_run(request, agentreplay_config, agentreplay_cassette_path)
-    yield from replaying(request.node, test_run)
+    yield from request.node.stash[LIFE_KEY].start_run(request, agentreplay_config, agentreplay_cassette_path)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pytest_agentreplay.core.documents import Document
 from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, event_to_dict
 from pytest_agentreplay.exceptions import DriftError
 from pytest_agentreplay.report.status import Action
+from pytest_agentreplay.shell.plan import TestPlan, records
 from pytest_agentreplay.shell.session import TestRun
 
 NODEID = "tests/test_agent.py::test_transcript"
@@ -78,7 +79,8 @@ def _run(tmp_path: Path, source: Transcript, *, update: bool = False) -> TestRun
     test = resolve_test_settings(
         settings, nodeid=NODEID, marker={}, overrides={}, default_cassette=tmp_path / "cassettes" / "t.json"
     )
-    return TestRun(NODEID, settings, test, foreign=source, rootdir=tmp_path)
+    plan = TestPlan(NODEID, test, records(test.record, test.cassette, source), False, source)
+    return TestRun(plan, settings, rootdir=tmp_path)
 
 
 def test_a_run_served_by_another_format_is_compared_with_what_it_recorded(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from servers import LLMServer, ModelReply
 
 from pytest_agentreplay.guard.children import reaches_no_network
 from pytest_agentreplay.guard.session_namespace import ENTERED, OFF, UNAVAILABLE, Isolation
-from pytest_agentreplay.shell.run_setup import ISOLATE_ADVICE, UNREACHED_CHILD, guard_summary
+from pytest_agentreplay.shell.fixture_guard import ISOLATE_ADVICE, UNREACHED_CHILD, guard_summary
 
 AGENT = """
 import os

@@ -514,3 +514,58 @@ def test_the_walk_for_a_cassette_elsewhere_stops_at_the_project_root(tmp_path: P
     assert cassette_elsewhere(tests, tests / "cassettes", looked, "test_a.py::test_x") == (outer, above)
     # Another test's cassette at that place is not this test's.
     assert cassette_elsewhere(tests, tests / "cassettes", looked, "test_a.py::test_y") is None
+
+
+def _error_classes() -> list[type[BaseException]]:
+    from pytest_agentreplay import exceptions
+
+    root = exceptions.AgentReplayError
+    found = [c for c in vars(exceptions).values() if isinstance(c, type) and issubclass(c, root)]
+    return sorted(found, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("error_class", _error_classes(), ids=lambda c: c.__name__)
+def test_every_error_shows_the_location_it_carries_also_one_attached_on_the_way_up(
+    error_class: type[BaseException], tmp_path: Path
+) -> None:
+    """Messages are rendered when shown: a location given when the error is made, or attached later by a
+    layer that knows it (``exc.mode = mode``), is in the text every report shows."""
+    import inspect
+
+    from pytest_agentreplay.exceptions import AgentReplayError
+
+    params = inspect.signature(error_class.__init__).parameters
+    if "tool" in params:  # RecordedToolError: the agent's own tool failure, not the plugin's message
+        pytest.skip("a recorded tool's error is re-raised as the tool raised it")
+    extra: dict[str, object] = {"found": tmp_path, "root": tmp_path} if "found" in params else {}
+    error = error_class("something went wrong", cassette=tmp_path / "c.json", place="a place", **extra)
+    assert isinstance(error, AgentReplayError)
+    assert error.mode is None and "mode:" not in str(error)
+    error.mode = "sandbox"  # attached on the way up
+    text = str(error)
+    assert text.startswith("something went wrong")
+    for line in (f"cassette: {tmp_path / 'c.json'}", "at: a place", "mode: sandbox"):
+        assert line in text, (error_class.__name__, text)
+
+
+def test_a_replaying_test_s_error_names_its_cassette_and_mode_wherever_it_was_raised(
+    pytester: pytest.Pytester,
+) -> None:
+    """An error raised below the run without a location (here a damaged cassette found by the reader) names
+    the test's cassette and mode: the run attaches them at its one boundary."""
+    pytester.makepyfile(
+        test_one="""
+        import pytest
+
+        @pytest.mark.agentreplay(mode="sandbox")
+        def test_one():
+            pass
+        """
+    )
+    folder = pytester.path / "cassettes" / "test_one"
+    folder.mkdir(parents=True)
+    (folder / "test_one.json").write_text("{not json", encoding="utf-8")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "mode: sandbox" in out and "test_one.json" in out, out

@@ -20,6 +20,7 @@ from pytest_agentreplay.report.status import (
     cause_of,
     decide,
 )
+from pytest_agentreplay.shell.plan import TestPlan, records
 from pytest_agentreplay.shell.session import TestRun
 
 
@@ -54,7 +55,8 @@ def test_a_missing_cassette_ends_the_run_with_an_action_the_status_knows(tmp_pat
     test = resolve_test_settings(
         settings, nodeid="t.py::t", marker={}, overrides={}, default_cassette=tmp_path / "absent.json"
     )
-    run = TestRun("t.py::t", settings, test, rootdir=tmp_path)
+    plan = TestPlan("t.py::t", test, records(test.record, test.cassette), False)
+    run = TestRun(plan, settings, rootdir=tmp_path)
     with pytest.raises(exceptions.CassetteNotFoundError):
         run.begin()
     assert run.outcome is not None and run.outcome.action is Action.MISSING

@@ -21,6 +21,7 @@ from .canonical import hash_value, key_order
 from .constants import Mode
 from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
+from .failures import RunFailures
 from .run_settings import RunSettings
 from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
 
@@ -264,7 +265,7 @@ class RunContext:
         # The runtime values patcher of the run (``RuntimeValues``; its owner narrows it).
         self.runtime_values: object = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
-        self.failures: list[BaseException] = []
+        self.failures = RunFailures()
         self._releases: list[Callable[[], None]] = []
 
     @property

@@ -8,7 +8,7 @@ namespace's own counters: ``Ip: OutNoRoutes`` of ``/proc/net/snmp`` (a TCP conne
 to a nameserver outside loopback) and ``Ip6OutNoRoutes`` of ``/proc/net/snmp6``. A connection the Python
 guard refuses never reaches the kernel, so it is not counted twice.
 
-A guarded test reads them when its set-up starts and at the end of each phase (run_setup.FixtureGuard): a
+A guarded test reads them when its set-up starts and at the end of each phase (FixtureGuard): a
 difference fails the test with cause ``network-blocked``. The counters are the namespace's, not the test's:
 any thread or child process of the session counts in the window of the test that is running.
 

@@ -67,7 +67,8 @@ def finish_replay(ctx: RunContext) -> None:
     ``ctx.comparison`` for the report. In every mode, network refusals that child processes
     reported (they cannot raise into this process) join ``ctx.failures``.
     """
-    ctx.failures.extend(collect_child_refusals(ctx))
+    for refusal in collect_child_refusals(ctx):
+        ctx.failures.add(refusal)
     if ctx.mode is Mode.SANDBOX:
         from .sandbox import effect_problems, state_for, violations_error  # only sandbox runs check effects
 
@@ -77,7 +78,7 @@ def finish_replay(ctx: RunContext) -> None:
             return
         problems = effect_problems(ctx)
         if problems:
-            ctx.failures.append(violations_error(ctx, problems))
+            ctx.failures.add(violations_error(ctx, problems))
     elif ctx.mode is Mode.MODEL_COMPARISON:
         from .comparison import comparison_for  # only model-comparison runs build one
 

@@ -12,6 +12,7 @@ from ..core.events import Event, event_to_dict
 if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
+    from ..diff.result import DriftResult
     from .session import TestRun
 
 
@@ -51,7 +52,7 @@ class AgentReplay:
         return self._test_run.recorded
 
     @property
-    def drift(self) -> Any:
+    def drift(self) -> DriftResult | None:
         """The drift result, available after the test body finished (in teardown or hooks)."""
         return self._test_run.drift
 

@@ -6,7 +6,7 @@ that call them are in ``plugin.py``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -18,22 +18,18 @@ from . import foreign_adapters
 from .controller import CollectedTest, SessionController
 
 if TYPE_CHECKING:
-    from ..core.capture import RunContext  # noqa: F401 (string annotation of BLOCK_KEY)
+    from .life import TestLife  # noqa: F401 (string annotation of LIFE_KEY)
     from .session import TestRun
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
 CONTROLLER_KEY = pytest.StashKey[SessionController]()
 # String subscripts: the typed classes import the recorder and the cassette reader, which a session that
-# never replays should not pay for.
-TEST_RUN_KEY = pytest.StashKey["TestRun"]()
+# never replays should not pay for. A test's life: from its protocol's start to its status (shell/life.py).
+LIFE_KEY = pytest.StashKey["TestLife"]()
 # The cause of a failure the plugin raised for this item, set where it is raised.
 CAUSE_KEY = pytest.StashKey[Cause]()
 # The whole message of that failure, as the terminal showed it: every report carries it (report/message.py).
 MESSAGE_KEY = pytest.StashKey[str]()
-# pytest's reports of this item so far, by phase: the status is decided once, at teardown.
-REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-# The guard-only run of a test guarded by --agentreplay-block-network without replaying anything.
-BLOCK_KEY = pytest.StashKey["RunContext"]()
 # Where the item's cassette is, as computed once for it (item_facts.default_cassette, collected_test).
 DEFAULT_CASSETTE_KEY = pytest.StashKey[Path]()
 COLLECTED_KEY = pytest.StashKey[CollectedTest]()
@@ -142,9 +138,3 @@ def decide_status(
         # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
         reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
     )
-
-
-def fail(item: pytest.Item, message: str) -> NoReturn:
-    """Fail the test with the plugin's ``message``, kept for its status."""
-    item.stash[MESSAGE_KEY] = message
-    pytest.fail(message, pytrace=False)

@@ -1,4 +1,4 @@
-"""One test's replay lifecycle: decide record or replay, run, then save or compare. No pytest import."""
+"""One test's run, as its plan says: begun, replayed or recorded, then compared or saved."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
 from ..diff import render_drift
 from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
 from ..diff.result import DriftResult
-from ..diff.rules import parse_rules
 from ..exceptions import (
     AgentReplayError,
     AuditProblemsError,
+    CassetteNotFoundError,
     CassetteNotSavedError,
+    ConfigError,
     DriftError,
     WrongTestCassetteError,
 )
@@ -36,6 +37,7 @@ from ..replay.modes import finish_replay, mode_rules
 from ..replay.replayed_history import redacted_replay
 from ..replay.tools import ToolReplayer
 from ..report.status import Action
+from .plan import TestPlan
 
 
 @dataclass
@@ -66,22 +68,17 @@ class TestOutcome:
 
 @dataclass
 class TestRun:
-    """One test's run: set up, replayed or recorded, then compared or saved."""
+    """One test's run, as its plan says: begun, replayed or recorded, then compared or saved."""
 
     __test__ = False  # a class named Test*, not a test
 
-    nodeid: str
+    plan: TestPlan
     settings: Settings
-    test: TestSettings
     redact_hook: Callable[[Document], Document] | None = None
     rules_hook: Callable[[], list[Document]] | None = None
     classify_hook: Callable[[Document, Document | None], str | None] | None = None
     # The session's providers (``http.providers.ProviderSet``); None: the built-in ones.
     providers: ProviderSet | None = None
-    # The cassette was named with the marker's ``cassette=``: it may be shared with other tests.
-    cassette_named: bool = False
-    # Another tool's recordings of this test (replay/foreign.py): served when its cassette is absent.
-    foreign: ForeignSource | None = None
     # pytest's rootdir: a missing cassette is looked for above it too (cassette/missing.py).
     rootdir: Path | None = None
     ctx: RunContext | None = None
@@ -94,29 +91,50 @@ class TestRun:
     setup_error: AgentReplayError | None = None
     # The exception that ended the test body, when it raised.
     error: BaseException | None = None
-    # The run is served by ``foreign`` (decided at set-up: the cassette did not exist then).
+    # The run is served by the plan's foreign source (its own cassette did not exist at set-up).
     served_by_foreign: bool = False
     _token: object = field(default=None, repr=False)
 
     @property
+    def nodeid(self) -> str:
+        return self.plan.nodeid
+
+    @property
+    def test(self) -> TestSettings:
+        return self.plan.test
+
+    @property
     def cassette(self) -> Path:
-        return self.test.cassette
+        return self.plan.cassette
+
+    @property
+    def foreign(self) -> ForeignSource | None:
+        return self.plan.foreign
 
     @property
     def failures(self) -> Sequence[BaseException]:
         """The refusals and checks that failed the run (``report.message.RunFailures``)."""
-        return self.ctx.failures if self.ctx is not None else ()
+        return list(self.ctx.failures) if self.ctx is not None else ()
 
     @property
     def recording(self) -> bool:
-        if self.test.record == "all":
-            return True
-        exists = self.cassette.exists() or (self.foreign is not None and self.foreign.exists())
-        return self.test.record == "missing" and not exists
+        return bool(self.plan.records)
+
+    def _outcome(
+        self,
+        action: Action,
+        mode: str | None = None,
+        *,
+        regressions: int = 0,
+        expected: int = 0,
+        drift: Document | None = None,
+    ) -> TestOutcome:
+        mode = mode or self.test.mode
+        return TestOutcome(self.nodeid, str(self.cassette), action, mode, regressions, expected, drift)
 
     def begin(self) -> RunContext:
+        """Start the run; a missing cassette ends it before it starts (``outcome`` ``missing``)."""
         build_validators()
-        self._parse_test_rules()
         agent = self.test.extra.get("agent")
         meta = RunMeta(
             run_id=uuid.uuid4().hex,
@@ -129,24 +147,29 @@ class TestRun:
             allow_hosts=tuple(self.test.allow_hosts),
             nodeid=self.nodeid,
             # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
-            runtime_values=getattr(self.test, "runtime_values", None),
+            runtime_values=self.test.runtime_values,
             classify_hook=self.classify_hook,
             providers=self.providers,
             model_override=self.test.model,
         )
-        if self.recording and self.test.record == "missing":
-            self._refuse_a_second_tree()
-        if self.recording:
+        try:
+            if self.recording and self.test.record == "missing":
+                self._refuse_a_second_tree()
+            recorded = None if self.recording else self._load_recorded()
+        except AgentReplayError as exc:
+            if isinstance(exc, CassetteNotFoundError):
+                self.outcome = self._outcome(Action.MISSING)
+            self.located(exc)
+            raise
+        if recorded is None:
             ctx = RunContext(
                 Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings
             )
         else:
-            recorded = self._load_recorded()
             # The replayed run keeps the recorded run's id and metadata: an accepted update then rewrites
             # only what changed.
-            meta = recorded.run
             ctx = RunContext(
-                Recorder(meta),
+                Recorder(recorded.run),
                 mode=self.test.mode,
                 cassette=str(self.cassette),
                 tools=ToolReplayer(recorded),
@@ -165,21 +188,6 @@ class TestRun:
         runs.start(ctx)
         return ctx
 
-    def _parse_test_rules(self) -> None:
-        """The rules this test was given (marker ``rules=``, the ``agentreplay_config`` fixture's ``rules``)
-        are parsed as it sets up: a bad one fails this test once, before its body runs, also when recording
-        (which compares nothing). The project's rules were parsed at start-up."""
-        test = self.test
-        if test.marker_rules is None and test.rules is self.settings.rules:
-            return
-        if test.rules is not self.settings.rules:
-            test.rules = parse_rules(
-                test.rules, source="project", place="rules of the agentreplay_config fixture"
-            )
-        if test.marker_rules is not None:
-            where = f"rules= of @pytest.mark.agentreplay on {self.nodeid}"
-            test.marker_rules = parse_rules(test.marker_rules, source="marker", place=where)
-
     def _refuse_a_second_tree(self) -> None:
         """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
         not missing but under the project root, and recording here would start a second cassette tree."""
@@ -193,7 +201,6 @@ class TestRun:
             cassette_dir=self.settings.cassette_dir,
         )
         if error is not None:
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.MISSING, self.test.mode)
             raise error
 
     def _load_recorded(self) -> LoadedCassette:
@@ -201,7 +208,6 @@ class TestRun:
             self.served_by_foreign = True
             return self.foreign.load(self.nodeid, self.cassette)
         if not self.cassette.exists():
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.MISSING, self.test.mode)
             raise missing_cassette_error(
                 self.nodeid,
                 self.cassette,
@@ -213,7 +219,7 @@ class TestRun:
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
         recorded = load_cassette(self.cassette, mode=self.test.mode, migrate=self.test.update)
         owner = recorded.run.test
-        if owner and owner != self.nodeid and not self.cassette_named and not self._same_redacted(owner):
+        if owner and owner != self.nodeid and not self.plan.cassette_named and not self._same_redacted(owner):
             raise WrongTestCassetteError(
                 f"the cassette of {self.nodeid} was recorded for another test: {owner}",
                 evidence=[
@@ -256,7 +262,8 @@ class TestRun:
             self._token = None
 
     def end(self, *, passed: bool, error: str | None = None, exc: BaseException | None = None) -> TestOutcome:
-        """Finish the run: save it when recording (only if the test passed), else compare it."""
+        """Finish the run: save it when recording (only if the test passed), else check and compare it.
+        The outcome is set here, once; the problem that fails the test (if any) is raised after it."""
         ctx = self.ctx
         assert ctx is not None, "end() before begin()"
         if exc is not None:
@@ -264,27 +271,44 @@ class TestRun:
         runs.finish(ctx, "ok" if passed else "error", error)
         self.deactivate()
         if ctx.recording:
-            # A call refused while recording (classified "model" and no provider reads it) that the agent
-            # swallowed: the recording lacks it, so the test fails and its cassette is not saved.
-            refused = ctx.failures[0] if ctx.failures and passed else None
-            saved = ((passed and refused is None) or self.settings.save_on_failure) and self._save(
-                ctx.recorder.run, ctx.recorder.events
-            )
-            action = Action.RECORDED if saved else Action.NOT_SAVED
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), action, "record")
-            if refused is not None:
-                raise refused
-            return self.outcome
-        # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
-        # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.
-        finish_replay(ctx)
-        if ctx.failures and passed:
-            raise ctx.failures[0]
-        if ctx.mode == "audit":
-            self.outcome = self._audit()
-            return self.outcome
-        self.outcome = self._compare(ctx, passed=passed)
-        return self.outcome
+            outcome, problem = self._recorded(ctx, passed=passed)
+        else:
+            # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
+            # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.
+            finish_replay(ctx)
+            problem = ctx.failures.first if passed else None
+            if problem is not None:
+                outcome = self._outcome(Action.REPLAYED)
+            elif ctx.mode == "audit":
+                outcome, problem = self._audit()
+            else:
+                outcome, problem = self._compare(ctx, passed=passed)
+        self.outcome = outcome
+        if problem is not None:
+            raise self.located(problem)
+        return outcome
+
+    def located(self, error: BaseException) -> BaseException:
+        """``error`` with this run's cassette and mode where it names none: the one place a run's errors get
+        their location, shown when the message is rendered (``AgentReplayError.__str__``). A settings
+        error keeps its own place, where the fix is."""
+        if isinstance(error, AgentReplayError) and not isinstance(error, ConfigError):
+            if error.cassette is None:
+                error.cassette = str(self.cassette)
+            if error.mode is None:
+                error.mode = self.plan.mode
+        return error
+
+    def _recorded(self, ctx: RunContext, *, passed: bool) -> tuple[TestOutcome, BaseException | None]:
+        # A call refused while recording (classified "model" and no provider reads it) that the agent
+        # swallowed: the recording lacks it, so the test fails and its cassette is not saved.
+        refused = ctx.failures.first if passed else None
+        if (passed and refused is None) or self.settings.save_on_failure:
+            saved, not_saved = self._save(ctx.recorder.run, ctx.recorder.events)
+            if saved:
+                return self._outcome(Action.RECORDED, "record"), refused
+            return self._outcome(Action.NOT_SAVED, "record"), refused or not_saved
+        return self._outcome(Action.NOT_SAVED, "record"), refused
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
@@ -294,32 +318,31 @@ class TestRun:
         assert recorded is not None
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
 
-    def _audit(self) -> TestOutcome:
+    def _audit(self) -> tuple[TestOutcome, BaseException | None]:
         from ..replay.audit import audit_advice, audit_problems  # only audit mode runs it
 
         assert self.recorded is not None
         # Audit mode asks whether the record is complete: a write without key or receipt fails it too.
         problems = [*audit_problems(self.recorded), *audit_advice(self.recorded)]
-        self.outcome = TestOutcome(
-            self.nodeid, str(self.cassette), Action.AUDITED, "audit", regressions=len(problems)
+        outcome = self._outcome(Action.AUDITED, "audit", regressions=len(problems))
+        if not problems:
+            return outcome, None
+        return outcome, AuditProblemsError(
+            f"audit of {self.nodeid} found {len(problems)} problem(s)",
+            evidence=problems,
+            cassette=self.cassette,
+            mode="audit",
+            fixes=[
+                rerecord_fix(self.nodeid),
+                "make every write carry an Idempotency-Key and return a receipt",
+            ],
         )
-        if problems:
-            raise AuditProblemsError(
-                f"audit of {self.nodeid} found {len(problems)} problem(s)",
-                evidence=problems,
-                cassette=self.cassette,
-                mode="audit",
-                fixes=[
-                    rerecord_fix(self.nodeid),
-                    "make every write carry an Idempotency-Key and return a receipt",
-                ],
-            )
-        return self.outcome
 
-    def _save(self, run: RunMeta, events: list[Event]) -> bool:
-        """Write the cassette. A failed write (full disk, no permission) is the test's verdict, ``not-saved``,
-        raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
-        the test's own error, with the failed write added to it as a note, and this returns False."""
+    def _save(self, run: RunMeta, events: list[Event]) -> tuple[bool, CassetteNotSavedError | None]:
+        """Write the cassette: whether it was written, and the error to fail the test with when it could not
+        be (full disk, no permission): the test's verdict, ``not-saved``. Under a test that already failed
+        (``--agentreplay-save-on-failure``) pytest keeps reporting the test's own error, with the failed
+        write added to it as a note (no error returned)."""
         # Only recording and accepting sessions write: a replay never imports the writer.
         from ..cassette.write import save_cassette
 
@@ -338,16 +361,14 @@ class TestRun:
                 keep_headers={self.ctx.settings.idempotency_header},
             )
         except CassetteNotSavedError as exc:
-            mode = "record" if self.ctx.recording else self.test.mode
-            self.outcome = TestOutcome(self.nodeid, str(self.cassette), Action.NOT_SAVED, mode)
             if self.error is None:
                 self.error = exc
-                raise
+                return False, exc
             self.error.add_note(f"agentreplay: {exc}")
-            return False
-        return True
+            return False, None
+        return True, None
 
-    def _compare(self, ctx: RunContext, *, passed: bool) -> TestOutcome:
+    def _compare(self, ctx: RunContext, *, passed: bool) -> tuple[TestOutcome, BaseException | None]:
         recorded = ctx.recorded
         assert recorded is not None
         # A foreign source's recorded side is what it played; a cassette of this plugin was redacted when
@@ -377,40 +398,39 @@ class TestRun:
             inputs=providers_of(ctx.settings).inputs,
         )
         self.drift = result
-        outcome = TestOutcome(
-            self.nodeid,
-            str(self.cassette),
-            Action.REPLAYED,
-            self.test.mode,
-            regressions=len(result.regressions),
-            expected=len(result.expected),
-            drift=result.to_dict() if result.has_drift else None,
-        )
+        drift: Document | None = result.to_dict() if result.has_drift else None
+
+        def outcome(action: Action) -> TestOutcome:
+            regressions, expected = len(result.regressions), len(result.expected)
+            return self._outcome(action, regressions=regressions, expected=expected, drift=drift)
+
+        # Only regression replays the agent against the recorded world; a model-comparison or sandbox
+        # run is an experiment, never a new baseline.
         accepting = self.test.update and passed and self.test.mode == "regression"
         if accepting and self.foreign is not None and self.served_by_foreign:
-            self._save(self.foreign.converted_run(recorded.run), ctx.recorder.events)  # the source stays
-            outcome.action = Action.UPDATED
-            return outcome
+            # The other tool's recordings stay; this plugin's own cassette is written beside them.
+            _, not_saved = self._save(self.foreign.converted_run(recorded.run), ctx.recorder.events)
+            return self._saved_update(not_saved, outcome)
         if not result.has_regressions:
-            return outcome
+            return outcome(Action.REPLAYED), None
         if accepting:
-            # Only regression replays the agent against the recorded world; a model-comparison or sandbox
-            # run is an experiment, never a new baseline.
             from ..replay.update import merge_for_update  # only --agentreplay-update accepts
 
             events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
-            self._save(recorded.run, events)
-            outcome.action = Action.UPDATED
-            return outcome
+            return self._saved_update(self._save(recorded.run, events)[1], outcome)
         if not passed:
             # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix
             # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
-            return outcome
-        outcome.action = Action.DRIFTED
-        self.outcome = outcome
-        raise DriftError(
-            render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
-        )
+            return outcome(Action.REPLAYED), None
+        rendered = render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
+        return outcome(Action.DRIFTED), DriftError(rendered)
+
+    def _saved_update(
+        self, not_saved: CassetteNotSavedError | None, outcome: Callable[[Action], TestOutcome]
+    ) -> tuple[TestOutcome, BaseException | None]:
+        if not_saved is not None:
+            return self._outcome(Action.NOT_SAVED), not_saved
+        return outcome(Action.UPDATED), None
 
 
 def is_replay_error(exc: BaseException) -> bool:

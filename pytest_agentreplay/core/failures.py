@@ -1,0 +1,95 @@
+"""The problems that fail a test even when the agent swallowed them: one owner, one rule.
+
+Every layer that refuses or checks something during a run (the network guard, an unmatched call, a sandbox
+check, a tool without a recorded result...) raises into the agent *and* adds the error here with
+:meth:`RunFailures.add`, because an SDK may retry, wrap or swallow what it raised. When the test ends the run
+is failed for them.
+
+Precedence: the first problem added is the cause the test reports (``first``); what comes after it is most
+often its consequence (the agent's fallback refused next). The same problem is kept once: the same error
+object reached through two guarding runs, or a retrying client refused again for the same request, are one
+problem. "The same" is decided on the error's structured fields (:func:`problem_key`), never on its text.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+from ..exceptions import AgentReplayError
+
+
+def problem_key(error: BaseException) -> tuple[object, ...]:
+    """What makes two errors one problem: an ``AgentReplayError``'s type and fields, else the object."""
+    if isinstance(error, AgentReplayError):
+        return (type(error), error.headline, error.evidence, error.place, error.cassette)
+    return (id(error),)
+
+
+class RunFailures(Sequence[BaseException]):
+    """The problems of one run, in the order they were found (thread-safe: threads share a run). A
+    sequence to read; :meth:`add` is the one way in."""
+
+    __slots__ = ("_errors", "_keys", "_lock")
+
+    def __init__(self) -> None:
+        self._errors: list[BaseException] = []
+        self._keys: set[tuple[object, ...]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, error: BaseException) -> bool:
+        """Keep ``error`` unless the run already holds the same problem; True when it was new."""
+        key = problem_key(error)
+        with self._lock:
+            if key in self._keys or any(e is error for e in self._errors):
+                return False
+            self._keys.add(key)
+            self._errors.append(error)
+            return True
+
+    # The name every layer used while failures were a plain list (removed once they all say ``add``).
+    append = add
+
+    @property
+    def first(self) -> BaseException | None:
+        """The cause the test reports (see the module's precedence)."""
+        return self._errors[0] if self._errors else None
+
+    def since(self, count: int) -> list[BaseException]:
+        """The problems added after the first ``count``."""
+        return self._errors[count:]
+
+    def __contains__(self, error: object) -> bool:
+        """Whether the run holds ``error``'s problem (the same object, or the same fields)."""
+        if not isinstance(error, BaseException):
+            return False
+        with self._lock:
+            return problem_key(error) in self._keys or any(e is error for e in self._errors)
+
+    def __iter__(self) -> Iterator[BaseException]:
+        return iter(list(self._errors))
+
+    @overload
+    def __getitem__(self, index: int) -> BaseException: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[BaseException]: ...
+
+    def __getitem__(self, index: int | slice) -> BaseException | list[BaseException]:
+        return self._errors[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RunFailures):
+            return self._errors == other._errors
+        if isinstance(other, list | tuple):
+            return self._errors == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by content
+
+    def __len__(self) -> int:
+        return len(self._errors)
+
+    def __bool__(self) -> bool:
+        return bool(self._errors)

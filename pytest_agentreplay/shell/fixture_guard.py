@@ -1,0 +1,180 @@
+"""The guard over a test's whole life, fixtures included.
+
+A replaying test is guarded from the start of its set-up to the end of its teardown, so every fixture it
+uses (in any order: also those listed before ``agent_replay``) sets up and tears down under the guard. That
+includes session- and module-scoped fixtures set up or torn down for it: they are shared state made before
+the test body, and a replaying test must not depend on the network through them either. Which test first
+needs such a fixture depends on the order the tests run in; a fixture that must reach the network belongs
+to a test that does not replay, or its host to ``allow_hosts``. Before ``agent_replay`` begins the run, the
+guard knows only the test's early plan (the session's and the marker's ``allow_hosts``; the
+``agentreplay_config`` fixture's are added with the run). A test that records, or may, is never guarded.
+Under ``--agentreplay-block-network`` every other test is guarded the same way, by a guard-only run.
+
+A refusal in set-up (also one a fixture swallowed) fails the set-up, in teardown the teardown, with cause
+``network-blocked``; during the call the test's run fails it. What the Python guard could not reach while
+the test ran (children that did not run it, children started before the test, native networking
+libraries) becomes notes for the session's summary.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import guard
+from ..core.capture import Recorder, RunContext, utc_now
+from ..core.config import Settings
+from ..core.constants import REPLAY_MODES
+from ..core.events import RunMeta
+from ..core.placeholder_credentials import PlaceholderCredentials
+from ..guard import BLOCK_ONLY
+from ..guard.children import live_children, reaches_no_network, unreached_children
+from ..guard.no_route import no_route_error, watch
+from ..guard.session_namespace import Isolation
+from .plan import TestPlan
+
+# Native libraries that open connections in C, past Python's socket module: named when a test replays
+# with them loaded (the Python guard cannot see their connections; isolation can).
+NATIVE_NETWORKING = {
+    "grpc": "grpcio's C core",
+    "uvloop": "uvloop (libuv sockets)",
+    "pycurl": "pycurl (libcurl)",
+    "zmq": "pyzmq (libzmq)",
+    "psycopg": "psycopg (libpq)",
+    "psycopg2": "psycopg2 (libpq)",
+}
+ISOLATE_ADVICE = (
+    "the Python guard cannot reach these: run the session isolated (--agentreplay-isolate=auto, Linux: "
+    "the session in its own network namespace, loopback only), or for child processes "
+    "--agentreplay-isolate-subprocesses"
+)
+# The key prefix of a note on a child that never ran the guard (counted in one summary line).
+UNREACHED_CHILD = "unreached child "
+
+
+def guard_summary(notes: dict[str, str], isolation: Isolation) -> list[str]:
+    """The session summary's lines on what the Python guard did not reach (``notes``: key -> text of the
+    tests' teardown notes). A session in its own network namespace holds its children and native code
+    there: nothing to say. Advice names only a setting not already in use."""
+    isolate_setting = isolation.setting
+    if isolation.isolated or not notes:
+        return []
+    children = [text for key, text in notes.items() if key.startswith(UNREACHED_CHILD)]
+    lines = [text for key, text in notes.items() if not key.startswith(UNREACHED_CHILD)]
+    if children:
+        shown = "; ".join(children[:3]) + ("; ..." if len(children) > 3 else "")
+        lines.append(
+            f"{len(children)} child process(es) did not run the guard (not Python, python -S, or an "
+            f"interpreter without pytest-agentreplay), their network access unchecked: {shown}"
+        )
+    if isolate_setting == "off":
+        lines.append(ISOLATE_ADVICE)
+    else:
+        lines.append(
+            f"--agentreplay-isolate={isolate_setting} is set but the session is not isolated (the summary's "
+            "network guard line says why)"
+        )
+    return lines
+
+
+class FixtureGuard:
+    """The guard over one test from the start of its set-up to the end of its teardown."""
+
+    def __init__(self, nodeid: str, ctx: RunContext) -> None:
+        self.nodeid = nodeid
+        self.ctx = ctx
+        # Before anything of the test runs: the children alive now were not started by it.
+        self.children_before = live_children()
+        self._uninstall = guard.install()
+        self._release = guard.protect(ctx)
+        self._reported = 0
+        # In an isolated session: the kernel's count of sends the namespace stopped, from here on.
+        self._no_route = watch()
+        # Fixtures build SDK clients too: the placeholders are set before the first one sets up.
+        self._credentials = PlaceholderCredentials()
+        if not ctx.settings.block_network_only and ctx.mode in PLACEHOLDER_MODES:
+            self._credentials.provide()
+
+    def new_problems(self, *, phase: str) -> list[BaseException]:
+        """The problems of the guard's run since the last call: its own refusals, its children's, and the
+        namespace's count of sends that found no route (``phase``: the part of the test since then)."""
+        ctx = self.ctx
+        for error in guard.collect_child_refusals(ctx):
+            ctx.failures.add(error)
+        counted = None if self._no_route is None else self._no_route.take()
+        if counted is not None:
+            block_only = ctx.settings.block_network_only
+            ctx.failures.add(
+                no_route_error(
+                    counted,
+                    test=self.nodeid,
+                    phase=phase,
+                    cassette=ctx.cassette,
+                    mode=None if block_only else ctx.mode,
+                    block_only=block_only,
+                )
+            )
+        new, self._reported = ctx.failures.since(self._reported), len(ctx.failures)
+        return new
+
+    def close(self, run: RunContext | None) -> list[tuple[str, str]]:
+        """Stop guarding; the notes (key, text) on what the guard could not reach while the test ran
+        (``run``: the test's own run, whose children count too)."""
+        test = self.nodeid
+        runs: list[guard.GuardRun] = [self.ctx] if run is None else [self.ctx, run]
+        notes = [
+            (f"{UNREACHED_CHILD}{pid}", f"{command} (pid {pid}, {test})")
+            for pid, command in unreached_children(runs)
+            if not reaches_no_network(command)
+        ]
+        after = live_children()
+        notes += [
+            (
+                f"child {pid}",
+                f"process {pid} ({command}) was started before {test} and ran while it replayed: what the "
+                "test hands it (a pool's tasks, a helper's pipe) runs outside the test's guard",
+            )
+            for pid, command in self.children_before.items()
+            if after.get(pid) == command and not reaches_no_network(command)
+        ]
+        notes += [
+            (
+                f"native {name}",
+                f"{label} was loaded while tests replayed: its connections bypass Python's socket",
+            )
+            for name, label in NATIVE_NETWORKING.items()
+            if name in sys.modules
+        ]
+        self._release()
+        self._uninstall()
+        self._credentials.remove()
+        return notes
+
+
+# The replay modes whose model calls are served: a placeholder credential is enough for the SDKs.
+PLACEHOLDER_MODES = frozenset(REPLAY_MODES) - {"model-comparison"}
+
+
+def guard_run(
+    nodeid: str, plan: TestPlan | None, settings: Settings, cassette: Path | None
+) -> RunContext | None:
+    """The run guarding a test's fixtures: a replaying test's (``plan``: its early plan; ``cassette``: as
+    collected), or under ``--agentreplay-block-network`` a guard-only run for a test that replays nothing
+    (``plan`` None). None: nothing guards the test (it records, or may)."""
+    meta = RunMeta(run_id="fixture-guard", test=nodeid, recorded_at=utc_now())
+    if plan is not None:
+        if plan.records is not False:
+            return None
+        return RunContext(
+            Recorder(meta),
+            mode=plan.mode,
+            cassette=None if cassette is None else str(cassette),
+            settings={"allow_hosts": list(plan.allow_hosts), "nodeid": nodeid},
+        )
+    if not settings.block_network:
+        return None
+    return RunContext(
+        Recorder(meta),
+        mode="regression",
+        settings={"allow_hosts": list(settings.allow_hosts), "nodeid": nodeid, BLOCK_ONLY: True},
+    )

@@ -1,0 +1,287 @@
+"""One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`.
+
+``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate to it in a line or two. It plans the
+test once (:mod:`.plan`), guards its fixtures from the early plan (:mod:`.fixture_guard`), starts the run
+from the fixture plan (:class:`.session.TestRun`: interception is the session's, installed once and held
+from one replaying test to the next by :class:`HeldInterception`), ends and compares it after the call, and
+decides the status from pytest's reports.
+
+A test's failure goes through :meth:`TestLife.fail`, which keeps the first cause: the phase pytest reports
+first (set-up, then call, then teardown) is the one whose cause explains the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+from pluggy import HookRelay
+
+from ..core.config import Settings
+from ..core.documents import Document
+from ..core.json_copy import copy_json
+from ..exceptions import AgentReplayError
+from ..http.providers import ProviderSet
+from ..http.providers.registry import entry_point_providers
+from ..http.providers.registry import session_providers as providers_from
+from ..report.status import Cause, TestStatus, cause_of
+from . import foreign_adapters
+from .fixture_guard import FixtureGuard, guard_run
+from .handle import AgentReplay
+from .interception import HeldInterception
+from .item_facts import (
+    CAUSE_KEY,
+    GUARD_NOTE_PROPERTY,
+    MESSAGE_KEY,
+    SETTINGS_KEY,
+    collected_test,
+    decide_status,
+)
+from .plan import early_plan, fixture_plan, parse_rules_of
+from .session import TestRun
+
+# The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).
+PROVIDERS_KEY = pytest.StashKey[ProviderSet]()
+
+
+def session_providers(config: pytest.Config) -> ProviderSet:
+    """The providers of the session (built on first call). Raises ``ConfigError``."""
+    found = config.stash.get(PROVIDERS_KEY, None)
+    if found is None:
+        hooks = config.hook.pytest_agentreplay_providers(config=config)
+        found = providers_from(hooks, entry_point_providers())
+        config.stash[PROVIDERS_KEY] = found
+    return found
+
+
+class TestLife:
+    """One test that replays, records or is guarded: planned, guarded, run, ended and judged."""
+
+    __test__ = False  # a class named Test*, not a test
+
+    def __init__(self, item: pytest.Item, interception: HeldInterception, *, replays: bool) -> None:
+        self.item = item
+        self.settings: Settings = item.config.stash[SETTINGS_KEY]
+        self.interception = interception
+        self.replays = replays  # uses agent replay (else: only guarded by --agentreplay-block-network)
+        self.run: TestRun | None = None
+        self.guard: FixtureGuard | None = None
+        self.reports: dict[str, pytest.TestReport] = {}
+        # A test run again (pytest-rerunfailures) starts a new life: the last attempt's cause is not its.
+        if CAUSE_KEY in item.stash:
+            del item.stash[CAUSE_KEY]
+        if MESSAGE_KEY in item.stash:
+            del item.stash[MESSAGE_KEY]
+
+    # -- the outcome, one way in -------------------------------------------------------------------------
+
+    def fail(self, cause: Cause, message: str) -> NoReturn:
+        """Fail the current phase with the plugin's ``message``; the test's first cause is kept."""
+        stash = self.item.stash
+        if CAUSE_KEY not in stash:
+            stash[CAUSE_KEY] = cause
+            stash[MESSAGE_KEY] = message
+        pytest.fail(message, pytrace=False)
+
+    # -- set-up: the guard begins before any fixture -----------------------------------------------------
+
+    def setup(self) -> Generator[None, object, object]:
+        """``pytest_runtest_setup``'s wrapper."""
+        item = self.item
+        plan = early_plan(item, self.settings, collected_test(item).cassette) if self.replays else None
+        ctx = guard_run(item.nodeid, plan, self.settings, collected_test(item).cassette)
+        if ctx is None:
+            return (yield)
+        self.guard = FixtureGuard(item.nodeid, ctx)
+        try:
+            result = yield
+        except BaseException:
+            message = self._guard_message("set-up")
+            if message is None:
+                raise
+        else:
+            message = self._guard_message("set-up", hand_to_run=True)
+            if message is None:
+                return result
+        # Outside the except block: the guard's message says it all, a chained traceback would only repeat it.
+        self.fail(Cause.NETWORK_BLOCKED, message)
+
+    def _guard_message(self, phase: str, *, hand_to_run: bool = False) -> str | None:
+        """The guard's problems since it last looked that the test's run does not hold yet, as a message;
+        with ``hand_to_run`` given to the active replay run instead (the call fails for them)."""
+        if self.guard is None:
+            return None
+        new = self.guard.new_problems(phase=phase)
+        run = self.run.ctx if self.run is not None else None
+        if run is not None and not run.recording and hand_to_run:
+            for problem in new:
+                run.failures.add(problem)
+            return None
+        fresh = [p for p in new if run is None or p not in run.failures]
+        return "\n\n".join(str(p) for p in fresh) or None
+
+    # -- the agent_replay fixture: the run ---------------------------------------------------------------
+
+    def start_run(
+        self, request: pytest.FixtureRequest, overrides: Document, cassette: Path
+    ) -> Generator[AgentReplay, None, None]:
+        """The ``agent_replay`` fixture's life: planned with the fixtures' settings, the run begun, the
+        handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
+        try:
+            foreign = foreign_adapters.source_for(request)
+            plan = fixture_plan(
+                self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign
+            )
+            providers = session_providers(request.config)
+        except AgentReplayError as exc:
+            config_error: str | None = str(exc)
+        else:
+            config_error = None
+        if config_error is not None:
+            # Outside the except block: the message says everything, a chained traceback would repeat it.
+            self.fail(Cause.CONFIG, config_error)
+        # No fallback: replay without interception would let calls escape the fail-closed guard.
+        self.interception.hold()
+        if self.interception.error is not None:
+            raise self.interception.error
+        hook = request.config.hook
+        self.run = run = TestRun(
+            plan,
+            self.settings,
+            redact_hook=_redact_hook(hook),
+            rules_hook=lambda: [
+                r for r in hook.pytest_agentreplay_diff_rules(item=self.item, mode=plan.test.mode) if r
+            ],
+            classify_hook=_classify_hook(hook),
+            providers=providers,
+            rootdir=self.item.config.rootpath,
+        )
+        try:
+            try:
+                parse_rules_of(plan, self.settings)
+                run.begin()
+            except AgentReplayError as exc:
+                # Reported as the test's failure (not a set-up error) when its body would start.
+                run.setup_error = exc
+            yield AgentReplay(run)
+        finally:
+            run.deactivate()
+
+    def enter_body(self) -> bool:
+        """``pytest_pyfunc_call``: the body starts; True when the plugin ran it instead (audit mode)."""
+        run = self.run
+        if run is None:
+            return False
+        if run.setup_error is not None:
+            self.fail(cause_of(run.setup_error), str(run.setup_error))
+        if run.enter_body() != "audit":
+            return False
+        self.item.add_report_section("call", "agentreplay audit", run.audit_view())
+        return True
+
+    # -- the call: the run ends with the body ------------------------------------------------------------
+
+    def call(self) -> Generator[None, object, object]:
+        """``pytest_runtest_call``'s wrapper."""
+        run = self.run
+        if run is None or run.ctx is None:
+            return (yield from self._guarded_call())
+        try:
+            result = yield
+        except BaseException as exc:
+            self._guard_message("the test's call", hand_to_run=True)
+            run.end(passed=False, error=f"{type(exc).__name__}: {exc}", exc=exc)
+            failures = list(run.ctx.failures)
+            if not (isinstance(exc, AgentReplayError) or failures):
+                raise
+            # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
+            cause = cause_of(failures[0] if failures else exc)
+            message = "\n\n".join(dict.fromkeys(str(f) for f in failures or [exc]))
+        else:
+            self._guard_message("the test's call", hand_to_run=True)
+            try:
+                run.end(passed=True)
+                return result
+            except AgentReplayError as exc:
+                cause, message = cause_of(exc), str(exc)
+        self.fail(cause, message)
+
+    def _guarded_call(self) -> Generator[None, object, object]:
+        """The call of a test with no run (``--agentreplay-block-network``, or a replaying test whose run
+        never began): a refusal the test swallowed still fails it."""
+        try:
+            result = yield
+        except BaseException:
+            self._guard_message("the test's call")  # the call failed already: its refusals are not teardown's
+            raise
+        message = self._guard_message("the test's call")
+        if message is not None:
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        return result
+
+    # -- teardown: every fixture under the guard, then it ends -------------------------------------------
+
+    def teardown(self) -> Generator[None, object, object]:
+        """``pytest_runtest_teardown``'s wrapper."""
+        fixture_guard = self.guard
+        if fixture_guard is None:
+            return (yield)
+        error: BaseException | None = None
+        result: object = None
+        try:
+            result = yield
+        except BaseException as exc:
+            error = exc
+        finally:
+            message = self._guard_message("teardown")
+            self.guard = None
+            run = self.run.ctx if self.run is not None else None
+            for key, text in fixture_guard.close(run):
+                # On the item: pytest copies its user properties into the teardown report (xdist, JUnit).
+                self.item.user_properties.append((GUARD_NOTE_PROPERTY, f"{key}|{text}"))
+        if message is not None:
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        if error is not None:
+            raise error
+        return result
+
+    # -- the reports -------------------------------------------------------------------------------------
+
+    def status(self, report: pytest.TestReport) -> TestStatus | None:
+        """Keep pytest's report of a phase; at teardown, the test's one status."""
+        self.reports[report.when] = report
+        if report.when != "teardown":
+            return None
+        return decide_status(self.item, self.reports, self.run)
+
+
+def _redact_hook(hook: HookRelay) -> Callable[[Document], Document] | None:
+    if not hook.pytest_agentreplay_redact_event.get_hookimpls():
+        # No project hook: the save keeps the redacted events as they are, their shared messages shared
+        # (a hook gets a copy of each event to change, which costs a conversation's square).
+        return None
+
+    def redact(event: Document) -> Document:
+        for replacement in hook.pytest_agentreplay_redact_event(event=event):
+            if replacement is not None:
+                event = replacement
+        return event
+
+    return redact
+
+
+def _classify_hook(hook: HookRelay) -> Callable[[Document, Document | None], str | None] | None:
+    if not hook.pytest_agentreplay_classify_exchange.get_hookimpls():
+        # No project classifies: keep the per-request hot path free of a hook call.
+        return None
+
+    def classify(request: Document, response: Document | None) -> str | None:
+        # Copies of their own: a request's body holds the very messages earlier requests' events hold.
+        result = hook.pytest_agentreplay_classify_exchange(
+            request=copy_json(request), response=None if response is None else copy_json(response)
+        )
+        return None if result is None else str(result)
+
+    return classify

@@ -1,0 +1,135 @@
+"""What one test will do, decided in one place: :class:`TestPlan`, from command line > marker > fixture >
+ini > ``[tool.agentreplay]`` (the precedence :func:`core.config.resolve_test_settings` applies).
+
+A test's settings come in two layers of time. The session's settings, the marker and the collected
+cassette path are known before any fixture of the test sets up: :func:`early_plan` is made from them, and
+the network guard starts from it. The ``agentreplay_config`` and ``agentreplay_cassette_path`` fixtures are
+known only once they have run: :func:`fixture_plan` applies them with the same resolution and is the plan
+the run, the reports and the controller read. Record or replay is decided by :func:`records` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from ..core.config import Settings, TestSettings, marker_kwargs, resolve_test_settings
+from ..core.documents import Document
+from ..exceptions import AgentReplayError, ConfigError
+
+if TYPE_CHECKING:
+    from ..replay.foreign import ForeignSource
+
+
+@dataclass(frozen=True, slots=True)
+class TestPlan:
+    """One test's resolved settings and what the run will do with them. Immutable: made once per layer."""
+
+    __test__ = False  # a class named Test*, not a test
+
+    nodeid: str
+    test: TestSettings
+    # Record now (True), replay (False), or not known before the fixtures run (None: the cassette is placed
+    # by a fixture, or may be recorded): a test that may record is not guarded.
+    records: bool | None
+    # The cassette was named with the marker's ``cassette=``: other tests may share it.
+    cassette_named: bool
+    # Another tool's recordings of this test, served when its own cassette is absent (replay/foreign.py).
+    foreign: ForeignSource | None = None
+
+    @property
+    def cassette(self) -> Path:
+        return self.test.cassette
+
+    @property
+    def mode(self) -> str:
+        """``record`` while recording, else the replay mode."""
+        return "record" if self.records else self.test.mode
+
+    @property
+    def allow_hosts(self) -> tuple[str, ...]:
+        return self.test.allow_hosts
+
+    @property
+    def served_by_foreign(self) -> bool:
+        """Replayed from the other tool's recordings: its own cassette does not exist."""
+        return self.records is False and self.foreign is not None and not self.cassette.exists()
+
+
+def records(record: str, cassette: Path | None, foreign: ForeignSource | None = None) -> bool | None:
+    """Whether the test records: always under ``all``, under ``missing`` when it has nothing to replay
+    (None when its cassette is not known yet), never under ``none``."""
+    if record == "all":
+        return True
+    if record != "missing":
+        return False
+    if cassette is None:
+        return None
+    return not (cassette.exists() or (foreign is not None and foreign.exists()))
+
+
+def marker_of(item: pytest.Item) -> dict[str, object]:
+    """The merged ``@pytest.mark.agentreplay`` keywords of ``item`` (closest wins). Raises ConfigError."""
+    marks = list(item.iter_markers("agentreplay"))
+    if any(m.args for m in marks):
+        raise ConfigError(
+            f"@pytest.mark.agentreplay on {item.nodeid} takes keyword arguments only",
+            evidence=[f"got positional {m.args!r}" for m in marks if m.args],
+            fixes=['name them, e.g. @pytest.mark.agentreplay(cassette="name", mode="sandbox")'],
+        )
+    return marker_kwargs([m.kwargs for m in marks], item.nodeid)
+
+
+def early_plan(item: pytest.Item, settings: Settings, cassette: Path | None) -> TestPlan:
+    """The plan before the test's fixtures run (``cassette``: as collected, None when a fixture places it).
+    A bad marker is the fixture plan's to report: here it counts as absent."""
+    try:
+        marker = marker_of(item)
+        test = resolve_test_settings(
+            settings, nodeid=item.nodeid, marker=marker, overrides={}, default_cassette=cassette or Path()
+        )
+    except AgentReplayError:
+        marker = {}
+        test = resolve_test_settings(
+            settings, nodeid=item.nodeid, marker={}, overrides={}, default_cassette=cassette or Path()
+        )
+    return TestPlan(item.nodeid, test, records(test.record, cassette), marker.get("cassette") is not None)
+
+
+def fixture_plan(
+    item: pytest.Item,
+    settings: Settings,
+    *,
+    overrides: Document,
+    cassette: Path,
+    foreign: ForeignSource | None,
+) -> TestPlan:
+    """The test's plan with its fixtures' settings applied, every value checked (its rules are parsed by
+    :func:`parse_rules_of` as the run begins). Raises ``AgentReplayError``."""
+    marker = marker_of(item)
+    if foreign is not None:
+        marker = foreign.marker_defaults(marker)
+    test = resolve_test_settings(
+        settings, nodeid=item.nodeid, marker=marker, overrides=overrides, default_cassette=cassette
+    )
+    named = marker.get("cassette") is not None
+    return TestPlan(item.nodeid, test, records(test.record, test.cassette, foreign), named, foreign)
+
+
+def parse_rules_of(plan: TestPlan, settings: Settings) -> None:
+    """The marker's and the fixture's rules, parsed once, as the run begins: a bad one fails this test
+    once, before its body runs, also when recording (the project's were parsed at start-up)."""
+    test, nodeid = plan.test, plan.nodeid
+    if test.marker_rules is None and test.rules is settings.rules:
+        return
+    from ..diff.rules import parse_rules  # heavy: the rules engine, only for a test given rules
+
+    if test.rules is not settings.rules:
+        place = "rules of the agentreplay_config fixture"
+        test.rules = parse_rules(test.rules, source="project", place=place)
+    if test.marker_rules is not None:
+        where = f"rules= of @pytest.mark.agentreplay on {nodeid}"
+        test.marker_rules = parse_rules(test.marker_rules, source="marker", place=where)
