@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,9 +19,9 @@ from . import plain_import  # noqa: F401 (first: the modules below load without 
 
 # isort: split
 from . import hooks
-from .core import socket_gate
+from .core import setting_keys, socket_gate
 from .core.config import settings_before_parse, settings_from_pytest
-from .core.constants import ISOLATE_MODES, NETNS_ENV_VAR, RECORD_MODES, REPLAY_MODES
+from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage
 from .exceptions import ConfigError
@@ -54,75 +54,7 @@ NETWORK_PROPERTY = "agentreplay.network"
 ISOLATION_KEY = pytest.StashKey["Isolation"]()
 TOLERATED_PROPERTY = "agentreplay-tolerated"
 
-OPTIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
-    (
-        "record",
-        {"choices": RECORD_MODES, "help": "record cassettes: none (default, replay only), missing, all"},
-        "record mode: none, missing or all",
-    ),
-    (
-        "mode",
-        {"choices": REPLAY_MODES, "help": "replay mode (default regression)"},
-        "replay mode: audit, regression, model-comparison or sandbox",
-    ),
-    (
-        "cassette-dir",
-        {"metavar": "DIR", "help": "cassette folder (default: cassettes under the rootdir)"},
-        "cassette folder, relative to the rootdir",
-    ),
-    (
-        "report",
-        {"metavar": "PATH", "help": "write the drift report (.md, .json or .html) into an existing folder"},
-        "drift report path (.md, .json or .html)",
-    ),
-    (
-        "model",
-        {"metavar": "NAME", "help": "model-comparison: replace the model of each live model call"},
-        "model-comparison model override",
-    ),
-    (
-        "allow-hosts",
-        {"metavar": "HOSTS", "help": "comma-separated hosts replay may connect to (e.g. localhost)"},
-        "hosts replay may connect to",
-    ),
-    (
-        "isolate",
-        {
-            "choices": ISOLATE_MODES,
-            "help": "Linux: run a replay session in its own network namespace (loopback only, native code "
-            "and every child included): off (default), auto (where the kernel allows; the summary says why "
-            "not), required (fail the session where it cannot)",
-        },
-        "network isolation of replay sessions: off, auto or required",
-    ),
-)
-FLAGS: tuple[tuple[str, str, str], ...] = (
-    (
-        "update",
-        "accept drift: rewrite drifting cassettes from the replayed run, remove unused ones",
-        "accept drift (prefer the command-line flag)",
-    ),
-    (
-        "save-on-failure",
-        "also write the cassette when a recording test fails",
-        "also write cassettes of failing tests",
-    ),
-    (
-        "isolate-subprocesses",
-        "Linux: run child processes started during a replay in an empty network namespace, so programs "
-        "that are not Python (curl) cannot reach the network either",
-        "run replay child processes in an empty network namespace (Linux)",
-    ),
-    (
-        "block-network",
-        "refuse outbound connections in every test of the session, not only in replaying ones "
-        "(allowed hosts still pass)",
-        "guard every test of the session with the fail-closed network guard",
-    ),
-)
-
-
-_OPTION_NAMES = [o[0].replace("-", "_") for o in (*OPTIONS, *FLAGS)]
+_OPTION_NAMES = setting_keys.OPTION_NAMES
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -131,37 +63,17 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agentreplay", "replay-based regression testing of LLM agents")
-    for name, kwargs, ini_help in OPTIONS:
-        dest = "agentreplay_" + name.replace("-", "_")
-        group.addoption(f"--agentreplay-{name}", dest=dest, default=None, **kwargs)
-        parser.addini(dest, help=f"{ini_help} (the command line wins)", default=None)
-    for name, flag_help, ini_help in FLAGS:
-        dest = "agentreplay_" + name.replace("-", "_")
-        group.addoption(f"--agentreplay-{name}", dest=dest, action="store_true", default=None, help=flag_help)
-        parser.addini(dest, help=f"{ini_help} (the command line wins)", type="bool", default=None)
-    parser.addini(
-        "agentreplay_runtime_values",
-        help="runtime values recorded and served in replay: any of clock uuid random (default all three); "
-        "empty turns it off",
-        default=None,
-    )
-    parser.addini(
-        "agentreplay_mcp_effects",
-        help='MCP tools\' effect classes over their annotations: "tool=read server/tool=write"',
-        default=None,
-    )
-    parser.addini(
-        "agentreplay_tolerated_hosts",
-        help="hosts whose unmatched calls in replay are refused without failing the test (libraries' own "
-        "telemetry and metadata fetches; listed in the summary); empty by default",
-        default=None,
-    )
-    parser.addini(
-        "agentreplay_fail_on_unused",
-        help="fail the session when cassettes no test uses remain (default true)",
-        type="bool",
-        default=None,
-    )
+    for setting in setting_keys.SETTINGS:
+        if setting_keys.CLI in setting.places:
+            group.addoption(setting_keys.option_flag(setting.name), **setting.option_arguments())
+        if setting_keys.INI in setting.places:
+            # No default: None is "not given", which a lower place may then give.
+            parser.addini(
+                setting_keys.ini_key(setting.name),
+                setting.help_text(setting_keys.INI),
+                type=setting.ini_type,
+                default=None,
+            )
 
 
 class _SESSIONS:
@@ -201,12 +113,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "agentreplay(cassette=None, mode=None, rules=None, record=None, allow_hosts=None, sandbox=None, "
-        "faults=None, model=None, runtime_values=None, mcp_effects=None): record or replay this test (the "
-        "marker alone activates it); the command line wins",
-    )
+    config.addinivalue_line("markers", setting_keys.marker_help())
     try:
         settings = foreign_adapters.session_settings(config, settings_from_pytest(config, _OPTION_NAMES))
         for warning in parse_project_rules(settings, config.rootpath):
@@ -397,9 +304,10 @@ class _UnusedCassette:
 def agentreplay_config() -> Document:
     """Per-directory overrides of agent replay settings; override this fixture in a conftest.py.
 
-    Keys: record, mode, rules, allow_hosts, model, agent (the agent name stored in the run), sandbox
-    (base-URL mapping), faults, and HTTP settings (idempotency_header, receipts, tool_names,
-    openai_compatible_base_urls). The marker wins over this fixture; the command line wins over both.
+    Keys: record, mode, rules, allow_hosts, model, runtime_values, mcp_effects, agent (the agent name stored
+    in the run), sandbox (base-URL mapping), sandbox_hosts, faults, and HTTP settings (idempotency_header,
+    receipts, openai_compatible_base_urls, tool_names, anthropic_base_urls, model_data_class,
+    http_data_class, allow_read_repeats). The marker wins over this fixture; the command line wins over both.
     """
     return {}
 

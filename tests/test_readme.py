@@ -217,7 +217,7 @@ def test_the_python_examples_of_the_readme_and_the_docs_compile() -> None:
 
 
 def test_the_toml_examples_of_the_readme_and_the_docs_parse_with_known_keys() -> None:
-    from pytest_agentreplay.core.config import PROJECT_KEYS
+    from pytest_agentreplay.core.setting_keys import PROJECT_KEYS
 
     blocks = _fenced_blocks("toml")
     assert len(blocks) >= 5

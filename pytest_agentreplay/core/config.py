@@ -1,8 +1,9 @@
 """Settings: where each value comes from and which source wins. Plain Python, no pytest import.
 
-Precedence for every setting: command line > marker (per test) > ini key ``agentreplay_<name>`` >
-``[tool.agentreplay]`` in pyproject.toml > default. A marker never overrides a record mode given
-explicitly on the command line.
+Precedence for every setting: command line > marker (per test) > ``agentreplay_config`` fixture > ini key
+``agentreplay_<name>`` > ``[tool.agentreplay]`` in pyproject.toml > default. A marker never overrides a
+record mode given explicitly on the command line. Which keys each place takes, and the valid values of
+a choice, are the settings table's (``setting_keys.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import ConfigError
+from . import setting_keys
 from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
@@ -21,77 +23,10 @@ from .constants import (
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
     DEFAULT_TRANSPORT_HEADERS,
-    ISOLATE_MODES,
-    RECORD_MODES,
-    REPLAY_MODES,
-    TRANSPORT_HEADER_CHOICES,
 )
 from .documents import Document
 from .run_settings import RunSettings
 from .runtime_sources import SOURCES, parse_sources
-
-MARKER_KEYS = (
-    "cassette",
-    "mode",
-    "rules",
-    "record",
-    "allow_hosts",
-    "sandbox",
-    "faults",
-    "model",
-    "agent",
-    "runtime_values",
-    "mcp_effects",
-)
-# What a project's ``agentreplay_config`` fixture may return: the per-test settings, then the HTTP settings
-# the run reads (``http/classify.py``, ``replay/sandbox.py``, ``replay/http.py``, ``http/recording.py``).
-FIXTURE_KEYS = (
-    "record",
-    "mode",
-    "rules",
-    "allow_hosts",
-    "model",
-    "runtime_values",
-    "agent",
-    "sandbox",
-    "sandbox_hosts",
-    "faults",
-    "idempotency_header",
-    "receipts",
-    "tool_names",
-    "openai_compatible_base_urls",
-    "anthropic_base_urls",
-    "model_data_class",
-    "http_data_class",
-    "allow_read_repeats",
-    "mcp_effects",
-)
-PROJECT_KEYS = (
-    "record",
-    "mode",
-    "cassette_dir",
-    "report",
-    "model",
-    "update",
-    "allow_hosts",
-    "save_on_failure",
-    "fail_on_unused",
-    "block_network",
-    "isolate_subprocesses",
-    "isolate",
-    "rules",
-    "redact_headers",
-    "redact_keys",
-    "redact_patterns",
-    "idempotency_header",
-    "receipts",
-    "openai_compatible_base_urls",
-    "inline_limit",
-    "transport_headers",
-    "runtime_values",
-    "mcp_effects",
-    "tolerated_hosts",
-)
 
 
 class _Fields:
@@ -167,13 +102,14 @@ def read_pyproject_table(rootdir: Path) -> Document:
             place=str(path),
             fixes=['write it as a table: [tool.agentreplay] then key = value lines, e.g. record = "none"'],
         )
-    check.refuse_unknown(table, PROJECT_KEYS, "key(s)", "key", check.project_place(path))
+    check.refuse_unknown(table, setting_keys.PROJECT_KEYS, "key(s)", "key", check.project_place(path))
     return table
 
 
-def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
+def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
     """The session settings from a pytest ``Config`` (its options ``--agentreplay-<name>`` for ``names``,
-    its ini keys, the rootdir's ``[tool.agentreplay]``), every value checked. Raises ``ConfigError``.
+    by default all of them, its ini keys, the rootdir's ``[tool.agentreplay]``), every value checked.
+    Raises ``ConfigError``.
 
     Duck-typed on pytest's ``Config`` so that this module stays free of pytest. A pytest-xdist worker
     skips the checks of the file system (the report's folder): the controller made them before starting
@@ -181,11 +117,11 @@ def settings_from_pytest(config: Any, names: Sequence[str]) -> Settings:
     pyproject = config.rootpath / "pyproject.toml"
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
-    cli = {name: config.getoption("agentreplay_" + name) for name in names}
+    cli = {name: config.getoption(setting_keys.ini_key(name)) for name in names}
     ini: dict[str, object] = {}
-    for name in (*names, "fail_on_unused", "runtime_values", "mcp_effects", "tolerated_hosts"):
+    for name in setting_keys.INI_NAMES:
         try:
-            ini[name] = config.getini("agentreplay_" + name)
+            ini[name] = config.getini(setting_keys.ini_key(name))
         except Exception as exc:  # pytest >= 9.2 raises its own UsageError; older ones TypeError/ValueError
             expected = _INI_EXPECTED.get(name, "true or false" if name in _BOOLEANS else "a string")
             raise check.unreadable(places.origin("ini", name), str(exc), expected) from None
@@ -219,7 +155,7 @@ class _KnownArgs:
         return self._config.getini(name)
 
 
-def settings_before_parse(config: Any, names: Sequence[str]) -> Settings:
+def settings_before_parse(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
     """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed."""
     return settings_from_pytest(_KnownArgs(config), names)
 
@@ -230,7 +166,7 @@ _INI_EXPECTED = {
     "tolerated_hosts": "a string of host names separated by spaces or commas",
     "runtime_values": 'a string: any of clock, uuid, random, or "" to turn it off',
 }
-_BOOLEANS = ("update", "save_on_failure", "block_network", "isolate_subprocesses", "fail_on_unused")
+_BOOLEANS = tuple(s.name for s in setting_keys.SETTINGS if s.flag and setting_keys.PROJECT in s.places)
 
 
 def build_settings(
@@ -312,19 +248,24 @@ def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
     return lambda value, origin, _root, _base, _paths: fn(value, origin)
 
 
+def _choice(name: str) -> Callable[[object, check.Origin], str]:
+    """The check of a setting that takes one of its choices (the settings table's)."""
+    setting = setting_keys.BY_NAME[name]
+    return lambda value, origin: check.choice(value, origin, setting.choices, setting.noun)
+
+
 _SESSION_CHECKS: dict[str, _Check] = {
-    "record": _checker(lambda v, o: check.choice(v, o, RECORD_MODES, "record mode")),
-    "mode": _checker(lambda v, o: check.choice(v, o, REPLAY_MODES, "replay mode")),
-    "isolate": _checker(lambda v, o: check.choice(v, o, ISOLATE_MODES, "network isolation level")),
+    **{
+        s.name: _checker(_choice(s.name))
+        for s in setting_keys.SETTINGS
+        if s.choices and setting_keys.PROJECT in s.places
+    },
     **{name: _checker(check.boolean) for name in _BOOLEANS},
     "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
     "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
     "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
     "allow_hosts": _checker(check.hosts),
     "inline_limit": _checker(check.count),
-    "transport_headers": _checker(
-        lambda v, o: check.choice(v, o, TRANSPORT_HEADER_CHOICES, "transport headers setting")
-    ),
 }
 
 
@@ -364,7 +305,7 @@ def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, o
     for kwargs in reversed(marks):
         merged.update(kwargs)
     place = f"@pytest.mark.agentreplay on {nodeid}"
-    check.refuse_unknown(merged, MARKER_KEYS, "argument(s)", "argument", place)
+    check.refuse_unknown(merged, setting_keys.MARKER_KEYS, "argument(s)", "argument", place)
     return merged
 
 
@@ -395,7 +336,7 @@ def resolve_test_settings(
         raise check.invalid(
             check.Origin("agentreplay_config", "a conftest.py"), overrides, "a dict of settings"
         )
-    check.refuse_unknown(overrides, FIXTURE_KEYS, "key(s)", "key", fixture_place)
+    check.refuse_unknown(overrides, setting_keys.FIXTURE_KEYS, "key(s)", "key", fixture_place)
     marker_place = f"@pytest.mark.agentreplay on {nodeid}"
     # Per key, the fixture's value then the marker's: the marker wins.
     layers = ((overrides, fixture_place), (marker, marker_place))
@@ -407,11 +348,11 @@ def resolve_test_settings(
 
     record = settings.record
     for value, origin in given("record"):
-        checked = check.choice(value, origin, RECORD_MODES, "record mode")
+        checked = _choice("record")(value, origin)
         record = record if settings.record_explicit else checked
     mode = settings.mode
     for value, origin in given("mode"):
-        checked = check.choice(value, origin, REPLAY_MODES, "replay mode")
+        checked = _choice("mode")(value, origin)
         mode = mode if settings.mode_explicit else checked
     cassette = default_cassette
     for value, origin in given("cassette"):
@@ -429,10 +370,8 @@ def resolve_test_settings(
     for value, origin in given("runtime_values"):
         parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
-    extra = {k: v for k, v in overrides.items() if k not in _RESOLVED_KEYS}
-    for key in ("sandbox", "faults", "agent", "mcp_effects"):
-        if key in marker:
-            extra = {**extra, key: marker[key]}
+    # The keys read above are the test's own; the others go to its run, the marker's over the fixture's.
+    extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in _RESOLVED_KEYS}
     return TestSettings(
         record=record,
         mode=mode,
@@ -447,8 +386,8 @@ def resolve_test_settings(
     )
 
 
-# The fixture keys resolve_test_settings reads itself; the others go to the run's HTTP settings.
-_RESOLVED_KEYS = ("record", "mode", "allow_hosts", "model", "rules", "runtime_values")
+# The keys resolve_test_settings reads itself; the others go to the run's settings.
+_RESOLVED_KEYS = ("cassette", "record", "mode", "allow_hosts", "model", "rules", "runtime_values")
 
 
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:

@@ -17,6 +17,7 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ConfigError
+from .setting_keys import ini_key, option_flag
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -60,9 +61,9 @@ class Places:
 
     def origin(self, source: str, name: str) -> Origin:
         if source == "cli":
-            return Origin("--agentreplay-" + name.replace("_", "-"), "the command line", "on")
+            return Origin(option_flag(name), "the command line", "on")
         if source == "ini":
-            key = "agentreplay_" + name
+            key = ini_key(name)
             if key in self.ini_overrides:
                 return Origin(key, "the command line (-o/--override-ini)", "on")
             ini_file = self.ini_file

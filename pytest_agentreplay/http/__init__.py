@@ -6,7 +6,7 @@ live exchanges. Imports no HTTP client and nothing of replay: the client librari
 
 from __future__ import annotations
 
-from .classify import Classification, classify_exchange, register_classifier
+from .classify import Classification, classify_exchange
 from .exchange import HttpRequest, HttpResponse
 
-__all__ = ["Classification", "HttpRequest", "HttpResponse", "classify_exchange", "register_classifier"]
+__all__ = ["Classification", "HttpRequest", "HttpResponse", "classify_exchange"]

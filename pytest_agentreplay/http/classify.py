@@ -1,16 +1,13 @@
 """Classify an HTTP exchange: a model call (per provider adapter), a read, or a write effect.
 
 Extensible: a run's ``settings.classify_hook`` (the plugin sets it from the
-``pytest_agentreplay_classify_exchange`` hook when a project implements it) is asked first, then the
-functions added with :func:`register_classifier`. A classifier returns a :class:`Classification` or
-``None`` to let the next one decide. Classification must work from the request alone (replay classifies
-before it knows which response to serve); ``response`` is passed when known.
+``pytest_agentreplay_classify_exchange`` hook when a project implements it) is asked first; its ``None``
+lets the built-in rules decide. Classification must work from the request alone (replay classifies before
+it knows which response to serve); ``response`` is passed when known.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Literal, cast
 
@@ -42,44 +39,6 @@ class Classification:
         return f"{self.provider}:{self.endpoint}"
 
 
-Classifier = Callable[[HttpRequest, HttpResponse | None, RunSettings], Classification | None]
-
-
-class ClassifierRegistry:
-    """The classifiers added with :func:`register_classifier`, newest first.
-
-    Process-wide (:data:`_REGISTRY`): a project registers them at import or in a fixture, and every run's
-    HTTP layer consults them from whatever thread sends the request.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.classifiers: list[Classifier] = []
-
-    def add(self, fn: Classifier) -> Callable[[], None]:
-        with self.lock:
-            self.classifiers.insert(0, fn)
-
-        def unregister() -> None:
-            with self.lock:
-                if fn in self.classifiers:
-                    self.classifiers.remove(fn)
-
-        return unregister
-
-
-_REGISTRY = ClassifierRegistry()
-
-
-def register_classifier(fn: Classifier) -> Callable[[], None]:
-    """Add ``fn`` ahead of the built-in rules; returns a callable that removes it again."""
-    return _REGISTRY.add(fn)
-
-
-def has_custom_classifiers() -> bool:
-    return bool(_REGISTRY.classifiers)
-
-
 def tool_name_for(request: HttpRequest, settings: RunSettings) -> str:
     """``settings.tool_names`` maps a host or host+path prefix to a name; else host + path."""
     host, path = request.host, request.path
@@ -103,11 +62,6 @@ def classify_exchange(
         decided = hook(request.to_payload(), response.to_payload() if response is not None else None)
         if decided is not None:
             return _from_hook(str(decided), request, settings)
-    if _REGISTRY.classifiers:
-        for fn in tuple(_REGISTRY.classifiers):
-            result = fn(request, response, settings)
-            if result is not None:
-                return result
     model = providers_of(settings).match(request, settings)
     if model is not None:
         return Classification("model", provider=model[0], endpoint=model[1])

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import NoProviderError
 from ..guard import allow_list_admits
-from ..http.classify import Classification, classify_exchange, has_custom_classifiers
+from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
@@ -104,10 +104,9 @@ Action = Serve | Send | Refuse
 def classify(ctx: RunContext, request: HttpRequest) -> Classification:
     """Built-in rules depend only on method, host and path: cache them per run (settings are per run).
 
-    Registered classifiers and a run's ``classify_hook`` may look at anything (headers, body), so
-    nothing is cached while any exists.
+    A run's ``classify_hook`` may look at anything (headers, body), so nothing is cached when it has one.
     """
-    if has_custom_classifiers() or ctx.settings.classify_hook is not None:
+    if ctx.settings.classify_hook is not None:
         return classify_exchange(request, None, ctx.settings)
     cache = ctx.replay.classified
     key = (request.method, request.host, request.path)

@@ -1,9 +1,8 @@
 """Diff rules: which differences between a recorded and a replayed history are ignored, expected or
 regressions.
 
-This folder owns the rules from their text to their answers:
+This folder owns the rules from their text to their answers (the format users write: docs/rules.md):
 
-- ``spec``: the rule format, specified (selectors, path globs, verdicts, tolerances, layers, defaults);
 - ``rule``: the ``Rule`` value and its ``Verdict``;
 - ``syntax``: the field-path grammar, and selectors and rule dicts parsed and validated into rules;
 - ``defaults``: the built-in rules of each replay mode (layer ``default``) and of imported recordings;

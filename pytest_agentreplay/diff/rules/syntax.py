@@ -1,6 +1,7 @@
 """The rule syntax: the field-path grammar, and selectors and rule dicts parsed and validated into rules.
 
-What is valid is specified in :mod:`.spec`; a bad rule raises ``ConfigError`` naming it and its layer.
+What is valid is specified in docs/rules.md (Rule format); a bad rule raises ``ConfigError`` naming it and
+its layer.
 """
 
 from __future__ import annotations
