@@ -33,7 +33,6 @@ from .shell.interception import HeldInterception
 from .shell.item_facts import (
     CONTROLLER_KEY,
     GUARD_NOTE_PROPERTY,
-    LIFE_KEY,
     SETTINGS_KEY,
     collected_test,
     default_cassette,
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
 
     from .guard.session_namespace import Isolation  # noqa: F401 (string annotation of ISOLATION_KEY)
     from .shell.handle import AgentReplay
+    from .shell.life import TestLife  # noqa: F401 (string annotation of LIFE_KEY)
 
 PLUGIN_NAME = "agentreplay-session"
 STATUS_ATTRIBUTE = "agentreplay_status"
@@ -52,6 +52,9 @@ COMPARISON_PROPERTY = "agentreplay-comparison"
 NETWORK_PROPERTY = "agentreplay.network"
 # What --agentreplay-isolate did, decided before conftest files load; absent: isolation off.
 ISOLATION_KEY = pytest.StashKey["Isolation"]()
+# A test's life, from its protocol's start to its status (shell/life.py). A string subscript: the class
+# imports the recorder and the guard, which a session that never replays should not pay for.
+LIFE_KEY = pytest.StashKey["TestLife"]()
 TOLERATED_PROPERTY = "agentreplay-tolerated"
 
 _OPTION_NAMES = setting_keys.OPTION_NAMES

@@ -18,14 +18,10 @@ from . import foreign_adapters
 from .controller import CollectedTest, SessionController
 
 if TYPE_CHECKING:
-    from .life import TestLife  # noqa: F401 (string annotation of LIFE_KEY)
     from .session import TestRun
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
 CONTROLLER_KEY = pytest.StashKey[SessionController]()
-# String subscripts: the typed classes import the recorder and the cassette reader, which a session that
-# never replays should not pay for. A test's life: from its protocol's start to its status (shell/life.py).
-LIFE_KEY = pytest.StashKey["TestLife"]()
 # The cause of a failure the plugin raised for this item, set where it is raised.
 CAUSE_KEY = pytest.StashKey[Cause]()
 # The whole message of that failure, as the terminal showed it: every report carries it (report/message.py).
