@@ -55,8 +55,6 @@ def textconv_document(raw: object, blob_dir: Path) -> object:
     """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
     for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
     named in place."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
-        return raw
     store = BlobStore(blob_dir)
     for ref in stored_refs(raw):
         try:
