@@ -19,9 +19,8 @@ are redacted like every credential.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
@@ -29,8 +28,7 @@ from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from . import anthropic
-from .fields import renamed_counts
+from . import anthropic, fields
 
 NAME = "bedrock"
 CONVERSE = "converse"
@@ -63,7 +61,6 @@ _CONVERSE_DECODING = (
     "performanceConfig",
     "promptVariables",
 )
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -190,15 +187,6 @@ _USAGE_NAMES: Final = (
 )
 
 
-def _usage(raw: object) -> Document:
-    return renamed_counts(raw, _USAGE_NAMES)
-
-
-def _result(text: list[str], calls: list[Document], stop: object, usage: Document) -> Document:
-    decision = {"text": "".join(text) or None, "tool_calls": calls, "stop_reason": stop}
-    return {"decision": decision, "usage": usage, "response_id": None, "response_model": None}
-
-
 def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Document:
     """A Converse (or Nova) assistant message's content blocks -> the decision."""
     texts: list[str] = []
@@ -211,7 +199,7 @@ def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Docu
         use = block.get("toolUse")
         if isinstance(use, dict):
             calls.append({"id": use.get("toolUseId"), "name": use.get("name"), "arguments": use.get("input")})
-    return _result(texts, calls, stop, _usage(usage))
+    return fields.decided(texts, calls, stop, fields.renamed_counts(usage, _USAGE_NAMES), None, None)
 
 
 def _converse_plain(body: Document) -> Document:
@@ -256,12 +244,7 @@ def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
         elif isinstance(name, str) and name.endswith("Exception"):
             stop = stop or name
     for idx, parts in partial.items():
-        raw = "".join(parts)
-        use = blocks.setdefault(idx, {}).setdefault("toolUse", {})
-        try:
-            use["input"] = json.loads(raw) if raw else {}
-        except ValueError:
-            use["input"] = raw
+        blocks.setdefault(idx, {}).setdefault("toolUse", {})["input"] = fields.parse_args("".join(parts))
     return _from_blocks([blocks[i] for i in sorted(blocks)], stop, usage)
 
 
@@ -307,7 +290,7 @@ def _llama(chunks: Iterable[object]) -> Document:
             usage["input_tokens"] = chunk["prompt_token_count"]
         if chunk.get("generation_token_count") is not None:
             usage["output_tokens"] = chunk["generation_token_count"]
-    return _result(texts, [], stop, usage)
+    return fields.decided(texts, [], stop, usage, None, None)
 
 
 def _titan(chunks: Iterable[object]) -> Document:
@@ -330,7 +313,7 @@ def _titan(chunks: Iterable[object]) -> Document:
             count = part.get("tokenCount", part.get("totalOutputTextTokenCount"))
             if count is not None:
                 usage["output_tokens"] = count
-    return _result(texts, [], stop, usage)
+    return fields.decided(texts, [], stop, usage, None, None)
 
 
 def _nova_stream(chunks: Iterable[object]) -> Document:
@@ -356,45 +339,42 @@ def _response_family(value: object) -> str | None:
     return None
 
 
+def _anthropic_stream(chunks: list[object]) -> Document:
+    return anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": chunk} for chunk in chunks]})
+
+
+def _anthropic_plain(value: Document) -> Document:
+    return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
+
+
+# Per InvokeModel family: the response fields of its stream's chunks, and of its plain body.
+_READERS: Final[dict[str, tuple[Callable[[list[object]], Document], Callable[[Document], Document]]]] = {
+    ANTHROPIC: (_anthropic_stream, _anthropic_plain),
+    LLAMA: (_llama, lambda value: _llama([value])),
+    TITAN: (_titan, lambda value: _titan([value])),
+    NOVA: (_nova_stream, _converse_plain),
+}
+
+
 def _invoke(named: str | None, body: Document) -> Document:
     if "sse" in body:
         chunks = _chunks(body)
-        named = named or next((f for f in map(_response_family, chunks) if f), None)
-        if named == ANTHROPIC:
-            found = anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": c} for c in chunks]})
-        elif named == LLAMA:
-            found = _llama(chunks)
-        elif named == TITAN:
-            found = _titan(chunks)
-        elif named == NOVA:
-            found = _nova_stream(chunks)
-        else:
-            return dict(_NO_RESPONSE)
+        reader = _READERS.get(named or next((f for f in map(_response_family, chunks) if f), ""))
+        if reader is None:
+            return fields.no_decision()
+        found = reader[0](chunks)
         if not found["usage"]:
             found["usage"] = _metrics_usage(chunks)
         return found
     value = body.get("json")
-    if not isinstance(value, dict):
-        return dict(_NO_RESPONSE)
-    named = named or _response_family(value)
-    if named == ANTHROPIC:
-        return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
-    if named == LLAMA:
-        return _llama([value])
-    if named == TITAN:
-        return _titan([value])
-    if named == NOVA:
-        return _converse_plain(value)
-    return dict(_NO_RESPONSE)
+    reader = _READERS.get(named or _response_family(value) or "")
+    return reader[1](value) if reader is not None and isinstance(value, dict) else fields.no_decision()
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
     op, named = _split(endpoint)
-    if op == CONVERSE_STREAM:
-        return _fold_converse(_stream_events(body)) if "sse" in body else dict(_NO_RESPONSE)
-    if op in (INVOKE, INVOKE_STREAM):
+    if body and op in (INVOKE, INVOKE_STREAM):
         return _invoke(named, body)
-    value = body.get("json")
-    return _converse_plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)
+    if op == CONVERSE_STREAM:
+        return _fold_converse(_stream_events(body)) if body and "sse" in body else fields.no_decision()
+    return fields.from_body(body, _converse_plain, lambda events: fields.no_decision())

@@ -16,7 +16,6 @@ from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import fields
-from .openai import _parse_args
 
 NAME = "cohere"
 CHAT = "chat"
@@ -38,7 +37,6 @@ _DECODING = (
     "logprobs",
     "citation_options",
 )
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -59,11 +57,7 @@ def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
     tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
-    out: Document = {}
-    if tokens.get("input_tokens") is not None:
-        out["input_tokens"] = tokens["input_tokens"]
-    if tokens.get("output_tokens") is not None:
-        out["output_tokens"] = tokens["output_tokens"]
+    out = {key: tokens[key] for key in ("input_tokens", "output_tokens") if tokens.get(key) is not None}
     if raw.get("cached_tokens") is not None:
         out["cached_input_tokens"] = raw["cached_tokens"]
     return out
@@ -72,7 +66,7 @@ def _usage(raw: object) -> Document:
 def _call(raw: object) -> Document:
     call = _obj(raw)
     fn = _obj(call.get("function"))
-    return {"id": call.get("id"), "name": fn.get("name"), "arguments": _parse_args(fn.get("arguments"))}
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": fields.parse_args(fn.get("arguments"))}
 
 
 def _plain(body: Document) -> Document:
@@ -82,16 +76,9 @@ def _plain(body: Document) -> Document:
         for part in message.get("content") or []
         if isinstance(part, dict) and part.get("type") == "text"
     ]
-    return {
-        "decision": {
-            "text": "".join(texts) or None,
-            "tool_calls": [_call(c) for c in message.get("tool_calls") or []],
-            "stop_reason": body.get("finish_reason"),
-        },
-        "usage": _usage(body.get("usage")),
-        "response_id": body.get("id"),
-        "response_model": body.get("model"),
-    }
+    calls = [_call(c) for c in message.get("tool_calls") or []]
+    usage = _usage(body.get("usage"))
+    return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
 
 def _message(data: Document) -> Document:
@@ -118,7 +105,7 @@ def _stream(events: Iterable[object]) -> Document:
                 texts.append(content["text"])
         elif kind in ("tool-call-start", "tool-call-delta"):
             piece = _obj(message.get("tool_calls"))
-            slot = calls.setdefault(int(data.get("index") or 0), {"id": None, "name": None, "arguments": ""})
+            slot = calls.setdefault(int(data.get("index") or 0), fields.new_call())
             fn = _obj(piece.get("function"))
             slot["id"] = piece.get("id") or slot["id"]
             slot["name"] = fn.get("name") or slot["name"]
@@ -128,22 +115,8 @@ def _stream(events: Iterable[object]) -> Document:
             delta = _obj(data.get("delta"))
             stop_reason = delta.get("finish_reason")
             usage = delta.get("usage")
-    tool_calls = [
-        {"id": c["id"], "name": c["name"], "arguments": _parse_args(c["arguments"])}
-        for _, c in sorted(calls.items())
-    ]
-    return {
-        "decision": {"text": "".join(texts) or None, "tool_calls": tool_calls, "stop_reason": stop_reason},
-        "usage": _usage(usage),
-        "response_id": response_id,
-        "response_model": None,
-    }
+    return fields.decided(texts, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, None)
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
-    if isinstance(body.get("sse"), list):
-        return _stream(body["sse"])
-    value = body.get("json")
-    return _plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)
+    return fields.from_body(body, _plain, _stream)

@@ -34,7 +34,9 @@ def check_provider(candidate: object, origin: str) -> Provider:
     if not isinstance(name, str) or not name.strip():
         problems.append(f"NAME is {name!r}, not a non-empty string (the provider named on its events)")
     problems.extend(
-        f"{member} is missing or not callable" for member in _REQUIRED if not _callable(value, member)
+        f"{member} is missing or not callable"
+        for member in _REQUIRED
+        if not callable(getattr(value, member, None))
     )
     declared = getattr(value, "INPUT_FIELDS", None)
     if declared is not None and as_input_fields(declared) is None:
@@ -46,10 +48,6 @@ def check_provider(candidate: object, origin: str) -> Provider:
         raise _bad(origin, candidate, problems)
     assert isinstance(value, Provider)
     return value
-
-
-def _callable(value: object, member: str) -> bool:
-    return callable(getattr(value, member, None))
 
 
 def _bad(origin: str, candidate: object, problems: list[str]) -> ConfigError:
