@@ -201,11 +201,6 @@ def is_json_type(content_type: str | None) -> bool:
     return mt == "application/json" or mt.endswith("+json") or mt.endswith("/json")
 
 
-def is_sse_type(content_type: str | None) -> bool:
-    fmt = stream_formats.format_for(content_type)
-    return fmt is not None and fmt.name == "sse"
-
-
 def _is_text_type(content_type: str | None) -> bool:
     mt = media_type(content_type)
     return mt.startswith("text/") or mt in _TEXTUAL_APPLICATION or mt.endswith("+xml")

@@ -32,21 +32,7 @@ from typing import Final, Literal
 
 from ..core.constants import REDACTED
 from ..core.documents import Document
-from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse
-
-__all__ = [
-    "GRPC_SCHEME",
-    "Outcome",
-    "call_url",
-    "flavour",
-    "http_status",
-    "is_grpc",
-    "message_entry",
-    "metadata_headers",
-    "request_body",
-    "response_body",
-    "served_outcome",
-]
+from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse, lower_headers
 
 GRPC_SCHEME: Final = "grpc://"
 Flavour = Literal["retrieval", "read", "write"]
@@ -155,15 +141,10 @@ def call_url(target: str, method: str) -> str:
     return f"{GRPC_SCHEME}{authority(target)}/{method.lstrip('/')}"
 
 
-def service_and_method(path: str) -> tuple[str, str]:
-    """``("qdrant.Points", "Search")`` from the URL path ``/qdrant.Points/Search``."""
-    service, _, method = path.strip("/").rpartition("/")
-    return service, method
-
-
 def flavour(path: str) -> Flavour:
-    """What a call to the method at ``path`` does: the well-known table, else the method-name rule."""
-    service, method = service_and_method(path)
+    """What a call to the method at ``path`` (``/qdrant.Points/Search``) does: the well-known table, else
+    the method-name rule."""
+    service, _, method = path.strip("/").rpartition("/")
     known = WELL_KNOWN.get(service, {}).get(method)
     if known is not None:
         return known
@@ -174,7 +155,7 @@ def http_status(code: str) -> int:
     return _HTTP_STATUS.get(code, 500)
 
 
-def _text(key: str, value: str | bytes) -> str:
+def _text(value: str | bytes) -> str:
     # Binary metadata (``-bin`` keys) arrives as bytes: kept as base64, as it travels on the wire.
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
@@ -183,12 +164,7 @@ def _text(key: str, value: str | bytes) -> str:
 
 def metadata_headers(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
     """Metadata as headers: lower-case keys, repeated keys joined with ", " (as HTTP joins them)."""
-    out: dict[str, str] = {}
-    for key, value in pairs or ():
-        name = key.lower()
-        text = _text(name, value)
-        out[name] = f"{out[name]}, {text}" if name in out else text
-    return out
+    return lower_headers([(key, _text(value)) for key, value in pairs or ()])
 
 
 def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list[str]]:
@@ -196,7 +172,7 @@ def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list
     out: list[list[str]] = []
     for key, value in pairs or ():
         name = key.lower()
-        out.append([name, REDACTED if name in SECRET_HEADERS else _text(name, value)])
+        out.append([name, REDACTED if name in SECRET_HEADERS else _text(value)])
     return out
 
 

@@ -26,7 +26,6 @@ httpx_ws.py``) translate their library's objects into these calls.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -52,10 +51,6 @@ def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:
     """The opening handshake as the exchange pipeline sees it (lower-case names, the nonce left out)."""
     kept = {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
     return HttpRequest("GET", url, kept)
-
-
-def response_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
 
 
 def encode_message(message: Message) -> Document:
@@ -112,24 +107,28 @@ class ConversationEvents:
         self.connection = connection
         self.counts: dict[str, int] = {"sent": 0, "received": 0}
         self.closed = False
-        self.started = time.perf_counter()
         self._lock = threading.Lock()
         host, path = host_and_path(url)
         self._tool = ToolInfo.construct_trusted(
             {"name": host + path, "schema_version": None, "idempotency_key": None}
         )
 
-    def _data(self, method: str, direction: Direction, index: int | None) -> Document:
-        data: Document = {
-            "transport": TRANSPORT,
-            "method": method,
-            "url": self.url,
-            "connection": self.connection,
-            "direction": direction,
-        }
-        if index is not None:
-            data["index"] = index
-        return data
+    def _emit(
+        self, method: str, direction: Direction, extra: Document, ref: PayloadRef | None = None
+    ) -> None:
+        data: Document = {"transport": TRANSPORT, "method": method, "url": self.url}
+        data.update(connection=self.connection, direction=direction, **extra)
+        sent = direction == "sent"
+        self.ctx.recorder.emit(
+            "http",
+            trusted=True,
+            actor="tool",
+            event_class="decision" if sent else "input",
+            data=data,
+            tool=self._tool,
+            input=ref if sent else None,
+            output=None if sent else ref,
+        )
 
     def message(self, direction: Direction, stored: Document) -> int:
         """Emit one message (stored as :func:`encode_message` makes it); returns its index."""
@@ -137,28 +136,14 @@ class ConversationEvents:
             index = self.counts[direction]
             self.counts[direction] = index + 1
         ref = _ref(stored, self.ctx.settings.http_data_class)
-        sent = direction == "sent"
-        self.ctx.recorder.emit(
-            "http",
-            trusted=True,
-            actor="tool",
-            event_class="decision" if sent else "input",
-            data=self._data("SEND" if sent else "RECEIVE", direction, index),
-            tool=self._tool,
-            input=ref if sent else None,
-            output=None if sent else ref,
-        )
+        self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 
     def timeout(self) -> None:
         """A receive that timed out: replay raises the timeout again at this point of the conversation."""
         with self._lock:
             index = self.counts["received"]
-        data = self._data("RECEIVE", "received", index)
-        data["timeout"] = True
-        self.ctx.recorder.emit(
-            "http", trusted=True, actor="tool", event_class="input", data=data, tool=self._tool
-        )
+        self._emit("RECEIVE", "received", {"index": index, "timeout": True})
 
     def close(self, direction: Direction, code: int | None, reason: str | None) -> bool:
         """Emit the close once (who closed first, the code and reason); False when already emitted."""
@@ -166,18 +151,5 @@ class ConversationEvents:
             if self.closed:
                 return False
             self.closed = True
-        data = self._data("CLOSE", direction, None)
-        data["close"] = {"code": code, "reason": reason or ""}
-        self.ctx.recorder.emit(
-            "http",
-            trusted=True,
-            actor="tool",
-            event_class="decision" if direction == "sent" else "input",
-            data=data,
-            tool=self._tool,
-        )
+        self._emit("CLOSE", direction, {"close": {"code": code, "reason": reason or ""}})
         return True
-
-
-def is_message_event(data: Mapping[str, object]) -> bool:
-    return data.get("transport") == TRANSPORT and data.get("method") in ("SEND", "RECEIVE", "CLOSE")
