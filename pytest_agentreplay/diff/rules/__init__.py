@@ -15,42 +15,14 @@ The names below are the folder's public surface; import them from here.
 
 from __future__ import annotations
 
-from ...core.constants import TRANSPORT_HEADERS
-from .defaults import (
-    IMPORTED_SOURCES,
-    SECRET_REQUEST_HEADERS,
-    VOLATILE_HEADERS,
-    default_rules,
-    is_imported,
-)
-from .engine import LAYERS, PLACEHOLDER, Judgement, RuleSet, compiled
-from .rule import VERDICTS, Rule, Verdict
-from .syntax import (
-    ORDER,
-    PRESENCE,
-    PSEUDO_PATHS,
-    RULE_KEYS,
-    Path,
-    RuleSpec,
-    generalize_path,
-    join_path,
-    parse_rule,
-    parse_rules,
-    split_path,
-)
+from .defaults import default_rules, is_imported
+from .engine import Judgement, RuleSet, compiled
+from .rule import Rule, Verdict
+from .syntax import ORDER, PRESENCE, Path, RuleSpec, generalize_path, join_path, parse_rules, split_path
 
 __all__ = [
-    "IMPORTED_SOURCES",
-    "LAYERS",
     "ORDER",
-    "PLACEHOLDER",
     "PRESENCE",
-    "PSEUDO_PATHS",
-    "RULE_KEYS",
-    "SECRET_REQUEST_HEADERS",
-    "TRANSPORT_HEADERS",
-    "VERDICTS",
-    "VOLATILE_HEADERS",
     "Judgement",
     "Path",
     "Rule",
@@ -62,7 +34,6 @@ __all__ = [
     "generalize_path",
     "is_imported",
     "join_path",
-    "parse_rule",
     "parse_rules",
     "split_path",
 ]

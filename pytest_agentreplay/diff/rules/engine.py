@@ -101,7 +101,6 @@ class RuleSet:
         self._compiled.sort(key=lambda c: c.key, reverse=True)
         self._by_type: dict[str, list[_Compiled]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
-        self._regex_cache: dict[str, re.Pattern[str]] = {}
 
     # construction -------------------------------------------------------------------------------
     @classmethod
@@ -126,12 +125,6 @@ class RuleSet:
         rules += parse_rules(marker, source="marker")
         rules += parse_rules(hook, source="hook")
         return cls(mode, rules)
-
-    def with_rules(self, spec: RuleSpec, *, source: str = "hook") -> RuleSet:
-        """A new rule set with ``spec`` added as layer ``source``."""
-        if source not in LAYERS:
-            raise ValueError(f"unknown rule layer {source!r}; use one of {LAYERS}")
-        return RuleSet(self.mode, [*self.rules, *parse_rules(spec, source=source)])
 
     # queries ----------------------------------------------------------------------------------------
     @property
@@ -172,16 +165,10 @@ class RuleSet:
             winner = winner or fallback
             verdict_rule = verdict_rule or fallback
         assert verdict_rule.verdict is not None
-        normalizers = tuple(self._regex(p) for p in winner.normalize)
+        normalizers = tuple(re.compile(p) for p in winner.normalize)
         found = Judgement(verdict_rule.verdict, winner, verdict_rule, normalizers, unrecorded)
         self._cache[cache_key] = found
         return found
-
-    def _regex(self, pattern: str) -> re.Pattern[str]:
-        regex = self._regex_cache.get(pattern)
-        if regex is None:
-            regex = self._regex_cache[pattern] = re.compile(pattern)
-        return regex
 
     def ignored_anywhere(
         self, event_type: str, under: Path = ("input_ref", "body", "json")
