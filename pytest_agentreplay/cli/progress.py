@@ -57,4 +57,3 @@ class Progress:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
             self._drawn = False
-

@@ -1,24 +1,17 @@
 """gRPC calls as HTTP exchanges: the URL, headers and bodies a call is recorded under, and its classification.
 
-A gRPC call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as
-``POST grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers. Bodies are JSON
-documents (so the redactor and the diff read them like any JSON body):
+A call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as ``POST
+grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers, its bodies JSON documents that
+the redactor and the diff read like any JSON body (docs/grpc.md): a request's messages as their readable
+view when known (never served, so its bytes, which would carry what redaction takes out of the view, are
+not kept), a response's as their bytes (what replay deserializes) beside the view, with the code, details
+and trailing metadata.
 
-- request: ``{"messages": [{"json": view} | {"base64": bytes}, ...]}``: the readable view of each message
-  when its class is known (protobuf), else its bytes. A request is never served, and the bytes would
-  carry whatever the redactor takes out of the view, so they are not kept beside it.
-- response: ``{"code": "OK", "details": str, "messages": [{"base64": bytes, "json": view?}, ...],
-  "trailing_metadata": [[key, value], ...]}``: the bytes are what replay deserializes again.
-
-A response message is stored twice, as its view and as its bytes, and redaction keeps the two consistent:
-the values the view holds under secret names (``access_token``) are handed to the run's redactor when the
-message arrives (:mod:`..intercept.grpc_capture`), so they are known secrets wherever they appear, and the
-bytes are masked in place (:func:`..redaction.encoded.mask_bytes`): each secret's bytes become
-``[REDACTED]`` cut or padded with ``*`` to their length, so the message still parses in replay and reads
-``[REDACTED]***...`` where the view reads ``[REDACTED]``.
-
-The response's HTTP status is the usual mapping of its status code (``NOT_FOUND`` -> 404), so a failed
-write is not a committed one. Nothing here imports grpc: :mod:`pytest_agentreplay.intercept.grpc` does.
+Redaction keeps a response's view and bytes consistent: the values the view holds under secret names are
+handed to the run's redactor when the message arrives (:mod:`..intercept.grpc_capture`), and the bytes are
+masked in place (:func:`..redaction.encoded.mask_bytes`, ``[REDACTED]`` cut or padded with ``*`` to the
+secret's length), so the message still parses in replay. The HTTP status is the usual mapping of the code
+(``NOT_FOUND`` -> 404), so a failed write is not a committed one. Nothing here imports grpc.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """WebSocket conversations as events of the exchange vocabulary, written once for every client library.
 
-A conversation is recorded as:
-
-- its opening handshake: an ``http`` read event of the exchange pipeline (``GET ws://...`` answered
-  ``101``), matched, served and refused in replay exactly as an HTTP read (modes, ``allow_hosts``,
-  sandbox, unmatched calls);
-- one ``http`` event per message, in the order the client saw them: ``data`` says ``transport:
-  websocket``, the URL, the ``connection`` (the run's nth WebSocket), the ``direction`` (``sent``: class
-  ``decision``, the message in ``input_ref``; ``received``: class ``input``, the message in
-  ``output_ref``) and the ``index`` of the message in its direction; ``method`` is ``SEND`` or ``RECEIVE``
-  so that the diff aligns sent messages with sent ones;
-- a receive that timed out (``timeout: true``) and the close (``method: CLOSE``, ``close: {code,
-  reason}``, direction ``sent`` when the client closed, ``received`` when the server did).
-
-One event per message rather than the whole conversation folded into the handshake's payloads: the
-messages stay in the history between the model calls and tool calls they caused, and a one-message
-change is a change of that message's event only. Message payloads use the stored BODY shapes: a JSON
-text message as JSON (``json``, with the ``format`` or ``raw`` text that gives its exact text back), other
-text as ``text``, binary messages as ``base64``.
+The recorded shape is docs/websockets.md's: the opening handshake is an ``http`` read of the exchange
+pipeline (matched, served and refused in replay exactly as one), then one ``http`` event per message in the
+order the client saw them (``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE`` so that
+the diff aligns sent messages with sent ones), a timed-out receive and the close. One event per message
+keeps each message between the model and tool calls it caused, and a one-message change one event's change.
 
 The module imports no WebSocket library: the adapters (``intercept/websockets.py``, ``intercept/
 httpx_ws.py``) translate their library's objects into these calls.

@@ -170,17 +170,16 @@ class RuleSet:
         self._cache[cache_key] = found
         return found
 
-    def ignored_anywhere(
-        self, event_type: str, under: Path = ("input_ref", "body", "json")
-    ) -> frozenset[str]:
-        """The keys these rules ignore at any depth (``*:**.created``) that they also ignore right ``under``
-        a payload of ``event_type``: what replay leaves out when it matches a live request to a recorded
-        one, so that two requests the comparison calls equal are the same request to the matching too."""
+    def ignored_anywhere(self, event_type: str) -> frozenset[str]:
+        """The keys these rules ignore at any depth (``*:**.created``) that they also ignore at the top of a
+        JSON request body of ``event_type``: what replay leaves out when it matches a live request to a
+        recorded one, so that two requests the comparison calls equal are the same request to the matching."""
         names = set()
         for comp in self._candidates(event_type):
             tokens = split_path(comp.rule.path)
             if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
                 names.add(tokens[1])
+        under = ("input_ref", "body", "json")
         return frozenset(n for n in names if self.judge(event_type, (*under, n)).verdict == "ignore")
 
     def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:

@@ -268,7 +268,7 @@ def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> lis
 def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
     out: list[Rule] = []
 
-    def add(item: object, name_hint: str | None = None) -> None:
+    def add(item: object) -> None:
         if item is None:
             return
         if isinstance(item, Rule):
@@ -277,7 +277,7 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
             out.append(item if same else replace(item, source=source, index=len(out)))
         elif isinstance(item, Mapping):
             if _looks_like_single_rule(item):
-                out.append(parse_rule(item, source=source, index=len(out), name=name_hint))
+                out.append(parse_rule(item, source=source, index=len(out)))
                 return
             for selector, value in item.items():
                 name = repr(selector)

@@ -9,7 +9,7 @@ process-wide state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Final
 
@@ -61,13 +61,11 @@ def _bad(origin: str, candidate: object, problems: list[str]) -> ConfigError:
     )
 
 
-def entry_point_providers(
-    entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
-) -> list[Provider]:
+def entry_point_providers() -> list[Provider]:
     """The providers installed distributions register (group ``pytest_agentreplay.providers``); a
     ``ConfigError`` names the distribution whose entry point does not load or is not a provider."""
-    found = entry_points() if entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
     out: list[Provider] = []
+    found = metadata.entry_points(group=ENTRY_POINT_GROUP)
     for entry in sorted(found, key=lambda e: (_distribution(e), e.name)):
         origin = f"entry point {entry.name!r} ({entry.value}) of the distribution {_distribution(entry)}"
         try:
