@@ -20,7 +20,7 @@ from .document import build_document, run_to_dict, scan_document
 from .parsing import parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import MAX_DEPTH, depth_problem, payload_problem
+from .validation import MAX_DEPTH, depth_problem, payload_problem, relocate
 
 _MAX_LISTED_PROBLEMS = 20
 
@@ -31,17 +31,6 @@ def verify_chain(doc: Document) -> list[str]:
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
     return messages
-
-
-def relocate(exc: CassetteError, path: Path, mode: str | None, place: str) -> CassetteError:
-    return type(exc)(
-        exc.headline,
-        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
-        cassette=path,
-        mode=mode,
-        place=place,
-        fixes=exc.fixes,
-    )
 
 
 @dataclass

@@ -20,11 +20,12 @@ from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
 from .document import blob_resolver
 from .document_checks import check_event_keys, check_header, schema_error
-from .loaded import LoadedCassette, relocate
+from .loaded import LoadedCassette
 from .migrations import migrate_document
 from .parsing import parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
 from .stored_form import REF_FIELDS
+from .validation import relocate
 
 
 @contextlib.contextmanager

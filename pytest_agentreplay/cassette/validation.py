@@ -19,7 +19,7 @@ import jiter
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
-from ..exceptions import CassetteFileTypeError, CassetteLimitError
+from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
 MAX_CASSETTE_BYTES: Final = 256 * 1024 * 1024
@@ -41,18 +41,13 @@ _BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "c
 _PART_KEYS: Final = frozenset({"json", "text", "base64", "content_type", "name", "filename", "headers"})
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+_FILE_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def inside(path: str, root: str) -> bool:
@@ -90,8 +85,9 @@ def read_regular_file(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "not a regular file")
             raise CassetteFileTypeError(
-                f"{label} is {_file_kind(info.st_mode)}, not a regular file",
+                f"{label} is {kind}, not a regular file",
                 evidence=[f"path: {path}" + (f" -> {real}" if real != str(path) else "")],
                 cassette=cassette,
                 place=str(path),
@@ -109,6 +105,18 @@ def read_regular_file(
         return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def relocate(exc: CassetteError, cassette: Path | str | None, mode: str | None, place: str) -> CassetteError:
+    """``exc`` (a blob's error) placed where a cassette refers to the blob, its own place kept as evidence."""
+    return type(exc)(
+        exc.headline,
+        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+        cassette=cassette,
+        mode=mode,
+        place=place,
+        fixes=exc.fixes,
+    )
 
 
 def _too_large(
