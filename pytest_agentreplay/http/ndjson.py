@@ -1,12 +1,9 @@
 """Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser for
 teeing live streams and the encoder replay serves them with.
 
-Stored like server-sent events (:mod:`.sse`), in the body's ``sse`` list, one event per line:
-``{"data": <parsed JSON, or the line's text>, "t": seconds}``. A line is parsed as JSON only when it starts
-with ``{`` or ``[``, so any other line round-trips as its text. ``raw``: the line's exact wire text (its
-line ending, blank lines before it, key order and spacing), kept only when :func:`encode_line` of the
-stored (key-sorted) event would differ; replay serves it, so a client reads the bytes it read while
-recording. The body's content type tells replay which of the two encoders renders the events.
+Stored like server-sent events (:mod:`.sse`, the same ``data`` and ``raw`` rules), one event per line:
+``{"data": <parsed JSON, or the line's text>, "t": seconds}``, where ``raw`` also keeps the blank lines
+before a line.
 """
 
 from __future__ import annotations

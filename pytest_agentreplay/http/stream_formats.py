@@ -1,11 +1,10 @@
-"""The streamed response formats stored as events, one entry each: server-sent events, newline-delimited
-JSON (Ollama) and the AWS event stream (Bedrock).
+"""The streamed response formats stored as events: server-sent events, newline-delimited JSON (Ollama) and
+the AWS event stream (Bedrock).
 
 A stream is stored as ``{"sse": [event, ...], "content_type": ...}`` whatever its format (the list's name
-predates the other formats; the cassette format stays as it is), and the content type it arrived with tells
-which format turns the events back into wire bytes. Recording (``recording.LiveCapture``), storing
-(``bodies``) and serving (``exchange.HttpResponse``) ask :func:`format_for` and nothing else: a new stream
-format is one entry in :data:`FORMATS`.
+predates the other formats), and its content type tells which format turns the events back into wire bytes.
+Recording, storing and serving ask :func:`format_for` and nothing else: a new format is one entry of
+:data:`FORMATS`.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place (issue 12): the vcrpy
-adapter behind the session's interface for other tools' recordings (``replay/foreign.py``).
+"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place: the vcrpy adapter behind
+the session's interface for other tools' recordings (``replay/foreign.py``).
 
-A vcr-marked test without a cassette of this plugin is served from its YAML cassettes through
-:class:`~pytest_agentreplay.interop.vcr_compat.VcrReplay`: vcrpy's ``match_on``, ``filter_headers`` and
-``before_record_*`` decide, fail-closed (an unmatched request is refused, never sent), and a request
-vcrpy would ignore (``ignore_hosts``, ``ignore_localhost``) is sent unrecorded, as vcrpy sends it.
-
-The recorded history the run is compared with is the played interactions, in play order
-(``interactions_to_events`` shapes, labelled ``source: vcr``), so the lenient rules of imported
-recordings apply: header and body differences vcrpy never compared do not fail.
-
-:class:`VcrSource` is the adapter (set-up, teardown); ``policy.decide`` finds its :class:`VcrServing` in
-the run (``ctx.served_instead``) and asks it for each request:
-replay knows the protocol, not this module.
+vcrpy's ``match_on``, filters and ``before_record_*`` decide (:class:`~.vcr_compat.VcrReplay`), fail-closed:
+an unmatched request is refused, never sent; one vcrpy ignores (``ignore_hosts``, ``ignore_localhost``) is
+sent unrecorded, as vcrpy sends it. The recorded history the run is compared with is the played
+interactions in play order, labelled ``source: vcr``, so the lenient rules of imported recordings apply.
+``policy.decide`` finds the run's :class:`VcrServing` (``ctx.served_instead``) and asks it for each
+request: replay knows the protocol, not this module.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Diff rules: which differences between a recorded and a replayed history are ignored, expected or
-regressions.
-
-This folder owns the rules from their text to their answers:
-
-- ``spec``: the rule format, specified (selectors, path globs, verdicts, tolerances, layers, defaults);
-- ``rule``: the ``Rule`` value and its ``Verdict``;
-- ``syntax``: the field-path grammar, and selectors and rule dicts parsed and validated into rules;
-- ``defaults``: the built-in rules of each replay mode (layer ``default``) and of imported recordings;
-- ``engine``: ``RuleSet``, the layered rules of one mode compiled into a matcher whose ``judge`` answers
-  each (event type, path) with a ``Judgement``.
-
-The names below are the folder's public surface; import them from here.
+regressions, from their text to their answers: ``spec`` (the format), ``rule`` (the value), ``syntax`` (paths,
+selectors and rule dicts parsed), ``defaults`` (each mode's built-in rules, and imported recordings') and
+``engine`` (``RuleSet``: one mode's layers compiled into a matcher whose ``judge`` answers each event type
+and path). The names below are the folder's public surface.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
-``InvokeModelWithResponseStream`` (``POST /model/{modelId}/converse|converse-stream|invoke|
-invoke-with-response-stream``).
+``InvokeModelWithResponseStream`` (``POST /model/{modelId}/...``; docs/providers.md).
 
-The model id is in the URL (percent-encoded: ``anthropic.claude-3-5-haiku-20241022-v1%3A0``, an inference
-profile ``us.anthropic...``, or an ARN). Converse bodies are Bedrock's own (``messages`` of content blocks,
-``system``, ``toolConfig``, ``inferenceConfig``); an InvokeModel body is the model family's own, picked by
-the model id's prefix and named in the endpoint (``invoke:anthropic``): Anthropic Messages
-(``anthropic_version: bedrock-2023-05-31``), Meta Llama (``prompt``/``generation``), Amazon Titan Text
-(``inputText``/``results``) and Amazon Nova (``messages``/``output.message``). An id naming no known family
-(a provisioned-throughput ARN) leaves the family to the body's shape. Streams arrive as AWS event streams
-(:mod:`..eventstream`), stored as events whose ``chunk`` payloads are the family's JSON, decoded.
-
-Recognised by the path and by being an AWS SDK call (the host ``bedrock-runtime...``, a SigV4 scope for
-service ``bedrock``, or the SDKs' ``amz-sdk-invocation-id`` header), so a service of one's own that happens
-to serve ``/model/x/invoke`` stays a tool. The SigV4 ``Authorization`` and ``X-Amz-Security-Token`` headers
-are redacted like every credential.
+The model id is in the URL (percent-encoded, an inference profile or an ARN). Converse bodies are Bedrock's
+own; an InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova), picked by the model id and
+named in the endpoint (``invoke:anthropic``), else by the body's shape. A request counts only when an AWS
+SDK sent it (host, SigV4 scope or ``amz-sdk-invocation-id``), so a service of one's own that happens to
+serve ``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
 """
 
 from __future__ import annotations
@@ -268,12 +259,13 @@ def _metrics_usage(chunks: Iterable[object]) -> Document:
     for chunk in chunks:
         metrics = chunk.get("amazon-bedrock-invocationMetrics") if isinstance(chunk, dict) else None
         if isinstance(metrics, dict):
-            usage = {
-                "input_tokens": metrics.get("inputTokenCount"),
-                "output_tokens": metrics.get("outputTokenCount"),
-            }
-            return {k: v for k, v in usage.items() if v is not None}
+            return fields.renamed_counts(
+                metrics, (("inputTokenCount", "input_tokens"), ("outputTokenCount", "output_tokens"))
+            )
     return {}
+
+
+_LLAMA_USAGE: Final = (("prompt_token_count", "input_tokens"), ("generation_token_count", "output_tokens"))
 
 
 def _llama(chunks: Iterable[object]) -> Document:
@@ -286,10 +278,7 @@ def _llama(chunks: Iterable[object]) -> Document:
         if isinstance(chunk.get("generation"), str):
             texts.append(chunk["generation"])
         stop = chunk.get("stop_reason") or stop
-        if chunk.get("prompt_token_count") is not None:
-            usage["input_tokens"] = chunk["prompt_token_count"]
-        if chunk.get("generation_token_count") is not None:
-            usage["output_tokens"] = chunk["generation_token_count"]
+        usage.update(fields.renamed_counts(chunk, _LLAMA_USAGE))
     return fields.decided(texts, [], stop, usage, None, None)
 
 

@@ -1,11 +1,9 @@
 """Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed.
 
-A plain answer is one JSON object: ``message.content`` (a list of ``{"type": "text"}`` parts),
-``message.tool_calls`` (OpenAI-shaped, arguments a JSON string), ``finish_reason`` and ``usage`` (``tokens``,
-else ``billed_units``). A stream is server-sent events whose ``data`` carries a ``type``: the text arrives in
-``content-delta`` events, tool calls in ``tool-call-start`` / ``tool-call-delta`` (argument pieces), the
-finish reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API
-(``/v1/chat``) has another shape and is not parsed here.
+A plain answer's ``message`` holds text parts and OpenAI-shaped tool calls (arguments as JSON text); a stream
+sends the text in ``content-delta`` events, tool calls in ``tool-call-start``/``-delta`` pieces and the finish
+reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API has another shape
+and is not read here.
 """
 
 from __future__ import annotations

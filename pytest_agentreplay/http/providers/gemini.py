@@ -1,16 +1,10 @@
-"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``).
+"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``), AI
+Studio's URLs and Vertex AI's alike (docs/providers.md), recognised by their path.
 
-Both Google AI Studio (``generativelanguage.googleapis.com/v1beta/models/...``) and Vertex AI
-(``.../projects/P/locations/L/publishers/google/models/...``, express mode's
-``.../publishers/google/models/...``, a tuned model's ``.../endpoints/E``) URLs are recognised by their
-path; a Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison) and its data
-says ``vertex: true`` and the ``location``. A stream arrives either as server-sent events (``?alt=sse``,
-one ``GenerateContentResponse`` per event) or, without ``alt=sse``, as one JSON array of
-``GenerateContentResponse`` chunks; both are folded into one decision: the text of the non-thought parts
-of the first candidate, its ``functionCall`` parts as tool calls, the last ``finishReason`` and the last
-(cumulative) ``usageMetadata``. The model is named in the URL, not the body. Credentials travel as the
-``x-goog-api-key`` header or the ``key=`` query parameter; both are redacted by
-:mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
+A Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison); its data says
+``vertex: true`` and the ``location``. A stream (server-sent events with ``?alt=sse``, else one JSON array of
+chunks) folds into one decision like a plain answer: a plain answer is a stream of one chunk. The model is
+named in the URL, not the body.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``; its reads (``/api/show``,
-``/api/tags``, ``/api/ps``, ``/api/embed``, ``/api/embeddings``) are told apart by :func:`reads_only`.
+``/api/tags``...) are told apart by :func:`reads_only`, as the method alone would make them writes.
 
-Plain answers are one JSON object; streamed ones (the default unless the request says ``"stream": false``)
-are newline-delimited JSON (``application/x-ndjson``, stored line by line, see :mod:`..ndjson`). Both fold
-into one decision: the concatenated ``message.content`` (chat) or ``response`` (generate), the
-``message.tool_calls`` (whole objects, arguments already parsed), the final chunk's ``done_reason``, and
-usage from ``prompt_eval_count`` / ``eval_count``. Thinking text (``thinking``) is left out of the decision
-text, as Gemini's thought parts are. Ollama's OpenAI-compatible ``/v1`` endpoints are the OpenAI adapter's.
+Answers stream by default, as newline-delimited JSON (:mod:`..ndjson`); plain or streamed they fold into one
+decision, thinking text left out of it as Gemini's thought parts are. The OpenAI-compatible ``/v1``
+endpoints are the OpenAI adapter's.
 """
 
 from __future__ import annotations
