@@ -19,6 +19,14 @@ from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta
 from pytest_agentreplay.exceptions import BlobMissingError, CassetteIntegrityError
 
 
+def externalize(store: BlobStore, value: object, inline_limit: int) -> Any:
+    """A payload placed as a save places it: inline, or its blobs written to ``store``."""
+    placed, pending = plan_externalize(value, inline_limit)
+    for sha, (_, data) in pending.items():
+        store.put_bytes(sha, data)
+    return placed
+
+
 def test_put_get_exists(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
     value = {"b": [1, 2.5, None, "ü"], "a": True}
@@ -59,14 +67,14 @@ def test_iter_shas_ignores_stray_files(tmp_path: Path) -> None:
 
 def test_small_payload_stays_inline(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
-    assert store.externalize({"a": 1}, 2048) == {"inline": {"a": 1}}
+    assert externalize(store, {"a": 1}, 2048) == {"inline": {"a": 1}}
     assert list(store.iter_shas()) == []
 
 
 def test_large_payload_goes_to_blob_and_round_trips(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
     value = {"messages": [{"role": "user", "content": "x" * 500 + str(i)} for i in range(4)], "n": 1}
-    placed = store.externalize(value, 100)
+    placed = externalize(store, value, 100)
     assert set(placed) == {"sha256", "size"} and placed["size"] == len(dumps_compact(value).encode())
     top = store.get(placed["sha256"])
     assert set(top["messages"]) == {CHAIN}
@@ -87,7 +95,7 @@ def test_large_payload_goes_to_blob_and_round_trips(tmp_path: Path) -> None:
 )
 def test_literal_markers_round_trip(tmp_path: Path, value: Any) -> None:
     store = BlobStore(tmp_path)
-    placed = store.externalize(value, 0)
+    placed = externalize(store, value, 0)
     assert BlobStore(tmp_path).load(placed["sha256"]) == value
 
 
@@ -162,7 +170,7 @@ def test_conversation_dedup(tmp_path: Path) -> None:
 
 def test_resolve_cache_returns_fresh_containers(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
-    placed = store.externalize({"m": [{"t": "x" * 400}]}, 10)
+    placed = externalize(store, {"m": [{"t": "x" * 400}]}, 10)
     first = store.load(placed["sha256"])
     first["m"][0]["t"] = "mutated"
     assert store.load(placed["sha256"])["m"][0]["t"] == "x" * 400
@@ -226,7 +234,7 @@ def test_deep_blob_is_a_limit_error(tmp_path: Path) -> None:
             inner = [inner]
         inner = {"$blob": _put_raw(store, inner)}
     with pytest.raises(CassetteLimitError, match="nested deeper"):
-        store.resolve(inner)
+        store.load(inner["$blob"])
 
 
 def test_blob_bomb_is_a_limit_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

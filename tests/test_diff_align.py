@@ -11,14 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.diff import (
-    RuleSet,
-    align_histories,
-    coarse_identity,
-    compare_histories,
-    identity,
-    lcs_pairs,
-)
+from pytest_agentreplay.diff import RuleSet, compare_histories
+from pytest_agentreplay.diff.align import align_histories, coarse_identity, identity
+from pytest_agentreplay.diff.sequence import lcs_pairs
 
 
 def ev(etype: str, **fields: Any) -> dict[str, Any]:

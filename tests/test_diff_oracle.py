@@ -27,7 +27,8 @@ from deepdiff.helper import notpresent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agentreplay.diff import ABSENT, DriftResult, RuleSet, compare_histories
+from pytest_agentreplay.diff import DriftResult, RuleSet, compare_histories
+from pytest_agentreplay.diff.text import ABSENT
 
 Event = dict[str, Any]
 Tokens = tuple[str, ...]

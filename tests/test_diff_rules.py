@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.diff import Rule, RuleSet, default_rules, parse_rules
+from pytest_agentreplay.diff.rules import Rule, RuleSet, default_rules, parse_rules
 from pytest_agentreplay.exceptions import ConfigError
 
 # ------------------------------------------------------------------------------------------- parsing
@@ -167,11 +167,6 @@ def test_modes_limit_a_rule() -> None:
         RuleSet.from_layers("regression", project=spec).judge("model.call", "data.decision.text").verdict
         == "regression"
     )
-
-
-def test_with_rules_adds_a_layer() -> None:
-    rules = RuleSet.defaults("regression").with_rules({"*:data.x": "ignore"}, source="hook")
-    assert rules.judge("http", "data.x").rule.source == "hook"
 
 
 # ---------------------------------------------------------------------------------------- path globs

@@ -23,7 +23,7 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
-from pytest_agentreplay.http.providers import ADAPTERS, gemini
+from pytest_agentreplay.http.providers import BUILTIN_SET, gemini
 from pytest_agentreplay.interop.vcr_format import interactions_to_events, load_vcr
 from pytest_agentreplay.redaction import find_secrets
 
@@ -108,8 +108,8 @@ def test_other_endpoints_are_not_gemini_model_calls(url: str) -> None:
 
 
 def test_registered_beside_openai_and_anthropic() -> None:
-    assert ADAPTERS["gemini"] is gemini
-    order = list(ADAPTERS)
+    assert BUILTIN_SET["gemini"] is gemini
+    order = list(BUILTIN_SET.names)
     assert order.index("openai") < order.index("anthropic") < order.index("gemini")
 
 

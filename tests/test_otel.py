@@ -11,7 +11,8 @@ import pytest
 from test_cli_support import build_run
 
 from pytest_agentreplay.cli import main
-from pytest_agentreplay.interop.otel import cassette_to_otlp, export_with_sdk, ts_to_ns
+from pytest_agentreplay.interop.otel import cassette_to_otlp, export_with_sdk
+from pytest_agentreplay.interop.otel.spans import ts_to_ns
 
 
 def attrs(span: dict[str, Any]) -> dict[str, Any]:

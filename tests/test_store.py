@@ -15,7 +15,7 @@ import pytest
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX, lock_path_for, path_lock
 from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
 from pytest_agentreplay.cassette.loaded import verify_chain
-from pytest_agentreplay.cassette.read import load_cassette, load_document
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import dumps_cassette, hash_value
 from pytest_agentreplay.core.constants import FORMAT_VERSION
@@ -444,11 +444,6 @@ def test_mode_is_named_in_errors(tmp_path: Path) -> None:
     with pytest.raises(CassetteNotFoundError) as info:
         load_cassette(tmp_path / "x.json", mode="regression")
     assert "mode: regression" in str(info.value)
-
-
-def test_load_document_reports_version(cassette: Path) -> None:
-    doc, version = load_document(cassette)
-    assert version == FORMAT_VERSION and doc["event_count"] == 6
 
 
 def test_store_import_is_light() -> None:

@@ -15,7 +15,6 @@ import pytest
 from pytest_agentreplay.exceptions import ConfigError
 from pytest_agentreplay.http.exchange import HttpRequest
 from pytest_agentreplay.interop.vcr_compat import (
-    VcrCassetteError,
     VcrCassettePaths,
     VcrReplay,
     agentreplay_record_mode,
@@ -28,6 +27,7 @@ from pytest_agentreplay.interop.vcr_compat import (
     vcr_options,
 )
 from pytest_agentreplay.interop.vcr_format import load_vcr
+from pytest_agentreplay.interop.vcr_persisters import VcrCassetteError
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "llm-gemini"
 TEST_FILE = SUITE / "tests" / "test_gemini.py"
@@ -142,7 +142,7 @@ def test_module_imports_neither_pytest_nor_vcr() -> None:
 @needs_shared
 def test_replays_a_real_cassette_in_order_each_interaction_once() -> None:
     replay = VcrReplay(cassette_paths(TEST_FILE, "test_tools"), merge_vcr_config(CONFIG))
-    assert len(replay) == 3 and not replay.missing
+    assert len(replay.interactions()) == 3 and replay.found
     recorded = load_vcr(CASSETTES / "test_tools.yaml")
     requests = live_requests("test_tools.yaml")
     # The default match_on (method, scheme, host, port, path, query) cannot tell the three apart: vcrpy
@@ -154,7 +154,7 @@ def test_replays_a_real_cassette_in_order_each_interaction_once() -> None:
         assert match.response.status == 200
         assert match.response.body == recorded[n].response.body  # decoded, library-neutral shape
         assert "content-encoding" not in match.response.headers
-    assert replay.all_played and replay.unplayed() == []
+    assert replay.unplayed() == []
     assert replay.play(requests[0]) is None
     assert any("already played" in line for line in replay.closest(requests[0]))
 
@@ -166,7 +166,7 @@ def test_allow_playback_repeats() -> None:
     )
     (req,) = live_requests("test_prompt.yaml")
     assert all(replay.play(req) is not None for _ in range(3))
-    assert replay.play_counts == [3]
+    assert replay._cassette.play_counts[0] == 3
 
 
 @needs_shared
@@ -216,14 +216,17 @@ def test_extra_cassettes_are_read_after_the_primary(tmp_path: Path) -> None:
     shutil.copy(CASSETTES / "test_tools.yaml", folder / "shared.yaml")
     paths = cassette_paths(tmp_path / "tests" / "test_m.py", "test_x", marker_args=["shared.yaml"])
     replay = VcrReplay(paths, merge_vcr_config(CONFIG))
-    assert len(replay) == 4 and replay.found == (folder / "test_x.yaml", folder / "shared.yaml")
+    assert len(replay.interactions()) == 4 and replay.found == (
+        folder / "test_x.yaml",
+        folder / "shared.yaml",
+    )
     match = replay.play(live_requests("test_tools.yaml")[0])
     assert match is not None and match.index == 1 and match.cassette == folder / "shared.yaml"
 
 
 def test_missing_cassette_serves_nothing(tmp_path: Path) -> None:
     replay = VcrReplay(VcrCassettePaths(tmp_path, tmp_path / "absent.yaml"), {})
-    assert replay.missing and len(replay) == 0
+    assert not replay.found and replay.interactions() == []
     assert replay.play(HttpRequest("GET", "https://example.com/", {}, b"")) is None
 
 
@@ -246,7 +249,7 @@ def test_every_llm_gemini_cassette_replays_fully() -> None:
         replay = VcrReplay([path], merge_vcr_config(CONFIG))
         for req in live_requests(path.name):
             assert replay.play(req) is not None, path.name
-        assert replay.all_played, path.name
+        assert replay.unplayed() == [], path.name
 
 
 def test_yaml_alias_bomb_is_refused_before_vcrpy_expands_it(tmp_path: Path) -> None:
@@ -270,7 +273,7 @@ def test_interactions_feed_the_recorded_history() -> None:
     events = interactions_to_events(interactions, run=RunMeta(run_id="r", labels={"source": "vcr"}))
     calls = [e for e in events if e.type == "model.call"]
     assert [c.data["decision"]["stop_reason"] for c in calls] == ["STOP"] * 3
-    assert replay.play_counts == [0, 0, 0]  # reading them plays nothing
+    assert len(replay.unplayed()) == 3  # reading them plays nothing
 
 
 # -- one reader for every vcr path ---------------------------------------------------------------------
@@ -390,7 +393,7 @@ def test_a_persister_in_vcr_config_loads_the_cassette(tmp_path: Path) -> None:
 
     replay = VcrReplay([tmp_path / "cassettes" / "test_x.yaml"], {"persister": Elsewhere})
     assert asked == [str(tmp_path / "cassettes" / "test_x.yaml")]
-    assert not replay.missing and len(replay) == 1
+    assert replay.found and len(replay.interactions()) == 1
     assert replay.play(HttpRequest("GET", "http://svc.test/x", {}, b"")) is not None
 
     class Broken:

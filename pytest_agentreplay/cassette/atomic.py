@@ -95,9 +95,9 @@ def _writer_alive(name: str) -> bool | None:
     return True
 
 
-def remove_stale_parts(directory: Path, *, max_age: float = STALE_PART_AGE_S) -> list[str]:
+def remove_stale_parts(directory: Path) -> list[str]:
     """Remove temp files a killed writer left in ``directory``: those whose writer process is gone, and
-    any older than ``max_age`` seconds. A file another live writer is writing right now is kept.
+    any older than ``STALE_PART_AGE_S``. A file another live writer is writing right now is kept.
 
     Safe without a lock (it never removes a live writer's file); writers call it under the file lock.
     Returns the names removed.
@@ -118,7 +118,7 @@ def remove_stale_parts(directory: Path, *, max_age: float = STALE_PART_AGE_S) ->
             except OSError:
                 continue
             alive = _writer_alive(name)
-            if alive is False or now - info.st_mtime > max_age:
+            if alive is False or now - info.st_mtime > STALE_PART_AGE_S:
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
                     removed.append(name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from .validation import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
     MAX_EXPANDED_BYTES,
+    SHA,
     UNPARSED,
     NestingTooDeep,
     blob_problem,
@@ -46,7 +46,6 @@ LITERAL = "$lit"
 _MARKERS = (BLOB_REF, CHAIN, LITERAL)
 DEDUP_MIN_BYTES = 256
 CHAIN_MIN_BLOBS = 2
-_SHA = re.compile(r"[0-9a-f]{64}")
 _CACHE_SIZE = 512
 
 PendingBlobs = dict[str, tuple[object, bytes]]
@@ -127,7 +126,7 @@ class BlobStore:
         return f"BlobStore({str(self.root)!r})"
 
     def path_for(self, sha: str) -> Path:
-        if not _SHA.fullmatch(sha):
+        if not SHA.fullmatch(sha):
             raise CassetteCorruptError(
                 f"invalid blob reference {sha!r}: expected 64 lowercase hex digits",
                 fixes=[
@@ -218,26 +217,14 @@ class BlobStore:
             if not (sub.is_dir() and len(sub.name) == 2):
                 continue
             for file in sorted(sub.glob("*.json")):
-                if _SHA.fullmatch(file.stem) and file.stem.startswith(sub.name):
+                if SHA.fullmatch(file.stem) and file.stem.startswith(sub.name):
                     yield file.stem
 
-    def externalize(self, value: object, inline_limit: int) -> Document:
-        """Keep a small payload inline or store it (deduplicated per list element); PayloadRef-shaped."""
-        placed, pending = plan_externalize(value, inline_limit)
-        for sha, (_, data) in pending.items():
-            self.put_bytes(sha, data)
-        return placed
-
-    def resolve(self, value: object) -> object:
-        """Expand ``{"$blob": sha}`` references and chains back into the original value.
+    def load(self, sha: str) -> object:
+        """The payload stored under ``sha``, its ``{"$blob": sha}`` references and chains expanded.
 
         Bounded: at most ``MAX_DEPTH`` levels of nesting and ``MAX_EXPANDED_BYTES`` of blobs expanded (a
-        blob referencing another twice, and so on, cannot expand exponentially).
-        """
-        return _Expansion(self).expand(value, 0)
-
-    def load(self, sha: str) -> object:
-        """The fully resolved payload stored under ``sha``."""
+        blob referencing another twice, and so on, cannot expand exponentially)."""
         return _Expansion(self).expand({BLOB_REF: sha}, 0)
 
     def referenced(self, sha: str) -> set[str]:

@@ -24,66 +24,27 @@ class ChainProblem:
 def integrity_problems(doc: Document, version: int = FORMAT_VERSION) -> list[ChainProblem]:
     """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
     head digest); the first names the first bad event."""
-    run = doc["run"]
     events: list[Document] = doc["events"]
-    problems: list[ChainProblem] = []
-    for index, event in enumerate(events):
-        if event.get("seq") != index:
-            problems.append(
-                ChainProblem(
-                    index,
-                    (
-                        f"events[{index}] has seq {event.get('seq')!r} where seq {index} belongs: "
-                        "events were reordered, removed or inserted"
-                    ),
-                )
-            )
-            break
     count = doc.get("event_count")
-    if count != len(events):
-        problems.append(
-            ChainProblem(
-                min(len(events), count) if isinstance(count, int) else None,
-                (
-                    f"event_count is {count!r} but the file holds {len(events)} events: "
-                    "events were removed or added"
-                ),
-            )
-        )
     claimed = doc.get("event_digests")
-    claimed_list: list[object] = claimed if isinstance(claimed, list) else []
-    if len(claimed_list) != len(events):
-        problems.append(
-            ChainProblem(
-                min(len(events), len(claimed_list)),
-                (
-                    f"event_digests lists {len(claimed_list)} digest(s) but the file holds {len(events)} "
-                    "events: "
-                    + (
-                        "events were removed from the end or from between others"
-                        if len(events) < len(claimed_list)
-                        else "events were added"
-                    )
-                ),
-            )
-        )
-    actual = _fast_digests(events)
-    for index, (event, fast) in enumerate(zip(events, actual, strict=False)):
-        if index >= len(claimed_list):
-            break
-        expected = claimed_list[index]
+    digests: list[object] = claimed if isinstance(claimed, list) else []
+    problems = order_problems(events, count, min(len(events), count) if isinstance(count, int) else None)
+    if len(digests) != len(events):
+        how = "removed from the end or from between others" if len(events) < len(digests) else "added"
+        message = f"event_digests lists {len(digests)} digest(s) but the file holds {len(events)} events"
+        problems.append(ChainProblem(min(len(events), len(digests)), f"{message}: events were {how}"))
+    fasts = _fast_digests(events)
+    for index, (event, fast, expected) in enumerate(zip(events, fasts, digests, strict=False)):
         if fast != expected and event_digest(event) != expected:
             problems.append(
                 ChainProblem(
                     index,
-                    (
-                        f"event digest mismatch at seq {index}: seq {index} was edited, or events were "
-                        f"reordered (it hashes to {event_digest(event)[:12]}..., event_digests[{index}] is "
-                        f"{str(expected)[:12]}...)"
-                    ),
+                    f"event digest mismatch at seq {index}: seq {index} was edited, or events were reordered "
+                    f"(it hashes to {event_digest(event)[:12]}..., event_digests[{index}] is "
+                    f"{str(expected)[:12]}...)",
                 )
             )
-    if doc.get("head_hash") != head_digest(run, claimed_list, count, version):
+    if doc.get("head_hash") != head_digest(doc["run"], digests, count, version):
         problems.append(
             ChainProblem(
                 None,
@@ -91,6 +52,21 @@ def integrity_problems(doc: Document, version: int = FORMAT_VERSION) -> list[Cha
                 "metadata was edited, or one of those header fields was, or events were removed from the end",
             )
         )
+    return problems
+
+
+def order_problems(events: list[Document], count: object, count_index: int | None) -> list[ChainProblem]:
+    """The first event out of its place (``seq`` is its index) and an ``event_count`` that is not the number
+    of events (named at ``count_index``): what every format version checks the same way."""
+    problems: list[ChainProblem] = []
+    first = next((index for index, event in enumerate(events) if event.get("seq") != index), None)
+    if first is not None:
+        seq = events[first].get("seq")
+        message = f"events[{first}] has seq {seq!r} where seq {first} belongs: "
+        problems.append(ChainProblem(first, message + "events were reordered, removed or inserted"))
+    if count != len(events):
+        message = f"event_count is {count!r} but the file holds {len(events)} events"
+        problems.append(ChainProblem(count_index, message + ": events were removed or added"))
     return problems
 
 

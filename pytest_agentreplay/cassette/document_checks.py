@@ -14,7 +14,7 @@ from ..exceptions import CassetteCorruptError, CassetteSchemaError, CassetteVers
 from .migrations import MIGRATIONS
 from .parsing import rerecord_fixes, test_hint
 from .tool_checks import tool_event_problem
-from .validation import event_key_problem
+from .validation import event_key_problem, short
 
 
 def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, int]:
@@ -79,7 +79,7 @@ def schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | No
     evidence = []
     for err, place in zip(details[:8], places, strict=False):
         what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
-        evidence.append(f"{place}: {what} (found {_short(err.get('input'))})")
+        evidence.append(f"{place}: {what} (found {short(err.get('input'), 80)})")
     if len(details) > 8:
         evidence.append(f"... and {len(details) - 8} more")
     test = test_hint(raw)
@@ -108,11 +108,6 @@ def _describe_loc(loc: tuple[int | str, ...], raw: Document) -> str:
         field_path = ".".join(str(part) for part in loc[2:]) or "(the event)"
         return f"event seq {seq} (events[{index}]), field {field_path}"
     return "field " + ".".join(str(part) for part in loc)
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def check_event_keys(raw: Document, path: Path) -> None:

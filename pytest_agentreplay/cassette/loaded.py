@@ -11,7 +11,7 @@ from typing import Any
 from ..core.commands import rerecord_fix
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
-from ..core.events import CassetteDoc, Event, PayloadRef, RunMeta, event_to_dict
+from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import CassetteError, PayloadShapeError
 from ..redaction import Redactor, default_redactor
 from .blobs import BlobStore
@@ -20,41 +20,17 @@ from .document import build_document, run_to_dict, scan_document
 from .parsing import parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import MAX_DEPTH, depth_problem, payload_problem
+from .validation import MAX_DEPTH, depth_problem, payload_problem, relocate
 
 _MAX_LISTED_PROBLEMS = 20
 
 
-def verify_chain(doc: Document | CassetteDoc) -> list[str]:
-    """Every integrity problem of a cassette document (raw dict or model); empty when intact."""
-    raw = _doc_to_dict(doc) if isinstance(doc, CassetteDoc) else doc
-    messages = [problem.message for problem in integrity_problems(raw)]
+def verify_chain(doc: Document) -> list[str]:
+    """Every integrity problem of a cassette document; empty when intact."""
+    messages = [problem.message for problem in integrity_problems(doc)]
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
     return messages
-
-
-def _doc_to_dict(doc: CassetteDoc) -> Document:
-    return {
-        "format": doc.format,
-        "version": doc.version,
-        "run": run_to_dict(doc.run),
-        "events": [event_to_dict(event) for event in doc.events],
-        "event_count": doc.event_count,
-        "event_digests": list(doc.event_digests),
-        "head_hash": doc.head_hash,
-    }
-
-
-def relocate(exc: CassetteError, path: Path, mode: str | None, place: str) -> CassetteError:
-    return type(exc)(
-        exc.headline,
-        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
-        cassette=path,
-        mode=mode,
-        place=place,
-        fixes=exc.fixes,
-    )
 
 
 @dataclass
@@ -123,7 +99,7 @@ class LoadedCassette:
 
     def verify(self, redactor: Redactor | None = None) -> list[str]:
         """Every problem: event digests, missing or damaged blobs, secret-shaped values (doc and blobs)."""
-        doc = self.document or self._stored_document() or self._current_document()
+        doc = self.document or self._stored_document()
         problems = verify_chain(doc)
         redactor = redactor or default_redactor()
         problems.extend(f"secret-shaped value at {p}" for p in scan_document(doc, redactor))
@@ -153,14 +129,10 @@ class LoadedCassette:
             problems.append(f"secret-shaped value in the file name ({shown})")
         return problems
 
-    def _stored_document(self) -> Document | None:
-        if self.source is None:
-            return None
-        value = parse_document(
-            self.source, self.path, self.mode
-        )  # the bytes it was loaded from: they parsed then
-        return value if isinstance(value, dict) else None
-
-    def _current_document(self) -> Document:
+    def _stored_document(self) -> Document:
+        if self.source is not None:  # the bytes it was loaded from: they parsed then
+            value = parse_document(self.source, self.path, self.mode)
+            if isinstance(value, dict):
+                return value
         # Rebuilt from the models, so the chain is recomputed: only blobs and secrets are really checked.
         return build_document(run_to_dict(self.run), self.event_dicts())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -40,34 +41,31 @@ def parse_document(data: bytes, path: Path, mode: str | None) -> object:
 
 
 def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
-    if not data.strip():
-        raise CassetteCorruptError(
-            f"cassette {path.name} is empty",
-            evidence=[f"{len(data)} bytes, no JSON document"],
+    def corrupt(
+        what: str, *evidence: str, place: str | None = None, fixes: Sequence[str] = ()
+    ) -> CassetteCorruptError:
+        fixes = fixes or rerecord_fixes(path)
+        return CassetteCorruptError(
+            f"cassette {path.name} {what}",
+            evidence=evidence,
             cassette=path,
             mode=mode,
-            place="line 1, column 1",
-            fixes=rerecord_fixes(path),
+            place=place,
+            fixes=fixes,
         )
+
+    if not data.strip():
+        raise corrupt("is empty", f"{len(data)} bytes, no JSON document", place="line 1, column 1")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise CassetteCorruptError(
-            f"cassette {path.name} is not valid UTF-8",
-            evidence=[str(exc)],
-            cassette=path,
-            mode=mode,
-            place=f"byte {exc.start} (line {line})",
-            fixes=rerecord_fixes(path),
-        ) from None
+        raise corrupt("is not valid UTF-8", str(exc), place=f"byte {exc.start} (line {line})") from None
     conflict = _conflict_marker_line(text)
     if conflict is not None:
-        raise CassetteCorruptError(
-            f"cassette {path.name} holds git merge-conflict markers",
-            evidence=[f"line {conflict}: {text.splitlines()[conflict - 1][:60]}"],
-            cassette=path,
-            mode=mode,
+        raise corrupt(
+            "holds git merge-conflict markers",
+            f"line {conflict}: {text.splitlines()[conflict - 1][:60]}",
             place=f"line {conflict}",
             fixes=[
                 # `git checkout -- path` refuses an unmerged path: these work during the merge.
@@ -81,21 +79,10 @@ def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("}")
-        raise CassetteCorruptError(
-            f"cassette {path.name} is not valid JSON" + (" (the file looks truncated)" if truncated else ""),
-            evidence=[exc.msg],
-            cassette=path,
-            mode=mode,
-            place=f"line {exc.lineno}, column {exc.colno}",
-            fixes=rerecord_fixes(path),
-        ) from None
+        what = "is not valid JSON" + (" (the file looks truncated)" if truncated else "")
+        raise corrupt(what, exc.msg, place=f"line {exc.lineno}, column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
-        raise CassetteCorruptError(
-            f"cassette {path.name} cannot be parsed: {exc}",
-            cassette=path,
-            mode=mode,
-            fixes=rerecord_fixes(path),
-        ) from None
+        raise corrupt(f"cannot be parsed: {exc}") from None
 
 
 _CONFLICT_MARKERS = ("<<<<<<< ", "=======", ">>>>>>> ", "||||||| ")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +24,10 @@ from ..exceptions import AgentReplayError, CassetteNotFoundError, PruneRefusedEr
 from .atomic import TEMP_PREFIX
 from .blobs import BlobStore, default_blob_dir
 from .parsing import read_cassette_bytes
-from .stored_form import REF_FIELDS
+from .stored_form import stored_refs
+from .validation import SHA
 
 _DEFAULT_CLASS = "internal"
-_SHA = re.compile(r"[0-9a-f]{64}")
 _SHOWN = 20
 
 
@@ -148,17 +147,11 @@ def cassette_refs(path: Path) -> list[tuple[str, str]]:
     if not isinstance(events, list):
         raise _Unreadable("it has no `events` list")
     refs: list[tuple[str, str]] = []
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            continue
-        for name in REF_FIELDS:
-            ref = event.get(name)
-            if not isinstance(ref, dict) or ref.get("sha256") is None:
-                continue
-            sha = ref["sha256"]
-            if not (isinstance(sha, str) and _SHA.fullmatch(sha)):
-                raise _Unreadable(f"events[{index}].{name}.sha256 is not a blob address: {sha!r}")
-            refs.append((sha, str(ref.get("data_class") or _DEFAULT_CLASS)))
+    for index, name, ref in stored_refs(events):
+        sha = ref["sha256"]
+        if not (isinstance(sha, str) and SHA.fullmatch(sha)):
+            raise _Unreadable(f"events[{index}].{name}.sha256 is not a blob address: {sha!r}")
+        refs.append((sha, str(ref.get("data_class") or _DEFAULT_CLASS)))
     return refs
 
 

@@ -20,15 +20,16 @@ from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
 from .document import blob_resolver
 from .document_checks import check_event_keys, check_header, schema_error
-from .loaded import LoadedCassette, relocate
+from .loaded import LoadedCassette
 from .migrations import migrate_document
 from .parsing import parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
 from .stored_form import REF_FIELDS
+from .validation import relocate
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def _collector_paused() -> Iterator[None]:  # a decorator too: each call of the function is one pause
     """The cyclic garbage collector off while a cassette is parsed, decoded and validated: every container
     made there survives (it is the cassette), so a collection finds nothing, yet each full pass walks the
     whole heap, which pydantic's import makes large (bench_load's 6 MB cassette: its parse 38 ms before
@@ -43,33 +44,16 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@_collector_paused()
 def _load(
-    path: Path,
-    mode: str | None,
-    *,
-    migrate: bool = False,
-    store: BlobStore | None = None,
-    check_integrity: bool = True,
+    path: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
 ) -> tuple[Document, int, CassetteDoc, bytes]:
     """(the document as stored, the version the file had, the validated model with in-memory events, the
     file's bytes).
 
     Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
-    with _collector_paused():
-        return _load_document(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
-
-
-def _load_document(
-    path: Path,
-    mode: str | None,
-    *,
-    migrate: bool = False,
-    store: BlobStore | None = None,
-    check_integrity: bool = True,
-) -> tuple[Document, int, CassetteDoc, bytes]:
     data = read_cassette_bytes(path, mode)
     raw, version = check_header(parse_document(data, path, mode), path, mode)
-    store = store if store is not None else BlobStore(default_blob_dir(path))
     problems: list[ChainProblem] = []
     doc: CassetteDoc | None = None
     try:
@@ -156,15 +140,6 @@ def decoded_document(raw: Document, path: Path, store: BlobStore) -> Document:
     return {**raw, "events": decoded}
 
 
-def load_document(path: Path, *, mode: str | None = None, migrate: bool = False) -> tuple[Document, int]:
-    """The validated, chain-checked cassette as a current-format dict, and the version the file had.
-
-    An older format version is a ``CassetteVersionError`` unless ``migrate`` (``agentreplay migrate``).
-    """
-    raw, version, _, _ = _load(path, mode, migrate=migrate)
-    return raw, version
-
-
 def load_cassette(
     path: Path,
     *,
@@ -239,15 +214,5 @@ def _load_cassette(
     return loaded, version
 
 
-# Named here too: what a load gives and the helpers saving shares are imported from this module.
-__all__ = [
-    "REF_FIELDS",
-    "LoadedCassette",
-    "decoded_document",
-    "load_cassette",
-    "load_document",
-    "load_unchecked",
-    "load_versioned",
-    "read_cassette_bytes",
-    "schema_error",
-]
+# What a load gives and what saving shares, imported from here by the writer.
+__all__ = ["REF_FIELDS", "LoadedCassette", "decoded_document", "load_cassette", "schema_error"]

@@ -23,7 +23,7 @@ from .stored_form import (
     request_json,
     request_parts,
 )
-from .validation import UNPARSED, NestingTooDeep, parse_fast
+from .validation import UNPARSED, NestingTooDeep, parse_fast, relocate
 
 # -- what the stored form leaves out ------------------------------------------------------------------
 
@@ -160,13 +160,8 @@ class _Decoder:
             try:
                 payload = self.resolve(ref)
             except CassetteError as exc:
-                raise type(exc)(
-                    exc.headline,
-                    evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
-                    cassette=exc.cassette or self.source,
-                    place=f"event seq {index} (events[{index}]), field input_ref, blob {ref.get('sha256')}",
-                    fixes=exc.fixes,
-                ) from None
+                place = f"event seq {index} (events[{index}]), field input_ref, blob {ref.get('sha256')}"
+                raise relocate(exc, exc.cassette or self.source, None, place) from None
             if isinstance(payload, dict) and DELTA in payload:
                 payload = self.apply(index, payload)
             ref.pop("sha256", None)
@@ -213,16 +208,9 @@ class _Decoder:
                 raise self.fail(index, '"same" headers are not stored as well')
             out["headers"] = base.get("headers")
         elif spec.get("headers") == "base":
-            own, base_headers, dropped = (
-                stored.get("headers", {}),
-                base.get("headers"),
-                spec.get("headers_dropped", []),
-            )
-            if (
-                not isinstance(own, dict)
-                or not isinstance(base_headers, dict)
-                or not isinstance(dropped, list)
-            ):
+            own, base_headers = stored.get("headers", {}), base.get("headers")
+            dropped = spec.get("headers_dropped", [])
+            if not (isinstance(own, dict) and isinstance(base_headers, dict) and isinstance(dropped, list)):
                 raise self.fail(index, '"base" headers need header objects here and in the base')
             merged = {k: v for k, v in base_headers.items() if k not in dropped}
             merged.update(own)

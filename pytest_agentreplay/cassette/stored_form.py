@@ -29,7 +29,7 @@ This module writes the stored form (and holds what writing and reading share); :
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
@@ -59,6 +59,16 @@ def default_tool_name(url: str) -> str:
     """The tool name the HTTP layer gives an exchange no classifier named: host and path."""
     host, path = host_and_path(url)
     return host + path
+
+
+def stored_refs(events: object) -> Iterator[tuple[int, str, Document]]:
+    """(index, field, ref) of every blob reference (a ref with a ``sha256``) of a cassette's events as
+    stored, read without validation (a loaded cassette has ``LoadedCassette.iter_refs``)."""
+    for index, event in enumerate(events if isinstance(events, list) else []):
+        for name in REF_FIELDS:
+            ref = event.get(name) if isinstance(event, dict) else None
+            if isinstance(ref, dict) and ref.get("sha256") is not None:
+                yield index, name, ref
 
 
 def inline_request(event: Mapping[str, object]) -> Document | None:
@@ -298,4 +308,4 @@ def _delta_ref(
     return {**ref, "inline": inline}
 
 
-__all__ = ["DELTA", "encode_events", "request_parts"]
+__all__ = ["DELTA", "encode_events", "request_parts", "stored_refs"]

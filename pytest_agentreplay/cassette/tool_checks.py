@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..core.documents import Document
-from .validation import _short
+from .validation import short
 
 _TOOL_EVENTS: Final = ("tool.call", "tool.result")
 
@@ -34,24 +34,24 @@ def tool_event_problem(events: Sequence[object]) -> tuple[int, str] | None:
 def _problem(event: Document) -> str | None:
     tool = event.get("tool")
     if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        return f"tool must be an object naming the tool (tool.name), found {_short(tool)}"
+        return f"tool must be an object naming the tool (tool.name), found {short(tool)}"
     data = event.get("data")
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return f"data must be an object, found {_short(data)}"
+        return f"data must be an object, found {short(data)}"
     attempt = data.get("attempt")
     if attempt is not None and type(attempt) is not int:
-        return f"data.attempt must be an integer, found {_short(attempt)}"
+        return f"data.attempt must be an integer, found {short(attempt)}"
     if event.get("type") == "tool.call":
         if "arguments" in data and not isinstance(data["arguments"], dict):
             return (
-                f"data.arguments must be an object (the arguments by name), found {_short(data['arguments'])}"
+                f"data.arguments must be an object (the arguments by name), found {short(data['arguments'])}"
             )
         return None
     error = data.get("error")
     if error is not None and not isinstance(error, str):
-        return f"data.error must be a string, found {_short(error)}"
+        return f"data.error must be a string, found {short(error)}"
     exception = data.get("exception")
     if exception is not None and (
         not isinstance(exception, dict)
@@ -59,6 +59,6 @@ def _problem(event: Document) -> str | None:
         or not isinstance(exception.get("args"), list)
     ):
         return (
-            f'data.exception must be {{"class": "module:qualname", "args": [...]}}, found {_short(exception)}'
+            f'data.exception must be {{"class": "module:qualname", "args": [...]}}, found {short(exception)}'
         )
     return None

@@ -1,17 +1,12 @@
 """Request headers a cassette leaves out: the ones the HTTP stack or the SDK's version chooses.
 
-``user-agent``, ``x-stainless-*``, ``accept-encoding``, ``connection``, ``host``... (``TRANSPORT_HEADERS``)
-say nothing about the agent: matching never reads headers and the comparison ignores these. Written down,
-they cost a model call about 500 bytes and turn every re-recording after an SDK upgrade into a diff of every
-request (``x-stainless-package-version``). What the agent chose stays: ``content-type``, provider flags such
-as ``anthropic-beta``, its own ``extra_headers``, an ``idempotency-key``, and credentials as ``[REDACTED]``.
-
-``[tool.agentreplay] transport_headers``: ``auto`` (default) leaves them out of a new cassette, and a
-cassette that holds some keeps them when it is saved again, so accepting a change to one field stays that
-field's lines; ``drop`` leaves them out of every cassette written; ``keep`` writes them. The project's
-idempotency header is kept whatever the setting, even when it is named like a transport header
-(``x-request-id``): replay matches writes by it. A diff rule on a transport header compares it only in
-cassettes that keep them (the plugin warns at start-up about such a project rule).
+``TRANSPORT_HEADERS`` (``user-agent``, ``x-stainless-*``, ``accept-encoding``...) say nothing about the agent:
+matching never reads headers and the comparison ignores these, while written down they cost a model call
+about 500 bytes and turn every re-recording after an SDK upgrade into a diff of every request. What the
+agent chose stays (``content-type``, ``anthropic-beta``, its ``extra_headers``, credentials as
+``[REDACTED]``), and so does the project's idempotency header, even one named like a transport header:
+replay matches writes by it. The ``transport_headers`` setting (``auto``, ``drop``, ``keep``) is
+docs/cassettes.md's.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import jiter
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
-from ..exceptions import CassetteFileTypeError, CassetteLimitError
+from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
 MAX_CASSETTE_BYTES: Final = 256 * 1024 * 1024
@@ -33,7 +33,7 @@ MAX_DEPTH: Final = 128
 _READ_FLAGS: Final = (
     os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
-_SHA: Final = re.compile(r"[0-9a-f]{64}")
+SHA: Final = re.compile(r"[0-9a-f]{64}")  # a blob's address
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
 _BODY_KINDS: Final = ("json", "text", "base64", "sse", "multipart")
 _BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "coding"})
@@ -41,18 +41,13 @@ _BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "c
 _PART_KEYS: Final = frozenset({"json", "text", "base64", "content_type", "name", "filename", "headers"})
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+_FILE_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def inside(path: str, root: str) -> bool:
@@ -90,8 +85,9 @@ def read_regular_file(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(info.st_mode)), "not a regular file")
             raise CassetteFileTypeError(
-                f"{label} is {_file_kind(info.st_mode)}, not a regular file",
+                f"{label} is {kind}, not a regular file",
                 evidence=[f"path: {path}" + (f" -> {real}" if real != str(path) else "")],
                 cassette=cassette,
                 place=str(path),
@@ -109,6 +105,18 @@ def read_regular_file(
         return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def relocate(exc: CassetteError, cassette: Path | str | None, mode: str | None, place: str) -> CassetteError:
+    """``exc`` (a blob's error) placed where a cassette refers to the blob, its own place kept as evidence."""
+    return type(exc)(
+        exc.headline,
+        evidence=[*exc.evidence, *([exc.place] if exc.place else [])],
+        cassette=cassette,
+        mode=mode,
+        place=place,
+        fixes=exc.fixes,
+    )
 
 
 def _too_large(
@@ -185,9 +193,9 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
             if len(item) == 1:
                 key, inner = next(iter(item.items()))
                 if key == "$blob":
-                    if not isinstance(inner, str) or not _SHA.fullmatch(inner):
+                    if not isinstance(inner, str) or not SHA.fullmatch(inner):
                         return (
-                            f"{where}.$blob: expected 64 lowercase hex digits, found {_short(inner)}",
+                            f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}",
                             False,
                         )
                     continue
@@ -201,7 +209,7 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
                     continue
                 if key == "$lit":
                     if not isinstance(inner, dict):
-                        return f"{where}.$lit: expected an object, found {_short(inner)}", False
+                        return f"{where}.$lit: expected an object, found {short(inner)}", False
                     stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
                     continue
             stack.extend((v, depth + 1, f"{where}.{k}") for k, v in item.items())
@@ -215,23 +223,23 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
 def chain_problem(inner: object) -> str | None:
     """Why ``inner`` is not a chain node body ``{"prev": sha | null, "items": [...]}``."""
     if not isinstance(inner, dict):
-        return f"expected an object with prev and items, found {_short(inner)}"
+        return f"expected an object with prev and items, found {short(inner)}"
     if set(inner) != {"prev", "items"}:
         return f"expected exactly the keys items and prev, found {sorted(map(str, inner))}"
     prev = inner["prev"]
-    if prev is not None and (not isinstance(prev, str) or not _SHA.fullmatch(prev)):
-        return f"prev must be null or 64 lowercase hex digits, found {_short(prev)}"
+    if prev is not None and (not isinstance(prev, str) or not SHA.fullmatch(prev)):
+        return f"prev must be null or 64 lowercase hex digits, found {short(prev)}"
     if not isinstance(inner["items"], list):
-        return f"items must be a list, found {_short(inner['items'])}"
+        return f"items must be a list, found {short(inner['items'])}"
     return None
 
 
 def _headers_problem(headers: object) -> str | None:
     if not isinstance(headers, dict):
-        return f"headers must be an object, found {_short(headers)}"
+        return f"headers must be an object, found {short(headers)}"
     for name, value in headers.items():
         if not isinstance(value, str):
-            return f"header {name!r} must be a string, found {_short(value)}"
+            return f"header {name!r} must be a string, found {short(value)}"
     return None
 
 
@@ -240,7 +248,7 @@ def body_problem(body: object) -> str | None:
     if body is None:
         return None
     if not isinstance(body, dict):
-        return f"body must be an object or null, found {_short(body)}"
+        return f"body must be an object or null, found {short(body)}"
     unknown = set(body) - _BODY_KEYS
     if unknown:
         return f"body has unknown key(s) {sorted(map(str, unknown))}"
@@ -249,20 +257,20 @@ def body_problem(body: object) -> str | None:
         return f"body has more than one of {', '.join(_BODY_KINDS)}: {', '.join(kinds)}"
     for key in ("content_type", "format", "raw", "coding"):
         if body.get(key) is not None and not isinstance(body[key], str):
-            return f"body.{key} must be a string or null, found {_short(body[key])}"
+            return f"body.{key} must be a string or null, found {short(body[key])}"
     if "text" in body and not isinstance(body["text"], str):
-        return f"body.text must be a string, found {_short(body['text'])}"
+        return f"body.text must be a string, found {short(body['text'])}"
     if "base64" in body:
         b64 = body["base64"]
         if not isinstance(b64, str) or not _BASE64.fullmatch(b64) or len(re.sub(r"\s", "", b64)) % 4:
-            return f"body.base64 is not base64, found {_short(b64)}"
+            return f"body.base64 is not base64, found {short(b64)}"
     if "sse" in body:
         events = body["sse"]
         if not isinstance(events, list):
-            return f"body.sse must be a list of events, found {_short(events)}"
+            return f"body.sse must be a list of events, found {short(events)}"
         for index, event in enumerate(events):
             if not isinstance(event, dict):
-                return f"body.sse[{index}] must be an object, found {_short(event)}"
+                return f"body.sse[{index}] must be an object, found {short(event)}"
     if "multipart" in body:
         return _parts_problem(body["multipart"])
     return None
@@ -270,17 +278,17 @@ def body_problem(body: object) -> str | None:
 
 def _parts_problem(parts: object) -> str | None:
     if not isinstance(parts, list):
-        return f"body.multipart must be a list of parts, found {_short(parts)}"
+        return f"body.multipart must be a list of parts, found {short(parts)}"
     for index, part in enumerate(parts):
         where = f"body.multipart[{index}]"
         if not isinstance(part, dict):
-            return f"{where} must be an object, found {_short(part)}"
+            return f"{where} must be an object, found {short(part)}"
         unknown = set(part) - _PART_KEYS
         if unknown:
             return f"{where} has unknown key(s) {sorted(map(str, unknown))}"
         for key in ("name", "filename", "content_type", "text"):
             if part.get(key) is not None and not isinstance(part[key], str):
-                return f"{where}.{key} must be a string, found {_short(part[key])}"
+                return f"{where}.{key} must be a string, found {short(part[key])}"
         if "headers" in part and (problem := _headers_problem(part["headers"])) is not None:
             return f"{where}: {problem}"
         problem = body_problem({k: v for k, v in part.items() if k in ("text", "base64", "json")})
@@ -293,16 +301,16 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
     """Why a resolved payload does not have the shape its media type says; ``None`` when it does."""
     if media_type == HTTP_RESPONSE_MEDIA_TYPE:
         if not isinstance(value, dict):
-            return f"an HTTP response payload must be an object, found {_short(value)}"
+            return f"an HTTP response payload must be an object, found {short(value)}"
         status = value.get("status", 200)
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999:
-            return f"status must be an HTTP status code, found {_short(status)}"
+            return f"status must be an HTTP status code, found {short(status)}"
     elif media_type == HTTP_REQUEST_MEDIA_TYPE:
         if not isinstance(value, dict):
-            return f"an HTTP request payload must be an object, found {_short(value)}"
+            return f"an HTTP request payload must be an object, found {short(value)}"
         for key in ("method", "url"):
             if key in value and not isinstance(value[key], str):
-                return f"{key} must be a string, found {_short(value[key])}"
+                return f"{key} must be a string, found {short(value[key])}"
     else:
         return None
     if value.get("headers") is not None:
@@ -332,7 +340,7 @@ def event_key_problem(events: Sequence[Document]) -> tuple[int, str] | None:
         if not data or type(data) is not dict:
             continue
         if isinstance(data.get("group"), containers):
-            return index, f"data.group must be a string, number or null, found {_short(data['group'])}"
+            return index, f"data.group must be a string, number or null, found {short(data['group'])}"
         kind = event.get("type")
         names = fields.get(kind) if isinstance(kind, str) else None
         if names is None:
@@ -340,13 +348,13 @@ def event_key_problem(events: Sequence[Document]) -> tuple[int, str] | None:
         for name in names:
             value = data.get(name)
             if isinstance(value, containers):
-                return index, f"data.{name} must be a string, number or null, found {_short(value)}"
+                return index, f"data.{name} must be a string, number or null, found {short(value)}"
     return None
 
 
-def _short(value: object) -> str:
+def short(value: object, limit: int = 60) -> str:
     try:
         text = repr(value)
     except (RecursionError, ValueError):
         text = f"<{type(value).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -66,8 +66,4 @@ def project_table() -> Document:
 
 def error_lines(exc: AgentReplayError) -> list[str]:
     """An error as problem lines: its headline (with where) and its evidence."""
-    lines = [exc.headline]
-    lines.extend(exc.evidence)
-    if exc.place:
-        lines[0] += f" (at {exc.place})"
-    return lines
+    return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence]

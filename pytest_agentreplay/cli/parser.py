@@ -3,76 +3,23 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 
 from ..core.constants import REPLAY_MODES
 
 DATA_CLASS_CHOICES = ("public", "internal", "personal")
 
 
-# Each command's module is imported when that command runs, not when the parser is built: together they load
-# the cassette reader, the diff, the report viewer and replay's audit (~0.15 s), and git runs ``textconv``
-# once per changed cassette.
+def _command(module: str) -> Callable[[argparse.Namespace], int]:
+    """The ``func`` of a subcommand: its module is imported when the command runs, not when the parser is
+    built (together the modules load the cassette reader, the diff, the report viewer and replay's audit,
+    ~0.15 s, and git runs ``textconv`` once per changed cassette)."""
 
+    def run(args: argparse.Namespace) -> int:
+        return int(importlib.import_module(f"{__package__}.{module}").run(args))
 
-def _show(args: argparse.Namespace) -> int:
-    from . import show  # heavy: only the command run pays for its imports (see above)
-
-    return show.run(args)
-
-
-def _diff(args: argparse.Namespace) -> int:
-    from . import diff  # heavy: only the command run pays for its imports (see above)
-
-    return diff.run(args)
-
-
-def _verify(args: argparse.Namespace) -> int:
-    from . import verify  # heavy: only the command run pays for its imports (see above)
-
-    return verify.run(args)
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    from . import migrate  # heavy: only the command run pays for its imports (see above)
-
-    return migrate.run(args)
-
-
-def _prune(args: argparse.Namespace) -> int:
-    from . import prune  # heavy: only the command run pays for its imports (see above)
-
-    return prune.run(args)
-
-
-def _import_vcr(args: argparse.Namespace) -> int:
-    from . import import_vcr  # heavy: only the command run pays for its imports (see above)
-
-    return import_vcr.run(args)
-
-
-def _export_otel(args: argparse.Namespace) -> int:
-    from . import export_otel  # heavy: only the command run pays for its imports (see above)
-
-    return export_otel.run(args)
-
-
-def _git_setup(args: argparse.Namespace) -> int:
-    from . import git_setup  # heavy: only the command run pays for its imports (see above)
-
-    return git_setup.run(args)
-
-
-def _textconv(args: argparse.Namespace) -> int:
-    from . import textconv  # heavy: only the command run pays for its imports (see above)
-
-    return textconv.run(args)
-
-
-def _schema(args: argparse.Namespace) -> int:
-    from . import schema  # heavy: only the command run pays for its imports (see above)
-
-    return schema.run(args)
+    return run
 
 
 def _sub(
@@ -90,6 +37,7 @@ def _sub(
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.set_defaults(func=_command(name.replace("-", "_")))
     return parser
 
 
@@ -126,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="with --html: a drift result (JSON, e.g. from `agentreplay diff --json`)",
     )
-    show.set_defaults(func=_show)
 
     diff = _sub(
         sub,
@@ -145,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode", choices=REPLAY_MODES, help="replay mode whose default rules apply (default regression)"
     )
     diff.add_argument("--json", action="store_true", help="print the drift result as JSON")
-    diff.set_defaults(func=_diff)
 
     verify = _sub(
         sub,
@@ -165,7 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail (exit 1) on advice too: committed writes without a receipt or an idempotency key",
     )
-    verify.set_defaults(func=_verify)
 
     migrate = _sub(
         sub,
@@ -177,7 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument("paths", nargs="+", metavar="PATH")
     migrate.add_argument("--dry-run", action="store_true", help="list what would change, write nothing")
-    migrate.set_defaults(func=_migrate)
 
     prune = _sub(
         sub,
@@ -209,7 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--include-referenced", action="store_true", help="also remove blobs cassettes still reference"
     )
     prune.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-    prune.set_defaults(func=_prune)
 
     vcr = _sub(
         sub,
@@ -241,7 +184,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="test (default: where the plugin looks for each file's test), mirror (the input's relative "
         "paths), or a template with {module_path} {module} {cls} {test} {name} {stem} {relpath}",
     )
-    vcr.set_defaults(func=_import_vcr)
 
     otel = _sub(
         sub,
@@ -260,7 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     otel.add_argument("--endpoint", metavar="URL", help="with --exporter otlp: the collector endpoint")
     otel.add_argument("--service-name", default="pytest-agentreplay", help="service.name resource attribute")
-    otel.set_defaults(func=_export_otel)
 
     textconv = _sub(
         sub,
@@ -275,7 +216,6 @@ def build_parser() -> argparse.ArgumentParser:
     textconv.add_argument(
         "--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"
     )
-    textconv.set_defaults(func=_textconv)
 
     git_setup = _sub(
         sub,
@@ -290,7 +230,6 @@ def build_parser() -> argparse.ArgumentParser:
     git_setup.add_argument(
         "--cassette-dir", default="cassettes", metavar="DIR", help="the cassette folder, from the repo's top"
     )
-    git_setup.set_defaults(func=_git_setup)
 
     schema = _sub(
         sub,
@@ -300,5 +239,4 @@ def build_parser() -> argparse.ArgumentParser:
         ["agentreplay schema > cassette.schema.json", "agentreplay schema --report > report.schema.json"],
     )
     schema.add_argument("--report", action="store_true", help="the schema of the JSON drift report instead")
-    schema.set_defaults(func=_schema)
     return parser

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from ..cassette.blobs import BlobStore, default_blob_dir
 from ..cassette.parsing import read_cassette_bytes
-from ..cassette.read import REF_FIELDS
+from ..cassette.stored_form import stored_refs
 from ..core.canonical import dumps_pretty
 from ..core.constants import BLOB_DIR_NAME, DEFAULT_CASSETTE_DIR
-from ..core.documents import Document
 from ..exceptions import AgentReplayError, CassetteError
 from .common import EXIT_OK, EXIT_USAGE, err
 
@@ -32,33 +30,14 @@ def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
     return found
 
 
-def stored_refs(raw: object) -> Iterator[Document]:
-    """Every blob reference (a ref dict with a ``sha256``) of a stored cassette document, read without
-    validation.
-
-    Not ``LoadedCassette.iter_refs``: that walks the decoded events of a cassette that loads, while
-    ``textconv`` inlines payloads into the stored refs themselves. (``prune`` reads references with
-    ``cassette.prune.cassette_refs``, which refuses what it cannot read.)
-    """
-    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
-        return
-    for event in raw["events"]:
-        if not isinstance(event, dict):
-            continue
-        for name in REF_FIELDS:
-            ref = event.get(name)
-            if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
-                yield ref
-
-
 def textconv_document(raw: object, blob_dir: Path) -> object:
     """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
     for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
     named in place."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("events"), list):
-        return raw
     store = BlobStore(blob_dir)
-    for ref in stored_refs(raw):
+    for _, _, ref in stored_refs(raw.get("events") if isinstance(raw, dict) else None):
+        if not isinstance(ref["sha256"], str):
+            continue
         try:
             ref["inline"] = store.load(ref["sha256"])
         except (AgentReplayError, OSError, ValueError, RecursionError) as exc:

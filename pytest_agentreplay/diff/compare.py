@@ -4,7 +4,6 @@ differing pairs are walked field by field (payload references resolved on demand
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -12,7 +11,7 @@ from typing import TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
 from ..http.multipart import comparable_request
-from .align import VOLATILE_ENVELOPE, align_histories, identity
+from .align import VOLATILE_ENVELOPE, align_histories
 from .carried import (
     DEFAULT_NAMES,
     InputNames,
@@ -31,12 +30,6 @@ from .text import ABSENT, similar
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
-
-
-def event_fingerprint(event: Event) -> str:
-    """sha256 of the canonical JSON of the event without the volatile envelope and ``prev_hash``."""
-    stripped = {k: v for k, v in event.items() if k not in VOLATILE_ENVELOPE}
-    return hashlib.sha256(dumps_compact(stripped).encode()).hexdigest()
 
 
 def events_equal(a: Event, b: Event) -> bool:
@@ -396,6 +389,20 @@ def compare_histories(
     ) -> _PairWalker:
         return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind, roles, names)
 
+    def whole(
+        kind: DiffKind, ev: Event, seqs: tuple[int | None, int | None], a: object, b: object, pseudo: str
+    ) -> tuple[_PairWalker, list[Difference]]:
+        """The walker of an event that moved, is missing or was inserted, and the difference saying so
+        (none when the rules ignore it)."""
+        sink: list[Difference] = []
+        w = walker(ev, seqs, sink, kind)
+        judgement = rules.judge(w.event_type, (pseudo,))
+        if judgement.verdict == "ignore":
+            stats.ignored += 1
+        else:
+            sink.append(_whole_event(kind, w, a, b, judgement, pseudo))
+        return w, sink
+
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]
         differing = _differing_keys(a, b)
@@ -413,13 +420,7 @@ def compare_histories(
 
     for i, j in alignment.moved:
         a, b = recorded[i], replayed[j]
-        sink = []
-        w = walker(b, (_seq(a, i), _seq(b, j)), sink, "moved")
-        judgement = rules.judge(w.event_type, (ORDER,))
-        if judgement.verdict == "ignore":
-            stats.ignored += 1
-        else:
-            sink.append(_whole_event("moved", w, a, b, judgement, ORDER))
+        w, sink = whole("moved", b, (_seq(a, i), _seq(b, j)), a, b, ORDER)
         if not events_equal(a, b):
             w.kind = "changed"
             w.event(a, b)
@@ -434,20 +435,14 @@ def compare_histories(
         a = recorded[i]
         k = bisect.bisect_left(rec_index, i)
         anchor = monotone[k - 1][1] + 0.5 if k > 0 else -0.5
-        w = walker(a, (_seq(a, i), None), [], "missing")
-        judgement = rules.judge(w.event_type, (PRESENCE,))
-        if judgement.verdict == "ignore":
-            stats.ignored += 1
-            continue
-        entries.append(((anchor, 0, i), [_whole_event("missing", w, a, ABSENT, judgement, PRESENCE)]))
+        _, sink = whole("missing", a, (_seq(a, i), None), a, ABSENT, PRESENCE)
+        if sink:
+            entries.append(((anchor, 0, i), sink))
     for j in alignment.inserted:
         b = replayed[j]
-        w = walker(b, (None, _seq(b, j)), [], "inserted")
-        judgement = rules.judge(w.event_type, (PRESENCE,))
-        if judgement.verdict == "ignore":
-            stats.ignored += 1
-            continue
-        entries.append(((j, 1, -1), [_whole_event("inserted", w, ABSENT, b, judgement, PRESENCE)]))
+        _, sink = whole("inserted", b, (None, _seq(b, j)), ABSENT, b, PRESENCE)
+        if sink:
+            entries.append(((j, 1, -1), sink))
 
     entries.sort(key=lambda e: e[0])
     return DriftResult(
@@ -478,6 +473,3 @@ def _whole_event(
         seq_replayed=w.seqs[1],
         path_tokens=(pseudo,),
     )
-
-
-__all__ = ["Resolver", "compare_histories", "event_fingerprint", "event_label", "identity"]

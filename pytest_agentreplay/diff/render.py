@@ -16,8 +16,8 @@ MAX_RULE_SUGGESTIONS: Final = 5
 _KIND_TITLE: Final = {"inserted": "inserted", "missing": "missing", "moved": "order changed"}
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word if n == 1 else word + 's'}"
 
 
 def headline(result: DriftResult, *, test: str, cassette: str, mode: str) -> str:

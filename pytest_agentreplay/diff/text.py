@@ -17,14 +17,7 @@ WINDOW_AFTER: Final = 50
 
 
 class _Absent:
-    """Marks a key or list item that exists on one side only."""
-
-    _instance: _Absent | None = None
-
-    def __new__(cls) -> _Absent:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    """Marks a key or list item on one side only (one instance: copies and pickles reduce to it)."""
 
     def __repr__(self) -> str:
         return "<absent>"

@@ -166,16 +166,9 @@ def json_text(value: object, fmt: str | None) -> str:
 
 
 def _dump_json(value: object, fmt: str | None) -> bytes:
-    newline = False
-    if fmt is not None and fmt.endswith("+nl"):
-        newline = True
-        fmt = fmt[:-3]
-        if fmt == "compact":
-            fmt = None
-    if fmt not in _ENCODERS:
-        fmt = None
-    out = json_text(value, fmt)
-    return (out + "\n" if newline else out).encode("utf-8")
+    name = fmt.removesuffix("+nl") if fmt else None  # "compact+nl": the default format, a newline after
+    out = json_text(value, name if name in _ENCODERS else None)
+    return (out + "\n" if fmt and fmt.endswith("+nl") else out).encode("utf-8")
 
 
 # Content types whose bodies are text even though they are not ``text/*``.
@@ -199,11 +192,6 @@ def is_json_type(content_type: str | None) -> bool:
     # Every JSON flavour stays structured (vcrpy only handled exactly ``application/json``).
     mt = media_type(content_type)
     return mt == "application/json" or mt.endswith("+json") or mt.endswith("/json")
-
-
-def is_sse_type(content_type: str | None) -> bool:
-    fmt = stream_formats.format_for(content_type)
-    return fmt is not None and fmt.name == "sse"
 
 
 def _is_text_type(content_type: str | None) -> bool:
@@ -442,8 +430,7 @@ def body_bytes(body: Document | None) -> bytes:
             return exact.encode("utf-8")
         return _dump_json(body["json"], body.get("format"))
     if "text" in body:
-        text: str = body["text"]
-        return text.encode("utf-8")
+        return str(body["text"]).encode("utf-8")
     if "base64" in body:
         return base64.b64decode(body["base64"])
     if "sse" in body:
@@ -473,12 +460,9 @@ def normalise_for_match(body: Document | None) -> str:
         return ""
     if "json" in body:
         return json.dumps(body["json"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
-    if "text" in body:
-        text: str = body["text"]
-        return text
-    if "base64" in body:
-        b64: str = body["base64"]
-        return b64
+    for kind in ("text", "base64"):
+        if kind in body:
+            return str(body[kind])
     if "multipart" in body:  # part by part: names, file names, content types, content
         return json.dumps(body["multipart"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
     return json.dumps(body.get("sse"), sort_keys=True, separators=JSON_SEPARATORS)

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 
 from ..core.documents import Document
 from ..exceptions import EventStreamError
-from .sse import parse_data
+from .sse import data_text, parse_data, parse_whole
 
 MEDIA_TYPE = "application/vnd.amazon.eventstream"
 
@@ -43,7 +43,6 @@ _MIN_MESSAGE = _PRELUDE_LEN + _CRC.size
 # The service's own limits (a message up to 16 MiB, headers up to 128 KiB): a larger length is damage.
 _MAX_MESSAGE = 16 * 1024 * 1024
 _MAX_HEADERS = 128 * 1024
-_SEPARATORS = (",", ":")
 
 # Wire type byte -> the name stored beside a header value that is not a string.
 _TYPE_NAMES = {0: "bool", 1: "bool", 2: "byte", 3: "short", 4: "integer", 5: "long"}
@@ -53,10 +52,6 @@ _INTS.update({"integer": (4, struct.Struct(">i")), "long": (5, struct.Struct(">q
 _INTS["timestamp"] = (8, struct.Struct(">q"))
 # The header naming a message for a reader, by message type.
 _NAMING_HEADERS = (":event-type", ":exception-type", ":error-code")
-
-
-def is_eventstream_type(content_type: str | None) -> bool:
-    return bool(content_type) and str(content_type).split(";", 1)[0].strip().lower() == MEDIA_TYPE
 
 
 def _crc(data: bytes | memoryview, start: int = 0) -> int:
@@ -231,14 +226,11 @@ class EventStreamParser:
 
 
 def parse_all(raw: bytes) -> list[Document]:
-    """Parse a complete stream (``t`` is 0: the arrival times are unknown); raises on damage."""
+    """Parse a complete stream; raises on damage."""
     parser = EventStreamParser()
-    events = parser.feed(raw)
+    events = parse_whole(parser, raw)
     if parser.error is not None:
         raise parser.error
-    events.extend(parser.finish())
-    for ev in events:
-        ev["t"] = 0.0
     return events
 
 
@@ -249,7 +241,7 @@ def _chunk_payload(data: Mapping[str, object], sort_keys: bool) -> Mapping[str, 
     inner = data.get("bytes")
     if isinstance(inner, str) or inner is None:
         return data
-    text = json.dumps(inner, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
+    text = data_text(inner, sort_keys)
     return {**data, "bytes": base64.b64encode(text.encode("utf-8")).decode("ascii")}
 
 
@@ -262,11 +254,9 @@ def _payload(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
     data = ev.get("data")
     if data is None:
         return b""
-    if isinstance(data, str):
-        return data.encode("utf-8")
     if ev.get("event") == "chunk" and isinstance(data, Mapping):
         data = _chunk_payload(data, sort_keys)
-    return json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys).encode("utf-8")
+    return data_text(data, sort_keys).encode("utf-8")
 
 
 def _header_bytes(header: object) -> bytes:

@@ -36,6 +36,7 @@ SECRET_HEADERS = frozenset(
 # Framing headers describe the bytes on the wire, which replay regenerates: stored bodies are
 # decoded, so a stored Content-Encoding would make clients decode twice.
 _FRAMING_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
+_REGENERATED = _FRAMING_HEADERS | {"content-length"}
 _DEFAULT_PORT_SUFFIXES = {"http": ":80", "https": ":443"}
 # From after "://": the authority (up to "/", "?" or "#"), then the path (up to "?" or "#").
 _AUTHORITY_PATH = re.compile(r"([^/?#]*)([^?#]*)")
@@ -51,10 +52,7 @@ def lower_headers(items: Mapping[str, object] | Iterable[tuple[str | bytes, obje
         if isinstance(value, bytes):
             value = value.decode("latin-1")
         key = name.lower()
-        if key in out:
-            out[key] = f"{out[key]}, {value}"
-        else:
-            out[key] = str(value)
+        out[key] = f"{out[key]}, {value}" if key in out else str(value)
     return out
 
 
@@ -225,16 +223,9 @@ class HttpRequest:
 
     @classmethod
     def from_payload(cls, payload: Document) -> HttpRequest:
-        body = payload.get("body")
-        req = cls(
-            method=str(payload.get("method", "GET")).upper(),
-            url=str(payload.get("url", "")),
-            headers=dict(payload.get("headers") or {}),
-            body=b"",
-        )
-        req._stored_body = body
-        req._body_ready = True
-        return req
+        method, url = str(payload.get("method", "GET")).upper(), str(payload.get("url", ""))
+        headers = dict(payload.get("headers") or {})
+        return cls(method, url, headers, _stored_body=payload.get("body"), _body_ready=True)
 
     def excerpt(self, limit: int = 160) -> str:
         raw = bodies.body_bytes(self.stored_body())
@@ -268,15 +259,13 @@ class HttpResponse:
         return cls(int(payload.get("status", 200)), payload.get("headers") or {}, payload.get("body"))
 
     def json(self) -> object:
-        if self.body and "json" in self.body:
-            return self.body["json"]
-        return None
+        return self.body["json"] if self.body and "json" in self.body else None
 
     def wire_headers(self, method: str = "GET") -> list[tuple[str, str]]:
         """Headers to hand to a client in replay: framing regenerated for the served bytes."""
         if method != "HEAD":
             return list(self.wire_tuple())
-        out = [(k, v) for k, v in self.headers.items() if k not in _FRAMING_HEADERS and k != "content-length"]
+        out = [(k, v) for k, v in self.headers.items() if k not in _REGENERATED]
         if not self.is_sse:
             # A HEAD response announces the length of a body it does not carry: keep it.
             length = self.headers.get("content-length")
@@ -288,9 +277,7 @@ class HttpResponse:
         """:meth:`wire_headers` for any method but HEAD, computed once and shared (hence a tuple)."""
         wire = self._wire
         if wire is None:
-            out = [
-                (k, v) for k, v in self.headers.items() if k not in _FRAMING_HEADERS and k != "content-length"
-            ]
+            out = [(k, v) for k, v in self.headers.items() if k not in _REGENERATED]
             if self.body is None:
                 length = self.headers.get("content-length")
                 if length is not None:

@@ -1,24 +1,17 @@
 """gRPC calls as HTTP exchanges: the URL, headers and bodies a call is recorded under, and its classification.
 
-A gRPC call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as
-``POST grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers. Bodies are JSON
-documents (so the redactor and the diff read them like any JSON body):
+A call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as ``POST
+grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers, its bodies JSON documents that
+the redactor and the diff read like any JSON body (docs/grpc.md): a request's messages as their readable
+view when known (never served, so its bytes, which would carry what redaction takes out of the view, are
+not kept), a response's as their bytes (what replay deserializes) beside the view, with the code, details
+and trailing metadata.
 
-- request: ``{"messages": [{"json": view} | {"base64": bytes}, ...]}``: the readable view of each message
-  when its class is known (protobuf), else its bytes. A request is never served, and the bytes would
-  carry whatever the redactor takes out of the view, so they are not kept beside it.
-- response: ``{"code": "OK", "details": str, "messages": [{"base64": bytes, "json": view?}, ...],
-  "trailing_metadata": [[key, value], ...]}``: the bytes are what replay deserializes again.
-
-A response message is stored twice, as its view and as its bytes, and redaction keeps the two consistent:
-the values the view holds under secret names (``access_token``) are handed to the run's redactor when the
-message arrives (:mod:`..intercept.grpc_capture`), so they are known secrets wherever they appear, and the
-bytes are masked in place (:func:`..redaction.encoded.mask_bytes`): each secret's bytes become
-``[REDACTED]`` cut or padded with ``*`` to their length, so the message still parses in replay and reads
-``[REDACTED]***...`` where the view reads ``[REDACTED]``.
-
-The response's HTTP status is the usual mapping of its status code (``NOT_FOUND`` -> 404), so a failed
-write is not a committed one. Nothing here imports grpc: :mod:`pytest_agentreplay.intercept.grpc` does.
+Redaction keeps a response's view and bytes consistent: the values the view holds under secret names are
+handed to the run's redactor when the message arrives (:mod:`..intercept.grpc_capture`), and the bytes are
+masked in place (:func:`..redaction.encoded.mask_bytes`, ``[REDACTED]`` cut or padded with ``*`` to the
+secret's length), so the message still parses in replay. The HTTP status is the usual mapping of the code
+(``NOT_FOUND`` -> 404), so a failed write is not a committed one. Nothing here imports grpc.
 """
 
 from __future__ import annotations
@@ -32,21 +25,7 @@ from typing import Final, Literal
 
 from ..core.constants import REDACTED
 from ..core.documents import Document
-from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse
-
-__all__ = [
-    "GRPC_SCHEME",
-    "Outcome",
-    "call_url",
-    "flavour",
-    "http_status",
-    "is_grpc",
-    "message_entry",
-    "metadata_headers",
-    "request_body",
-    "response_body",
-    "served_outcome",
-]
+from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse, lower_headers
 
 GRPC_SCHEME: Final = "grpc://"
 Flavour = Literal["retrieval", "read", "write"]
@@ -155,15 +134,10 @@ def call_url(target: str, method: str) -> str:
     return f"{GRPC_SCHEME}{authority(target)}/{method.lstrip('/')}"
 
 
-def service_and_method(path: str) -> tuple[str, str]:
-    """``("qdrant.Points", "Search")`` from the URL path ``/qdrant.Points/Search``."""
-    service, _, method = path.strip("/").rpartition("/")
-    return service, method
-
-
 def flavour(path: str) -> Flavour:
-    """What a call to the method at ``path`` does: the well-known table, else the method-name rule."""
-    service, method = service_and_method(path)
+    """What a call to the method at ``path`` (``/qdrant.Points/Search``) does: the well-known table, else
+    the method-name rule."""
+    service, _, method = path.strip("/").rpartition("/")
     known = WELL_KNOWN.get(service, {}).get(method)
     if known is not None:
         return known
@@ -174,7 +148,7 @@ def http_status(code: str) -> int:
     return _HTTP_STATUS.get(code, 500)
 
 
-def _text(key: str, value: str | bytes) -> str:
+def _text(value: str | bytes) -> str:
     # Binary metadata (``-bin`` keys) arrives as bytes: kept as base64, as it travels on the wire.
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
@@ -183,12 +157,7 @@ def _text(key: str, value: str | bytes) -> str:
 
 def metadata_headers(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
     """Metadata as headers: lower-case keys, repeated keys joined with ", " (as HTTP joins them)."""
-    out: dict[str, str] = {}
-    for key, value in pairs or ():
-        name = key.lower()
-        text = _text(name, value)
-        out[name] = f"{out[name]}, {text}" if name in out else text
-    return out
+    return lower_headers([(key, _text(value)) for key, value in pairs or ()])
 
 
 def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list[str]]:
@@ -196,7 +165,7 @@ def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list
     out: list[list[str]] = []
     for key, value in pairs or ():
         name = key.lower()
-        out.append([name, REDACTED if name in SECRET_HEADERS else _text(name, value)])
+        out.append([name, REDACTED if name in SECRET_HEADERS else _text(value)])
     return out
 
 

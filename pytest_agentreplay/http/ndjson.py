@@ -1,32 +1,21 @@
 """Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser for
 teeing live streams and the encoder replay serves them with.
 
-Stored like server-sent events (:mod:`.sse`), in the body's ``sse`` list, one event per line:
-``{"data": <parsed JSON, or the line's text>, "t": seconds}``. A line is parsed as JSON only when it starts
-with ``{`` or ``[``, so any other line round-trips as its text. ``raw``: the line's exact wire text (its
-line ending, blank lines before it, key order and spacing), kept only when :func:`encode_line` of the
-stored (key-sorted) event would differ; replay serves it, so a client reads the bytes it read while
-recording. The body's content type tells replay which of the two encoders renders the events.
+Stored like server-sent events (:mod:`.sse`, the same ``data`` and ``raw`` rules), one event per line:
+``{"data": <parsed JSON, or the line's text>, "t": seconds}``, where ``raw`` also keeps the blank lines
+before a line.
 """
 
 from __future__ import annotations
 
 import codecs
-import json
 from collections.abc import Mapping
 
 from ..core.documents import Document
-from .sse import parse_data
+from .sse import data_text, parse_data, parse_whole
 
 # Media types of newline-delimited JSON: Ollama sends the first; the others name the same format.
-NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
-_SEPARATORS = (",", ":")
-
-
-def is_ndjson_type(content_type: str | None) -> bool:
-    if not content_type:
-        return False
-    return content_type.split(";", 1)[0].strip().lower() in NDJSON_TYPES
+MEDIA_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
 
 
 class NDJSONParser:
@@ -72,13 +61,7 @@ class NDJSONParser:
 
 
 def parse_all(raw: bytes) -> list[Document]:
-    """Parse a complete stream (``t`` is 0: the arrival times are unknown)."""
-    parser = NDJSONParser()
-    events = parser.feed(raw)
-    events.extend(parser.finish())
-    for ev in events:
-        ev["t"] = 0.0
-    return events
+    return parse_whole(NDJSONParser(), raw)
 
 
 def encode_line(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
@@ -87,10 +70,4 @@ def encode_line(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
     raw = ev.get("raw")
     if isinstance(raw, str):
         return raw.encode("utf-8")
-    data = ev.get("data")
-    text = (
-        data
-        if isinstance(data, str)
-        else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
-    )
-    return (text + "\n").encode("utf-8")
+    return (data_text(ev.get("data"), sort_keys) + "\n").encode("utf-8")

@@ -13,12 +13,20 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from typing import Protocol
 
 from ..core.documents import Document
 
 _LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
-_SEPARATORS = (",", ":")
+
+
+class StreamParser(Protocol):
+    """Parses a stream as its chunks arrive: the events complete so far, then the rest at the end."""
+
+    def feed(self, chunk: bytes) -> list[Document]: ...
+
+    def finish(self) -> list[Document]: ...
 
 
 def parse_data(raw: str) -> object:
@@ -30,6 +38,23 @@ def parse_data(raw: str) -> object:
         except ValueError:
             return raw
     return raw
+
+
+def data_text(data: object, sort_keys: bool) -> str:
+    """An event's stored data as wire text: a string as it is, anything else compact JSON (``sort_keys``: as
+    from a cassette, keys sorted)."""
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
+
+
+def parse_whole(parser: StreamParser, raw: bytes) -> list[Document]:
+    """A complete stream's events through ``parser`` (``t`` is 0: the arrival times are unknown)."""
+    events = parser.feed(raw)
+    events.extend(parser.finish())
+    for ev in events:
+        ev["t"] = 0.0
+    return events
 
 
 class SSEParser:
@@ -123,13 +148,7 @@ class SSEParser:
 
 
 def parse_all(raw: bytes) -> list[Document]:
-    """Parse a complete stream (``t`` is 0: the arrival times are unknown)."""
-    parser = SSEParser()
-    events = parser.feed(raw)
-    events.extend(parser.finish())
-    for ev in events:
-        ev["t"] = 0.0
-    return events
+    return parse_whole(SSEParser(), raw)
 
 
 def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
@@ -147,18 +166,6 @@ def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
         out.append(f"id: {ident}\n")
     data = ev.get("data")
     if data is not None:
-        text = (
-            data
-            if isinstance(data, str)
-            else json.dumps(data, separators=_SEPARATORS, ensure_ascii=False, sort_keys=sort_keys)
-        )
-        for line in text.split("\n"):
-            out.append(f"data: {line}\n")
+        out.extend(f"data: {line}\n" for line in data_text(data, sort_keys).split("\n"))
     out.append("\n")
     return "".join(out).encode("utf-8")
-
-
-def iter_encoded(events: Iterable[Mapping[str, object]]) -> Iterable[bytes]:
-    """Encode lazily, one event per chunk, so a replayed stream is consumed incrementally."""
-    for ev in events:
-        yield encode_event(ev)

@@ -1,23 +1,10 @@
 """WebSocket conversations as events of the exchange vocabulary, written once for every client library.
 
-A conversation is recorded as:
-
-- its opening handshake: an ``http`` read event of the exchange pipeline (``GET ws://...`` answered
-  ``101``), matched, served and refused in replay exactly as an HTTP read (modes, ``allow_hosts``,
-  sandbox, unmatched calls);
-- one ``http`` event per message, in the order the client saw them: ``data`` says ``transport:
-  websocket``, the URL, the ``connection`` (the run's nth WebSocket), the ``direction`` (``sent``: class
-  ``decision``, the message in ``input_ref``; ``received``: class ``input``, the message in
-  ``output_ref``) and the ``index`` of the message in its direction; ``method`` is ``SEND`` or ``RECEIVE``
-  so that the diff aligns sent messages with sent ones;
-- a receive that timed out (``timeout: true``) and the close (``method: CLOSE``, ``close: {code,
-  reason}``, direction ``sent`` when the client closed, ``received`` when the server did).
-
-One event per message rather than the whole conversation folded into the handshake's payloads: the
-messages stay in the history between the model calls and tool calls they caused, and a one-message
-change is a change of that message's event only. Message payloads use the stored BODY shapes: a JSON
-text message as JSON (``json``, with the ``format`` or ``raw`` text that gives its exact text back), other
-text as ``text``, binary messages as ``base64``.
+The recorded shape is docs/websockets.md's: the opening handshake is an ``http`` read of the exchange
+pipeline (matched, served and refused in replay exactly as one), then one ``http`` event per message in the
+order the client saw them (``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE`` so that
+the diff aligns sent messages with sent ones), a timed-out receive and the close. One event per message
+keeps each message between the model and tool calls it caused, and a one-message change one event's change.
 
 The module imports no WebSocket library: the adapters (``intercept/websockets.py``, ``intercept/
 httpx_ws.py``) translate their library's objects into these calls.
@@ -26,7 +13,6 @@ httpx_ws.py``) translate their library's objects into these calls.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -52,10 +38,6 @@ def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:
     """The opening handshake as the exchange pipeline sees it (lower-case names, the nonce left out)."""
     kept = {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
     return HttpRequest("GET", url, kept)
-
-
-def response_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE_HANDSHAKE_HEADERS}
 
 
 def encode_message(message: Message) -> Document:
@@ -112,24 +94,28 @@ class ConversationEvents:
         self.connection = connection
         self.counts: dict[str, int] = {"sent": 0, "received": 0}
         self.closed = False
-        self.started = time.perf_counter()
         self._lock = threading.Lock()
         host, path = host_and_path(url)
         self._tool = ToolInfo.construct_trusted(
             {"name": host + path, "schema_version": None, "idempotency_key": None}
         )
 
-    def _data(self, method: str, direction: Direction, index: int | None) -> Document:
-        data: Document = {
-            "transport": TRANSPORT,
-            "method": method,
-            "url": self.url,
-            "connection": self.connection,
-            "direction": direction,
-        }
-        if index is not None:
-            data["index"] = index
-        return data
+    def _emit(
+        self, method: str, direction: Direction, extra: Document, ref: PayloadRef | None = None
+    ) -> None:
+        data: Document = {"transport": TRANSPORT, "method": method, "url": self.url}
+        data.update(connection=self.connection, direction=direction, **extra)
+        sent = direction == "sent"
+        self.ctx.recorder.emit(
+            "http",
+            trusted=True,
+            actor="tool",
+            event_class="decision" if sent else "input",
+            data=data,
+            tool=self._tool,
+            input=ref if sent else None,
+            output=None if sent else ref,
+        )
 
     def message(self, direction: Direction, stored: Document) -> int:
         """Emit one message (stored as :func:`encode_message` makes it); returns its index."""
@@ -137,28 +123,14 @@ class ConversationEvents:
             index = self.counts[direction]
             self.counts[direction] = index + 1
         ref = _ref(stored, self.ctx.settings.http_data_class)
-        sent = direction == "sent"
-        self.ctx.recorder.emit(
-            "http",
-            trusted=True,
-            actor="tool",
-            event_class="decision" if sent else "input",
-            data=self._data("SEND" if sent else "RECEIVE", direction, index),
-            tool=self._tool,
-            input=ref if sent else None,
-            output=None if sent else ref,
-        )
+        self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 
     def timeout(self) -> None:
         """A receive that timed out: replay raises the timeout again at this point of the conversation."""
         with self._lock:
             index = self.counts["received"]
-        data = self._data("RECEIVE", "received", index)
-        data["timeout"] = True
-        self.ctx.recorder.emit(
-            "http", trusted=True, actor="tool", event_class="input", data=data, tool=self._tool
-        )
+        self._emit("RECEIVE", "received", {"index": index, "timeout": True})
 
     def close(self, direction: Direction, code: int | None, reason: str | None) -> bool:
         """Emit the close once (who closed first, the code and reason); False when already emitted."""
@@ -166,18 +138,5 @@ class ConversationEvents:
             if self.closed:
                 return False
             self.closed = True
-        data = self._data("CLOSE", direction, None)
-        data["close"] = {"code": code, "reason": reason or ""}
-        self.ctx.recorder.emit(
-            "http",
-            trusted=True,
-            actor="tool",
-            event_class="decision" if direction == "sent" else "input",
-            data=data,
-            tool=self._tool,
-        )
+        self._emit("CLOSE", direction, {"close": {"code": code, "reason": reason or ""}})
         return True
-
-
-def is_message_event(data: Mapping[str, object]) -> bool:
-    return data.get("transport") == TRANSPORT and data.get("method") in ("SEND", "RECEIVE", "CLOSE")

@@ -1,24 +1,15 @@
 """vcrpy / pytest-recording compatibility, as plain functions (no pytest import): where a vcr-marked test's
-cassettes are, what its merged ``vcr_config`` says, and a replay of those cassettes read in place.
+cassettes are (:func:`cassette_paths`, pytest-recording's paths), what its merged ``vcr_config`` says
+(:func:`merge_vcr_config`, the closest marker winning; :func:`resolve_record_mode`, where a record mode given
+on the command line is never overridden: pytest-recording lets a marker override it, a pitfall avoided here),
+and a replay of those cassettes read in place (:class:`VcrReplay`).
 
-The plugin (phase 2 of issue 12) calls these when pytest-recording is not active:
-
-1. :func:`cassette_paths` computes pytest-recording's paths for a test item: the default cassette
-   ``<vcr_cassette_dir>/<default_cassette_name>.yaml`` (``<test dir>/cassettes/<module>/[<Class>.]<test>``
-   unless the ``vcr_cassette_dir`` / ``default_cassette_name`` fixtures say otherwise) plus the extra
-   cassettes named as ``@pytest.mark.vcr`` arguments (relative to the cassette folder, or absolute).
-2. :func:`merge_vcr_config` merges the ``vcr_config`` fixture with the markers' keyword arguments the
-   way pytest-recording does (the closest marker wins); :func:`resolve_record_mode` then picks the record
-   mode, except that a record mode given on the command line is never overridden (pytest-recording lets
-   a marker override it: a pitfall this plugin avoids).
-3. :class:`VcrReplay` loads the cassettes through vcrpy's own serializer, request model and
-   ``Cassette`` (so ``before_record_request``/``before_record_response``, ``filter_headers``,
-   ``filter_query_parameters``, ``decode_compressed_response``, ``after_load_interaction`` and every
-   other vcrpy quirk behave as under vcrpy) and matches a live request with vcrpy's ``match_on``
-   semantics: each recorded interaction is played at most once unless ``allow_playback_repeats``. A
-   match comes back as this project's library-neutral :class:`~pytest_agentreplay.http.exchange.HttpResponse`
-   (the body decoded into the stored BODY shape, framing headers dropped), which the interceptors
-   serve like any recorded response. Unlike vcrpy, an undecodable cassette is an error, never "empty".
+:class:`VcrReplay` loads the cassettes through vcrpy's own serializer, request model and ``Cassette``, so
+``before_record_*``, ``filter_*``, ``decode_compressed_response`` and every other vcrpy quirk behave as under
+vcrpy, and matches with vcrpy's ``match_on`` (each interaction played once unless
+``allow_playback_repeats``). A match comes back as an :class:`~pytest_agentreplay.http.exchange.HttpResponse`
+the interceptors serve like any recorded response. Unlike vcrpy, an undecodable cassette is an error, never
+"empty".
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from .vcr_format import VcrInteraction, response_from_vcr
 from .vcr_options import PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
-from .vcr_persisters import Persister, ProjectPersister, VcrCassetteError
+from .vcr_persisters import Persister, ProjectPersister
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default
@@ -327,22 +318,6 @@ class VcrReplay:
         """The cassette files that exist (and were read)."""
         return tuple(self._persister.found)
 
-    @property
-    def missing(self) -> bool:
-        """True when none of the test's cassettes exists (replay has nothing to serve)."""
-        return not self._persister.found
-
-    def __len__(self) -> int:
-        return len(self._cassette.data)
-
-    @property
-    def play_counts(self) -> list[int]:
-        return [int(self._cassette.play_counts[i]) for i in range(len(self))]
-
-    @property
-    def all_played(self) -> bool:
-        return bool(self._cassette.all_played)
-
     def unplayed(self) -> list[tuple[str, str]]:
         """(method, uri) of the recorded interactions no request used (vcrpy's ``allow_playback_repeats``
         aside, each is played at most once)."""
@@ -411,22 +386,3 @@ class VcrReplay:
             scored.append((len(ok), -index, f"{stored.method} {stored.uri}{played}: differs in {names}"))
         scored.sort(reverse=True)
         return [text for _, _, text in scored[:limit]]
-
-
-__all__ = [
-    "DEFAULT_RECORD_MODE",
-    "VCR_RECORD_MODES",
-    "VcrCassetteError",
-    "VcrCassettePaths",
-    "VcrMatch",
-    "VcrReplay",
-    "agentreplay_record_mode",
-    "allowed_hosts",
-    "cassette_paths",
-    "default_cassette_dir",
-    "default_cassette_name",
-    "merge_vcr_config",
-    "resolve_record_mode",
-    "to_vcr_request",
-    "vcr_options",
-]

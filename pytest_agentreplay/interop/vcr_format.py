@@ -137,10 +137,6 @@ def check_alias_expansion(text: str | bytes, loader: type) -> None:
                 stack[-1][1][0] += count
 
 
-def parse_vcr(text: str | bytes, fmt: VcrFormat = "yaml") -> list[VcrInteraction]:
-    return interactions_of(parse_vcr_document(text, fmt))
-
-
 def interactions_of(doc: Document) -> list[VcrInteraction]:
     """A vcrpy cassette document's interactions in this project's shapes."""
     out: list[VcrInteraction] = []

@@ -1,15 +1,11 @@
 """Convert vcrpy / pytest-recording cassettes into this format (``agentreplay import-vcr``).
 
-Each input file becomes one run: every interaction is classified the way live recording classifies
-it (a ``model.call`` per provider endpoint, an ``http`` read, or a write ``effect`` with its
-idempotency key and receipt), bodies are decoded (gzip, base64 ``!!binary``, SSE streams), and the
-run is redacted and saved through ``store.save_cassette`` (atomic, hash-chained, secret-scanned).
-
-A file in pytest-recording's layout (``<test dir>/cassettes/<module>/[<Class>.]<test>.yaml``) knows its
-test: :func:`pytest_recording_test` gives the node id pytest-recording would have used it for
-(``<test dir>/<module>.py::[<Class>::]<test>``), which is recorded as ``RunMeta.test``, and the cassette is
-written where this plugin looks for that test. Every imported run is labelled ``source: vcr`` so the
-comparison rules for imported recordings apply (``diff.rules.is_imported``).
+Each input file becomes one run, its interactions classified and recorded as live recording would
+(:func:`~pytest_agentreplay.http.recording.emit_exchange`), then redacted and saved through
+``cassette.write.save_cassette``. A file in pytest-recording's layout knows its test
+(:func:`pytest_recording_test`): its node id is recorded as ``RunMeta.test`` and the cassette is written where
+this plugin looks for that test. Every imported run is labelled ``source: vcr`` so the comparison rules for
+imported recordings apply.
 """
 
 from __future__ import annotations

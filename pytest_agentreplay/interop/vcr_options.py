@@ -155,14 +155,3 @@ def split_patterns(value: object) -> list[object]:
     if isinstance(value, Iterable):
         return list(value)
     return [value]
-
-
-__all__ = [
-    "APPLIED",
-    "NOTHING_TO_APPLY",
-    "PYTEST_RECORDING_KEYS",
-    "REFUSED",
-    "check_vcr_options",
-    "host_names",
-    "split_patterns",
-]

@@ -1,14 +1,6 @@
 """The vcrpy persisters behind :class:`~.vcr_compat.VcrReplay`: how a vcr-marked test's cassettes are read
-in place (no pytest import; vcrpy imported where a cassette is read).
-
-- :class:`Persister` reads every cassette of a test (pytest-recording's ``CombinedPersister``: the default
-  one, then the marker's extra ones) through this project's bounded reader, and fails on an undecodable
-  file instead of treating it as empty (vcrpy would record over it);
-- :class:`ProjectPersister` wraps the project's own (``persister`` in ``vcr_config``, or
-  ``vcr.register_persister`` in a ``pytest_recording_configure`` hook), which loads the default cassette
-  only, as under pytest-recording, where it replaces ``CombinedPersister``.
-
-Neither ever writes: recording writes this plugin's format.
+in place (no pytest import; vcrpy imported where a cassette is read). Neither ever writes: recording
+writes this plugin's format.
 """
 
 from __future__ import annotations
@@ -75,6 +67,10 @@ class Persister:
         raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
 
 
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
 def _builtin_format(serializer: object) -> VcrFormat | None:
     """``yaml`` / ``json`` for vcrpy's own serializers, None for one a project registered."""
     from vcr.serializers import jsonserializer, yamlserializer  # heavy: vcrpy, as above
@@ -110,9 +106,8 @@ class ProjectPersister:
         except (CassetteNotFoundError, FileNotFoundError):
             return [], []
         except Exception as exc:
-            first = str(exc).splitlines()[0] if str(exc) else ""
             raise VcrCassetteError(
-                f"the vcrpy persister {name} cannot load {self.path.name}: {type(exc).__name__}: {first}",
+                f"the vcrpy persister {name} cannot load {self.path.name}: {_first_line(exc)}",
                 cassette=self.path,
                 place=_PLACE,
                 fixes=(
@@ -139,9 +134,8 @@ class ProjectPersister:
 
 
 def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
-    first = str(exc).splitlines()[0] if str(exc) else ""
     return VcrCassetteError(
-        f"cannot read the vcrpy cassette {path.name}: {type(exc).__name__}: {first}",
+        f"cannot read the vcrpy cassette {path.name}: {_first_line(exc)}",
         cassette=path,
         fixes=(
             "fix or delete the file, then re-record the test (vcrpy would have treated it as empty and "
@@ -149,6 +143,3 @@ def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
             "or convert it once: agentreplay import-vcr PATH",
         ),
     )
-
-
-__all__ = ["Persister", "ProjectPersister", "VcrCassetteError"]

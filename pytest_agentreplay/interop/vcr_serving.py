@@ -1,18 +1,12 @@
-"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place (issue 12): the vcrpy
-adapter behind the session's interface for other tools' recordings (``replay/foreign.py``).
+"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place: the vcrpy adapter behind
+the session's interface for other tools' recordings (``replay/foreign.py``).
 
-A vcr-marked test without a cassette of this plugin is served from its YAML cassettes through
-:class:`~pytest_agentreplay.interop.vcr_compat.VcrReplay`: vcrpy's ``match_on``, ``filter_headers`` and
-``before_record_*`` decide, fail-closed (an unmatched request is refused, never sent), and a request
-vcrpy would ignore (``ignore_hosts``, ``ignore_localhost``) is sent unrecorded, as vcrpy sends it.
-
-The recorded history the run is compared with is the played interactions, in play order
-(``interactions_to_events`` shapes, labelled ``source: vcr``), so the lenient rules of imported
-recordings apply: header and body differences vcrpy never compared do not fail.
-
-:class:`VcrSource` is the adapter (set-up, teardown); ``policy.decide`` finds its :class:`VcrServing` in
-the run (``ctx.served_instead``) and asks it for each request:
-replay knows the protocol, not this module.
+vcrpy's ``match_on``, filters and ``before_record_*`` decide (:class:`~.vcr_compat.VcrReplay`), fail-closed:
+an unmatched request is refused, never sent; one vcrpy ignores (``ignore_hosts``, ``ignore_localhost``) is
+sent unrecorded, as vcrpy sends it. The recorded history the run is compared with is the played
+interactions in play order, labelled ``source: vcr``, so the lenient rules of imported recordings apply.
+``policy.decide`` finds the run's :class:`VcrServing` (``ctx.served_instead``) and asks it for each
+request: replay knows the protocol, not this module.
 """
 
 from __future__ import annotations
@@ -34,7 +28,7 @@ from ..core.run_state import RunRedactor
 from ..exceptions import UnmatchedRequestError
 from ..guard import allow_list_admits
 from ..http.classify import Classification, classify_exchange
-from ..http.exchange import HttpRequest, HttpResponse
+from ..http.exchange import HttpRequest
 from ..http.recording import LiveCapture, emit_exchange
 from ..replay.policy import Action, Refuse, Send, Serve
 from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
@@ -59,14 +53,18 @@ class VcrServing:
         return self._interactions
 
     def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
-        """vcrpy's answer to ``request``: the recorded response, the request sent unrecorded where vcrpy
-        ignores its host (``ignore_hosts``, ``ignore_localhost``), else a refusal."""
-        served = serve(ctx, self, request, cls)
-        if isinstance(served, HttpResponse):
-            return Serve(served)
-        if served is None:
+        """vcrpy's answer to ``request``: the recorded response (recorded on the run), the request sent
+        unrecorded where vcrpy ignores its host (``ignore_hosts``, ``ignore_localhost``), else a refusal
+        (an :class:`UnmatchedRequestError`, also kept in ``ctx.failures``)."""
+        started = time.perf_counter()
+        match = self.replay.play(request)
+        if match is not None:
+            self.played.append((match.index, request.url))
+            emit_exchange(ctx, request, match.response, cls, (time.perf_counter() - started) * 1000.0)
+            return Serve(match.response)
+        if self.replay.ignored(request):
             return Send(request, request.host, UnrecordedCapture(ctx, request, cls))
-        return Refuse(served)
+        return Refuse(_unmatched(ctx, self, request))
 
 
 @dataclass
@@ -141,22 +139,6 @@ class VcrSource:
         return run.model_copy(update={"labels": labels, "run_id": run.run_id})
 
 
-def serve(
-    ctx: RunContext, serving: VcrServing, request: HttpRequest, cls: Classification
-) -> HttpResponse | UnmatchedRequestError | None:
-    """The recorded response (recorded on the run), None when vcrpy would let ``request`` through
-    unrecorded, else the refusal (an :class:`UnmatchedRequestError`, also kept in ``ctx.failures``)."""
-    started = time.perf_counter()
-    match = serving.replay.play(request)
-    if match is not None:
-        serving.played.append((match.index, request.url))
-        emit_exchange(ctx, request, match.response, cls, (time.perf_counter() - started) * 1000.0)
-        return match.response
-    if serving.replay.ignored(request):
-        return None
-    return _unmatched(ctx, serving, request)
-
-
 class UnrecordedCapture(LiveCapture):
     """A live exchange vcrpy ignores (``ignore_hosts``/``ignore_localhost``): sent, never recorded."""
 
@@ -176,6 +158,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
     matchers = match_on if isinstance(match_on, list | tuple) else (match_on,)
     caller = caller_of_call(url, ctx.origin_thread)
     tolerated = allow_list_admits(request.host, ctx.settings.tolerated_hosts)
+    closest = replay.closest(request)
     evidence = [
         f"live call: {request.method} {url}",
         f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
@@ -183,7 +166,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
         f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
         *caller.evidence(),
-        *_closest(replay, request),
+        *(["closest recorded:", *(f"  {line}" for line in closest)] if closest else []),
     ]
     if tolerated:
         evidence.append(f"{request.host} is in tolerated_hosts: refused, and the test does not fail for it")
@@ -215,11 +198,6 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
     # The code under test may swallow the exception: the test must still fail.
     ctx.failures.append(error)
     return error
-
-
-def _closest(replay: VcrReplay, request: HttpRequest) -> list[str]:
-    lines = replay.closest(request)
-    return ["closest recorded:", *(f"  {line}" for line in lines)] if lines else []
 
 
 def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:

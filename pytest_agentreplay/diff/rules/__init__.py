@@ -1,55 +1,20 @@
 """Diff rules: which differences between a recorded and a replayed history are ignored, expected or
-regressions.
-
-This folder owns the rules from their text to their answers (the format users write: docs/rules.md):
-
-- ``rule``: the ``Rule`` value and its ``Verdict``;
-- ``syntax``: the field-path grammar, and selectors and rule dicts parsed and validated into rules;
-- ``defaults``: the built-in rules of each replay mode (layer ``default``) and of imported recordings;
-- ``engine``: ``RuleSet``, the layered rules of one mode compiled into a matcher whose ``judge`` answers
-  each (event type, path) with a ``Judgement``.
-
-The names below are the folder's public surface; import them from here.
+regressions, from their text to their answers (the format users write: docs/rules.md): ``rule`` (the
+value), ``syntax`` (paths, selectors and rule dicts parsed), ``defaults`` (each mode's built-in rules, and
+imported recordings') and ``engine`` (``RuleSet``: one mode's layers compiled into a matcher whose ``judge``
+answers each event type and path). The names below are the folder's public surface.
 """
 
 from __future__ import annotations
 
-from ...core.constants import TRANSPORT_HEADERS
-from .defaults import (
-    IMPORTED_SOURCES,
-    SECRET_REQUEST_HEADERS,
-    VOLATILE_HEADERS,
-    default_rules,
-    is_imported,
-)
-from .engine import LAYERS, PLACEHOLDER, Judgement, RuleSet, compiled
-from .rule import VERDICTS, Rule, Verdict
-from .syntax import (
-    ORDER,
-    PRESENCE,
-    PSEUDO_PATHS,
-    RULE_KEYS,
-    Path,
-    RuleSpec,
-    generalize_path,
-    join_path,
-    parse_rule,
-    parse_rules,
-    split_path,
-)
+from .defaults import default_rules, is_imported
+from .engine import Judgement, RuleSet, compiled
+from .rule import Rule, Verdict
+from .syntax import ORDER, PRESENCE, Path, RuleSpec, generalize_path, join_path, parse_rules, split_path
 
 __all__ = [
-    "IMPORTED_SOURCES",
-    "LAYERS",
     "ORDER",
-    "PLACEHOLDER",
     "PRESENCE",
-    "PSEUDO_PATHS",
-    "RULE_KEYS",
-    "SECRET_REQUEST_HEADERS",
-    "TRANSPORT_HEADERS",
-    "VERDICTS",
-    "VOLATILE_HEADERS",
     "Judgement",
     "Path",
     "Rule",
@@ -61,7 +26,6 @@ __all__ = [
     "generalize_path",
     "is_imported",
     "join_path",
-    "parse_rule",
     "parse_rules",
     "split_path",
 ]

@@ -101,7 +101,6 @@ class RuleSet:
         self._compiled.sort(key=lambda c: c.key, reverse=True)
         self._by_type: dict[str, list[_Compiled]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
-        self._regex_cache: dict[str, re.Pattern[str]] = {}
 
     # construction -------------------------------------------------------------------------------
     @classmethod
@@ -126,12 +125,6 @@ class RuleSet:
         rules += parse_rules(marker, source="marker")
         rules += parse_rules(hook, source="hook")
         return cls(mode, rules)
-
-    def with_rules(self, spec: RuleSpec, *, source: str = "hook") -> RuleSet:
-        """A new rule set with ``spec`` added as layer ``source``."""
-        if source not in LAYERS:
-            raise ValueError(f"unknown rule layer {source!r}; use one of {LAYERS}")
-        return RuleSet(self.mode, [*self.rules, *parse_rules(spec, source=source)])
 
     # queries ----------------------------------------------------------------------------------------
     @property
@@ -172,28 +165,21 @@ class RuleSet:
             winner = winner or fallback
             verdict_rule = verdict_rule or fallback
         assert verdict_rule.verdict is not None
-        normalizers = tuple(self._regex(p) for p in winner.normalize)
+        normalizers = tuple(re.compile(p) for p in winner.normalize)
         found = Judgement(verdict_rule.verdict, winner, verdict_rule, normalizers, unrecorded)
         self._cache[cache_key] = found
         return found
 
-    def _regex(self, pattern: str) -> re.Pattern[str]:
-        regex = self._regex_cache.get(pattern)
-        if regex is None:
-            regex = self._regex_cache[pattern] = re.compile(pattern)
-        return regex
-
-    def ignored_anywhere(
-        self, event_type: str, under: Path = ("input_ref", "body", "json")
-    ) -> frozenset[str]:
-        """The keys these rules ignore at any depth (``*:**.created``) that they also ignore right ``under``
-        a payload of ``event_type``: what replay leaves out when it matches a live request to a recorded
-        one, so that two requests the comparison calls equal are the same request to the matching too."""
+    def ignored_anywhere(self, event_type: str) -> frozenset[str]:
+        """The keys these rules ignore at any depth (``*:**.created``) that they also ignore at the top of a
+        JSON request body of ``event_type``: what replay leaves out when it matches a live request to a
+        recorded one, so that two requests the comparison calls equal are the same request to the matching."""
         names = set()
         for comp in self._candidates(event_type):
             tokens = split_path(comp.rule.path)
             if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
                 names.add(tokens[1])
+        under = ("input_ref", "body", "json")
         return frozenset(n for n in names if self.judge(event_type, (*under, n)).verdict == "ignore")
 
     def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Final, Literal
 
 Verdict = Literal["ignore", "expected", "regression"]
@@ -50,20 +50,11 @@ class Rule:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"source": self.source, "selector": self.selector}
-        if self.verdict is not None:
-            out["verdict"] = self.verdict
-        if self.epsilon is not None:
-            out["epsilon"] = self.epsilon
-        if self.similarity is not None:
-            out["similarity"] = self.similarity
-        if self.order_insensitive:
-            out["order_insensitive"] = True
-        if self.normalize:
-            out["normalize"] = list(self.normalize)
-        if self.modes:
-            out["modes"] = list(self.modes)
-        if self.presence_only:
-            out["presence_only"] = True
-        if self.unrecorded is not None:
-            out["unrecorded"] = self.unrecorded
+        for option in fields(self):
+            value = getattr(self, option.name)
+            # What the rule says beside its selector and layer: the options it sets (an epsilon of 0 is one).
+            if option.name in ("event", "path", "source", "index") or value is None or value is False:
+                continue
+            if value != ():
+                out[option.name] = list(value) if isinstance(value, tuple) else value
         return out

@@ -146,6 +146,13 @@ def _number(value: object, key: str, name: str, source: str, *, low: float, high
     return float(value)
 
 
+def _flag(spec: Mapping[str, object], key: str, name: str, source: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise _config_error(name, source, f"{key} must be true or false, got {value!r}")
+    return value
+
+
 def _validate_path(path: str, name: str, source: str) -> None:
     if not path:
         raise _config_error(name, source, "empty field path")
@@ -201,11 +208,7 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         epsilon = _number(spec["epsilon"], "epsilon", name, source, low=0.0, high=None)
     if spec.get("similarity") is not None:
         similarity = _number(spec["similarity"], "similarity", name, source, low=0.0, high=1.0)
-    order_insensitive = spec.get("order_insensitive", False)
-    if not isinstance(order_insensitive, bool):
-        raise _config_error(
-            name, source, f"order_insensitive must be true or false, got {order_insensitive!r}"
-        )
+    order_insensitive = _flag(spec, "order_insensitive", name, source)
     raw_norm = spec.get("normalize", ())
     if isinstance(raw_norm, str):
         raw_norm = (raw_norm,)
@@ -223,20 +226,12 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         raw_modes = (raw_modes,)
     if not isinstance(raw_modes, list | tuple) or any(m not in REPLAY_MODES for m in raw_modes):
         raise _config_error(name, source, f"modes must be a list of replay modes, got {raw_modes!r}")
-    presence_only = spec.get("presence_only", False)
-    if not isinstance(presence_only, bool):
-        raise _config_error(name, source, f"presence_only must be true or false, got {presence_only!r}")
+    presence_only = _flag(spec, "presence_only", name, source)
     unrecorded = spec.get("unrecorded")
     if unrecorded is not None and unrecorded not in VERDICTS:
         raise _config_error(name, source, f"unknown verdict {unrecorded!r} for unrecorded")
-    if (
-        verdict is None
-        and epsilon is None
-        and similarity is None
-        and not order_insensitive
-        and not raw_norm
-        and not presence_only
-        and unrecorded is None
+    if all(v is None for v in (verdict, epsilon, similarity, unrecorded)) and not (
+        order_insensitive or raw_norm or presence_only
     ):
         raise _config_error(name, source, "the rule has neither a verdict nor a tolerance")
     return Rule(
@@ -269,7 +264,7 @@ def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> lis
 def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
     out: list[Rule] = []
 
-    def add(item: object, name_hint: str | None = None) -> None:
+    def add(item: object) -> None:
         if item is None:
             return
         if isinstance(item, Rule):
@@ -278,7 +273,7 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
             out.append(item if same else replace(item, source=source, index=len(out)))
         elif isinstance(item, Mapping):
             if _looks_like_single_rule(item):
-                out.append(parse_rule(item, source=source, index=len(out), name=name_hint))
+                out.append(parse_rule(item, source=source, index=len(out)))
                 return
             for selector, value in item.items():
                 name = repr(selector)

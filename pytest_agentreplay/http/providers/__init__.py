@@ -1,20 +1,16 @@
 """Providers: recognise a model endpoint and read the decision from its exchange.
 
 The interface is :class:`~.interface.Provider` (public: ``pytest_agentreplay.Provider``); the built-in
-providers are the modules ``openai``, ``anthropic`` and ``gemini`` of this package. A run reads the
-providers of its session from its settings (``RunSettings.providers``, a :class:`ProviderSet` the plugin
-builds once per session in :mod:`.registry`); code outside a pytest session (``capture_run``, the CLI)
-reads the built-in ones.
-
-A provider may also read the request's URL: ``model_from_request(request) -> str | None`` for APIs that
-name the model in the URL (Gemini, Bedrock), used when the body names none, and ``url_fields(request) ->
-dict`` for what else the URL says (Azure OpenAI's deployment and ``api-version``, Vertex AI's location),
-added to the event's data.
+providers are the other modules of this package. A run reads the providers of its session from its settings
+(``RunSettings.providers``, a :class:`ProviderSet` the plugin builds once per session in :mod:`.registry`);
+code outside a pytest session (``capture_run``, the CLI) reads the built-in ones. Beside the interface, a
+provider may say what the URL names: ``model_from_request`` and ``url_fields`` (Azure OpenAI's deployment,
+Vertex AI's location), added to the event's data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -23,9 +19,6 @@ from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
 from .interface import InputFields, Provider, as_input_fields
-
-# The old name of the interface, for code that imported it.
-ProviderAdapter = Provider
 
 # Asked in order: Azure OpenAI and Mistral speak OpenAI's wire format at addresses of their own, so they
 # come before OpenAI's adapter, which takes any host's ``/chat/completions``.
@@ -39,8 +32,6 @@ BUILTIN: Final[tuple[Provider, ...]] = (
     cohere,
     bedrock,
 )
-# The built-in providers by name (read-only): what a run without a session's providers reads.
-ADAPTERS: Final[Mapping[str, Provider]] = MappingProxyType({p.NAME: p for p in BUILTIN})
 
 
 class ProviderSet:
@@ -61,20 +52,8 @@ class ProviderSet:
         # Every provider's input fields together: a comparison reads events of any of them.
         self.inputs: InputFields = inputs
 
-    def __iter__(self) -> Iterator[Provider]:
-        return iter(self.order)
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def get(self, name: str | None) -> Provider | None:
-        return self._by_name.get(str(name))
-
     def __getitem__(self, name: str | None) -> Provider:
-        provider = self._by_name.get(str(name))
-        if provider is None:
-            raise KeyError(name)
-        return provider
+        return self._by_name[str(name)]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -121,12 +100,10 @@ def url_fields(adapter: Provider, request: HttpRequest) -> Document:
 BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
 __all__ = [
-    "ADAPTERS",
     "BUILTIN",
     "BUILTIN_SET",
     "InputFields",
     "Provider",
-    "ProviderAdapter",
     "ProviderSet",
     "input_fields",
     "providers_of",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from ...core.documents import Document
@@ -50,20 +49,14 @@ def request_fields(endpoint: str, body: object) -> Document:
 
 
 def _usage(raw: object) -> Document:
-    if not isinstance(raw, dict):
-        return {}
-    out: Document = {}
-    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        if raw.get(key) is not None:
-            out[key] = raw[key]
-    if "input_tokens" in out and "output_tokens" in out:
-        out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
-    return out
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return fields.with_total(fields.renamed_counts(raw, ((key, key) for key in keys)))
 
 
 def _from_content(
-    content: Iterable[object], stop_reason: object, usage: object, rid: object, model: object
+    content: Iterable[object], stop_reason: object, usage: object, message: Document
 ) -> Document:
+    """The decision of a message's content blocks (``message``: the id and model of the answer)."""
     texts: list[str] = []
     calls: list[Document] = []
     server_calls: list[Document] = []
@@ -73,20 +66,13 @@ def _from_content(
         kind = block.get("type")
         if kind == "text":
             texts.append(block.get("text") or "")
-        elif kind == "tool_use":
-            calls.append({"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")})
-        elif kind == "server_tool_use":
-            server_calls.append(
-                {"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
-            )
-    decision: Document = {
-        "text": "".join(texts) or None,
-        "tool_calls": calls,
-        "stop_reason": stop_reason,
-    }
+        elif kind in ("tool_use", "server_tool_use"):
+            call = {"id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
+            (calls if kind == "tool_use" else server_calls).append(call)
+    found = fields.decided(texts, calls, stop_reason, _usage(usage), message.get("id"), message.get("model"))
     if server_calls:
-        decision["server_tool_calls"] = server_calls
-    return {"decision": decision, "usage": _usage(usage), "response_id": rid, "response_model": model}
+        found["decision"]["server_tool_calls"] = server_calls
+    return found
 
 
 def _stream(events: list[Document]) -> Document:
@@ -124,27 +110,14 @@ def _stream(events: list[Document]) -> Document:
             # message_delta usage is cumulative: later values replace earlier ones.
             usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
     for idx, parts in partial_json.items():
-        raw = "".join(parts)
-        try:
-            blocks[idx]["input"] = json.loads(raw) if raw else {}
-        except ValueError:
-            blocks[idx]["input"] = raw
+        blocks[idx]["input"] = fields.parse_args("".join(parts))
     content = [blocks[i] for i in sorted(blocks)]
-    return _from_content(content, stop_reason, usage, message.get("id"), message.get("model"))
+    return _from_content(content, stop_reason, usage, message)
+
+
+def _plain(body: Document) -> Document:
+    return _from_content(body.get("content") or [], body.get("stop_reason"), body.get("usage"), body)
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
-    if "sse" in body:
-        return _stream(body["sse"])
-    value = body.get("json")
-    if not isinstance(value, dict):
-        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
-    return _from_content(
-        value.get("content") or [],
-        value.get("stop_reason"),
-        value.get("usage"),
-        value.get("id"),
-        value.get("model"),
-    )
+    return fields.from_body(body, _plain, _stream)

@@ -1,13 +1,9 @@
 """Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``.
 
-Recognised by path on any host (Azure API Management and private endpoints keep it):
-``/openai/deployments/<deployment>/chat/completions?api-version=...`` (what ``openai.AzureOpenAI`` sends)
-and ``/openai/responses``; and on Azure's own hosts (``*.openai.azure.com``,
-``*.cognitiveservices.azure.com``, ``*.services.ai.azure.com``) the v1 API,
-``/openai/v1/chat/completions`` and ``/openai/v1/responses``, whose body names the deployment as its
-``model``. The event's data says ``deployment`` and ``api_version`` beside ``model`` (what the request
-names) and ``response_model`` (what answered). Bodies are parsed by the OpenAI adapter. The ``api-key``
-header is a secret header, redacted like ``Authorization``.
+``/openai/deployments/<deployment>/...`` is recognised on any host (API Management and private endpoints
+keep the path); the v1 API (``/openai/v1/...``, whose body names the deployment as its ``model``) only on
+Azure's own hosts, as elsewhere it is an OpenAI call. The event's data adds ``deployment`` and
+``api_version``; bodies are read by the OpenAI adapter.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
-``InvokeModelWithResponseStream`` (``POST /model/{modelId}/converse|converse-stream|invoke|
-invoke-with-response-stream``).
+``InvokeModelWithResponseStream`` (``POST /model/{modelId}/...``; docs/providers.md).
 
-The model id is in the URL (percent-encoded: ``anthropic.claude-3-5-haiku-20241022-v1%3A0``, an inference
-profile ``us.anthropic...``, or an ARN). Converse bodies are Bedrock's own (``messages`` of content blocks,
-``system``, ``toolConfig``, ``inferenceConfig``); an InvokeModel body is the model family's own, picked by
-the model id's prefix and named in the endpoint (``invoke:anthropic``): Anthropic Messages
-(``anthropic_version: bedrock-2023-05-31``), Meta Llama (``prompt``/``generation``), Amazon Titan Text
-(``inputText``/``results``) and Amazon Nova (``messages``/``output.message``). An id naming no known family
-(a provisioned-throughput ARN) leaves the family to the body's shape. Streams arrive as AWS event streams
-(:mod:`..eventstream`), stored as events whose ``chunk`` payloads are the family's JSON, decoded.
-
-Recognised by the path and by being an AWS SDK call (the host ``bedrock-runtime...``, a SigV4 scope for
-service ``bedrock``, or the SDKs' ``amz-sdk-invocation-id`` header), so a service of one's own that happens
-to serve ``/model/x/invoke`` stays a tool. The SigV4 ``Authorization`` and ``X-Amz-Security-Token`` headers
-are redacted like every credential.
+The model id is in the URL (percent-encoded, an inference profile or an ARN). Converse bodies are Bedrock's
+own; an InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova), picked by the model id and
+named in the endpoint (``invoke:anthropic``), else by the body's shape. A request counts only when an AWS
+SDK sent it (host, SigV4 scope or ``amz-sdk-invocation-id``), so a service of one's own that happens to
+serve ``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
@@ -29,8 +19,7 @@ from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from . import anthropic
-from .fields import renamed_counts
+from . import anthropic, fields
 
 NAME = "bedrock"
 CONVERSE = "converse"
@@ -63,7 +52,6 @@ _CONVERSE_DECODING = (
     "performanceConfig",
     "promptVariables",
 )
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -190,15 +178,6 @@ _USAGE_NAMES: Final = (
 )
 
 
-def _usage(raw: object) -> Document:
-    return renamed_counts(raw, _USAGE_NAMES)
-
-
-def _result(text: list[str], calls: list[Document], stop: object, usage: Document) -> Document:
-    decision = {"text": "".join(text) or None, "tool_calls": calls, "stop_reason": stop}
-    return {"decision": decision, "usage": usage, "response_id": None, "response_model": None}
-
-
 def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Document:
     """A Converse (or Nova) assistant message's content blocks -> the decision."""
     texts: list[str] = []
@@ -211,7 +190,7 @@ def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Docu
         use = block.get("toolUse")
         if isinstance(use, dict):
             calls.append({"id": use.get("toolUseId"), "name": use.get("name"), "arguments": use.get("input")})
-    return _result(texts, calls, stop, _usage(usage))
+    return fields.decided(texts, calls, stop, fields.renamed_counts(usage, _USAGE_NAMES), None, None)
 
 
 def _converse_plain(body: Document) -> Document:
@@ -256,12 +235,7 @@ def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
         elif isinstance(name, str) and name.endswith("Exception"):
             stop = stop or name
     for idx, parts in partial.items():
-        raw = "".join(parts)
-        use = blocks.setdefault(idx, {}).setdefault("toolUse", {})
-        try:
-            use["input"] = json.loads(raw) if raw else {}
-        except ValueError:
-            use["input"] = raw
+        blocks.setdefault(idx, {}).setdefault("toolUse", {})["input"] = fields.parse_args("".join(parts))
     return _from_blocks([blocks[i] for i in sorted(blocks)], stop, usage)
 
 
@@ -285,12 +259,13 @@ def _metrics_usage(chunks: Iterable[object]) -> Document:
     for chunk in chunks:
         metrics = chunk.get("amazon-bedrock-invocationMetrics") if isinstance(chunk, dict) else None
         if isinstance(metrics, dict):
-            usage = {
-                "input_tokens": metrics.get("inputTokenCount"),
-                "output_tokens": metrics.get("outputTokenCount"),
-            }
-            return {k: v for k, v in usage.items() if v is not None}
+            return fields.renamed_counts(
+                metrics, (("inputTokenCount", "input_tokens"), ("outputTokenCount", "output_tokens"))
+            )
     return {}
+
+
+_LLAMA_USAGE: Final = (("prompt_token_count", "input_tokens"), ("generation_token_count", "output_tokens"))
 
 
 def _llama(chunks: Iterable[object]) -> Document:
@@ -303,11 +278,8 @@ def _llama(chunks: Iterable[object]) -> Document:
         if isinstance(chunk.get("generation"), str):
             texts.append(chunk["generation"])
         stop = chunk.get("stop_reason") or stop
-        if chunk.get("prompt_token_count") is not None:
-            usage["input_tokens"] = chunk["prompt_token_count"]
-        if chunk.get("generation_token_count") is not None:
-            usage["output_tokens"] = chunk["generation_token_count"]
-    return _result(texts, [], stop, usage)
+        usage.update(fields.renamed_counts(chunk, _LLAMA_USAGE))
+    return fields.decided(texts, [], stop, usage, None, None)
 
 
 def _titan(chunks: Iterable[object]) -> Document:
@@ -330,7 +302,7 @@ def _titan(chunks: Iterable[object]) -> Document:
             count = part.get("tokenCount", part.get("totalOutputTextTokenCount"))
             if count is not None:
                 usage["output_tokens"] = count
-    return _result(texts, [], stop, usage)
+    return fields.decided(texts, [], stop, usage, None, None)
 
 
 def _nova_stream(chunks: Iterable[object]) -> Document:
@@ -356,45 +328,42 @@ def _response_family(value: object) -> str | None:
     return None
 
 
+def _anthropic_stream(chunks: list[object]) -> Document:
+    return anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": chunk} for chunk in chunks]})
+
+
+def _anthropic_plain(value: Document) -> Document:
+    return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
+
+
+# Per InvokeModel family: the response fields of its stream's chunks, and of its plain body.
+_READERS: Final[dict[str, tuple[Callable[[list[object]], Document], Callable[[Document], Document]]]] = {
+    ANTHROPIC: (_anthropic_stream, _anthropic_plain),
+    LLAMA: (_llama, lambda value: _llama([value])),
+    TITAN: (_titan, lambda value: _titan([value])),
+    NOVA: (_nova_stream, _converse_plain),
+}
+
+
 def _invoke(named: str | None, body: Document) -> Document:
     if "sse" in body:
         chunks = _chunks(body)
-        named = named or next((f for f in map(_response_family, chunks) if f), None)
-        if named == ANTHROPIC:
-            found = anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": c} for c in chunks]})
-        elif named == LLAMA:
-            found = _llama(chunks)
-        elif named == TITAN:
-            found = _titan(chunks)
-        elif named == NOVA:
-            found = _nova_stream(chunks)
-        else:
-            return dict(_NO_RESPONSE)
+        reader = _READERS.get(named or next((f for f in map(_response_family, chunks) if f), ""))
+        if reader is None:
+            return fields.no_decision()
+        found = reader[0](chunks)
         if not found["usage"]:
             found["usage"] = _metrics_usage(chunks)
         return found
     value = body.get("json")
-    if not isinstance(value, dict):
-        return dict(_NO_RESPONSE)
-    named = named or _response_family(value)
-    if named == ANTHROPIC:
-        return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
-    if named == LLAMA:
-        return _llama([value])
-    if named == TITAN:
-        return _titan([value])
-    if named == NOVA:
-        return _converse_plain(value)
-    return dict(_NO_RESPONSE)
+    reader = _READERS.get(named or _response_family(value) or "")
+    return reader[1](value) if reader is not None and isinstance(value, dict) else fields.no_decision()
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
     op, named = _split(endpoint)
-    if op == CONVERSE_STREAM:
-        return _fold_converse(_stream_events(body)) if "sse" in body else dict(_NO_RESPONSE)
-    if op in (INVOKE, INVOKE_STREAM):
+    if body and op in (INVOKE, INVOKE_STREAM):
         return _invoke(named, body)
-    value = body.get("json")
-    return _converse_plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)
+    if op == CONVERSE_STREAM:
+        return _fold_converse(_stream_events(body)) if body and "sse" in body else fields.no_decision()
+    return fields.from_body(body, _converse_plain, lambda events: fields.no_decision())

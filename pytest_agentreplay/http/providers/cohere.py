@@ -1,11 +1,9 @@
 """Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed.
 
-A plain answer is one JSON object: ``message.content`` (a list of ``{"type": "text"}`` parts),
-``message.tool_calls`` (OpenAI-shaped, arguments a JSON string), ``finish_reason`` and ``usage`` (``tokens``,
-else ``billed_units``). A stream is server-sent events whose ``data`` carries a ``type``: the text arrives in
-``content-delta`` events, tool calls in ``tool-call-start`` / ``tool-call-delta`` (argument pieces), the
-finish reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API
-(``/v1/chat``) has another shape and is not parsed here.
+A plain answer's ``message`` holds text parts and OpenAI-shaped tool calls (arguments as JSON text); a stream
+sends the text in ``content-delta`` events, tool calls in ``tool-call-start``/``-delta`` pieces and the finish
+reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API has another shape
+and is not read here.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import fields
-from .openai import _parse_args
 
 NAME = "cohere"
 CHAT = "chat"
@@ -38,7 +35,6 @@ _DECODING = (
     "logprobs",
     "citation_options",
 )
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -59,11 +55,7 @@ def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
     tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
-    out: Document = {}
-    if tokens.get("input_tokens") is not None:
-        out["input_tokens"] = tokens["input_tokens"]
-    if tokens.get("output_tokens") is not None:
-        out["output_tokens"] = tokens["output_tokens"]
+    out = {key: tokens[key] for key in ("input_tokens", "output_tokens") if tokens.get(key) is not None}
     if raw.get("cached_tokens") is not None:
         out["cached_input_tokens"] = raw["cached_tokens"]
     return out
@@ -72,7 +64,7 @@ def _usage(raw: object) -> Document:
 def _call(raw: object) -> Document:
     call = _obj(raw)
     fn = _obj(call.get("function"))
-    return {"id": call.get("id"), "name": fn.get("name"), "arguments": _parse_args(fn.get("arguments"))}
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": fields.parse_args(fn.get("arguments"))}
 
 
 def _plain(body: Document) -> Document:
@@ -82,16 +74,9 @@ def _plain(body: Document) -> Document:
         for part in message.get("content") or []
         if isinstance(part, dict) and part.get("type") == "text"
     ]
-    return {
-        "decision": {
-            "text": "".join(texts) or None,
-            "tool_calls": [_call(c) for c in message.get("tool_calls") or []],
-            "stop_reason": body.get("finish_reason"),
-        },
-        "usage": _usage(body.get("usage")),
-        "response_id": body.get("id"),
-        "response_model": body.get("model"),
-    }
+    calls = [_call(c) for c in message.get("tool_calls") or []]
+    usage = _usage(body.get("usage"))
+    return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
 
 def _message(data: Document) -> Document:
@@ -118,7 +103,7 @@ def _stream(events: Iterable[object]) -> Document:
                 texts.append(content["text"])
         elif kind in ("tool-call-start", "tool-call-delta"):
             piece = _obj(message.get("tool_calls"))
-            slot = calls.setdefault(int(data.get("index") or 0), {"id": None, "name": None, "arguments": ""})
+            slot = calls.setdefault(int(data.get("index") or 0), fields.new_call())
             fn = _obj(piece.get("function"))
             slot["id"] = piece.get("id") or slot["id"]
             slot["name"] = fn.get("name") or slot["name"]
@@ -128,22 +113,8 @@ def _stream(events: Iterable[object]) -> Document:
             delta = _obj(data.get("delta"))
             stop_reason = delta.get("finish_reason")
             usage = delta.get("usage")
-    tool_calls = [
-        {"id": c["id"], "name": c["name"], "arguments": _parse_args(c["arguments"])}
-        for _, c in sorted(calls.items())
-    ]
-    return {
-        "decision": {"text": "".join(texts) or None, "tool_calls": tool_calls, "stop_reason": stop_reason},
-        "usage": _usage(usage),
-        "response_id": response_id,
-        "response_model": None,
-    }
+    return fields.decided(texts, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, None)
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
-    if isinstance(body.get("sse"), list):
-        return _stream(body["sse"])
-    value = body.get("json")
-    return _plain(value) if isinstance(value, dict) else dict(_NO_RESPONSE)
+    return fields.from_body(body, _plain, _stream)

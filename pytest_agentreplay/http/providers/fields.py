@@ -1,9 +1,10 @@
-"""What every provider's request says the same way: the model, the decoding settings, a hash of the tool
-definitions and whether the answer streams."""
+"""What every provider reads the same way: a request's model, decoding settings, tool-definition hash and
+streaming, and a response's fields (the decision, usage, id and model) once its body is read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 
 from ...core.canonical import hash_value
 from ...core.documents import Document
@@ -41,3 +42,63 @@ def renamed_counts(raw: object, names: Iterable[tuple[str, str]]) -> Document:
     if not isinstance(raw, dict):
         return {}
     return {ours: raw[theirs] for theirs, ours in names if raw.get(theirs) is not None}
+
+
+def with_total(usage: Document) -> Document:
+    """``usage`` with ``total_tokens`` added, the sum, for a provider that counts input and output only."""
+    if "input_tokens" in usage and "output_tokens" in usage:
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return usage
+
+
+def no_decision() -> Document:
+    """The response fields of a body that holds no answer to read."""
+    return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
+
+
+def decided(
+    texts: Iterable[str], calls: list[Document], stop: object, usage: Document, rid: object, model: object
+) -> Document:
+    """The response fields of an answer: its text (None when empty), tool calls and stop reason."""
+    decision = {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": stop}
+    return {"decision": decision, "usage": usage, "response_id": rid, "response_model": model}
+
+
+def from_body(
+    body: Document | None, plain: Callable[[Document], Document], stream: Callable[[list[Document]], Document]
+) -> Document:
+    """The response fields of a stored body: a JSON object read by ``plain``, stream events by ``stream``."""
+    if not body:
+        return no_decision()
+    if isinstance(body.get("sse"), list):
+        return stream(body["sse"])
+    value = body.get("json")
+    return plain(value) if isinstance(value, dict) else no_decision()
+
+
+def event_data(events: Iterable[object]) -> list[object]:
+    """The ``data`` of each stored stream event: the chunks of a stream whose events are whole answers."""
+    return [ev.get("data") for ev in events if isinstance(ev, dict)]
+
+
+def parse_args(raw: object) -> object:
+    """Tool-call arguments arrive as JSON text (whole, or joined from a stream's pieces): parsed, so diffs
+    compare values, not text. A call without arguments (streams send "" or nothing) has ``{}``."""
+    if raw is None or raw == "":
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def new_call() -> Document:
+    """A tool call a stream sends in pieces: its id and name, its arguments' text appended as it comes."""
+    return {"id": None, "name": None, "arguments": ""}
+
+
+def streamed_calls(calls: dict[int, Document]) -> list[Document]:
+    """The tool calls a stream assembled (by index), their arguments parsed."""
+    return [{**c, "arguments": parse_args(c["arguments"])} for _, c in sorted(calls.items())]

@@ -1,16 +1,10 @@
-"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``).
+"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``), AI
+Studio's URLs and Vertex AI's alike (docs/providers.md), recognised by their path.
 
-Both Google AI Studio (``generativelanguage.googleapis.com/v1beta/models/...``) and Vertex AI
-(``.../projects/P/locations/L/publishers/google/models/...``, express mode's
-``.../publishers/google/models/...``, a tuned model's ``.../endpoints/E``) URLs are recognised by their
-path; a Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison) and its data
-says ``vertex: true`` and the ``location``. A stream arrives either as server-sent events (``?alt=sse``,
-one ``GenerateContentResponse`` per event) or, without ``alt=sse``, as one JSON array of
-``GenerateContentResponse`` chunks; both are folded into one decision: the text of the non-thought parts
-of the first candidate, its ``functionCall`` parts as tool calls, the last ``finishReason`` and the last
-(cumulative) ``usageMetadata``. The model is named in the URL, not the body. Credentials travel as the
-``x-goog-api-key`` header or the ``key=`` query parameter; both are redacted by
-:mod:`pytest_agentreplay.redaction` like every other secret header and API-key parameter.
+A Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison); its data says
+``vertex: true`` and the ``location``. A stream (server-sent events with ``?alt=sse``, else one JSON array of
+chunks) folds into one decision like a plain answer: a plain answer is a stream of one chunk. The model is
+named in the URL, not the body.
 """
 
 from __future__ import annotations
@@ -22,8 +16,7 @@ from typing import Final
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from .fields import renamed_counts
-from .fields import request_fields as shared_request_fields
+from . import fields
 from .interface import InputFields
 
 NAME = "gemini"
@@ -40,8 +33,6 @@ _PATH = re.compile(
     r"/(?:models|tunedModels|endpoints)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
 )
 _VERTEX_LOCATION = re.compile(r"/projects/[^/]+/locations/(?P<location>[^/]+)/")
-
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -76,7 +67,7 @@ def url_fields(request: HttpRequest) -> Document:
 
 def request_fields(endpoint: str, body: object) -> Document:
     # Some proxies accept the model in the body too; the URL one is filled in by model_from_request.
-    return shared_request_fields(
+    return fields.request_fields(
         body,
         ("toolConfig", "safetySettings", "cachedContent"),
         nested=("generationConfig", "generation_config"),
@@ -93,10 +84,6 @@ _USAGE_NAMES: Final = (
     ("thoughtsTokenCount", "reasoning_tokens"),
     ("toolUsePromptTokenCount", "tool_use_input_tokens"),
 )
-
-
-def _usage(raw: object) -> Document:
-    return renamed_counts(raw, _USAGE_NAMES)
 
 
 def _fold(chunks: Iterable[object]) -> Document:
@@ -140,22 +127,12 @@ def _fold(chunks: Iterable[object]) -> Document:
     for call in calls:
         if call["arguments"] is None:
             call["arguments"] = {}
-    return {
-        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": stop_reason},
-        "usage": _usage(usage),
-        "response_id": response_id,
-        "response_model": model,
-    }
+    usage_fields = fields.renamed_counts(usage, _USAGE_NAMES)
+    return fields.decided(texts, calls, stop_reason, usage_fields, response_id, model)
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
-    if "sse" in body:
-        return _fold([ev.get("data") for ev in body["sse"] if isinstance(ev, dict)])
-    value = body.get("json")
+    value = body.get("json") if body else None
     if isinstance(value, list):  # the JSON-array stream (streamGenerateContent without alt=sse)
         return _fold(value)
-    if isinstance(value, dict):
-        return _fold([value])
-    return dict(_NO_RESPONSE)
+    return fields.from_body(body, lambda one: _fold([one]), lambda events: _fold(fields.event_data(events)))

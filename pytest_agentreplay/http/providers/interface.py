@@ -1,35 +1,15 @@
 """The public provider interface: what reads one model API's exchanges as ``model.call`` events.
 
-A provider is any object with the members of :class:`Provider`: a module of functions (the built-in
-``openai``, ``anthropic`` and ``gemini`` modules are providers) or an instance of a class (a project's own,
-in its ``conftest.py``). It is asked, in order, whether it recognises a request (:meth:`Provider.match`
-returns the endpoint it calls, such as ``"chat.completions"``, or None); the first that does reads the
-exchange:
+A provider is any object with the members of :class:`Provider` (a module of functions, as the built-in
+ones are, or an instance of a project's class). It is asked, in order, whether it recognises a request
+(:meth:`Provider.match` returns the endpoint it calls, or None); the first that does reads the exchange.
+Optional members (a provider without them stays one): ``INPUT_FIELDS`` (:class:`InputFields`: where the
+request holds the conversation, system prompt and tools, so drift reports name a change there and count a
+resent message once) and ``model_from_request(request)`` (the model an API names in the URL).
 
-- :meth:`Provider.request_fields`: from the request body, the ``model``, the ``decoding`` settings (a
-  dict), ``tools_hash`` (a hash of the tool definitions; :func:`pytest_agentreplay.core.canonical.hash_value`
-  or None) and ``streamed``;
-- :meth:`Provider.response_fields`: from the stored response body, the ``decision`` (``text``,
-  ``tool_calls``: a list of ``{"id", "name", "arguments"}``, ``stop_reason``), the ``usage``
-  (``input_tokens``, ``output_tokens``, ``total_tokens``...), ``response_id`` and ``response_model``. The
-  body is the stored shape: ``{"json": value}`` for a JSON body, ``{"sse": [{"event", "data", ...}, ...]}``
-  for a server-sent event stream (each event's ``data`` parsed as JSON when it is JSON), ``{"text": ...}``
-  otherwise; None when the response had no body.
-
-Two members are optional (a module of today's shape, with the four members above, stays a provider):
-
-- ``INPUT_FIELDS``: an :class:`InputFields` naming where the request body holds the conversation, the
-  system prompt and the tool definitions. Drift reports name a change there for what it is (``user message
-  (turns[1])``, ``system prompt``) and count a message every later call resends once; the sandbox and
-  model-comparison modes report conversation changes as expected (their served or live answers change
-  them). Without it only the built-in names count (``messages``, ``input``, ``contents``...).
-- ``model_from_request(request) -> str | None``: the model when the API names it in the URL (Gemini,
-  Bedrock), used when the body names none.
-
-Registration, per pytest session, first match wins in this order: the providers a
-``pytest_agentreplay_providers`` hook returns (a project's ``conftest.py``), those of the entry point group
-``pytest_agentreplay.providers`` (installed distributions), then the built-in ones. A provider named like a
-built-in one replaces it.
+Registration, per pytest session, first match wins: the ``pytest_agentreplay_providers`` hook's providers,
+then the entry point group ``pytest_agentreplay.providers``'s, then the built-in ones (one named like a
+built-in one replaces it). See docs/providers.md for the shapes of the fields.
 """
 
 from __future__ import annotations
@@ -94,10 +74,13 @@ class Provider(Protocol):
         ...
 
     def request_fields(self, endpoint: str, body: object) -> Document:
-        """``model``, ``decoding``, ``tools_hash`` and ``streamed`` of a request (its parsed JSON body, or
-        None when it is not JSON)."""
+        """``model``, ``decoding`` (a dict), ``tools_hash`` (``core.canonical.hash_value`` of the tool
+        definitions, or None) and ``streamed`` of a request (its parsed JSON body, or None: not JSON)."""
         ...
 
     def response_fields(self, endpoint: str, body: Document | None) -> Document:
-        """``decision``, ``usage``, ``response_id`` and ``response_model`` of a response's stored body."""
+        """``decision`` (``text``, ``tool_calls``: ``{"id", "name", "arguments"}`` each, ``stop_reason``),
+        ``usage`` (``input_tokens``, ``output_tokens``...), ``response_id`` and ``response_model`` of a
+        response's stored body: ``{"json": value}``, ``{"sse": [{"event", "data", ...}, ...]}`` (each
+        ``data`` parsed when it is JSON), ``{"text": ...}``; None when there was no body."""
         ...

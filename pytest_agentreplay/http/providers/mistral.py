@@ -1,9 +1,8 @@
 """Mistral adapter: La Plateforme's Chat Completions (``/v1/chat/completions`` on ``*.mistral.ai``).
 
-The wire format is OpenAI's, parsed by the OpenAI adapter, with Mistral's own decoding keys
-(``random_seed``, ``safe_prompt``, ``prompt_mode``...) and message content that may be a list of chunks
-(``{"type": "text"}`` beside reasoning models' ``{"type": "thinking"}``): the decision text is the text
-chunks'. Recognised by host: a Mistral model behind another OpenAI-compatible address is an OpenAI call.
+OpenAI's wire format, read by the OpenAI adapter once each message's content, which may be a list of
+chunks (text beside reasoning models' thinking), is its text chunks' text. Recognised by host: a Mistral
+model behind another OpenAI-compatible address is an OpenAI call.
 """
 
 from __future__ import annotations

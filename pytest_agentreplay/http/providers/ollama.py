@@ -1,12 +1,9 @@
 """Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``; its reads (``/api/show``,
-``/api/tags``, ``/api/ps``, ``/api/embed``, ``/api/embeddings``) are told apart by :func:`reads_only`.
+``/api/tags``...) are told apart by :func:`reads_only`, as the method alone would make them writes.
 
-Plain answers are one JSON object; streamed ones (the default unless the request says ``"stream": false``)
-are newline-delimited JSON (``application/x-ndjson``, stored line by line, see :mod:`..ndjson`). Both fold
-into one decision: the concatenated ``message.content`` (chat) or ``response`` (generate), the
-``message.tool_calls`` (whole objects, arguments already parsed), the final chunk's ``done_reason``, and
-usage from ``prompt_eval_count`` / ``eval_count``. Thinking text (``thinking``) is left out of the decision
-text, as Gemini's thought parts are. Ollama's OpenAI-compatible ``/v1`` endpoints are the OpenAI adapter's.
+Answers stream by default, as newline-delimited JSON (:mod:`..ndjson`); plain or streamed they fold into one
+decision, thinking text left out of it as Gemini's thought parts are. The OpenAI-compatible ``/v1``
+endpoints are the OpenAI adapter's.
 """
 
 from __future__ import annotations
@@ -16,8 +13,7 @@ from collections.abc import Iterable
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
-from .fields import request_fields as shared_request_fields
-from .openai import _parse_args
+from . import fields
 
 NAME = "ollama"
 CHAT = "chat"
@@ -29,7 +25,6 @@ _ENDPOINTS = {"/api/chat": CHAT, "/api/generate": GENERATE}
 READ_PATHS = ("/api/show", "/api/tags", "/api/ps", "/api/embed", "/api/embeddings")
 # Request keys beside ``options`` that change what the model answers.
 _DECODING = ("format", "think", "raw", "template", "suffix")
-_NO_RESPONSE: Document = {"decision": None, "usage": {}, "response_id": None, "response_model": None}
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -62,18 +57,10 @@ def reads_only(request: HttpRequest) -> bool:
 def request_fields(endpoint: str, body: object) -> Document:
     # Ollama streams unless told not to.
     streams = isinstance(body, dict) and body.get("stream") is not False
-    return shared_request_fields(body, _DECODING, nested=("options",), streamed=streams)
+    return fields.request_fields(body, _DECODING, nested=("options",), streamed=streams)
 
 
-def _usage(chunk: Document) -> Document:
-    out: Document = {}
-    if chunk.get("prompt_eval_count") is not None:
-        out["input_tokens"] = chunk["prompt_eval_count"]
-    if chunk.get("eval_count") is not None:
-        out["output_tokens"] = chunk["eval_count"]
-    if "input_tokens" in out and "output_tokens" in out:
-        out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
-    return out
+_USAGE_NAMES = (("prompt_eval_count", "input_tokens"), ("eval_count", "output_tokens"))
 
 
 def _fold(endpoint: str, chunks: Iterable[object]) -> Document:
@@ -96,32 +83,17 @@ def _fold(endpoint: str, chunks: Iterable[object]) -> Document:
             for call in message.get("tool_calls") or []:
                 fn = call.get("function") if isinstance(call, dict) else None
                 if isinstance(fn, dict):
-                    calls.append(
-                        {
-                            "id": call.get("id"),
-                            "name": fn.get("name"),
-                            "arguments": _parse_args(fn.get("arguments")),
-                        }
-                    )
+                    args = fields.parse_args(fn.get("arguments"))
+                    calls.append({"id": call.get("id"), "name": fn.get("name"), "arguments": args})
         elif endpoint == GENERATE and isinstance(chunk.get("response"), str):
             texts.append(chunk["response"])
         if chunk.get("done"):
             stop_reason = chunk.get("done_reason") or stop_reason
-            usage = _usage(chunk)
-    return {
-        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": stop_reason},
-        "usage": usage,
-        "response_id": None,  # Ollama's answers carry no id
-        "response_model": model,
-    }
+            usage = fields.with_total(fields.renamed_counts(chunk, _USAGE_NAMES))
+    return fields.decided(texts, calls, stop_reason, usage, None, model)  # Ollama's answers carry no id
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return dict(_NO_RESPONSE)
-    if "sse" in body:
-        return _fold(endpoint, [ev.get("data") for ev in body["sse"] if isinstance(ev, dict)])
-    value = body.get("json")
-    if isinstance(value, dict):
-        return _fold(endpoint, [value])
-    return dict(_NO_RESPONSE)
+    return fields.from_body(
+        body, lambda one: _fold(endpoint, [one]), lambda events: _fold(endpoint, fields.event_data(events))
+    )

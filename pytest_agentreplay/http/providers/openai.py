@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from ...core.documents import Document
@@ -94,19 +93,6 @@ def _usage(raw: object) -> Document:
     return out
 
 
-def _parse_args(raw: object) -> object:
-    """Tool-call arguments arrive as a JSON string: parse them so diffs compare values, not text."""
-    if raw is None or raw == "":
-        # A call without arguments: streams send "" (or nothing), plain responses "{}".
-        return {}
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
 # -- Chat Completions ---------------------------------------------------------------------------
 
 
@@ -118,22 +104,15 @@ def _chat_plain(body: Document) -> Document:
         {
             "id": tc.get("id"),
             "name": (tc.get("function") or {}).get("name"),
-            "arguments": _parse_args((tc.get("function") or {}).get("arguments")),
+            "arguments": fields.parse_args((tc.get("function") or {}).get("arguments")),
         }
         for tc in message.get("tool_calls") or []
         if isinstance(tc, dict)
     ]
     content = message.get("content")
-    return {
-        "decision": {
-            "text": content if isinstance(content, str) and content else None,
-            "tool_calls": calls,
-            "stop_reason": choice.get("finish_reason"),
-        },
-        "usage": _usage(body.get("usage")),
-        "response_id": body.get("id"),
-        "response_model": body.get("model"),
-    }
+    text = [content] if isinstance(content, str) else []
+    usage = _usage(body.get("usage"))
+    return fields.decided(text, calls, choice.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
 
 def _chat_stream(events: list[Document]) -> Document:
@@ -158,7 +137,7 @@ def _chat_stream(events: list[Document]) -> Document:
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(int(tc.get("index", 0)), {"id": None, "name": None, "arguments": ""})
+                slot = calls.setdefault(int(tc.get("index", 0)), fields.new_call())
                 if tc.get("id"):
                     slot["id"] = tc["id"]
                 fn = tc.get("function") or {}
@@ -173,25 +152,15 @@ def _chat_stream(events: list[Document]) -> Document:
                     slot["arguments"] += fn["arguments"]
             if choice.get("finish_reason"):
                 stop_reason = choice["finish_reason"]
-    tool_calls = [
-        {"id": c["id"], "name": c["name"], "arguments": _parse_args(c["arguments"])}
-        for _, c in sorted(calls.items())
-    ]
-    return {
-        # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
-        "decision": {"text": "".join(text) or None, "tool_calls": tool_calls, "stop_reason": stop_reason},
-        "usage": _usage(usage),
-        "response_id": response_id,
-        "response_model": model,
-    }
+    # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
+    return fields.decided(text, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, model)
 
 
 # -- Responses API ------------------------------------------------------------------------------
 
 
-def _responses_from_output(
-    output: Iterable[object], status: object, incomplete: object, usage: object, rid: object, model: object
-) -> Document:
+def _responses(output: Iterable[object], response: Document) -> Document:
+    """The decision of a response object's output items (``output``: the completed items of a stream)."""
     texts: list[str] = []
     calls: list[Document] = []
     for item in output:
@@ -206,27 +175,17 @@ def _responses_from_output(
                 {
                     "id": item.get("call_id") or item.get("id"),
                     "name": item.get("name"),
-                    "arguments": _parse_args(item.get("arguments")),
+                    "arguments": fields.parse_args(item.get("arguments")),
                 }
             )
-    reason = incomplete.get("reason") if isinstance(incomplete, dict) and incomplete.get("reason") else status
-    return {
-        "decision": {"text": "".join(texts) or None, "tool_calls": calls, "stop_reason": reason},
-        "usage": _usage(usage),
-        "response_id": rid,
-        "response_model": model,
-    }
+    incomplete = response.get("incomplete_details")
+    reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+    usage, rid = _usage(response.get("usage")), response.get("id")
+    return fields.decided(texts, calls, reason or response.get("status"), usage, rid, response.get("model"))
 
 
 def _responses_plain(body: Document) -> Document:
-    return _responses_from_output(
-        body.get("output") or [],
-        body.get("status"),
-        body.get("incomplete_details"),
-        body.get("usage"),
-        body.get("id"),
-        body.get("model"),
-    )
+    return _responses(body.get("output") or [], body)
 
 
 def _responses_stream(events: list[Document]) -> Document:
@@ -249,23 +208,10 @@ def _responses_stream(events: list[Document]) -> Document:
             items[int(data.get("output_index", len(items)))] = data["item"]
     # Completed items are the accumulated deltas; the final response object is the fallback.
     output = [items[i] for i in sorted(items)] if items else list(final.get("output") or [])
-    return _responses_from_output(
-        output,
-        final.get("status"),
-        final.get("incomplete_details"),
-        final.get("usage"),
-        final.get("id"),
-        final.get("model"),
-    )
+    return _responses(output, final)
 
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
-    if not body:
-        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
-    if "sse" in body:
-        events = body["sse"]
-        return _chat_stream(events) if endpoint == CHAT else _responses_stream(events)
-    value = body.get("json")
-    if not isinstance(value, dict):
-        return {"decision": None, "usage": {}, "response_id": None, "response_model": None}
-    return _chat_plain(value) if endpoint == CHAT else _responses_plain(value)
+    if endpoint == CHAT:
+        return fields.from_body(body, _chat_plain, _chat_stream)
+    return fields.from_body(body, _responses_plain, _responses_stream)

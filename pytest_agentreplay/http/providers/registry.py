@@ -9,7 +9,7 @@ process-wide state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Final
 
@@ -34,7 +34,9 @@ def check_provider(candidate: object, origin: str) -> Provider:
     if not isinstance(name, str) or not name.strip():
         problems.append(f"NAME is {name!r}, not a non-empty string (the provider named on its events)")
     problems.extend(
-        f"{member} is missing or not callable" for member in _REQUIRED if not _callable(value, member)
+        f"{member} is missing or not callable"
+        for member in _REQUIRED
+        if not callable(getattr(value, member, None))
     )
     declared = getattr(value, "INPUT_FIELDS", None)
     if declared is not None and as_input_fields(declared) is None:
@@ -48,10 +50,6 @@ def check_provider(candidate: object, origin: str) -> Provider:
     return value
 
 
-def _callable(value: object, member: str) -> bool:
-    return callable(getattr(value, member, None))
-
-
 def _bad(origin: str, candidate: object, problems: list[str]) -> ConfigError:
     return ConfigError(
         f"{origin} gave {candidate!r}, which is not a pytest-agentreplay provider",
@@ -63,13 +61,11 @@ def _bad(origin: str, candidate: object, problems: list[str]) -> ConfigError:
     )
 
 
-def entry_point_providers(
-    entry_points: Callable[[], Iterable[metadata.EntryPoint]] | None = None,
-) -> list[Provider]:
+def entry_point_providers() -> list[Provider]:
     """The providers installed distributions register (group ``pytest_agentreplay.providers``); a
     ``ConfigError`` names the distribution whose entry point does not load or is not a provider."""
-    found = entry_points() if entry_points is not None else metadata.entry_points(group=ENTRY_POINT_GROUP)
     out: list[Provider] = []
+    found = metadata.entry_points(group=ENTRY_POINT_GROUP)
     for entry in sorted(found, key=lambda e: (_distribution(e), e.name)):
         origin = f"entry point {entry.name!r} ({entry.value}) of the distribution {_distribution(entry)}"
         try:

@@ -10,35 +10,7 @@ This folder owns:
 
 from __future__ import annotations
 
-from .otlp import any_value, cassette_to_otlp, key_values, run_to_otlp
-from .sdk import export_with_sdk, make_exporter, sdk_spans
-from .spans import (
-    KIND_CLIENT,
-    KIND_INTERNAL,
-    SCOPE_NAME,
-    STATUS_ERROR,
-    STATUS_UNSET,
-    SpanData,
-    run_spans,
-    trace_id_for,
-    ts_to_ns,
-)
+from .otlp import cassette_to_otlp
+from .sdk import export_with_sdk
 
-__all__ = [
-    "KIND_CLIENT",
-    "KIND_INTERNAL",
-    "SCOPE_NAME",
-    "STATUS_ERROR",
-    "STATUS_UNSET",
-    "SpanData",
-    "any_value",
-    "cassette_to_otlp",
-    "export_with_sdk",
-    "key_values",
-    "make_exporter",
-    "run_spans",
-    "run_to_otlp",
-    "sdk_spans",
-    "trace_id_for",
-    "ts_to_ns",
-]
+__all__ = ["cassette_to_otlp", "export_with_sdk"]

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.constants import FORMAT_VERSION
-from ...core.events import Event, RunMeta
 from .spans import SCOPE_NAME, SpanData, run_spans, trace_id_for
 
 if TYPE_CHECKING:
@@ -56,12 +55,10 @@ def _otlp_span(span: SpanData, trace_id: str) -> dict[str, Any]:
     return out
 
 
-def run_to_otlp(
-    run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
-) -> dict[str, Any]:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` holding the run's spans."""
-    trace_id = trace_id_for(run, events)
-    spans = run_spans(run, events)
+def cassette_to_otlp(cassette: LoadedCassette, *, service_name: str = "pytest-agentreplay") -> dict[str, Any]:
+    """An OTLP/JSON ``ExportTraceServiceRequest`` holding the spans of a cassette's run."""
+    trace_id = trace_id_for(cassette.run, cassette.events)
+    spans = run_spans(cassette.run, cassette.events)
     return {
         "resourceSpans": [
             {
@@ -75,8 +72,3 @@ def run_to_otlp(
             }
         ]
     }
-
-
-def cassette_to_otlp(cassette: LoadedCassette, *, service_name: str = "pytest-agentreplay") -> dict[str, Any]:
-    """:func:`run_to_otlp` of a loaded cassette."""
-    return run_to_otlp(cassette.run, cassette.events, service_name=service_name)

@@ -51,32 +51,28 @@ def sdk_spans(
     scope = util.InstrumentationScope(SCOPE_NAME, str(FORMAT_VERSION))
     kinds = {KIND_INTERNAL: trace_api.SpanKind.INTERNAL, KIND_CLIENT: trace_api.SpanKind.CLIENT}
     flags = trace_api.TraceFlags(trace_api.TraceFlags.SAMPLED)
+
+    def context(span_id: str) -> Any:
+        return trace_api.SpanContext(trace_id, int(span_id, 16), is_remote=False, trace_flags=flags)
+
+    def tupled(attributes: dict[str, Any]) -> dict[str, Any]:  # the SDK's attribute values are not lists
+        return {k: (tuple(v) if isinstance(v, list) else v) for k, v in attributes.items()}
+
     out = []
     for span in run_spans(run, events):
-        context = trace_api.SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=flags)
-        parent = (
-            trace_api.SpanContext(trace_id, int(span.parent_id, 16), is_remote=False, trace_flags=flags)
-            if span.parent_id
-            else None
-        )
         status = (
             trace_api.Status(trace_api.StatusCode.ERROR, span.status_message or None)
             if span.status_code == STATUS_ERROR
             else trace_api.Status(trace_api.StatusCode.UNSET)
         )
-        attributes = {k: (tuple(v) if isinstance(v, list) else v) for k, v in span.attributes.items()}
-        span_events = [
-            sdk_trace.Event(name, {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}, ns)
-            for name, ns, attrs in span.events
-        ]
         out.append(
             sdk_trace.ReadableSpan(
                 name=span.name,
-                context=context,
-                parent=parent,
+                context=context(span.span_id),
+                parent=context(span.parent_id) if span.parent_id else None,
                 resource=resource,
-                attributes=attributes,
-                events=span_events,
+                attributes=tupled(span.attributes),
+                events=[sdk_trace.Event(name, tupled(attrs), ns) for name, ns, attrs in span.events],
                 kind=kinds[span.kind],
                 status=status,
                 start_time=span.start_ns,

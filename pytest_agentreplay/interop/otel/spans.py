@@ -109,8 +109,6 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     assert isinstance(decision, Mapping)
     usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
     assert isinstance(usage, Mapping)
-    latency = data.get("latency_ms")
-    start_ns = end_ns - int(float(latency) * 1_000_000) if isinstance(latency, int | float) else end_ns
     model = data.get("model") or data.get("response_model")
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
@@ -138,29 +136,35 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     if data.get("streamed"):
         attributes["agentreplay.streamed"] = True
     name = f"chat {model}" if model else "chat"
-    return _client_span(name, event, run_id, parent, start_ns, end_ns, attributes, status_message=True)
+    return _client_span(name, event, run_id, parent, end_ns, attributes, status_message=True)
 
 
 def _http_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     data = event.data
     method = str(data.get("method") or "HTTP").upper()
-    latency = data.get("latency_ms")
-    start_ns = end_ns - int(float(latency) * 1_000_000) if isinstance(latency, int | float) else end_ns
     attributes: dict[str, Any] = {
         "http.request.method": method,
         "url.full": data.get("url"),
         "http.response.status_code": data.get("status"),
         "agentreplay.event.seq": event.seq,
         "agentreplay.event.type": event.type,
+        **_effect_attributes(event),
     }
-    if event.effect is not None:
-        attributes["agentreplay.effect.kind"] = event.effect.kind
-        attributes["agentreplay.effect.committed"] = event.effect.committed
-        if event.effect.receipt is not None:
-            attributes["agentreplay.effect.receipt"] = str(event.effect.receipt)
     if event.tool is not None and event.tool.idempotency_key:
         attributes["agentreplay.idempotency_key"] = event.tool.idempotency_key
-    return _client_span(method, event, run_id, parent, start_ns, end_ns, attributes, status_message=False)
+    return _client_span(method, event, run_id, parent, end_ns, attributes, status_message=False)
+
+
+def _effect_attributes(event: Event) -> dict[str, Any]:
+    effect = event.effect
+    if effect is None:
+        return {}
+    receipt = {"agentreplay.effect.receipt": str(effect.receipt)} if effect.receipt is not None else {}
+    return {
+        "agentreplay.effect.kind": effect.kind,
+        "agentreplay.effect.committed": effect.committed,
+        **receipt,
+    }
 
 
 def _client_span(
@@ -168,14 +172,15 @@ def _client_span(
     event: Event,
     run_id: str,
     parent: str,
-    start_ns: int,
     end_ns: int,
     attributes: dict[str, Any],
     *,
     status_message: bool,
 ) -> SpanData:
-    """The client span of one exchange; an HTTP error status marks it failed (``status_message``: and says
-    the status in the span's message, as model spans do)."""
+    """The client span of one exchange, started its latency before its event; an HTTP error status marks it
+    failed (``status_message``: and says the status in the span's message, as model spans do)."""
+    latency = event.data.get("latency_ms")
+    start_ns = end_ns - int(float(latency) * 1_000_000) if isinstance(latency, int | float) else end_ns
     span = SpanData(
         name=name,
         span_id=_span_id(run_id, f"seq{event.seq}"),
@@ -309,11 +314,7 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
                 span.status_code = STATUS_ERROR
                 span.status_message = str(event.data["error"])[:200]
                 span.attributes["error.type"] = str(event.data["error"]).split(":", 1)[0][:100]
-            if event.effect is not None:
-                span.attributes["agentreplay.effect.kind"] = event.effect.kind
-                span.attributes["agentreplay.effect.committed"] = event.effect.committed
-                if event.effect.receipt is not None:
-                    span.attributes["agentreplay.effect.receipt"] = str(event.effect.receipt)
+            span.attributes.update(_effect_attributes(event))
         elif event.type in ("http", "effect"):
             spans.append(_http_span(event, run_id, root.span_id, ns))
         elif event.type in ("retrieval", "policy.decision", "approval", "state.update", "error"):
