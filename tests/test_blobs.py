@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli_support import put_blob
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
 from pytest_agentreplay.cassette.blobs import CHAIN, BlobStore, plan_externalize
@@ -30,14 +31,14 @@ def externalize(store: BlobStore, value: object, inline_limit: int) -> Any:
 def test_put_get_exists(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
     value = {"b": [1, 2.5, None, "ü"], "a": True}
-    sha = store.put(value)
+    sha = put_blob(store.root, value)
     assert sha == hash_value(value)
     path = tmp_path / sha[:2] / f"{sha}.json"
     assert path.read_text(encoding="utf-8") == dumps_compact(value)
     assert store.exists(sha) and store.get(sha) == value
     assert BlobStore(tmp_path).get(sha) == value  # from disk, no cache
     mtime = path.stat().st_mtime_ns
-    assert store.put(value) == sha and path.stat().st_mtime_ns == mtime  # write-once
+    assert put_blob(store.root, value) == sha and path.stat().st_mtime_ns == mtime  # write-once
 
 
 def test_missing_blob_names_sha_and_fix(tmp_path: Path) -> None:
@@ -49,7 +50,7 @@ def test_missing_blob_names_sha_and_fix(tmp_path: Path) -> None:
 
 def test_tampered_blob(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
-    sha = store.put({"x": 1})
+    sha = put_blob(store.root, {"x": 1})
     (tmp_path / sha[:2] / f"{sha}.json").write_text('{"x":2}')
     with pytest.raises(CassetteIntegrityError, match=sha):
         BlobStore(tmp_path).get(sha)
@@ -57,7 +58,7 @@ def test_tampered_blob(tmp_path: Path) -> None:
 
 def test_iter_shas_ignores_stray_files(tmp_path: Path) -> None:
     store = BlobStore(tmp_path)
-    shas = {store.put(i) for i in range(5)}
+    shas = {put_blob(store.root, i) for i in range(5)}
     sub = tmp_path / next(iter(shas))[:2]
     (sub / f"{TEMP_PREFIX}abc.part").write_text("partial")
     (tmp_path / "README").write_text("x")
@@ -181,7 +182,7 @@ def test_resolve_cache_returns_fresh_containers(tmp_path: Path) -> None:
 
 def _put_raw(store: BlobStore, value: Any) -> str:
     """Store ``value`` as it is (no encoding): a blob with a valid hash and whatever shape."""
-    return store.put(value)
+    return put_blob(store.root, value)
 
 
 @pytest.mark.parametrize(
@@ -255,7 +256,7 @@ def test_blob_symlink_leaving_the_store_and_fifo_are_refused(tmp_path: Path) -> 
     from pytest_agentreplay.exceptions import CassetteFileTypeError
 
     store = BlobStore(tmp_path / ".blobs")
-    sha = store.put({"m": "x" * 300})
+    sha = put_blob(store.root, {"m": "x" * 300})
     path = store.path_for(sha)
     outside = tmp_path / "outside.json"
     path.rename(outside)

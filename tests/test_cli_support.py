@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_agentreplay.cassette.blobs import BlobStore
 from pytest_agentreplay.cassette.read import LoadedCassette
 from pytest_agentreplay.cassette.write import save_cassette
-from pytest_agentreplay.core.canonical import dumps_pretty, hash_value
+from pytest_agentreplay.core.canonical import dumps_compact, dumps_pretty, hash_value, sha256_hex
 from pytest_agentreplay.core.capture import Recorder, RunContext, payload
 from pytest_agentreplay.core.events import EffectInfo, RunMeta, ToolInfo
 
@@ -157,6 +158,14 @@ def build_run(
     )
     ctx.finish()
     return save_cassette(path, rec.run, rec.events)
+
+
+def put_blob(store: Path, value: object) -> str:
+    """``value`` written to the blob store at ``store`` as it is (any shape), under its content address."""
+    data = dumps_compact(value).encode("utf-8")
+    sha = sha256_hex(data)
+    BlobStore(store).put_bytes(sha, data)
+    return sha
 
 
 def read(path: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_support import build_run, read, write_raw, write_rechained
+from test_cli_support import build_run, put_blob, read, write_raw, write_rechained
 
 from pytest_agentreplay.cli import main
 
@@ -240,12 +240,12 @@ def _response_refs(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def test_valid_hash_blob_of_the_wrong_shape_is_reported(
     cassette: Path, capsys: pytest.CaptureFixture[str], payload: Any
 ) -> None:
-    from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
+    from pytest_agentreplay.cassette.blobs import default_blob_dir
 
     doc = read(cassette)
     refs = _response_refs(doc)
     assert refs, "the run must hold an output payload"
-    sha = BlobStore(default_blob_dir(cassette)).put(payload)
+    sha = put_blob(default_blob_dir(cassette), payload)
     refs[0].pop("inline", None)
     refs[0]["sha256"] = sha
     write_rechained(cassette, doc)
@@ -255,10 +255,10 @@ def test_valid_hash_blob_of_the_wrong_shape_is_reported(
 
 
 def test_chain_node_without_items_is_reported(cassette: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_agentreplay.cassette.blobs import BlobStore, default_blob_dir
+    from pytest_agentreplay.cassette.blobs import default_blob_dir
 
     doc = read(cassette)
-    sha = BlobStore(default_blob_dir(cassette)).put({"$chain": {"prev": None}})
+    sha = put_blob(default_blob_dir(cassette), {"$chain": {"prev": None}})
     ref = next(e["input_ref"] for e in doc["events"] if e.get("input_ref"))
     ref.pop("inline", None)
     ref["sha256"] = sha

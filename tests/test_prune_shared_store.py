@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cli_support import put_blob
 
 from pytest_agentreplay.cassette.blobs import BlobStore
 from pytest_agentreplay.cli import main
@@ -69,7 +70,7 @@ def _age(path: Path, days: float) -> None:
 
 
 def _orphan(store: Path) -> Path:
-    sha = BlobStore(store).put({"left over by": "a re-recorded test"})
+    sha = put_blob(store, {"left over by": "a re-recorded test"})
     path = store / sha[:2] / f"{sha}.json"
     _age(path, 100)
     return path
@@ -141,7 +142,7 @@ def test_an_old_format_cassette_of_the_sibling_keeps_its_blobs(
     store = project / ".blobs"
     doc = json.loads(V1_FIXTURE.read_text(encoding="utf-8"))
     payload = {"tool_use": {"name": "refund", "input": {"order": 42, "note": "x" * 3000}}}
-    sha = BlobStore(store).put(payload)
+    sha = put_blob(store, payload)
     doc["events"][1]["output_ref"] = {"data_class": "internal", "sha256": sha, "size": 3100}
     old = project / "tests" / "sub2" / "test_legacy" / "test_refund.json"
     old.parent.mkdir(parents=True)

@@ -139,12 +139,6 @@ class BlobStore:
     def exists(self, sha: str) -> bool:
         return self.path_for(sha).is_file()
 
-    def put(self, value: object) -> str:
-        data = dumps_compact(value).encode("utf-8")
-        sha = sha256_hex(data)
-        self.put_bytes(sha, data)
-        return sha
-
     def put_bytes(self, sha: str, data: bytes) -> None:
         """Store canonical bytes already hashed by the caller; write-once, so concurrent writers agree."""
         target = self.path_for(sha)

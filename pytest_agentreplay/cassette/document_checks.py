@@ -41,7 +41,7 @@ def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, i
             ],
         )
     version = raw.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+    if type(version) is int and version > FORMAT_VERSION:  # not a bool: JSON's true is no version
         raise CassetteVersionError(
             f"cassette {path.name} has format version {version}, newer than this pytest-agentreplay "
             f"(reads up to version {FORMAT_VERSION})",
@@ -53,10 +53,8 @@ def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, i
                 "or " + rerecord_fix(test, path),
             ],
         )
-    if (
-        not isinstance(version, int)
-        or isinstance(version, bool)
-        or (version != FORMAT_VERSION and (version < OLDEST_SUPPORTED_VERSION or version not in MIGRATIONS))
+    if type(version) is not int or (
+        version != FORMAT_VERSION and (version < OLDEST_SUPPORTED_VERSION or version not in MIGRATIONS)
     ):
         raise CassetteVersionError(
             f"cassette {path.name} has an unknown format version {version!r}",

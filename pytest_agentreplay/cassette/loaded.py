@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.commands import rerecord_fix
+from ..core.constants import FORMAT_VERSION
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
@@ -43,6 +44,8 @@ class LoadedCassette:
     mode: str | None = None
     # The file's bytes, when ``document`` is left empty (the file is of the current version).
     source: bytes | None = field(repr=False, default=None)
+    # The format version of the file (an older one is upgraded in memory when loaded with ``migrate``).
+    version: int = FORMAT_VERSION
 
     # Any: the payload is whatever JSON was recorded, read by callers that know its shape.
     def payload(self, ref: PayloadRef | None) -> Any:

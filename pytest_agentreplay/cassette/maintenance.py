@@ -10,7 +10,7 @@ from ..core.canonical import dumps_cassette
 from ..core.constants import FORMAT_VERSION
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .document import blob_resolver, build_document, run_to_dict
-from .read import load_versioned
+from .read import load_cassette
 
 
 def migrate_file(path: Path, dry_run: bool = False) -> bool:
@@ -21,8 +21,8 @@ def migrate_file(path: Path, dry_run: bool = False) -> bool:
     """
     path = Path(path)
     with path_lock(path):
-        loaded, original_version = load_versioned(path)
-        if original_version == FORMAT_VERSION:
+        loaded = load_cassette(path, migrate=True)
+        if loaded.version == FORMAT_VERSION:
             return False
         # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
         # blob-stored requests are read so later requests can be stored as deltas over them.

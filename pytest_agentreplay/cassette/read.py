@@ -147,45 +147,16 @@ def load_cassette(
     mode: str | None = None,
     verify_blobs: bool = False,
     migrate: bool = False,
+    check_integrity: bool = True,
 ) -> LoadedCassette:
     """Read a cassette; every failure is a ``CassetteError``.
 
     Only a regular file inside its cassette folder is read (no FIFO, device, or symlink leading out), of
     bounded size and nesting; an older format version is refused (``agentreplay migrate`` upgrades it)
     unless ``migrate`` (``--agentreplay-update``, which rewrites it): then it is checked against its own
-    version's integrity fields and upgraded in memory.
+    version's integrity fields and upgraded in memory (``LoadedCassette.version`` says the file's).
     Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
     """
-    return _load_cassette(path, blob_dir=blob_dir, mode=mode, verify_blobs=verify_blobs, migrate=migrate)[0]
-
-
-def load_versioned(path: Path) -> tuple[LoadedCassette, int]:
-    """A cassette of any supported version, upgraded in memory, and the version its file has."""
-    return _load_cassette(Path(path), migrate=True)
-
-
-def load_unchecked(path: Path) -> LoadedCassette | None:
-    """A cassette whose integrity check fails, loaded so the other checks can still run on it: the load
-    of :func:`load_cassette` without the chain check (any supported version, upgraded in memory).
-
-    For ``agentreplay verify`` and ``show``, which report the broken chain as a problem and audit the rest;
-    replay never uses it. ``None`` when the cassette cannot be loaded even so.
-    """
-    try:
-        return _load_cassette(Path(path), migrate=True, check_integrity=False)[0]
-    except CassetteError:
-        return None
-
-
-def _load_cassette(
-    path: Path,
-    *,
-    blob_dir: Path | None = None,
-    mode: str | None = None,
-    verify_blobs: bool = False,
-    migrate: bool = False,
-    check_integrity: bool = True,
-) -> tuple[LoadedCassette, int]:
     path = Path(path)
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     raw, version, doc, data = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
@@ -201,6 +172,7 @@ def _load_cassette(
         document={} if current else raw,
         mode=mode,
         source=data if current else None,
+        version=version,
     )
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():
@@ -211,7 +183,20 @@ def _load_cassette(
                     raise relocate(
                         exc, path, mode, f"event seq {index} (events[{index}]), field {name}"
                     ) from None
-    return loaded, version
+    return loaded
+
+
+def load_unchecked(path: Path) -> LoadedCassette | None:
+    """A cassette whose integrity check fails, loaded so the other checks can still run on it: the load
+    of :func:`load_cassette` without the chain check (any supported version, upgraded in memory).
+
+    For ``agentreplay verify`` and ``show``, which report the broken chain as a problem and audit the rest;
+    replay never uses it. ``None`` when the cassette cannot be loaded even so.
+    """
+    try:
+        return load_cassette(path, migrate=True, check_integrity=False)
+    except CassetteError:
+        return None
 
 
 # What a load gives and what saving shares, imported from here by the writer.

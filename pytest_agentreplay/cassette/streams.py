@@ -19,17 +19,12 @@ from .blobs import PendingBlobs, plan_externalize
 STREAM_INLINE_FACTOR = 32
 
 
-def stream_events(value: object) -> list[object] | None:
-    """The events of a streamed response payload (an SSE body), or None for any other payload."""
+def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlobs]:
+    """Where a payload goes (see :func:`blobs.plan_externalize`), a streamed response (its body's ``sse``
+    events) placed whole."""
     body = value.get("body") if isinstance(value, dict) else None
     events = body.get("sse") if isinstance(body, dict) else None
-    return events if isinstance(events, list) else None
-
-
-def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlobs]:
-    """Where a payload goes (see :func:`blobs.plan_externalize`), a streamed response placed whole."""
-    events = stream_events(value)
-    if events is None:
+    if not isinstance(events, list):
         return plan_externalize(value, inline_limit)
     if _stays_inline(value, events, inline_limit):
         return {"inline": value}, {}

@@ -9,6 +9,7 @@ numbered fixes), never tracebacks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -31,11 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         # `agentreplay show x | head`: stop quietly, and keep Python from complaining at exit.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:
         err(f"agentreplay {args.command}: {exc}")

@@ -11,11 +11,11 @@ from typing import Any
 
 from ..cassette.chain import checked_integrity
 from ..cassette.document import run_to_dict
-from ..cassette.read import LoadedCassette, load_cassette, load_unchecked, load_versioned
+from ..cassette.read import LoadedCassette, load_cassette, load_unchecked
 from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict
-from ..exceptions import CassetteIntegrityError, CassetteVersionError
+from ..exceptions import CassetteIntegrityError
 from ..replay.audit import audit_advice, audit_problems
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
@@ -26,12 +26,9 @@ def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
     """A cassette to render, its audit problems (damage), and the format version whose integrity fields its
     load verified (None when they failed: a broken seal or chain is a problem, not a failure). An older
     format version is shown as it loads in memory, after the check its own version defines."""
-    version: int | None = FORMAT_VERSION
     try:
-        try:
-            loaded = load_cassette(path, mode="audit")
-        except CassetteVersionError:
-            loaded, version = load_versioned(path)
+        loaded = load_cassette(path, mode="audit", migrate=True)
+        version: int | None = loaded.version
     except CassetteIntegrityError:
         unchecked = load_unchecked(path)
         if unchecked is None:

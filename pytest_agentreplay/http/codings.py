@@ -44,10 +44,9 @@ def for_client(response: HttpResponse, decodes: Decodes) -> HttpResponse:
     assert body is not None
     headers = {k: v for k, v in response.headers.items() if k != "content-length"}
     headers["content-encoding"] = coding
-    coded = HttpResponse(response.status, headers, {"content_type": body.get("content_type"), "base64": ""})
-    coded._content = content
-    coded._wire = (*headers.items(), ("content-length", str(len(content))))
-    return coded
+    stored = {"content_type": body.get("content_type"), "base64": ""}
+    wire = (*headers.items(), ("content-length", str(len(content))))
+    return HttpResponse(response.status, headers, stored, _content=content, _wire=wire)
 
 
 def supported(names: Container[str]) -> Decodes:

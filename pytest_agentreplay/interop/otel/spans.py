@@ -24,7 +24,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ...core.events import Event, RunMeta
@@ -68,22 +68,13 @@ class SpanData:
 
 
 def ts_to_ns(ts: str) -> int:
-    """ISO-8601 timestamp (``...Z`` or with offset) to unix nanoseconds."""
-    text = ts.strip().replace("Z", "+00:00")
-    whole, _, rest = text.partition(".")
-    fraction = ""
-    offset = ""
-    if rest:
-        match = re.match(r"(\d*)(.*)", rest)
-        assert match is not None
-        fraction, offset = match.group(1), match.group(2)
-    else:
-        # No fraction: the offset may follow the seconds directly.
-        match = re.match(r"(.*T\d{2}:\d{2}:\d{2})(.*)", whole)
-        if match:
-            whole, offset = match.group(1), match.group(2)
-    moment = datetime.fromisoformat(whole + (offset or "+00:00"))
-    nanos = int((fraction + "000000000")[:9]) if fraction else 0
+    """ISO-8601 timestamp (``...Z`` or with offset; without one, UTC) to unix nanoseconds, every digit of
+    its fraction kept (``datetime`` keeps six)."""
+    text = ts.strip()
+    moment = datetime.fromisoformat(text).replace(microsecond=0)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    fraction = re.search(r"\.(\d+)", text)
+    nanos = int((fraction.group(1) + "000000000")[:9]) if fraction else 0
     return int(moment.timestamp()) * 1_000_000_000 + nanos
 
 
