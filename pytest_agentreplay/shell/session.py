@@ -50,7 +50,7 @@ class TestOutcome:
     mode: str
     regressions: int = 0
     expected: int = 0
-    drift: Document | None = None
+    drift: DriftResult | None = None
 
     def to_dict(self) -> Document:
         return {
@@ -384,7 +384,7 @@ class TestRun:
             self.test.mode,
             regressions=len(result.regressions),
             expected=len(result.expected),
-            drift=result.to_dict() if result.has_drift else None,
+            drift=result if result.has_drift else None,
         )
         accepting = self.test.update and passed and self.test.mode == "regression"
         if accepting and self.foreign is not None and self.served_by_foreign:
