@@ -155,8 +155,7 @@ class CassetteNotSavedError(CassetteError):
     """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
     where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""
 
-    # Starts every headline after the file name: reports tell a failed write from a test that failed while
-    # recording (both have the cause ``not-saved``) by it.
+    # Starts every headline after the file name: one phrase for every way a write fails.
     MARK = "was not saved: writing it failed"
 
 

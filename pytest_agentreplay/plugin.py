@@ -228,9 +228,9 @@ class SessionHooks:
         status = life.status(report)
         if status is not None:
             # A plain dict: it travels from an xdist worker with the report.
-            setattr(report, STATUS_ATTRIBUTE, status.to_dict())
+            setattr(report, STATUS_ATTRIBUTE, status.to_wire())
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
-            report.user_properties.extend(junit_properties(status.to_dict()))
+            report.user_properties.extend(junit_properties(status))
             report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
             # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
             # as long as the session does, where every full garbage collection would walk it again.
@@ -241,7 +241,7 @@ class SessionHooks:
         # Runs on the xdist controller for workers' reports too: the attribute travels with the report.
         status = getattr(report, STATUS_ATTRIBUTE, None)
         if isinstance(status, dict):
-            self.controller.add_status(TestStatus.from_mapping(status))
+            self.controller.add_status(TestStatus.from_wire(status))
         for name, value in report.user_properties:
             if name == COMPARISON_PROPERTY:
                 self.controller.add_comparison(json.loads(str(value)))

@@ -396,3 +396,10 @@ def test_show_html_with_a_drift_from_diff(tmp_path: Path, capsys: pytest.Capture
     page = out_file.read_text(encoding="utf-8")
     assert page.count('class="drift-pair"') == 2
     assert page.count("drift-marker") == 2
+    # A test of the JSON report holds its drift too; a file holding none is refused by name.
+    drift_file.write_text(json.dumps({"nodeid": "t", "drift": json.loads(drift_file.read_text())}))
+    assert run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))[0] == 0
+    assert out_file.read_text(encoding="utf-8") == page
+    drift_file.write_text(json.dumps({"differences": [{"path": "x"}]}), encoding="utf-8")
+    code, _, err = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
+    assert code == 2 and f"{drift_file} holds no drift result" in err and "agentreplay diff --json" in err

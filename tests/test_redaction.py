@@ -514,19 +514,29 @@ def test_cassette_file_names_never_hold_a_key(tmp_path: Path) -> None:
 
 
 def test_reports_show_redacted_values() -> None:
-    from pytest_agentreplay.report import build_report
+    from pytest_agentreplay.diff import compare_histories
+    from pytest_agentreplay.report import render_report
+    from pytest_agentreplay.report.status import Cause, Status, TestStatus
 
-    status = {
-        "nodeid": f"test_m.py::test_x[{OPENAI_KEY}]",
-        "cassette": "cassettes/test_m/test_x.json",
-        "status": "failed",
-        "message": f"GET http://ann:{PLAIN_SECRET}@host/ failed; Authorization: Bearer {BEARER_TOKEN}",
-        "mode": "regression",
-        "drift": {"diffs": [{"path": "data.note", "recorded": AWS_KEY, "replayed": "x"}]},
-    }
-    doc = json.dumps(build_report([status]))
-    for secret in (OPENAI_KEY, PLAIN_SECRET, BEARER_TOKEN, AWS_KEY):
-        assert secret not in doc
+    def note(value: str) -> list[dict[str, Any]]:
+        return [{"seq": 1, "type": "policy", "data": {"note": value}}]
+
+    drift = compare_histories(note(AWS_KEY), note("x"))
+    assert drift.differences[0].recorded == AWS_KEY
+    status = TestStatus(
+        f"test_m.py::test_x[{OPENAI_KEY}]",
+        "cassettes/test_m/test_x.json",
+        Status.FAILED,
+        "regression",
+        Cause.TEST,
+        f"GET http://ann:{PLAIN_SECRET}@host/ failed; Authorization: Bearer {BEARER_TOKEN}",
+        drift=drift,
+    )
+    for suffix in (".json", ".md", ".html"):
+        report = render_report(suffix, [status])
+        assert "test_m.py::test_x[" in report and "@host/ failed" in report and "data.note" in report
+        for secret in (OPENAI_KEY, PLAIN_SECRET, BEARER_TOKEN, AWS_KEY):
+            assert secret not in report, (suffix, secret)
 
 
 def test_repeated_messages_are_redacted_once() -> None:

@@ -15,8 +15,9 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
+from pytest_agentreplay.report import render_report
 from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate, locate_line
-from pytest_agentreplay.report.markdown import render_markdown
+from pytest_agentreplay.report.status import Status, TestStatus
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
 RESPONSE = "application/vnd.agentreplay.http-response+json"
@@ -248,26 +249,16 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
     line = locate_line(text, question.seq_recorded, question.path_tokens)
     assert line is not None and _event_of(text, line) == 2 and "question 2: where" in _line(text, line)
 
-    # The Markdown report of that drift: the path parsed back into tokens (the dict has none).
-    status = {
-        "nodeid": "test_chat.py::test_chat",
-        "cassette": str(path),
-        "status": "drifted",
-        "cause": None,
-        "message": None,
-        "mode": "regression",
-        "regressions": len(drift.regressions),
-        "expected": 0,
-        "drift": drift.to_dict(),
-    }
-    doc = {
-        "summary": dict.fromkeys(
-            ("drifted", "failed", "updated", "replayed", "recorded", "audited", "skipped"), 0
-        )
-        | {"drifted": 1, "unused": 0, "regressions": status["regressions"], "expected_differences": 0},
-        "tests": [status],
-    }
-    markdown = render_markdown(doc)
+    # The Markdown report of that drift: each difference at its line.
+    status = TestStatus(
+        "test_chat.py::test_chat",
+        str(path),
+        Status.DRIFTED,
+        "regression",
+        regressions=len(drift.regressions),
+        drift=drift,
+    )
+    markdown = render_report(".md", [status])
     assert "| cassette line |" in markdown
     places = re.findall(r"<code>([^<]*chat\.json):(\d+)</code>", markdown)
     assert [int(n) for _, n in places] == [

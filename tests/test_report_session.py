@@ -60,21 +60,6 @@ def test_lookup_only(agent_replay):
     assert agentlib.lookup_order(3)["order_id"] == 3
 """
 
-# Simulates the plugin wiring the JUnit properties (report/junit.py) until plugin.py does it itself.
-CONFTEST = """
-import json
-import pytest
-from pytest_agentreplay.report.junit import add_junit_properties
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    for name, value in report.user_properties:
-        if name == "agentreplay":
-            add_junit_properties(item, json.loads(value))
-    return report
-"""
-
 
 def normalise(text: str, root: Path) -> str:
     text = text.replace(str(root), "<root>")
@@ -99,7 +84,6 @@ def drift_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     # The report names the network level: a suite run in its own namespace must not change the snapshot.
     monkeypatch.delenv("PYTEST_AGENTREPLAY_NETNS", raising=False)
-    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(agentlib=AGENT.format(limit=100, query="greeting for {name}"))
     pytester.makepyfile(test_agent=TESTS)
     pytester.makefile(
@@ -111,8 +95,11 @@ def drift_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) ->
     return pytester
 
 
+# One xdist worker runs the tests in the file's order: the same report, every status having come from the
+# worker as its wire form (``TestStatus.to_wire``).
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["plain", "xdist"])
 def test_markdown_report_reads_as_a_pull_request_comment(
-    drift_session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    drift_session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
 ) -> None:
     summary_file = drift_session.path / "step_summary.md"
     summary_file.write_text("# earlier step\n", encoding="utf-8")
@@ -121,7 +108,7 @@ def test_markdown_report_reads_as_a_pull_request_comment(
     # The report lists the tests in the order they ran: the snapshot holds the file's order, which
     # pytest-randomly (loaded by an inner session too when it is installed) would shuffle.
     result = drift_session.runpytest(
-        "--agentreplay-report=out/report.md", "-p", "no:cacheprovider", "-p", "no:randomly"
+        *xdist, "--agentreplay-report=out/report.md", "-p", "no:cacheprovider", "-p", "no:randomly"
     )
     result.assert_outcomes(passed=2, failed=1)
     text = (drift_session.path / "out" / "report.md").read_text(encoding="utf-8")

@@ -1,16 +1,18 @@
 """Statuses, causes and actions as types: every cause the plugin can raise is described, every action a
-test's run can end with is one the status decision knows, and a status's JSON form (what an xdist worker
-sends and the JSON report holds) is plain strings that read back into the same status."""
+test's run can end with is one the status decision knows, and a status's wire form (what an xdist worker
+sends) is plain JSON values that read back into an equal status, its drift included."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_agentreplay import exceptions
 from pytest_agentreplay.core.config import build_settings, resolve_test_settings
+from pytest_agentreplay.diff import ABSENT, DriftResult, RuleSet, compare_histories, parse_rules
 from pytest_agentreplay.report.status import (
     CAUSES,
     Action,
@@ -71,30 +73,76 @@ def test_a_missing_cassette_ends_the_run_with_an_action_the_status_knows(tmp_pat
     assert (status.status, status.cause) == (Status.FAILED, Cause.MISSING_CASSETTE)
 
 
-def test_a_status_travels_as_plain_json_and_reads_back() -> None:
+def _drift() -> DriftResult:
+    """A drift with a difference of each kind of value: changed, one side absent, carried by several calls,
+    judged by a rule with a tolerance and normalizers."""
+    recorded = [
+        {
+            "seq": 1,
+            "type": "model.call",
+            "data": {"text": "Refund 40 EUR", "score": 0.5, "extra": [1, {"a": None}]},
+        },
+        {"seq": 2, "type": "tool.call", "data": {"name": "refund", "arguments": {"amount": 40}}},
+    ]
+    replayed = [
+        {"seq": 1, "type": "model.call", "data": {"text": "Refund 400 EUR", "score": 0.9}},
+        {"seq": 2, "type": "tool.call", "data": {"name": "refund", "arguments": {"amount": 400}}},
+        {"seq": 3, "type": "policy", "data": {"name": "limit", "decision": "allow"}},
+    ]
+    rules = parse_rules(
+        {"model.call:data.score": {"verdict": "expected", "epsilon": 0.1, "normalize": ["x+"]}},
+        source="project",
+    )
+    drift = compare_histories(recorded, replayed, rules=RuleSet.from_layers("regression", project=rules))
+    first = replace(drift.differences[0], subject="system prompt", carriers=((1, 1), (5, None)))
+    return replace(drift, differences=(first, *drift.differences[1:]))
+
+
+def test_a_status_travels_as_plain_json_and_reads_back_equal() -> None:
+    drift = _drift()
+    assert {d.kind for d in drift.differences} >= {"changed", "inserted"}
+    assert any(d.recorded is ABSENT for d in drift.differences)
+    assert any(d.rule.epsilon is not None for d in drift.differences)
     status = decide(
         nodeid="t.py::t",
         cassette="c.json",
         mode="regression",
         pytest_outcome="failed",
-        cause=Cause.UNMATCHED_CALL,
-        message="no recorded call",
-        regressions=2,
+        action=Action.DRIFTED,
+        message="the run drifted",
+        regressions=len(drift.regressions),
+        expected=len(drift.expected),
+        drift=drift,
         reruns=1,
     )
-    form = status.to_dict()
+    form = status.to_wire()
     assert json.loads(json.dumps(form)) == form
-    assert type(form["status"]) is str and type(form["cause"]) is str
-    assert form["status"] == "failed" and form["cause"] == "unmatched-call"
-    assert TestStatus.from_mapping(form) == status
+    assert type(form["status"]) is str and form["status"] == "drifted"
+    back = TestStatus.from_wire(json.loads(json.dumps(form)))
+    assert back == status
+    assert back.drift is not None
+    for sent, read in zip(drift.differences, back.drift.differences, strict=True):
+        # Not compared by a difference's equality, read back all the same.
+        assert (read.path_tokens, read.subject, read.carriers) == (
+            sent.path_tokens,
+            sent.subject,
+            sent.carriers,
+        )
+    # The JSON report's entry is the same status, in the schema's words.
+    assert {**form, "drift": status.to_dict()["drift"]} == {**status.to_dict(), "write_failed": False}
+
+
+def test_a_failed_write_is_told_from_a_test_that_failed_while_recording() -> None:
+    common = {"nodeid": "t.py::t", "cassette": "c.json", "mode": "record", "pytest_outcome": "failed"}
+    write = decide(**common, action=Action.NOT_SAVED, cause=Cause.NOT_SAVED)
+    test = decide(**common, action=Action.NOT_SAVED)
+    assert (write.status, write.cause, write.write_failed) == (Status.FAILED, Cause.NOT_SAVED, True)
+    assert (test.status, test.cause, test.write_failed) == (Status.FAILED, Cause.NOT_SAVED, False)
+    assert TestStatus.from_wire(write.to_wire()).write_failed
+    assert "write_failed" not in write.to_dict()  # not a field of the JSON report
 
 
 def test_an_unknown_status_word_is_refused() -> None:
+    form = decide(nodeid="t.py::t", cassette="c.json", mode="regression", pytest_outcome="passed").to_wire()
     with pytest.raises(ValueError):
-        TestStatus.from_mapping({"nodeid": "t.py::t", "status": "greenish"})
-
-
-def test_a_status_dict_without_a_status_still_renders() -> None:
-    """Callers of the report functions may pass an outcome dict that names no status (as before)."""
-    status = TestStatus.from_mapping({"nodeid": "t.py::t", "action": "replayed"})
-    assert status.status is None and status.to_dict()["status"] == ""
+        TestStatus.from_wire({**form, "status": "greenish"})

@@ -10,13 +10,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_cli_support import build_run
 
-from pytest_agentreplay.diff import RuleSet, compare_histories
+from pytest_agentreplay.diff import DriftResult, RuleSet, compare_histories
 from pytest_agentreplay.report import render_report
+from pytest_agentreplay.report.status import Status, TestStatus
 from pytest_agentreplay.report.viewer import page, render_cassette_page
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -112,7 +112,7 @@ def screenshot(browser: str, tmp_path: Path, file: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def drift_page(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+def drift_page(tmp_path: Path) -> tuple[Path, DriftResult]:
     recorded = build_run(tmp_path / "cassettes" / "recorded.json", html_payload=True)
     replayed = build_run(
         tmp_path / "cassettes" / "replayed.json",
@@ -123,14 +123,14 @@ def drift_page(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     )
     drift = compare_histories(
         recorded.event_dicts(), replayed.event_dicts(), rules=RuleSet.from_layers("regression")
-    ).to_dict()
+    )
     out = tmp_path / "viewer.html"
     out.write_text(render_cassette_page(recorded, drift=drift), encoding="utf-8")
     return out, drift
 
 
 def test_viewer_renders_in_chromium(
-    browser: str, tmp_path: Path, drift_page: tuple[Path, dict[str, Any]]
+    browser: str, tmp_path: Path, drift_page: tuple[Path, DriftResult]
 ) -> None:
     file, drift = drift_page
     dom = load(browser, tmp_path, file)
@@ -141,11 +141,11 @@ def test_viewer_renders_in_chromium(
     assert lanes == ["model", "runtime", "tool", "human", "policy"]
     assert len(re.findall(r'<g class="seq-row"', dom)) == 12
     # Drift: every drifting recorded event is marked, and each pair is shown side by side.
-    drifted = {d["seq_recorded"] for d in drift["differences"]}
+    drifted = {d.seq_recorded for d in drift.differences}
     assert len(drifted) == 3
     assert dom.count("drift-marker") == len(drifted)
     assert dom.count('class="drift-pair"') == len(drifted)
-    assert dom.count('data-side="recorded"') == dom.count('data-side="replayed"') == len(drift["differences"])
+    assert dom.count('data-side="recorded"') == dom.count('data-side="replayed"') == len(drift.differences)
     # Model decisions, tools, checkpoints, state and effects are all there.
     for text in (
         "tool_calls",
@@ -168,28 +168,25 @@ def test_viewer_renders_in_chromium(
 
 
 def test_html_report_renders_in_chromium(
-    browser: str, tmp_path: Path, drift_page: tuple[Path, dict[str, Any]]
+    browser: str, tmp_path: Path, drift_page: tuple[Path, DriftResult]
 ) -> None:
     _, drift = drift_page
     outcomes = [
-        {
-            "nodeid": "tests/test_agent.py::test_refund",
-            "cassette": str(tmp_path / "cassettes" / "recorded.json"),
-            "action": "drifted",
-            "mode": "regression",
-            "regressions": drift["counts"]["regression"],
-            "expected": drift["counts"]["expected"],
-            "drift": drift,
-        },
-        {
-            "nodeid": "tests/test_agent.py::test_other",
-            "cassette": str(tmp_path / "cassettes" / "missing.json"),
-            "action": "replayed",
-            "mode": "regression",
-            "regressions": 0,
-            "expected": 0,
-            "drift": None,
-        },
+        TestStatus(
+            "tests/test_agent.py::test_refund",
+            str(tmp_path / "cassettes" / "recorded.json"),
+            Status.DRIFTED,
+            "regression",
+            regressions=len(drift.regressions),
+            expected=len(drift.expected),
+            drift=drift,
+        ),
+        TestStatus(
+            "tests/test_agent.py::test_other",
+            str(tmp_path / "cassettes" / "missing.json"),
+            Status.REPLAYED,
+            "regression",
+        ),
     ]
     file = tmp_path / "report.html"
     file.write_text(render_report(".html", outcomes), encoding="utf-8")

@@ -15,6 +15,7 @@ from ..cassette.read import LoadedCassette, load_cassette, load_unchecked
 from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict
+from ..diff.result import DriftResult
 from ..exceptions import CassetteIntegrityError
 from ..replay.audit import audit_advice, audit_problems
 from ..report.timeline import render_timeline
@@ -53,9 +54,14 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         drift = None
         if args.drift:
-            drift = _read_json(Path(args.drift), "drift result")
-            if isinstance(drift, Mapping) and isinstance(drift.get("drift"), Mapping):
-                drift = drift["drift"]
+            found = _read_json(Path(args.drift), "drift result")
+            if isinstance(found, Mapping) and isinstance(found.get("drift"), Mapping):
+                found = found["drift"]
+            try:
+                drift = DriftResult.from_dict(found)
+            except (KeyError, TypeError, AttributeError, ValueError) as exc:
+                fix = "pass what agentreplay diff --json printed, or a test of the JSON report"
+                raise UsageError(f"{args.drift} holds no drift result: {exc!r}", fixes=[fix]) from None
         write_html(Path(args.html), render_cassette_page(loaded, drift=drift, problems=[*problems, *advice]))
         out(
             f"wrote {args.html} ({len(loaded.events)} events, {len(problems)} audit problem(s), "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Final, Literal
 
-from .rules import Rule, Verdict
+from .rules import Rule, Verdict, split_path
 from .text import ABSENT
 
 DiffKind = Literal["changed", "inserted", "missing", "moved"]
@@ -48,10 +48,19 @@ class Difference:
 
     @property
     def summary(self) -> str | None:
-        """``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``; None for a plain field."""
-        return change_summary(self.subject, self.path, [rec for rec, _ in self.carriers])
+        """``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``: what the change is, in words;
+        None for a plain field resent by no other call (its path says it all)."""
+        if self.subject is None and len(self.carriers) < 2:
+            return None
+        what = f"{self.subject or self.path} changed"
+        if len(self.carriers) < 2:
+            return what
+        seqs = ", ".join("-" if rec is None else str(rec) for rec, _ in self.carriers)
+        return f"{what}; carried by {len(self.carriers)} model calls (seq {seqs})"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self, *, wire: bool = False) -> dict[str, object]:
+        """The JSON report's form (``report/schema.json``); ``wire``: with the whole rule and the path's
+        tokens, which :meth:`from_dict` reads back into an equal difference (an xdist worker's status)."""
         out: dict[str, object] = {
             "kind": self.kind,
             "event_type": self.event_type,
@@ -60,8 +69,12 @@ class Difference:
             "seq_recorded": self.seq_recorded,
             "seq_replayed": self.seq_replayed,
             "verdict": self.verdict,
-            "rule": {"source": self.rule.source, "selector": self.rule.selector},
+            "rule": {**self.rule.to_dict(), "index": self.rule.index}
+            if wire
+            else {"source": self.rule.source, "selector": self.rule.selector},
         }
+        if wire:
+            out["path_tokens"] = list(self.path_tokens)
         if self.subject is not None:
             out["subject"] = self.subject
         if self.carriers:
@@ -74,41 +87,30 @@ class Difference:
                 out[side] = value
         return out
 
-
-def change_summary(subject: str | None, path: str, carriers: Sequence[int | None] = ()) -> str | None:
-    """What one change is, in words: ``system prompt changed; carried by 3 model calls (seq 1, 5, 14)``.
-
-    ``carriers``: the recorded seqs of the model calls resending it (empty or one: not resent). None when
-    there is nothing to add to the field path itself."""
-    if subject is None and len(carriers) < 2:
-        return None
-    what = f"{subject or path} changed"
-    if len(carriers) < 2:
-        return what
-    seqs = ", ".join("-" if seq is None else str(seq) for seq in carriers)
-    return f"{what}; carried by {len(carriers)} model calls (seq {seqs})"
-
-
-def summary_of(diff: Mapping[str, object]) -> str | None:
-    """:func:`change_summary` of a difference's dict form (``Difference.to_dict()``)."""
-    subject = diff.get("subject")
-    seqs = [c.get("seq_recorded") for c in _carried_by(diff)]
-    carriers = [s if isinstance(s, int) else None for s in seqs]
-    return change_summary(
-        subject if isinstance(subject, str) else None, str(diff.get("path") or ""), carriers
-    )
-
-
-def carrier_seqs(diff: Mapping[str, object]) -> list[int]:
-    """The recorded seqs a difference's dict form sits at: its own and its carriers'."""
-    seqs = [diff.get("seq_recorded")]
-    seqs.extend(c.get("seq_recorded") for c in _carried_by(diff))
-    return [s for s in seqs if isinstance(s, int) and not isinstance(s, bool)]
-
-
-def _carried_by(diff: Mapping[str, object]) -> list[Mapping[str, object]]:
-    carried = diff.get("carried_by")
-    return [c for c in carried if isinstance(c, Mapping)] if isinstance(carried, list | tuple) else []
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Difference:
+        """A difference from :meth:`to_dict`. The report's form names only the rule's source and selector
+        and no path tokens: it reads back with a rule of that selector, the tokens parsed from the path."""
+        rule = data["rule"]
+        event, _, path = rule["selector"].partition(":")
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rule.items()}
+        del fields["selector"]
+        tokens = data.get("path_tokens")
+        return cls(
+            kind=data["kind"],
+            event_type=data["event_type"],
+            label=data.get("label", ""),
+            path=data["path"],
+            recorded=data.get("recorded", ABSENT),
+            replayed=data.get("replayed", ABSENT),
+            verdict=data["verdict"],
+            rule=Rule(event=event, path=path, **fields),
+            seq_recorded=data.get("seq_recorded"),
+            seq_replayed=data.get("seq_replayed"),
+            path_tokens=split_path(data["path"]) if tokens is None else tuple(tokens),
+            subject=data.get("subject"),
+            carriers=tuple((c["seq_recorded"], c["seq_replayed"]) for c in data.get("carried_by", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -160,12 +162,27 @@ class DriftResult:
             "pairs_equal": self.pairs_equal,
         }
 
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready structured form for reporters."""
+    def to_dict(self, *, wire: bool = False) -> dict[str, object]:
+        """JSON-ready: the JSON report's form (``report/schema.json``, ``agentreplay diff --json``), or with
+        ``wire`` the form :meth:`from_dict` reads back into an equal result (see ``Difference.to_dict``)."""
         return {
             "mode": self.mode,
             "compared": self.compared,
             "has_regressions": self.has_regressions,
             "counts": self.counts(),
-            "differences": [d.to_dict() for d in self.differences],
+            "differences": [d.to_dict(wire=wire) for d in self.differences],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DriftResult:
+        """A result from :meth:`to_dict` (either form). Raises ``KeyError``, ``TypeError`` or
+        ``AttributeError`` on a document that is not one."""
+        # The counts that are fields of a result (events_recorded, ignored...): the others are computed.
+        names = {f.name for f in fields(cls)}
+        counted = {name: n for name, n in data.get("counts", {}).items() if name in names}
+        return cls(
+            mode=data["mode"],
+            differences=tuple(Difference.from_dict(d) for d in data["differences"]),
+            compared=data.get("compared", True),
+            **counted,
+        )

@@ -8,73 +8,54 @@ from pathlib import Path
 
 from ..core.documents import Document
 from ..exceptions import ReportError
-from .status import StatusLike, TestStatus, as_statuses
-from .summary import counts, next_steps
-
-REPORT_FORMAT = "pytest-agentreplay-report"
-# 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
-# split by what they do to the run (expected differences named so).
-REPORT_VERSION = 3
-SUFFIXES = (".md", ".json", ".html")
+from .status import TestStatus
+from .summary import SessionReport, counts, next_steps
 
 
 def build_report(
-    given: Iterable[StatusLike], *, unused: Sequence[str] = (), network: Document | None = None
-) -> Document:
-    """The report document every format renders (and the JSON format is): see ``report/schema.json``.
-
-    ``given`` are the per-test statuses of :func:`pytest_agentreplay.report.status.decide` (or their JSON
-    form): the same status the terminal and JUnit show, so no report can call a failed test green.
-    """
+    statuses: Iterable[TestStatus], *, unused: Sequence[str] = (), network: Document | None = None
+) -> SessionReport:
+    """What every format renders, from the per-test statuses :func:`.status.decide` returns: the same
+    status the terminal and JUnit show, so no report can call a failed test green."""
     from ..redaction import default_redactor  # heavy: ~100 ms, paid by sessions that write a report
 
     # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files
     # too, so they show what a cassette would store.
     redactor = default_redactor()
-    statuses: list[TestStatus] = [
-        TestStatus.from_mapping(redactor.redact(s.to_dict())) for s in as_statuses(given)
-    ]
-    unused = [redactor.redact_string(str(p), keys=False) for p in unused]
-    doc: Document = {
-        "format": REPORT_FORMAT,
-        "version": REPORT_VERSION,
-        "summary": counts(statuses, unused=unused),
-        "tests": [s.to_dict() for s in statuses],
-        "unused": [str(p) for p in unused],
-        "next_steps": next_steps(statuses, unused=unused),
-    }
-    if network is not None:
-        # Which level guarded the session (guard/session_namespace.py): namespace, python guard or none.
-        doc["network"] = dict(network)
-    return doc
+    tests = [TestStatus.from_wire(redactor.redact(s.to_wire())) for s in statuses]
+    shown = [redactor.redact_string(str(p), keys=False) for p in unused]
+    return SessionReport(tests, shown, counts(tests, unused=shown), next_steps(tests, unused=shown), network)
 
 
 def render_report(
     suffix: str,
-    statuses: Iterable[StatusLike],
+    statuses: Iterable[TestStatus],
     *,
     unused: Sequence[str] = (),
     network: Document | None = None,
 ) -> str:
-    doc = build_report(statuses, unused=unused, network=network)
+    return _render(suffix, build_report(statuses, unused=unused, network=network))
+
+
+def _render(suffix: str, report: SessionReport) -> str:
     # heavy: the renderers load the diff package and the viewer (~0.5 s), which every pytest start-up
     # would pay (the controller imports this package); a session renders at most a report or two.
     if suffix == ".json":
         from .json_report import render_json
 
-        return render_json(doc)
+        return render_json(report)
     if suffix == ".html":
         from .html_report import render_html
 
-        return render_html(doc)
+        return render_html(report)
     from .markdown import render_markdown
 
-    return render_markdown(doc)
+    return render_markdown(report)
 
 
 def write_report(
     path: Path,
-    given: Iterable[StatusLike],
+    statuses: Iterable[TestStatus],
     *,
     unused: Sequence[str] = (),
     step_summary: bool = True,
@@ -85,9 +66,9 @@ def write_report(
     created (the path's folder was checked at start-up; one missing now was removed during the session)."""
     from ..cassette.atomic import atomic_write_bytes  # heavy: ~100 ms at every pytest start-up otherwise
 
-    statuses = as_statuses(given)
     path = Path(path)
-    text = render_report(path.suffix.lower(), statuses, unused=unused, network=network)
+    report = build_report(statuses, unused=unused, network=network)
+    text = _render(path.suffix.lower(), report)
     if not path.parent.is_dir():
         raise _not_written(path, f"its folder {path.parent} does not exist")
     try:
@@ -96,7 +77,7 @@ def write_report(
         raise _not_written(path, f"{type(exc).__name__}: {exc}") from exc
     if step_summary:
         try:
-            append_step_summary(statuses, unused=unused, network=network)
+            append_step_summary(report)
         except OSError as exc:
             target = os.environ.get("GITHUB_STEP_SUMMARY", "")
             raise _not_written(Path(target), f"{type(exc).__name__}: {exc}", "$GITHUB_STEP_SUMMARY") from exc
@@ -114,14 +95,12 @@ def _not_written(path: Path, problem: str, what: str = "the agentreplay report")
     )
 
 
-def append_step_summary(
-    statuses: Iterable[StatusLike], *, unused: Sequence[str] = (), network: Document | None = None
-) -> Path | None:
+def append_step_summary(report: SessionReport) -> Path | None:
     """Append the Markdown report to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    text = render_report(".md", statuses, unused=unused, network=network)
+    text = _render(".md", report)
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(text if text.endswith("\n") else text + "\n")
     return Path(target)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 from ..core.canonical import dumps_pretty
 from ..core.documents import Document
+from .summary import SessionReport
 
 SCHEMA_FILE = "schema.json"
+REPORT_FORMAT = "pytest-agentreplay-report"
+# 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
+# split by what they do to the run (expected differences named so).
+REPORT_VERSION = 3
 
 
 def report_json_schema() -> Document:
@@ -21,8 +25,20 @@ def report_json_schema() -> Document:
     return schema
 
 
-def render_json(doc: Mapping[str, object]) -> str:
-    return dumps_pretty(dict(doc))
+def render_json(report: SessionReport) -> str:
+    """The JSON report: a document ``report/schema.json`` describes."""
+    doc: Document = {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "summary": report.summary,
+        "tests": [t.to_dict() for t in report.tests],
+        "unused": report.unused,
+        "next_steps": report.next_steps,
+    }
+    if report.network is not None:
+        # Which level guarded the session: namespace, python guard or none.
+        doc["network"] = report.network
+    return dumps_pretty(doc)
 
 
 def validate_report(doc: object) -> list[str]:

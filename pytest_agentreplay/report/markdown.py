@@ -7,35 +7,38 @@ renders HTML in Markdown) with pipes and newlines neutralised: a payload cannot 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core.canonical import display_text
-from ..core.documents import Document
-from ..diff.result import summary_of
-from ..diff.rules import split_path
+from ..diff.result import Difference, DriftResult
+from ..diff.text import ABSENT
 from .locate import Locator
-from .summary import PYTEST_WORDS, differences_text
+from .status import RED, Status, TestStatus
+from .summary import PYTEST_WORDS, SessionReport, differences_text, plural
 
 # A difference's place in its cassette file, ``cassettes/test_x/test_y.json:123`` (None when unknown).
-Where = Callable[[Mapping[str, object]], str | None]
+Where = Callable[[Difference], str | None]
 
 CELL_LIMIT = 80
 MAX_ROWS_PER_TEST = 50
 ICONS = {
-    "drifted": "❌",
-    "failed": "❌",
-    "error": "❌",
-    "updated": "✏️",
-    "replayed": "✅",
-    "recorded": "🎙️",
-    "audited": "🔍",
-    "skipped": "⏭️",
-    "xfailed": "⏭️",
-    "xpassed": "⚠️",
+    Status.DRIFTED: "❌",
+    Status.FAILED: "❌",
+    Status.ERROR: "❌",
+    Status.UPDATED: "✏️",
+    Status.REPLAYED: "✅",
+    Status.RECORDED: "🎙️",
+    Status.AUDITED: "🔍",
+    Status.SKIPPED: "⏭️",
+    Status.XFAILED: "⏭️",
+    Status.XPASSED: "⚠️",
 }
-NOTABLE = ("drifted", "failed", "error", "updated")
-RED = ("drifted", "failed", "error")
+
+
+def notable(test: TestStatus) -> bool:
+    """A test a report details: red, updated, or with differences."""
+    return test.red or test.status == Status.UPDATED or bool(test.regressions or test.expected)
 
 
 def cell_code(value: object, limit: int = CELL_LIMIT) -> str:
@@ -63,57 +66,34 @@ def _plain(text: str) -> str:
     return html.escape(text).replace("|", "&#124;")
 
 
-def _side(diff: Mapping[str, object], side: str) -> str:
-    if diff.get(f"{side}_absent") or side not in diff:
-        return "*(absent)*"
-    return cell_code(diff.get(side))
+def _side(value: object) -> str:
+    return "*(absent)*" if value is ABSENT else cell_code(value)
 
 
-def _rule(diff: Mapping[str, object]) -> str:
-    rule = diff.get("rule")
-    if isinstance(rule, Mapping):
-        return f"{cell_code(rule.get('selector', '?'), 50)} ({_plain(str(rule.get('source', '?')))})"
-    return cell_code(rule, 50)
-
-
-def _summary(diff: Mapping[str, object]) -> str:
-    summary = summary_of(diff)
-    return f"<br>{_plain(summary)}" if summary else ""
-
-
-def _event(diff: Mapping[str, object]) -> str:
-    rec, rep = diff.get("seq_recorded"), diff.get("seq_replayed")
+def _event(diff: Difference) -> str:
+    rec, rep = diff.seq_recorded, diff.seq_replayed
     where = f"#{rec}" if rec is not None else ""
     if rep is not None and rep != rec:
         where += f"→#{rep}" if where else f"replayed #{rep}"
-    event_type = str(diff.get("event_type") or "")
-    label = str(diff.get("label") or "")
-    label = f"{event_type} {label}".strip() if not label.startswith(event_type) else label
+    label = diff.label
+    label = f"{diff.event_type} {label}".strip() if not label.startswith(diff.event_type) else label
     return f"{_plain(where)} {_plain(label)}".strip()
 
 
-def _path_tokens(diff: Mapping[str, object]) -> tuple[str, ...]:
-    tokens = diff.get("path_tokens")
-    if isinstance(tokens, list | tuple) and all(isinstance(t, str) for t in tokens):
-        return tuple(tokens)
-    path = diff.get("path")
-    return split_path(path) if isinstance(path, str) else ()
-
-
-def cassette_lines(cassette: str, status: str, locator: Locator | None = None) -> Where:
+def cassette_lines(cassette: str, status: Status, locator: Locator | None = None) -> Where:
     """Where each difference of a test sits in its cassette: the line holding the recorded value (for an
     updated test, the file holds the replayed history: the line of the value written). A field the
     stored side lacks sits in the object (or list) the update adds it to."""
     locator = locator if locator is not None else Locator()
-    side = "replayed" if status == "updated" else "recorded"
+    updated = status == Status.UPDATED
     shown = display_path(cassette)
 
-    def where(diff: Mapping[str, object]) -> str | None:
-        seq = diff.get(f"seq_{side}")
-        if not isinstance(seq, int) or isinstance(seq, bool) or not cassette:
+    def where(diff: Difference) -> str | None:
+        seq = diff.seq_replayed if updated else diff.seq_recorded
+        if seq is None or not cassette:
             return None
-        tokens = _path_tokens(diff)
-        if diff.get(f"{side}_absent") and len(tokens) > 1:
+        tokens = diff.path_tokens
+        if (diff.replayed if updated else diff.recorded) is ABSENT and len(tokens) > 1:
             tokens = tokens[:-1]
         line = locator.locate(cassette, seq, tokens)
         return None if line is None else f"{shown}:{line}"
@@ -121,12 +101,11 @@ def cassette_lines(cassette: str, status: str, locator: Locator | None = None) -
     return where
 
 
-def drift_table(drift: Document, where: Where | None = None) -> list[str]:
-    differences = list(drift.get("differences") or [])
-    if not differences:
+def drift_table(drift: DriftResult, where: Where | None = None) -> list[str]:
+    if not drift.differences:
         return ["No reported differences."]
     # Regressions first: they are what the reviewer must look at.
-    ordered = sorted(differences, key=lambda d: 0 if d.get("verdict") == "regression" else 1)
+    ordered = sorted(drift.differences, key=lambda d: not d.is_regression)
     shown_rows = ordered[:MAX_ROWS_PER_TEST]
     places = [where(d) if where is not None else None for d in shown_rows]
     located = any(places)  # a column for the cassette line only when the file could be read
@@ -137,13 +116,13 @@ def drift_table(drift: Document, where: Where | None = None) -> list[str]:
         "|---|---|---|" + ("---|" if located else "") + "---|---|---|---|",
     ]
     for diff, place in zip(shown_rows, places, strict=True):
-        verdict = str(diff.get("verdict", "?"))
-        shown = f"**{verdict}**" if verdict == "regression" else verdict
+        verdict = f"**{diff.verdict}**" if diff.is_regression else diff.verdict
         at = (f" {cell_code(place, 300)} |" if place else " — |") if located else ""
+        summary = f"<br>{_plain(diff.summary)}" if diff.summary else ""
+        rule = f"{cell_code(diff.rule.selector, 50)} ({_plain(diff.rule.source)})"
         rows.append(
-            f"| {_event(diff)} | {_plain(str(diff.get('kind', '?')))} "
-            f"| {cell_code(diff.get('path') or '(event)', 60)}{_summary(diff)} |{at}"
-            f" {_side(diff, 'recorded')} | {_side(diff, 'replayed')} | {shown} | {_rule(diff)} |"
+            f"| {_event(diff)} | {_plain(diff.kind)} | {cell_code(diff.path or '(event)', 60)}{summary} |{at}"
+            f" {_side(diff.recorded)} | {_side(diff.replayed)} | {verdict} | {rule} |"
         )
     if len(ordered) > MAX_ROWS_PER_TEST:
         rows.append("")
@@ -159,84 +138,74 @@ def message_block(message: str) -> list[str]:
     return ["<pre>", *html.escape(message.strip("\n")).splitlines(), "</pre>"]
 
 
-def _label(test: Document) -> str:
-    status = str(test["status"])
-    return f"{status} ({test['cause']})" if status in ("failed", "error") and test.get("cause") else status
+def status_label(test: TestStatus) -> str:
+    """``failed (unmatched-call)``, or the status alone."""
+    failed = test.status in (Status.FAILED, Status.ERROR) and test.cause
+    return f"{test.status} ({test.cause})" if failed else test.status.value
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def render_markdown(doc: Document) -> str:
-    summary = doc["summary"]
-    tests: list[Document] = list(doc["tests"])
+def render_markdown(report: SessionReport) -> str:
+    summary = report.summary
     lines = ["## Agent replay report", ""]
     order: tuple[str, ...] = ("drifted", "failed", "updated", "replayed", "recorded", "audited")
     order += tuple(word for word in PYTEST_WORDS if summary.get(word))
     counts = [f"**{summary[a]} {a}**" if a in RED and summary[a] else f"{summary[a]} {a}" for a in order]
     counts.append(f"{summary['unused']} unused")
-    verdict = "❌" if any(summary.get(a) for a in RED) else "✅"
+    verdict = "❌" if any(summary[a] for a in RED) else "✅"
     lines.append(f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}")
     lines.append("")
-    network = doc.get("network")
-    if isinstance(network, Mapping):
+    network = report.network
+    if network is not None:
         why = f" ({network['reason']})" if network.get("reason") else ""
         lines += [f"Network guard: **{network['level']}**, isolation {network['isolation']}{why}", ""]
-    notable = [t for t in tests if t["status"] in NOTABLE or t["regressions"] or t["expected"]]
-    if notable:
+    tests = [t for t in report.tests if notable(t)]
+    failures = [t for t in tests if t.status in (Status.FAILED, Status.ERROR) and t.message]
+    if tests:
         lines += [
             "| result | test | cassette | mode | regressions | expected |",
             "|---|---|---|---|---|---|",
         ]
-        for t in notable:
-            icon = ICONS.get(str(t["status"]), "")
+        for t in tests:
             lines.append(
-                f"| {icon} {_plain(_label(t))} | {cell_code(t['nodeid'], 300)} "
-                f"| {cell_code(display_path(t['cassette']), 300)} "
-                f"| {_plain(str(t['mode']))} | {t['regressions']} | {t['expected']} |"
+                f"| {ICONS[t.status]} {_plain(status_label(t))} | {cell_code(t.nodeid, 300)} "
+                f"| {cell_code(display_path(t.cassette), 300)} "
+                f"| {_plain(t.mode)} | {t.regressions} | {t.expected} |"
             )
         lines.append("")
-        for t in notable:
-            if t["status"] in ("failed", "error") and t.get("message"):
-                headline = (str(t["message"]).strip().splitlines() or [""])[0]
-                lines.append(f"- {cell_code(t['nodeid'], 300)}: {cell_code(headline, 300)}")
-        if any(t["status"] in ("failed", "error") and t.get("message") for t in notable):
+        for t in failures:
+            headline = ((t.message or "").strip().splitlines() or [""])[0]
+            lines.append(f"- {cell_code(t.nodeid, 300)}: {cell_code(headline, 300)}")
+        if failures:
             lines.append("")
     else:
         lines += ["No test drifted or failed.", ""]
     locator = Locator()  # each cassette read once for the report
-    for t in notable:
-        drift = t.get("drift")
-        if not isinstance(drift, Mapping) and not t.get("message"):
+    for t in tests:
+        if t.drift is None and not t.message:
             continue
-        icon = ICONS.get(str(t["status"]), "")
-        counted = f"{_plural(int(t['regressions']), 'regression')}, {t['expected']} expected"
+        counted = f"{plural(t.regressions, 'regression')}, {t.expected} expected"
         lines.append("<details>")
         lines.append(
-            f"<summary>{icon} <code>{html.escape(str(t['nodeid']))}</code>: "
-            f"{counted if isinstance(drift, Mapping) else html.escape(_label(t))}</summary>"
+            f"<summary>{ICONS[t.status]} <code>{html.escape(t.nodeid)}</code>: "
+            f"{counted if t.drift is not None else html.escape(status_label(t))}</summary>"
         )
         lines.append("")
-        if t.get("message"):
-            lines.extend(message_block(str(t["message"])))
+        if t.message:
+            lines.extend(message_block(t.message))
             lines.append("")
-        cassette = html.escape(display_path(t["cassette"]))
-        lines.append(f"Cassette <code>{cassette}</code>, mode {_plain(str(t['mode']))}.")
+        lines.append(f"Cassette <code>{html.escape(display_path(t.cassette))}</code>, mode {_plain(t.mode)}.")
         lines.append("")
-        if isinstance(drift, dict):
-            lines.extend(drift_table(drift, cassette_lines(str(t["cassette"]), str(t["status"]), locator)))
+        if t.drift is not None:
+            lines.extend(drift_table(t.drift, cassette_lines(t.cassette, t.status, locator)))
             lines.append("")
         lines.append("</details>")
         lines.append("")
-    unused = list(doc.get("unused") or [])
-    if unused:
-        lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in unused))
+    if report.unused:
+        lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in report.unused))
         lines.append("")
-    steps = list(doc.get("next_steps") or [])
-    if steps:
+    if report.next_steps:
         lines.append("**Next steps**")
         lines.append("")
-        lines.extend(f"- `{step.replace('`', '')}`" for step in steps)
+        lines.extend(f"- `{step.replace('`', '')}`" for step in report.next_steps)
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"

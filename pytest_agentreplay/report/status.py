@@ -12,13 +12,16 @@ and the terminal show.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import exceptions as e
 from ..core.documents import Document
+
+if TYPE_CHECKING:
+    from ..diff.result import DriftResult
 
 
 class Status(StrEnum):
@@ -123,72 +126,70 @@ _CAUSE_BY_ERROR: Final[tuple[tuple[type[e.AgentReplayError], Cause], ...]] = (
 
 @dataclass(frozen=True, slots=True)
 class TestStatus:
-    """The status of one test, as every report shows it. Its JSON form (:meth:`to_dict`) is what travels
-    from an xdist worker and what the JSON report holds per test."""
+    """The status of one test, as every report shows it."""
 
     __test__ = False  # a class named Test*, not a test
 
     nodeid: str
     cassette: str
-    # None: a caller's status dict that names none (its JSON form says "").
-    status: Status | None
+    status: Status
     mode: str
     cause: Cause | None = None
     message: str | None = None
     regressions: int = 0
     expected: int = 0
-    drift: Document | None = None
+    drift: DriftResult | None = None
     reruns: int = 0
+    # A ``not-saved`` test whose cassette could not be written (False: the test failed while recording).
+    write_failed: bool = False
 
     @property
     def red(self) -> bool:
         return self.status in RED
 
     def to_dict(self) -> Document:
-        """The JSON form: plain strings, in the report schema's order."""
+        """The test's entry in the JSON report (``report/schema.json``): plain strings, in its order."""
         return {
             "nodeid": self.nodeid,
             "cassette": self.cassette,
-            "status": "" if self.status is None else self.status.value,
+            "status": self.status.value,
             "cause": None if self.cause is None else self.cause.value,
             "message": self.message,
             "mode": self.mode,
             "regressions": self.regressions,
             "expected": self.expected,
-            "drift": self.drift,
+            "drift": None if self.drift is None else self.drift.to_dict(),
             "reruns": self.reruns,
         }
 
+    def to_wire(self) -> Document:
+        """What an xdist worker sends the controller (plain JSON values): the report's entry with the whole
+        drift and ``write_failed``, so that :meth:`from_wire` reads back an equal status."""
+        drift = None if self.drift is None else self.drift.to_dict(wire=True)
+        return self.to_dict() | {"drift": drift, "write_failed": self.write_failed}
+
     @classmethod
-    def from_mapping(cls, data: Mapping[str, object]) -> TestStatus:
-        """A status from its JSON form (a worker's report, a caller's dict); absent fields take their
-        defaults (no status: None). Raises ``ValueError`` on a status or cause no report knows."""
-        status, cause = data.get("status"), data.get("cause")
-        message, drift = data.get("message"), data.get("drift")
+    def from_wire(cls, data: Mapping[str, Any]) -> TestStatus:
+        """The status :meth:`to_wire` sent. Raises ``ValueError`` on a status or cause no report knows."""
+        drift = data["drift"]
+        if drift is not None:
+            from ..diff.result import DriftResult  # heavy: the diff package, only for a test that drifted
+
+            drift = DriftResult.from_dict(drift)
+        cause = data["cause"]
         return cls(
-            nodeid=str(data.get("nodeid", "")),
-            cassette=str(data.get("cassette", "")),
-            status=None if status is None or status == "" else Status(str(status)),
-            mode=str(data.get("mode", "")),
-            cause=None if cause is None else Cause(str(cause)),
-            message=None if message is None else str(message),
-            regressions=_count(data.get("regressions")),
-            expected=_count(data.get("expected")),
-            drift=dict(drift) if isinstance(drift, Mapping) else None,
-            reruns=_count(data.get("reruns")),
+            nodeid=data["nodeid"],
+            cassette=data["cassette"],
+            status=Status(data["status"]),
+            mode=data["mode"],
+            cause=None if cause is None else Cause(cause),
+            message=data["message"],
+            regressions=data["regressions"],
+            expected=data["expected"],
+            drift=drift,
+            reruns=data["reruns"],
+            write_failed=data["write_failed"],
         )
-
-
-# What the report functions take: a decided status, or its JSON form.
-StatusLike = TestStatus | Mapping[str, object]
-
-
-def as_statuses(items: Iterable[StatusLike]) -> list[TestStatus]:
-    return [s if isinstance(s, TestStatus) else TestStatus.from_mapping(s) for s in items]
-
-
-def _count(value: object) -> int:
-    return int(value) if isinstance(value, int | float | str) and value != "" else 0
 
 
 def cause_of(exc: BaseException | None) -> Cause:
@@ -213,7 +214,7 @@ def decide(
     message: str | None = None,
     regressions: int = 0,
     expected: int = 0,
-    drift: Mapping[str, object] | None = None,
+    drift: DriftResult | None = None,
     xfail: bool = False,
     reruns: int = 0,
 ) -> TestStatus:
@@ -226,6 +227,7 @@ def decide(
     pytest-rerunfailures ran again before this one.
     """
     status: Status
+    write_failed = False
     if pytest_outcome == "skipped":
         status, cause = (Status.XFAILED if xfail else Status.SKIPPED), None
     elif pytest_outcome == "failed":
@@ -234,8 +236,9 @@ def decide(
         else:
             # pytest calls a failure outside the test body an error, and counts it as one.
             status = Status.ERROR if phase in ("setup", "teardown") else Status.FAILED
-            if action == Action.NOT_SAVED:
-                cause = Cause.NOT_SAVED
+            if action == Action.NOT_SAVED or cause == Cause.NOT_SAVED:
+                # The plugin failed the test with a failed write; without it the test failed while recording.
+                write_failed, cause = cause == Cause.NOT_SAVED, Cause.NOT_SAVED
             elif cause is None:
                 cause = {"setup": Cause.SETUP, "teardown": Cause.TEARDOWN}.get(phase, Cause.TEST)
     elif xfail:
@@ -258,14 +261,10 @@ def decide(
         message=message,
         regressions=int(regressions),
         expected=int(expected),
-        drift=dict(drift) if drift is not None else None,
+        drift=drift,
         reruns=int(reruns),
+        write_failed=write_failed,
     )
-
-
-def write_failed(status: TestStatus) -> bool:
-    """A ``not-saved`` test whose cassette could not be written (not one that failed while recording)."""
-    return status.cause == Cause.NOT_SAVED and e.CassetteNotSavedError.MARK in (status.message or "")
 
 
 def headline_of(exc: BaseException) -> str:

@@ -1,17 +1,17 @@
 """The end-of-session summary and the drift report file, from the per-test statuses.
 
-A status is the :class:`~pytest_agentreplay.report.status.TestStatus` :func:`~.status.decide` returns:
-``nodeid``, ``cassette``, ``status``, ``cause`` (why a ``failed`` or ``error`` test failed), ``message``,
-``mode``, ``regressions``, ``expected`` (its expected differences), ``drift`` and ``reruns``.
+A status is the :class:`~pytest_agentreplay.report.status.TestStatus` :func:`~.status.decide` returns.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..core.commands import record_command, update_command
-from .status import CAUSES, RED, STATUSES, Cause, Status, StatusLike, TestStatus, as_statuses, write_failed
+from ..core.documents import Document
+from .status import CAUSES, RED, STATUSES, Cause, Status, TestStatus
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
@@ -19,6 +19,19 @@ HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
 PYTEST_WORDS = ("error", "skipped", "xfailed", "xpassed", "rerun")
 # Where the regression-verdict differences of a test went, by its status: only red ones fail the run.
 REGRESSIONS_BY_STATUS = {Status.UPDATED: "regressions_accepted", Status.XFAILED: "regressions_xfailed"}
+
+
+@dataclass(frozen=True)
+class SessionReport:
+    """What every report file renders (``report.build_report``): the tests' statuses and the unused
+    cassettes as a file may show them (redacted), their :func:`counts` and :func:`next_steps`, and which
+    level guarded the session's network (``guard/session_namespace.py``), if known."""
+
+    tests: list[TestStatus]
+    unused: list[str]
+    summary: dict[str, int]
+    next_steps: list[str]
+    network: Document | None = None
 
 
 def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dict[str, int]:
@@ -33,7 +46,7 @@ def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dic
     out["tests"] = len(statuses)
     out["regressions"] = out["regressions_accepted"] = out["regressions_xfailed"] = 0
     for s in statuses:
-        key = "regressions" if s.red else REGRESSIONS_BY_STATUS.get(s.status) if s.status else None
+        key = "regressions" if s.red else REGRESSIONS_BY_STATUS.get(s.status)
         if key is not None:
             out[key] += s.regressions
     out["expected_differences"] = sum(s.expected for s in statuses)
@@ -47,7 +60,7 @@ def headline(numbers: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
@@ -55,15 +68,15 @@ def differences_text(numbers: dict[str, int]) -> str:
     """``0 regressions, 26 expected differences`` and, when there are any, the regressions that do not
     fail the run, named for why: the same words in the terminal, Markdown and HTML."""
     parts = [
-        _plural(numbers["regressions"], "regression"),
-        _plural(numbers["expected_differences"], "expected difference"),
+        plural(numbers["regressions"], "regression"),
+        plural(numbers["expected_differences"], "expected difference"),
     ]
     if numbers.get("regressions_accepted"):
         parts.append(
-            f"{_plural(numbers['regressions_accepted'], 'regression')} accepted by --agentreplay-update"
+            f"{plural(numbers['regressions_accepted'], 'regression')} accepted by --agentreplay-update"
         )
     if numbers.get("regressions_xfailed"):
-        parts.append(f"{_plural(numbers['regressions_xfailed'], 'regression')} in xfailed tests")
+        parts.append(f"{plural(numbers['regressions_xfailed'], 'regression')} in xfailed tests")
     return ", ".join(parts)
 
 
@@ -72,7 +85,7 @@ def describe(status: TestStatus) -> str:
     cause = status.cause
     if status.status in (Status.FAILED, Status.ERROR) and cause:
         return f"{status.status} ({cause}: {CAUSES[cause]})"
-    return "" if status.status is None else status.status.value
+    return status.status.value
 
 
 def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
@@ -106,13 +119,13 @@ def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) ->
         steps.append("git diff -- '*.json'  # review every updated cassette before committing it")
     if unused:
         steps.append("pytest --agentreplay-update  # remove the unused cassette(s) (run the whole suite)")
-    unwritten = [s for s in statuses if write_failed(s)]
+    unwritten = [s for s in statuses if s.write_failed]
     if unwritten:
         steps.append(
             f"free disk space or make the folder of {unwritten[0].cassette} writable (or pass a writable "
             "--agentreplay-cassette-dir), then record again  # a cassette could not be written"
         )
-    if any(s.cause == Cause.NOT_SAVED and not write_failed(s) for s in statuses):
+    if any(s.cause == Cause.NOT_SAVED and not s.write_failed for s in statuses):
         steps.append(
             "fix the failing test(s) and record again, or keep their cassette with "
             "--agentreplay-save-on-failure"
@@ -128,9 +141,8 @@ def _detail(status: TestStatus) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def summary_lines(given: Iterable[StatusLike], *, unused: Sequence[str] = ()) -> list[str]:
+def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
     """The terminal summary: counts, every test that failed, drifted or changed a cassette, next steps."""
-    statuses = as_statuses(given)
     numbers = counts(statuses, unused=unused)
     lines = [headline(numbers)]
     if any(numbers[key] for key in ("regressions", "expected_differences", *REGRESSIONS_BY_STATUS.values())):
@@ -159,6 +171,6 @@ def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
     if not tolerated:
         return []
     unique = list(dict.fromkeys(tolerated))
-    lines = [f"tolerated: {_plural(len(unique), 'call')} to tolerated_hosts refused without failing the test"]
+    lines = [f"tolerated: {plural(len(unique), 'call')} to tolerated_hosts refused without failing the test"]
     lines.extend(f"  refused, tolerated: {call} in {nodeid}" for nodeid, call in unique)
     return lines

@@ -52,18 +52,7 @@ class TestOutcome:
     mode: str
     regressions: int = 0
     expected: int = 0
-    drift: Document | None = None
-
-    def to_dict(self) -> Document:
-        return {
-            "nodeid": self.nodeid,
-            "cassette": self.cassette,
-            "action": self.action.value,
-            "mode": self.mode,
-            "regressions": self.regressions,
-            "expected": self.expected,
-            "drift": self.drift,
-        }
+    drift: DriftResult | None = None
 
 
 @dataclass
@@ -127,7 +116,7 @@ class TestRun:
         *,
         regressions: int = 0,
         expected: int = 0,
-        drift: Document | None = None,
+        drift: DriftResult | None = None,
     ) -> TestOutcome:
         mode = mode or self.test.mode
         return TestOutcome(self.nodeid, str(self.cassette), action, mode, regressions, expected, drift)
@@ -398,7 +387,7 @@ class TestRun:
             inputs=providers_of(ctx.settings).inputs,
         )
         self.drift = result
-        drift: Document | None = result.to_dict() if result.has_drift else None
+        drift = result if result.has_drift else None
 
         def outcome(action: Action) -> TestOutcome:
             regressions, expected = len(result.regressions), len(result.expected)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...cassette.atomic import atomic_write_bytes
-from ...core.documents import Document
 from ...core.events import Event, RunMeta
+from ...diff.result import DriftResult
 from ...replay.audit import audit_advice, audit_problems
 from .drift import drifted_seqs, render_drift_html
 from .entries import render_timeline_html
@@ -38,7 +38,7 @@ def render_run_section(
     *,
     resolve: PayloadResolver | None = None,
     problems: Sequence[str] = (),
-    drift: Document | None = None,
+    drift: DriftResult | None = None,
     anchor: str = "",
     heading_level: int = 2,
 ) -> str:
@@ -106,7 +106,7 @@ def page(title: str, body: str) -> str:
 def render_cassette_page(
     cassette: LoadedCassette,
     *,
-    drift: Document | None = None,
+    drift: DriftResult | None = None,
     problems: Sequence[str] | None = None,
 ) -> str:
     """The viewer page of one loaded cassette (audit problems are computed when not given)."""
