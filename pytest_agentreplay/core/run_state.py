@@ -53,7 +53,7 @@ class GuardState:
 
 @dataclass(slots=True)
 class RequestMemo:
-    """What the HTTP layer keeps between a run's requests (``http/recording``, ``intercept/urllib3``)."""
+    """What the HTTP layer keeps between a run's requests (``http/recording``)."""
 
     # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
     # Read only from here on: the body is an event's stored request (events are not changed once
