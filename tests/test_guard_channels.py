@@ -491,7 +491,7 @@ def test_refused_lookups_never_reach_the_resolver(
             if guard.patches.PATCHES.patched:
                 # The fakes go under the patches, where the guard calls through to the resolver. Patched is
                 # not installed(): a thread an earlier test left running keeps the patches with no install.
-                monkeypatch.setitem(guard.patches.PATCHES.originals, name, fake(name))
+                monkeypatch.setitem(guard.patches.ORIGINALS, name, fake(name))
                 continue
             monkeypatch.setattr(_socket, name, fake(name))
             if name != "getaddrinfo":
@@ -702,7 +702,7 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         print("again:", spawn.get_preparation_data is patched, "hooks", hooks())
         importlib.reload(spawn)  # run again while installed: patched again, and restored to its new function
         print("reloaded again:", spawn.get_preparation_data is patched)
-        latest = guard.patches.PATCHES.originals["get_preparation_data"]
+        latest = guard.patches.ORIGINALS["get_preparation_data"]
         uninstall()
         print("uninstalled again:", state(spawn), spawn.get_preparation_data is latest)
         """
@@ -907,4 +907,4 @@ def test_fallback_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.undo()
         socket_gate.install(permanent=True)
         socket_gate.arm(check)
-    assert socket_gate.GATE.permanent and _socket.socket.__dict__["connect"] is socket_gate._connect
+    assert socket_gate.GATE.kept and _socket.socket.__dict__["connect"] is socket_gate._connect

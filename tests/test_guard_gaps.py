@@ -336,7 +336,7 @@ def replay(settings: dict[str, object] | None = None) -> run_in:
 
 
 def test_the_gate_is_in_place_from_the_plugin_load_and_passes_through_unarmed() -> None:
-    assert socket_gate.GATE.permanent
+    assert socket_gate.GATE.kept
     assert _socket.socket.__dict__["connect"] is socket_gate._connect
     if not guard.patches.PATCHES.patched:  # another test's thread may keep the guard on
         assert socket_gate.GATE.check is None

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from pytest_agentreplay.diff.pipeline import RuleLayers, rules_for
-from pytest_agentreplay.intercept.registry import patchers
+from pytest_agentreplay.intercept.registry import LIBRARIES
 from pytest_agentreplay.runtime.patches import UuidPatch
 
 
@@ -38,12 +38,12 @@ def test_imported_recordings_have_their_own_rule_set() -> None:
     assert rules_for(RuleLayers("regression"), {}) is plain
 
 
-def test_interceptor_table_built_once() -> None:
-    table = patchers()
-    assert patchers() is table
-    assert {"httpx", "httpx2", "urllib3", "aiohttp", "grpc"} <= set(table)
+def test_interceptor_libraries_declared_once() -> None:
+    triggers = [trigger for library in LIBRARIES for trigger in library.triggers]
+    assert {"httpx", "httpx2", "urllib3", "aiohttp", "grpc"} <= set(triggers)
+    assert len(triggers) == len(set(triggers))  # each trigger patches one library
     with pytest.raises(TypeError):
-        table["x"] = table["httpx"]  # type: ignore[index]
+        LIBRARIES[0] = LIBRARIES[1]  # type: ignore[index]
 
 
 def test_uuid_trampoline_compiled_once() -> None:
@@ -292,12 +292,13 @@ def test_a_library_imported_again_is_patched_again() -> None:
 def test_an_install_that_fails_fails_its_test_not_the_session(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
-        import pytest_agentreplay.intercept as intercept
+        import httpx
+        import pytest_agentreplay.intercept.httpx as adapter
 
-        def _cannot_patch():
+        def _cannot_patch(patches, module):
             raise AttributeError("SomeClient has no attribute '_send' (a newer version)")
 
-        intercept._patch_all = _cannot_patch
+        adapter.patch = _cannot_patch
         """
     )
     pytester.makepyfile(

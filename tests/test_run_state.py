@@ -126,3 +126,6 @@ def test_transport_rooms_give_each_owner_its_own_typed_state_per_run() -> None:
     assert other_run.of(Conversations, Conversations).opened == 0  # another run starts empty
     with pytest.raises(TypeError, match="Calls room holds a Conversations"):
         other_run.of(Calls, Conversations)  # type: ignore[arg-type]
+    rooms.drop(Conversations)  # its owner is done with it (the run's end): what it holds can be freed
+    assert rooms.existing(Conversations) is None
+    assert rooms.of(Conversations, Conversations).opened == 0

@@ -262,8 +262,6 @@ class RunContext:
         self.served_instead: ServesInstead | None = None
         # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
         self.comparison: Document | None = None
-        # The runtime values patcher of the run (``RuntimeValues``; its owner narrows it).
-        self.runtime_values: object = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures = RunFailures()
         self._releases: list[Callable[[], None]] = []

@@ -3,8 +3,7 @@
 Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute
 is declared here as what core can name: a small dataclass of plain values the owner fills, or a Protocol
 of what the other side calls (those naming ``RunContext`` itself live beside it, in :mod:`.capture`). An
-owner whose own class lives above core keeps it in an ``object`` field and narrows it in the one function
-that reads it (``isinstance``), so no other module can reach into it.
+owner whose own class lives above core keeps it in a room of that class (:class:`RunRooms`), typed.
 """
 
 from __future__ import annotations
@@ -54,17 +53,13 @@ class GuardState:
 
 @dataclass(slots=True)
 class RequestMemo:
-    """What the HTTP layer keeps between a run's requests (``http/recording``, ``intercept/urllib3``)."""
+    """What the HTTP layer keeps between a run's requests (``http/recording``)."""
 
     # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
     # Read only from here on: the body is an event's stored request (events are not changed once
     # emitted; a hook or the user gets a copy), and the next request's body takes its parts.
     shared: dict[tuple[str, str], Mapping[str, object]] = field(default_factory=dict)
-    # (method, URL) -> ``http.resend.Sent`` of the last request there (None: nothing to reuse).
-    resent: dict[tuple[str, str], object] = field(default_factory=dict)
     digests: DigestMemo | None = None
-    # intercept/urllib3: origin -> the connection pool a sandbox base-URL mapping sends to.
-    sandbox_pools: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -75,10 +70,6 @@ class FrameworkState:
     deactivate: Callable[[], None] | None = None
     # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself.
     claimed_agent_runs: set[str] = field(default_factory=set)
-    # frameworks/otel: open spans by span id.
-    otel_spans: dict[int, object] = field(default_factory=dict)
-    # frameworks/langchain: its ``_RunState``.
-    langchain: object = None
 
 
 T = TypeVar("T")
@@ -113,6 +104,11 @@ class RunRooms:
         room = self._rooms.get(kind)
         return room if isinstance(room, kind) else None
 
+    def drop(self, kind: type) -> None:
+        """Forget the ``kind`` room (its owner is done with it: what it points to can be freed)."""
+        with self._lock:
+            self._rooms.pop(kind, None)
+
 
 @dataclass(slots=True)
 class ReplayState:
@@ -120,10 +116,6 @@ class ReplayState:
 
     # replay/http.py: the ``HttpReplayIndex`` of the recorded cassette.
     index: object = None
-    # replay/sandbox.py: the parsed ``SandboxState``.
-    sandbox: object = None
-    # replay/policy.py: (method, host, path) -> ``Classification`` of the built-in rules.
-    classified: dict[tuple[str, str, str], object] = field(default_factory=dict)
     # replay/http.py: unmatched calls to ``tolerated_hosts``, refused without failing the test (one line
     # each, for the session summary).
     tolerated: list[str] = field(default_factory=list)

@@ -7,7 +7,7 @@ replaced. While no replay guards (:attr:`SocketGate.check` None) each trampoline
 and calls the genuine C method; the network guard (``guard/sockets.py``) arms the gate with its check.
 
 Here, in core, rather than in the guard: loading the plugin must not import the guard (its import costs a
-session that never replays ~25 ms); this module imports nothing of the package.
+session that never replays ~25 ms); this module imports nothing of the package but core's patching.
 
 The methods are replaced on the C type ``_socket.socket`` itself (immutable in CPython 3.11: through its
 type dictionary, :func:`set_type_attribute`), so ``socket.socket``, its subclasses (ssl, asyncio) and raw
@@ -21,41 +21,14 @@ import _socket
 import ctypes
 import gc
 import socket
-import threading
 from collections.abc import Callable
-from contextlib import suppress
-from typing import Any, Protocol
+from typing import Any
+
+from .patching import Library, Owner, Patches, Undo, genuine_function
 
 # The guard's check: (call name, socket or None, the call's arguments, or for "_accept" its result).
 # Raises to refuse. None: nothing guards, every call passes straight through.
 Check = Callable[[str, object, tuple[object, ...]], None]
-Undo = Callable[[], None]
-
-# Each replacement carries the function it replaced: a later install (by a second copy of the package
-# that pytester re-imported) then finds the genuine function under it instead of taking a replacement for
-# the original, which would make it call itself.
-_ORIGINAL_ATTR = "__agentreplay_original__"
-
-
-def genuine(value: object) -> object:
-    for _ in range(16):
-        under = getattr(value, _ORIGINAL_ATTR, None) if callable(value) else None
-        if under is None:
-            return value
-        value = under
-    return value
-
-
-def genuine_function(value: object) -> Callable[..., Any]:
-    found = genuine(value)
-    if not callable(found):
-        raise TypeError(f"cannot guard {value!r}: not callable")
-    return found
-
-
-def mark(patched: object, original: object) -> None:
-    with suppress(AttributeError, TypeError):
-        setattr(patched, _ORIGINAL_ATTR, original)
 
 
 def set_type_attribute(cls: type, name: str, value: object) -> None:
@@ -76,27 +49,18 @@ def set_type_attribute(cls: type, name: str, value: object) -> None:
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
-class SocketGate:
-    """Whether the trampolines are in place (and for how long), and the check that guards them.
+class SocketGate(Owner):
+    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded), and the check
+    that guards them.
 
     Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process.
     """
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        super().__init__(Library(_install))
         self.check: Check | None = None
         # The genuine functions the trampolines call ("connect", "sendall", "create_connection"...).
         self.originals: dict[str, Callable[..., Any]] = {}
-        self.undo: list[Undo] = []
-        # Installed for the process's lifetime (the plugin's load), not only while a guard holds it.
-        self.permanent = False
-
-    def installed(self) -> bool:
-        return bool(self.undo)
-
-
-GATE = SocketGate()
-_ORIGINALS = GATE.originals
 
 
 # -- the trampolines -------------------------------------------------------------------------------
@@ -183,91 +147,56 @@ _SOCKET_METHODS: dict[str, Callable[..., object]] = {
 }
 
 
-class _Setter(Protocol):
-    def __call__(self, cls: type, name: str, value: object) -> None: ...
-
-
-def _restorer(
-    set_attribute: Callable[[Any, str, object], None], target: object, name: str, value: object
-) -> Undo:
-    def restore() -> None:
-        set_attribute(target, name, value)
-
-    return restore
-
-
-def _deleter(target: object, name: str) -> Undo:
-    def restore() -> None:
-        delattr(target, name)
-
-    return restore
-
-
-def _install(type_setter: _Setter) -> list[Undo]:
-    undo: list[Undo] = []
+def _install(patches: Patches, _module: object) -> None:
     c_type: type = _socket.socket
     try:
         for name, trampoline in _SOCKET_METHODS.items():
             if name in c_type.__dict__:
                 original = genuine_function(c_type.__dict__[name])
                 _ORIGINALS[name] = original
-                mark(trampoline, original)
-                type_setter(c_type, name, trampoline)
-                undo.append(_restorer(type_setter, c_type, name, original))
+                patches.set(c_type, name, trampoline, original=original, set_attribute=set_type_attribute)
     except (TypeError, AttributeError, IndexError, ValueError, OSError):
         # Not CPython: the Python class gets them, and ``_socket`` hands out a subclass that has them
         # (socket.py itself calls _socket.socket.__init__, which the subclass inherits).
-        for restore in reversed(undo):
-            restore()
-        undo = []
+        patches.restore()
         for name, trampoline in _SOCKET_METHODS.items():
             if hasattr(c_type, name):
                 _ORIGINALS[name] = getattr(c_type, name)
-                setattr(socket.socket, name, trampoline)
-                undo.append(_deleter(socket.socket, name))
+                patches.set(socket.socket, name, trampoline)
         raw = type("socket", (c_type,), {**_SOCKET_METHODS, "__module__": "_socket"})
         for attr in ("socket", "SocketType"):
             if getattr(_socket, attr, None) is c_type:
-                setattr(_socket, attr, raw)
-                undo.append(_restorer(setattr, _socket, attr, c_type))
+                patches.set(_socket, attr, raw)
     # Python-level: socket.sendfile (os.sendfile on the descriptor, no send call) and create_connection.
     for holder, name, trampoline in (
         (socket.socket, "sendfile", _sendfile),
         (socket, "create_connection", _create_connection),
     ):
-        previous = getattr(holder, name)
-        _ORIGINALS[name] = original = genuine_function(previous)
-        mark(trampoline, original)
-        setattr(holder, name, trampoline)
-        undo.append(_restorer(setattr, holder, name, original))
-    return undo
+        _ORIGINALS[name] = original = genuine_function(getattr(holder, name))
+        patches.set(holder, name, trampoline, original=original)
 
 
-def install(*, permanent: bool) -> bool:
-    """Put the trampolines in place (once); ``permanent``: for the process's lifetime. Returns whether
-    this call installed them (False: they were in place already)."""
-    with GATE.lock:
-        if GATE.undo:
-            GATE.permanent = GATE.permanent or permanent
-            return False
-        GATE.undo = _install(set_type_attribute)
-        GATE.permanent = permanent
-        return True
+GATE = SocketGate()
+_ORIGINALS = GATE.originals
+
+
+def install(*, permanent: bool) -> Undo:
+    """Put the trampolines in place: for the process's lifetime when ``permanent`` (the plugin's load),
+    else until the returned release (the guard installed without the plugin)."""
+    if not permanent:
+        return GATE.acquire()
+    GATE.keep()
+    return _kept
+
+
+def _kept() -> None:
+    return None
 
 
 def uninstall() -> None:
-    """Restore the genuine methods (a temporary install, or a test taking the permanent one away)."""
-    with GATE.lock:
-        while GATE.undo:
-            GATE.undo.pop()()
-        GATE.permanent = False
-        GATE.check = None
-
-
-def release_temporary() -> None:
-    """Remove trampolines a guard put in place, unless the plugin has since made them permanent."""
-    if not GATE.permanent:
-        uninstall()
+    """Restore the genuine methods (a test taking the kept trampolines away)."""
+    GATE.restore()
+    GATE.check = None
 
 
 def arm(check: Check | None) -> None:

@@ -20,8 +20,9 @@ function, a test importing its agent module in its body): :class:`LateImports` k
 :class:`~pytest_agentreplay.core.after_import.AfterImport` finder in ``sys.meta_path`` while some run
 waits for a framework. A project without any framework installed pays one cached look-up per framework.
 
-Hooks are installed once per process and dispatch to the active run (a no-op without one); per-run
-bookkeeping lives in ``RunContext.frameworks`` (:class:`~pytest_agentreplay.core.run_state.FrameworkState`).
+Hooks are installed once per process (each adapter's :class:`~pytest_agentreplay.core.patching.Owner`) and
+dispatch to the active run (a no-op without one); per-run bookkeeping lives in the run's rooms
+(``ctx.rooms``) and ``RunContext.frameworks``.
 """
 
 from __future__ import annotations

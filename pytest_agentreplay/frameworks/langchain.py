@@ -19,7 +19,6 @@ the named read-only tools from the cassette in regression and model-comparison r
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from langchain_core.tracers.context import register_configure_hook
 
 from ..core.capture import RunContext, current_run, to_jsonable
 from ..core.documents import Document
+from ..core.patching import Library, Owner, Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, as_arguments, error_text, record_step
 
@@ -61,10 +61,7 @@ class _RunState:
 
 
 def _state(ctx: RunContext) -> _RunState:
-    state = ctx.frameworks.langchain
-    if not isinstance(state, _RunState):
-        state = ctx.frameworks.langchain = _RunState()
-    return state
+    return ctx.rooms.of(_RunState, _RunState)
 
 
 def canonical_state(value: object) -> object:
@@ -212,33 +209,20 @@ _HANDLER = AgentReplayCallbackHandler()
 _HOOK: ContextVar[BaseCallbackHandler | None] = ContextVar("pytest_agentreplay_langchain", default=_HANDLER)
 
 
-class ConfigureHook:
-    """Whether :data:`_HOOK` is registered with LangChain's configure hooks.
-
-    Process-wide (:data:`_CONFIGURE`): LangChain keeps its configure hooks for the life of the process (there
-    is no way to remove one) and every callback manager it configures, in any thread, reads them; the hook
-    is registered once, by the first run, and stays.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.registered = False
-
-    def ensure(self) -> None:
-        with self.lock:
-            if not self.registered:
-                register_configure_hook(_HOOK, True)
-                self.registered = True
+def _register(_patches: Patches, _module: object) -> None:
+    register_configure_hook(_HOOK, True)
 
 
-_CONFIGURE = ConfigureHook()
+# LangChain keeps its configure hooks for the life of the process (there is no way to remove one) and every
+# callback manager it configures, in any thread, reads them: registered by the first run, kept.
+_CONFIGURE = Owner(Library(_register))
 
 
 def activate(ctx: RunContext) -> Callable[[], None]:
-    _CONFIGURE.ensure()
+    _CONFIGURE.keep()
 
     def deactivate() -> None:
-        ctx.frameworks.langchain = None
+        ctx.rooms.drop(_RunState)
 
     return deactivate
 

@@ -18,7 +18,6 @@ served from the cassette: the SDK has no public hook that answers a function cal
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ from agents import add_trace_processor
 from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.patching import Library, Owner, Patches
 from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 FRAMEWORK = "openai_agents"
@@ -113,31 +113,23 @@ def _registered() -> bool | None:
     return any(p is _PROCESSOR for p in processors)
 
 
-class ProcessorRegistration:
-    """Whether :data:`_PROCESSOR` was added to the Agents SDK's processors.
-
-    Process-wide (:data:`_REGISTRATION`): the SDK has one trace provider per process, whose processors see
-    every span of every thread; the processor is added by the first run and stays (added again only when
-    the project replaced the SDK's list with ``set_trace_processors``).
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.added = False
-
-    def ensure(self) -> None:
-        with self.lock:
-            registered = _registered()
-            if registered is False or (registered is None and not self.added):
-                add_trace_processor(_PROCESSOR)
-                self.added = True
+def _add(_patches: Patches, _module: object) -> None:
+    add_trace_processor(_PROCESSOR)
 
 
-_REGISTRATION = ProcessorRegistration()
+# The SDK has one trace provider per process, whose processors see every span of every thread: the processor
+# is added by the first run and kept (added again only when the project replaced the SDK's list with
+# ``set_trace_processors``).
+_REGISTRATION = Owner(Library(_add))
 
 
 def activate(ctx: RunContext) -> Callable[[], None]:
-    _REGISTRATION.ensure()
+    with _REGISTRATION.lock:
+        registered = _registered()
+        if registered is False:
+            _REGISTRATION.restore()
+        if registered is not True:
+            _REGISTRATION.keep()
     return _noop
 
 

@@ -46,8 +46,12 @@ def _first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
     return None
 
 
-def _pending(ctx: RunContext) -> dict[int, object]:
-    return ctx.frameworks.otel_spans
+class _OpenSpans(dict[int, ToolExecution | int]):
+    """A run's open spans by span id: a tool's execution, or where a model span's events begin."""
+
+
+def _pending(ctx: RunContext) -> _OpenSpans:
+    return ctx.rooms.of(_OpenSpans, _OpenSpans)
 
 
 def _framework(span: ReadableSpan) -> str:
@@ -230,6 +234,6 @@ def activate(ctx: RunContext) -> Callable[[], None]:
         for pending in list(_pending(ctx).values()):
             if isinstance(pending, ToolExecution):
                 pending.finish(None, "unfinished: the span had not ended when the run finished")
-        ctx.frameworks.otel_spans.clear()
+        ctx.rooms.drop(_OpenSpans)
 
     return deactivate

@@ -16,7 +16,6 @@ tool really ran with) and the span processor leaves those calls alone.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
 from ..core.capture import RunContext, current_run, to_jsonable
+from ..core.patching import Library, Owner, Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
 from .otel import private_provider
@@ -39,46 +39,21 @@ if TYPE_CHECKING:
 FRAMEWORK = "pydantic_ai"
 
 
-class InstrumentationUsers:
-    """The runs that turned Pydantic AI's instrumentation on: on with the first, off with the last.
-
-    Process-wide (:data:`_USERS`): ``Agent.instrument_all`` sets a class-wide default, seen by every agent
-    of the process; concurrent runs (async tests, nested sessions) share it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.runs: list[RunContext] = []
-
-    def join(self, ctx: RunContext) -> Callable[[], None]:
-        with self.lock:
-            if not self.runs:
-                # The class default tells whether the project instruments agents itself (then: hands off).
-                if getattr(Agent, "_instrument_default", False) is not False:
-                    return _noop
-                settings = InstrumentationSettings(tracer_provider=private_provider(), include_content=True)
-                Agent.instrument_all(settings)
-            self.runs.append(ctx)
-
-        def leave() -> None:
-            with self.lock:
-                if ctx in self.runs:
-                    self.runs.remove(ctx)
-                    if not self.runs:
-                        Agent.instrument_all(False)
-
-        return leave
+def _instrument(patches: Patches, _module: object) -> None:
+    # The class default tells whether the project instruments agents itself (then: hands off).
+    if getattr(Agent, "_instrument_default", False) is not False:
+        return
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=private_provider(), include_content=True))
+    patches.add(lambda: Agent.instrument_all(False))
 
 
-_USERS = InstrumentationUsers()
+# ``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the first
+# run, off with the last (concurrent runs, async tests and nested sessions, share it).
+_INSTRUMENTATION = Owner(Library(_instrument))
 
 
 def activate(ctx: RunContext) -> Callable[[], None]:
-    return _USERS.join(ctx)
-
-
-def _noop() -> None:
-    return None
+    return _INSTRUMENTATION.acquire()
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Fail-closed network guard: while a replay run is active, nothing leaves the process unless allowed.
 
-What is guarded while installed (:func:`install` is reference-counted), a module each:
+What is guarded while installed (:func:`install`, counted by the owner of :mod:`.patches`), a module each:
 
 - :mod:`.sockets`: ``connect``, ``connect_ex``, ``sendto``/``sendmsg`` with an address and
   ``create_connection``, on sockets of every family and type, and every send on a socket connected
@@ -15,17 +15,18 @@ What is guarded while installed (:func:`install` is reference-counted), a module
 
 Which runs guard is :mod:`.runs`; the allow/refuse decision is the pure :func:`decide`
 (:mod:`.decision`); refusals, their wording and the reports of child processes are :mod:`.reports`;
-:mod:`.patches` keeps what each patch replaced. This module is what the other layers call.
+:mod:`.patches` owns the patches declared below. This module is what the other layers call.
 """
 
 from __future__ import annotations
 
 import os
 
+from ..core.patching import Library, Undo, once
 from .checks import check, permitting
-from .children import ENV_VAR, adopt_handover, patch_children, snapshot
+from .children import ENV_VAR, SPAWN_MODULE, adopt_handover, patch_children, patch_spawn, snapshot
 from .decision import Verdict, allow_list_admits, decide, resolution_is_local
-from .patches import PATCHES, Undo, once
+from .patches import PATCHES
 from .reports import REPORTS, child_strays, collect_child_refusals
 from .resolution import patch_resolvers
 from .runs import (
@@ -36,19 +37,26 @@ from .runs import (
     ParentRun,
     guarding_runs,
     patch_thread_start,
-    stray_threads_alive,
 )
 from .sockets import patch_sockets
 
-# In the order they are applied (and undone in reverse).
-_PATCHERS = (patch_sockets, patch_resolvers, patch_thread_start, patch_children)
+# In the order they are applied (and undone in reverse). multiprocessing.spawn is patched once imported
+# (importing it costs milliseconds most replaying tests and guarded children never need), and at install
+# in the module objects ``multiprocessing`` still names after pytester dropped its entry.
+PATCHES.declare(
+    Library(patch_sockets),
+    Library(patch_resolvers),
+    Library(patch_thread_start),
+    Library(patch_children),
+    Library(patch_spawn, (SPAWN_MODULE,)),
+    Library(patch_spawn),
+)
 
 
 def install() -> Undo:
-    """Patch sockets, resolvers, thread start and child spawning (reference-counted); returns the
-    matching uninstall callable."""
-    PATCHES.install(_PATCHERS)
-    return once(lambda: PATCHES.release(stray_threads_alive))
+    """Patch sockets, resolvers, thread start and child spawning (counted); returns the matching
+    uninstall callable, idempotent. The patches stay while a thread a replaying test started runs."""
+    return PATCHES.acquire()
 
 
 def installed() -> bool:
@@ -62,12 +70,8 @@ def protect(ctx: GuardRun) -> Undo:
 
 def adopt(value: str) -> None:
     """In a child process: guard on behalf of the parent's runs described by ``value`` (from ENV_VAR)."""
-    if adopt_handover(value):
-        with PATCHES.lock:
-            needs_install = not PATCHES.patched
-        if needs_install:
-            # Never released: the child lives inside the parent's run.
-            install()
+    if adopt_handover(value) and not PATCHES.patched:
+        PATCHES.acquire()  # never released: the child lives inside the parent's run
 
 
 def start() -> None:
@@ -86,7 +90,7 @@ def stray_refusals() -> list[str]:
     """
     late_children = child_strays()
     messages = REPORTS.take_strays() + late_children
-    PATCHES.settle(stray_threads_alive)
+    PATCHES.settle()
     return messages
 
 

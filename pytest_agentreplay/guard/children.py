@@ -11,7 +11,6 @@ namespace (:mod:`.isolation`).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -21,9 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Final
 
-from ..core.after_import import AfterImport
+from ..core.patching import Patches
 from .isolation import isolation_preexec, wants_isolation
-from .patches import PATCHES, Undo
+from .patches import ORIGINALS, PATCHES
 from .reports import REPORTS
 from .runs import (
     BLOCK_ONLY,
@@ -275,7 +274,7 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
 def _patched_posix_spawn(name: str) -> Callable[..., int]:
     def posix_spawn(path: object, argv: object, env: object, *args: object, **kwargs: object) -> int:
         env, runs = _env_for_child(env, argv, as_list=False)
-        pid: int = PATCHES.originals[name](path, argv, env, *args, **kwargs)
+        pid: int = ORIGINALS[name](path, argv, env, *args, **kwargs)
         if runs and not _is_server(argv):
             SPAWNED.add(runs, pid, argv)
         return pid
@@ -286,31 +285,31 @@ def _patched_posix_spawn(name: str) -> Callable[..., int]:
 def _patched_execv(path: object, argv: object) -> None:
     env, _runs = _env_for_child(None, argv, as_list=False)
     if env is None:
-        PATCHES.originals["execv"](path, argv)
+        ORIGINALS["execv"](path, argv)
     else:
-        PATCHES.originals["execve"](path, argv, env)
+        ORIGINALS["execve"](path, argv, env)
 
 
 def _patched_execve(path: object, argv: object, env: object) -> None:
     env, _runs = _env_for_child(env, argv, as_list=False)
-    PATCHES.originals["execve"](path, argv, env)
+    ORIGINALS["execve"](path, argv, env)
 
 
 def _patched_system(command: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> int:
     runs = guarding_runs()
     if not runs:
-        result: int = PATCHES.originals["system"](command)
+        result: int = ORIGINALS["system"](command)
         return result
     if wants_isolation(runs):
         # system() forks in C where no preexec hook reaches: run the shell through subprocess instead.
         code = subprocess.call(command, shell=True)
         return code << 8 if code >= 0 else -code
     value = snapshot(runs)
-    with PATCHES.system_lock:
+    with _SYSTEM_LOCK:
         previous = os.environ.get(ENV_VAR)
         os.environ[ENV_VAR] = value or ""
         try:
-            result = PATCHES.originals["system"](command)
+            result = ORIGINALS["system"](command)
         finally:
             if previous is None:
                 os.environ.pop(ENV_VAR, None)
@@ -344,54 +343,17 @@ class _Handover:
 
 
 def _patched_get_preparation_data(name: object) -> object:
-    data: object = PATCHES.originals["get_preparation_data"](name)
+    data: object = ORIGINALS["get_preparation_data"](name)
     value = snapshot()
     if value is not None and isinstance(data, dict):
         data["pytest_agentreplay_guard"] = _Handover(value)
     return data
 
 
-_SPAWN_MODULE = "multiprocessing.spawn"
-_PREPARATION = "get_preparation_data"
-
-
-class _SpawnPatch:
-    """``multiprocessing.spawn.get_preparation_data`` patched in each module object that runs while the
-    guard is installed, and restored in all of them by :meth:`remove`.
-
-    Importing multiprocessing (context, reduction, pickle...) costs milliseconds of CPU that most replaying
-    tests, and the guarded Python children, never need, so the guard does not import it: the module is
-    patched when it is imported (:class:`~pytest_agentreplay.core.after_import.AfterImport`).
-    """
-
-    def __init__(self) -> None:
-        self.active = True
-        # Each module object patched, with the function it had. There can be several: pytester drops the
-        # modules an inner session imported first, and the next import runs multiprocessing.spawn again.
-        self.patched: list[tuple[ModuleType, object]] = []
-        self.finder = AfterImport({_SPAWN_MODULE: self.patch})
-
-    def patch(self, module: ModuleType) -> None:
-        with PATCHES.lock:
-            # After remove() (an uninstall raced with the import) nothing may be patched any more.
-            if not self.active or not hasattr(module, _PREPARATION):
-                return
-            original = getattr(module, _PREPARATION)
-            if original is _patched_get_preparation_data:
-                return
-            PATCHES.originals["get_preparation_data"] = original
-            setattr(module, _PREPARATION, _patched_get_preparation_data)
-            # A module run again in place (importlib.reload) gets back its new function, not the old one.
-            self.patched = [(m, f) for m, f in self.patched if m is not module]
-            self.patched.append((module, original))
-
-    def remove(self) -> None:
-        with PATCHES.lock:
-            self.active = False
-            self.finder.remove()
-            while self.patched:
-                module, original = self.patched.pop()
-                setattr(module, _PREPARATION, original)
+SPAWN_MODULE: Final = "multiprocessing.spawn"
+_PREPARATION: Final = "get_preparation_data"
+# os.system hands the runs over through os.environ, which every thread shares: one swap at a time.
+_SYSTEM_LOCK = threading.Lock()
 
 
 def _spawn_modules() -> list[ModuleType]:
@@ -402,45 +364,35 @@ def _spawn_modules() -> list[ModuleType]:
     the package, the attribute keeps naming the dropped module, which no import brings back.
     """
     package = sys.modules.get("multiprocessing")
-    found = (sys.modules.get(_SPAWN_MODULE), getattr(package, "spawn", None))
-    return [m for m in found if isinstance(m, ModuleType) and m.__name__ == _SPAWN_MODULE]
+    found = (sys.modules.get(SPAWN_MODULE), getattr(package, "spawn", None))
+    return [m for m in found if isinstance(m, ModuleType) and m.__name__ == SPAWN_MODULE]
 
 
-def _patch_spawn() -> Undo:
-    spawn = _SpawnPatch()
-    if _SPAWN_MODULE in sys.modules:
-        # Waits for another thread that may still be running the module, so that its function is there
-        # to patch. (No finder of ours is in sys.meta_path yet that could need PATCHES.lock there.)
-        importlib.import_module(_SPAWN_MODULE)
-    for module in _spawn_modules():
-        spawn.patch(module)
-    # Even when imported already: a module dropped from sys.modules (pytester) and imported again while
-    # the guard stays installed must be patched too, or forkserver children would go unguarded.
-    spawn.finder.install()
-    # Imported by another thread between the check and the insertion, past the finder: patch it here,
-    # without waiting for a module still running (its import may be waiting for our lock in patch()).
-    for module in _spawn_modules():
-        spawn.patch(module)
-    return spawn.remove
+def patch_spawn(patches: Patches, module: ModuleType | None) -> None:
+    """``multiprocessing.spawn.get_preparation_data`` patched in ``module`` (just run) and in the modules
+    in use; a module still running has no function to patch yet (its import patches it once run)."""
+    for spawn in dict.fromkeys([*([module] if module is not None else []), *_spawn_modules()]):
+        original = getattr(spawn, _PREPARATION, None)
+        if original is not None and original is not _patched_get_preparation_data:
+            ORIGINALS["get_preparation_data"] = original
+            patches.set(spawn, _PREPARATION, _patched_get_preparation_data)
 
 
-def patch_children() -> list[Undo]:
-    """Patch every spawn path to hand the guarding runs over; returns how to undo it."""
-    undo: list[Undo] = []
+def patch_children(patches: Patches, _module: object) -> None:
+    """Patch every spawn path but multiprocessing's to hand the guarding runs over."""
 
     def swap(module: object, name: str, replacement: object, key: str | None = None) -> None:
         if not hasattr(module, name):
             return
         original = getattr(module, name)
         if callable(original):
-            PATCHES.originals[key or name] = original
-        setattr(module, name, replacement)
-        undo.append(lambda: setattr(module, name, original))
+            ORIGINALS[key or name] = original
+        patches.set(module, name, replacement)
 
     try:
         import _posixsubprocess  # optional: POSIX only; without it no child is started this way
     except ImportError:
-        return undo
+        return
 
     subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
     if subprocess_fork_exec is not None:
@@ -454,8 +406,6 @@ def patch_children() -> list[Undo]:
     swap(os, "execv", _patched_execv)
     swap(os, "execve", _patched_execve)
     swap(os, "system", _patched_system)
-    undo.append(_patch_spawn())
-    return undo
 
 
 def _before_fork() -> None:

@@ -13,9 +13,10 @@ import _socket
 import socket
 from collections.abc import Callable, Iterable
 
+from ..core.patching import Patches, genuine, genuine_function
 from .checks import check_address
 from .decision import is_ip, resolution_is_local
-from .patches import PATCHES, Undo, genuine, genuine_function, mark, setter
+from .patches import ORIGINALS
 from .runs import RUNS, GuardRun, guarding_runs
 
 
@@ -47,7 +48,7 @@ def _patched_getaddrinfo(
 ) -> list[tuple[object, ...]]:
     name = _name_of(host)
     runs = _guard_lookup(name, port, "getaddrinfo")
-    result: list[tuple[object, ...]] = PATCHES.originals["getaddrinfo"](host, port, *args, **kwargs)
+    result: list[tuple[object, ...]] = ORIGINALS["getaddrinfo"](host, port, *args, **kwargs)
     # Remember what an allowed name resolved to: the connect that follows only sees the IP.
     _remember(name, [_first(info[4]) for info in result if info[4]], runs)
     return result
@@ -60,7 +61,7 @@ def _first(sockaddr: object) -> object:
 def _patched_gethostbyname(host: object) -> str:
     name = _name_of(host)
     runs = _guard_lookup(name, None, "gethostbyname")
-    result: str = PATCHES.originals["gethostbyname"](host)
+    result: str = ORIGINALS["gethostbyname"](host)
     _remember(name, [result], runs)
     return result
 
@@ -68,7 +69,7 @@ def _patched_gethostbyname(host: object) -> str:
 def _patched_gethostbyname_ex(host: object) -> tuple[str, list[str], list[str]]:
     name = _name_of(host)
     runs = _guard_lookup(name, None, "gethostbyname_ex")
-    result: tuple[str, list[str], list[str]] = PATCHES.originals["gethostbyname_ex"](host)
+    result: tuple[str, list[str], list[str]] = ORIGINALS["gethostbyname_ex"](host)
     _remember(name, list(result[2]), runs)
     return result
 
@@ -77,7 +78,7 @@ def _patched_gethostbyaddr(host: object) -> tuple[str, list[str], list[str]]:
     # A reverse lookup of an IP asks DNS too: checked like a connection to that IP.
     if isinstance(host, str | bytes) and not _local_lookup(host):
         check_address(None, (host, None), "gethostbyaddr")
-    result: tuple[str, list[str], list[str]] = PATCHES.originals["gethostbyaddr"](host)
+    result: tuple[str, list[str], list[str]] = ORIGINALS["gethostbyaddr"](host)
     return result
 
 
@@ -90,7 +91,7 @@ def _patched_getnameinfo(sockaddr: object, flags: int) -> tuple[str, str]:
         and not _local_lookup(sockaddr[0])
     ):
         check_address(None, sockaddr, "getnameinfo")
-    result: tuple[str, str] = PATCHES.originals["getnameinfo"](sockaddr, flags)
+    result: tuple[str, str] = ORIGINALS["getnameinfo"](sockaddr, flags)
     return result
 
 
@@ -103,17 +104,11 @@ _RESOLVERS: dict[str, Callable[..., object]] = {
 }
 
 
-def patch_resolvers() -> list[Undo]:
-    """Patch the resolvers in ``_socket`` and ``socket``; returns how to undo it."""
-    undo: list[Undo] = []
+def patch_resolvers(patches: Patches, _module: object) -> None:
+    """Patch the resolvers in ``_socket`` and ``socket``."""
     for name, patched in _RESOLVERS.items():
-        PATCHES.originals[name] = genuine_function(getattr(_socket, name))
-        mark(patched, PATCHES.originals[name])
+        ORIGINALS[name] = genuine_function(getattr(_socket, name))
         for module in (_socket, socket):
             # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
-            if module is socket and name == "getaddrinfo":
-                continue
-            previous = genuine(getattr(module, name))
-            setattr(module, name, patched)
-            undo.append(setter(module, name, previous))
-    return undo
+            if module is not socket or name != "getaddrinfo":
+                patches.set(module, name, patched, original=genuine(getattr(module, name)))

@@ -17,13 +17,15 @@ from __future__ import annotations
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeAlias
 
+from ..core.patching import Patches, Undo, genuine_function
 from ..core.run_settings import RunSettings
 from ..core.run_state import GuardState
-from .patches import PATCHES, Undo, genuine_function, mark
+from .patches import ORIGINALS, THREAD_RUNS_ATTR
+from .patches import stray_threads_alive as stray_threads_alive
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -35,8 +37,6 @@ GuardRun: TypeAlias = "RunContext | ParentRun"
 ISOLATE_SETTING = "isolate_subprocesses"
 # The setting a guard-only run (``--agentreplay-block-network`` on a test that does not replay) carries.
 BLOCK_ONLY = "block_network_only"
-
-_THREAD_RUNS_ATTR = "_agentreplay_guard_runs"
 
 
 class ParentRun:
@@ -196,7 +196,7 @@ def guarding_runs() -> list[GuardRun]:
             runs.append(current)
         runs.extend(r for r in _active_runs() if r not in runs)
     runs.extend(r for r in RUNS.registered() if r not in runs)
-    born: tuple[GuardRun, ...] = getattr(threading.current_thread(), _THREAD_RUNS_ATTR, ())
+    born: tuple[GuardRun, ...] = getattr(threading.current_thread(), THREAD_RUNS_ATTR, ())
     runs.extend(r for r in born if r not in runs)
     return [r for r in runs if not r.recording]
 
@@ -215,18 +215,10 @@ def _patched_thread_start(self: threading.Thread) -> None:
     runs = guarding_runs()
     if runs:
         # The thread may outlive the run: it stays guarded by it, and a refusal then names the test.
-        setattr(self, _THREAD_RUNS_ATTR, tuple(runs))
-    PATCHES.originals["thread_start"](self)
+        setattr(self, THREAD_RUNS_ATTR, tuple(runs))
+    ORIGINALS["thread_start"](self)
 
 
-def patch_thread_start() -> list[Undo]:
-    original: Callable[..., object] = genuine_function(threading.Thread.start)
-    PATCHES.originals["thread_start"] = original
-    mark(_patched_thread_start, original)
-    threading.Thread.start = _patched_thread_start  # type: ignore[method-assign]
-    return [lambda: setattr(threading.Thread, "start", original)]
-
-
-def stray_threads_alive() -> bool:
-    """Whether a thread a replaying test started is still running (the patches must then stay)."""
-    return any(getattr(t, _THREAD_RUNS_ATTR, None) and t.is_alive() for t in threading.enumerate())
+def patch_thread_start(patches: Patches, _module: object) -> None:
+    ORIGINALS["thread_start"] = original = genuine_function(threading.Thread.start)
+    patches.set(threading.Thread, "start", _patched_thread_start, original=original)

@@ -24,9 +24,9 @@ import sys
 import threading
 
 from ..core import socket_gate
+from ..core.patching import Patches, genuine_function
 from .checks import check_address
 from .decision import LOCAL_FAMILIES
-from .patches import Undo, genuine_function, mark, setter
 from .runs import GuardRun, guarding_runs
 
 
@@ -138,13 +138,13 @@ def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
         _check_peer(sock, "socket." + name)
 
 
-def _patch_ssl() -> list[Undo]:
+def _patch_ssl(patches: Patches) -> None:
     # ssl.SSLSocket.send writes through the TLS object in C, past the socket's own send: a TLS connection
     # opened before the run (a warmed HTTPS pool) is checked here. sendall and sendfile call send.
     ssl = sys.modules.get("ssl")
     cls = getattr(ssl, "SSLSocket", None)
     if not isinstance(cls, type) or "send" not in cls.__dict__:
-        return []
+        return
     original = genuine_function(cls.__dict__["send"])
 
     def send(self: socket.socket, *args: object, **kwargs: object) -> int:
@@ -152,9 +152,7 @@ def _patch_ssl() -> list[Undo]:
         sent: int = original(self, *args, **kwargs)
         return sent
 
-    mark(send, original)
-    setattr(cls, "send", send)  # noqa: B010 (ssl's class, typed as type here)
-    return [setter(cls, "send", original)]
+    patches.set(cls, "send", send, original=original)
 
 
 def _disarm() -> None:
@@ -162,13 +160,9 @@ def _disarm() -> None:
     VETTED.clear()
 
 
-def patch_sockets() -> list[Undo]:
-    """Arm the socket gate (putting its trampolines in place first when the plugin has not); returns how
-    to undo it."""
-    undo: list[Undo] = []
-    if socket_gate.install(permanent=False):
-        undo.append(socket_gate.release_temporary)
+def patch_sockets(patches: Patches, _module: object) -> None:
+    """Arm the socket gate (holding its trampolines in place, which the plugin keeps when it loads)."""
+    patches.add(socket_gate.install(permanent=False))
     socket_gate.arm(gate_check)
-    undo.append(_disarm)
-    undo.extend(_patch_ssl())
-    return undo
+    patches.add(_disarm)
+    _patch_ssl(patches)

@@ -70,9 +70,9 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     that extends the previous one's bytes, is parsed from where it is new only (``resend``).
     """
     key = (request.method, request.url)
+    last = ctx.rooms.of(resend.LastSent, resend.LastSent)
+    last[key] = request.resend_body(last.get(key))
     memo = ctx.requests
-    sent = memo.resent.get(key)
-    memo.resent[key] = request.resend_body(sent if isinstance(sent, resend.Sent) else None)
     body = request.json()
     if not isinstance(body, dict):
         return

@@ -47,6 +47,10 @@ class Sent:
     formats: tuple[str | None, ...]
 
 
+class LastSent(dict[tuple[str, str], Sent | None]):
+    """A run's room: (method, URL) -> what the last request there left the next one (None: nothing)."""
+
+
 def _conversation_key(value: Mapping[str, object]) -> str | None:
     for key in _CONVERSATION_KEYS:
         items = value.get(key)

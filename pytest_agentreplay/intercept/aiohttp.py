@@ -16,7 +16,6 @@ import errno
 import http
 import json as jsonlib
 import threading
-from collections.abc import Callable
 from contextlib import nullcontext
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from urllib.parse import urlencode
 
 from .. import guard
 from ..core.capture import current_run
+from ..core.patching import Patches
 from ..http import bodies, codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
@@ -93,7 +93,7 @@ def _fault_exception(fault: Fault) -> BaseException:
     return aiohttp.ClientOSError(errno.ECONNRESET, f"Connection reset by peer ({fault.message()})")
 
 
-def patch(module: ModuleType | None = None) -> Callable[[], None]:
+def patch(patches: Patches, module: ModuleType | None = None) -> None:
     # optional: aiohttp (and its multidict and yarl) is patched only once it is imported.
     # heavy: asyncio costs ~0.1 s to import, and aiohttp has imported it by now.
     import asyncio
@@ -227,9 +227,4 @@ def patch(module: ModuleType | None = None) -> Callable[[], None]:
         _TEED.tee(content, capture)
         content.__class__ = _TeeStreamReader
 
-    ClientSession._request = _request  # type: ignore[method-assign]
-
-    def restore() -> None:
-        ClientSession._request = original  # type: ignore[method-assign]
-
-    return restore
+    patches.set(ClientSession, "_request", _request)

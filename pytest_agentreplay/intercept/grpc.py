@@ -18,7 +18,6 @@ deserializer), or refused.
 from __future__ import annotations
 
 import importlib
-import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 from types import ModuleType
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import guard
 from ..core.capture import current_run
+from ..core.patching import Patches, genuine_function
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Serve, decide
 from .grpc_aio import AioSide
@@ -49,7 +49,6 @@ _AIO: tuple[tuple[str, str], ...] = (
     ("StreamUnaryMultiCallable", "su"),
     ("StreamStreamMultiCallable", "ss"),
 )
-_ORIGINAL = "__agentreplay_original__"
 
 Method = Callable[..., Any]
 
@@ -134,7 +133,6 @@ def _sync_method(side: SyncSide, shape: str, name: str, originals: tuple[Method,
             return original(self, request, *args, **kwargs)
         return side.call(ctx, self, shape, name, originals, request, args, kwargs)
 
-    setattr(method, _ORIGINAL, original)
     return method
 
 
@@ -146,50 +144,7 @@ def _aio_method(side: AioSide, shape: str, original: Method) -> Method:
             return original(self, request, *args, **kwargs)
         return side.call(ctx, self, shape, original, request, args, kwargs)
 
-    setattr(method, _ORIGINAL, original)
     return method
-
-
-class GrpcPatches:
-    """The multicallable methods patched now (class, name, original), so that each is patched once.
-
-    Process-wide (:data:`_PATCHES`): the patch replaces methods of grpc's classes, shared by every thread
-    and session of the process; :mod:`pytest_agentreplay.intercept` counts who holds it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.patched: list[tuple[type, str, Method]] = []
-
-    def install(self, grpc: ModuleType) -> Callable[[], None]:
-        with self.lock:
-            if self.patched:
-                return _nothing
-            sync = SyncSide(grpc)
-            channel = _submodule(grpc, "_channel")
-            for class_name, shape, names in _SYNC:
-                cls = getattr(channel, class_name, None)
-                if cls is None:
-                    continue
-                with_call = _genuine(cls, "with_call") if "with_call" in names else None
-                for name in names:
-                    self._set(cls, name, _sync_method(sync, shape, name, (_genuine(cls, name), with_call)))
-            aio_channel = _submodule(grpc.aio, "_channel")
-            aio = AioSide(grpc)
-            for class_name, shape in _AIO:
-                cls = getattr(aio_channel, class_name)
-                self._set(cls, "__call__", _aio_method(aio, shape, _genuine(cls, "__call__")))
-        return self.restore
-
-    def _set(self, cls: type, name: str, method: Method) -> None:
-        self.patched.append((cls, name, _genuine(cls, name)))
-        setattr(cls, name, method)
-
-    def restore(self) -> None:
-        with self.lock:
-            while self.patched:
-                cls, name, original = self.patched.pop()
-                setattr(cls, name, original)
 
 
 def _submodule(package: ModuleType, name: str) -> ModuleType:
@@ -203,17 +158,24 @@ def _submodule(package: ModuleType, name: str) -> ModuleType:
 
 def _genuine(cls: type, name: str) -> Method:
     """The class's own method, under a patch left by another copy of this module if there is one."""
-    method: Method = cls.__dict__[name]
-    return getattr(method, _ORIGINAL, method)
+    return genuine_function(cls.__dict__[name])
 
 
-def _nothing() -> None:
-    return None
-
-
-_PATCHES = GrpcPatches()
-
-
-def patch(mod: ModuleType) -> Callable[[], None]:
-    """Patch grpc (``mod``): its sync and asyncio multicallables; returns the function restoring them."""
-    return _PATCHES.install(mod)
+def patch(patches: Patches, grpc: ModuleType) -> None:
+    """Patch grpc: its sync and asyncio multicallables."""
+    sync = SyncSide(grpc)
+    channel = _submodule(grpc, "_channel")
+    for class_name, shape, names in _SYNC:
+        cls = getattr(channel, class_name, None)
+        if cls is None:
+            continue
+        with_call = _genuine(cls, "with_call") if "with_call" in names else None
+        for name in names:
+            original = _genuine(cls, name)
+            patches.set(cls, name, _sync_method(sync, shape, name, (original, with_call)), original=original)
+    aio_channel = _submodule(grpc.aio, "_channel")
+    aio = AioSide(grpc)
+    for class_name, shape in _AIO:
+        cls = getattr(aio_channel, class_name)
+        original = _genuine(cls, "__call__")
+        patches.set(cls, "__call__", _aio_method(aio, shape, original), original=original)

@@ -14,7 +14,6 @@ exception. It imports the policy; the policy never imports it.
 from __future__ import annotations
 
 import errno
-import threading
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import nullcontext
 from types import ModuleType
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 
 from .. import guard
 from ..core.capture import current_run
+from ..core.patching import Patches
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
@@ -89,51 +89,6 @@ class _AsyncStream(AsyncIterable[bytes], Protocol):
 # ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request`` (self, request).
 SyncHandler = Callable[[object, _Request], _Response]
 AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
-
-
-class TransportPatches:
-    """The transport classes patched now, so that each is patched once: httpx may be aliased to httpx2
-    (the same classes under two module names).
-
-    Process-wide (:data:`_TRANSPORTS`): the patch replaces methods of the library's classes, which every
-    thread and session of the process share; :mod:`pytest_agentreplay.intercept` counts who holds it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        # id(sync transport class) -> the class (kept, so that its id is not reused while listed)
-        self.patched: dict[int, type] = {}
-
-    def patch(
-        self,
-        sync_cls: type,
-        async_cls: type,
-        originals: tuple[SyncHandler, AsyncHandler],
-        handlers: tuple[SyncHandler, AsyncHandler],
-    ) -> Callable[[], None]:
-        """Install ``handlers`` (sync, async) unless the classes are patched already; returns the restore."""
-        orig_sync, orig_async = originals
-        with self.lock:
-            if id(sync_cls) in self.patched:
-                return _nothing
-            sync_cls.handle_request, async_cls.handle_async_request = handlers  # type: ignore[attr-defined]
-            self.patched[id(sync_cls)] = sync_cls
-
-        def restore() -> None:
-            with self.lock:
-                if self.patched.pop(id(sync_cls), None) is None:
-                    return
-                sync_cls.handle_request = orig_sync  # type: ignore[attr-defined]
-                async_cls.handle_async_request = orig_async  # type: ignore[attr-defined]
-
-        return restore
-
-
-def _nothing() -> None:
-    return None
-
-
-_TRANSPORTS = TransportPatches()
 
 
 def _to_request(request: _Request, body: bytes) -> HttpRequest:
@@ -273,8 +228,8 @@ def _fault_exception(mod: ModuleType, fault: Fault, request: _Request) -> BaseEx
     return exc
 
 
-def patch(mod: ModuleType) -> Callable[[], None]:
-    """Patch ``mod`` (httpx or httpx2); returns the function restoring it."""
+def patch(patches: Patches, mod: ModuleType) -> None:
+    """Patch ``mod`` (httpx or httpx2; when one is an alias of the other, its classes are patched once)."""
     sync_cls: type = mod.HTTPTransport
     async_cls: type = mod.AsyncHTTPTransport
     replay_stream, tee_stream, async_tee_stream = _stream_classes(mod)
@@ -325,6 +280,5 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         response.stream = async_tee_stream(response.stream, action.capture)
         return response
 
-    return _TRANSPORTS.patch(
-        sync_cls, async_cls, (orig_sync, orig_async), (handle_request, handle_async_request)
-    )
+    patches.set(sync_cls, "handle_request", handle_request)
+    patches.set(async_cls, "handle_async_request", handle_async_request)

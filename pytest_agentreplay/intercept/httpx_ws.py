@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import queue
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
 from .. import guard
 from ..core.capture import current_run
+from ..core.patching import Patches
 from ..http.websocket_messages import (
     ConversationEvents,
     Message,
@@ -93,7 +94,7 @@ def _answered(live: LiveConnection, session: Any) -> None:
     session.__dict__[_EVENTS] = live.events
 
 
-def patch(mod: ModuleType) -> Callable[[], None]:
+def patch(patches: Patches, mod: ModuleType) -> None:
     # optional: httpx is what httpx-ws rides on, imported with it
     import httpx
 
@@ -226,16 +227,17 @@ def patch(mod: ModuleType) -> Callable[[], None]:
         _record_close(self, code, reason)
         await originals[(async_session, "close")](self, code, reason)
 
-    sync_client.connect, async_client.connect = connect, aconnect
-    sync_session.send, sync_session.receive, sync_session.close = send, receive, close
-    async_session.send, async_session.receive, async_session.close = asend, areceive, aclose
-
-    def restore() -> None:
-        sync_client.connect, async_client.connect = orig_connect, orig_aconnect
-        for (cls, name), original in originals.items():
-            setattr(cls, name, original)
-
-    return restore
+    for target, name, value in (
+        (sync_client, "connect", connect),
+        (async_client, "connect", aconnect),
+        (sync_session, "send", send),
+        (sync_session, "receive", receive),
+        (sync_session, "close", close),
+        (async_session, "send", asend),
+        (async_session, "receive", areceive),
+        (async_session, "close", aclose),
+    ):
+        patches.set(target, name, value)
 
 
 def _record_sent(session: Any, event: Any) -> None:

@@ -30,6 +30,7 @@ from .. import guard
 from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.json_copy import copy_json
+from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ..replay.mcp_sessions import UNRECORDED, McpServer, error_parts, error_text, start_request
 from .internal import internal
@@ -63,36 +64,24 @@ def _served_run() -> RunContext | None:
     return ctx if ctx is not None and not ctx.executes_tool() else None
 
 
-def patch(module: ModuleType) -> Callable[[], None]:
-    """Patch the MCP SDK (``module`` is ``mcp``); returns the function restoring it."""
+def patch(patches: Patches, module: ModuleType) -> None:
+    """Patch the MCP SDK (``module`` is ``mcp``)."""
     # optional: the SDK's modules, loaded only once ``mcp`` itself has been imported by the project.
     from mcp.client import sse, stdio, streamable_http
     from mcp.shared import jsonrpc_dispatcher
     from mcp.shared.exceptions import MCPError
 
-    restores: list[Callable[[], None]] = []
-
-    def replace(owner: object, name: str, value: object) -> None:
-        original = getattr(owner, name)
-        setattr(owner, name, value)
-        restores.append(lambda: setattr(owner, name, original))
-
     dispatcher_cls = jsonrpc_dispatcher.JSONRPCDispatcher
-    replace(dispatcher_cls, "send_raw_request", _send_raw(dispatcher_cls.send_raw_request, MCPError))
-    replace(dispatcher_cls, "notify", _notify(dispatcher_cls.notify))
-    replace(stdio, "_create_platform_compatible_process", _spawn(stdio._create_platform_compatible_process))
+    patches.set(dispatcher_cls, "send_raw_request", _send_raw(dispatcher_cls.send_raw_request, MCPError))
+    patches.set(dispatcher_cls, "notify", _notify(dispatcher_cls.notify))
+    spawn = "_create_platform_compatible_process"
+    patches.set(stdio, spawn, _spawn(getattr(stdio, spawn)))
     transport_cls = streamable_http.StreamableHTTPTransport
     for name in ("post_writer", "handle_get_stream", "terminate_session"):
-        replace(transport_cls, name, _own_traffic(getattr(transport_cls, name)))
+        patches.set(transport_cls, name, _own_traffic(getattr(transport_cls, name)))
     # Module globals of mcp.client.sse (imported there from mcp.shared._httpx_utils), looked up per call.
-    replace(sse, "sse_within_origin", _sse_connect(vars(sse)["sse_within_origin"]))
-    replace(sse, "request_within_origin", _sse_request(vars(sse)["request_within_origin"]))
-
-    def restore() -> None:
-        while restores:
-            restores.pop()()
-
-    return restore
+    patches.set(sse, "sse_within_origin", _sse_connect(vars(sse)["sse_within_origin"]))
+    patches.set(sse, "request_within_origin", _sse_request(vars(sse)["request_within_origin"]))
 
 
 def _send_raw(original: SendRaw, mcp_error: _McpErrorType) -> SendRaw:

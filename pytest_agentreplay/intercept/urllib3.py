@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from .. import guard
 from ..core.capture import RunContext, current_run
+from ..core.patching import Patches
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
 # Per-thread scratch, not shared state: whether this thread is inside a patched urlopen already.
 _LOCAL = threading.local()
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _SandboxPools(dict[str, "HTTPConnectionPool"]):
+    """A run's room: origin -> the connection pool a sandbox base-URL mapping sends to."""
 
 
 class _Readable(Protocol):
@@ -198,7 +203,7 @@ def _fault_exception(fault: Fault, pool: HTTPConnectionPool, url: str) -> BaseEx
     return ProtocolError(f"Connection aborted. ({fault.message()})", reset)
 
 
-def patch(module: ModuleType | None = None) -> Callable[[], None]:
+def patch(patches: Patches, module: ModuleType | None = None) -> None:
     # optional: urllib3 comes with requests; this runs once it is imported.
     import urllib3
     from urllib3.connectionpool import HTTPConnectionPool
@@ -294,15 +299,10 @@ def patch(module: ModuleType | None = None) -> Callable[[], None]:
         """The pool for a sandbox base-URL mapping's target, kept per run, and the URL to ask it for."""
         parts = urlsplit(target)
         origin = f"{parts.scheme}://{parts.netloc}"
-        pools = ctx.requests.sandbox_pools
+        pools = ctx.rooms.of(_SandboxPools, _SandboxPools)
         pool = pools.get(origin)
-        if not isinstance(pool, HTTPConnectionPool):
+        if pool is None:
             pool = pools[origin] = urllib3.connection_from_url(origin)
         return pool, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
-    HTTPConnectionPool.urlopen = urlopen  # type: ignore[method-assign,assignment]
-
-    def restore() -> None:
-        HTTPConnectionPool.urlopen = original  # type: ignore[method-assign]
-
-    return restore
+    patches.set(HTTPConnectionPool, "urlopen", urlopen)

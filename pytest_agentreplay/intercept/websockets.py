@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 from .. import guard
 from ..core.capture import current_run
+from ..core.patching import Patches
 from ..http.websocket_messages import (
     ConversationEvents,
     Message,
@@ -43,10 +44,11 @@ from .websockets_served import async_replayed_class, joined, lib, sync_replayed_
 _EVENTS = "_agentreplay_ws_events"
 
 
-def patch(module: ModuleType) -> Callable[[], None]:
+def patch(patches: Patches, module: ModuleType) -> None:
     if module.__name__ == "websockets.sync.client":
-        return _patch_sync(module)
-    return _patch_asyncio(module)
+        _patch_sync(patches, module)
+    else:
+        _patch_asyncio(patches, module)
 
 
 # -- shared ---------------------------------------------------------------------------------------------
@@ -136,25 +138,21 @@ def _record_recv(events: ConversationEvents | None, call: Callable[[], Message])
 # -- threading client --------------------------------------------------------------------------------
 
 
-def _redirect(function: FunctionType, to: Callable[..., object]) -> tuple[FunctionType, Callable[[], None]]:
-    """Make every reference to ``function`` call ``to``; returns a copy of the original and the undo."""
-    saved = (function.__code__, function.__defaults__, function.__kwdefaults__)
-    original = FunctionType(saved[0], function.__globals__, function.__name__, saved[1], function.__closure__)
-    original.__kwdefaults__ = saved[2]
+def _redirect(patches: Patches, function: FunctionType, to: Callable[..., object]) -> FunctionType:
+    """Make every reference to ``function`` call ``to``; returns a copy of the original."""
+    code, defaults = function.__code__, function.__defaults__
+    original = FunctionType(code, function.__globals__, function.__name__, defaults, function.__closure__)
+    original.__kwdefaults__ = function.__kwdefaults__
 
     def trampoline(
         *args: object, _agentreplay_target: Callable[..., object] = to, **kwargs: object
     ) -> object:
         return _agentreplay_target(*args, **kwargs)
 
-    function.__code__ = trampoline.__code__
-    function.__defaults__ = None
-    function.__kwdefaults__ = {"_agentreplay_target": to}
-
-    def restore() -> None:
-        function.__code__, function.__defaults__, function.__kwdefaults__ = saved
-
-    return original, restore
+    patches.set(function, "__code__", trampoline.__code__)
+    patches.set(function, "__defaults__", None)
+    patches.set(function, "__kwdefaults__", {"_agentreplay_target": to})
+    return original
 
 
 def _sync_headers(mod: ModuleType, uri: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
@@ -177,7 +175,7 @@ def _sync_headers(mod: ModuleType, uri: str, kwargs: Mapping[str, Any]) -> dict[
     )
 
 
-def _patch_sync(mod: ModuleType) -> Callable[[], None]:
+def _patch_sync(patches: Patches, mod: ModuleType) -> None:
     base: Any = mod.ClientConnection
     replayed = sync_replayed_class(base)
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
@@ -212,20 +210,15 @@ def _patch_sync(mod: ModuleType) -> Callable[[], None]:
             events.close("sent", code, reason)
         orig_close(self, code, reason)
 
-    original, unredirect = _redirect(mod.connect, connect)
-    base.recv, base.send, base.close = recv, send, close
-
-    def restore() -> None:
-        unredirect()
-        base.recv, base.send, base.close = orig_recv, orig_send, orig_close
-
-    return restore
+    original = _redirect(patches, mod.connect, connect)
+    for name, method in (("recv", recv), ("send", send), ("close", close)):
+        patches.set(base, name, method)
 
 
 # -- asyncio client ----------------------------------------------------------------------------------
 
 
-def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
+def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
     connect_cls: Any = mod.connect
     base: Any = mod.ClientConnection
     replayed = async_replayed_class(base)
@@ -301,11 +294,6 @@ def _patch_asyncio(mod: ModuleType) -> Callable[[], None]:
             events.close("sent", code, reason)
         await orig_close(self, code, reason)
 
-    connect_cls.__await_impl__ = await_impl
-    base.recv, base.send, base.close = recv, send, close
-
-    def restore() -> None:
-        connect_cls.__await_impl__ = orig_await
-        base.recv, base.send, base.close = orig_recv, orig_send, orig_close
-
-    return restore
+    patches.set(connect_cls, "__await_impl__", await_impl)
+    for name, method in (("recv", recv), ("send", send), ("close", close)):
+        patches.set(base, name, method)

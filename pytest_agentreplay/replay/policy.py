@@ -50,6 +50,10 @@ __all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 _CLASSIFY_CACHE_SIZE = 512
 
 
+class _Classified(dict[tuple[str, str, str], Classification]):
+    """A run's classifications by the built-in rules: (method, host, path) -> its classification."""
+
+
 @dataclass(slots=True)
 class Serve:
     """Answer with ``response``; nothing goes out. Already recorded on the run."""
@@ -108,10 +112,10 @@ def classify(ctx: RunContext, request: HttpRequest) -> Classification:
     """
     if ctx.settings.classify_hook is not None:
         return classify_exchange(request, None, ctx.settings)
-    cache = ctx.replay.classified
+    cache = ctx.rooms.of(_Classified, _Classified)
     key = (request.method, request.host, request.path)
     cached = cache.get(key)
-    if isinstance(cached, Classification):
+    if cached is not None:
         return cached
     cls = classify_exchange(request, None, ctx.settings)
     if len(cache) < _CLASSIFY_CACHE_SIZE:

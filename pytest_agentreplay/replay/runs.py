@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..core.capture import RunContext
 from ..frameworks import activate as activate_frameworks
-from ..runtime.values import body_starts, finish_run, start_run
+from ..runtime.values import body_starts, finish_run, forget, start_run
 
 
 def start(ctx: RunContext) -> None:
@@ -34,4 +34,4 @@ def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> Non
         # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
         # the whole run, recorded cassette included, is freed when its test lets go of it instead of
         # waiting for the cyclic collector, whose passes over it the rest of the session would pay for.
-        ctx.runtime_values = None
+        forget(ctx)

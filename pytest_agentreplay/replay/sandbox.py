@@ -66,29 +66,30 @@ def _prefix(url: str) -> str:
 
 
 def state_for(ctx: RunContext) -> SandboxState:
-    """The run's sandbox state; parsing errors (bad faults) are usage errors and fail the test."""
-    state = ctx.replay.sandbox
-    if not isinstance(state, SandboxState):
-        settings = ctx.settings
-        raw_map = settings.sandbox or {}
-        if not isinstance(raw_map, Mapping):
-            error = ConfigError(
-                "sandbox= must map recorded base URLs to sandbox base URLs",
-                evidence=[f"given: {raw_map!r}"],
-                mode=ctx.mode,
-                fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
-            )
-            ctx.failures.append(error)
-            raise error
-        mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
-        hosts = settings.sandbox_hosts
-        try:
-            plan = FaultPlan(parse_faults(settings.faults))
-        except Exception as exc:
-            ctx.failures.append(exc)
-            raise
-        state = ctx.replay.sandbox = SandboxState(mapping, hosts, plan)
-    return state
+    """The run's sandbox state, parsed on first use; parsing errors (bad faults) are usage errors and fail
+    the test."""
+    return ctx.rooms.of(SandboxState, lambda: _parsed(ctx))
+
+
+def _parsed(ctx: RunContext) -> SandboxState:
+    settings = ctx.settings
+    raw_map = settings.sandbox or {}
+    if not isinstance(raw_map, Mapping):
+        error = ConfigError(
+            "sandbox= must map recorded base URLs to sandbox base URLs",
+            evidence=[f"given: {raw_map!r}"],
+            mode=ctx.mode,
+            fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
+        )
+        ctx.failures.append(error)
+        raise error
+    mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
+    try:
+        plan = FaultPlan(parse_faults(settings.faults))
+    except Exception as exc:
+        ctx.failures.append(exc)
+        raise
+    return SandboxState(mapping, settings.sandbox_hosts, plan)
 
 
 def respx_handles(req: HttpRequest) -> bool:
@@ -319,8 +320,8 @@ def effect_problems(ctx: RunContext) -> list[str]:
 
 
 def violations_error(ctx: RunContext, problems: list[str]) -> SandboxError:
-    state = ctx.replay.sandbox
-    injected = [f.describe() for f in state.faults.injected] if isinstance(state, SandboxState) else []
+    state = ctx.rooms.existing(SandboxState)
+    injected = [f.describe() for f in state.faults.injected] if state is not None else []
     return SandboxError(
         f"sandbox: the agent broke idempotency: {len(problems)} violation(s)",
         evidence=[*problems, *(["faults injected: " + "; ".join(injected)] if injected else [])],

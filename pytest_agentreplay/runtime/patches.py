@@ -4,7 +4,8 @@ functions and the ``random`` module's reseeding functions, and the runs they ser
 time-machine patches the C-level clock functions for every thread of the process, the code objects of
 ``uuid.uuid1/4/6/7`` are swapped in place, and ``random.seed``/``random.setstate`` are wrapped: so each patch
 exists once, whatever the number of runs (concurrent async tests, nested sessions) using it, and stays while
-one of them needs it (:class:`InstalledRuns`). A read is matched to its run by :func:`_state`.
+one of them needs it (an :class:`~pytest_agentreplay.core.patching.Owner` per source, held by each run
+that reads it: :class:`InstalledRuns`). A read is matched to its run by :func:`_state`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import uuid as uuid_module
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-from ..core.capture import current_run
+from ..core.capture import RunContext, current_run
+from ..core.patching import Library, Owner, Patches, Undo, once
 
 _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
@@ -76,6 +78,8 @@ _TRANSPORT_PREFIXES: Final = (
 class PatchedRun(Protocol):
     """What the patches ask of a run (:class:`.values.RuntimeValues`)."""
 
+    # The run it belongs to (``RunContext``): a read from that run's code is its.
+    ctx: RunContext
     sources: tuple[str, ...]
     clock: bool
     active: bool
@@ -257,9 +261,24 @@ def _notify_reseed() -> None:
             run.reseeding()
 
 
+def _patch_clock(patches: Patches, _module: object) -> None:
+    _CLOCK.start()
+    patches.add(_CLOCK.stop)
+
+
+def _patch_uuid(patches: Patches, _module: object) -> None:
+    _UUID.patch(_dispatch_uuid)
+    patches.add(_UUID.unpatch)
+
+
+def _patch_random(patches: Patches, _module: object) -> None:
+    RANDOM.patch()
+    patches.add(RANDOM.unpatch)
+
+
 class InstalledRuns:
-    """The runs whose runtime values are recorded or served now; the clock, uuid and random patches stay
-    while one of them needs them.
+    """The runs whose runtime values are recorded or served now; each source's patch stays while one of
+    them reads it.
 
     Process-wide (:data:`INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
     share them, and a read from any thread is matched to its run (:func:`_state`).
@@ -269,33 +288,30 @@ class InstalledRuns:
         self.lock = threading.Lock()
         self.runs: list[PatchedRun] = []
 
-    def add(self, state: PatchedRun, chosen: tuple[str, ...]) -> None:
+    def add(self, state: PatchedRun, chosen: tuple[str, ...]) -> Undo:
+        """Patch what ``state`` reads (``chosen`` sources); returns its removal (idempotent)."""
+        holds = [_PATCHES[source].acquire() for source in chosen]
         with self.lock:
-            if "clock" in chosen and _CLOCK.traveller is None:
-                _CLOCK.start()
-            if "uuid" in chosen and (not self.runs or not _UUID.codes):
-                _UUID.patch(_dispatch_uuid)
-            if "random" in chosen:
-                RANDOM.patch()
             self.runs.append(state)
 
-    def remove(self, state: PatchedRun) -> None:
-        with self.lock:
-            if state in self.runs:
+        def remove() -> None:
+            with self.lock:
                 self.runs.remove(state)
-            if not self.runs:
-                if _CLOCK.traveller is not None:
-                    _CLOCK.stop()
-                if _UUID.codes:
-                    _UUID.unpatch()
-                if RANDOM.genuine:
-                    RANDOM.unpatch()
+            while holds:
+                holds.pop()()
+
+        return once(remove)
 
 
 _CLOCK = ClockPatch()
 _UUID = UuidPatch()
 RANDOM = RandomPatch()
 INSTALLED = InstalledRuns()
+_PATCHES: Final = {
+    "clock": Owner(Library(_patch_clock)),
+    "uuid": Owner(Library(_patch_uuid)),
+    "random": Owner(Library(_patch_random)),
+}
 
 
 def underlying_ns() -> int:
@@ -318,20 +334,15 @@ def _clock_excluded(module: str) -> bool:
 
 def _state(source: str) -> PatchedRun | None:
     installed = INSTALLED.runs
-    state: PatchedRun | None
     if not installed:
         return None
     # The run the reading code belongs to, when it has one: a run some caller started and never finished
     # must not take the reads of the run that is current now.
     ctx = current_run()
-    found = ctx.runtime_values if ctx is not None else None
-    if found is not None and found in installed:
-        state = installed[installed.index(found)]
-    elif len(installed) == 1:
+    state = next((run for run in installed if run.ctx is ctx), None) if ctx is not None else None
+    if state is None and len(installed) == 1:
         state = installed[0]
-    else:
-        return None
-    return state if source in state.sources and state.active else None
+    return state if state is not None and source in state.sources and state.active else None
 
 
 def _read_clock_ns() -> int:

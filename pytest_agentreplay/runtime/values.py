@@ -161,6 +161,8 @@ class RuntimeValues:
         self._random_own: Any = None
         self.random_after: Any = None
         self.active = True
+        # Takes the run's patches off again (set by :func:`install`).
+        self.unpatch: Callable[[], None] | None = None
 
     # streams -----------------------------------------------------------------------------------------
     def stream(self) -> _Stream:
@@ -389,14 +391,13 @@ def _squeeze_digits(label: str) -> str:
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
     """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
-    existing = ctx.runtime_values
-    if isinstance(existing, RuntimeValues):
+    existing = ctx.rooms.existing(RuntimeValues)
+    if existing is not None:
         return existing
-    state = RuntimeValues(ctx, chosen, recorded_data(ctx))
-    INSTALLED.add(state, chosen)
+    state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
+    state.unpatch = INSTALLED.add(state, chosen)
     if "random" in chosen:
         state.seed_random()
-    ctx.runtime_values = state
     ctx.on_release(lambda: _release(ctx))
     return state
 
@@ -406,21 +407,28 @@ def _release(ctx: RunContext) -> None:
 
 
 def uninstall(ctx: RunContext) -> RuntimeValues | None:
-    """Stop serving/recording for ``ctx`` (idempotent); the patches go when the last run uninstalls."""
-    state = ctx.runtime_values
-    if not isinstance(state, RuntimeValues) or not state.active:
+    """Stop serving/recording for ``ctx`` (idempotent); each patch goes when the last run reading it does."""
+    state = ctx.rooms.existing(RuntimeValues)
+    if state is None or not state.active:
         return None
     state.active = False
     state.restore_random()
-    INSTALLED.remove(state)
+    if state.unpatch is not None:
+        state.unpatch()
     return state
+
+
+def forget(ctx: RunContext) -> None:
+    """Drop the run's runtime values at its very end: they point back at the run, which is then freed as
+    soon as its test lets go of it instead of waiting for the cyclic collector."""
+    ctx.rooms.drop(RuntimeValues)
 
 
 def body_starts(ctx: RunContext) -> None:
     """Called when the test body of ``ctx`` starts (:func:`replay.runs.enter_body`): the run takes
     the ``random`` generator back from whatever reseeded it since the run started."""
-    state = ctx.runtime_values
-    if isinstance(state, RuntimeValues) and state.active:
+    state = ctx.rooms.existing(RuntimeValues)
+    if state is not None and state.active:
         state.body_starts()
 
 
@@ -458,7 +466,7 @@ def record_value(name: str, fn: Callable[[], T]) -> T:
     if not isinstance(name, str) or not name:
         raise ValueError("record_value needs a non-empty name")
     ctx = current_run()
-    state = ctx.runtime_values if ctx is not None else None
-    if not isinstance(state, RuntimeValues) or not state.active:
+    state = ctx.rooms.existing(RuntimeValues) if ctx is not None else None
+    if state is None or not state.active:
         return fn()
     return state.value(name, fn)

@@ -1,0 +1,258 @@
+"""Every patch the package puts on a library, in one place: each patched library is a declaration
+(:class:`Library`), and one :class:`Owner` per set of them installs, counts and restores it, once each.
+
+The patches are process-wide by nature: the patched classes and modules (an HTTP client's transport, the
+socket type, the resolvers, ``Thread.start``, the spawn functions, the clock and ``uuid``) are shared by
+every thread and session of the process. So each set has one owner per copy of the package (pytester
+may import a second copy), held by as many installs as need it (pytester's inner sessions and
+``capture_run`` inside a replaying test share one installation) and restored when the last one lets go,
+or kept for the process's lifetime (:meth:`Owner.keep`).
+
+A library that need not be imported yet names its triggers, the modules whose import it waits for: it is
+patched at install when one of them is imported already, else right after one has run (an
+:class:`~.after_import.AfterImport` finder, while the patches are installed), and again when pytester
+dropped the module and it runs anew. Importing a heavy library only to patch it is never needed.
+
+A replacement carries the function it replaced (:func:`genuine`): a second copy of the package patching
+over what a stale copy left installed calls, and restores, the genuine functions beneath.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final
+
+from .after_import import AfterImport
+
+__all__ = ["Library", "Owner", "Patches", "Undo", "genuine", "genuine_function", "mark", "once"]
+
+Undo = Callable[[], None]
+Setter = Callable[[Any, str, object], None]
+
+_ORIGINAL_ATTR: Final = "__agentreplay_original__"
+_FOUND: Final = object()
+
+
+def genuine(value: object) -> object:
+    """``value`` without the replacements stacked on it (each names what it replaced)."""
+    for _ in range(16):
+        under = getattr(value, _ORIGINAL_ATTR, None) if callable(value) else None
+        if under is None:
+            return value
+        value = under
+    return value
+
+
+def genuine_function(value: object) -> Callable[..., Any]:
+    found = genuine(value)
+    if not callable(found):
+        raise TypeError(f"cannot patch {value!r}: not callable")
+    return found
+
+
+def mark(patched: object, original: object) -> None:
+    with suppress(AttributeError, TypeError):
+        setattr(patched, _ORIGINAL_ATTR, original)
+
+
+def once(fn: Undo) -> Undo:
+    """``fn`` made idempotent and thread-safe: an uninstall or release called twice acts once."""
+    lock = threading.Lock()
+    pending = [fn]
+
+    def call() -> None:
+        with lock:
+            if not pending:
+                return
+            todo = pending.pop()
+        todo()
+
+    return call
+
+
+@dataclass(slots=True)
+class _Swap:
+    target: Any
+    name: str
+    value: object
+    # What goes back; _FOUND: nothing (the attribute was a class's inherited one: deleted again).
+    restore: object
+    set_attribute: Setter
+
+    def undo(self) -> None:
+        if self.restore is _FOUND:
+            delattr(self.target, self.name)
+        else:
+            self.set_attribute(self.target, self.name, self.restore)
+
+
+class Patches:
+    """What an owner changed: each attribute it replaced and each undo it was handed, undone last first."""
+
+    __slots__ = ("_done",)
+
+    def __init__(self) -> None:
+        self._done: list[_Swap | Undo] = []
+
+    def set(
+        self,
+        target: Any,
+        name: str,
+        value: object,
+        *,
+        original: object = _FOUND,
+        set_attribute: Setter = setattr,
+    ) -> None:
+        """``target.name = value``; ``original`` (default: what was there) is what ``value`` replaced and
+        what goes back at restore. Once per attribute: while this owner's replacement is still there (httpx
+        aliased as httpx2 hands over the same classes twice) nothing changes; a module run again in place
+        is patched anew and gets its new function back."""
+        found = getattr(target, name)
+        for i, done in enumerate(self._done):
+            if isinstance(done, _Swap) and done.target is target and done.name == name:
+                if found is done.value:
+                    return
+                del self._done[i]
+                break
+        restore = found if original is _FOUND else original
+        if isinstance(target, type) and name not in target.__dict__:
+            restore = _FOUND  # inherited: the class gets its parent's again
+        mark(value, found if original is _FOUND else original)
+        set_attribute(target, name, value)
+        self._done.append(_Swap(target, name, value, restore, set_attribute))
+
+    def add(self, undo: Undo) -> None:
+        self._done.append(undo)
+
+    def restore(self) -> None:
+        while self._done:
+            done = self._done.pop()
+            done.undo() if isinstance(done, _Swap) else done()
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """One patched library. ``apply(patches, module)`` patches it through ``patches``; ``triggers``: the
+    modules whose import it waits for (``module`` is the one that ran); none: patched at install
+    (``module`` None)."""
+
+    apply: Callable[[Patches, ModuleType | None], None]
+    triggers: tuple[str, ...] = ()
+
+
+def _idle() -> bool:
+    return False
+
+
+def _running(module: ModuleType) -> bool:
+    """Whether another thread is still running ``module`` (importlib marks its spec meanwhile)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+class Owner:
+    """A set of patches and who holds it: installed by the first holder, restored when the last one lets
+    go and ``busy()`` is false (a thread a replaying test started still runs), or kept for good.
+
+    Libraries are patched in the order declared and restored in reverse.
+    """
+
+    def __init__(self, *libraries: Library, busy: Callable[[], bool] = _idle) -> None:
+        # Re-entrant: a patch may run while it is held (an import a patch makes triggers another library;
+        # a patched call, a thread start or a fork hook, runs in the middle of an install).
+        self.lock = threading.RLock()
+        self.libraries = list(libraries)
+        self.busy = busy
+        self.refs = 0
+        self.kept = False
+        self.patches: Patches | None = None
+        self._waiting: dict[str, Library] = {}
+
+    def declare(self, *libraries: Library) -> None:
+        with self.lock:
+            self.libraries.extend(libraries)
+
+    @property
+    def patched(self) -> bool:
+        return self.patches is not None
+
+    def installed(self) -> bool:
+        return self.refs > 0
+
+    def acquire(self) -> Undo:
+        """Hold the patches (installing them if they are not); returns the release, idempotent."""
+        with self.lock:
+            self.refs += 1
+            try:
+                self._install()
+            except BaseException:
+                self.refs -= 1
+                raise
+        return once(self._release)
+
+    def keep(self) -> None:
+        """Install the patches for the process's lifetime, whoever holds them."""
+        with self.lock:
+            self._install()
+            self.kept = True
+
+    def settle(self) -> None:
+        """Restore the patches once nothing needs them: no holder, not kept, ``busy()`` false."""
+        with self.lock:
+            if self.patches is not None and self.refs == 0 and not self.kept and not self.busy():
+                self.restore()
+
+    def restore(self) -> None:
+        """Take the patches off now, held or kept."""
+        with self.lock:
+            patches, self.patches, self.kept = self.patches, None, False
+            if patches is not None:
+                patches.restore()
+
+    def _release(self) -> None:
+        with self.lock:
+            self.refs -= 1
+        self.settle()
+
+    def _install(self) -> None:
+        if self.patches is not None:
+            return
+        patches = Patches()
+        waiting: dict[str, Library] = {}
+        applied: list[ModuleType] = []
+        try:
+            for library in self.libraries:
+                if not library.triggers:
+                    library.apply(patches, None)
+                for trigger in library.triggers:
+                    waiting[trigger] = library
+                    if trigger in sys.modules:
+                        # Waits for another thread still running the module (no finder of this owner,
+                        # whose callback would need the lock, is in sys.meta_path yet).
+                        applied.append(importlib.import_module(trigger))
+                        library.apply(patches, applied[-1])
+            if waiting:
+                finder = AfterImport(dict.fromkeys(waiting, self._imported))
+                finder.install()
+                patches.add(finder.remove)
+                # Imported by another thread between the check and the finder's insertion: patched here,
+                # unless still running (waiting for it could deadlock with its import waiting for us).
+                for trigger, library in waiting.items():
+                    module = sys.modules.get(trigger)
+                    if module is not None and not any(module is m for m in applied) and not _running(module):
+                        library.apply(patches, module)
+        except BaseException:
+            patches.restore()
+            raise
+        self.patches, self._waiting = patches, waiting
+
+    def _imported(self, module: ModuleType) -> None:
+        with self.lock:
+            library = self._waiting.get(module.__name__)
+            if library is not None and self.patches is not None:
+                library.apply(self.patches, module)
