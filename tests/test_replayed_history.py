@@ -101,7 +101,7 @@ def test_the_replayed_side_is_what_redacting_it_whole_gives(replayed_headers: di
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(replayed_headers, latency=2.5)
-    out = redacted_replay(replayed, recorded, Redactor())
+    out = redacted_replay(replayed, recorded, Redactor()).compared
     expected = _whole(replayed, Redactor())
     assert len(out) == len(expected)
     for got, want in zip(out, expected, strict=True):
@@ -113,7 +113,7 @@ def test_a_request_sent_with_other_headers_reuses_the_recorded_body() -> None:
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(_headers(**{"accept-encoding": "gzip, deflate, br, zstd"}))
-    out = redacted_replay(replayed, recorded, redactor)
+    out = redacted_replay(replayed, recorded, redactor).compared
     calls = [(got, rec) for got, rec in zip(out, recorded, strict=True) if got["type"] == "model.call"]
     assert calls
     for got, rec in calls:
@@ -128,7 +128,7 @@ def test_a_changed_body_is_redacted_again() -> None:
     replayed = _history(_headers())
     changed = _model_call(1, 2, _headers())  # another conversation at the first call's place
     replayed[1] = changed
-    out = redacted_replay(replayed, recorded, Redactor())
+    out = redacted_replay(replayed, recorded, Redactor()).compared
     assert out[1]["input_ref"]["inline"]["body"] is not recorded[1]["input_ref"]["inline"]["body"]
     assert same_json(out[1], _whole([changed], Redactor())[0])
     assert SECRET not in repr(out[1])
@@ -143,6 +143,6 @@ def test_a_secret_learnt_mid_run_is_replaced_in_a_conversations_later_requests()
     keyed = _headers(**{"x-api-key": password})
     history = [_model_call(0, 1, noted), _read(1, keyed), _model_call(2, 1, noted)]
     recorded = _whole(history, Redactor())
-    out = redacted_replay(history, recorded, Redactor())
+    out = redacted_replay(history, recorded, Redactor()).compared
     assert password not in repr(out[1:])
     assert same_json(out[2], recorded[2])

@@ -29,7 +29,7 @@ from ..exceptions import (
     WrongTestCassetteError,
 )
 from ..http.providers import ProviderSet, providers_of
-from ..redaction import Redactor
+from ..redaction import RedactedEvent, Redactor
 from ..replay import runs
 from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
@@ -316,7 +316,7 @@ class TestRun:
             )
         return self.outcome
 
-    def _save(self, run: RunMeta, events: list[Event]) -> bool:
+    def _save(self, run: RunMeta, events: Sequence[Event | RedactedEvent]) -> bool:
         """Write the cassette. A failed write (full disk, no permission) is the test's verdict, ``not-saved``,
         raised; under a test that already failed (``--agentreplay-save-on-failure``) pytest keeps reporting
         the test's own error, with the failed write added to it as a note, and this returns False."""
@@ -358,9 +358,9 @@ class TestRun:
             side, recorded_dicts = played, played.event_dicts()
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
-        assert ctx.redactor is not None  # set when the run began
+        assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
-        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor, kept)
+        replayed = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept)
         layers = RuleLayers(
             self.test.mode,
             project=self.test.rules,
@@ -370,7 +370,7 @@ class TestRun:
         )
         result = compare_run(
             recorded_dicts,
-            replayed_dicts,
+            replayed.compared,
             layers=layers,
             labels=recorded.run.labels,
             payloads=side,
@@ -388,7 +388,7 @@ class TestRun:
         )
         accepting = self.test.update and passed and self.test.mode == "regression"
         if accepting and self.foreign is not None and self.served_by_foreign:
-            self._save(self.foreign.converted_run(recorded.run), ctx.recorder.events)  # the source stays
+            self._save(self.foreign.converted_run(recorded.run), replayed.views)  # the source stays
             outcome.action = Action.UPDATED
             return outcome
         if not result.has_regressions:
@@ -398,7 +398,7 @@ class TestRun:
             # run is an experiment, never a new baseline.
             from ..replay.update import merge_for_update  # only --agentreplay-update accepts
 
-            events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
+            events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             self._save(recorded.run, events)
             outcome.action = Action.UPDATED
             return outcome
