@@ -186,8 +186,11 @@ class Redactor:
             reused = 0
             for k, v in value.items():
                 twin = like.get(k, _ABSENT) if like is not None else _ABSENT
-                walked = isinstance(v, dict) and not is_body(v) and k != "headers"
-                if twin is not _ABSENT and (v is twin or (not walked and same_json(v, twin))):
+                if twin is not _ABSENT and (
+                    v is twin
+                    or (type(v) is str and v == twin and type(twin) is str)
+                    or (not (type(v) is dict and k != "headers" and not is_body(v)) and same_json(v, twin))
+                ):
                     out[k] = twin
                     reused += 1
                     continue
