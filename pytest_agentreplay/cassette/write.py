@@ -168,7 +168,7 @@ def save_cassette(
             f"transport_headers: one of {', '.join(TRANSPORT_HEADER_CHOICES)}, not {transport_headers!r}"
         )
     for index, event in enumerate(events):
-        if (seq := _as_dict(event).get("seq")) != index:
+        if (seq := event.doc.get("seq") if isinstance(event, RedactedEvent) else event.seq) != index:
             raise ValueError(f"event at index {index} has seq {seq}: seq must be dense 0..{len(events) - 1}")
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
