@@ -196,6 +196,41 @@ def test_record_and_replay_hide_the_secret_everywhere_and_nothing_else(
         assert SECRET.encode() not in path.read_bytes()
 
 
+LATE_AGENT = f"""
+import os
+
+import httpx
+
+
+def test_late_secret(agent_replay):
+    base = os.environ["SERVICE"]
+    # Free text first; only the call after it sends the value under a secret header.
+    assert httpx.get(base + "/issue", headers={{"X-Note": "pw is " + {SECRET!r}}}).status_code == 200
+    assert httpx.get(base + "/issue", headers={{"X-Service-Token": {SECRET!r}}}).status_code == 200
+"""
+
+
+def test_a_secret_a_later_call_teaches_is_hidden_in_the_calls_before_it(
+    pytester: pytest.Pytester, service: JsonServer
+) -> None:
+    # The events redacted before the run learnt the secret are redone: the recording is saved (not refused
+    # as a leak), replay compares them without drift, and an accepted update writes the same file.
+    pytester.makepyfile(test_late=LATE_AGENT)
+    recorded = pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all")
+    recorded.assert_outcomes(passed=1)
+    cassettes = pytester.path / "cassettes"
+    stored = _files(cassettes)
+    assert stored and SECRET.encode() not in b"".join(stored.values())
+    assert b"pw is [REDACTED]" in b"".join(stored.values())
+    service.stop()
+    replayed = pytester.runpytest("-p", "no:randomly")
+    replayed.assert_outcomes(passed=1)
+    replayed.stdout.fnmatch_lines(["*1 replayed, 0 recorded, 0 drifted*"])
+    assert SECRET not in replayed.stdout.str()
+    pytester.runpytest("-p", "no:randomly", "--agentreplay-update").assert_outcomes(passed=1)
+    assert _files(cassettes) == stored
+
+
 def test_a_secret_learnt_inside_a_list_element_is_replaced_earlier_in_that_element() -> None:
     # List elements are remembered by content and identity (a conversation resends them): an element whose
     # redaction taught a new secret must not be reused in the form redacted before it was learnt.

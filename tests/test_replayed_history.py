@@ -4,11 +4,13 @@ at a cost that does not grow with the recorded conversation when the requests di
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_agentreplay.core.canonical import request_digest, same_json
+from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.core.events import Event, event_to_shared_dict
 from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
 from pytest_agentreplay.redaction import Redactor
@@ -101,7 +103,7 @@ def test_the_replayed_side_is_what_redacting_it_whole_gives(replayed_headers: di
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(replayed_headers, latency=2.5)
-    out = redacted_replay(replayed, recorded, Redactor())
+    out = redacted_replay(replayed, recorded, Redactor()).compared
     expected = _whole(replayed, Redactor())
     assert len(out) == len(expected)
     for got, want in zip(out, expected, strict=True):
@@ -113,7 +115,7 @@ def test_a_request_sent_with_other_headers_reuses_the_recorded_body() -> None:
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(_headers(**{"accept-encoding": "gzip, deflate, br, zstd"}))
-    out = redacted_replay(replayed, recorded, redactor)
+    out = redacted_replay(replayed, recorded, redactor).compared
     calls = [(got, rec) for got, rec in zip(out, recorded, strict=True) if got["type"] == "model.call"]
     assert calls
     for got, rec in calls:
@@ -128,7 +130,7 @@ def test_a_changed_body_is_redacted_again() -> None:
     replayed = _history(_headers())
     changed = _model_call(1, 2, _headers())  # another conversation at the first call's place
     replayed[1] = changed
-    out = redacted_replay(replayed, recorded, Redactor())
+    out = redacted_replay(replayed, recorded, Redactor()).compared
     assert out[1]["input_ref"]["inline"]["body"] is not recorded[1]["input_ref"]["inline"]["body"]
     assert same_json(out[1], _whole([changed], Redactor())[0])
     assert SECRET not in repr(out[1])
@@ -143,6 +145,115 @@ def test_a_secret_learnt_mid_run_is_replaced_in_a_conversations_later_requests()
     keyed = _headers(**{"x-api-key": password})
     history = [_model_call(0, 1, noted), _read(1, keyed), _model_call(2, 1, noted)]
     recorded = _whole(history, Redactor())
-    out = redacted_replay(history, recorded, Redactor())
+    out = redacted_replay(history, recorded, Redactor()).compared
     assert password not in repr(out[1:])
     assert same_json(out[2], recorded[2])
+
+
+# -- the redacted views: one boundary for the save, the matcher, the comparison and an update ---------------
+
+
+def test_a_redacted_event_is_made_by_the_redaction_module_and_never_changed() -> None:
+    import dataclasses
+
+    from pytest_agentreplay.redaction import RedactedEvent, redact_event
+
+    view = redact_event(event_to_shared_dict(_read(0, _headers())), Redactor())
+    with pytest.raises(TypeError, match="redact_event"):
+        RedactedEvent(view.doc, view.doc, None, Redactor(), 0, object())  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.doc = {}  # type: ignore[misc]
+
+
+def test_a_view_made_before_the_run_learnt_a_secret_is_stale_and_redone() -> None:
+    from pytest_agentreplay.redaction import redact_event
+
+    password = "hunter2-Rosebud!42"
+    redactor = Redactor()
+    early = redact_event(event_to_shared_dict(_read(0, _headers(**{"x-note": f"pw {password}"}))), redactor)
+    assert early.fresh(redactor) and early.current(redactor) is early
+    assert password in repr(early.doc)  # nothing named it a secret yet
+    redact_event(event_to_shared_dict(_read(1, _headers(**{"x-service-token": password}))), redactor)
+    assert not early.fresh(redactor) and not early.fresh(Redactor())
+    redone = early.current(redactor)
+    assert redone.fresh(redactor) and password not in repr(redone.doc)
+    assert redone.doc["input_ref"]["inline"]["headers"]["x-note"] == f"pw {REDACTED}"
+
+
+def test_the_replayed_side_keeps_what_redaction_reads_beyond_one_key() -> None:
+    # An @tool argument carrying the idempotency key stays readable, and record_value data is judged by its
+    # values only: the replayed side, redacted like its recording, is what redacting it alone gives.
+    from pytest_agentreplay.redaction import redact_event
+
+    key = "k-17"  # too short to be remembered as a secret: named like one, it is kept readable
+    tool = {
+        "run_id": "r",
+        "seq": 0,
+        "ts": "t0",
+        "type": "tool.call",
+        "actor": "tool",
+        "class": "effect",
+        "tool": {"name": "pay", "idempotency_key": key},
+        "data": {"arguments": {"request_token": key, "amount": 3}, "latency_ms": 1.0},
+    }
+    values = {
+        "run_id": "r",
+        "seq": 1,
+        "ts": "t1",
+        "type": "runtime.values",
+        "actor": "runtime",
+        "class": "input",
+        "data": {"values": {"csrf_token": {"main": ["c5rf-value-0001"]}}, "latency_ms": 1.0},
+    }
+    history = [Event.model_validate(tool), Event.model_validate(values)]
+    recorded = [redact_event(event_to_shared_dict(e), Redactor()).doc for e in history]
+    replayed = [e.model_copy(update={"data": {**e.data, "latency_ms": 2.0}}) for e in history]
+    out = redacted_replay(replayed, recorded, Redactor()).compared
+    want = [redact_event(event_to_shared_dict(e), Redactor()).doc for e in replayed]
+    assert [same_json(a, b) for a, b in zip(out, want, strict=True)] == [True, True], (out, want)
+    assert out[0]["data"]["arguments"]["request_token"] == key
+    assert out[1]["data"]["values"] is recorded[1]["data"]["values"]
+
+
+def test_an_update_writes_the_views_it_compared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agentreplay.cassette import write
+    from pytest_agentreplay.cassette.read import load_cassette
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.redaction import event as redaction_event
+    from pytest_agentreplay.replay.update import merge_for_update
+
+    redactor = Redactor()
+    recorded = _whole(_history(_headers()), Redactor())
+    replayed = redacted_replay(
+        _history(_headers(authorization=f"Bearer {SECRET}"), latency=2.5), recorded, redactor
+    )
+    merged = merge_for_update(recorded, replayed.views, "r")
+    redone: list[object] = []
+    original = redaction_event.redact_event
+    monkeypatch.setattr(
+        redaction_event, "redact_event", lambda *a, **k: redone.append(a) or original(*a, **k)
+    )
+    monkeypatch.setattr(write, "redact_event", lambda *a, **k: redone.append(a) or original(*a, **k))
+    path = tmp_path / "c.json"
+    write.save_cassette(path, RunMeta(run_id="r"), merged, redactor=redactor, transport_headers="keep")
+    assert redone == []  # written as compared, not redacted again
+    loaded = load_cassette(path)
+    assert SECRET not in path.read_text()
+    for event, view, compared in zip(loaded.events, merged, replayed.compared, strict=True):
+        payload = loaded.payload(event.input_ref)
+        assert same_json(payload, view.doc["input_ref"]["inline"])
+        assert same_json(payload["body"], compared["input_ref"]["inline"]["body"])
+        assert event.ts == view.doc["ts"] and event.data["latency_ms"] == 1.0  # the recorded ones kept
+
+
+def test_the_matchers_redaction_of_a_live_body_is_the_one_its_event_holds() -> None:
+    from pytest_agentreplay.redaction import redact_event
+
+    redactor = Redactor()
+    redactor.learn(SECRET)
+    body = {"content_type": "application/json", "json": {"note": f"token {SECRET}", "q": "x"}}
+    matched = redactor.redact_body(body)  # what http.serve matches a live read by
+    event = event_to_shared_dict(_read(0, _headers()))
+    event["input_ref"] = {**event["input_ref"], "inline": {**event["input_ref"]["inline"], "body": body}}
+    assert redact_event(event, redactor).doc["input_ref"]["inline"]["body"] is matched
+    assert matched["json"]["note"] == f"token {REDACTED}"

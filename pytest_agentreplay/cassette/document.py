@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 
 from ..core.documents import Document
 from ..core.events import RunMeta
-from ..redaction import Redactor
+from ..redaction import Redactor, data_keys
 from .blobs import BlobStore
 from .chain import seal_document
 from .stored_form import encode_events
@@ -50,30 +50,12 @@ def blob_resolver(
 _NAME_KEYED_RUN_FIELDS = ("tool_schema_versions", "policy_versions")
 
 
-# Events whose data is keyed by the user's own names (``record_value("csrf_token", fn)``): a name there says
-# nothing about its value, so only the value-shape rules (and known secrets) apply to that data.
-USER_NAMED_EVENTS = frozenset({"runtime.values"})
-
-
 def redact_run(run: Document, redactor: Redactor) -> Document:
     return {k: redactor.redact(v, keys=k not in _NAME_KEYED_RUN_FIELDS) for k, v in run.items()}
 
 
-def data_keys(event_type: object) -> bool:
-    """Whether the names in an event's ``data`` are redaction's to judge (not the user's own names)."""
-    return event_type not in USER_NAMED_EVENTS
-
-
-def redact_event(event: Document, redactor: Redactor) -> Document:
-    """An event as a cassette stores it: redacted, the user's own names in its data left to the user."""
-    if data_keys(event.get("type")) or "data" not in event:
-        return redactor.redact(event)
-    rest = redactor.redact({k: v for k, v in event.items() if k != "data"})
-    return {**rest, "data": redactor.redact(event["data"], keys=False)}
-
-
 def event_secrets(event: Document, redactor: Redactor, path: str) -> list[str]:
-    """What :func:`redact_event` would still change in an event (the final scan)."""
+    """What ``redaction.redact_event`` would still change in an event (the final scan)."""
     if data_keys(event.get("type")) or "data" not in event:
         return redactor.find_secrets(event, path)
     rest = {k: v for k, v in event.items() if k != "data"}

@@ -17,11 +17,11 @@ from ..core.events import CassetteDoc, Event, RunMeta, event_to_shared_dict
 from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
-from ..redaction import Redactor, default_redactor
+from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
-from .document import blob_resolver, event_secrets, redact_event, redact_run, run_to_dict, scan_document
+from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
 from .streams import plan_payload
@@ -138,10 +138,14 @@ def _dumps_objects_on_lines(value: object) -> str:
     return dumps_cassette(value, inline_objects=False)
 
 
+def _as_dict(event: Event | RedactedEvent) -> Document:
+    return event.doc if isinstance(event, RedactedEvent) else event_to_shared_dict(event)
+
+
 def save_cassette(
     path: Path,
     run: RunMeta,
-    events: Sequence[Event],
+    events: Sequence[Event | RedactedEvent],
     *,
     blob_dir: Path | None = None,
     redactor: Redactor | None = None,
@@ -153,6 +157,7 @@ def save_cassette(
 ) -> LoadedCassette:
     """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
 
+    ``events``: as recorded, or redacted by ``redactor`` (an accepted update writes what it compared).
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
     ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``); ``keep_headers``:
     request header names written even when they are transport headers (the idempotency header).
@@ -163,10 +168,8 @@ def save_cassette(
             f"transport_headers: one of {', '.join(TRANSPORT_HEADER_CHOICES)}, not {transport_headers!r}"
         )
     for index, event in enumerate(events):
-        if event.seq != index:
-            raise ValueError(
-                f"event at index {index} has seq {event.seq}: seq must be dense 0..{len(events) - 1}"
-            )
+        if (seq := event.doc.get("seq") if isinstance(event, RedactedEvent) else event.seq) != index:
+            raise ValueError(f"event at index {index} has seq {seq}: seq must be dense 0..{len(events) - 1}")
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     doc: Document = {}
@@ -179,10 +182,12 @@ def save_cassette(
         event_dicts: list[Document] = []
         whole: list[str] = []
         sent: dict[tuple[str, str], Mapping[str, object]] = {}
-        for index, event in enumerate(events):
-            # Not copied first: redaction builds new containers, and the messages a conversation's requests
-            # share (http.recording.share_repeats) stay shared objects, each redacted once.
-            current = redact_event(event_to_shared_dict(event), redactor)
+        # Not copied first: the messages a conversation's requests share (http.recording.share_repeats) stay
+        # shared objects, each redacted once.
+        views = [e if isinstance(e, RedactedEvent) else redact_event(_as_dict(e), redactor) for e in events]
+        for index, view in enumerate(views):
+            # Redone if the run learnt a secret since (a later event taught it): an earlier note may hold it.
+            current = view.current(redactor).doc
             if extra_redact is not None:
                 current = _apply_hook(extra_redact, current, index, path)
                 _share_with_previous(current, sent)
@@ -203,11 +208,11 @@ def save_cassette(
         from ..core.unencodable import surrogate_field  # only on this error
 
         for index, event in enumerate(events):
-            found = surrogate_field(event_to_shared_dict(event))
+            found = surrogate_field(_as_dict(event))
             if found is not None:
                 raise CassetteSchemaError(
-                    f"cannot save {path.name}: event {index} ({event.type}) holds text that is not "
-                    "valid UTF-8",
+                    f"cannot save {path.name}: event {index} ({_as_dict(event)['type']}) holds text that is "
+                    "not valid UTF-8",
                     evidence=[f"events[{index}] at {found[0]}: {found[1]}, a lone UTF-16 surrogate"],
                     cassette=path,
                     place=f"events[{index}]{found[0]}",

@@ -6,7 +6,8 @@ again, and redacting each once is what keeps recording a long conversation linea
 - **decisions**: whether a name or a header name is secret. ``bool`` values, immutable.
 - **strings**: a long string and its redacted text. ``str`` values, immutable.
 - **elements**: a list element (a message, a content part) and its redacted copy, by content (its compact
-  JSON text) and, while the element object is held, by identity. A redacted element is a JSON container:
+  JSON text) and, while the element object is held, by identity; an HTTP body by identity, a request's
+  headers by content (marshal bytes). A redacted element is a JSON container:
   it is handed out *shared* (every request resending an equal message holds the one redacted copy), because
   copying it per request would make memory quadratic in the conversation again. :class:`Shared` says so in
   the type: the memory hands it out only to be placed into the new containers redaction builds, and

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import functools
 import json
+import marshal
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TypeVar, cast
 from urllib.parse import unquote
 
+from ..core.canonical import same_json
 from ..core.constants import REDACTED
 from ..core.documents import Document
 from ..exceptions import ConfigError
@@ -44,6 +46,7 @@ from .rules import (
     is_body,
     is_exempt,
     is_header_pair,
+    is_schema,
     looks_like_credential,
     looks_like_json,
     may_hold_value,
@@ -53,6 +56,7 @@ from .rules import (
 from .scan import changed_paths
 
 T = TypeVar("T")
+_ABSENT = object()
 
 
 class Redactor:
@@ -157,25 +161,42 @@ class Redactor:
 
     # -- redaction -------------------------------------------------------------------------------
 
-    def redact(self, value: T, *, keys: bool = True) -> T:
+    def redact(self, value: T, *, keys: bool = True, like: Mapping[str, object] | None = None) -> T:
         """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules. A secret
         learnt in one part of the value (a ``password`` field) is replaced in every part of it (a note
-        that repeats it before the field), and in everything redacted later."""
+        that repeats it before the field), and in everything redacted later.
+
+        ``like``: the value as a save wrote it before (a recorded event). Where the walk below takes an
+        object key by key, a value equal to the one ``like`` holds under that key is that one (an object is
+        walked into, the rest compared as JSON), and an object whose every value is is ``like``'s object:
+        what the cassette holds already, which a replay that repeats it compares by identity."""
         learnt = len(self.known)
-        out = self._redact(value, keys)
+        out = self._redact(value, keys, like)
         if len(self.known) != learnt:
-            out = self._redact(value, keys)
+            out = self._redact(value, keys, like)
         return cast(T, out)
 
-    def _redact(self, value: object, keys: bool) -> object:
+    def _redact(self, value: object, keys: bool, like: Mapping[str, object] | None = None) -> object:
         if isinstance(value, str):
             return self.redact_string(value, keys=keys)
         if isinstance(value, dict):
             if is_body(value):
-                return bodies.redact_body(self, value, keys)
+                return self._redact_element(value, keys, body=True)
             out: Document = {}
+            reused = 0
             for k, v in value.items():
-                new_key = self.redact_string(k, keys=False) if isinstance(k, str) else k
+                twin = like.get(k, _ABSENT) if like is not None else _ABSENT
+                if twin is not _ABSENT and (
+                    v is twin
+                    or (type(v) is str and v == twin and type(twin) is str)
+                    or (not (type(v) is dict and k != "headers" and not is_body(v)) and same_json(v, twin))
+                ):
+                    out[k] = twin
+                    reused += 1
+                    continue
+                # (A key the recorded value holds too is what the cassette holds.)
+                fixed = twin is not _ABSENT or not isinstance(k, str)
+                new_key = k if fixed else self.redact_string(k, keys=False)
                 if keys and isinstance(k, str) and not is_exempt(v) and self.is_secret_name(k, value=v):
                     self.learn(v)
                     out[new_key] = REDACTED
@@ -184,7 +205,10 @@ class Redactor:
                 elif keys and k == "headers" and isinstance(v, dict | list):
                     out[new_key] = self.redact_headers(v)
                 else:
-                    out[new_key] = self._redact(v, keys)
+                    out[new_key] = new = self._redact(v, keys, twin if isinstance(twin, dict) else None)
+                    reused += new is twin
+            if like is not None and reused == len(value) == len(like):
+                return like
             if keys and "tool" in value:
                 out = keep_idempotency_key(self, value, out)
             return out
@@ -213,29 +237,36 @@ class Redactor:
         out: Document = {}
         for name, schema in properties.items():
             new_name = self.redact_string(name, keys=False)
-            if _is_schema(schema) or is_exempt(schema) or not self.is_secret_name(name, value=schema):
+            if is_schema(schema) or is_exempt(schema) or not self.is_secret_name(name, value=schema):
                 out[new_name] = self._redact(schema, True)
             else:
                 self.learn(schema)
                 out[new_name] = REDACTED
         return out
 
-    def _redact_element(self, value: object, keys: bool) -> object:
+    def _redact_element(self, value: object, keys: bool, body: bool = False) -> object:
+        """A list element, or (``body``) an HTTP body, looked up when the same object was redacted before: a
+        history shared between requests (http.recording.share_repeats), a live request's body the replay
+        matcher redacted before its event's view holds it."""
         memory = self._memory
         if memory.by_id is not None:
-            # The same object again (a history shared between requests, see http.recording.share_repeats).
             seen = memory.by_id.get((id(value), keys))
             if seen is not None and seen[0] is value:
                 return seen[1]
             learnt = len(self.known)
-            out = self._redact_element_by_content(value, keys)
+            out = self._redact_whole(value, keys, body)
             if len(self.known) == learnt:
                 # (One that taught a new secret may hold it in text redacted before: not reused.)
                 memory.remember_by_id(value, keys, out)
             return out
-        if memory.by_content is not None:
+        return self._redact_whole(value, keys, body)
+
+    def _redact_whole(self, value: object, keys: bool, body: bool) -> Shared:
+        if body:
+            return Shared(bodies.redact_body(self, cast(Document, value), keys))
+        if self._memory.by_content is not None:
             return self._redact_element_by_content(value, keys)
-        return self._redact(value, keys)
+        return Shared(self._redact(value, keys))
 
     def _redact_element_by_content(self, value: object, keys: bool) -> Shared:
         try:
@@ -253,7 +284,24 @@ class Redactor:
         return out
 
     def redact_headers(self, headers: T) -> T:
-        """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted."""
+        """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted. A
+        conversation's requests send the same headers: a mapping seen before is looked up (:mod:`.memory`)."""
+        by_content = self._memory.by_content
+        if not isinstance(headers, dict) or by_content is None:
+            return self._redact_headers(headers)
+        try:
+            key = (True, "headers:" + marshal.dumps(headers, 2).decode("latin-1"))
+        except ValueError:
+            return self._redact_headers(headers)
+        out = by_content.get(key)
+        if out is None:
+            learnt = len(self.known)
+            out = Shared(self._redact_headers(headers))
+            if len(self.known) == learnt:
+                self._memory.remember_by_content(key, out)
+        return cast(T, out)
+
+    def _redact_headers(self, headers: T) -> T:
         if isinstance(headers, dict):
             out: Document = {}
             for name, value in headers.items():
@@ -381,7 +429,7 @@ class Redactor:
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document:
         """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
-        return bodies.redact_body(self, body, keys)
+        return cast(Document, self._redact_element(body, keys, body=True))
 
     def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes:
         """Raw body bytes redacted through their decoded view (multipart parts, JSON, text, binary)."""
@@ -410,61 +458,6 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-# The keywords a JSON Schema (draft 2020-12, and OpenAPI's additions tools use) describes a value with.
-_SCHEMA_KEYWORDS = frozenset(
-    {
-        "type",
-        "description",
-        "title",
-        "format",
-        "default",
-        "examples",
-        "enum",
-        "const",
-        "items",
-        "prefixItems",
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "anyOf",
-        "oneOf",
-        "allOf",
-        "not",
-        "$ref",
-        "$defs",
-        "definitions",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "nullable",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "contentMediaType",
-        "contentEncoding",
-        "multipleOf",
-        "minProperties",
-        "maxProperties",
-        "dependentRequired",
-        "$schema",
-        "$id",
-        "$comment",
-    }
-)
-
-
-def _is_schema(value: object) -> bool:
-    return isinstance(value, dict) and bool(value) and all(key in _SCHEMA_KEYWORDS for key in value)
-
-
 @functools.cache
 def default_redactor() -> Redactor:
     """The redactor of the built-in rules, built once: it holds compiled patterns and immutable decisions.
@@ -487,6 +480,3 @@ def redact_body(body: Document) -> Document:
 def find_secrets(value: object, redactor: Redactor | None = None, *, path: str = "") -> list[str]:
     """JSON paths of anything still secret-shaped; the last check before a cassette is written."""
     return (redactor or default_redactor()).find_secrets(value, path)
-
-
-RedactHook = Callable[[Document], Document]

@@ -290,3 +290,18 @@ class NameRules:
             word not in _HEADER_WORDS_KEPT and any(marker in word for marker in _HEADER_MARKERS)
             for word in norm.split("_")
         )
+
+
+# The keywords a JSON Schema (draft 2020-12, and OpenAPI's additions tools use) describes a value with.
+_SCHEMA_KEYWORDS = frozenset({
+    "type", "description", "title", "format", "default", "examples", "enum", "const", "items",
+    "prefixItems", "properties", "required", "additionalProperties", "patternProperties", "anyOf", "oneOf",
+    "allOf", "not", "$ref", "$defs", "definitions", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems", "uniqueItems",
+    "nullable", "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "multipleOf",
+    "minProperties", "maxProperties", "dependentRequired", "$schema", "$id", "$comment",
+})  # fmt: skip
+
+
+def is_schema(value: object) -> bool:
+    return isinstance(value, dict) and bool(value) and all(key in _SCHEMA_KEYWORDS for key in value)

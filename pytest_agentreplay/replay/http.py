@@ -311,7 +311,8 @@ def _take_model(
 
 
 def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:
-    """The live request's URL and stored body as the cassette would hold them (redacted)."""
+    """The live request's URL and stored body as the cassette would hold them (redacted): the body's
+    redaction is the one its event's view holds (``Redactor.redact_body`` remembers it by identity)."""
     stored = request.stored_body()
     redactor = ctx.redactor
     if redactor is None:

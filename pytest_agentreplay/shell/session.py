@@ -30,7 +30,7 @@ from ..exceptions import (
     WrongTestCassetteError,
 )
 from ..http.providers import ProviderSet, providers_of
-from ..redaction import Redactor
+from ..redaction import RedactedEvent, Redactor
 from ..replay import runs
 from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
@@ -327,7 +327,9 @@ class TestRun:
             ],
         )
 
-    def _save(self, run: RunMeta, events: list[Event]) -> tuple[bool, CassetteNotSavedError | None]:
+    def _save(
+        self, run: RunMeta, events: Sequence[Event | RedactedEvent]
+    ) -> tuple[bool, CassetteNotSavedError | None]:
         """Write the cassette: whether it was written, and the error to fail the test with when it could not
         be (full disk, no permission): the test's verdict, ``not-saved``. Under a test that already failed
         (``--agentreplay-save-on-failure``) pytest keeps reporting the test's own error, with the failed
@@ -368,9 +370,9 @@ class TestRun:
             side, recorded_dicts = played, played.event_dicts()
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
-        assert ctx.redactor is not None  # set when the run began
+        assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
-        replayed_dicts = redacted_replay(ctx.recorder.events, recorded_dicts, ctx.redactor, kept)
+        replayed = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept)
         layers = RuleLayers(
             self.test.mode,
             project=self.test.rules,
@@ -380,7 +382,7 @@ class TestRun:
         )
         result = compare_run(
             recorded_dicts,
-            replayed_dicts,
+            replayed.compared,
             layers=layers,
             labels=recorded.run.labels,
             payloads=side,
@@ -398,14 +400,14 @@ class TestRun:
         accepting = self.test.update and passed and self.test.mode == "regression"
         if accepting and self.foreign is not None and self.served_by_foreign:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
-            _, not_saved = self._save(self.foreign.converted_run(recorded.run), ctx.recorder.events)
+            _, not_saved = self._save(self.foreign.converted_run(recorded.run), replayed.views)
             return self._saved_update(not_saved, outcome)
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
         if accepting:
             from ..replay.update import merge_for_update  # only --agentreplay-update accepts
 
-            events = merge_for_update(recorded.events, ctx.recorder.events, recorded.run.run_id)
+            events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             return self._saved_update(self._save(recorded.run, events)[1], outcome)
         if not passed:
             # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix

@@ -1,0 +1,82 @@
+"""A run's events redacted at one boundary: :class:`RedactedEvent`, made only by :func:`redact_event`.
+
+The save writes views, the replay comparison compares them, and an accepted update writes the very views
+it compared. A view says what it was redacted with: the redactor, and how many secrets that redactor knew.
+A redactor learns secrets as a run goes on (``Redactor.learn``), and a view made before it learnt one may
+hold that secret in text it redacted earlier: :meth:`RedactedEvent.fresh` tells from the view alone, and
+:meth:`RedactedEvent.current` redoes it from its event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass, field
+from typing import Final, final
+
+from ..core.documents import Document
+from .redactor import Redactor
+
+# Events whose data is keyed by the user's own names (``record_value("csrf_token", fn)``): a name there says
+# nothing about its value, so only the value-shape rules (and known secrets) apply to that data.
+USER_NAMED_EVENTS: Final = frozenset({"runtime.values"})
+
+_MINT: Final = object()
+
+
+def data_keys(event_type: object) -> bool:
+    """Whether the names in an event's ``data`` are redaction's to judge (not the user's own names)."""
+    return event_type not in USER_NAMED_EVENTS
+
+
+@final
+@dataclass(frozen=True, slots=True, eq=False)
+class RedactedEvent:
+    """An event as a cassette stores it (``doc``: read only, it shares containers with the run's other
+    views and with the recorded events it repeats), and what it was redacted with."""
+
+    doc: Document
+    _event: Document = field(repr=False)
+    _like: Document | None = field(repr=False)
+    _redactor: Redactor = field(repr=False)
+    _known: int
+    mint: InitVar[object]
+
+    def __post_init__(self, mint: object) -> None:
+        if mint is not _MINT:
+            raise TypeError("a RedactedEvent is made by redaction.redact_event")
+
+    def fresh(self, redactor: Redactor) -> bool:
+        """Made by ``redactor`` knowing every secret it knows now."""
+        return redactor is self._redactor and len(redactor.known) == self._known
+
+    def current(self, redactor: Redactor) -> RedactedEvent:
+        """This view while it is fresh for ``redactor``; else its event redacted again."""
+        return self if self.fresh(redactor) else redact_event(self._event, redactor, self._like)
+
+    def restamped(self, values: Mapping[str, object], data: Mapping[str, object]) -> RedactedEvent:
+        """This event with envelope ``values`` and ``data`` fields taken from the recorded event it replaces
+        (its time, ids, timings: values a save redacted when it wrote them); a value None is left out."""
+        doc, event = _stamp(self.doc, values, data), _stamp(self._event, values, data)
+        return RedactedEvent(doc, event, self._like, self._redactor, self._known, _MINT)
+
+
+def _stamp(event: Document, values: Mapping[str, object], data: Mapping[str, object]) -> Document:
+    out = {**event, **values, "data": {**event.get("data", {}), **data}}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def redact_event(event: Document, redactor: Redactor, like: Document | None = None) -> RedactedEvent:
+    """``event`` (read, never changed) as a cassette stores it; ``like``: the recorded event it repeats, as a
+    save wrote it (``Redactor.redact``)."""
+    if data_keys(event.get("type")) or "data" not in event:
+        return RedactedEvent(
+            redactor.redact(event, like=like), event, like, redactor, len(redactor.known), _MINT
+        )
+    known = len(redactor.known)
+    for _ in range(2):  # a secret the data taught is replaced in the rest, redacted first, too
+        rest = redactor.redact({k: v for k, v in event.items() if k != "data"}, like=like)
+        doc = {**rest, "data": redactor.redact(event["data"], keys=False, like=(like or {}).get("data"))}
+        if len(redactor.known) == known:
+            break
+        known = len(redactor.known)
+    return RedactedEvent(doc, event, like, redactor, known, _MINT)
