@@ -48,9 +48,6 @@ class RunFailures(Sequence[BaseException]):
             self._errors.append(error)
             return True
 
-    # The name every layer used while failures were a plain list (removed once they all say ``add``).
-    append = add
-
     @property
     def first(self) -> BaseException | None:
         """The cause the test reports (see the module's precedence)."""

@@ -206,7 +206,7 @@ class ToolCall:
                 mode=self.ctx.mode,
                 fixes=[HOW_TO_STORE, CODEC_FIX],
             )
-            self.ctx.failures.append(error)
+            self.ctx.failures.add(error)
             raise error from None
 
     def recorded_exception(self, outcome: ToolOutcome) -> BaseException:
@@ -254,7 +254,7 @@ class ToolCall:
                     "a value stored by a codec needs register_tool_codec in the replaying process too",
                 ],
             )
-        self.ctx.failures.append(error)
+        self.ctx.failures.add(error)
         return error
 
     def finished(
@@ -368,7 +368,7 @@ class _ServedStream:
                 place=f"event seq {outcome.recorded_seq}",
                 fixes=[rerecord_fix(call.ctx.settings.nodeid, call.ctx.cassette)],
             )
-            call.ctx.failures.append(error)
+            call.ctx.failures.add(error)
             return error
         return None
 

@@ -131,4 +131,4 @@ def in_current_run(handle: Callable[[RunContext], None]) -> None:
     try:
         handle(ctx)
     except Exception as exc:
-        ctx.failures.append(exc)
+        ctx.failures.add(exc)

@@ -110,7 +110,7 @@ class GenAISpanProcessor(SpanProcessor):
         try:
             self._end(ctx, span)
         except Exception as exc:
-            ctx.failures.append(exc)
+            ctx.failures.add(exc)
 
     def _end(self, ctx: RunContext, span: ReadableSpan) -> None:
         assert span.context is not None

@@ -95,7 +95,7 @@ def isolation_preexec(user_preexec: Callable[[], object] | None, runs: list[Guar
             ],
         )
         for r in runs:
-            r.failures.append(error)
+            r.failures.add(error)
         raise error
 
     def preexec() -> None:

@@ -236,7 +236,7 @@ def refuse(verdict: Verdict, channel: str, runs: list[GuardRun]) -> NoReturn:
     )
     # The agent may swallow the error (retries, broad excepts): the test must still fail.
     for r in runs:
-        r.failures.append(error)
+        r.failures.add(error)
     if REPORTS.in_child() or any(isinstance(r, ParentRun) for r in runs):
         _report_to_parent(error, runs)
     else:

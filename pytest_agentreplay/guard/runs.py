@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeAlias
 
+from ..core.failures import RunFailures
 from ..core.patching import Patches, Undo, genuine_function
 from ..core.run_settings import RunSettings
 from ..core.run_state import GuardState
@@ -57,7 +58,7 @@ class ParentRun:
             isolate_subprocesses=bool(data.get(ISOLATE_SETTING)),
             block_network_only=bool(data.get(BLOCK_ONLY)),
         )
-        self.failures: list[BaseException] = []
+        self.failures = RunFailures()
         self.guard = GuardState(token=self.token)
 
 

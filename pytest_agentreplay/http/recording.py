@@ -351,7 +351,7 @@ class LiveCapture:
                 place=exc.place,
                 fixes=exc.fixes,
             )
-            self.ctx.failures.append(located)
+            self.ctx.failures.add(located)
             raise located from exc
         self._coding = header.strip().lower() if decoded and header else self._decoder.coding
         content_type = self._headers.get("content-type")
@@ -409,7 +409,7 @@ class LiveCapture:
         with the reason (not raised here: the client reading it must not get our exception)."""
         exc = parser.error
         assert exc is not None
-        self.ctx.failures.append(
+        self.ctx.failures.add(
             EventStreamError(
                 exc.headline,
                 evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],

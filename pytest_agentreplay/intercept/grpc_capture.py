@@ -75,7 +75,7 @@ def unsupported_route(ctx: RunContext, request: HttpRequest, why: str) -> Config
             f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',
         ],
     )
-    ctx.failures.append(error)
+    ctx.failures.add(error)
     return error
 
 

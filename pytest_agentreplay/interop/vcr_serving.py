@@ -196,7 +196,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         ctx.replay.tolerated.append(f"{request.method} {url}" + (f" ({who})" if who else ""))
         return error
     # The code under test may swallow the exception: the test must still fail.
-    ctx.failures.append(error)
+    ctx.failures.add(error)
     return error
 
 

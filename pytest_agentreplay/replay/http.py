@@ -369,5 +369,5 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
         ctx.replay.tolerated.append(f"{request.method} {url}" + (f" ({who})" if who else ""))
         return error
     # The agent may swallow the exception (retry loops, broad excepts): the test must still fail.
-    ctx.failures.append(error)
+    ctx.failures.add(error)
     return error

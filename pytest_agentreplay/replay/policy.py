@@ -157,7 +157,7 @@ def _no_provider(ctx: RunContext, exc: NoProviderError) -> NoProviderError:
         fixes=exc.fixes,
     )
     if not any(str(f) == str(located) for f in ctx.failures):  # a retrying client asks again
-        ctx.failures.append(located)
+        ctx.failures.add(located)
     return located
 
 

@@ -81,13 +81,13 @@ def _parsed(ctx: RunContext) -> SandboxState:
             mode=ctx.mode,
             fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
         )
-        ctx.failures.append(error)
+        ctx.failures.add(error)
         raise error
     mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
     try:
         plan = FaultPlan(parse_faults(settings.faults))
     except Exception as exc:
-        ctx.failures.append(exc)
+        ctx.failures.add(exc)
         raise
     return SandboxState(mapping, settings.sandbox_hosts, plan)
 
@@ -156,7 +156,7 @@ def destination(ctx: RunContext, req: HttpRequest) -> SandboxRoute | AgentReplay
             "or add a respx route for it (httpx clients only)",
         ],
     )
-    ctx.failures.append(error)
+    ctx.failures.add(error)
     return error
 
 

@@ -127,7 +127,7 @@ class ToolReplayer:
                 "if it is not, find what changed the arguments (prompt, tool schema, agent code)",
             ],
         )
-        ctx.failures.append(error)
+        ctx.failures.add(error)
         raise error
 
     def _closest(self, name: str, arguments: Document) -> list[str]:

@@ -291,7 +291,7 @@ class ServedConversation:
             ],
         )
         # The agent may swallow the exception (a reconnect loop): the test must still fail.
-        self.ctx.failures.append(error)
+        self.ctx.failures.add(error)
         return error
 
 
@@ -326,7 +326,7 @@ def open_connection(ctx: RunContext, request: HttpRequest) -> Opening:
             mode=ctx.mode,
             fixes=[new_call_fix(ctx.settings.nodeid, ctx.cassette)],
         )
-        ctx.failures.append(error)
+        ctx.failures.add(error)
         raise error
     events = ConversationEvents(ctx, request.url, state.next_number())
     return ServedConversation(ctx, response, recorded, events)
