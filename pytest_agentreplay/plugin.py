@@ -169,10 +169,6 @@ class SessionHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
         replays = uses_agentreplay(item)
-        if replays or self.config.stash[SETTINGS_KEY].block_network:
-            from .shell.life import TestLife  # heavy: the recorder and the guard, only when a test uses them
-
-            item.stash[LIFE_KEY] = TestLife(item, self.interception, replays=replays)
         if replays:
             self.interception.hold()
         else:
@@ -186,8 +182,14 @@ class SessionHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
-        life = item.stash.get(LIFE_KEY, None)
-        return (yield) if life is None else (yield from life.setup())
+        # A new life per attempt: pytest-rerunfailures runs set-up to teardown again in one protocol.
+        replays = uses_agentreplay(item)
+        if not (replays or self.config.stash[SETTINGS_KEY].block_network):
+            return (yield)
+        from .shell.life import TestLife  # heavy: the recorder and the guard, only when a test uses them
+
+        life = item.stash[LIFE_KEY] = TestLife(item, self.interception, replays=replays)
+        return (yield from life.setup())
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:

@@ -6,9 +6,10 @@ check, a tool without a recorded result...) raises into the agent *and* adds the
 is failed for them.
 
 Precedence: the first problem added is the cause the test reports (``first``); what comes after it is most
-often its consequence (the agent's fallback refused next). The same problem is kept once: the same error
-object reached through two guarding runs, or a retrying client refused again for the same request, are one
-problem. "The same" is decided on the error's structured fields (:func:`problem_key`), never on its text.
+often its consequence (the agent's fallback refused next). The same error object (reached through two
+guarding runs) is kept once. :meth:`RunFailures.add_once` also keeps one of errors that are the same problem
+(a retrying client refused again for the same request, a child's refusal reported to two runs): "the same"
+is decided on the error's structured fields (:func:`problem_key`), never on its text.
 """
 
 from __future__ import annotations
@@ -39,10 +40,17 @@ class RunFailures(Sequence[BaseException]):
         self._lock = threading.Lock()
 
     def add(self, error: BaseException) -> bool:
+        """Keep ``error`` unless the run holds this very error; True when it was new."""
+        return self._keep(error, once=False)
+
+    def add_once(self, error: BaseException) -> bool:
         """Keep ``error`` unless the run already holds the same problem; True when it was new."""
+        return self._keep(error, once=True)
+
+    def _keep(self, error: BaseException, *, once: bool) -> bool:
         key = problem_key(error)
         with self._lock:
-            if key in self._keys or any(e is error for e in self._errors):
+            if (once and key in self._keys) or any(e is error for e in self._errors):
                 return False
             self._keys.add(key)
             self._errors.append(error)

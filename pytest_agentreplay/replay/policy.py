@@ -156,8 +156,7 @@ def _no_provider(ctx: RunContext, exc: NoProviderError) -> NoProviderError:
         place=ctx.settings.nodeid,
         fixes=exc.fixes,
     )
-    if not any(str(f) == str(located) for f in ctx.failures):  # a retrying client asks again
-        ctx.failures.add(located)
+    ctx.failures.add_once(located)  # a retrying client asks again: one problem
     return located
 
 

@@ -117,7 +117,7 @@ class TestLife:
         run = self.run.ctx if self.run is not None else None
         if run is not None and not run.recording and hand_to_run:
             for problem in new:
-                run.failures.add(problem)
+                run.failures.add_once(problem)
             return None
         fresh = [p for p in new if run is None or p not in run.failures]
         return "\n\n".join(str(p) for p in fresh) or None
@@ -146,14 +146,14 @@ class TestLife:
         self.interception.hold()
         if self.interception.error is not None:
             raise self.interception.error
-        hook = request.config.hook
+        hook, item, mode = request.config.hook, self.item, plan.test.mode
         self.run = run = TestRun(
             plan,
             self.settings,
             redact_hook=_redact_hook(hook),
-            rules_hook=lambda: [
-                r for r in hook.pytest_agentreplay_diff_rules(item=self.item, mode=plan.test.mode) if r
-            ],
+            # Closes over the item, not this life: the run must not point back at its owner (a cycle only the
+            # cyclic collector would free, walking the whole cassette).
+            rules_hook=lambda: [r for r in hook.pytest_agentreplay_diff_rules(item=item, mode=mode) if r],
             classify_hook=_classify_hook(hook),
             providers=providers,
             rootdir=self.item.config.rootpath,

@@ -281,7 +281,8 @@ class TestRun:
         """``error`` with this run's cassette and mode where it names none: the one place a run's errors get
         their location, shown when the message is rendered (``AgentReplayError.__str__``). A settings
         error keeps its own place, where the fix is."""
-        if isinstance(error, AgentReplayError) and not isinstance(error, ConfigError):
+        # A drift's rendered report names both already, in its own layout.
+        if isinstance(error, AgentReplayError) and not isinstance(error, ConfigError | DriftError):
             if error.cassette is None:
                 error.cassette = str(self.cassette)
             if error.mode is None:
