@@ -12,7 +12,11 @@ import pytest
 
 from pytest_agentreplay import exceptions
 from pytest_agentreplay.core.config import build_settings, resolve_test_settings
-from pytest_agentreplay.diff import ABSENT, DriftResult, RuleSet, compare_histories, parse_rules
+from pytest_agentreplay.diff.compare import compare_histories
+from pytest_agentreplay.diff.result import DriftResult
+from pytest_agentreplay.diff.rules.engine import RuleSet
+from pytest_agentreplay.diff.rules.syntax import parse_rules
+from pytest_agentreplay.diff.text import ABSENT
 from pytest_agentreplay.report.status import (
     CAUSES,
     Action,

@@ -2,7 +2,7 @@
 
 Entry points: ``compare_histories(recorded, replayed, *, rules, resolve) -> DriftResult`` and
 ``render_drift(result, *, test, cassette, mode) -> str``; rules come from
-``RuleSet.from_layers(mode, project=..., marker=..., hook=...)`` (format: ``diff.rules.spec``).
+``RuleSet.from_layers(mode, project=..., marker=..., hook=...)`` (format: docs/rules.md).
 Importing this package does not import deepdiff.
 """
 
