@@ -90,8 +90,9 @@ class TestLife:
     def setup(self) -> Generator[None, object, object]:
         """``pytest_runtest_setup``'s wrapper."""
         item = self.item
-        plan = early_plan(item, self.settings, collected_test(item).cassette) if self.replays else None
-        ctx = guard_run(item.nodeid, plan, self.settings, collected_test(item).cassette)
+        cassette = collected_test(item).cassette
+        plan = early_plan(item, self.settings, cassette) if self.replays else None
+        ctx = guard_run(item.nodeid, plan, self.settings, cassette)
         if ctx is None:
             return (yield)
         self.guard = FixtureGuard(item.nodeid, ctx)

@@ -53,11 +53,6 @@ class TestPlan:
     def allow_hosts(self) -> tuple[str, ...]:
         return self.test.allow_hosts
 
-    @property
-    def served_by_foreign(self) -> bool:
-        """Replayed from the other tool's recordings: its own cassette does not exist."""
-        return self.records is False and self.foreign is not None and not self.cassette.exists()
-
 
 def records(record: str, cassette: Path | None, foreign: ForeignSource | None = None) -> bool | None:
     """Whether the test records: always under ``all``, under ``missing`` when it has nothing to replay
