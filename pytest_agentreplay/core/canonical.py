@@ -6,10 +6,9 @@ import hashlib
 import json
 import marshal
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from .json_copy import copy_json
 
@@ -277,8 +276,7 @@ def hash_value(value: object) -> str:
     return sha256_hex(dumps_compact(value))
 
 
-@dataclass(frozen=True, slots=True)
-class HashedList:
+class HashedList(NamedTuple):
     """A conversation's list as :func:`request_digest` last hashed it: the text before it, its items (a
     tuple: the caller's list may grow after it was hashed, the snapshot does not) and the hash state
     after them (copied before it is updated, never updated in place)."""

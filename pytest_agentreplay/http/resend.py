@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.documents import Document
 from .bodies import json_text
@@ -32,8 +32,7 @@ _STAND_IN = "\x00agentreplay-resent"
 _OPEN = b'{"\\u0000agentreplay-resent":['
 
 
-@dataclass(frozen=True)
-class Sent:
+class Sent(NamedTuple):
     """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
     up to the end of that list's last item, and the compact formats those bytes are the text of (both,
     when they hold no character the two write differently), in the order the full check tries them.

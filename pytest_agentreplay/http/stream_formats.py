@@ -11,8 +11,7 @@ format is one entry in :data:`FORMATS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..core.documents import Document
 from . import eventstream, ndjson, sse
@@ -28,8 +27,7 @@ class StreamParser(Protocol):
     def finish(self) -> list[Document]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class StreamFormat:
+class StreamFormat(NamedTuple):
     name: str
     matches: Callable[[str | None], bool]
     parser: Callable[[], StreamParser]
