@@ -98,6 +98,18 @@ def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
     return Sent(value, key, prefix, formats)
 
 
+def _formats_of(tail: Document, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    """The candidate formats whose text of ``tail`` is ``text``. Compact UTF-8 and compact ASCII texts
+    differ only where the first writes a character outside printable ASCII (the second escapes it): when
+    the first matched a text without one, so does the second, and the tail is not written again."""
+    first = candidates[0]
+    if json_text(tail, first).encode("utf-8") != text:
+        return tuple(fmt for fmt in candidates[1:] if json_text(tail, fmt).encode("utf-8") == text)
+    if candidates == (None, "compact-ascii") and text.isascii() and b"\x7f" not in text:
+        return candidates
+    return (first, *(fmt for fmt in candidates[1:] if json_text(tail, fmt).encode("utf-8") == text))
+
+
 def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     """``raw`` parsed, sharing ``sent``'s objects where it resends them, what the next request may extend,
     and the format the full check would name; None when ``raw`` does not start with ``sent``'s bytes or
@@ -128,7 +140,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     # The new part must read back as it was written, in a format the shared part is the text of: then the
     # whole body is that format's text of the value built here, as a full parse and check would find.
     try:
-        formats = tuple(fmt for fmt in sent.formats if json_text(tail, fmt).encode("utf-8") == text)
+        formats = _formats_of(tail, text, sent.formats)
         added = (
             b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
             if formats
