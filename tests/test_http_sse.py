@@ -82,13 +82,11 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
         log.append(f"produced {ev['data']['n']}")
         return original(ev)
 
-    from dataclasses import replace
-
     from pytest_agentreplay.http import stream_formats
 
     sse_format, *others = stream_formats.FORMATS
     assert sse_format.name == "sse"
-    monkeypatch.setattr(stream_formats, "FORMATS", (replace(sse_format, encode=spying_encode), *others))
+    monkeypatch.setattr(stream_formats, "FORMATS", (sse_format._replace(encode=spying_encode), *others))
     events = [{"event": "tick", "data": {"n": i}, "t": i / 10} for i in range(5)]
     recorded = MemoryCassette([])
     with run_in("record") as rec_ctx:

@@ -159,11 +159,12 @@ def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str 
     if not isinstance(value, dict | list):
         return None  # a scalar nests no deeper than where it stands
     try:
-        # Each level of nesting takes at least 4 bytes of marshal's form (a dict: its type code, a string key
-        # of two or more, the end code; a list: its type code and length; a repeated object is a 5-byte
-        # reference, and each container of the deepest path is written whole once), so a short form is
-        # settled in C. Holds for parsed JSON (string keys, no cycles), the only values checked here.
-        if len(marshal.dumps(value)) < 4 * (limit - start) - 8:
+        # A value holds no deeper path than it holds objects and lists, and marshal's version 2 (no back-
+        # references) writes each of them with its type code, ``{`` or ``[``: counting those bytes (strings
+        # holding them only count more) settles a real payload in C, however long its strings are.
+        # Holds for parsed JSON (string keys, no cycles), the only values checked here.
+        form = marshal.dumps(value, 2)
+        if form.count(b"{") + form.count(b"[") <= limit - start:
             return None
     except ValueError:
         pass  # not marshallable, or deeper than marshal goes: walked below

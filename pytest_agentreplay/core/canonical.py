@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from operator import is_
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
 
 from .json_copy import copy_json
 
@@ -197,8 +196,32 @@ def _scalar(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
+def _compact_encoder() -> Callable[[object, int], Iterable[str]] | None:
+    """The C encoder ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    allow_nan=False)`` makes, made once: ``json.dumps`` with options makes a new encoder per call, which
+    costs more than encoding a message or a key (a replayed test hashes and compares dozens of them).
+    Without a markers dict, which other threads encoding at the same time would see: a circular value
+    recurses until ``RecursionError`` (then encoded by ``json.dumps``, which names it)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    encoder = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    encode: Callable[[object, int], Iterable[str]] = make(
+        None, encoder.default, _encode_string, None, ":", ",", True, False, False
+    )
+    return encode
+
+
+_COMPACT: Final = _compact_encoder()
+
+
 def dumps_compact(value: object) -> str:
     """Compact canonical form used for hashing."""
+    if _COMPACT is not None:
+        try:
+            return "".join(_COMPACT(value, 0))
+        except RecursionError:
+            pass  # circular, or nested past the interpreter's limit: json.dumps says which
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -253,8 +276,7 @@ def hash_value(value: object) -> str:
     return sha256_hex(dumps_compact(value))
 
 
-@dataclass(frozen=True, slots=True)
-class HashedList:
+class HashedList(NamedTuple):
     """A conversation's list as :func:`request_digest` last hashed it: the text before it, its items (a
     tuple: the caller's list may grow after it was hashed, the snapshot does not) and the hash state
     after them (copied before it is updated, never updated in place)."""
@@ -300,7 +322,7 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
     for index, (key, value) in enumerate(items):
         if not isinstance(key, str):
             return hash_value(body)
-        head = ("," if index else "") + dumps_compact(key) + ":"
+        head = ("," if index else "") + _encode_string(key) + ":"
         if type(value) is list and value and all(map(isinstance, value, repeat(dict))):
             if hasher is None:
                 hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo)

@@ -238,9 +238,10 @@ def build_validators() -> None:
     the user's clock patch (``freezegun.freeze_time`` swaps ``datetime`` in every loaded module), where
     pydantic cannot generate schemas for the fake types.
     """
-    pending: list[type[Record]] = [Record]
-    while pending:
-        model = pending.pop()
-        pending.extend(model.__subclasses__())
-        if model is not Record:
-            model.model_rebuild(force=True)
+    # In definition order, so the records a record's fields hold are built before it and their schemas are
+    # reused (the other way round, each nested record's schema is generated again: 21 M instructions, not 14).
+    models: list[type[Record]] = [Record]
+    for model in models:  # grows while walked: every subclass, each after its parent
+        models.extend(model.__subclasses__())
+    for model in models[1:]:
+        model.model_rebuild(force=True)

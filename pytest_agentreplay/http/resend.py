@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.documents import Document
 from .bodies import json_text
@@ -32,8 +32,7 @@ _STAND_IN = "\x00agentreplay-resent"
 _OPEN = b'{"\\u0000agentreplay-resent":['
 
 
-@dataclass(frozen=True)
-class Sent:
+class Sent(NamedTuple):
     """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
     up to the end of that list's last item, and the compact formats those bytes are the text of (both,
     when they hold no character the two write differently), in the order the full check tries them.
@@ -103,6 +102,18 @@ def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
     return Sent(value, key, prefix, formats)
 
 
+def _formats_of(tail: Document, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    """The candidate formats whose text of ``tail`` is ``text``. Compact UTF-8 and compact ASCII texts
+    differ only where the first writes a character outside printable ASCII (the second escapes it): when
+    the first matched a text without one, so does the second, and the tail is not written again."""
+    first = candidates[0]
+    if json_text(tail, first).encode("utf-8") != text:
+        return tuple(fmt for fmt in candidates[1:] if json_text(tail, fmt).encode("utf-8") == text)
+    if candidates == (None, "compact-ascii") and text.isascii() and b"\x7f" not in text:
+        return candidates
+    return (first, *(fmt for fmt in candidates[1:] if json_text(tail, fmt).encode("utf-8") == text))
+
+
 def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     """``raw`` parsed, sharing ``sent``'s objects where it resends them, what the next request may extend,
     and the format the full check would name; None when ``raw`` does not start with ``sent``'s bytes or
@@ -133,7 +144,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     # The new part must read back as it was written, in a format the shared part is the text of: then the
     # whole body is that format's text of the value built here, as a full parse and check would find.
     try:
-        formats = tuple(fmt for fmt in sent.formats if json_text(tail, fmt).encode("utf-8") == text)
+        formats = _formats_of(tail, text, sent.formats)
         added = (
             b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
             if formats

@@ -10,7 +10,7 @@ Recording, storing and serving ask :func:`format_for` and nothing else: a new fo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.documents import Document
 from . import eventstream, ndjson, sse
@@ -19,8 +19,7 @@ from .sse import StreamParser
 __all__ = ["FORMATS", "StreamFormat", "StreamParser", "format_for"]
 
 
-@dataclass(frozen=True, slots=True)
-class StreamFormat:
+class StreamFormat(NamedTuple):
     name: str
     media_types: frozenset[str]
     parser: Callable[[], StreamParser]

@@ -29,7 +29,6 @@ under ``replay/`` imports an interceptor.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import NoProviderError
@@ -54,28 +53,43 @@ class _Classified(dict[tuple[str, str, str], Classification]):
     """A run's classifications by the built-in rules: (method, host, path) -> its classification."""
 
 
-@dataclass(slots=True)
+# Plain classes, not dataclasses: a dataclass's generated methods are compiled when its module is imported
+# (about 3.5 M instructions each, at every start-up), and an action is only built and read.
 class Serve:
     """Answer with ``response``; nothing goes out. Already recorded on the run."""
 
-    response: HttpResponse
+    __slots__ = ("response",)
+
+    def __init__(self, response: HttpResponse) -> None:
+        self.response = response
 
 
-@dataclass(slots=True)
 class Send:
-    """Send the call; record what comes back through ``capture``."""
+    """Send the call; record what comes back through ``capture``.
 
-    # The request as the event records it: the agent's URL, the body actually sent.
-    request: HttpRequest
-    # The one host the fail-closed guard lets through; None: no socket may open (respx answers).
-    permit: str | None
-    capture: LiveCapture
-    # Send to this URL instead (sandbox base-URL mapping); the event keeps the agent's URL.
-    url: str | None = None
-    # Send this body instead (model override); ``request`` already carries it.
-    body: bytes | None = None
-    # Delivered, then the answer is lost: call :meth:`lost`, then raise the client's exception.
-    fault: Fault | None = None
+    ``request``: the request as the event records it (the agent's URL, the body actually sent). ``permit``:
+    the one host the fail-closed guard lets through; None: no socket may open (respx answers). ``url``:
+    send to this URL instead (sandbox base-URL mapping); the event keeps the agent's URL. ``body``: send
+    this body instead (model override); ``request`` already carries it. ``fault``: delivered, then the
+    answer is lost: call :meth:`lost`, then raise the client's exception."""
+
+    __slots__ = ("body", "capture", "fault", "permit", "request", "url")
+
+    def __init__(
+        self,
+        request: HttpRequest,
+        permit: str | None,
+        capture: LiveCapture,
+        url: str | None = None,
+        body: bytes | None = None,
+        fault: Fault | None = None,
+    ) -> None:
+        self.request = request
+        self.permit = permit
+        self.capture = capture
+        self.url = url
+        self.body = body
+        self.fault = fault
 
     def lost(self, status: int, headers: Any, content: bytes) -> None:
         """Record what the service answered to a request whose answer the injected fault loses."""
@@ -87,12 +101,14 @@ class Send:
         emit_fault(capture.ctx, capture.request, capture.cls, self.fault, response)
 
 
-@dataclass(slots=True)
 class Refuse:
     """Send nothing: raise ``error``, or the client's own exception for ``fault`` (before sending)."""
 
-    error: BaseException | None = None
-    fault: Fault | None = None
+    __slots__ = ("error", "fault")
+
+    def __init__(self, error: BaseException | None = None, fault: Fault | None = None) -> None:
+        self.error = error
+        self.fault = fault
 
     def exception(self, for_fault: Callable[[Fault], BaseException]) -> BaseException:
         """What to raise; ``for_fault`` builds the client's own exception for an injected fault."""
