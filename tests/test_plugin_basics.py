@@ -184,7 +184,7 @@ def test_pyproject_table_is_read_and_ini_wins_over_it(pytester: pytest.Pytester)
         (["--agentreplay-mode=fast"], None, "invalid choice: 'fast'"),
         (["--agentreplay-record=sometimes"], None, "invalid choice: 'sometimes'"),
         ([], "agentreplay_mode = fast", "valid values: audit, regression, model-comparison, sandbox"),
-        ([], "agentreplay_record = sometimes", "valid values: none, missing, all"),
+        ([], "agentreplay_record = sometimes", "valid values: none, missing, drifted, all"),
         (["--agentreplay-report=out.txt"], None, "must end in .md, .json or .html"),
     ],
 )

@@ -50,7 +50,7 @@ def test_the_options_and_ini_keys_of_an_inner_session_are_the_tables(pytester: p
         assert _unwrapped(setting.help_text(keys.CLI)) in flat
     for setting in _in_place(keys.INI):
         assert _unwrapped(setting.help_text(keys.INI)) in flat
-    assert _unwrapped("(one of none, missing, all; default none; the command line wins)") in flat
+    assert _unwrapped("(one of none, missing, drifted, all; default none; the command line wins)") in flat
 
 
 def _unwrapped(text: str) -> str:

@@ -39,7 +39,7 @@ def usage_error(pytester: pytest.Pytester, *args: str) -> str:
         ("allow_hosts = 5", "given: 5 (an integer)", "expected: a host name or a list of them"),
         ("allow_hosts = [1, 2]", "given: [1, 2] (a list)", "expected: a host name or a list of them"),
         ("cassette_dir = 7", "given: 7 (an integer)", "expected: a folder path (a string)"),
-        ('record = "sometimes"', "given: 'sometimes'", "valid values: none, missing, all"),
+        ('record = "sometimes"', "given: 'sometimes'", "valid values: none, missing, drifted, all"),
         ("mode = 3", "given: 3 (an integer)", "valid values: audit, regression, model-comparison, sandbox"),
         ('update = "maybe"', "given: 'maybe'", "expected: true or false"),
         ("save_on_failure = 2", "given: 2 (an integer)", "expected: true or false"),

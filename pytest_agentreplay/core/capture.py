@@ -22,6 +22,7 @@ from .constants import Mode
 from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 from .failures import RunFailures
+from .rerecord import Rerecord
 from .run_settings import RunSettings
 from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
 
@@ -260,6 +261,8 @@ class RunContext:
         self.rooms = RunRooms()
         # Set by interop before the run starts; replay.policy asks it instead of the cassette.
         self.served_instead: ServesInstead | None = None
+        # ``--agentreplay-record=drifted``: where this replay turns live (core/rerecord.py); None otherwise.
+        self.rerecord: Rerecord | None = None
         # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
         self.comparison: Document | None = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
@@ -269,6 +272,15 @@ class RunContext:
     @property
     def recording(self) -> bool:
         return self.mode in _RECORDING
+
+    def go_live(self, what: str) -> None:
+        """Re-recording from the drift (:mod:`.rerecord`): the call ``what`` has no recorded match, so the
+        run records from it on (its event is the next one)."""
+        rerecord = self.rerecord
+        assert rerecord is not None, "go_live() outside a re-recording run"
+        if not rerecord.turned:
+            self.mode = Mode.RECORD
+            rerecord.turn(len(self.recorder.events), what)
 
     def executes_tool(self) -> bool:
         """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""

@@ -23,7 +23,7 @@ HTTP_RESPONSE_MEDIA_TYPE: Final = "application/vnd.agentreplay.http-response+jso
 # Payloads whose canonical JSON is larger than this go to the blob store.
 INLINE_PAYLOAD_LIMIT: Final = 2048
 
-RECORD_MODES: Final = ("none", "missing", "all")
+RECORD_MODES: Final = ("none", "missing", "drifted", "all")
 # The replay session in its own network namespace (guard/session_namespace.py): never, where the kernel
 # allows, or fail the session where it does not.
 ISOLATE_MODES: Final = ("off", "auto", "required")

@@ -124,7 +124,8 @@ _SESSION = "cli ini project"
 SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("cassette", MARKER,
             "the cassette this test replays, named explicitly (in the cassette folder, .json added)"),
-    Setting("record", _ANYWHERE, "record cassettes: the missing ones, or all; none replays only",
+    Setting("record", _ANYWHERE, "record cassettes: the missing ones, or all, or from each test's first "
+            "changed call on (drifted); none replays only",
             default=DEFAULT_RECORD_MODE, choices=RECORD_MODES, noun="record mode"),
     Setting("mode", _ANYWHERE, "replay mode",
             default=DEFAULT_REPLAY_MODE, choices=REPLAY_MODES, noun="replay mode"),

@@ -102,6 +102,8 @@ class ToolCall:
             arguments = _recorded_form(ctx, name, arguments, legacy_arguments, idempotency_key)
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
+        if ctx.rerecord is not None:
+            _turn_live_unless_recorded(ctx, name, arguments, idempotency_key)
         attempt_key = idempotency_key or _arguments_hash(ctx, name, arguments)
         self.attempt = ctx.recorder.next_attempt(name, attempt_key)
         # ``may_group=False``: a library whose own background tasks always run beside the call (an MCP
@@ -390,6 +392,18 @@ def _recorded_form(
         return arguments
     found, _ = ctx.tools.recorded_group(name, legacy, ctx=ctx, idempotency_key=key)
     return legacy if found else arguments
+
+
+def _turn_live_unless_recorded(ctx: RunContext, name: str, arguments: Document, key: str | None) -> None:
+    """Re-recording from the drift (core/rerecord.py): a call no recorded one equals turns the run live
+    before its ``tool.call`` event, which then starts the recorded tail."""
+    rerecord = ctx.rerecord
+    assert rerecord is not None
+    if not ctx.recording and ctx.tools is not None:
+        found, _ = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
+        if not found:
+            ctx.go_live(f"tool.call {name}")
+    rerecord.count(live=ctx.recording)
 
 
 def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:

@@ -252,10 +252,14 @@ class _EmptyCassette:
         return None
 
 
-def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = None) -> HttpResponse | None:
+def serve(
+    ctx: RunContext, request: HttpRequest, cls: Classification | None = None, *, exact: bool = False
+) -> HttpResponse | None:
     """Answer ``request`` from the cassette and record the exchange on ``ctx.recorder``.
 
-    None when no recorded exchange matches: :func:`unmatched` builds the refusal.
+    None when no recorded exchange matches: :func:`unmatched` builds the refusal. ``exact``: a model call
+    is answered only by a recorded call its request equals (apart from what the comparison ignores), not
+    by the next one in order (re-recording from the first drift).
     """
     started = time.perf_counter()
     if cls is None:
@@ -264,7 +268,7 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
     prepared: PreparedModelRequest | None = None
     if cls.kind == "model":
         prepared = prepare_model_request(ctx, request)
-        rec = _take_model(ctx, index, request, cls.endpoint_key, prepared.request_hash)
+        rec = _take_model(ctx, index, request, cls.endpoint_key, prepared.request_hash, in_order=not exact)
     else:
         # Recorded requests were redacted when saved: match on the live request redacted the same way.
         raw_url, stored = _redacted_view(ctx, request)
@@ -293,7 +297,13 @@ def serve(ctx: RunContext, request: HttpRequest, cls: Classification | None = No
 
 
 def _take_model(
-    ctx: RunContext, index: HttpReplayIndex, request: HttpRequest, endpoint: str, digest: str | None
+    ctx: RunContext,
+    index: HttpReplayIndex,
+    request: HttpRequest,
+    endpoint: str,
+    digest: str | None,
+    *,
+    in_order: bool = True,
 ) -> RecordedExchange | None:
     """The recorded call the live one equals, else the first unplayed call to its endpoint (see
     :mod:`.model_calls`). The normalised body is computed outside the index's lock: it redacts."""
@@ -301,13 +311,13 @@ def _take_model(
     if rec is not None:
         return rec
     names = ignored_names(ctx.mode)
-    if index.model.total(endpoint) and (digest is None or mentions(request, names)):
+    if index.model.total(endpoint) and (digest is None or not in_order or mentions(request, names)):
         # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
         _, stored = _redacted_view(ctx, request)
         rec = index.take_model_normalised(endpoint, normalised_key(stored, names), names)
         if rec is not None:
             return rec
-    return index.take_model_in_order(endpoint)
+    return index.take_model_in_order(endpoint) if in_order else None
 
 
 def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:

@@ -145,7 +145,10 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
         cls = classify(ctx, request)
     except NoProviderError as exc:
         return Refuse(_no_provider(ctx, exc))
+    rerecord = ctx.rerecord
     if ctx.recording:
+        if rerecord is not None:
+            rerecord.count(live=True)
         return Send(request, request.host, LiveCapture(ctx, request, cls))
     instead = ctx.served_instead
     if instead is not None:
@@ -154,11 +157,28 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
             raise TypeError(f"{type(instead).__name__}.decide returned {action!r}, not an action")
         return action
     if not goes_live(ctx, request, cls):
-        response = serve(ctx, request, cls)
+        # Re-recording from the drift: a model call is served only by the recorded call it equals.
+        response = serve(ctx, request, cls, exact=rerecord is not None)
         if response is None:
+            if rerecord is not None:
+                # The first call the cassette cannot answer as recorded: from here on the run records.
+                ctx.go_live(_call_name(request, cls))
+                rerecord.count(live=True)
+                return Send(request, request.host, LiveCapture(ctx, request, cls))
             return Refuse(unmatched(ctx, request, cls))
+        if rerecord is not None:
+            rerecord.count(live=False)
         return Serve(response)
     return _live(ctx, request, cls)
+
+
+def _call_name(request: HttpRequest, cls: Classification) -> str:
+    """How the summary names the call a re-recording turned live at: ``model.call gpt-4o-mini``."""
+    if cls.kind == "model":
+        body = request.json()
+        model = body.get("model") if isinstance(body, dict) else None
+        return f"model.call {model}" if isinstance(model, str) else f"model.call {cls.endpoint_key}"
+    return f"{cls.kind} {request.method} {request.host}{request.path}"
 
 
 def _no_provider(ctx: RunContext, exc: NoProviderError) -> NoProviderError:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import exceptions as e
 from ..core.documents import Document
@@ -124,6 +124,23 @@ _CAUSE_BY_ERROR: Final[tuple[tuple[type[e.AgentReplayError], Cause], ...]] = (
 )
 
 
+class Rerecorded(NamedTuple):
+    """Where a test re-recorded from its first drift (``--agentreplay-record=drifted``) turned live."""
+
+    at: int  # the seq of the first live event
+    what: str  # the call it turned live at: ``model.call gpt-4o-mini``
+    kept: int  # events kept from the cassette (the prefix, unchanged)
+    live: int  # events recorded live from ``at`` on
+    calls_kept: int  # calls served from the cassette before the drift
+    calls_sent: int  # calls sent live from the drift on
+
+    def line(self) -> str:
+        return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
+
+    def to_dict(self) -> Document:
+        return dict(self._asdict())
+
+
 @dataclass(frozen=True, slots=True)
 class TestStatus:
     """The status of one test, as every report shows it."""
@@ -142,6 +159,10 @@ class TestStatus:
     reruns: int = 0
     # A ``not-saved`` test whose cassette could not be written (False: the test failed while recording).
     write_failed: bool = False
+    # Re-recorded from its first drift: where, and how much was kept.
+    rerecorded: Rerecorded | None = None
+    # The pending file a drifting test wrote beside its cassette (``agentreplay review`` reads it).
+    pending: str | None = None
 
     @property
     def red(self) -> bool:
@@ -160,6 +181,9 @@ class TestStatus:
             "expected": self.expected,
             "drift": None if self.drift is None else self.drift.to_dict(),
             "reruns": self.reruns,
+            # Only when there is one: reports of sessions without them read as before.
+            **({"rerecorded": self.rerecorded.to_dict()} if self.rerecorded is not None else {}),
+            **({"pending": self.pending} if self.pending is not None else {}),
         }
 
     def to_wire(self) -> Document:
@@ -177,6 +201,7 @@ class TestStatus:
 
             drift = DriftResult.from_dict(drift)
         cause = data["cause"]
+        rerecorded = data.get("rerecorded")
         return cls(
             nodeid=data["nodeid"],
             cassette=data["cassette"],
@@ -189,6 +214,8 @@ class TestStatus:
             drift=drift,
             reruns=data["reruns"],
             write_failed=data["write_failed"],
+            rerecorded=None if rerecorded is None else Rerecorded(**rerecorded),
+            pending=data.get("pending"),
         )
 
 
@@ -217,6 +244,8 @@ def decide(
     drift: DriftResult | None = None,
     xfail: bool = False,
     reruns: int = 0,
+    rerecorded: Rerecorded | None = None,
+    pending: str | None = None,
 ) -> TestStatus:
     """The status of one test.
 
@@ -264,6 +293,9 @@ def decide(
         drift=drift,
         reruns=int(reruns),
         write_failed=write_failed,
+        # A failed re-recording kept nothing: the cassette stands as it was.
+        rerecorded=rerecorded if status == Status.RECORDED else None,
+        pending=pending,
     )
 
 

@@ -136,6 +136,8 @@ def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) ->
 def _detail(status: TestStatus) -> str:
     regressions, expected, reruns = status.regressions, status.expected, status.reruns
     parts = [f"{regressions} regression(s), {expected} expected"] if regressions or expected else []
+    if status.rerecorded is not None:
+        parts.append(status.rerecorded.line())
     if reruns:
         parts.append(f"{reruns} rerun")
     return f" ({'; '.join(parts)})" if parts else ""
@@ -158,6 +160,7 @@ def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ())
             lines.append(f"  {name}: {status.nodeid}{_detail(status)}")
     for path in unused:
         lines.append(f"  unused: {path}")
+    lines.extend(rerecorded_lines(statuses))
     steps = next_steps(statuses, unused=unused)
     if steps:
         lines.append("next:")
@@ -174,3 +177,16 @@ def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
     lines = [f"tolerated: {plural(len(unique), 'call')} to tolerated_hosts refused without failing the test"]
     lines.extend(f"  refused, tolerated: {call} in {nodeid}" for nodeid, call in unique)
     return lines
+
+
+def rerecorded_lines(statuses: Sequence[TestStatus]) -> list[str]:
+    """The session's re-recording from the drift (``--agentreplay-record=drifted``): the calls kept from
+    the cassettes (never sent) and the calls sent live, over the tests that turned live."""
+    turned = [s.rerecorded for s in statuses if s.rerecorded is not None]
+    if not turned:
+        return []
+    kept, sent = sum(r.calls_kept for r in turned), sum(r.calls_sent for r in turned)
+    return [
+        f"re-recorded from the drift: {plural(len(turned), 'test')}, {plural(kept, 'call')} kept from the "
+        f"cassettes, {plural(sent, 'call')} sent live"
+    ]

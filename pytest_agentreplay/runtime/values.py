@@ -163,6 +163,21 @@ class RuntimeValues:
         self.active = True
         # Takes the run's patches off again (set by :func:`install`).
         self.unpatch: Callable[[], None] | None = None
+        if ctx.rerecord is not None:
+            ctx.rerecord.on_live(self._go_live)
+
+    def _go_live(self) -> None:
+        """The run turned live at its first drift (core/rerecord.py): values drawn from now on are live;
+        those served so far stay in the history, as recorded."""
+        with self._lock:
+            self.replaying = False
+            self.recorded = None
+            self._recorded_streams = {}
+            for stream in self._by_name.values():
+                stream.recorded = {}
+                for table in (stream.clock, stream.uuid, stream.values):
+                    for seq in table.values():
+                        del seq.recorded[seq.pos :]
 
     # streams -----------------------------------------------------------------------------------------
     def stream(self) -> _Stream:

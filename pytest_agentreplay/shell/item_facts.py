@@ -133,4 +133,6 @@ def decide_status(
         xfail=xfail,
         # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
         reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
+        rerecorded=outcome.rerecorded if outcome is not None else None,
+        pending=outcome.pending if outcome is not None else None,
     )

@@ -55,11 +55,12 @@ class TestPlan:
 
 
 def records(record: str, cassette: Path | None, foreign: ForeignSource | None = None) -> bool | None:
-    """Whether the test records: always under ``all``, under ``missing`` when it has nothing to replay
-    (None when its cassette is not known yet), never under ``none``."""
+    """Whether the test records from its start: always under ``all``, under ``missing`` and ``drifted``
+    when it has nothing to replay (None when its cassette is not known yet), never under ``none``. A
+    ``drifted`` test with a cassette replays until its first changed call (core/rerecord.py)."""
     if record == "all":
         return True
-    if record != "missing":
+    if record not in ("missing", "drifted"):
         return False
     if cassette is None:
         return None

@@ -14,9 +14,10 @@ from ..cassette.read import LoadedCassette, load_cassette
 from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
 from ..core.config import Settings, TestSettings
-from ..core.constants import INLINE_PAYLOAD_LIMIT
+from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
+from ..core.rerecord import Rerecord
 from ..diff import render_drift
 from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
 from ..diff.result import DriftResult
@@ -36,7 +37,7 @@ from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
 from ..replay.replayed_history import redacted_replay
 from ..replay.tools import ToolReplayer
-from ..report.status import Action
+from ..report.status import Action, Rerecorded
 from .plan import TestPlan
 
 
@@ -53,6 +54,8 @@ class TestOutcome:
     regressions: int = 0
     expected: int = 0
     drift: DriftResult | None = None
+    rerecorded: Rerecorded | None = None
+    pending: str | None = None
 
 
 @dataclass
@@ -142,7 +145,7 @@ class TestRun:
             model_override=self.test.model,
         )
         try:
-            if self.recording and self.test.record == "missing":
+            if self.recording and self.test.record in ("missing", "drifted"):
                 self._refuse_a_second_tree()
             recorded = None if self.recording else self._load_recorded()
         except AgentReplayError as exc:
@@ -168,6 +171,8 @@ class TestRun:
             self.recorded = recorded
             if self.foreign is not None and self.served_by_foreign:
                 self.foreign.activate(ctx, recorded, converting=self.test.update)
+            elif self.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
+                ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
         # A credential the environment holds is a secret wherever the run repeats it (a key in a prompt).
         self.redactor.learn_environment(os.environ)
@@ -294,11 +299,34 @@ class TestRun:
         # swallowed: the recording lacks it, so the test fails and its cassette is not saved.
         refused = ctx.failures.first if passed else None
         if (passed and refused is None) or self.settings.save_on_failure:
-            saved, not_saved = self._save(ctx.recorder.run, ctx.recorder.events)
+            events: Sequence[Event | RedactedEvent] = ctx.recorder.events
+            rerecorded = None
+            if ctx.rerecord is not None:
+                events, rerecorded = self._rerecorded(ctx, ctx.rerecord)
+            saved, not_saved = self._save(ctx.recorder.run, events)
             if saved:
-                return self._outcome(Action.RECORDED, "record"), refused
+                return replace(self._outcome(Action.RECORDED, "record"), rerecorded=rerecorded), refused
             return self._outcome(Action.NOT_SAVED, "record"), refused or not_saved
         return self._outcome(Action.NOT_SAVED, "record"), refused
+
+    def _rerecorded(self, ctx: RunContext, rerecord: Rerecord) -> tuple[list[RedactedEvent], Rerecorded]:
+        """The events a re-recording from its first drift writes: the events before the drift as the
+        cassette holds them (each keeps its recorded time, ids and timings, so its line and digest are
+        unchanged), then the tail recorded live."""
+        from ..replay.update import merge_for_update  # only a re-recording or an update merges
+
+        recorded, at = self.recorded, rerecord.at
+        assert recorded is not None and self.redactor is not None and at is not None
+        recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        kept = frozenset({ctx.settings.idempotency_header})
+        views = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept).views
+        run_id = ctx.recorder.run.run_id
+        events = merge_for_update(recorded_dicts, views[:at], run_id)
+        events.extend(
+            view.restamped({"run_id": run_id, "seq": seq}, {}) for seq, view in enumerate(views[at:], at)
+        )
+        summary = Rerecorded(at, rerecord.what, at, len(views) - at, rerecord.calls_kept, rerecord.calls_sent)
+        return events, summary
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""

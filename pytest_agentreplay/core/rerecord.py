@@ -1,0 +1,58 @@
+"""Re-recording from the first drift (``--agentreplay-record=drifted``): where a replay turns live.
+
+A replaying run given a :class:`Rerecord` serves its calls from the cassette as regression does until the
+first call the cassette holds no match for (a model call whose request changed, a read or write no
+recorded one equals, a ``@tool`` call with new arguments). That call and every one after it go live: the
+run turns into a recording (``RunContext.mode`` becomes ``record``), and the owners of per-run replay
+state (runtime values) hear it through :meth:`Rerecord.on_live`. The shell then saves the kept prefix as
+recorded and the live tail after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+
+class Rerecord:
+    """One run's turn from replay to recording: the point it turned at and the calls on each side."""
+
+    __slots__ = ("_listeners", "_lock", "at", "calls_kept", "calls_sent", "what")
+
+    def __init__(self) -> None:
+        # The seq of the first live event, and what it was (``model.call gpt-4o-mini``); None: not turned.
+        self.at: int | None = None
+        self.what = ""
+        self.calls_kept = 0
+        self.calls_sent = 0
+        self._listeners: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def turned(self) -> bool:
+        return self.at is not None
+
+    def on_live(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` when the run turns live (at once if it already has)."""
+        if self.turned:
+            listener()
+        else:
+            self._listeners.append(listener)
+
+    def count(self, *, live: bool) -> None:
+        if live:
+            self.calls_sent += 1
+        else:
+            self.calls_kept += 1
+
+    def turn(self, at: int, what: str) -> bool:
+        """The call described by ``what``, whose event will have seq ``at``, has no recorded match: the run
+        turns live there (``RunContext.go_live``). False when it had turned already."""
+        with self._lock:
+            if self.turned:
+                return False
+            self.at, self.what = at, what
+            listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener()
+        return True
