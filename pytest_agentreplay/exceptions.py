@@ -164,6 +164,11 @@ class PruneRefusedError(CassetteError):
     references cannot be followed), so which blobs are still in use is unknown."""
 
 
+class PendingDriftError(CassetteError):
+    """A pending drift file (``<cassette>.pending.json``) cannot be reviewed: unreadable, or its cassette
+    changed since the drift was found (the drift was against another recording)."""
+
+
 class ReplayError(AgentReplayError):
     """Replay could not serve a live call from the cassette."""
 

@@ -60,7 +60,13 @@ def _unwrapped(text: str) -> str:
 
 def test_a_flag_option_takes_no_value_and_the_others_one() -> None:
     flags = [s for s in _in_place(keys.CLI) if s.flag]
-    assert [s.name for s in flags] == ["update", "save_on_failure", "block_network", "isolate_subprocesses"]
+    assert [s.name for s in flags] == [
+        "update",
+        "pending",
+        "save_on_failure",
+        "block_network",
+        "isolate_subprocesses",
+    ]
     for setting in _in_place(keys.CLI):
         arguments = setting.option_arguments()
         assert arguments["dest"] == "agentreplay_" + setting.name and arguments["default"] is None

@@ -142,6 +142,37 @@ def _as_dict(event: Event | RedactedEvent) -> Document:
     return event.doc if isinstance(event, RedactedEvent) else event_to_shared_dict(event)
 
 
+class RenderedCassette:
+    """A cassette file as a save would write it, not written yet: its bytes and the blobs it adds."""
+
+    __slots__ = ("blobs", "doc", "path", "store", "text")
+
+    def __init__(self, path: Path, text: bytes, blobs: PendingBlobs, store: BlobStore, doc: Document) -> None:
+        self.path, self.text, self.blobs, self.store, self.doc = path, text, blobs, store, doc
+
+    def new_blobs(self) -> dict[str, bytes]:
+        """The blobs the file references that its store does not hold yet, by digest."""
+        return {sha: data for sha, (_, data) in self.blobs.items() if not self.store.exists(sha)}
+
+    def write(self) -> LoadedCassette:
+        """Write the blobs, then the file (atomically, locked); the cassette a later load gives."""
+        path, store = self.path, self.store
+        with path_lock(path):
+            try:
+                # Blobs first: a cassette on disk never references a blob that is not there yet.
+                for sha, (_, data) in self.blobs.items():
+                    store.put_bytes(sha, data)
+                atomic_write_bytes(path, self.text)
+            except OSError as exc:
+                raise save_failed(path, exc) from None
+        # What a later load of the file gives (blob-stored payloads stay references).
+        try:
+            validated = CassetteDoc.model_validate(decoded_document(self.doc, path, store))
+        except ValidationError as exc:
+            raise schema_error(exc, self.doc, path, None) from None
+        return LoadedCassette(path, validated.run, validated.events, store, document=self.doc)
+
+
 def save_cassette(
     path: Path,
     run: RunMeta,
@@ -155,7 +186,36 @@ def save_cassette(
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
     keep_headers: Collection[str] = (),
 ) -> LoadedCassette:
-    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing).
+    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing):
+    :func:`render_cassette` (its options), then :meth:`RenderedCassette.write`."""
+    return render_cassette(
+        path,
+        run,
+        events,
+        blob_dir=blob_dir,
+        redactor=redactor,
+        inline_limit=inline_limit,
+        extra_redact=extra_redact,
+        source_blob_store=source_blob_store,
+        transport_headers=transport_headers,
+        keep_headers=keep_headers,
+    ).write()
+
+
+def render_cassette(
+    path: Path,
+    run: RunMeta,
+    events: Sequence[Event | RedactedEvent],
+    *,
+    blob_dir: Path | None = None,
+    redactor: Redactor | None = None,
+    inline_limit: int = INLINE_PAYLOAD_LIMIT,
+    extra_redact: Callable[[Document], Document] | None = None,
+    source_blob_store: BlobStore | None = None,
+    transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
+    keep_headers: Collection[str] = (),
+) -> RenderedCassette:
+    """Redact, externalize large payloads, chain and scan for secrets: the file a save writes.
 
     ``events``: as recorded, or redacted by ``redactor`` (an accepted update writes what it compared).
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
@@ -245,17 +305,4 @@ def save_cassette(
                 "add the name to [tool.agentreplay] redact_keys / redact_headers if a new field carries it",
             ],
         )
-    with path_lock(path):
-        try:
-            # Blobs first: a cassette on disk never references a blob that is not there yet.
-            for sha, (_, data) in pending.items():
-                store.put_bytes(sha, data)
-            atomic_write_bytes(path, text)
-        except OSError as exc:
-            raise save_failed(path, exc) from None
-    # What a later load of the file gives (blob-stored payloads stay references).
-    try:
-        validated = CassetteDoc.model_validate(decoded_document(doc, path, store))
-    except ValidationError as exc:
-        raise schema_error(exc, doc, path, None) from None
-    return LoadedCassette(path, validated.run, validated.events, store, document=doc)
+    return RenderedCassette(path, text, pending, store, doc)

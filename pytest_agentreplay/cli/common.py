@@ -45,6 +45,8 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
                 if (
                     child.is_file()
                     and child.suffix.lower() in suffixes
+                    # A pending drift beside its cassette (agentreplay review) is not a cassette.
+                    and not child.name.endswith(".pending.json")
                     and not _is_hidden_store(child.relative_to(path))
                 ):
                     found.append(child)

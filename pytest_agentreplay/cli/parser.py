@@ -11,13 +11,13 @@ from ..core.constants import REPLAY_MODES
 DATA_CLASS_CHOICES = ("public", "internal", "personal")
 
 
-def _command(module: str) -> Callable[[argparse.Namespace], int]:
+def _command(module: str, function: str = "run") -> Callable[[argparse.Namespace], int]:
     """The ``func`` of a subcommand: its module is imported when the command runs, not when the parser is
     built (together the modules load the cassette reader, the diff, the report viewer and replay's audit,
     ~0.15 s, and git runs ``textconv`` once per changed cassette)."""
 
     def run(args: argparse.Namespace) -> int:
-        return int(importlib.import_module(f"{__package__}.{module}").run(args))
+        return int(getattr(importlib.import_module(f"{__package__}.{module}"), function)(args))
 
     return run
 
@@ -28,6 +28,7 @@ def _sub(
     help: str,
     description: str,
     examples: Sequence[str],
+    module: str | None = None,
 ) -> argparse.ArgumentParser:
     epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -37,7 +38,10 @@ def _sub(
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.set_defaults(func=_command(name.replace("-", "_")))
+    if module is None:
+        parser.set_defaults(func=_command(name.replace("-", "_")))
+    else:
+        parser.set_defaults(func=_command(module, name))
     return parser
 
 
@@ -230,6 +234,51 @@ def build_parser() -> argparse.ArgumentParser:
     git_setup.add_argument(
         "--cassette-dir", default="cassettes", metavar="DIR", help="the cassette folder, from the repo's top"
     )
+
+    review = _sub(
+        sub,
+        "review",
+        "go through pending drift one test at a time: accept, reject or skip",
+        "Show each pending drift (a drifting test's <cassette>.pending.json) as its failure did, then the "
+        "cassette lines accepting would change, and read one key: a accept, r reject, s skip, q quit. "
+        "Accepting writes what --agentreplay-update would have written for that test.",
+        [
+            "agentreplay review",
+            "agentreplay review cassettes/test_agent/ -k refund",
+            "agentreplay review --from ci-artifacts/  # pending files downloaded from CI",
+        ],
+        module="review",
+    )
+    accept = _sub(
+        sub,
+        "accept",
+        "accept pending drift without asking",
+        "Write each pending drift into its cassette (what --agentreplay-update would have written) and "
+        "remove the pending file. Refused when the cassette changed since the drift was found.",
+        ["agentreplay accept cassettes/test_agent/test_refund.pending.json", "agentreplay accept --all"],
+        module="review",
+    )
+    reject = _sub(
+        sub,
+        "reject",
+        "reject pending drift without asking",
+        "Remove each pending drift file; its cassette stays as it is.",
+        ["agentreplay reject cassettes/test_agent/test_refund.json", "agentreplay reject --all"],
+        module="review",
+    )
+    for command in (review, accept, reject):
+        command.add_argument(
+            "paths", nargs="*", metavar="PATH", help="pending files, their cassettes, or folders (default .)"
+        )
+        command.add_argument("-k", metavar="EXPR", help="only tests whose node id matches, as pytest -k")
+        command.add_argument(
+            "--from",
+            dest="from_dir",
+            metavar="DIR",
+            help="pending files downloaded from CI, for the cassettes under the current folder",
+        )
+    for command in (accept, reject):
+        command.add_argument("--all", action="store_true", help="every pending file under PATH (default .)")
 
     schema = _sub(
         sub,

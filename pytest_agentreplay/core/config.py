@@ -58,6 +58,8 @@ class Settings(_Fields):
     mode: str = DEFAULT_REPLAY_MODE
     mode_explicit: bool = False
     update: bool = False
+    # Pending drift files (cassette/pending.py): None is "not given", on unless the CI variable is set.
+    pending: bool | None = None
     cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
     report: Path | None = None
     model: str | None = None
@@ -282,6 +284,13 @@ def _runtime_values(
         if chosen is None:
             chosen = parsed
     return Settings.runtime_values if chosen is None else chosen
+
+
+def pending_enabled(settings: Settings, environ: Mapping[str, str]) -> bool:
+    """Whether drifting tests write pending files: as set, else on outside CI (``CI`` unset or empty)."""
+    if settings.pending is not None:
+        return settings.pending
+    return not environ.get("CI")
 
 
 class TestSettings(_Fields):

@@ -132,6 +132,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("update", _SESSION,
             "accept drift: rewrite drifting cassettes from the replayed run, remove unused ones",
             flag=True, default=False),
+    Setting("pending", _SESSION, "write a drifting test's replayed run beside its cassette as "
+            "<name>.pending.json, for agentreplay review (not given: on unless the CI variable is set)",
+            flag=True),
     Setting("cassette_dir", _SESSION, "cassette folder, relative to the rootdir",
             default=DEFAULT_CASSETTE_DIR, metavar="DIR"),
     Setting("report", _SESSION, "write the drift report (.md, .json or .html) into an existing folder",

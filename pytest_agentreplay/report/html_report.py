@@ -84,6 +84,7 @@ def render_html(report: SessionReport) -> str:
         )
     steps = "".join(f"<li><code>{esc(step)}</code></li>" for step in report.next_steps)
     unused = "".join(f"<li><code>{esc(path)}</code></li>" for path in report.unused)
+    pending = "".join(f"<li><code>{esc(t.pending)}</code></li>" for t in report.tests if t.pending)
     sections = [_test_section(index, test) for index, test in enumerate(report.tests) if notable(test)]
     body = (
         "<h1>Agent replay report</h1>"
@@ -95,6 +96,7 @@ def render_html(report: SessionReport) -> str:
         + "".join(rows)
         + "</table>"
         + (f"<h2>Unused cassettes</h2><ul>{unused}</ul>" if unused else "")
+        + (f"<h2>Pending drift (agentreplay review)</h2><ul>{pending}</ul>" if pending else "")
         + "".join(sections)
     )
     return page("Agent replay report", body)

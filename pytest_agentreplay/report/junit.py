@@ -24,6 +24,7 @@ def junit_properties(status: TestStatus) -> list[tuple[str, str]]:
         "regressions": status.regressions,
         "expected": status.expected,
         "reruns": status.reruns or None,
+        "pending": status.pending,
         # The whole failure message the terminal showed (XML keeps its line breaks as &#10;), as a cassette
         # would store it: the XML is a file like the reports.
         "message": None if status.message is None else default_redactor().redact_string(status.message),

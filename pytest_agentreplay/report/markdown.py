@@ -203,6 +203,10 @@ def render_markdown(report: SessionReport) -> str:
     if report.unused:
         lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in report.unused))
         lines.append("")
+    pending = [t.pending for t in report.tests if t.pending]
+    if pending:
+        lines.append("Pending drift (`agentreplay review`): " + ", ".join(cell_code(p, 120) for p in pending))
+        lines.append("")
     if report.next_steps:
         lines.append("**Next steps**")
         lines.append("")

@@ -115,6 +115,12 @@ def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) ->
             f"{record_command(wrong[0].nodeid, 'all')}  # record the test's own run "
             "(its cassette was recorded for another test)"
         )
+    pending = [s.pending for s in statuses if s.pending]
+    if pending:
+        steps.append(
+            f"agentreplay review  # go through the {plural(len(pending), 'pending drift')} one by one: "
+            "accept, reject or skip each"
+        )
     if any(s.status == Status.UPDATED for s in statuses):
         steps.append("git diff -- '*.json'  # review every updated cassette before committing it")
     if unused:
@@ -153,6 +159,8 @@ def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ())
         name = status.status
         if name in (*RED, Status.UPDATED, Status.RECORDED):
             lines.append(f"  {describe(status)}: {status.nodeid} -> {status.cassette}{_detail(status)}")
+            if status.pending:
+                lines.append(f"    pending: {status.pending}")
         elif name == Status.REPLAYED and (status.expected or status.reruns):
             drift = "with expected drift" if status.expected else "after a rerun"
             lines.append(f"  replayed {drift}: {status.nodeid}{_detail(status)}")

@@ -8,12 +8,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
 from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
-from ..core.config import Settings, TestSettings
+from ..core.config import Settings, TestSettings, pending_enabled
 from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
@@ -37,8 +38,12 @@ from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
 from ..replay.replayed_history import redacted_replay
 from ..replay.tools import ToolReplayer
+from ..replay.update import merge_for_update
 from ..report.status import Action, Rerecorded
 from .plan import TestPlan
+
+if TYPE_CHECKING:
+    from ..cassette.write import RenderedCassette
 
 
 @dataclass
@@ -278,6 +283,10 @@ class TestRun:
             else:
                 outcome, problem = self._compare(ctx, passed=passed)
         self.outcome = outcome
+        if outcome.action in _PENDING_STALE and (outcome.mode in ("record", "regression")):
+            from ..cassette.pending import remove_pending  # a cheap stat when there is none
+
+            remove_pending(self.cassette)
         if problem is not None:
             raise self.located(problem)
         return outcome
@@ -313,8 +322,6 @@ class TestRun:
         """The events a re-recording from its first drift writes: the events before the drift as the
         cassette holds them (each keeps its recorded time, ids and timings, so its line and digest are
         unchanged), then the tail recorded live."""
-        from ..replay.update import merge_for_update  # only a re-recording or an update merges
-
         recorded, at = self.recorded, rerecord.at
         assert recorded is not None and self.redactor is not None and at is not None
         recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
@@ -363,23 +370,8 @@ class TestRun:
         be (full disk, no permission): the test's verdict, ``not-saved``. Under a test that already failed
         (``--agentreplay-save-on-failure``) pytest keeps reporting the test's own error, with the failed
         write added to it as a note (no error returned)."""
-        # Only recording and accepting sessions write: a replay never imports the writer.
-        from ..cassette.write import save_cassette
-
-        assert self.ctx is not None
-        limit = self.settings.inline_limit
         try:
-            save_cassette(
-                self.cassette,
-                run,
-                events,
-                redactor=self.redactor,
-                extra_redact=self.redact_hook,
-                inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
-                transport_headers=self.settings.transport_headers,
-                # Replay matches writes by it: kept even when it is named like a transport header.
-                keep_headers={self.ctx.settings.idempotency_header},
-            )
+            self._render(run, events).write()
         except CassetteNotSavedError as exc:
             if self.error is None:
                 self.error = exc
@@ -387,6 +379,25 @@ class TestRun:
             self.error.add_note(f"agentreplay: {exc}")
             return False, None
         return True, None
+
+    def _render(self, run: RunMeta, events: Sequence[Event | RedactedEvent]) -> RenderedCassette:
+        """The cassette file this run's save writes (a drift kept pending renders the same bytes)."""
+        # Only recording, accepting and drifting sessions write: a passing replay never imports the writer.
+        from ..cassette.write import render_cassette
+
+        assert self.ctx is not None
+        limit = self.settings.inline_limit
+        return render_cassette(
+            self.cassette,
+            run,
+            events,
+            redactor=self.redactor,
+            extra_redact=self.redact_hook,
+            inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
+            transport_headers=self.settings.transport_headers,
+            # Replay matches writes by it: kept even when it is named like a transport header.
+            keep_headers={self.ctx.settings.idempotency_header},
+        )
 
     def _compare(self, ctx: RunContext, *, passed: bool) -> tuple[TestOutcome, BaseException | None]:
         recorded = ctx.recorded
@@ -434,8 +445,6 @@ class TestRun:
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
         if accepting:
-            from ..replay.update import merge_for_update  # only --agentreplay-update accepts
-
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             return self._saved_update(self._save(recorded.run, events)[1], outcome)
         if not passed:
@@ -443,7 +452,32 @@ class TestRun:
             # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
             return outcome(Action.REPLAYED), None
         rendered = render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
-        return outcome(Action.DRIFTED), DriftError(rendered)
+        error = DriftError(rendered)
+        pending = None
+        if self.foreign is None and pending_enabled(self.settings, os.environ):
+            events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
+            pending = self._keep_pending(recorded.run, events, rendered, error)
+        return replace(outcome(Action.DRIFTED), pending=pending), error
+
+    def _keep_pending(
+        self, run: RunMeta, events: Sequence[RedactedEvent], rendered: str, error: DriftError
+    ) -> str | None:
+        """Write the test's pending drift (what ``--agentreplay-update`` would write, for ``agentreplay
+        review``); a file that cannot be written is a note on the drift, never another failure."""
+        from ..cassette.pending import write_pending  # only a drifting test keeps one
+
+        try:
+            path = write_pending(
+                self._render(run, events),
+                test=self.nodeid,
+                mode=self.test.mode,
+                drift=rendered,
+                rootdir=self.rootdir or self.cassette.parent,
+            )
+        except AgentReplayError as exc:
+            error.add_note(f"agentreplay: the pending drift was not written: {exc.headline}")
+            return None
+        return str(path)
 
     def _saved_update(
         self, not_saved: CassetteNotSavedError | None, outcome: Callable[[Action], TestOutcome]
@@ -451,6 +485,10 @@ class TestRun:
         if not_saved is not None:
             return self._outcome(Action.NOT_SAVED), not_saved
         return outcome(Action.UPDATED), None
+
+
+# After these a test's pending drift is stale: the cassette passed as it is, or was replaced.
+_PENDING_STALE = frozenset({Action.REPLAYED, Action.UPDATED, Action.RECORDED})
 
 
 def is_replay_error(exc: BaseException) -> bool:

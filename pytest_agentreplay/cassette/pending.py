@@ -1,0 +1,206 @@
+"""Pending drift: what a drifting test's run would make of its cassette, kept beside it for review.
+
+A replay that drifts can write ``<cassette stem>.pending.json`` next to the cassette: the file
+``--agentreplay-update`` would have written for that test (byte for byte, with the blobs it adds), the
+drift as the failure showed it, and the digest of the cassette it drifted from. Replay never reads it.
+``agentreplay review`` / ``accept`` / ``reject`` act on it: accepting writes exactly those bytes, and only
+while the cassette is still the one the drift was found against.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..core.canonical import dumps_pretty
+from ..exceptions import PendingDriftError
+from .atomic import atomic_write_bytes, path_lock, save_failed
+from .blobs import BlobStore, default_blob_dir
+from .write import RenderedCassette
+
+PENDING_FORMAT = "agentreplay-pending"
+PENDING_VERSION = 1
+SUFFIX = ".pending.json"
+
+
+def pending_path(cassette: Path) -> Path:
+    """Where the pending drift of ``cassette`` is kept: beside it, ``<stem>.pending.json``."""
+    return cassette.with_name(cassette.stem + SUFFIX)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Pending:
+    """One pending drift file, read."""
+
+    __slots__ = ("base", "blobs", "cassette", "drift", "mode", "path", "relative", "test", "text")
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        test: str,
+        mode: str,
+        cassette: Path,
+        relative: str,
+        base: str,
+        drift: str,
+        text: bytes,
+        blobs: dict[str, bytes],
+    ) -> None:
+        self.path, self.test, self.mode, self.cassette, self.relative = path, test, mode, cassette, relative
+        self.base, self.drift, self.text, self.blobs = base, drift, text, blobs
+
+    def current(self) -> bytes | None:
+        """The cassette's bytes now (None: it is gone)."""
+        try:
+            return self.cassette.read_bytes()
+        except OSError:
+            return None
+
+    def check_base(self) -> None:
+        """Raise ``PendingDriftError`` unless the cassette is still the one the drift was found against."""
+        now = self.current()
+        if now is not None and _digest(now) == self.base:
+            return
+        state = "is gone" if now is None else "changed since (re-recorded, updated or edited)"
+        raise PendingDriftError(
+            f"{self.path.name} is stale: its cassette {state}",
+            evidence=[
+                f"pending drift: {self.path}",
+                f"cassette:      {self.cassette}",
+                f"the drift was found against a cassette with sha256 {self.base[:12]}..."
+                + ("" if now is None else f", the cassette now has {_digest(now)[:12]}..."),
+            ],
+            cassette=self.cassette,
+            mode=self.mode,
+            fixes=[
+                f"reject it (agentreplay reject {self.path}) and run the test again to see its drift now",
+                "if the cassette was replaced by mistake, restore it (git checkout) and review again",
+            ],
+        )
+
+    def changes(self, context: int = 2) -> list[str]:
+        """The cassette lines accepting would change, as a unified diff."""
+        old = (self.current() or b"").decode("utf-8", "replace").splitlines()
+        new = self.text.decode("utf-8").splitlines()
+        name = self.relative
+        return list(difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=context, lineterm=""))
+
+    def accept(self) -> Path:
+        """Write the cassette the update would have written (its new blobs first), then drop this file."""
+        self.check_base()
+        store = BlobStore(default_blob_dir(self.cassette))
+        with path_lock(self.cassette):
+            try:
+                for sha, data in self.blobs.items():
+                    if _digest(data) != sha:
+                        raise PendingDriftError(
+                            f"{self.path.name} is damaged: blob {sha[:12]}... does not match its digest",
+                            cassette=self.cassette,
+                            mode=self.mode,
+                            fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
+                        )
+                    store.put_bytes(sha, data)
+                atomic_write_bytes(self.cassette, self.text)
+            except OSError as exc:
+                raise save_failed(self.cassette, exc) from None
+        self.path.unlink(missing_ok=True)
+        return self.cassette
+
+    def reject(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def write_pending(rendered: RenderedCassette, *, test: str, mode: str, drift: str, rootdir: Path) -> Path:
+    """Keep ``rendered`` (the file an update would write) as the pending drift of its cassette."""
+    cassette = rendered.path
+    try:
+        relative = cassette.resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        relative = cassette.name
+    doc = {
+        "format": PENDING_FORMAT,
+        "version": PENDING_VERSION,
+        "test": test,
+        "mode": mode,
+        "cassette": relative,
+        "base_sha256": _digest(cassette.read_bytes()),
+        "drift": drift,
+        "blobs": {sha: base64.b64encode(data).decode("ascii") for sha, data in rendered.new_blobs().items()},
+        "cassette_text": rendered.text.decode("utf-8"),
+    }
+    path = pending_path(cassette)
+    with path_lock(path):
+        try:
+            atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
+        except OSError as exc:
+            raise save_failed(path, exc) from None
+    return path
+
+
+def remove_pending(cassette: Path) -> bool:
+    """Drop the stale pending drift of ``cassette`` (it passed, or was updated or recorded again)."""
+    path = pending_path(cassette)
+    if not path.exists():
+        return False
+    path.unlink(missing_ok=True)
+    return True
+
+
+def read_pending(path: Path, *, root: Path | None = None) -> Pending:
+    """The pending drift file at ``path``. Its cassette is beside it, or, for a file downloaded from CI
+    (``root`` given), at its path under ``root``. Raises ``PendingDriftError``."""
+
+    def bad(why: str) -> PendingDriftError:
+        return PendingDriftError(
+            f"{path.name} is not a pending drift file this version can read: {why}",
+            evidence=[f"file: {path}"],
+            fixes=[
+                "pending files are written by a drifting replay (pytest --agentreplay-pending); "
+                "run the test again to write a fresh one",
+                f"delete it if it is not one: rm {path}",
+            ],
+        )
+
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise bad(str(exc)) from None
+    if not isinstance(doc, dict) or doc.get("format") != PENDING_FORMAT:
+        raise bad(f'no "format": "{PENDING_FORMAT}"')
+    if doc.get("version") != PENDING_VERSION:
+        raise bad(f"version {doc.get('version')!r}, this version reads {PENDING_VERSION}")
+    try:
+        relative = str(doc["cassette"])
+        cassette = (root / relative) if root is not None else path.with_name(Path(relative).name)
+        return Pending(
+            path,
+            test=str(doc["test"]),
+            mode=str(doc["mode"]),
+            cassette=cassette,
+            relative=relative,
+            base=str(doc["base_sha256"]),
+            drift=str(doc["drift"]),
+            text=str(doc["cassette_text"]).encode("utf-8"),
+            blobs={sha: base64.b64decode(data) for sha, data in dict(doc["blobs"]).items()},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise bad(f"a field is missing or malformed ({exc})") from None
+
+
+def find_pending(paths: Iterable[Path]) -> list[Path]:
+    """The pending drift files at ``paths`` (files, or folders searched recursively), sorted, each once."""
+    found: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found.update(p for p in path.rglob("*" + SUFFIX) if p.is_file())
+        elif path.name.endswith(SUFFIX) and path.is_file():
+            found.add(path)
+    return sorted(found)
