@@ -106,10 +106,14 @@ def test_the_readme_workflow_records_replays_and_accepts_a_change(
     assert "system prompt changed; carried by 2 model calls (seq 1, 4)" in out
     assert "How to fix" in out
     assert "pytest --agentreplay-update tests/test_agent.py::test_late_parcel" in out
+    pending = cassette.with_name("test_late_parcel.pending.json")
+    assert pending.is_file(), "the README names the pending file a drifting test leaves"
+    assert "agentreplay review" in out
     before = cassette.read_text(encoding="utf-8")
     pytester.runpytest("--agentreplay-update", "tests/test_agent.py::test_late_parcel").assert_outcomes(
         passed=1
     )
+    assert not pending.exists(), "an accepted update drops the pending drift"
     after = cassette.read_text(encoding="utf-8")
     assert "You are a friendly support agent." in after and after != before
     # Step 6: the pull request shows the reworded line, the changed event's digest and the seal.
@@ -123,6 +127,32 @@ def test_the_readme_workflow_records_replays_and_accepts_a_change(
     assert sum('"head_hash"' in line for line in changed) == 2
     pytester.runpytest().assert_outcomes(passed=2)
     assert len(server.log) == sent
+
+    # Step 5's third way: re-record from the drift, the summary line the README quotes.
+    agent.write_text(
+        files["agent.py"].replace(SYSTEM_PROMPT, "You are a kind support agent."), encoding="utf-8"
+    )
+    server = LLMServer().start()
+    server.queue(
+        "chat",
+        ModelReply(text=None, tool_calls=[("lookup_order", {"order_id": "A1"})]),
+        ModelReply(text="Order A1 has shipped, kindly."),
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    try:
+        rerecorded = pytester.runpytest("--agentreplay-record=drifted", "tests/test_agent.py")
+    finally:
+        server.stop()
+    rerecorded.assert_outcomes(passed=1)
+    line = re.search(
+        r"drifted at seq \d+ \(model\.call [^)]+\): \d+ events kept, \d+ recorded live",
+        rerecorded.stdout.str(),
+    )
+    assert line is not None, rerecorded.stdout.str()
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"`{line.group(0)}`" in readme, line.group(0)
+    assert len(server.log) == 2, "both model calls changed: both were sent"
+    pytester.runpytest("tests/test_agent.py").assert_outcomes(passed=1)
 
 
 # ------------------------------------------------------------------------------ the landing page and the site

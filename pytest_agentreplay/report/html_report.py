@@ -84,7 +84,9 @@ def render_html(report: SessionReport) -> str:
         )
     steps = "".join(f"<li><code>{esc(step)}</code></li>" for step in report.next_steps)
     unused = "".join(f"<li><code>{esc(path)}</code></li>" for path in report.unused)
-    pending = "".join(f"<li><code>{esc(t.pending)}</code></li>" for t in report.tests if t.pending)
+    pending = "".join(
+        f"<li><code>{esc(display_path(t.pending))}</code></li>" for t in report.tests if t.pending
+    )
     sections = [_test_section(index, test) for index, test in enumerate(report.tests) if notable(test)]
     body = (
         "<h1>Agent replay report</h1>"

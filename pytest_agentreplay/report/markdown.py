@@ -205,7 +205,8 @@ def render_markdown(report: SessionReport) -> str:
         lines.append("")
     pending = [t.pending for t in report.tests if t.pending]
     if pending:
-        lines.append("Pending drift (`agentreplay review`): " + ", ".join(cell_code(p, 120) for p in pending))
+        shown = ", ".join(cell_code(display_path(p), 120) for p in pending)
+        lines.append("Pending drift (`agentreplay review`): " + shown)
         lines.append("")
     if report.next_steps:
         lines.append("**Next steps**")
