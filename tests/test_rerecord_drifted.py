@@ -182,7 +182,8 @@ def test_a_changed_tool_argument_keeps_the_calls_before_it(
 ) -> None:
     before = cassette(project).read_text()
     monkeypatch.setenv("THIRD_TOPIC", "courier")
-    result = project.runpytest("--agentreplay-record=drifted")
+    # Under xdist: the worker's status carries where the test turned to the controller's summary.
+    result = project.runpytest("--agentreplay-record=drifted", "-n", "2")
     result.assert_outcomes(passed=1)
     seen: Counter[str] = project.seen  # type: ignore[attr-defined]
     # Model calls 1-3, the first read and the write were served: the write's receipt stands, never re-sent.
@@ -223,3 +224,63 @@ def test_a_test_without_a_cassette_is_recorded_whole(project: pytest.Pytester) -
     assert sum(project.seen.values()) == 11  # type: ignore[attr-defined]
     assert cassette(project).exists()
     result.stdout.fnmatch_lines(["*1 recorded*"])
+
+
+MIXED = """
+import asyncio
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import ClientSession, stdio_client
+
+import mcp_servers
+
+
+async def agent():
+    marker, notes = Path(os.environ["MCP_MARKER"]), Path(os.environ["MCP_NOTES"])
+    async with stdio_client(mcp_servers.stdio_parameters(marker, notes)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            found = await session.call_tool("lookup", {"topic": "ships"})
+            stored = await session.call_tool("add_note", {"text": "call back"})
+            topic = os.environ.get("HTTP_TOPIC", "parcel")
+            async with httpx.AsyncClient() as client:
+                fact = (await client.get(os.environ["SERVICES"] + "/lookup", params={"topic": topic})).json()
+            again = await session.call_tool("shout", {"text": "done"})
+            return found.structured_content, stored.structured_content, fact, again.content[0].text
+
+
+@pytest.mark.agentreplay
+def test_mixed():
+    found, stored, fact, loud = asyncio.run(agent())
+    assert found["topic"] == "ships" and stored == {"receipt": "N-1"} and loud == "DONE"
+    assert fact["topic"] == os.environ.get("HTTP_TOPIC", "parcel")
+"""
+
+
+def test_mcp_calls_around_the_drift_stay_served_and_the_write_is_not_sent_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mixed=MIXED)
+    marker, notes = pytester.path / "started.txt", pytester.path / "notes.txt"
+    monkeypatch.setenv("MCP_MARKER", str(marker))
+    monkeypatch.setenv("MCP_NOTES", str(notes))
+    monkeypatch.delenv("HTTP_TOPIC", raising=False)
+    handler = type("Counted", (Services,), {"seen": Counter()})
+    with JsonServer(handler) as server:
+        monkeypatch.setenv("SERVICES", server.url)
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+        assert len(marker.read_text().splitlines()) == 1 and notes.read_text() == "call back\n"
+        handler.seen.clear()
+        monkeypatch.setenv("HTTP_TOPIC", "courier")
+        result = pytester.runpytest("--agentreplay-record=drifted")
+        result.assert_outcomes(passed=1)
+        # The MCP session was served from its start: no server process, the note not written again.
+        assert len(marker.read_text().splitlines()) == 1 and notes.read_text() == "call back\n"
+        assert handler.seen == {"GET /lookup": 1}
+        result.stdout.fnmatch_lines(["*drifted at seq * (read GET 127.0.0.1/lookup)*"])
+    after = (pytester.path / "cassettes" / "test_mixed" / "test_mixed.json").read_text()
+    assert "topic=courier" in after and '"DONE"' in after
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -91,6 +91,7 @@ class ToolCall:
         may_group: bool = True,
         typed: bool = False,
         legacy_arguments: Document | None = None,
+        live_midway: bool = True,
     ) -> None:
         self.ctx = ctx
         self.name = name
@@ -102,7 +103,9 @@ class ToolCall:
             arguments = _recorded_form(ctx, name, arguments, legacy_arguments, idempotency_key)
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
-        if ctx.rerecord is not None:
+        # ``live_midway=False``: a transport whose connection was served (an MCP session opened in replay)
+        # cannot start the live tail of a re-recording; a new call on it fails as in regression.
+        if ctx.rerecord is not None and live_midway:
             _turn_live_unless_recorded(ctx, name, arguments, idempotency_key)
         attempt_key = idempotency_key or _arguments_hash(ctx, name, arguments)
         self.attempt = ctx.recorder.next_attempt(name, attempt_key)

@@ -55,6 +55,8 @@ def _server(dispatcher: object) -> McpServer:
     server = _SERVERS.get(dispatcher)
     if server is None:
         server = _SERVERS[dispatcher] = McpServer()
+        # Opened while its run was served: no server process or connection stands behind the session.
+        server.served = _served_run() is not None
     return server
 
 
@@ -91,15 +93,18 @@ def _send_raw(original: SendRaw, mcp_error: _McpErrorType) -> SendRaw:
         ctx = current_run()
         if ctx is None:
             return await original(self, method, params, opts, **kwargs)
-        if method in UNRECORDED:
-            return await original(self, method, params, opts, **kwargs) if ctx.executes_tool() else {}
         server = _server(self)
-        if ctx.executes_tool() and server.needs_listing(method, params):
+        # A session opened while its run was served stays served when a re-recording turns live at its
+        # first drift: no server process or connection stands behind it.
+        live = ctx.executes_tool() and not server.served
+        if method in UNRECORDED:
+            return await original(self, method, params, opts, **kwargs) if live else {}
+        if live and server.needs_listing(method, params):
             await _list_tools(self, server, original, opts)
         call = start_request(
             ctx, server, method, copy_json(dict(params)) if isinstance(params, dict) else None
         )
-        if not call.executes:
+        if not call.executes or not live:
             try:
                 served = call.served()
             except RecordedToolError as exc:
@@ -148,7 +153,7 @@ def _notify(original: Notify) -> Notify:
     async def notify(
         self: object, method: str, params: object, opts: object = None, **kwargs: object
     ) -> None:
-        if _served_run() is not None:
+        if _served_run() is not None or _server(self).served:
             return None  # no server to tell: the session is served from the cassette
         await original(self, method, params, opts, **kwargs)
 

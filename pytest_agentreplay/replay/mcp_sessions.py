@@ -57,6 +57,9 @@ class McpServer:
     listed_by_adapter: bool = False
     # In replay, before the agent lists the tools: the hints and digest each tool was recorded with.
     recorded_listing: dict[str, tuple[Document, str | None]] | None = None
+    # Opened while its run was served (no server behind it): served to its end, also after a re-recording
+    # turns live at its first drift.
+    served: bool = False
 
     def needs_listing(self, method: str, params: object) -> bool:
         """Whether a request calls a tool whose listing (its annotations) this session has not seen: the
@@ -92,7 +95,15 @@ def start_request(ctx: RunContext, server: McpServer, method: str, params: Docum
         return _tool_call(ctx, server, params)
     arguments: Document = {} if method in _HANDSHAKES else {"server": server.name, **params}
     return ToolCall(
-        ctx, f"mcp:{method}", None, "read", arguments, None, extra=_extra(server), may_group=False
+        ctx,
+        f"mcp:{method}",
+        None,
+        "read",
+        arguments,
+        None,
+        extra=_extra(server),
+        may_group=False,
+        live_midway=not server.served,
     )
 
 
@@ -121,6 +132,7 @@ def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall
         None,
         extra=extra,
         may_group=False,
+        live_midway=not server.served,
     )
 
 
