@@ -284,3 +284,39 @@ def test_mcp_calls_around_the_drift_stay_served_and_the_write_is_not_sent_again(
     after = (pytester.path / "cassettes" / "test_mixed" / "test_mixed.json").read_text()
     assert "topic=courier" in after and '"DONE"' in after
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+IDS = """
+import os
+import uuid
+
+import httpx
+
+
+def test_ids(agent_replay):
+    first = str(uuid.uuid4())
+    topic = os.environ.get("HTTP_TOPIC", "parcel")
+    httpx.get(os.environ["SERVICES"] + "/lookup", params={"topic": topic})
+    second = str(uuid.uuid4())
+    with open(os.environ["OUT"], "a") as fh:
+        fh.write(first + " " + second + "\\n")
+"""
+
+
+def test_runtime_values_are_served_before_the_drift_and_live_after_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_ids=IDS)
+    out = pytester.path / "ids.txt"
+    monkeypatch.setenv("OUT", str(out))
+    monkeypatch.delenv("HTTP_TOPIC", raising=False)
+    with JsonServer(type("Counted", (Services,), {"seen": Counter()})) as server:
+        monkeypatch.setenv("SERVICES", server.url)
+        pytester.runpytest("--agentreplay-record=all").assert_outcomes(passed=1)
+        monkeypatch.setenv("HTTP_TOPIC", "courier")
+        pytester.runpytest("--agentreplay-record=drifted").assert_outcomes(passed=1)
+    pytester.runpytest().assert_outcomes(passed=1)
+    recorded, rerecorded, replayed = (line.split() for line in out.read_text().splitlines())
+    assert rerecorded[0] == recorded[0], "drawn before the drift: served as recorded"
+    assert rerecorded[1] != recorded[1], "drawn after the drift: live"
+    assert replayed == rerecorded, "the new cassette serves both"

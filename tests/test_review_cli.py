@@ -203,3 +203,23 @@ def test_review_outside_a_terminal_says_what_to_run_instead(drifted: pytest.Pyte
     result = cli("review", cwd=drifted.path)
     assert result.returncode == 2
     assert "needs a terminal" in result.stderr and "agentreplay accept" in result.stderr
+
+
+def test_pending_files_downloaded_from_ci_are_accepted_into_the_project(
+    drifted: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    drifted.runpytest("--agentreplay-pending", "-k", "test_a or test_b").assert_outcomes(failed=2)
+    artifact = tmp_path / "artifact"
+    for pending in folder(drifted).glob("*.pending.json"):
+        target = artifact / pending.relative_to(drifted.path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        pending.replace(target)  # the CI job's artifact, downloaded elsewhere; the checkout has none
+    assert not list(folder(drifted).glob("*.pending.json"))
+    result = cli("accept", "--from", str(artifact), "-k", "test_b", cwd=drifted.path)
+    assert result.returncode == 0, result.stderr
+    assert "accepted: test_flow.py::test_b" in result.stdout
+    assert not (artifact / "cassettes" / "test_flow" / "test_b.pending.json").exists()
+    assert (artifact / "cassettes" / "test_flow" / "test_a.pending.json").exists()
+    monkeypatch.delenv("CI")
+    drifted.runpytest("-k", "test_a or test_b").assert_outcomes(passed=1, failed=1)

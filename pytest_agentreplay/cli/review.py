@@ -70,7 +70,7 @@ def reject(args: argparse.Namespace) -> int:
 
 
 def _decide(args: argparse.Namespace, choice: str) -> int:
-    if not args.paths and not args.all:
+    if not (args.paths or args.all or args.from_dir):
         raise UsageError(
             f"agentreplay {choice} needs the pending drift files (or their cassettes), or --all",
             fixes=[
