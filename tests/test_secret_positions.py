@@ -704,7 +704,8 @@ def _run_inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Wr
         server.server_close()
     from pytest_agentreplay.cassette.read import load_cassette
 
-    cassettes = sorted((pytester.path / "cassettes").glob("*/*.json"))
+    # The drifting runs left pending files beside the cassettes: scanned for secrets with every file below.
+    cassettes = sorted(p for p in (pytester.path / "cassettes").glob("*/*.json") if ".pending." not in p.name)
     problems = [f"{p.name}: {problem}" for p in cassettes for problem in load_cassette(p).verify()]
     files = {
         str(p.relative_to(pytester.path)): p.read_bytes()
@@ -736,7 +737,9 @@ def test_the_inner_sessions_recorded_replayed_and_reported(written: Written) -> 
     cassettes = [
         n for n in written.files if n.startswith("cassettes/") and n.endswith(".json") and ".blobs" not in n
     ]
-    assert len(cassettes) == POSITION_TESTS, cassettes
+    pending = [n for n in cassettes if n.endswith(".pending.json")]
+    assert len(pending) == POSITION_TESTS, "each drifting test keeps its pending drift (scanned below)"
+    assert len(cassettes) - len(pending) == POSITION_TESTS, cassettes
     assert any("/.blobs/" in n for n in written.files), f"no blob among {sorted(written.files)}"
     assert b'"drift"' in written.files["report.json"] and b"Drift" in written.files["report.html"]
 

@@ -13,14 +13,17 @@ import base64
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.canonical import dumps_pretty
 from ..exceptions import PendingDriftError
 from .atomic import atomic_write_bytes, path_lock, save_failed
 from .blobs import BlobStore, default_blob_dir
-from .write import RenderedCassette
+
+if TYPE_CHECKING:
+    from .write import RenderedCassette
 
 PENDING_FORMAT = "agentreplay-pending"
 PENDING_VERSION = 1
@@ -118,8 +121,17 @@ class Pending:
         self.path.unlink(missing_ok=True)
 
 
-def write_pending(rendered: RenderedCassette, *, test: str, mode: str, drift: str, rootdir: Path) -> Path:
-    """Keep ``rendered`` (the file an update would write) as the pending drift of its cassette."""
+def write_pending(
+    rendered: RenderedCassette,
+    *,
+    test: str,
+    mode: str,
+    drift: str,
+    rootdir: Path,
+    redact: Callable[[str], str],
+) -> Path:
+    """Keep ``rendered`` (the file an update would write) as the pending drift of its cassette. ``redact``:
+    the run's string redaction, for the node id and the drift text (the cassette text already had its)."""
     cassette = rendered.path
     try:
         relative = cassette.resolve().relative_to(rootdir.resolve()).as_posix()
@@ -128,11 +140,11 @@ def write_pending(rendered: RenderedCassette, *, test: str, mode: str, drift: st
     doc = {
         "format": PENDING_FORMAT,
         "version": PENDING_VERSION,
-        "test": test,
+        "test": redact(test),
         "mode": mode,
         "cassette": relative,
         "base_sha256": _digest(cassette.read_bytes()),
-        "drift": drift,
+        "drift": redact(drift),
         "blobs": {sha: base64.b64encode(data).decode("ascii") for sha, data in rendered.new_blobs().items()},
         "cassette_text": rendered.text.decode("utf-8"),
     }

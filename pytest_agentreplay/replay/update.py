@@ -35,3 +35,16 @@ def merge_for_update(
             data = {key: old_data[key] for key in _DATA_KEEP if key in old_data and key in new_data}
         merged.append(view.restamped(values, data))
     return merged
+
+
+def rerecorded_events(
+    recorded: Sequence[Document], replayed: Sequence[RedactedEvent], at: int, run_id: str
+) -> list[RedactedEvent]:
+    """A re-recording from its first drift (``--agentreplay-record=drifted``): the events before ``at``
+    as the cassette holds them (each keeps its recorded time, ids and timings, so its line and digest are
+    unchanged), then the tail recorded live, as it happened."""
+    events = merge_for_update(recorded, replayed[:at], run_id)
+    events.extend(
+        view.restamped({"run_id": run_id, "seq": seq}, {}) for seq, view in enumerate(replayed[at:], at)
+    )
+    return events

@@ -38,7 +38,6 @@ from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
 from ..replay.replayed_history import redacted_replay
 from ..replay.tools import ToolReplayer
-from ..replay.update import merge_for_update
 from ..report.status import Action, Rerecorded
 from .plan import TestPlan
 
@@ -319,21 +318,18 @@ class TestRun:
         return self._outcome(Action.NOT_SAVED, "record"), refused
 
     def _rerecorded(self, ctx: RunContext, rerecord: Rerecord) -> tuple[list[RedactedEvent], Rerecorded]:
-        """The events a re-recording from its first drift writes: the events before the drift as the
-        cassette holds them (each keeps its recorded time, ids and timings, so its line and digest are
-        unchanged), then the tail recorded live."""
+        """What a re-recording from its first drift writes (``replay.update.rerecorded_events``)."""
+        from ..replay.update import rerecorded_events
+
         recorded, at = self.recorded, rerecord.at
         assert recorded is not None and self.redactor is not None and at is not None
         recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
         kept = frozenset({ctx.settings.idempotency_header})
         views = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept).views
-        run_id = ctx.recorder.run.run_id
-        events = merge_for_update(recorded_dicts, views[:at], run_id)
-        events.extend(
-            view.restamped({"run_id": run_id, "seq": seq}, {}) for seq, view in enumerate(views[at:], at)
+        events = rerecorded_events(recorded_dicts, views, at, ctx.recorder.run.run_id)
+        return events, Rerecorded(
+            at, rerecord.what, at, len(views) - at, rerecord.calls_kept, rerecord.calls_sent
         )
-        summary = Rerecorded(at, rerecord.what, at, len(views) - at, rerecord.calls_kept, rerecord.calls_sent)
-        return events, summary
 
     def audit_view(self) -> str:
         """The recorded run as a timeline (the audit view shown in the test report)."""
@@ -445,6 +441,10 @@ class TestRun:
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
         if accepting:
+            from ..replay.update import (
+                merge_for_update,
+            )  # only an update, a drift kept or a re-recording merges
+
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             return self._saved_update(self._save(recorded.run, events)[1], outcome)
         if not passed:
@@ -455,6 +455,8 @@ class TestRun:
         error = DriftError(rendered)
         pending = None
         if self.foreign is None and pending_enabled(self.settings, os.environ):
+            from ..replay.update import merge_for_update
+
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             pending = self._keep_pending(recorded.run, events, rendered, error)
         return replace(outcome(Action.DRIFTED), pending=pending), error
@@ -473,6 +475,7 @@ class TestRun:
                 mode=self.test.mode,
                 drift=rendered,
                 rootdir=self.rootdir or self.cassette.parent,
+                redact=self.redactor.redact_string if self.redactor is not None else str,
             )
         except AgentReplayError as exc:
             error.add_note(f"agentreplay: the pending drift was not written: {exc.headline}")
