@@ -19,18 +19,18 @@ from typing import Any, Final
 
 from ..cassette.blobs import BlobStore, default_blob_dir
 from ..cassette.read import LoadedCassette
-from ..core.capture import Recorder, RunContext
+from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..core.run_state import RunRedactor
 from ..exceptions import UnmatchedRequestError
-from ..http.classify import Classification, classify_exchange
+from ..http.classify import Classification
 from ..http.exchange import HttpRequest
 from ..http.recording import LiveCapture, emit_exchange
 from ..http.unmatched import unmatched_refusal
 from ..replay.policy import Action, Refuse, Send, Serve
 from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
-from .vcr_format import VcrInteraction
+from .vcr_format import VcrInteraction, interactions_to_events
 
 SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
@@ -125,8 +125,7 @@ class VcrSource:
             ctx.settings = replace(ctx.settings, runtime_values=())
 
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
-        """The played interactions in play order (as ``interactions_to_events`` would record them,
-        between a run.start and a run.end), redacted like a saved cassette."""
+        """The played interactions in play order, recorded as a run, redacted like a saved cassette."""
         assert self.serving is not None and ctx.recorded is not None, "recorded_side() before load()"
         return played_history(ctx, ctx.recorded.run, self.serving)
 
@@ -172,20 +171,14 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
 def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
     """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
     interactions = serving.interactions()
-    capture = RunContext(Recorder(run), mode="capture", settings=ctx.settings)
-    recorder = capture.recorder
-    start = {k: v for k, v in run.model_dump(mode="json").items() if k in ("agent",)}
-    recorder.emit("run.start", actor="runtime", event_class="input", data=start)
+    played: list[VcrInteraction] = []
     for index, url in serving.played:
-        item = interactions[index]
+        stored, response = interactions[index].request, interactions[index].response
         # vcrpy matched the live URL to this interaction under its filters (filter_query_parameters,
         # before_record_request) and match_on: a URL difference it disregarded is not compared either.
-        stored = item.request
-        request = HttpRequest(stored.method, url, stored.headers, stored.body)
-        cls = classify_exchange(request, item.response, capture.settings)
-        emit_exchange(capture, request, item.response, cls, 0.0)
-    recorder.emit("run.end", actor="runtime", event_class="decision", data={"status": "ok"})
-    return PlayedHistory(run, recorder.events, ctx.redactor)
+        played.append(VcrInteraction(HttpRequest(stored.method, url, stored.headers, stored.body), response))
+    events = interactions_to_events(played, ctx.settings, run, framed=True)
+    return PlayedHistory(run, events, ctx.redactor)
 
 
 @dataclass
