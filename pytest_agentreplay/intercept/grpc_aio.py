@@ -227,25 +227,21 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         async def done_writing(self) -> None:
             self._writes_done.set()
 
-        async def code(self) -> Any:
+        async def _status(self, name: str, served: Callable[[Outcome], object]) -> Any:
             await self._resolve()
-            return await self._live.code() if self._live is not None else code_of(self._outcome)
+            return await getattr(self._live, name)() if self._live is not None else served(self._outcome)
+
+        async def code(self) -> Any:
+            return await self._status("code", code_of)
 
         async def details(self) -> Any:
-            await self._resolve()
-            return await self._live.details() if self._live is not None else self._outcome.details
+            return await self._status("details", lambda outcome: outcome.details)
 
         async def initial_metadata(self) -> Any:
-            await self._resolve()
-            if self._live is not None:
-                return await self._live.initial_metadata()
-            return aio.Metadata(*self._outcome.initial)
+            return await self._status("initial_metadata", lambda outcome: aio.Metadata(*outcome.initial))
 
         async def trailing_metadata(self) -> Any:
-            await self._resolve()
-            if self._live is not None:
-                return await self._live.trailing_metadata()
-            return aio.Metadata(*self._outcome.trailing)
+            return await self._status("trailing_metadata", lambda outcome: aio.Metadata(*outcome.trailing))
 
         async def wait_for_connection(self) -> None:
             await self._resolve()
@@ -281,11 +277,12 @@ class AioSide:
         self,
         ctx: RunContext,
         mc: Any,
-        shape: str,
-        original: Method,
         request: Any,
         args: tuple[object, ...],
         kwargs: dict[str, Any],
+        *,
+        shape: str,
+        original: Method,
     ) -> Any:
         target = mc._channel.target
         site = site_of(mc, target() if callable(target) else target)

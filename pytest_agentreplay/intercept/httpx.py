@@ -5,10 +5,6 @@ Code above the transport (clients, auth, redirects, event hooks) runs unchanged;
 ``MockTransport`` users keep working because live calls go to the original method, whose connection
 pool respx patches, and a ``MockTransport`` is not an ``HTTPTransport`` at all. The same code serves
 both libraries: everything client-specific is looked up on the module passed in.
-
-A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
-turns an httpx request into an ``HttpRequest`` and the action back into an httpx response, send or
-exception. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations
