@@ -64,24 +64,21 @@ def _request_headers(protocol: Any, additional: object, user_agent: str | None) 
     return {k.lower(): v for k, v in request.headers.raw_items()}
 
 
-def _handshake_objects(served: ServedConversation, request_headers: Mapping[str, str]) -> tuple[Any, Any]:
+def _served_connection(replayed: Any, served: ServedConversation, request_headers: Mapping[str, str]) -> Any:
+    """The connection served from the cassette; a recorded refused handshake raises as the library does."""
     # optional: websockets is imported by the agent
     import websockets.http11
 
-    _, _, datastructures = lib()
+    exceptions, _, datastructures = lib()
     parts = urlsplit(served.url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     request = websockets.http11.Request(path, datastructures.Headers(dict(request_headers)))
     response = websockets.http11.Response(
         served.status, "Switching Protocols", datastructures.Headers(served.headers), b""
     )
-    return request, response
-
-
-def _refused(served: ServedConversation, response: object) -> BaseException:
-    exceptions, _, _ = lib()
-    error: BaseException = exceptions.InvalidStatus(response)
-    return error
+    if served.status != 101:
+        raise exceptions.InvalidStatus(response)
+    return replayed(served, request, response)
 
 
 def _record_closed(events: ConversationEvents, exc: Any) -> None:
@@ -203,10 +200,7 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
         headers = _sync_headers(mod, uri, kwargs)
         opening = open_connection(ctx, handshake_request(uri, headers))
         if isinstance(opening, ServedConversation):
-            request, response = _handshake_objects(opening, headers)
-            if opening.status != 101:
-                raise _refused(opening, response)
-            return replayed(opening, request, response)
+            return _served_connection(replayed, opening, headers)
         with _connecting(opening):
             connection = original(_ws_url(opening.url), **kwargs)
         return _connected(opening, connection)
@@ -258,10 +252,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
         headers = _request_headers(probe.protocol, self.additional_headers, self.user_agent_header)
         opening = open_connection(ctx, handshake_request(self.uri, headers))
         if isinstance(opening, ServedConversation):
-            request, response = _handshake_objects(opening, headers)
-            if opening.status != 101:
-                raise _refused(opening, response)
-            self.connection = replayed(opening, request, response)
+            self.connection = _served_connection(replayed, opening, headers)
             return self.connection
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
