@@ -443,15 +443,9 @@ def body_bytes(body: Document | None) -> bytes:
 
 def event_encoder(body: Document) -> Callable[[Mapping[str, object]], bytes]:
     """How a stored stream's events go back on the wire, told by the content type it arrived with."""
-    fmt = stream_formats.format_for(body_content_type(body))
+    content_type = body.get("content_type")
+    fmt = stream_formats.format_for(content_type if isinstance(content_type, str) else None)
     return fmt.encode if fmt is not None else sse.encode_event
-
-
-def body_content_type(body: Document | None) -> str | None:
-    if not body:
-        return None
-    ct = body.get("content_type")
-    return ct if isinstance(ct, str) else None
 
 
 def normalise_for_match(body: Document | None) -> str:

@@ -71,14 +71,10 @@ def classify_exchange(
         return Classification(
             kind, tool_name=tool_name_for(request, settings), flavour=found if found != kind else None
         )
-    kind = "read" if request.method in READ_METHODS or provider_reads(request) else "write"
+    # A model API's call may read whatever its method (Ollama's ``POST /api/show``, its embeddings): served in
+    # replay like any read, never stored as a write effect.
+    kind = "read" if request.method in READ_METHODS or ollama.reads_only(request) else "write"
     return Classification(kind, tool_name=tool_name_for(request, settings))
-
-
-def provider_reads(request: HttpRequest) -> bool:
-    """A model API's call that is a read whatever its method (Ollama's ``POST /api/show``, its embeddings):
-    served in replay like any read, never stored as a write effect."""
-    return ollama.reads_only(request)
 
 
 def _from_hook(kind: str, request: HttpRequest, settings: RunSettings) -> Classification:

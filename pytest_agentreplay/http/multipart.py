@@ -230,23 +230,11 @@ def comparable_request(payload: object) -> object:
         return payload
     out = dict(payload)
     if "multipart" not in body:
-        content_type = str(body["content_type"])
-        raw = _stored_bytes(body)
-        parsed = stored(raw, content_type) if raw is not None else None
+        # Bytes that are not exactly a multipart body (undecodable base64 is not) stay as they are.
+        parsed = stored(part_bytes(body), str(body["content_type"]))
         if parsed is not None:
             out["body"] = {**{k: v for k, v in body.items() if k not in ("text", "base64")}, **parsed}
     headers = payload.get("headers")
     if isinstance(headers, Mapping) and is_multipart(headers.get("content-type")):
         out["headers"] = {**headers, "content-type": without_boundary(str(headers["content-type"]))}
     return out
-
-
-def _stored_bytes(body: Mapping[str, object]) -> bytes | None:
-    if isinstance(body.get("text"), str):
-        return str(body["text"]).encode("utf-8")
-    if isinstance(body.get("base64"), str):
-        try:
-            return base64.b64decode(str(body["base64"]))
-        except (binascii.Error, ValueError):
-            return None
-    return None

@@ -5,9 +5,6 @@ the served body, so ``async with session.get(...) as r: await r.json()``, ``r.co
 and line-by-line SSE reads behave as with a socket. Recording tees the response's ``StreamReader``:
 its class is swapped for a subclass whose ``feed_data``/``feed_eof`` also feed the capture, so the
 caller still receives each chunk as the connection delivers it.
-
-A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
-translates between aiohttp and that action. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations

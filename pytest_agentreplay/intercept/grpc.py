@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from contextlib import nullcontext
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -72,12 +73,13 @@ class SyncSide:
         self,
         ctx: RunContext,
         mc: Any,
-        shape: str,
-        name: str,
-        originals: tuple[Method, Method | None],
         request: Any,
         args: tuple[object, ...],
         kwargs: dict[str, Any],
+        *,
+        shape: str,
+        name: str,
+        originals: tuple[Method, Method | None],
     ) -> Any:
         site = site_of(mc, mc._target)
         metadata = metadata_of(args, kwargs)
@@ -123,26 +125,16 @@ class SyncSide:
             return (response, call) if name == "with_call" else response
 
 
-def _sync_method(side: SyncSide, shape: str, name: str, originals: tuple[Method, Method | None]) -> Method:
-    original = originals[0]
+def _patched(original: Method, handle: Callable[..., Any]) -> Method:
+    """The multicallable's method: left as it is outside a run, else ``handle(ctx, self, request, args,
+    kwargs)``."""
 
     def method(self: object, request: Any = None, *args: object, **kwargs: Any) -> Any:
         request = _request(request, kwargs)
         ctx = current_run()
         if ctx is None:
             return original(self, request, *args, **kwargs)
-        return side.call(ctx, self, shape, name, originals, request, args, kwargs)
-
-    return method
-
-
-def _aio_method(side: AioSide, shape: str, original: Method) -> Method:
-    def method(self: object, request: Any = None, *args: object, **kwargs: Any) -> Any:
-        request = _request(request, kwargs)
-        ctx = current_run()
-        if ctx is None:
-            return original(self, request, *args, **kwargs)
-        return side.call(ctx, self, shape, original, request, args, kwargs)
+        return handle(ctx, self, request, args, kwargs)
 
     return method
 
@@ -172,10 +164,12 @@ def patch(patches: Patches, grpc: ModuleType) -> None:
         with_call = _genuine(cls, "with_call") if "with_call" in names else None
         for name in names:
             original = _genuine(cls, name)
-            patches.set(cls, name, _sync_method(sync, shape, name, (original, with_call)), original=original)
+            handle = partial(sync.call, shape=shape, name=name, originals=(original, with_call))
+            patches.set(cls, name, _patched(original, handle), original=original)
     aio_channel = _submodule(grpc.aio, "_channel")
     aio = AioSide(grpc)
     for class_name, shape in _AIO:
         cls = getattr(aio_channel, class_name)
         original = _genuine(cls, "__call__")
-        patches.set(cls, "__call__", _aio_method(aio, shape, original), original=original)
+        handle = partial(aio.call, shape=shape, original=original)
+        patches.set(cls, "__call__", _patched(original, handle), original=original)

@@ -20,13 +20,27 @@ from typing import TYPE_CHECKING, Any
 from .. import guard
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
-from .grpc_capture import Capture, Metadata, Site, metadata_of, site_of, teed, unsupported_route
+from .grpc_capture import (
+    Capture,
+    Metadata,
+    Site,
+    forwarding,
+    metadata_of,
+    site_of,
+    teed,
+    unsupported_route,
+)
 from .grpc_sync import fault_status
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
 
 # Starts the live call for a replayed one the policy sends: (action, the request or request messages).
+# grpc.aio's call methods, but for reading (which records the call at its end) and ``add_done_callback``.
+_CALL_METHODS = (
+    "write done_writing code details initial_metadata trailing_metadata wait_for_connection "
+    "cancel cancelled done time_remaining"
+)
 GoLive = Callable[[Send, object], Any]
 Method = Callable[..., Any]
 
@@ -99,42 +113,6 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 await self._finish()
             return message
 
-        async def write(self, request: object) -> None:
-            await self._real.write(request)
-
-        async def done_writing(self) -> None:
-            await self._real.done_writing()
-
-        async def code(self) -> Any:
-            return await self._real.code()
-
-        async def details(self) -> Any:
-            return await self._real.details()
-
-        async def initial_metadata(self) -> Any:
-            return await self._real.initial_metadata()
-
-        async def trailing_metadata(self) -> Any:
-            return await self._real.trailing_metadata()
-
-        async def wait_for_connection(self) -> None:
-            await self._real.wait_for_connection()
-
-        def cancel(self) -> bool:
-            cancelled: bool = self._real.cancel()
-            return cancelled
-
-        def cancelled(self) -> bool:
-            cancelled: bool = self._real.cancelled()
-            return cancelled
-
-        def done(self) -> bool:
-            done: bool = self._real.done()
-            return done
-
-        def time_remaining(self) -> Any:
-            return self._real.time_remaining()
-
         def add_done_callback(self, callback: Callable[[object], None]) -> None:
             self._real.add_done_callback(lambda _: callback(self))
 
@@ -145,6 +123,9 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 with contextlib.suppress(Exception):
                     self._real.cancel()
                     capture.finish("CANCELLED", "dropped by the caller before its end", (), ())
+
+    # What a caller asks of the call beyond its messages is the live call's answer.
+    forwarding(RecordingCall, "_real", _CALL_METHODS.split())
 
     class ReplayCall(*bases):  # type: ignore[misc]
         def __init__(
@@ -246,25 +227,21 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         async def done_writing(self) -> None:
             self._writes_done.set()
 
-        async def code(self) -> Any:
+        async def _status(self, name: str, served: Callable[[Outcome], object]) -> Any:
             await self._resolve()
-            return await self._live.code() if self._live is not None else code_of(self._outcome)
+            return await getattr(self._live, name)() if self._live is not None else served(self._outcome)
+
+        async def code(self) -> Any:
+            return await self._status("code", code_of)
 
         async def details(self) -> Any:
-            await self._resolve()
-            return await self._live.details() if self._live is not None else self._outcome.details
+            return await self._status("details", lambda outcome: outcome.details)
 
         async def initial_metadata(self) -> Any:
-            await self._resolve()
-            if self._live is not None:
-                return await self._live.initial_metadata()
-            return aio.Metadata(*self._outcome.initial)
+            return await self._status("initial_metadata", lambda outcome: aio.Metadata(*outcome.initial))
 
         async def trailing_metadata(self) -> Any:
-            await self._resolve()
-            if self._live is not None:
-                return await self._live.trailing_metadata()
-            return aio.Metadata(*self._outcome.trailing)
+            return await self._status("trailing_metadata", lambda outcome: aio.Metadata(*outcome.trailing))
 
         async def wait_for_connection(self) -> None:
             await self._resolve()
@@ -300,11 +277,12 @@ class AioSide:
         self,
         ctx: RunContext,
         mc: Any,
-        shape: str,
-        original: Method,
         request: Any,
         args: tuple[object, ...],
         kwargs: dict[str, Any],
+        *,
+        shape: str,
+        original: Method,
     ) -> Any:
         target = mc._channel.target
         site = site_of(mc, target() if callable(target) else target)

@@ -6,6 +6,7 @@ deserializer; status codes by name), so the sync and asyncio halves share this m
 
 from __future__ import annotations
 
+import abc
 import copy
 import importlib
 import sys
@@ -175,3 +176,19 @@ def teed(multicallable: Any, capture: Capture) -> Any:
     clone._request_serializer = capture.serializer()
     clone._response_deserializer = capture.deserializer()
     return clone
+
+
+def forwarding(cls: type, to: str, names: Iterable[str]) -> None:
+    """Give ``cls`` each method of ``names`` as a call of the same method of its ``to`` attribute (the live
+    call it wraps); grpc's ABCs declare them abstract, so the class is instantiable only once they exist."""
+    for name in names:
+        setattr(cls, name, _forward(to, name))
+    abc.update_abstractmethods(cls)
+
+
+def _forward(to: str, name: str) -> Callable[..., Any]:
+    def method(self: object, *args: object, **kwargs: object) -> Any:
+        return getattr(getattr(self, to), name)(*args, **kwargs)
+
+    method.__name__ = name
+    return method

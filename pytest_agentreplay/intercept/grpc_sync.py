@@ -14,7 +14,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..http.grpc_calls import Outcome
-from .grpc_capture import Capture
+from .grpc_capture import Capture, forwarding
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
@@ -30,6 +30,13 @@ class _Call(Protocol):
     def initial_metadata(self) -> Any: ...
 
     def trailing_metadata(self) -> Any: ...
+
+
+# grpc.Call and grpc.Future, but for ``cancel`` (which records the call too).
+_CALL_METHODS = (
+    "code details initial_metadata trailing_metadata is_active time_remaining add_callback "
+    "cancelled running done result exception traceback add_done_callback"
+)
 
 
 def fault_status(fault: Fault) -> tuple[str, str]:
@@ -197,50 +204,6 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
                 raise AttributeError(name)
             return getattr(self._inner, name)
 
-        def code(self) -> Any:
-            return self._inner.code()
-
-        def details(self) -> Any:
-            return self._inner.details()
-
-        def initial_metadata(self) -> Any:
-            return self._inner.initial_metadata()
-
-        def trailing_metadata(self) -> Any:
-            return self._inner.trailing_metadata()
-
-        def is_active(self) -> bool:
-            active: bool = self._inner.is_active()
-            return active
-
-        def time_remaining(self) -> Any:
-            return self._inner.time_remaining()
-
-        def add_callback(self, callback: Callable[[], None]) -> Any:
-            return self._inner.add_callback(callback)
-
-        def cancelled(self) -> bool:
-            cancelled: bool = self._inner.cancelled()
-            return cancelled
-
-        def running(self) -> bool:
-            running: bool = self._inner.running()
-            return running
-
-        def done(self) -> bool:
-            done: bool = self._inner.done()
-            return done
-
-        def result(self, timeout: float | None = None) -> Any:
-            return self._inner.result(timeout)
-
-        def exception(self, timeout: float | None = None) -> Any:
-            return self._inner.exception(timeout)
-
-        def traceback(self, timeout: float | None = None) -> Any:
-            return self._inner.traceback(timeout)
-
-        def add_done_callback(self, fn: Callable[[object], None]) -> None:
-            self._inner.add_done_callback(fn)
-
+    # What a caller asks of the stream beyond its messages is the live call's answer.
+    forwarding(RecordingStream, "_inner", _CALL_METHODS.split())
     return ServedCall, RecordingStream

@@ -5,17 +5,13 @@ Code above the transport (clients, auth, redirects, event hooks) runs unchanged;
 ``MockTransport`` users keep working because live calls go to the original method, whose connection
 pool respx patches, and a ``MockTransport`` is not an ``HTTPTransport`` at all. The same code serves
 both libraries: everything client-specific is looked up on the module passed in.
-
-A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
-turns an httpx request into an ``HttpRequest`` and the action back into an httpx response, send or
-exception. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations
 
 import errno
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
@@ -111,6 +107,22 @@ def _to_request(request: _Request, body: bytes) -> HttpRequest:
     return HttpRequest(request.method, str(request.url), headers, body)
 
 
+@contextmanager
+def _feeding(capture: LiveCapture) -> Iterator[LiveCapture]:
+    """Around the tee of a live stream: the capture ends with the stream, or with the error that ended it."""
+    try:
+        yield capture
+    except GeneratorExit:
+        # The client stopped reading (an SDK that stops at its stream's end marker, as mistralai does at
+        # "[DONE]"), as close() says: what it read is the exchange, not a failed one.
+        capture.finish()
+        raise
+    except BaseException as exc:
+        capture.finish(exc)
+        raise
+    capture.finish()
+
+
 def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
     """Stream types deriving from this module's base classes (httpx checks isinstance on them)."""
     sync_base: Any = mod.SyncByteStream
@@ -139,20 +151,10 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
             self._capture = capture
 
         def __iter__(self) -> Iterator[bytes]:
-            capture = self._capture
-            try:
+            with _feeding(self._capture) as capture:
                 for chunk in self._inner:
                     capture.feed(chunk)
                     yield chunk
-            except GeneratorExit:
-                # The client stopped reading (an SDK that stops at its stream's end marker, as mistralai
-                # does at "[DONE]"), as close() says: what it read is the exchange, not a failed one.
-                capture.finish()
-                raise
-            except BaseException as exc:
-                capture.finish(exc)
-                raise
-            capture.finish()
 
         def close(self) -> None:
             try:
@@ -166,18 +168,10 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
             self._capture = capture
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            capture = self._capture
-            try:
+            with _feeding(self._capture) as capture:
                 async for chunk in self._inner:
                     capture.feed(chunk)
                     yield chunk
-            except GeneratorExit:
-                capture.finish()
-                raise
-            except BaseException as exc:
-                capture.finish(exc)
-                raise
-            capture.finish()
 
         async def aclose(self) -> None:
             try:

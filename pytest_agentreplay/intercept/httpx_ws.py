@@ -19,7 +19,7 @@ import contextlib
 import queue
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import guard
 from ..core.capture import current_run
@@ -32,6 +32,9 @@ from ..http.websocket_messages import (
 )
 from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
 from .internal import internal
+
+if TYPE_CHECKING:
+    from ..core.capture import RunContext
 
 _EVENTS = "_agentreplay_ws_events"
 
@@ -52,8 +55,48 @@ def _request(client: Any, url: str, subprotocols: list[str] | None, kwargs: dict
     )
 
 
-def _served_response(httpx: Any, served: ServedConversation, request: Any) -> Any:
-    return httpx.Response(served.status, headers=served.headers, request=request)
+def _opening(
+    ctx: RunContext, client: Any, url: str, subprotocols: list[str] | None, kwargs: dict[str, Any], api: Any
+) -> tuple[LiveConnection | ServedConversation, Any]:
+    """What :func:`open_connection` decides for the upgrade, with the served handshake's response."""
+    # optional: httpx is what httpx-ws rides on, imported with it
+    import httpx
+
+    request = _request(client, url, subprotocols, kwargs, api)
+    opening = open_connection(ctx, handshake_request(str(request.url), dict(request.headers.multi_items())))
+    if not isinstance(opening, ServedConversation):
+        return opening, None
+    response = httpx.Response(opening.status, headers=opening.headers, request=request)
+    if opening.status != 101:
+        raise api.WebSocketUpgradeError(response)
+    return opening, response
+
+
+@contextlib.contextmanager
+def _connecting(live: LiveConnection, api: Any) -> Iterator[None]:
+    """Around httpx-ws's own connect: the upgrade's answer, or its failure, goes to ``live``."""
+    try:
+        with internal(), guard.permitting(live.permit) if live.permit else contextlib.nullcontext():
+            yield
+    except api.WebSocketUpgradeError as exc:
+        live.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
+        raise
+    except BaseException as exc:
+        live.failed(exc)
+        raise
+
+
+@contextlib.contextmanager
+def _receiving(events: ConversationEvents, timed_out: type[BaseException], api: Any) -> Iterator[None]:
+    """Around a live ``receive``: a timeout or the close it ends with goes to the session's events."""
+    try:
+        yield
+    except timed_out:
+        events.timeout()
+        raise
+    except api.WebSocketDisconnect as exc:
+        events.close("received", exc.code, exc.reason)
+        raise
 
 
 def _served_event(served: ServedConversation, timeout_error: type[BaseException], api: Any) -> Any:
@@ -95,20 +138,14 @@ def _answered(live: LiveConnection, session: Any) -> None:
 
 
 def patch(patches: Patches, mod: ModuleType) -> None:
-    # optional: httpx is what httpx-ws rides on, imported with it
-    import httpx
-
     api: Any = mod._api
     sync_client: Any = api.WebSocketClient
     async_client: Any = api.AsyncWebSocketClient
     sync_session: Any = api.WebSocketSession
     async_session: Any = api.AsyncWebSocketSession
     orig_connect, orig_aconnect = sync_client.connect, async_client.connect
-    originals = {
-        (cls, name): getattr(cls, name)
-        for cls in (sync_session, async_session)
-        for name in ("send", "receive", "close")
-    }
+    orig_send, orig_receive, orig_close = sync_session.send, sync_session.receive, sync_session.close
+    orig_asend, orig_areceive, orig_aclose = async_session.send, async_session.receive, async_session.close
     replayed_sync, replayed_async = _replayed_classes(sync_session, async_session, api)
 
     @contextlib.contextmanager
@@ -118,28 +155,14 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             with orig_connect(self, url, subprotocols, **kwargs) as session:
                 yield session
             return
-        request = _request(self.client, url, subprotocols, kwargs, api)
-        opening = open_connection(
-            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
-        )
+        opening, response = _opening(ctx, self.client, url, subprotocols, kwargs, api)
         if isinstance(opening, ServedConversation):
-            response = _served_response(httpx, opening, request)
-            if opening.status != 101:
-                raise api.WebSocketUpgradeError(response)
             with replayed_sync(opening, response) as session:
                 yield session
             return
-        permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
-        try:
-            with internal(), permit:
-                manager = orig_connect(self, opening.url, subprotocols, **kwargs)
-                session = manager.__enter__()
-        except api.WebSocketUpgradeError as exc:
-            opening.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
-            raise
-        except BaseException as exc:
-            opening.failed(exc)
-            raise
+        with _connecting(opening, api):
+            manager = orig_connect(self, opening.url, subprotocols, **kwargs)
+            session = manager.__enter__()
         _answered(opening, session)
         with contextlib.ExitStack() as stack:
             stack.push(manager.__exit__)
@@ -154,78 +177,52 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             async with orig_aconnect(self, url, subprotocols, **kwargs) as session:
                 yield session
             return
-        request = _request(self.client, url, subprotocols, kwargs, api)
-        opening = open_connection(
-            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
-        )
+        opening, response = _opening(ctx, self.client, url, subprotocols, kwargs, api)
         if isinstance(opening, ServedConversation):
-            response = _served_response(httpx, opening, request)
-            if opening.status != 101:
-                raise api.WebSocketUpgradeError(response)
             async with replayed_async(opening, response) as session:
                 yield session
             return
-        permit = guard.permitting(opening.permit) if opening.permit else contextlib.nullcontext()
-        try:
-            with internal(), permit:
-                manager = orig_aconnect(self, opening.url, subprotocols, **kwargs)
-                session = await manager.__aenter__()
-        except api.WebSocketUpgradeError as exc:
-            opening.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
-            raise
-        except BaseException as exc:
-            opening.failed(exc)
-            raise
+        with _connecting(opening, api):
+            manager = orig_aconnect(self, opening.url, subprotocols, **kwargs)
+            session = await manager.__aenter__()
         _answered(opening, session)
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_exit(manager.__aexit__)
             yield session
 
     def send(self: Any, event: Any) -> None:
-        originals[(sync_session, "send")](self, event)
+        orig_send(self, event)
         _record_sent(self, event)
 
     def receive(self: Any, timeout: float | None = None) -> Any:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
         if events is None:
-            return originals[(sync_session, "receive")](self, timeout)
-        try:
-            event = originals[(sync_session, "receive")](self, timeout)
-        except queue.Empty:
-            events.timeout()
-            raise
-        except api.WebSocketDisconnect as exc:
-            events.close("received", exc.code, exc.reason)
-            raise
+            return orig_receive(self, timeout)
+        with _receiving(events, queue.Empty, api):
+            event = orig_receive(self, timeout)
         _record_event(events, event)
         return event
 
     def close(self: Any, code: int = 1000, reason: str | None = None) -> None:
         _record_close(self, code, reason)
-        originals[(sync_session, "close")](self, code, reason)
+        orig_close(self, code, reason)
 
     async def asend(self: Any, event: Any) -> None:
-        await originals[(async_session, "send")](self, event)
+        await orig_asend(self, event)
         _record_sent(self, event)
 
     async def areceive(self: Any, timeout: float | None = None) -> Any:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
         if events is None:
-            return await originals[(async_session, "receive")](self, timeout)
-        try:
-            event = await originals[(async_session, "receive")](self, timeout)
-        except TimeoutError:
-            events.timeout()
-            raise
-        except api.WebSocketDisconnect as exc:
-            events.close("received", exc.code, exc.reason)
-            raise
+            return await orig_areceive(self, timeout)
+        with _receiving(events, TimeoutError, api):
+            event = await orig_areceive(self, timeout)
         _record_event(events, event)
         return event
 
     async def aclose(self: Any, code: int = 1000, reason: str | None = None) -> None:
         _record_close(self, code, reason)
-        await originals[(async_session, "close")](self, code, reason)
+        await orig_aclose(self, code, reason)
 
     for target, name, value in (
         (sync_client, "connect", connect),
@@ -258,15 +255,19 @@ def _record_close(session: Any, code: int, reason: str | None) -> None:
         events.close("sent", code, reason)
 
 
-def _replayed_classes(sync_base: Any, async_base: Any, api: Any) -> tuple[Any, Any]:
-    class ReplayedSession(sync_base):  # type: ignore[misc]
-        """A session served from the cassette: httpx-ws's API, no stream, no background threads."""
+class _Served:
+    """What both served sessions share: the conversation, and the handshake's response."""
 
-        def __init__(self, served: ServedConversation, response: Any) -> None:
-            # The base initialiser wants the upgraded network stream: there is none.
-            self._served = served
-            self.response = response
-            self.subprotocol = served.subprotocol
+    def __init__(self, served: ServedConversation, response: Any) -> None:
+        # The base initialiser wants the upgraded network stream (and starts background work): none here.
+        self._served = served
+        self.response = response
+        self.subprotocol = served.subprotocol
+
+
+def _replayed_classes(sync_base: Any, async_base: Any, api: Any) -> tuple[Any, Any]:
+    class ReplayedSession(_Served, sync_base):  # type: ignore[misc]
+        """A session served from the cassette: httpx-ws's API, no stream, no background threads."""
 
         def __enter__(self) -> Any:
             return self
@@ -291,12 +292,7 @@ def _replayed_classes(sync_base: Any, async_base: Any, api: Any) -> tuple[Any, A
         def close(self, code: int = 1000, reason: str | None = None) -> None:
             self._served.close(code, reason or "")
 
-    class AsyncReplayedSession(async_base):  # type: ignore[misc]
-        def __init__(self, served: ServedConversation, response: Any) -> None:
-            self._served = served
-            self.response = response
-            self.subprotocol = served.subprotocol
-
+    class AsyncReplayedSession(_Served, async_base):  # type: ignore[misc]
         @contextlib.asynccontextmanager
         async def __asynccontextmanager__(self) -> AsyncIterator[Any]:
             try:

@@ -3,9 +3,6 @@
 Replay returns a real ``urllib3.HTTPResponse`` reading from an in-memory stream, so requests'
 adapters, ``iter_content``/``iter_lines`` and ``.json()`` behave as with a socket. Recording wraps the
 response's underlying file object: bytes are captured as the caller reads them (streaming preserved).
-
-A thin adapter: :func:`..replay.policy.decide` says what happens to each call; this module only
-translates between urllib3 and that action. It imports the policy; the policy never imports it.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ The deprecated ``websockets.legacy`` client is not intercepted: in replay the ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from types import FunctionType, ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -64,24 +64,21 @@ def _request_headers(protocol: Any, additional: object, user_agent: str | None) 
     return {k.lower(): v for k, v in request.headers.raw_items()}
 
 
-def _handshake_objects(served: ServedConversation, request_headers: Mapping[str, str]) -> tuple[Any, Any]:
+def _served_connection(replayed: Any, served: ServedConversation, request_headers: Mapping[str, str]) -> Any:
+    """The connection served from the cassette; a recorded refused handshake raises as the library does."""
     # optional: websockets is imported by the agent
     import websockets.http11
 
-    _, _, datastructures = lib()
+    exceptions, _, datastructures = lib()
     parts = urlsplit(served.url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     request = websockets.http11.Request(path, datastructures.Headers(dict(request_headers)))
     response = websockets.http11.Response(
         served.status, "Switching Protocols", datastructures.Headers(served.headers), b""
     )
-    return request, response
-
-
-def _refused(served: ServedConversation, response: object) -> BaseException:
-    exceptions, _, _ = lib()
-    error: BaseException = exceptions.InvalidStatus(response)
-    return error
+    if served.status != 101:
+        raise exceptions.InvalidStatus(response)
+    return replayed(served, request, response)
 
 
 def _record_closed(events: ConversationEvents, exc: Any) -> None:
@@ -94,11 +91,13 @@ def _record_closed(events: ConversationEvents, exc: Any) -> None:
         events.close("received", None, "")
 
 
-def _live_connect(live: LiveConnection, connect: Callable[[], Any]) -> Any:
+@contextmanager
+def _connecting(live: LiveConnection) -> Iterator[None]:
+    """Around the library's own connect: the handshake's answer, or its failure, goes to ``live``."""
     exceptions, _, _ = lib()
     with internal(), guard.permitting(live.permit) if live.permit else nullcontext():
         try:
-            connection = connect()
+            yield
         except exceptions.InvalidStatus as exc:
             response = exc.response
             live.answered(response.status_code, dict(response.headers.raw_items()), bytes(response.body))
@@ -106,6 +105,9 @@ def _live_connect(live: LiveConnection, connect: Callable[[], Any]) -> Any:
         except BaseException as exc:
             live.failed(exc)
             raise
+
+
+def _connected(live: LiveConnection, connection: Any) -> Any:
     live.answered(connection.response.status_code, dict(connection.response.headers.raw_items()))
     connection.__dict__[_EVENTS] = live.events
     return connection
@@ -119,20 +121,31 @@ def _ws_url(url: str) -> str:
     return url
 
 
-def _record_recv(events: ConversationEvents | None, call: Callable[[], Message]) -> Message:
-    if events is None:
-        return call()
+@contextmanager
+def _receiving(events: ConversationEvents) -> Iterator[None]:
+    """Around a live ``recv``: a timeout or the close it ends with goes to the connection's events."""
     exceptions, _, _ = lib()
     try:
-        message = call()
+        yield
     except TimeoutError:
         events.timeout()
         raise
     except exceptions.ConnectionClosed as exc:
         _record_closed(events, exc)
         raise
-    events.message("received", encode_message(message))
-    return message
+
+
+def _outgoing(message: Any) -> Any:
+    """A message in fragments is sent whole, as it is recorded."""
+    if isinstance(message, str | bytes | bytearray | memoryview | Mapping):
+        return message
+    return joined(message)
+
+
+def _sending_close(connection: Any, code: int, reason: str) -> None:
+    events: ConversationEvents | None = connection.__dict__.get(_EVENTS)
+    if events is not None:
+        events.close("sent", code, reason)
 
 
 # -- threading client --------------------------------------------------------------------------------
@@ -187,27 +200,30 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
         headers = _sync_headers(mod, uri, kwargs)
         opening = open_connection(ctx, handshake_request(uri, headers))
         if isinstance(opening, ServedConversation):
-            request, response = _handshake_objects(opening, headers)
-            if opening.status != 101:
-                raise _refused(opening, response)
-            return replayed(opening, request, response)
-        return _live_connect(opening, lambda: original(_ws_url(opening.url), **kwargs))
+            return _served_connection(replayed, opening, headers)
+        with _connecting(opening):
+            connection = original(_ws_url(opening.url), **kwargs)
+        return _connected(opening, connection)
 
     def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
-        return _record_recv(self.__dict__.get(_EVENTS), lambda: orig_recv(self, *args, **kwargs))
+        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        if events is None:
+            return orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
+        with _receiving(events):
+            message: Message = orig_recv(self, *args, **kwargs)
+        events.message("received", encode_message(message))
+        return message
 
     def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
-        if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
-            message = joined(message)  # fragments: sent whole, recorded whole
+        if events is None:
+            return orig_send(self, message, *args, **kwargs)  # type: ignore[no-any-return]
+        message = _outgoing(message)
         orig_send(self, message, *args, **kwargs)
-        if events is not None:
-            events.message("sent", encode_message(joined(message)))
+        events.message("sent", encode_message(joined(message)))
 
     def close(self: Any, code: int = 1000, reason: str = "") -> None:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
-        if events is not None:
-            events.close("sent", code, reason)
+        _sending_close(self, code, reason)
         orig_close(self, code, reason)
 
     original = _redirect(patches, mod.connect, connect)
@@ -236,62 +252,38 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
         headers = _request_headers(probe.protocol, self.additional_headers, self.user_agent_header)
         opening = open_connection(ctx, handshake_request(self.uri, headers))
         if isinstance(opening, ServedConversation):
-            request, response = _handshake_objects(opening, headers)
-            if opening.status != 101:
-                raise _refused(opening, response)
-            self.connection = replayed(opening, request, response)
+            self.connection = _served_connection(replayed, opening, headers)
             return self.connection
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
-        exceptions, _, _ = lib()
-        with internal(), guard.permitting(opening.permit) if opening.permit else nullcontext():
-            try:
+        try:
+            with _connecting(opening):
                 connection = await orig_await(self)
-            except exceptions.InvalidStatus as exc:
-                response = exc.response
-                opening.answered(
-                    response.status_code, dict(response.headers.raw_items()), bytes(response.body)
-                )
-                raise
-            except BaseException as exc:
-                opening.failed(exc)
-                raise
-            finally:
-                self.uri = agent_uri
-        opening.answered(connection.response.status_code, dict(connection.response.headers.raw_items()))
-        connection.__dict__[_EVENTS] = opening.events
-        return connection
+        finally:
+            self.uri = agent_uri
+        return _connected(opening, connection)
 
     async def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
         if events is None:
             return await orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        exceptions, _, _ = lib()
-        try:
+        with _receiving(events):
             message: Message = await orig_recv(self, *args, **kwargs)
-        except TimeoutError:
-            events.timeout()
-            raise
-        except exceptions.ConnectionClosed as exc:
-            _record_closed(events, exc)
-            raise
         events.message("received", encode_message(message))
         return message
 
     async def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
-        if events is not None and not isinstance(message, str | bytes | bytearray | memoryview | Mapping):
-            if hasattr(message, "__aiter__"):
-                message = [part async for part in message]
-            message = joined(message)
+        if events is None:
+            return await orig_send(self, message, *args, **kwargs)  # type: ignore[no-any-return]
+        if hasattr(message, "__aiter__"):
+            message = [part async for part in message]
+        message = _outgoing(message)
         await orig_send(self, message, *args, **kwargs)
-        if events is not None:
-            events.message("sent", encode_message(joined(message)))
+        events.message("sent", encode_message(joined(message)))
 
     async def close(self: Any, code: int = 1000, reason: str = "") -> None:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
-        if events is not None:
-            events.close("sent", code, reason)
+        _sending_close(self, code, reason)
         await orig_close(self, code, reason)
 
     patches.set(connect_cls, "__await_impl__", await_impl)

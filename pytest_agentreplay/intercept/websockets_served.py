@@ -60,48 +60,57 @@ def joined(message: object) -> Message:
     return b"".join(bytes(p) for p in parts)
 
 
+class _Served:
+    """What both clients' served connections share: the conversation, and the state read from it."""
+
+    _served: ServedConversation
+
+    def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
+        # The base initialiser needs a socket or a transport (and starts threads or tasks): none here.
+        self._served = served
+        self.request = request
+        self.response = response
+        self.logger = _LOG
+        self.latency = 0.0
+
+    def _check_open(self) -> None:
+        if self._served.closed is not None:
+            raise closed_error(self._served)
+
+    @property
+    def local_address(self) -> Any:
+        return None
+
+    @property
+    def remote_address(self) -> Any:
+        return None
+
+    @property
+    def state(self) -> Any:
+        # optional: websockets is imported by the agent
+        from websockets.protocol import State
+
+        return State.OPEN if self._served.closed is None else State.CLOSED
+
+    @property
+    def subprotocol(self) -> Any:
+        return self._served.subprotocol
+
+    @property
+    def close_code(self) -> int | None:
+        return self._served.closed[0] if self._served.closed else None
+
+    @property
+    def close_reason(self) -> str | None:
+        return self._served.closed[1] if self._served.closed else None
+
+
 def sync_replayed_class(base: Any) -> Any:
-    _, _, _ = lib()
+    class ReplayedClientConnection(_Served, base):  # type: ignore[misc]
+        """A connection served from the cassette: the threading client's API, no socket, no thread."""
 
-    class ReplayedClientConnection(base):  # type: ignore[misc]
-        """A connection served from the cassette: the library's API, no socket, no thread."""
-
-        def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
-            # The base initialiser needs a socket: this connection has none (nor its threads).
-            self._served = served
-            self.request = request
-            self.response = response
-            self.logger = _LOG
-            self.latency = 0.0
-            self._pong = threading.Event()
-            self._pong.set()
-
-        @property
-        def local_address(self) -> Any:
-            return None
-
-        @property
-        def remote_address(self) -> Any:
-            return None
-
-        @property
-        def state(self) -> Any:
-            # optional: websockets is imported by the agent
-            from websockets.protocol import State
-
-            return State.OPEN if self._served.closed is None else State.CLOSED
-
-        @property
-        def subprotocol(self) -> Any:
-            return self._served.subprotocol
-
-        @property
-        def close_code(self) -> int | None:
-            return self._served.closed[0] if self._served.closed else None
-
-        @property
-        def close_reason(self) -> str | None:
-            return self._served.closed[1] if self._served.closed else None
+        _pong = threading.Event()
+        _pong.set()
 
         def recv(self, timeout: float | None = None, decode: bool | None = None) -> Message:
             return served_message(self._served, decode)
@@ -110,63 +119,25 @@ def sync_replayed_class(base: Any) -> Any:
             yield served_message(self._served, decode)
 
         def send(self, message: Any, text: bool | None = None) -> None:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
             self._served.send(joined(message))
 
         def close(self, code: int = 1000, reason: str = "") -> None:
             self._served.close(code, reason)
 
         def ping(self, data: Any = None, ack_on_close: bool = False) -> threading.Event:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
             return self._pong
 
         def pong(self, data: Any = b"") -> None:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
 
     return ReplayedClientConnection
 
 
 def async_replayed_class(base: Any) -> Any:
-    class ReplayedClientConnection(base):  # type: ignore[misc]
-        """A connection served from the cassette: the library's API, no transport, no task."""
-
-        def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
-            # The base initialiser expects a transport from ``loop.create_connection``: none here.
-            self._served = served
-            self.request = request
-            self.response = response
-            self.logger = _LOG
-            self.latency = 0.0
-
-        @property
-        def local_address(self) -> Any:
-            return None
-
-        @property
-        def remote_address(self) -> Any:
-            return None
-
-        @property
-        def state(self) -> Any:
-            # optional: websockets is imported by the agent
-            from websockets.protocol import State
-
-            return State.OPEN if self._served.closed is None else State.CLOSED
-
-        @property
-        def subprotocol(self) -> Any:
-            return self._served.subprotocol
-
-        @property
-        def close_code(self) -> int | None:
-            return self._served.closed[0] if self._served.closed else None
-
-        @property
-        def close_reason(self) -> str | None:
-            return self._served.closed[1] if self._served.closed else None
+    class ReplayedClientConnection(_Served, base):  # type: ignore[misc]
+        """A connection served from the cassette: the asyncio client's API, no transport, no task."""
 
         async def recv(self, decode: bool | None = None) -> Message:
             return served_message(self._served, decode)
@@ -175,8 +146,7 @@ def async_replayed_class(base: Any) -> Any:
             yield served_message(self._served, decode)
 
         async def send(self, message: Any, text: bool | None = None) -> None:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
             if hasattr(message, "__aiter__"):
                 message = [part async for part in message]
             self._served.send(joined(message))
@@ -188,8 +158,7 @@ def async_replayed_class(base: Any) -> Any:
             return None
 
         async def ping(self, data: Any = None) -> Any:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
             # optional: asyncio only where the agent uses the asyncio client
             import asyncio
 
@@ -198,7 +167,6 @@ def async_replayed_class(base: Any) -> Any:
             return pong
 
         async def pong(self, data: Any = b"") -> None:
-            if self._served.closed is not None:
-                raise closed_error(self._served)
+            self._check_open()
 
     return ReplayedClientConnection

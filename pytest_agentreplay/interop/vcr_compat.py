@@ -27,7 +27,7 @@ from ..core.documents import Document
 from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from .vcr_format import VcrInteraction, response_from_vcr
-from .vcr_options import PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
+from .vcr_options import PLACE, PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
 from .vcr_persisters import Persister, ProjectPersister
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
@@ -142,19 +142,19 @@ def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, objec
             raise ConfigError(
                 f"vcr_config's path_transformer failed on the cassette name {name!r}: "
                 f"{type(exc).__name__}: {exc}",
-                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                place=PLACE,
                 fixes=("make it return a path for a cassette name (vcrpy calls it the same way)",),
             ) from None
     else:
         raise ConfigError(
             f"vcr_config's path_transformer is not callable: {transformer!r}",
-            place="the vcr_config fixture or @pytest.mark.vcr(...)",
+            place=PLACE,
             fixes=("give a function of the cassette name, e.g. vcr.VCR.ensure_suffix('.yaml')",),
         )
     if not isinstance(library, str | os.PathLike):
         raise ConfigError(
             f"vcr_config's cassette_library_dir is not a path: {library!r}",
-            place="the vcr_config fixture or @pytest.mark.vcr(...)",
+            place=PLACE,
             fixes=("give a folder, e.g. cassette_library_dir='tests/cassettes'",),
         )
     folder = os.fspath(library)
@@ -291,7 +291,7 @@ class VcrReplay:
                     f"registered matchers: {', '.join(sorted(base.matchers))}",
                     f"registered serializers: {', '.join(sorted(base.serializers))}",
                 ),
-                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                place=PLACE,
                 fixes=(
                     "use vcrpy's names (match_on=['method', 'uri', 'body', ...])",
                     "register your own in a conftest.py: def pytest_recording_configure(config, vcr): "
@@ -302,7 +302,7 @@ class VcrReplay:
             raise ConfigError(
                 f"vcrpy refuses this vcr_config: {type(exc).__name__}: {exc}",
                 evidence=(f"config: {sorted(options)}",),
-                place="the vcr_config fixture or @pytest.mark.vcr(...)",
+                place=PLACE,
                 fixes=("give the option a value vcrpy takes (see vcrpy's use_cassette options)",),
             ) from None
         accepted = inspect.signature(Cassette.__init__).parameters

@@ -19,6 +19,7 @@ from ..cassette.validation import read_regular_file
 from ..core.capture import Recorder, RunContext
 from ..core.documents import Document
 from ..core.events import Event, RunMeta
+from ..core.run_settings import RunSettings
 from ..http import bodies
 from ..http.classify import classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers, stored_response_headers
@@ -186,12 +187,21 @@ def load_vcr(path: str | Path) -> list[VcrInteraction]:
 
 def interactions_to_events(
     interactions: Iterable[VcrInteraction],
-    settings: Document | None = None,
+    settings: RunSettings | Document | None = None,
     run: RunMeta | None = None,
+    *,
+    framed: bool = False,
+    cassette: str | None = None,
 ) -> list[Event]:
-    """Classify and record each interaction as live recording would (model.call / http / effect)."""
-    ctx = RunContext(Recorder(run or RunMeta(run_id="vcr-import")), mode="capture", settings=settings or {})
+    """Classify and record each interaction as live recording would (model.call / http / effect);
+    ``framed``: between a run.start and a run.end, as a recorded run is."""
+    run = run or RunMeta(run_id="vcr-import")
+    ctx = RunContext(Recorder(run), mode="capture", cassette=cassette, settings=settings or {})
+    if framed:
+        ctx.start()
     for item in interactions:
         cls = classify_exchange(item.request, item.response, ctx.settings)
         emit_exchange(ctx, item.request, item.response, cls, 0.0)
+    if framed:
+        ctx.finish()
     return ctx.recorder.events

@@ -19,15 +19,13 @@ from ..cassette.read import LoadedCassette
 from ..cassette.validation import read_regular_file
 from ..cassette.write import save_cassette
 from ..core.canonical import sha256_hex
-from ..core.capture import Recorder, RunContext
 from ..core.constants import DEFAULT_TRANSPORT_HEADERS
 from ..core.events import RunMeta
 from ..core.paths import item_cassette_path
+from ..core.run_settings import RunSettings
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
-from ..http.classify import classify_exchange
-from ..http.recording import emit_exchange
 from ..redaction import Redactor
-from .vcr_format import MAX_VCR_BYTES, AliasBombError, VcrInteraction, load_vcr
+from .vcr_format import MAX_VCR_BYTES, AliasBombError, VcrInteraction, interactions_to_events, load_vcr
 
 IMPORT_SOURCE = "vcr"
 """``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
@@ -199,13 +197,9 @@ def import_vcr_file(
         test=test,
         labels={"source": IMPORT_SOURCE, "imported_from": "vcrpy", "vcr_cassette": source.name},
     )
-    ctx = RunContext(Recorder(run), mode="capture", cassette=str(target), settings=dict(settings or {}))
-    ctx.start()
-    for item in interactions:
-        cls = classify_exchange(item.request, item.response, ctx.settings)
-        emit_exchange(ctx, item.request, item.response, cls, 0.0)
-    ctx.finish()
-    models = [e for e in ctx.recorder.events if e.type == "model.call"]
+    run_settings = RunSettings.from_mapping(dict(settings or {}))
+    events = interactions_to_events(interactions, run_settings, run, framed=True, cassette=str(target))
+    models = [e for e in events if e.type == "model.call"]
     if models:
         first = models[0].data
         run = run.model_copy(update={"provider": first.get("provider"), "model": first.get("model")})
@@ -213,9 +207,9 @@ def import_vcr_file(
     return save_cassette(
         Path(target),
         run,
-        ctx.recorder.events,
+        events,
         redactor=redactor,
         blob_dir=blob_dir,
         transport_headers=transport_headers,
-        keep_headers={ctx.settings.idempotency_header},
+        keep_headers={run_settings.idempotency_header},
     )

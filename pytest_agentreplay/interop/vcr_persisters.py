@@ -29,13 +29,22 @@ class _AlreadyParsed:
 
 
 @dataclass
-class Persister:
+class _ReadOnly:
+    """A persister that reads: the cassette files it found, and the file of each interaction read."""
+
+    origins: list[Path] = field(default_factory=list, kw_only=True)
+    found: list[Path] = field(default_factory=list, kw_only=True)
+
+    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
+        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
+
+
+@dataclass
+class Persister(_ReadOnly):
     """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
     but failing on an undecodable file instead of treating it as empty."""
 
     paths: tuple[Path, ...]
-    origins: list[Path] = field(default_factory=list)
-    found: list[Path] = field(default_factory=list)
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
         from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
@@ -63,9 +72,6 @@ class Persister:
             self.origins.extend([path] * len(reqs))
         return requests, responses
 
-    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
-        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
-
 
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -86,7 +92,7 @@ _PLACE = "persister in the vcr_config fixture, or register_persister in pytest_r
 
 
 @dataclass
-class ProjectPersister:
+class ProjectPersister(_ReadOnly):
     """A persister the project gave (``persister`` in ``vcr_config``, or ``register_persister`` in its
     ``pytest_recording_configure`` hook): it loads the test's cassette, as under pytest-recording, where it
     replaces the persister that reads the marker's extra cassettes too. A cassette it does not find is
@@ -94,8 +100,6 @@ class ProjectPersister:
 
     persister: Any
     path: Path
-    origins: list[Path] = field(default_factory=list)
-    found: list[Path] = field(default_factory=list)
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[object, ...]:
         from vcr.persisters.filesystem import CassetteNotFoundError  # heavy: vcrpy, as above
@@ -128,9 +132,6 @@ class ProjectPersister:
         self.found.append(self.path)
         self.origins.extend([self.path] * len(loaded[0]))
         return loaded
-
-    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
-        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
 
 
 def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:

@@ -19,20 +19,18 @@ from typing import Any, Final
 
 from ..cassette.blobs import BlobStore, default_blob_dir
 from ..cassette.read import LoadedCassette
-from ..core.callers import caller_of_call
-from ..core.capture import Recorder, RunContext
-from ..core.commands import new_call_fix
+from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..core.run_state import RunRedactor
 from ..exceptions import UnmatchedRequestError
-from ..guard import allow_list_admits
-from ..http.classify import Classification, classify_exchange
+from ..http.classify import Classification
 from ..http.exchange import HttpRequest
 from ..http.recording import LiveCapture, emit_exchange
+from ..http.unmatched import unmatched_refusal
 from ..replay.policy import Action, Refuse, Send, Serve
 from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
-from .vcr_format import VcrInteraction
+from .vcr_format import VcrInteraction, interactions_to_events
 
 SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
@@ -127,8 +125,7 @@ class VcrSource:
             ctx.settings = replace(ctx.settings, runtime_values=())
 
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
-        """The played interactions in play order (as ``interactions_to_events`` would record them,
-        between a run.start and a run.end), redacted like a saved cassette."""
+        """The played interactions in play order, recorded as a run, redacted like a saved cassette."""
         assert self.serving is not None and ctx.recorded is not None, "recorded_side() before load()"
         return played_history(ctx, ctx.recorded.run, self.serving)
 
@@ -149,74 +146,39 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
-    """The refusal of a request no recorded interaction matches; kept in ``ctx.failures`` unless its host is
-    in ``tolerated_hosts`` (a library's own call, refused without failing the test, as for this plugin's
-    cassettes: listed in the session's summary)."""
+    """The refusal of a request no recorded interaction matches (as for this plugin's cassettes)."""
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
     match_on = replay.config.get("match_on") or ("method", "scheme", "host", "port", "path", "query")
     matchers = match_on if isinstance(match_on, list | tuple) else (match_on,)
-    caller = caller_of_call(url, ctx.origin_thread)
-    tolerated = allow_list_admits(request.host, ctx.settings.tolerated_hosts)
     closest = replay.closest(request)
-    evidence = [
-        f"live call: {request.method} {url}",
-        f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
-        if replay.found
-        else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
-        f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
-        *caller.evidence(),
-        *(["closest recorded:", *(f"  {line}" for line in closest)] if closest else []),
-    ]
-    if tolerated:
-        evidence.append(f"{request.host} is in tolerated_hosts: refused, and the test does not fail for it")
-    fixes = [
-        new_call_fix(ctx.settings.nodeid, ctx.cassette),
-        "if it is not, find what changed it (prompt, arguments, base URL, code)",
-    ]
-    if caller.foreign_thread or caller.known is not None:
-        # A library's own call (a tokenizer download, telemetry): vcrpy refused it too, and the library may
-        # have swallowed that; the way to let the test pass as it did comes first.
-        fixes = [
-            *caller.fixes(),
-            f"if the library's own calls to {request.host} may fail in tests, list the host in "
-            "agentreplay_tolerated_hosts (ini) or tolerated_hosts ([tool.agentreplay]): they are refused "
-            "without failing the test",
-            *fixes,
-        ]
-    error = UnmatchedRequestError(
-        f"no recorded vcrpy interaction matches {request.method} {url}",
-        evidence=evidence,
-        cassette=ctx.cassette,
-        mode=ctx.mode,
-        fixes=fixes,
+    return unmatched_refusal(
+        ctx,
+        request,
+        url,
+        "vcrpy interaction",
+        [
+            f"cassettes (read in place): {', '.join(str(p) for p in replay.found)}"
+            if replay.found
+            else f"no cassette: {replay.paths[0]} does not exist (nor this plugin's {ctx.cassette})",
+            f"vcrpy match_on: {', '.join(str(getattr(m, '__name__', m)) for m in matchers)}",
+        ],
+        ["closest recorded:", *(f"  {line}" for line in closest)] if closest else [],
+        ["if it is not, find what changed it (prompt, arguments, base URL, code)"],
     )
-    if tolerated:
-        who = caller.summary()
-        ctx.replay.tolerated.append(f"{request.method} {url}" + (f" ({who})" if who else ""))
-        return error
-    # The code under test may swallow the exception: the test must still fail.
-    ctx.failures.add(error)
-    return error
 
 
 def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
     """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
     interactions = serving.interactions()
-    capture = RunContext(Recorder(run), mode="capture", settings=ctx.settings)
-    recorder = capture.recorder
-    start = {k: v for k, v in run.model_dump(mode="json").items() if k in ("agent",)}
-    recorder.emit("run.start", actor="runtime", event_class="input", data=start)
+    played: list[VcrInteraction] = []
     for index, url in serving.played:
-        item = interactions[index]
+        stored, response = interactions[index].request, interactions[index].response
         # vcrpy matched the live URL to this interaction under its filters (filter_query_parameters,
         # before_record_request) and match_on: a URL difference it disregarded is not compared either.
-        stored = item.request
-        request = HttpRequest(stored.method, url, stored.headers, stored.body)
-        cls = classify_exchange(request, item.response, capture.settings)
-        emit_exchange(capture, request, item.response, cls, 0.0)
-    recorder.emit("run.end", actor="runtime", event_class="decision", data={"status": "ok"})
-    return PlayedHistory(run, recorder.events, ctx.redactor)
+        played.append(VcrInteraction(HttpRequest(stored.method, url, stored.headers, stored.body), response))
+    events = interactions_to_events(played, ctx.settings, run, framed=True)
+    return PlayedHistory(run, events, ctx.redactor)
 
 
 @dataclass

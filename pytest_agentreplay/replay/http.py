@@ -34,16 +34,14 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..core.callers import caller_of_call
-from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef
 from ..exceptions import UnmatchedRequestError
-from ..guard import allow_list_admits
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
 from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
 from ..http.recording import PreparedModelRequest, emit_exchange, prepare_model_request
+from ..http.unmatched import unmatched_refusal
 from .model_calls import ModelCalls, ignored_names, mentions, normalised_key
 from .recorded import Exchanges, KeyedQueues, RecordedExchange
 
@@ -340,44 +338,16 @@ def unmatched(ctx: RunContext, request: HttpRequest, cls: Classification) -> Unm
     # Error text reaches terminals, reports and JUnit files: show the live call redacted, never raw.
     url, stored = _redacted_view(ctx, request)
     shown = HttpRequest(request.method, url, request.headers, b"", _stored_body=stored, _body_ready=True)
-    caller = caller_of_call(url, ctx.origin_thread)
-    tolerated = allow_list_admits(request.host, ctx.settings.tolerated_hosts)
-    evidence = [
-        f"live call: {request.method} {url}",
-        f"body: {shown.excerpt(160) or '(empty)'}",
-        f"classified as: {what}",
-        *caller.evidence(),
-        "closest recorded:",
-        *(f"  {line}" for line in index.closest(shown, cls)),
-    ]
-    if tolerated:
-        evidence.append(f"{request.host} is in tolerated_hosts: refused, and the test does not fail for it")
-    fixes = [
-        new_call_fix(ctx.settings.nodeid, ctx.cassette),
-        "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
-        "if it is a local test service, let it through: "
-        f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',
-    ]
-    if caller.foreign_thread or caller.known is not None:
-        # A library's own call (telemetry, metadata): its fix first, then the way to let the test pass.
-        fixes = [
-            *caller.fixes(),
-            f"if the library's own calls to {request.host} may fail in tests, list the host in "
-            f"agentreplay_tolerated_hosts (ini) or tolerated_hosts ([tool.agentreplay]): they are refused "
-            "without failing the test",
-            *fixes,
-        ]
-    error = UnmatchedRequestError(
-        f"no recorded HTTP exchange matches {request.method} {url}",
-        evidence=evidence,
-        cassette=ctx.cassette,
-        mode=ctx.mode,
-        fixes=fixes,
+    return unmatched_refusal(
+        ctx,
+        request,
+        url,
+        "HTTP exchange",
+        [f"body: {shown.excerpt(160) or '(empty)'}", f"classified as: {what}"],
+        ["closest recorded:", *(f"  {line}" for line in index.closest(shown, cls))],
+        [
+            "if it is not, find what changed it (prompt, tool arguments, base URL, agent code)",
+            "if it is a local test service, let it through: "
+            f'@pytest.mark.agentreplay(allow_hosts=["{request.host}"])',
+        ],
     )
-    if tolerated:
-        who = caller.summary()
-        ctx.replay.tolerated.append(f"{request.method} {url}" + (f" ({who})" if who else ""))
-        return error
-    # The agent may swallow the exception (retry loops, broad excepts): the test must still fail.
-    ctx.failures.add(error)
-    return error
