@@ -278,9 +278,8 @@ class RunContext:
         run records from it on (its event is the next one)."""
         rerecord = self.rerecord
         assert rerecord is not None, "go_live() outside a re-recording run"
-        if not rerecord.turned:
+        if rerecord.turn(len(self.recorder.events), what):
             self.mode = Mode.RECORD
-            rerecord.turn(len(self.recorder.events), what)
 
     def executes_tool(self) -> bool:
         """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""

@@ -441,9 +441,8 @@ class TestRun:
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
         if accepting:
-            from ..replay.update import (
-                merge_for_update,
-            )  # only an update, a drift kept or a re-recording merges
+            # Only an update, a kept drift or a re-recording merges: a passing replay never imports it.
+            from ..replay.update import merge_for_update
 
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             return self._saved_update(self._save(recorded.run, events)[1], outcome)
