@@ -55,9 +55,10 @@ def callgrind(env: bp.Env, folder: Path, args: tuple[str, ...]) -> int | None:
         command += [env.python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         command += [a for name in env.disable for a in ("-p", f"no:{name}")]
         command += list(args)
-        done = subprocess.run(
-            command, cwd=folder, env=bp.child_env(True), capture_output=True, text=True, timeout=3600
-        )
+        # One hash seed for every count: with random seeds, dict and set layouts (and when the collector
+        # runs) move a process's count by tens of millions from run to run, more than a change measured.
+        environ = {**bp.child_env(True), "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, cwd=folder, env=environ, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0 or not out.exists():
             tail = f"{done.stdout.strip()[-300:]} {done.stderr.strip()[-300:]}"
             bp.log(f"{folder}: callgrind run failed: {tail}")

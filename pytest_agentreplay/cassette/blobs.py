@@ -362,9 +362,20 @@ def _refs_in(value: object) -> Iterator[str]:
             stack.extend(item)
 
 
+# A cassette's folder named ``cassettes`` -> its ``.blobs``: decided by the name alone, so kept (every test's
+# load and save ask it again); the walk further up reads the file system, so it is never kept.
+_IN_CASSETTE_DIR: dict[Path, Path] = {}
+
+
 def default_blob_dir(cassette_path: Path) -> Path:
     """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
     parent = Path(cassette_path).absolute().parent
+    known = _IN_CASSETTE_DIR.get(parent)
+    if known is not None:
+        return known
+    if parent.name == DEFAULT_CASSETTE_DIR and len(_IN_CASSETTE_DIR) < 1024:
+        known = _IN_CASSETTE_DIR[parent] = parent / BLOB_DIR_NAME
+        return known
     for ancestor in (parent, *parent.parents):
         if ancestor.name == DEFAULT_CASSETTE_DIR or (ancestor / BLOB_DIR_NAME).is_dir():
             return ancestor / BLOB_DIR_NAME

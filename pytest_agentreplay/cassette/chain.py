@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -15,9 +15,8 @@ from ..core.constants import FORMAT_NAME, FORMAT_VERSION
 from ..core.documents import Document
 
 
-@dataclass(frozen=True)
-class ChainProblem:
-    index: int | None
+class ChainProblem(NamedTuple):
+    index: int | None  # type: ignore[assignment]  # the field, not tuple.index
     message: str
 
 

@@ -28,8 +28,17 @@ _TRANSPORT: Final = re.compile(
 )
 
 
+# name -> whether it is a transport header: every request of a run sends the same few names.
+_KNOWN: dict[str, bool] = {}
+
+
 def is_transport_header(name: str) -> bool:
-    return _TRANSPORT.fullmatch(name) is not None
+    known = _KNOWN.get(name)
+    if known is None:
+        known = _TRANSPORT.fullmatch(name) is not None
+        if len(_KNOWN) < 4096:
+            _KNOWN[name] = known
+    return known
 
 
 def _dropped(name: str, keep: frozenset[str]) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX, FORMAT_NAME
@@ -34,12 +33,14 @@ def is_cassette_file(path: Path) -> bool:
     return isinstance(doc.get("interactions"), list) and "version" in doc
 
 
-@dataclass
 class UnusedFiles:
     """What a cassette folder holds that no collected test maps to: cassettes, and other files kept."""
 
-    cassettes: list[Path] = field(default_factory=list)
-    not_cassettes: list[Path] = field(default_factory=list)
+    __slots__ = ("cassettes", "not_cassettes")
+
+    def __init__(self) -> None:
+        self.cassettes: list[Path] = []
+        self.not_cassettes: list[Path] = []
 
     def add(self, path: Path) -> None:
         (self.cassettes if is_cassette_file(path) else self.not_cassettes).append(path)
@@ -52,15 +53,22 @@ def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> Unus
     ``known`` holds the cassette path of every collected test (selected or not, run or skipped), so a
     ``-k`` selection never makes the cassettes of deselected tests look unused.
     """
-    known_set = {p.resolve() for p in known}
+    # Resolving a path reads every folder on its way: each folder is resolved once, and a file's own
+    # resolution (a symlinked cassette) is only asked of the few files its folder and name do not settle.
+    folders: dict[Path, Path] = {}
+    known = list(known)
+    by_name = {folders.setdefault(p.parent, p.parent.resolve()) / p.name for p in known}
+    resolved: set[Path] | None = None
     found = UnusedFiles()
     for folder in sorted({d.resolve() for d in module_dirs}):
         if not folder.is_dir():
             continue
         for path in sorted(folder.glob(f"*{CASSETTE_SUFFIX}")):
-            if BLOB_DIR_NAME in path.parts or path.name.startswith("."):
+            if BLOB_DIR_NAME in path.parts or path.name.startswith(".") or path in by_name:
                 continue
-            if path.resolve() not in known_set:
+            if resolved is None:
+                resolved = {p.resolve() for p in known}
+            if path.resolve() not in resolved:
                 found.add(path)
     return found
 

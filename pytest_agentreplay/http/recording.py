@@ -11,9 +11,8 @@ import base64
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
@@ -116,8 +115,7 @@ def _digest_memo(ctx: RunContext) -> DigestMemo:
     return memo
 
 
-@dataclass(frozen=True, slots=True)
-class PreparedModelRequest:
+class PreparedModelRequest(NamedTuple):
     """A model call's request made ready once (:func:`prepare_model_request`): replay matches it by its
     hash before it emits the exchange, which then neither shares nor hashes it again."""
 

@@ -10,7 +10,7 @@ hold that secret in text it redacted earlier: :meth:`RedactedEvent.fresh` tells 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import InitVar, dataclass, field
+from dataclasses import FrozenInstanceError
 from typing import Final, final
 
 from ..core.documents import Document
@@ -29,21 +29,41 @@ def data_keys(event_type: object) -> bool:
 
 
 @final
-@dataclass(frozen=True, slots=True, eq=False)
 class RedactedEvent:
     """An event as a cassette stores it (``doc``: read only, it shares containers with the run's other
-    views and with the recorded events it repeats), and what it was redacted with."""
+    views and with the recorded events it repeats), and what it was redacted with. Frozen, and made by
+    :func:`redact_event` only (a slotted class: a dataclass costs the start-up far more)."""
 
+    __slots__ = ("_event", "_known", "_like", "_redactor", "doc")
     doc: Document
-    _event: Document = field(repr=False)
-    _like: Document | None = field(repr=False)
-    _redactor: Redactor = field(repr=False)
+    _event: Document
+    _like: Document | None
+    _redactor: Redactor
     _known: int
-    mint: InitVar[object]
 
-    def __post_init__(self, mint: object) -> None:
+    def __init__(
+        self,
+        doc: Document,
+        event: Document,
+        like: Document | None,
+        redactor: Redactor,
+        known: int,
+        mint: object,
+    ) -> None:
         if mint is not _MINT:
             raise TypeError("a RedactedEvent is made by redaction.redact_event")
+        for name, value in (("doc", doc), ("_event", event), ("_like", like), ("_redactor", redactor)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_known", known)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __repr__(self) -> str:
+        return f"RedactedEvent(doc={self.doc!r}, _known={self._known!r})"
 
     def fresh(self, redactor: Redactor) -> bool:
         """Made by ``redactor`` knowing every secret it knows now."""

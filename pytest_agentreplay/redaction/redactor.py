@@ -57,6 +57,9 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
+# (name rules, the environment's items) -> what a fresh redactor learnt from it; decisions per rules.
+_ENVIRONMENTS: dict[tuple[NameRules, tuple[tuple[str, str], ...]], KnownSecrets] = {}
+_DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
 
 class Redactor:
@@ -83,6 +86,8 @@ class Redactor:
         self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
         self._values = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
         self._memory = Memory(sharing)
+        # Whether a name or header is secret depends on the rules alone: shared by redactors of equal rules.
+        self._memory.names, self._memory.headers = _DECISIONS.setdefault(self._rules, ({}, {}))
         # The values this redactor removed under secret names, headers and parameters (and credential
         # variables it was told of): replaced wherever else they appear. Grows as a run goes on. A redactor
         # whose callers know nothing of each other (``default_redactor``) learns nothing: what one caller's
@@ -139,11 +144,24 @@ class Redactor:
             self._memory.forget_results()
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
-        """Learn the credentials the environment holds: variables named like secrets (``OPENAI_API_KEY``,
-        ``GITHUB_TOKEN``) whose values look like credentials."""
-        for name, value in environ.items():
-            if self._rules.secret_kind(name, False) == SECRET and looks_like_credential(value):
-                self.learn(value)
+        """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
+        value). Every test learns the same: what a fresh redactor learnt is kept per (rules, environ)."""
+        if not self._learns:
+            return
+        fresh = not len(self.known)
+        key = (self._rules, tuple(environ.items()))
+        learnt = _ENVIRONMENTS.get(key) if fresh else None
+        if learnt is None:
+            for name, value in key[1]:
+                if self._rules.secret_kind(name, False) == SECRET and looks_like_credential(value):
+                    self.learn(value)
+            if fresh:
+                if len(_ENVIRONMENTS) >= 8:  # a suite that keeps changing its environment: the latest
+                    _ENVIRONMENTS.clear()
+                _ENVIRONMENTS[key] = self.known.copy()
+        elif len(learnt):
+            self.known = learnt.copy()
+            self._memory.forget_results()
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential.

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from ..core.constants import REDACTED
 from ..exceptions import ConfigError
@@ -256,12 +255,11 @@ def compile_option(pattern: str, option: str, flags: int) -> re.Pattern[str]:
         ) from exc
 
 
-@dataclass(frozen=True, slots=True)
-class NameRules:
+class NameRules(NamedTuple):
     """The built-in name rules plus a project's additions (``redact_headers``/``redact_keys``)."""
 
     extra_names: frozenset[str] = frozenset()
-    key_patterns: tuple[re.Pattern[str], ...] = field(default=())
+    key_patterns: tuple[re.Pattern[str], ...] = ()
 
     def secret_kind(self, name: str, query: bool) -> int:
         """:data:`SECRET` (any value under the name is one), :data:`SECRET_IF_SHAPED` (only a value that

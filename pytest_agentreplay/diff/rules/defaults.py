@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Final
 
 from ...core.constants import (
@@ -149,7 +148,7 @@ def _parsed_defaults(mode: str, imported: bool) -> tuple[Rule, ...]:
     for n, (selector, value) in enumerate(specs):
         table = {selector: value}
         (rule,) = parse_rules(table, source="default")
-        rules.append(replace(rule, index=n))
+        rules.append(rule._replace(index=n))
     return tuple(rules)
 
 

@@ -6,8 +6,7 @@ import fnmatch
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 from ...core.constants import EVENT_TYPES
 from .defaults import check_mode, default_rules
@@ -52,8 +51,7 @@ def _type_specificity(pattern: str) -> int:
     return 0 if pattern == "*" else 1
 
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
     rule: Rule
     pseudo: bool
     key: tuple[object, ...]
@@ -64,15 +62,14 @@ class _Compiled:
         return _path_regex(self.rule.path)
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(NamedTuple):
     """What the rules say about one (event type, path): the verdict, the rule whose tolerances apply,
     and the rule that gave the verdict (differs when the winning rule has no verdict of its own)."""
 
     verdict: Verdict
     rule: Rule
     verdict_rule: Rule
-    normalizers: tuple[re.Pattern[str], ...] = field(default=(), compare=False)
+    normalizers: tuple[re.Pattern[str], ...] = ()
     # The verdict for a value absent from the recording, when a rule down to the verdict's one says.
     unrecorded: Verdict | None = None
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 Verdict = Literal["ignore", "expected", "regression"]
 VERDICTS: Final[tuple[Verdict, ...]] = ("ignore", "expected", "regression")
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One diff rule. ``source`` is the layer it came from; ``index`` its position in that layer."""
+class Rule(NamedTuple):
+    """One diff rule. ``source`` is the layer it came from; ``index`` its position in that layer. A named
+    tuple: built at start-up by the hundred and hashed as a cache key per run, which a dataclass makes
+    slow at both."""
 
     event: str = "*"
     path: str = "**"
@@ -24,7 +24,7 @@ class Rule:
     presence_only: bool = False
     unrecorded: Verdict | None = None
     source: str = "hook"
-    index: int = 0
+    index: int = 0  # type: ignore[assignment]  # the field, not tuple.index (a rule is never searched)
 
     @property
     def selector(self) -> str:
@@ -50,11 +50,10 @@ class Rule:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"source": self.source, "selector": self.selector}
-        for option in fields(self):
-            value = getattr(self, option.name)
+        for name, value in zip(self._fields, self, strict=True):
             # What the rule says beside its selector and layer: the options it sets (an epsilon of 0 is one).
-            if option.name in ("event", "path", "source", "index") or value is None or value is False:
+            if name in ("event", "path", "source", "index") or value is None or value is False:
                 continue
             if value != ():
-                out[option.name] = list(value) if isinstance(value, tuple) else value
+                out[name] = list(value) if isinstance(value, tuple) else value
         return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Final
 
 from ...core.constants import EVENT_TYPES, REPLAY_MODES
@@ -270,7 +269,7 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
         if isinstance(item, Rule):
             # Rules parsed once at start-up come back for every test: keep them when already in place.
             same = item.source == source and item.index == len(out)
-            out.append(item if same else replace(item, source=source, index=len(out)))
+            out.append(item if same else item._replace(source=source, index=len(out)))
         elif isinstance(item, Mapping):
             if _looks_like_single_rule(item):
                 out.append(parse_rule(item, source=source, index=len(out)))
