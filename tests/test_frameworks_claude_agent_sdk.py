@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-sdk = pytest.importorskip("claude_agent_sdk")
+pytest.importorskip("claude_agent_sdk")
 
+import claude_agent_sdk as sdk
 from frameworks_lab import Lab, assert_drift, make_lab, preload, tool_history
 from servers import ModelReply
 
@@ -30,8 +31,8 @@ import os
 import tempfile
 
 from claude_agent_sdk import (
-    ClaudeAgentOptions, HookMatcher, PermissionResultAllow, PermissionResultDeny, create_sdk_mcp_server, query,
-    tool,
+    ClaudeAgentOptions, ClaudeSDKClient, HookMatcher, PermissionResultAllow, PermissionResultDeny,
+    create_sdk_mcp_server, query, tool,
 )
 
 RAN = []  # SDK MCP tool bodies that ran (a served one does not)
@@ -94,10 +95,27 @@ async def _run(work, question):
     return "".join(texts)
 
 
+async def _chat(work, questions):
+    """ClaudeSDKClient: one CLI session, a prompt per question, the text of each answer."""
+    answers = []
+    async with ClaudeSDKClient(options=options(work)) as client:
+        for question in questions:
+            await client.query(question)
+            texts = []
+            async for message in client.receive_response():
+                for block in getattr(message, "content", None) or []:
+                    if getattr(block, "text", None):
+                        texts.append(block.text)
+            answers.append("".join(texts))
+    return answers
+
+
 def run(work):
     question = "Read notes.txt, fix todo.txt, then say hi."
     if "changed_prompt" in variant():
         question = "Read notes.txt, fix todo.txt, then say hello."
+    if os.environ.get("CLIENT"):
+        return " / ".join(asyncio.run(_chat(work, [question, "Anything else?"])))
     return asyncio.run(_run(work, question))
 '''
 
@@ -200,8 +218,35 @@ def test_record_replay_without_the_cli_and_drifts(lab: Lab) -> None:
     assert_drift(lab.run(variant="changed_prompt"), [r"model\.call", r"say hello"], "changed_prompt")
     assert _starts(lab) == 1
 
-    verify = lab.pytester.run(
-        "python", "-m", "pytest_agentreplay.cli", "verify", str(lab.cassette)
-    )
+    verify = lab.pytester.run("python", "-m", "pytest_agentreplay.cli", "verify", str(lab.cassette))
     assert verify.ret == 0, verify.stdout.str() + verify.stderr.str()
     assert json.loads(lab.cassette.read_text())["event_count"] == len(events)
+
+
+def test_client_session_with_two_prompts(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ClaudeSDKClient: two prompts in one CLI session, recorded and replayed without the CLI."""
+    monkeypatch.setenv("CLIENT", "1")
+    lab.pytester.makepyfile(
+        test_agent=INNER_TEST.replace('== "All done."', '== "Reading.Read it. / All done."')
+    )
+    work = Path(os.environ["WORK_DIR"])
+    replies = [
+        ModelReply(text="Reading.", tool_calls=[("Read", {"file_path": str(work / "notes.txt")})]),
+        ModelReply(text="Read it."),
+        ModelReply(text="All done."),
+    ]
+    lab.record("messages", replies)
+    assert _starts(lab) == 1
+    events = lab.events()
+    prompts = [
+        e["input_ref"]["inline"]["prompts"] for e in events if e["type"] == "model.call" and "input_ref" in e
+    ]
+    assert prompts == [["Read notes.txt, fix todo.txt, then say hi."], ["Anything else?"]]
+    nodes = [e["data"]["node"] for e in events if e["type"] == "state.update"]
+    assert nodes[:2] == ["claude-code result"] * 2  # then what came before the session closed, if anything
+
+    sent = len(lab.llm.log)
+    lab.llm.stop()
+    lab.run().assert_outcomes(passed=1)
+    assert _starts(lab) == 1
+    assert len(lab.llm.log) == sent

@@ -366,9 +366,11 @@ class Session:
         if self.closed:
             return
         self.closed = True
-        self._end_turn()
         if self.served is not None:
             self.served.close()
+            for message in self.served.rest():
+                self.received(message)
+        self._end_turn()
         left = self.transcript.take()
         if left:
             self.ctx.recorder.emit(

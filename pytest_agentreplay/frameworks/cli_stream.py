@@ -105,6 +105,8 @@ class ServedStream:
         ]
         self.live_ids: dict[str, str] = {}
         self.requests = 0
+        # The next entry to serve.
+        self.position = 0
 
     def wrote(self, message: Document) -> None:
         if message.get("type") == "control_request" and self.requests < len(self.recorded_ids):
@@ -126,8 +128,17 @@ class ServedStream:
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
 
+    def rest(self) -> list[Document]:
+        """The CLI's recorded messages not served when the session closed (what it sent while the SDK was
+        closing): noted as in the recording, never handed to the SDK."""
+        rest = self.entries[self.position :]
+        self.position = len(self.entries)
+        return [e["in"] for e in rest if isinstance(e.get("in"), dict)]
+
     async def messages(self) -> AsyncIterator[Document]:
-        for entry in self.entries:
+        while self.position < len(self.entries):
+            entry = self.entries[self.position]
+            self.position += 1
             message = entry.get("in")
             if not isinstance(message, dict):
                 continue
