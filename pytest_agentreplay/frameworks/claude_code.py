@@ -90,6 +90,11 @@ class _RunSessions:
         return self.recorded[index] if index < len(self.recorded) else []
 
 
+def _opens_or_asks(out: Document) -> bool:
+    """One of the SDK's own control requests (``initialize``, ``interrupt``...): its id is the SDK's."""
+    return out.get("type") == "control_request"
+
+
 def _opens_session(out: Document) -> bool:
     return out.get("type") == "control_request" and out.get("subtype") == "initialize"
 
@@ -112,7 +117,12 @@ class Session:
         self.closed = False
         if not ctx.executes_tool():
             entries = ctx.rooms.of(_RunSessions, _RunSessions).next_recorded(ctx)
-            self.served = ServedStream(ctx, entries, what=f"Claude Agent SDK session (transport {TRANSPORT})")
+            self.served = ServedStream(
+                ctx,
+                entries,
+                what=f"Claude Agent SDK session (transport {TRANSPORT})",
+                own_request=_opens_or_asks,
+            )
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
@@ -282,16 +292,12 @@ class Session:
                 summary["request_id"] = response.get("request_id")
                 self._answered(response)
         if self.served is not None:
-            self.served.wrote(message)
+            self.served.wrote(message.get("request_id") if kind == "control_request" else None)
         self.transcript.wrote(summary)
 
     def _recorded_id(self, message: Document) -> object:
         """The id an SDK control request had in the recording (the SDK draws a new one every run)."""
-        if self.served is None:
-            return message.get("request_id")
-        index = self.served.requests
-        ids = self.served.recorded_ids
-        return ids[index] if index < len(ids) else None
+        return message.get("request_id") if self.served is None else self.served.next_recorded_id()
 
     def _answered(self, response: Document) -> None:
         request_id = str(response.get("request_id"))
@@ -473,7 +479,16 @@ async def _read(
         session.received(message)
         if message.get("type") == "control_request" and session.serves_itself(message):
             continue
-        yield served.with_live_id(message)
+        yield _with_live_id(served, message)
+
+
+def _with_live_id(served: ServedStream, message: Document) -> Document:
+    """A recorded answer to one of the SDK's own control requests, under the id the SDK sent now."""
+    response = message.get("response")
+    if message.get("type") != "control_response" or not isinstance(response, dict):
+        return message
+    live = served.live_id(response.get("request_id"))
+    return message if live is None else {**message, "response": {**response, "request_id": live}}
 
 
 _OWNER = Owner(Library(_apply))

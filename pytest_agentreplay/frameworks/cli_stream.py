@@ -17,6 +17,7 @@ more module beside the Claude one: it supplies the events, this module the trans
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
@@ -85,48 +86,65 @@ def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -
 class ServedStream:
     """One recorded CLI session served in place of the process.
 
-    ``write`` counts the Python side's messages (and maps the SDK's own control request ids onto the
-    recorded ones); ``messages`` yields the CLI's recorded messages, each when the Python side has caught
-    up with where it stood in the recording.
+    ``wrote`` counts the Python side's messages (and maps the ids of its own requests onto the recorded
+    ones: the SDK draws new ones every run); ``messages`` (async SDKs) or ``next_message`` (SDKs reading in
+    a thread) hand over the CLI's recorded messages, each when the Python side has caught up with where it
+    stood in the recording. ``own_request`` tells an outgoing summary that is one of the Python side's own
+    requests (its ``request_id`` is then the recorded id).
     """
 
-    def __init__(self, ctx: RunContext, entries: list[Document], *, what: str) -> None:
+    def __init__(
+        self, ctx: RunContext, entries: list[Document], *, what: str, own_request: Callable[[Document], bool]
+    ) -> None:
         self.ctx = ctx
         self.what = what
         self.entries = entries
         self.sent = 0
-        self.changed = anyio.Event()
         self.closed = False
-        # The recorded ids of the SDK's own control requests, in order, and the live id of each sent so far.
+        # Async SDKs wait on an anyio event (made in their loop), threaded ones on the condition.
+        self.changed: anyio.Event | None = None
+        self.condition = threading.Condition()
         self.recorded_ids = [
             str(e["out"].get("request_id"))
             for e in entries
-            if isinstance(e.get("out"), dict) and e["out"].get("type") == "control_request"
+            if isinstance(e.get("out"), dict) and own_request(e["out"])
         ]
+        # recorded id -> live id, of the own requests sent so far.
         self.live_ids: dict[str, str] = {}
         self.requests = 0
         # The next entry to serve.
         self.position = 0
 
-    def wrote(self, message: Document) -> None:
-        if message.get("type") == "control_request" and self.requests < len(self.recorded_ids):
-            self.live_ids[self.recorded_ids[self.requests]] = str(message.get("request_id"))
-            self.requests += 1
-        self.sent += 1
+    def next_recorded_id(self) -> str | None:
+        """The recorded id of the own request about to be sent."""
+        return self.recorded_ids[self.requests] if self.requests < len(self.recorded_ids) else None
+
+    def wrote(self, live_request_id: object = None) -> None:
+        """The Python side sent a message; ``live_request_id``: its id when it is one of its own requests."""
+        with self.condition:
+            if live_request_id is not None and self.requests < len(self.recorded_ids):
+                self.live_ids[self.recorded_ids[self.requests]] = str(live_request_id)
+                self.requests += 1
+            self.sent += 1
         self._wake()
 
     def answered_for_it(self) -> None:
         """A message the Python side would have sent, sent in its place (a served tool's answer)."""
-        self.sent += 1
-        self._wake()
+        self.wrote()
 
     def close(self) -> None:
         self.closed = True
         self._wake()
 
+    def live_id(self, recorded_id: object) -> str | None:
+        return self.live_ids.get(str(recorded_id))
+
     def _wake(self) -> None:
-        changed, self.changed = self.changed, anyio.Event()
-        changed.set()
+        with self.condition:
+            self.condition.notify_all()
+        changed, self.changed = self.changed, None
+        if changed is not None:
+            changed.set()
 
     def rest(self) -> list[Document]:
         """The CLI's recorded messages not served when the session closed (what it sent while the SDK was
@@ -135,17 +153,24 @@ class ServedStream:
         self.position = len(self.entries)
         return [e["in"] for e in rest if isinstance(e.get("in"), dict)]
 
-    async def messages(self) -> AsyncIterator[Document]:
+    def _next(self) -> tuple[Document, int] | None:
+        """The next recorded message of the CLI and how many messages it waits for (None: none left)."""
         while self.position < len(self.entries):
             entry = self.entries[self.position]
             self.position += 1
             message = entry.get("in")
-            if not isinstance(message, dict):
-                continue
-            after = entry.get("after")
-            needed = after if isinstance(after, int) else 0
+            if isinstance(message, dict):
+                after = entry.get("after")
+                return message, after if isinstance(after, int) else 0
+        return None
+
+    async def messages(self) -> AsyncIterator[Document]:
+        while (found := self._next()) is not None:
+            message, needed = found
             with anyio.move_on_after(WAIT_SECONDS):
                 while self.sent < needed and not self.closed:
+                    if self.changed is None:
+                        self.changed = anyio.Event()
                     await self.changed.wait()
             if self.closed:
                 return
@@ -154,13 +179,22 @@ class ServedStream:
                 return
             yield message
 
-    def with_live_id(self, message: Document) -> Document:
-        """A recorded answer to one of the SDK's own control requests, under the id the SDK sent now."""
-        response = message.get("response")
-        if message.get("type") != "control_response" or not isinstance(response, dict):
-            return message
-        live = self.live_ids.get(str(response.get("request_id")))
-        return message if live is None else {**message, "response": {**response, "request_id": live}}
+    def next_message(self) -> Document | None:
+        """Blocking form of :meth:`messages`: the next message, or None when the session is over."""
+        found = self._next()
+        if found is None:
+            with self.condition:
+                self.condition.wait_for(lambda: self.closed, WAIT_SECONDS)
+            return None
+        message, needed = found
+        with self.condition:
+            self.condition.wait_for(lambda: self.sent >= needed or self.closed, WAIT_SECONDS)
+        if self.closed:
+            return None
+        if self.sent < needed:
+            self._stalled(message, needed)
+            return None
+        return message
 
     def _stalled(self, message: Document, needed: int) -> None:
         ctx = self.ctx
