@@ -49,6 +49,7 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
     ("agents.tracing", "openai_agents"),
     ("opentelemetry.sdk.trace", "otel"),
     ("claude_agent_sdk", "claude_code"),
+    ("openai_codex", "codex"),
 )
 
 # The module whose import, once it has run, hooks a framework in late (default: the module that tells).
