@@ -3,8 +3,9 @@ isolation, runs in an empty network namespace, and a send it tries fails its tes
 
 The Python guard reaches Python children through their start-up hook; a program that is not Python (an
 agent CLI the plugin does not serve, ``node``, ``curl``, ``npx``) it cannot reach. Such a child joins one
-network namespace this process keeps for them (a ``sleep`` started under ``unshare --net``, ``--user
---map-current-user`` too where the process lacks ``CAP_SYS_ADMIN``): no interface is up there, so nothing
+network namespace this process keeps for them (a ``cat`` reading a pipe of this process, started under
+``unshare --net``, ``--user --map-current-user`` too where the process lacks ``CAP_SYS_ADMIN``; it ends with
+this process, however that ends): no interface is up there, so nothing
 leaves, and the kernel counts each attempt in that namespace's ``OutNoRoutes`` (:mod:`.no_route`). A run
 that started a contained child reads the count when its test's phases end (:func:`contained_sends`): a
 difference fails the test with the fix.
@@ -35,7 +36,7 @@ _PYTHONS: Final = ("python", "pypy")
 
 
 class Holder:
-    """The namespace contained children join: a sleeping process in it, and descriptors of its
+    """The namespace contained children join: a process waiting in it, and descriptors of its
     namespaces. Process-wide (:data:`HOLDER`), made on first need, ended at exit."""
 
     def __init__(self) -> None:
@@ -56,24 +57,26 @@ class Holder:
 
     def _start(self) -> None:
         unshare = shutil.which("unshare")
-        sleep = shutil.which("sleep")
-        if unshare is None or sleep is None or not os.path.exists("/proc/self/ns/net"):
+        cat = shutil.which("cat")
+        if unshare is None or cat is None or not os.path.exists("/proc/self/ns/net"):
             return
         own_user = os.readlink("/proc/self/ns/user")
         for flags in (["--net"], ["--user", "--map-current-user", "--net"]):
-            process = subprocess.Popen(  # started while no run guards this thread's spawn (STARTING)
-                [unshare, *flags, sleep, "infinity"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            process = subprocess.Popen(
+                [unshare, *flags, cat],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             if self._joined(process, own_user):
                 self.process = process
                 atexit.register(self.stop)
                 return
-            process.kill()
-            process.wait()
+            _end(process)
 
     def _joined(self, process: subprocess.Popen[bytes], own_user: str) -> bool:
         """Open the helper's namespaces once it is in its own network namespace (it unshares, then execs
-        sleep: wait for the namespace to change)."""
+        cat: wait for the namespace to change)."""
         own_net = os.readlink("/proc/self/ns/net")
         for _ in range(200):
             if process.poll() is not None:
@@ -85,7 +88,7 @@ class Holder:
                     comm = f.read().strip()
             except OSError:
                 return False
-            if net != own_net and comm == "sleep":
+            if net != own_net and comm == "cat":
                 joins = []
                 if user != own_user:
                     joins.append((_CLONE_NEWUSER, os.open(f"/proc/{process.pid}/ns/user", os.O_RDONLY)))
@@ -126,8 +129,14 @@ class Holder:
             os.close(fd)
         self.joins = []
         if process is not None:
-            process.kill()
-            process.wait()
+            _end(process)
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    if process.stdin is not None:
+        process.stdin.close()
+    process.kill()
+    process.wait()
 
 
 HOLDER = Holder()
