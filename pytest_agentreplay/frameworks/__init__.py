@@ -50,6 +50,7 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
     ("opentelemetry.sdk.trace", "otel"),
     ("claude_agent_sdk", "claude_code"),
     ("openai_codex", "codex"),
+    ("smolagents", "smolagents"),
 )
 
 # The module whose import, once it has run, hooks a framework in late (default: the module that tells).
