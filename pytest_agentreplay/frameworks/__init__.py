@@ -51,6 +51,7 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
     ("claude_agent_sdk", "claude_code"),
     ("openai_codex", "codex"),
     ("smolagents", "smolagents"),
+    ("agno", "agno"),
 )
 
 # The module whose import, once it has run, hooks a framework in late (default: the module that tells).
