@@ -46,7 +46,8 @@ def test_unknown_cli_reaching_the_network_fails_its_test(pytester: pytest.Pytest
 
 def test_local_helpers_pass_quietly(pytester: pytest.Pytester) -> None:
     body = (
-        "for argv in (['uname', '-a'], ['ls', str(tmp_path)], ['git', '--version'], ['sh', '-c', 'echo hi']):\n"
+        "argvs = (['uname', '-a'], ['ls', str(tmp_path)], ['git', '--version'], ['sh', '-c', 'echo hi'])\n"
+        "    for argv in argvs:\n"
         "        assert subprocess.run(argv, capture_output=True).returncode == 0"
     )
     _project(pytester, body)
