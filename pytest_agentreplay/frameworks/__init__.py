@@ -48,6 +48,10 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
     ("langchain_core", "langchain"),
     ("agents.tracing", "openai_agents"),
     ("opentelemetry.sdk.trace", "otel"),
+    ("claude_agent_sdk", "claude_code"),
+    ("openai_codex", "codex"),
+    ("smolagents", "smolagents"),
+    ("agno", "agno"),
 )
 
 # The module whose import, once it has run, hooks a framework in late (default: the module that tells).

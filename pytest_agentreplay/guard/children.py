@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Final
 
 from ..core.patching import Patches
+from .contained import HOLDER, contains
 from .isolation import isolation_preexec, wants_isolation
 from .patches import ORIGINALS, PATCHES
 from .reports import REPORTS
@@ -189,9 +190,35 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
 # one reaches no network whatever it is handed, so the guard not reaching it is not worth a word.
 LOCAL_COMMANDS: Final = frozenset(
     {
-        "uname", "hostname", "id", "whoami", "ls", "cat", "echo", "true", "false", "which", "lsb_release",
-        "sw_vers", "getconf", "nproc", "locale", "date", "ldconfig", "file", "sysctl", "tty", "stty",
-        "tput", "ps", "df", "du", "wc", "sort", "head", "tail",
+        "uname",
+        "hostname",
+        "id",
+        "whoami",
+        "ls",
+        "cat",
+        "echo",
+        "true",
+        "false",
+        "which",
+        "lsb_release",
+        "sw_vers",
+        "getconf",
+        "nproc",
+        "locale",
+        "date",
+        "ldconfig",
+        "file",
+        "sysctl",
+        "tty",
+        "stty",
+        "tput",
+        "ps",
+        "df",
+        "du",
+        "wc",
+        "sort",
+        "head",
+        "tail",
     }
 )
 # git's subcommands that talk to a remote; every other one works on the local repository.
@@ -257,9 +284,12 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
         if len(args) > 7 and (guarding_runs() or ENV_VAR in os.environ):
             new = list(args)
             new[5], runs = _env_for_child(new[5], new[0], as_list=True)
+            user_preexec = new[-2] if callable(new[-2]) else None
             if wants_isolation(runs) and not _is_server(new[0]):
-                user_preexec = new[-2]
-                new[-2] = isolation_preexec(user_preexec if callable(user_preexec) else None, runs)
+                new[-2] = isolation_preexec(user_preexec, runs)
+                new[-1] = False
+            elif not _is_server(new[0]) and contains(runs, new[0], _command(new[0]), reaches_no_network):
+                new[-2] = HOLDER.preexec(user_preexec)
                 new[-1] = False
             args = tuple(new)
             pid = original(*args)

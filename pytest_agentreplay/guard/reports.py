@@ -34,6 +34,7 @@ from typing import Final, NoReturn
 from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
+from .contained import contained_sends
 from .decision import Verdict
 from .runs import GuardRun, ParentRun, block_only, ended, known_token, nodeid, token
 
@@ -308,7 +309,31 @@ def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
     run_token = known_token(ctx)
     if run_token is None:
         return []
-    return [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]
+    found = [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]
+    contained = contained_sends(run_token)
+    if contained is not None:
+        found.append(contained_refusal(ctx, *contained))
+    return found
+
+
+def contained_refusal(ctx: GuardRun, sends: int, commands: list[str]) -> NetworkBlockedError:
+    """A child the guard does not know tried to reach the network from its empty namespace."""
+    names = ", ".join(f"`{c}`" for c in dict.fromkeys(commands))
+    return NetworkBlockedError(
+        f"a child process that is not Python tried to reach the network while {nodeid(ctx) or 'the test'} "
+        f"replayed: {sends} send(s) found no route in the empty network namespace its children run in",
+        evidence=[f"children started in that namespace: {names}"],
+        cassette=ctx.cassette,
+        mode=ctx.mode,
+        fixes=[
+            "serve the agent through a transport the plugin knows (the Claude Agent SDK's CLI is served "
+            "from the cassette; HTTP, MCP and gRPC clients in Python are)",
+            "or run the session isolated (--agentreplay-isolate=auto) so its calls meet the local services "
+            "the test allows",
+            "or allow the host it talks to (--agentreplay-allow-hosts / allow_hosts): the test's children "
+            "then run unconfined and are named in the summary",
+        ],
+    )
 
 
 def child_strays() -> list[str]:

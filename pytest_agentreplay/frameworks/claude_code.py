@@ -1,0 +1,498 @@
+"""Claude Agent SDK (``claude-agent-sdk``): the ``claude`` CLI's session, captured at the SDK's transport.
+
+The SDK runs the agent loop in the CLI, a child process it talks to in stream-json. The methods of its
+``SubprocessCLITransport`` (used by ``query()`` and ``ClaudeSDKClient`` alike) are patched while a run
+is active; the messages both ways become events:
+
+- each ``assistant`` turn (the CLI streams one message per content block, sharing the message id): a
+  ``model.call`` (provider ``anthropic``, endpoint ``claude-code``, the model, the usage, the decision:
+  text and tool uses), its input the prompts the Python side sent since the previous turn;
+- each ``tool_use`` of the CLI's own tools: a ``tool.call`` and, with its ``tool_result``, a
+  ``tool.result`` (reads: Read, Grep, Glob, LS, WebSearch, WebFetch, NotebookRead) or an ``effect``
+  (every other tool: Edit, Write, Bash, NotebookEdit...); ``mcp_effects`` overrides by tool name;
+- the CLI's control requests with the Python side's answer: ``can_use_tool`` as an ``approval``
+  (subject the tool, status granted or denied, the input and the updated input), a hook callback as a
+  ``policy.decision`` (policy ``<HookEvent> hook``), an in-process SDK MCP tool call as a ``tool.call``
+  named ``server/tool``;
+- each ``result``: a ``state.update`` (node ``claude-code result``) with its cost and usage.
+
+In replay (every mode but sandbox) no CLI process starts: the recorded session is served
+(:mod:`.cli_stream`), each permission request and hook is answered by the user's callbacks, live, and
+their answers are compared with the recorded ones through the events above (a changed verdict drifts as
+``approval Edit``). SDK MCP tool calls are served from the cassette, as ``@tool`` calls are. Sandbox runs
+the CLI for real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+
+from ..core.canonical import hash_value
+from ..core.capture import RunContext, current_run, payload
+from ..core.documents import Document
+from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.tool_calls import EffectKind, ToolCall
+from ..exceptions import RecordedToolError
+from .cli_stream import STREAM_KEY, ServedStream, Transcript, recorded_transcript, split_sessions
+
+TRANSPORT: Final = "claude-code"
+READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
+_STATE: Final = "_agentreplay_session"
+_MCP_PREFIX: Final = "mcp__"
+
+
+def _obj(value: object) -> Document:
+    """``value`` when it is a JSON object, else an empty one (the CLI's messages are read defensively)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _text(content: object) -> str:
+    """A tool result's content as text (a string, or the text blocks of a list)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text")) for b in content if isinstance(b, dict) and "text" in b)
+    return json.dumps(content)
+
+
+class _Turn:
+    """One assistant turn, gathered from the messages that share its message id."""
+
+    def __init__(self, message: Document) -> None:
+        self.id = message.get("id")
+        self.model = message.get("model")
+        self.usage = message.get("usage")
+        self.blocks: list[Document] = []
+
+    def add(self, message: Document) -> None:
+        content = message.get("content")
+        self.blocks.extend(b for b in content if isinstance(b, dict)) if isinstance(content, list) else None
+        if message.get("usage") is not None:
+            self.usage = message.get("usage")
+
+
+class _RunSessions:
+    """Per run: how many CLI sessions have started, and (replay) the recorded ones, in order."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.recorded: list[list[Document]] | None = None
+
+    def next_recorded(self, ctx: RunContext) -> list[Document]:
+        if self.recorded is None:
+            self.recorded = split_sessions(recorded_transcript(ctx, TRANSPORT), _opens_session)
+        index, self.started = self.started, self.started + 1
+        return self.recorded[index] if index < len(self.recorded) else []
+
+
+def _opens_or_asks(out: Document) -> bool:
+    """One of the SDK's own control requests (``initialize``, ``interrupt``...): its id is the SDK's."""
+    return out.get("type") == "control_request"
+
+
+def _opens_session(out: Document) -> bool:
+    return out.get("type") == "control_request" and out.get("subtype") == "initialize"
+
+
+class Session:
+    """One transport instance's CLI session in one run: its transcript, the events built from it, and (in
+    replay) the recorded session served in its place."""
+
+    def __init__(self, ctx: RunContext, transport: Any) -> None:
+        self.ctx = ctx
+        self.transcript = Transcript()
+        self.prompts: list[object] = []
+        self.turn: _Turn | None = None
+        self.tools: dict[str, ToolCall] = {}
+        self.requests: dict[str, Document] = {}
+        self.mcp_calls: dict[str, ToolCall] = {}
+        self.read_only: set[str] = set()
+        self.sdk_servers = _sdk_servers(transport)
+        self.served: ServedStream | None = None
+        self.closed = False
+        if not ctx.executes_tool():
+            entries = ctx.rooms.of(_RunSessions, _RunSessions).next_recorded(ctx)
+            self.served = ServedStream(
+                ctx,
+                entries,
+                what=f"Claude Agent SDK session (transport {TRANSPORT})",
+                own_request=_opens_or_asks,
+            )
+
+    # -- what the CLI sent ---------------------------------------------------------------------------
+
+    def received(self, message: Document) -> None:
+        kind = message.get("type")
+        if kind == "assistant" and isinstance(message.get("message"), dict):
+            inner = message["message"]
+            if self.turn is not None and self.turn.id != inner.get("id"):
+                self._end_turn()
+            if self.turn is None:
+                self.turn = _Turn(inner)
+            self.turn.add(inner)
+            self.transcript.received(message)
+            return
+        self._end_turn()
+        self.transcript.received(message)
+        if kind == "user":
+            self._tool_results(message.get("message"))
+        elif kind == "control_request":
+            self._control_request(message)
+        elif kind == "result":
+            self._result(message)
+
+    def _end_turn(self) -> None:
+        turn, self.turn = self.turn, None
+        if turn is None:
+            return
+        text = "".join(str(b.get("text", "")) for b in turn.blocks if b.get("type") == "text")
+        uses = [b for b in turn.blocks if b.get("type") == "tool_use"]
+        decision: Document = {
+            "text": text,
+            "tool_calls": [{"name": b.get("name"), "arguments": b.get("input")} for b in uses],
+        }
+        thinking = [str(b.get("thinking", "")) for b in turn.blocks if b.get("type") == "thinking"]
+        if thinking:
+            decision["thinking"] = thinking
+        data: Document = {
+            "provider": "anthropic",
+            "endpoint": TRANSPORT,
+            "transport": TRANSPORT,
+            "model": turn.model,
+            "decision": decision,
+            "usage": turn.usage,
+        }
+        prompts, self.prompts = self.prompts, []
+        self.ctx.recorder.emit(
+            "model.call",
+            actor="model",
+            event_class="decision",
+            data=data,
+            input=payload({"prompts": prompts}) if prompts else None,
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+        for use in uses:
+            self._tool_use(use)
+
+    def _tool_use(self, use: Document) -> None:
+        name = str(use.get("name"))
+        if name.startswith(_MCP_PREFIX) and name.split("__")[1:2] and name.split("__")[1] in self.sdk_servers:
+            return  # an in-process SDK MCP tool: its control request is the tool call
+        arguments = use.get("input")
+        call = ToolCall(
+            self.ctx,
+            name,
+            None,
+            self._effect(name, READ_TOOLS),
+            arguments if isinstance(arguments, dict) else {"input": arguments},
+            None,
+            extra={"transport": TRANSPORT},
+            may_group=False,
+        )
+        self.tools[str(use.get("id"))] = call
+
+    def _effect(self, name: str, reads: frozenset[str] | set[str], *also: str) -> EffectKind:
+        overrides = self.ctx.settings.mcp_effects
+        for key in (*also, name):
+            if overrides.get(key) in ("read", "write"):
+                return "read" if overrides[key] == "read" else "write"
+        return "read" if name in reads else "write"
+
+    def _tool_results(self, message: object) -> None:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict) or block.get("type") != "tool_result":
+                continue
+            call = self.tools.pop(str(block.get("tool_use_id")), None)
+            if call is None:
+                continue
+            if block.get("is_error"):
+                call.finished(None, _text(block.get("content")))
+            else:
+                call.finished(block.get("content"), None)
+
+    def _control_request(self, message: Document) -> None:
+        request = message.get("request")
+        if not isinstance(request, dict):
+            return
+        request_id = str(message.get("request_id"))
+        self.requests[request_id] = request
+        mcp = _obj(request.get("message"))
+        if request.get("subtype") == "mcp_message" and mcp.get("method") == "tools/call":
+            params = _obj(mcp.get("params"))
+            server, tool = str(request.get("server_name")), str(params.get("name"))
+            arguments = params.get("arguments")
+            qualified = f"{server}/{tool}"
+            self.mcp_calls[request_id] = ToolCall(
+                self.ctx,
+                qualified,
+                None,
+                self._effect(tool, self.read_only, qualified),
+                dict(arguments) if isinstance(arguments, dict) else {},
+                None,
+                extra={"transport": TRANSPORT, "server": server},
+                may_group=False,
+            )
+
+    def serves_itself(self, message: Document) -> bool:
+        """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
+        tool would run again). True when it did."""
+        call = self.mcp_calls.pop(str(message.get("request_id")), None)
+        if call is None or self.served is None:
+            if call is not None:
+                self.mcp_calls[str(message.get("request_id"))] = call
+            return False
+        with contextlib.suppress(RecordedToolError):  # a recorded failure: its tool.result holds the error
+            call.served()
+        self.transcript.wrote({"type": "control_response", "request_id": message.get("request_id")})
+        self.served.answered_for_it()
+        return True
+
+    def _result(self, message: Document) -> None:
+        text = message.get("result")
+        data: Document = {
+            "node": f"{TRANSPORT} result",
+            "label": f"{TRANSPORT} result",
+            "transport": TRANSPORT,
+            "subtype": message.get("subtype"),
+            "is_error": message.get("is_error"),
+            "num_turns": message.get("num_turns"),
+            "cost_usd": message.get("total_cost_usd"),
+            "usage": message.get("usage"),
+        }
+        self.ctx.recorder.emit(
+            "state.update",
+            actor="runtime",
+            event_class="decision",
+            state_hash=hash_value(text if isinstance(text, str) else None),
+            data=data,
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    # -- what the Python side sent -------------------------------------------------------------------
+
+    def wrote(self, message: Document) -> None:
+        kind = message.get("type")
+        summary: Document = {"type": kind}
+        if kind == "user":
+            inner = message.get("message")
+            self.prompts.append(inner.get("content") if isinstance(inner, dict) else inner)
+        elif kind == "control_request":
+            request = message.get("request")
+            summary["subtype"] = request.get("subtype") if isinstance(request, dict) else None
+            summary["request_id"] = self._recorded_id(message)
+        elif kind == "control_response":
+            response = message.get("response")
+            if isinstance(response, dict):
+                summary["request_id"] = response.get("request_id")
+                self._answered(response)
+        if self.served is not None:
+            self.served.wrote(message.get("request_id") if kind == "control_request" else None)
+        self.transcript.wrote(summary)
+
+    def _recorded_id(self, message: Document) -> object:
+        """The id an SDK control request had in the recording (the SDK draws a new one every run)."""
+        return message.get("request_id") if self.served is None else self.served.next_recorded_id()
+
+    def _answered(self, response: Document) -> None:
+        request_id = str(response.get("request_id"))
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return
+        error = response.get("error") if response.get("subtype") == "error" else None
+        answer = _obj(response.get("response"))
+        subtype = request.get("subtype")
+        if subtype == "can_use_tool":
+            self._approval(request, answer, error)
+        elif subtype == "hook_callback":
+            self._hook(request, answer, error)
+        elif subtype == "mcp_message":
+            self._mcp_answer(request_id, request, answer, error)
+
+    def _approval(self, request: Document, answer: Document, error: object) -> None:
+        allowed = error is None and answer.get("behavior") == "allow"
+        data: Document = {
+            "subject": request.get("tool_name"),
+            "status": "granted" if allowed else "denied",
+            "by": "can_use_tool",
+            "transport": TRANSPORT,
+            "input": request.get("input"),
+        }
+        if allowed and answer.get("updatedInput") not in (None, request.get("input")):
+            data["updated_input"] = answer.get("updatedInput")
+        for key in ("message", "interrupt", "updatedPermissions"):
+            if answer.get(key) is not None:
+                data[key] = answer[key]
+        if error is not None:
+            data["error"] = error
+        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
+
+    def _hook(self, request: Document, answer: Document, error: object) -> None:
+        hook_input = _obj(request.get("input"))
+        event_name = hook_input.get("hook_event_name")
+        specific = _obj(answer.get("hookSpecificOutput"))
+        verdict = specific.get("permissionDecision") or answer.get("decision")
+        if verdict is None:
+            verdict = "stop" if answer.get("continue") is False else "continue"
+        data: Document = {
+            "policy": f"{event_name} hook",
+            "verdict": "error" if error is not None else verdict,
+            "transport": TRANSPORT,
+            "tool": hook_input.get("tool_name"),
+            "tool_input": hook_input.get("tool_input"),
+            "output": answer,
+        }
+        if error is not None:
+            data["error"] = error
+        self.ctx.recorder.emit("policy.decision", actor="policy", event_class="decision", data=data)
+
+    def _mcp_answer(self, request_id: str, request: Document, answer: Document, error: object) -> None:
+        reply = _obj(answer.get("mcp_response"))
+        mcp = _obj(request.get("message"))
+        if mcp.get("method") == "tools/list":
+            tools = _obj(reply.get("result")).get("tools")
+            for listed in tools if isinstance(tools, list) else ():
+                hints = listed.get("annotations") if isinstance(listed, dict) else None
+                if isinstance(hints, dict) and hints.get("readOnlyHint") is True:
+                    self.read_only.add(str(listed.get("name")))
+        call = self.mcp_calls.pop(request_id, None)
+        if call is None:
+            return
+        if error is not None or "error" in reply:
+            call.finished(None, str(error or json.dumps(reply.get("error"))))
+        else:
+            call.finished(reply.get("result"), None)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.served is not None:
+            self.served.close()
+            for message in self.served.rest():
+                self.received(message)
+        self._end_turn()
+        left = self.transcript.take()
+        if left:
+            self.ctx.recorder.emit(
+                "state.update",
+                actor="runtime",
+                event_class="decision",
+                state_hash=hash_value(None),
+                data={"node": f"{TRANSPORT} end", "label": f"{TRANSPORT} end", "transport": TRANSPORT},
+                output=payload({STREAM_KEY: left}),
+            )
+
+
+def _sdk_servers(transport: Any) -> set[str]:
+    servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
+    if not isinstance(servers, dict):
+        return set()
+    return {str(name) for name, config in servers.items() if _obj(config).get("type") == "sdk"}
+
+
+def session_of(transport: object) -> Session | None:
+    found = getattr(transport, _STATE, None)
+    return found if isinstance(found, Session) else None
+
+
+def _apply(patches: Patches, _module: object) -> None:
+    cls = SubprocessCLITransport
+    connect = genuine_function(cls.connect)
+    write = genuine_function(cls.write)
+    read = genuine_function(cls.read_messages)
+    close = genuine_function(cls.close)
+    end_input = genuine_function(cls.end_input)
+    ready = genuine_function(cls.is_ready)
+
+    async def patched_connect(self: Any) -> None:
+        ctx = current_run()
+        if ctx is None:
+            await connect(self)
+            return
+        session = Session(ctx, self)
+        setattr(self, _STATE, session)
+        if session.served is None:
+            await connect(self)
+
+    async def patched_write(self: Any, data: str) -> None:
+        session = session_of(self)
+        if session is None:
+            await write(self, data)
+            return
+        for line in data.splitlines():
+            if line.strip():
+                session.wrote(json.loads(line))
+        if session.served is None:
+            await write(self, data)
+
+    def patched_read(self: Any) -> AsyncIterator[dict[str, Any]]:
+        session = session_of(self)
+        if session is None:
+            return read(self)  # type: ignore[no-any-return]
+        return _read(session, read(self) if session.served is None else None)
+
+    async def patched_close(self: Any) -> None:
+        session = session_of(self)
+        if session is not None:
+            session.close()
+        if session is None or session.served is None:
+            await close(self)
+
+    async def patched_end_input(self: Any) -> None:
+        session = session_of(self)
+        if session is None or session.served is None:
+            await end_input(self)
+
+    def patched_ready(self: Any) -> bool:
+        session = session_of(self)
+        return True if session is not None and session.served is not None else bool(ready(self))
+
+    replacements: dict[str, Callable[..., Any]] = {
+        "connect": patched_connect,
+        "write": patched_write,
+        "read_messages": patched_read,
+        "close": patched_close,
+        "end_input": patched_end_input,
+        "is_ready": patched_ready,
+    }
+    for name, value in replacements.items():
+        patches.set(cls, name, value)
+
+
+async def _read(
+    session: Session, live: AsyncIterator[dict[str, Any]] | None
+) -> AsyncIterator[dict[str, Any]]:
+    if live is not None:
+        async for message in live:
+            session.received(message)
+            yield message
+        return
+    served = session.served
+    assert served is not None
+    async for message in served.messages():
+        session.received(message)
+        if message.get("type") == "control_request" and session.serves_itself(message):
+            continue
+        yield _with_live_id(served, message)
+
+
+def _with_live_id(served: ServedStream, message: Document) -> Document:
+    """A recorded answer to one of the SDK's own control requests, under the id the SDK sent now."""
+    response = message.get("response")
+    if message.get("type") != "control_response" or not isinstance(response, dict):
+        return message
+    live = served.live_id(response.get("request_id"))
+    return message if live is None else {**message, "response": {**response, "request_id": live}}
+
+
+_OWNER = Owner(Library(_apply))
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    return _OWNER.acquire()

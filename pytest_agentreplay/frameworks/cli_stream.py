@@ -1,0 +1,218 @@
+"""Agents that drive a CLI over stdin/stdout in JSON lines (the Claude Agent SDK's ``claude``): the
+protocol-neutral half of capturing them at the SDK's transport.
+
+While recording, the transport's messages pass through unchanged and each one both ways is noted in
+order; a protocol module (:mod:`.claude_code`) turns them into events. Every message the CLI sent is kept,
+with how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the
+events the protocol emits (``model.call``, a closing ``state.update``): the concatenation of those, in
+event order, is the session's transcript.
+
+In replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each one
+once the Python side has sent as many messages as it had when the CLI sent it (a permission request is
+answered by the user's callback, live, before the CLI's next message is read). The SDK's own control
+requests (``initialize``) get the recorded answer under the live request id. A second CLI protocol is one
+more module beside the Claude one: it supplies the events, this module the transcript and its serving.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+import anyio
+
+from ..core.capture import RunContext
+from ..core.commands import rerecord_fix
+from ..core.documents import Document
+from ..exceptions import ReplayError
+
+# How long a served message waits for the Python side's message the recording saw before it: an agent
+# whose callbacks now send fewer messages would otherwise hang the test.
+WAIT_SECONDS: Final = 30.0
+STREAM_KEY: Final = "stream"
+
+
+class Transcript:
+    """The messages of one CLI session both ways, noted in order; :meth:`take` hands over those since the
+    last take (an event's ``stream``). Outgoing messages are summaries: what they carry is in the events
+    built from them (a prompt, a permission verdict)."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.pending: list[Document] = []
+
+    def received(self, message: Document) -> None:
+        self.pending.append({"after": self.sent, "in": message})
+
+    def wrote(self, summary: Document) -> None:
+        self.sent += 1
+        self.pending.append({"out": summary})
+
+    def take(self) -> list[Document]:
+        taken, self.pending = self.pending, []
+        return taken
+
+
+def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
+    """The recorded session's transcript: the ``stream`` entries of the events of ``transport``, in order."""
+    recorded = ctx.recorded
+    entries: list[Document] = []
+    if recorded is None:
+        return entries
+    for event in recorded.events:
+        if event.data.get("transport") != transport or event.output_ref is None:
+            continue
+        value = recorded.payload(event.output_ref)
+        stream = value.get(STREAM_KEY) if isinstance(value, dict) else None
+        if isinstance(stream, list):
+            entries.extend(e for e in stream if isinstance(e, dict))
+    return entries
+
+
+def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
+    """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
+    test may start several CLI sessions; each is served its own part)."""
+    sessions: list[list[Document]] = []
+    for entry in entries:
+        out = entry.get("out")
+        if not sessions or (isinstance(out, dict) and opens(out)):
+            sessions.append([])
+        sessions[-1].append(entry)
+    return sessions
+
+
+class ServedStream:
+    """One recorded CLI session served in place of the process.
+
+    ``wrote`` counts the Python side's messages (and maps the ids of its own requests onto the recorded
+    ones: the SDK draws new ones every run); ``messages`` (async SDKs) or ``next_message`` (SDKs reading in
+    a thread) hand over the CLI's recorded messages, each when the Python side has caught up with where it
+    stood in the recording. ``own_request`` tells an outgoing summary that is one of the Python side's own
+    requests (its ``request_id`` is then the recorded id).
+    """
+
+    def __init__(
+        self, ctx: RunContext, entries: list[Document], *, what: str, own_request: Callable[[Document], bool]
+    ) -> None:
+        self.ctx = ctx
+        self.what = what
+        self.entries = entries
+        self.sent = 0
+        self.closed = False
+        # Async SDKs wait on an anyio event (made in their loop), threaded ones on the condition.
+        self.changed: anyio.Event | None = None
+        self.condition = threading.Condition()
+        self.recorded_ids = [
+            str(e["out"].get("request_id"))
+            for e in entries
+            if isinstance(e.get("out"), dict) and own_request(e["out"])
+        ]
+        # recorded id -> live id, of the own requests sent so far.
+        self.live_ids: dict[str, str] = {}
+        self.requests = 0
+        # The next entry to serve.
+        self.position = 0
+
+    def next_recorded_id(self) -> str | None:
+        """The recorded id of the own request about to be sent."""
+        return self.recorded_ids[self.requests] if self.requests < len(self.recorded_ids) else None
+
+    def wrote(self, live_request_id: object = None) -> None:
+        """The Python side sent a message; ``live_request_id``: its id when it is one of its own requests."""
+        with self.condition:
+            if live_request_id is not None and self.requests < len(self.recorded_ids):
+                self.live_ids[self.recorded_ids[self.requests]] = str(live_request_id)
+                self.requests += 1
+            self.sent += 1
+        self._wake()
+
+    def answered_for_it(self) -> None:
+        """A message the Python side would have sent, sent in its place (a served tool's answer)."""
+        self.wrote()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def live_id(self, recorded_id: object) -> str | None:
+        return self.live_ids.get(str(recorded_id))
+
+    def _wake(self) -> None:
+        with self.condition:
+            self.condition.notify_all()
+        changed, self.changed = self.changed, None
+        if changed is not None:
+            changed.set()
+
+    def rest(self) -> list[Document]:
+        """The CLI's recorded messages not served when the session closed (what it sent while the SDK was
+        closing): noted as in the recording, never handed to the SDK."""
+        rest = self.entries[self.position :]
+        self.position = len(self.entries)
+        return [e["in"] for e in rest if isinstance(e.get("in"), dict)]
+
+    def _next(self) -> tuple[Document, int] | None:
+        """The next recorded message of the CLI and how many messages it waits for (None: none left)."""
+        while self.position < len(self.entries):
+            entry = self.entries[self.position]
+            self.position += 1
+            message = entry.get("in")
+            if isinstance(message, dict):
+                after = entry.get("after")
+                return message, after if isinstance(after, int) else 0
+        return None
+
+    async def messages(self) -> AsyncIterator[Document]:
+        while (found := self._next()) is not None:
+            message, needed = found
+            with anyio.move_on_after(WAIT_SECONDS):
+                while self.sent < needed and not self.closed:
+                    if self.changed is None:
+                        self.changed = anyio.Event()
+                    await self.changed.wait()
+            if self.closed:
+                return
+            if self.sent < needed:
+                self._stalled(message, needed)
+                return
+            yield message
+
+    def next_message(self) -> Document | None:
+        """Blocking form of :meth:`messages`: the next message, or None when the session is over."""
+        found = self._next()
+        if found is None:
+            with self.condition:
+                self.condition.wait_for(lambda: self.closed, WAIT_SECONDS)
+            return None
+        message, needed = found
+        with self.condition:
+            self.condition.wait_for(lambda: self.sent >= needed or self.closed, WAIT_SECONDS)
+        if self.closed:
+            return None
+        if self.sent < needed:
+            self._stalled(message, needed)
+            return None
+        return message
+
+    def _stalled(self, message: Document, needed: int) -> None:
+        ctx = self.ctx
+        excerpt = json.dumps(message)[:160]
+        ctx.failures.add(
+            ReplayError(
+                f"{self.what}: the recorded session waits for the agent's message #{needed}, the agent sent "
+                f"{self.sent} in {WAIT_SECONDS:.0f} s; the CLI's next recorded message is not served",
+                evidence=[f"next recorded message: {excerpt}"],
+                cassette=ctx.cassette,
+                mode=ctx.mode,
+                fixes=[
+                    rerecord_fix(
+                        ctx.settings.nodeid,
+                        ctx.cassette,
+                        lead="if the agent now talks to the CLI differently (fewer prompts or answers), "
+                        "re-record it",
+                    )
+                ],
+            )
+        )

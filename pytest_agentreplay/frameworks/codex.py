@@ -1,0 +1,337 @@
+"""OpenAI's Codex SDK (``openai-codex``): the ``codex app-server`` session, captured at the SDK's client.
+
+The SDK (``Codex``, ``AsyncCodex``: a thread-offloaded wrapper of the same client) starts the ``codex``
+binary and talks JSON-RPC to it over stdio: its requests (``thread/start``, ``turn/start``), the server's
+notifications (turns, items, token usage) and the server's own requests (approvals), answered by the
+client's approval handler. ``CodexClient``'s ``start``, ``_write_message``, ``_read_message`` and ``close``
+are patched while a run is active; the messages become events:
+
+- each ``thread/tokenUsage/updated`` (one per model response): a ``model.call`` (provider ``openai``,
+  endpoint ``codex``, the model, the usage of that response), its input the prompts of ``turn/start``
+  requests since the previous one;
+- each item the agent runs (``item/started`` to ``item/completed``): a ``tool.call`` and its outcome, named
+  ``command`` (``commandExecution``: the command, its exit code and output), ``file_change``, ``web_search``
+  or ``server/tool`` (``mcpToolCall``); web searches are reads, the others writes (``mcp_effects``
+  overrides by name);
+- each approval the server asks (``item/.../requestApproval``) with the handler's answer: an ``approval``
+  (subject ``command`` or ``file_change``, status granted unless the decision declines or cancels);
+- each ``turn/completed``: a ``state.update`` (node ``codex turn``) with the turn's status and last message.
+
+In replay (every mode but sandbox) no process starts: the recorded session is served (:mod:`.cli_stream`)
+to the SDK's reader thread, the approval handler answers live and is compared; responses to the SDK's
+requests carry the ids it draws now.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+from openai_codex.client import CodexClient
+from openai_codex.errors import TransportClosedError
+
+from ..core.canonical import hash_value
+from ..core.capture import RunContext, current_run, payload
+from ..core.documents import Document
+from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.tool_calls import EffectKind, ToolCall
+from .cli_stream import STREAM_KEY, ServedStream, Transcript, recorded_transcript, split_sessions
+
+TRANSPORT: Final = "codex"
+_STATE: Final = "_agentreplay_session"
+_ITEM_NAMES: Final = {"commandExecution": "command", "fileChange": "file_change", "webSearch": "web_search"}
+_READS: Final = frozenset({"web_search"})
+_DECLINED: Final = frozenset({"decline", "cancel", "denied", "abort"})
+
+
+def _obj(value: object) -> Document:
+    return value if isinstance(value, dict) else {}
+
+
+def _own_request(out: Document) -> bool:
+    return "request_id" in out and "method" in out
+
+
+def _opens_session(out: Document) -> bool:
+    return out.get("method") == "initialize"
+
+
+class _RunSessions:
+    def __init__(self) -> None:
+        self.started = 0
+        self.recorded: list[list[Document]] | None = None
+
+    def next_recorded(self, ctx: RunContext) -> list[Document]:
+        if self.recorded is None:
+            self.recorded = split_sessions(recorded_transcript(ctx, TRANSPORT), _opens_session)
+        index, self.started = self.started, self.started + 1
+        return self.recorded[index] if index < len(self.recorded) else []
+
+
+class Session:
+    """One client's app-server session in one run (threads: the SDK's caller and its reader)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.lock = threading.RLock()
+        self.transcript = Transcript()
+        self.prompts: list[object] = []
+        self.model: object = None
+        self.items: dict[str, ToolCall] = {}
+        self.asked: dict[str, Document] = {}
+        self.served: ServedStream | None = None
+        if not ctx.executes_tool():
+            entries = ctx.rooms.of(_RunSessions, _RunSessions).next_recorded(ctx)
+            self.served = ServedStream(
+                ctx, entries, what=f"Codex session ({TRANSPORT})", own_request=_own_request
+            )
+
+    # -- what the server sent --------------------------------------------------------------------
+
+    def received(self, message: Document) -> None:
+        with self.lock:
+            self.transcript.received(message)
+            method = message.get("method")
+            params = _obj(message.get("params"))
+            if "id" in message and isinstance(method, str):
+                self.asked[str(message.get("id"))] = {"method": method, "params": params}
+            elif method == "thread/tokenUsage/updated":
+                self._model_call(params)
+            elif method == "item/started":
+                self._item_started(_obj(params.get("item")))
+            elif method == "item/completed":
+                self._item_completed(_obj(params.get("item")))
+            elif method == "turn/completed":
+                self._turn_completed(_obj(params.get("turn")))
+
+    def _model_call(self, params: Document) -> None:
+        usage = _obj(params.get("tokenUsage"))
+        prompts, self.prompts = self.prompts, []
+        self.ctx.recorder.emit(
+            "model.call",
+            actor="model",
+            event_class="decision",
+            data={
+                "provider": "openai",
+                "endpoint": TRANSPORT,
+                "transport": TRANSPORT,
+                "model": self.model,
+                "usage": usage.get("last") or usage.get("total"),
+            },
+            input=payload({"prompts": prompts}) if prompts else None,
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    def _item_started(self, item: Document) -> None:
+        kind = str(item.get("type"))
+        name = _ITEM_NAMES.get(kind)
+        arguments: Document
+        if kind == "mcpToolCall":
+            name = f"{item.get('server')}/{item.get('tool')}"
+            arguments = _obj(item.get("arguments"))
+        elif kind == "commandExecution":
+            arguments = {"command": item.get("command"), "cwd": item.get("cwd")}
+        elif kind == "fileChange":
+            arguments = {"changes": item.get("changes")}
+        elif kind == "webSearch":
+            arguments = {"query": item.get("query")}
+        else:
+            return
+        assert name is not None
+        self.items[str(item.get("id"))] = ToolCall(
+            self.ctx,
+            name,
+            None,
+            self._effect(name, str(item.get("tool", ""))),
+            arguments,
+            None,
+            extra={"transport": TRANSPORT},
+            may_group=False,
+        )
+
+    def _effect(self, name: str, tool: str) -> EffectKind:
+        overrides = self.ctx.settings.mcp_effects
+        for key in (name, tool):
+            if overrides.get(key) in ("read", "write"):
+                return "read" if overrides[key] == "read" else "write"
+        return "read" if name in _READS else "write"
+
+    def _item_completed(self, item: Document) -> None:
+        call = self.items.pop(str(item.get("id")), None)
+        if call is None:
+            return
+        status = item.get("status")
+        outcome = {
+            k: item[k]
+            for k in ("status", "exitCode", "aggregatedOutput", "result", "error", "changes")
+            if item.get(k) is not None
+        }
+        failed = status in ("failed", "declined") or item.get("error") is not None
+        call.finished(None if failed else outcome, json.dumps(outcome) if failed else None)
+
+    def _turn_completed(self, turn: Document) -> None:
+        items = turn.get("items")
+        items = items if isinstance(items, list) else []
+        texts = [str(i.get("text")) for i in items if isinstance(i, dict) and i.get("type") == "agentMessage"]
+        self.ctx.recorder.emit(
+            "state.update",
+            actor="runtime",
+            event_class="decision",
+            state_hash=hash_value(texts[-1] if texts else None),
+            data={
+                "node": f"{TRANSPORT} turn",
+                "label": f"{TRANSPORT} turn",
+                "transport": TRANSPORT,
+                "status": turn.get("status"),
+                "text": texts[-1] if texts else None,
+            },
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    # -- what the SDK sent -----------------------------------------------------------------------
+
+    def wrote(self, message: Document) -> None:
+        with self.lock:
+            method = message.get("method")
+            params = _obj(message.get("params"))
+            summary: Document = {}
+            own = isinstance(method, str) and "id" in message
+            if own:
+                summary = {"method": method, "request_id": self._recorded_id(message)}
+                if method == "turn/start":
+                    self.prompts.append(params.get("input"))
+                elif method == "thread/start" and params.get("model") is not None:
+                    self.model = params.get("model")
+            elif isinstance(method, str):
+                summary = {"method": method}
+            else:
+                summary = {"answer": message.get("id")}
+                self._answered(str(message.get("id")), _obj(message.get("result")))
+            if self.served is not None:
+                self.served.wrote(message.get("id") if own else None)
+            self.transcript.wrote(summary)
+
+    def _recorded_id(self, message: Document) -> object:
+        return message.get("id") if self.served is None else self.served.next_recorded_id()
+
+    def _answered(self, request_id: str, result: Document) -> None:
+        asked = self.asked.pop(request_id, None)
+        if asked is None or not str(asked.get("method")).endswith("/requestApproval"):
+            return
+        method = str(asked["method"])
+        subject = "file_change" if "fileChange" in method else "command"
+        decision = result.get("decision")
+        declined = (isinstance(decision, str) and decision in _DECLINED) or not decision
+        params = _obj(asked.get("params"))
+        data: Document = {
+            "subject": subject,
+            "status": "denied" if declined else "granted",
+            "by": "approval_handler",
+            "transport": TRANSPORT,
+            "input": {
+                k: params[k] for k in ("command", "cwd", "reason", "changes") if params.get(k) is not None
+            },
+            "decision": decision,
+        }
+        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.served is not None:
+                self.served.close()
+                for message in self.served.rest():
+                    self.received(message)
+            left = self.transcript.take()
+            if left:
+                self.ctx.recorder.emit(
+                    "state.update",
+                    actor="runtime",
+                    event_class="decision",
+                    state_hash=hash_value(None),
+                    data={"node": f"{TRANSPORT} end", "label": f"{TRANSPORT} end", "transport": TRANSPORT},
+                    output=payload({STREAM_KEY: left}),
+                )
+
+    def served_message(self) -> Document:
+        """Replay: the next recorded message for the SDK's reader (responses under the live ids)."""
+        served = self.served
+        assert served is not None
+        message = served.next_message()
+        if message is None:
+            raise TransportClosedError("the recorded Codex session is over")
+        self.received(message)
+        if "method" not in message and "id" in message:
+            live = served.live_id(message.get("id"))
+            if live is not None:
+                return {**message, "id": live}
+        return message
+
+
+def session_of(client: object) -> Session | None:
+    found = getattr(client, _STATE, None)
+    return found if isinstance(found, Session) else None
+
+
+def _apply(patches: Patches, _module: object) -> None:
+    cls = CodexClient
+    start = genuine_function(cls.start)
+    write = genuine_function(cls._write_message)
+    read = genuine_function(cls._read_message)
+    close = genuine_function(cls.close)
+
+    def patched_start(self: Any) -> None:
+        ctx = current_run()
+        if ctx is None or session_of(self) is not None:
+            start(self)
+            return
+        session = Session(ctx)
+        setattr(self, _STATE, session)
+        if session.served is None:
+            start(self)
+            return
+        # No process: the SDK's reader thread reads the served session.
+        self._reader_thread = threading.Thread(target=self._reader_loop, daemon=True)
+        self._reader_thread.start()
+
+    def patched_write(self: Any, message: Document) -> None:
+        session = session_of(self)
+        if session is not None:
+            session.wrote(message)
+        if session is None or session.served is None:
+            write(self, message)
+
+    def patched_read(self: Any) -> Document:
+        session = session_of(self)
+        if session is None:
+            return dict(read(self))
+        if session.served is not None:
+            return session.served_message()
+        message = dict(read(self))
+        session.received(message)
+        return message
+
+    def patched_close(self: Any) -> None:
+        session = session_of(self)
+        if session is not None:
+            session.close()
+            delattr(self, _STATE)
+        if session is None or session.served is None:
+            close(self)
+
+    replacements: dict[str, Callable[..., Any]] = {
+        "start": patched_start,
+        "_write_message": patched_write,
+        "_read_message": patched_read,
+        "close": patched_close,
+    }
+    for name, value in replacements.items():
+        patches.set(cls, name, value)
+
+
+_OWNER = Owner(Library(_apply))
+
+
+def activate(ctx: RunContext) -> Callable[[], None]:
+    return _OWNER.acquire()

@@ -1,0 +1,62 @@
+"""smolagents: every tool call (``Tool.__call__``, which ``ToolCallingAgent`` and ``CodeAgent`` go through,
+``final_answer`` included) as ``tool.call``/``tool.result``.
+
+smolagents emits no OpenTelemetry spans of its own (its OpenInference instrumentation is a separate
+package), so the adapter wraps the base class's ``__call__`` while a run is active: the arguments by the
+tool's input names, the result or the error. Model calls stay with the HTTP layer. In replay the tools run
+again and their events are compared (no public hook answers a tool call in its place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from smolagents.tools import Tool
+
+from ..core.capture import current_run, to_jsonable
+from ..core.documents import Document
+from ..core.patching import Library, Owner, Patches, genuine_function
+from ._record import ToolExecution, as_arguments, error_text
+
+FRAMEWORK: Final = "smolagents"
+
+
+def _arguments(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Document:
+    if len(args) == 1 and not kwargs and isinstance(args[0], dict):
+        return as_arguments(args[0])
+    names = list(getattr(tool, "inputs", None) or {})
+    named: Document = dict(zip(names, args, strict=False))
+    named.update({k: v for k, v in kwargs.items() if k != "sanitize_inputs_outputs"})
+    return as_arguments(to_jsonable(named))
+
+
+def _apply(patches: Patches, _module: object) -> None:
+    call = genuine_function(Tool.__call__)
+
+    def patched_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = current_run()
+        if ctx is None:
+            return call(self, *args, **kwargs)
+        execution = ToolExecution(
+            ctx,
+            str(getattr(self, "name", type(self).__name__)),
+            _arguments(self, args, kwargs),
+            framework=FRAMEWORK,
+        )
+        try:
+            result = call(self, *args, **kwargs)
+        except Exception as exc:
+            execution.finish(None, error_text(exc))
+            raise
+        execution.finish(to_jsonable(result))
+        return result
+
+    patches.set(Tool, "__call__", patched_call)
+
+
+_OWNER = Owner(Library(_apply))
+
+
+def activate(_ctx: object) -> Callable[[], None]:
+    return _OWNER.acquire()
