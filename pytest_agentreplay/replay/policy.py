@@ -37,7 +37,7 @@ from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
-from .modes import goes_live, model_override
+from .modes import goes_live, model_override, reads_live
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -156,6 +156,8 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
     if not goes_live(ctx, request, cls):
         response = serve(ctx, request, cls)
         if response is None:
+            if reads_live(ctx, cls):  # model-comparison's live_reads: the run goes on past a divergence
+                return Send(request, request.host, LiveCapture(ctx, request, cls))
             return Refuse(unmatched(ctx, request, cls))
         return Serve(response)
     return _live(ctx, request, cls)
