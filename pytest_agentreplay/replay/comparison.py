@@ -167,8 +167,7 @@ def _budget_problems(rec: list[Document], liv: list[Document], rules: RuleSet | 
             if after > before * (1 + rule.max_increase):
                 problems.append(
                     f"call {n}: {pseudo[1:]} {_amount(after, unit)} live vs {_amount(before, unit)} recorded "
-                    f"(+{after / before - 1:.0%}), over the max_increase of {rule.max_increase:.0%} of "
-                    f"{rule.describe()}"
+                    f"(+{after / before - 1:.0%}), over {rule.describe()}"
                 )
     return problems
 
@@ -298,7 +297,7 @@ def budget_error(comparison: Document, ctx: RunContext) -> ComparisonError | Non
     if not problems:
         return None
     return ComparisonError(
-        f"the live model exceeded {len(problems)} budget rule(s) of {ctx.settings.nodeid or 'the test'}",
+        f"{len(problems)} live model call(s) of {ctx.settings.nodeid or 'the test'} over a budget rule",
         evidence=problems,
         cassette=ctx.cassette,
         mode="model-comparison",
@@ -320,7 +319,8 @@ def render_comparison(comparison: Document) -> str:
         f"argument equality: {c['argument_equality']:.0%}",
         f"  final answer similarity: {c['final_answer']['similarity']:.0%}",
         f"  tokens in/out: recorded {tokens['recorded']['input']}/{tokens['recorded']['output']}, "
-        f"live {tokens['live']['input']}/{tokens['live']['output']}",
+        f"live {_count(tokens['live']['input'])}/{_count(tokens['live']['output'])}"
+        + (" (mean of a run)" if c.get("runs", 1) > 1 else ""),
         f"  cost: recorded {_dollars(cost.get('recorded'))}, live {_dollars(cost.get('live'))}",
         f"  latency: recorded {c['latency_ms']['recorded']:.0f} ms, live {c['latency_ms']['live']:.0f} ms",
     ]
@@ -340,6 +340,8 @@ def render_comparison(comparison: Document) -> str:
     if c["differences"]:
         lines.append("  where they differ:")
         lines.extend(f"    - {d}" for d in c["differences"])
+    if c.get("diverged"):
+        lines.append(f"  {c['diverged']}")
     for item in c.get("unserved_tool_calls") or []:
         lines.append(f"  not executed: {item['headline']}")
         lines.extend(f"      {line}" for line in item["closest"])

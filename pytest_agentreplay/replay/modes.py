@@ -132,11 +132,11 @@ def judging(ctx: RunContext, layers: Callable[[], RuleLayers] | None, settings: 
     return Judging(rules, judge, prices)
 
 
-def not_spent(ctx: RunContext, settings: Settings | None) -> Document | None:
+def not_spent(ctx: RunContext, settings: Settings | None) -> Document:
     """The model calls a replay served instead of sending (regression and sandbox serve them all): how many,
-    their tokens and their cost at the price table's prices (None: a model without a price)."""
-    if ctx.mode not in (Mode.REGRESSION, Mode.SANDBOX):
-        return None
+    their tokens and their cost at the price table's prices; models without a price named. model-comparison
+    sends its model calls and audit runs nothing: none served."""
+    served = ctx.mode in (Mode.REGRESSION, Mode.SANDBOX)
     from ..core.prices import PriceTable, tokens_of
 
     prices = PriceTable(settings.prices if settings is not None else None)  # type: ignore[arg-type]
@@ -144,7 +144,7 @@ def not_spent(ctx: RunContext, settings: Settings | None) -> Document | None:
     cost = 0.0
     unpriced: set[str] = set()
     for event in ctx.recorder.events:
-        if event.type != "model.call":
+        if not served or event.type != "model.call":
             continue
         usage = event.data.get("usage")
         usage = usage if isinstance(usage, dict) else {}
