@@ -157,6 +157,8 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
         response = serve(ctx, request, cls)
         if response is None:
             if reads_live(ctx, cls):  # model-comparison's live_reads: the run goes on past a divergence
+                if ctx.settings.sandbox or ctx.settings.sandbox_hosts:
+                    return _live(ctx, request, cls)  # to the test's sandbox service, as sandbox mode sends it
                 return Send(request, request.host, LiveCapture(ctx, request, cls))
             return Refuse(unmatched(ctx, request, cls))
         return Serve(response)
