@@ -305,3 +305,28 @@ def test_the_package_documents_the_price_table_date() -> None:
 
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     assert f"price table of {PRICES_DATE}" in readme
+
+
+def test_live_reads_go_to_the_tests_sandbox_service_when_it_names_one(
+    one: Suite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one.record()
+    sandbox = RefundTools()
+    try:
+        one.pytester.makepyfile(
+            conftest="import os, pytest\n\n@pytest.fixture\ndef agentreplay_config():\n"
+            "    urls = {os.environ['TOOLS_URL']: os.environ['SANDBOX_URL']}\n"
+            "    return {'live_reads': True, 'sandbox': urls}\n"
+        )
+        monkeypatch.setenv("SANDBOX_URL", sandbox.url)
+        one.model.mode = "seeded"
+        one.model.shares = {"A1": 1.0}
+        before = len(one.tools.log)
+        result = one.compare()
+        result.stdout.fnmatch_lines(
+            ["*4. recorded (none)  !=  live answer 'Refund of 20 EUR issued for order A1.'"]
+        )
+        assert sandbox.log == [("GET", "/policy?q=refund+A1")]
+        assert one.tools.log[before:] == [], "the read reached the recorded host instead of the sandbox"
+    finally:
+        sandbox.stop()
