@@ -161,9 +161,12 @@ def not_spent_total(items: Iterable[Mapping[str, object]]) -> Document:
     }
 
 
-def not_spent_line(items: Iterable[Mapping[str, object]]) -> str:
-    """The session summary's line: what the replay did not spend."""
+def not_spent_line(items: Iterable[Mapping[str, object]]) -> str | None:
+    """The session summary's line: what the replay did not spend (None: it served no model call, as in
+    model-comparison, which sends them, or audit, which runs nothing)."""
     total = not_spent_total(items)
+    if not total["model_calls"]:
+        return None
     line = (
         f"not spent: {total['model_calls']} model call(s) served from cassettes, {total['tokens']} tokens, "
         f"${total['cost']:.4f} at the price table of {PRICES_DATE}"

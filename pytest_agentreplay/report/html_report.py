@@ -74,7 +74,7 @@ def _comparison(comparison: Document | None) -> str:
         f"<p class=not-spent>Replay did not spend {total.get('model_calls', 0)} model call(s), "
         f"{total.get('tokens', 0)} tokens, ${float(total.get('cost') or 0):.4f}</p>"
     )
-    return html_table(comparison.get("tests") or [], esc) + spent
+    return html_table(comparison.get("tests") or [], esc) + (spent if total.get("model_calls") else "")
 
 
 def render_html(report: SessionReport) -> str:

@@ -171,7 +171,8 @@ def render_markdown(report: SessionReport) -> str:
         from .comparison_table import markdown_table
 
         lines += markdown_table(report.comparison.get("tests") or [])
-        lines += [f"Replay did not spend: {_not_spent(report.comparison)}", ""]
+        if (report.comparison.get("not_spent") or {}).get("model_calls"):
+            lines += [f"Replay did not spend: {_not_spent(report.comparison)}", ""]
     tests = [t for t in report.tests if notable(t)]
     failures = [t for t in tests if t.status in (Status.FAILED, Status.ERROR) and t.message]
     if tests:

@@ -285,7 +285,8 @@ class SessionController:
         if self.not_spent:
             from ..report.comparison_table import not_spent_line  # the price table, only when a test replayed
 
-            lines.append(not_spent_line(self.not_spent))
+            served = not_spent_line(self.not_spent)
+            lines.extend([served] if served else [])
         lines.extend(tolerated_lines(self.tolerated))
         for message in self.facts.strays:
             lines.append(f"  FAILED network access after the test ended: {message.splitlines()[0]}")
