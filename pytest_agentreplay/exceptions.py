@@ -197,6 +197,10 @@ class DriftError(AgentReplayError):
     """The replayed history differs from the recorded one by a regression."""
 
 
+class ComparisonError(AgentReplayError):
+    """A model comparison failed its test: agreement below ``min_agreement``, a budget rule exceeded."""
+
+
 class ToolValueError(AgentReplayError):
     """A ``@tool`` value cannot be stored so that replay gives it back as it was: refused while recording
     (an arbitrary object, a class defined inside a function, an open file), or a recorded one that cannot be

@@ -56,6 +56,7 @@ ISOLATION_KEY = pytest.StashKey["Isolation"]()
 # imports the recorder and the guard, which a session that never replays should not pay for.
 LIFE_KEY = pytest.StashKey["TestLife"]()
 TOLERATED_PROPERTY = "agentreplay-tolerated"
+NOT_SPENT_PROPERTY = "agentreplay-not-spent"
 
 _OPTION_NAMES = setting_keys.OPTION_NAMES
 
@@ -224,6 +225,8 @@ class SessionHooks:
 
                 report.sections.append((SECTION, render_comparison(comparison)))
                 report.user_properties.append((COMPARISON_PROPERTY, json.dumps(comparison)))
+            if run.ctx.not_spent is not None:
+                report.user_properties.append((NOT_SPENT_PROPERTY, json.dumps(run.ctx.not_spent)))
             if run.ctx.replay.tolerated:
                 # A property: it travels from an xdist worker with the report.
                 report.user_properties.append((TOLERATED_PROPERTY, json.dumps(run.ctx.replay.tolerated)))
@@ -250,6 +253,8 @@ class SessionHooks:
             elif name == GUARD_NOTE_PROPERTY and report.when == "teardown":
                 key, _, text = str(value).partition("|")
                 self.guard_notes.setdefault(key, text)
+            elif name == NOT_SPENT_PROPERTY:
+                self.controller.add_not_spent(json.loads(str(value)))
             elif name == TOLERATED_PROPERTY:
                 self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
 
@@ -312,7 +317,8 @@ def agentreplay_config() -> Document:
     Keys: record, mode, rules, allow_hosts, model, runtime_values, mcp_effects, agent (the agent name stored
     in the run), sandbox (base-URL mapping), sandbox_hosts, faults, and HTTP settings (idempotency_header,
     receipts, openai_compatible_base_urls, tool_names, anthropic_base_urls, model_data_class,
-    http_data_class, allow_read_repeats). The marker wins over this fixture; the command line wins over both.
+    http_data_class, allow_read_repeats), and model-comparison's repeat, min_agreement and live_reads. The
+    marker wins over this fixture; the command line wins over both.
     """
     return {}
 

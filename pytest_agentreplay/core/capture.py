@@ -265,6 +265,8 @@ class RunContext:
         self.rerecord: Rerecord | None = None
         # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
         self.comparison: Document | None = None
+        # What a replay served instead of spending (model calls, tokens, cost): ``replay.modes.not_spent``.
+        self.not_spent: Document | None = None
         # Problems found during the run that must fail the test even if the agent swallowed them.
         self.failures = RunFailures()
         self._releases: list[Callable[[], None]] = []

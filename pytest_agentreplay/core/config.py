@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import ConfigError
-from . import setting_keys
+from . import comparison_settings, prices, setting_keys
 from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
@@ -82,6 +82,14 @@ class Settings(_Fields):
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
     # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
+    # model-comparison (core/comparison_settings.py): runs per test, the agreement they must reach, and
+    # whether the command line gave the runs (it wins over a marker's).
+    repeat: int = 1
+    repeat_explicit: bool = False
+    min_agreement: float = 0.9
+    live_reads: bool = False
+    # Model -> price over the built-in table (core/prices.py).
+    prices: Mapping[str, object] = MappingProxyType({})
 
 
 def read_pyproject_table(rootdir: Path) -> Document:
@@ -204,6 +212,9 @@ def build_settings(
         checked = [checker(v, o, rootdir, base, check_paths and i == 0) for i, (v, o) in enumerate(found)]
         if checked:
             values[name] = checked[0]
+    values["repeat_explicit"] = cli.get("repeat") is not None
+    if "prices" in project:
+        values["prices"] = prices.parse_prices(project["prices"], places.origin("project", "prices"))
     values["record_explicit"] = "record" in values and cli.get("record") is not None
     values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
@@ -236,6 +247,8 @@ def build_settings(
     for value, where in reversed(tolerated):
         if value is not None and value != "":
             http["tolerated_hosts"] = check.hosts(value, places.origin(where, "tolerated_hosts"))
+    if "live_reads" in values:
+        http["live_reads"] = values["live_reads"]
     # Run settings reach the network guard through each run's settings.
     http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
     values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))
@@ -268,6 +281,8 @@ _SESSION_CHECKS: dict[str, _Check] = {
     "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
     "allow_hosts": _checker(check.hosts),
     "inline_limit": _checker(check.count),
+    "repeat": _checker(comparison_settings.repeat),
+    "min_agreement": _checker(comparison_settings.share),
 }
 
 

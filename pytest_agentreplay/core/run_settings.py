@@ -66,6 +66,8 @@ class RunSettings:
     # Hosts whose unmatched calls in replay are refused without failing the test (libraries' own telemetry
     # and metadata fetches); the refusals are listed in the session summary.
     tolerated_hosts: tuple[str, ...] = ()
+    # model-comparison: a read the cassette holds no result for is sent, so the run goes on past a divergence.
+    live_reads: bool = False
     # The session's providers (``http.providers.ProviderSet``, a layer above: narrowed where it is read);
     # None: the built-in ones.
     providers: object = None
@@ -152,6 +154,7 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
         "isolate_subprocesses": _flag,
         "block_network_only": _flag,
         "tolerated_hosts": _host_names,
+        "live_reads": lambda value, origin: check.boolean(value, origin),
     }
 )
 # Fields given already typed (by the session, not by the user): taken as they are.

@@ -190,6 +190,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("http_data_class", FIXTURE, "data class of HTTP payloads", default="internal"),
     Setting("allow_read_repeats", FIXTURE, "serve a read again once every recorded one was played",
             flag=True, default=True),
+    Setting("repeat", _ANYWHERE, "model-comparison: run each test N times live; its agreement rate, "
+            "with a Wilson confidence interval, decides it", default=1, metavar="N"),
+    Setting("min_agreement", "ini project marker fixture", "model-comparison with repeats: the agreement "
+            "rate a test must reach (its interval wholly below fails it, wholly above passes it)",
+            default=0.9),
+    Setting("live_reads", "ini project marker fixture", "model-comparison: send a read the cassette holds no "
+            "result for, so the run continues past the first divergence (writes are never sent)",
+            flag=True, default=False),
+    Setting("prices", PROJECT, "US dollars per million tokens by model, over the built-in price table: "
+            '"gpt-4o" = {input = 2.5, output = 10.0, cached = 1.25}'),
 )
 # fmt: on
 

@@ -11,6 +11,7 @@ Matching rules (the live call on the left, the cassette on the right):
   in order; once all are played, the last one is served again (reads have no side effects).
 - writes: method + URL + idempotency key, then method + URL in order; a retry that reuses an
   idempotency key already served gets the same recorded receipt again (that is what the key means).
+  model-comparison skips the "in order" step: a write the live model decided otherwise has no receipt.
   Writes are never sent.
 
 Model calls and reads wait in queues per key, one mechanism (:class:`.recorded.KeyedQueues`); an exchange
@@ -34,6 +35,7 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core.constants import Mode
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef
 from ..exceptions import UnmatchedRequestError
@@ -164,8 +166,10 @@ class HttpReplayIndex:
             return self.last_read.get(key) if self.allow_read_repeats else None
 
     def take_write(
-        self, method: str, url: str, idem_key: str | None, body_key: str
+        self, method: str, url: str, idem_key: str | None, body_key: str, *, strict: bool = False
     ) -> RecordedExchange | None:
+        """The recorded write to serve; ``strict``: only one with the same key or body (model-comparison: a
+        write the live model decided otherwise has no receipt, whatever was recorded to that URL)."""
         with self._lock:
             if idem_key is not None:
                 exact = self.writes_exact.get((method, url, idem_key))
@@ -186,6 +190,8 @@ class HttpReplayIndex:
                 if not rec.played and rec.body_key == body_key:
                     chosen = rec
                     break
+            if chosen is None and strict:
+                return None
             if chosen is None:
                 while queue and queue[0].played:
                     queue.popleft()
@@ -275,7 +281,9 @@ def serve(
         if cls.kind == "read":
             rec = index.take_read(request.method, url, body_key)
         else:
-            rec = index.take_write(request.method, url, request.headers.get(index.idem_header), body_key)
+            key = request.headers.get(index.idem_header)
+            strict = ctx.mode is Mode.MODEL_COMPARISON
+            rec = index.take_write(request.method, url, key, body_key, strict=strict)
     if rec is None:
         return None
     payload = rec.response_payload(index.recorded)

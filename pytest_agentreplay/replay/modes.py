@@ -16,14 +16,19 @@ intercepted call (serve, send or refuse; rewritten URL, replaced model, injected
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.constants import Mode
+from ..core.documents import Document
 from ..guard import allow_list_admits, collect_child_refusals
 from ..http.providers import providers_of
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
+    from ..core.config import Settings
+    from ..diff.pipeline import RuleLayers
     from ..http.classify import Classification
     from ..http.exchange import HttpRequest
 
@@ -47,6 +52,12 @@ def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> boo
     return False
 
 
+def reads_live(ctx: RunContext, cls: Classification) -> bool:
+    """Whether a read the cassette holds no result for is sent (model-comparison with ``live_reads``): the
+    live model left the recorded path, and the run may go on to its end. A write never is."""
+    return ctx.mode is Mode.MODEL_COMPARISON and ctx.settings.live_reads and cls.kind == "read"
+
+
 def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
     """The body a model call is sent with instead (``model_override`` setting), or None: unchanged."""
     model = ctx.settings.model_override
@@ -59,13 +70,16 @@ def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def finish_replay(ctx: RunContext) -> None:
+def finish_replay(
+    ctx: RunContext, layers: Callable[[], RuleLayers] | None = None, settings: Settings | None = None
+) -> None:
     """End-of-run work of the mode, before the history is compared.
 
     sandbox: idempotency checks (violations go to ``ctx.failures``, so they fail the test even if the
-    agent itself passed); model-comparison: the recorded-versus-live comparison, kept in
-    ``ctx.comparison`` for the report. In every mode, network refusals that child processes
-    reported (they cannot raise into this process) join ``ctx.failures``.
+    agent itself passed); model-comparison: the recorded-versus-live comparison under the run's rules
+    (``layers``, asked only there), kept in ``ctx.comparison`` for the report, a budget rule exceeded in
+    ``ctx.failures``. In every mode, network refusals that child processes reported (they cannot raise
+    into this process) join ``ctx.failures``; ``ctx.not_spent`` says what the served model calls cost.
     """
     for refusal in collect_child_refusals(ctx):
         ctx.failures.add(refusal)
@@ -80,9 +94,68 @@ def finish_replay(ctx: RunContext) -> None:
         if problems:
             ctx.failures.add(violations_error(ctx, problems))
     elif ctx.mode is Mode.MODEL_COMPARISON:
-        from .comparison import comparison_for  # only model-comparison runs build one
+        from .comparison import budget_error, comparison_for  # only model-comparison runs build one
+        from .repeats import aggregate
 
-        ctx.comparison = comparison_for(ctx)
+        # One run judged as a repeated test's are: every comparison gives its agreement, interval and paths.
+        minimum = settings.min_agreement if settings is not None else 0.9
+        ctx.comparison = aggregate([comparison_for(ctx, judging(ctx, layers, settings))], minimum)
+        problem = budget_error(ctx.comparison, ctx)
+        if problem is not None:
+            ctx.failures.add(problem)
+    ctx.not_spent = not_spent(ctx, settings)
+
+
+def judging(ctx: RunContext, layers: Callable[[], RuleLayers] | None, settings: Settings | None) -> Any:
+    """The rules, judge and price table a model-comparison run is judged by (``comparison.Judging``)."""
+    from ..core.prices import PriceTable
+    from .comparison import Judging
+    from .judge import Judge
+
+    rules = None
+    if layers is not None:
+        from ..diff.pipeline import rules_for
+
+        rules = rules_for(layers(), ctx.recorded.run.labels if ctx.recorded is not None else None)
+    prices = PriceTable(settings.prices if settings is not None else None)  # type: ignore[arg-type]
+    live = [e for e in ctx.recorder.events if e.type == "model.call"]
+    inline = live[0].input_ref.inline if live and live[0].input_ref is not None else None
+    url = inline.get("url") if isinstance(inline, dict) else None
+    redactor = ctx.redactor
+    judge = Judge(
+        settings.cassette_dir if settings is not None else Path(ctx.cassette or ".").parent,
+        str(live[0].data.get("provider")) if live else None,
+        str(url) if url else None,
+        redact=redactor.redact_string if redactor is not None else (lambda text: text),
+        cassette=ctx.cassette,
+    )
+    return Judging(rules, judge, prices)
+
+
+def not_spent(ctx: RunContext, settings: Settings | None) -> Document:
+    """The model calls a replay served instead of sending (regression and sandbox serve them all): how many,
+    their tokens and their cost at the price table's prices; models without a price named. model-comparison
+    sends its model calls and audit runs nothing: none served."""
+    served = ctx.mode in (Mode.REGRESSION, Mode.SANDBOX)
+    from ..core.prices import PriceTable, tokens_of
+
+    prices = PriceTable(settings.prices if settings is not None else None)  # type: ignore[arg-type]
+    calls = tokens = 0
+    cost = 0.0
+    unpriced: set[str] = set()
+    for event in ctx.recorder.events:
+        if not served or event.type != "model.call":
+            continue
+        usage = event.data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        calls += 1
+        tokens += tokens_of(usage)
+        one = prices.cost(event.data.get("model"), usage)
+        if one is None:
+            unpriced.add(str(event.data.get("model")))
+        else:
+            cost += one
+    return {"calls": calls, "tokens": tokens, "cost": round(cost, 6), "unpriced": sorted(unpriced)}
 
 
 def mode_rules(ctx: RunContext) -> list[dict[str, Any]]:

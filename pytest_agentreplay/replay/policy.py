@@ -37,7 +37,7 @@ from ..http.classify import Classification, classify_exchange
 from ..http.exchange import HttpRequest, HttpResponse
 from ..http.recording import LiveCapture
 from .http import serve, unmatched
-from .modes import goes_live, model_override
+from .modes import goes_live, model_override, reads_live
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -164,6 +164,10 @@ def decide(ctx: RunContext, request: HttpRequest) -> Action:
                 # The first call the cassette cannot answer as recorded: from here on the run records.
                 ctx.go_live(_call_name(request, cls))
                 rerecord.count(live=True)
+                return Send(request, request.host, LiveCapture(ctx, request, cls))
+            if reads_live(ctx, cls):  # model-comparison's live_reads: the run goes on past a divergence
+                if ctx.settings.sandbox or ctx.settings.sandbox_hosts:
+                    return _live(ctx, request, cls)  # to the test's sandbox service, as sandbox mode sends it
                 return Send(request, request.host, LiveCapture(ctx, request, cls))
             return Refuse(unmatched(ctx, request, cls))
         if rerecord is not None:

@@ -13,7 +13,11 @@ from .summary import SessionReport, counts, next_steps
 
 
 def build_report(
-    statuses: Iterable[TestStatus], *, unused: Sequence[str] = (), network: Document | None = None
+    statuses: Iterable[TestStatus],
+    *,
+    unused: Sequence[str] = (),
+    network: Document | None = None,
+    comparison: Document | None = None,
 ) -> SessionReport:
     """What every format renders, from the per-test statuses :func:`.status.decide` returns: the same
     status the terminal and JUnit show, so no report can call a failed test green."""
@@ -24,7 +28,10 @@ def build_report(
     redactor = default_redactor()
     tests = [TestStatus.from_wire(redactor.redact(s.to_wire())) for s in statuses]
     shown = [redactor.redact_string(str(p), keys=False) for p in unused]
-    return SessionReport(tests, shown, counts(tests, unused=shown), next_steps(tests, unused=shown), network)
+    if comparison is not None:
+        comparison = redactor.redact(comparison)
+    steps = next_steps(tests, unused=shown)
+    return SessionReport(tests, shown, counts(tests, unused=shown), steps, network, comparison)
 
 
 def render_report(
@@ -33,8 +40,9 @@ def render_report(
     *,
     unused: Sequence[str] = (),
     network: Document | None = None,
+    comparison: Document | None = None,
 ) -> str:
-    return _render(suffix, build_report(statuses, unused=unused, network=network))
+    return _render(suffix, build_report(statuses, unused=unused, network=network, comparison=comparison))
 
 
 def _render(suffix: str, report: SessionReport) -> str:
@@ -60,6 +68,7 @@ def write_report(
     unused: Sequence[str] = (),
     step_summary: bool = True,
     network: Document | None = None,
+    comparison: Document | None = None,
 ) -> None:
     """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
     Markdown report to that file. Raises ``ReportError`` when either cannot be written: no folder is
@@ -67,7 +76,7 @@ def write_report(
     from ..cassette.atomic import atomic_write_bytes  # heavy: ~100 ms at every pytest start-up otherwise
 
     path = Path(path)
-    report = build_report(statuses, unused=unused, network=network)
+    report = build_report(statuses, unused=unused, network=network, comparison=comparison)
     text = _render(path.suffix.lower(), report)
     if not path.parent.is_dir():
         raise _not_written(path, f"its folder {path.parent} does not exist")

@@ -64,6 +64,19 @@ def _network(network: Document | None) -> str:
     return f'<p class="network">Network guard: <b>{level}</b>, isolation {isolation}</p>'
 
 
+def _comparison(comparison: Document | None) -> str:
+    if comparison is None:
+        return ""
+    from .comparison_table import html_table
+
+    total = comparison.get("not_spent") or {}
+    spent = (
+        f"<p class=not-spent>Replay did not spend {total.get('model_calls', 0)} model call(s), "
+        f"{total.get('tokens', 0)} tokens, ${float(total.get('cost') or 0):.4f}</p>"
+    )
+    return html_table(comparison.get("tests") or [], esc) + (spent if total.get("model_calls") else "")
+
+
 def render_html(report: SessionReport) -> str:
     summary = report.summary
     keys: tuple[str, ...] = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
@@ -97,6 +110,7 @@ def render_html(report: SessionReport) -> str:
         "<th>regressions</th><th>expected</th></tr>"
         + "".join(rows)
         + "</table>"
+        + _comparison(report.comparison)
         + (f"<h2>Unused cassettes</h2><ul>{unused}</ul>" if unused else "")
         + (f"<h2>Pending drift (agentreplay review)</h2><ul>{pending}</ul>" if pending else "")
         + "".join(sections)

@@ -38,6 +38,9 @@ def render_json(report: SessionReport) -> str:
     if report.network is not None:
         # Which level guarded the session: namespace, python guard or none.
         doc["network"] = report.network
+    if report.comparison is not None:
+        # The model comparison across tests and what replay did not spend (report/comparison_table.py).
+        doc["comparison"] = report.comparison
     return dumps_pretty(doc)
 
 

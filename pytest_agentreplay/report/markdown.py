@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.canonical import display_text
+from ..core.documents import Document
 from ..diff.result import Difference, DriftResult
 from ..diff.text import ABSENT
 from .locate import Locator
@@ -144,6 +145,14 @@ def status_label(test: TestStatus) -> str:
     return f"{test.status} ({test.cause})" if failed else test.status.value
 
 
+def _not_spent(comparison: Document) -> str:
+    total = comparison.get("not_spent") or {}
+    return (
+        f"{total.get('model_calls', 0)} model call(s), {total.get('tokens', 0)} tokens, "
+        f"${float(total.get('cost') or 0):.4f} (prices of {total.get('prices_date', '?')})"
+    )
+
+
 def render_markdown(report: SessionReport) -> str:
     summary = report.summary
     lines = ["## Agent replay report", ""]
@@ -158,6 +167,12 @@ def render_markdown(report: SessionReport) -> str:
     if network is not None:
         why = f" ({network['reason']})" if network.get("reason") else ""
         lines += [f"Network guard: **{network['level']}**, isolation {network['isolation']}{why}", ""]
+    if report.comparison is not None:
+        from .comparison_table import markdown_table
+
+        lines += markdown_table(report.comparison.get("tests") or [])
+        if (report.comparison.get("not_spent") or {}).get("model_calls"):
+            lines += [f"Replay did not spend: {_not_spent(report.comparison)}", ""]
     tests = [t for t in report.tests if notable(t)]
     failures = [t for t in tests if t.status in (Status.FAILED, Status.ERROR) and t.message]
     if tests:

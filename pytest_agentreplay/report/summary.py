@@ -32,6 +32,9 @@ class SessionReport:
     summary: dict[str, int]
     next_steps: list[str]
     network: Document | None = None
+    # The model comparison across tests (``report/comparison_table.py``): ``tests`` rows, and what replay
+    # did not spend (``not_spent``); None when no test compared or replayed.
+    comparison: Document | None = None
 
 
 def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dict[str, int]:

@@ -86,6 +86,8 @@ class SessionController:
         self.statuses: list[TestStatus] = []
         self._status_index: dict[str, int] = {}
         self.comparisons: list[Document] = []
+        # What each replaying test served instead of spending (``replay.modes.not_spent``).
+        self.not_spent: list[Mapping[str, object]] = []
         # (node id, call) of the calls refused without failing their test (``tolerated_hosts``).
         self.tolerated: list[tuple[str, str]] = []
         self.unused: list[str] = []
@@ -139,6 +141,9 @@ class SessionController:
     def add_comparison(self, comparison: Mapping[str, object]) -> None:
         self.comparisons.append(dict(comparison))
 
+    def add_not_spent(self, served: Mapping[str, object]) -> None:
+        self.not_spent.append(served)
+
     def add_tolerated(self, nodeid: str, calls: Iterable[str]) -> None:
         self.tolerated.extend((nodeid, str(call)) for call in calls)
 
@@ -166,13 +171,27 @@ class SessionController:
             from ..report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
             try:
-                write_report(self.settings.report, self.statuses, unused=self.unused, network=self.network())
+                write_report(
+                    self.settings.report,
+                    self.statuses,
+                    unused=self.unused,
+                    network=self.network(),
+                    comparison=self._comparison(),
+                )
             except ReportError as exc:
                 # Said in the summary and in the exit status: a CI job must not pass without its report.
                 self.report_error = str(exc)
                 if exit_ok and new_exit is None:
                     new_exit = 1
         return new_exit
+
+    def _comparison(self) -> Document | None:
+        """The reports' model comparison across tests and what replay did not spend."""
+        if not (self.comparisons or self.not_spent):
+            return None
+        from ..report.comparison_table import not_spent_total, table_rows
+
+        return {"tests": table_rows(self.comparisons), "not_spent": not_spent_total(self.not_spent)}
 
     def _find_unused(self, *, session_failed: bool) -> list[Path]:
         if session_failed or not self.facts.collected:
@@ -263,6 +282,11 @@ class SessionController:
             from ..replay.comparison import summary_lines as comparison_lines
 
             lines.extend(comparison_lines(self.comparisons))
+        if self.not_spent:
+            from ..report.comparison_table import not_spent_line  # the price table, only when a test replayed
+
+            served = not_spent_line(self.not_spent)
+            lines.extend([served] if served else [])
         lines.extend(tolerated_lines(self.tolerated))
         for message in self.facts.strays:
             lines.append(f"  FAILED network access after the test ended: {message.splitlines()[0]}")

@@ -189,6 +189,19 @@ class TestLife:
         run = self.run
         if run is None or run.ctx is None:
             return (yield from self._guarded_call())
+        if run.test.mode == "model-comparison" and not run.recording:
+            from .repeats import comparison_settings_of, repeated_call  # only model comparison repeats
+
+            try:
+                wanted = comparison_settings_of(run)
+            except AgentReplayError as exc:
+                config_error: str | None = str(exc)
+            else:
+                config_error = None
+                if wanted.repeat > 1:
+                    return (yield from repeated_call(self, run, wanted))
+            if config_error is not None:
+                self.fail(Cause.CONFIG, config_error)
         try:
             result = yield
         except BaseException as exc:
@@ -208,6 +221,10 @@ class TestLife:
             except AgentReplayError as exc:
                 cause, message = cause_of(exc), str(exc)
         self.fail(cause, message)
+
+    def guard_to_run(self) -> None:
+        """The guard's refusals during the test's call, handed to its run (a repeated call's, each run)."""
+        self._guard_message("the test's call", hand_to_run=True)
 
     def _guarded_call(self) -> Generator[None, object, object]:
         """The call of a test with no run (``--agentreplay-block-network``, or a replaying test whose run

@@ -273,7 +273,7 @@ class TestRun:
         else:
             # Mode checks (sandbox idempotency, refusals in child processes -> ctx.failures; model-comparison
             # -> the comparison). Audit too: a refusal a fixture swallowed must still fail the test.
-            finish_replay(ctx)
+            finish_replay(ctx, lambda: self._rule_layers(ctx), self.settings)
             problem = ctx.failures.first if passed else None
             if problem is not None:
                 outcome = self._outcome(Action.REPLAYED)
@@ -409,13 +409,7 @@ class TestRun:
         assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
         replayed = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept)
-        layers = RuleLayers(
-            self.test.mode,
-            project=self.test.rules,
-            marker=self.test.marker_rules,
-            hook=self.rules_hook() if self.rules_hook is not None else None,
-            extra=mode_rules(ctx) or None,
-        )
+        layers = self._rule_layers(ctx)
         result = compare_run(
             recorded_dicts,
             replayed.compared,
@@ -480,6 +474,15 @@ class TestRun:
             error.add_note(f"agentreplay: the pending drift was not written: {exc.headline}")
             return None
         return str(path)
+
+    def _rule_layers(self, ctx: RunContext) -> RuleLayers:
+        return RuleLayers(
+            self.test.mode,
+            project=self.test.rules,
+            marker=self.test.marker_rules,
+            hook=self.rules_hook() if self.rules_hook is not None else None,
+            extra=mode_rules(ctx) or None,
+        )
 
     def _saved_update(
         self, not_saved: CassetteNotSavedError | None, outcome: Callable[[Action], TestOutcome]

@@ -23,6 +23,9 @@ class Rule(NamedTuple):
     modes: tuple[str, ...] = ()
     presence_only: bool = False
     unrecorded: Verdict | None = None
+    # model-comparison only: (rubric, judge model) deciding a value; how much more a call may use.
+    judge: tuple[str, str] | None = None
+    max_increase: float | None = None
     source: str = "hook"
     index: int = 0  # type: ignore[assignment]  # the field, not tuple.index (a rule is never searched)
 
@@ -45,6 +48,10 @@ class Rule(NamedTuple):
             extras.append("presence_only")
         if self.unrecorded is not None:
             extras.append(f"unrecorded={self.unrecorded}")
+        if self.judge is not None:
+            extras.append(f"judge={self.judge[1]}")
+        if self.max_increase is not None:
+            extras.append(f"max_increase={self.max_increase:.0%}")
         tail = f" ({', '.join(extras)})" if extras else ""
         return f'{self.source} rule "{self.selector}"{tail}'
 

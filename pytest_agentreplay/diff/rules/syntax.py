@@ -19,7 +19,9 @@ from .rule import VERDICTS, Rule
 
 PRESENCE: Final = "@presence"
 ORDER: Final = "@order"
-PSEUDO_PATHS: Final = (PRESENCE, ORDER)
+# A model call's tokens, cost and latency, for model-comparison's ``max_increase`` rules.
+BUDGETS: Final = ("@usage", "@cost", "@latency")
+PSEUDO_PATHS: Final = (PRESENCE, ORDER, *BUDGETS)
 
 _TOKEN_RE: Final = re.compile(r"\[[^\]]*\]|[^.\[\]]+")
 _INDEX_TOKEN_RE: Final = re.compile(r"\[(?:\d+|\*)\]\Z")
@@ -66,6 +68,8 @@ RULE_KEYS: Final = (
     "modes",
     "presence_only",
     "unrecorded",
+    "judge",
+    "max_increase",
 )
 # The top-level keys of an event dict: a selector without ':' starting with one of them is a path.
 _EVENT_FIELDS: Final = frozenset(
@@ -229,7 +233,9 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
     unrecorded = spec.get("unrecorded")
     if unrecorded is not None and unrecorded not in VERDICTS:
         raise _config_error(name, source, f"unknown verdict {unrecorded!r} for unrecorded")
-    if all(v is None for v in (verdict, epsilon, similarity, unrecorded)) and not (
+    judge = _judge(spec.get("judge"), name, source)
+    max_increase = _increase(spec.get("max_increase"), name, source)
+    if all(v is None for v in (verdict, epsilon, similarity, unrecorded, judge, max_increase)) and not (
         order_insensitive or raw_norm or presence_only
     ):
         raise _config_error(name, source, "the rule has neither a verdict nor a tolerance")
@@ -244,9 +250,47 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         modes=tuple(raw_modes),
         presence_only=presence_only,
         unrecorded=unrecorded,
+        judge=judge,
+        max_increase=max_increase,
         source=source,
         index=index,
     )
+
+
+def _judge(value: object, name: str, source: str) -> tuple[str, str] | None:
+    """``judge = {rubric = "...", model = "..."}``: model-comparison asks that model whether the live value
+    passes the rubric against the recorded one."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, Mapping)
+        or set(value) != {"rubric", "model"}
+        or not all(isinstance(v, str) and v.strip() for v in value.values())
+    ):
+        raise _config_error(
+            name,
+            source,
+            f"judge must be a table of rubric and model (non-empty strings), got {value!r}",
+            fixes=('write judge = { rubric = "same refund amount and order", model = "gpt-4o-mini" }',),
+        )
+    return (str(value["rubric"]), str(value["model"]))
+
+
+def _increase(value: object, name: str, source: str) -> float | None:
+    """``max_increase = "25%"`` (or 0.25): how much more a live call may use than the recorded one."""
+    if value is None:
+        return None
+    number: object = value
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            number = float(value.strip()[:-1]) / 100
+        except ValueError:
+            number = None
+    if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+        raise _config_error(
+            name, source, f'max_increase must be a share such as "25%" or 0.25, got {value!r}'
+        )
+    return float(number)
 
 
 def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> list[Rule]:

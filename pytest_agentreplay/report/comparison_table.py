@@ -1,0 +1,176 @@
+"""The suite's model comparison, one row per test, in every ``--agentreplay-report`` format: recorded model
+against live model, the agreement rate with its interval, the distinct paths, the judged answers, tokens,
+cost and latency of each side, and the test's verdict; and what replay did not spend (the session line).
+
+The JSON rows carry each test's ``agreement`` (a rate), ``interval`` ([low, high]), ``runs`` and ``paths``
+(``report/schema.json`` describes them). The HTML table sorts by any column (a click on its heading).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from ..core.documents import Document
+from ..core.prices import PRICES_DATE
+
+_COLUMNS: Final = (
+    "test", "recorded model", "live model", "runs", "agreement", "interval", "paths", "answers",
+    "tokens rec/live", "cost rec/live", "latency rec/live", "verdict",
+)  # fmt: skip
+
+
+def table_rows(comparisons: Iterable[Mapping[str, object]]) -> list[Document]:
+    """One JSON-able row per test, from the comparisons the tests reported (``replay.comparison``)."""
+    rows = []
+    for c in comparisons:
+        tokens: Document = dict(c.get("tokens") or {})  # type: ignore[call-overload]
+        answers: Document = dict(c.get("answers") or {})  # type: ignore[call-overload]
+        rows.append(
+            {
+                "test": c.get("test") or "",
+                "recorded_model": c.get("recorded_model"),
+                "live_model": c.get("live_model"),
+                "runs": c.get("runs", 1),
+                "agreement": c.get("agreement", 1.0 if c.get("agree") else 0.0),
+                "interval": c.get("interval", [0.0, 1.0]),
+                "paths": c.get("paths") or [],
+                "answers": {
+                    "equivalent": answers.get("agreeing", 0),
+                    "rate": answers.get("rate", 0.0),
+                    "interval": answers.get("interval", [0.0, 1.0]),
+                },
+                "judged": len(c.get("judged") or []),  # type: ignore[arg-type]
+                "tokens": {side: _total(tokens.get(side)) for side in ("recorded", "live")},
+                "cost": c.get("cost") or {"recorded": None, "live": None},
+                "latency_ms": c.get("latency_ms") or {"recorded": 0.0, "live": 0.0},
+                "verdict": c.get("verdict", "pass" if c.get("agree") else "fail"),
+                "min_agreement": c.get("min_agreement", 0.9),
+            }
+        )
+    return rows
+
+
+def _total(side: object) -> float:
+    if not isinstance(side, Mapping):
+        return 0
+    total = float(side.get("input") or 0) + float(side.get("output") or 0)
+    return int(total) if total.is_integer() else round(total, 1)
+
+
+def _cost(value: object) -> str:
+    return f"${value:.4f}" if isinstance(value, int | float) else "?"
+
+
+def _cells(row: Document) -> list[tuple[str, object]]:
+    """(shown text, sort key) per column."""
+    low, high = row["interval"]
+    paths = "; ".join(
+        f"{p['runs']}x {p['path']}" + (" (recorded)" if p["recorded"] else "") for p in row["paths"]
+    )
+    answers = row["answers"]
+    cost, latency, tokens = row["cost"], row["latency_ms"], row["tokens"]
+    return [
+        (row["test"], row["test"]),
+        (str(row["recorded_model"]), str(row["recorded_model"])),
+        (str(row["live_model"]), str(row["live_model"])),
+        (str(row["runs"]), row["runs"]),
+        (f"{row['agreement']:.0%}", row["agreement"]),
+        (f"{low:.2f}-{high:.2f}", low),
+        (paths, len(row["paths"])),
+        (f"{answers['equivalent']}/{row['runs']}", answers["rate"]),
+        (f"{tokens['recorded']}/{tokens['live']}", tokens["live"]),
+        (f"{_cost(cost.get('recorded'))}/{_cost(cost.get('live'))}", cost.get("live") or 0),
+        (f"{latency['recorded']:.0f}/{latency['live']:.0f} ms", latency["live"]),
+        (str(row["verdict"]), str(row["verdict"])),
+    ]
+
+
+def markdown_table(rows: Sequence[Document]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        f"### Model comparison (prices of {PRICES_DATE})",
+        "",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|" + "---|" * len(_COLUMNS),
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(text.replace("|", "\\|") for text, _ in _cells(row)) + " |")
+    lines.append("")
+    return lines
+
+
+# Sorts the table by the clicked column: numbers by their data-sort value, text by its text.
+_SORT_SCRIPT: Final = """<script>
+document.querySelectorAll('table.comparison th').forEach(function (th, column) {
+  th.addEventListener('click', function () {
+    var table = th.closest('table'), body = table.tBodies[0];
+    var down = th.getAttribute('data-order') !== 'asc';
+    th.setAttribute('data-order', down ? 'asc' : 'desc');
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[column].getAttribute('data-sort'), y = b.cells[column].getAttribute('data-sort');
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var order = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return down ? order : -order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+</script>"""
+
+
+def html_table(rows: Sequence[Document], escape: object) -> str:
+    """The sortable table (``escape``: the viewer's HTML escape)."""
+    if not rows:
+        return ""
+    esc = escape if callable(escape) else str
+    head = "".join(f'<th title="sort by {esc(name)}">{esc(name)}</th>' for name in _COLUMNS)
+    body = "".join(
+        f'<tr data-verdict="{esc(row["verdict"])}">'
+        + "".join(f'<td data-sort="{esc(str(key))}">{esc(text)}</td>' for text, key in _cells(row))
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f"<h2>Model comparison</h2><p>prices of {esc(PRICES_DATE)}, US dollars</p>"
+        f"<table class=comparison><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + _SORT_SCRIPT
+    )
+
+
+def not_spent_total(items: Iterable[Mapping[str, object]]) -> Document:
+    """What every replaying test served instead of spending, added up."""
+    calls = tokens = 0
+    cost = 0.0
+    unpriced: set[str] = set()
+    tests = 0
+    for item in items:
+        tests += 1
+        calls += int(item.get("calls") or 0)  # type: ignore[call-overload]
+        tokens += int(item.get("tokens") or 0)  # type: ignore[call-overload]
+        cost += float(item.get("cost") or 0.0)  # type: ignore[arg-type]
+        unpriced.update(str(m) for m in item.get("unpriced") or [])  # type: ignore[attr-defined]
+    return {
+        "tests": tests,
+        "model_calls": calls,
+        "tokens": tokens,
+        "cost": round(cost, 6),
+        "unpriced_models": sorted(unpriced),
+        "prices_date": PRICES_DATE,
+    }
+
+
+def not_spent_line(items: Iterable[Mapping[str, object]]) -> str | None:
+    """The session summary's line: what the replay did not spend (None: it served no model call, as in
+    model-comparison, which sends them, or audit, which runs nothing)."""
+    total = not_spent_total(items)
+    if not total["model_calls"]:
+        return None
+    line = (
+        f"not spent: {total['model_calls']} model call(s) served from cassettes, {total['tokens']} tokens, "
+        f"${total['cost']:.4f} at the price table of {PRICES_DATE}"
+    )
+    if total["unpriced_models"]:
+        line += f" (no price for {', '.join(total['unpriced_models'])}: [tool.agentreplay.prices] adds one)"
+    return line

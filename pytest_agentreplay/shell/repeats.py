@@ -1,0 +1,114 @@
+"""A model-comparison test run N times (``repeat``): one pytest item whose body runs N times, each time in
+a run of its own against the live model, then judged once on all N (``replay/repeats.py``).
+
+Why one item and not N (a parametrization): the verdict is the N runs' together -- a rate and its
+interval against ``min_agreement`` -- and a pytest outcome belongs to one item; N items would each pass or
+fail on one run, and under pytest-xdist would land on different workers, leaving nobody to judge them
+together. One item runs on one worker, so xdist spreads the tests, not the repeats. The test's fixtures
+are set up once and shared by its N runs (like a loop in the test body would); each run begins from the
+cassette again, so no run sees another's calls.
+
+A run's own failure (the live model called a tool the cassette holds no result for, the body raised) is
+that run's data, not the test's: it counts as a run off the recorded path. Only the verdict fails the test
+(its interval wholly below ``min_agreement``), skips it as inconclusive (the interval straddles it: more
+repeats needed; the reason names the numbers) or lets it pass; a budget rule exceeded fails it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import NoReturn, Protocol
+
+import pytest
+from _pytest.outcomes import OutcomeException
+
+from ..core import comparison_settings
+from ..core.comparison_settings import ComparisonSettings
+from ..exceptions import AgentReplayError, ComparisonError
+from ..replay.repeats import FAIL, INCONCLUSIVE, aggregate, verdict_line
+from ..report.status import Action, Cause
+from .session import TestOutcome, TestRun
+
+
+class TestLife(Protocol):
+    """What the loop needs of ``life.TestLife`` (a protocol: the life imports this module)."""
+
+    item: pytest.Item
+
+    def fail(self, cause: Cause, message: str) -> NoReturn: ...
+
+    def guard_to_run(self) -> None: ...
+
+
+def comparison_settings_of(run: TestRun) -> ComparisonSettings:
+    """The test's repeat, min_agreement and live_reads (marker and fixture over the session's). Raises
+    ``ConfigError`` for a bad value."""
+    settings = run.settings
+    session = ComparisonSettings(settings.repeat, settings.min_agreement, settings.live_reads)
+    return comparison_settings.resolve(
+        session, run.test.extra, nodeid=run.nodeid, cli_repeat=settings.repeat_explicit
+    )
+
+
+def repeated_call(
+    life: TestLife, run: TestRun, wanted: ComparisonSettings
+) -> Generator[None, object, object]:
+    """``pytest_runtest_call``'s wrapper for a test run ``wanted.repeat`` times."""
+    comparisons = []
+    result: object = None
+    try:
+        result = yield
+        error: BaseException | None = None
+    except (OutcomeException, KeyboardInterrupt, SystemExit):
+        raise  # a skip, an xfail or an interrupt ends the test, as in a single run
+    except BaseException as exc:
+        error = exc
+    comparisons.append(_end(life, run, error))
+    for _ in range(wanted.repeat - 1):
+        try:
+            run.begin()
+        except AgentReplayError as exc:
+            life.fail(Cause.CONFIG, str(run.located(exc)))
+        error = None
+        try:
+            life.item.runtest()
+        except (OutcomeException, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
+            error = exc
+        comparisons.append(_end(life, run, error))
+    assert run.ctx is not None
+    judged = aggregate(comparisons, wanted.min_agreement)
+    run.ctx.comparison = judged
+    run.outcome = TestOutcome(run.nodeid, str(run.cassette), Action.REPLAYED, run.test.mode)
+    problems = judged.get("budget_problems") or []
+    if judged["verdict"] == FAIL or problems:
+        headline = f"{run.nodeid}: {verdict_line(judged) if judged['verdict'] == FAIL else 'over budget'}"
+        paths = [
+            f"{p['runs']} x {p['path']}" + (" (recorded)" if p["recorded"] else "") for p in judged["paths"]
+        ]
+        error = ComparisonError(
+            headline,
+            evidence=[*paths, *problems],
+            cassette=str(run.cassette),
+            mode=run.test.mode,
+            fixes=["see the agentreplay comparison section of the report for each run"],
+        )
+        life.fail(Cause.TEST, str(error))
+    if judged["verdict"] == INCONCLUSIVE:
+        pytest.skip(f"agentreplay model comparison {verdict_line(judged)}")
+    return result
+
+
+def _end(life: TestLife, run: TestRun, error: BaseException | None) -> dict[str, object]:
+    """End one run and return its comparison; the run's own failures are its data, not the test's."""
+    life.guard_to_run()
+    try:
+        if error is None:
+            run.end(passed=True)
+        else:
+            run.end(passed=False, error=f"{type(error).__name__}: {error}", exc=error)
+    except AgentReplayError:
+        pass
+    assert run.ctx is not None and run.ctx.comparison is not None, "a model-comparison run without comparison"
+    return run.ctx.comparison
