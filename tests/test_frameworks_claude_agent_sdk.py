@@ -250,3 +250,31 @@ def test_client_session_with_two_prompts(lab: Lab, monkeypatch: pytest.MonkeyPat
     lab.run().assert_outcomes(passed=1)
     assert _starts(lab) == 1
     assert len(lab.llm.log) == sent
+
+
+def test_sandbox_runs_the_cli_against_the_tests_services(lab: Lab) -> None:
+    """Sandbox mode runs the CLI for real: its model calls reach the test's own server (a sandbox host), its
+    tools run, and the history it produces is compared with the recording."""
+    work = Path(os.environ["WORK_DIR"])
+    lab.record("messages", _replies(work))
+    sent = len(lab.llm.log)
+    (work / "todo.txt").write_text("old line\n")
+    host = lab.llm.url.split("//", 1)[1].rstrip("/")
+    lab.pytester.makeconftest(
+        "import pytest\n\n@pytest.fixture\ndef agentreplay_config():\n"
+        f"    return {{'sandbox_hosts': [{host!r}]}}\n"
+    )
+    lab.llm.queue("messages", *_replies(work))
+    result = lab.run("--agentreplay-mode=sandbox")
+    result.assert_outcomes(passed=1)
+    assert _starts(lab) == 2, "sandbox starts the CLI"
+    assert len(lab.llm.log) == 2 * sent, "the CLI's model calls went to the test's server"
+    assert (work / "todo.txt").read_text() == "new line\n", "the CLI's Edit ran"
+    assert lab.kit.RAN == [("add", 2, 3)], "the SDK MCP tool's body ran"
+    # The live CLI's history is compared: its ids and timings differ from the recording's, its decisions
+    # do not, and a changed permission verdict still drifts.
+    (work / "todo.txt").write_text("old line\n")
+    lab.llm.queue("messages", *_replies(work))
+    drifted = lab.run("--agentreplay-mode=sandbox", variant="deny_edit")
+    assert_drift(drifted, [r"approval Edit", r"granted.*denied"], "deny_edit in sandbox")
+    assert _starts(lab) == 3

@@ -12,8 +12,9 @@ difference fails the test with the fix.
 
 Not contained, as before: Python (the guard runs in it), commands that read the local machine only
 (``uname``, ``ls``, local ``git``: :func:`~.children.reaches_no_network`), multiprocessing's servers, children
-of runs that allow hosts (a test that talks to its own services on loopback; the child is named in the
-summary), sessions or children already isolated, and machines where no namespace can be made.
+of runs that allow hosts or name sandbox services (a test that talks to its own services on loopback; the
+child is named in the summary), sessions or children already isolated, and machines where no namespace can
+be made.
 """
 
 from __future__ import annotations
@@ -185,12 +186,18 @@ def contains(runs: list[GuardRun], argv: object, command: str, local: Callable[[
         return False
     if NETNS_ENV_VAR in os.environ:
         return False  # the whole session is in its own namespace already
-    if any(isolates(r) or block_only(r) or allow_hosts(r) for r in runs):
+    if any(isolates(r) or block_only(r) or allow_hosts(r) or _names_sandbox_services(r) for r in runs):
         return False
     if not HOLDER.ready():
         return False
     BASELINES.note(runs, command)
     return True
+
+
+def _names_sandbox_services(run: GuardRun) -> bool:
+    """A sandbox run that names its services: its children (an agent CLI) must reach them, which an empty
+    namespace would prevent; like a run that allows hosts, they run unconfined and are named."""
+    return bool(run.settings.sandbox or run.settings.sandbox_hosts)
 
 
 def contained_sends(run_token: str | None) -> tuple[int, list[str]] | None:

@@ -64,6 +64,9 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, object]], ...]] = (
     *((f"*:**.{name}", "ignore") for name in VOLATILE_PAYLOAD_KEYS),
     ("*:**.latency_ms", "ignore"),
     ("*:**.duration_ms", "ignore"),
+    # An agent CLI's raw transcript (ids, uuids, timings of each message): what it decided is compared in
+    # the fields and events made from it (decision, prompts, tool calls, approvals, usage).
+    ("*:output_ref.stream", "ignore"),
     # When each streamed event arrived: timing, not behaviour.
     ("*:output_ref.body.sse[*].t", "ignore"),
     # The whole-body hash duplicates input_ref, which is compared field by field (and JSON-aware).
