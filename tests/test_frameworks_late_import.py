@@ -111,7 +111,8 @@ return graph.compile().invoke({"messages": [("user", question)]})["messages"][-1
 )
 
 # No set_trace_processors([]) here: called after the import it would drop this package's processor too
-# (the adapter's documented limit); without an API key the SDK's own exporter sends nothing.
+# (the adapter's documented limit); the SDK's own trace export is refused without failing the test
+# (tests/test_agents_trace_export.py).
 OPENAI_AGENTS = Framework(
     name="openai_agents",
     markers=("agents",),

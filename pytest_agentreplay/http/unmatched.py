@@ -1,6 +1,6 @@
 """The refusal of a live call no recording answers, one shape for every source of recordings (this plugin's
 cassettes, vcrpy's): the call, what the source says of it, who made it, the closest recorded calls, and the
-fixes; kept in the run's failures unless its host is tolerated."""
+fixes; kept in the run's failures unless its host is tolerated or the call is known harmless."""
 
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ def unmatched_refusal(
     shown = [f"live call: {request.method} {url}", *evidence, *caller.evidence(), *closest]
     if tolerated:
         shown.append(f"{request.host} is in tolerated_hosts: refused, and the test does not fail for it")
+    elif caller.known is not None and caller.known.tolerated:
+        tolerated = True
+        shown.append("a library's own call that changes nothing: refused, and the test does not fail for it")
     remedies = [new_call_fix(ctx.settings.nodeid, ctx.cassette), *fixes]
     if caller.foreign_thread or caller.known is not None:
         # A library's own call (telemetry, a tokenizer download): its fix first, then the way to let the test

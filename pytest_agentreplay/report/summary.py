@@ -185,7 +185,7 @@ def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
     if not tolerated:
         return []
     unique = list(dict.fromkeys(tolerated))
-    lines = [f"tolerated: {plural(len(unique), 'call')} to tolerated_hosts refused without failing the test"]
+    lines = [f"tolerated: {plural(len(unique), 'call')} refused without failing the test"]
     lines.extend(f"  refused, tolerated: {call} in {nodeid}" for nodeid, call in unique)
     return lines
 
