@@ -82,7 +82,9 @@ def _hook(adapter: str, ctx: RunContext) -> Callable[[], None] | None:
     """Activate one adapter for ``ctx``; None (and a warning) when it cannot hook in."""
     try:
         module = importlib.import_module(f"{__name__}.{adapter}")
-        undo: Callable[[], None] = module.activate(ctx)
+        # An adapter that only patches declares its OWNER; one with per-run state has activate(ctx).
+        owner = getattr(module, "OWNER", None)
+        undo: Callable[[], None] = owner.acquire() if owner is not None else module.activate(ctx)
     except Exception as exc:  # e.g. pydantic_ai without opentelemetry-sdk: run on, without its history
         warnings.warn(
             f"pytest-agentreplay: the {adapter} adapter could not hook in ({type(exc).__name__}: {exc}); "
