@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
@@ -222,7 +222,7 @@ class Session:
         with contextlib.suppress(RecordedToolError):  # a recorded failure: its tool.result holds the error
             call.served()
         self.transcript.wrote({"type": "control_response", "request_id": message.get("request_id")})
-        self.served.answered_for_it()
+        self.served.wrote()  # the answer the SDK would have sent, sent in its place
         return True
 
     def _result(self, message: Document) -> None:
@@ -416,16 +416,12 @@ def _apply(patches: Patches, _module: object) -> None:
         session = session_of(self)
         return True if session is not None and session.served is not None else bool(ready(self))
 
-    replacements: dict[str, Callable[..., Any]] = {
-        "connect": patched_connect,
-        "write": patched_write,
-        "read_messages": patched_read,
-        "close": patched_close,
-        "end_input": patched_end_input,
-        "is_ready": patched_ready,
-    }
-    for name, value in replacements.items():
-        patches.set(cls, name, value)
+    patches.set(cls, "connect", patched_connect)
+    patches.set(cls, "write", patched_write)
+    patches.set(cls, "read_messages", patched_read)
+    patches.set(cls, "close", patched_close)
+    patches.set(cls, "end_input", patched_end_input)
+    patches.set(cls, "is_ready", patched_ready)
 
 
 async def _read(

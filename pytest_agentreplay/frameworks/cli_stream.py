@@ -189,10 +189,6 @@ class ServedStream:
             self.sent += 1
         self._wake()
 
-    def answered_for_it(self) -> None:
-        """A message the Python side would have sent, sent in its place (a served tool's answer)."""
-        self.wrote()
-
     def close(self) -> None:
         self.closed = True
         self._wake()

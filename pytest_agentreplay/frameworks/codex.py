@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from typing import Any, Final
 
 from openai_codex.client import CodexClient
@@ -289,14 +288,10 @@ def _apply(patches: Patches, _module: object) -> None:
         if session is None or session.served is None:
             close(self)
 
-    replacements: dict[str, Callable[..., Any]] = {
-        "start": patched_start,
-        "_write_message": patched_write,
-        "_read_message": patched_read,
-        "close": patched_close,
-    }
-    for name, value in replacements.items():
-        patches.set(cls, name, value)
+    patches.set(cls, "start", patched_start)
+    patches.set(cls, "_write_message", patched_write)
+    patches.set(cls, "_read_message", patched_read)
+    patches.set(cls, "close", patched_close)
 
 
 OWNER = Owner(Library(_apply))

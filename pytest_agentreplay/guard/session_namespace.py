@@ -31,6 +31,7 @@ from ..core.constants import NETNS_ENV_VAR
 from ..core.documents import Document
 from ..exceptions import ConfigError
 from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
+from .no_route import counting, namespace_id
 
 ENV_VAR = NETNS_ENV_VAR
 
@@ -129,7 +130,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
     in-process runs), which must not move the outer session into a namespace. Raises ``ConfigError`` when
     ``isolate = required`` and the machine refuses."""
     setting = settings.isolate
-    if inherited():
+    if counting():  # inside the namespace an ancestor session entered (an xdist worker)
         return Isolation(setting, INHERITED, "inside the network namespace the parent session entered")
     if setting == OFF:
         return Isolation(setting, OFF)
@@ -209,19 +210,6 @@ def _fixes(reason: str) -> list[str]:
         "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why"
     )
     return fixes
-
-
-def inherited() -> bool:
-    """Whether this process is inside the namespace an ancestor session entered (an xdist worker)."""
-    marker = os.environ.get(ENV_VAR)
-    return bool(marker) and marker == namespace_id()
-
-
-def namespace_id() -> str | None:
-    try:
-        return os.readlink("/proc/self/ns/net")
-    except OSError:
-        return None
 
 
 def outside_loopback(hosts: Iterable[str]) -> list[str]:
