@@ -38,7 +38,16 @@ from ..core.documents import Document
 from ..core.patching import Library, Owner, Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
-from .cli_stream import STREAM_KEY, ServedStream, Transcript, effect, emit_end, obj, served_session
+from .cli_stream import (
+    STREAM_KEY,
+    ServedStream,
+    Transcript,
+    cli_tool_call,
+    effect,
+    emit_end,
+    obj,
+    served_session,
+)
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
@@ -163,17 +172,9 @@ class Session:
         if name.startswith(_MCP_PREFIX) and name.split("__")[1:2] and name.split("__")[1] in self.sdk_servers:
             return  # an in-process SDK MCP tool: its control request is the tool call
         arguments = use.get("input")
-        call = ToolCall(
-            self.ctx,
-            name,
-            None,
-            effect(self.ctx, name, READ_TOOLS),
-            arguments if isinstance(arguments, dict) else {"input": arguments},
-            None,
-            extra={"transport": TRANSPORT},
-            may_group=False,
-        )
-        self.tools[str(use.get("id"))] = call
+        arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
+        kind = effect(self.ctx, name, READ_TOOLS)
+        self.tools[str(use.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
 
     def _tool_results(self, message: object) -> None:
         content = message.get("content") if isinstance(message, dict) else None
@@ -200,16 +201,10 @@ class Session:
             server, tool = str(request.get("server_name")), str(params.get("name"))
             arguments = params.get("arguments")
             qualified = f"{server}/{tool}"
-            self.mcp_calls[request_id] = ToolCall(
-                self.ctx,
-                qualified,
-                None,
-                effect(self.ctx, tool, self.read_only, qualified),
-                dict(arguments) if isinstance(arguments, dict) else {},
-                None,
-                extra={"transport": TRANSPORT, "server": server},
-                may_group=False,
-            )
+            kind = effect(self.ctx, tool, self.read_only, qualified)
+            arguments = dict(arguments) if isinstance(arguments, dict) else {}
+            call = cli_tool_call(self.ctx, TRANSPORT, qualified, kind, arguments, server=server)
+            self.mcp_calls[request_id] = call
 
     def serves_itself(self, message: Document) -> bool:
         """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose

@@ -27,7 +27,7 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext, payload
 from ..core.commands import rerecord_fix
 from ..core.documents import Document
-from ..core.tool_calls import EffectKind
+from ..core.tool_calls import EffectKind, ToolCall
 from ..exceptions import ReplayError
 
 # How long a served message waits for the Python side's message the recording saw before it: an agent
@@ -48,6 +48,15 @@ def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> Ef
         if overrides.get(key) in ("read", "write"):
             return "read" if overrides[key] == "read" else "write"
     return "read" if name in reads else "write"
+
+
+def cli_tool_call(
+    ctx: RunContext, transport: str, name: str, kind: EffectKind, arguments: Document, **extra: object
+) -> ToolCall:
+    """A tool call the CLI made, recorded under ``transport`` (``extra``: more of its ``data``)."""
+    return ToolCall(
+        ctx, name, None, kind, arguments, None, extra={"transport": transport, **extra}, may_group=False
+    )
 
 
 def emit_end(ctx: RunContext, transport: str, left: list[Document]) -> None:

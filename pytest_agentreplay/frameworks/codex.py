@@ -36,7 +36,7 @@ from ..core.capture import RunContext, current_run, payload
 from ..core.documents import Document
 from ..core.patching import Library, Owner, Patches, genuine_function
 from ..core.tool_calls import ToolCall
-from .cli_stream import STREAM_KEY, Transcript, effect, emit_end, obj, served_session
+from .cli_stream import STREAM_KEY, Transcript, cli_tool_call, effect, emit_end, obj, served_session
 
 TRANSPORT: Final = "codex"
 _STATE: Final = "_agentreplay_session"
@@ -124,16 +124,8 @@ class Session:
         else:
             return
         assert name is not None
-        self.items[str(item.get("id"))] = ToolCall(
-            self.ctx,
-            name,
-            None,
-            effect(self.ctx, name, _READS, str(item.get("tool", ""))),
-            arguments,
-            None,
-            extra={"transport": TRANSPORT},
-            may_group=False,
-        )
+        kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
+        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
 
     def _item_completed(self, item: Document) -> None:
         call = self.items.pop(str(item.get("id")), None)
