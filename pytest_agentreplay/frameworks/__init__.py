@@ -1,28 +1,16 @@
 """Framework adapters: the decision history of agents built on a framework, without decorating tools.
 
-Each adapter uses the framework's own public extension point and is activated by :func:`activate` for the
-frameworks in use by the run:
+Each adapter (:data:`ADAPTERS`, a module each, documented there) uses the framework's own extension point
+(a tracing processor, a callback hook, OpenTelemetry GenAI spans, or a patch of its tool call) and is
+activated by :func:`activate` for the frameworks the run uses.
 
-- ``pydantic_ai``: its OpenTelemetry GenAI instrumentation (``Agent.instrument_all``) read by an
-  in-process span processor (:mod:`.otel`); the :class:`~.pydantic_ai.ReplayTools` capability also
-  serves read-only tools from the cassette in replay;
-- ``langchain_core`` (LangChain, LangGraph): a callback handler registered with
-  ``langchain_core.tracers.context.register_configure_hook`` (:mod:`.langchain`); ToolNode's
-  ``wrap_tool_call`` can serve read-only tools (:func:`~.langchain.replay_tool_call`);
-- ``agents`` (OpenAI Agents SDK): a tracing processor (``agents.add_trace_processor``);
-- any other library emitting OpenTelemetry GenAI spans through the global SDK tracer provider: the
-  generic bridge (:mod:`.otel`).
-
-Nothing is imported eagerly. A framework already imported when the run starts hooks in at once (one
-``sys.modules`` lookup per framework); one that is installed but not imported yet hooks in the moment it
-has been imported, in whichever thread, while the run lasts (an agent importing its framework inside its
-function, a test importing its agent module in its body): :class:`LateImports` keeps one
+Nothing is imported eagerly. A framework already imported when the run starts hooks in at once; one that
+is installed but not imported yet hooks in the moment it has been imported, in whichever thread, while
+the run lasts (an agent importing its framework inside its function): :class:`LateImports` keeps one
 :class:`~pytest_agentreplay.core.after_import.AfterImport` finder in ``sys.meta_path`` while some run
 waits for a framework. A project without any framework installed pays one cached look-up per framework.
-
-Hooks are installed once per process (each adapter's :class:`~pytest_agentreplay.core.patching.Owner`) and
-dispatch to the active run (a no-op without one); per-run bookkeeping lives in the run's rooms
-(``ctx.rooms``) and ``RunContext.frameworks``.
+Hooks are installed once per process and dispatch to the active run; per-run bookkeeping lives in the
+run's rooms.
 """
 
 from __future__ import annotations
@@ -82,7 +70,9 @@ def _hook(adapter: str, ctx: RunContext) -> Callable[[], None] | None:
     """Activate one adapter for ``ctx``; None (and a warning) when it cannot hook in."""
     try:
         module = importlib.import_module(f"{__name__}.{adapter}")
-        undo: Callable[[], None] = module.activate(ctx)
+        # An adapter that only patches declares its OWNER; one with per-run state has activate(ctx).
+        owner = getattr(module, "OWNER", None)
+        undo: Callable[[], None] = owner.acquire() if owner is not None else module.activate(ctx)
     except Exception as exc:  # e.g. pydantic_ai without opentelemetry-sdk: run on, without its history
         warnings.warn(
             f"pytest-agentreplay: the {adapter} adapter could not hook in ({type(exc).__name__}: {exc}); "

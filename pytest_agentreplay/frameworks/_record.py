@@ -60,8 +60,6 @@ class ToolExecution:
         span_id: str | None = None,
     ) -> None:
         self.ctx = ctx
-        self.name = name
-        self.arguments = arguments
         self.info = ToolInfo(name=name)
         self.attempt = ctx.recorder.next_attempt(name, hash_value(arguments))
         self.trace_id = trace_id

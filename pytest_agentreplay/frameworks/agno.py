@@ -9,7 +9,6 @@ events are compared.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 from agno.tools.function import FunctionCall
@@ -59,8 +58,4 @@ def _apply(patches: Patches, _module: object) -> None:
     patches.set(FunctionCall, "aexecute", patched_aexecute)
 
 
-_OWNER = Owner(Library(_apply))
-
-
-def activate(_ctx: object) -> Callable[[], None]:
-    return _OWNER.acquire()
+OWNER = Owner(Library(_apply))

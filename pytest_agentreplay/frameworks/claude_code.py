@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
@@ -36,19 +36,23 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext, current_run, payload
 from ..core.documents import Document
 from ..core.patching import Library, Owner, Patches, genuine_function
-from ..core.tool_calls import EffectKind, ToolCall
+from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
-from .cli_stream import STREAM_KEY, ServedStream, Transcript, recorded_transcript, split_sessions
+from .cli_stream import (
+    STREAM_KEY,
+    ServedStream,
+    Transcript,
+    cli_tool_call,
+    effect,
+    emit_end,
+    obj,
+    served_session,
+)
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
 _STATE: Final = "_agentreplay_session"
 _MCP_PREFIX: Final = "mcp__"
-
-
-def _obj(value: object) -> Document:
-    """``value`` when it is a JSON object, else an empty one (the CLI's messages are read defensively)."""
-    return value if isinstance(value, dict) else {}
 
 
 def _text(content: object) -> str:
@@ -76,20 +80,6 @@ class _Turn:
             self.usage = message.get("usage")
 
 
-class _RunSessions:
-    """Per run: how many CLI sessions have started, and (replay) the recorded ones, in order."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.recorded: list[list[Document]] | None = None
-
-    def next_recorded(self, ctx: RunContext) -> list[Document]:
-        if self.recorded is None:
-            self.recorded = split_sessions(recorded_transcript(ctx, TRANSPORT), _opens_session)
-        index, self.started = self.started, self.started + 1
-        return self.recorded[index] if index < len(self.recorded) else []
-
-
 def _opens_or_asks(out: Document) -> bool:
     """One of the SDK's own control requests (``initialize``, ``interrupt``...): its id is the SDK's."""
     return out.get("type") == "control_request"
@@ -113,16 +103,14 @@ class Session:
         self.mcp_calls: dict[str, ToolCall] = {}
         self.read_only: set[str] = set()
         self.sdk_servers = _sdk_servers(transport)
-        self.served: ServedStream | None = None
         self.closed = False
-        if not ctx.executes_tool():
-            entries = ctx.rooms.of(_RunSessions, _RunSessions).next_recorded(ctx)
-            self.served = ServedStream(
-                ctx,
-                entries,
-                what=f"Claude Agent SDK session (transport {TRANSPORT})",
-                own_request=_opens_or_asks,
-            )
+        self.served = served_session(
+            ctx,
+            TRANSPORT,
+            what=f"Claude Agent SDK session (transport {TRANSPORT})",
+            opens=_opens_session,
+            own_request=_opens_or_asks,
+        )
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
@@ -184,24 +172,9 @@ class Session:
         if name.startswith(_MCP_PREFIX) and name.split("__")[1:2] and name.split("__")[1] in self.sdk_servers:
             return  # an in-process SDK MCP tool: its control request is the tool call
         arguments = use.get("input")
-        call = ToolCall(
-            self.ctx,
-            name,
-            None,
-            self._effect(name, READ_TOOLS),
-            arguments if isinstance(arguments, dict) else {"input": arguments},
-            None,
-            extra={"transport": TRANSPORT},
-            may_group=False,
-        )
-        self.tools[str(use.get("id"))] = call
-
-    def _effect(self, name: str, reads: frozenset[str] | set[str], *also: str) -> EffectKind:
-        overrides = self.ctx.settings.mcp_effects
-        for key in (*also, name):
-            if overrides.get(key) in ("read", "write"):
-                return "read" if overrides[key] == "read" else "write"
-        return "read" if name in reads else "write"
+        arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
+        kind = effect(self.ctx, name, READ_TOOLS)
+        self.tools[str(use.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
 
     def _tool_results(self, message: object) -> None:
         content = message.get("content") if isinstance(message, dict) else None
@@ -222,22 +195,16 @@ class Session:
             return
         request_id = str(message.get("request_id"))
         self.requests[request_id] = request
-        mcp = _obj(request.get("message"))
+        mcp = obj(request.get("message"))
         if request.get("subtype") == "mcp_message" and mcp.get("method") == "tools/call":
-            params = _obj(mcp.get("params"))
+            params = obj(mcp.get("params"))
             server, tool = str(request.get("server_name")), str(params.get("name"))
             arguments = params.get("arguments")
             qualified = f"{server}/{tool}"
-            self.mcp_calls[request_id] = ToolCall(
-                self.ctx,
-                qualified,
-                None,
-                self._effect(tool, self.read_only, qualified),
-                dict(arguments) if isinstance(arguments, dict) else {},
-                None,
-                extra={"transport": TRANSPORT, "server": server},
-                may_group=False,
-            )
+            kind = effect(self.ctx, tool, self.read_only, qualified)
+            arguments = dict(arguments) if isinstance(arguments, dict) else {}
+            call = cli_tool_call(self.ctx, TRANSPORT, qualified, kind, arguments, server=server)
+            self.mcp_calls[request_id] = call
 
     def serves_itself(self, message: Document) -> bool:
         """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
@@ -250,7 +217,7 @@ class Session:
         with contextlib.suppress(RecordedToolError):  # a recorded failure: its tool.result holds the error
             call.served()
         self.transcript.wrote({"type": "control_response", "request_id": message.get("request_id")})
-        self.served.answered_for_it()
+        self.served.wrote()  # the answer the SDK would have sent, sent in its place
         return True
 
     def _result(self, message: Document) -> None:
@@ -305,7 +272,7 @@ class Session:
         if request is None:
             return
         error = response.get("error") if response.get("subtype") == "error" else None
-        answer = _obj(response.get("response"))
+        answer = obj(response.get("response"))
         subtype = request.get("subtype")
         if subtype == "can_use_tool":
             self._approval(request, answer, error)
@@ -333,9 +300,9 @@ class Session:
         self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
 
     def _hook(self, request: Document, answer: Document, error: object) -> None:
-        hook_input = _obj(request.get("input"))
+        hook_input = obj(request.get("input"))
         event_name = hook_input.get("hook_event_name")
-        specific = _obj(answer.get("hookSpecificOutput"))
+        specific = obj(answer.get("hookSpecificOutput"))
         verdict = specific.get("permissionDecision") or answer.get("decision")
         if verdict is None:
             verdict = "stop" if answer.get("continue") is False else "continue"
@@ -352,10 +319,10 @@ class Session:
         self.ctx.recorder.emit("policy.decision", actor="policy", event_class="decision", data=data)
 
     def _mcp_answer(self, request_id: str, request: Document, answer: Document, error: object) -> None:
-        reply = _obj(answer.get("mcp_response"))
-        mcp = _obj(request.get("message"))
+        reply = obj(answer.get("mcp_response"))
+        mcp = obj(request.get("message"))
         if mcp.get("method") == "tools/list":
-            tools = _obj(reply.get("result")).get("tools")
+            tools = obj(reply.get("result")).get("tools")
             for listed in tools if isinstance(tools, list) else ():
                 hints = listed.get("annotations") if isinstance(listed, dict) else None
                 if isinstance(hints, dict) and hints.get("readOnlyHint") is True:
@@ -377,23 +344,14 @@ class Session:
             for message in self.served.rest():
                 self.received(message)
         self._end_turn()
-        left = self.transcript.take()
-        if left:
-            self.ctx.recorder.emit(
-                "state.update",
-                actor="runtime",
-                event_class="decision",
-                state_hash=hash_value(None),
-                data={"node": f"{TRANSPORT} end", "label": f"{TRANSPORT} end", "transport": TRANSPORT},
-                output=payload({STREAM_KEY: left}),
-            )
+        emit_end(self.ctx, TRANSPORT, self.transcript.take())
 
 
 def _sdk_servers(transport: Any) -> set[str]:
     servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
     if not isinstance(servers, dict):
         return set()
-    return {str(name) for name, config in servers.items() if _obj(config).get("type") == "sdk"}
+    return {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
 
 
 def session_of(transport: object) -> Session | None:
@@ -453,16 +411,12 @@ def _apply(patches: Patches, _module: object) -> None:
         session = session_of(self)
         return True if session is not None and session.served is not None else bool(ready(self))
 
-    replacements: dict[str, Callable[..., Any]] = {
-        "connect": patched_connect,
-        "write": patched_write,
-        "read_messages": patched_read,
-        "close": patched_close,
-        "end_input": patched_end_input,
-        "is_ready": patched_ready,
-    }
-    for name, value in replacements.items():
-        patches.set(cls, name, value)
+    patches.set(cls, "connect", patched_connect)
+    patches.set(cls, "write", patched_write)
+    patches.set(cls, "read_messages", patched_read)
+    patches.set(cls, "close", patched_close)
+    patches.set(cls, "end_input", patched_end_input)
+    patches.set(cls, "is_ready", patched_ready)
 
 
 async def _read(
@@ -491,8 +445,4 @@ def _with_live_id(served: ServedStream, message: Document) -> Document:
     return message if live is None else {**message, "response": {**response, "request_id": live}}
 
 
-_OWNER = Owner(Library(_apply))
-
-
-def activate(ctx: RunContext) -> Callable[[], None]:
-    return _OWNER.acquire()
+OWNER = Owner(Library(_apply))

@@ -18,20 +18,58 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from typing import Final
 
 import anyio
 
-from ..core.capture import RunContext
+from ..core.canonical import hash_value
+from ..core.capture import RunContext, payload
 from ..core.commands import rerecord_fix
 from ..core.documents import Document
+from ..core.tool_calls import EffectKind, ToolCall
 from ..exceptions import ReplayError
 
 # How long a served message waits for the Python side's message the recording saw before it: an agent
 # whose callbacks now send fewer messages would otherwise hang the test.
 WAIT_SECONDS: Final = 30.0
 STREAM_KEY: Final = "stream"
+
+
+def obj(value: object) -> Document:
+    """``value`` when it is a JSON object, else an empty one (the CLI's messages are read defensively)."""
+    return value if isinstance(value, dict) else {}
+
+
+def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> EffectKind:
+    """A CLI tool's effect: ``mcp_effects`` by ``keys`` or ``name``, else a read when ``name`` reads."""
+    overrides = ctx.settings.mcp_effects
+    for key in (*keys, name):
+        if overrides.get(key) in ("read", "write"):
+            return "read" if overrides[key] == "read" else "write"
+    return "read" if name in reads else "write"
+
+
+def cli_tool_call(
+    ctx: RunContext, transport: str, name: str, kind: EffectKind, arguments: Document, **extra: object
+) -> ToolCall:
+    """A tool call the CLI made, recorded under ``transport`` (``extra``: more of its ``data``)."""
+    return ToolCall(
+        ctx, name, None, kind, arguments, None, extra={"transport": transport, **extra}, may_group=False
+    )
+
+
+def emit_end(ctx: RunContext, transport: str, left: list[Document]) -> None:
+    """The closing ``state.update`` holding the messages no other event took (none: nothing emitted)."""
+    if left:
+        ctx.recorder.emit(
+            "state.update",
+            actor="runtime",
+            event_class="decision",
+            state_hash=hash_value(None),
+            data={"node": f"{transport} end", "label": f"{transport} end", "transport": transport},
+            output=payload({STREAM_KEY: left}),
+        )
 
 
 class Transcript:
@@ -69,6 +107,38 @@ def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
         if isinstance(stream, list):
             entries.extend(e for e in stream if isinstance(e, dict))
     return entries
+
+
+class RecordedSessions:
+    """A run's room: per transport, the recorded CLI sessions (cut where an outgoing summary ``opens``
+    one) and how many have been served."""
+
+    def __init__(self) -> None:
+        self.served: dict[str, int] = {}
+        self.recorded: dict[str, list[list[Document]]] = {}
+
+    def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
+        if transport not in self.recorded:
+            self.recorded[transport] = split_sessions(recorded_transcript(ctx, transport), opens)
+        sessions, index = self.recorded[transport], self.served.get(transport, 0)
+        self.served[transport] = index + 1
+        return sessions[index] if index < len(sessions) else []
+
+
+def served_session(
+    ctx: RunContext,
+    transport: str,
+    *,
+    what: str,
+    opens: Callable[[Document], bool],
+    own_request: Callable[[Document], bool],
+) -> ServedStream | None:
+    """The recorded session served to the next CLI session ``transport`` starts in this run; None when
+    the run executes tools (sandbox: the CLI runs for real)."""
+    if ctx.executes_tool():
+        return None
+    entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
+    return ServedStream(ctx, entries, what=what, own_request=own_request)
 
 
 def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
@@ -127,10 +197,6 @@ class ServedStream:
                 self.requests += 1
             self.sent += 1
         self._wake()
-
-    def answered_for_it(self) -> None:
-        """A message the Python side would have sent, sent in its place (a served tool's answer)."""
-        self.wrote()
 
     def close(self) -> None:
         self.closed = True

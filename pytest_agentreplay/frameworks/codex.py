@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from typing import Any, Final
 
 from openai_codex.client import CodexClient
@@ -36,8 +35,8 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext, current_run, payload
 from ..core.documents import Document
 from ..core.patching import Library, Owner, Patches, genuine_function
-from ..core.tool_calls import EffectKind, ToolCall
-from .cli_stream import STREAM_KEY, ServedStream, Transcript, recorded_transcript, split_sessions
+from ..core.tool_calls import ToolCall
+from .cli_stream import STREAM_KEY, Transcript, cli_tool_call, effect, emit_end, obj, served_session
 
 TRANSPORT: Final = "codex"
 _STATE: Final = "_agentreplay_session"
@@ -46,28 +45,12 @@ _READS: Final = frozenset({"web_search"})
 _DECLINED: Final = frozenset({"decline", "cancel", "denied", "abort"})
 
 
-def _obj(value: object) -> Document:
-    return value if isinstance(value, dict) else {}
-
-
 def _own_request(out: Document) -> bool:
     return "request_id" in out and "method" in out
 
 
 def _opens_session(out: Document) -> bool:
     return out.get("method") == "initialize"
-
-
-class _RunSessions:
-    def __init__(self) -> None:
-        self.started = 0
-        self.recorded: list[list[Document]] | None = None
-
-    def next_recorded(self, ctx: RunContext) -> list[Document]:
-        if self.recorded is None:
-            self.recorded = split_sessions(recorded_transcript(ctx, TRANSPORT), _opens_session)
-        index, self.started = self.started, self.started + 1
-        return self.recorded[index] if index < len(self.recorded) else []
 
 
 class Session:
@@ -81,12 +64,13 @@ class Session:
         self.model: object = None
         self.items: dict[str, ToolCall] = {}
         self.asked: dict[str, Document] = {}
-        self.served: ServedStream | None = None
-        if not ctx.executes_tool():
-            entries = ctx.rooms.of(_RunSessions, _RunSessions).next_recorded(ctx)
-            self.served = ServedStream(
-                ctx, entries, what=f"Codex session ({TRANSPORT})", own_request=_own_request
-            )
+        self.served = served_session(
+            ctx,
+            TRANSPORT,
+            what=f"Codex session ({TRANSPORT})",
+            opens=_opens_session,
+            own_request=_own_request,
+        )
 
     # -- what the server sent --------------------------------------------------------------------
 
@@ -94,20 +78,20 @@ class Session:
         with self.lock:
             self.transcript.received(message)
             method = message.get("method")
-            params = _obj(message.get("params"))
+            params = obj(message.get("params"))
             if "id" in message and isinstance(method, str):
                 self.asked[str(message.get("id"))] = {"method": method, "params": params}
             elif method == "thread/tokenUsage/updated":
                 self._model_call(params)
             elif method == "item/started":
-                self._item_started(_obj(params.get("item")))
+                self._item_started(obj(params.get("item")))
             elif method == "item/completed":
-                self._item_completed(_obj(params.get("item")))
+                self._item_completed(obj(params.get("item")))
             elif method == "turn/completed":
-                self._turn_completed(_obj(params.get("turn")))
+                self._turn_completed(obj(params.get("turn")))
 
     def _model_call(self, params: Document) -> None:
-        usage = _obj(params.get("tokenUsage"))
+        usage = obj(params.get("tokenUsage"))
         prompts, self.prompts = self.prompts, []
         self.ctx.recorder.emit(
             "model.call",
@@ -130,7 +114,7 @@ class Session:
         arguments: Document
         if kind == "mcpToolCall":
             name = f"{item.get('server')}/{item.get('tool')}"
-            arguments = _obj(item.get("arguments"))
+            arguments = obj(item.get("arguments"))
         elif kind == "commandExecution":
             arguments = {"command": item.get("command"), "cwd": item.get("cwd")}
         elif kind == "fileChange":
@@ -140,23 +124,8 @@ class Session:
         else:
             return
         assert name is not None
-        self.items[str(item.get("id"))] = ToolCall(
-            self.ctx,
-            name,
-            None,
-            self._effect(name, str(item.get("tool", ""))),
-            arguments,
-            None,
-            extra={"transport": TRANSPORT},
-            may_group=False,
-        )
-
-    def _effect(self, name: str, tool: str) -> EffectKind:
-        overrides = self.ctx.settings.mcp_effects
-        for key in (name, tool):
-            if overrides.get(key) in ("read", "write"):
-                return "read" if overrides[key] == "read" else "write"
-        return "read" if name in _READS else "write"
+        kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
+        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
 
     def _item_completed(self, item: Document) -> None:
         call = self.items.pop(str(item.get("id")), None)
@@ -195,7 +164,7 @@ class Session:
     def wrote(self, message: Document) -> None:
         with self.lock:
             method = message.get("method")
-            params = _obj(message.get("params"))
+            params = obj(message.get("params"))
             summary: Document = {}
             own = isinstance(method, str) and "id" in message
             if own:
@@ -208,7 +177,7 @@ class Session:
                 summary = {"method": method}
             else:
                 summary = {"answer": message.get("id")}
-                self._answered(str(message.get("id")), _obj(message.get("result")))
+                self._answered(str(message.get("id")), obj(message.get("result")))
             if self.served is not None:
                 self.served.wrote(message.get("id") if own else None)
             self.transcript.wrote(summary)
@@ -224,7 +193,7 @@ class Session:
         subject = "file_change" if "fileChange" in method else "command"
         decision = result.get("decision")
         declined = (isinstance(decision, str) and decision in _DECLINED) or not decision
-        params = _obj(asked.get("params"))
+        params = obj(asked.get("params"))
         data: Document = {
             "subject": subject,
             "status": "denied" if declined else "granted",
@@ -243,16 +212,7 @@ class Session:
                 self.served.close()
                 for message in self.served.rest():
                     self.received(message)
-            left = self.transcript.take()
-            if left:
-                self.ctx.recorder.emit(
-                    "state.update",
-                    actor="runtime",
-                    event_class="decision",
-                    state_hash=hash_value(None),
-                    data={"node": f"{TRANSPORT} end", "label": f"{TRANSPORT} end", "transport": TRANSPORT},
-                    output=payload({STREAM_KEY: left}),
-                )
+            emit_end(self.ctx, TRANSPORT, self.transcript.take())
 
     def served_message(self) -> Document:
         """Replay: the next recorded message for the SDK's reader (responses under the live ids)."""
@@ -320,18 +280,10 @@ def _apply(patches: Patches, _module: object) -> None:
         if session is None or session.served is None:
             close(self)
 
-    replacements: dict[str, Callable[..., Any]] = {
-        "start": patched_start,
-        "_write_message": patched_write,
-        "_read_message": patched_read,
-        "close": patched_close,
-    }
-    for name, value in replacements.items():
-        patches.set(cls, name, value)
+    patches.set(cls, "start", patched_start)
+    patches.set(cls, "_write_message", patched_write)
+    patches.set(cls, "_read_message", patched_read)
+    patches.set(cls, "close", patched_close)
 
 
-_OWNER = Owner(Library(_apply))
-
-
-def activate(ctx: RunContext) -> Callable[[], None]:
-    return _OWNER.acquire()
+OWNER = Owner(Library(_apply))

@@ -106,9 +106,6 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         input_str: str,
         *,
         run_id: UUID,
-        parent_run_id: UUID | None = None,
-        tags: list[str] | None = None,
-        metadata: Mapping[str, object] | None = None,
         inputs: Mapping[str, object] | None = None,
         **kwargs: object,
     ) -> None:

@@ -29,7 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import StatusCode
 
-from ..core.capture import RunContext, current_run
+from ..core.capture import RunContext
 from ..core.documents import Document
 from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
 
@@ -104,13 +104,8 @@ class GenAISpanProcessor(SpanProcessor):
             _note(ctx, span, attributes)
 
     def on_end(self, span: ReadableSpan) -> None:
-        ctx = current_run()
-        if ctx is None or span.context is None:
-            return
-        try:
-            self._end(ctx, span)
-        except Exception as exc:
-            ctx.failures.add(exc)
+        if span.context is not None:
+            in_current_run(lambda ctx: self._end(ctx, span))
 
     def _end(self, ctx: RunContext, span: ReadableSpan) -> None:
         assert span.context is not None
@@ -184,7 +179,7 @@ class ProviderHooks:
     """
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         # id() of each provider that has our processor
         self.hooked: set[int] = set()
         self.private: TracerProvider | None = None
@@ -192,10 +187,8 @@ class ProviderHooks:
     def private_provider(self) -> TracerProvider:
         with self.lock:
             if self.private is None:
-                provider = TracerProvider()
-                provider.add_span_processor(_PROCESSOR)
-                self.hooked.add(id(provider))
-                self.private = provider
+                self.private = TracerProvider()
+                self.hook(self.private)
             return self.private
 
     def hook(self, provider: TracerProvider) -> None:
@@ -217,17 +210,10 @@ def private_provider() -> TracerProvider:
     return _PROVIDERS.private_provider()
 
 
-def hook_global_provider() -> bool:
-    """Add the processor to the global SDK tracer provider, once; False when none is set."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        return False
-    _PROVIDERS.hook(provider)
-    return True
-
-
 def activate(ctx: RunContext) -> Callable[[], None]:
-    hook_global_provider()
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):  # the global SDK provider, when one is set: hooked once
+        _PROVIDERS.hook(provider)
 
     def deactivate() -> None:
         # Spans still open at the end of the run (a tool that never returned) end it with an error.

@@ -16,7 +16,7 @@ tool really ran with) and the span processor leaves those calls alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
-from ..core.capture import RunContext, current_run, to_jsonable
+from ..core.capture import current_run, to_jsonable
 from ..core.patching import Library, Owner, Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
@@ -49,11 +49,7 @@ def _instrument(patches: Patches, _module: object) -> None:
 
 # ``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the first
 # run, off with the last (concurrent runs, async tests and nested sessions, share it).
-_INSTRUMENTATION = Owner(Library(_instrument))
-
-
-def activate(ctx: RunContext) -> Callable[[], None]:
-    return _INSTRUMENTATION.acquire()
+OWNER = Owner(Library(_instrument))
 
 
 @dataclass

@@ -9,7 +9,6 @@ again and their events are compared (no public hook answers a tool call in its p
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 from smolagents.tools import Tool
@@ -55,8 +54,4 @@ def _apply(patches: Patches, _module: object) -> None:
     patches.set(Tool, "__call__", patched_call)
 
 
-_OWNER = Owner(Library(_apply))
-
-
-def activate(_ctx: object) -> Callable[[], None]:
-    return _OWNER.acquire()
+OWNER = Owner(Library(_apply))

@@ -1,21 +1,9 @@
 """Fail-closed network guard: while a replay run is active, nothing leaves the process unless allowed.
 
-What is guarded while installed (:func:`install`, counted by the owner of :mod:`.patches`), a module each:
-
-- :mod:`.sockets`: ``connect``, ``connect_ex``, ``sendto``/``sendmsg`` with an address and
-  ``create_connection``, on sockets of every family and type, and every send on a socket connected
-  before the guard applied (through the socket gate the plugin installs when it loads, which passes
-  calls through until :func:`install` arms it);
-- :mod:`.resolution`: ``getaddrinfo``, ``gethostbyname(_ex)``, ``gethostbyaddr``, ``getnameinfo``;
-- threads (:mod:`.runs`): a thread started while a replay run guards stays guarded by that run after
-  the run ends, and a refusal there is kept for :func:`stray_refusals` naming the test;
-- :mod:`.children`: every spawn path hands the runs over to the child, whose start-up hook (the
-  ``pytest_agentreplay_guard.pth`` file shipped with the package) calls :func:`start`;
-  :mod:`.isolation` puts children in an empty network namespace where asked.
-
-Which runs guard is :mod:`.runs`; the allow/refuse decision is the pure :func:`decide`
-(:mod:`.decision`); refusals, their wording and the reports of child processes are :mod:`.reports`;
-:mod:`.patches` owns the patches declared below. This module is what the other layers call.
+While installed (:func:`install`) it patches sockets (:mod:`.sockets`), resolvers (:mod:`.resolution`),
+thread start (:mod:`.runs`) and every spawn path (:mod:`.children`, whose ``.pth`` start-up hook calls
+:func:`start` in a Python child). The decision is the pure :func:`decide`; refusals and child reports are
+:mod:`.reports`. This module is what the other layers call.
 """
 
 from __future__ import annotations

@@ -172,17 +172,13 @@ class Baselines:
 BASELINES = Baselines()
 
 
-def _is_python(name: str) -> bool:
-    return name.startswith(_PYTHONS)
-
-
 def contains(runs: list[GuardRun], argv: object, command: str, local: Callable[[str], bool]) -> bool:
     """Whether a child of ``runs`` started with ``argv`` goes into the contained namespace (noted if so);
     ``local`` tells a command that reads the local machine only."""
     parts = argv if isinstance(argv, list | tuple) else [argv]
     first = parts[0] if parts else ""
     program = first.decode("utf-8", "replace") if isinstance(first, bytes) else str(first)
-    if not runs or _is_python(os.path.basename(program)) or local(command):
+    if not runs or os.path.basename(program).startswith(_PYTHONS) or local(command):
         return False
     if NETNS_ENV_VAR in os.environ:
         return False  # the whole session is in its own namespace already

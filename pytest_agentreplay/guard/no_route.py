@@ -86,16 +86,18 @@ def read_no_routes() -> NoRoutes | None:
     return NoRoutes(ipv4, ipv6 or 0)
 
 
-def counting() -> bool:
-    """Whether this process runs in the namespace an isolated session entered (so a send that found no
-    route was one the namespace stopped)."""
-    marker = os.environ.get(NETNS_ENV_VAR)
-    if not marker:
-        return False
+def namespace_id() -> str | None:
     try:
-        return os.readlink("/proc/self/ns/net") == marker
+        return os.readlink("/proc/self/ns/net")
     except OSError:
-        return False
+        return None
+
+
+def counting() -> bool:
+    """Whether this process runs in the namespace an isolated session entered (its own or, for an xdist
+    worker, its parent's): a send that found no route was then one the namespace stopped."""
+    marker = os.environ.get(NETNS_ENV_VAR)
+    return bool(marker) and marker == namespace_id()
 
 
 def other_workers() -> int:

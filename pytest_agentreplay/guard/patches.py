@@ -1,12 +1,5 @@
-"""The guard's patches: their owner (:data:`PATCHES`) and the functions they call through to.
-
-The guard patches the socket type, the resolvers, ``Thread.start`` and the spawn functions, which every
-thread and every session of the process share: one owner per process (per copy of this package), whose
-count lets nested installs (pytester's inner sessions, ``capture_run`` inside a replaying test) share one
-installation. The package's ``__init__`` declares what it patches; a copy of this package that pytester
-re-imported patches over what a stale copy left installed through the genuine functions beneath
-(:func:`~pytest_agentreplay.core.patching.genuine`).
-"""
+"""The guard's patches: their owner (:data:`PATCHES`, one per process: nested installs share it; the
+package's ``__init__`` declares what it patches) and the functions they call through to."""
 
 from __future__ import annotations
 

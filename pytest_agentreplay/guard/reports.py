@@ -82,7 +82,8 @@ def refusal(
     if child_pid is not None:
         evidence.append(f"process: child {child_pid} of the test's process")
     # A library's own call (a thread of its own, a known fetch): name the library and its fix.
-    caller = caller_of_call(destination, None if child_pid is not None else _test_thread(run))
+    own_thread = None if child_pid is not None or isinstance(run, ParentRun) else run.origin_thread
+    caller = caller_of_call(destination, own_thread)
     evidence.extend(line for line in caller.evidence() if not line.startswith("thread: "))
     known_fixes = caller.fixes()
     test = nodeid(run)
@@ -110,10 +111,6 @@ def refusal(
         mode=run.mode,
         fixes=[*known_fixes, *_replay_fixes(test, host)],
     )
-
-
-def _test_thread(run: GuardRun) -> int | None:
-    return None if isinstance(run, ParentRun) else run.origin_thread
 
 
 def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedError:

@@ -6,10 +6,8 @@ runs a thread was started under, and in a child process the runs of its parent (
 context whose own run is recording (``mode="record"``) is not blocked; a production ``capture`` run never
 lowers the guard.
 
-The guard reads a run's typed settings and keeps its per-run memory in the run's ``guard``
-(:class:`~pytest_agentreplay.core.run_state.GuardState`); each read or write goes through one function
-below (:func:`allow_hosts`, :func:`nodeid`, :func:`isolates`, :func:`block_only`, :func:`token`,
-:func:`resolutions`), a child process's :class:`ParentRun` answering them the same way.
+What the guard reads of a run, and its per-run memory (``run.guard``), goes through the functions below,
+which a child process's :class:`ParentRun` answers the same way.
 """
 
 from __future__ import annotations

@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import ipaddress
 import os
 import struct
 import sys
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from ..core.config import Settings
 from ..core.constants import NETNS_ENV_VAR
 from ..core.documents import Document
 from ..exceptions import ConfigError
+from .decision import is_loopback
 from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
+from .no_route import counting, namespace_id
 
 ENV_VAR = NETNS_ENV_VAR
 
@@ -129,7 +131,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
     in-process runs), which must not move the outer session into a namespace. Raises ``ConfigError`` when
     ``isolate = required`` and the machine refuses."""
     setting = settings.isolate
-    if inherited():
+    if counting():  # inside the namespace an ancestor session entered (an xdist worker)
         return Isolation(setting, INHERITED, "inside the network namespace the parent session entered")
     if setting == OFF:
         return Isolation(setting, OFF)
@@ -180,48 +182,34 @@ def required_error(reason: str, setting: str) -> ConfigError:
     )
 
 
+# A word of the refusal's reason -> the fix it calls for (the first word found wins).
+_FIXES: Final = {
+    "apparmor": (
+        "allow unprivileged user namespaces: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+    ),
+    "unprivileged_userns_clone": (
+        "allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1"
+    ),
+    "max_user_namespaces": "allow user namespaces: sudo sysctl -w user.max_user_namespaces=15000",
+    "container": (
+        "run the container with --network none (loopback only: the same closure), or allow namespaces "
+        "with --security-opt seccomp=unconfined (or --cap-add SYS_ADMIN)"
+    ),
+    "threads": (
+        "find what starts a thread at import (a plugin, sitecustomize, a .pth file) and start it later, "
+        "or disable that plugin with -p no:NAME"
+    ),
+    "pytester": "run the inner session in a fresh process: pytester.runpytest_subprocess(...)",
+    "Linux only": "run the replay job on Linux (a CI runner, a container, WSL 2)",
+}
+
+
 def _fixes(reason: str) -> list[str]:
-    fixes = []
-    if "apparmor" in reason:
-        fixes.append(
-            "allow unprivileged user namespaces: "
-            "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
-        )
-    elif "unprivileged_userns_clone" in reason:
-        fixes.append("allow unprivileged user namespaces: sudo sysctl -w kernel.unprivileged_userns_clone=1")
-    elif "max_user_namespaces" in reason:
-        fixes.append("allow user namespaces: sudo sysctl -w user.max_user_namespaces=15000")
-    elif "container" in reason:
-        fixes.append(
-            "run the container with --network none (loopback only: the same closure), or allow namespaces "
-            "with --security-opt seccomp=unconfined (or --cap-add SYS_ADMIN)"
-        )
-    elif "threads" in reason:
-        fixes.append(
-            "find what starts a thread at import (a plugin, sitecustomize, a .pth file) and start it later, "
-            "or disable that plugin with -p no:NAME"
-        )
-    elif "pytester" in reason:
-        fixes.append("run the inner session in a fresh process: pytester.runpytest_subprocess(...)")
-    elif "Linux only" in reason:
-        fixes.append("run the replay job on Linux (a CI runner, a container, WSL 2)")
-    fixes.append(
-        "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why"
-    )
-    return fixes
-
-
-def inherited() -> bool:
-    """Whether this process is inside the namespace an ancestor session entered (an xdist worker)."""
-    marker = os.environ.get(ENV_VAR)
-    return bool(marker) and marker == namespace_id()
-
-
-def namespace_id() -> str | None:
-    try:
-        return os.readlink("/proc/self/ns/net")
-    except OSError:
-        return None
+    found = [fix for word, fix in _FIXES.items() if word in reason][:1]
+    return [
+        *found,
+        "or use --agentreplay-isolate=auto: the session then runs under the Python guard and says why",
+    ]
 
 
 def outside_loopback(hosts: Iterable[str]) -> list[str]:
@@ -229,14 +217,8 @@ def outside_loopback(hosts: Iterable[str]) -> list[str]:
     found = []
     for host in hosts:
         name = host.strip("[]").lower()
-        if name in ("localhost", "ip6-localhost") or name.endswith(".localhost"):
-            continue
-        try:
-            if ipaddress.ip_address(name).is_loopback:
-                continue
-        except ValueError:
-            pass
-        found.append(host)
+        if not (is_loopback(name) or name == "ip6-localhost" or name.endswith(".localhost")):
+            found.append(host)
     return found
 
 

@@ -26,10 +26,7 @@ _INTERCEPTION = Owner(Library(lambda patches, _module: patches.add(guard.install
 
 
 def install() -> Undo:
-    """Install interception and the network guard (counted); returns the uninstall callable.
-
-    Calling the returned function more than once has no further effect.
-    """
+    """Install interception and the network guard (counted); returns the uninstall callable (idempotent)."""
     return _INTERCEPTION.acquire()
 
 

@@ -10,7 +10,7 @@ caller still receives each chunk as the connection delivers it.
 from __future__ import annotations
 
 import errno
-import http
+import http.client
 import json as jsonlib
 import threading
 from contextlib import nullcontext
@@ -48,9 +48,6 @@ class TeedReaders:
     def tee(self, reader: object, capture: LiveCapture) -> None:
         with self.lock:
             self.captures[id(reader)] = capture
-
-    def capture_of(self, reader: object) -> LiveCapture | None:
-        return self.captures.get(id(reader))
 
     def ended(self, reader: object) -> LiveCapture | None:
         with self.lock:
@@ -107,7 +104,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         __slots__ = ()
 
         def feed_data(self, data: bytes, *args: object, **kwargs: object) -> object:
-            capture = _TEED.capture_of(self)
+            capture = _TEED.captures.get(id(self))
             if capture is not None:
                 capture.feed(bytes(data))
             return super().feed_data(data, *args, **kwargs)
@@ -150,10 +147,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
             stream_writer=SimpleNamespace(output_size=0),  # type: ignore[arg-type]
         )
         response.status = served.status
-        try:
-            response.reason = http.HTTPStatus(served.status).phrase
-        except ValueError:
-            response.reason = ""
+        response.reason = http.client.responses.get(served.status, "")
         wire = served.wire_headers(method)
         response._headers = CIMultiDictProxy(CIMultiDict(wire))
         response._raw_headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in wire)

@@ -54,10 +54,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
     bases: Any = (aio.UnaryUnaryCall, aio.UnaryStreamCall, aio.StreamUnaryCall, aio.StreamStreamCall)
 
     def code_of(outcome: Outcome) -> Any:
-        try:
-            return status_code[outcome.code]
-        except KeyError:
-            return status_code.UNKNOWN
+        return status_code.__members__.get(outcome.code, status_code.UNKNOWN)
 
     def error(outcome: Outcome) -> BaseException:
         failed: BaseException = error_cls(

@@ -82,10 +82,7 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
 
         # grpc.Call / grpc.RpcContext
         def code(self) -> Any:
-            try:
-                return status_code[self._outcome.code]
-            except KeyError:
-                return status_code.UNKNOWN
+            return status_code.__members__.get(self._outcome.code, status_code.UNKNOWN)
 
         def details(self) -> str:
             return self._outcome.details
@@ -176,10 +173,7 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
         def __next__(self) -> object:
             try:
                 return next(self._inner)
-            except StopIteration:
-                finish_from(self._capture, self._inner)
-                raise
-            except rpc_error:
+            except (StopIteration, rpc_error):
                 finish_from(self._capture, self._inner)
                 raise
 

@@ -100,10 +100,7 @@ def _to_request(request: _Request, body: bytes) -> HttpRequest:
         # A repeated header: join its values in order, as HTTP allows.
         headers = {}
         for name, value in items:
-            if name in headers:
-                headers[name] = f"{headers[name]}, {value}"
-            else:
-                headers[name] = value
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
     return HttpRequest(request.method, str(request.url), headers, body)
 
 

@@ -8,7 +8,7 @@ response's underlying file object: bytes are captured as the caller reads them (
 from __future__ import annotations
 
 import errno
-import http
+import http.client
 import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -170,11 +170,9 @@ def _full_url(pool: HTTPConnectionPool, url: str) -> str:
 def _body_bytes(body: _Body) -> bytes:
     if body is None:
         return b""
-    if isinstance(body, bytes):
-        return body
     if isinstance(body, str):
         return body.encode("utf-8")
-    if isinstance(body, bytearray | memoryview):
+    if isinstance(body, bytes | bytearray | memoryview):
         return bytes(body)
     if hasattr(body, "read"):
         data = body.read()
@@ -270,10 +268,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         decode: bool,
         kw: Mapping[str, object],
     ) -> urllib3.HTTPResponse:
-        try:
-            reason = http.HTTPStatus(served.status).phrase
-        except ValueError:
-            reason = ""
+        reason = http.client.responses.get(served.status, "")
         # A coding urllib3 does not undo was passed through to the client live: served coded again.
         served = codings.for_client(served, codings.supported(urllib3.HTTPResponse.CONTENT_DECODERS))
         return urllib3.HTTPResponse(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.canonical import in_key_order, key_order
@@ -49,12 +50,7 @@ def iso_us(us: int) -> str:
 
 
 def deltas(values: list[int], start: int) -> list[int]:
-    out: list[int] = []
-    prev = start
-    for v in values:
-        out.append(v - prev)
-        prev = v
-    return out
+    return [v - prev for v, prev in zip(values, [start, *values], strict=False)]
 
 
 def recorded_streams(recorded: Mapping[str, Any]) -> dict[str, dict[str, dict[str, list[Any]]]]:
@@ -64,12 +60,9 @@ def recorded_streams(recorded: Mapping[str, Any]) -> dict[str, dict[str, dict[st
     clock = recorded.get("clock") or {}
     start = int(clock.get("start_us", 0))
     for name, by_module in (clock.get("streams") or {}).items():
-        for module, deltas in by_module.items():
-            absolute: list[int] = []
-            prev = start
-            for d in deltas.split() if isinstance(deltas, str) else deltas:
-                prev += int(d)
-                absolute.append(prev)
+        for module, offsets in by_module.items():
+            offsets = offsets.split() if isinstance(offsets, str) else offsets
+            absolute = list(accumulate(map(int, offsets), initial=start))[1:]
             out.setdefault(name, {}).setdefault("clock", {})[module] = absolute
     for name, by_module in (recorded.get("uuid") or {}).items():
         for module, uuids in by_module.items():

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import threading
 import uuid as uuid_module
@@ -212,8 +213,7 @@ class RuntimeValues:
             elif thread.ident == self.origin:
                 label = MAIN
             else:
-                label = "thread:" + "".join("N" if c.isdigit() else c for c in thread.name)
-                label = _squeeze_digits(label)
+                label = "thread:" + re.sub("N+", "N", "".join("N" if c.isdigit() else c for c in thread.name))
             if label == MAIN:
                 name = MAIN
             else:
@@ -392,15 +392,6 @@ def _random_state(state: Any = None) -> Any:
         return RANDOM.call("getstate")
     RANDOM.call("setstate", state)
     return state
-
-
-def _squeeze_digits(label: str) -> str:
-    out: list[str] = []
-    for c in label:
-        if c == "N" and out and out[-1] == "N":
-            continue
-        out.append(c)
-    return "".join(out)
 
 
 def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
