@@ -110,7 +110,7 @@ def cassette_paths(
     directory = Path(vcr_cassette_dir) if vcr_cassette_dir is not None else default_cassette_dir(test_file)
     name = default_cassette_name
     if name is None:
-        name = _default_name(test_name, class_name)
+        name = _default_cassette_name(test_name, class_name)
     suffix = _suffix(config)
     limit = _max_filename_len()
     if len(name) + len(suffix) > limit:
@@ -123,8 +123,7 @@ def cassette_paths(
     return VcrCassettePaths(directory, primary, extras)
 
 
-def _default_name(test_name: str, class_name: str | None) -> str:
-    return default_cassette_name(test_name, class_name)
+_default_cassette_name = default_cassette_name  # the function, which a parameter of cassette_paths shadows
 
 
 def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, object]) -> Path:
