@@ -195,27 +195,19 @@ class TestStatus:
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> TestStatus:
         """The status :meth:`to_wire` sent. Raises ``ValueError`` on a status or cause no report knows."""
-        drift = data["drift"]
+        drift, cause, rerecorded = data["drift"], data["cause"], data.get("rerecorded")
         if drift is not None:
             from ..diff.result import DriftResult  # heavy: the diff package, only for a test that drifted
 
             drift = DriftResult.from_dict(drift)
-        cause = data["cause"]
-        rerecorded = data.get("rerecorded")
         return cls(
-            nodeid=data["nodeid"],
-            cassette=data["cassette"],
-            status=Status(data["status"]),
-            mode=data["mode"],
-            cause=None if cause is None else Cause(cause),
-            message=data["message"],
-            regressions=data["regressions"],
-            expected=data["expected"],
-            drift=drift,
-            reruns=data["reruns"],
-            write_failed=data["write_failed"],
-            rerecorded=None if rerecorded is None else Rerecorded(**rerecorded),
-            pending=data.get("pending"),
+            **{
+                **data,
+                "status": Status(data["status"]),
+                "cause": None if cause is None else Cause(cause),
+                "drift": drift,
+                "rerecorded": None if rerecorded is None else Rerecorded(**rerecorded),
+            }
         )
 
 
