@@ -15,7 +15,7 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
-from pytest_agentreplay.report import render_report
+from pytest_agentreplay.report import build_report, render_report
 from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate_line
 from pytest_agentreplay.report.status import Status, TestStatus
 
@@ -259,7 +259,7 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
         regressions=len(drift.regressions),
         drift=drift,
     )
-    markdown = render_report(".md", [status])
+    markdown = render_report(".md", build_report([status]))
     assert "| cassette line |" in markdown
     places = re.findall(r"<code>([^<]*chat\.json):(\d+)</code>", markdown)
     assert [int(n) for _, n in places] == [
