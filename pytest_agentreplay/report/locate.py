@@ -406,7 +406,7 @@ class Locator:
         except (OSError, UnicodeError, ValueError):
             found = None
         else:
-            found = CassetteIndex(text, read_blob=_blob_reader(path))
+            found = CassetteIndex(text, read_blob=BlobStore(default_blob_dir(path)).load)
             if found.root is None:
                 found = None
         self._files[key] = (signature, found)
@@ -417,18 +417,6 @@ class Locator:
     ) -> int | None:
         found = self.index(cassette_path)
         return found.locate(seq, path_tokens) if found is not None else None
-
-
-def _blob_reader(cassette_path: Path) -> BlobReader:
-    store: BlobStore | None = None
-
-    def read(sha: str) -> Any:
-        nonlocal store
-        if store is None:
-            store = BlobStore(default_blob_dir(cassette_path))
-        return store.load(sha)
-
-    return read
 
 
 __all__ = ["CassetteIndex", "Locator", "locate_line"]

@@ -6,6 +6,7 @@ renders HTML in Markdown) with pipes and newlines neutralised: a payload cannot 
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Callable
 from pathlib import Path
@@ -53,12 +54,8 @@ def cell_code(value: object, limit: int = CELL_LIMIT) -> str:
 def display_path(path: object) -> str:
     """A cassette path relative to the working directory (the rootdir in a pytest run) when below it."""
     text = str(path)
-    candidate = Path(text)
-    if candidate.is_absolute():
-        try:
-            return candidate.relative_to(Path.cwd()).as_posix()
-        except ValueError:
-            return text
+    with contextlib.suppress(ValueError):  # not below it
+        return Path(text).relative_to(Path.cwd()).as_posix() if Path(text).is_absolute() else text
     return text
 
 

@@ -137,9 +137,6 @@ class Rerecorded(NamedTuple):
     def line(self) -> str:
         return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
 
-    def to_dict(self) -> Document:
-        return dict(self._asdict())
-
 
 @dataclass(frozen=True, slots=True)
 class TestStatus:
@@ -182,7 +179,7 @@ class TestStatus:
             "drift": None if self.drift is None else self.drift.to_dict(),
             "reruns": self.reruns,
             # Only when there is one: reports of sessions without them read as before.
-            **({"rerecorded": self.rerecorded.to_dict()} if self.rerecorded is not None else {}),
+            **({"rerecorded": self.rerecorded._asdict()} if self.rerecorded is not None else {}),
             **({"pending": self.pending} if self.pending is not None else {}),
         }
 
