@@ -310,12 +310,9 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
                 return f"{key} must be a string, found {short(value[key])}"
     else:
         return None
-    if value.get("headers") is not None:
-        problem = _headers_problem(value["headers"])
-        if problem is not None:
-            return problem
-    problem = body_problem(value.get("body"))
-    return problem
+    headers = value.get("headers")
+    problem = _headers_problem(headers) if headers is not None else None
+    return problem or body_problem(value.get("body"))
 
 
 # Fields the replay engine and the diff use as keys (matching, alignment): a JSON object or list there

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 from pydantic import ValidationError
 
@@ -171,8 +171,20 @@ class RenderedCassette:
         return LoadedCassette(path, validated.run, validated.events, store, document=self.doc)
 
 
+class SaveOptions(TypedDict, total=False):
+    """The options of :func:`render_cassette`, which :func:`save_cassette` passes on."""
+
+    blob_dir: Path | None
+    redactor: Redactor | None
+    inline_limit: int
+    extra_redact: Callable[[Document], Document] | None
+    source_blob_store: BlobStore | None
+    transport_headers: str
+    keep_headers: Collection[str]
+
+
 def save_cassette(
-    path: Path, run: RunMeta, events: Sequence[Event | RedactedEvent], **options: Any
+    path: Path, run: RunMeta, events: Sequence[Event | RedactedEvent], **options: Unpack[SaveOptions]
 ) -> LoadedCassette:
     """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing):
     :func:`render_cassette` (its options), then :meth:`RenderedCassette.write`."""
