@@ -515,7 +515,7 @@ def test_cassette_file_names_never_hold_a_key(tmp_path: Path) -> None:
 
 def test_reports_show_redacted_values() -> None:
     from pytest_agentreplay.diff import compare_histories
-    from pytest_agentreplay.report import render_report
+    from pytest_agentreplay.report import build_report, render_report
     from pytest_agentreplay.report.status import Cause, Status, TestStatus
 
     def note(value: str) -> list[dict[str, Any]]:
@@ -533,7 +533,7 @@ def test_reports_show_redacted_values() -> None:
         drift=drift,
     )
     for suffix in (".json", ".md", ".html"):
-        report = render_report(suffix, [status])
+        report = render_report(suffix, build_report([status]))
         assert "test_m.py::test_x[" in report and "@host/ failed" in report and "data.note" in report
         for secret in (OPENAI_KEY, PLAIN_SECRET, BEARER_TOKEN, AWS_KEY):
             assert secret not in report, (suffix, secret)

@@ -81,12 +81,12 @@ def outcomes(tmp_path: Path) -> list[TestStatus]:
 
 
 def test_markdown_snapshot(outcomes: list[TestStatus]) -> None:
-    text = render_report(".md", outcomes, unused=["cassettes/tests/test_old.json"])
+    text = render_report(".md", build_report(outcomes, unused=["cassettes/tests/test_old.json"]))
     assert_snapshot("report_outcomes.md", text)
 
 
 def test_markdown_structure(outcomes: list[TestStatus]) -> None:
-    text = render_report(".md", outcomes)
+    text = render_report(".md", build_report(outcomes))
     assert text.startswith("## Agent replay report\n")
     assert "**1 drifted**" in text
     assert text.count("<details>") == 2 and text.count("</details>") == 2
@@ -146,7 +146,7 @@ def test_html_report_escapes_untrusted_values(outcomes: list[TestStatus], tmp_pa
         nodeid="tests/test_agent.py::test_refund[<script>alert(1)</script>]",
         drift=replace(drift, differences=(first, *drift.differences[1:])),
     )
-    page = render_report(".html", outcomes)
+    page = render_report(".html", build_report(outcomes))
     assert "<script>alert" not in page
     assert "&lt;script&gt;alert" in page
     assert page.count("<script>") == 2  # the page's own two inline scripts

@@ -15,8 +15,8 @@ from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
-from pytest_agentreplay.report import render_report
-from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate, locate_line
+from pytest_agentreplay.report import build_report, render_report
+from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate_line
 from pytest_agentreplay.report.status import Status, TestStatus
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
@@ -182,9 +182,10 @@ def test_unknown_event_and_unreadable_files(tmp_path: Path) -> None:
     assert locate_line("not json {", 0, ("data",)) is None
     assert locate_line('{"events": "odd"}', 0, ()) is None
     assert locate_line('{"events": [{"seq": 0, "data": 5}]}', 0, ("data", "x", "[2]")) == 1
-    assert locate(tmp_path / "absent.json", 0, ("data",)) is None
-    assert locate(tmp_path, 0, ("data",)) is None  # a directory
-    assert locate(path, 1, ("data", "status")) == locate_line(text, 1, ("data", "status"))
+    locator = Locator()
+    assert locator.locate(tmp_path / "absent.json", 0, ("data",)) is None
+    assert locator.locate(tmp_path, 0, ("data",)) is None  # a directory
+    assert locator.locate(path, 1, ("data", "status")) == locate_line(text, 1, ("data", "status"))
 
 
 def test_the_index_follows_the_file(tmp_path: Path) -> None:
@@ -258,7 +259,7 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
         regressions=len(drift.regressions),
         drift=drift,
     )
-    markdown = render_report(".md", [status])
+    markdown = render_report(".md", build_report([status]))
     assert "| cassette line |" in markdown
     places = re.findall(r"<code>([^<]*chat\.json):(\d+)</code>", markdown)
     assert [int(n) for _, n in places] == [

@@ -15,7 +15,7 @@ import pytest
 from test_cli_support import build_run
 
 from pytest_agentreplay.diff import DriftResult, RuleSet, compare_histories
-from pytest_agentreplay.report import render_report
+from pytest_agentreplay.report import build_report, render_report
 from pytest_agentreplay.report.status import Status, TestStatus
 from pytest_agentreplay.report.viewer import page, render_cassette_page
 
@@ -189,7 +189,7 @@ def test_html_report_renders_in_chromium(
         ),
     ]
     file = tmp_path / "report.html"
-    file.write_text(render_report(".html", outcomes), encoding="utf-8")
+    file.write_text(render_report(".html", build_report(outcomes)), encoding="utf-8")
     dom = load(browser, tmp_path, file)
     assert len(re.findall(r'<li id="t0-ev-\d+"', dom)) == 12
     assert dom.count("drift-marker") == 3

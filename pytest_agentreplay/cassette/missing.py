@@ -27,23 +27,22 @@ def missing_cassette_error(
     cassette_dir: Path | None = None,
 ) -> CassetteNotFoundError:
     """The error for ``cassette`` (the test's path from this rootdir) being absent in replay."""
-    elsewhere = None
     if rootdir is not None and cassette_dir is not None:
         elsewhere = cassette_elsewhere_error(
             nodeid, cassette, mode=mode, rootdir=rootdir, cassette_dir=cassette_dir
         )
-    if elsewhere is None:
-        return CassetteNotFoundError(
-            f"no cassette for {nodeid}",
-            evidence=[f"record mode is {record!r}: an absent cassette is not recorded"],
-            cassette=cassette,
-            mode=mode,
-            fixes=[
-                f"record it against the real services: {record_command(nodeid)}",
-                "commit the new cassette with the change that needs it",
-            ],
-        )
-    return elsewhere
+        if elsewhere is not None:
+            return elsewhere
+    return CassetteNotFoundError(
+        f"no cassette for {nodeid}",
+        evidence=[f"record mode is {record!r}: an absent cassette is not recorded"],
+        cassette=cassette,
+        mode=mode,
+        fixes=[
+            f"record it against the real services: {record_command(nodeid)}",
+            "commit the new cassette with the change that needs it",
+        ],
+    )
 
 
 def cassette_elsewhere_error(

@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,26 +40,19 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(slots=True)
 class Pending:
     """One pending drift file, read."""
 
-    __slots__ = ("base", "blobs", "cassette", "drift", "mode", "path", "relative", "test", "text")
-
-    def __init__(
-        self,
-        path: Path,
-        *,
-        test: str,
-        mode: str,
-        cassette: Path,
-        relative: str,
-        base: str,
-        drift: str,
-        text: bytes,
-        blobs: dict[str, bytes],
-    ) -> None:
-        self.path, self.test, self.mode, self.cassette, self.relative = path, test, mode, cassette, relative
-        self.base, self.drift, self.text, self.blobs = base, drift, text, blobs
+    path: Path
+    test: str
+    mode: str
+    cassette: Path
+    relative: str
+    base: str
+    drift: str
+    text: bytes
+    blobs: dict[str, bytes]
 
     def current(self) -> bytes | None:
         """The cassette's bytes now (None: it is gone)."""

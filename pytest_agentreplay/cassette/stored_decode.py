@@ -43,12 +43,6 @@ def _restore_http_fields(event: Document) -> None:
         event["tool"] = {"name": default_tool_name(url), **(tool or {})}
 
 
-def _restore_response(ref: Document) -> None:
-    payload = ref.get("inline")
-    if isinstance(payload, dict):
-        ref["inline"] = restore_response_payload(payload)
-
-
 def restore_response_payload(payload: object) -> object:
     """An HTTP response payload as stored (a JSON body kept byte for byte as ``raw`` alone, its parsed
     ``json`` left out) with its ``json`` back: inline in the cassette, or read from the blob store, where a
@@ -139,8 +133,12 @@ class _Decoder:
                 new_ref["media_type"] = MEDIA_FULL.get(media) or media[1:]
             if name == "input_ref" and new_ref.get("media_type") == REQUEST_MEDIA_TYPE:
                 self.request(index, new_ref)
-            elif name == "output_ref" and new_ref.get("media_type") == RESPONSE_MEDIA_TYPE:
-                _restore_response(new_ref)
+            elif (
+                name == "output_ref"
+                and new_ref.get("media_type") == RESPONSE_MEDIA_TYPE
+                and "inline" in new_ref
+            ):
+                new_ref["inline"] = restore_response_payload(new_ref["inline"])
             event[name] = new_ref
         _restore_http_fields(event)
         data = event.get("data")

@@ -222,11 +222,8 @@ def _read(resolve: Resolver | None, ref: Mapping[str, object]) -> object:
 
 
 def request_json(event: Mapping[str, object]) -> object:
-    ref = event.get("input_ref")
-    if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
-        return None
-    payload = ref.get("inline")
-    body = payload.get("body") if isinstance(payload, dict) else None
+    payload = inline_request(event)
+    body = payload.get("body") if payload is not None else None
     return body.get("json") if isinstance(body, dict) else None
 
 

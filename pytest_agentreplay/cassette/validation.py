@@ -168,17 +168,13 @@ def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str 
             return None
     except ValueError:
         pass  # not marshallable, or deeper than marshal goes: walked below
-    stack: list[tuple[object, int]] = [(value, start)]
-    while stack:
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, start)]
+    while stack:  # only objects and lists are stacked
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth >= limit:
-                return f"nested deeper than {limit} levels"
-            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
-        elif isinstance(item, list):
-            if depth >= limit:
-                return f"nested deeper than {limit} levels"
-            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+        if depth >= limit:
+            return f"nested deeper than {limit} levels"
+        items = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
     return None
 
 
@@ -314,12 +310,9 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
                 return f"{key} must be a string, found {short(value[key])}"
     else:
         return None
-    if value.get("headers") is not None:
-        problem = _headers_problem(value["headers"])
-        if problem is not None:
-            return problem
-    problem = body_problem(value.get("body"))
-    return problem
+    headers = value.get("headers")
+    problem = _headers_problem(headers) if headers is not None else None
+    return problem or body_problem(value.get("body"))
 
 
 # Fields the replay engine and the diff use as keys (matching, alignment): a JSON object or list there

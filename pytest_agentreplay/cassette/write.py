@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import partial
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from pydantic import ValidationError
 
@@ -124,7 +126,7 @@ class _OnDisk:
         if text.startswith(b'{\n  "'):
             self.dumps = dumps_pretty
         elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):
-            self.dumps = _dumps_objects_on_lines
+            self.dumps = partial(dumps_cassette, inline_objects=False)
 
 
 def _objects_on_lines(text: bytes, value: object) -> bool:
@@ -132,10 +134,6 @@ def _objects_on_lines(text: bytes, value: object) -> bool:
         return is_cassette_text(text.decode("utf-8"), value, inline_objects=False)
     except (ValueError, TypeError, RecursionError):
         return False  # damaged: the save writes the current layout
-
-
-def _dumps_objects_on_lines(value: object) -> str:
-    return dumps_cassette(value, inline_objects=False)
 
 
 def _as_dict(event: Event | RedactedEvent) -> Document:
@@ -173,33 +171,24 @@ class RenderedCassette:
         return LoadedCassette(path, validated.run, validated.events, store, document=self.doc)
 
 
+class SaveOptions(TypedDict, total=False):
+    """The options of :func:`render_cassette`, which :func:`save_cassette` passes on."""
+
+    blob_dir: Path | None
+    redactor: Redactor | None
+    inline_limit: int
+    extra_redact: Callable[[Document], Document] | None
+    source_blob_store: BlobStore | None
+    transport_headers: str
+    keep_headers: Collection[str]
+
+
 def save_cassette(
-    path: Path,
-    run: RunMeta,
-    events: Sequence[Event | RedactedEvent],
-    *,
-    blob_dir: Path | None = None,
-    redactor: Redactor | None = None,
-    inline_limit: int = INLINE_PAYLOAD_LIMIT,
-    extra_redact: Callable[[Document], Document] | None = None,
-    source_blob_store: BlobStore | None = None,
-    transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
-    keep_headers: Collection[str] = (),
+    path: Path, run: RunMeta, events: Sequence[Event | RedactedEvent], **options: Unpack[SaveOptions]
 ) -> LoadedCassette:
     """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing):
     :func:`render_cassette` (its options), then :meth:`RenderedCassette.write`."""
-    return render_cassette(
-        path,
-        run,
-        events,
-        blob_dir=blob_dir,
-        redactor=redactor,
-        inline_limit=inline_limit,
-        extra_redact=extra_redact,
-        source_blob_store=source_blob_store,
-        transport_headers=transport_headers,
-        keep_headers=keep_headers,
-    ).write()
+    return render_cassette(path, run, events, **options).write()
 
 
 def render_cassette(

@@ -38,13 +38,6 @@ def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
     return loaded, audit_problems(loaded), version
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read the {what} {path}: {exc}", fixes=["pass a JSON file"]) from None
-
-
 def run(args: argparse.Namespace) -> int:
     path = Path(args.cassette)
     loaded, problems, version = _load_for_view(path)
@@ -54,7 +47,11 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         drift = None
         if args.drift:
-            found = _read_json(Path(args.drift), "drift result")
+            try:
+                found: Any = json.loads(Path(args.drift).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                fixes = ["pass a JSON file"]
+                raise UsageError(f"cannot read the drift result {args.drift}: {exc}", fixes=fixes) from None
             if isinstance(found, Mapping) and isinstance(found.get("drift"), Mapping):
                 found = found["drift"]
             try:

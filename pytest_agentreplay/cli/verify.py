@@ -28,12 +28,8 @@ def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
         loaded = unchecked
     except CassetteError as exc:
         return error_lines(exc), []
-    problems = audit_problems(loaded)
-    seen = set(problems)
-    for problem in replay_problems(loaded):
-        if problem not in seen:
-            seen.add(problem)
-            problems.append(problem)
+    # Both checks may find the same damage: each problem once.
+    problems = list(dict.fromkeys([*audit_problems(loaded), *replay_problems(loaded)]))
     return problems, audit_advice(loaded)
 
 

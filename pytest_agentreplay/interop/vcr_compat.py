@@ -110,7 +110,7 @@ def cassette_paths(
     directory = Path(vcr_cassette_dir) if vcr_cassette_dir is not None else default_cassette_dir(test_file)
     name = default_cassette_name
     if name is None:
-        name = _default_name(test_name, class_name)
+        name = _default_cassette_name(test_name, class_name)
     suffix = _suffix(config)
     limit = _max_filename_len()
     if len(name) + len(suffix) > limit:
@@ -123,8 +123,7 @@ def cassette_paths(
     return VcrCassettePaths(directory, primary, extras)
 
 
-def _default_name(test_name: str, class_name: str | None) -> str:
-    return default_cassette_name(test_name, class_name)
+_default_cassette_name = default_cassette_name  # the function, which a parameter of cassette_paths shadows
 
 
 def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, object]) -> Path:
@@ -351,24 +350,18 @@ class VcrReplay:
         unplayed recorded interaction matches under the config's ``match_on``."""
         from vcr.errors import UnhandledHTTPRequestError  # heavy: vcrpy, as above
 
-        vcr_request = to_vcr_request(request)
-        index = self._first_playable(vcr_request)
+        counts = self._cassette.play_counts
+        before = dict(counts)
         try:
-            raw = self._cassette.play_response(vcr_request)
+            raw = self._cassette.play_response(to_vcr_request(request))
         except UnhandledHTTPRequestError:
             return None
+        # The interaction played is the one whose count went up (vcrpy does not say which it picked).
+        index = next((int(i) for i, n in counts.items() if n != before.get(i, 0)), -1)
         response, reason = response_from_vcr(raw)
         origins = self._persister.origins
         origin = origins[index] if 0 <= index < len(origins) else self.paths[0]
         return VcrMatch(response, index, origin, reason)
-
-    def _first_playable(self, vcr_request: Any) -> int:
-        """The index ``Cassette.play_response`` will pick (computed first: it does not say)."""
-        cassette = self._cassette
-        for index, _ in cassette._responses(vcr_request):
-            if cassette.play_counts[index] == 0 or cassette.allow_playback_repeats:
-                return int(index)
-        return -1
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""

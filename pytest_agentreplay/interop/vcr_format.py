@@ -49,9 +49,7 @@ def _raw_body(body: object) -> bytes:
         body = body.get("string", body.get("base64_string"))
     if body is None:
         return b""
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, bytearray):
+    if isinstance(body, bytes | bytearray):
         return bytes(body)
     return str(body).encode("utf-8")
 

@@ -43,12 +43,6 @@ class VcrServing:
 
     replay: VcrReplay
     played: list[tuple[int, str]] = field(default_factory=list)
-    _interactions: list[VcrInteraction] | None = None
-
-    def interactions(self) -> list[VcrInteraction]:
-        if self._interactions is None:
-            self._interactions = self.replay.interactions()
-        return self._interactions
 
     def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
         """vcrpy's answer to ``request``: the recorded response (recorded on the run), the request sent
@@ -170,7 +164,7 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
 
 def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
     """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
-    interactions = serving.interactions()
+    interactions = serving.replay.interactions()
     played: list[VcrInteraction] = []
     for index, url in serving.played:
         stored, response = interactions[index].request, interactions[index].response

@@ -34,18 +34,8 @@ def build_report(
     return SessionReport(tests, shown, counts(tests, unused=shown), steps, network, comparison)
 
 
-def render_report(
-    suffix: str,
-    statuses: Iterable[TestStatus],
-    *,
-    unused: Sequence[str] = (),
-    network: Document | None = None,
-    comparison: Document | None = None,
-) -> str:
-    return _render(suffix, build_report(statuses, unused=unused, network=network, comparison=comparison))
-
-
-def _render(suffix: str, report: SessionReport) -> str:
+def render_report(suffix: str, report: SessionReport) -> str:
+    """``report`` as the file with this suffix holds it: JSON, HTML, else Markdown."""
     # heavy: the renderers load the diff package and the viewer (~0.5 s), which every pytest start-up
     # would pay (the controller imports this package); a session renders at most a report or two.
     if suffix == ".json":
@@ -77,7 +67,7 @@ def write_report(
 
     path = Path(path)
     report = build_report(statuses, unused=unused, network=network, comparison=comparison)
-    text = _render(path.suffix.lower(), report)
+    text = render_report(path.suffix.lower(), report)
     if not path.parent.is_dir():
         raise _not_written(path, f"its folder {path.parent} does not exist")
     try:
@@ -109,7 +99,7 @@ def append_step_summary(report: SessionReport) -> Path | None:
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    text = _render(".md", report)
+    text = render_report(".md", report)
     with open(target, "a", encoding="utf-8") as fh:
         fh.write(text if text.endswith("\n") else text + "\n")
     return Path(target)

@@ -161,6 +161,17 @@ def not_spent_total(items: Iterable[Mapping[str, object]]) -> Document:
     }
 
 
+def not_spent_text(comparison: Mapping[str, object]) -> str | None:
+    """What replay did not spend, as the Markdown and HTML reports say it (None: it served no model call)."""
+    total: Document = dict(comparison.get("not_spent") or {})  # type: ignore[call-overload]
+    if not total.get("model_calls"):
+        return None
+    return (
+        f"{total['model_calls']} model call(s), {total.get('tokens', 0)} tokens, "
+        f"${float(total.get('cost') or 0):.4f} (prices of {total.get('prices_date', '?')})"
+    )
+
+
 def not_spent_line(items: Iterable[Mapping[str, object]]) -> str | None:
     """The session summary's line: what the replay did not spend (None: it served no model call, as in
     model-comparison, which sends them, or audit, which runs nothing)."""

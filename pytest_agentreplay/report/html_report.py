@@ -67,14 +67,11 @@ def _network(network: Document | None) -> str:
 def _comparison(comparison: Document | None) -> str:
     if comparison is None:
         return ""
-    from .comparison_table import html_table
+    from .comparison_table import html_table, not_spent_text
 
-    total = comparison.get("not_spent") or {}
-    spent = (
-        f"<p class=not-spent>Replay did not spend {total.get('model_calls', 0)} model call(s), "
-        f"{total.get('tokens', 0)} tokens, ${float(total.get('cost') or 0):.4f}</p>"
-    )
-    return html_table(comparison.get("tests") or [], esc) + (spent if total.get("model_calls") else "")
+    not_spent = not_spent_text(comparison)
+    spent = f"<p class=not-spent>Replay did not spend {esc(not_spent)}</p>" if not_spent else ""
+    return html_table(comparison.get("tests") or [], esc) + spent
 
 
 def render_html(report: SessionReport) -> str:

@@ -385,10 +385,9 @@ def locate_line(
 
 class Locator:
     """Locates differences in cassette files, reading and indexing each file once while it is unchanged
-    (a report makes one; ``max_files`` bounds what a long-lived one keeps)."""
+    (a report makes one)."""
 
-    def __init__(self, max_files: int | None = None) -> None:
-        self.max_files = max_files
+    def __init__(self) -> None:
         self._files: dict[str, tuple[tuple[int, int], CassetteIndex | None]] = {}
 
     def index(self, cassette_path: str | os.PathLike[str]) -> CassetteIndex | None:
@@ -407,12 +406,9 @@ class Locator:
         except (OSError, UnicodeError, ValueError):
             found = None
         else:
-            found = CassetteIndex(text, read_blob=_blob_reader(path))
+            found = CassetteIndex(text, read_blob=BlobStore(default_blob_dir(path)).load)
             if found.root is None:
                 found = None
-        self._files.pop(key, None)
-        if self.max_files is not None and len(self._files) >= self.max_files:
-            del self._files[next(iter(self._files))]
         self._files[key] = (signature, found)
         return found
 
@@ -423,27 +419,4 @@ class Locator:
         return found.locate(seq, path_tokens) if found is not None else None
 
 
-def _blob_reader(cassette_path: Path) -> BlobReader:
-    store: BlobStore | None = None
-
-    def read(sha: str) -> Any:
-        nonlocal store
-        if store is None:
-            store = BlobStore(default_blob_dir(cassette_path))
-        return store.load(sha)
-
-    return read
-
-
-# A cache rather than state: an entry is used only while its file's mtime and size are unchanged, and at
-# most eight files are kept, so what locate() answers never depends on what was asked before.
-_DEFAULT = Locator(max_files=8)
-
-
-def locate(cassette_path: str | os.PathLike[str], seq: int, path_tokens: tuple[str, ...]) -> int | None:
-    """:func:`locate_line` in a cassette file (None when it cannot be read); each file is read once while
-    it is unchanged."""
-    return _DEFAULT.locate(cassette_path, seq, path_tokens)
-
-
-__all__ = ["CassetteIndex", "Locator", "locate", "locate_line"]
+__all__ = ["CassetteIndex", "Locator", "locate_line"]

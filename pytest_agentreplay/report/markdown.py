@@ -6,12 +6,12 @@ renders HTML in Markdown) with pipes and newlines neutralised: a payload cannot 
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Callable
 from pathlib import Path
 
 from ..core.canonical import display_text
-from ..core.documents import Document
 from ..diff.result import Difference, DriftResult
 from ..diff.text import ABSENT
 from .locate import Locator
@@ -54,12 +54,8 @@ def cell_code(value: object, limit: int = CELL_LIMIT) -> str:
 def display_path(path: object) -> str:
     """A cassette path relative to the working directory (the rootdir in a pytest run) when below it."""
     text = str(path)
-    candidate = Path(text)
-    if candidate.is_absolute():
-        try:
-            return candidate.relative_to(Path.cwd()).as_posix()
-        except ValueError:
-            return text
+    with contextlib.suppress(ValueError):  # not below it
+        return Path(text).relative_to(Path.cwd()).as_posix() if Path(text).is_absolute() else text
     return text
 
 
@@ -145,14 +141,6 @@ def status_label(test: TestStatus) -> str:
     return f"{test.status} ({test.cause})" if failed else test.status.value
 
 
-def _not_spent(comparison: Document) -> str:
-    total = comparison.get("not_spent") or {}
-    return (
-        f"{total.get('model_calls', 0)} model call(s), {total.get('tokens', 0)} tokens, "
-        f"${float(total.get('cost') or 0):.4f} (prices of {total.get('prices_date', '?')})"
-    )
-
-
 def render_markdown(report: SessionReport) -> str:
     summary = report.summary
     lines = ["## Agent replay report", ""]
@@ -168,11 +156,11 @@ def render_markdown(report: SessionReport) -> str:
         why = f" ({network['reason']})" if network.get("reason") else ""
         lines += [f"Network guard: **{network['level']}**, isolation {network['isolation']}{why}", ""]
     if report.comparison is not None:
-        from .comparison_table import markdown_table
+        from .comparison_table import markdown_table, not_spent_text
 
         lines += markdown_table(report.comparison.get("tests") or [])
-        if (report.comparison.get("not_spent") or {}).get("model_calls"):
-            lines += [f"Replay did not spend: {_not_spent(report.comparison)}", ""]
+        if (not_spent := not_spent_text(report.comparison)) is not None:
+            lines += [f"Replay did not spend: {not_spent}", ""]
     tests = [t for t in report.tests if notable(t)]
     failures = [t for t in tests if t.status in (Status.FAILED, Status.ERROR) and t.message]
     if tests:

@@ -137,9 +137,6 @@ class Rerecorded(NamedTuple):
     def line(self) -> str:
         return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
 
-    def to_dict(self) -> Document:
-        return dict(self._asdict())
-
 
 @dataclass(frozen=True, slots=True)
 class TestStatus:
@@ -182,7 +179,7 @@ class TestStatus:
             "drift": None if self.drift is None else self.drift.to_dict(),
             "reruns": self.reruns,
             # Only when there is one: reports of sessions without them read as before.
-            **({"rerecorded": self.rerecorded.to_dict()} if self.rerecorded is not None else {}),
+            **({"rerecorded": self.rerecorded._asdict()} if self.rerecorded is not None else {}),
             **({"pending": self.pending} if self.pending is not None else {}),
         }
 
@@ -195,27 +192,19 @@ class TestStatus:
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> TestStatus:
         """The status :meth:`to_wire` sent. Raises ``ValueError`` on a status or cause no report knows."""
-        drift = data["drift"]
+        drift, cause, rerecorded = data["drift"], data["cause"], data.get("rerecorded")
         if drift is not None:
             from ..diff.result import DriftResult  # heavy: the diff package, only for a test that drifted
 
             drift = DriftResult.from_dict(drift)
-        cause = data["cause"]
-        rerecorded = data.get("rerecorded")
         return cls(
-            nodeid=data["nodeid"],
-            cassette=data["cassette"],
-            status=Status(data["status"]),
-            mode=data["mode"],
-            cause=None if cause is None else Cause(cause),
-            message=data["message"],
-            regressions=data["regressions"],
-            expected=data["expected"],
-            drift=drift,
-            reruns=data["reruns"],
-            write_failed=data["write_failed"],
-            rerecorded=None if rerecorded is None else Rerecorded(**rerecorded),
-            pending=data.get("pending"),
+            **{
+                **data,
+                "status": Status(data["status"]),
+                "cause": None if cause is None else Cause(cause),
+                "drift": drift,
+                "rerecorded": None if rerecorded is None else Rerecorded(**rerecorded),
+            }
         )
 
 

@@ -190,35 +190,23 @@ def _client_span(
     return span
 
 
+# A root span event's attributes, by event type: ``<prefix>.<name>`` for each name.
+_ROOT_EVENT_FIELDS = {
+    "retrieval": ("agentreplay.retrieval", "query corpus_version document_ids"),
+    "policy.decision": ("agentreplay.policy", "name version verdict reason"),
+    "approval": ("agentreplay.approval", "status by subject"),
+}
+
+
 def _root_event(event: Event) -> tuple[str, dict[str, Any]]:
     data = event.data
     attributes: dict[str, Any] = {"agentreplay.event.seq": event.seq}
-    if event.type == "retrieval":
-        attributes.update(
-            {
-                "agentreplay.retrieval.query": data.get("query"),
-                "agentreplay.retrieval.corpus_version": data.get("corpus_version"),
-                "agentreplay.retrieval.document_ids": [str(d) for d in data.get("document_ids") or []],
-            }
-        )
-    elif event.type == "policy.decision":
-        attributes.update(
-            {
-                "agentreplay.policy.name": data.get("policy"),
-                "agentreplay.policy.version": event.policy_version,
-                "agentreplay.policy.verdict": data.get("verdict"),
-                "agentreplay.policy.reason": data.get("reason"),
-            }
-        )
-    elif event.type == "approval":
-        attributes.update(
-            {
-                "agentreplay.approval.status": data.get("status"),
-                "agentreplay.approval.by": data.get("by"),
-                "agentreplay.approval.subject": data.get("subject"),
-            }
-        )
-    elif event.type == "error":
+    if event.type in _ROOT_EVENT_FIELDS:
+        prefix, names = _ROOT_EVENT_FIELDS[event.type]
+        ids = [str(d) for d in data.get("document_ids") or []]
+        found = {**data, "name": data.get("policy"), "version": event.policy_version, "document_ids": ids}
+        attributes.update({f"{prefix}.{name}": found.get(name) for name in names.split()})
+    if event.type == "error":
         attributes["error.type"] = str(data.get("type") or "error")
         attributes["exception.message"] = str(data.get("message") or data.get("error") or "")
     if event.state_hash:

@@ -20,25 +20,7 @@ This folder owns:
 from __future__ import annotations
 
 from .document import page, render_cassette_page, render_run_section, write_html
-from .drift import drifted_seqs, render_drift_html
-from .entries import render_timeline_html
-from .markup import MAX_PAYLOAD_CHARS, PayloadResolver, esc, pretty
-from .svg import ACTOR_COLORS, LANE_WIDTH, ROW_HEIGHT, render_sequence_svg
+from .drift import render_drift_html
+from .markup import esc
 
-__all__ = [
-    "ACTOR_COLORS",
-    "LANE_WIDTH",
-    "MAX_PAYLOAD_CHARS",
-    "ROW_HEIGHT",
-    "PayloadResolver",
-    "drifted_seqs",
-    "esc",
-    "page",
-    "pretty",
-    "render_cassette_page",
-    "render_drift_html",
-    "render_run_section",
-    "render_sequence_svg",
-    "render_timeline_html",
-    "write_html",
-]
+__all__ = ["esc", "page", "render_cassette_page", "render_drift_html", "render_run_section", "write_html"]

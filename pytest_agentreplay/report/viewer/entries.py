@@ -46,36 +46,31 @@ def _tool_calls_table(calls: Sequence[Mapping[str, Any]]) -> str:
     return f"<table class=tool-calls><tr><th>tool call</th><th>id</th><th>arguments</th></tr>{rows}</table>"
 
 
+# The ``data`` fields a type's details list, in order, each labelled by its key with spaces.
+_DATA_FIELDS = {
+    "model.call": "provider endpoint model response_model streamed stop_reason usage decoding response_id "
+    "latency_ms",
+    "retrieval": "query corpus_version document_ids scores",
+    "policy.decision": "policy version verdict reason",
+    "approval": "status by subject reason",
+    "http": "method url status classification",
+}
+
+
 def _details(event: Event, resolve: PayloadResolver | None) -> str:
     data = event.data
     tool = event.tool
     parts: list[str] = []
-    if event.type == "model.call":
-        decision = data.get("decision") or {}
-        usage = data.get("usage") or {}
-        parts.append(
-            kv(
-                [
-                    ("provider", data.get("provider")),
-                    ("endpoint", data.get("endpoint")),
-                    ("model", data.get("model")),
-                    ("response model", data.get("response_model")),
-                    ("streamed", data.get("streamed")),
-                    ("stop reason", decision.get("stop_reason") if isinstance(decision, Mapping) else None),
-                    ("usage", usage),
-                    ("decoding", data.get("decoding")),
-                    ("response id", data.get("response_id")),
-                    ("latency ms", data.get("latency_ms")),
-                ]
-            )
-        )
-        if isinstance(decision, Mapping):
-            if decision.get("text"):
-                parts.append(
-                    '<div class="decision-text"><b>text</b>' + pretty(decision.get("text"), 8000) + "</div>"
-                )
-            parts.append(_tool_calls_table(decision.get("tool_calls") or []))
-    elif event.type in ("tool.call", "tool.result"):
+    decision = data.get("decision") if event.type == "model.call" else None
+    decision = decision if isinstance(decision, Mapping) else {}
+    # Fields said outside ``data``: the decision's stop reason, the policy's version.
+    found = {**data, "stop_reason": decision.get("stop_reason"), "version": event.policy_version}
+    if event.type in _DATA_FIELDS:
+        parts.append(kv((key.replace("_", " "), found.get(key)) for key in _DATA_FIELDS[event.type].split()))
+    if decision.get("text"):
+        parts.append('<div class="decision-text"><b>text</b>' + pretty(decision.get("text"), 8000) + "</div>")
+    parts.append(_tool_calls_table(decision.get("tool_calls") or []))
+    if event.type in ("tool.call", "tool.result"):
         parts.append(
             kv(
                 [
@@ -111,50 +106,6 @@ def _details(event: Event, resolve: PayloadResolver | None) -> str:
                     ("receipt", effect.receipt if effect else None),
                     ("tool", tool.name if tool else None),
                     ("status", data.get("status")),
-                ]
-            )
-        )
-    elif event.type == "retrieval":
-        parts.append(
-            kv(
-                [
-                    ("query", data.get("query")),
-                    ("corpus version", data.get("corpus_version")),
-                    ("document ids", data.get("document_ids")),
-                    ("scores", data.get("scores")),
-                ]
-            )
-        )
-    elif event.type == "policy.decision":
-        parts.append(
-            kv(
-                [
-                    ("policy", data.get("policy")),
-                    ("version", event.policy_version),
-                    ("verdict", data.get("verdict")),
-                    ("reason", data.get("reason")),
-                ]
-            )
-        )
-    elif event.type == "approval":
-        parts.append(
-            kv(
-                [
-                    ("status", data.get("status")),
-                    ("by", data.get("by")),
-                    ("subject", data.get("subject")),
-                    ("reason", data.get("reason")),
-                ]
-            )
-        )
-    elif event.type == "http":
-        parts.append(
-            kv(
-                [
-                    ("method", data.get("method")),
-                    ("url", data.get("url")),
-                    ("status", data.get("status")),
-                    ("classification", data.get("classification")),
                 ]
             )
         )
