@@ -23,7 +23,7 @@ from .core import setting_keys, socket_gate
 from .core.config import settings_before_parse, settings_from_pytest
 from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
-from .core.garbage import collect_test_garbage
+from .core.garbage import collect_test_garbage, freeze_session_objects
 from .exceptions import ConfigError
 from .report.junit import junit_properties
 from .report.status import TestStatus
@@ -161,6 +161,7 @@ class SessionHooks:
                 session_providers(self.config)
             except ConfigError as exc:
                 raise pytest.UsageError(str(exc)) from exc
+            freeze_session_objects()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:

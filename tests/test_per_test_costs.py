@@ -171,6 +171,34 @@ def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> 
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=4)
 
 
+FROZEN_TEST = """
+import gc
+
+import pytest
+
+
+@pytest.mark.agentreplay
+def test_replayed():
+    assert gc.get_freeze_count() > 0, "the session's objects are walked by every full collection"
+
+
+def test_plain():
+    assert gc.get_freeze_count() > 0
+"""
+
+
+def test_the_session_objects_are_left_out_of_collections_while_tests_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_frozen=FROZEN_TEST)
+    args = ("-p", "no:randomly")
+    pytester.runpytest_subprocess("--agentreplay-record=all", *args).assert_outcomes(passed=2)
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)
+
+
+def test_a_session_without_agentreplay_tests_freezes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="import gc\n\ndef test_plain():\n    assert gc.get_freeze_count() == 0\n")
+    pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=1)
+
+
 def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytest.Pytester) -> None:
     """What only recording, accepting, audit, model-comparison or sandbox sessions use stays out of a
     regression replay: fewer modules to import at each start and to hold."""

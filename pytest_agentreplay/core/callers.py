@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
 from types import FrameType
-from typing import Final
+from typing import Final, NamedTuple
 
 # Top-level packages (and standard modules) a call passes through on its way out: never "who made it".
 _HTTP_STACK: Final = frozenset(
@@ -50,8 +49,7 @@ _HTTP_STACK: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class KnownCaller:
+class KnownCaller(NamedTuple):
     """A library's own call whose fix is known: recognised by the library or by the URL it fetches.
     ``tolerated``: its refusal changes nothing the agent does (telemetry the library drops on failure), so it
     is refused without failing the test, as a host in ``tolerated_hosts`` is."""
@@ -88,8 +86,7 @@ KNOWN: Final[tuple[KnownCaller, ...]] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
+class Caller(NamedTuple):
     """Where a refused call came from."""
 
     thread: str

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .after_import import AfterImport
 
@@ -136,8 +136,7 @@ class Patches:
             done.undo() if isinstance(done, _Swap) else done()
 
 
-@dataclass(frozen=True, slots=True)
-class Library:
+class Library(NamedTuple):
     """One patched library. ``apply(patches, module)`` patches it through ``patches``; ``triggers``: the
     modules whose import it waits for (``module`` is the one that ran); none: patched at install
     (``module`` None)."""

@@ -1,7 +1,7 @@
 """The per-run state layers above core keep on a run, one typed attribute of ``RunContext`` per owner.
 
 Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute
-is declared here as what core can name: a small dataclass of plain values the owner fills, or a Protocol
+is declared here as what core can name: a small slotted class of plain values the owner fills, or a Protocol
 of what the other side calls (those naming ``RunContext`` itself live beside it, in :mod:`.capture`). An
 owner whose own class lives above core keeps it in a room of that class (:class:`RunRooms`), typed.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Mapping, Sized
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .canonical import DigestMemo
@@ -40,36 +39,42 @@ class RunRedactor(Protocol):
     def known(self) -> Sized: ...
 
 
-@dataclass(slots=True)
 class GuardState:
     """The network guard's memory of one run (``http/guard``)."""
 
-    # Names the run in the refusal reports its child processes write (set when the guard first needs it).
-    token: str | None = None
-    # IP address -> the allowed host name it was resolved from, so the connect that follows is recognised.
-    # Per run: what one test's allowed name resolved to must not admit that IP for another test.
-    resolved: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("resolved", "token")
+
+    def __init__(self, token: str | None = None) -> None:
+        # Names the run in the refusal reports its child processes write (set when the guard first needs it).
+        self.token = token
+        # IP address -> the allowed host name it was resolved from, so the connect that follows is
+        # recognised. Per run: what one test's allowed name resolved to must not admit that IP for another.
+        self.resolved: dict[str, str] = {}
 
 
-@dataclass(slots=True)
 class RequestMemo:
     """What the HTTP layer keeps between a run's requests (``http/recording``)."""
 
-    # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
-    # Read only from here on: the body is an event's stored request (events are not changed once
-    # emitted; a hook or the user gets a copy), and the next request's body takes its parts.
-    shared: dict[tuple[str, str], Mapping[str, object]] = field(default_factory=dict)
-    digests: DigestMemo | None = None
+    __slots__ = ("digests", "shared")
+
+    def __init__(self) -> None:
+        # (method, URL) -> the last body sent there, whose parts later requests reuse (shared, not copied).
+        # Read only from here on: the body is an event's stored request (events are not changed once
+        # emitted; a hook or the user gets a copy), and the next request's body takes its parts.
+        self.shared: dict[tuple[str, str], Mapping[str, object]] = {}
+        self.digests: DigestMemo | None = None
 
 
-@dataclass(slots=True)
 class FrameworkState:
     """The framework adapters' bookkeeping for one run (``frameworks/``)."""
 
-    # Unhooks the adapters activated for the run (``runs.start``/``runs.finish``).
-    deactivate: Callable[[], None] | None = None
-    # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself.
-    claimed_agent_runs: set[str] = field(default_factory=set)
+    __slots__ = ("claimed_agent_runs", "deactivate")
+
+    def __init__(self) -> None:
+        # Unhooks the adapters activated for the run (``runs.start``/``runs.finish``).
+        self.deactivate: Callable[[], None] | None = None
+        # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself.
+        self.claimed_agent_runs: set[str] = set()
 
 
 T = TypeVar("T")
@@ -110,12 +115,14 @@ class RunRooms:
             self._rooms.pop(kind, None)
 
 
-@dataclass(slots=True)
 class ReplayState:
     """Replay's per-run state (``replay/``), each built on first use by its owner."""
 
-    # replay/http.py: the ``HttpReplayIndex`` of the recorded cassette.
-    index: object = None
-    # replay/http.py: unmatched calls to ``tolerated_hosts``, refused without failing the test (one line
-    # each, for the session summary).
-    tolerated: list[str] = field(default_factory=list)
+    __slots__ = ("index", "tolerated")
+
+    def __init__(self) -> None:
+        # replay/http.py: the ``HttpReplayIndex`` of the recorded cassette.
+        self.index: object = None
+        # replay/http.py: unmatched calls to ``tolerated_hosts``, refused without failing the test (one
+        # line each, for the session summary).
+        self.tolerated: list[str] = []

@@ -38,7 +38,7 @@ import dataclasses
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from .documents import Document
 
@@ -149,8 +149,7 @@ def resolve_class(path: object) -> type:
 # -- a codec registry for types of one's own -------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _Codec:
+class _Codec(NamedTuple):
     type: type
     path: str
     encode: Callable[[Any], object]

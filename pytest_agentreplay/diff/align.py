@@ -19,8 +19,7 @@ import functools
 import re
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
 from ..core.canonical import dumps_compact
@@ -122,8 +121,7 @@ def group_of(event: Event) -> Hashable | None:
 # ----------------------------------------------------------------------------------------- alignment
 
 
-@dataclass(frozen=True)
-class Alignment:
+class Alignment(NamedTuple):
     """Indexes into the recorded (first) and replayed (second) event lists."""
 
     pairs: tuple[tuple[int, int], ...]

@@ -7,8 +7,8 @@ suggested rule can point at that one message rather than at every message of eve
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Final
+from dataclasses import replace
+from typing import Final, NamedTuple
 
 from ..core.canonical import dumps_compact
 from ..http.providers.interface import InputFields
@@ -29,8 +29,7 @@ _CONVERSATIONS: Final = frozenset({"messages", "input", "contents"})
 _SYSTEM: Final = frozenset({"system", "instructions", "system_instruction", "systemInstruction", "preamble"})
 
 
-@dataclass(frozen=True, slots=True)
-class InputNames:
+class InputNames(NamedTuple):
     """The top-level request keys that name what a model is given, over every provider of a run."""
 
     conversation: frozenset[str] = _CONVERSATIONS

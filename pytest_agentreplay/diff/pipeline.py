@@ -8,8 +8,7 @@ replayed side by ``replay.replayed_history.redacted_replay``), and the sources o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..core.documents import Document
 from ..core.events import PayloadRef
@@ -26,8 +25,7 @@ class PayloadSource(Protocol):
     def payload(self, ref: PayloadRef | None) -> object: ...
 
 
-@dataclass(frozen=True, slots=True)
-class RuleLayers:
+class RuleLayers(NamedTuple):
     """The rules a run is judged by, lowest precedence first after the mode's defaults: ``project``
     (``[tool.agentreplay.rules]``, the ``agentreplay_config`` fixture), ``marker`` (``rules=``), ``hook``
     (``pytest_agentreplay_diff_rules``) and ``extra``: what the mode and its settings add (layer

@@ -8,8 +8,8 @@ it knows which response to serve); ``response`` is passed when known.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal, cast
+from dataclasses import replace
+from typing import Literal, NamedTuple, cast
 
 from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError, NoProviderError
@@ -22,8 +22,7 @@ Kind = Literal["model", "read", "write"]
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 
-@dataclass(frozen=True, slots=True)
-class Classification:
+class Classification(NamedTuple):
     kind: Kind
     # Model calls: which adapter and endpoint ("openai"/"chat.completions", ...).
     provider: str | None = None

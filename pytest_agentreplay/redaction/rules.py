@@ -115,6 +115,7 @@ def looks_like_credential(value: object) -> bool:
         return False
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
+
 _BEARER_TOKEN_CHARS = r"A-Za-z0-9\-._~+/"
 BUILTIN_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
     (

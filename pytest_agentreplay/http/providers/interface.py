@@ -14,8 +14,7 @@ built-in one replaces it). See docs/providers.md for the shapes of the fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, NamedTuple, Protocol, runtime_checkable
 
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
@@ -24,8 +23,7 @@ from ..exchange import HttpRequest
 ENTRY_POINT_GROUP: Final = "pytest_agentreplay.providers"
 
 
-@dataclass(frozen=True, slots=True)
-class InputFields:
+class InputFields(NamedTuple):
     """Where a provider's request body holds what the model is given: top-level keys of the JSON body.
 
     ``conversation``: lists whose items are the turns (each a JSON object with a ``role``);
