@@ -10,61 +10,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import (
-        capture_run as capture_run,
-    )
-    from .api import (
-        record_approval as record_approval,
-    )
-    from .api import (
-        record_policy as record_policy,
-    )
-    from .api import (
-        record_retrieval as record_retrieval,
-    )
-    from .api import (
-        record_state as record_state,
-    )
-    from .api import (
-        tool as tool,
-    )
+    from .api import capture_run as capture_run
+    from .api import record_approval as record_approval
+    from .api import record_policy as record_policy
+    from .api import record_retrieval as record_retrieval
+    from .api import record_state as record_state
+    from .api import tool as tool
     from .core.capture import current_run as current_run
     from .core.capture import state_hash as state_hash
     from .core.constants import FORMAT_VERSION as FORMAT_VERSION
     from .core.tool_values import register_tool_codec as register_tool_codec
-    from .exceptions import (
-        AgentReplayError as AgentReplayError,
-    )
-    from .exceptions import (
-        CassetteError as CassetteError,
-    )
-    from .exceptions import (
-        ConfigError as ConfigError,
-    )
-    from .exceptions import (
-        DriftError as DriftError,
-    )
-    from .exceptions import (
-        NetworkBlockedError as NetworkBlockedError,
-    )
-    from .exceptions import (
-        NoProviderError as NoProviderError,
-    )
-    from .exceptions import (
-        RecordedToolError as RecordedToolError,
-    )
-    from .exceptions import (
-        ReplayError as ReplayError,
-    )
-    from .exceptions import (
-        SecretLeakError as SecretLeakError,
-    )
-    from .exceptions import (
-        ToolValueError as ToolValueError,
-    )
-    from .exceptions import (
-        UnmatchedRequestError as UnmatchedRequestError,
-    )
+    from .exceptions import AgentReplayError as AgentReplayError
+    from .exceptions import CassetteError as CassetteError
+    from .exceptions import ConfigError as ConfigError
+    from .exceptions import DriftError as DriftError
+    from .exceptions import NetworkBlockedError as NetworkBlockedError
+    from .exceptions import NoProviderError as NoProviderError
+    from .exceptions import RecordedToolError as RecordedToolError
+    from .exceptions import ReplayError as ReplayError
+    from .exceptions import SecretLeakError as SecretLeakError
+    from .exceptions import ToolValueError as ToolValueError
+    from .exceptions import UnmatchedRequestError as UnmatchedRequestError
     from .http.providers.interface import InputFields as InputFields
     from .http.providers.interface import Provider as Provider
     from .runtime.values import record_value as record_value

@@ -13,15 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from .core.capture import (
-    Recorder,
-    RunContext,
-    activate,
-    current_run,
-    payload,
-    state_hash,
-    utc_now,
-)
+from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, utc_now
 from .core.constants import Mode
 from .core.documents import Document
 from .core.events import Actor, DataClass, RunMeta
