@@ -1,15 +1,7 @@
-"""vcrpy / pytest-recording compatibility, as plain functions (no pytest import): where a vcr-marked test's
-cassettes are (:func:`cassette_paths`, pytest-recording's paths), what its merged ``vcr_config`` says
-(:func:`merge_vcr_config`, the closest marker winning; :func:`resolve_record_mode`, where a record mode given
-on the command line is never overridden: pytest-recording lets a marker override it, a pitfall avoided here),
-and a replay of those cassettes read in place (:class:`VcrReplay`).
-
-:class:`VcrReplay` loads the cassettes through vcrpy's own serializer, request model and ``Cassette``, so
-``before_record_*``, ``filter_*``, ``decode_compressed_response`` and every other vcrpy quirk behave as under
-vcrpy, and matches with vcrpy's ``match_on`` (each interaction played once unless
-``allow_playback_repeats``). A match comes back as an :class:`~pytest_agentreplay.http.exchange.HttpResponse`
-the interceptors serve like any recorded response. Unlike vcrpy, an undecodable cassette is an error, never
-"empty".
+"""vcrpy / pytest-recording compatibility (no pytest import): a vcr-marked test's cassette paths, its
+merged ``vcr_config`` and record mode (a command-line record mode is never overridden by a marker, unlike
+pytest-recording), and :class:`VcrReplay`, which reads those cassettes in place through vcrpy's own
+serializer, filters and ``match_on``. Unlike vcrpy, an undecodable cassette is an error, never "empty".
 """
 
 from __future__ import annotations

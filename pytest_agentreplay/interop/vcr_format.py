@@ -1,9 +1,6 @@
-"""Reader of vcrpy cassettes (YAML or JSON, format version 1) into exchange objects and events.
-
-Handles what real cassettes contain: ``!!binary`` bodies that are still gzip/deflate/br-encoded with
-the ``Content-Encoding`` header kept, header names in any case (``Content-Type`` / ``content-type``),
-header values as lists, request bodies as text, bytes or absent, and SSE streams stored whole.
-Bodies come out decoded in the stored BODY shapes, exactly as live recording would store them.
+"""Reader of vcrpy cassettes (YAML or JSON, format version 1) into exchanges and events, handling what
+real cassettes hold (still-encoded ``!!binary`` bodies, any header case, list values, SSE streams whole);
+bodies come out in the stored BODY shapes live recording would store.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Convert vcrpy / pytest-recording cassettes into this format (``agentreplay import-vcr``).
-
-Each input file becomes one run, its interactions classified and recorded as live recording would
-(:func:`~pytest_agentreplay.http.recording.emit_exchange`), then redacted and saved through
-``cassette.write.save_cassette``. A file in pytest-recording's layout knows its test
-(:func:`pytest_recording_test`): its node id is recorded as ``RunMeta.test`` and the cassette is written where
-this plugin looks for that test. Every imported run is labelled ``source: vcr`` so the comparison rules for
-imported recordings apply.
+"""Convert vcrpy / pytest-recording cassettes into this format (``agentreplay import-vcr``): each file
+becomes one run, recorded as live recording would, labelled ``source: vcr`` and, in pytest-recording's
+layout, written where this plugin looks for its test.
 """
 
 from __future__ import annotations

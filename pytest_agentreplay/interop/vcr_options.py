@@ -1,19 +1,8 @@
 """vcrpy's options in a ``vcr_config`` (and ``@pytest.mark.vcr`` keywords), and pytest-recording's host
-patterns, as this plugin reads them when it serves a vcr-marked test from its vcrpy cassettes (no pytest
-import, no vcrpy import).
-
-Every option ``vcr.VCR.use_cassette`` takes is in exactly one of three tables:
-
-- :data:`APPLIED`: handed to vcrpy's own ``VCR.get_merged_config`` and ``Cassette`` (what is read and how a
-  live request is matched), or used to find the cassette (``path_transformer``, ``cassette_library_dir``),
-  as under pytest-recording;
-- :data:`NOTHING_TO_APPLY`: options of vcrpy's recording side or of its decorator, which change nothing
-  when a cassette is replayed (vcrpy itself ignores them then): accepted, and the reason is kept here;
-- :data:`REFUSED`: options this plugin cannot honour; :func:`check_vcr_options` refuses them with a
-  :class:`~pytest_agentreplay.exceptions.ConfigError` naming the option and what to do instead.
-
-A key in none of the tables is not a vcrpy option: vcrpy and pytest-recording ignore it, and so does this
-plugin.
+patterns (no pytest or vcrpy import). Every ``vcr.VCR.use_cassette`` option is in exactly one table:
+:data:`APPLIED` (handed to vcrpy or used to find the cassette), :data:`NOTHING_TO_APPLY` (recording or
+decorator options a replay ignores, with the reason) or :data:`REFUSED` (a ``ConfigError`` saying what to
+do instead). Any other key is ignored, as vcrpy and pytest-recording ignore it.
 """
 
 from __future__ import annotations

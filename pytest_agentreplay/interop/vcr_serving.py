@@ -1,12 +1,7 @@
-"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place: the vcrpy adapter behind
-the session's interface for other tools' recordings (``replay/foreign.py``).
-
-vcrpy's ``match_on``, filters and ``before_record_*`` decide (:class:`~.vcr_compat.VcrReplay`), fail-closed:
-an unmatched request is refused, never sent; one vcrpy ignores (``ignore_hosts``, ``ignore_localhost``) is
-sent unrecorded, as vcrpy sends it. The recorded history the run is compared with is the played
-interactions in play order, labelled ``source: vcr``, so the lenient rules of imported recordings apply.
-``policy.decide`` finds the run's :class:`VcrServing` (``ctx.served_instead``) and asks it for each
-request: replay knows the protocol, not this module.
+"""Replay of a vcr-marked test from its pytest-recording cassettes, read in place (the vcrpy source of
+``replay/foreign.py``). Fail-closed: an unmatched request is refused, never sent; one vcrpy ignores
+(``ignore_hosts``, ``ignore_localhost``) is sent unrecorded, as vcrpy sends it. The recorded side is the
+played interactions, labelled ``source: vcr`` so the lenient rules of imported recordings apply.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The suite's model comparison, one row per test, in every ``--agentreplay-report`` format: recorded model
-against live model, the agreement rate with its interval, the distinct paths, the judged answers, tokens,
-cost and latency of each side, and the test's verdict; and what replay did not spend (the session line).
-
-The JSON rows carry each test's ``agreement`` (a rate), ``interval`` ([low, high]), ``runs`` and ``paths``
-(``report/schema.json`` describes them). The HTML table sorts by any column (a click on its heading).
+"""The suite's model comparison, one row per test, in every ``--agentreplay-report`` format (rows as
+``report/schema.json`` describes), and what replay did not spend.
 """
 
 from __future__ import annotations

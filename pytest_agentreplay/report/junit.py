@@ -1,9 +1,5 @@
-"""Per-test JUnit XML properties (``<property name="agentreplay.cassette" ...>``).
-
-pytest's junitxml writes ``item.user_properties`` (what ``record_property`` appends to) as properties
-of the test case, so the plugin extends the report's with the test's status::
-
-    report.user_properties.extend(junit_properties(status))
+"""Per-test JUnit XML properties (``agentreplay.*``), which the plugin appends to
+``report.user_properties`` for pytest's junitxml to write.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Where a drift difference sits in the cassette file: the line a reviewer looks at in the diff.
+"""Where a drift difference sits in the cassette file: the 1-based line a reviewer looks at in the diff.
 
-A difference names a field of the in-memory (decoded) event, e.g. ``input_ref.body.json.messages[3].content``
-of event seq 4. The file holds the stored form (``stored_form.py``): payloads under ``input_ref.inline``, a
-request as a delta over an earlier one (the messages it keeps from its base live in the base's lines), a
-large payload as a ``sha256`` of the blob store. :func:`locate_line` follows those to the 1-based line that
-holds the recorded value, or the nearest enclosing line the file has.
-
-The text is indexed once (one linear scan recording the line of every key and list item), so a report
-locating many differences in one cassette reads and scans it once.
+A difference names a field of the decoded event; the file holds the stored form (``stored_form.py``:
+payloads under ``input_ref.inline``, requests as deltas over earlier ones, large payloads in the blob
+store), which :func:`locate_line` follows. The text is indexed once per cassette, in one linear scan.
 """
 
 from __future__ import annotations

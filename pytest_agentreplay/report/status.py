@@ -1,13 +1,6 @@
-"""One status per test, decided once, from the plugin's outcome and pytest's own verdict.
-
-Every view (terminal summary, Markdown, JSON, HTML, JUnit) renders the :class:`TestStatus` :func:`decide`
-returns, so a test pytest reports failed can never look green anywhere. No pytest import: the caller
-passes plain facts.
-
-A status is a :class:`Status`; a ``failed`` (or ``error``) status carries a :class:`Cause` saying why. Where
-the verdict is pytest's own (``error``, ``skipped``, ``xfailed``, ``xpassed``) it is pytest's word for it,
-so the summary's counts are the ones pytest prints. The enums' values are the words the JSON report, JUnit
-and the terminal show.
+"""One status per test, decided once from the plugin's outcome and pytest's own verdict, which every view
+renders: a test pytest reports failed can never look green anywhere. Where the verdict is pytest's own
+(``error``, ``skipped``, ``xfailed``, ``xpassed``) it is pytest's word, so the counts match pytest's.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""A recorded run as spans following the GenAI semantic conventions, independent of the output form.
-
-Span layout (https://opentelemetry.io/docs/specs/semconv/gen-ai/):
-
-- root ``invoke_agent {agent}`` (``gen_ai.operation.name = invoke_agent``, ``gen_ai.agent.name``);
-- ``chat {model}`` per model call (kind CLIENT): ``gen_ai.operation.name = chat``,
-  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
-  ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens``,
-  ``gen_ai.usage.output_tokens`` and the request's decoding settings (``gen_ai.request.*``);
-- ``execute_tool {name}`` per tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-  ``gen_ai.tool.type``), ending at its result or effect;
-- HTTP exchanges outside a tool call as HTTP client spans (``{METHOD}``, ``http.request.method``,
-  ``url.full``, ``http.response.status_code``);
-- retrievals, policy decisions, approvals, state updates and errors as span events of the root.
-
-Nothing is named ``llm.*``; attributes this project adds are under ``agentreplay.*``. Ids are
-deterministic: the trace id comes from the events' ``trace_id`` when they carry one, else from the
-run id, so exporting the same cassette twice yields the same spans.
+"""A recorded run as spans following the GenAI semantic conventions
+(https://opentelemetry.io/docs/specs/semconv/gen-ai/), independent of the output form: ``invoke_agent``
+root, ``chat`` per model call, ``execute_tool`` per tool call, HTTP client spans, other events as root
+span events. Project attributes are under ``agentreplay.*``; ids are deterministic (same cassette, same
+spans).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The page: one run's section (metadata, audit problems, the drift view, the sequence picture and the
-timeline) and the self-contained HTML document around any body, with ``viewer.css``, ``error_probe.js``
-and ``viewer.js`` inlined (no external resource; the Content-Security-Policy allows nothing else)."""
+"""The page: one run's section and the self-contained HTML document around any body, with its assets
+inlined (the Content-Security-Policy allows nothing external)."""
 
 from __future__ import annotations
 

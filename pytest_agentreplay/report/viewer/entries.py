@@ -1,7 +1,5 @@
-"""The timeline list of a run: one entry per event (``<li>``) with its head line (seq, type, actor, class,
-a one-line summary, a drift marker) and its details by event type (model decision and tool calls, tool
-arguments and errors, effects with idempotency keys and receipts, retrievals, policy and approval
-checkpoints, HTTP exchanges, state hashes, payloads), above a toolbar of filters the page script drives."""
+"""The timeline list of a run: one entry per event with its head line and its details by event type,
+above a toolbar of filters the page script drives."""
 
 from __future__ import annotations
 
