@@ -86,9 +86,8 @@ class CassetteNotFoundError(CassetteError):
 
 
 class CassetteElsewhereError(CassetteNotFoundError):
-    """The cassette is absent where the test looks, but the test has one under a directory above pytest's
-    rootdir (``found``, below the project root ``root``): pytest ran from another directory than when it
-    was recorded."""
+    """The cassette is absent where the test looks, but is at ``found`` under the project root ``root``
+    above pytest's rootdir: pytest ran from another directory than when it was recorded."""
 
     def __init__(self, headline: str, *, found: Path, root: Path, **kwargs: Any) -> None:
         self.found = found
@@ -125,8 +124,7 @@ class CassetteLimitError(CassetteCorruptError):
 
 
 class CassetteFileTypeError(CassetteError):
-    """A cassette or blob path is not a regular file inside its folder (a FIFO, device, directory, or a
-    symlink leading out of the cassette folder)."""
+    """A cassette or blob path is not a regular file inside its folder (a FIFO, a symlink out of it...)."""
 
 
 class PayloadShapeError(CassetteSchemaError):
@@ -142,31 +140,28 @@ class SecretLeakError(CassetteError):
 
 
 class ContentCodingError(CassetteError):
-    """A body arrived in a content coding this installation cannot undo (``zstd`` without ``zstandard``):
-    redaction cannot see inside it, so it is not recorded."""
+    """A body's content coding cannot be undone here (``zstd`` without ``zstandard``): not recorded,
+    since redaction cannot see inside it."""
 
 
 class EventStreamError(CassetteError):
-    """An AWS event stream message (``application/vnd.amazon.eventstream``) failed its CRC check or has
-    impossible lengths: it cannot be stored as events the client read, so the test fails saying so."""
+    """An AWS event stream message failed its CRC check or has impossible lengths: it cannot be stored."""
 
 
 class CassetteNotSavedError(CassetteError):
-    """Writing a cassette or its blobs failed (a full disk, no permission, a read-only file system, a file
-    where a folder should be): nothing was replaced, the previous cassette and its blobs are intact."""
+    """Writing a cassette or its blobs failed (a full disk, no permission...): nothing was replaced."""
 
     # Starts every headline after the file name: one phrase for every way a write fails.
     MARK = "was not saved: writing it failed"
 
 
 class PruneRefusedError(CassetteError):
-    """``agentreplay prune`` deleted nothing: a cassette sharing the blob store cannot be read (or a blob it
-    references cannot be followed), so which blobs are still in use is unknown."""
+    """``agentreplay prune`` deleted nothing: a cassette sharing the blob store cannot be read, so which
+    blobs are still in use is unknown."""
 
 
 class PendingDriftError(CassetteError):
-    """A pending drift file (``<cassette>.pending.json``) cannot be reviewed: unreadable, or its cassette
-    changed since the drift was found (the drift was against another recording)."""
+    """A pending drift file cannot be reviewed: unreadable, or its cassette changed since the drift."""
 
 
 class ReplayError(AgentReplayError):
@@ -202,21 +197,16 @@ class ComparisonError(AgentReplayError):
 
 
 class ToolValueError(AgentReplayError):
-    """A ``@tool`` value cannot be stored so that replay gives it back as it was: refused while recording
-    (an arbitrary object, a class defined inside a function, an open file), or a recorded one that cannot be
-    rebuilt in replay (its class is gone). Never stored as a ``repr``."""
+    """A ``@tool`` value cannot be stored so that replay gives it back as it was (refused while
+    recording), or a recorded one cannot be rebuilt (its class is gone). Never stored as a ``repr``."""
 
 
 class RecordedToolError(Exception):
-    """Raised during replay where the tool raised during recording, when the recorded exception cannot be
-    raised again as its own type (a ``@tool`` exception of a built-in or importable class whose arguments
-    rebuild it comes back as itself); carries the recorded message.
+    """Raised in replay where the tool raised while recording, when the recorded exception cannot be
+    rebuilt as its own type; ``error_type`` is its recorded type name (``KeyError``), if known.
 
-    ``error_type`` is the recorded exception's type name (``KeyError``, ``shop.errors.OutOfStock``) when the
-    record says it, else None.
-
-    Deliberately outside the ``AgentReplayError`` tree: it stands for the tool's own failure, which the
-    agent under test handles as it handled it while recording."""
+    Outside the ``AgentReplayError`` tree: it stands for the tool's own failure, which the agent under test
+    handles as it did while recording."""
 
     def __init__(self, tool: str, message: str, *, error_type: str | None = None) -> None:
         super().__init__(f"{tool}: {message}")
@@ -231,11 +221,8 @@ class RecordedToolError(Exception):
 
 
 def __getattr__(name: str) -> object:
-    # ``RecordValidationError`` was this package's own class while the records were; they are pydantic
-    # models now, and a bad value raises ``pydantic.ValidationError`` (a ``ValueError``, outside this tree,
-    # reported with the traceback of the call that passed it). The old name stays for code that catches
-    # it, resolved on first use: processes that never validate a record (a guarded child imports this
-    # module) do not import pydantic for it.
+    # The old name of ``pydantic.ValidationError`` (records are pydantic models now), kept for code that
+    # catches it; resolved on first use, so a guarded child that imports this module skips pydantic.
     if name == "RecordValidationError":
         from pydantic import ValidationError  # heavy: ~40 ms of import a guarded child never needs
 
@@ -244,5 +231,4 @@ def __getattr__(name: str) -> object:
 
 
 class UnencodableValueError(CassetteError):
-    """A recorded value cannot be stored as UTF-8 JSON (a lone UTF-16 surrogate in a string): the event,
-    the field and the character are named; nothing is written."""
+    """A recorded value cannot be stored as UTF-8 JSON (a lone UTF-16 surrogate): nothing is written."""

@@ -91,14 +91,8 @@ def cassette_paths(
     default_cassette_name: str | None = None,
     config: Mapping[str, object] | None = None,
 ) -> VcrCassettePaths:
-    """pytest-recording's cassette paths for a test.
-
-    ``test_file`` is the test module, ``test_name`` the item name (``test_x[case]``), ``class_name`` the
-    test's class (``request.cls.__name__``), ``marker_args`` the positional arguments of every
-    ``@pytest.mark.vcr`` on the item (extra cassettes), ``vcr_cassette_dir`` / ``default_cassette_name``
-    the values of those fixtures when a project overrides them, ``config`` the merged vcr config (its
-    ``serializer`` picks the suffix).
-    """
+    """pytest-recording's cassette paths for a test: ``marker_args`` are the extra cassettes of its vcr
+    markers, ``vcr_cassette_dir`` / ``default_cassette_name`` those fixtures' values when overridden."""
     directory = Path(vcr_cassette_dir) if vcr_cassette_dir is not None else default_cassette_dir(test_file)
     name = default_cassette_name
     if name is None:
@@ -119,9 +113,7 @@ _default_cassette_name = default_cassette_name  # the function, which a paramete
 
 
 def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, object]) -> Path:
-    """vcrpy's path of the cassette pytest-recording names ``name``: the config's ``path_transformer``
-    (else vcrpy's ``ensure_suffix``), then its ``cassette_library_dir`` (else ``vcr_cassette_dir``) put in
-    front unless the path starts with it already (``VCR.get_merged_config``)."""
+    """vcrpy's path of the cassette named ``name``, as ``VCR.get_merged_config`` builds it."""
     transformer = config.get("path_transformer")
     library = config.get("cassette_library_dir") or directory
     if transformer is None:
@@ -193,15 +185,12 @@ def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
 
 
 def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
-    """pytest-recording's ``allowed_hosts`` (a list or a comma-separated string of host patterns) from the
-    merged config, as host names (:func:`~.vcr_options.host_names`; ``ConfigError`` on a pattern that
-    names no host)."""
+    """pytest-recording's ``allowed_hosts`` of the merged config, as host names."""
     return host_names(split_patterns(merged.get("allowed_hosts")), "allowed_hosts in vcr_config")
 
 
 def vcr_options(merged: Mapping[str, object]) -> Document:
-    """The merged config without the keys pytest-recording interprets itself: what it would pass to
-    ``vcr.use_cassette`` (``match_on``, ``filter_headers``, ``before_record_request``...)."""
+    """The merged config without the keys pytest-recording interprets itself (what vcrpy gets)."""
     return {k: v for k, v in merged.items() if k not in PYTEST_RECORDING_KEYS}
 
 
@@ -227,15 +216,9 @@ def to_vcr_request(request: HttpRequest) -> Any:
 
 
 class VcrReplay:
-    """The recorded interactions of one vcr-marked test, replayed with vcrpy's matching semantics.
-
-    ``VcrReplay(paths, merged_config)``: ``paths`` are the test's cassettes (a :class:`VcrCassettePaths`
-    or a list), ``merged_config`` the :func:`merge_vcr_config` result (its options checked by
-    :func:`~.vcr_options.check_vcr_options`). ``vcr``: the session's ``vcr.VCR``, whose registered matchers,
-    serializers and persister apply (``pytest_recording_configure``); it is read, never changed. A
-    ``persister`` in the config, else one registered on ``vcr``, loads the test's cassette
-    (:class:`~.vcr_persisters.ProjectPersister`). Reads happen here, once.
-    """
+    """The recorded interactions of one vcr-marked test, read once and replayed with vcrpy's matching
+    semantics. ``vcr``: the session's ``vcr.VCR``, whose registered matchers, serializers and persister
+    apply (read, never changed)."""
 
     def __init__(
         self,
@@ -310,16 +293,13 @@ class VcrReplay:
         return tuple(self._persister.found)
 
     def unplayed(self) -> list[tuple[str, str]]:
-        """(method, uri) of the recorded interactions no request used (vcrpy's ``allow_playback_repeats``
-        aside, each is played at most once)."""
+        """(method, uri) of the recorded interactions no request used."""
         counts = self._cassette.play_counts
         return [(r.method, r.uri) for i, (r, _) in enumerate(self._cassette.data) if counts[i] == 0]
 
     def interactions(self) -> list[VcrInteraction]:
-        """The recorded interactions as vcrpy holds them after loading (``before_record_request`` /
-        ``before_record_response`` applied), in this project's shapes: feed them to
-        ``vcr_format.interactions_to_events`` (with ``RunMeta(labels={"source": "vcr"})``) for the recorded
-        history a replay is compared with, or to convert the test's cassettes into this format."""
+        """The recorded interactions as vcrpy holds them after loading (``before_record_*`` applied), in
+        this project's shapes."""
         out: list[VcrInteraction] = []
         for stored, raw in self._cassette.data:
             body = stored.body  # vcrpy's Request keeps bytes (or None)
@@ -333,13 +313,11 @@ class VcrReplay:
 
     # -- matching --------------------------------------------------------------------------------
     def ignored(self, request: HttpRequest) -> bool:
-        """True when the config's ``before_record_request`` drops the request (``ignore_hosts``,
-        ``ignore_localhost``, a hook returning None): vcrpy would send it live, unrecorded."""
+        """True when vcrpy would send the request live, unrecorded (``ignore_hosts``, a filter)."""
         return self._cassette.filter_request(to_vcr_request(request)) is None
 
     def play(self, request: HttpRequest) -> VcrMatch | None:
-        """The response to serve for ``request`` (marking the interaction played), or None when no
-        unplayed recorded interaction matches under the config's ``match_on``."""
+        """The response to serve for ``request`` (marking it played), or None when none matches."""
         from vcr.errors import UnhandledHTTPRequestError  # heavy: vcrpy, as above
 
         counts = self._cassette.play_counts

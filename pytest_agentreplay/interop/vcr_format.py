@@ -65,11 +65,8 @@ class NotVcrCassetteError(ValueError):
 
 
 def read_vcr_document(path: Path, fmt: VcrFormat | None = None) -> Document:
-    """The one reader of vcrpy cassettes, for every path that reads one (``import-vcr``, a vcr-marked test
-    served in place): a regular file of bounded size (a FIFO or a device would block or never end), YAML
-    alias bombs refused before they expand, then vcrpy's own loader (its safe YAML loader, which knows the
-    few Python tags old vcrpy cassettes hold). ``fmt``: by the suffix or the first byte when not given.
-    ``FileNotFoundError`` passes through; anything unreadable raises."""
+    """The one reader of vcrpy cassettes: a regular file of bounded size, YAML alias bombs refused before
+    they expand, then vcrpy's own safe loader. ``FileNotFoundError`` passes through."""
     data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
     if fmt is None:
         fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
@@ -93,11 +90,8 @@ def parse_vcr_document(text: str | bytes, fmt: VcrFormat = "yaml") -> Document:
 
 
 def check_alias_expansion(text: str | bytes, loader: type) -> None:
-    """Refuse a YAML document whose aliases would expand beyond ``MAX_ALIAS_NODES`` nodes.
-
-    Reads the event stream only (nothing is built): each anchor's node count is known when its node
-    ends, and each alias adds its anchor's count.
-    """
+    """Refuse a YAML document whose aliases would expand beyond ``MAX_ALIAS_NODES`` nodes (from the event
+    stream: nothing is built)."""
     import yaml  # heavy: PyYAML, imported only where a vcrpy cassette is read
 
     sizes: dict[str, int] = {}
@@ -155,8 +149,7 @@ def _mapping(value: object) -> Mapping[str, object]:
 
 
 def response_from_vcr(given: object) -> tuple[HttpResponse, str | None]:
-    """A vcrpy response dict (``status``, ``headers``, ``body``) as a served ``HttpResponse`` (body
-    decoded into the stored BODY shape) and its reason phrase."""
+    """A vcrpy response dict as a served ``HttpResponse`` and its reason phrase."""
     resp_raw = _mapping(given)
     resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
     raw = _raw_body(resp_raw.get("body"))
@@ -188,8 +181,7 @@ def interactions_to_events(
     framed: bool = False,
     cassette: str | None = None,
 ) -> list[Event]:
-    """Classify and record each interaction as live recording would (model.call / http / effect);
-    ``framed``: between a run.start and a run.end, as a recorded run is."""
+    """Classify and record each interaction as live recording would; ``framed``: in run.start/run.end."""
     run = run or RunMeta(run_id="vcr-import")
     ctx = RunContext(Recorder(run), mode="capture", cassette=cassette, settings=settings or {})
     if framed:

@@ -51,9 +51,8 @@ _ROOT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setu
 
 
 def project_root(test_dir: Path, cwd: Path | None = None) -> Path:
-    """The root directory node ids are relative to: ``cwd`` when the tests lie below it (pytest run from
-    the project), else the nearest ancestor of ``test_dir`` holding a pytest/project configuration file
-    (as pytest finds its rootdir), else the folder holding ``test_dir``."""
+    """The root directory node ids are relative to: ``cwd`` when the tests lie below it, else the nearest
+    ancestor holding a pytest configuration file (as pytest finds its rootdir), else ``test_dir``'s parent."""
     resolved = Path(test_dir).resolve()
     if cwd is not None:
         base = Path(cwd).resolve()
@@ -66,9 +65,8 @@ def project_root(test_dir: Path, cwd: Path | None = None) -> Path:
 
 
 def pytest_recording_test(source: Path, rootdir: Path | None = None) -> VcrTest | None:
-    """The test pytest-recording would have used ``source`` for, from its default layout
-    ``<test dir>/cassettes/<module>/[<Class>.]<test>.yaml``; ``None`` for a file outside that layout.
-    The module path is relative to :func:`project_root` (``rootdir``: the current directory)."""
+    """The test of ``source`` in pytest-recording's layout, ``<test dir>/cassettes/<module>/[<Class>.]<test>``
+    (None outside it)."""
     source = Path(source)
     if source.suffix.lower() not in VCR_SUFFIXES or source.parent.parent.name != "cassettes":
         return None
@@ -178,12 +176,8 @@ def import_vcr_file(
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
 ) -> LoadedCassette:
     """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; returns the saved cassette.
-
-    ``settings`` are the HTTP settings of ``[tool.agentreplay]`` (idempotency header, receipt rules,
-    OpenAI-compatible base URLs); ``redaction`` its ``redact_*`` keys; ``test`` the node id the cassette
-    belongs to (``RunMeta.test``; see :func:`pytest_recording_test`); ``transport_headers`` as in
-    :func:`~pytest_agentreplay.cassette.write.save_cassette` (the idempotency header is always kept).
-    """
+    ``settings`` / ``redaction``: ``[tool.agentreplay]``'s HTTP settings and ``redact_*`` keys; ``test``:
+    the node id it belongs to."""
     source = Path(source)
     interactions = _read_interactions(source)
     digest = sha256_hex(read_regular_file(source, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {source.name}"))

@@ -1,7 +1,4 @@
-"""The vcrpy persisters behind :class:`~.vcr_compat.VcrReplay`: how a vcr-marked test's cassettes are read
-in place (no pytest import; vcrpy imported where a cassette is read). Neither ever writes: recording
-writes this plugin's format.
-"""
+"""The read-only vcrpy persisters behind :class:`~.vcr_compat.VcrReplay` (recording writes this format)."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ class VcrCassetteError(CassetteCorruptError):
 
 
 class _AlreadyParsed:
-    """A vcrpy serializer for a document :func:`~.vcr_format.read_vcr_document` has read: vcrpy's
-    ``deserialize`` then builds its requests and responses from it as from a text it parsed itself."""
+    """A vcrpy serializer for a document :func:`~.vcr_format.read_vcr_document` has already read."""
 
     @staticmethod
     def deserialize(document: Document) -> Document:
@@ -93,10 +89,8 @@ _PLACE = "persister in the vcr_config fixture, or register_persister in pytest_r
 
 @dataclass
 class ProjectPersister(_ReadOnly):
-    """A persister the project gave (``persister`` in ``vcr_config``, or ``register_persister`` in its
-    ``pytest_recording_configure`` hook): it loads the test's cassette, as under pytest-recording, where it
-    replaces the persister that reads the marker's extra cassettes too. A cassette it does not find is
-    missing (vcrpy's ``CassetteNotFoundError``); anything else it raises is an error, never "empty"."""
+    """A persister the project gave: it loads the test's cassette (not the markers' extra ones, as under
+    pytest-recording); anything it raises but "not found" is an error, never "empty"."""
 
     persister: Any
     path: Path

@@ -40,9 +40,8 @@ class VcrServing:
     played: list[tuple[int, str]] = field(default_factory=list)
 
     def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
-        """vcrpy's answer to ``request``: the recorded response (recorded on the run), the request sent
-        unrecorded where vcrpy ignores its host (``ignore_hosts``, ``ignore_localhost``), else a refusal
-        (an :class:`UnmatchedRequestError`, also kept in ``ctx.failures``)."""
+        """vcrpy's answer to ``request``: the recorded response, the request sent unrecorded where vcrpy
+        ignores it, else a refusal."""
         started = time.perf_counter()
         match = self.replay.play(request)
         if match is not None:
@@ -56,8 +55,7 @@ class VcrServing:
 
 @dataclass
 class VcrSource:
-    """A vcr-marked test's pytest-recording cassettes and merged ``vcr_config``: the
-    :class:`~pytest_agentreplay.replay.foreign.ForeignSource` of vcrpy. One per test."""
+    """A vcr-marked test's cassettes and merged ``vcr_config``: vcrpy's ``replay.foreign.ForeignSource``."""
 
     paths: VcrCassettePaths
     config: Document
@@ -73,8 +71,8 @@ class VcrSource:
         return bool(self.paths.existing())
 
     def marker_defaults(self, marker: Mapping[str, object]) -> dict[str, object]:
-        """The ``agentreplay`` marker settings the vcr marker implies (an explicit agentreplay marker and
-        the command line still win): its record mode, and ``allowed_hosts`` as hosts replay may reach."""
+        """The ``agentreplay`` marker settings the vcr marker implies (its record mode, ``allowed_hosts``);
+        an explicit agentreplay marker and the command line still win."""
         out = dict(marker)
         if out.get("record") is None and (self.record_given or "record_mode" in self.config):
             out["record"] = agentreplay_record_mode(self.record_mode)
@@ -86,9 +84,8 @@ class VcrSource:
         return out
 
     def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
-        """The recorded side of a vcr-served run: an empty in-memory cassette (the played interactions
-        become its events at the end), labelled imported. Even without a YAML file: pytest-recording
-        passes a test that sends nothing, and refuses the rest."""
+        """An empty in-memory cassette labelled imported (the played interactions become its events), even
+        without a YAML file: pytest-recording passes a test that sends nothing."""
         replay = VcrReplay(self.paths, self.config, record_mode="none", vcr=self.vcr)
         self.serving = VcrServing(replay)
         run = RunMeta(
@@ -104,10 +101,8 @@ class VcrSource:
         return LoadedCassette(path=cassette, run=run, events=[], blob_store=blobs)
 
     def activate(self, ctx: RunContext, recorded: LoadedCassette, *, converting: bool) -> None:
-        """Serve ``ctx`` from the replay :meth:`load` made, before the run starts. vcrpy recorded no
-        clock, uuid or random values: none are served or compared, unless the run is converted into this
-        plugin's cassette (``--agentreplay-update``), which keeps the values this run drew for its later
-        replays."""
+        """Serve ``ctx`` from the replay :meth:`load` made. vcrpy recorded no clock, uuid or random values:
+        none are served, unless the run is converted (which keeps the values this run drew)."""
         assert self.serving is not None, "activate() before load()"
         ctx.served_instead = self.serving
         if not converting:
@@ -119,8 +114,7 @@ class VcrSource:
         return played_history(ctx, ctx.recorded.run, self.serving)
 
     def converted_run(self, run: RunMeta) -> RunMeta:
-        """The run metadata of a vcr-served run written as this plugin's cassette (``--agentreplay-update``):
-        no longer labelled imported (its requests are this run's own), the source cassettes named."""
+        """The run metadata of a converted vcr-served run: no longer labelled imported."""
         labels = {**run.labels, "source": CONVERTED_LABEL}
         return run.model_copy(update={"labels": labels, "run_id": run.run_id})
 

@@ -19,8 +19,7 @@ def build_report(
     network: Document | None = None,
     comparison: Document | None = None,
 ) -> SessionReport:
-    """What every format renders, from the per-test statuses :func:`.status.decide` returns: the same
-    status the terminal and JUnit show, so no report can call a failed test green."""
+    """What every format renders: the statuses the terminal and JUnit show, redacted."""
     from ..redaction import default_redactor  # heavy: ~100 ms, paid by sessions that write a report
 
     # Node ids (a parametrize id), failure messages and drift values can hold a key: reports are files
@@ -60,9 +59,8 @@ def write_report(
     network: Document | None = None,
     comparison: Document | None = None,
 ) -> None:
-    """Write the report at ``path`` (atomically); with ``$GITHUB_STEP_SUMMARY`` set, also append the
-    Markdown report to that file. Raises ``ReportError`` when either cannot be written: no folder is
-    created (the path's folder was checked at start-up; one missing now was removed during the session)."""
+    """Write the report at ``path`` atomically, and append the Markdown one to ``$GITHUB_STEP_SUMMARY``;
+    ``ReportError`` when either fails (no folder is created: it was checked at start-up)."""
     from ..cassette.atomic import atomic_write_bytes  # heavy: ~100 ms at every pytest start-up otherwise
 
     path = Path(path)

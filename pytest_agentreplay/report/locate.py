@@ -106,8 +106,8 @@ def _index(text: str) -> _Node | None:
 
 
 def _walk(node: _Node, tokens: tuple[str, ...]) -> int:
-    """The line of ``tokens`` below ``node``, or of the deepest enclosing value the file has. A key holding
-    dots was split by the display path (``a.b`` -> ``a``, ``b``): it is tried joined again."""
+    """The line of ``tokens`` below ``node``, or of the deepest enclosing value; a key holding dots (split
+    by the display path) is tried joined again."""
     i = 0
     while i < len(tokens):
         child = node.child(tokens[i])
@@ -320,8 +320,7 @@ def _plain(node: _Node) -> Any:
 
 def _route(payload: dict[str, Any], tokens: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     """Where a stored request keeps the field at ``tokens``: ``here`` (at the returned tokens: a list item
-    after the kept ones moves down by their number), its ``base`` (a delta keeps it) or the ``prev``ious
-    request (``"headers": "@prev"``)."""
+    after the kept ones moves down), its delta ``base``, or the ``prev``ious request."""
     spec = payload.get("delta")
     spec = spec if isinstance(spec, dict) else {}
     head = tokens[0] if tokens else None
@@ -371,16 +370,13 @@ def _is_request(ref: _Node) -> bool:
 def locate_line(
     cassette_text: str, seq: int, path_tokens: tuple[str, ...], *, read_blob: BlobReader | None = None
 ) -> int | None:
-    """The 1-based line of ``cassette_text`` holding the recorded value at ``path_tokens`` (in-memory form,
-    as ``Difference.path_tokens``) of the event ``seq``, or the nearest enclosing line the file has; None
-    when no event has that seq. ``read_blob(sha)`` reads a blob-stored request (to count delta bases past
-    it). Index the text once with :class:`CassetteIndex` to locate many differences."""
+    """The 1-based line holding the value at ``path_tokens`` (``Difference.path_tokens``) of event ``seq``,
+    or the nearest enclosing line; None when no event has that seq."""
     return CassetteIndex(cassette_text, read_blob=read_blob).locate(seq, path_tokens)
 
 
 class Locator:
-    """Locates differences in cassette files, reading and indexing each file once while it is unchanged
-    (a report makes one)."""
+    """Locates differences in cassette files, indexing each file once while it is unchanged."""
 
     def __init__(self) -> None:
         self._files: dict[str, tuple[tuple[int, int], CassetteIndex | None]] = {}

@@ -78,9 +78,8 @@ def _event(diff: Difference) -> str:
 
 
 def cassette_lines(cassette: str, status: Status, locator: Locator | None = None) -> Where:
-    """Where each difference of a test sits in its cassette: the line holding the recorded value (for an
-    updated test, the file holds the replayed history: the line of the value written). A field the
-    stored side lacks sits in the object (or list) the update adds it to."""
+    """Where each difference of a test sits in its cassette (for an updated test, the value written; a
+    field the stored side lacks, the object it is added to)."""
     locator = locator if locator is not None else Locator()
     updated = status == Status.UPDATED
     shown = display_path(cassette)
@@ -130,8 +129,7 @@ def drift_table(drift: DriftResult, where: Where | None = None) -> list[str]:
 
 
 def message_block(message: str) -> list[str]:
-    """The whole failure message, pre-formatted: its layout (evidence indented, fixes numbered, commands
-    on their own lines) is what makes it readable. Escaped, so no line of it can end the block."""
+    """The whole failure message, pre-formatted (its layout makes it readable) and escaped."""
     return ["<pre>", *html.escape(message.strip("\n")).splitlines(), "</pre>"]
 
 

@@ -46,8 +46,7 @@ class Action(StrEnum):
 
 
 class Cause(StrEnum):
-    """Why the plugin failed a test. ``drift`` never reaches a report: :func:`decide` turns it into the
-    ``drifted`` status."""
+    """Why the plugin failed a test (``drift`` becomes the ``drifted`` status in :func:`decide`)."""
 
     TEST = "test"
     NOT_SAVED = "not-saved"
@@ -177,8 +176,8 @@ class TestStatus:
         }
 
     def to_wire(self) -> Document:
-        """What an xdist worker sends the controller (plain JSON values): the report's entry with the whole
-        drift and ``write_failed``, so that :meth:`from_wire` reads back an equal status."""
+        """What an xdist worker sends the controller: the report's entry with the whole drift and
+        ``write_failed``, which :meth:`from_wire` reads back as an equal status."""
         drift = None if self.drift is None else self.drift.to_dict(wire=True)
         return self.to_dict() | {"drift": drift, "write_failed": self.write_failed}
 
@@ -229,14 +228,9 @@ def decide(
     rerecorded: Rerecorded | None = None,
     pending: str | None = None,
 ) -> TestStatus:
-    """The status of one test.
-
-    ``pytest_outcome`` is pytest's worst outcome over setup, call and teardown (``passed``, ``failed``,
-    ``skipped``) and ``phase`` the phase it came from; ``action`` is what the plugin did with the cassette
-    (None when the run never finished); ``cause`` the cause of the failure the plugin saw, if any; ``xfail``
-    whether pytest judged the outcome against an xfail mark; ``reruns`` how many earlier attempts
-    pytest-rerunfailures ran again before this one.
-    """
+    """The status of one test. ``pytest_outcome``: pytest's worst outcome over the phases, from ``phase``;
+    ``action``: what the plugin did with the cassette (None: the run never finished); ``reruns``: earlier
+    attempts pytest-rerunfailures ran again."""
     status: Status
     write_failed = False
     if pytest_outcome == "skipped":

@@ -1,7 +1,4 @@
-"""The end-of-session summary and the drift report file, from the per-test statuses.
-
-A status is the :class:`~pytest_agentreplay.report.status.TestStatus` :func:`~.status.decide` returns.
-"""
+"""The end-of-session summary and what every report file renders, from the per-test statuses."""
 
 from __future__ import annotations
 
@@ -23,9 +20,7 @@ REGRESSIONS_BY_STATUS = {Status.UPDATED: "regressions_accepted", Status.XFAILED:
 
 @dataclass(frozen=True)
 class SessionReport:
-    """What every report file renders (``report.build_report``): the tests' statuses and the unused
-    cassettes as a file may show them (redacted), their :func:`counts` and :func:`next_steps`, and which
-    level guarded the session's network (``guard/session_namespace.py``), if known."""
+    """What every report file renders (``report.build_report``), redacted as a file may show it."""
 
     tests: list[TestStatus]
     unused: list[str]
@@ -38,10 +33,8 @@ class SessionReport:
 
 
 def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dict[str, int]:
-    """Per-status counts (and ``rerun``: the attempts pytest-rerunfailures ran again), unused cassettes,
-    and the differences: ``regressions`` that fail the run (in drifted, failed or errored tests; a green
-    run has none), those ``--agentreplay-update`` accepted, those of tests pytest expected to fail, and
-    the ``expected_differences`` the rules mark expected."""
+    """Per-status counts, reruns, unused cassettes, and the differences: ``regressions`` that fail the run
+    (only red tests), those accepted by an update or in xfailed tests, and ``expected_differences``."""
     by_status = Counter(s.status for s in statuses)
     out = {status.value: by_status[status] for status in STATUSES}
     out["rerun"] = sum(s.reruns for s in statuses)
@@ -68,8 +61,7 @@ def plural(n: int, word: str) -> str:
 
 
 def differences_text(numbers: dict[str, int]) -> str:
-    """``0 regressions, 26 expected differences`` and, when there are any, the regressions that do not
-    fail the run, named for why: the same words in the terminal, Markdown and HTML."""
+    """``0 regressions, 26 expected differences`` and the regressions that do not fail the run, if any."""
     parts = [
         plural(numbers["regressions"], "regression"),
         plural(numbers["expected_differences"], "expected difference"),
@@ -180,8 +172,7 @@ def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ())
 
 
 def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
-    """The calls refused without failing their test (hosts in ``tolerated_hosts``): (node id, call) pairs,
-    each call once per test."""
+    """The (node id, call) pairs refused without failing their test (``tolerated_hosts``), each once."""
     if not tolerated:
         return []
     unique = list(dict.fromkeys(tolerated))
@@ -191,8 +182,7 @@ def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def rerecorded_lines(statuses: Sequence[TestStatus]) -> list[str]:
-    """The session's re-recording from the drift (``--agentreplay-record=drifted``): the calls kept from
-    the cassettes (never sent) and the calls sent live, over the tests that turned live."""
+    """The session's re-recording from the drift (``--agentreplay-record=drifted``): calls kept and sent."""
     turned = [s.rerecorded for s in statuses if s.rerecorded is not None]
     if not turned:
         return []
