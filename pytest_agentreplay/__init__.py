@@ -36,33 +36,18 @@ if TYPE_CHECKING:
     from .runtime.values import record_value as record_value
     from .shell.handle import AgentReplay as AgentReplay
 
-_WHERE = {
-    "AgentReplay": "shell.handle",
-    "RecordedToolError": "exceptions",
-    "capture_run": "api",
-    "record_approval": "api",
-    "record_policy": "api",
-    "record_retrieval": "api",
-    "record_state": "api",
-    "record_value": "runtime.values",
-    "register_tool_codec": "core.tool_values",
-    "tool": "api",
-    "current_run": "core.capture",
-    "state_hash": "core.capture",
-    "FORMAT_VERSION": "core.constants",
-    "InputFields": "http.providers.interface",
-    "Provider": "http.providers.interface",
-    "NoProviderError": "exceptions",
-    "AgentReplayError": "exceptions",
-    "CassetteError": "exceptions",
-    "ConfigError": "exceptions",
-    "DriftError": "exceptions",
-    "NetworkBlockedError": "exceptions",
-    "ReplayError": "exceptions",
-    "SecretLeakError": "exceptions",
-    "ToolValueError": "exceptions",
-    "UnmatchedRequestError": "exceptions",
+_EXPORTS = {
+    "api": "capture_run record_approval record_policy record_retrieval record_state tool",
+    "core.capture": "current_run state_hash",
+    "core.constants": "FORMAT_VERSION",
+    "core.tool_values": "register_tool_codec",
+    "exceptions": "AgentReplayError CassetteError ConfigError DriftError NetworkBlockedError NoProviderError "
+    "RecordedToolError ReplayError SecretLeakError ToolValueError UnmatchedRequestError",
+    "http.providers.interface": "InputFields Provider",
+    "runtime.values": "record_value",
+    "shell.handle": "AgentReplay",
 }
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names.split()}
 
 __all__ = sorted(_WHERE)
 

@@ -41,10 +41,6 @@ def _bound_arguments(
     return arguments
 
 
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
 @overload
 def tool(fn: Callable[P, R], /) -> Callable[P, R]: ...
 
@@ -217,10 +213,8 @@ def record_approval(
     ctx = current_run()
     if ctx is None:
         return
-    data: Document = {"status": status}
-    for key, value in (("by", by), ("subject", subject), ("reason", reason)):
-        if value is not None:
-            data[key] = value
+    given = {"status": status, "by": by, "subject": subject, "reason": reason}
+    data: Document = {key: value for key, value in given.items() if value is not None}
     actor: Actor = "human" if status != "requested" else "runtime"
     ctx.recorder.emit("approval", actor=actor, event_class="decision", data=data)
 
@@ -256,14 +250,18 @@ def capture_run(
 
     meta = RunMeta(run_id=run_id or uuid.uuid4().hex, agent=agent, recorded_at=utc_now(), **(metadata or {}))
     ctx = RunContext(Recorder(meta), mode=Mode.CAPTURE, cassette=str(path))
-    uninstall = _install_http() if intercept_http else None
+    uninstall: Callable[[], None] | None = None
+    if intercept_http:
+        from .intercept import install  # heavy: the interceptors load only when a capture intercepts HTTP
+
+        uninstall = install()
     try:
         with activate(ctx):
             runs.start(ctx)
             try:
                 yield ctx
             except BaseException as exc:
-                runs.finish(ctx, "error", _error_text(exc))
+                runs.finish(ctx, "error", f"{type(exc).__name__}: {exc}")
                 raise
             else:
                 runs.finish(ctx, "ok")
@@ -292,9 +290,3 @@ def _replaying_run() -> RunContext | None:
         return None
     runs: list[RunContext] = guard.guarding_runs()
     return runs[0] if runs else None
-
-
-def _install_http() -> Callable[[], None]:
-    from .intercept import install  # heavy: the interceptors load only when a capture intercepts HTTP
-
-    return install()

@@ -55,11 +55,6 @@ def default_cassette_name(test_name: str, class_name: str | None = None) -> str:
     return name
 
 
-def _suffix(config: Mapping[str, object] | None) -> str:
-    serializer = (config or {}).get("serializer")
-    return f".{serializer}" if serializer else f".{DEFAULT_SERIALIZER}"
-
-
 @dataclass(frozen=True)
 class VcrCassettePaths:
     """The cassettes of one vcr-marked test: ``primary`` is the one pytest-recording records into,
@@ -72,10 +67,7 @@ class VcrCassettePaths:
     @property
     def all(self) -> tuple[Path, ...]:
         """Every cassette to read, in pytest-recording's order, each once."""
-        seen: dict[str, Path] = {}
-        for path in (self.primary, *self.extras):
-            seen.setdefault(os.fspath(path), path)
-        return tuple(seen.values())
+        return tuple(dict.fromkeys((self.primary, *self.extras)))
 
     def existing(self) -> tuple[Path, ...]:
         return tuple(p for p in self.all if p.is_file())
@@ -97,7 +89,7 @@ def cassette_paths(
     name = default_cassette_name
     if name is None:
         name = _default_cassette_name(test_name, class_name)
-    suffix = _suffix(config)
+    suffix = f".{(config or {}).get('serializer') or DEFAULT_SERIALIZER}"
     limit = _max_filename_len()
     if len(name) + len(suffix) > limit:
         digest = hashlib.md5(name.encode()).hexdigest()

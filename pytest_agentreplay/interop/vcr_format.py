@@ -70,20 +70,15 @@ def read_vcr_document(path: Path, fmt: VcrFormat | None = None) -> Document:
     data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
     if fmt is None:
         fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
-    return parse_vcr_document(data, fmt)
-
-
-def parse_vcr_document(text: str | bytes, fmt: VcrFormat = "yaml") -> Document:
-    """A vcrpy cassette's text as its document (``version``, ``interactions``)."""
     if fmt == "json":
-        doc = json.loads(text)
+        doc = json.loads(data)
     else:
         import yaml  # heavy: PyYAML, imported only where a vcrpy cassette is read
         from vcr.serializers import yamlserializer  # heavy: vcrpy, likewise
 
-        if ("&" in text) if isinstance(text, str) else (b"&" in text):
-            check_alias_expansion(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        doc = yamlserializer.deserialize(text)
+        if b"&" in data:
+            check_alias_expansion(data, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = yamlserializer.deserialize(data)
     if not isinstance(doc, dict) or "interactions" not in doc:
         raise NotVcrCassetteError("not a vcrpy cassette: no 'interactions' list")
     return doc
@@ -127,10 +122,10 @@ def check_alias_expansion(text: str | bytes, loader: type) -> None:
                 stack[-1][1][0] += count
 
 
-def interactions_of(doc: Document) -> list[VcrInteraction]:
-    """A vcrpy cassette document's interactions in this project's shapes."""
+def load_vcr(path: str | Path) -> list[VcrInteraction]:
+    """A vcrpy cassette's interactions in this project's shapes."""
     out: list[VcrInteraction] = []
-    for item in doc.get("interactions") or []:
+    for item in read_vcr_document(Path(path)).get("interactions") or []:
         req_raw = _mapping(item.get("request") if isinstance(item, Mapping) else None)
         req_headers = lower_headers(_header_pairs(req_raw.get("headers")))
         request = HttpRequest(
@@ -167,10 +162,6 @@ def response_from_vcr(given: object) -> tuple[HttpResponse, str | None]:
     )
     reason = status.get("message") if isinstance(status, Mapping) else None
     return response, (str(reason) if reason is not None else None)
-
-
-def load_vcr(path: str | Path) -> list[VcrInteraction]:
-    return interactions_of(read_vcr_document(Path(path)))
 
 
 def interactions_to_events(

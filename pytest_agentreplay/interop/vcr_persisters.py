@@ -61,7 +61,15 @@ class Persister(_ReadOnly):
             except CassetteError:
                 raise  # not a regular file, too large: said as such
             except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape, not UTF-8
-                raise _unreadable(path, exc) from None
+                raise VcrCassetteError(
+                    f"cannot read the vcrpy cassette {path.name}: {_first_line(exc)}",
+                    cassette=path,
+                    fixes=(
+                        "fix or delete the file, then re-record the test (vcrpy would have treated it as "
+                        "empty and overwritten it)",
+                        "or convert it once: agentreplay import-vcr PATH",
+                    ),
+                ) from None
             self.found.append(path)
             requests.extend(reqs)
             responses.extend(resps)
@@ -126,15 +134,3 @@ class ProjectPersister(_ReadOnly):
         self.found.append(self.path)
         self.origins.extend([self.path] * len(loaded[0]))
         return loaded
-
-
-def _unreadable(path: Path, exc: BaseException) -> VcrCassetteError:
-    return VcrCassetteError(
-        f"cannot read the vcrpy cassette {path.name}: {_first_line(exc)}",
-        cassette=path,
-        fixes=(
-            "fix or delete the file, then re-record the test (vcrpy would have treated it as empty and "
-            "overwritten it)",
-            "or convert it once: agentreplay import-vcr PATH",
-        ),
-    )

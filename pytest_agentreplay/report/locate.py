@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -236,20 +236,20 @@ class CassetteIndex:
             return None
         return self._base(position, endpoint, back)
 
-    def _previous_request(self, position: int) -> int | None:
-        """The request before this one, whatever its endpoint (``"headers": "@prev"``)."""
+    def _earlier_requests(self, position: int) -> Iterator[tuple[int, _Node]]:
+        """(position, input_ref) of each request before ``position``, nearest first."""
         for earlier in range(position - 1, -1, -1):
             ref = self.events[earlier].child("input_ref")
             if ref is not None and _is_request(ref):
-                return earlier
-        return None
+                yield earlier, ref
+
+    def _previous_request(self, position: int) -> int | None:
+        """The request before this one, whatever its endpoint (``"headers": "@prev"``)."""
+        return next((earlier for earlier, _ in self._earlier_requests(position)), None)
 
     def _base(self, position: int, endpoint: tuple[str, str], back: int) -> int | None:
         """The ``back``-th earlier request to ``endpoint`` (None when it cannot be told)."""
-        for earlier in range(position - 1, -1, -1):
-            ref = self.events[earlier].child("input_ref")
-            if ref is None or not _is_request(ref):
-                continue
+        for earlier, ref in self._earlier_requests(position):
             found = self._endpoint(earlier, ref)
             if found is None and ref.child("inline") is None:
                 return None  # a blob-stored request that cannot be read: the count is unknown

@@ -29,11 +29,7 @@ def first_failure(test_run: RunFailures | None) -> BaseException | None:
     """The first failure of a test's run: setup, a refusal, or what ended the body."""
     if test_run is None:
         return None
-    if test_run.setup_error is not None:
-        return test_run.setup_error
-    if test_run.failures:
-        return test_run.failures[0]
-    return test_run.error
+    return test_run.setup_error or (test_run.failures[0] if test_run.failures else test_run.error)
 
 
 def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:

@@ -77,16 +77,18 @@ def trace_id_for(run: RunMeta, events: Sequence[Event]) -> str:
     return hashlib.sha256(f"trace:{run.run_id}".encode()).hexdigest()[:32]
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None and v != [] and v != ""}
 
 
 def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     data = event.data
-    decision = data.get("decision") if isinstance(data.get("decision"), Mapping) else {}
-    assert isinstance(decision, Mapping)
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
-    assert isinstance(usage, Mapping)
+    decision = _mapping(data.get("decision"))
+    usage = _mapping(data.get("usage"))
     model = data.get("model") or data.get("response_model")
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
@@ -101,8 +103,7 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     stop = decision.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = [str(stop)]
-    decoding = data.get("decoding") if isinstance(data.get("decoding"), Mapping) else {}
-    assert isinstance(decoding, Mapping)
+    decoding = _mapping(data.get("decoding"))
     for key, name in _DECODING_ATTRIBUTES.items():
         value = decoding.get(key)
         if value is not None and name not in attributes:
@@ -237,11 +238,9 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     for event, ns in zip(events, times, strict=True):
         if event.type == "model.call":
             spans.append(_chat_span(event, run_id, root.span_id, ns))
-            decision = event.data.get("decision")
-            if isinstance(decision, Mapping):
-                for call in decision.get("tool_calls") or []:
-                    if isinstance(call, Mapping) and call.get("name") and call.get("id"):
-                        pending_ids.setdefault(str(call["name"]), []).append(str(call["id"]))
+            for call in _mapping(event.data.get("decision")).get("tool_calls") or []:
+                if isinstance(call, Mapping) and call.get("name") and call.get("id"):
+                    pending_ids.setdefault(str(call["name"]), []).append(str(call["id"]))
         elif event.type == "tool.call":
             name = event.tool.name if event.tool else str(event.data.get("name") or "tool")
             call_id = event.data.get("call_id")
