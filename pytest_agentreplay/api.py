@@ -149,9 +149,7 @@ def record_state(
     if ctx is None:
         return None
     digest = state_hash(state)
-    data: Document = {}
-    if label is not None:
-        data["label"] = label
+    data: Document = {"label": label} if label is not None else {}
     ctx.recorder.emit(
         "state.update",
         actor="runtime",

@@ -41,24 +41,17 @@ class AgentReplayError(Exception):
         return (_restore, (type(self), dict(self.__dict__)))
 
     def render(self) -> str:
+        where = (("cassette", self.cassette), ("at", self.place), ("mode", self.mode))
+        fixes = [f"  {n}. {fix}" for n, fix in enumerate(self.fixes, 1)]
+        blocks = (
+            [f"  {line}" for line in self.evidence],
+            [f"{label}: {value}" for label, value in where if value is not None],
+            ["How to fix:", *fixes] if fixes else [],
+        )
         lines = [self.headline]
-        if self.evidence:
-            lines.append("")
-            lines.extend(f"  {line}" for line in self.evidence)
-        location = []
-        if self.cassette is not None:
-            location.append(f"cassette: {self.cassette}")
-        if self.place is not None:
-            location.append(f"at: {self.place}")
-        if self.mode is not None:
-            location.append(f"mode: {self.mode}")
-        if location:
-            lines.append("")
-            lines.extend(location)
-        if self.fixes:
-            lines.append("")
-            lines.append("How to fix:")
-            lines.extend(f"  {n}. {fix}" for n, fix in enumerate(self.fixes, 1))
+        for block in blocks:
+            if block:
+                lines += ["", *block]
         return "\n".join(lines)
 
 

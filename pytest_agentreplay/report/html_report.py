@@ -27,17 +27,14 @@ def _test_section(index: int, test: TestStatus) -> str:
         f"mode {esc(test.mode)} · "
         f"{test.regressions} regression(s) · {test.expected} expected</p>"
     )
-    body = ""
-    cassette_path = Path(test.cassette)
-    loaded = None
-    error = None
-    if cassette_path.is_file():
-        try:
-            loaded = load_cassette(cassette_path)
-        except AgentReplayError as exc:
-            error = exc.headline
+    path = Path(test.cassette)
+    note = "cassette not found next to this report"
+    try:
+        loaded = load_cassette(path) if path.is_file() else None
+    except AgentReplayError as exc:
+        loaded, note = None, f"cassette not readable: {exc.headline}"
     if loaded is not None:
-        body = render_run_section(
+        run = render_run_section(
             loaded.run,
             loaded.events,
             resolve=loaded.payload,
@@ -45,15 +42,14 @@ def _test_section(index: int, test: TestStatus) -> str:
             anchor=anchor,
             heading_level=3,
         )
-    else:
-        if test.drift is not None:
-            body = (
-                '<h3 class="drift-title">Drift: recorded vs replayed</h3>'
-                f'<div class="drift">{render_drift_html(test.drift, anchor=anchor)}</div>'
-            )
-        note = f"cassette not readable: {error}" if error else "cassette not found next to this report"
-        body += f'<p class="absent">{esc(note)}</p>'
-    return head + body + "</section>"
+        return head + run + "</section>"
+    drift = ""
+    if test.drift is not None:
+        drift = (
+            '<h3 class="drift-title">Drift: recorded vs replayed</h3>'
+            f'<div class="drift">{render_drift_html(test.drift, anchor=anchor)}</div>'
+        )
+    return head + drift + f'<p class="absent">{esc(note)}</p></section>'
 
 
 def _network(network: Document | None) -> str:

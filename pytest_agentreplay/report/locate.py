@@ -60,11 +60,6 @@ class _Node:
         except ValueError:
             return None
 
-    def strings(self) -> list[str]:
-        if not isinstance(self.value, list):
-            return []
-        return [v for v in (n.scalar() for n in self.value) if isinstance(v, str)]
-
 
 def _index(text: str) -> _Node | None:
     """The tree of lines of a JSON text (None when it is not JSON). One pass, no recursion."""

@@ -71,10 +71,7 @@ STATUSES: Final = tuple(Status)
 RED: Final = (Status.DRIFTED, Status.FAILED, Status.ERROR)
 # What the plugin did that is, when pytest passed, the test's status as it is.
 _ACTION_STATUS: Final = {
-    Action.RECORDED: Status.RECORDED,
-    Action.REPLAYED: Status.REPLAYED,
-    Action.UPDATED: Status.UPDATED,
-    Action.AUDITED: Status.AUDITED,
+    a: Status(a.value) for a in (Action.RECORDED, Action.REPLAYED, Action.UPDATED, Action.AUDITED)
 }
 
 CAUSES: Final[dict[Cause, str]] = {

@@ -234,7 +234,8 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     spans = [root]
     # Tool call ids the model chose, per tool name, in the order it chose them.
     pending_ids: dict[str, list[str]] = {}
-    open_tools: list[tuple[str, SpanData]] = []
+    # The open tool spans by tool name, oldest first: a result ends the oldest call of its tool.
+    open_tools: dict[str, list[SpanData]] = {}
     for event, ns in zip(events, times, strict=True):
         if event.type == "model.call":
             spans.append(_chat_span(event, run_id, root.span_id, ns))
@@ -266,14 +267,13 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
                 ),
             )
             spans.append(span)
-            open_tools.append((name, span))
+            open_tools.setdefault(name, []).append(span)
         elif (
             event.type in ("tool.result", "effect")
             and event.tool is not None
-            and any(n == event.tool.name for n, _ in open_tools)
+            and open_tools.get(event.tool.name)
         ):
-            index = next(i for i, (n, _) in enumerate(open_tools) if n == event.tool.name)
-            _, span = open_tools.pop(index)
+            span = open_tools[event.tool.name].pop(0)
             span.end_ns = max(ns, span.start_ns)
             if "error" in event.data:
                 span.status_code = STATUS_ERROR

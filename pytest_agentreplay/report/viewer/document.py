@@ -4,6 +4,7 @@ inlined (the Content-Security-Policy allows nothing external)."""
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
@@ -62,9 +63,7 @@ def render_run_section(
             ("labels", run.labels),
         ]
     )
-    counts: dict[str, int] = {}
-    for event in events:
-        counts[event.type] = counts.get(event.type, 0) + 1
+    counts = Counter(event.type for event in events)
     count_html = "".join(f'<span class="badge">{esc(t)} x {n}</span>' for t, n in sorted(counts.items()))
     parts = [f'<section class="run" data-run="{esc(run.run_id)}">', f'<p class="meta">{meta_html}</p>', extra]
     parts.append(f'<p class="counts">{count_html}</p>')
