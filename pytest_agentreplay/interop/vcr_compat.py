@@ -217,7 +217,6 @@ class VcrReplay:
         paths: VcrCassettePaths | Sequence[str | os.PathLike[str]],
         merged_config: Mapping[str, object] | None = None,
         *,
-        record_mode: str = "none",
         vcr: Any = None,
     ) -> None:
         from vcr.cassette import Cassette  # heavy: vcrpy, only where one of its cassettes is served
@@ -230,11 +229,6 @@ class VcrReplay:
         config = dict(merged_config or {})
         check_vcr_options(config)
         options = vcr_options(config)
-        self.record_mode = record_mode
-        vcr_mode = "new_episodes" if record_mode == "rewrite" else record_mode
-        serializer = config.get("serializer", DEFAULT_SERIALIZER)
-        # The session's VCR (pytest_recording_configure registered its matchers, serializers, persister on
-        # it), or vcrpy's defaults; never changed here: get_merged_config reads it.
         base = vcr if vcr is not None else VCR(record_mode="none")
         given = options.pop("persister", None)
         if given is None and base.persister is not FilesystemPersister:
@@ -245,8 +239,8 @@ class VcrReplay:
             merged = base.get_merged_config(
                 path=os.fspath(files[0]),
                 persister=persister,
-                serializer=serializer,
-                record_mode=vcr_mode,
+                serializer=config.get("serializer", DEFAULT_SERIALIZER),
+                record_mode="none",  # served in place, never recorded into
                 **options,
             )
         except KeyError as exc:  # an unknown matcher or serializer name
@@ -272,9 +266,7 @@ class VcrReplay:
                 fixes=("give the option a value vcrpy takes (see vcrpy's use_cassette options)",),
             ) from None
         accepted = inspect.signature(Cassette.__init__).parameters
-        kwargs = {k: v for k, v in merged.items() if k in accepted}
-        kwargs["persister"] = persister
-        self._cassette = Cassette.load(**kwargs)
+        self._cassette = Cassette.load(**{k: v for k, v in merged.items() if k in accepted})
         self.paths = files
         self.config = config
 

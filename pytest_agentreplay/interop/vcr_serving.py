@@ -86,7 +86,7 @@ class VcrSource:
     def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
         """An empty in-memory cassette labelled imported (the played interactions become its events), even
         without a YAML file: pytest-recording passes a test that sends nothing."""
-        replay = VcrReplay(self.paths, self.config, record_mode="none", vcr=self.vcr)
+        replay = VcrReplay(self.paths, self.config, vcr=self.vcr)
         self.serving = VcrServing(replay)
         run = RunMeta(
             run_id=f"vcr-{nodeid}",

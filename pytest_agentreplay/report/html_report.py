@@ -10,7 +10,7 @@ from ..core.documents import Document
 from ..exceptions import AgentReplayError
 from .markdown import display_path, notable, status_label
 from .status import RED, TestStatus
-from .summary import PYTEST_WORDS, SessionReport, differences_text
+from .summary import SessionReport, differences_text, shown_counts
 from .viewer import esc, page, render_drift_html, render_run_section
 
 
@@ -72,8 +72,7 @@ def _comparison(comparison: Document | None) -> str:
 
 def render_html(report: SessionReport) -> str:
     summary = report.summary
-    keys: tuple[str, ...] = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
-    keys += (*(word for word in PYTEST_WORDS if summary.get(word)), "unused")
+    keys = shown_counts(summary)
     badges = "".join(
         f'<span class="badge{" regression" if key in RED and summary[key] else ""}">'
         f"{summary[key]} {key}</span>"

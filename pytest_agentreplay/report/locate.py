@@ -42,8 +42,7 @@ class _Node:
 
     def child(self, token: str) -> _Node | None:
         if isinstance(self.value, dict):
-            found = self.value.get(token)
-            return found if isinstance(found, _Node) else None
+            return self.value.get(token)
         if isinstance(self.value, list):
             match = _INDEX.match(token)
             if match is not None:

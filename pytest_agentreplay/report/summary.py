@@ -49,11 +49,13 @@ def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dic
     return out
 
 
+def shown_counts(numbers: dict[str, int]) -> tuple[str, ...]:
+    """The counts a headline shows, in its order: pytest's own outcomes only when they happened."""
+    return (*HEADLINE, *(word for word in PYTEST_WORDS if numbers.get(word)), "unused")
+
+
 def headline(numbers: dict[str, int]) -> str:
-    parts = [f"{numbers[s]} {s}" for s in HEADLINE]
-    parts.extend(f"{numbers[s]} {s}" for s in PYTEST_WORDS if numbers.get(s))
-    parts.append(f"{numbers['unused']} unused")
-    return ", ".join(parts)
+    return ", ".join(f"{numbers[s]} {s}" for s in shown_counts(numbers))
 
 
 def plural(n: int, word: str) -> str:
