@@ -66,14 +66,11 @@ def tool(
 ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
     """Mark a function as an agent tool.
 
-    Recording runs it and records the call and its result (a ``write`` tool records an ``effect`` with a
-    receipt). Regression and model-comparison replay serve the recorded result without running it; sandbox
-    runs it. ``idempotency_key`` names the parameter that carries the call's idempotency key.
-
-    Results come back with their type (a pydantic model, a dataclass, a datetime, bytes, a tuple...; see
-    ``core/tool_values.py``); a generator or async generator is recorded item by item and replayed as one;
-    an exception comes back as its own type when its class and arguments rebuild it, else as
-    ``RecordedToolError``. A result that cannot be rebuilt is refused while recording (``ToolValueError``).
+    Recording runs it and records the call and its result (a ``write`` tool: an ``effect`` with a receipt);
+    regression and model-comparison replay serve the recorded result without running it; sandbox runs it.
+    ``idempotency_key`` names the parameter carrying the call's idempotency key. Results and exceptions
+    come back with their type (``core/tool_values.py``), else as ``RecordedToolError``; a result that
+    cannot be rebuilt is refused while recording (``ToolValueError``).
     """
     if effect not in ("read", "write"):
         raise ValueError(f"@tool effect must be 'read' or 'write', not {effect!r}")
@@ -227,14 +224,10 @@ def capture_run(
     blob_dir: str | Path | None = None,
     intercept_http: bool = True,
 ) -> Iterator[RunContext]:
-    """Capture a run outside pytest (production or staging) into a cassette at ``path``.
+    """Capture a run outside pytest (production or staging) into a cassette at ``path``, written
+    atomically when the block exits, also after an exception (the run then ends with status ``error``).
 
-    The cassette is written atomically when the block exits, also after an exception (the run then ends
-    with status ``error``), so an incident can be replayed later.
-
-    Inside a replaying test (agent code keeps ``capture_run`` in production) it captures nothing: it
-    yields the test's run, which already records this code and keeps the network guard up, and writes no
-    file.
+    Inside a replaying test it captures nothing and writes no file: it yields the test's run.
     """
     replaying = _replaying_run()
     if replaying is not None:
