@@ -1,11 +1,6 @@
-"""Export a recorded run as OpenTelemetry spans following the GenAI semantic conventions.
-
-This folder owns:
-
-- ``spans.py``: a run's history -> spans (``SpanData``), the span layout and the deterministic ids;
-- ``otlp.py``: those spans as an OTLP/JSON ``ExportTraceServiceRequest`` (``agentreplay export-otel``);
-- ``sdk.py``: the same spans as OpenTelemetry SDK ``ReadableSpan`` objects, sent through an SDK exporter
-  (``agentreplay export-otel --exporter``; needs the optional ``otel`` extra, imported only then).
+"""Export a recorded run as OpenTelemetry spans following the GenAI semantic conventions: ``spans.py``
+builds them, ``otlp.py`` writes OTLP/JSON (``agentreplay export-otel``), ``sdk.py`` sends them through an
+SDK exporter (the optional ``otel`` extra, imported only then).
 """
 
 from __future__ import annotations

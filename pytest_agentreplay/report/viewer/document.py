@@ -82,13 +82,9 @@ def render_run_section(
 
 
 def page(title: str, body: str) -> str:
-    """A complete self-contained HTML document (inline CSS and JS; no external resource).
-
-    The error probe runs first, in the head: it records script and console errors as attributes on
-    ``<html>`` so a headless browser's DOM dump shows them (the browser test relies on it). ``viewer.js``
-    runs last and only adds the filters: the page is readable without it. Each asset follows a newline
-    after its opening tag.
-    """
+    """A complete self-contained HTML document. The error probe runs first, marking script errors on
+    ``<html>`` for a headless browser's DOM dump (the browser test); ``viewer.js`` last, only adding the
+    filters: the page is readable without it."""
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
