@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .canonical import hash_value, key_order
 from .constants import Mode
@@ -171,8 +171,7 @@ class Recorder:
             return attempt
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
+class ToolOutcome(NamedTuple):
     """What a recorded ``@tool`` call gave back, served in its place during replay."""
 
     result: object

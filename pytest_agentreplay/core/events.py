@@ -7,8 +7,6 @@ built (``model_copy(update=...)`` makes a changed one); the containers it holds 
 the values recorded, shared with the recorder, and read only.
 """
 
-from __future__ import annotations
-
 import functools
 from typing import Annotated, Any, Literal, Self, get_args
 
