@@ -1,10 +1,8 @@
 """Who made a refused call: the thread it came from and the code (module, library) that made it.
 
-Libraries call out for themselves (a model-cost map fetched at import, telemetry, version checks), often
-from a background thread of their own that lands inside whichever test runs at the time. A refusal that
-names only the URL sends the reader looking through their own code; naming the thread and the library,
-and the fix when the case is known, ends the search. Read from the stack of the refusing thread: the first
-frame outside the HTTP stack (clients, event loops, this plugin) is the code that asked for the call.
+Libraries call out for themselves (telemetry, version checks, a cost map fetched at import), often from a
+thread of their own: naming the thread, the library and the known fix ends a search a bare URL starts.
+The caller is the first frame of the refusing thread's stack outside the HTTP stack and this plugin.
 """
 
 from __future__ import annotations

@@ -26,17 +26,12 @@ _encode_string = json.encoder.encode_basestring
 
 
 def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
-    """The canonical text of a cassette file: sorted keys, one member of the document and of any object too
-    long for one line per line (so a changed field is one changed line, and a drift report names the line
-    of its field), one space of indentation per level, and an object or a list written on one line when it
-    fits within :data:`CASSETTE_WIDTH` characters (``"usage": {"input_tokens": 80, "output_tokens": 20}``);
-    a final newline. One byte sequence per value, like :func:`dumps_pretty`'s, a fifth smaller: in a
-    payload nested ten levels deep, two spaces a level weighed a third of the file, and small objects
-    spread over a line per member a tenth more. Any JSON reader reads it; digests are over values, not text.
+    """The canonical text of a cassette file: sorted keys, a member per line (a changed field is one changed
+    line a drift report can name) unless the object or list fits on one line within :data:`CASSETTE_WIDTH`,
+    one space of indentation per level (a fifth smaller than :func:`dumps_pretty`'s), a final newline.
 
-    ``inline_objects=False``: the layout of files written before objects went on one line (only lists of
-    strings, numbers, booleans or nulls do), kept for them so that an update does not re-flow every small
-    object of the file once."""
+    ``inline_objects=False``: the older layout (only lists of plain values on one line), kept for files
+    written in it so that an update does not re-flow every small object of the file once."""
     out: list[str] = []
     _write(value, 0, 0, out, inline_objects)
     out.append("\n")
@@ -288,16 +283,10 @@ class HashedList(NamedTuple):
 
 class DigestMemo:
     """What :func:`request_digest` serialised and hashed before, so a conversation's requests cost their
-    new messages.
-
-    ``items``: id(item) -> (item, its canonical JSON); holding the item keeps its id from being reused.
-    ``lists``: per body key, the last list hashed under it: the next request of a conversation holds the
-    very same objects first (see ``http.resend``), told apart by identity in one C-level pass, so only the
-    items after them are serialised and hashed.
-
-    Memoised by identity, so an item must not change once hashed: the items are typed read-only, and they
-    are the bodies' parsed objects, which no hook or user code is handed (a hook gets a copy).
-    """
+    new messages. ``items``: id(item) -> (item, its canonical JSON; holding the item keeps its id unused);
+    ``lists``: per body key, the last list hashed under it (the next request starts with the very same
+    objects, see ``http.resend``). By identity, so an item must not change once hashed: the items are the
+    bodies' parsed objects, typed read-only, which no hook or user code is handed (a hook gets a copy)."""
 
     __slots__ = ("items", "lists")
 
@@ -409,12 +398,9 @@ class _Order:
 
 
 def in_key_order(value: object, order: object) -> object:
-    """A copy of ``value`` of its own, with the objects ``order`` (from :func:`key_order`) names rebuilt in
-    their recorded key order. Always a copy, however little is reordered: the value is handed to user code
-    (a tool result, a write tool's receipt, a ``record_value`` value) that may change it, and ``value`` is
-    the loaded cassette's, which the comparison and later served values read in place.
-    Keys the order does not list follow in their own order, listed keys the value lacks are skipped: an edited
-    cassette still loads."""
+    """A copy of ``value`` (always: user code may change it, and ``value`` is the loaded cassette's) with the
+    objects ``order`` (from :func:`key_order`) names in their recorded key order. Unlisted keys follow in
+    their own order, listed keys the value lacks are skipped: an edited cassette still loads."""
     fresh: object = copy_json(value)
     if not order or not isinstance(order, dict):
         return fresh

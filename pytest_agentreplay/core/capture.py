@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .canonical import hash_value, key_order
 from .constants import Mode
@@ -171,8 +171,7 @@ class Recorder:
             return attempt
 
 
-@dataclass(frozen=True)
-class ToolOutcome:
+class ToolOutcome(NamedTuple):
     """What a recorded ``@tool`` call gave back, served in its place during replay."""
 
     result: object
@@ -209,23 +208,17 @@ class ToolServer(Protocol):
 
 
 class ServesInstead(Protocol):
-    """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``: a vcr-marked
-    test's pytest-recording cassettes). ``replay.policy.decide`` asks it for the action on each request.
-
-    The request (``http.exchange.HttpRequest``), its classification (``http.classify.Classification``)
-    and the action (``replay.policy.Action``) are types core cannot name: the policy checks the action it
-    is handed."""
+    """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``), asked by
+    ``replay.policy.decide`` for the action on each request. The request, its classification and the action
+    are types of layers above core: the policy checks the action it is handed."""
 
     def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 class RunContext:
     """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
-
-    ``mode`` is ``record`` (or ``capture`` outside pytest) when talking to the real world, else one of
-    the replay modes. ``tools`` serves recorded tool results during replay. The layers above core keep
-    their per-run state in the attributes typed in :mod:`.run_state`, one per owner.
-    """
+    ``mode`` is ``record`` (``capture`` outside pytest) or a replay mode; the layers above core keep their
+    per-run state in the attributes typed in :mod:`.run_state`, one per owner."""
 
     def __init__(
         self,
@@ -317,12 +310,8 @@ _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", d
 
 
 class ProcessRuns:
-    """The runs active in this process, in the order they were activated.
-
-    Process-wide (:data:`_PROCESS`): a worker thread that did not inherit the context (a plain
-    ``ThreadPoolExecutor``) falls back to the single run active here, and the network guard protects
-    every active run from every thread. Nested sessions (pytester's inner runs) add theirs to the same list.
-    """
+    """The runs active in this process, in the order they were activated (pytester's inner runs included):
+    a thread that did not inherit the context falls back to the only one; the network guard protects all."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -340,10 +329,6 @@ class ProcessRuns:
     def add(self, ctx: RunContext) -> None:
         with self.lock:
             self.runs.append(ctx)
-
-    def remove(self, ctx: RunContext) -> None:
-        with self.lock:
-            self.runs.remove(ctx)
 
     def discard(self, ctx: RunContext) -> None:
         with self.lock:
@@ -369,14 +354,11 @@ def current_run() -> RunContext | None:
 @contextmanager
 def activate(ctx: RunContext) -> Iterator[RunContext]:
     """Make ``ctx`` the active run for this context and, as fallback, for threads of this process."""
-    token = _CURRENT.set(ctx)
-    _PROCESS.add(ctx)
+    token = push_active(ctx)
     try:
         yield ctx
     finally:
-        ctx.release()  # a run that never finished must not leave the clock patched
-        _PROCESS.remove(ctx)
-        _CURRENT.reset(token)
+        pop_active(ctx, token)
 
 
 def push_active(ctx: RunContext) -> object:

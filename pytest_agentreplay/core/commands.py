@@ -1,9 +1,5 @@
-"""Every command a message shows a user, built in one place: quoted node ids, mode-aware, no placeholders.
-
-A hint is only useful if it works when pasted: node ids are shell-quoted, a flag is only suggested in a
-mode that honours it, and where the test is unknown (a cassette handled outside pytest) the hint names
-the cassette's own recorded test or says how to find it instead of printing ``<test>``.
-"""
+"""Every command a message shows a user, built in one place, so it works when pasted: node ids are
+shell-quoted, a flag is suggested only in a mode that honours it, an unknown test is never ``<test>``."""
 
 from __future__ import annotations
 
@@ -18,9 +14,7 @@ UPDATE_MODES = (Mode.REGRESSION.value,)
 
 
 def quote(nodeid: str) -> str:
-    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability.
-
-    The one shell quoting of node ids: every command a message prints gets its targets from here."""
+    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability."""
     return shlex.quote(nodeid)
 
 
@@ -54,7 +48,3 @@ def update_command(nodeids: Sequence[str] = (), mode: str = Mode.REGRESSION) -> 
     if mode not in UPDATE_MODES:
         return None
     return "pytest --agentreplay-update" + _targets(nodeids)
-
-
-def rerun_command(nodeids: Sequence[str] = (), *extra: str) -> str:
-    return "pytest" + "".join(" " + e for e in extra) + _targets(nodeids)

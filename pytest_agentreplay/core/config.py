@@ -117,13 +117,10 @@ def read_pyproject_table(rootdir: Path) -> Document:
 
 
 def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
-    """The session settings from a pytest ``Config`` (its options ``--agentreplay-<name>`` for ``names``,
-    by default all of them, its ini keys, the rootdir's ``[tool.agentreplay]``), every value checked.
-    Raises ``ConfigError``.
-
-    Duck-typed on pytest's ``Config`` so that this module stays free of pytest. A pytest-xdist worker
-    skips the checks of the file system (the report's folder): the controller made them before starting
-    it, and only the controller writes the report."""
+    """The session settings from a pytest ``Config`` (duck-typed: this module stays free of pytest): its
+    options for ``names``, its ini keys, the rootdir's ``[tool.agentreplay]``, every value checked. Raises
+    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them and writes the
+    report."""
     pyproject = config.rootpath / "pyproject.toml"
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
@@ -239,14 +236,11 @@ def build_settings(
         http["openai_compatible_base_urls"] = check.strings(
             project["openai_compatible_base_urls"], origin, urls=True
         )
-    mcp_effects = [(ini.get("mcp_effects"), "ini"), (project.get("mcp_effects"), "project")]
-    for value, where in reversed(mcp_effects):
-        if value is not None and value != "":
-            http["mcp_effects"] = check.effect_map(value, places.origin(where, "mcp_effects"))
-    tolerated = [(ini.get("tolerated_hosts"), "ini"), (project.get("tolerated_hosts"), "project")]
-    for value, where in reversed(tolerated):
-        if value is not None and value != "":
-            http["tolerated_hosts"] = check.hosts(value, places.origin(where, "tolerated_hosts"))
+    # Both places checked; the ini value wins.
+    for name, parse in (("mcp_effects", check.effect_map), ("tolerated_hosts", check.hosts)):
+        for where, source in (("project", project), ("ini", ini)):
+            if source.get(name) is not None and source.get(name) != "":
+                http[name] = parse(source[name], places.origin(where, name))
     if "live_reads" in values:
         http["live_reads"] = values["live_reads"]
     # Run settings reach the network guard through each run's settings.

@@ -102,4 +102,3 @@ VOLATILE_PAYLOAD_KEYS: Final = ("created",)
 """Keys at any depth of a payload: the time a provider says it created its response (``created``)."""
 
 REDACTED: Final = "[REDACTED]"
-GENESIS_HASH: Final = "0" * 64

@@ -7,8 +7,6 @@ built (``model_copy(update=...)`` makes a changed one); the containers it holds 
 the values recorded, shared with the recorder, and read only.
 """
 
-from __future__ import annotations
-
 import functools
 from typing import Annotated, Any, Literal, Self, get_args
 
@@ -39,13 +37,9 @@ class Record(BaseModel):
         """A record of values this package built itself, unchecked: ``values`` names every field, in the
         order the class declares them, and becomes the record's own (not copied).
 
-        The replay hot path builds one event per call (with a tool and two payload refs): pydantic's
-        ``model_construct`` fills defaults and tracks set fields in Python, five times the cost of the
-        rest of recording the call (bench: see the report of issue 28). This sets the four slots a
-        pydantic model has (``__dict__``, ``__pydantic_fields_set__``, ``__pydantic_extra__``,
-        ``__pydantic_private__``), as ``model_construct`` does last; ``tests/test_model.py`` checks the
-        result equals, dumps and serializes as the validated record.
-        """
+        ``model_construct`` costs five times the rest of recording a call (issue 28): this sets the four
+        slots a pydantic model has, as it does last; ``tests/test_model.py`` checks the result equals,
+        dumps and serializes as the validated record."""
         record = cls.__new__(cls)
         _set(record, "__dict__", values)
         _set(record, "__pydantic_fields_set__", set(values))
@@ -191,13 +185,9 @@ _RECORD_FIELDS = tuple(
 
 
 def event_to_shared_dict(event: Event) -> Document:
-    """:func:`event_to_dict` without the copies: the values are the event's own objects (its data, the
-    payloads its refs hold), only the records around them become dicts.
-
-    A conversation's requests share their history, and the comparison reads every event of a run twice
-    (recorded and replayed): copying would cost the square of the conversation, and the allocations their
-    collection. For readers only: do not modify the result.
-    """
+    """:func:`event_to_dict` without the copies (a conversation's requests share their history: copying
+    would cost the square of the conversation): the values are the event's own objects, only the records
+    around them become dicts. For readers only: do not modify the result."""
     # A model's ``__dict__`` holds its fields by name, in declaration order (pydantic's documented layout).
     out = {_JSON_NAMES.get(name, name): value for name, value in event.__dict__.items() if value is not None}
     for name in _RECORD_FIELDS:
@@ -231,17 +221,14 @@ def cassette_json_schema() -> Document:
 
 @functools.cache
 def build_validators() -> None:
-    """Build every record's validator now, once per process (they are deferred: most processes that import
-    the package never validate a record).
+    """Build the validators of the records a run validates now, once per process (they are deferred: most
+    processes that import the package never validate a record).
 
     A run calls this when it begins, before the test's body: a validator built later could be built inside
     the user's clock patch (``freezegun.freeze_time`` swaps ``datetime`` in every loaded module), where
-    pydantic cannot generate schemas for the fake types.
+    pydantic cannot generate schemas for the fake types. ``RuntimeValuesData`` only documents the schema.
     """
-    # In definition order, so the records a record's fields hold are built before it and their schemas are
-    # reused (the other way round, each nested record's schema is generated again: 21 M instructions, not 14).
-    models: list[type[Record]] = [Record]
-    for model in models:  # grows while walked: every subclass, each after its parent
-        models.extend(model.__subclasses__())
-    for model in models[1:]:
+    # Nested records first, so their schemas are reused (the other way round, each nested record's schema
+    # is generated again: 21 M instructions, not 14).
+    for model in (ToolInfo, EffectInfo, PayloadRef, Event, RunMeta, CassetteDoc):
         model.model_rebuild(force=True)

@@ -1,15 +1,9 @@
 """The problems that fail a test even when the agent swallowed them: one owner, one rule.
 
-Every layer that refuses or checks something during a run (the network guard, an unmatched call, a sandbox
-check, a tool without a recorded result...) raises into the agent *and* adds the error here with
-:meth:`RunFailures.add`, because an SDK may retry, wrap or swallow what it raised. When the test ends the run
-is failed for them.
-
-Precedence: the first problem added is the cause the test reports (``first``); what comes after it is most
-often its consequence (the agent's fallback refused next). The same error object (reached through two
-guarding runs) is kept once. :meth:`RunFailures.add_once` also keeps one of errors that are the same problem
-(a retrying client refused again for the same request, a child's refusal reported to two runs): "the same"
-is decided on the error's structured fields (:func:`problem_key`), never on its text.
+A layer that refuses something raises into the agent *and* adds the error here (:meth:`RunFailures.add`):
+an SDK may retry, wrap or swallow what it raised. The first problem added is the cause the test reports
+(what follows is most often its consequence); :meth:`RunFailures.add_once` keeps one of errors that are the
+same problem, decided on their structured fields (:func:`problem_key`), never on their text.
 """
 
 from __future__ import annotations

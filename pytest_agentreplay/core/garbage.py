@@ -1,19 +1,10 @@
 """Freeing what a finished test left behind before the next test starts.
 
-An agent's test builds its SDK clients (an ``openai.OpenAI`` and its ``httpx`` client, TLS context and
-connection pool included) and drops them at its end. Those objects sit in reference cycles (a client and
-its resources point at each other), so only the cyclic garbage collector frees them, and it walks the
-young generations on its own schedule only: in a suite of agent tests their garbage piled up, test after
-test, until a full collection ran (peak memory of a 100-test suite-shape replay 14 MB above its start).
-A collection of the young generations right after each test frees them while they are still young: about
-a millisecond per test, and flat memory however long the suite.
-
-The session's own objects (pytest's, the collected tests', every imported module's: over 100,000
-containers) live until the session ends, yet every full collection walks them all again, test after test.
-Frozen once the tests are collected (:func:`freeze_session_objects`), the collector leaves them out: a
-replayed test then costs ~10 M instructions less, about the collector's whole share of it. They stay
-frozen to the process's end: they are what the session holds till then, and a thaw would only have the
-collection at exit walk them all (~140 M instructions) just before the process frees its memory anyway.
+An agent's SDK clients (an ``openai.OpenAI``, its ``httpx`` client, TLS context and pool) sit in reference
+cycles: a young-generation collection after each test frees them (~1 ms; flat memory, where a 100-test replay
+piled up 14 MB). The session's own 100,000+ objects are frozen once collected (:func:`freeze_session_objects`)
+so no collection walks them again (~10 M instructions a test), and never thawed (the exit collection would
+walk them, ~140 M instructions, just before the process frees its memory anyway).
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ import json
 import re
 from pathlib import Path
 
-from .commands import record_command as build_record_command
 from .constants import DEFAULT_CASSETTE_DIR
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
@@ -74,10 +73,6 @@ def default_for_item(cassette_dir: Path, rootdir: Path, module_path: Path, nodei
     return qualified
 
 
-def record_command(nodeid: str, record: str = "missing") -> str:
-    return build_record_command(nodeid, record)
-
-
 # What marks a project's root directory: the walk for cassettes recorded from another rootdir stops there.
 PROJECT_MARKERS = (".git", "pyproject.toml", "setup.cfg")
 
@@ -85,14 +80,12 @@ PROJECT_MARKERS = (".git", "pyproject.toml", "setup.cfg")
 def cassette_elsewhere(
     rootdir: Path, cassette_dir: Path, cassette: Path, nodeid: str
 ) -> tuple[Path, Path] | None:
-    """``(root, cassette)``: the cassette this very test has under a directory above ``rootdir``, when
-    ``cassette`` (its path from this rootdir) is absent; None when there is none.
+    """``(root, cassette)``: the cassette this very test has under a directory above ``rootdir`` (pytest run
+    from a subdirectory without an ini file takes it as its rootdir), when ``cassette`` is absent; else None.
 
-    pytest run from a subdirectory without an ini file takes that subdirectory as its rootdir, so every
-    cassette path starts there. Walks up from ``rootdir`` to the first directory holding a project marker
-    (:data:`PROJECT_MARKERS`) or the filesystem root, looking where that directory's rootdir would have put
-    the cassette; a candidate counts only when it records this test under the node id it has from there.
-    Costs a few ``stat`` calls per level: call it only when the cassette is missing."""
+    Walks up to the first directory holding a project marker, looking where that rootdir would have put the
+    cassette; a candidate counts only when it records this test under its node id from there. A few
+    ``stat`` calls per level: call it only when the cassette is missing."""
     rootdir = rootdir.resolve()
     try:
         tail = cassette.resolve().relative_to(cassette_dir.resolve())

@@ -1,10 +1,8 @@
 """Placeholder SDK credentials while a test replays, so that ``pytest`` with no secret replays.
 
-The providers' SDKs refuse to build a client without a credential (``OpenAIError: Missing credentials``,
-Anthropic's ``Could not resolve authentication method``) although in replay nothing is sent. For the
-providers this package serves, an unset credential variable is set to a placeholder for the test's
-duration and removed after; a variable the environment sets is never touched. Recording never invents
-one, and neither does model-comparison, whose model calls go to the real provider.
+The providers' SDKs refuse to build a client without a credential although in replay nothing is sent: an
+unset credential variable is set to a placeholder for the test's duration, then removed; a variable the
+environment sets is never touched. Recording and model-comparison (live model calls) never invent one.
 """
 
 from __future__ import annotations

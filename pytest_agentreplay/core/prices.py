@@ -1,13 +1,9 @@
 """What a model call costs: a built-in price table, the project's additions (``[tool.agentreplay.prices]``)
-and the cost of one call's usage. Plain Python, no import beyond the settings checks.
+and the cost of one call's usage.
 
-Prices are US dollars per million tokens: ``input``, ``output`` and ``cached`` (cached input; the input
-price when a model has none). A model name finds its price by the longest table key it starts with, so
-``gpt-4o-mini-2024-07-18`` is priced as ``gpt-4o-mini`` and ``claude-sonnet-4-5-20250929`` as
-``claude-sonnet-4-5``; a Bedrock id loses its region and vendor prefixes first
-(``us.anthropic.claude-3-5-haiku-20241022-v1:0`` -> ``claude-3-5-haiku``). Providers' list prices as of
-:data:`PRICES_DATE`; the README dates the table too. A model the table does not know has no cost (None),
-which reports say, never a guessed one.
+US dollars per million tokens (``input``, ``output``, ``cached``: the input price when a model has none),
+found by the longest table key the model name starts with, after a Bedrock id loses its region and vendor
+prefixes. List prices as of :data:`PRICES_DATE`; a model the table lacks has no cost (None), never a guess.
 """
 
 from __future__ import annotations

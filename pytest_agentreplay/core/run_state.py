@@ -81,12 +81,8 @@ T = TypeVar("T")
 
 
 class RunRooms:
-    """Per-run state of the owners above core (a transport's conversations, replay's index, a framework
-    adapter's bookkeeping): one room per owner type, built on first use by its owner, typed as that owner.
-
-    Core cannot name those types; a room keyed by the type itself gives each owner its own state back
-    with its type (no ``object`` slot narrowed by hand), and a new owner needs no field here.
-    """
+    """Per-run state of the owners above core, whose types core cannot name: one room per owner type,
+    keyed by the type itself, so each owner gets its state back typed and a new owner needs no field here."""
 
     __slots__ = ("_lock", "_rooms")
 

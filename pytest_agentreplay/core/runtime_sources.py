@@ -17,11 +17,8 @@ _OFF_WORDS: Final = ("none", "off", "false", "0")
 
 
 def parse_sources(value: object, where: str) -> tuple[str, ...] | None:
-    """The sources a setting names, ``()`` when it turns runtime values off, ``None`` when not given.
-
-    Accepts ``"clock uuid random"`` (spaces or commas), a list, ``true`` (all), ``false``/``""``/``[]``/
-    ``"none"``/``"off"`` (off). Raises ``ConfigError`` listing the valid values.
-    """
+    """The sources a setting names (``"clock uuid random"``, a list, ``true``: all), ``()`` when it turns
+    them off (``false``/``""``/``[]``/``"none"``/``"off"``), ``None`` when not given; else ``ConfigError``."""
     if value is None:
         return None
     if value is True:

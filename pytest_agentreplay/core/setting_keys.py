@@ -4,9 +4,6 @@ Plain Python, no pytest (and no dataclass: this module loads at every pytest sta
 is made from it: the command-line options and their ini twins and the marker's help line (``plugin.py``),
 the keys ``config.py`` accepts in each place and the valid values its errors list. Tests hold the
 ``agentreplay_config`` fixture's docstring and the docs pages to it.
-
-Which source wins where a setting may be given in several: command line > marker > ``agentreplay_config``
-fixture > ini key > ``[tool.agentreplay]`` > default (``config.py``).
 """
 
 from __future__ import annotations

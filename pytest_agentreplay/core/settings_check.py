@@ -4,9 +4,6 @@ A wrong value is a ``ConfigError`` whose headline names the key as the user wrot
 file and table, the command line, the marker, the ``agentreplay_config`` fixture), whose evidence says
 what was given and what is expected (for a choice, the valid values), and whose fixes say what to write.
 The plugin turns the errors of session-wide settings into ``pytest.UsageError`` at start-up.
-
-Checking costs no import beyond ``re`` (which pytest has loaded): a session that never replays starts
-as fast with a configured project as without one.
 """
 
 from __future__ import annotations

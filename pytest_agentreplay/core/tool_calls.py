@@ -46,12 +46,9 @@ def error_text(exc: BaseException) -> str:
 
 
 def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:
-    """A ``@tool`` call's arguments as stored (typed values tagged, see ``tool_values``), and their form
-    before typed values (each value through ``to_jsonable``) when it differs: a cassette recorded before
-    then holds that one, and replay matches it.
-
-    An argument no kind holds keeps the ``to_jsonable`` conversion it always had: replay matches arguments,
-    it never rebuilds them."""
+    """A ``@tool`` call's arguments as stored (typed values tagged), and their older ``to_jsonable`` form
+    when it differs (older cassettes hold it; replay matches it). An argument no kind holds keeps the
+    ``to_jsonable`` conversion: replay matches arguments, it never rebuilds them."""
     encoder = Encoder(strict=False, fallback=to_jsonable)
     stored: Document = {key: encoder.store(value, f"argument {key!r}") for key, value in values.items()}
     if not encoder.tagged:
@@ -124,10 +121,8 @@ class ToolCall:
         )
 
     def _grouped(self, data: Document) -> Document:
-        """Tag calls made concurrently (worker threads, sibling asyncio tasks) as one parallel group.
-
-        Their order is a scheduling accident, not a decision: the diff compares such a group as a set.
-        """
+        """Tag calls made concurrently as one parallel group: their order is a scheduling accident, not a
+        decision, so the diff compares such a group as a set."""
         if self.group is not None:
             data["group"] = self.group
         return data
@@ -338,14 +333,14 @@ class _ServedStream:
         return len(self.stream.items)
 
     def stream_value(self, index: int) -> object:
-        try:
-            return decode(self.stream.items[index], f"item {index}")
-        except NotRebuilt as exc:
-            raise self.call.not_rebuilt(exc, self.outcome) from None
+        return self._decode(self.stream.items[index], f"item {index}")
 
     def stream_returned(self) -> object:
+        return self._decode(self.stream.returned, "return value")
+
+    def _decode(self, stored: object, what: str) -> object:
         try:
-            return decode(self.stream.returned, "return value")
+            return decode(stored, what)
         except NotRebuilt as exc:
             raise self.call.not_rebuilt(exc, self.outcome) from None
 

@@ -1,16 +1,6 @@
-"""Generator ``@tool`` results, recorded item by item and replayed as generators yielding the same items.
-
-While recording, the generator the tool returned is wrapped: each item is stored as it is yielded (see
-``tool_values``), and the ``tool.result`` is written when the generator ends: it returned (its return value
-kept), it raised (the exception recorded as any tool error, raised again at the same point in replay), or
-its consumer closed it early (``complete: false``). In replay a generator (an async generator for an async
-one) yields the recorded items and then ends as the recorded one did; the ``tool.result`` is written when it
-ends, with the items it served.
-
-A value sent into a recording generator reaches the tool's generator; in replay it is ignored (the items
-are the recorded ones). An exception thrown into the wrapper is not passed on to the tool's generator: it
-closes it and propagates.
-"""
+"""Generator ``@tool`` results, recorded item by item and replayed as generators that yield the same items
+and end as the recorded one did (returned, raised, or closed early by its consumer: ``complete: false``).
+A value sent in replay is ignored; an exception thrown into the wrapper closes the tool's generator."""
 
 from __future__ import annotations
 

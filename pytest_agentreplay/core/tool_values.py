@@ -34,7 +34,6 @@ the codec a type of one's own.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import sys
 from collections.abc import Callable
@@ -204,8 +203,7 @@ def tag(kind: str, **fields: object) -> Document:
 # -- generators: a @tool result stored item by item ----------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     """A recorded generator result: its items (stored form), whether the generator ended (returned or
     raised) rather than being closed early by its consumer, and what it returned (stored form)."""
 

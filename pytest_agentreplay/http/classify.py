@@ -8,7 +8,6 @@ it knows which response to serve); ``response`` is passed when known.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal, NamedTuple, cast
 
 from ..core.run_settings import RunSettings
@@ -98,7 +97,7 @@ def _model(request: HttpRequest, settings: RunSettings) -> Classification:
     if found is None:
         # An OpenAI-compatible gateway on a path of its own: try the request's origin as its base URL.
         origin = request.url.split("?", 1)[0].rsplit("/", 2)[0]
-        widened = replace(settings, openai_compatible_base_urls=(origin, request.url.rsplit("/", 1)[0]))
+        widened = settings._replace(openai_compatible_base_urls=(origin, request.url.rsplit("/", 1)[0]))
         found = providers.match(request, widened)
     if found is not None:
         return Classification("model", provider=found[0], endpoint=found[1])

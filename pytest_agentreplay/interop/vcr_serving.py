@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -106,7 +106,7 @@ class VcrSource:
         assert self.serving is not None, "activate() before load()"
         ctx.served_instead = self.serving
         if not converting:
-            ctx.settings = replace(ctx.settings, runtime_values=())
+            ctx.settings = ctx.settings._replace(runtime_values=())
 
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
         """The played interactions in play order, recorded as a run, redacted like a saved cassette."""

@@ -138,8 +138,7 @@ class TestRun:
             recorded_at=utc_now(),
             agent=None if agent is None else str(agent),
         )
-        http_settings = replace(
-            self.settings.http.with_overrides(self.test.extra),
+        http_settings = self.settings.http.with_overrides(self.test.extra)._replace(
             allow_hosts=tuple(self.test.allow_hosts),
             nodeid=self.nodeid,
             # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
