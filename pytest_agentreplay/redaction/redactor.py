@@ -57,8 +57,7 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
-# The environment's credentials -> what a fresh redactor learnt from them; decisions per rules.
-_ENVIRONMENTS: dict[tuple[str, ...], KnownSecrets] = {}
+# Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
 
@@ -149,28 +148,10 @@ class Redactor:
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). Every test learns the same: what a fresh redactor learnt is kept per credential list (the
-        rest of the environment, ``PYTEST_CURRENT_TEST``, changes from test to test)."""
-        if not self._learns:
-            return
-        found = tuple(
-            value
-            for name, value in environ.items()
-            if self._kind(name, False) == SECRET and looks_like_credential(value)
-        )
-        learnt = None if len(self.known) else _ENVIRONMENTS.get(found)
-        if learnt is not None:
-            if len(learnt):
-                self.known = learnt.copy()
-                self._memory.forget_results()
-            return
-        fresh = not len(self.known)
-        for value in found:
-            self.learn(value)
-        if fresh:
-            if len(_ENVIRONMENTS) >= 8:  # a suite that keeps changing its credentials: the latest
-                _ENVIRONMENTS.clear()
-            _ENVIRONMENTS[found] = self.known.copy()
+        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``)."""
+        for name, value in environ.items():
+            if self._kind(name, False) == SECRET and looks_like_credential(value):
+                self.learn(value)
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential.
