@@ -130,15 +130,14 @@ class Redactor:
         """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret: always for an
         unambiguous name (``password``, ``api_key``, ``*_token``), for ``key``/``auth``/``session_id``
         only when ``value`` looks like a credential (a Jira issue ``key`` is data)."""
-        kind = self._kind(name, query)
+        kind = self._memory.names.get((name, query))
+        if kind is None:
+            kind = self._kind(name, query)
         return kind == SECRET or (kind == SECRET_IF_SHAPED and looks_like_credential(value))
 
     def _kind(self, name: str, query: bool) -> int:
-        cache_key = (name, query)
-        kind = self._memory.names.get(cache_key)
-        if kind is None:
-            kind = self._rules.secret_kind(name, query)
-            self._memory.remember_name(cache_key, kind)
+        kind = self._rules.secret_kind(name, query)
+        self._memory.remember_name((name, query), kind)
         return kind
 
     def learn(self, value: object) -> None:
@@ -149,8 +148,12 @@ class Redactor:
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
         value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``)."""
+        names = self._memory.names
         for name, value in environ.items():
-            if self._kind(name, False) == SECRET and looks_like_credential(value):
+            kind = names.get((name, False))
+            if kind is None:
+                kind = self._kind(name, False)
+            if kind == SECRET and looks_like_credential(value):
                 self.learn(value)
 
     def is_secret_header(self, name: str) -> bool:
