@@ -11,6 +11,7 @@ docs/cassettes.md's.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -28,22 +29,15 @@ _TRANSPORT: Final = re.compile(
 )
 
 
-# name -> whether it is a transport header: every request of a run sends the same few names.
-_KNOWN: dict[str, bool] = {}
-
-
 def is_transport_header(name: str) -> bool:
-    known = _KNOWN.get(name)
-    if known is None:
-        known = _TRANSPORT.fullmatch(name) is not None
-        if len(_KNOWN) < 4096:
-            _KNOWN[name] = known
-    return known
+    return _TRANSPORT.fullmatch(name) is not None
 
 
-def _dropped(name: str, keep: frozenset[str]) -> bool:
-    """Whether a header is left out: a transport header ``keep`` (lower-case names) does not name."""
-    return is_transport_header(name) and name.lower() not in keep
+@functools.lru_cache(maxsize=1024)
+def _dropped(names: tuple[object, ...], keep: frozenset[str]) -> frozenset[object]:
+    """The names of ``names`` (a request's header names) left out: the transport headers ``keep`` (lower-case
+    names) does not name. Cached: every request of a run sends the same few names."""
+    return frozenset(k for k in names if is_transport_header(str(k)) and str(k).lower() not in keep)
 
 
 def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
@@ -57,9 +51,9 @@ def without_transport_headers(event: Document, keep: frozenset[str] = frozenset(
     if not isinstance(payload, dict):
         return event
     headers = payload.get("headers")
-    if not isinstance(headers, dict) or not any(_dropped(str(k), keep) for k in headers):
+    if not isinstance(headers, dict) or not (dropped := _dropped(tuple(headers), keep)):
         return event
-    kept = {k: v for k, v in headers.items() if not _dropped(str(k), keep)}
+    kept = {k: v for k, v in headers.items() if k not in dropped}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
 
@@ -83,6 +77,6 @@ def holds_transport_headers(
             except Exception:  # an unreadable blob: the save that follows reports it if it matters
                 payload = None
         headers = payload.get("headers") if isinstance(payload, Mapping) else None
-        if isinstance(headers, Mapping) and any(_dropped(str(k), keep) for k in headers):
+        if isinstance(headers, Mapping) and _dropped(tuple(headers), keep):
             return True
     return False

@@ -54,13 +54,6 @@ class KnownSecrets:
     def __len__(self) -> int:
         return len(self._values)
 
-    def copy(self) -> KnownSecrets:
-        """Another set holding the same values (their forms and pattern are immutable, so shared)."""
-        twin = KnownSecrets()
-        twin._values = dict(self._values)
-        twin._pattern = self._pattern
-        return twin
-
     def add(self, value: object) -> bool:
         """Remember ``value`` (every string inside a container); whether anything new was remembered."""
         added = False

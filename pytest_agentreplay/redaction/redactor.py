@@ -57,8 +57,7 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
-# (name rules, the environment's items) -> what a fresh redactor learnt from it; decisions per rules.
-_ENVIRONMENTS: dict[tuple[NameRules, tuple[tuple[str, str], ...]], KnownSecrets] = {}
+# Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
 
@@ -131,12 +130,15 @@ class Redactor:
         """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret: always for an
         unambiguous name (``password``, ``api_key``, ``*_token``), for ``key``/``auth``/``session_id``
         only when ``value`` looks like a credential (a Jira issue ``key`` is data)."""
-        cache_key = (name, query)
-        kind = self._memory.names.get(cache_key)
+        kind = self._memory.names.get((name, query))
         if kind is None:
-            kind = self._rules.secret_kind(name, query)
-            self._memory.remember_name(cache_key, kind)
+            kind = self._kind(name, query)
         return kind == SECRET or (kind == SECRET_IF_SHAPED and looks_like_credential(value))
+
+    def _kind(self, name: str, query: bool) -> int:
+        kind = self._rules.secret_kind(name, query)
+        self._memory.remember_name((name, query), kind)
+        return kind
 
     def learn(self, value: object) -> None:
         """Take ``value`` (a string, or the strings inside a container) as a secret to replace anywhere."""
@@ -145,23 +147,14 @@ class Redactor:
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). Every test learns the same: what a fresh redactor learnt is kept per (rules, environ)."""
-        if not self._learns:
-            return
-        fresh = not len(self.known)
-        key = (self._rules, tuple(environ.items()))
-        learnt = _ENVIRONMENTS.get(key) if fresh else None
-        if learnt is None:
-            for name, value in key[1]:
-                if self._rules.secret_kind(name, False) == SECRET and looks_like_credential(value):
-                    self.learn(value)
-            if fresh:
-                if len(_ENVIRONMENTS) >= 8:  # a suite that keeps changing its environment: the latest
-                    _ENVIRONMENTS.clear()
-                _ENVIRONMENTS[key] = self.known.copy()
-        elif len(learnt):
-            self.known = learnt.copy()
-            self._memory.forget_results()
+        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``)."""
+        names = self._memory.names
+        for name, value in environ.items():
+            kind = names.get((name, False))
+            if kind is None:
+                kind = self._kind(name, False)
+            if kind == SECRET and looks_like_credential(value):
+                self.learn(value)
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential.

@@ -17,6 +17,7 @@ cassettes that keep them. An update's save keeps or leaves them out by its own s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import is_
 from typing import NamedTuple
 
 from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
@@ -70,7 +71,8 @@ def _as_recorded(value: object, twin: object) -> object:
     if value is twin or not isinstance(value, dict) or not isinstance(twin, dict):
         return twin if value is twin or same_json(value, twin) else value
     out = {k: _as_recorded(v, twin[k]) if k in twin else v for k, v in value.items()}
-    return twin if out.keys() == twin.keys() and all(out[k] is twin[k] for k in out) else out
+    same = out.keys() == twin.keys() and all(map(is_, out.values(), map(twin.__getitem__, out)))
+    return twin if same else out
 
 
 def _json_body(event: Mapping[str, object] | None) -> Document | None:
