@@ -61,6 +61,12 @@ _ABSENT = object()
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
 
+@functools.cache
+def _builtin_values() -> re.Pattern[str]:
+    # Built on first use, once: every test's run makes a redactor of its own.
+    return re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
+
+
 class Redactor:
     """Replaces secrets in JSON values with ``constants.REDACTED``; configurable per project.
 
@@ -83,7 +89,7 @@ class Redactor:
             tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in extra_key_patterns),
         )
         self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
-        self._values = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
+        self._values = _builtin_values()
         self._memory = Memory(sharing)
         # Whether a name or header is secret depends on the rules alone: shared by redactors of equal rules.
         self._memory.names, self._memory.headers = _DECISIONS.setdefault(self._rules, ({}, {}))
