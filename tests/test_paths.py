@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentreplay.core.paths import default_cassette_path, record_command
+from pytest_agentreplay.core.commands import record_command
+from pytest_agentreplay.core.paths import default_cassette_path
 
 
 def test_layout_follows_the_module_path(tmp_path: Path) -> None:
