@@ -143,7 +143,7 @@ def test_html_report_escapes_untrusted_values(outcomes: list[TestStatus], tmp_pa
     first = replace(drift.differences[0], replayed="</pre><script>alert('x')</script>")
     outcomes[0] = outcomes[0]._replace(
         nodeid="tests/test_agent.py::test_refund[<script>alert(1)</script>]",
-        drift=replace(drift, differences=(first, *drift.differences[1:])),
+        drift=drift._replace(differences=(first, *drift.differences[1:])),
     )
     page = render_report(".html", build_report(outcomes))
     assert "<script>alert" not in page
