@@ -6,7 +6,7 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -45,8 +45,7 @@ if TYPE_CHECKING:
     from ..cassette.write import RenderedCassette
 
 
-# A NamedTuple, not a dataclass: never changed once made, and far cheaper to create at start-up.
-class TestOutcome(NamedTuple):
+class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
     """What happened to one test's cassette; reported to the controller under xdist."""
 
     nodeid: str
@@ -60,12 +59,10 @@ class TestOutcome(NamedTuple):
     pending: str | None = None
 
 
-# A class named Test*, not a test (a NamedTuple's body may not say so).
-TestOutcome.__test__ = False  # type: ignore[attr-defined]
+TestOutcome.__test__ = False  # type: ignore[attr-defined]  # a class named Test*, not a test
 
 
-# A plain class, not a dataclass (far cheaper to create at start-up): the fields below the constructor's
-# are class-level defaults until the run sets them.
+@dataclass(eq=False, repr=False)  # never compared nor printed: cheaper to create without them
 class TestRun:
     """One test's run, as its plan says: begun, replayed or recorded, then compared or saved."""
 
@@ -93,20 +90,6 @@ class TestRun:
     # The run is served by the plan's foreign source (its own cassette did not exist at set-up).
     served_by_foreign: bool = False
     _token: object = None
-
-    def __init__(
-        self,
-        plan: TestPlan,
-        settings: Settings,
-        *,
-        redact_hook: Callable[[Document], Document] | None = None,
-        rules_hook: Callable[[], list[Document]] | None = None,
-        classify_hook: Callable[[Document, Document | None], str | None] | None = None,
-        providers: ProviderSet | None = None,
-        rootdir: Path | None = None,
-    ) -> None:
-        self.plan, self.settings, self.providers, self.rootdir = plan, settings, providers, rootdir
-        self.redact_hook, self.rules_hook, self.classify_hook = redact_hook, rules_hook, classify_hook
 
     @property
     def nodeid(self) -> str:
