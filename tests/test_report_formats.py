@@ -141,10 +141,9 @@ def test_html_report_escapes_untrusted_values(outcomes: list[TestStatus], tmp_pa
     drift = outcomes[0].drift
     assert drift is not None
     first = replace(drift.differences[0], replayed="</pre><script>alert('x')</script>")
-    outcomes[0] = replace(
-        outcomes[0],
+    outcomes[0] = outcomes[0]._replace(
         nodeid="tests/test_agent.py::test_refund[<script>alert(1)</script>]",
-        drift=replace(drift, differences=(first, *drift.differences[1:])),
+        drift=drift._replace(differences=(first, *drift.differences[1:])),
     )
     page = render_report(".html", build_report(outcomes))
     assert "<script>alert" not in page
@@ -173,7 +172,7 @@ def test_no_step_summary_without_the_variable(
 
 def test_summary_lines(outcomes: list[TestStatus]) -> None:
     outcomes.append(
-        replace(missing("tests/test_x.py::test_y", "cassettes/tests/test_x/test_y.json"), message=None)
+        missing("tests/test_x.py::test_y", "cassettes/tests/test_x/test_y.json")._replace(message=None)
     )
     lines = summary_lines(outcomes, unused=["cassettes/old.json"])
     assert lines[0] == "2 replayed, 0 recorded, 1 drifted, 1 failed, 1 updated, 0 audited, 1 unused"

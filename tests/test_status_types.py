@@ -99,7 +99,7 @@ def _drift() -> DriftResult:
     )
     drift = compare_histories(recorded, replayed, rules=RuleSet.from_layers("regression", project=rules))
     first = replace(drift.differences[0], subject="system prompt", carriers=((1, 1), (5, None)))
-    return replace(drift, differences=(first, *drift.differences[1:]))
+    return drift._replace(differences=(first, *drift.differences[1:]))
 
 
 def test_a_status_travels_as_plain_json_and_reads_back_equal() -> None:

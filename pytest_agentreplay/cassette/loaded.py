@@ -4,7 +4,6 @@ problem of the cassette listed for ``agentreplay verify``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,26 @@ def verify_chain(doc: Document) -> list[str]:
     return messages
 
 
-@dataclass
+# A plain class, not a dataclass: far cheaper to create at start-up.
 class LoadedCassette:
-    path: Path
-    run: RunMeta
-    events: list[Event]
-    blob_store: BlobStore
-    document: Document = field(repr=False, default_factory=dict)
-    mode: str | None = None
-    # The file's bytes, when ``document`` is left empty (the file is of the current version).
-    source: bytes | None = field(repr=False, default=None)
-    # The format version of the file (an older one is upgraded in memory when loaded with ``migrate``).
-    version: int = FORMAT_VERSION
+    __slots__ = ("blob_store", "document", "events", "mode", "path", "run", "source", "version")
+
+    def __init__(
+        self,
+        path: Path,
+        run: RunMeta,
+        events: list[Event],
+        blob_store: BlobStore,
+        document: Document | None = None,
+        mode: str | None = None,
+        # The file's bytes, when ``document`` is left empty (the file is of the current version).
+        source: bytes | None = None,
+        # The format version of the file (an older one is upgraded in memory when loaded with ``migrate``).
+        version: int = FORMAT_VERSION,
+    ) -> None:
+        self.path, self.run, self.events, self.blob_store = path, run, events, blob_store
+        self.document: Document = {} if document is None else document
+        self.mode, self.source, self.version = mode, source, version
 
     # Any: the payload is whatever JSON was recorded, read by callers that know its shape.
     def payload(self, ref: PayloadRef | None) -> Any:

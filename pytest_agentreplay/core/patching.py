@@ -24,7 +24,6 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, NamedTuple
 
@@ -76,8 +75,8 @@ def once(fn: Undo) -> Undo:
     return call
 
 
-@dataclass(slots=True)
-class _Swap:
+# A NamedTuple, not a dataclass: never changed once made, and far cheaper to create at start-up.
+class _Swap(NamedTuple):
     target: Any
     name: str
     value: object

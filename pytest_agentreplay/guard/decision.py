@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 LOCAL_FAMILIES = frozenset(
     getattr(socket, name) for name in ("AF_UNIX", "AF_NETLINK", "AF_ALG") if hasattr(socket, name)
@@ -17,8 +17,8 @@ LOCAL_FAMILIES = frozenset(
 IP_FAMILIES = frozenset(getattr(socket, name) for name in ("AF_INET", "AF_INET6") if hasattr(socket, name))
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+# A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
+class Verdict(NamedTuple):
     allowed: bool
     # What the refusal names: "host:port", "host:port (resolved from name)" or the family and address.
     destination: str

@@ -23,8 +23,7 @@ test that made it fails in any case; others may fail beside it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from ..core.commands import record_command
 from ..core.constants import NETNS_ENV_VAR
@@ -34,8 +33,8 @@ SNMP: Final = "/proc/net/snmp"
 SNMP6: Final = "/proc/net/snmp6"
 
 
-@dataclass(frozen=True)
-class NoRoutes:
+# A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
+class NoRoutes(NamedTuple):
     """``Ip: OutNoRoutes`` and ``Ip6OutNoRoutes``: sends that found no route, by IP version."""
 
     ipv4: int = 0

@@ -6,9 +6,9 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
@@ -45,11 +45,8 @@ if TYPE_CHECKING:
     from ..cassette.write import RenderedCassette
 
 
-@dataclass
-class TestOutcome:
+class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
     """What happened to one test's cassette; reported to the controller under xdist."""
-
-    __test__ = False  # a class named Test*, not a test
 
     nodeid: str
     cassette: str
@@ -62,7 +59,10 @@ class TestOutcome:
     pending: str | None = None
 
 
-@dataclass
+TestOutcome.__test__ = False  # type: ignore[attr-defined]  # a class named Test*, not a test
+
+
+@dataclass(eq=False, repr=False)  # never compared nor printed: cheaper to create without them
 class TestRun:
     """One test's run, as its plan says: begun, replayed or recorded, then compared or saved."""
 
@@ -89,7 +89,7 @@ class TestRun:
     error: BaseException | None = None
     # The run is served by the plan's foreign source (its own cassette did not exist at set-up).
     served_by_foreign: bool = False
-    _token: object = field(default=None, repr=False)
+    _token: object = None
 
     @property
     def nodeid(self) -> str:
@@ -312,7 +312,7 @@ class TestRun:
                 events, rerecorded = self._rerecorded(ctx, ctx.rerecord)
             saved, not_saved = self._save(ctx.recorder.run, events)
             if saved:
-                return replace(self._outcome(Action.RECORDED, "record"), rerecorded=rerecorded), refused
+                return self._outcome(Action.RECORDED, "record")._replace(rerecorded=rerecorded), refused
             return self._outcome(Action.NOT_SAVED, "record"), refused or not_saved
         return self._outcome(Action.NOT_SAVED, "record"), refused
 
@@ -451,7 +451,7 @@ class TestRun:
 
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             pending = self._keep_pending(recorded.run, events, rendered, error)
-        return replace(outcome(Action.DRIFTED), pending=pending), error
+        return outcome(Action.DRIFTED)._replace(pending=pending), error
 
     def _keep_pending(
         self, run: RunMeta, events: Sequence[RedactedEvent], rendered: str, error: DriftError
