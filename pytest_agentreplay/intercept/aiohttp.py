@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import http.client
 import json as jsonlib
-import threading
 from contextlib import nullcontext
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -32,29 +31,10 @@ if TYPE_CHECKING:
     from ..replay.faults import Fault
 
 
-class TeedReaders:
-    """The capture of each response body being teed, by its ``StreamReader``, until its EOF.
-
-    ``StreamReader`` has ``__slots__`` (no instance dict, no weakrefs), so the capture cannot live on the
-    reader itself. Process-wide (:data:`_TEED`), like the patch of ``ClientSession`` it serves: a reader
-    is fed by whatever event loop and thread own its connection.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        # id(StreamReader) -> its capture
-        self.captures: dict[int, LiveCapture] = {}
-
-    def tee(self, reader: object, capture: LiveCapture) -> None:
-        with self.lock:
-            self.captures[id(reader)] = capture
-
-    def ended(self, reader: object) -> LiveCapture | None:
-        with self.lock:
-            return self.captures.pop(id(reader), None)
-
-
-_TEED = TeedReaders()
+# The capture of each response body being teed, by id of its ``StreamReader`` (which has ``__slots__``: no
+# room for it on the reader), until its EOF. Process-wide, like the patch: a reader is fed by whatever event
+# loop and thread own its connection; each access is one dict operation, atomic.
+_TEED: dict[int, LiveCapture] = {}
 
 
 def _request_body(session: object, data: object, json_value: object, headers: dict[str, str]) -> bytes:
@@ -104,13 +84,13 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         __slots__ = ()
 
         def feed_data(self, data: bytes, *args: object, **kwargs: object) -> object:
-            capture = _TEED.captures.get(id(self))
+            capture = _TEED.get(id(self))
             if capture is not None:
                 capture.feed(bytes(data))
             return super().feed_data(data, *args, **kwargs)
 
         def feed_eof(self) -> None:
-            capture = _TEED.ended(self)
+            capture = _TEED.pop(id(self), None)
             if capture is not None:
                 capture.finish()
             super().feed_eof()
@@ -215,7 +195,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         if content.is_eof():
             capture.finish()
             return
-        _TEED.tee(content, capture)
+        _TEED[id(content)] = capture
         content.__class__ = _TeeStreamReader
 
     patches.set(ClientSession, "_request", _request)

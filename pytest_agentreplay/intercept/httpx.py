@@ -10,10 +10,10 @@ both libraries: everything client-specific is looked up on the module passed in.
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .. import guard
@@ -29,59 +29,9 @@ if TYPE_CHECKING:
     from ..replay.faults import Fault
 
 
-# What is used of httpx's (or httpx2's: the same API, other classes) requests, responses and streams.
-class _Headers(Protocol):
-    def multi_items(self) -> list[tuple[str, str]]: ...
-
-    def copy(self) -> _Headers: ...
-
-    def __setitem__(self, key: str, value: str) -> None: ...
-
-
-class _Request(Protocol):
-    @property
-    def method(self) -> str: ...
-
-    @property
-    def url(self) -> object: ...
-
-    @property
-    def headers(self) -> _Headers: ...
-
-    @property
-    def extensions(self) -> dict[str, object]: ...
-
-    def read(self) -> bytes: ...
-
-    async def aread(self) -> bytes: ...
-
-
-class _Response(Protocol):
-    stream: object
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> _Headers: ...
-
-    def read(self) -> bytes: ...
-
-    def close(self) -> None: ...
-
-    async def aread(self) -> bytes: ...
-
-    async def aclose(self) -> None: ...
-
-
-class _SyncStream(Iterable[bytes], Protocol):
-    def close(self) -> None: ...
-
-
-class _AsyncStream(AsyncIterable[bytes], Protocol):
-    async def aclose(self) -> None: ...
-
-
+# httpx's or httpx2's requests and responses: the same API, other classes (looked up on the module passed in).
+_Request = Any
+_Response = Any
 # ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request`` (self, request).
 SyncHandler = Callable[[object, _Request], _Response]
 AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
@@ -120,7 +70,7 @@ def _feeding(capture: LiveCapture) -> Iterator[LiveCapture]:
     capture.finish()
 
 
-def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
+def _stream_classes(mod: ModuleType) -> tuple[type, type]:
     """Stream types deriving from this module's base classes (httpx checks isinstance on them)."""
     sync_base: Any = mod.SyncByteStream
     async_base: Any = mod.AsyncByteStream
@@ -140,10 +90,10 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
             for chunk in self._response.iter_chunks():
                 yield chunk
 
-    class TeeStream(sync_base):  # type: ignore[misc]
-        """Hands each live chunk to the client as it arrives and to the capture."""
+    class TeeStream(sync_base, async_base):  # type: ignore[misc]
+        """Hands each live chunk to the client as it arrives and to the capture (sync or async stream)."""
 
-        def __init__(self, inner: _SyncStream, capture: LiveCapture) -> None:
+        def __init__(self, inner: Any, capture: LiveCapture) -> None:
             self._inner = inner
             self._capture = capture
 
@@ -153,22 +103,17 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
                     capture.feed(chunk)
                     yield chunk
 
-        def close(self) -> None:
-            try:
-                self._inner.close()
-            finally:
-                self._capture.finish()
-
-    class AsyncTeeStream(async_base):  # type: ignore[misc]
-        def __init__(self, inner: _AsyncStream, capture: LiveCapture) -> None:
-            self._inner = inner
-            self._capture = capture
-
         async def __aiter__(self) -> AsyncIterator[bytes]:
             with _feeding(self._capture) as capture:
                 async for chunk in self._inner:
                     capture.feed(chunk)
                     yield chunk
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._capture.finish()
 
         async def aclose(self) -> None:
             try:
@@ -176,7 +121,7 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type, type]:
             finally:
                 self._capture.finish()
 
-    return ReplayStream, TeeStream, AsyncTeeStream
+    return ReplayStream, TeeStream
 
 
 def _served_response(mod: ModuleType, stream_cls: type, request: _Request, served: HttpResponse) -> _Response:
@@ -223,7 +168,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     """Patch ``mod`` (httpx or httpx2; when one is an alias of the other, its classes are patched once)."""
     sync_cls: type = mod.HTTPTransport
     async_cls: type = mod.AsyncHTTPTransport
-    replay_stream, tee_stream, async_tee_stream = _stream_classes(mod)
+    replay_stream, tee_stream = _stream_classes(mod)
     orig_sync: SyncHandler = sync_cls.handle_request  # type: ignore[attr-defined]
     orig_async: AsyncHandler = async_cls.handle_async_request  # type: ignore[attr-defined]
 
@@ -268,7 +213,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             action.lost(response.status_code, response.headers.multi_items(), content)
             raise _fault_exception(mod, action.fault, request)
         action.capture.start_response(response.status_code, response.headers.multi_items())
-        response.stream = async_tee_stream(response.stream, action.capture)
+        response.stream = tee_stream(response.stream, action.capture)
         return response
 
     patches.set(sync_cls, "handle_request", handle_request)

@@ -1,11 +1,7 @@
-"""Traffic a transport adapter's library sends on its own behalf, which the HTTP adapters leave alone.
+"""Traffic a transport adapter's library sends on its own behalf, which the HTTP adapters pass through.
 
-An MCP session over streamable HTTP or SSE is recorded at the session level (``intercept/mcp.py``): its
-requests are the history, and the HTTP requests carrying them are the transport's business (recording them
-too would record every tool call twice, and replay them as HTTP calls nothing makes). A WebSocket upgrade
-sent through httpx (httpx-ws) is recorded or refused by the WebSocket adapter before it goes out. Those
-adapters run the transport's sending code inside :func:`internal`; the HTTP adapters pass a call made
-there straight to the library, as they do outside a run.
+The HTTP requests carrying an MCP session (recorded at the session level, :mod:`.mcp`) and a WebSocket
+upgrade sent through httpx (recorded by :mod:`.httpx_ws`) would otherwise be recorded twice.
 """
 
 from __future__ import annotations

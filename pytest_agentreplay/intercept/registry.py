@@ -1,14 +1,8 @@
-"""The transport adapters, one module each: which modules' import activates an adapter, and its patch.
+"""The transport adapters, one module each, and the modules whose import activates each.
 
-An adapter module of this package exposes ``patch(patches, module)``, patching its library through
-``patches`` (:class:`~pytest_agentreplay.core.patching.Patches`, which restores it); :data:`ADAPTERS` names
-each one with its triggers (the module names whose import it waits for: the patch runs right after one of
-them has run, or at install when it is already imported). The triggers live here, not in the adapter
-modules, so that an adapter is imported only once its library is: a session whose agent uses httpx alone
-never imports the gRPC, MCP or WebSocket adapters (each import cost memory and, under
-``PYTHONDONTWRITEBYTECODE``, pytest's assertion rewriting of the module at every start). Adding a
-transport is adding its module and naming it in :data:`ADAPTERS`; the session, the plugin and the
-installer (:mod:`pytest_agentreplay.intercept`) name none of them.
+The triggers live here, not in the adapter modules, so that an adapter is imported only once its library
+is: a session whose agent uses httpx alone never imports the gRPC, MCP or WebSocket adapters (each import
+cost memory and, under ``PYTHONDONTWRITEBYTECODE``, pytest's assertion rewriting at every start).
 """
 
 from __future__ import annotations
@@ -16,23 +10,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from types import MappingProxyType, ModuleType
-from typing import Protocol
 
 from ..core.patching import Library, Patches
 
-__all__ = ["ADAPTERS", "LIBRARIES", "TransportAdapter"]
+__all__ = ["ADAPTERS", "LIBRARIES"]
 
-
-class TransportAdapter(Protocol):
-    """What an adapter module provides (a module satisfies the protocol through its globals)."""
-
-    def patch(self, patches: Patches, module: ModuleType) -> None:
-        """Patch the library whose module ``module`` (one of its triggers) has just run."""
-        ...
-
-
-# Adapter module of this package -> the modules whose import activates it, in patching order (restored in
-# reverse). grpc imports grpc.aio itself; websockets has a sync and an asyncio client module.
+# Adapter module of this package (its ``patch(patches, module)`` patches the library whose module has just
+# run) -> the modules whose import activates it, in patching order (restored in reverse). grpc imports
+# grpc.aio itself; websockets has a sync and an asyncio client module.
 ADAPTERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
         "httpx": ("httpx", "httpx2"),
@@ -51,11 +36,9 @@ def _library(adapter: str, triggers: tuple[str, ...]) -> Library:
         # Looked up at each patch, not kept: pytester's in-process runs may drop an adapter module imported
         # first inside them, and the next install then patches with the copy imported anew.
         if module is not None:
-            found: TransportAdapter = importlib.import_module(f"{__package__}.{adapter}")
-            found.patch(patches, module)
+            importlib.import_module(f"{__package__}.{adapter}").patch(patches, module)
 
     return Library(apply, triggers)
 
 
-# Built once at import; no adapter module is imported until one of its triggers is.
 LIBRARIES: tuple[Library, ...] = tuple(_library(adapter, triggers) for adapter, triggers in ADAPTERS.items())

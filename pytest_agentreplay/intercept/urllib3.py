@@ -28,6 +28,7 @@ from ..replay.policy import Refuse, Send, decide
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
     from urllib3.connectionpool import HTTPConnectionPool
+    from urllib3.response import HTTPResponse
 
     from ..replay.faults import Fault
 
@@ -48,37 +49,6 @@ class _Readable(Protocol):
 _Body = bytes | bytearray | memoryview | str | _Readable | Iterable[bytes | str] | None
 
 
-class _Fp(Protocol):
-    """A response's file as urllib3 reads it (``http.client.HTTPResponse``, or the tee standing in for it)."""
-
-    def read(self, amt: int | None = None, /) -> bytes: ...
-
-    def read1(self, n: int = -1, /) -> bytes: ...
-
-    def readinto(self, b: WriteableBuffer, /) -> int: ...
-
-    def isclosed(self) -> bool: ...
-
-    def close(self) -> None: ...
-
-
-class _LiveResponse(Protocol):
-    """What is used of the ``urllib3.HTTPResponse`` a live ``urlopen`` returns."""
-
-    _fp: _Fp
-    _body: bytes
-
-    @property
-    def status(self) -> int: ...
-
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    def read(self, *, decode_content: bool) -> bytes: ...
-
-    def release_conn(self) -> None: ...
-
-
 class _TeeFP:
     """Stands in for ``http.client.HTTPResponse`` under urllib3: every read is also captured.
 
@@ -86,7 +56,7 @@ class _TeeFP:
     instead of parsing chunks from the socket file itself, bypassing the tee.
     """
 
-    def __init__(self, fp: _Fp, capture: LiveCapture) -> None:
+    def __init__(self, fp: http.client.HTTPResponse, capture: LiveCapture) -> None:
         self._fp = fp
         self._capture = capture
 
@@ -240,7 +210,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         _LOCAL.depth = 1
         try:
             with guard.permitting(action.permit) if action.permit else nullcontext():
-                response: _LiveResponse = original(
+                response: HTTPResponse = original(
                     pool, method, call_url, raw_body or None, call_headers, **kw
                 )
         finally:
@@ -252,7 +222,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
             action.lost(response.status, list(response.headers.items()), content)
             raise _fault_exception(action.fault, self, req.url)
         action.capture.start_response(response.status, list(response.headers.items()))
-        response._fp = _TeeFP(response._fp, action.capture)
+        response._fp = _TeeFP(response._fp, action.capture)  # type: ignore[arg-type,assignment]
         if preload:
             response._body = response.read(decode_content=decode)
             if release if release is not None else True:
