@@ -1,18 +1,11 @@
 """Interception for grpcio: sync channels and ``grpc.aio`` channels, the four call shapes.
 
-Patched at the multicallables' classes (``grpc._channel._UnaryUnaryMultiCallable.__call__/with_call/future``
-and its three siblings; ``grpc.aio``'s four ``MultiCallable.__call__``), not by adding a client interceptor
-to the channels made from now on: interception is installed when a test's run starts, and a channel made
-before it (in a fixture, at import, in a client library's constructor) and its stubs' multicallables
-already exist. A class-level patch reaches them all; a channel interceptor would reach only channels made
-after the install. The sync patch sits below ``grpc.intercept_channel``, so the caller's own interceptors
-still run over served calls; the asyncio patch sits at the multicallable, above the channel's
-``interceptors=`` (they run on live calls only).
-
-A thin adapter: each call becomes an ``HttpRequest`` (``POST grpc://<target>/<Service>/<Method>``, see
-:mod:`..http.grpc_calls`) and :func:`..replay.policy.decide` says what happens: served from the cassette
-with no connection, sent and recorded (messages teed through the multicallable's own serializer and
-deserializer), or refused.
+Patched at the multicallables' classes, not by a client interceptor on the channels made from now on: a
+channel made before the run (in a fixture, at import, in a client's constructor) is reached too. The sync
+patch sits below ``grpc.intercept_channel``, so the caller's interceptors still run over served calls; the
+asyncio one sits above the channel's ``interceptors=`` (they run on live calls only). Each call is an
+``HttpRequest`` (``POST grpc://<target>/<Service>/<Method>``, :mod:`..http.grpc_calls`) for
+:func:`..replay.policy.decide`.
 """
 
 from __future__ import annotations
@@ -52,14 +45,6 @@ _AIO: tuple[tuple[str, str], ...] = (
 )
 
 Method = Callable[..., Any]
-
-
-def _request(request: Any, kwargs: dict[str, Any]) -> Any:
-    # The request passed by keyword (``stub.Method(request=...)``) is handled as the positional one.
-    for key in ("request", "request_iterator"):
-        if key in kwargs:
-            return kwargs.pop(key)
-    return request
 
 
 class SyncSide:
@@ -126,11 +111,11 @@ class SyncSide:
 
 
 def _patched(original: Method, handle: Callable[..., Any]) -> Method:
-    """The multicallable's method: left as it is outside a run, else ``handle(ctx, self, request, args,
-    kwargs)``."""
+    """``original`` outside a run, else ``handle(ctx, self, request, args, kwargs)``."""
 
     def method(self: object, request: Any = None, *args: object, **kwargs: Any) -> Any:
-        request = _request(request, kwargs)
+        # The request passed by keyword (``stub.Method(request=...)``) is handled as the positional one.
+        request = kwargs.pop("request", kwargs.pop("request_iterator", request))
         ctx = current_run()
         if ctx is None:
             return original(self, request, *args, **kwargs)
@@ -148,28 +133,22 @@ def _submodule(package: ModuleType, name: str) -> ModuleType:
     return importlib.import_module(f"{package.__name__}.{name}")
 
 
-def _genuine(cls: type, name: str) -> Method:
-    """The class's own method, under a patch left by another copy of this module if there is one."""
-    return genuine_function(cls.__dict__[name])
-
-
 def patch(patches: Patches, grpc: ModuleType) -> None:
-    """Patch grpc: its sync and asyncio multicallables."""
     sync = SyncSide(grpc)
     channel = _submodule(grpc, "_channel")
     for class_name, shape, names in _SYNC:
         cls = getattr(channel, class_name, None)
         if cls is None:
             continue
-        with_call = _genuine(cls, "with_call") if "with_call" in names else None
+        with_call = genuine_function(cls.__dict__["with_call"]) if "with_call" in names else None
         for name in names:
-            original = _genuine(cls, name)
+            original = genuine_function(cls.__dict__[name])
             handle = partial(sync.call, shape=shape, name=name, originals=(original, with_call))
             patches.set(cls, name, _patched(original, handle), original=original)
     aio_channel = _submodule(grpc.aio, "_channel")
     aio = AioSide(grpc)
     for class_name, shape in _AIO:
         cls = getattr(aio_channel, class_name)
-        original = _genuine(cls, "__call__")
+        original = genuine_function(cls.__dict__["__call__"])
         handle = partial(aio.call, shape=shape, original=original)
         patches.set(cls, "__call__", _patched(original, handle), original=original)

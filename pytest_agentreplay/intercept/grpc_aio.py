@@ -1,11 +1,7 @@
-"""The call objects a ``grpc.aio`` multicallable returns when this adapter handles it.
-
-- :class:`ReplayCall` (built per grpc module by :func:`aio_classes`): a replayed call. Nothing is decided
-  when it is made: its first ``await`` (or read, or status question) collects the request messages (a
-  request stream is read to its end, from its iterator or from ``write`` up to ``done_writing``), then asks
-  the replay policy: served from the cassette, refused, or sent (a host the test allows) as a recording call.
-- ``RecordingCall``: a live call; messages pass through as they arrive and the call is recorded once its
-  caller has seen it end.
+"""The call objects a ``grpc.aio`` multicallable returns in a run: a replayed call, which decides nothing
+until its first ``await`` (or read, or status question) has the request messages (a request stream read to
+its end, from its iterator or from ``write`` up to ``done_writing``), and a live call recorded once its
+caller has seen it end.
 """
 
 from __future__ import annotations
@@ -20,27 +16,18 @@ from typing import TYPE_CHECKING, Any
 from .. import guard
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
-from .grpc_capture import (
-    Capture,
-    Metadata,
-    Site,
-    forwarding,
-    metadata_of,
-    site_of,
-    teed,
-    unsupported_route,
-)
+from .grpc_capture import Capture, Metadata, Site, forwarding, metadata_of, site_of, teed, unsupported_route
 from .grpc_sync import fault_status
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
 
-# Starts the live call for a replayed one the policy sends: (action, the request or request messages).
 # grpc.aio's call methods, but for reading (which records the call at its end) and ``add_done_callback``.
 _CALL_METHODS = (
     "write done_writing code details initial_metadata trailing_metadata wait_for_connection "
     "cancel cancelled done time_remaining"
 )
+# Starts the live call for a replayed one the policy sends: (action, the request or request messages).
 GoLive = Callable[[Send, object], Any]
 Method = Callable[..., Any]
 

@@ -1,8 +1,5 @@
-"""What the gRPC adapter (:mod:`.grpc`) knows of one call, and the recording of a call that goes out.
-
-Library-light: grpc's own objects arrive as plain values (the multicallable's target, method, serializer and
-deserializer; status codes by name), so the sync and asyncio halves share this module.
-"""
+"""What the gRPC adapter (:mod:`.grpc`) knows of one call, and the recording of a call that goes out (shared
+by the sync and asyncio halves: grpc's objects arrive as plain values, status codes by name)."""
 
 from __future__ import annotations
 
@@ -81,12 +78,9 @@ def unsupported_route(ctx: RunContext, request: HttpRequest, why: str) -> Config
 
 
 class Capture:
-    """One call sent live: the messages each way as grpc (de)serializes them, then one event.
-
-    The event is emitted once, when the caller has seen the call end (its status), or when an abandoned
-    stream is dropped; emitted from the caller's side, so its place in the history does not depend on
-    grpc's threads.
-    """
+    """One call sent live: the messages each way as grpc (de)serializes them, then one event, emitted once
+    from the caller's side (its place in the history does not depend on grpc's threads): when the caller
+    has seen the call end, or when an abandoned stream is dropped."""
 
     __slots__ = ("_done", "_lock", "action", "ctx", "metadata", "requests", "responses", "site", "started")
 

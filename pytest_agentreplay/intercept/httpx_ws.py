@@ -1,16 +1,10 @@
-"""Interception for httpx-ws: ``connect_ws``, ``aconnect_ws``, ``WebSocketClient``, ``AsyncWebSocketClient``.
-
-Patched at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (``connect_ws`` and
-``aconnect_ws`` build one of those and call it): :func:`..replay.websocket_sessions.open_connection`
-decides the connection.
-
-- Live: the upgrade goes out through the agent's httpx client as usual, marked as claimed
-  (:func:`~.internal.internal`), so the httpx adapter sends it untouched: the
-  handshake is recorded once, by this adapter, before the first message. The session's ``send``,
-  ``receive`` and ``close`` (every ``send_*`` / ``receive_*`` goes through them) report the messages.
-- Served: no request at all; a session subclass serves the recorded messages as wsproto events,
-  ``WebSocketDisconnect`` at the recorded close and ``queue.Empty`` (sync) or ``TimeoutError`` (async)
-  where the recording timed out.
+"""Interception for httpx-ws, at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (which
+``connect_ws`` and ``aconnect_ws`` call), translating what :func:`..replay.websocket_sessions.open_connection`
+decides. Live, the upgrade goes out through the agent's httpx client marked as a transport's own traffic
+(:mod:`.internal`: the handshake is recorded once, here), and the session's ``send``, ``receive`` and
+``close`` (which every ``send_*`` / ``receive_*`` goes through) report the messages. Served, no request at
+all: a session subclass serves the recorded messages as wsproto events, ``WebSocketDisconnect`` at the
+recorded close and ``queue.Empty`` (sync) or ``TimeoutError`` (async) where the recording timed out.
 """
 
 from __future__ import annotations
@@ -26,6 +20,7 @@ from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http.websocket_messages import (
     ConversationEvents,
+    Direction,
     Message,
     encode_message,
     handshake_request,
@@ -46,15 +41,6 @@ def _wsproto() -> Any:
     return wsproto.events
 
 
-def _request(client: Any, url: str, subprotocols: list[str] | None, kwargs: dict[str, Any], api: Any) -> Any:
-    """The upgrade request httpx would send (built, not sent), and the headers httpx-ws adds."""
-    headers = dict(kwargs.get("headers") or {})
-    headers.update(api._get_headers(subprotocols))
-    return client.build_request(
-        "GET", url, headers=headers, params=kwargs.get("params"), cookies=kwargs.get("cookies")
-    )
-
-
 def _opening(
     ctx: RunContext, client: Any, url: str, subprotocols: list[str] | None, kwargs: dict[str, Any], api: Any
 ) -> tuple[LiveConnection | ServedConversation, Any]:
@@ -62,7 +48,12 @@ def _opening(
     # optional: httpx is what httpx-ws rides on, imported with it
     import httpx
 
-    request = _request(client, url, subprotocols, kwargs, api)
+    # The upgrade request httpx would send (built, not sent), with the headers httpx-ws adds.
+    headers = dict(kwargs.get("headers") or {})
+    headers.update(api._get_headers(subprotocols))
+    request = client.build_request(
+        "GET", url, headers=headers, params=kwargs.get("params"), cookies=kwargs.get("cookies")
+    )
     opening = open_connection(ctx, handshake_request(str(request.url), dict(request.headers.multi_items())))
     if not isinstance(opening, ServedConversation):
         return opening, None
@@ -73,8 +64,11 @@ def _opening(
 
 
 @contextlib.contextmanager
-def _connecting(live: LiveConnection, api: Any) -> Iterator[None]:
-    """Around httpx-ws's own connect: the upgrade's answer, or its failure, goes to ``live``."""
+def _connecting(live: LiveConnection | None, api: Any) -> Iterator[None]:
+    """Around httpx-ws's own connect: the upgrade's answer, or its failure, goes to ``live`` (if any)."""
+    if live is None:
+        yield
+        return
     try:
         with internal(), guard.permitting(live.permit) if live.permit else contextlib.nullcontext():
             yield
@@ -122,19 +116,23 @@ def _sent_message(event: Any) -> Message | None:
     return None
 
 
-def _record_event(events: ConversationEvents, event: Any) -> None:
-    kinds = _wsproto()
+def _record(events: ConversationEvents | None, direction: Direction, event: Any) -> None:
+    """A wsproto event sent or received on a live session: a message or the close goes to its events."""
+    if events is None:
+        return
     message = _sent_message(event)
     if message is not None:
-        events.message("received", encode_message(message))
-    elif isinstance(event, kinds.CloseConnection):
-        events.close("received", event.code, event.reason)
+        events.message(direction, encode_message(message))
+    elif isinstance(event, _wsproto().CloseConnection):
+        events.close(direction, event.code, event.reason)
 
 
-def _answered(live: LiveConnection, session: Any) -> None:
-    response = session.response
-    live.answered(response.status_code, dict(response.headers.multi_items()))
-    session.__dict__[_EVENTS] = live.events
+def _answered(live: LiveConnection | None, session: Any) -> Any:
+    if live is not None:
+        response = session.response
+        live.answered(response.status_code, dict(response.headers.multi_items()))
+        session.__dict__[_EVENTS] = live.events
+    return session
 
 
 def patch(patches: Patches, mod: ModuleType) -> None:
@@ -148,51 +146,46 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     orig_asend, orig_areceive, orig_aclose = async_session.send, async_session.receive, async_session.close
     replayed_sync, replayed_async = _replayed_classes(sync_session, async_session, api)
 
-    @contextlib.contextmanager
-    def connect(self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any) -> Iterator[Any]:
+    def opened(
+        client: Any,
+        url: str,
+        subprotocols: list[str] | None,
+        kwargs: dict[str, Any],
+        original: Any,
+        served: Any,
+    ) -> tuple[Any, LiveConnection | None]:
+        """The session's context manager to enter, and the live connection it opens (None: none to tell)."""
         ctx = current_run()
         if ctx is None:
-            with orig_connect(self, url, subprotocols, **kwargs) as session:
-                yield session
-            return
-        opening, response = _opening(ctx, self.client, url, subprotocols, kwargs, api)
+            return original(client, url, subprotocols, **kwargs), None
+        opening, response = _opening(ctx, client.client, url, subprotocols, kwargs, api)
         if isinstance(opening, ServedConversation):
-            with replayed_sync(opening, response) as session:
-                yield session
-            return
-        with _connecting(opening, api):
-            manager = orig_connect(self, opening.url, subprotocols, **kwargs)
+            return served(opening, response), None
+        return original(client, opening.url, subprotocols, **kwargs), opening
+
+    @contextlib.contextmanager
+    def connect(self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any) -> Iterator[Any]:
+        manager, live = opened(self, url, subprotocols, kwargs, orig_connect, replayed_sync)
+        with _connecting(live, api):
             session = manager.__enter__()
-        _answered(opening, session)
         with contextlib.ExitStack() as stack:
             stack.push(manager.__exit__)
-            yield session
+            yield _answered(live, session)
 
     @contextlib.asynccontextmanager
     async def aconnect(
         self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
-        ctx = current_run()
-        if ctx is None:
-            async with orig_aconnect(self, url, subprotocols, **kwargs) as session:
-                yield session
-            return
-        opening, response = _opening(ctx, self.client, url, subprotocols, kwargs, api)
-        if isinstance(opening, ServedConversation):
-            async with replayed_async(opening, response) as session:
-                yield session
-            return
-        with _connecting(opening, api):
-            manager = orig_aconnect(self, opening.url, subprotocols, **kwargs)
+        manager, live = opened(self, url, subprotocols, kwargs, orig_aconnect, replayed_async)
+        with _connecting(live, api):
             session = await manager.__aenter__()
-        _answered(opening, session)
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_exit(manager.__aexit__)
-            yield session
+            yield _answered(live, session)
 
     def send(self: Any, event: Any) -> None:
         orig_send(self, event)
-        _record_sent(self, event)
+        _record(self.__dict__.get(_EVENTS), "sent", event)
 
     def receive(self: Any, timeout: float | None = None) -> Any:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
@@ -200,7 +193,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return orig_receive(self, timeout)
         with _receiving(events, queue.Empty, api):
             event = orig_receive(self, timeout)
-        _record_event(events, event)
+        _record(events, "received", event)
         return event
 
     def close(self: Any, code: int = 1000, reason: str | None = None) -> None:
@@ -209,7 +202,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
 
     async def asend(self: Any, event: Any) -> None:
         await orig_asend(self, event)
-        _record_sent(self, event)
+        _record(self.__dict__.get(_EVENTS), "sent", event)
 
     async def areceive(self: Any, timeout: float | None = None) -> Any:
         events: ConversationEvents | None = self.__dict__.get(_EVENTS)
@@ -217,7 +210,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return await orig_areceive(self, timeout)
         with _receiving(events, TimeoutError, api):
             event = await orig_areceive(self, timeout)
-        _record_event(events, event)
+        _record(events, "received", event)
         return event
 
     async def aclose(self: Any, code: int = 1000, reason: str | None = None) -> None:
@@ -235,17 +228,6 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         (async_session, "close", aclose),
     ):
         patches.set(target, name, value)
-
-
-def _record_sent(session: Any, event: Any) -> None:
-    events: ConversationEvents | None = session.__dict__.get(_EVENTS)
-    if events is None:
-        return
-    message = _sent_message(event)
-    if message is not None:
-        events.message("sent", encode_message(message))
-    elif isinstance(event, _wsproto().CloseConnection):
-        events.close("sent", event.code, event.reason)
 
 
 def _record_close(session: Any, code: int, reason: str | None) -> None:

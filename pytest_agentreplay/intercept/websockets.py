@@ -1,22 +1,9 @@
 """Interception for the ``websockets`` client: the threading client (``websockets.sync.client.connect``) and
-the asyncio one (``websockets.asyncio.client.connect``: awaited, ``async with``, ``async for``).
-
-What :func:`..replay.websocket_sessions.open_connection` decides is translated here:
-
-- live (recording, ``allow_hosts``, sandbox): the library connects as usual; its connection's ``send``,
-  ``recv`` and ``close`` (patched on the client connection classes) report each message, timed-out
-  receive and close to the connection's events;
-- served: no socket at all. The client gets a :class:`ClientConnection` subclass whose ``recv`` serves the
-  recorded messages in order (``TimeoutError`` where the recording timed out, ``ConnectionClosed`` at the
-  recorded close), whose ``send`` compares with the recorded messages and whose ``close`` ends it.
-
-Where the call is caught: the asyncio ``connect`` is a class, patched at ``__await_impl__`` (every way of
-using it goes through it). The threading ``connect`` is a module function that opens its socket before
-any method a patch could reach, and agents bind it at import (``from websockets.sync.client import
-connect``), before a run installs interception: its code object is redirected to a trampoline, which
-every existing reference runs (:func:`_redirect`), and restored with the interception.
-
-The deprecated ``websockets.legacy`` client is not intercepted: in replay the network guard refuses it.
+the asyncio one (``websockets.asyncio.client.connect``: awaited, ``async with``, ``async for``), translating
+what :func:`..replay.websocket_sessions.open_connection` decides. Live, the library connects as usual and its
+connection's patched ``send``, ``recv`` and ``close`` report to the connection's events; served, the client
+gets a connection of :mod:`.websockets_served` and no socket at all. The deprecated ``websockets.legacy``
+client is not intercepted: in replay the network guard refuses it.
 """
 
 from __future__ import annotations
@@ -30,12 +17,7 @@ from urllib.parse import urlsplit
 from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
-from ..http.websocket_messages import (
-    ConversationEvents,
-    Message,
-    encode_message,
-    handshake_request,
-)
+from ..http.websocket_messages import ConversationEvents, Message, encode_message, handshake_request
 from ..replay.websocket_sessions import LiveConnection, ServedConversation, open_connection
 from .internal import internal
 from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
@@ -114,11 +96,8 @@ def _connected(live: LiveConnection, connection: Any) -> Any:
 
 
 def _ws_url(url: str) -> str:
-    """A sandbox maps to an http(s) base URL: the same service's WebSocket scheme."""
-    for http, ws in (("http://", "ws://"), ("https://", "wss://")):
-        if url.startswith(http):
-            return ws + url[len(http) :]
-    return url
+    """A sandbox maps to an http(s) base URL: the same service's WebSocket scheme (ws, wss)."""
+    return "ws" + url[4:] if url.startswith(("http://", "https://")) else url
 
 
 @contextmanager
@@ -152,7 +131,12 @@ def _sending_close(connection: Any, code: int, reason: str) -> None:
 
 
 def _redirect(patches: Patches, function: FunctionType, to: Callable[..., object]) -> FunctionType:
-    """Make every reference to ``function`` call ``to``; returns a copy of the original."""
+    """Make every reference to ``function`` call ``to``; returns a copy of the original.
+
+    The threading ``connect`` is a module function that opens its socket before any method a patch could
+    reach, and agents bind it at import (``from websockets.sync.client import connect``), before a run
+    installs interception: its code object is redirected, and restored with the interception.
+    """
     code, defaults = function.__code__, function.__defaults__
     original = FunctionType(code, function.__globals__, function.__name__, defaults, function.__closure__)
     original.__kwdefaults__ = function.__kwdefaults__
@@ -235,6 +219,7 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
 
 
 def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
+    # ``connect`` is a class: every way of using it goes through ``__await_impl__``.
     connect_cls: Any = mod.connect
     base: Any = mod.ClientConnection
     replayed = async_replayed_class(base)
