@@ -51,8 +51,7 @@ def _request_body(session: object, data: object, json_value: object, headers: di
         return data.encode("utf-8")
     if isinstance(data, dict | list | tuple):
         headers.setdefault("content-type", "application/x-www-form-urlencoded")
-        items = data.items() if isinstance(data, dict) else data
-        return urlencode(list(items)).encode("ascii")
+        return urlencode(data).encode("ascii")
     # Payload objects / FormData / streams: their bytes are not known before sending.
     value = getattr(data, "_value", None)
     return value if isinstance(value, bytes) else b""

@@ -175,14 +175,14 @@ def teed(multicallable: Any, capture: Capture) -> Any:
 def forwarding(cls: type, to: str, names: Iterable[str]) -> None:
     """Give ``cls`` each method of ``names`` as a call of the same method of its ``to`` attribute (the live
     call it wraps); grpc's ABCs declare them abstract, so the class is instantiable only once they exist."""
+
+    def forward(name: str) -> Callable[..., Any]:
+        def method(self: object, *args: object, **kwargs: object) -> Any:
+            return getattr(getattr(self, to), name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
+
     for name in names:
-        setattr(cls, name, _forward(to, name))
+        setattr(cls, name, forward(name))
     abc.update_abstractmethods(cls)
-
-
-def _forward(to: str, name: str) -> Callable[..., Any]:
-    def method(self: object, *args: object, **kwargs: object) -> Any:
-        return getattr(getattr(self, to), name)(*args, **kwargs)
-
-    method.__name__ = name
-    return method

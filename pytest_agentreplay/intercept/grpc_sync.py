@@ -1,9 +1,6 @@
-"""The objects a sync grpcio call returns when this adapter answers it: a served call (the cassette's
-outcome: result, ``with_call``'s call, a future, a response iterator, or the ``grpc.RpcError`` raised) and
-a recording stream (a live response iterator that records the call when its caller has seen it end).
-
-Built per grpc module (:func:`sync_classes`): their bases are grpc's own ABCs, which code above the
-multicallable (client interceptors, the caller's ``isinstance`` checks) relies on.
+"""What a sync grpcio call returns when this adapter answers it: a served call (result, ``with_call``'s call,
+a future, a response iterator, or the ``grpc.RpcError`` raised) and a recording response stream. Built per
+grpc module: their bases are grpc's own ABCs, which client interceptors and ``isinstance`` checks rely on.
 """
 
 from __future__ import annotations
@@ -11,25 +8,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..http.grpc_calls import Outcome
 from .grpc_capture import Capture, forwarding
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
-
-
-class _Call(Protocol):
-    """What is read of a finished grpc call (``grpc.Call``)."""
-
-    def code(self) -> Any: ...
-
-    def details(self) -> str | None: ...
-
-    def initial_metadata(self) -> Any: ...
-
-    def trailing_metadata(self) -> Any: ...
 
 
 # grpc.Call and grpc.Future, but for ``cancel`` (which records the call too).
@@ -44,8 +29,8 @@ def fault_status(fault: Fault) -> tuple[str, str]:
     return ("DEADLINE_EXCEEDED" if fault.kind == "timeout" else "UNAVAILABLE"), fault.message()
 
 
-def finish_from(capture: Capture, call: _Call) -> None:
-    """Record the live call ``call`` (finished: its status is in) through ``capture``."""
+def finish_from(capture: Capture, call: Any) -> None:
+    """Record the live call ``call`` (a finished ``grpc.Call``: its status is in) through ``capture``."""
     if capture.done:
         return
     code = call.code()
@@ -96,24 +81,14 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
         def debug_error_string(self) -> str:
             return f"served from the cassette: {self._outcome.code} {self._outcome.details}"
 
-        def is_active(self) -> bool:
+        def _ended(self, *_: object) -> bool:
             return False
+
+        # The call has ended: not active, nothing to cancel, no callback taken (grpc says so the same way).
+        is_active = add_callback = cancel = cancelled = running = _ended
 
         def time_remaining(self) -> float | None:
             return None
-
-        def add_callback(self, callback: Callable[[], None]) -> bool:
-            return False  # the call has ended: grpc says so the same way
-
-        def cancel(self) -> bool:
-            return False
-
-        # grpc.Future
-        def cancelled(self) -> bool:
-            return False
-
-        def running(self) -> bool:
-            return False
 
         def done(self) -> bool:
             return True
@@ -150,8 +125,7 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
                 raise StopIteration
             raise self
 
-        def next(self) -> object:
-            return self.__next__()
+        next = __next__
 
     class RecordingStream(rpc_error, call_base, future_base):  # type: ignore[misc]
         """A live response stream: each message is handed on as it arrives; the call is recorded when the
@@ -177,8 +151,7 @@ def sync_classes(grpc: ModuleType) -> tuple[type, type]:
                 finish_from(self._capture, self._inner)
                 raise
 
-        def next(self) -> object:
-            return self.__next__()
+        next = __next__
 
         def cancel(self) -> bool:
             cancelled: bool = self._inner.cancel()

@@ -63,16 +63,6 @@ def _served_connection(replayed: Any, served: ServedConversation, request_header
     return replayed(served, request, response)
 
 
-def _record_closed(events: ConversationEvents, exc: Any) -> None:
-    rcvd, sent = exc.rcvd, exc.sent
-    if rcvd is not None and (sent is None or exc.rcvd_then_sent):
-        events.close("received", rcvd.code, rcvd.reason)
-    elif sent is not None:
-        events.close("sent", sent.code, sent.reason)
-    else:
-        events.close("received", None, "")
-
-
 @contextmanager
 def _connecting(live: LiveConnection) -> Iterator[None]:
     """Around the library's own connect: the handshake's answer, or its failure, goes to ``live``."""
@@ -110,7 +100,13 @@ def _receiving(events: ConversationEvents) -> Iterator[None]:
         events.timeout()
         raise
     except exceptions.ConnectionClosed as exc:
-        _record_closed(events, exc)
+        rcvd, sent = exc.rcvd, exc.sent
+        if rcvd is not None and (sent is None or exc.rcvd_then_sent):
+            events.close("received", rcvd.code, rcvd.reason)
+        elif sent is not None:
+            events.close("sent", sent.code, sent.reason)
+        else:
+            events.close("received", None, "")
         raise
 
 

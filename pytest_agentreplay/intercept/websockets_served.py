@@ -64,6 +64,9 @@ class _Served:
     """What both clients' served connections share: the conversation, and the state read from it."""
 
     _served: ServedConversation
+    # No socket behind it (the base's properties, shadowed).
+    local_address: Any = None
+    remote_address: Any = None
 
     def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
         # The base initialiser needs a socket or a transport (and starts threads or tasks): none here.
@@ -76,14 +79,6 @@ class _Served:
     def _check_open(self) -> None:
         if self._served.closed is not None:
             raise closed_error(self._served)
-
-    @property
-    def local_address(self) -> Any:
-        return None
-
-    @property
-    def remote_address(self) -> Any:
-        return None
 
     @property
     def state(self) -> Any:
