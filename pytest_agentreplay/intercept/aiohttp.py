@@ -1,11 +1,7 @@
-"""Interception for aiohttp: ``ClientSession._request``.
-
-Replay builds a real ``ClientResponse`` whose ``content`` is aiohttp's own ``StreamReader`` holding
-the served body, so ``async with session.get(...) as r: await r.json()``, ``r.content.iter_any()``
-and line-by-line SSE reads behave as with a socket. Recording tees the response's ``StreamReader``:
-its class is swapped for a subclass whose ``feed_data``/``feed_eof`` also feed the capture, so the
-caller still receives each chunk as the connection delivers it.
-"""
+"""Interception for aiohttp: ``ClientSession._request``. Replay builds a real ``ClientResponse`` whose
+``content`` is aiohttp's own ``StreamReader`` holding the served body (``await r.json()``, ``iter_any()`` and
+line-by-line SSE reads behave as with a socket); recording swaps the response's reader class for one whose
+``feed_data``/``feed_eof`` also feed the capture, so the caller still gets each chunk as it arrives."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Interception for httpx and httpx2 (the official openai/anthropic SDKs send through httpx2).
-
-Patched at the transport: ``HTTPTransport.handle_request`` and ``AsyncHTTPTransport.handle_async_request``.
-Code above the transport (clients, auth, redirects, event hooks) runs unchanged; respx and
-``MockTransport`` users keep working because live calls go to the original method, whose connection
-pool respx patches, and a ``MockTransport`` is not an ``HTTPTransport`` at all. The same code serves
-both libraries: everything client-specific is looked up on the module passed in.
-"""
+"""Interception for httpx and httpx2 (the official openai/anthropic SDKs send through httpx2) at the transport
+(``HTTPTransport.handle_request``, ``AsyncHTTPTransport.handle_async_request``): clients, auth, redirects and
+event hooks above it run unchanged; respx keeps working (live calls go to the original method, whose
+connection pool respx patches) and a ``MockTransport`` is not an ``HTTPTransport`` at all."""
 
 from __future__ import annotations
 
@@ -20,7 +16,7 @@ from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http import codings
-from ..http.exchange import HttpRequest, HttpResponse
+from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
 from .internal import is_internal
@@ -47,10 +43,7 @@ def _to_request(request: _Request, body: bytes) -> HttpRequest:
         items = request.headers.multi_items()
     headers = dict(items)
     if len(headers) != len(items):
-        # A repeated header: join its values in order, as HTTP allows.
-        headers = {}
-        for name, value in items:
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        headers = lower_headers(items)  # a repeated header: its values joined in order, as HTTP allows
     return HttpRequest(request.method, str(request.url), headers, body)
 
 
@@ -131,8 +124,7 @@ def _served_response(mod: ModuleType, stream_cls: type, request: _Request, serve
     headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.
     stream = stream_cls(served) if served.is_sse else mod.ByteStream(served.content())
-    response: _Response = mod.Response(served.status, headers=headers, stream=stream, request=request)
-    return response
+    return mod.Response(served.status, headers=headers, stream=stream, request=request)
 
 
 def _rewritten(mod: ModuleType, request: _Request, action: Send) -> _Request:
@@ -147,10 +139,7 @@ def _rewritten(mod: ModuleType, request: _Request, action: Send) -> _Request:
     content = action.request.body
     if action.body is not None:
         headers["content-length"] = str(len(content))
-    sent: _Request = mod.Request(
-        request.method, url, headers=headers, content=content, extensions=request.extensions
-    )
-    return sent
+    return mod.Request(request.method, url, headers=headers, content=content, extensions=request.extensions)
 
 
 def _fault_exception(mod: ModuleType, fault: Fault, request: _Request) -> BaseException:

@@ -166,10 +166,9 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     @contextlib.contextmanager
     def connect(self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any) -> Iterator[Any]:
         manager, live = opened(self, url, subprotocols, kwargs, orig_connect, replayed_sync)
-        with _connecting(live, api):
-            session = manager.__enter__()
         with contextlib.ExitStack() as stack:
-            stack.push(manager.__exit__)
+            with _connecting(live, api):
+                session = stack.enter_context(manager)
             yield _answered(live, session)
 
     @contextlib.asynccontextmanager
@@ -177,10 +176,9 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         manager, live = opened(self, url, subprotocols, kwargs, orig_aconnect, replayed_async)
-        with _connecting(live, api):
-            session = await manager.__aenter__()
         async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_exit(manager.__aexit__)
+            with _connecting(live, api):
+                session = await stack.enter_async_context(manager)
             yield _answered(live, session)
 
     def send(self: Any, event: Any) -> None:
@@ -217,17 +215,14 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         _record_close(self, code, reason)
         await orig_aclose(self, code, reason)
 
-    for target, name, value in (
-        (sync_client, "connect", connect),
-        (async_client, "connect", aconnect),
-        (sync_session, "send", send),
-        (sync_session, "receive", receive),
-        (sync_session, "close", close),
-        (async_session, "send", asend),
-        (async_session, "receive", areceive),
-        (async_session, "close", aclose),
-    ):
-        patches.set(target, name, value)
+    patches.set(sync_client, "connect", connect)
+    patches.set(async_client, "connect", aconnect)
+    patches.set(sync_session, "send", send)
+    patches.set(sync_session, "receive", receive)
+    patches.set(sync_session, "close", close)
+    patches.set(async_session, "send", asend)
+    patches.set(async_session, "receive", areceive)
+    patches.set(async_session, "close", aclose)
 
 
 def _record_close(session: Any, code: int, reason: str | None) -> None:
