@@ -1,11 +1,8 @@
 """Server-sent events: an incremental parser (for teeing live streams) and the encoder used in replay.
 
-Stored event shape: ``{"event": name, "data": <parsed JSON or raw string>, "id": str, "t": seconds}``
-(``event``/``id`` only when the stream had them). ``data`` is parsed as JSON only when it starts with
-``{`` or ``[`` so a bare string such as ``[DONE]`` or ``"3"`` round-trips to the same bytes. ``raw``: the
-event's exact wire text (comments, blank lines before it, ``retry:``, line endings, JSON spacing and
-key order), kept only when :func:`encode_event` of the stored (key-sorted) event would differ; replay
-serves it, so a client reads the bytes it read while recording.
+Stored event: ``{"event": name, "data": parsed JSON or text, "id": str, "t": seconds}`` (``event``/``id``
+when the stream had them). ``raw``: the event's exact wire text (comments, ``retry:``, line endings, JSON
+spacing, key order), kept only when :func:`encode_event` of the stored event would differ (replay serves it).
 """
 
 from __future__ import annotations
@@ -46,15 +43,6 @@ def data_text(data: object, sort_keys: bool) -> str:
     if isinstance(data, str):
         return data
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
-
-
-def parse_whole(parser: StreamParser, raw: bytes) -> list[Document]:
-    """A complete stream's events through ``parser`` (``t`` is 0: the arrival times are unknown)."""
-    events = parser.feed(raw)
-    events.extend(parser.finish())
-    for ev in events:
-        ev["t"] = 0.0
-    return events
 
 
 class SSEParser:
@@ -145,10 +133,6 @@ class SSEParser:
         self._raw = []
         self._last = ev
         return ev
-
-
-def parse_all(raw: bytes) -> list[Document]:
-    return parse_whole(SSEParser(), raw)
 
 
 def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:

@@ -34,14 +34,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
         return None
     if request.path.rstrip("/").endswith("/v1/messages"):
         return MESSAGES
-    for base in settings.anthropic_base_urls:
-        base = base.rstrip("/")
-        if (
-            request.url.startswith(base)
-            and request.url[len(base) :].split("?", 1)[0].rstrip("/") == "/messages"
-        ):
-            return MESSAGES
-    return None
+    return MESSAGES if "/messages" in fields.paths_under(request, settings.anthropic_base_urls) else None
 
 
 def request_fields(endpoint: str, body: object) -> Document:
@@ -50,7 +43,7 @@ def request_fields(endpoint: str, body: object) -> Document:
 
 def _usage(raw: object) -> Document:
     keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return fields.with_total(fields.renamed_counts(raw, ((key, key) for key in keys)))
+    return fields.with_total(fields.present(raw, keys))
 
 
 def _from_content(

@@ -24,10 +24,6 @@ AZURE_HOST_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com", ".se
 _DEPLOYMENT = re.compile(r"/openai/deployments/(?P<deployment>[^/]+)/chat/completions\Z")
 
 
-def _is_azure_host(host: str) -> bool:
-    return host.endswith(AZURE_HOST_SUFFIXES)
-
-
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
@@ -36,7 +32,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
         return CHAT
     if path.endswith("/openai/responses"):
         return RESPONSES
-    if _is_azure_host(request.host):
+    if request.host.endswith(AZURE_HOST_SUFFIXES):
         if path.endswith("/openai/v1/chat/completions"):
             return CHAT
         if path.endswith("/openai/v1/responses"):
@@ -61,9 +57,5 @@ def url_fields(request: HttpRequest) -> Document:
     return {"deployment": deployment, "api_version": versions[0] if versions else None}
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return openai.request_fields(endpoint, body)
-
-
-def response_fields(endpoint: str, body: Document | None) -> Document:
-    return openai.response_fields(endpoint, body)
+request_fields = openai.request_fields
+response_fields = openai.response_fields

@@ -55,10 +55,11 @@ def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
     tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
-    out = {key: tokens[key] for key in ("input_tokens", "output_tokens") if tokens.get(key) is not None}
-    if raw.get("cached_tokens") is not None:
-        out["cached_input_tokens"] = raw["cached_tokens"]
-    return out
+    usage = {
+        **fields.present(tokens, ("input_tokens", "output_tokens")),
+        "cached_input_tokens": raw.get("cached_tokens"),
+    }
+    return fields.present(usage)
 
 
 def _call(raw: object) -> Document:
@@ -79,10 +80,6 @@ def _plain(body: Document) -> Document:
     return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
 
-def _message(data: Document) -> Document:
-    return _obj(_obj(data.get("delta")).get("message"))
-
-
 def _stream(events: Iterable[object]) -> Document:
     texts: list[str] = []
     calls: dict[int, Document] = {}
@@ -94,7 +91,7 @@ def _stream(events: Iterable[object]) -> Document:
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
-        message = _message(data)
+        message = _obj(_obj(data.get("delta")).get("message"))
         if kind == "message-start":
             response_id = data.get("id")
         elif kind == "content-delta":

@@ -1,5 +1,5 @@
 """What every provider reads the same way: a request's model, decoding settings, tool-definition hash and
-streaming, and a response's fields (the decision, usage, id and model) once its body is read."""
+streaming, and a response's fields (the decision, usage, id and model)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,21 @@ from collections.abc import Callable, Iterable
 
 from ...core.canonical import hash_value
 from ...core.documents import Document
+from ..exchange import HttpRequest
+
+
+def paths_under(request: HttpRequest, bases: Iterable[str]) -> list[str]:
+    """The paths ``request``'s URL names under each of ``bases`` (configured base URLs) it starts with."""
+    url = request.url
+    found = (base.rstrip("/") for base in bases)
+    return [url[len(base) :].split("?", 1)[0].rstrip("/") for base in found if url.startswith(base)]
+
+
+def present(source: object, keys: Iterable[str] | None = None) -> Document:
+    """The values of ``keys`` (else all) a JSON object holds that are not null (nothing: not an object)."""
+    if not isinstance(source, dict):
+        return {}
+    return {k: source[k] for k in (source if keys is None else keys) if source.get(k) is not None}
 
 
 def request_fields(
@@ -19,14 +34,8 @@ def request_fields(
     instead of the body's ``stream`` flag (Gemini's endpoint, Ollama streaming unless told not to)."""
     if not isinstance(body, dict):
         return {"model": None, "decoding": {}, "tools_hash": None, "streamed": bool(streamed)}
-    decoding: Document = {}
-    for key in nested:
-        settings = body.get(key)
-        if settings:
-            if isinstance(settings, dict):
-                decoding.update((k, v) for k, v in settings.items() if v is not None)
-            break
-    decoding.update((k, body[k]) for k in decoding_keys if body.get(k) is not None)
+    decoding = next((present(body[key]) for key in nested if body.get(key)), {})
+    decoding.update(present(body, decoding_keys))
     tools = body.get("tools")
     return {
         "model": body.get("model"),
@@ -37,8 +46,8 @@ def request_fields(
 
 
 def renamed_counts(raw: object, names: Iterable[tuple[str, str]]) -> Document:
-    """A provider's usage object under the event's names: ``(its key, our key)`` pairs, absent or null
-    counts left out (Gemini's ``promptTokenCount``, Bedrock's ``inputTokens`` -> ``input_tokens``)."""
+    """A provider's usage object under the event's names: ``(its key, our key)`` pairs, null counts left out
+    (Gemini's ``promptTokenCount``, Bedrock's ``inputTokens`` -> ``input_tokens``)."""
     if not isinstance(raw, dict):
         return {}
     return {ours: raw[theirs] for theirs, ours in names if raw.get(theirs) is not None}

@@ -34,12 +34,8 @@ _DECODING = (
 )
 
 
-def is_mistral_host(host: str) -> bool:
-    return host == "mistral.ai" or host.endswith(".mistral.ai")
-
-
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
-    if request.method != "POST" or not is_mistral_host(request.host):
+    if request.method != "POST" or not (request.host == "mistral.ai" or request.host.endswith(".mistral.ai")):
         return None
     return CHAT if request.path.rstrip("/").endswith("/v1/chat/completions") else None
 

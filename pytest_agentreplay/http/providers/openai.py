@@ -50,22 +50,14 @@ _RESPONSES_DECODING = (
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
-    url = request.url
     path = request.path.rstrip("/")
     # Every host counts (local servers, proxies); the path names the endpoint.
     if path.endswith("/chat/completions"):
         return CHAT
     if path.endswith("/v1/responses"):
         return RESPONSES
-    for base in settings.openai_compatible_base_urls:
-        base = base.rstrip("/")
-        if url.startswith(base):
-            rest = url[len(base) :].split("?", 1)[0].rstrip("/")
-            if rest == "/chat/completions":
-                return CHAT
-            if rest == "/responses":
-                return RESPONSES
-    return None
+    under = fields.paths_under(request, settings.openai_compatible_base_urls)
+    return CHAT if "/chat/completions" in under else RESPONSES if "/responses" in under else None
 
 
 def request_fields(endpoint: str, body: object) -> Document:
@@ -73,24 +65,19 @@ def request_fields(endpoint: str, body: object) -> Document:
 
 
 def _usage(raw: object) -> Document:
+    """Chat Completions' and the Responses API's usage (their keys differ) under the event's names."""
     if not isinstance(raw, dict):
         return {}
-    out: Document = {}
-    inp = raw.get("input_tokens", raw.get("prompt_tokens"))
-    outp = raw.get("output_tokens", raw.get("completion_tokens"))
-    if inp is not None:
-        out["input_tokens"] = inp
-    if outp is not None:
-        out["output_tokens"] = outp
-    if raw.get("total_tokens") is not None:
-        out["total_tokens"] = raw["total_tokens"]
-    details_in = raw.get("input_tokens_details") or raw.get("prompt_tokens_details") or {}
-    details_out = raw.get("output_tokens_details") or raw.get("completion_tokens_details") or {}
-    if isinstance(details_in, dict) and details_in.get("cached_tokens") is not None:
-        out["cached_input_tokens"] = details_in["cached_tokens"]
-    if isinstance(details_out, dict) and details_out.get("reasoning_tokens") is not None:
-        out["reasoning_tokens"] = details_out["reasoning_tokens"]
-    return out
+    details_in = raw.get("input_tokens_details") or raw.get("prompt_tokens_details")
+    details_out = raw.get("output_tokens_details") or raw.get("completion_tokens_details")
+    usage = {
+        "input_tokens": raw.get("input_tokens", raw.get("prompt_tokens")),
+        "output_tokens": raw.get("output_tokens", raw.get("completion_tokens")),
+        "total_tokens": raw.get("total_tokens"),
+        "cached_input_tokens": fields.present(details_in).get("cached_tokens"),
+        "reasoning_tokens": fields.present(details_out).get("reasoning_tokens"),
+    }
+    return fields.present(usage)
 
 
 # -- Chat Completions ---------------------------------------------------------------------------
