@@ -1,17 +1,9 @@
-"""gRPC calls as HTTP exchanges: the URL, headers and bodies a call is recorded under, and its classification.
-
-A call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as ``POST
-grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers, its bodies JSON documents that
-the redactor and the diff read like any JSON body (docs/grpc.md): a request's messages as their readable
-view when known (never served, so its bytes, which would carry what redaction takes out of the view, are
-not kept), a response's as their bytes (what replay deserializes) beside the view, with the code, details
-and trailing metadata.
-
-Redaction keeps a response's view and bytes consistent: the values the view holds under secret names are
-handed to the run's redactor when the message arrives (:mod:`..intercept.grpc_capture`), and the bytes are
-masked in place (:func:`..redaction.encoded.mask_bytes`, ``[REDACTED]`` cut or padded with ``*`` to the
-secret's length), so the message still parses in replay. The HTTP status is the usual mapping of the code
-(``NOT_FOUND`` -> 404), so a failed write is not a committed one. Nothing here imports grpc.
+"""gRPC calls as HTTP exchanges (docs/grpc.md): the URL, headers and bodies a call is recorded under, and
+its classification. A call is ``POST grpc://<authority>/<package.Service>/<Method>``, its metadata the
+headers, its bodies JSON documents: a request's messages as their readable view (never served, so its bytes
+are not kept), a response's as their bytes (what replay deserializes, masked in place by redaction) beside
+the view, with the code, details and trailing metadata. The HTTP status is the code's usual mapping, so a
+failed write is not a committed one. Nothing here imports grpc.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
-"""``multipart/*`` request bodies as their parts: the boundary is transport, the parts are the content.
+"""``multipart/*`` request bodies stored as their parts: the boundary is transport, the parts are the content.
 
-A client picks a new random boundary for every upload (httpx, and so the ``openai`` SDK's ``files.create``
-and ``audio.transcriptions.create``), so the bytes of the same upload differ on every run. Stored as parts,
-an upload reads, compares and matches by what it carries:
-
-``{"multipart": [PART, ...], "content_type": "multipart/form-data"}`` (the content type without its
-``boundary`` parameter), each PART ``{"name", "filename"?, "content_type", "headers"?, "text" | "base64"}``:
-the field name, the file name when the part is a file, its ``Content-Type`` (None when it has none), any
-other part header, and the content: UTF-8 text as ``text``, anything else as ``base64``. A part is shaped
-like a stored body (``content_type`` and one content key), so redaction and the secret scan read each part
-through its decoded view, as they read a body; a part named like a secret is redacted as a JSON field of that
-name would be (``redaction.bodies``).
-
-A body this module cannot take apart exactly (no boundary, a part without its header block, text before the
-first boundary or after the last, no closing delimiter) is left to be stored as its bytes: nothing is lost.
-Only requests are stored as parts; a multipart response is served, so its bytes (and the boundary its
-header names) are kept as received.
+A client picks a new random boundary for every upload (httpx, so the ``openai`` SDK's file uploads), so the
+bytes of one upload differ on every run. Stored ``{"multipart": [PART, ...], "content_type"}`` (without its
+``boundary``), each PART ``{"name", "filename"?, "content_type", "headers"?, "text" | "base64"}``, shaped like
+a stored body so redaction and the secret scan read it as one. A body not taken apart exactly (no boundary,
+a part without headers, a preamble, no closing delimiter) is stored as its bytes; responses are always
+kept as received (they are served).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """A conversation's request resends the previous one's history: parse and check only what is new.
 
-Each model call of an N-turn conversation sends every earlier message again. Parsed whole, the requests
-of a conversation cost its square in parsing, in objects allocated (and then walked by the garbage
-collector) and in format checks. Kept here, per endpoint: the previous request's parsed body and its
-bytes up to the end of its conversation list (``messages``, ``input``, ``contents``, or else its longest
-list of objects). A request whose bytes start with those is parsed from there on only; the earlier
-items are the previous request's very objects, so redacting, hashing and comparing them are identity
-hits downstream.
-
-Nothing is assumed: the bytes after the shared part are parsed, then serialised again in the previous
-request's format and compared with what was sent, so the result is exactly what parsing the whole body
-gives (and its format what the full check would name), or the caller parses the whole body.
+Parsed whole, the N requests of a conversation cost its square (parsing, allocation, format checks). Kept
+per endpoint: the previous request's parsed body and its bytes up to the end of its conversation list. A
+request starting with those bytes is parsed from there on only, its earlier items being the previous
+request's very objects (identity hits for redaction, hashing and comparison downstream). The new part is
+serialised again and compared with what was sent, so the result is exactly what a full parse gives, or
+the caller parses the whole body.
 """
 
 from __future__ import annotations

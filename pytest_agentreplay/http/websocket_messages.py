@@ -1,13 +1,8 @@
-"""WebSocket conversations as events of the exchange vocabulary, written once for every client library.
-
-The recorded shape is docs/websockets.md's: the opening handshake is an ``http`` read of the exchange
-pipeline (matched, served and refused in replay exactly as one), then one ``http`` event per message in the
-order the client saw them (``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE`` so that
-the diff aligns sent messages with sent ones), a timed-out receive and the close. One event per message
-keeps each message between the model and tool calls it caused, and a one-message change one event's change.
-
-The module imports no WebSocket library: the adapters (``intercept/websockets.py``, ``intercept/
-httpx_ws.py``) translate their library's objects into these calls.
+"""WebSocket conversations as events of the exchange vocabulary (docs/websockets.md), for every client
+library (the adapters in ``intercept/`` translate their objects into these calls): the opening handshake is
+an ``http`` read of the exchange pipeline, then one ``http`` event per message as the client saw them
+(``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE``), a timed-out receive, the close:
+each message stays between the model and tool calls it caused.
 """
 
 from __future__ import annotations

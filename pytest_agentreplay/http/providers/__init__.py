@@ -1,11 +1,6 @@
-"""Providers: recognise a model endpoint and read the decision from its exchange.
-
-The interface is :class:`~.interface.Provider` (public: ``pytest_agentreplay.Provider``); the built-in
-providers are the other modules of this package. A run reads the providers of its session from its settings
-(``RunSettings.providers``, a :class:`ProviderSet` the plugin builds once per session in :mod:`.registry`);
-code outside a pytest session (``capture_run``, the CLI) reads the built-in ones. Beside the interface, a
-provider may say what the URL names: ``model_from_request`` and ``url_fields`` (Azure OpenAI's deployment,
-Vertex AI's location), added to the event's data.
+"""Providers: recognise a model endpoint and read the decision from its exchange. The interface is
+:class:`~.interface.Provider`; the built-in providers are this package's modules. A run asks its session's
+providers (``RunSettings.providers``, built in :mod:`.registry`), code outside a session the built-in ones.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``.
-
-``/openai/deployments/<deployment>/...`` is recognised on any host (API Management and private endpoints
-keep the path); the v1 API (``/openai/v1/...``, whose body names the deployment as its ``model``) only on
-Azure's own hosts, as elsewhere it is an OpenAI call. The event's data adds ``deployment`` and
-``api_version``; bodies are read by the OpenAI adapter.
+"""Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``, its data adding
+``deployment`` and ``api_version``. ``/openai/deployments/<deployment>/...`` counts on any host (API
+Management keeps the path), the v1 API (``/openai/v1/...``) only on Azure's hosts (elsewhere it is OpenAI's).
 """
 
 from __future__ import annotations

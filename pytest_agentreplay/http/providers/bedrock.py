@@ -1,11 +1,10 @@
 """AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
 ``InvokeModelWithResponseStream`` (``POST /model/{modelId}/...``; docs/providers.md).
 
-The model id is in the URL (percent-encoded, an inference profile or an ARN). Converse bodies are Bedrock's
-own; an InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova), picked by the model id and
-named in the endpoint (``invoke:anthropic``), else by the body's shape. A request counts only when an AWS
-SDK sent it (host, SigV4 scope or ``amz-sdk-invocation-id``), so a service of one's own that happens to
-serve ``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
+The model id is in the URL. An InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova),
+named in the endpoint (``invoke:anthropic``) by the model id, else told by the body's shape. Only an AWS
+SDK's request counts (host, SigV4 scope or ``amz-sdk-invocation-id``): a service of one's own serving
+``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed.
-
-A plain answer's ``message`` holds text parts and OpenAI-shaped tool calls (arguments as JSON text); a stream
-sends the text in ``content-delta`` events, tool calls in ``tool-call-start``/``-delta`` pieces and the finish
-reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API has another shape
-and is not read here.
+"""Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed (``content-delta``,
+``tool-call-start``/``-delta`` and ``message-end`` events), both folded into the same decision.
 """
 
 from __future__ import annotations

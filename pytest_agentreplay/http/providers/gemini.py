@@ -1,10 +1,6 @@
-"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``), AI
-Studio's URLs and Vertex AI's alike (docs/providers.md), recognised by their path.
-
-A Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison); its data says
-``vertex: true`` and the ``location``. A stream (server-sent events with ``?alt=sse``, else one JSON array of
-chunks) folds into one decision like a plain answer: a plain answer is a stream of one chunk. The model is
-named in the URL, not the body.
+"""Gemini adapter: ``models/{model}:generateContent`` and ``:streamGenerateContent``, AI Studio's URLs and
+Vertex AI's alike (docs/providers.md; a Vertex AI call's data says ``vertex: true`` and the ``location``).
+The model is named in the URL; a stream (SSE with ``?alt=sse``, else a JSON array) folds like a plain answer.
 """
 
 from __future__ import annotations

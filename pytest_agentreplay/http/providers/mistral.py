@@ -1,8 +1,5 @@
-"""Mistral adapter: La Plateforme's Chat Completions (``/v1/chat/completions`` on ``*.mistral.ai``).
-
-OpenAI's wire format, read by the OpenAI adapter once each message's content, which may be a list of
-chunks (text beside reasoning models' thinking), is its text chunks' text. Recognised by host: a Mistral
-model behind another OpenAI-compatible address is an OpenAI call.
+"""Mistral adapter: La Plateforme's Chat Completions on ``*.mistral.ai`` (elsewhere a Mistral model is an
+OpenAI call), read by the OpenAI adapter once a content list of chunks is its text chunks' text.
 """
 
 from __future__ import annotations

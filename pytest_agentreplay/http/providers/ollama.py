@@ -1,9 +1,5 @@
-"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``; its reads (``/api/show``,
-``/api/tags``...) are told apart by :func:`reads_only`, as the method alone would make them writes.
-
-Answers stream by default, as newline-delimited JSON (:mod:`..ndjson`); plain or streamed they fold into one
-decision, thinking text left out of it as Gemini's thought parts are. The OpenAI-compatible ``/v1``
-endpoints are the OpenAI adapter's.
+"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``, streamed as newline-delimited JSON by
+default; :func:`reads_only` tells its reads (``/api/show``...) apart. Its ``/v1`` endpoints are OpenAI's.
 """
 
 from __future__ import annotations
