@@ -77,20 +77,13 @@ WELL_KNOWN: Final[dict[str, dict[str, Flavour]]] = {
         **dict.fromkeys(_WRITE_QDRANT, "write"),
     },
     "weaviate.v1.Weaviate": {
-        "Search": "retrieval",
-        "Aggregate": "retrieval",
+        **dict.fromkeys(("Search", "Aggregate"), "retrieval"),
         "TenantsGet": "read",
-        "BatchObjects": "write",
-        "BatchDelete": "write",
-        "BatchReferences": "write",
+        **dict.fromkeys(("BatchObjects", "BatchDelete", "BatchReferences"), "write"),
     },
     "milvus.proto.milvus.MilvusService": {
-        "Search": "retrieval",
-        "HybridSearch": "retrieval",
-        "Query": "retrieval",
-        "Insert": "write",
-        "Delete": "write",
-        "Upsert": "write",
+        **dict.fromkeys(("Search", "HybridSearch", "Query"), "retrieval"),
+        **dict.fromkeys(("Insert", "Delete", "Upsert"), "write"),
     },
     "google.cloud.aiplatform.v1.PredictionService": _VERTEX,
     "google.cloud.aiplatform.v1beta1.PredictionService": _VERTEX,
@@ -153,25 +146,20 @@ def metadata_headers(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[st
 
 def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list[str]]:
     """Trailing metadata as stored: pairs in order, credentials redacted as headers are."""
-    out: list[list[str]] = []
-    for key, value in pairs or ():
-        name = key.lower()
-        out.append([name, REDACTED if name in SECRET_HEADERS else _text(value)])
-    return out
+    named = ((key.lower(), value) for key, value in pairs or ())
+    return [[name, REDACTED if name in SECRET_HEADERS else _text(value)] for name, value in named]
 
 
 def wire_metadata(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
     """Stored metadata pairs -> what a client reads (binary values decoded again)."""
-    out: list[tuple[str, str | bytes]] = []
-    for key, value in pairs:
-        if key.endswith("-bin"):
-            try:
-                out.append((key, base64.b64decode(value)))
-                continue
-            except ValueError:
-                pass
-        out.append((key, value))
-    return tuple(out)
+    return tuple((key, _binary(value) if key.endswith("-bin") else value) for key, value in pairs)
+
+
+def _binary(value: str) -> str | bytes:
+    try:
+        return base64.b64decode(value)
+    except ValueError:
+        return value
 
 
 def message_entry(raw: bytes, view: object | None, *, keep_bytes: bool) -> Document:
@@ -236,9 +224,7 @@ def served_outcome(response: HttpResponse) -> Outcome:
     if not isinstance(body, dict) or not isinstance(body.get("code"), str):
         code = "OK" if 200 <= response.status < 300 else _FROM_HTTP.get(response.status, "UNKNOWN")
         return Outcome(code, f"HTTP {response.status}", initial=initial)
-    messages = []
-    for entry in body.get("messages") or ():
-        if isinstance(entry, dict) and isinstance(entry.get("base64"), str):
-            messages.append(base64.b64decode(entry["base64"]))
+    stored = [entry.get("base64") for entry in body.get("messages") or () if isinstance(entry, dict)]
+    messages = [base64.b64decode(data) for data in stored if isinstance(data, str)]
     trailing = wire_metadata((str(k), str(v)) for k, v in body.get("trailing_metadata") or ())
     return Outcome(str(body["code"]), str(body.get("details") or ""), messages, initial, trailing)
