@@ -39,10 +39,13 @@ def is_multipart(content_type: object) -> bool:
 def boundary_of(content_type: str | None) -> str | None:
     """The ``boundary`` parameter of a multipart content type, unquoted; None when it names none."""
     found = _BOUNDARY.search(content_type or "")
-    if found is None:
-        return None
+    return _unquoted(found) if found is not None else None
+
+
+def _unquoted(found: re.Match[str]) -> str:
+    """A matched parameter's value: its quoted string without the quoting, else its token."""
     quoted = found.group("quoted")
-    return re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain")
+    return re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain").strip()
 
 
 def without_boundary(content_type: str) -> str:
@@ -127,11 +130,7 @@ def _headers(head: bytes) -> dict[str, str] | None:
 
 def _disposition(value: str) -> tuple[str, dict[str, str]]:
     kind, _, rest = value.partition(";")
-    params: dict[str, str] = {}
-    for found in _PARAM.finditer(";" + rest):
-        quoted = found.group("quoted")
-        text = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain").strip()
-        params[found.group("name").lower()] = text
+    params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
     return kind.strip().lower(), params
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import NamedTuple
+from itertools import takewhile
+from typing import NamedTuple, TypeGuard
 
 from ..core.documents import Document
 from .bodies import json_text
@@ -45,26 +46,27 @@ class LastSent(dict[tuple[str, str], Sent | None]):
     """A run's room: (method, URL) -> what the last request there left the next one (None: nothing)."""
 
 
+def _turns(items: object) -> TypeGuard[list[object]]:
+    return type(items) is list and bool(items) and all(type(item) is dict for item in items)
+
+
 def _conversation_key(value: Mapping[str, object]) -> str | None:
-    for key in _CONVERSATION_KEYS:
-        items = value.get(key)
-        if type(items) is list and items and all(type(item) is dict for item in items):
-            return key
-    best, size = None, 0
-    for key, items in value.items():
-        if type(items) is list and len(items) > size and all(type(item) is dict for item in items):
-            best, size = key, len(items)
-    return best
+    named = next((key for key in _CONVERSATION_KEYS if _turns(value.get(key))), None)
+    if named is not None:
+        return named
+    sizes = {key: len(items) for key, items in value.items() if _turns(items)}
+    return max(sizes, key=sizes.__getitem__, default=None)
+
+
+def _before(value: Mapping[str, object], key: str) -> Document:
+    """The members of ``value`` written before ``key``."""
+    return dict(takewhile(lambda item: item[0] != key, value.items()))
 
 
 def _prefix_text(value: Mapping[str, object], key: str, fmt: str | None) -> str | None:
     items = value[key]
     assert type(items) is list  # _conversation_key chose a list
-    head: Document = {}
-    for name, item in value.items():
-        if name == key:
-            break
-        head[name] = item
+    head = _before(value, key)
     head[key] = []
     head_text = json_text(head, fmt)
     if not head_text.endswith("[]}"):
@@ -153,11 +155,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     history = sent.value[sent.key]
     assert type(history) is list  # remember() chose the key of a list
     # A new body of its own, holding the previous one's items (the objects themselves, read only there).
-    value: Document = {}
-    for name, item in sent.value.items():
-        if name == sent.key:
-            break
-        value[name] = item
+    value = _before(sent.value, sent.key)
     if sent.key in tail or any(name in tail for name in value):
         return None  # a key written twice: the full parse decides which one counts
     value[sent.key] = [*history, *new_items]

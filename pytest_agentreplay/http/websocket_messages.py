@@ -7,6 +7,7 @@ each message stays between the model and tool calls it caused.
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
@@ -37,17 +38,14 @@ def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:
 
 def encode_message(message: Message) -> Document:
     """A message as stored: JSON text as JSON, other text as text, bytes as base64."""
-    if isinstance(message, str):
-        raw = message.encode("utf-8")
-        looks_json = raw[:1] in (b"{", b"[")
-        body = bodies.encode_body(raw, "application/json" if looks_json else "text/plain", exact=True)
-        if body is None:  # the empty text message
-            return {"text": ""}
-        body.pop("content_type", None)
-        if "base64" in body:  # never for text a str holds; kept total
-            return {"text": message}
-        return body
-    return {"base64": bodies.encode_body(bytes(message), "application/octet-stream")["base64"]}  # type: ignore[index]
+    if not isinstance(message, str):
+        return {"base64": base64.b64encode(message).decode("ascii")}
+    content_type = "application/json" if message[:1] in ("{", "[") else "text/plain"
+    body = bodies.encode_body(message.encode("utf-8"), content_type, exact=True)
+    if body is None:  # the empty text message
+        return {"text": ""}
+    body.pop("content_type", None)
+    return body
 
 
 def decode_message(stored: Mapping[str, object] | None) -> Message:
