@@ -50,6 +50,8 @@ _CONVERSE_DECODING = (
     "performanceConfig",
     "promptVariables",
 )
+# An InvokeModel request body's family, told by its first key found here.
+_REQUEST_SHAPES = {"anthropic_version": ANTHROPIC, "inputText": TITAN, "prompt": LLAMA, "messages": NOVA}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -70,15 +72,9 @@ def family(model_id: str) -> str | None:
     if len(parts) > 2 and parts[0] not in _VENDORS:
         parts = parts[1:]  # a cross-region inference profile: "us.", "eu.", "apac.", "global."
     vendor, product = parts[0], parts[1] if len(parts) > 1 else ""
-    if vendor == "anthropic":
-        return ANTHROPIC
-    if vendor == "meta":
-        return LLAMA
-    if vendor == "amazon" and product.startswith("titan-text"):
-        return TITAN
-    if vendor == "amazon" and product.startswith("nova"):
-        return NOVA
-    return None
+    if vendor == "amazon":
+        return TITAN if product.startswith("titan-text") else NOVA if product.startswith("nova") else None
+    return {"anthropic": ANTHROPIC, "meta": LLAMA}.get(vendor)
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -108,18 +104,6 @@ def _split(endpoint: str) -> tuple[str, str | None]:
 # -- requests ----------------------------------------------------------------------------------------
 
 
-def _request_family(body: Document) -> str | None:
-    if "anthropic_version" in body:
-        return ANTHROPIC
-    if "inputText" in body:
-        return TITAN
-    if "prompt" in body:
-        return LLAMA
-    if "messages" in body:
-        return NOVA
-    return None
-
-
 def _converse_request(body: Document) -> tuple[Document, object]:
     tool_config = fields.present(body.get("toolConfig"))
     decoding = {**fields.present(body.get("inferenceConfig")), **fields.present(tool_config, ("toolChoice",))}
@@ -131,7 +115,8 @@ def request_fields(endpoint: str, body: object) -> Document:
     streamed = op in (CONVERSE_STREAM, INVOKE_STREAM)
     if not isinstance(body, dict):
         return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
-    named = named or (None if op in (CONVERSE, CONVERSE_STREAM) else _request_family(body))
+    if not named and op not in (CONVERSE, CONVERSE_STREAM):
+        named = next((kind for key, kind in _REQUEST_SHAPES.items() if key in body), None)
     tools: object = None
     if op in (CONVERSE, CONVERSE_STREAM) or named == NOVA:
         decoding, tools = _converse_request(body)

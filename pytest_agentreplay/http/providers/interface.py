@@ -28,14 +28,7 @@ class InputFields(NamedTuple):
     tools: tuple[str, ...] = ()
 
     def __or__(self, other: InputFields) -> InputFields:
-        def merged(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(dict.fromkeys((*a, *b)))
-
-        return InputFields(
-            merged(self.conversation, other.conversation),
-            merged(self.system, other.system),
-            merged(self.tools, other.tools),
-        )
+        return InputFields(*(tuple(dict.fromkeys((*a, *b))) for a, b in zip(self, other, strict=True)))
 
 
 def as_input_fields(value: object) -> InputFields | None:
