@@ -43,14 +43,10 @@ def request_fields(endpoint: str, body: object) -> Document:
     return fields.request_fields(body, _DECODING)
 
 
-def _obj(value: object) -> Document:
-    return value if isinstance(value, dict) else {}
-
-
 def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
-    tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
+    tokens = fields.obj(raw.get("tokens")) or fields.obj(raw.get("billed_units"))
     usage = {
         **fields.present(tokens, ("input_tokens", "output_tokens")),
         "cached_input_tokens": raw.get("cached_tokens"),
@@ -58,20 +54,14 @@ def _usage(raw: object) -> Document:
     return fields.present(usage)
 
 
-def _call(raw: object) -> Document:
-    call = _obj(raw)
-    fn = _obj(call.get("function"))
-    return {"id": call.get("id"), "name": fn.get("name"), "arguments": fields.parse_args(fn.get("arguments"))}
-
-
 def _plain(body: Document) -> Document:
-    message = _obj(body.get("message"))
+    message = fields.obj(body.get("message"))
     texts = [
         str(part.get("text") or "")
         for part in message.get("content") or []
         if isinstance(part, dict) and part.get("type") == "text"
     ]
-    calls = [_call(c) for c in message.get("tool_calls") or []]
+    calls = [fields.function_call(c) for c in message.get("tool_calls") or []]
     usage = _usage(body.get("usage"))
     return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
@@ -87,7 +77,7 @@ def _stream(events: Iterable[object]) -> Document:
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
-        message = _obj(_obj(data.get("delta")).get("message"))
+        message = fields.obj(fields.obj(data.get("delta")).get("message"))
         if kind == "message-start":
             response_id = data.get("id")
         elif kind == "content-delta":
@@ -95,15 +85,15 @@ def _stream(events: Iterable[object]) -> Document:
             if isinstance(content, dict) and isinstance(content.get("text"), str):
                 texts.append(content["text"])
         elif kind in ("tool-call-start", "tool-call-delta"):
-            piece = _obj(message.get("tool_calls"))
+            piece = fields.obj(message.get("tool_calls"))
             slot = calls.setdefault(int(data.get("index") or 0), fields.new_call())
-            fn = _obj(piece.get("function"))
+            fn = fields.obj(piece.get("function"))
             slot["id"] = piece.get("id") or slot["id"]
             slot["name"] = fn.get("name") or slot["name"]
             if isinstance(fn.get("arguments"), str):
                 slot["arguments"] += fn["arguments"]
         elif kind == "message-end":
-            delta = _obj(data.get("delta"))
+            delta = fields.obj(data.get("delta"))
             stop_reason = delta.get("finish_reason")
             usage = delta.get("usage")
     return fields.decided(texts, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, None)

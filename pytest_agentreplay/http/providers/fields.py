@@ -103,6 +103,18 @@ def parse_args(raw: object) -> object:
         return raw
 
 
+def obj(value: object) -> Document:
+    """``value`` when it is a JSON object, else an empty one: a provider's optional parts read alike."""
+    return value if isinstance(value, dict) else {}
+
+
+def function_call(raw: object) -> Document:
+    """An OpenAI-shaped tool call (``{"id", "function": {"name", "arguments"}}``) as the decision's."""
+    call = obj(raw)
+    fn = obj(call.get("function"))
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": parse_args(fn.get("arguments"))}
+
+
 def new_call() -> Document:
     """A tool call a stream sends in pieces: its id and name, its arguments' text appended as it comes."""
     return {"id": None, "name": None, "arguments": ""}

@@ -113,16 +113,12 @@ def _fold(chunks: Iterable[object]) -> Document:
                     continue
                 call = part.get("functionCall") or part.get("function_call")
                 if isinstance(call, dict):
-                    calls.append(
-                        {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("args")}
-                    )
+                    args = {} if call.get("args") is None else call["args"]
+                    calls.append({"id": call.get("id"), "name": call.get("name"), "arguments": args})
                 elif isinstance(part.get("text"), str) and not part.get("thought"):
                     texts.append(part["text"])
     if stop_reason is None and block is not None:
         stop_reason = block
-    for call in calls:
-        if call["arguments"] is None:
-            call["arguments"] = {}
     usage_fields = fields.renamed_counts(usage, _USAGE_NAMES)
     return fields.decided(texts, calls, stop_reason, usage_fields, response_id, model)
 

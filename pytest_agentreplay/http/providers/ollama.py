@@ -77,10 +77,8 @@ def _fold(endpoint: str, chunks: Iterable[object]) -> Document:
             if isinstance(message.get("content"), str):
                 texts.append(message["content"])
             for call in message.get("tool_calls") or []:
-                fn = call.get("function") if isinstance(call, dict) else None
-                if isinstance(fn, dict):
-                    args = fields.parse_args(fn.get("arguments"))
-                    calls.append({"id": call.get("id"), "name": fn.get("name"), "arguments": args})
+                if isinstance(fields.obj(call).get("function"), dict):
+                    calls.append(fields.function_call(call))
         elif endpoint == GENERATE and isinstance(chunk.get("response"), str):
             texts.append(chunk["response"])
         if chunk.get("done"):

@@ -87,15 +87,7 @@ def _chat_plain(body: Document) -> Document:
     choices = body.get("choices") or []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
-    calls = [
-        {
-            "id": tc.get("id"),
-            "name": (tc.get("function") or {}).get("name"),
-            "arguments": fields.parse_args((tc.get("function") or {}).get("arguments")),
-        }
-        for tc in message.get("tool_calls") or []
-        if isinstance(tc, dict)
-    ]
+    calls = [fields.function_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
     content = message.get("content")
     text = [content] if isinstance(content, str) else []
     usage = _usage(body.get("usage"))
@@ -171,8 +163,10 @@ def _responses(output: Iterable[object], response: Document) -> Document:
     return fields.decided(texts, calls, reason or response.get("status"), usage, rid, response.get("model"))
 
 
-def _responses_plain(body: Document) -> Document:
-    return _responses(body.get("output") or [], body)
+# The stream events carrying the response object as it stands.
+_SNAPSHOTS = frozenset(
+    f"response.{state}" for state in ("created", "in_progress", "completed", "incomplete", "failed")
+)
 
 
 def _responses_stream(events: list[Document]) -> Document:
@@ -183,13 +177,7 @@ def _responses_stream(events: list[Document]) -> Document:
         if not isinstance(data, dict):
             continue
         kind = data.get("type") or ev.get("event")
-        if kind in (
-            "response.created",
-            "response.in_progress",
-            "response.completed",
-            "response.incomplete",
-            "response.failed",
-        ) and isinstance(data.get("response"), dict):
+        if kind in _SNAPSHOTS and isinstance(data.get("response"), dict):
             final = data["response"]
         elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
             items[int(data.get("output_index", len(items)))] = data["item"]
@@ -201,4 +189,4 @@ def _responses_stream(events: list[Document]) -> Document:
 def response_fields(endpoint: str, body: Document | None) -> Document:
     if endpoint == CHAT:
         return fields.from_body(body, _chat_plain, _chat_stream)
-    return fields.from_body(body, _responses_plain, _responses_stream)
+    return fields.from_body(body, lambda one: _responses(one.get("output") or [], one), _responses_stream)
