@@ -107,12 +107,8 @@ _CEncoder = Callable[[object, int], Iterable[str]]
 
 
 def _c_encoder(fmt: str | None) -> _CEncoder | None:
-    """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once instead of per call.
-
-    Every served JSON body is encoded again, and making the encoder costs as much as encoding a
-    small body. Without a markers dict (a shared one would be seen by other threads encoding the
-    same value): stored bodies are parsed JSON, which cannot be circular.
-    """
+    """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once: making one costs as much as
+    encoding a small body. No markers dict (threads would share it): parsed JSON cannot be circular."""
     make = getattr(json.encoder, "c_make_encoder", None)
     kwargs = _JSON_FORMATS[fmt]
     if make is None or kwargs.get("indent") is not None:

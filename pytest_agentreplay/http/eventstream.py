@@ -115,13 +115,9 @@ def decode_message(message: bytes) -> Document:
     except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
         raise _damaged("malformed headers", [f"{type(exc).__name__}: {exc}"]) from exc
     payload = bytes(view[headers_end : total - _CRC.size])
-    ev: Document = {}
     named = {str(h[0]): h[1] for h in headers}
-    for key in _NAMING_HEADERS:
-        if isinstance(named.get(key), str):
-            ev["event"] = named[key]
-            break
-    ev["headers"] = headers
+    name = next((named[key] for key in _NAMING_HEADERS if isinstance(named.get(key), str)), None)
+    ev: Document = {"event": name, "headers": headers} if name is not None else {"headers": headers}
     _store_payload(ev, payload)
     return ev
 
@@ -159,11 +155,8 @@ def _decode_chunk(data: dict[str, object]) -> dict[str, object]:
 
 
 class EventStreamParser:
-    """Feed bytes as they arrive; whole messages come back from :meth:`feed` as stored events.
-
-    A damaged message stops the parsing: :attr:`error` says why, and :meth:`received` holds every byte
-    received (the body is then kept as it came).
-    """
+    """Feed bytes as they arrive; whole messages come back from :meth:`feed` as stored events. A damaged
+    message stops the parsing: :attr:`error` says why, :meth:`received` holds every byte received."""
 
     def __init__(self) -> None:
         self._buf = bytearray()

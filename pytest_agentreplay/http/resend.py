@@ -29,12 +29,9 @@ _OPEN = b'{"\\u0000agentreplay-resent":['
 
 
 class Sent(NamedTuple):
-    """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
-    up to the end of that list's last item, and the compact formats those bytes are the text of (both,
-    when they hold no character the two write differently), in the order the full check tries them.
-
-    ``value`` is read only: it is the previous request's stored body (an event's, not changed once emitted),
-    and the next request's body takes its conversation's items as they are."""
+    """The previous request to an endpoint: its parsed body (read only: an emitted event's, whose items the
+    next body takes as they are), the key of its conversation list, its bytes up to the end of that list's
+    last item, and the compact formats those bytes are the text of, in the order the full check tries them."""
 
     value: Mapping[str, object]
     key: str

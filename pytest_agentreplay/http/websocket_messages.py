@@ -61,25 +61,9 @@ def excerpt(message: Message, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _ref(value: Document, data_class: str) -> PayloadRef:
-    return PayloadRef.construct_trusted(
-        {
-            "sha256": None,
-            "inline": value,
-            "data_class": data_class,
-            "media_type": MESSAGE_MEDIA_TYPE,
-            "size": None,
-            "key_order": None,
-        }
-    )
-
-
 class ConversationEvents:
-    """Emits the events of one WebSocket connection of a run, in the order the client sees them.
-
-    Used while recording (and for a replay mode's live connection), and by replay for what it serves:
-    the events of both look alike, so the diff compares a replayed conversation with its recording.
-    """
+    """Emits the events of one WebSocket connection of a run, in the order the client sees them: recording
+    and replay (what it serves) alike, so the diff compares a replayed conversation with its recording."""
 
     def __init__(self, ctx: RunContext, url: str, connection: int) -> None:
         self.ctx = ctx
@@ -115,7 +99,16 @@ class ConversationEvents:
         with self._lock:
             index = self.counts[direction]
             self.counts[direction] = index + 1
-        ref = _ref(stored, self.ctx.settings.http_data_class)
+        ref = PayloadRef.construct_trusted(
+            {
+                "sha256": None,
+                "inline": stored,
+                "data_class": self.ctx.settings.http_data_class,
+                "media_type": MESSAGE_MEDIA_TYPE,
+                "size": None,
+                "key_order": None,
+            }
+        )
         self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 
