@@ -51,14 +51,16 @@ class SSEParser:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
+        # The last event dispatched: a stream's trailing comments or blank lines join its raw text.
+        self._last: Document | None = None
+        self._next_event()
+
+    def _next_event(self) -> None:
         self._event: str | None = None
         self._id: str | None = None
         self._data: list[str] = []
         self._has_fields = False
-        # The wire text of the event being read, and the last event dispatched (a stream's trailing
-        # comments or blank lines join its raw text).
-        self._raw: list[str] = []
-        self._last: Document | None = None
+        self._raw: list[str] = []  # the wire text of the event being read
 
     def feed(self, chunk: bytes) -> list[Document]:
         text = self._pending + self._decoder.decode(chunk)
@@ -82,12 +84,8 @@ class SSEParser:
         # else the "\n" would read as a blank line and dispatch the event early.
         held_cr = not final and text.endswith("\r")
         body = text[:-1] if held_cr else text
-        parts: list[tuple[str, str]] = []
-        end = 0
-        for found in _LINE.finditer(body):
-            parts.append((found.group(1), found.group(0)))
-            end = found.end()
-        tail = body[end:]
+        parts = [(found.group(1), found.group(0)) for found in _LINE.finditer(body)]
+        tail = body[sum(len(wire) for _, wire in parts) :]  # the lines found are the text up to the tail
         if final:
             self._pending = ""
             if tail:
@@ -126,11 +124,7 @@ class SSEParser:
         raw = "".join(self._raw)
         if encode_event(ev, sort_keys=True).decode("utf-8") != raw:
             ev["raw"] = raw
-        self._event = None
-        self._id = None
-        self._data = []
-        self._has_fields = False
-        self._raw = []
+        self._next_event()
         self._last = ev
         return ev
 
