@@ -42,15 +42,8 @@ def for_client(response: HttpResponse, decodes: Decodes) -> HttpResponse:
 
 def supported(names: Container[str]) -> Decodes:
     """A client that undoes the codings in ``names`` and passes the others through."""
-
-    def decodes(chain: list[str]) -> bool:
-        return all(name in names for name in chain)
-
-    return decodes
+    return lambda chain: all(name in names for name in chain)
 
 
 def aiohttp_decodes(auto_decompress: bool) -> Decodes:
-    def decodes(chain: list[str]) -> bool:
-        return auto_decompress and len(chain) == 1 and chain[0] in AIOHTTP_CODINGS
-
-    return decodes
+    return lambda chain: auto_decompress and len(chain) == 1 and chain[0] in AIOHTTP_CODINGS

@@ -23,22 +23,17 @@ Flavour = Literal["retrieval", "read", "write"]
 
 # The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping).
 _HTTP_STATUS: Final[dict[str, int]] = {
+    **dict.fromkeys(("INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"), 400),
+    **dict.fromkeys(("UNKNOWN", "INTERNAL", "DATA_LOSS"), 500),
+    **dict.fromkeys(("ALREADY_EXISTS", "ABORTED"), 409),
     "OK": 200,
     "CANCELLED": 499,
-    "UNKNOWN": 500,
-    "INVALID_ARGUMENT": 400,
     "DEADLINE_EXCEEDED": 504,
     "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
     "PERMISSION_DENIED": 403,
     "RESOURCE_EXHAUSTED": 429,
-    "FAILED_PRECONDITION": 400,
-    "ABORTED": 409,
-    "OUT_OF_RANGE": 400,
     "UNIMPLEMENTED": 501,
-    "INTERNAL": 500,
     "UNAVAILABLE": 503,
-    "DATA_LOSS": 500,
     "UNAUTHENTICATED": 401,
 }
 # An HTTP status with no recorded code (an injected status fault) -> the code a client would see.
