@@ -48,9 +48,6 @@ def _crc(data: bytes | memoryview) -> int:
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
-# -- reading -----------------------------------------------------------------------------------------
-
-
 def _read_headers(raw: memoryview) -> list[list[object]]:
     headers: list[list[object]] = []
     offset = 0
@@ -202,9 +199,6 @@ class EventStreamParser:
         tail = base64.b64encode(bytes(self._buf)).decode("ascii")
         self._buf.clear()
         return [{"truncated": tail}]
-
-
-# -- rebuilding --------------------------------------------------------------------------------------
 
 
 def _chunk_payload(data: Mapping[str, object], sort_keys: bool) -> Mapping[str, object]:

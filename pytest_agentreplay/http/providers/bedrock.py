@@ -101,9 +101,6 @@ def _split(endpoint: str) -> tuple[str, str | None]:
     return op, named or None
 
 
-# -- requests ----------------------------------------------------------------------------------------
-
-
 def _converse_request(body: Document) -> tuple[Document, object]:
     tool_config = fields.present(body.get("toolConfig"))
     decoding = {**fields.present(body.get("inferenceConfig")), **fields.present(tool_config, ("toolChoice",))}
@@ -135,10 +132,6 @@ def request_fields(endpoint: str, body: object) -> Document:
     }
 
 
-# -- responses ---------------------------------------------------------------------------------------
-
-
-# The provider's usage keys, and ours.
 _USAGE_NAMES: Final = (
     ("inputTokens", "input_tokens"),
     ("outputTokens", "output_tokens"),

@@ -71,7 +71,6 @@ def request_fields(endpoint: str, body: object) -> Document:
     )
 
 
-# The provider's usage keys, and ours.
 _USAGE_NAMES: Final = (
     ("promptTokenCount", "input_tokens"),
     ("candidatesTokenCount", "output_tokens"),

@@ -80,9 +80,6 @@ def _usage(raw: object) -> Document:
     return fields.present(usage)
 
 
-# -- Chat Completions ---------------------------------------------------------------------------
-
-
 def _chat_plain(body: Document) -> Document:
     choices = body.get("choices") or []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
@@ -133,9 +130,6 @@ def _chat_stream(events: list[Document]) -> Document:
                 stop_reason = choice["finish_reason"]
     # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
     return fields.decided(text, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, model)
-
-
-# -- Responses API ------------------------------------------------------------------------------
 
 
 def _responses(output: Iterable[object], response: Document) -> Document:
