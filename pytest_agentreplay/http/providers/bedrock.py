@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
-from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -111,7 +110,7 @@ def request_fields(endpoint: str, body: object) -> Document:
     op, named = _split(endpoint)
     streamed = op in (CONVERSE_STREAM, INVOKE_STREAM)
     if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
+        return fields.summary({}, None, streamed)
     if not named and op not in (CONVERSE, CONVERSE_STREAM):
         named = next((kind for key, kind in _REQUEST_SHAPES.items() if key in body), None)
     tools: object = None
@@ -123,13 +122,7 @@ def request_fields(endpoint: str, body: object) -> Document:
         decoding = fields.present(body.get("textGenerationConfig"))
     else:
         decoding = fields.present(body, _LLAMA_DECODING)
-    return {
-        # The model is in the URL (model_from_request fills it in).
-        "model": None,
-        "decoding": decoding,
-        "tools_hash": hash_value(tools) if tools else None,
-        "streamed": streamed,
-    }
+    return fields.summary(decoding, tools, streamed)  # the model is in the URL (model_from_request's)
 
 
 _USAGE_NAMES: Final = (

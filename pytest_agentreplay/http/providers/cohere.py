@@ -85,13 +85,7 @@ def _stream(events: Iterable[object]) -> Document:
             if isinstance(content, dict) and isinstance(content.get("text"), str):
                 texts.append(content["text"])
         elif kind in ("tool-call-start", "tool-call-delta"):
-            piece = fields.obj(message.get("tool_calls"))
-            slot = calls.setdefault(int(data.get("index") or 0), fields.new_call())
-            fn = fields.obj(piece.get("function"))
-            slot["id"] = piece.get("id") or slot["id"]
-            slot["name"] = fn.get("name") or slot["name"]
-            if isinstance(fn.get("arguments"), str):
-                slot["arguments"] += fn["arguments"]
+            fields.add_piece(calls, int(data.get("index") or 0), message.get("tool_calls"))
         elif kind == "message-end":
             delta = fields.obj(data.get("delta"))
             stop_reason = delta.get("finish_reason")

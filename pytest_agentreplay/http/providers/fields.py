@@ -33,15 +33,20 @@ def request_fields(
     ``options``, Gemini's ``generationConfig``; top-level keys win). ``streamed``: what the provider says
     instead of the body's ``stream`` flag (Gemini's endpoint, Ollama streaming unless told not to)."""
     if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": bool(streamed)}
+        return summary({}, None, bool(streamed))
     decoding = next((present(body[key]) for key in nested if body.get(key)), {})
     decoding.update(present(body, decoding_keys))
-    tools = body.get("tools")
+    stream_flag = bool(body.get("stream")) if streamed is None else streamed
+    return summary(decoding, body.get("tools"), stream_flag, body.get("model"))
+
+
+def summary(decoding: Document, tools: object, streamed: bool, model: object = None) -> Document:
+    """The request fields: the model (None: named in the URL instead), decoding, tools' hash, streaming."""
     return {
-        "model": body.get("model"),
+        "model": model,
         "decoding": decoding,
         "tools_hash": hash_value(tools) if tools else None,
-        "streamed": bool(body.get("stream")) if streamed is None else streamed,
+        "streamed": streamed,
     }
 
 
@@ -115,9 +120,21 @@ def function_call(raw: object) -> Document:
     return {"id": call.get("id"), "name": fn.get("name"), "arguments": parse_args(fn.get("arguments"))}
 
 
-def new_call() -> Document:
-    """A tool call a stream sends in pieces: its id and name, its arguments' text appended as it comes."""
-    return {"id": None, "name": None, "arguments": ""}
+def add_piece(calls: dict[int, Document], index: int, piece: object) -> None:
+    """One streamed piece of the OpenAI-shaped tool call at ``index``: its id and name when given, its
+    arguments' text appended. Some proxies resend the whole name in every piece: kept once, else the
+    pieces of a name concatenate."""
+    slot = calls.setdefault(index, {"id": None, "name": None, "arguments": ""})
+    call = obj(piece)
+    fn = obj(call.get("function"))
+    slot["id"] = call.get("id") or slot["id"]
+    name = fn.get("name")
+    if name and slot["name"] is None:
+        slot["name"] = name
+    elif name and name != slot["name"]:
+        slot["name"] += name
+    if isinstance(fn.get("arguments"), str):
+        slot["arguments"] += fn["arguments"]
 
 
 def streamed_calls(calls: dict[int, Document]) -> list[Document]:

@@ -113,19 +113,7 @@ def _chat_stream(events: list[Document]) -> Document:
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(int(tc.get("index", 0)), fields.new_call())
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                fn = tc.get("function") or {}
-                name = fn.get("name")
-                # Some proxies resend the whole name in every delta: keep it once; pieces concatenate.
-                if name:
-                    if slot["name"] is None:
-                        slot["name"] = name
-                    elif name != slot["name"]:
-                        slot["name"] += name
-                if fn.get("arguments"):
-                    slot["arguments"] += fn["arguments"]
+                fields.add_piece(calls, int(tc.get("index", 0)), tc)
             if choice.get("finish_reason"):
                 stop_reason = choice["finish_reason"]
     # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
