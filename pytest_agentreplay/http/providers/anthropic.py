@@ -101,7 +101,7 @@ def _stream(events: list[Document]) -> Document:
             if delta.get("stop_reason") is not None:
                 stop_reason = delta["stop_reason"]
             # message_delta usage is cumulative: later values replace earlier ones.
-            usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+            usage.update(fields.present(data.get("usage")))
     for idx, parts in partial_json.items():
         blocks[idx]["input"] = fields.parse_args("".join(parts))
     content = [blocks[i] for i in sorted(blocks)]

@@ -116,8 +116,7 @@ def _fold(chunks: Iterable[object]) -> Document:
                     calls.append({"id": call.get("id"), "name": call.get("name"), "arguments": args})
                 elif isinstance(part.get("text"), str) and not part.get("thought"):
                     texts.append(part["text"])
-    if stop_reason is None and block is not None:
-        stop_reason = block
+    stop_reason = block if stop_reason is None else stop_reason
     usage_fields = fields.renamed_counts(usage, _USAGE_NAMES)
     return fields.decided(texts, calls, stop_reason, usage_fields, response_id, model)
 
