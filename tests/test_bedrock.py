@@ -47,6 +47,7 @@ from pytest_agentreplay.http.bodies import body_bytes, encode_body
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.providers import bedrock
+from pytest_agentreplay.http.stream_formats import EVENTSTREAM
 
 # Credential-shaped values built from parts (no key-shaped literal in the repository).
 KEY_ID = "AKIA" + "Q3EXAMPLE7BDRK4X"
@@ -314,10 +315,10 @@ def test_a_bad_crc_is_an_event_stream_error() -> None:
     good = event("messageStop", {"stopReason": "end_turn"}, 1)
     bad_message = good[:-1] + bytes([good[-1] ^ 0xFF])
     with pytest.raises(EventStreamError, match="message CRC mismatch"):
-        eventstream.parse_all(good + bad_message)
+        EVENTSTREAM.parse_all(good + bad_message)
     bad_prelude = good[:8] + bytes([good[8] ^ 0x01]) + good[9:]
     with pytest.raises(EventStreamError, match="prelude CRC mismatch"):
-        eventstream.parse_all(bad_prelude)
+        EVENTSTREAM.parse_all(bad_prelude)
     parser = eventstream.EventStreamParser()
     assert len(parser.feed(good)) == 1 and parser.feed(bad_message[:5]) == []
     assert parser.feed(bad_message[5:]) == [] and isinstance(parser.error, EventStreamError)
@@ -343,7 +344,7 @@ def _typed_message() -> bytes:
 
 def test_header_types_and_binary_payloads_round_trip() -> None:
     message = _typed_message()
-    (ev,) = eventstream.parse_all(message)
+    (ev,) = EVENTSTREAM.parse_all(message)
     assert ev["event"] == "thing" and "data" not in ev and base64.b64decode(ev["base64"]) == b"\xff\x00binary"
     assert ev["headers"][1:4] == [["flag", True, "bool"], ["nope", False, "bool"], ["b", -2, "byte"]]
     assert ev["headers"][-1] == ["id", bytes(range(16)).hex(), "uuid"]
@@ -362,7 +363,7 @@ def test_stored_streams_are_served_through_bodies_and_a_cut_stream_keeps_its_tai
     edited = dict(events[1])
     edited.pop("raw", None)
     edited["data"] = {"contentBlockIndex": 0, "delta": {"text": "[REDACTED]"}}
-    (again,) = eventstream.parse_all(eventstream.encode_event(edited))
+    (again,) = EVENTSTREAM.parse_all(eventstream.encode_event(edited))
     assert again["data"] == edited["data"] and "raw" not in again
 
 
@@ -439,7 +440,7 @@ def test_request_fields_per_family() -> None:
 
 
 def _stream(*chunks: dict[str, Any]) -> dict[str, Any]:
-    return {"sse": eventstream.parse_all(b"".join(chunk(c, n) for n, c in enumerate(chunks)))}
+    return {"sse": EVENTSTREAM.parse_all(b"".join(chunk(c, n) for n, c in enumerate(chunks)))}
 
 
 def test_llama_titan_and_nova_bodies_plain_and_streamed() -> None:
@@ -517,7 +518,7 @@ def test_an_exception_event_ends_the_decision() -> None:
         (":message-type", "exception"),
     ]
     raw = event("messageStart", {"role": "assistant"}, 0) + frame(headers, b'{"message":"slow down"}')
-    fields = bedrock.response_fields("converse-stream", {"sse": eventstream.parse_all(raw)})
+    fields = bedrock.response_fields("converse-stream", {"sse": EVENTSTREAM.parse_all(raw)})
     assert fields["decision"]["stop_reason"] == "throttlingException"
 
 
@@ -555,9 +556,9 @@ def test_a_secret_in_a_chunk_is_redacted_and_the_message_rebuilt_without_it() ->
         "delta": {"type": "text_delta", "text": f"key {leaked}"},
     }
     raw = chunk(delta, 3)
-    body = {"sse": eventstream.parse_all(raw), "content_type": eventstream.MEDIA_TYPE}
+    body = {"sse": EVENTSTREAM.parse_all(raw), "content_type": eventstream.MEDIA_TYPE}
     assert "raw" in body["sse"][0]
     redacted = redact_body(body)
     assert find_secrets(redacted) == [] and "raw" not in redacted["sse"][0]
-    (again,) = eventstream.parse_all(body_bytes(redacted))
+    (again,) = EVENTSTREAM.parse_all(body_bytes(redacted))
     assert again["data"]["bytes"]["delta"]["text"].startswith("key ") and leaked not in json.dumps(again)

@@ -320,12 +320,11 @@ def test_zstd_request_body_is_stored_decoded_and_matches_in_replay() -> None:
 def test_recording_a_zstd_response_without_zstandard_fails_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    class Unimportable:
-        def __init__(self) -> None:
-            raise ImportError("No module named 'zstandard'")
+    def unimportable() -> None:
+        raise ImportError("No module named 'zstandard'")
 
     # Only for this package: the test server and httpx itself keep compressing and decoding zstd.
-    monkeypatch.setattr(bodies, "_ZstdStep", Unimportable)
+    monkeypatch.setattr(bodies, "_zstd", unimportable)
     server = LLMServer().start()
     try:
         with (

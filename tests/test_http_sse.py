@@ -14,6 +14,7 @@ from servers import LLMServer, MemoryCassette, ModelReply, http_events, run_in
 
 from pytest_agentreplay.http import bodies, sse
 from pytest_agentreplay.http.exchange import HttpResponse
+from pytest_agentreplay.http.stream_formats import SSE
 
 
 def test_parser_handles_split_crlf_comments_and_multiline_data() -> None:
@@ -34,7 +35,7 @@ def test_parser_handles_split_crlf_comments_and_multiline_data() -> None:
 
 
 def test_unterminated_last_event_is_kept() -> None:
-    assert [e["data"] for e in sse.parse_all(b"data: 1\n\ndata: 2")] == ["1", "2"]
+    assert [e["data"] for e in SSE.parse_all(b"data: 1\n\ndata: 2")] == ["1", "2"]
 
 
 json_values = st.recursive(
@@ -55,7 +56,7 @@ json_values = st.recursive(
 )
 def test_encode_then_parse_round_trips(events: list[dict[str, Any]]) -> None:
     raw = b"".join(sse.encode_event(e) for e in events)
-    parsed = sse.parse_all(raw)
+    parsed = SSE.parse_all(raw)
     assert [{k: v for k, v in e.items() if k not in ("t", "raw")} for e in parsed] == events
     assert b"".join(sse.encode_event(e) for e in parsed) == raw
 
@@ -85,7 +86,7 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
     from pytest_agentreplay.http import stream_formats
 
     sse_format, *others = stream_formats.FORMATS
-    assert sse_format.name == "sse"
+    assert sse_format is stream_formats.SSE
     monkeypatch.setattr(stream_formats, "FORMATS", (sse_format._replace(encode=spying_encode), *others))
     events = [{"event": "tick", "data": {"n": i}, "t": i / 10} for i in range(5)]
     recorded = MemoryCassette([])

@@ -33,6 +33,7 @@ from pytest_agentreplay.http.classify import classify_exchange  # noqa: E402
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse  # noqa: E402
 from pytest_agentreplay.http.providers import azure_openai, gemini, ollama  # noqa: E402
 from pytest_agentreplay.http.recording import model_request_fields  # noqa: E402
+from pytest_agentreplay.http.stream_formats import NDJSON  # noqa: E402
 
 # Built from parts: no key-shaped literal in the repository.
 SECRET = "prov" + "-key-" + "7d1f0c9e4b2a"
@@ -393,7 +394,7 @@ def test_ndjson_lines_parse_in_any_chunking_and_serve_back_byte_for_byte(size: i
 
 
 def test_plain_ndjson_lines_keep_no_raw_copy() -> None:
-    events = ndjson.parse_all(b'{"a":1,"b":"x"}\n{"done":true}\n')
+    events = NDJSON.parse_all(b'{"a":1,"b":"x"}\n{"done":true}\n')
     assert events == [{"data": {"a": 1, "b": "x"}, "t": 0.0}, {"data": {"done": True}, "t": 0.0}]
 
 

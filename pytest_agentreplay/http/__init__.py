@@ -1,8 +1,6 @@
-"""HTTP, library-neutral: requests and responses as the cassette stores them (bodies, SSE streams,
-content encodings), classification of exchanges (model, read, write), the provider adapters, recording of
-live exchanges. Imports no HTTP client and nothing of replay: the client libraries are patched by
-:mod:`pytest_agentreplay.intercept`, which sits above replay. The network guard is
-:mod:`pytest_agentreplay.guard`."""
+"""HTTP, library-neutral: requests and responses as the cassette stores them, classification of exchanges,
+the provider adapters, recording of live exchanges. Imports no HTTP client (:mod:`..intercept` patches them).
+"""
 
 from __future__ import annotations
 

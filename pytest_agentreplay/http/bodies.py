@@ -1,19 +1,12 @@
 """Body encoding: raw bytes <-> the readable stored shapes, and content codings (gzip/deflate/br/zstd).
 
-Stored shapes (``BODY``): ``{"json": value, "content_type"}`` (plus ``"raw"``: the exact text, when no
-known serialisation of the value with sorted keys, the cassette's order, reproduces the bytes received:
-replay serves those bytes, comparisons read ``json``), ``{"text": str, "content_type"}``,
-``{"base64": str, "content_type"}``, ``{"sse": [...], "content_type"}`` (a stream's events: server-sent
-events, or the lines of a newline-delimited JSON response, see :mod:`.ndjson`), ``{"multipart": [...],
-"content_type"}`` (a multipart request's parts, its boundary left out: see :mod:`.multipart`) or ``None``
-(empty body).
-Bodies are always stored decoded so cassettes stay readable, diffable and scannable for secrets; a body
-that arrived content-coded says so with ``"coding"`` (the ``Content-Encoding`` value, e.g. ``"gzip, br"``),
-which replay uses to hand each client what it read while recording (:mod:`.codings`).
-
-A coding this installation cannot undo (``zstd`` without the ``zstandard`` package, ``br`` without
-``brotli``) raises :class:`~..exceptions.ContentCodingError`: the frame could hide a secret from redaction,
-so it is never stored as it is. Codings nobody knows (``compress``, a private one) are stored as received.
+Stored shapes (``BODY``, ``None`` when empty), each with its ``content_type``: ``{"json": value}`` (plus
+``"raw"``, the exact text, when no known serialisation of the key-sorted value reproduces the bytes: replay
+serves those), ``{"text": str}``, ``{"base64": str}``, ``{"sse": [...]}`` (a stream's events, whatever its
+wire format: :mod:`.stream_formats`) or ``{"multipart": [...]}`` (a request's parts: :mod:`.multipart`).
+Bodies are stored decoded so cassettes stay readable, diffable and scannable for secrets; ``"coding"`` notes
+the ``Content-Encoding`` they arrived with (:mod:`.codings`). A coding this installation cannot undo raises
+:class:`~..exceptions.ContentCodingError` (it could hide a secret); unknown ones are kept as they came.
 """
 
 from __future__ import annotations
@@ -23,36 +16,22 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, TypedDict
+from typing import Any, Protocol
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
 from . import multipart, sse, stream_formats
 
 # Content codings undone here, each by the library named (None: the standard library).
-KNOWN_CODINGS: dict[str, str | None] = {
-    "gzip": None,
-    "x-gzip": None,
-    "deflate": None,
-    "br": "brotli",
-    "zstd": "zstandard",
-}
+KNOWN_CODINGS: dict[str, str | None] = {**dict.fromkeys(("gzip", "x-gzip", "deflate")), "br": "brotli"}
+KNOWN_CODINGS["zstd"] = "zstandard"
 
 JSON_SEPARATORS = (",", ":")
-
-
-class _JsonFormat(TypedDict, total=False):
-    """Keyword arguments of ``json.dumps`` (and ``JSONEncoder``) for one serialisation."""
-
-    separators: tuple[str, str]
-    ensure_ascii: bool
-    indent: int
-
 
 # How a JSON body was serialised, so replay serves the same bytes: agents often hand a tool's raw
 # response text to the model, and different whitespace would then show up as prompt drift.
 # ``None`` (the default, not stored) is compact UTF-8, what the LLM APIs send.
-_JSON_FORMATS: dict[str | None, _JsonFormat] = {
+_JSON_FORMATS: dict[str | None, dict[str, Any]] = {
     None: {"separators": JSON_SEPARATORS, "ensure_ascii": False},
     "compact-ascii": {"separators": JSON_SEPARATORS, "ensure_ascii": True},
     "spaced": {"ensure_ascii": True},
@@ -98,7 +77,7 @@ def _opening(value: object, sort_keys: bool) -> tuple[str, str] | None:
     return "{" + json.dumps(first) + ":", "{" + json.dumps(first, ensure_ascii=False) + ":"
 
 
-def _may_be(core: str, kwargs: _JsonFormat, opening: tuple[str, str] | None) -> bool:
+def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) -> bool:
     """False when ``core`` cannot be the output of ``json.dumps(value, **kwargs)``, told from its first
     characters alone: a mismatch found here saves serialising the whole body (a conversation's request is
     tried against each format in turn, and most clients send the third one)."""
@@ -128,12 +107,8 @@ _CEncoder = Callable[[object, int], Iterable[str]]
 
 
 def _c_encoder(fmt: str | None) -> _CEncoder | None:
-    """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once instead of per call.
-
-    Every served JSON body is encoded again, and making the encoder costs as much as encoding a
-    small body. Without a markers dict (a shared one would be seen by other threads encoding the
-    same value): stored bodies are parsed JSON, which cannot be circular.
-    """
+    """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once: making one costs as much as
+    encoding a small body. No markers dict (threads would share it): parsed JSON cannot be circular."""
     make = getattr(json.encoder, "c_make_encoder", None)
     kwargs = _JSON_FORMATS[fmt]
     if make is None or kwargs.get("indent") is not None:
@@ -206,9 +181,9 @@ def codings(value: str | None) -> list[str]:
 
 
 class _Step(Protocol):
-    """One coding being undone, fed its bytes as they arrive."""
+    """One coding being undone, fed its bytes as they arrive (as zlib's decompress objects are)."""
 
-    def feed(self, data: bytes) -> bytes: ...
+    def decompress(self, data: bytes) -> bytes: ...
 
     def flush(self) -> bytes: ...
 
@@ -216,8 +191,7 @@ class _Step(Protocol):
 class Decoder:
     """Incremental content decoder for one ``Content-Encoding`` header value (possibly a chain).
 
-    Used while teeing a live stream: bytes are decoded as they arrive, so SSE events can be
-    timed when they arrive instead of after the whole (compressed) body is in. A chain holding a coding
+    Used while teeing a live stream, so SSE events are timed when they arrive. A chain holding a coding
     nobody knows is not decoded at all (``coding`` is None): undoing only part of it yields neither the
     bytes received nor the content.
     """
@@ -237,85 +211,60 @@ class Decoder:
 
     def feed(self, data: bytes) -> bytes:
         for step in self._steps:
-            data = step.feed(data)
+            data = step.decompress(data)
         return data
 
     def flush(self) -> bytes:
         # Each step's tail flows through the steps after it.
         out = b""
         for step in self._steps:
-            out = step.feed(out) + step.flush()
+            out = step.decompress(out) + step.flush()
         return out
 
 
-class _ZlibStep:
-    def __init__(self, wbits: int, fallback_raw: bool) -> None:
-        self._obj = zlib.decompressobj(wbits)
-        self._fallback_raw = fallback_raw
-        self._first = True
+class _Deflate:
+    """ "deflate" is zlib-wrapped per the RFC, but some servers send it raw: the first bytes tell which."""
 
-    def feed(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        if self._first and self._fallback_raw:
-            self._first = False
-            # "deflate" is zlib-wrapped per the RFC, but some servers send raw deflate.
+    def __init__(self) -> None:
+        self._obj: _Step | None = None
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._obj is None and data:
+            self._obj = zlib.decompressobj()
             try:
                 return self._obj.decompress(data)
             except zlib.error:
                 self._obj = zlib.decompressobj(-zlib.MAX_WBITS)
-                return self._obj.decompress(data)
-        self._first = False
-        return self._obj.decompress(data)
+        return self._obj.decompress(data) if self._obj is not None else b""
 
     def flush(self) -> bytes:
-        return self._obj.flush()
+        return self._obj.flush() if self._obj is not None else b""
 
 
-class _BrotliStep:
+class _Brotli:
     def __init__(self) -> None:
         import brotli  # optional: only br bodies need it (in the dev extras)
 
-        self._obj = brotli.Decompressor()
-
-    def feed(self, data: bytes) -> bytes:
-        if not data:
-            return b""
-        out: bytes = self._obj.process(data)
-        return out
+        self.decompress = brotli.Decompressor().process
 
     def flush(self) -> bytes:
         return b""
 
 
-class _ZstdStep:
-    def __init__(self) -> None:
-        import zstandard  # optional: only zstd bodies need it (in the dev extras)
+def _zstd() -> _Step:
+    import zstandard  # optional: only zstd bodies need it (in the dev extras)
 
-        self._new = zstandard.ZstdDecompressor().decompressobj
-        self._obj = self._new()
-
-    def feed(self, data: bytes) -> bytes:
-        out = b""
-        while data:
-            out += self._obj.decompress(data)
-            # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
-            data = self._obj.unused_data if self._obj.eof else b""
-            if self._obj.eof:
-                self._obj = self._new()
-        return out
-
-    def flush(self) -> bytes:
-        return b""
+    # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
+    return zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
 
 
 def _make_step(name: str, header: str) -> _Step:
     if name in ("gzip", "x-gzip"):
-        return _ZlibStep(zlib.MAX_WBITS | 16, fallback_raw=False)
+        return zlib.decompressobj(zlib.MAX_WBITS | 16)
     if name == "deflate":
-        return _ZlibStep(zlib.MAX_WBITS, fallback_raw=True)
+        return _Deflate()
     try:
-        return _BrotliStep() if name == "br" else _ZstdStep()
+        return _Brotli() if name == "br" else _zstd()
     except ImportError as exc:
         raise _missing_library(name, header) from exc
 
@@ -398,20 +347,19 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document 
         except ValueError:
             pass
         else:
+            body: Document = {"json": value, "content_type": content_type}
             fmt = _detect_format(raw, value, sort_keys=exact)
-            if fmt is None:
-                return {"json": value, "content_type": content_type}
-            if fmt is not False:
-                return {"json": value, "content_type": content_type, "format": fmt}
-            if not exact:
-                # A request: never served; still structured (values are what diffs compare).
-                return {"json": value, "content_type": content_type}
-            # No known serialisation reproduces the bytes (key order, spacing, number spelling):
-            # still structured for review and comparison, and the exact text kept to be served.
-            try:
-                return {"json": value, "content_type": content_type, "raw": raw.decode("utf-8")}
-            except UnicodeDecodeError:
-                return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
+            if isinstance(fmt, str):
+                body["format"] = fmt
+            elif fmt is False and exact:
+                # A response no known serialisation reproduces (key order, spacing, number spelling): still
+                # structured for review and comparison, and the exact text kept to be served (a request is
+                # never served: its values are what diffs compare).
+                try:
+                    body["raw"] = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
+            return body
     if not content_type or _is_text_type(content_type) or is_json_type(content_type):
         try:
             return {"text": raw.decode("utf-8"), "content_type": content_type}

@@ -1,18 +1,9 @@
 """Serving a content-coded response in replay: each client reads what it read while recording.
 
-A cassette stores a coded body decoded, with its coding noted (``"coding": "gzip, br"``, see
-:mod:`.bodies`). Which bytes a client read live depends on the client and on what is installed beside it:
-
-- httpx and httpx2 undo the codings of ``SUPPORTED_DECODERS`` (``br`` with brotli; ``zstd`` with
-  zstandard for httpx, ``backports.zstd`` or Python 3.14 for httpx2) and pass the others through;
-- urllib3 (requests) undoes those of ``HTTPResponse.CONTENT_DECODERS`` (zstd: ``backports.zstd``);
-- aiohttp undoes one coding of gzip, deflate, br, zstd with ``auto_decompress`` on, and no chain.
-
-A client that undoes the whole chain is served the decoded body without ``Content-Encoding`` (nothing to
-compress, no library needed in CI, the same bytes it read). Every other is served the body coded again, with
-the header, so it reads a coded frame as it did live (not byte for byte the recorded frame: the stored
-body is the decoded one, which is the only form redaction can vouch for). When the coding cannot be
-applied here (its library is missing), the decoded body is served.
+A client that undoes the whole chain of codings (httpx's and urllib3's decoders, by what is installed;
+aiohttp one coding with ``auto_decompress``) is served the stored decoded body without ``Content-Encoding``.
+Every other is served the body coded again, with the header (not the recorded frame: only the decoded body
+is what redaction vouches for); when the coding's library is missing here, the decoded body.
 """
 
 from __future__ import annotations
@@ -51,15 +42,8 @@ def for_client(response: HttpResponse, decodes: Decodes) -> HttpResponse:
 
 def supported(names: Container[str]) -> Decodes:
     """A client that undoes the codings in ``names`` and passes the others through."""
-
-    def decodes(chain: list[str]) -> bool:
-        return all(name in names for name in chain)
-
-    return decodes
+    return lambda chain: all(name in names for name in chain)
 
 
 def aiohttp_decodes(auto_decompress: bool) -> Decodes:
-    def decodes(chain: list[str]) -> bool:
-        return auto_decompress and len(chain) == 1 and chain[0] in AIOHTTP_CODINGS
-
-    return decodes
+    return lambda chain: auto_decompress and len(chain) == 1 and chain[0] in AIOHTTP_CODINGS

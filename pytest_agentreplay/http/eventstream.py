@@ -1,23 +1,13 @@
-"""The AWS binary event stream (``application/vnd.amazon.eventstream``): decoded per message, stored as
-readable events beside server-sent events, and rebuilt byte for byte in replay.
+"""The AWS binary event stream (``application/vnd.amazon.eventstream``): each message (prelude, headers,
+payload, both CRCs checked) stored as a readable event, and rebuilt byte for byte in replay.
 
-A message on the wire: a prelude (total length, headers length, both big-endian uint32, then the CRC32
-of those 8 bytes), the headers (name length, name, value type, value), the payload, and the CRC32 of
-everything before it. Both CRCs are checked when reading; a mismatch is an :class:`EventStreamError`.
-
-Stored event shape (in the body's ``sse`` list, the ``content_type`` saying which wire format it is)::
-
-    {"event": ":event-type value", "headers": [[name, value], [name, value, type], ...],
-     "data": <the payload: parsed JSON, or text>, "raw": "<payload text>", "t": seconds}
-
-``headers`` keeps the wire order (a cassette sorts object keys); string headers are pairs, others carry
-their type (``bytes`` values in base64, ``uuid`` in hex, ``timestamp`` in milliseconds). ``event`` only
-names the message for a reader (``:event-type``, else ``:exception-type`` or ``:error-code``); rebuilding
-reads ``headers``. A ``chunk`` event (InvokeModelWithResponseStream) has its base64 ``bytes`` decoded to
-the model's own JSON in ``data``. ``raw``: the exact payload text, kept only when rendering ``data``
-(compact JSON, keys sorted as from a cassette) would not give the bytes received; a payload that is not
-UTF-8 is kept as ``base64`` instead of ``data``. Bytes after the last whole message (a stream the client
-closed early) are kept as a last event ``{"truncated": base64}`` and served as they came.
+Stored event: ``{"event": ":event-type value", "headers": [[name, value], [name, value, type], ...], "data":
+payload (parsed JSON, or text), "raw": payload text, "t": seconds}``. ``headers`` keeps the wire order (a
+cassette sorts object keys) and rebuilding reads it (``event`` only names the message for a reader); a
+non-string header carries its type (``bytes`` in base64, ``uuid`` in hex, ``timestamp`` in ms). A ``chunk``
+event's base64 ``bytes`` is decoded to the model's JSON. ``raw`` is kept only when rendering ``data`` would
+not give the bytes received; a payload that is not UTF-8 is kept as ``base64``. Bytes after the last whole
+message (a stream closed early) are a last event ``{"truncated": base64}``, served as they came.
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 from ..core.documents import Document
 from ..exceptions import EventStreamError
-from .sse import data_text, parse_data, parse_whole
+from .sse import data_text, parse_data
 
 MEDIA_TYPE = "application/vnd.amazon.eventstream"
 
@@ -54,17 +44,14 @@ _INTS["timestamp"] = (8, struct.Struct(">q"))
 _NAMING_HEADERS = (":event-type", ":exception-type", ":error-code")
 
 
-def _crc(data: bytes | memoryview, start: int = 0) -> int:
-    return zlib.crc32(data, start) & 0xFFFFFFFF
+def _crc(data: bytes | memoryview) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
 
 
-# -- reading -----------------------------------------------------------------------------------------
-
-
-def _read_headers(raw: memoryview, offset: int) -> list[list[object]]:
+def _read_headers(raw: memoryview) -> list[list[object]]:
     headers: list[list[object]] = []
-    end = len(raw)
-    while offset < end:
+    offset = 0
+    while offset < len(raw):
         name_len = raw[offset]
         offset += 1
         name = bytes(raw[offset : offset + name_len]).decode("utf-8")
@@ -110,13 +97,9 @@ def _damaged(what: str, evidence: list[str]) -> EventStreamError:
 
 
 def decode_message(message: bytes) -> Document:
-    """One whole message -> its stored event (CRCs checked)."""
+    """One whole message, its prelude checked by the parser -> its stored event (the message CRC checked)."""
     view = memoryview(message)
-    total, headers_len, prelude_crc = _PRELUDE.unpack_from(view)
-    if _crc(view[:8]) != prelude_crc:
-        raise _damaged(
-            "prelude CRC mismatch", [f"prelude CRC {prelude_crc:#010x}, computed {_crc(view[:8]):#010x}"]
-        )
+    total, headers_len, _ = _PRELUDE.unpack_from(view)
     (message_crc,) = _CRC.unpack_from(view, total - _CRC.size)
     computed = _crc(view[: total - _CRC.size])
     if computed != message_crc:
@@ -125,17 +108,13 @@ def decode_message(message: bytes) -> Document:
         )
     headers_end = _PRELUDE_LEN + headers_len
     try:
-        headers = _read_headers(view[_PRELUDE_LEN:headers_end], 0)
+        headers = _read_headers(view[_PRELUDE_LEN:headers_end])
     except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
         raise _damaged("malformed headers", [f"{type(exc).__name__}: {exc}"]) from exc
     payload = bytes(view[headers_end : total - _CRC.size])
-    ev: Document = {}
     named = {str(h[0]): h[1] for h in headers}
-    for key in _NAMING_HEADERS:
-        if isinstance(named.get(key), str):
-            ev["event"] = named[key]
-            break
-    ev["headers"] = headers
+    name = next((named[key] for key in _NAMING_HEADERS if isinstance(named.get(key), str)), None)
+    ev: Document = {"event": name, "headers": headers} if name is not None else {"headers": headers}
     _store_payload(ev, payload)
     return ev
 
@@ -173,11 +152,8 @@ def _decode_chunk(data: dict[str, object]) -> dict[str, object]:
 
 
 class EventStreamParser:
-    """Feed bytes as they arrive; whole messages come back from :meth:`feed` as stored events.
-
-    A damaged message stops the parsing: :attr:`error` says why, and :meth:`received` holds every byte
-    received (the body is then kept as it came).
-    """
+    """Feed bytes as they arrive; whole messages come back from :meth:`feed` as stored events. A damaged
+    message stops the parsing: :attr:`error` says why, :meth:`received` holds every byte received."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -223,18 +199,6 @@ class EventStreamParser:
         tail = base64.b64encode(bytes(self._buf)).decode("ascii")
         self._buf.clear()
         return [{"truncated": tail}]
-
-
-def parse_all(raw: bytes) -> list[Document]:
-    """Parse a complete stream; raises on damage."""
-    parser = EventStreamParser()
-    events = parse_whole(parser, raw)
-    if parser.error is not None:
-        raise parser.error
-    return events
-
-
-# -- rebuilding --------------------------------------------------------------------------------------
 
 
 def _chunk_payload(data: Mapping[str, object], sort_keys: bool) -> Mapping[str, object]:

@@ -1,17 +1,9 @@
-"""gRPC calls as HTTP exchanges: the URL, headers and bodies a call is recorded under, and its classification.
-
-A call goes through the HTTP pipeline (policy, matching, redaction, modes, drift, reports) as ``POST
-grpc://<authority>/<package.Service>/<Method>`` with its metadata as headers, its bodies JSON documents that
-the redactor and the diff read like any JSON body (docs/grpc.md): a request's messages as their readable
-view when known (never served, so its bytes, which would carry what redaction takes out of the view, are
-not kept), a response's as their bytes (what replay deserializes) beside the view, with the code, details
-and trailing metadata.
-
-Redaction keeps a response's view and bytes consistent: the values the view holds under secret names are
-handed to the run's redactor when the message arrives (:mod:`..intercept.grpc_capture`), and the bytes are
-masked in place (:func:`..redaction.encoded.mask_bytes`, ``[REDACTED]`` cut or padded with ``*`` to the
-secret's length), so the message still parses in replay. The HTTP status is the usual mapping of the code
-(``NOT_FOUND`` -> 404), so a failed write is not a committed one. Nothing here imports grpc.
+"""gRPC calls as HTTP exchanges (docs/grpc.md): the URL, headers and bodies a call is recorded under, and
+its classification. A call is ``POST grpc://<authority>/<package.Service>/<Method>``, its metadata the
+headers, its bodies JSON documents: a request's messages as their readable view (never served, so its bytes
+are not kept), a response's as their bytes (what replay deserializes, masked in place by redaction) beside
+the view, with the code, details and trailing metadata. The HTTP status is the code's usual mapping, so a
+failed write is not a committed one. Nothing here imports grpc.
 """
 
 from __future__ import annotations
@@ -31,22 +23,17 @@ Flavour = Literal["retrieval", "read", "write"]
 
 # The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping).
 _HTTP_STATUS: Final[dict[str, int]] = {
+    **dict.fromkeys(("INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"), 400),
+    **dict.fromkeys(("UNKNOWN", "INTERNAL", "DATA_LOSS"), 500),
+    **dict.fromkeys(("ALREADY_EXISTS", "ABORTED"), 409),
     "OK": 200,
     "CANCELLED": 499,
-    "UNKNOWN": 500,
-    "INVALID_ARGUMENT": 400,
     "DEADLINE_EXCEEDED": 504,
     "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
     "PERMISSION_DENIED": 403,
     "RESOURCE_EXHAUSTED": 429,
-    "FAILED_PRECONDITION": 400,
-    "ABORTED": 409,
-    "OUT_OF_RANGE": 400,
     "UNIMPLEMENTED": 501,
-    "INTERNAL": 500,
     "UNAVAILABLE": 503,
-    "DATA_LOSS": 500,
     "UNAUTHENTICATED": 401,
 }
 # An HTTP status with no recorded code (an injected status fault) -> the code a client would see.
@@ -85,20 +72,13 @@ WELL_KNOWN: Final[dict[str, dict[str, Flavour]]] = {
         **dict.fromkeys(_WRITE_QDRANT, "write"),
     },
     "weaviate.v1.Weaviate": {
-        "Search": "retrieval",
-        "Aggregate": "retrieval",
+        **dict.fromkeys(("Search", "Aggregate"), "retrieval"),
         "TenantsGet": "read",
-        "BatchObjects": "write",
-        "BatchDelete": "write",
-        "BatchReferences": "write",
+        **dict.fromkeys(("BatchObjects", "BatchDelete", "BatchReferences"), "write"),
     },
     "milvus.proto.milvus.MilvusService": {
-        "Search": "retrieval",
-        "HybridSearch": "retrieval",
-        "Query": "retrieval",
-        "Insert": "write",
-        "Delete": "write",
-        "Upsert": "write",
+        **dict.fromkeys(("Search", "HybridSearch", "Query"), "retrieval"),
+        **dict.fromkeys(("Insert", "Delete", "Upsert"), "write"),
     },
     "google.cloud.aiplatform.v1.PredictionService": _VERTEX,
     "google.cloud.aiplatform.v1beta1.PredictionService": _VERTEX,
@@ -161,25 +141,20 @@ def metadata_headers(pairs: Iterable[tuple[str, str | bytes]] | None) -> dict[st
 
 def metadata_pairs(pairs: Iterable[tuple[str, str | bytes]] | None) -> list[list[str]]:
     """Trailing metadata as stored: pairs in order, credentials redacted as headers are."""
-    out: list[list[str]] = []
-    for key, value in pairs or ():
-        name = key.lower()
-        out.append([name, REDACTED if name in SECRET_HEADERS else _text(value)])
-    return out
+    named = ((key.lower(), value) for key, value in pairs or ())
+    return [[name, REDACTED if name in SECRET_HEADERS else _text(value)] for name, value in named]
 
 
 def wire_metadata(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str | bytes], ...]:
     """Stored metadata pairs -> what a client reads (binary values decoded again)."""
-    out: list[tuple[str, str | bytes]] = []
-    for key, value in pairs:
-        if key.endswith("-bin"):
-            try:
-                out.append((key, base64.b64decode(value)))
-                continue
-            except ValueError:
-                pass
-        out.append((key, value))
-    return tuple(out)
+    return tuple((key, _binary(value) if key.endswith("-bin") else value) for key, value in pairs)
+
+
+def _binary(value: str) -> str | bytes:
+    try:
+        return base64.b64decode(value)
+    except ValueError:
+        return value
 
 
 def message_entry(raw: bytes, view: object | None, *, keep_bytes: bool) -> Document:
@@ -244,9 +219,7 @@ def served_outcome(response: HttpResponse) -> Outcome:
     if not isinstance(body, dict) or not isinstance(body.get("code"), str):
         code = "OK" if 200 <= response.status < 300 else _FROM_HTTP.get(response.status, "UNKNOWN")
         return Outcome(code, f"HTTP {response.status}", initial=initial)
-    messages = []
-    for entry in body.get("messages") or ():
-        if isinstance(entry, dict) and isinstance(entry.get("base64"), str):
-            messages.append(base64.b64decode(entry["base64"]))
+    stored = [entry.get("base64") for entry in body.get("messages") or () if isinstance(entry, dict)]
+    messages = [base64.b64decode(data) for data in stored if isinstance(data, str)]
     trailing = wire_metadata((str(k), str(v)) for k, v in body.get("trailing_metadata") or ())
     return Outcome(str(body["code"]), str(body.get("details") or ""), messages, initial, trailing)

@@ -1,21 +1,11 @@
-"""``multipart/*`` request bodies as their parts: the boundary is transport, the parts are the content.
+"""``multipart/*`` request bodies stored as their parts: the boundary is transport, the parts are the content.
 
-A client picks a new random boundary for every upload (httpx, and so the ``openai`` SDK's ``files.create``
-and ``audio.transcriptions.create``), so the bytes of the same upload differ on every run. Stored as parts,
-an upload reads, compares and matches by what it carries:
-
-``{"multipart": [PART, ...], "content_type": "multipart/form-data"}`` (the content type without its
-``boundary`` parameter), each PART ``{"name", "filename"?, "content_type", "headers"?, "text" | "base64"}``:
-the field name, the file name when the part is a file, its ``Content-Type`` (None when it has none), any
-other part header, and the content: UTF-8 text as ``text``, anything else as ``base64``. A part is shaped
-like a stored body (``content_type`` and one content key), so redaction and the secret scan read each part
-through its decoded view, as they read a body; a part named like a secret is redacted as a JSON field of that
-name would be (``redaction.bodies``).
-
-A body this module cannot take apart exactly (no boundary, a part without its header block, text before the
-first boundary or after the last, no closing delimiter) is left to be stored as its bytes: nothing is lost.
-Only requests are stored as parts; a multipart response is served, so its bytes (and the boundary its
-header names) are kept as received.
+A client picks a new random boundary for every upload (httpx, so the ``openai`` SDK's file uploads), so the
+bytes of one upload differ on every run. Stored ``{"multipart": [PART, ...], "content_type"}`` (without its
+``boundary``), each PART ``{"name", "filename"?, "content_type", "headers"?, "text" | "base64"}``, shaped like
+a stored body so redaction and the secret scan read it as one. A body not taken apart exactly (no boundary,
+a part without headers, a preamble, no closing delimiter) is stored as its bytes; responses are always
+kept as received (they are served).
 """
 
 from __future__ import annotations
@@ -49,10 +39,13 @@ def is_multipart(content_type: object) -> bool:
 def boundary_of(content_type: str | None) -> str | None:
     """The ``boundary`` parameter of a multipart content type, unquoted; None when it names none."""
     found = _BOUNDARY.search(content_type or "")
-    if found is None:
-        return None
+    return _unquoted(found) if found is not None else None
+
+
+def _unquoted(found: re.Match[str]) -> str:
+    """A matched parameter's value: its quoted string without the quoting, else its token."""
     quoted = found.group("quoted")
-    return re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain")
+    return re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain").strip()
 
 
 def without_boundary(content_type: str) -> str:
@@ -137,11 +130,7 @@ def _headers(head: bytes) -> dict[str, str] | None:
 
 def _disposition(value: str) -> tuple[str, dict[str, str]]:
     kind, _, rest = value.partition(";")
-    params: dict[str, str] = {}
-    for found in _PARAM.finditer(";" + rest):
-        quoted = found.group("quoted")
-        text = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else found.group("plain").strip()
-        params[found.group("name").lower()] = text
+    params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
     return kind.strip().lower(), params
 
 

@@ -1,9 +1,6 @@
-"""Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser for
-teeing live streams and the encoder replay serves them with.
-
-Stored like server-sent events (:mod:`.sse`, the same ``data`` and ``raw`` rules), one event per line:
-``{"data": <parsed JSON, or the line's text>, "t": seconds}``, where ``raw`` also keeps the blank lines
-before a line.
+"""Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser and
+the encoder replay serves them with. One event per line, stored like server-sent events (:mod:`.sse`):
+``{"data": parsed JSON or the line's text, "t": seconds}``, ``raw`` also keeping the blank lines before it.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import codecs
 from collections.abc import Mapping
 
 from ..core.documents import Document
-from .sse import data_text, parse_data, parse_whole
+from .sse import data_text, parse_data
 
 # Media types of newline-delimited JSON: Ollama sends the first; the others name the same format.
 MEDIA_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
@@ -58,10 +55,6 @@ class NDJSONParser:
         self._blank = ""
         self._last = ev
         return ev
-
-
-def parse_all(raw: bytes) -> list[Document]:
-    return parse_whole(NDJSONParser(), raw)
 
 
 def encode_line(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:

@@ -1,23 +1,19 @@
 """A conversation's request resends the previous one's history: parse and check only what is new.
 
-Each model call of an N-turn conversation sends every earlier message again. Parsed whole, the requests
-of a conversation cost its square in parsing, in objects allocated (and then walked by the garbage
-collector) and in format checks. Kept here, per endpoint: the previous request's parsed body and its
-bytes up to the end of its conversation list (``messages``, ``input``, ``contents``, or else its longest
-list of objects). A request whose bytes start with those is parsed from there on only; the earlier
-items are the previous request's very objects, so redacting, hashing and comparing them are identity
-hits downstream.
-
-Nothing is assumed: the bytes after the shared part are parsed, then serialised again in the previous
-request's format and compared with what was sent, so the result is exactly what parsing the whole body
-gives (and its format what the full check would name), or the caller parses the whole body.
+Parsed whole, the N requests of a conversation cost its square (parsing, allocation, format checks). Kept
+per endpoint: the previous request's parsed body and its bytes up to the end of its conversation list. A
+request starting with those bytes is parsed from there on only, its earlier items being the previous
+request's very objects (identity hits for redaction, hashing and comparison downstream). The new part is
+serialised again and compared with what was sent, so the result is exactly what a full parse gives, or
+the caller parses the whole body.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import NamedTuple
+from itertools import takewhile
+from typing import NamedTuple, TypeGuard
 
 from ..core.documents import Document
 from .bodies import json_text
@@ -33,12 +29,9 @@ _OPEN = b'{"\\u0000agentreplay-resent":['
 
 
 class Sent(NamedTuple):
-    """The previous request to an endpoint: its parsed body, the key of its conversation list, its bytes
-    up to the end of that list's last item, and the compact formats those bytes are the text of (both,
-    when they hold no character the two write differently), in the order the full check tries them.
-
-    ``value`` is read only: it is the previous request's stored body (an event's, not changed once emitted),
-    and the next request's body takes its conversation's items as they are."""
+    """The previous request to an endpoint: its parsed body (read only: an emitted event's, whose items the
+    next body takes as they are), the key of its conversation list, its bytes up to the end of that list's
+    last item, and the compact formats those bytes are the text of, in the order the full check tries them."""
 
     value: Mapping[str, object]
     key: str
@@ -50,26 +43,27 @@ class LastSent(dict[tuple[str, str], Sent | None]):
     """A run's room: (method, URL) -> what the last request there left the next one (None: nothing)."""
 
 
+def _turns(items: object) -> TypeGuard[list[object]]:
+    return type(items) is list and bool(items) and all(type(item) is dict for item in items)
+
+
 def _conversation_key(value: Mapping[str, object]) -> str | None:
-    for key in _CONVERSATION_KEYS:
-        items = value.get(key)
-        if type(items) is list and items and all(type(item) is dict for item in items):
-            return key
-    best, size = None, 0
-    for key, items in value.items():
-        if type(items) is list and len(items) > size and all(type(item) is dict for item in items):
-            best, size = key, len(items)
-    return best
+    named = next((key for key in _CONVERSATION_KEYS if _turns(value.get(key))), None)
+    if named is not None:
+        return named
+    sizes = {key: len(items) for key, items in value.items() if _turns(items)}
+    return max(sizes, key=sizes.__getitem__, default=None)
+
+
+def _before(value: Mapping[str, object], key: str) -> Document:
+    """The members of ``value`` written before ``key``."""
+    return dict(takewhile(lambda item: item[0] != key, value.items()))
 
 
 def _prefix_text(value: Mapping[str, object], key: str, fmt: str | None) -> str | None:
     items = value[key]
     assert type(items) is list  # _conversation_key chose a list
-    head: Document = {}
-    for name, item in value.items():
-        if name == key:
-            break
-        head[name] = item
+    head = _before(value, key)
     head[key] = []
     head_text = json_text(head, fmt)
     if not head_text.endswith("[]}"):
@@ -158,11 +152,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     history = sent.value[sent.key]
     assert type(history) is list  # remember() chose the key of a list
     # A new body of its own, holding the previous one's items (the objects themselves, read only there).
-    value: Document = {}
-    for name, item in sent.value.items():
-        if name == sent.key:
-            break
-        value[name] = item
+    value = _before(sent.value, sent.key)
     if sent.key in tail or any(name in tail for name in value):
         return None  # a key written twice: the full parse decides which one counts
     value[sent.key] = [*history, *new_items]

@@ -1,11 +1,8 @@
 """Server-sent events: an incremental parser (for teeing live streams) and the encoder used in replay.
 
-Stored event shape: ``{"event": name, "data": <parsed JSON or raw string>, "id": str, "t": seconds}``
-(``event``/``id`` only when the stream had them). ``data`` is parsed as JSON only when it starts with
-``{`` or ``[`` so a bare string such as ``[DONE]`` or ``"3"`` round-trips to the same bytes. ``raw``: the
-event's exact wire text (comments, blank lines before it, ``retry:``, line endings, JSON spacing and
-key order), kept only when :func:`encode_event` of the stored (key-sorted) event would differ; replay
-serves it, so a client reads the bytes it read while recording.
+Stored event: ``{"event": name, "data": parsed JSON or text, "id": str, "t": seconds}`` (``event``/``id``
+when the stream had them). ``raw``: the event's exact wire text (comments, ``retry:``, line endings, JSON
+spacing, key order), kept only when :func:`encode_event` of the stored event would differ (replay serves it).
 """
 
 from __future__ import annotations
@@ -48,29 +45,22 @@ def data_text(data: object, sort_keys: bool) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
 
 
-def parse_whole(parser: StreamParser, raw: bytes) -> list[Document]:
-    """A complete stream's events through ``parser`` (``t`` is 0: the arrival times are unknown)."""
-    events = parser.feed(raw)
-    events.extend(parser.finish())
-    for ev in events:
-        ev["t"] = 0.0
-    return events
-
-
 class SSEParser:
     """Feed bytes as they arrive; complete events come back from :meth:`feed`."""
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._pending = ""
+        # The last event dispatched: a stream's trailing comments or blank lines join its raw text.
+        self._last: Document | None = None
+        self._next_event()
+
+    def _next_event(self) -> None:
         self._event: str | None = None
         self._id: str | None = None
         self._data: list[str] = []
         self._has_fields = False
-        # The wire text of the event being read, and the last event dispatched (a stream's trailing
-        # comments or blank lines join its raw text).
-        self._raw: list[str] = []
-        self._last: Document | None = None
+        self._raw: list[str] = []  # the wire text of the event being read
 
     def feed(self, chunk: bytes) -> list[Document]:
         text = self._pending + self._decoder.decode(chunk)
@@ -94,12 +84,8 @@ class SSEParser:
         # else the "\n" would read as a blank line and dispatch the event early.
         held_cr = not final and text.endswith("\r")
         body = text[:-1] if held_cr else text
-        parts: list[tuple[str, str]] = []
-        end = 0
-        for found in _LINE.finditer(body):
-            parts.append((found.group(1), found.group(0)))
-            end = found.end()
-        tail = body[end:]
+        parts = [(found.group(1), found.group(0)) for found in _LINE.finditer(body)]
+        tail = body[sum(len(wire) for _, wire in parts) :]  # the lines found are the text up to the tail
         if final:
             self._pending = ""
             if tail:
@@ -138,17 +124,9 @@ class SSEParser:
         raw = "".join(self._raw)
         if encode_event(ev, sort_keys=True).decode("utf-8") != raw:
             ev["raw"] = raw
-        self._event = None
-        self._id = None
-        self._data = []
-        self._has_fields = False
-        self._raw = []
+        self._next_event()
         self._last = ev
         return ev
-
-
-def parse_all(raw: bytes) -> list[Document]:
-    return parse_whole(SSEParser(), raw)
 
 
 def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:

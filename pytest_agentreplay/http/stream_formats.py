@@ -1,10 +1,7 @@
 """The streamed response formats stored as events: server-sent events, newline-delimited JSON (Ollama) and
-the AWS event stream (Bedrock).
-
-A stream is stored as ``{"sse": [event, ...], "content_type": ...}`` whatever its format (the list's name
-predates the other formats), and its content type tells which format turns the events back into wire bytes.
-Recording, storing and serving ask :func:`format_for` and nothing else: a new format is one entry of
-:data:`FORMATS`.
+the AWS event stream (Bedrock). A stream is stored as ``{"sse": [event, ...], "content_type": ...}`` whatever
+its format (the list's name predates the others); the content type tells which format it is. Recording,
+storing and serving ask :func:`format_for` and nothing else: a new format is one entry of :data:`FORMATS`.
 """
 
 from __future__ import annotations
@@ -16,33 +13,35 @@ from ..core.documents import Document
 from . import eventstream, ndjson, sse
 from .sse import StreamParser
 
-__all__ = ["FORMATS", "StreamFormat", "StreamParser", "format_for"]
+__all__ = ["EVENTSTREAM", "FORMATS", "NDJSON", "SSE", "StreamFormat", "StreamParser", "format_for"]
 
 
 class StreamFormat(NamedTuple):
-    name: str
     media_types: frozenset[str]
     parser: Callable[[], StreamParser]
-    parse_all: Callable[[bytes], list[Document]]
     encode: Callable[[Mapping[str, object]], bytes]
     # Parsed even when the body need not be kept byte for byte (a request body, a decision summary):
     # an NDJSON request (a bulk upload) is plain text.
     always: bool = True
 
+    def parse_all(self, raw: bytes) -> list[Document]:
+        """A complete stream's events (``t`` is 0: the arrival times are unknown); damage raises."""
+        parser = self.parser()
+        events = parser.feed(raw) + parser.finish()
+        error = getattr(parser, "error", None)  # the AWS event stream's parser stops at a damaged message
+        if error is not None:
+            raise error
+        for ev in events:
+            ev["t"] = 0.0
+        return events
 
-FORMATS: tuple[StreamFormat, ...] = (
-    StreamFormat("sse", frozenset({"text/event-stream"}), sse.SSEParser, sse.parse_all, sse.encode_event),
-    StreamFormat(
-        "aws-eventstream",
-        frozenset({eventstream.MEDIA_TYPE}),
-        eventstream.EventStreamParser,
-        eventstream.parse_all,
-        eventstream.encode_event,
-    ),
-    StreamFormat(
-        "ndjson", ndjson.MEDIA_TYPES, ndjson.NDJSONParser, ndjson.parse_all, ndjson.encode_line, always=False
-    ),
+
+SSE = StreamFormat(frozenset({"text/event-stream"}), sse.SSEParser, sse.encode_event)
+EVENTSTREAM = StreamFormat(
+    frozenset({eventstream.MEDIA_TYPE}), eventstream.EventStreamParser, eventstream.encode_event
 )
+NDJSON = StreamFormat(ndjson.MEDIA_TYPES, ndjson.NDJSONParser, ndjson.encode_line, always=False)
+FORMATS: tuple[StreamFormat, ...] = (SSE, EVENTSTREAM, NDJSON)
 
 
 def format_for(content_type: str | None, *, exact: bool = True) -> StreamFormat | None:

@@ -1,17 +1,13 @@
-"""WebSocket conversations as events of the exchange vocabulary, written once for every client library.
-
-The recorded shape is docs/websockets.md's: the opening handshake is an ``http`` read of the exchange
-pipeline (matched, served and refused in replay exactly as one), then one ``http`` event per message in the
-order the client saw them (``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE`` so that
-the diff aligns sent messages with sent ones), a timed-out receive and the close. One event per message
-keeps each message between the model and tool calls it caused, and a one-message change one event's change.
-
-The module imports no WebSocket library: the adapters (``intercept/websockets.py``, ``intercept/
-httpx_ws.py``) translate their library's objects into these calls.
+"""WebSocket conversations as events of the exchange vocabulary (docs/websockets.md), for every client
+library (the adapters in ``intercept/`` translate their objects into these calls): the opening handshake is
+an ``http`` read of the exchange pipeline, then one ``http`` event per message as the client saw them
+(``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE``), a timed-out receive, the close:
+each message stays between the model and tool calls it caused.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
@@ -42,17 +38,14 @@ def handshake_request(url: str, headers: Mapping[str, str]) -> HttpRequest:
 
 def encode_message(message: Message) -> Document:
     """A message as stored: JSON text as JSON, other text as text, bytes as base64."""
-    if isinstance(message, str):
-        raw = message.encode("utf-8")
-        looks_json = raw[:1] in (b"{", b"[")
-        body = bodies.encode_body(raw, "application/json" if looks_json else "text/plain", exact=True)
-        if body is None:  # the empty text message
-            return {"text": ""}
-        body.pop("content_type", None)
-        if "base64" in body:  # never for text a str holds; kept total
-            return {"text": message}
-        return body
-    return {"base64": bodies.encode_body(bytes(message), "application/octet-stream")["base64"]}  # type: ignore[index]
+    if not isinstance(message, str):
+        return {"base64": base64.b64encode(message).decode("ascii")}
+    content_type = "application/json" if message[:1] in ("{", "[") else "text/plain"
+    body = bodies.encode_body(message.encode("utf-8"), content_type, exact=True)
+    if body is None:  # the empty text message
+        return {"text": ""}
+    body.pop("content_type", None)
+    return body
 
 
 def decode_message(stored: Mapping[str, object] | None) -> Message:
@@ -68,25 +61,9 @@ def excerpt(message: Message, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _ref(value: Document, data_class: str) -> PayloadRef:
-    return PayloadRef.construct_trusted(
-        {
-            "sha256": None,
-            "inline": value,
-            "data_class": data_class,
-            "media_type": MESSAGE_MEDIA_TYPE,
-            "size": None,
-            "key_order": None,
-        }
-    )
-
-
 class ConversationEvents:
-    """Emits the events of one WebSocket connection of a run, in the order the client sees them.
-
-    Used while recording (and for a replay mode's live connection), and by replay for what it serves:
-    the events of both look alike, so the diff compares a replayed conversation with its recording.
-    """
+    """Emits the events of one WebSocket connection of a run, in the order the client sees them: recording
+    and replay (what it serves) alike, so the diff compares a replayed conversation with its recording."""
 
     def __init__(self, ctx: RunContext, url: str, connection: int) -> None:
         self.ctx = ctx
@@ -122,7 +99,16 @@ class ConversationEvents:
         with self._lock:
             index = self.counts[direction]
             self.counts[direction] = index + 1
-        ref = _ref(stored, self.ctx.settings.http_data_class)
+        ref = PayloadRef.construct_trusted(
+            {
+                "sha256": None,
+                "inline": stored,
+                "data_class": self.ctx.settings.http_data_class,
+                "media_type": MESSAGE_MEDIA_TYPE,
+                "size": None,
+                "key_order": None,
+            }
+        )
         self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 

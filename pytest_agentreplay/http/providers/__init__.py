@@ -1,16 +1,13 @@
-"""Providers: recognise a model endpoint and read the decision from its exchange.
-
-The interface is :class:`~.interface.Provider` (public: ``pytest_agentreplay.Provider``); the built-in
-providers are the other modules of this package. A run reads the providers of its session from its settings
-(``RunSettings.providers``, a :class:`ProviderSet` the plugin builds once per session in :mod:`.registry`);
-code outside a pytest session (``capture_run``, the CLI) reads the built-in ones. Beside the interface, a
-provider may say what the URL names: ``model_from_request`` and ``url_fields`` (Azure OpenAI's deployment,
-Vertex AI's location), added to the event's data.
+"""Providers: recognise a model endpoint and read the decision from its exchange. The interface is
+:class:`~.interface.Provider`; the built-in providers are this package's modules. A run asks its session's
+providers (``RunSettings.providers``, built in :mod:`.registry`), code outside a session the built-in ones.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
+from functools import reduce
 from types import MappingProxyType
 from typing import Final
 
@@ -46,11 +43,8 @@ class ProviderSet:
             by_name.setdefault(provider.NAME, provider)
         self._by_name: Mapping[str, Provider] = MappingProxyType(by_name)
         self.order: tuple[Provider, ...] = tuple(by_name.values())
-        inputs = InputFields()
-        for provider in self.order:
-            inputs = inputs | input_fields(provider)
         # Every provider's input fields together: a comparison reads events of any of them.
-        self.inputs: InputFields = inputs
+        self.inputs: InputFields = reduce(operator.or_, map(input_fields, self.order), InputFields())
 
     def __getitem__(self, name: str | None) -> Provider:
         return self._by_name[str(name)]
@@ -82,18 +76,14 @@ def input_fields(provider: Provider) -> InputFields:
 def request_model(adapter: Provider, request: HttpRequest) -> str | None:
     """The model a provider reads from the request itself (the URL), if it knows how."""
     from_request = getattr(adapter, "model_from_request", None)
-    if from_request is None:
-        return None
-    found = from_request(request)
+    found = from_request(request) if from_request is not None else None
     return str(found) if found is not None else None
 
 
 def url_fields(adapter: Provider, request: HttpRequest) -> Document:
     """What an adapter reads from the request's URL beside the model, if it reads anything there."""
     from_url = getattr(adapter, "url_fields", None)
-    if from_url is None:
-        return {}
-    found = from_url(request)
+    found = from_url(request) if from_url is not None else None
     return dict(found) if isinstance(found, dict) else {}
 
 

@@ -34,14 +34,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
         return None
     if request.path.rstrip("/").endswith("/v1/messages"):
         return MESSAGES
-    for base in settings.anthropic_base_urls:
-        base = base.rstrip("/")
-        if (
-            request.url.startswith(base)
-            and request.url[len(base) :].split("?", 1)[0].rstrip("/") == "/messages"
-        ):
-            return MESSAGES
-    return None
+    return MESSAGES if "/messages" in fields.paths_under(request, settings.anthropic_base_urls) else None
 
 
 def request_fields(endpoint: str, body: object) -> Document:
@@ -50,7 +43,7 @@ def request_fields(endpoint: str, body: object) -> Document:
 
 def _usage(raw: object) -> Document:
     keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    return fields.with_total(fields.renamed_counts(raw, ((key, key) for key in keys)))
+    return fields.with_total(fields.present(raw, keys))
 
 
 def _from_content(
@@ -108,7 +101,7 @@ def _stream(events: list[Document]) -> Document:
             if delta.get("stop_reason") is not None:
                 stop_reason = delta["stop_reason"]
             # message_delta usage is cumulative: later values replace earlier ones.
-            usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+            usage.update(fields.present(data.get("usage")))
     for idx, parts in partial_json.items():
         blocks[idx]["input"] = fields.parse_args("".join(parts))
     content = [blocks[i] for i in sorted(blocks)]

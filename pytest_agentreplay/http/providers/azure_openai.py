@@ -1,9 +1,6 @@
-"""Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``.
-
-``/openai/deployments/<deployment>/...`` is recognised on any host (API Management and private endpoints
-keep the path); the v1 API (``/openai/v1/...``, whose body names the deployment as its ``model``) only on
-Azure's own hosts, as elsewhere it is an OpenAI call. The event's data adds ``deployment`` and
-``api_version``; bodies are read by the OpenAI adapter.
+"""Azure OpenAI adapter: OpenAI's wire format at Azure's addresses, named ``azure-openai``, its data adding
+``deployment`` and ``api_version``. ``/openai/deployments/<deployment>/...`` counts on any host (API
+Management keeps the path), the v1 API (``/openai/v1/...``) only on Azure's hosts (elsewhere it is OpenAI's).
 """
 
 from __future__ import annotations
@@ -24,10 +21,6 @@ AZURE_HOST_SUFFIXES = (".openai.azure.com", ".cognitiveservices.azure.com", ".se
 _DEPLOYMENT = re.compile(r"/openai/deployments/(?P<deployment>[^/]+)/chat/completions\Z")
 
 
-def _is_azure_host(host: str) -> bool:
-    return host.endswith(AZURE_HOST_SUFFIXES)
-
-
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
@@ -36,7 +29,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
         return CHAT
     if path.endswith("/openai/responses"):
         return RESPONSES
-    if _is_azure_host(request.host):
+    if request.host.endswith(AZURE_HOST_SUFFIXES):
         if path.endswith("/openai/v1/chat/completions"):
             return CHAT
         if path.endswith("/openai/v1/responses"):
@@ -61,9 +54,5 @@ def url_fields(request: HttpRequest) -> Document:
     return {"deployment": deployment, "api_version": versions[0] if versions else None}
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return openai.request_fields(endpoint, body)
-
-
-def response_fields(endpoint: str, body: Document | None) -> Document:
-    return openai.response_fields(endpoint, body)
+request_fields = openai.request_fields
+response_fields = openai.response_fields

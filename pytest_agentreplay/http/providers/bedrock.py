@@ -1,11 +1,10 @@
 """AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
 ``InvokeModelWithResponseStream`` (``POST /model/{modelId}/...``; docs/providers.md).
 
-The model id is in the URL (percent-encoded, an inference profile or an ARN). Converse bodies are Bedrock's
-own; an InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova), picked by the model id and
-named in the endpoint (``invoke:anthropic``), else by the body's shape. A request counts only when an AWS
-SDK sent it (host, SigV4 scope or ``amz-sdk-invocation-id``), so a service of one's own that happens to
-serve ``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
+The model id is in the URL. An InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova),
+named in the endpoint (``invoke:anthropic``) by the model id, else told by the body's shape. Only an AWS
+SDK's request counts (host, SigV4 scope or ``amz-sdk-invocation-id``): a service of one's own serving
+``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
-from ...core.canonical import hash_value
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -26,7 +24,6 @@ CONVERSE = "converse"
 CONVERSE_STREAM = "converse-stream"
 INVOKE = "invoke"
 INVOKE_STREAM = "invoke-with-response-stream"
-_STREAMED = (CONVERSE_STREAM, INVOKE_STREAM)
 
 _PATH = re.compile(
     r"/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream|invoke|invoke-with-response-stream)\Z"
@@ -52,6 +49,8 @@ _CONVERSE_DECODING = (
     "performanceConfig",
     "promptVariables",
 )
+# An InvokeModel request body's family, told by its first key found here.
+_REQUEST_SHAPES = {"anthropic_version": ANTHROPIC, "inputText": TITAN, "prompt": LLAMA, "messages": NOVA}
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
@@ -72,15 +71,9 @@ def family(model_id: str) -> str | None:
     if len(parts) > 2 and parts[0] not in _VENDORS:
         parts = parts[1:]  # a cross-region inference profile: "us.", "eu.", "apac.", "global."
     vendor, product = parts[0], parts[1] if len(parts) > 1 else ""
-    if vendor == "anthropic":
-        return ANTHROPIC
-    if vendor == "meta":
-        return LLAMA
-    if vendor == "amazon" and product.startswith("titan-text"):
-        return TITAN
-    if vendor == "amazon" and product.startswith("nova"):
-        return NOVA
-    return None
+    if vendor == "amazon":
+        return TITAN if product.startswith("titan-text") else NOVA if product.startswith("nova") else None
+    return {"anthropic": ANTHROPIC, "meta": LLAMA}.get(vendor)
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -107,68 +100,31 @@ def _split(endpoint: str) -> tuple[str, str | None]:
     return op, named or None
 
 
-# -- requests ----------------------------------------------------------------------------------------
-
-
-def _request_family(body: Document) -> str | None:
-    if "anthropic_version" in body:
-        return ANTHROPIC
-    if "inputText" in body:
-        return TITAN
-    if "prompt" in body:
-        return LLAMA
-    if "messages" in body:
-        return NOVA
-    return None
-
-
 def _converse_request(body: Document) -> tuple[Document, object]:
-    decoding: Document = {}
-    config = body.get("inferenceConfig")
-    if isinstance(config, dict):
-        decoding.update({k: v for k, v in config.items() if v is not None})
-    tool_config = body.get("toolConfig")
-    tools: object = None
-    if isinstance(tool_config, dict):
-        tools = tool_config.get("tools")
-        if tool_config.get("toolChoice") is not None:
-            decoding["toolChoice"] = tool_config["toolChoice"]
-    for key in _CONVERSE_DECODING:
-        if body.get(key) is not None:
-            decoding[key] = body[key]
-    return decoding, tools
+    tool_config = fields.present(body.get("toolConfig"))
+    decoding = {**fields.present(body.get("inferenceConfig")), **fields.present(tool_config, ("toolChoice",))}
+    return {**decoding, **fields.present(body, _CONVERSE_DECODING)}, tool_config.get("tools")
 
 
 def request_fields(endpoint: str, body: object) -> Document:
     op, named = _split(endpoint)
-    streamed = op in _STREAMED
+    streamed = op in (CONVERSE_STREAM, INVOKE_STREAM)
     if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": streamed}
-    named = named or (None if op in (CONVERSE, CONVERSE_STREAM) else _request_family(body))
+        return fields.summary({}, None, streamed)
+    if not named and op not in (CONVERSE, CONVERSE_STREAM):
+        named = next((kind for key, kind in _REQUEST_SHAPES.items() if key in body), None)
     tools: object = None
     if op in (CONVERSE, CONVERSE_STREAM) or named == NOVA:
         decoding, tools = _converse_request(body)
     elif named == ANTHROPIC:
-        decoding = {k: body[k] for k in _ANTHROPIC_DECODING if body.get(k) is not None}
-        tools = body.get("tools")
+        decoding, tools = fields.present(body, _ANTHROPIC_DECODING), body.get("tools")
     elif named == TITAN:
-        config = body.get("textGenerationConfig")
-        decoding = {k: v for k, v in config.items() if v is not None} if isinstance(config, dict) else {}
+        decoding = fields.present(body.get("textGenerationConfig"))
     else:
-        decoding = {k: body[k] for k in _LLAMA_DECODING if body.get(k) is not None}
-    return {
-        # The model is in the URL (model_from_request fills it in).
-        "model": None,
-        "decoding": decoding,
-        "tools_hash": hash_value(tools) if tools else None,
-        "streamed": streamed,
-    }
+        decoding = fields.present(body, _LLAMA_DECODING)
+    return fields.summary(decoding, tools, streamed)  # the model is in the URL (model_from_request's)
 
 
-# -- responses ---------------------------------------------------------------------------------------
-
-
-# The provider's usage keys, and ours.
 _USAGE_NAMES: Final = (
     ("inputTokens", "input_tokens"),
     ("outputTokens", "output_tokens"),
@@ -207,9 +163,10 @@ def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
     stop: object = None
     usage: object = None
     for name, data in events:
+        if isinstance(name, str) and name.endswith("Exception"):
+            stop = stop or name
+            continue
         if not isinstance(data, dict):
-            if isinstance(name, str) and name.endswith("Exception"):
-                stop = stop or name
             continue
         index = data.get("contentBlockIndex")
         idx = index if isinstance(index, int) else 0
@@ -232,8 +189,6 @@ def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
             stop = data.get("stopReason")
         elif name == "metadata":
             usage = data.get("usage")
-        elif isinstance(name, str) and name.endswith("Exception"):
-            stop = stop or name
     for idx, parts in partial.items():
         blocks.setdefault(idx, {}).setdefault("toolUse", {})["input"] = fields.parse_args("".join(parts))
     return _from_blocks([blocks[i] for i in sorted(blocks)], stop, usage)
@@ -247,11 +202,9 @@ def _stream_events(body: Document) -> Iterator[tuple[object, object]]:
 
 def _chunks(body: Document) -> list[object]:
     """The model family's JSON of each ``chunk`` event of an InvokeModelWithResponseStream stream."""
-    out: list[object] = []
-    for name, data in _stream_events(body):
-        if name == "chunk" and isinstance(data, dict):
-            out.append(data.get("bytes"))
-    return out
+    return [
+        data.get("bytes") for name, data in _stream_events(body) if name == "chunk" and isinstance(data, dict)
+    ]
 
 
 def _metrics_usage(chunks: Iterable[object]) -> Document:
@@ -306,12 +259,8 @@ def _titan(chunks: Iterable[object]) -> Document:
 
 
 def _nova_stream(chunks: Iterable[object]) -> Document:
-    def named() -> Iterator[tuple[object, object]]:
-        for chunk in chunks:
-            if isinstance(chunk, dict):
-                yield from chunk.items()
-
-    return _fold_converse(named())
+    # Nova's stream chunks are ConverseStream's events, each an object of one key (its name).
+    return _fold_converse(item for chunk in chunks if isinstance(chunk, dict) for item in chunk.items())
 
 
 def _response_family(value: object) -> str | None:
@@ -328,17 +277,12 @@ def _response_family(value: object) -> str | None:
     return None
 
 
-def _anthropic_stream(chunks: list[object]) -> Document:
-    return anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": chunk} for chunk in chunks]})
-
-
-def _anthropic_plain(value: Document) -> Document:
-    return anthropic.response_fields(anthropic.MESSAGES, {"json": value})
-
-
 # Per InvokeModel family: the response fields of its stream's chunks, and of its plain body.
 _READERS: Final[dict[str, tuple[Callable[[list[object]], Document], Callable[[Document], Document]]]] = {
-    ANTHROPIC: (_anthropic_stream, _anthropic_plain),
+    ANTHROPIC: (
+        lambda chunks: anthropic.response_fields(anthropic.MESSAGES, {"sse": [{"data": c} for c in chunks]}),
+        lambda value: anthropic.response_fields(anthropic.MESSAGES, {"json": value}),
+    ),
     LLAMA: (_llama, lambda value: _llama([value])),
     TITAN: (_titan, lambda value: _titan([value])),
     NOVA: (_nova_stream, _converse_plain),

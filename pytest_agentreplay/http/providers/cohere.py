@@ -1,9 +1,5 @@
-"""Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed.
-
-A plain answer's ``message`` holds text parts and OpenAI-shaped tool calls (arguments as JSON text); a stream
-sends the text in ``content-delta`` events, tool calls in ``tool-call-start``/``-delta`` pieces and the finish
-reason and usage in ``message-end``. Both fold into the same decision. The v1 Chat API has another shape
-and is not read here.
+"""Cohere adapter: the v2 Chat API (``POST /v2/chat``), plain and streamed (``content-delta``,
+``tool-call-start``/``-delta`` and ``message-end`` events), both folded into the same decision.
 """
 
 from __future__ import annotations
@@ -47,40 +43,27 @@ def request_fields(endpoint: str, body: object) -> Document:
     return fields.request_fields(body, _DECODING)
 
 
-def _obj(value: object) -> Document:
-    return value if isinstance(value, dict) else {}
-
-
 def _usage(raw: object) -> Document:
     if not isinstance(raw, dict):
         return {}
-    tokens = _obj(raw.get("tokens")) or _obj(raw.get("billed_units"))
-    out = {key: tokens[key] for key in ("input_tokens", "output_tokens") if tokens.get(key) is not None}
-    if raw.get("cached_tokens") is not None:
-        out["cached_input_tokens"] = raw["cached_tokens"]
-    return out
-
-
-def _call(raw: object) -> Document:
-    call = _obj(raw)
-    fn = _obj(call.get("function"))
-    return {"id": call.get("id"), "name": fn.get("name"), "arguments": fields.parse_args(fn.get("arguments"))}
+    tokens = fields.obj(raw.get("tokens")) or fields.obj(raw.get("billed_units"))
+    usage = {
+        **fields.present(tokens, ("input_tokens", "output_tokens")),
+        "cached_input_tokens": raw.get("cached_tokens"),
+    }
+    return fields.present(usage)
 
 
 def _plain(body: Document) -> Document:
-    message = _obj(body.get("message"))
+    message = fields.obj(body.get("message"))
     texts = [
         str(part.get("text") or "")
         for part in message.get("content") or []
         if isinstance(part, dict) and part.get("type") == "text"
     ]
-    calls = [_call(c) for c in message.get("tool_calls") or []]
+    calls = [fields.function_call(c) for c in message.get("tool_calls") or []]
     usage = _usage(body.get("usage"))
     return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))
-
-
-def _message(data: Document) -> Document:
-    return _obj(_obj(data.get("delta")).get("message"))
 
 
 def _stream(events: Iterable[object]) -> Document:
@@ -94,7 +77,7 @@ def _stream(events: Iterable[object]) -> Document:
         if not isinstance(data, dict):
             continue
         kind = data.get("type")
-        message = _message(data)
+        message = fields.obj(fields.obj(data.get("delta")).get("message"))
         if kind == "message-start":
             response_id = data.get("id")
         elif kind == "content-delta":
@@ -102,15 +85,9 @@ def _stream(events: Iterable[object]) -> Document:
             if isinstance(content, dict) and isinstance(content.get("text"), str):
                 texts.append(content["text"])
         elif kind in ("tool-call-start", "tool-call-delta"):
-            piece = _obj(message.get("tool_calls"))
-            slot = calls.setdefault(int(data.get("index") or 0), fields.new_call())
-            fn = _obj(piece.get("function"))
-            slot["id"] = piece.get("id") or slot["id"]
-            slot["name"] = fn.get("name") or slot["name"]
-            if isinstance(fn.get("arguments"), str):
-                slot["arguments"] += fn["arguments"]
+            fields.add_piece(calls, int(data.get("index") or 0), message.get("tool_calls"))
         elif kind == "message-end":
-            delta = _obj(data.get("delta"))
+            delta = fields.obj(data.get("delta"))
             stop_reason = delta.get("finish_reason")
             usage = delta.get("usage")
     return fields.decided(texts, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, None)

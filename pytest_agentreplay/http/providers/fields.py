@@ -1,5 +1,5 @@
 """What every provider reads the same way: a request's model, decoding settings, tool-definition hash and
-streaming, and a response's fields (the decision, usage, id and model) once its body is read."""
+streaming, and a response's fields (the decision, usage, id and model)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,21 @@ from collections.abc import Callable, Iterable
 
 from ...core.canonical import hash_value
 from ...core.documents import Document
+from ..exchange import HttpRequest
+
+
+def paths_under(request: HttpRequest, bases: Iterable[str]) -> list[str]:
+    """The paths ``request``'s URL names under each of ``bases`` (configured base URLs) it starts with."""
+    url = request.url
+    found = (base.rstrip("/") for base in bases)
+    return [url[len(base) :].split("?", 1)[0].rstrip("/") for base in found if url.startswith(base)]
+
+
+def present(source: object, keys: Iterable[str] | None = None) -> Document:
+    """The values of ``keys`` (else all) a JSON object holds that are not null (nothing: not an object)."""
+    if not isinstance(source, dict):
+        return {}
+    return {k: source[k] for k in (source if keys is None else keys) if source.get(k) is not None}
 
 
 def request_fields(
@@ -18,27 +33,26 @@ def request_fields(
     ``options``, Gemini's ``generationConfig``; top-level keys win). ``streamed``: what the provider says
     instead of the body's ``stream`` flag (Gemini's endpoint, Ollama streaming unless told not to)."""
     if not isinstance(body, dict):
-        return {"model": None, "decoding": {}, "tools_hash": None, "streamed": bool(streamed)}
-    decoding: Document = {}
-    for key in nested:
-        settings = body.get(key)
-        if settings:
-            if isinstance(settings, dict):
-                decoding.update((k, v) for k, v in settings.items() if v is not None)
-            break
-    decoding.update((k, body[k]) for k in decoding_keys if body.get(k) is not None)
-    tools = body.get("tools")
+        return summary({}, None, bool(streamed))
+    decoding = next((present(body[key]) for key in nested if body.get(key)), {})
+    decoding.update(present(body, decoding_keys))
+    stream_flag = bool(body.get("stream")) if streamed is None else streamed
+    return summary(decoding, body.get("tools"), stream_flag, body.get("model"))
+
+
+def summary(decoding: Document, tools: object, streamed: bool, model: object = None) -> Document:
+    """The request fields: the model (None: named in the URL instead), decoding, tools' hash, streaming."""
     return {
-        "model": body.get("model"),
+        "model": model,
         "decoding": decoding,
         "tools_hash": hash_value(tools) if tools else None,
-        "streamed": bool(body.get("stream")) if streamed is None else streamed,
+        "streamed": streamed,
     }
 
 
 def renamed_counts(raw: object, names: Iterable[tuple[str, str]]) -> Document:
-    """A provider's usage object under the event's names: ``(its key, our key)`` pairs, absent or null
-    counts left out (Gemini's ``promptTokenCount``, Bedrock's ``inputTokens`` -> ``input_tokens``)."""
+    """A provider's usage object under the event's names: ``(its key, our key)`` pairs, null counts left out
+    (Gemini's ``promptTokenCount``, Bedrock's ``inputTokens`` -> ``input_tokens``)."""
     if not isinstance(raw, dict):
         return {}
     return {ours: raw[theirs] for theirs, ours in names if raw.get(theirs) is not None}
@@ -94,9 +108,33 @@ def parse_args(raw: object) -> object:
         return raw
 
 
-def new_call() -> Document:
-    """A tool call a stream sends in pieces: its id and name, its arguments' text appended as it comes."""
-    return {"id": None, "name": None, "arguments": ""}
+def obj(value: object) -> Document:
+    """``value`` when it is a JSON object, else an empty one: a provider's optional parts read alike."""
+    return value if isinstance(value, dict) else {}
+
+
+def function_call(raw: object) -> Document:
+    """An OpenAI-shaped tool call (``{"id", "function": {"name", "arguments"}}``) as the decision's."""
+    call = obj(raw)
+    fn = obj(call.get("function"))
+    return {"id": call.get("id"), "name": fn.get("name"), "arguments": parse_args(fn.get("arguments"))}
+
+
+def add_piece(calls: dict[int, Document], index: int, piece: object) -> None:
+    """One streamed piece of the OpenAI-shaped tool call at ``index``: its id and name when given, its
+    arguments' text appended. Some proxies resend the whole name in every piece: kept once, else the
+    pieces of a name concatenate."""
+    slot = calls.setdefault(index, {"id": None, "name": None, "arguments": ""})
+    call = obj(piece)
+    fn = obj(call.get("function"))
+    slot["id"] = call.get("id") or slot["id"]
+    name = fn.get("name")
+    if name and slot["name"] is None:
+        slot["name"] = name
+    elif name and name != slot["name"]:
+        slot["name"] += name
+    if isinstance(fn.get("arguments"), str):
+        slot["arguments"] += fn["arguments"]
 
 
 def streamed_calls(calls: dict[int, Document]) -> list[Document]:

@@ -1,10 +1,6 @@
-"""Gemini adapter: the Gemini API (``models/{model}:generateContent`` and ``:streamGenerateContent``), AI
-Studio's URLs and Vertex AI's alike (docs/providers.md), recognised by their path.
-
-A Vertex AI call stays provider ``gemini`` (the same wire format, the same comparison); its data says
-``vertex: true`` and the ``location``. A stream (server-sent events with ``?alt=sse``, else one JSON array of
-chunks) folds into one decision like a plain answer: a plain answer is a stream of one chunk. The model is
-named in the URL, not the body.
+"""Gemini adapter: ``models/{model}:generateContent`` and ``:streamGenerateContent``, AI Studio's URLs and
+Vertex AI's alike (docs/providers.md; a Vertex AI call's data says ``vertex: true`` and the ``location``).
+The model is named in the URL; a stream (SSE with ``?alt=sse``, else a JSON array) folds like a plain answer.
 """
 
 from __future__ import annotations
@@ -75,7 +71,6 @@ def request_fields(endpoint: str, body: object) -> Document:
     )
 
 
-# The provider's usage keys, and ours.
 _USAGE_NAMES: Final = (
     ("promptTokenCount", "input_tokens"),
     ("candidatesTokenCount", "output_tokens"),
@@ -117,16 +112,11 @@ def _fold(chunks: Iterable[object]) -> Document:
                     continue
                 call = part.get("functionCall") or part.get("function_call")
                 if isinstance(call, dict):
-                    calls.append(
-                        {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("args")}
-                    )
+                    args = {} if call.get("args") is None else call["args"]
+                    calls.append({"id": call.get("id"), "name": call.get("name"), "arguments": args})
                 elif isinstance(part.get("text"), str) and not part.get("thought"):
                     texts.append(part["text"])
-    if stop_reason is None and block is not None:
-        stop_reason = block
-    for call in calls:
-        if call["arguments"] is None:
-            call["arguments"] = {}
+    stop_reason = block if stop_reason is None else stop_reason
     usage_fields = fields.renamed_counts(usage, _USAGE_NAMES)
     return fields.decided(texts, calls, stop_reason, usage_fields, response_id, model)
 

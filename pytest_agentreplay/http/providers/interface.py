@@ -1,15 +1,9 @@
 """The public provider interface: what reads one model API's exchanges as ``model.call`` events.
 
-A provider is any object with the members of :class:`Provider` (a module of functions, as the built-in
-ones are, or an instance of a project's class). It is asked, in order, whether it recognises a request
-(:meth:`Provider.match` returns the endpoint it calls, or None); the first that does reads the exchange.
-Optional members (a provider without them stays one): ``INPUT_FIELDS`` (:class:`InputFields`: where the
-request holds the conversation, system prompt and tools, so drift reports name a change there and count a
-resent message once) and ``model_from_request(request)`` (the model an API names in the URL).
-
-Registration, per pytest session, first match wins: the ``pytest_agentreplay_providers`` hook's providers,
-then the entry point group ``pytest_agentreplay.providers``'s, then the built-in ones (one named like a
-built-in one replaces it). See docs/providers.md for the shapes of the fields.
+A provider is any object with the members of :class:`Provider` (a module of functions, or an instance of a
+project's class), optionally ``INPUT_FIELDS`` (:class:`InputFields`: drift reports name a change of the
+conversation, system prompt or tools, and count a resent message once), ``model_from_request(request)`` and
+``url_fields(request)`` (what the URL names). Registered per session (:mod:`.registry`); docs/providers.md.
 """
 
 from __future__ import annotations
@@ -34,14 +28,7 @@ class InputFields(NamedTuple):
     tools: tuple[str, ...] = ()
 
     def __or__(self, other: InputFields) -> InputFields:
-        def merged(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-            return tuple(dict.fromkeys((*a, *b)))
-
-        return InputFields(
-            merged(self.conversation, other.conversation),
-            merged(self.system, other.system),
-            merged(self.tools, other.tools),
-        )
+        return InputFields(*(tuple(dict.fromkeys((*a, *b))) for a, b in zip(self, other, strict=True)))
 
 
 def as_input_fields(value: object) -> InputFields | None:

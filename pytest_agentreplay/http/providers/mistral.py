@@ -1,8 +1,5 @@
-"""Mistral adapter: La Plateforme's Chat Completions (``/v1/chat/completions`` on ``*.mistral.ai``).
-
-OpenAI's wire format, read by the OpenAI adapter once each message's content, which may be a list of
-chunks (text beside reasoning models' thinking), is its text chunks' text. Recognised by host: a Mistral
-model behind another OpenAI-compatible address is an OpenAI call.
+"""Mistral adapter: La Plateforme's Chat Completions on ``*.mistral.ai`` (elsewhere a Mistral model is an
+OpenAI call), read by the OpenAI adapter once a content list of chunks is its text chunks' text.
 """
 
 from __future__ import annotations
@@ -34,12 +31,8 @@ _DECODING = (
 )
 
 
-def is_mistral_host(host: str) -> bool:
-    return host == "mistral.ai" or host.endswith(".mistral.ai")
-
-
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
-    if request.method != "POST" or not is_mistral_host(request.host):
+    if request.method != "POST" or not (request.host == "mistral.ai" or request.host.endswith(".mistral.ai")):
         return None
     return CHAT if request.path.rstrip("/").endswith("/v1/chat/completions") else None
 

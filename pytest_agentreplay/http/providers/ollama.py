@@ -1,9 +1,5 @@
-"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``; its reads (``/api/show``,
-``/api/tags``...) are told apart by :func:`reads_only`, as the method alone would make them writes.
-
-Answers stream by default, as newline-delimited JSON (:mod:`..ndjson`); plain or streamed they fold into one
-decision, thinking text left out of it as Gemini's thought parts are. The OpenAI-compatible ``/v1``
-endpoints are the OpenAI adapter's.
+"""Ollama adapter: the native API's ``/api/chat`` and ``/api/generate``, streamed as newline-delimited JSON by
+default; :func:`reads_only` tells its reads (``/api/show``...) apart. Its ``/v1`` endpoints are OpenAI's.
 """
 
 from __future__ import annotations
@@ -81,10 +77,8 @@ def _fold(endpoint: str, chunks: Iterable[object]) -> Document:
             if isinstance(message.get("content"), str):
                 texts.append(message["content"])
             for call in message.get("tool_calls") or []:
-                fn = call.get("function") if isinstance(call, dict) else None
-                if isinstance(fn, dict):
-                    args = fields.parse_args(fn.get("arguments"))
-                    calls.append({"id": call.get("id"), "name": fn.get("name"), "arguments": args})
+                if isinstance(fields.obj(call).get("function"), dict):
+                    calls.append(fields.function_call(call))
         elif endpoint == GENERATE and isinstance(chunk.get("response"), str):
             texts.append(chunk["response"])
         if chunk.get("done"):

@@ -50,22 +50,14 @@ _RESPONSES_DECODING = (
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
     if request.method != "POST":
         return None
-    url = request.url
     path = request.path.rstrip("/")
     # Every host counts (local servers, proxies); the path names the endpoint.
     if path.endswith("/chat/completions"):
         return CHAT
     if path.endswith("/v1/responses"):
         return RESPONSES
-    for base in settings.openai_compatible_base_urls:
-        base = base.rstrip("/")
-        if url.startswith(base):
-            rest = url[len(base) :].split("?", 1)[0].rstrip("/")
-            if rest == "/chat/completions":
-                return CHAT
-            if rest == "/responses":
-                return RESPONSES
-    return None
+    under = fields.paths_under(request, settings.openai_compatible_base_urls)
+    return CHAT if "/chat/completions" in under else RESPONSES if "/responses" in under else None
 
 
 def request_fields(endpoint: str, body: object) -> Document:
@@ -73,42 +65,26 @@ def request_fields(endpoint: str, body: object) -> Document:
 
 
 def _usage(raw: object) -> Document:
+    """Chat Completions' and the Responses API's usage (their keys differ) under the event's names."""
     if not isinstance(raw, dict):
         return {}
-    out: Document = {}
-    inp = raw.get("input_tokens", raw.get("prompt_tokens"))
-    outp = raw.get("output_tokens", raw.get("completion_tokens"))
-    if inp is not None:
-        out["input_tokens"] = inp
-    if outp is not None:
-        out["output_tokens"] = outp
-    if raw.get("total_tokens") is not None:
-        out["total_tokens"] = raw["total_tokens"]
-    details_in = raw.get("input_tokens_details") or raw.get("prompt_tokens_details") or {}
-    details_out = raw.get("output_tokens_details") or raw.get("completion_tokens_details") or {}
-    if isinstance(details_in, dict) and details_in.get("cached_tokens") is not None:
-        out["cached_input_tokens"] = details_in["cached_tokens"]
-    if isinstance(details_out, dict) and details_out.get("reasoning_tokens") is not None:
-        out["reasoning_tokens"] = details_out["reasoning_tokens"]
-    return out
-
-
-# -- Chat Completions ---------------------------------------------------------------------------
+    details_in = raw.get("input_tokens_details") or raw.get("prompt_tokens_details")
+    details_out = raw.get("output_tokens_details") or raw.get("completion_tokens_details")
+    usage = {
+        "input_tokens": raw.get("input_tokens", raw.get("prompt_tokens")),
+        "output_tokens": raw.get("output_tokens", raw.get("completion_tokens")),
+        "total_tokens": raw.get("total_tokens"),
+        "cached_input_tokens": fields.present(details_in).get("cached_tokens"),
+        "reasoning_tokens": fields.present(details_out).get("reasoning_tokens"),
+    }
+    return fields.present(usage)
 
 
 def _chat_plain(body: Document) -> Document:
     choices = body.get("choices") or []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
-    calls = [
-        {
-            "id": tc.get("id"),
-            "name": (tc.get("function") or {}).get("name"),
-            "arguments": fields.parse_args((tc.get("function") or {}).get("arguments")),
-        }
-        for tc in message.get("tool_calls") or []
-        if isinstance(tc, dict)
-    ]
+    calls = [fields.function_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
     content = message.get("content")
     text = [content] if isinstance(content, str) else []
     usage = _usage(body.get("usage"))
@@ -137,26 +113,11 @@ def _chat_stream(events: list[Document]) -> Document:
             if isinstance(delta.get("content"), str):
                 text.append(delta["content"])
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(int(tc.get("index", 0)), fields.new_call())
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                fn = tc.get("function") or {}
-                name = fn.get("name")
-                # Some proxies resend the whole name in every delta: keep it once; pieces concatenate.
-                if name:
-                    if slot["name"] is None:
-                        slot["name"] = name
-                    elif name != slot["name"]:
-                        slot["name"] += name
-                if fn.get("arguments"):
-                    slot["arguments"] += fn["arguments"]
+                fields.add_piece(calls, int(tc.get("index", 0)), tc)
             if choice.get("finish_reason"):
                 stop_reason = choice["finish_reason"]
     # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
     return fields.decided(text, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, model)
-
-
-# -- Responses API ------------------------------------------------------------------------------
 
 
 def _responses(output: Iterable[object], response: Document) -> Document:
@@ -184,8 +145,10 @@ def _responses(output: Iterable[object], response: Document) -> Document:
     return fields.decided(texts, calls, reason or response.get("status"), usage, rid, response.get("model"))
 
 
-def _responses_plain(body: Document) -> Document:
-    return _responses(body.get("output") or [], body)
+# The stream events carrying the response object as it stands.
+_SNAPSHOTS = frozenset(
+    f"response.{state}" for state in ("created", "in_progress", "completed", "incomplete", "failed")
+)
 
 
 def _responses_stream(events: list[Document]) -> Document:
@@ -196,13 +159,7 @@ def _responses_stream(events: list[Document]) -> Document:
         if not isinstance(data, dict):
             continue
         kind = data.get("type") or ev.get("event")
-        if kind in (
-            "response.created",
-            "response.in_progress",
-            "response.completed",
-            "response.incomplete",
-            "response.failed",
-        ) and isinstance(data.get("response"), dict):
+        if kind in _SNAPSHOTS and isinstance(data.get("response"), dict):
             final = data["response"]
         elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
             items[int(data.get("output_index", len(items)))] = data["item"]
@@ -214,4 +171,4 @@ def _responses_stream(events: list[Document]) -> Document:
 def response_fields(endpoint: str, body: Document | None) -> Document:
     if endpoint == CHAT:
         return fields.from_body(body, _chat_plain, _chat_stream)
-    return fields.from_body(body, _responses_plain, _responses_stream)
+    return fields.from_body(body, lambda one: _responses(one.get("output") or [], one), _responses_stream)

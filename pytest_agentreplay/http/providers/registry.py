@@ -1,10 +1,6 @@
-"""A session's providers: a project's own (the ``pytest_agentreplay_providers`` hook), those installed
-distributions register under the entry point group ``pytest_agentreplay.providers``, then the built-in
-ones, in that order (the first that recognises a request reads it).
-
-Built once per pytest session, when the first test that records or replays needs them (a session that
-never replays imports no distribution's provider), and kept in each run's settings: nothing here is
-process-wide state.
+"""A session's providers: the ``pytest_agentreplay_providers`` hook's, those of the entry point group
+``pytest_agentreplay.providers``, then the built-in ones (the first that recognises a request reads it).
+Built once per session, when a test first needs them, and kept in each run's settings.
 """
 
 from __future__ import annotations
