@@ -14,7 +14,7 @@ from typing import Any, Final
 from agno.tools.function import FunctionCall
 
 from ..core.capture import RunContext, current_run, to_jsonable
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ._record import ToolExecution, as_arguments
 
 FRAMEWORK: Final = "agno"
@@ -32,7 +32,7 @@ def _finish(execution: ToolExecution, outcome: Any) -> None:
         execution.finish(None, str(getattr(outcome, "error", None) or "failed"))
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     execute = genuine_function(FunctionCall.execute)
     aexecute = genuine_function(FunctionCall.aexecute)
 
@@ -56,6 +56,3 @@ def _apply(patches: Patches, _module: object) -> None:
 
     patches.set(FunctionCall, "execute", patched_execute)
     patches.set(FunctionCall, "aexecute", patched_aexecute)
-
-
-OWNER = Owner(Library(_apply))

@@ -35,7 +35,7 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from ..core.canonical import hash_value
 from ..core.capture import RunContext, current_run, payload
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
 from .cli_stream import (
@@ -359,7 +359,7 @@ def session_of(transport: object) -> Session | None:
     return found if isinstance(found, Session) else None
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     cls = SubprocessCLITransport
     connect = genuine_function(cls.connect)
     write = genuine_function(cls.write)
@@ -443,6 +443,3 @@ def _with_live_id(served: ServedStream, message: Document) -> Document:
         return message
     live = served.live_id(response.get("request_id"))
     return message if live is None else {**message, "response": {**response, "request_id": live}}
-
-
-OWNER = Owner(Library(_apply))

@@ -34,7 +34,7 @@ from openai_codex.errors import TransportClosedError
 from ..core.canonical import hash_value
 from ..core.capture import RunContext, current_run, payload
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from .cli_stream import STREAM_KEY, Transcript, cli_tool_call, effect, emit_end, obj, served_session
 
@@ -234,7 +234,7 @@ def session_of(client: object) -> Session | None:
     return found if isinstance(found, Session) else None
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     cls = CodexClient
     start = genuine_function(cls.start)
     write = genuine_function(cls._write_message)
@@ -284,6 +284,3 @@ def _apply(patches: Patches, _module: object) -> None:
     patches.set(cls, "_write_message", patched_write)
     patches.set(cls, "_read_message", patched_read)
     patches.set(cls, "close", patched_close)
-
-
-OWNER = Owner(Library(_apply))

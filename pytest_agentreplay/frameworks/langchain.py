@@ -18,6 +18,7 @@ the named read-only tools from the cassette in regression and model-comparison r
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
@@ -31,7 +32,7 @@ from langchain_core.tracers.context import register_configure_hook
 
 from ..core.capture import RunContext, current_run, to_jsonable
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, as_arguments, error_text, record_step
 
@@ -206,22 +207,19 @@ _HANDLER = AgentReplayCallbackHandler()
 _HOOK: ContextVar[BaseCallbackHandler | None] = ContextVar("pytest_agentreplay_langchain", default=_HANDLER)
 
 
-def _register(_patches: Patches, _module: object) -> None:
+@functools.cache
+def _register() -> None:
     register_configure_hook(_HOOK, True)
 
 
-# LangChain keeps its configure hooks for the life of the process (there is no way to remove one) and every
-# callback manager it configures, in any thread, reads them: registered by the first run, kept.
-_CONFIGURE = Owner(Library(_register))
+def install(_patches: Patches) -> None:
+    # LangChain keeps its configure hooks for the life of the process (none can be removed) and every
+    # callback manager it configures, in any thread, reads them: registered by the first run, kept.
+    _register()
 
 
-def activate(ctx: RunContext) -> Callable[[], None]:
-    _CONFIGURE.keep()
-
-    def deactivate() -> None:
-        ctx.rooms.drop(_RunState)
-
-    return deactivate
+def end_run(ctx: RunContext) -> None:
+    ctx.rooms.drop(_RunState)
 
 
 def replay_tool_call(reads: Iterable[str]) -> ToolCallWrapper:

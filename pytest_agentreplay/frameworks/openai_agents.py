@@ -18,14 +18,13 @@ served from the cassette: the SDK has no public hook that answers a function cal
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from agents import add_trace_processor
 from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 FRAMEWORK = "openai_agents"
@@ -103,35 +102,22 @@ def _handoff(ctx: RunContext, source: str | None, target: str | None) -> None:
 _PROCESSOR = AgentReplayTracingProcessor()
 
 
-def _registered() -> bool | None:
+# Whether the processor was ever added: what tells, when this SDK version does not list its processors.
+_ADDED: list[bool] = []
+
+
+def _registered() -> bool:
     """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list), read
-    without touching anything; None when this SDK version does not tell."""
-    multi = getattr(get_trace_provider(), "_multi_processor", None)
-    processors = getattr(multi, "_processors", None)
+    without touching anything."""
+    processors = getattr(getattr(get_trace_provider(), "_multi_processor", None), "_processors", None)
     if not isinstance(processors, tuple | list):
-        return None
+        return bool(_ADDED)
     return any(p is _PROCESSOR for p in processors)
 
 
-def _add(_patches: Patches, _module: object) -> None:
-    add_trace_processor(_PROCESSOR)
-
-
-# The SDK has one trace provider per process, whose processors see every span of every thread: the processor
-# is added by the first run and kept (added again only when the project replaced the SDK's list with
-# ``set_trace_processors``).
-_REGISTRATION = Owner(Library(_add))
-
-
-def activate(ctx: RunContext) -> Callable[[], None]:
-    with _REGISTRATION.lock:
-        registered = _registered()
-        if registered is False:
-            _REGISTRATION.restore()
-        if registered is not True:
-            _REGISTRATION.keep()
-    return _noop
-
-
-def _noop() -> None:
-    return None
+def install(_patches: Patches) -> None:
+    """The SDK has one trace provider per process, whose processors see every span of every thread (none
+    can be removed): the processor is added once, and again when the project replaced the SDK's list."""
+    if not _registered():
+        add_trace_processor(_PROCESSOR)
+        _ADDED.append(True)

@@ -20,8 +20,9 @@ run it does nothing.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -31,6 +32,7 @@ from opentelemetry.trace import StatusCode
 
 from ..core.capture import RunContext
 from ..core.documents import Document
+from ..core.patching import Patches
 from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
 
 ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
@@ -169,57 +171,40 @@ def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, An
 
 
 _PROCESSOR = GenAISpanProcessor()
+# A span processor cannot be taken off a provider again: each provider gets ours once and keeps it (ids of
+# those that have it).
+_HOOKED: set[int] = set()
+_LOCK = threading.Lock()
 
 
-class ProviderHooks:
-    """The tracer providers :data:`_PROCESSOR` was added to, and the private provider (made once).
-
-    Process-wide (:data:`_PROVIDERS`): the global SDK tracer provider serves every thread of the process,
-    and a span processor cannot be taken off a provider again; each provider gets ours once and keeps it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        # id() of each provider that has our processor
-        self.hooked: set[int] = set()
-        self.private: TracerProvider | None = None
-
-    def private_provider(self) -> TracerProvider:
-        with self.lock:
-            if self.private is None:
-                self.private = TracerProvider()
-                self.hook(self.private)
-            return self.private
-
-    def hook(self, provider: TracerProvider) -> None:
-        with self.lock:
-            if id(provider) not in self.hooked:
-                provider.add_span_processor(_PROCESSOR)
-                self.hooked.add(id(provider))
-
-
-_PROVIDERS = ProviderHooks()
+def _hook(provider: TracerProvider) -> None:
+    with _LOCK:
+        if id(provider) not in _HOOKED:
+            provider.add_span_processor(_PROCESSOR)
+            _HOOKED.add(id(provider))
 
 
 def processor() -> GenAISpanProcessor:
     return _PROCESSOR
 
 
+@functools.cache
 def private_provider() -> TracerProvider:
     """A tracer provider of our own (not the global one) whose spans only feed the run."""
-    return _PROVIDERS.private_provider()
+    provider = TracerProvider()
+    _hook(provider)
+    return provider
 
 
-def activate(ctx: RunContext) -> Callable[[], None]:
+def install(_patches: Patches) -> None:
     provider = trace.get_tracer_provider()
-    if isinstance(provider, TracerProvider):  # the global SDK provider, when one is set: hooked once
-        _PROVIDERS.hook(provider)
+    if isinstance(provider, TracerProvider):  # the global SDK provider, when one is set
+        _hook(provider)
 
-    def deactivate() -> None:
-        # Spans still open at the end of the run (a tool that never returned) end it with an error.
-        for pending in list(_pending(ctx).values()):
-            if isinstance(pending, ToolExecution):
-                pending.finish(None, "unfinished: the span had not ended when the run finished")
-        ctx.rooms.drop(_OpenSpans)
 
-    return deactivate
+def end_run(ctx: RunContext) -> None:
+    # Spans still open at the end of the run (a tool that never returned) end it with an error.
+    for pending in list(_pending(ctx).values()):
+        if isinstance(pending, ToolExecution):
+            pending.finish(None, "unfinished: the span had not ended when the run finished")
+    ctx.rooms.drop(_OpenSpans)

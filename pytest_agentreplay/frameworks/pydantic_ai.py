@@ -26,7 +26,7 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
 from ..core.capture import current_run, to_jsonable
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
 from .otel import private_provider
@@ -39,17 +39,14 @@ if TYPE_CHECKING:
 FRAMEWORK = "pydantic_ai"
 
 
-def _instrument(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
+    """``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the
+    first run, off with the last."""
     # The class default tells whether the project instruments agents itself (then: hands off).
     if getattr(Agent, "_instrument_default", False) is not False:
         return
     Agent.instrument_all(InstrumentationSettings(tracer_provider=private_provider(), include_content=True))
     patches.add(lambda: Agent.instrument_all(False))
-
-
-# ``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the first
-# run, off with the last (concurrent runs, async tests and nested sessions, share it).
-OWNER = Owner(Library(_instrument))
 
 
 @dataclass

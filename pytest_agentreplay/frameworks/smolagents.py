@@ -15,7 +15,7 @@ from smolagents.tools import Tool
 
 from ..core.capture import current_run, to_jsonable
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ._record import ToolExecution, as_arguments, error_text
 
 FRAMEWORK: Final = "smolagents"
@@ -30,7 +30,7 @@ def _arguments(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Docu
     return as_arguments(to_jsonable(named))
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     call = genuine_function(Tool.__call__)
 
     def patched_call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -52,6 +52,3 @@ def _apply(patches: Patches, _module: object) -> None:
         return result
 
     patches.set(Tool, "__call__", patched_call)
-
-
-OWNER = Owner(Library(_apply))
