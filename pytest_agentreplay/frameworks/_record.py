@@ -18,21 +18,11 @@ def parse_json_text(value: object) -> object:
     if isinstance(value, bytes | bytearray):
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _numeric(text):
-            try:
-                return json.loads(text)
-            except ValueError:
-                return value
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     return value
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def as_arguments(value: object) -> Document:

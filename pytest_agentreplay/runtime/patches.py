@@ -261,19 +261,12 @@ def _notify_reseed() -> None:
             run.reseeding()
 
 
-def _patch_clock(patches: Patches, _module: object) -> None:
-    _CLOCK.start()
-    patches.add(_CLOCK.stop)
+def _owner(patch: Callable[[], None], unpatch: Undo) -> Owner:
+    def apply(patches: Patches, _module: object) -> None:
+        patch()
+        patches.add(unpatch)
 
-
-def _patch_uuid(patches: Patches, _module: object) -> None:
-    _UUID.patch(_dispatch_uuid)
-    patches.add(_UUID.unpatch)
-
-
-def _patch_random(patches: Patches, _module: object) -> None:
-    RANDOM.patch()
-    patches.add(RANDOM.unpatch)
+    return Owner(Library(apply))
 
 
 class InstalledRuns:
@@ -308,9 +301,9 @@ _UUID = UuidPatch()
 RANDOM = RandomPatch()
 INSTALLED = InstalledRuns()
 _PATCHES: Final = {
-    "clock": Owner(Library(_patch_clock)),
-    "uuid": Owner(Library(_patch_uuid)),
-    "random": Owner(Library(_patch_random)),
+    "clock": _owner(_CLOCK.start, _CLOCK.stop),
+    "uuid": _owner(lambda: _UUID.patch(_dispatch_uuid), _UUID.unpatch),
+    "random": _owner(RANDOM.patch, RANDOM.unpatch),
 }
 
 

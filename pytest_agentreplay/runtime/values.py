@@ -1,33 +1,13 @@
-"""Runtime values: the wall clock, ``uuid`` and ``random`` values an agent reads, recorded and served back.
+"""Runtime values: the wall clock, ``uuid`` and ``random`` values an agent reads (docs/runtime-values.md),
+recorded per *stream* (the thread or asyncio task that read them) into one ``runtime.values`` input event
+before ``run.end``, and served back in the same order in replay; :func:`record_value` for any other value.
 
-While a run records, what the agent's code reads from the wall clock (``time.time``, ``time.time_ns``,
-``datetime.now/utcnow/today``, ``date.today``, ``time.gmtime/localtime/strftime`` without an argument),
-draws from ``uuid.uuid1/uuid4`` (``uuid6``/``uuid7`` where Python has them) and the seed of the
-``random`` module are kept per *stream* (the thread or asyncio task that read them) and written as one
-``runtime.values`` input event before ``run.end``. In replay the same values are served in the same
-order per stream: the clock starts at the recorded start and advances by the recorded offsets, then
-keeps advancing (in real time) from the last recorded value when the run reads more than was recorded.
-
-How:
-
-- clock: time-machine patches the C-level clock functions; this module pushes one traveller whose
-  ``time_ns`` is the hook below (one Python call per read, values appended to a per-stream list).
-  Reads made by pytest, pluggy, logging, time-machine and this package itself (event timestamps, the
-  network guard, the HTTP replayer) are recognised by the caller's module and get the real clock
-  (or the clock of a traveller the test started itself), unrecorded. ``time.monotonic`` and
-  ``time.perf_counter`` are never touched: durations, timeouts and event-loop timing stay real.
-- uuid: the code objects of ``uuid.uuid1/4/6/7`` are swapped for a trampoline while a run is active, so
-  ``from uuid import uuid4`` bound before the run is covered too.
-- random: the module-level ``random`` generator is seeded with a recorded seed for the run (and its
-  previous state restored afterwards); ``random.sample``/``choice``/``random`` then repeat themselves.
-  Under pytest the seed holds from the test body on: a reseed between the run's start and the body
-  (pytest-randomly's before each phase, a fixture's ``random.seed``) is undone when the body starts.
-  Draws racing between threads follow their interleaving. ``random.Random()`` instances, ``secrets``,
-  ``random.SystemRandom`` and ``os.urandom`` stay outside.
-- :func:`record_value` records any other nondeterministic value by name.
-
-The process-wide patches live in :mod:`.patches`, the settings and the event's stored form in
-:mod:`.data`.
+The clock past the recording keeps advancing in real time from the last recorded value. Reads made by
+pytest, logging, time-machine and this package itself (event timestamps, the guard, the HTTP replayer) get
+the real clock, unrecorded; ``time.monotonic``/``perf_counter`` are never touched, so durations, timeouts
+and event loops stay real. The ``random`` generator is seeded with a recorded seed for the run; a reseed
+between the run's start and the test body (pytest-randomly's) is undone when the body starts. The
+process-wide patches are :mod:`.patches`, the stored form :mod:`.data`.
 
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
 ``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
@@ -42,7 +22,7 @@ import re
 import sys
 import threading
 import uuid as uuid_module
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
@@ -57,7 +37,6 @@ from .data import (
     recorded_streams,
     values_key_order,
 )
-from .data import describe_data as describe_data  # the timeline's line for the event
 from .patches import INSTALLED, RANDOM, underlying_ns
 
 if TYPE_CHECKING:
@@ -162,7 +141,7 @@ class RuntimeValues:
         self._random_own: Any = None
         self.random_after: Any = None
         self.active = True
-        # Takes the run's patches off again (set by :func:`install`).
+        # Takes the run's patches off again (set by :func:`start_run`).
         self.unpatch: Callable[[], None] | None = None
         if ctx.rerecord is not None:
             ctx.rerecord.on_live(self._go_live)
@@ -258,14 +237,15 @@ class RuntimeValues:
                 return served
         # uuid1/uuid6 draw their clock sequence from ``random``: generating one must not move the seeded
         # generator, or the draws after it would differ between the recording and the replay (served).
-        state = _random_state() if self._random_saved is not None and kind in ("uuid1", "uuid6") else None
+        seeded = self._random_saved is not None and kind in ("uuid1", "uuid6")
+        state = RANDOM.call("getstate") if seeded else None
         stream.suspended = True
         try:
             value = make()
         finally:
             stream.suspended = False
             if state is not None:
-                _random_state(state)
+                RANDOM.call("setstate", state)
         seq.drawn.append(str(value))
         return value
 
@@ -329,6 +309,15 @@ class RuntimeValues:
         RANDOM.call("setstate", self._random_saved)
         self._random_saved = None
 
+    def stop(self) -> None:
+        """Stop serving/recording (idempotent); each patch goes when the last run reading it does."""
+        if not self.active:
+            return
+        self.active = False
+        self.restore_random()
+        if self.unpatch is not None:
+            self.unpatch()
+
     # the event ---------------------------------------------------------------------------------------
     def event_data(self) -> dict[str, Any] | None:
         """The ``runtime.values`` event's data, or None when the run read nothing."""
@@ -387,43 +376,6 @@ def _serves(thread: threading.Thread) -> bool:
     return module.split(".")[0] in _SERVER_MODULES
 
 
-def _random_state(state: Any = None) -> Any:
-    if state is None:
-        return RANDOM.call("getstate")
-    RANDOM.call("setstate", state)
-    return state
-
-
-def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
-    """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
-    chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
-    existing = ctx.rooms.existing(RuntimeValues)
-    if existing is not None:
-        return existing
-    state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
-    state.unpatch = INSTALLED.add(state, chosen)
-    if "random" in chosen:
-        state.seed_random()
-    ctx.on_release(lambda: _release(ctx))
-    return state
-
-
-def _release(ctx: RunContext) -> None:
-    uninstall(ctx)
-
-
-def uninstall(ctx: RunContext) -> RuntimeValues | None:
-    """Stop serving/recording for ``ctx`` (idempotent); each patch goes when the last run reading it does."""
-    state = ctx.rooms.existing(RuntimeValues)
-    if state is None or not state.active:
-        return None
-    state.active = False
-    state.restore_random()
-    if state.unpatch is not None:
-        state.unpatch()
-    return state
-
-
 def forget(ctx: RunContext) -> None:
     """Drop the run's runtime values at its very end: they point back at the run, which is then freed as
     soon as its test lets go of it instead of waiting for the cyclic collector."""
@@ -439,20 +391,26 @@ def body_starts(ctx: RunContext) -> None:
 
 
 def start_run(ctx: RunContext) -> None:
-    """Called when a run starts (:func:`replay.runs.start`): install the sources its settings
-    name."""
-    if ctx.mode == "audit":
-        return
+    """Called when a run starts (:func:`replay.runs.start`): record or serve the sources its settings
+    name (all three by default)."""
     sources = ctx.settings.runtime_values
-    install(ctx, DEFAULT_SOURCES if sources is None else sources)
+    if ctx.mode == "audit" or ctx.rooms.existing(RuntimeValues) is not None:
+        return
+    chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in sources)
+    state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
+    state.unpatch = INSTALLED.add(state, chosen)
+    if "random" in chosen:
+        state.seed_random()
+    ctx.on_release(state.stop)
 
 
 def finish_run(ctx: RunContext) -> None:
-    """Called when a run ends (:func:`replay.runs.finish`): uninstall; add the ``runtime.values``
-    event if the run read any."""
-    state = uninstall(ctx)
-    if state is None:
+    """Called when a run ends (:func:`replay.runs.finish`): stop; add the ``runtime.values`` event if the
+    run read any."""
+    state = ctx.rooms.existing(RuntimeValues)
+    if state is None or not state.active:
         return
+    state.stop()
     data = state.event_data()
     if data is not None:
         ctx.recorder.emit(EVENT_TYPE, actor="runtime", event_class="input", data=data, trusted=True)
