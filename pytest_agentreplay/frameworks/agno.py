@@ -1,10 +1,6 @@
-"""Agno: every tool execution (``FunctionCall.execute`` / ``aexecute``, what Agno's agents and teams run for
-each tool call the model makes) as ``tool.call``/``tool.result``.
-
-Agno emits no OpenTelemetry spans by itself (its OpenInference instrumentation is a separate package), so the
-adapter wraps the two methods while a run is active: the tool's name, the arguments as the model sent them,
-the result or the error. Model calls stay with the HTTP layer. In replay the tools run again and their
-events are compared.
+"""Agno: every tool execution (``FunctionCall.execute``/``aexecute``, what its agents and teams run for each
+tool call the model makes) as ``tool.call``/``tool.result``. Agno emits no OpenTelemetry spans by itself, so
+the two methods are wrapped; in replay the tools run again and their events are compared.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Agents that drive a CLI over stdin/stdout in JSON lines (the Claude Agent SDK's ``claude``): the
-protocol-neutral half of capturing them at the SDK's transport.
+"""Agents that drive a CLI over stdin/stdout in JSON lines: the protocol-neutral half of capturing them.
 
-While recording, the transport's messages pass through unchanged and each one both ways is noted in
-order; a protocol module (:mod:`.claude_code`) turns them into events. Every message the CLI sent is kept,
-with how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the
-events the protocol emits (``model.call``, a closing ``state.update``): the concatenation of those, in
-event order, is the session's transcript.
-
-In replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each one
-once the Python side has sent as many messages as it had when the CLI sent it (a permission request is
-answered by the user's callback, live, before the CLI's next message is read). The SDK's own control
-requests (``initialize``) get the recorded answer under the live request id. A second CLI protocol is one
-more module beside the Claude one: it supplies the events, this module the transcript and its serving.
+While recording, each message both ways is noted in order, and every message the CLI sent is kept, with
+how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the events
+the protocol module (:mod:`.claude_code`, :mod:`.codex`) emits: their concatenation is the transcript. In
+replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each once the
+Python side has sent as many messages as it had in the recording (a permission request is answered by the
+user's callback, live, before the CLI's next message is read).
 """
 
 from __future__ import annotations
@@ -57,19 +51,6 @@ def cli_tool_call(
     return ToolCall(
         ctx, name, None, kind, arguments, None, extra={"transport": transport, **extra}, may_group=False
     )
-
-
-def emit_end(ctx: RunContext, transport: str, left: list[Document]) -> None:
-    """The closing ``state.update`` holding the messages no other event took (none: nothing emitted)."""
-    if left:
-        ctx.recorder.emit(
-            "state.update",
-            actor="runtime",
-            event_class="decision",
-            state_hash=hash_value(None),
-            data={"node": f"{transport} end", "label": f"{transport} end", "transport": transport},
-            output=payload({STREAM_KEY: left}),
-        )
 
 
 class Transcript:
@@ -139,6 +120,71 @@ def served_session(
         return None
     entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
     return ServedStream(ctx, entries, what=what, own_request=own_request)
+
+
+class CliSession:
+    """One CLI session in one run: its transcript, the events its protocol (a subclass) builds from it, and
+    in replay the recorded session served in place of the process (``served``; None: the CLI runs)."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        transport: str,
+        *,
+        what: str,
+        opens: Callable[[Document], bool],
+        own_request: Callable[[Document], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.transport = transport
+        self.transcript = Transcript()
+        self.prompts: list[object] = []
+        self.served = served_session(ctx, transport, what=what, opens=opens, own_request=own_request)
+
+    def received(self, message: Document) -> None:
+        self.transcript.received(message)
+
+    def recorded_id(self, live_id: object) -> object:
+        """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
+        return live_id if self.served is None else self.served.next_recorded_id()
+
+    def model_call(self, **data: object) -> None:
+        """A ``model.call`` of the CLI's model; its input the prompts the Python side sent since the last."""
+        prompts, self.prompts = self.prompts, []
+        self.ctx.recorder.emit(
+            "model.call",
+            actor="model",
+            event_class="decision",
+            data={"endpoint": self.transport, "transport": self.transport, **data},
+            input=payload({"prompts": prompts}) if prompts else None,
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    def state(self, node: str, state: object, **data: object) -> None:
+        """A ``state.update`` of node ``<transport> <node>``, its hash that of ``state``."""
+        label = f"{self.transport} {node}"
+        self.ctx.recorder.emit(
+            "state.update",
+            actor="runtime",
+            event_class="decision",
+            state_hash=hash_value(state),
+            data={"node": label, "label": label, "transport": self.transport, **data},
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    def flush(self) -> None:
+        """Emit what the protocol gathered and has not emitted yet (a turn under way): nothing here."""
+
+    def close(self) -> None:
+        """In replay, the CLI's messages not served (sent while the SDK was closing) are noted as recorded;
+        the messages no event took go into a closing ``state.update`` (none: nothing emitted)."""
+        if self.served is not None:
+            self.served.close()
+            for message in self.served.rest():
+                self.received(message)
+        self.flush()
+        if self.transcript.pending:
+            self.state("end", None)
 
 
 def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:

@@ -1,19 +1,11 @@
 """LangChain and LangGraph: a callback handler every runnable gets, through LangChain's public
 ``register_configure_hook`` (the mechanism its own tracers use), so no callback has to be passed.
 
-- Tools (``on_tool_start``/``on_tool_end``/``on_tool_error``): ``tool.call`` with the arguments the tool
-  was invoked with, ``tool.result`` with its output as the model sees it (a ``ToolMessage``'s content) or
-  its error; a retried call gets ``attempt`` 2, 3...
-- LangGraph nodes (chain runs tagged ``graph:step:N`` whose name is their ``langgraph_node``): one
-  ``state.update`` per node execution, ``data.node``/``data.step``/``data.updated`` (the keys the node
-  wrote) and ``state_hash`` = the hash of the graph state after that step. LangGraph hands each node the
-  state after the previous step, so the state after step N is read from the inputs of the step N+1 nodes
-  (or from the graph's output after the last step): the event is emitted when the next step starts.
-  Messages are hashed by what they say (type, content, name, tool calls), not by their random ids.
-- Model calls (``on_chat_model_start``...) are left to the HTTP layer, which records them on the wire.
-
-Replay: callbacks only observe. ``ToolNode(tools, wrap_tool_call=replay_tool_call(reads={...}))`` serves
-the named read-only tools from the cassette in regression and model-comparison replay.
+Tools become ``tool.call``/``tool.result``; each LangGraph node execution a ``state.update`` whose
+``state_hash`` is the graph state after that step. LangGraph hands each node the state after the previous
+step, so the state after step N is read from the inputs of the step N+1 nodes (or from the graph's output
+after the last step): the event is emitted when the next step starts. Model calls are left to the HTTP
+layer. :func:`replay_tool_call` serves read-only tools from the cassette in replay.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""OpenAI Agents SDK: a tracing processor added with the public ``agents.add_trace_processor``.
+"""OpenAI Agents SDK: a tracing processor (``agents.add_trace_processor``, see docs/frameworks.md).
 
-- ``agent`` spans: the agent's name onto the run header's labels (the first agent wins);
-- ``function`` spans: ``tool.call`` (``span_data.input``, JSON text, as arguments) and ``tool.result``
-  (``span_data.output`` as the model sees it, or ``span.error`` as ``data.error``). The SDK fills in the
-  input after the span has started, so both events are emitted when the span ends: HTTP the tool made
-  is recorded before its ``tool.call``;
-- ``handoff`` spans: ``state.update`` labelled ``handoff FROM -> TO`` (``data.node`` the new agent,
-  ``state_hash`` the hash of the pair), so a changed hand-off fails like a changed graph transition;
-- ``generation`` / ``response`` spans: left to the HTTP layer (it records the model calls on the wire).
-
-Processors are process-wide: ours is added when a run starts unless it is still registered (a
-project's ``set_trace_processors`` call drops it: the next run adds it again); outside a run it does
-nothing. The SDK's tracing must be
-enabled (``set_tracing_disabled(True)`` or ``OPENAI_AGENTS_DISABLE_TRACING`` silence it). Tools cannot be
-served from the cassette: the SDK has no public hook that answers a function call in its place.
+``function`` spans become ``tool.call``/``tool.result``, both emitted when the span ends (the SDK fills the
+input in late: HTTP the tool made is recorded before its ``tool.call``); ``handoff`` spans a
+``state.update`` whose hash is the pair, so a changed hand-off fails like a changed graph transition;
+``generation``/``response`` spans are left to the HTTP layer, which records the model calls on the wire.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """The generic bridge: OpenTelemetry GenAI spans emitted in-process become events of the active run.
 
-A span processor (``opentelemetry.sdk.trace.SpanProcessor``) reads spans following the GenAI semantic
-conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/), keyed on ``gen_ai.operation.name``:
-
-- ``execute_tool``: ``tool.call`` when the span starts (``gen_ai.tool.name``, arguments from
-  ``gen_ai.tool.call.arguments`` or ``tool_arguments``), ``tool.result`` when it ends (the result text
-  from ``gen_ai.tool.call.result`` or ``tool_response``, as the model sees it; an ``ERROR`` status or an
-  ``exception`` span event becomes ``data.error``; a retried call gets ``attempt`` 2, 3...);
-- ``invoke_agent`` / ``create_agent``: the agent's name (``gen_ai.agent.name``) and the instrumentation
-  scope onto the run header's labels (``agent``, ``framework``);
-- ``chat`` / ``text_completion`` / ``generate_content``: nothing when the HTTP layer recorded the model
-  call during the span (the usual case); else (a transport the HTTP layer does not see) a ``model.call``
-  with ``data.source = "otel"``, the provider, model, finish reasons and usage.
-
-It is added once to the global SDK ``TracerProvider`` when one is set (so any library tracing through
-it feeds the run) and to a private provider the Pydantic AI adapter instruments agents with. Outside a
-run it does nothing.
+A span processor reads spans by ``gen_ai.operation.name`` (the table in docs/frameworks.md): tool
+executions, agent names, and model calls only when the HTTP layer recorded none during the span (a
+transport it does not see). It is added to the global SDK ``TracerProvider`` when one is set, and to the
+private provider the Pydantic AI adapter instruments agents with.
 """
 
 from __future__ import annotations

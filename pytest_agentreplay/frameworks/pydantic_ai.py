@@ -1,17 +1,8 @@
-"""Pydantic AI: its OpenTelemetry GenAI instrumentation, read by an in-process span processor.
-
-Activation calls the public ``Agent.instrument_all(InstrumentationSettings(tracer_provider=...))`` with a
-private tracer provider holding the bridge's processor (:mod:`.otel`), and ``Agent.instrument_all(False)``
-at the end of the run. Agents then emit ``invoke_agent``, ``chat`` and ``execute_tool`` spans: every tool
-execution becomes ``tool.call``/``tool.result`` (arguments as the model sent them, the result as the tool
-returned it, ``ModelRetry`` and exceptions as ``data.error`` with the next attempt numbered), model calls
-stay with the HTTP layer. When the project instrumented agents itself (``instrument_all`` already called)
-nothing is changed: the bridge reads the global SDK tracer provider instead.
-
-Replay: spans only observe. To serve read-only tools from the cassette (as ``@tool`` reads are), add the
-:class:`ReplayTools` capability to the agent: ``Agent(..., capabilities=[ReplayTools(reads={"lookup"})])``.
-With it, the capability records its agent's tools itself (the arguments after validation, i.e. what the
-tool really ran with) and the span processor leaves those calls alone.
+"""Pydantic AI: its OpenTelemetry GenAI instrumentation (``Agent.instrument_all`` with a private tracer
+provider), read by the span processor of :mod:`.otel`; left alone when the project instruments agents
+itself (the bridge then reads the global provider). Spans only observe: the :class:`ReplayTools` capability
+records its agent's tools itself (the arguments after validation) and serves the read-only ones from the
+cassette in replay.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""smolagents: every tool call (``Tool.__call__``, which ``ToolCallingAgent`` and ``CodeAgent`` go through,
-``final_answer`` included) as ``tool.call``/``tool.result``.
-
-smolagents emits no OpenTelemetry spans of its own (its OpenInference instrumentation is a separate
-package), so the adapter wraps the base class's ``__call__`` while a run is active: the arguments by the
-tool's input names, the result or the error. Model calls stay with the HTTP layer. In replay the tools run
-again and their events are compared (no public hook answers a tool call in its place).
+"""smolagents: every tool call (``Tool.__call__``, which both agent kinds go through, ``final_answer``
+included) as ``tool.call``/``tool.result``. smolagents emits no OpenTelemetry spans by itself, so the base
+class's ``__call__`` is wrapped; in replay the tools run again and their events are compared (no public hook
+answers a tool call in its place).
 """
 
 from __future__ import annotations

@@ -21,14 +21,12 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from ..core.capture import RunContext, current_run
-from ..core.patching import Library, Owner, Patches, Undo, once
+from ..core.patching import Library, Owner, Patches, Undo, genuine_function, once
 
 _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
 # The module functions that put the ``random`` generator in a new state (pytest-randomly calls ``seed``).
 _RESEEDERS: Final = ("seed", "setstate")
-_RANDOM_STATE_GLOBAL: Final = "__agentreplay_runtime_random_state__"
-_RANDOM_HOOK_GLOBAL: Final = "__agentreplay_runtime_random__"
 # Callers whose clock and uuid reads are not the agent's: they get the real values, unrecorded.
 _EXCLUDED_MODULES: Final = frozenset({"logging", "pytest", "pluggy", "time_machine"})
 _EXCLUDED_PREFIXES: Final = (
@@ -209,56 +207,29 @@ def _trampoline_code(name: str) -> types.CodeType:
     return code
 
 
-class RandomPatch:
+def _patch_random(patches: Patches, _module: object) -> None:
     """``random.seed`` and ``random.setstate`` wrapped while a run serves ``random``: each run hears of a
     reseed before it happens (:meth:`PatchedRun.reseeding`), so one made by a plugin or a fixture between
-    the run's start and the test body (pytest-randomly reseeds before every test phase) can be undone.
+    the run's start and the test body (pytest-randomly reseeds before every test phase) can be undone."""
+    for name in _RESEEDERS:
+        genuine = genuine_function(getattr(random, name))
+        patches.set(random, name, _reseeder(genuine), original=genuine)
 
-    Process-wide (:data:`RANDOM`). As for ``uuid``, the genuine functions are kept in the ``random`` module
-    itself and the wrappers call the hook found there: every copy of this module restores the same functions.
-    """
 
-    __slots__ = ("genuine",)
-
-    def __init__(self) -> None:
-        # name -> the genuine module function (``random._inst``'s bound method)
-        self.genuine: dict[str, Callable[..., Any]] = random.__dict__.setdefault(_RANDOM_STATE_GLOBAL, {})
-
-    def patch(self) -> None:
-        random.__dict__[_RANDOM_HOOK_GLOBAL] = _notify_reseed
-        if self.genuine:
-            return
-        for name in _RESEEDERS:
-            genuine = getattr(random, name)
-            self.genuine[name] = genuine
-            setattr(random, name, _reseeder(genuine))
-
-    def unpatch(self) -> None:
-        for name, genuine in self.genuine.items():
-            setattr(random, name, genuine)
-        self.genuine.clear()
-        random.__dict__.pop(_RANDOM_HOOK_GLOBAL, None)
-
-    def call(self, name: str, *args: Any) -> Any:
-        """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
-        return (self.genuine.get(name) or getattr(random, name))(*args)
+def random_call(name: str, *args: Any) -> Any:
+    """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
+    return genuine_function(getattr(random, name))(*args)
 
 
 def _reseeder(genuine: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(genuine)
     def reseed(*args: Any, **kwargs: Any) -> Any:
-        hook = random.__dict__.get(_RANDOM_HOOK_GLOBAL)
-        if hook is not None:
-            hook()
+        for run in list(INSTALLED.runs):
+            if "random" in run.sources:
+                run.reseeding()
         return genuine(*args, **kwargs)
 
     return reseed
-
-
-def _notify_reseed() -> None:
-    for run in list(INSTALLED.runs):
-        if "random" in run.sources:
-            run.reseeding()
 
 
 def _owner(patch: Callable[[], None], unpatch: Undo) -> Owner:
@@ -298,12 +269,11 @@ class InstalledRuns:
 
 _CLOCK = ClockPatch()
 _UUID = UuidPatch()
-RANDOM = RandomPatch()
 INSTALLED = InstalledRuns()
 _PATCHES: Final = {
     "clock": _owner(_CLOCK.start, _CLOCK.stop),
     "uuid": _owner(lambda: _UUID.patch(_dispatch_uuid), _UUID.unpatch),
-    "random": _owner(RANDOM.patch, RANDOM.unpatch),
+    "random": Owner(Library(_patch_random)),
 }
 
 

@@ -37,7 +37,7 @@ from .data import (
     recorded_streams,
     values_key_order,
 )
-from .patches import INSTALLED, RANDOM, underlying_ns
+from .patches import INSTALLED, random_call, underlying_ns
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -238,14 +238,14 @@ class RuntimeValues:
         # uuid1/uuid6 draw their clock sequence from ``random``: generating one must not move the seeded
         # generator, or the draws after it would differ between the recording and the replay (served).
         seeded = self._random_saved is not None and kind in ("uuid1", "uuid6")
-        state = RANDOM.call("getstate") if seeded else None
+        state = random_call("getstate") if seeded else None
         stream.suspended = True
         try:
             value = make()
         finally:
             stream.suspended = False
             if state is not None:
-                RANDOM.call("setstate", state)
+                random_call("setstate", state)
         seq.drawn.append(str(value))
         return value
 
@@ -277,16 +277,16 @@ class RuntimeValues:
         if self.replaying and not recorded:
             return  # nothing recorded: leave the generator alone
         self.seed = int(recorded["seed"]) if recorded else int.from_bytes(os.urandom(8), "big")
-        self._random_saved = RANDOM.call("getstate")
-        RANDOM.call("seed", self.seed)
-        self._random_seeded = RANDOM.call("getstate")
+        self._random_saved = random_call("getstate")
+        random_call("seed", self.seed)
+        self._random_seeded = random_call("getstate")
         self.holding = True
 
     def reseeding(self) -> None:
         """``random.seed``/``setstate`` is about to be called: while the run holds the generator for its
         body, keep the run's state from before the first such reseed to take back when the body starts."""
         if self.holding and self._random_own is None and self._random_saved is not None:
-            self._random_own = RANDOM.call("getstate")
+            self._random_own = random_call("getstate")
 
     def body_starts(self) -> None:
         """The test body starts: the seeds of plugins and fixtures since the run began (pytest-randomly
@@ -296,17 +296,17 @@ class RuntimeValues:
             return
         self.holding = False
         if self._random_own is not None:
-            RANDOM.call("setstate", self._random_own)
+            random_call("setstate", self._random_own)
             self._random_own = None
 
     def restore_random(self) -> None:
         self.holding = False
         if self._random_saved is None:
             return
-        after = RANDOM.call("getstate")
+        after = random_call("getstate")
         if after != self._random_seeded:
             self.random_after = after
-        RANDOM.call("setstate", self._random_saved)
+        random_call("setstate", self._random_saved)
         self._random_saved = None
 
     def stop(self) -> None:
