@@ -1,14 +1,10 @@
 """Every patch the package puts on a library: each patched library is a declaration (:class:`Library`),
 and one :class:`Owner` per set of them installs, counts and restores it, once each.
 
-The patched classes and modules are shared by every thread and session of the process: so each set has one
-owner per copy of the package (pytester may import a second copy), held by as many installs as need it and
-restored when the last one lets go, or kept for the process's lifetime (:meth:`Owner.keep`).
-
-A library may name triggers, the modules whose import it waits for: it is patched at install when one is
-imported already, else right after one has run (an :class:`~.after_import.AfterImport` finder), and again
-when pytester dropped the module and it runs anew. Importing a heavy library only to patch it is never
-needed. A replacement carries the function it replaced (:func:`genuine`): a second copy of the package
+The patched classes and modules are shared by every thread and session of the process: each set has one
+owner per copy of the package, restored when its last holder lets go. A library may name triggers, the
+modules whose import it waits for, so that no heavy library is imported only to patch it. A replacement
+carries the function it replaced (:func:`genuine`): a second copy of the package (pytester may import one)
 patching over what a stale copy left installed calls, and restores, the genuine functions beneath.
 """
 
@@ -98,10 +94,9 @@ class Patches:
         original: object = _FOUND,
         set_attribute: Setter = setattr,
     ) -> None:
-        """``target.name = value``; ``original`` (default: what was there) is what ``value`` replaced and
-        what goes back at restore. Once per attribute: while this owner's replacement is still there (httpx
-        aliased as httpx2 hands over the same classes twice) nothing changes; a module run again in place
-        is patched anew and gets its new function back."""
+        """``target.name = value``, restored to ``original`` (default: what was there), once per attribute:
+        while this owner's replacement is there (httpx aliased as httpx2 hands over the same classes twice)
+        nothing changes; a module run again in place is patched anew."""
         found = getattr(target, name)
         for i, done in enumerate(self._done):
             if isinstance(done, _Swap) and done.target is target and done.name == name:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 
 from ..core.canonical import hash_value
-from ..core.capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.capture import RunContext, current_run, to_jsonable
 from ..core.documents import Document
 from ..core.events import ToolInfo
 
@@ -85,24 +85,6 @@ def note_agent(ctx: RunContext, agent: str | None, *, framework: str) -> None:
     if agent:
         labels.setdefault("agent", agent)
         labels.setdefault("framework", framework)
-
-
-def record_step(
-    ctx: RunContext, state: object, *, framework: str, node: str, step: int | None, updated: list[str]
-) -> str:
-    """One graph step: ``state.update`` with the hash of the state after it, labelled with its node."""
-    digest = state_hash(state)
-    data: Document = {"label": node, "node": node, "framework": framework, "updated": updated}
-    if step is not None:
-        data["step"] = step
-    ctx.recorder.emit("state.update", actor="runtime", event_class="decision", state_hash=digest, data=data)
-    return digest
-
-
-def model_calls_since(ctx: RunContext, index: int) -> int:
-    """How many model calls the HTTP layer recorded from event ``index`` on (for deduplication)."""
-    events = ctx.recorder.events
-    return sum(1 for event in events[index:] if event.type == "model.call")
 
 
 def error_text(exc: BaseException) -> str:

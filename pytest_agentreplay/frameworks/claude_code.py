@@ -28,6 +28,7 @@ TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
 _STATE: Final = "_agentreplay_session"
 _MCP_PREFIX: Final = "mcp__"
+_PATCHED: Final = ("connect", "write", "read_messages", "close", "end_input", "is_ready")
 
 
 def _text(content: object) -> str:
@@ -298,12 +299,8 @@ def session_of(transport: object) -> Session | None:
 
 def install(patches: Patches) -> None:
     cls = SubprocessCLITransport
-    connect = genuine_function(cls.connect)
-    write = genuine_function(cls.write)
-    read = genuine_function(cls.read_messages)
-    close = genuine_function(cls.close)
-    end_input = genuine_function(cls.end_input)
-    ready = genuine_function(cls.is_ready)
+    originals = [genuine_function(getattr(cls, name)) for name in _PATCHED]
+    connect, write, read, close, end_input, ready = originals
 
     async def patched_connect(self: Any) -> None:
         ctx = current_run()
@@ -348,12 +345,9 @@ def install(patches: Patches) -> None:
         session = session_of(self)
         return True if session is not None and session.served is not None else bool(ready(self))
 
-    patches.set(cls, "connect", patched_connect)
-    patches.set(cls, "write", patched_write)
-    patches.set(cls, "read_messages", patched_read)
-    patches.set(cls, "close", patched_close)
-    patches.set(cls, "end_input", patched_end_input)
-    patches.set(cls, "is_ready", patched_ready)
+    patched = (patched_connect, patched_write, patched_read, patched_close, patched_end_input, patched_ready)
+    for name, function in zip(_PATCHED, patched, strict=True):
+        patches.set(cls, name, function)
 
 
 async def _read(

@@ -74,7 +74,22 @@ class Transcript:
         return taken
 
 
-def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
+class RecordedSessions:
+    """A run's room: per transport, the recorded CLI sessions and how many have been served."""
+
+    def __init__(self) -> None:
+        self.served: dict[str, int] = {}
+        self.recorded: dict[str, list[list[Document]]] = {}
+
+    def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
+        if transport not in self.recorded:
+            self.recorded[transport] = _split(_recorded_transcript(ctx, transport), opens)
+        sessions, index = self.recorded[transport], self.served.get(transport, 0)
+        self.served[transport] = index + 1
+        return sessions[index] if index < len(sessions) else []
+
+
+def _recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
     """The recorded session's transcript: the ``stream`` entries of the events of ``transport``, in order."""
     recorded = ctx.recorded
     entries: list[Document] = []
@@ -90,36 +105,16 @@ def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
     return entries
 
 
-class RecordedSessions:
-    """A run's room: per transport, the recorded CLI sessions (cut where an outgoing summary ``opens``
-    one) and how many have been served."""
-
-    def __init__(self) -> None:
-        self.served: dict[str, int] = {}
-        self.recorded: dict[str, list[list[Document]]] = {}
-
-    def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
-        if transport not in self.recorded:
-            self.recorded[transport] = split_sessions(recorded_transcript(ctx, transport), opens)
-        sessions, index = self.recorded[transport], self.served.get(transport, 0)
-        self.served[transport] = index + 1
-        return sessions[index] if index < len(sessions) else []
-
-
-def served_session(
-    ctx: RunContext,
-    transport: str,
-    *,
-    what: str,
-    opens: Callable[[Document], bool],
-    own_request: Callable[[Document], bool],
-) -> ServedStream | None:
-    """The recorded session served to the next CLI session ``transport`` starts in this run; None when
-    the run executes tools (sandbox: the CLI runs for real)."""
-    if ctx.executes_tool():
-        return None
-    entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
-    return ServedStream(ctx, entries, what=what, own_request=own_request)
+def _split(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
+    """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
+    test may start several CLI sessions; each is served its own part)."""
+    sessions: list[list[Document]] = []
+    for entry in entries:
+        out = entry.get("out")
+        if not sessions or (isinstance(out, dict) and opens(out)):
+            sessions.append([])
+        sessions[-1].append(entry)
+    return sessions
 
 
 class CliSession:
@@ -139,7 +134,11 @@ class CliSession:
         self.transport = transport
         self.transcript = Transcript()
         self.prompts: list[object] = []
-        self.served = served_session(ctx, transport, what=what, opens=opens, own_request=own_request)
+        # None when the run executes tools (sandbox): the CLI runs for real.
+        self.served: ServedStream | None = None
+        if not ctx.executes_tool():
+            entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
+            self.served = ServedStream(ctx, entries, what=what, own_request=own_request)
 
     def received(self, message: Document) -> None:
         self.transcript.received(message)
@@ -187,27 +186,10 @@ class CliSession:
             self.state("end", None)
 
 
-def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
-    """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
-    test may start several CLI sessions; each is served its own part)."""
-    sessions: list[list[Document]] = []
-    for entry in entries:
-        out = entry.get("out")
-        if not sessions or (isinstance(out, dict) and opens(out)):
-            sessions.append([])
-        sessions[-1].append(entry)
-    return sessions
-
-
 class ServedStream:
-    """One recorded CLI session served in place of the process.
-
-    ``wrote`` counts the Python side's messages (and maps the ids of its own requests onto the recorded
-    ones: the SDK draws new ones every run); ``messages`` (async SDKs) or ``next_message`` (SDKs reading in
-    a thread) hand over the CLI's recorded messages, each when the Python side has caught up with where it
-    stood in the recording. ``own_request`` tells an outgoing summary that is one of the Python side's own
-    requests (its ``request_id`` is then the recorded id).
-    """
+    """One recorded CLI session served in place of the process: ``wrote`` counts the Python side's messages
+    (and maps the ids of its own requests, ``own_request``, onto the recorded ones); ``messages`` (async SDKs)
+    or ``next_message`` (threaded ones) hand over each recorded message once the Python side caught up."""
 
     def __init__(
         self, ctx: RunContext, entries: list[Document], *, what: str, own_request: Callable[[Document], bool]
@@ -284,10 +266,7 @@ class ServedStream:
                     if self.changed is None:
                         self.changed = anyio.Event()
                     await self.changed.wait()
-            if self.closed:
-                return
-            if self.sent < needed:
-                self._stalled(message, needed)
+            if not self._due(message, needed):
                 return
             yield message
 
@@ -301,14 +280,15 @@ class ServedStream:
         message, needed = found
         with self.condition:
             self.condition.wait_for(lambda: self.sent >= needed or self.closed, WAIT_SECONDS)
-        if self.closed:
-            return None
-        if self.sent < needed:
-            self._stalled(message, needed)
-            return None
-        return message
+        return message if self._due(message, needed) else None
 
-    def _stalled(self, message: Document, needed: int) -> None:
+    def _due(self, message: Document, needed: int) -> bool:
+        """After the wait: whether ``message`` is handed over (not when the session closed or stalled: the
+        agent sent fewer messages than the recording waits for, which fails the run)."""
+        if self.closed:
+            return False
+        if self.sent >= needed:
+            return True
         ctx = self.ctx
         excerpt = json.dumps(message)[:160]
         ctx.failures.add(
@@ -328,3 +308,4 @@ class ServedStream:
                 ],
             )
         )
+        return False

@@ -25,9 +25,15 @@ from .cli_stream import CliSession, cli_tool_call, effect, obj
 
 TRANSPORT: Final = "codex"
 _STATE: Final = "_agentreplay_session"
-_ITEM_NAMES: Final = {"commandExecution": "command", "fileChange": "file_change", "webSearch": "web_search"}
+# Item type -> the tool call's name and the item's fields that are its arguments.
+_ITEMS: Final = {
+    "commandExecution": ("command", ("command", "cwd")),
+    "fileChange": ("file_change", ("changes",)),
+    "webSearch": ("web_search", ("query",)),
+}
 _READS: Final = frozenset({"web_search"})
 _DECLINED: Final = frozenset({"decline", "cancel", "denied", "abort"})
+_PATCHED: Final = ("start", "_write_message", "_read_message", "close")
 
 
 def _own_request(out: Document) -> bool:
@@ -78,22 +84,15 @@ class Session(CliSession):
 
     def _item_started(self, item: Document) -> None:
         kind = str(item.get("type"))
-        name = _ITEM_NAMES.get(kind)
-        arguments: Document
         if kind == "mcpToolCall":
-            name = f"{item.get('server')}/{item.get('tool')}"
-            arguments = obj(item.get("arguments"))
-        elif kind == "commandExecution":
-            arguments = {"command": item.get("command"), "cwd": item.get("cwd")}
-        elif kind == "fileChange":
-            arguments = {"changes": item.get("changes")}
-        elif kind == "webSearch":
-            arguments = {"query": item.get("query")}
+            name, arguments = f"{item.get('server')}/{item.get('tool')}", obj(item.get("arguments"))
+        elif kind in _ITEMS:
+            name, fields = _ITEMS[kind]
+            arguments = {field: item.get(field) for field in fields}
         else:
             return
-        assert name is not None
-        kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
-        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
+        effect_kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
+        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, effect_kind, arguments)
 
     def _item_completed(self, item: Document) -> None:
         call = self.items.pop(str(item.get("id")), None)
@@ -185,10 +184,7 @@ def session_of(client: object) -> Session | None:
 
 def install(patches: Patches) -> None:
     cls = CodexClient
-    start = genuine_function(cls.start)
-    write = genuine_function(cls._write_message)
-    read = genuine_function(cls._read_message)
-    close = genuine_function(cls.close)
+    start, write, read, close = (genuine_function(getattr(cls, name)) for name in _PATCHED)
 
     def patched_start(self: Any) -> None:
         ctx = current_run()
@@ -229,7 +225,6 @@ def install(patches: Patches) -> None:
         if session is None or session.served is None:
             close(self)
 
-    patches.set(cls, "start", patched_start)
-    patches.set(cls, "_write_message", patched_write)
-    patches.set(cls, "_read_message", patched_read)
-    patches.set(cls, "close", patched_close)
+    patched = (patched_start, patched_write, patched_read, patched_close)
+    for name, function in zip(_PATCHED, patched, strict=True):
+        patches.set(cls, name, function)

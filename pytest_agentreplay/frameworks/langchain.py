@@ -22,11 +22,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.tracers.context import register_configure_hook
 
-from ..core.capture import RunContext, current_run, to_jsonable
+from ..core.capture import RunContext, current_run, state_hash, to_jsonable
 from ..core.documents import Document
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution, as_arguments, error_text, record_step
+from ._record import ToolExecution, as_arguments, error_text
 
 if TYPE_CHECKING:
     # LangGraph's ToolNode types; LangChain without LangGraph never calls replay_tool_call.
@@ -91,8 +91,6 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
     run_inline = True  # called in order, in the caller's thread and context, also from async runnables
     raise_error = False
 
-    # -- tools -------------------------------------------------------------------------------------
-
     def on_tool_start(
         self,
         serialized: Mapping[str, object],
@@ -110,22 +108,18 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         _state(ctx).tools[run_id] = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
 
     def on_tool_end(self, output: object, *, run_id: UUID, **kwargs: object) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        execution = _state(ctx).tools.pop(run_id, None)
-        if execution is not None:
-            execution.finish(_tool_output(output), None)
+        self._tool_done(run_id, output, None)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: object) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        execution = _state(ctx).tools.pop(run_id, None)
-        if execution is not None:
-            execution.finish(None, error_text(error))
+        self._tool_done(run_id, None, error)
 
-    # -- graphs and nodes ----------------------------------------------------------------------------
+    def _tool_done(self, run_id: UUID, output: object, error: BaseException | None) -> None:
+        ctx = current_run()
+        execution = _state(ctx).tools.pop(run_id, None) if ctx is not None else None
+        if execution is not None and error is not None:
+            execution.finish(None, error_text(error))
+        elif execution is not None:
+            execution.finish(_tool_output(output), None)
 
     def on_chain_start(
         self,
@@ -186,10 +180,18 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         if not ready:
             return
         done[:] = [n for n in done if n not in ready]
-        canonical = canonical_state(graph_state)
+        digest = state_hash(canonical_state(graph_state))
         for node in sorted(ready, key=lambda n: (n.step or 0, n.name)):
-            record_step(
-                ctx, canonical, framework=FRAMEWORK, node=node.name, step=node.step, updated=node.updated
+            data: Document = {
+                "label": node.name,
+                "node": node.name,
+                "framework": FRAMEWORK,
+                "updated": node.updated,
+            }
+            if node.step is not None:
+                data["step"] = node.step
+            ctx.recorder.emit(
+                "state.update", actor="runtime", event_class="decision", state_hash=digest, data=data
             )
 
 

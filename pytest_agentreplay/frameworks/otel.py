@@ -21,12 +21,19 @@ from opentelemetry.trace import StatusCode
 from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.patching import Patches
-from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
+from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
 RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "tool_response")
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
+# A model call's data key, and the attributes it is read from (the first one present).
+_MODEL_ATTRIBUTES = (
+    ("provider", ("gen_ai.provider.name", "gen_ai.system")),
+    ("model", ("gen_ai.request.model",)),
+    ("response_model", ("gen_ai.response.model",)),
+)
+_USAGE = ("input_tokens", "output_tokens")
 
 
 def _first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
@@ -106,16 +113,11 @@ class GenAISpanProcessor(SpanProcessor):
             # The result as the model sees it (text), so a served read gives it back byte for byte.
             pending.finish(_first(attributes, RESULT_ATTRIBUTES) if error is None else None, error)
         elif isinstance(pending, int):
-            if model_calls_since(ctx, pending) == 0:
+            # Only when the HTTP layer recorded no model call during the span.
+            if not any(event.type == "model.call" for event in ctx.recorder.events[pending:]):
                 _model_call(ctx, span, attributes)
         elif attributes.get("gen_ai.operation.name") in AGENT_OPERATIONS:
             _note(ctx, span, attributes)
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
 
 
 def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, object]) -> None:
@@ -126,26 +128,13 @@ def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, o
 def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
     """A model call only the span saw (no HTTP exchange was recorded during it)."""
     data: Document = {"source": "otel"}
-    for key, attribute in (
-        ("provider", "gen_ai.provider.name"),
-        ("model", "gen_ai.request.model"),
-        ("response_model", "gen_ai.response.model"),
-    ):
-        if attribute in attributes:
-            data[key] = attributes[attribute]
-    if "provider" not in data and "gen_ai.system" in attributes:
-        data["provider"] = attributes["gen_ai.system"]
+    for key, names in _MODEL_ATTRIBUTES:
+        if (value := _first(attributes, names)) is not None:
+            data[key] = value
     reasons = attributes.get("gen_ai.response.finish_reasons")
     if reasons is not None:
         data["decision"] = {"stop_reason": list(reasons)}
-    usage = {
-        key: attributes[attribute]
-        for key, attribute in (
-            ("input_tokens", "gen_ai.usage.input_tokens"),
-            ("output_tokens", "gen_ai.usage.output_tokens"),
-        )
-        if attribute in attributes
-    }
+    usage = {key: attributes[f"gen_ai.usage.{key}"] for key in _USAGE if f"gen_ai.usage.{key}" in attributes}
     if usage:
         data["usage"] = usage
     ctx.recorder.emit(

@@ -1,12 +1,6 @@
-"""The process-wide patches behind runtime values (:mod:`.values`): the clock, the ``uuid``
-functions and the ``random`` module's reseeding functions, and the runs they serve.
-
-time-machine patches the C-level clock functions for every thread of the process, the code objects of
-``uuid.uuid1/4/6/7`` are swapped in place, and ``random.seed``/``random.setstate`` are wrapped: so each patch
-exists once, whatever the number of runs (concurrent async tests, nested sessions) using it, and stays while
-one of them needs it (an :class:`~pytest_agentreplay.core.patching.Owner` per source, held by each run
-that reads it: :class:`InstalledRuns`). A read is matched to its run by :func:`_state`.
-"""
+"""The process-wide patches behind runtime values (:mod:`.values`): the clock (time-machine), the code of
+the ``uuid`` functions and ``random``'s reseeding functions, one patching ``Owner`` per source held by each
+run that reads it, and the runs they serve (a read is matched to its run by :func:`_state`)."""
 
 from __future__ import annotations
 
@@ -241,12 +235,8 @@ def _owner(patch: Callable[[], None], unpatch: Undo) -> Owner:
 
 
 class InstalledRuns:
-    """The runs whose runtime values are recorded or served now; each source's patch stays while one of
-    them reads it.
-
-    Process-wide (:data:`INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
-    share them, and a read from any thread is matched to its run (:func:`_state`).
-    """
+    """The runs whose runtime values are recorded or served now (process-wide, like the patches); each
+    source's patch stays while one of them reads it."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

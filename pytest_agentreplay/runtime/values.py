@@ -49,9 +49,6 @@ _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
 
 
-# ---------------------------------------------------------------------------------------- per stream
-
-
 class _Seq:
     """One sequence of values (recorded ones to serve, and what this run read): per stream and source,
     keyed by the module that read them, so a library reading more or less often in replay than while
@@ -159,7 +156,6 @@ class RuntimeValues:
                     for seq in table.values():
                         del seq.recorded[seq.pos :]
 
-    # streams -----------------------------------------------------------------------------------------
     def stream(self) -> _Stream:
         """The stream of the calling thread or task (a thread-local cache outside tasks: one per read)."""
         aio = sys.modules.get("asyncio")
@@ -204,7 +200,6 @@ class RuntimeValues:
             self._by_name[name] = stream
             return stream
 
-    # clock -------------------------------------------------------------------------------------------
     def clock_ns(self, real_ns: int, module: str) -> int:
         stream = self.stream()
         if stream.suspended:
@@ -223,7 +218,6 @@ class RuntimeValues:
         seq.drawn.append(value)
         return int(value) * 1000
 
-    # uuid --------------------------------------------------------------------------------------------
     def uuid(self, kind: str, module: str, make: Callable[[], uuid_module.UUID]) -> uuid_module.UUID:
         stream = self.stream()
         if stream.suspended:
@@ -249,7 +243,6 @@ class RuntimeValues:
         seq.drawn.append(str(value))
         return value
 
-    # named values ------------------------------------------------------------------------------------
     def value(self, name: str, fn: Callable[[], T]) -> T:
         stream = self.stream()
         if stream.ignored:
@@ -271,7 +264,6 @@ class RuntimeValues:
         seq.drawn.append(plain)
         return result
 
-    # random ------------------------------------------------------------------------------------------
     def seed_random(self) -> None:
         recorded = (self.recorded or {}).get("random")
         if self.replaying and not recorded:
@@ -318,7 +310,6 @@ class RuntimeValues:
         if self.unpatch is not None:
             self.unpatch()
 
-    # the event ---------------------------------------------------------------------------------------
     def event_data(self) -> dict[str, Any] | None:
         """The ``runtime.values`` event's data, or None when the run read nothing."""
         streams = sorted(self._by_name.values(), key=lambda s: (s.name != MAIN, s.name))
@@ -341,22 +332,19 @@ class RuntimeValues:
                     values.setdefault(name, {})[st.name] = list(q.drawn)
         if not (clock or uuids or values or self.random_after is not None):
             return None
-        data: dict[str, Any] = {"sources": list(self.sources), "reads": {}}
+        reads: dict[str, Any] = {}
+        data: dict[str, Any] = {"sources": list(self.sources), "reads": reads}
         if clock:
-            data["reads"]["clock"] = {
-                st.name: {m: len(q.drawn) for m, q in sorted(st.clock.items()) if q.drawn}
-                for st in streams
-                if st.name in clock
-            }
+            reads["clock"] = {k: {m: len(v.split()) for m, v in by.items()} for k, by in clock.items()}
             data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
         if uuids:
-            data["reads"]["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
+            reads["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
         if self.random_after is not None:
             digest = hashlib.sha256(repr(self.random_after).encode()).hexdigest()[:16]
             data["random"] = {"seed": self.seed, "state_after": digest}
         if values:
-            data["reads"]["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
+            reads["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
             data["values"] = values
             if orders := values_key_order(values):
                 data["key_order"] = orders
@@ -414,9 +402,6 @@ def finish_run(ctx: RunContext) -> None:
     data = state.event_data()
     if data is not None:
         ctx.recorder.emit(EVENT_TYPE, actor="runtime", event_class="input", data=data, trusted=True)
-
-
-# ------------------------------------------------------------------------------------------------ API
 
 
 def record_value(name: str, fn: Callable[[], T]) -> T:
