@@ -130,15 +130,6 @@ class Library(NamedTuple):
     triggers: tuple[str, ...] = ()
 
 
-def _idle() -> bool:
-    return False
-
-
-def _running(module: ModuleType) -> bool:
-    """Whether another thread is still running ``module`` (importlib marks its spec meanwhile)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
-
-
 class Owner:
     """A set of patches and who holds it: installed by the first holder, restored when the last one lets
     go and ``busy()`` is false (a thread a replaying test started still runs), or kept for good.
@@ -146,7 +137,7 @@ class Owner:
     Libraries are patched in the order declared and restored in reverse.
     """
 
-    def __init__(self, *libraries: Library, busy: Callable[[], bool] = _idle) -> None:
+    def __init__(self, *libraries: Library, busy: Callable[[], bool] = lambda: False) -> None:
         # Re-entrant: a patch may run while it is held (an import a patch makes triggers another library;
         # a patched call, a thread start or a fork hook, runs in the middle of an install).
         self.lock = threading.RLock()
@@ -229,7 +220,9 @@ class Owner:
                 # unless still running (waiting for it could deadlock with its import waiting for us).
                 for trigger, library in waiting.items():
                     module = sys.modules.get(trigger)
-                    if module is not None and not any(module is m for m in applied) and not _running(module):
+                    spec = getattr(module, "__spec__", None)
+                    running = getattr(spec, "_initializing", False)  # importlib's mark while a module runs
+                    if module is not None and not any(module is m for m in applied) and not running:
                         library.apply(patches, module)
         except BaseException:
             patches.restore()

@@ -4,6 +4,7 @@ the shape ``@tool`` does (``replay/tools.py`` serves and the diff aligns them th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 
@@ -13,21 +14,15 @@ from ..core.documents import Document
 from ..core.events import ToolInfo
 
 
-def parse_json_text(value: object) -> object:
-    """Tracing APIs carry arguments and results as JSON text: structured when it parses, else the text."""
+def as_arguments(value: object) -> Document:
+    """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``). Tracing APIs carry them
+    as JSON text: structured when it parses, else the text."""
     if isinstance(value, bytes | bytearray):
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def as_arguments(value: object) -> Document:
-    """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``)."""
-    parsed = to_jsonable(parse_json_text(value))
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    parsed = to_jsonable(value)
     if isinstance(parsed, dict):
         return parsed
     if parsed is None or parsed == "":

@@ -167,10 +167,8 @@ class RuntimeValues:
             if found is None:
                 found = self._local.stream = self._new_stream(threading.current_thread(), None)
             return found
-        found = self._streams.get((threading.current_thread(), task))
-        if found is not None:
-            return found
-        return self._new_stream(threading.current_thread(), task)
+        thread = threading.current_thread()
+        return self._streams.get((thread, task)) or self._new_stream(thread, task)
 
     def _new_stream(self, thread: threading.Thread, task: Any) -> _Stream:
         with self._lock:
