@@ -78,13 +78,6 @@ def canonical_state(value: object) -> object:
     return to_jsonable(value)
 
 
-def _tool_output(output: object) -> object:
-    content = getattr(output, "content", None)
-    if content is not None and hasattr(output, "tool_call_id"):
-        return to_jsonable(content)
-    return to_jsonable(output)
-
-
 class AgentReplayCallbackHandler(BaseCallbackHandler):
     """Feeds tool executions and graph steps into the run active in this process (a no-op outside one)."""
 
@@ -119,7 +112,10 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         if execution is not None and error is not None:
             execution.finish(None, error_text(error))
         elif execution is not None:
-            execution.finish(_tool_output(output), None)
+            # A ToolMessage: its content, as the model sees it.
+            content = getattr(output, "content", None)
+            is_message = content is not None and hasattr(output, "tool_call_id")
+            execution.finish(to_jsonable(content if is_message else output), None)
 
     def on_chain_start(
         self,

@@ -64,29 +64,23 @@ class AgentReplayTracingProcessor(TracingProcessor):
             error = _span_error(span)
             execution.finish(None if error else to_jsonable(data.output), error)
         elif data.type == "handoff":
-            _handoff(ctx, data.from_agent, data.to_agent)
+            # A changed hand-off fails like a changed graph transition: the state is the pair.
+            source, target = data.from_agent, data.to_agent
+            pair = {"from": source, "to": target}
+            label = f"handoff {source} -> {target}"
+            ctx.recorder.emit(
+                "state.update",
+                actor="runtime",
+                event_class="decision",
+                state_hash=state_hash(pair),
+                data={"label": label, "node": target, "handoff": pair, "framework": FRAMEWORK},
+            )
 
     def shutdown(self) -> None:
         return None
 
     def force_flush(self) -> None:
         return None
-
-
-def _handoff(ctx: RunContext, source: str | None, target: str | None) -> None:
-    pair = {"from": source, "to": target}
-    ctx.recorder.emit(
-        "state.update",
-        actor="runtime",
-        event_class="decision",
-        state_hash=state_hash(pair),
-        data={
-            "label": f"handoff {source} -> {target}",
-            "node": target,
-            "handoff": pair,
-            "framework": FRAMEWORK,
-        },
-    )
 
 
 _PROCESSOR = AgentReplayTracingProcessor()

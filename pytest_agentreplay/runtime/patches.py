@@ -88,11 +88,6 @@ class PatchedRun(Protocol):
 _UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
 
 
-def _freezegun_active() -> bool:
-    api = sys.modules.get("freezegun.api")
-    return bool(getattr(api, "freeze_factories", None))
-
-
 class ClockPatch:
     """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
 
@@ -111,7 +106,7 @@ class ClockPatch:
         self.real_ns: Callable[[], int] | None = None
 
     def start(self) -> None:
-        if _freezegun_active():
+        if getattr(sys.modules.get("freezegun.api"), "freeze_factories", None):
             # The test froze the clock itself (freezegun, which time-machine refuses to run under): its frozen
             # clock is what the agent reads, the same while recording and in replay, so it is left alone.
             return
@@ -269,10 +264,7 @@ _PATCHES: Final = {
 
 def underlying_ns() -> int:
     """The clock under ours: a traveller the test started itself, else the real clock."""
-    real = _CLOCK.real_ns
-    if real is not None:
-        return real()
-    return time.time_ns()
+    return (_CLOCK.real_ns or time.time_ns)()
 
 
 @functools.cache
@@ -300,8 +292,7 @@ def _state(source: str) -> PatchedRun | None:
 
 def _read_clock_ns() -> int:
     """time-machine calls this for every patched clock read (it replaces our traveller's ``time_ns``)."""
-    real_ns = _CLOCK.real_ns
-    real = real_ns() if real_ns is not None else underlying_ns()
+    real = (_CLOCK.real_ns or time.time_ns)()
     try:
         module = sys._getframe(1).f_globals.get("__name__") or ""
     except ValueError:  # called with no Python frame at all
