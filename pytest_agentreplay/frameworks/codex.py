@@ -120,8 +120,8 @@ class Session(CliSession):
         with self.lock:
             method = message.get("method")
             params = obj(message.get("params"))
-            summary: Document = {}
             own = isinstance(method, str) and "id" in message
+            summary: Document
             if own:
                 summary = {"method": method, "request_id": self.recorded_id(message.get("id"))}
                 if method == "turn/start":
