@@ -19,7 +19,7 @@ import threading
 import types
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,8 @@ from frameworks_lab import history, tool_history
 from servers import LLMServer, ModelReply
 
 from pytest_agentreplay import frameworks
+from pytest_agentreplay.core.after_import import AfterImport
+from pytest_agentreplay.core.patching import Owner, Patches
 
 # The tool every agent below calls, a plain function (no framework needed to define it).
 TOOL = '''
@@ -353,9 +355,11 @@ def test_a_project_without_frameworks_imports_none_of_them(pytester: pytest.Pyte
 
 @dataclass
 class Stand:
-    """A framework module on disk nobody has imported, and the adapter ``frameworks`` hooks in for it."""
+    """A framework module on disk nobody has imported, and the adapter ``frameworks`` hooks in for it: each
+    hook-in appends to ``hooked``, each unhook to ``unhooked``."""
 
     name: str
+    adapter: types.ModuleType
     hooked: list[object]
     unhooked: list[object]
 
@@ -371,100 +375,106 @@ def stand(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stand]:
     hooked: list[object] = []
     unhooked: list[object] = []
 
-    def activate(ctx: object) -> Callable[[], None]:
-        hooked.append(ctx)
-        return lambda: unhooked.append(ctx)
+    def install(patches: Patches) -> None:
+        hooked.append(sys.modules[name])
+        patches.add(lambda: unhooked.append(sys.modules.get(name)))
 
     adapter = types.ModuleType(f"{frameworks.__name__}.{name}")
-    adapter.activate = activate  # type: ignore[attr-defined]
+    adapter.install = install  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, adapter.__name__, adapter)
     monkeypatch.setattr(frameworks, "ADAPTERS", ((name, name),))
-    yield Stand(name, hooked, unhooked)
+    monkeypatch.setattr(frameworks, "OWNER", Owner(frameworks._library(name, name)))
+    yield Stand(name, adapter, hooked, unhooked)
     sys.modules.pop(name, None)
 
 
-def _finder() -> object:
-    return frameworks._LATE.finder
+def _waiting(name: str) -> bool:
+    return any(isinstance(f, AfterImport) and name in f.callbacks for f in sys.meta_path)
 
 
-def test_imported_during_the_run_hooks_in_and_the_finder_leaves(stand: Stand) -> None:
-    ctx = object()
-    deactivate = frameworks.activate(ctx)  # type: ignore[arg-type]
-    finder = _finder()
-    assert finder in sys.meta_path and stand.hooked == []
+def test_imported_during_the_run_hooks_in_and_the_finder_leaves_with_it(stand: Stand) -> None:
+    deactivate = frameworks.activate(object())  # type: ignore[arg-type]
+    assert _waiting(stand.name) and stand.hooked == []  # waiting imports nothing
     stand.import_it()
-    assert stand.hooked == [ctx]
-    assert finder not in sys.meta_path and _finder() is None  # no run waits any more
+    assert stand.hooked == [sys.modules[stand.name]]
     deactivate()
     deactivate()
-    assert stand.unhooked == [ctx]
+    assert len(stand.unhooked) == 1 and not _waiting(stand.name)
 
 
 def test_a_run_that_ended_first_hooks_nothing(stand: Stand) -> None:
     frameworks.activate(object())()  # type: ignore[arg-type]
-    assert _finder() is None
+    assert not _waiting(stand.name)
     stand.import_it()
     assert stand.hooked == []
 
 
-def test_nested_runs_each_hook_in(stand: Stand) -> None:
-    outer, inner, leaving = object(), object(), object()
-    end_outer = frameworks.activate(outer)  # type: ignore[arg-type]
-    frameworks.activate(leaving)()  # type: ignore[arg-type]  # a nested run over before the import
-    end_inner = frameworks.activate(inner)  # type: ignore[arg-type]
+def test_nested_runs_share_one_hook_until_the_last_ends(stand: Stand) -> None:
+    end_outer = frameworks.activate(object())  # type: ignore[arg-type]
+    frameworks.activate(object())()  # type: ignore[arg-type]  # a nested run over before the import
+    end_inner = frameworks.activate(object())  # type: ignore[arg-type]
     stand.import_it()
-    assert stand.hooked == [outer, inner]
+    assert len(stand.hooked) == 1
     end_inner()
-    assert stand.unhooked == [inner]
+    assert stand.unhooked == []
     end_outer()
-    assert stand.unhooked == [inner, outer]
+    assert len(stand.unhooked) == 1
 
 
 def test_an_import_in_another_thread_hooks_the_run_in(stand: Stand) -> None:
-    ctx = object()
-    deactivate = frameworks.activate(ctx)  # type: ignore[arg-type]
+    deactivate = frameworks.activate(object())  # type: ignore[arg-type]
     worker = threading.Thread(target=stand.import_it)
     worker.start()
     worker.join()
-    assert stand.hooked == [ctx]
+    assert len(stand.hooked) == 1
     deactivate()
-    assert stand.unhooked == [ctx]
+    assert len(stand.unhooked) == 1
 
 
 def test_imported_before_the_run_hooks_in_at_once(stand: Stand) -> None:
     stand.import_it()
-    ctx = object()
-    deactivate = frameworks.activate(ctx)  # type: ignore[arg-type]
-    assert stand.hooked == [ctx] and _finder() is None
+    deactivate = frameworks.activate(object())  # type: ignore[arg-type]
+    assert len(stand.hooked) == 1
     deactivate()
-    assert stand.unhooked == [ctx]
+    assert len(stand.unhooked) == 1
 
 
 def test_a_framework_imported_again_hooks_into_the_runs_after(stand: Stand) -> None:
     """pytester drops the modules an inner session imported: the next session imports them again."""
-    first, second = object(), object()
-    end_first = frameworks.activate(first)  # type: ignore[arg-type]
+    end_first = frameworks.activate(object())  # type: ignore[arg-type]
     stand.import_it()
+    first = sys.modules.pop(stand.name)
+    stand.import_it()  # again within the run: hooked in anew
     end_first()
     del sys.modules[stand.name]
-    end_second = frameworks.activate(second)  # type: ignore[arg-type]
+    end_second = frameworks.activate(object())  # type: ignore[arg-type]
     stand.import_it()
     end_second()
-    assert stand.hooked == [first, second] and stand.unhooked == [first, second]
+    assert stand.hooked[0] is first and len(stand.hooked) == 3 and len(set(map(id, stand.hooked))) == 3
+    assert len(stand.unhooked) == 3
 
 
 def test_an_adapter_failing_late_warns_and_the_import_goes_on(
     stand: Stand, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(ctx: object) -> Callable[[], None]:
+    def broken(patches: Patches) -> None:
         raise RuntimeError("no tracer provider")
 
-    monkeypatch.setattr(sys.modules[f"{frameworks.__name__}.{stand.name}"], "activate", broken)
+    monkeypatch.setattr(stand.adapter, "install", broken)
     deactivate = frameworks.activate(object())  # type: ignore[arg-type]
     with pytest.warns(RuntimeWarning, match=f"the {stand.name} adapter could not hook in"):
         stand.import_it()
     assert stand.name in sys.modules
     deactivate()
+
+
+def test_each_run_ends_in_the_adapters_that_keep_per_run_state(stand: Stand) -> None:
+    ended: list[object] = []
+    stand.adapter.end_run = ended.append  # type: ignore[attr-defined]
+    ctx = object()
+    stand.import_it()
+    frameworks.activate(ctx)()  # type: ignore[arg-type]
+    assert ended == [ctx]
 
 
 ADAPTER_A = """
@@ -473,9 +483,8 @@ from pytest_agentreplay.frameworks import {b}  # as .pydantic_ai imports .otel
 HOOKED = []
 
 
-def activate(ctx):
-    HOOKED.append(ctx)
-    return lambda: None
+def install(patches):
+    HOOKED.append(1)
 """
 
 ADAPTER_B = """
@@ -484,9 +493,8 @@ import {framework}  # as .otel imports the OpenTelemetry SDK: its own trigger, w
 HOOKED = []
 
 
-def activate(ctx):
-    HOOKED.append(ctx)
-    return lambda: None
+def install(patches):
+    HOOKED.append(1)
 """
 
 
@@ -504,14 +512,16 @@ def test_an_adapter_importing_another_framework_hooks_both_in(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(frameworks, "__path__", [*frameworks.__path__, str(adapters)])
     monkeypatch.setattr(frameworks, "ADAPTERS", ((fw_a, ad_a), (fw_b, ad_b)))
-    ctx = object()
-    deactivate = frameworks.activate(ctx)  # type: ignore[arg-type]
+    monkeypatch.setattr(
+        frameworks, "OWNER", Owner(frameworks._library(fw_a, ad_a), frameworks._library(fw_b, ad_b))
+    )
+    deactivate = frameworks.activate(object())  # type: ignore[arg-type]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # "the ... adapter could not hook in" would fail here
             importlib.import_module(fw_a)
         hooked = [sys.modules[f"{frameworks.__name__}.{name}"].HOOKED for name in (ad_a, ad_b)]
-        assert hooked == [[ctx], [ctx]]
+        assert hooked == [[1], [1]]
     finally:
         deactivate()
         for name in (fw_a, fw_b, f"{frameworks.__name__}.{ad_a}", f"{frameworks.__name__}.{ad_b}"):

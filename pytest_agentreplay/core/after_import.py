@@ -50,52 +50,35 @@ class AfterImport:
             return None
         self._asking.busy = True
         try:
-            spec = self._spec_elsewhere(fullname, path, target)
+            finders = [f for f in list(sys.meta_path) if f is not self and hasattr(f, "find_spec")]
+            spec = next((s for f in finders if (s := f.find_spec(fullname, path, target)) is not None), None)
         finally:
             self._asking.busy = False
         if spec is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = cast("Loader", _ThenCallBack(spec.loader, self))
+            spec.loader = cast("Loader", _ThenCallBack(spec.loader, self.callbacks))
         return spec
-
-    def _spec_elsewhere(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
-    ) -> ModuleSpec | None:
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec: ModuleSpec | None = find(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
-
-    def ran(self, module: ModuleType) -> None:
-        callback = self.callbacks.get(module.__name__)
-        if callback is not None:
-            callback(module)
 
 
 class _ThenCallBack:
     """The loader the other finders found, running the module and then the finder's callback."""
 
-    def __init__(self, loader: Any, finder: AfterImport) -> None:
+    def __init__(self, loader: Any, callbacks: dict[str, Callable[[ModuleType], None]]) -> None:
         self.loader = loader
-        self.finder = finder
+        self.callbacks = callbacks
 
     def __getattr__(self, name: str) -> Any:
-        # get_source, get_resource_reader...: whoever asks the spec's loader gets the real answers.
+        # create_module, get_source...: whoever asks the spec's loader gets the real answers.
         return getattr(self.loader, name)
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self.loader.create_module(spec)
-        return module
 
     def exec_module(self, module: ModuleType) -> None:
         module.__loader__ = self.loader
         if module.__spec__ is not None:
             module.__spec__.loader = self.loader
         self.loader.exec_module(module)
-        self.finder.ran(module)
+        # Looked up now: a finder removed meanwhile has no callbacks left.
+        callback = self.callbacks.get(module.__name__)
+        if callback is not None:
+            callback(module)
 
 
 __all__ = ["AfterImport"]

@@ -1,20 +1,11 @@
-"""Every patch the package puts on a library, in one place: each patched library is a declaration
-(:class:`Library`), and one :class:`Owner` per set of them installs, counts and restores it, once each.
+"""Every patch the package puts on a library: each patched library is a declaration (:class:`Library`),
+and one :class:`Owner` per set of them installs, counts and restores it, once each.
 
-The patches are process-wide by nature: the patched classes and modules (an HTTP client's transport, the
-socket type, the resolvers, ``Thread.start``, the spawn functions, the clock and ``uuid``) are shared by
-every thread and session of the process. So each set has one owner per copy of the package (pytester
-may import a second copy), held by as many installs as need it (pytester's inner sessions and
-``capture_run`` inside a replaying test share one installation) and restored when the last one lets go,
-or kept for the process's lifetime (:meth:`Owner.keep`).
-
-A library that need not be imported yet names its triggers, the modules whose import it waits for: it is
-patched at install when one of them is imported already, else right after one has run (an
-:class:`~.after_import.AfterImport` finder, while the patches are installed), and again when pytester
-dropped the module and it runs anew. Importing a heavy library only to patch it is never needed.
-
-A replacement carries the function it replaced (:func:`genuine`): a second copy of the package patching
-over what a stale copy left installed calls, and restores, the genuine functions beneath.
+The patched classes and modules are shared by every thread and session of the process: each set has one
+owner per copy of the package, restored when its last holder lets go. A library may name triggers, the
+modules whose import it waits for, so that no heavy library is imported only to patch it. A replacement
+carries the function it replaced (:func:`genuine`): a second copy of the package (pytester may import one)
+patching over what a stale copy left installed calls, and restores, the genuine functions beneath.
 """
 
 from __future__ import annotations
@@ -29,7 +20,7 @@ from typing import Any, Final, NamedTuple
 
 from .after_import import AfterImport
 
-__all__ = ["Library", "Owner", "Patches", "Undo", "genuine", "genuine_function", "mark", "once"]
+__all__ = ["Library", "Owner", "Patches", "Undo", "genuine", "genuine_function", "once"]
 
 Undo = Callable[[], None]
 Setter = Callable[[Any, str, object], None]
@@ -53,11 +44,6 @@ def genuine_function(value: object) -> Callable[..., Any]:
     if not callable(found):
         raise TypeError(f"cannot patch {value!r}: not callable")
     return found
-
-
-def mark(patched: object, original: object) -> None:
-    with suppress(AttributeError, TypeError):
-        setattr(patched, _ORIGINAL_ATTR, original)
 
 
 def once(fn: Undo) -> Undo:
@@ -108,10 +94,9 @@ class Patches:
         original: object = _FOUND,
         set_attribute: Setter = setattr,
     ) -> None:
-        """``target.name = value``; ``original`` (default: what was there) is what ``value`` replaced and
-        what goes back at restore. Once per attribute: while this owner's replacement is still there (httpx
-        aliased as httpx2 hands over the same classes twice) nothing changes; a module run again in place
-        is patched anew and gets its new function back."""
+        """``target.name = value``, restored to ``original`` (default: what was there), once per attribute:
+        while this owner's replacement is there (httpx aliased as httpx2 hands over the same classes twice)
+        nothing changes; a module run again in place is patched anew."""
         found = getattr(target, name)
         for i, done in enumerate(self._done):
             if isinstance(done, _Swap) and done.target is target and done.name == name:
@@ -119,10 +104,11 @@ class Patches:
                     return
                 del self._done[i]
                 break
-        restore = found if original is _FOUND else original
-        if isinstance(target, type) and name not in target.__dict__:
-            restore = _FOUND  # inherited: the class gets its parent's again
-        mark(value, found if original is _FOUND else original)
+        replaced = found if original is _FOUND else original
+        # Inherited: the class gets its parent's again.
+        restore = _FOUND if isinstance(target, type) and name not in target.__dict__ else replaced
+        with suppress(AttributeError, TypeError):
+            setattr(value, _ORIGINAL_ATTR, replaced)
         set_attribute(target, name, value)
         self._done.append(_Swap(target, name, value, restore, set_attribute))
 
@@ -144,15 +130,6 @@ class Library(NamedTuple):
     triggers: tuple[str, ...] = ()
 
 
-def _idle() -> bool:
-    return False
-
-
-def _running(module: ModuleType) -> bool:
-    """Whether another thread is still running ``module`` (importlib marks its spec meanwhile)."""
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
-
-
 class Owner:
     """A set of patches and who holds it: installed by the first holder, restored when the last one lets
     go and ``busy()`` is false (a thread a replaying test started still runs), or kept for good.
@@ -160,7 +137,7 @@ class Owner:
     Libraries are patched in the order declared and restored in reverse.
     """
 
-    def __init__(self, *libraries: Library, busy: Callable[[], bool] = _idle) -> None:
+    def __init__(self, *libraries: Library, busy: Callable[[], bool] = lambda: False) -> None:
         # Re-entrant: a patch may run while it is held (an import a patch makes triggers another library;
         # a patched call, a thread start or a fork hook, runs in the middle of an install).
         self.lock = threading.RLock()
@@ -170,6 +147,7 @@ class Owner:
         self.kept = False
         self.patches: Patches | None = None
         self._waiting: dict[str, Library] = {}
+        self._due: list[tuple[Library, ModuleType]] | None = None
 
     def declare(self, *libraries: Library) -> None:
         with self.lock:
@@ -242,7 +220,9 @@ class Owner:
                 # unless still running (waiting for it could deadlock with its import waiting for us).
                 for trigger, library in waiting.items():
                     module = sys.modules.get(trigger)
-                    if module is not None and not any(module is m for m in applied) and not _running(module):
+                    spec = getattr(module, "__spec__", None)
+                    running = getattr(spec, "_initializing", False)  # importlib's mark while a module runs
+                    if module is not None and not any(module is m for m in applied) and not running:
                         library.apply(patches, module)
         except BaseException:
             patches.restore()
@@ -252,5 +232,17 @@ class Owner:
     def _imported(self, module: ModuleType) -> None:
         with self.lock:
             library = self._waiting.get(module.__name__)
-            if library is not None and self.patches is not None:
-                library.apply(self.patches, module)
+            if library is None or self.patches is None:
+                return
+            if self._due is not None:
+                # Run by a patch under way (an adapter importing another trigger while it is half run):
+                # patched once that patch is done.
+                self._due.append((library, module))
+                return
+            self._due = [(library, module)]
+            try:
+                while self._due:
+                    library, module = self._due.pop(0)
+                    library.apply(self.patches, module)
+            finally:
+                self._due = None

@@ -4,40 +4,25 @@ the shape ``@tool`` does (``replay/tools.py`` serves and the diff aligns them th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 
 from ..core.canonical import hash_value
-from ..core.capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.capture import RunContext, current_run, to_jsonable
 from ..core.documents import Document
 from ..core.events import ToolInfo
 
 
-def parse_json_text(value: object) -> object:
-    """Tracing APIs carry arguments and results as JSON text: structured when it parses, else the text."""
+def as_arguments(value: object) -> Document:
+    """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``). Tracing APIs carry them
+    as JSON text: structured when it parses, else the text."""
     if isinstance(value, bytes | bytearray):
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _numeric(text):
-            try:
-                return json.loads(text)
-            except ValueError:
-                return value
-    return value
-
-
-def _numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def as_arguments(value: object) -> Document:
-    """Tool arguments as a JSON object (a bare value becomes ``{"input": value}``)."""
-    parsed = to_jsonable(parse_json_text(value))
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    parsed = to_jsonable(value)
     if isinstance(parsed, dict):
         return parsed
     if parsed is None or parsed == "":
@@ -95,24 +80,6 @@ def note_agent(ctx: RunContext, agent: str | None, *, framework: str) -> None:
     if agent:
         labels.setdefault("agent", agent)
         labels.setdefault("framework", framework)
-
-
-def record_step(
-    ctx: RunContext, state: object, *, framework: str, node: str, step: int | None, updated: list[str]
-) -> str:
-    """One graph step: ``state.update`` with the hash of the state after it, labelled with its node."""
-    digest = state_hash(state)
-    data: Document = {"label": node, "node": node, "framework": framework, "updated": updated}
-    if step is not None:
-        data["step"] = step
-    ctx.recorder.emit("state.update", actor="runtime", event_class="decision", state_hash=digest, data=data)
-    return digest
-
-
-def model_calls_since(ctx: RunContext, index: int) -> int:
-    """How many model calls the HTTP layer recorded from event ``index`` on (for deduplication)."""
-    events = ctx.recorder.events
-    return sum(1 for event in events[index:] if event.type == "model.call")
 
 
 def error_text(exc: BaseException) -> str:

@@ -1,10 +1,6 @@
-"""Agno: every tool execution (``FunctionCall.execute`` / ``aexecute``, what Agno's agents and teams run for
-each tool call the model makes) as ``tool.call``/``tool.result``.
-
-Agno emits no OpenTelemetry spans by itself (its OpenInference instrumentation is a separate package), so the
-adapter wraps the two methods while a run is active: the tool's name, the arguments as the model sent them,
-the result or the error. Model calls stay with the HTTP layer. In replay the tools run again and their
-events are compared.
+"""Agno: every tool execution (``FunctionCall.execute``/``aexecute``, what its agents and teams run for each
+tool call the model makes) as ``tool.call``/``tool.result``. Agno emits no OpenTelemetry spans by itself, so
+the two methods are wrapped; in replay the tools run again and their events are compared.
 """
 
 from __future__ import annotations
@@ -13,49 +9,41 @@ from typing import Any, Final
 
 from agno.tools.function import FunctionCall
 
-from ..core.capture import RunContext, current_run, to_jsonable
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.capture import current_run, to_jsonable
+from ..core.patching import Patches, genuine_function
 from ._record import ToolExecution, as_arguments
 
 FRAMEWORK: Final = "agno"
 
 
-def _start(ctx: RunContext, call: Any) -> ToolExecution:
+def _start(call: Any) -> ToolExecution | None:
+    """The ``tool.call`` of ``call`` in the active run (None outside one)."""
+    ctx = current_run()
+    if ctx is None:
+        return None
     name = str(getattr(getattr(call, "function", None), "name", "tool"))
     return ToolExecution(ctx, name, as_arguments(to_jsonable(call.arguments or {})), framework=FRAMEWORK)
 
 
-def _finish(execution: ToolExecution, outcome: Any) -> None:
-    if getattr(outcome, "status", None) == "success":
+def _finish(execution: ToolExecution | None, outcome: Any) -> Any:
+    if execution is not None and getattr(outcome, "status", None) == "success":
         execution.finish(to_jsonable(outcome.result))
-    else:
+    elif execution is not None:
         execution.finish(None, str(getattr(outcome, "error", None) or "failed"))
+    return outcome
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     execute = genuine_function(FunctionCall.execute)
     aexecute = genuine_function(FunctionCall.aexecute)
 
     def patched_execute(self: Any) -> Any:
-        ctx = current_run()
-        if ctx is None:
-            return execute(self)
-        execution = _start(ctx, self)
-        outcome = execute(self)
-        _finish(execution, outcome)
-        return outcome
+        execution = _start(self)
+        return _finish(execution, execute(self))
 
     async def patched_aexecute(self: Any) -> Any:
-        ctx = current_run()
-        if ctx is None:
-            return await aexecute(self)
-        execution = _start(ctx, self)
-        outcome = await aexecute(self)
-        _finish(execution, outcome)
-        return outcome
+        execution = _start(self)
+        return _finish(execution, await aexecute(self))
 
     patches.set(FunctionCall, "execute", patched_execute)
     patches.set(FunctionCall, "aexecute", patched_aexecute)
-
-
-OWNER = Owner(Library(_apply))

@@ -1,26 +1,11 @@
 """Claude Agent SDK (``claude-agent-sdk``): the ``claude`` CLI's session, captured at the SDK's transport.
 
 The SDK runs the agent loop in the CLI, a child process it talks to in stream-json. The methods of its
-``SubprocessCLITransport`` (used by ``query()`` and ``ClaudeSDKClient`` alike) are patched while a run
-is active; the messages both ways become events:
-
-- each ``assistant`` turn (the CLI streams one message per content block, sharing the message id): a
-  ``model.call`` (provider ``anthropic``, endpoint ``claude-code``, the model, the usage, the decision:
-  text and tool uses), its input the prompts the Python side sent since the previous turn;
-- each ``tool_use`` of the CLI's own tools: a ``tool.call`` and, with its ``tool_result``, a
-  ``tool.result`` (reads: Read, Grep, Glob, LS, WebSearch, WebFetch, NotebookRead) or an ``effect``
-  (every other tool: Edit, Write, Bash, NotebookEdit...); ``mcp_effects`` overrides by tool name;
-- the CLI's control requests with the Python side's answer: ``can_use_tool`` as an ``approval``
-  (subject the tool, status granted or denied, the input and the updated input), a hook callback as a
-  ``policy.decision`` (policy ``<HookEvent> hook``), an in-process SDK MCP tool call as a ``tool.call``
-  named ``server/tool``;
-- each ``result``: a ``state.update`` (node ``claude-code result``) with its cost and usage.
-
-In replay (every mode but sandbox) no CLI process starts: the recorded session is served
-(:mod:`.cli_stream`), each permission request and hook is answered by the user's callbacks, live, and
-their answers are compared with the recorded ones through the events above (a changed verdict drifts as
-``approval Edit``). SDK MCP tool calls are served from the cassette, as ``@tool`` calls are. Sandbox runs
-the CLI for real.
+``SubprocessCLITransport`` are patched; the messages both ways become events (the table in
+docs/frameworks.md): ``model.call`` per assistant turn, the CLI's own tools, permission and hook answers as
+``approval``/``policy.decision``, SDK MCP tool calls. In replay (every mode but sandbox) no CLI process
+starts: the recorded session is served (:mod:`.cli_stream`), the user's callbacks answer live and their
+answers are compared; SDK MCP tool calls are served from the cassette, as ``@tool`` calls are.
 """
 
 from __future__ import annotations
@@ -32,27 +17,18 @@ from typing import Any, Final
 
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
-from ..core.canonical import hash_value
-from ..core.capture import RunContext, current_run, payload
+from ..core.capture import RunContext, current_run
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
-from .cli_stream import (
-    STREAM_KEY,
-    ServedStream,
-    Transcript,
-    cli_tool_call,
-    effect,
-    emit_end,
-    obj,
-    served_session,
-)
+from .cli_stream import CliSession, ServedStream, cli_tool_call, effect, obj
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
 _STATE: Final = "_agentreplay_session"
 _MCP_PREFIX: Final = "mcp__"
+_PATCHED: Final = ("connect", "write", "read_messages", "close", "end_input", "is_ready")
 
 
 def _text(content: object) -> str:
@@ -89,14 +65,17 @@ def _opens_session(out: Document) -> bool:
     return out.get("type") == "control_request" and out.get("subtype") == "initialize"
 
 
-class Session:
-    """One transport instance's CLI session in one run: its transcript, the events built from it, and (in
-    replay) the recorded session served in its place."""
+class Session(CliSession):
+    """One transport instance's CLI session in one run."""
 
     def __init__(self, ctx: RunContext, transport: Any) -> None:
-        self.ctx = ctx
-        self.transcript = Transcript()
-        self.prompts: list[object] = []
+        super().__init__(
+            ctx,
+            TRANSPORT,
+            what=f"Claude Agent SDK session (transport {TRANSPORT})",
+            opens=_opens_session,
+            own_request=_opens_or_asks,
+        )
         self.turn: _Turn | None = None
         self.tools: dict[str, ToolCall] = {}
         self.requests: dict[str, Document] = {}
@@ -104,13 +83,6 @@ class Session:
         self.read_only: set[str] = set()
         self.sdk_servers = _sdk_servers(transport)
         self.closed = False
-        self.served = served_session(
-            ctx,
-            TRANSPORT,
-            what=f"Claude Agent SDK session (transport {TRANSPORT})",
-            opens=_opens_session,
-            own_request=_opens_or_asks,
-        )
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
@@ -119,14 +91,14 @@ class Session:
         if kind == "assistant" and isinstance(message.get("message"), dict):
             inner = message["message"]
             if self.turn is not None and self.turn.id != inner.get("id"):
-                self._end_turn()
+                self.flush()
             if self.turn is None:
                 self.turn = _Turn(inner)
             self.turn.add(inner)
-            self.transcript.received(message)
+            super().received(message)
             return
-        self._end_turn()
-        self.transcript.received(message)
+        self.flush()
+        super().received(message)
         if kind == "user":
             self._tool_results(message.get("message"))
         elif kind == "control_request":
@@ -134,7 +106,8 @@ class Session:
         elif kind == "result":
             self._result(message)
 
-    def _end_turn(self) -> None:
+    def flush(self) -> None:
+        """The turn under way: a ``model.call``, then its tool uses."""
         turn, self.turn = self.turn, None
         if turn is None:
             return
@@ -147,23 +120,7 @@ class Session:
         thinking = [str(b.get("thinking", "")) for b in turn.blocks if b.get("type") == "thinking"]
         if thinking:
             decision["thinking"] = thinking
-        data: Document = {
-            "provider": "anthropic",
-            "endpoint": TRANSPORT,
-            "transport": TRANSPORT,
-            "model": turn.model,
-            "decision": decision,
-            "usage": turn.usage,
-        }
-        prompts, self.prompts = self.prompts, []
-        self.ctx.recorder.emit(
-            "model.call",
-            actor="model",
-            event_class="decision",
-            data=data,
-            input=payload({"prompts": prompts}) if prompts else None,
-            output=payload({STREAM_KEY: self.transcript.take()}),
-        )
+        self.model_call(provider="anthropic", model=turn.model, decision=decision, usage=turn.usage)
         for use in uses:
             self._tool_use(use)
 
@@ -222,23 +179,14 @@ class Session:
 
     def _result(self, message: Document) -> None:
         text = message.get("result")
-        data: Document = {
-            "node": f"{TRANSPORT} result",
-            "label": f"{TRANSPORT} result",
-            "transport": TRANSPORT,
-            "subtype": message.get("subtype"),
-            "is_error": message.get("is_error"),
-            "num_turns": message.get("num_turns"),
-            "cost_usd": message.get("total_cost_usd"),
-            "usage": message.get("usage"),
-        }
-        self.ctx.recorder.emit(
-            "state.update",
-            actor="runtime",
-            event_class="decision",
-            state_hash=hash_value(text if isinstance(text, str) else None),
-            data=data,
-            output=payload({STREAM_KEY: self.transcript.take()}),
+        self.state(
+            "result",
+            text if isinstance(text, str) else None,
+            subtype=message.get("subtype"),
+            is_error=message.get("is_error"),
+            num_turns=message.get("num_turns"),
+            cost_usd=message.get("total_cost_usd"),
+            usage=message.get("usage"),
         )
 
     # -- what the Python side sent -------------------------------------------------------------------
@@ -252,7 +200,7 @@ class Session:
         elif kind == "control_request":
             request = message.get("request")
             summary["subtype"] = request.get("subtype") if isinstance(request, dict) else None
-            summary["request_id"] = self._recorded_id(message)
+            summary["request_id"] = self.recorded_id(message.get("request_id"))
         elif kind == "control_response":
             response = message.get("response")
             if isinstance(response, dict):
@@ -261,10 +209,6 @@ class Session:
         if self.served is not None:
             self.served.wrote(message.get("request_id") if kind == "control_request" else None)
         self.transcript.wrote(summary)
-
-    def _recorded_id(self, message: Document) -> object:
-        """The id an SDK control request had in the recording (the SDK draws a new one every run)."""
-        return message.get("request_id") if self.served is None else self.served.next_recorded_id()
 
     def _answered(self, response: Document) -> None:
         request_id = str(response.get("request_id"))
@@ -336,15 +280,9 @@ class Session:
             call.finished(reply.get("result"), None)
 
     def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self.served is not None:
-            self.served.close()
-            for message in self.served.rest():
-                self.received(message)
-        self._end_turn()
-        emit_end(self.ctx, TRANSPORT, self.transcript.take())
+        if not self.closed:
+            self.closed = True
+            super().close()
 
 
 def _sdk_servers(transport: Any) -> set[str]:
@@ -359,14 +297,10 @@ def session_of(transport: object) -> Session | None:
     return found if isinstance(found, Session) else None
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     cls = SubprocessCLITransport
-    connect = genuine_function(cls.connect)
-    write = genuine_function(cls.write)
-    read = genuine_function(cls.read_messages)
-    close = genuine_function(cls.close)
-    end_input = genuine_function(cls.end_input)
-    ready = genuine_function(cls.is_ready)
+    originals = [genuine_function(getattr(cls, name)) for name in _PATCHED]
+    connect, write, read, close, end_input, ready = originals
 
     async def patched_connect(self: Any) -> None:
         ctx = current_run()
@@ -411,12 +345,9 @@ def _apply(patches: Patches, _module: object) -> None:
         session = session_of(self)
         return True if session is not None and session.served is not None else bool(ready(self))
 
-    patches.set(cls, "connect", patched_connect)
-    patches.set(cls, "write", patched_write)
-    patches.set(cls, "read_messages", patched_read)
-    patches.set(cls, "close", patched_close)
-    patches.set(cls, "end_input", patched_end_input)
-    patches.set(cls, "is_ready", patched_ready)
+    patched = (patched_connect, patched_write, patched_read, patched_close, patched_end_input, patched_ready)
+    for name, function in zip(_PATCHED, patched, strict=True):
+        patches.set(cls, name, function)
 
 
 async def _read(
@@ -443,6 +374,3 @@ def _with_live_id(served: ServedStream, message: Document) -> Document:
         return message
     live = served.live_id(response.get("request_id"))
     return message if live is None else {**message, "response": {**response, "request_id": live}}
-
-
-OWNER = Owner(Library(_apply))

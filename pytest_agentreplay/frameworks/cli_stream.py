@@ -1,17 +1,11 @@
-"""Agents that drive a CLI over stdin/stdout in JSON lines (the Claude Agent SDK's ``claude``): the
-protocol-neutral half of capturing them at the SDK's transport.
+"""Agents that drive a CLI over stdin/stdout in JSON lines: the protocol-neutral half of capturing them.
 
-While recording, the transport's messages pass through unchanged and each one both ways is noted in
-order; a protocol module (:mod:`.claude_code`) turns them into events. Every message the CLI sent is kept,
-with how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the
-events the protocol emits (``model.call``, a closing ``state.update``): the concatenation of those, in
-event order, is the session's transcript.
-
-In replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each one
-once the Python side has sent as many messages as it had when the CLI sent it (a permission request is
-answered by the user's callback, live, before the CLI's next message is read). The SDK's own control
-requests (``initialize``) get the recorded answer under the live request id. A second CLI protocol is one
-more module beside the Claude one: it supplies the events, this module the transcript and its serving.
+While recording, each message both ways is noted in order, and every message the CLI sent is kept, with
+how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the events
+the protocol module (:mod:`.claude_code`, :mod:`.codex`) emits: their concatenation is the transcript. In
+replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each once the
+Python side has sent as many messages as it had in the recording (a permission request is answered by the
+user's callback, live, before the CLI's next message is read).
 """
 
 from __future__ import annotations
@@ -59,19 +53,6 @@ def cli_tool_call(
     )
 
 
-def emit_end(ctx: RunContext, transport: str, left: list[Document]) -> None:
-    """The closing ``state.update`` holding the messages no other event took (none: nothing emitted)."""
-    if left:
-        ctx.recorder.emit(
-            "state.update",
-            actor="runtime",
-            event_class="decision",
-            state_hash=hash_value(None),
-            data={"node": f"{transport} end", "label": f"{transport} end", "transport": transport},
-            output=payload({STREAM_KEY: left}),
-        )
-
-
 class Transcript:
     """The messages of one CLI session both ways, noted in order; :meth:`take` hands over those since the
     last take (an event's ``stream``). Outgoing messages are summaries: what they carry is in the events
@@ -93,7 +74,22 @@ class Transcript:
         return taken
 
 
-def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
+class RecordedSessions:
+    """A run's room: per transport, the recorded CLI sessions and how many have been served."""
+
+    def __init__(self) -> None:
+        self.served: dict[str, int] = {}
+        self.recorded: dict[str, list[list[Document]]] = {}
+
+    def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
+        if transport not in self.recorded:
+            self.recorded[transport] = _split(_recorded_transcript(ctx, transport), opens)
+        sessions, index = self.recorded[transport], self.served.get(transport, 0)
+        self.served[transport] = index + 1
+        return sessions[index] if index < len(sessions) else []
+
+
+def _recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
     """The recorded session's transcript: the ``stream`` entries of the events of ``transport``, in order."""
     recorded = ctx.recorded
     entries: list[Document] = []
@@ -109,39 +105,7 @@ def recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
     return entries
 
 
-class RecordedSessions:
-    """A run's room: per transport, the recorded CLI sessions (cut where an outgoing summary ``opens``
-    one) and how many have been served."""
-
-    def __init__(self) -> None:
-        self.served: dict[str, int] = {}
-        self.recorded: dict[str, list[list[Document]]] = {}
-
-    def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
-        if transport not in self.recorded:
-            self.recorded[transport] = split_sessions(recorded_transcript(ctx, transport), opens)
-        sessions, index = self.recorded[transport], self.served.get(transport, 0)
-        self.served[transport] = index + 1
-        return sessions[index] if index < len(sessions) else []
-
-
-def served_session(
-    ctx: RunContext,
-    transport: str,
-    *,
-    what: str,
-    opens: Callable[[Document], bool],
-    own_request: Callable[[Document], bool],
-) -> ServedStream | None:
-    """The recorded session served to the next CLI session ``transport`` starts in this run; None when
-    the run executes tools (sandbox: the CLI runs for real)."""
-    if ctx.executes_tool():
-        return None
-    entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
-    return ServedStream(ctx, entries, what=what, own_request=own_request)
-
-
-def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
+def _split(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
     """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
     test may start several CLI sessions; each is served its own part)."""
     sessions: list[list[Document]] = []
@@ -153,15 +117,79 @@ def split_sessions(entries: list[Document], opens: Callable[[Document], bool]) -
     return sessions
 
 
-class ServedStream:
-    """One recorded CLI session served in place of the process.
+class CliSession:
+    """One CLI session in one run: its transcript, the events its protocol (a subclass) builds from it, and
+    in replay the recorded session served in place of the process (``served``; None: the CLI runs)."""
 
-    ``wrote`` counts the Python side's messages (and maps the ids of its own requests onto the recorded
-    ones: the SDK draws new ones every run); ``messages`` (async SDKs) or ``next_message`` (SDKs reading in
-    a thread) hand over the CLI's recorded messages, each when the Python side has caught up with where it
-    stood in the recording. ``own_request`` tells an outgoing summary that is one of the Python side's own
-    requests (its ``request_id`` is then the recorded id).
-    """
+    def __init__(
+        self,
+        ctx: RunContext,
+        transport: str,
+        *,
+        what: str,
+        opens: Callable[[Document], bool],
+        own_request: Callable[[Document], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.transport = transport
+        self.transcript = Transcript()
+        self.prompts: list[object] = []
+        # None when the run executes tools (sandbox): the CLI runs for real.
+        self.served: ServedStream | None = None
+        if not ctx.executes_tool():
+            entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
+            self.served = ServedStream(ctx, entries, what=what, own_request=own_request)
+
+    def received(self, message: Document) -> None:
+        self.transcript.received(message)
+
+    def recorded_id(self, live_id: object) -> object:
+        """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
+        return live_id if self.served is None else self.served.next_recorded_id()
+
+    def model_call(self, **data: object) -> None:
+        """A ``model.call`` of the CLI's model; its input the prompts the Python side sent since the last."""
+        prompts, self.prompts = self.prompts, []
+        self.ctx.recorder.emit(
+            "model.call",
+            actor="model",
+            event_class="decision",
+            data={"endpoint": self.transport, "transport": self.transport, **data},
+            input=payload({"prompts": prompts}) if prompts else None,
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    def state(self, node: str, state: object, **data: object) -> None:
+        """A ``state.update`` of node ``<transport> <node>``, its hash that of ``state``."""
+        label = f"{self.transport} {node}"
+        self.ctx.recorder.emit(
+            "state.update",
+            actor="runtime",
+            event_class="decision",
+            state_hash=hash_value(state),
+            data={"node": label, "label": label, "transport": self.transport, **data},
+            output=payload({STREAM_KEY: self.transcript.take()}),
+        )
+
+    def flush(self) -> None:
+        """Emit what the protocol gathered and has not emitted yet (a turn under way): nothing here."""
+
+    def close(self) -> None:
+        """In replay, the CLI's messages not served (sent while the SDK was closing) are noted as recorded;
+        the messages no event took go into a closing ``state.update`` (none: nothing emitted)."""
+        if self.served is not None:
+            self.served.close()
+            for message in self.served.rest():
+                self.received(message)
+        self.flush()
+        if self.transcript.pending:
+            self.state("end", None)
+
+
+class ServedStream:
+    """One recorded CLI session served in place of the process: ``wrote`` counts the Python side's messages
+    (and maps the ids of its own requests, ``own_request``, onto the recorded ones); ``messages`` (async SDKs)
+    or ``next_message`` (threaded ones) hand over each recorded message once the Python side caught up."""
 
     def __init__(
         self, ctx: RunContext, entries: list[Document], *, what: str, own_request: Callable[[Document], bool]
@@ -238,10 +266,7 @@ class ServedStream:
                     if self.changed is None:
                         self.changed = anyio.Event()
                     await self.changed.wait()
-            if self.closed:
-                return
-            if self.sent < needed:
-                self._stalled(message, needed)
+            if not self._due(message, needed):
                 return
             yield message
 
@@ -255,14 +280,15 @@ class ServedStream:
         message, needed = found
         with self.condition:
             self.condition.wait_for(lambda: self.sent >= needed or self.closed, WAIT_SECONDS)
-        if self.closed:
-            return None
-        if self.sent < needed:
-            self._stalled(message, needed)
-            return None
-        return message
+        return message if self._due(message, needed) else None
 
-    def _stalled(self, message: Document, needed: int) -> None:
+    def _due(self, message: Document, needed: int) -> bool:
+        """After the wait: whether ``message`` is handed over (not when the session closed or stalled: the
+        agent sent fewer messages than the recording waits for, which fails the run)."""
+        if self.closed:
+            return False
+        if self.sent >= needed:
+            return True
         ctx = self.ctx
         excerpt = json.dumps(message)[:160]
         ctx.failures.add(
@@ -282,3 +308,4 @@ class ServedStream:
                 ],
             )
         )
+        return False

@@ -1,25 +1,11 @@
 """OpenAI's Codex SDK (``openai-codex``): the ``codex app-server`` session, captured at the SDK's client.
 
-The SDK (``Codex``, ``AsyncCodex``: a thread-offloaded wrapper of the same client) starts the ``codex``
-binary and talks JSON-RPC to it over stdio: its requests (``thread/start``, ``turn/start``), the server's
-notifications (turns, items, token usage) and the server's own requests (approvals), answered by the
-client's approval handler. ``CodexClient``'s ``start``, ``_write_message``, ``_read_message`` and ``close``
-are patched while a run is active; the messages become events:
-
-- each ``thread/tokenUsage/updated`` (one per model response): a ``model.call`` (provider ``openai``,
-  endpoint ``codex``, the model, the usage of that response), its input the prompts of ``turn/start``
-  requests since the previous one;
-- each item the agent runs (``item/started`` to ``item/completed``): a ``tool.call`` and its outcome, named
-  ``command`` (``commandExecution``: the command, its exit code and output), ``file_change``, ``web_search``
-  or ``server/tool`` (``mcpToolCall``); web searches are reads, the others writes (``mcp_effects``
-  overrides by name);
-- each approval the server asks (``item/.../requestApproval``) with the handler's answer: an ``approval``
-  (subject ``command`` or ``file_change``, status granted unless the decision declines or cancels);
-- each ``turn/completed``: a ``state.update`` (node ``codex turn``) with the turn's status and last message.
-
-In replay (every mode but sandbox) no process starts: the recorded session is served (:mod:`.cli_stream`)
-to the SDK's reader thread, the approval handler answers live and is compared; responses to the SDK's
-requests carry the ids it draws now.
+The SDK talks JSON-RPC to the ``codex`` binary over stdio. ``CodexClient``'s ``start``, ``_write_message``,
+``_read_message`` and ``close`` are patched; the messages become events (the table in docs/frameworks.md):
+a ``model.call`` per token-usage update, a tool call per item the agent runs, an ``approval`` per approval
+request, a ``state.update`` per completed turn. In replay (every mode but sandbox) no process starts: the
+recorded session is served (:mod:`.cli_stream`) to the SDK's reader thread, responses under the ids the SDK
+draws now, and the approval handler answers live.
 """
 
 from __future__ import annotations
@@ -31,18 +17,23 @@ from typing import Any, Final
 from openai_codex.client import CodexClient
 from openai_codex.errors import TransportClosedError
 
-from ..core.canonical import hash_value
-from ..core.capture import RunContext, current_run, payload
+from ..core.capture import RunContext, current_run
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
-from .cli_stream import STREAM_KEY, Transcript, cli_tool_call, effect, emit_end, obj, served_session
+from .cli_stream import CliSession, cli_tool_call, effect, obj
 
 TRANSPORT: Final = "codex"
 _STATE: Final = "_agentreplay_session"
-_ITEM_NAMES: Final = {"commandExecution": "command", "fileChange": "file_change", "webSearch": "web_search"}
+# Item type -> the tool call's name and the item's fields that are its arguments.
+_ITEMS: Final = {
+    "commandExecution": ("command", ("command", "cwd")),
+    "fileChange": ("file_change", ("changes",)),
+    "webSearch": ("web_search", ("query",)),
+}
 _READS: Final = frozenset({"web_search"})
 _DECLINED: Final = frozenset({"decline", "cancel", "denied", "abort"})
+_PATCHED: Final = ("start", "_write_message", "_read_message", "close")
 
 
 def _own_request(out: Document) -> bool:
@@ -53,30 +44,27 @@ def _opens_session(out: Document) -> bool:
     return out.get("method") == "initialize"
 
 
-class Session:
+class Session(CliSession):
     """One client's app-server session in one run (threads: the SDK's caller and its reader)."""
 
     def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.lock = threading.RLock()
-        self.transcript = Transcript()
-        self.prompts: list[object] = []
-        self.model: object = None
-        self.items: dict[str, ToolCall] = {}
-        self.asked: dict[str, Document] = {}
-        self.served = served_session(
+        super().__init__(
             ctx,
             TRANSPORT,
             what=f"Codex session ({TRANSPORT})",
             opens=_opens_session,
             own_request=_own_request,
         )
+        self.lock = threading.RLock()
+        self.model: object = None
+        self.items: dict[str, ToolCall] = {}
+        self.asked: dict[str, Document] = {}
 
     # -- what the server sent --------------------------------------------------------------------
 
     def received(self, message: Document) -> None:
         with self.lock:
-            self.transcript.received(message)
+            super().received(message)
             method = message.get("method")
             params = obj(message.get("params"))
             if "id" in message and isinstance(method, str):
@@ -92,40 +80,19 @@ class Session:
 
     def _model_call(self, params: Document) -> None:
         usage = obj(params.get("tokenUsage"))
-        prompts, self.prompts = self.prompts, []
-        self.ctx.recorder.emit(
-            "model.call",
-            actor="model",
-            event_class="decision",
-            data={
-                "provider": "openai",
-                "endpoint": TRANSPORT,
-                "transport": TRANSPORT,
-                "model": self.model,
-                "usage": usage.get("last") or usage.get("total"),
-            },
-            input=payload({"prompts": prompts}) if prompts else None,
-            output=payload({STREAM_KEY: self.transcript.take()}),
-        )
+        self.model_call(provider="openai", model=self.model, usage=usage.get("last") or usage.get("total"))
 
     def _item_started(self, item: Document) -> None:
         kind = str(item.get("type"))
-        name = _ITEM_NAMES.get(kind)
-        arguments: Document
         if kind == "mcpToolCall":
-            name = f"{item.get('server')}/{item.get('tool')}"
-            arguments = obj(item.get("arguments"))
-        elif kind == "commandExecution":
-            arguments = {"command": item.get("command"), "cwd": item.get("cwd")}
-        elif kind == "fileChange":
-            arguments = {"changes": item.get("changes")}
-        elif kind == "webSearch":
-            arguments = {"query": item.get("query")}
+            name, arguments = f"{item.get('server')}/{item.get('tool')}", obj(item.get("arguments"))
+        elif kind in _ITEMS:
+            name, fields = _ITEMS[kind]
+            arguments = {field: item.get(field) for field in fields}
         else:
             return
-        assert name is not None
-        kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
-        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
+        effect_kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
+        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, effect_kind, arguments)
 
     def _item_completed(self, item: Document) -> None:
         call = self.items.pop(str(item.get("id")), None)
@@ -144,20 +111,8 @@ class Session:
         items = turn.get("items")
         items = items if isinstance(items, list) else []
         texts = [str(i.get("text")) for i in items if isinstance(i, dict) and i.get("type") == "agentMessage"]
-        self.ctx.recorder.emit(
-            "state.update",
-            actor="runtime",
-            event_class="decision",
-            state_hash=hash_value(texts[-1] if texts else None),
-            data={
-                "node": f"{TRANSPORT} turn",
-                "label": f"{TRANSPORT} turn",
-                "transport": TRANSPORT,
-                "status": turn.get("status"),
-                "text": texts[-1] if texts else None,
-            },
-            output=payload({STREAM_KEY: self.transcript.take()}),
-        )
+        text = texts[-1] if texts else None
+        self.state("turn", text, status=turn.get("status"), text=text)
 
     # -- what the SDK sent -----------------------------------------------------------------------
 
@@ -165,10 +120,10 @@ class Session:
         with self.lock:
             method = message.get("method")
             params = obj(message.get("params"))
-            summary: Document = {}
             own = isinstance(method, str) and "id" in message
+            summary: Document
             if own:
-                summary = {"method": method, "request_id": self._recorded_id(message)}
+                summary = {"method": method, "request_id": self.recorded_id(message.get("id"))}
                 if method == "turn/start":
                     self.prompts.append(params.get("input"))
                 elif method == "thread/start" and params.get("model") is not None:
@@ -181,9 +136,6 @@ class Session:
             if self.served is not None:
                 self.served.wrote(message.get("id") if own else None)
             self.transcript.wrote(summary)
-
-    def _recorded_id(self, message: Document) -> object:
-        return message.get("id") if self.served is None else self.served.next_recorded_id()
 
     def _answered(self, request_id: str, result: Document) -> None:
         asked = self.asked.pop(request_id, None)
@@ -208,11 +160,7 @@ class Session:
 
     def close(self) -> None:
         with self.lock:
-            if self.served is not None:
-                self.served.close()
-                for message in self.served.rest():
-                    self.received(message)
-            emit_end(self.ctx, TRANSPORT, self.transcript.take())
+            super().close()
 
     def served_message(self) -> Document:
         """Replay: the next recorded message for the SDK's reader (responses under the live ids)."""
@@ -234,12 +182,9 @@ def session_of(client: object) -> Session | None:
     return found if isinstance(found, Session) else None
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     cls = CodexClient
-    start = genuine_function(cls.start)
-    write = genuine_function(cls._write_message)
-    read = genuine_function(cls._read_message)
-    close = genuine_function(cls.close)
+    start, write, read, close = (genuine_function(getattr(cls, name)) for name in _PATCHED)
 
     def patched_start(self: Any) -> None:
         ctx = current_run()
@@ -280,10 +225,6 @@ def _apply(patches: Patches, _module: object) -> None:
         if session is None or session.served is None:
             close(self)
 
-    patches.set(cls, "start", patched_start)
-    patches.set(cls, "_write_message", patched_write)
-    patches.set(cls, "_read_message", patched_read)
-    patches.set(cls, "close", patched_close)
-
-
-OWNER = Owner(Library(_apply))
+    patched = (patched_start, patched_write, patched_read, patched_close)
+    for name, function in zip(_PATCHED, patched, strict=True):
+        patches.set(cls, name, function)

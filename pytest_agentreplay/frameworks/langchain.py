@@ -1,23 +1,16 @@
 """LangChain and LangGraph: a callback handler every runnable gets, through LangChain's public
 ``register_configure_hook`` (the mechanism its own tracers use), so no callback has to be passed.
 
-- Tools (``on_tool_start``/``on_tool_end``/``on_tool_error``): ``tool.call`` with the arguments the tool
-  was invoked with, ``tool.result`` with its output as the model sees it (a ``ToolMessage``'s content) or
-  its error; a retried call gets ``attempt`` 2, 3...
-- LangGraph nodes (chain runs tagged ``graph:step:N`` whose name is their ``langgraph_node``): one
-  ``state.update`` per node execution, ``data.node``/``data.step``/``data.updated`` (the keys the node
-  wrote) and ``state_hash`` = the hash of the graph state after that step. LangGraph hands each node the
-  state after the previous step, so the state after step N is read from the inputs of the step N+1 nodes
-  (or from the graph's output after the last step): the event is emitted when the next step starts.
-  Messages are hashed by what they say (type, content, name, tool calls), not by their random ids.
-- Model calls (``on_chat_model_start``...) are left to the HTTP layer, which records them on the wire.
-
-Replay: callbacks only observe. ``ToolNode(tools, wrap_tool_call=replay_tool_call(reads={...}))`` serves
-the named read-only tools from the cassette in regression and model-comparison replay.
+Tools become ``tool.call``/``tool.result``; each LangGraph node execution a ``state.update`` whose
+``state_hash`` is the graph state after that step. LangGraph hands each node the state after the previous
+step, so the state after step N is read from the inputs of the step N+1 nodes (or from the graph's output
+after the last step): the event is emitted when the next step starts. Model calls are left to the HTTP
+layer. :func:`replay_tool_call` serves read-only tools from the cassette in replay.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
@@ -29,11 +22,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.tracers.context import register_configure_hook
 
-from ..core.capture import RunContext, current_run, to_jsonable
+from ..core.capture import RunContext, current_run, state_hash, to_jsonable
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution, as_arguments, error_text, record_step
+from ._record import ToolExecution, as_arguments, error_text
 
 if TYPE_CHECKING:
     # LangGraph's ToolNode types; LangChain without LangGraph never calls replay_tool_call.
@@ -85,20 +78,11 @@ def canonical_state(value: object) -> object:
     return to_jsonable(value)
 
 
-def _tool_output(output: object) -> object:
-    content = getattr(output, "content", None)
-    if content is not None and hasattr(output, "tool_call_id"):
-        return to_jsonable(content)
-    return to_jsonable(output)
-
-
 class AgentReplayCallbackHandler(BaseCallbackHandler):
     """Feeds tool executions and graph steps into the run active in this process (a no-op outside one)."""
 
     run_inline = True  # called in order, in the caller's thread and context, also from async runnables
     raise_error = False
-
-    # -- tools -------------------------------------------------------------------------------------
 
     def on_tool_start(
         self,
@@ -117,22 +101,21 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         _state(ctx).tools[run_id] = ToolExecution(ctx, name, arguments, framework=FRAMEWORK)
 
     def on_tool_end(self, output: object, *, run_id: UUID, **kwargs: object) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        execution = _state(ctx).tools.pop(run_id, None)
-        if execution is not None:
-            execution.finish(_tool_output(output), None)
+        self._tool_done(run_id, output, None)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: object) -> None:
-        ctx = current_run()
-        if ctx is None:
-            return
-        execution = _state(ctx).tools.pop(run_id, None)
-        if execution is not None:
-            execution.finish(None, error_text(error))
+        self._tool_done(run_id, None, error)
 
-    # -- graphs and nodes ----------------------------------------------------------------------------
+    def _tool_done(self, run_id: UUID, output: object, error: BaseException | None) -> None:
+        ctx = current_run()
+        execution = _state(ctx).tools.pop(run_id, None) if ctx is not None else None
+        if execution is not None and error is not None:
+            execution.finish(None, error_text(error))
+        elif execution is not None:
+            # A ToolMessage: its content, as the model sees it.
+            content = getattr(output, "content", None)
+            is_message = content is not None and hasattr(output, "tool_call_id")
+            execution.finish(to_jsonable(content if is_message else output), None)
 
     def on_chain_start(
         self,
@@ -193,10 +176,18 @@ class AgentReplayCallbackHandler(BaseCallbackHandler):
         if not ready:
             return
         done[:] = [n for n in done if n not in ready]
-        canonical = canonical_state(graph_state)
+        digest = state_hash(canonical_state(graph_state))
         for node in sorted(ready, key=lambda n: (n.step or 0, n.name)):
-            record_step(
-                ctx, canonical, framework=FRAMEWORK, node=node.name, step=node.step, updated=node.updated
+            data: Document = {
+                "label": node.name,
+                "node": node.name,
+                "framework": FRAMEWORK,
+                "updated": node.updated,
+            }
+            if node.step is not None:
+                data["step"] = node.step
+            ctx.recorder.emit(
+                "state.update", actor="runtime", event_class="decision", state_hash=digest, data=data
             )
 
 
@@ -206,22 +197,19 @@ _HANDLER = AgentReplayCallbackHandler()
 _HOOK: ContextVar[BaseCallbackHandler | None] = ContextVar("pytest_agentreplay_langchain", default=_HANDLER)
 
 
-def _register(_patches: Patches, _module: object) -> None:
+@functools.cache
+def _register() -> None:
     register_configure_hook(_HOOK, True)
 
 
-# LangChain keeps its configure hooks for the life of the process (there is no way to remove one) and every
-# callback manager it configures, in any thread, reads them: registered by the first run, kept.
-_CONFIGURE = Owner(Library(_register))
+def install(_patches: Patches) -> None:
+    # LangChain keeps its configure hooks for the life of the process (none can be removed) and every
+    # callback manager it configures, in any thread, reads them: registered by the first run, kept.
+    _register()
 
 
-def activate(ctx: RunContext) -> Callable[[], None]:
-    _CONFIGURE.keep()
-
-    def deactivate() -> None:
-        ctx.rooms.drop(_RunState)
-
-    return deactivate
+def end_run(ctx: RunContext) -> None:
+    ctx.rooms.drop(_RunState)
 
 
 def replay_tool_call(reads: Iterable[str]) -> ToolCallWrapper:

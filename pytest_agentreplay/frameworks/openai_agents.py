@@ -1,31 +1,20 @@
-"""OpenAI Agents SDK: a tracing processor added with the public ``agents.add_trace_processor``.
+"""OpenAI Agents SDK: a tracing processor (``agents.add_trace_processor``, see docs/frameworks.md).
 
-- ``agent`` spans: the agent's name onto the run header's labels (the first agent wins);
-- ``function`` spans: ``tool.call`` (``span_data.input``, JSON text, as arguments) and ``tool.result``
-  (``span_data.output`` as the model sees it, or ``span.error`` as ``data.error``). The SDK fills in the
-  input after the span has started, so both events are emitted when the span ends: HTTP the tool made
-  is recorded before its ``tool.call``;
-- ``handoff`` spans: ``state.update`` labelled ``handoff FROM -> TO`` (``data.node`` the new agent,
-  ``state_hash`` the hash of the pair), so a changed hand-off fails like a changed graph transition;
-- ``generation`` / ``response`` spans: left to the HTTP layer (it records the model calls on the wire).
-
-Processors are process-wide: ours is added when a run starts unless it is still registered (a
-project's ``set_trace_processors`` call drops it: the next run adds it again); outside a run it does
-nothing. The SDK's tracing must be
-enabled (``set_tracing_disabled(True)`` or ``OPENAI_AGENTS_DISABLE_TRACING`` silence it). Tools cannot be
-served from the cassette: the SDK has no public hook that answers a function call in its place.
+``function`` spans become ``tool.call``/``tool.result``, both emitted when the span ends (the SDK fills the
+input in late: HTTP the tool made is recorded before its ``tool.call``); ``handoff`` spans a
+``state.update`` whose hash is the pair, so a changed hand-off fails like a changed graph transition;
+``generation``/``response`` spans are left to the HTTP layer, which records the model calls on the wire.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from agents import add_trace_processor
 from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 FRAMEWORK = "openai_agents"
@@ -75,7 +64,17 @@ class AgentReplayTracingProcessor(TracingProcessor):
             error = _span_error(span)
             execution.finish(None if error else to_jsonable(data.output), error)
         elif data.type == "handoff":
-            _handoff(ctx, data.from_agent, data.to_agent)
+            # A changed hand-off fails like a changed graph transition: the state is the pair.
+            source, target = data.from_agent, data.to_agent
+            pair = {"from": source, "to": target}
+            label = f"handoff {source} -> {target}"
+            ctx.recorder.emit(
+                "state.update",
+                actor="runtime",
+                event_class="decision",
+                state_hash=state_hash(pair),
+                data={"label": label, "node": target, "handoff": pair, "framework": FRAMEWORK},
+            )
 
     def shutdown(self) -> None:
         return None
@@ -84,54 +83,25 @@ class AgentReplayTracingProcessor(TracingProcessor):
         return None
 
 
-def _handoff(ctx: RunContext, source: str | None, target: str | None) -> None:
-    pair = {"from": source, "to": target}
-    ctx.recorder.emit(
-        "state.update",
-        actor="runtime",
-        event_class="decision",
-        state_hash=state_hash(pair),
-        data={
-            "label": f"handoff {source} -> {target}",
-            "node": target,
-            "handoff": pair,
-            "framework": FRAMEWORK,
-        },
-    )
-
-
 _PROCESSOR = AgentReplayTracingProcessor()
 
 
-def _registered() -> bool | None:
+# Whether the processor was ever added: what tells, when this SDK version does not list its processors.
+_ADDED: list[bool] = []
+
+
+def _registered() -> bool:
     """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list), read
-    without touching anything; None when this SDK version does not tell."""
-    multi = getattr(get_trace_provider(), "_multi_processor", None)
-    processors = getattr(multi, "_processors", None)
+    without touching anything."""
+    processors = getattr(getattr(get_trace_provider(), "_multi_processor", None), "_processors", None)
     if not isinstance(processors, tuple | list):
-        return None
+        return bool(_ADDED)
     return any(p is _PROCESSOR for p in processors)
 
 
-def _add(_patches: Patches, _module: object) -> None:
-    add_trace_processor(_PROCESSOR)
-
-
-# The SDK has one trace provider per process, whose processors see every span of every thread: the processor
-# is added by the first run and kept (added again only when the project replaced the SDK's list with
-# ``set_trace_processors``).
-_REGISTRATION = Owner(Library(_add))
-
-
-def activate(ctx: RunContext) -> Callable[[], None]:
-    with _REGISTRATION.lock:
-        registered = _registered()
-        if registered is False:
-            _REGISTRATION.restore()
-        if registered is not True:
-            _REGISTRATION.keep()
-    return _noop
-
-
-def _noop() -> None:
-    return None
+def install(_patches: Patches) -> None:
+    """The SDK has one trace provider per process, whose processors see every span of every thread (none
+    can be removed): the processor is added once, and again when the project replaced the SDK's list."""
+    if not _registered():
+        add_trace_processor(_PROCESSOR)
+        _ADDED.append(True)

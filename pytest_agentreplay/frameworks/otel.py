@@ -1,27 +1,16 @@
 """The generic bridge: OpenTelemetry GenAI spans emitted in-process become events of the active run.
 
-A span processor (``opentelemetry.sdk.trace.SpanProcessor``) reads spans following the GenAI semantic
-conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/), keyed on ``gen_ai.operation.name``:
-
-- ``execute_tool``: ``tool.call`` when the span starts (``gen_ai.tool.name``, arguments from
-  ``gen_ai.tool.call.arguments`` or ``tool_arguments``), ``tool.result`` when it ends (the result text
-  from ``gen_ai.tool.call.result`` or ``tool_response``, as the model sees it; an ``ERROR`` status or an
-  ``exception`` span event becomes ``data.error``; a retried call gets ``attempt`` 2, 3...);
-- ``invoke_agent`` / ``create_agent``: the agent's name (``gen_ai.agent.name``) and the instrumentation
-  scope onto the run header's labels (``agent``, ``framework``);
-- ``chat`` / ``text_completion`` / ``generate_content``: nothing when the HTTP layer recorded the model
-  call during the span (the usual case); else (a transport the HTTP layer does not see) a ``model.call``
-  with ``data.source = "otel"``, the provider, model, finish reasons and usage.
-
-It is added once to the global SDK ``TracerProvider`` when one is set (so any library tracing through
-it feeds the run) and to a private provider the Pydantic AI adapter instruments agents with. Outside a
-run it does nothing.
+A span processor reads spans by ``gen_ai.operation.name`` (the table in docs/frameworks.md): tool
+executions, agent names, and model calls only when the HTTP layer recorded none during the span (a
+transport it does not see). It is added to the global SDK ``TracerProvider`` when one is set, and to the
+private provider the Pydantic AI adapter instruments agents with.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -31,12 +20,20 @@ from opentelemetry.trace import StatusCode
 
 from ..core.capture import RunContext
 from ..core.documents import Document
-from ._record import ToolExecution, as_arguments, in_current_run, model_calls_since, note_agent
+from ..core.patching import Patches
+from ._record import ToolExecution, as_arguments, in_current_run, note_agent
 
 ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
 RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "tool_response")
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 AGENT_OPERATIONS = frozenset({"invoke_agent", "create_agent"})
+# A model call's data key, and the attributes it is read from (the first one present).
+_MODEL_ATTRIBUTES = (
+    ("provider", ("gen_ai.provider.name", "gen_ai.system")),
+    ("model", ("gen_ai.request.model",)),
+    ("response_model", ("gen_ai.response.model",)),
+)
+_USAGE = ("input_tokens", "output_tokens")
 
 
 def _first(attributes: Mapping[str, object], names: tuple[str, ...]) -> object:
@@ -116,16 +113,11 @@ class GenAISpanProcessor(SpanProcessor):
             # The result as the model sees it (text), so a served read gives it back byte for byte.
             pending.finish(_first(attributes, RESULT_ATTRIBUTES) if error is None else None, error)
         elif isinstance(pending, int):
-            if model_calls_since(ctx, pending) == 0:
+            # Only when the HTTP layer recorded no model call during the span.
+            if not any(event.type == "model.call" for event in ctx.recorder.events[pending:]):
                 _model_call(ctx, span, attributes)
         elif attributes.get("gen_ai.operation.name") in AGENT_OPERATIONS:
             _note(ctx, span, attributes)
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
 
 
 def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, object]) -> None:
@@ -136,26 +128,13 @@ def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, o
 def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
     """A model call only the span saw (no HTTP exchange was recorded during it)."""
     data: Document = {"source": "otel"}
-    for key, attribute in (
-        ("provider", "gen_ai.provider.name"),
-        ("model", "gen_ai.request.model"),
-        ("response_model", "gen_ai.response.model"),
-    ):
-        if attribute in attributes:
-            data[key] = attributes[attribute]
-    if "provider" not in data and "gen_ai.system" in attributes:
-        data["provider"] = attributes["gen_ai.system"]
+    for key, names in _MODEL_ATTRIBUTES:
+        if (value := _first(attributes, names)) is not None:
+            data[key] = value
     reasons = attributes.get("gen_ai.response.finish_reasons")
     if reasons is not None:
         data["decision"] = {"stop_reason": list(reasons)}
-    usage = {
-        key: attributes[attribute]
-        for key, attribute in (
-            ("input_tokens", "gen_ai.usage.input_tokens"),
-            ("output_tokens", "gen_ai.usage.output_tokens"),
-        )
-        if attribute in attributes
-    }
+    usage = {key: attributes[f"gen_ai.usage.{key}"] for key in _USAGE if f"gen_ai.usage.{key}" in attributes}
     if usage:
         data["usage"] = usage
     ctx.recorder.emit(
@@ -169,57 +148,40 @@ def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, An
 
 
 _PROCESSOR = GenAISpanProcessor()
+# A span processor cannot be taken off a provider again: each provider gets ours once and keeps it (ids of
+# those that have it).
+_HOOKED: set[int] = set()
+_LOCK = threading.Lock()
 
 
-class ProviderHooks:
-    """The tracer providers :data:`_PROCESSOR` was added to, and the private provider (made once).
-
-    Process-wide (:data:`_PROVIDERS`): the global SDK tracer provider serves every thread of the process,
-    and a span processor cannot be taken off a provider again; each provider gets ours once and keeps it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        # id() of each provider that has our processor
-        self.hooked: set[int] = set()
-        self.private: TracerProvider | None = None
-
-    def private_provider(self) -> TracerProvider:
-        with self.lock:
-            if self.private is None:
-                self.private = TracerProvider()
-                self.hook(self.private)
-            return self.private
-
-    def hook(self, provider: TracerProvider) -> None:
-        with self.lock:
-            if id(provider) not in self.hooked:
-                provider.add_span_processor(_PROCESSOR)
-                self.hooked.add(id(provider))
-
-
-_PROVIDERS = ProviderHooks()
+def _hook(provider: TracerProvider) -> None:
+    with _LOCK:
+        if id(provider) not in _HOOKED:
+            provider.add_span_processor(_PROCESSOR)
+            _HOOKED.add(id(provider))
 
 
 def processor() -> GenAISpanProcessor:
     return _PROCESSOR
 
 
+@functools.cache
 def private_provider() -> TracerProvider:
     """A tracer provider of our own (not the global one) whose spans only feed the run."""
-    return _PROVIDERS.private_provider()
+    provider = TracerProvider()
+    _hook(provider)
+    return provider
 
 
-def activate(ctx: RunContext) -> Callable[[], None]:
+def install(_patches: Patches) -> None:
     provider = trace.get_tracer_provider()
-    if isinstance(provider, TracerProvider):  # the global SDK provider, when one is set: hooked once
-        _PROVIDERS.hook(provider)
+    if isinstance(provider, TracerProvider):  # the global SDK provider, when one is set
+        _hook(provider)
 
-    def deactivate() -> None:
-        # Spans still open at the end of the run (a tool that never returned) end it with an error.
-        for pending in list(_pending(ctx).values()):
-            if isinstance(pending, ToolExecution):
-                pending.finish(None, "unfinished: the span had not ended when the run finished")
-        ctx.rooms.drop(_OpenSpans)
 
-    return deactivate
+def end_run(ctx: RunContext) -> None:
+    # Spans still open at the end of the run (a tool that never returned) end it with an error.
+    for pending in list(_pending(ctx).values()):
+        if isinstance(pending, ToolExecution):
+            pending.finish(None, "unfinished: the span had not ended when the run finished")
+    ctx.rooms.drop(_OpenSpans)

@@ -1,17 +1,8 @@
-"""Pydantic AI: its OpenTelemetry GenAI instrumentation, read by an in-process span processor.
-
-Activation calls the public ``Agent.instrument_all(InstrumentationSettings(tracer_provider=...))`` with a
-private tracer provider holding the bridge's processor (:mod:`.otel`), and ``Agent.instrument_all(False)``
-at the end of the run. Agents then emit ``invoke_agent``, ``chat`` and ``execute_tool`` spans: every tool
-execution becomes ``tool.call``/``tool.result`` (arguments as the model sent them, the result as the tool
-returned it, ``ModelRetry`` and exceptions as ``data.error`` with the next attempt numbered), model calls
-stay with the HTTP layer. When the project instrumented agents itself (``instrument_all`` already called)
-nothing is changed: the bridge reads the global SDK tracer provider instead.
-
-Replay: spans only observe. To serve read-only tools from the cassette (as ``@tool`` reads are), add the
-:class:`ReplayTools` capability to the agent: ``Agent(..., capabilities=[ReplayTools(reads={"lookup"})])``.
-With it, the capability records its agent's tools itself (the arguments after validation, i.e. what the
-tool really ran with) and the span processor leaves those calls alone.
+"""Pydantic AI: its OpenTelemetry GenAI instrumentation (``Agent.instrument_all`` with a private tracer
+provider), read by the span processor of :mod:`.otel`; left alone when the project instruments agents
+itself (the bridge then reads the global provider). Spans only observe: the :class:`ReplayTools` capability
+records its agent's tools itself (the arguments after validation) and serves the read-only ones from the
+cassette in replay.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
 from ..core.capture import current_run, to_jsonable
-from ..core.patching import Library, Owner, Patches
+from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ._record import ToolExecution, error_text
 from .otel import private_provider
@@ -39,17 +30,14 @@ if TYPE_CHECKING:
 FRAMEWORK = "pydantic_ai"
 
 
-def _instrument(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
+    """``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the
+    first run, off with the last."""
     # The class default tells whether the project instruments agents itself (then: hands off).
     if getattr(Agent, "_instrument_default", False) is not False:
         return
     Agent.instrument_all(InstrumentationSettings(tracer_provider=private_provider(), include_content=True))
     patches.add(lambda: Agent.instrument_all(False))
-
-
-# ``Agent.instrument_all`` sets a class-wide default, seen by every agent of the process: on with the first
-# run, off with the last (concurrent runs, async tests and nested sessions, share it).
-OWNER = Owner(Library(_instrument))
 
 
 @dataclass

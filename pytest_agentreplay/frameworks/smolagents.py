@@ -1,10 +1,7 @@
-"""smolagents: every tool call (``Tool.__call__``, which ``ToolCallingAgent`` and ``CodeAgent`` go through,
-``final_answer`` included) as ``tool.call``/``tool.result``.
-
-smolagents emits no OpenTelemetry spans of its own (its OpenInference instrumentation is a separate
-package), so the adapter wraps the base class's ``__call__`` while a run is active: the arguments by the
-tool's input names, the result or the error. Model calls stay with the HTTP layer. In replay the tools run
-again and their events are compared (no public hook answers a tool call in its place).
+"""smolagents: every tool call (``Tool.__call__``, which both agent kinds go through, ``final_answer``
+included) as ``tool.call``/``tool.result``. smolagents emits no OpenTelemetry spans by itself, so the base
+class's ``__call__`` is wrapped; in replay the tools run again and their events are compared (no public hook
+answers a tool call in its place).
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from smolagents.tools import Tool
 
 from ..core.capture import current_run, to_jsonable
 from ..core.documents import Document
-from ..core.patching import Library, Owner, Patches, genuine_function
+from ..core.patching import Patches, genuine_function
 from ._record import ToolExecution, as_arguments, error_text
 
 FRAMEWORK: Final = "smolagents"
@@ -30,7 +27,7 @@ def _arguments(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Docu
     return as_arguments(to_jsonable(named))
 
 
-def _apply(patches: Patches, _module: object) -> None:
+def install(patches: Patches) -> None:
     call = genuine_function(Tool.__call__)
 
     def patched_call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -52,6 +49,3 @@ def _apply(patches: Patches, _module: object) -> None:
         return result
 
     patches.set(Tool, "__call__", patched_call)
-
-
-OWNER = Owner(Library(_apply))

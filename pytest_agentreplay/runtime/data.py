@@ -20,9 +20,6 @@ if TYPE_CHECKING:
 EVENT_TYPE: Final = "runtime.values"
 
 
-# ------------------------------------------------------------------------------------- the event
-
-
 def describe_data(data: Mapping[str, Any]) -> str:
     """One line for the timeline: ``clock 3 reads from 2026-11-30T14:57:28Z, uuid 5, random, values: seq``."""
     parts: list[str] = []

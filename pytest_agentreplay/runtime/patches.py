@@ -1,12 +1,6 @@
-"""The process-wide patches behind runtime values (:mod:`.values`): the clock, the ``uuid``
-functions and the ``random`` module's reseeding functions, and the runs they serve.
-
-time-machine patches the C-level clock functions for every thread of the process, the code objects of
-``uuid.uuid1/4/6/7`` are swapped in place, and ``random.seed``/``random.setstate`` are wrapped: so each patch
-exists once, whatever the number of runs (concurrent async tests, nested sessions) using it, and stays while
-one of them needs it (an :class:`~pytest_agentreplay.core.patching.Owner` per source, held by each run
-that reads it: :class:`InstalledRuns`). A read is matched to its run by :func:`_state`.
-"""
+"""The process-wide patches behind runtime values (:mod:`.values`): the clock (time-machine), the code of
+the ``uuid`` functions and ``random``'s reseeding functions, one patching ``Owner`` per source held by each
+run that reads it, and the runs they serve (a read is matched to its run by :func:`_state`)."""
 
 from __future__ import annotations
 
@@ -21,14 +15,12 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from ..core.capture import RunContext, current_run
-from ..core.patching import Library, Owner, Patches, Undo, once
+from ..core.patching import Library, Owner, Patches, Undo, genuine_function, once
 
 _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
 # The module functions that put the ``random`` generator in a new state (pytest-randomly calls ``seed``).
 _RESEEDERS: Final = ("seed", "setstate")
-_RANDOM_STATE_GLOBAL: Final = "__agentreplay_runtime_random_state__"
-_RANDOM_HOOK_GLOBAL: Final = "__agentreplay_runtime_random__"
 # Callers whose clock and uuid reads are not the agent's: they get the real values, unrecorded.
 _EXCLUDED_MODULES: Final = frozenset({"logging", "pytest", "pluggy", "time_machine"})
 _EXCLUDED_PREFIXES: Final = (
@@ -96,11 +88,6 @@ class PatchedRun(Protocol):
 _UUID_STATE_GLOBAL: Final = "__agentreplay_runtime_uuid_state__"
 
 
-def _freezegun_active() -> bool:
-    api = sys.modules.get("freezegun.api")
-    return bool(getattr(api, "freeze_factories", None))
-
-
 class ClockPatch:
     """Our time-machine traveller while the clock is patched, and the clock it reads underneath.
 
@@ -119,7 +106,7 @@ class ClockPatch:
         self.real_ns: Callable[[], int] | None = None
 
     def start(self) -> None:
-        if _freezegun_active():
+        if getattr(sys.modules.get("freezegun.api"), "freeze_factories", None):
             # The test froze the clock itself (freezegun, which time-machine refuses to run under): its frozen
             # clock is what the agent reads, the same while recording and in replay, so it is left alone.
             return
@@ -209,80 +196,42 @@ def _trampoline_code(name: str) -> types.CodeType:
     return code
 
 
-class RandomPatch:
+def _patch_random(patches: Patches, _module: object) -> None:
     """``random.seed`` and ``random.setstate`` wrapped while a run serves ``random``: each run hears of a
     reseed before it happens (:meth:`PatchedRun.reseeding`), so one made by a plugin or a fixture between
-    the run's start and the test body (pytest-randomly reseeds before every test phase) can be undone.
+    the run's start and the test body (pytest-randomly reseeds before every test phase) can be undone."""
+    for name in _RESEEDERS:
+        genuine = genuine_function(getattr(random, name))
+        patches.set(random, name, _reseeder(genuine), original=genuine)
 
-    Process-wide (:data:`RANDOM`). As for ``uuid``, the genuine functions are kept in the ``random`` module
-    itself and the wrappers call the hook found there: every copy of this module restores the same functions.
-    """
 
-    __slots__ = ("genuine",)
-
-    def __init__(self) -> None:
-        # name -> the genuine module function (``random._inst``'s bound method)
-        self.genuine: dict[str, Callable[..., Any]] = random.__dict__.setdefault(_RANDOM_STATE_GLOBAL, {})
-
-    def patch(self) -> None:
-        random.__dict__[_RANDOM_HOOK_GLOBAL] = _notify_reseed
-        if self.genuine:
-            return
-        for name in _RESEEDERS:
-            genuine = getattr(random, name)
-            self.genuine[name] = genuine
-            setattr(random, name, _reseeder(genuine))
-
-    def unpatch(self) -> None:
-        for name, genuine in self.genuine.items():
-            setattr(random, name, genuine)
-        self.genuine.clear()
-        random.__dict__.pop(_RANDOM_HOOK_GLOBAL, None)
-
-    def call(self, name: str, *args: Any) -> Any:
-        """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
-        return (self.genuine.get(name) or getattr(random, name))(*args)
+def random_call(name: str, *args: Any) -> Any:
+    """The genuine ``random.<name>(*args)``: the runs' own reseeds are not news to them."""
+    return genuine_function(getattr(random, name))(*args)
 
 
 def _reseeder(genuine: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(genuine)
     def reseed(*args: Any, **kwargs: Any) -> Any:
-        hook = random.__dict__.get(_RANDOM_HOOK_GLOBAL)
-        if hook is not None:
-            hook()
+        for run in list(INSTALLED.runs):
+            if "random" in run.sources:
+                run.reseeding()
         return genuine(*args, **kwargs)
 
     return reseed
 
 
-def _notify_reseed() -> None:
-    for run in list(INSTALLED.runs):
-        if "random" in run.sources:
-            run.reseeding()
+def _owner(patch: Callable[[], None], unpatch: Undo) -> Owner:
+    def apply(patches: Patches, _module: object) -> None:
+        patch()
+        patches.add(unpatch)
 
-
-def _patch_clock(patches: Patches, _module: object) -> None:
-    _CLOCK.start()
-    patches.add(_CLOCK.stop)
-
-
-def _patch_uuid(patches: Patches, _module: object) -> None:
-    _UUID.patch(_dispatch_uuid)
-    patches.add(_UUID.unpatch)
-
-
-def _patch_random(patches: Patches, _module: object) -> None:
-    RANDOM.patch()
-    patches.add(RANDOM.unpatch)
+    return Owner(Library(apply))
 
 
 class InstalledRuns:
-    """The runs whose runtime values are recorded or served now; each source's patch stays while one of
-    them reads it.
-
-    Process-wide (:data:`INSTALLED`), like the patches: concurrent runs (async tests, nested sessions)
-    share them, and a read from any thread is matched to its run (:func:`_state`).
-    """
+    """The runs whose runtime values are recorded or served now (process-wide, like the patches); each
+    source's patch stays while one of them reads it."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -305,21 +254,17 @@ class InstalledRuns:
 
 _CLOCK = ClockPatch()
 _UUID = UuidPatch()
-RANDOM = RandomPatch()
 INSTALLED = InstalledRuns()
 _PATCHES: Final = {
-    "clock": Owner(Library(_patch_clock)),
-    "uuid": Owner(Library(_patch_uuid)),
+    "clock": _owner(_CLOCK.start, _CLOCK.stop),
+    "uuid": _owner(lambda: _UUID.patch(_dispatch_uuid), _UUID.unpatch),
     "random": Owner(Library(_patch_random)),
 }
 
 
 def underlying_ns() -> int:
     """The clock under ours: a traveller the test started itself, else the real clock."""
-    real = _CLOCK.real_ns
-    if real is not None:
-        return real()
-    return time.time_ns()
+    return (_CLOCK.real_ns or time.time_ns)()
 
 
 @functools.cache
@@ -347,8 +292,7 @@ def _state(source: str) -> PatchedRun | None:
 
 def _read_clock_ns() -> int:
     """time-machine calls this for every patched clock read (it replaces our traveller's ``time_ns``)."""
-    real_ns = _CLOCK.real_ns
-    real = real_ns() if real_ns is not None else underlying_ns()
+    real = (_CLOCK.real_ns or time.time_ns)()
     try:
         module = sys._getframe(1).f_globals.get("__name__") or ""
     except ValueError:  # called with no Python frame at all

@@ -1,33 +1,13 @@
-"""Runtime values: the wall clock, ``uuid`` and ``random`` values an agent reads, recorded and served back.
+"""Runtime values: the wall clock, ``uuid`` and ``random`` values an agent reads (docs/runtime-values.md),
+recorded per *stream* (the thread or asyncio task that read them) into one ``runtime.values`` input event
+before ``run.end``, and served back in the same order in replay; :func:`record_value` for any other value.
 
-While a run records, what the agent's code reads from the wall clock (``time.time``, ``time.time_ns``,
-``datetime.now/utcnow/today``, ``date.today``, ``time.gmtime/localtime/strftime`` without an argument),
-draws from ``uuid.uuid1/uuid4`` (``uuid6``/``uuid7`` where Python has them) and the seed of the
-``random`` module are kept per *stream* (the thread or asyncio task that read them) and written as one
-``runtime.values`` input event before ``run.end``. In replay the same values are served in the same
-order per stream: the clock starts at the recorded start and advances by the recorded offsets, then
-keeps advancing (in real time) from the last recorded value when the run reads more than was recorded.
-
-How:
-
-- clock: time-machine patches the C-level clock functions; this module pushes one traveller whose
-  ``time_ns`` is the hook below (one Python call per read, values appended to a per-stream list).
-  Reads made by pytest, pluggy, logging, time-machine and this package itself (event timestamps, the
-  network guard, the HTTP replayer) are recognised by the caller's module and get the real clock
-  (or the clock of a traveller the test started itself), unrecorded. ``time.monotonic`` and
-  ``time.perf_counter`` are never touched: durations, timeouts and event-loop timing stay real.
-- uuid: the code objects of ``uuid.uuid1/4/6/7`` are swapped for a trampoline while a run is active, so
-  ``from uuid import uuid4`` bound before the run is covered too.
-- random: the module-level ``random`` generator is seeded with a recorded seed for the run (and its
-  previous state restored afterwards); ``random.sample``/``choice``/``random`` then repeat themselves.
-  Under pytest the seed holds from the test body on: a reseed between the run's start and the body
-  (pytest-randomly's before each phase, a fixture's ``random.seed``) is undone when the body starts.
-  Draws racing between threads follow their interleaving. ``random.Random()`` instances, ``secrets``,
-  ``random.SystemRandom`` and ``os.urandom`` stay outside.
-- :func:`record_value` records any other nondeterministic value by name.
-
-The process-wide patches live in :mod:`.patches`, the settings and the event's stored form in
-:mod:`.data`.
+The clock past the recording keeps advancing in real time from the last recorded value. Reads made by
+pytest, logging, time-machine and this package itself (event timestamps, the guard, the HTTP replayer) get
+the real clock, unrecorded; ``time.monotonic``/``perf_counter`` are never touched, so durations, timeouts
+and event loops stay real. The ``random`` generator is seeded with a recorded seed for the run; a reseed
+between the run's start and the test body (pytest-randomly's) is undone when the body starts. The
+process-wide patches are :mod:`.patches`, the stored form :mod:`.data`.
 
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
 ``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
@@ -42,7 +22,7 @@ import re
 import sys
 import threading
 import uuid as uuid_module
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
@@ -57,8 +37,7 @@ from .data import (
     recorded_streams,
     values_key_order,
 )
-from .data import describe_data as describe_data  # the timeline's line for the event
-from .patches import INSTALLED, RANDOM, underlying_ns
+from .patches import INSTALLED, random_call, underlying_ns
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -68,9 +47,6 @@ T = TypeVar("T")
 MAIN: Final = "main"
 _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
-
-
-# ---------------------------------------------------------------------------------------- per stream
 
 
 class _Seq:
@@ -162,7 +138,7 @@ class RuntimeValues:
         self._random_own: Any = None
         self.random_after: Any = None
         self.active = True
-        # Takes the run's patches off again (set by :func:`install`).
+        # Takes the run's patches off again (set by :func:`start_run`).
         self.unpatch: Callable[[], None] | None = None
         if ctx.rerecord is not None:
             ctx.rerecord.on_live(self._go_live)
@@ -180,7 +156,6 @@ class RuntimeValues:
                     for seq in table.values():
                         del seq.recorded[seq.pos :]
 
-    # streams -----------------------------------------------------------------------------------------
     def stream(self) -> _Stream:
         """The stream of the calling thread or task (a thread-local cache outside tasks: one per read)."""
         aio = sys.modules.get("asyncio")
@@ -192,10 +167,8 @@ class RuntimeValues:
             if found is None:
                 found = self._local.stream = self._new_stream(threading.current_thread(), None)
             return found
-        found = self._streams.get((threading.current_thread(), task))
-        if found is not None:
-            return found
-        return self._new_stream(threading.current_thread(), task)
+        thread = threading.current_thread()
+        return self._streams.get((thread, task)) or self._new_stream(thread, task)
 
     def _new_stream(self, thread: threading.Thread, task: Any) -> _Stream:
         with self._lock:
@@ -225,7 +198,6 @@ class RuntimeValues:
             self._by_name[name] = stream
             return stream
 
-    # clock -------------------------------------------------------------------------------------------
     def clock_ns(self, real_ns: int, module: str) -> int:
         stream = self.stream()
         if stream.suspended:
@@ -244,7 +216,6 @@ class RuntimeValues:
         seq.drawn.append(value)
         return int(value) * 1000
 
-    # uuid --------------------------------------------------------------------------------------------
     def uuid(self, kind: str, module: str, make: Callable[[], uuid_module.UUID]) -> uuid_module.UUID:
         stream = self.stream()
         if stream.suspended:
@@ -258,18 +229,18 @@ class RuntimeValues:
                 return served
         # uuid1/uuid6 draw their clock sequence from ``random``: generating one must not move the seeded
         # generator, or the draws after it would differ between the recording and the replay (served).
-        state = _random_state() if self._random_saved is not None and kind in ("uuid1", "uuid6") else None
+        seeded = self._random_saved is not None and kind in ("uuid1", "uuid6")
+        state = random_call("getstate") if seeded else None
         stream.suspended = True
         try:
             value = make()
         finally:
             stream.suspended = False
             if state is not None:
-                _random_state(state)
+                random_call("setstate", state)
         seq.drawn.append(str(value))
         return value
 
-    # named values ------------------------------------------------------------------------------------
     def value(self, name: str, fn: Callable[[], T]) -> T:
         stream = self.stream()
         if stream.ignored:
@@ -291,22 +262,21 @@ class RuntimeValues:
         seq.drawn.append(plain)
         return result
 
-    # random ------------------------------------------------------------------------------------------
     def seed_random(self) -> None:
         recorded = (self.recorded or {}).get("random")
         if self.replaying and not recorded:
             return  # nothing recorded: leave the generator alone
         self.seed = int(recorded["seed"]) if recorded else int.from_bytes(os.urandom(8), "big")
-        self._random_saved = RANDOM.call("getstate")
-        RANDOM.call("seed", self.seed)
-        self._random_seeded = RANDOM.call("getstate")
+        self._random_saved = random_call("getstate")
+        random_call("seed", self.seed)
+        self._random_seeded = random_call("getstate")
         self.holding = True
 
     def reseeding(self) -> None:
         """``random.seed``/``setstate`` is about to be called: while the run holds the generator for its
         body, keep the run's state from before the first such reseed to take back when the body starts."""
         if self.holding and self._random_own is None and self._random_saved is not None:
-            self._random_own = RANDOM.call("getstate")
+            self._random_own = random_call("getstate")
 
     def body_starts(self) -> None:
         """The test body starts: the seeds of plugins and fixtures since the run began (pytest-randomly
@@ -316,20 +286,28 @@ class RuntimeValues:
             return
         self.holding = False
         if self._random_own is not None:
-            RANDOM.call("setstate", self._random_own)
+            random_call("setstate", self._random_own)
             self._random_own = None
 
     def restore_random(self) -> None:
         self.holding = False
         if self._random_saved is None:
             return
-        after = RANDOM.call("getstate")
+        after = random_call("getstate")
         if after != self._random_seeded:
             self.random_after = after
-        RANDOM.call("setstate", self._random_saved)
+        random_call("setstate", self._random_saved)
         self._random_saved = None
 
-    # the event ---------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop serving/recording (idempotent); each patch goes when the last run reading it does."""
+        if not self.active:
+            return
+        self.active = False
+        self.restore_random()
+        if self.unpatch is not None:
+            self.unpatch()
+
     def event_data(self) -> dict[str, Any] | None:
         """The ``runtime.values`` event's data, or None when the run read nothing."""
         streams = sorted(self._by_name.values(), key=lambda s: (s.name != MAIN, s.name))
@@ -352,22 +330,19 @@ class RuntimeValues:
                     values.setdefault(name, {})[st.name] = list(q.drawn)
         if not (clock or uuids or values or self.random_after is not None):
             return None
-        data: dict[str, Any] = {"sources": list(self.sources), "reads": {}}
+        reads: dict[str, Any] = {}
+        data: dict[str, Any] = {"sources": list(self.sources), "reads": reads}
         if clock:
-            data["reads"]["clock"] = {
-                st.name: {m: len(q.drawn) for m, q in sorted(st.clock.items()) if q.drawn}
-                for st in streams
-                if st.name in clock
-            }
+            reads["clock"] = {k: {m: len(v.split()) for m, v in by.items()} for k, by in clock.items()}
             data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
         if uuids:
-            data["reads"]["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
+            reads["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
         if self.random_after is not None:
             digest = hashlib.sha256(repr(self.random_after).encode()).hexdigest()[:16]
             data["random"] = {"seed": self.seed, "state_after": digest}
         if values:
-            data["reads"]["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
+            reads["values"] = {n: {k: len(v) for k, v in s.items()} for n, s in values.items()}
             data["values"] = values
             if orders := values_key_order(values):
                 data["key_order"] = orders
@@ -387,43 +362,6 @@ def _serves(thread: threading.Thread) -> bool:
     return module.split(".")[0] in _SERVER_MODULES
 
 
-def _random_state(state: Any = None) -> Any:
-    if state is None:
-        return RANDOM.call("getstate")
-    RANDOM.call("setstate", state)
-    return state
-
-
-def install(ctx: RunContext, sources: Iterable[str] | None = None) -> RuntimeValues:
-    """Start recording (or serving) the runtime values of ``ctx``; ``sources`` default to all three."""
-    chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in tuple(sources))
-    existing = ctx.rooms.existing(RuntimeValues)
-    if existing is not None:
-        return existing
-    state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
-    state.unpatch = INSTALLED.add(state, chosen)
-    if "random" in chosen:
-        state.seed_random()
-    ctx.on_release(lambda: _release(ctx))
-    return state
-
-
-def _release(ctx: RunContext) -> None:
-    uninstall(ctx)
-
-
-def uninstall(ctx: RunContext) -> RuntimeValues | None:
-    """Stop serving/recording for ``ctx`` (idempotent); each patch goes when the last run reading it does."""
-    state = ctx.rooms.existing(RuntimeValues)
-    if state is None or not state.active:
-        return None
-    state.active = False
-    state.restore_random()
-    if state.unpatch is not None:
-        state.unpatch()
-    return state
-
-
 def forget(ctx: RunContext) -> None:
     """Drop the run's runtime values at its very end: they point back at the run, which is then freed as
     soon as its test lets go of it instead of waiting for the cyclic collector."""
@@ -439,26 +377,29 @@ def body_starts(ctx: RunContext) -> None:
 
 
 def start_run(ctx: RunContext) -> None:
-    """Called when a run starts (:func:`replay.runs.start`): install the sources its settings
-    name."""
-    if ctx.mode == "audit":
-        return
+    """Called when a run starts (:func:`replay.runs.start`): record or serve the sources its settings
+    name (all three by default)."""
     sources = ctx.settings.runtime_values
-    install(ctx, DEFAULT_SOURCES if sources is None else sources)
+    if ctx.mode == "audit" or ctx.rooms.existing(RuntimeValues) is not None:
+        return
+    chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in sources)
+    state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
+    state.unpatch = INSTALLED.add(state, chosen)
+    if "random" in chosen:
+        state.seed_random()
+    ctx.on_release(state.stop)
 
 
 def finish_run(ctx: RunContext) -> None:
-    """Called when a run ends (:func:`replay.runs.finish`): uninstall; add the ``runtime.values``
-    event if the run read any."""
-    state = uninstall(ctx)
-    if state is None:
+    """Called when a run ends (:func:`replay.runs.finish`): stop; add the ``runtime.values`` event if the
+    run read any."""
+    state = ctx.rooms.existing(RuntimeValues)
+    if state is None or not state.active:
         return
+    state.stop()
     data = state.event_data()
     if data is not None:
         ctx.recorder.emit(EVENT_TYPE, actor="runtime", event_class="input", data=data, trusted=True)
-
-
-# ------------------------------------------------------------------------------------------------ API
 
 
 def record_value(name: str, fn: Callable[[], T]) -> T:
