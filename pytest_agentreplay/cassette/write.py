@@ -20,7 +20,7 @@ from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
-from .atomic import atomic_write_bytes, path_lock, save_failed
+from .atomic import write_locked
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
 from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
@@ -155,14 +155,13 @@ class RenderedCassette:
     def write(self) -> LoadedCassette:
         """Write the blobs, then the file (atomically, locked); the cassette a later load gives."""
         path, store = self.path, self.store
-        with path_lock(path):
-            try:
-                # Blobs first: a cassette on disk never references a blob that is not there yet.
-                for sha, (_, data) in self.blobs.items():
-                    store.put_bytes(sha, data)
-                atomic_write_bytes(path, self.text)
-            except OSError as exc:
-                raise save_failed(path, exc) from None
+
+        def blobs_first() -> bytes:
+            for sha, (_, data) in self.blobs.items():
+                store.put_bytes(sha, data)
+            return self.text
+
+        write_locked(path, blobs_first)
         # What a later load of the file gives (blob-stored payloads stay references).
         try:
             validated = CassetteDoc.model_validate(decoded_document(self.doc, path, store))
