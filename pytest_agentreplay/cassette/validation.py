@@ -18,7 +18,6 @@ from typing import Final
 import jiter
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
-from ..core.documents import Document
 from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
@@ -313,37 +312,6 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
     headers = value.get("headers")
     problem = _headers_problem(headers) if headers is not None else None
     return problem or body_problem(value.get("body"))
-
-
-# Fields the replay engine and the diff use as keys (matching, alignment): a JSON object or list there
-# would not be hashable. Per event type, under ``data``.
-_KEY_FIELDS: Final = {
-    "model.call": ("provider", "endpoint"),
-    "policy.decision": ("policy",),
-    "approval": ("subject",),
-    "http": ("method",),
-}
-
-
-def event_key_problem(events: Sequence[Document]) -> tuple[int, str] | None:
-    """The first event whose key fields (see ``_KEY_FIELDS``, and ``data.group``) are objects or lists."""
-    fields = _KEY_FIELDS
-    containers = (dict, list)
-    for index, event in enumerate(events):
-        data = event.get("data")
-        if not data or type(data) is not dict:
-            continue
-        if isinstance(data.get("group"), containers):
-            return index, f"data.group must be a string, number or null, found {short(data['group'])}"
-        kind = event.get("type")
-        names = fields.get(kind) if isinstance(kind, str) else None
-        if names is None:
-            continue
-        for name in names:
-            value = data.get(name)
-            if isinstance(value, containers):
-                return index, f"data.{name} must be a string, number or null, found {short(value)}"
-    return None
 
 
 def short(value: object, limit: int = 60) -> str:
