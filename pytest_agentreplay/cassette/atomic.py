@@ -105,13 +105,9 @@ def remove_stale_parts(directory: Path) -> list[str]:
             name = entry.name
             if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
                 continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            alive = _writer_alive(name)
-            if alive is False or now - info.st_mtime > STALE_PART_AGE_S:
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if _writer_alive(name) is False or age > STALE_PART_AGE_S:
                     os.unlink(entry.path)
                     removed.append(name)
     return removed

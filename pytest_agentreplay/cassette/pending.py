@@ -148,13 +148,9 @@ def write_pending(
     return path
 
 
-def remove_pending(cassette: Path) -> bool:
+def remove_pending(cassette: Path) -> None:
     """Drop the stale pending drift of ``cassette`` (it passed, or was updated or recorded again)."""
-    path = pending_path(cassette)
-    if not path.exists():
-        return False
-    path.unlink(missing_ok=True)
-    return True
+    pending_path(cassette).unlink(missing_ok=True)
 
 
 def read_pending(path: Path, *, root: Path | None = None) -> Pending:

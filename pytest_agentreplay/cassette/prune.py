@@ -76,12 +76,9 @@ class PrunePlan:
 
     def broken(self) -> list[Path]:
         """The cassettes that reference a blob this plan removes."""
-        users: set[Path] = set()
-        for removal in self.removals:
-            use = removal.scan.usage.get(removal.sha)
-            if use is not None:
-                users |= use.users
-        return sorted(users)
+        return sorted(
+            {user for r in self.removals if r.sha in r.scan.usage for user in r.scan.usage[r.sha].users}
+        )
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -256,8 +253,6 @@ def plan_prune(
 
 def remove(plan: PrunePlan, removal: Removal) -> None:
     """Delete one planned blob, after checking it against the scan once more: the one place prune deletes."""
-    if not any(scan is removal.scan for scan in plan.scans):
-        raise ValueError(f"blob {removal.sha} is not part of this prune plan")
     use = removal.scan.usage.get(removal.sha)
     users = sorted(use.users) if use is not None else []
     outside = [str(u) for u in users if not _inside(u, plan.scope)]

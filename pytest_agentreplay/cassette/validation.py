@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import jiter
 
@@ -181,37 +181,28 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
     """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
     whether it is a limit (depth) rather than a shape problem."""
     stack: list[tuple[object, int, str]] = [(value, 0, "$")]
+    inner: Any
     while stack:
         item, depth, where = stack.pop()
-        if isinstance(item, dict):
-            if depth >= MAX_DEPTH:
-                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
-            if len(item) == 1:
-                key, inner = next(iter(item.items()))
-                if key == "$blob":
-                    if not isinstance(inner, str) or not SHA.fullmatch(inner):
-                        return (
-                            f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}",
-                            False,
-                        )
-                    continue
-                if key == "$chain":
-                    problem = chain_problem(inner)
-                    if problem is not None:
-                        return f"{where}.$chain: {problem}", False
-                    stack.extend(
-                        (v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"])
-                    )
-                    continue
-                if key == "$lit":
-                    if not isinstance(inner, dict):
-                        return f"{where}.$lit: expected an object, found {short(inner)}", False
-                    stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
-                    continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_DEPTH:
+            return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+        key, inner = next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (None, None)
+        if key == "$blob":
+            if not isinstance(inner, str) or not SHA.fullmatch(inner):
+                return f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}", False
+        elif key == "$chain":
+            if (problem := chain_problem(inner)) is not None:
+                return f"{where}.$chain: {problem}", False
+            stack.extend((v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"]))
+        elif key == "$lit":
+            if not isinstance(inner, dict):
+                return f"{where}.$lit: expected an object, found {short(inner)}", False
+            stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
+        elif isinstance(item, dict):
             stack.extend((v, depth + 1, f"{where}.{k}") for k, v in item.items())
-        elif isinstance(item, list):
-            if depth >= MAX_DEPTH:
-                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+        else:
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
     return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -125,15 +126,11 @@ class _OnDisk:
         )
         if text.startswith(b'{\n  "'):
             self.dumps = dumps_pretty
-        elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):
-            self.dumps = partial(dumps_cassette, inline_objects=False)
-
-
-def _objects_on_lines(text: bytes, value: object) -> bool:
-    try:
-        return is_cassette_text(text.decode("utf-8"), value, inline_objects=False)
-    except (ValueError, TypeError, RecursionError):
-        return False  # damaged: the save writes the current layout
+        elif text.startswith(b'{\n "') and value is not None:
+            # A damaged file raises: the save writes the current layout.
+            with suppress(ValueError, TypeError, RecursionError):
+                if is_cassette_text(text.decode("utf-8"), value, inline_objects=False):
+                    self.dumps = partial(dumps_cassette, inline_objects=False)
 
 
 def _as_dict(event: Event | RedactedEvent) -> Document:

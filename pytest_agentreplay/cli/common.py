@@ -6,10 +6,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.constants import BLOB_DIR_NAME
 from ..core.documents import Document
 from ..exceptions import AgentReplayError
+
+if TYPE_CHECKING:
+    from ..cassette.loaded import LoadedCassette
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -69,3 +73,21 @@ def project_table() -> Document:
 def error_lines(exc: AgentReplayError) -> list[str]:
     """An error as problem lines: its headline (with where) and its evidence."""
     return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence]
+
+
+def load_for_audit(
+    path: Path, *, mode: str | None = None, migrate: bool = False
+) -> tuple[LoadedCassette, bool]:
+    """The cassette at ``path`` and whether its integrity fields held: one that fails them is loaded without
+    that check, so its other problems are still shown. Raises the load's error when it cannot be loaded."""
+    # heavy: the reader is paid only by the commands that load cassettes (not git's textconv driver)
+    from ..cassette.read import load_cassette, load_unchecked
+    from ..exceptions import CassetteIntegrityError
+
+    try:
+        return load_cassette(path, mode=mode, migrate=migrate), True
+    except CassetteIntegrityError:
+        unchecked = load_unchecked(path)
+        if unchecked is None:
+            raise
+        return unchecked, False

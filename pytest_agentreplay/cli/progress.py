@@ -19,10 +19,8 @@ class Progress:
     def __init__(self, total: int, label: str, *, stream: TextIO | None = None) -> None:
         self.total = total
         self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        # A bar for one item is noise.
-        self.enabled = bool(isatty()) if callable(isatty) and self.total > 1 else False
+        self.stream = stream or sys.stderr
+        self.enabled = total > 1 and self.stream.isatty()  # a bar for one item is noise
         self.done = 0
         self._last_draw = 0.0
         self._drawn = False
