@@ -83,12 +83,13 @@ class Pending:
             ],
         )
 
-    def changes(self, context: int = 2) -> list[str]:
+    def changes(self) -> list[str]:
         """The cassette lines accepting would change, as a unified diff."""
         old = (self.current() or b"").decode("utf-8", "replace").splitlines()
         new = self.text.decode("utf-8").splitlines()
-        name = self.relative
-        return list(difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=context, lineterm=""))
+        return list(
+            difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}", n=2, lineterm="")
+        )
 
     def accept(self) -> Path:
         """Write the cassette the update would have written (its new blobs first), then drop this file."""

@@ -32,16 +32,12 @@ def err(text: str) -> None:
     sys.stderr.write(text + ("\n" if not text.endswith("\n") else ""))
 
 
-def _is_hidden_store(path: Path) -> bool:
-    return BLOB_DIR_NAME in path.parts or any(part.startswith(".agentreplay-tmp-") for part in path.parts)
-
-
 def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str) -> list[Path]:
     """Files given directly, plus files with one of ``suffixes`` found recursively in given directories."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_file() or (os.path.lexists(path) and not path.is_dir()):
+        if os.path.lexists(path) and not path.is_dir():
             # A FIFO, device or dangling symlink named explicitly: the command reports why it cannot read it.
             found.append(path)
         elif path.is_dir():
@@ -51,7 +47,10 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
                     and child.suffix.lower() in suffixes
                     # A pending drift beside its cassette (agentreplay review) is not a cassette.
                     and not child.name.endswith(".pending.json")
-                    and not _is_hidden_store(child.relative_to(path))
+                    and not any(
+                        part == BLOB_DIR_NAME or part.startswith(".agentreplay-tmp-")
+                        for part in child.relative_to(path).parts
+                    )
                 ):
                     found.append(child)
         else:

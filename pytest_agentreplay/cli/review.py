@@ -37,9 +37,8 @@ def review(args: argparse.Namespace) -> int:
             ],
         )
     done = {"accept": 0, "reject": 0, "skip": 0}
-    color = sys.stdout.isatty()
     for number, pending in enumerate(pendings, 1):
-        out(_bold(f"[{number}/{len(pendings)}] {pending.test}", color))
+        out(_bold(f"[{number}/{len(pendings)}] {pending.test}"))
         out(pending.drift.rstrip("\n"))
         try:
             pending.check_base()
@@ -47,9 +46,9 @@ def review(args: argparse.Namespace) -> int:
             err(str(exc))
             done["skip"] += 1
             continue
-        out(_bold(f"accepting changes {pending.relative}:", color))
+        out(_bold(f"accepting changes {pending.relative}:"))
         for line in pending.changes():
-            out(_colored(line, color))
+            out(_colored(line))
         choice = _ask("a accept · r reject · s skip · q quit > ")
         if choice == "quit":
             break
@@ -179,12 +178,11 @@ def _ask(message: str) -> str:
     return answer
 
 
-def _bold(text: str, color: bool) -> str:
-    return f"\x1b[1m{text}\x1b[0m" if color else text
+# Review runs in a terminal only: its output is always coloured.
+def _bold(text: str) -> str:
+    return f"\x1b[1m{text}\x1b[0m"
 
 
-def _colored(line: str, color: bool) -> str:
-    if not color or line.startswith(("+++", "---")):
-        return line
-    code = {"+": "32", "-": "31", "@": "36"}.get(line[:1])
+def _colored(line: str) -> str:
+    code = None if line.startswith(("+++", "---")) else {"+": "32", "-": "31", "@": "36"}.get(line[:1])
     return f"\x1b[{code}m{line}\x1b[0m" if code else line
