@@ -216,7 +216,7 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay accept cassettes/test_agent/test_refund.pending.json", "agentreplay accept --all"),
         *_PENDING,
         _ALL,
-        function="accept",
+        function="decide",
     ),
     "reject": _command(
         "reject pending drift without asking",
@@ -224,7 +224,7 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay reject cassettes/test_agent/test_refund.json", "agentreplay reject --all"),
         *_PENDING,
         _ALL,
-        function="reject",
+        function="decide",
     ),
     "schema": _command(
         "print the JSON Schema of the cassette format",

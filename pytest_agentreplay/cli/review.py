@@ -58,17 +58,10 @@ def review(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def accept(args: argparse.Namespace) -> int:
-    """``agentreplay accept``: write each pending drift into its cassette, without asking."""
-    return _decide(args, "accept")
-
-
-def reject(args: argparse.Namespace) -> int:
-    """``agentreplay reject``: drop each pending drift, leaving its cassette as it is."""
-    return _decide(args, "reject")
-
-
-def _decide(args: argparse.Namespace, choice: str) -> int:
+def decide(args: argparse.Namespace) -> int:
+    """``agentreplay accept`` (write each pending drift into its cassette) and ``reject`` (drop each one,
+    leaving its cassette as it is), without asking."""
+    choice = args.command
     if not (args.paths or args.all or args.from_dir):
         raise UsageError(
             f"agentreplay {choice} needs the pending drift files (or their cassettes), or --all",
