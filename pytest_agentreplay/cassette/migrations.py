@@ -95,11 +95,8 @@ def _v2_chain_problems(run: object, events: list[Document], doc: Document) -> li
     """The version-2 hash chain check (``prev_hash`` per event, ``head_hash`` over the last event)."""
     order = order_problems(events, doc.get("event_count"), None)
     problems = [problem for problem in order if problem.index is not None]
-    expected = hash_value(run)
     for index, event in enumerate(events):
-        if index:
-            expected = hash_value(events[index - 1])
-        if event.get("prev_hash") != expected:
+        if event.get("prev_hash") != hash_value(events[index - 1] if index else run):
             problems.append(
                 ChainProblem(0, "seq 0 does not chain to the run header: the run metadata was edited")
                 if index == 0

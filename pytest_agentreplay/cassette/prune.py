@@ -81,10 +81,6 @@ class PrunePlan:
         )
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or path.is_relative_to(folder)
-
-
 def stores_for(folder: Path) -> list[Path]:
     """The blob stores cassettes in ``folder`` use: the one a cassette directly in it writes to (often in an
     ancestor, shared with sibling folders) and every store below it."""
@@ -239,7 +235,7 @@ def plan_prune(
                 reason = "unreferenced"
             elif wanted and not (use.classes & wanted):
                 continue
-            elif any(not _inside(user, scope) for user in use.users):
+            elif any(not user.is_relative_to(scope) for user in use.users):
                 plan.kept_elsewhere += 1
                 continue
             elif not include_referenced:
@@ -255,7 +251,7 @@ def remove(plan: PrunePlan, removal: Removal) -> None:
     """Delete one planned blob, after checking it against the scan once more: the one place prune deletes."""
     use = removal.scan.usage.get(removal.sha)
     users = sorted(use.users) if use is not None else []
-    outside = [str(u) for u in users if not _inside(u, plan.scope)]
+    outside = [str(u) for u in users if not u.is_relative_to(plan.scope)]
     if outside or (users and not plan.include_referenced):
         raise PruneRefusedError(
             f"refusing to remove blob {removal.sha}: cassettes still reference it",

@@ -29,7 +29,9 @@ class Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        if self._drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
 
     def advance(self, item: str) -> None:
         self.done = min(self.done + 1, self.total)
@@ -44,14 +46,7 @@ class Progress:
         self._drawn = True
 
     def render(self, item: str = "") -> str:
-        fraction = self.done / self.total if self.total else 1.0
-        filled = round(fraction * _BAR_WIDTH)
+        filled = round(self.done / self.total * _BAR_WIDTH) if self.total else _BAR_WIDTH
         bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
         name = item if len(item) <= 40 else "..." + item[-37:]
         return f"{self.label} [{bar}] {self.done}/{self.total} {name}"
-
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self._drawn = False
