@@ -49,10 +49,6 @@ _FILE_KINDS: Final = (
 )
 
 
-def inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def read_regular_file(
     path: Path,
     *,
@@ -68,7 +64,7 @@ def read_regular_file(
     real = os.path.realpath(path)
     if root is not None or root_real is not None:
         base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
-        if not inside(real, base):
+        if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
             raise CassetteFileTypeError(
                 f"{label} is a symlink leading out of {root if root is not None else base}",
                 evidence=[f"{path} -> {real}"],

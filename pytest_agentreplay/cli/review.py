@@ -114,15 +114,12 @@ def _selected(args: argparse.Namespace) -> list[Pending]:
         roots.append(path)
     if source is not None:
         roots.append(source)
-    select = _keyword_filter(args.k) if args.k else None
-    found = []
-    for path in find_pending(roots):
-        pending = read_pending(
-            path, root=Path.cwd() if source is not None and path.is_relative_to(source) else None
-        )
-        if select is None or select(pending.test):
-            found.append(pending)
-    return found
+    select = _keyword_filter(args.k or "")  # an empty expression selects every test
+    pendings = [
+        read_pending(path, root=Path.cwd() if source is not None and path.is_relative_to(source) else None)
+        for path in find_pending(roots)
+    ]
+    return [pending for pending in pendings if select(pending.test)]
 
 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
