@@ -33,7 +33,7 @@ import pytest
 
 import pytest_agentreplay
 from pytest_agentreplay.cassette.chain import seal_document
-from pytest_agentreplay.cassette.tool_checks import tool_event_problem
+from pytest_agentreplay.cassette.tool_checks import event_field_problem
 from pytest_agentreplay.core.canonical import dumps_cassette
 from pytest_agentreplay.core.tool_calls import tool_arguments
 from pytest_agentreplay.core.tool_decode import decode, rebuild_exception, stream_parts
@@ -424,9 +424,9 @@ def test_stream_parts_checks_the_shape() -> None:
 )
 def test_tool_event_fields_are_checked(event: dict[str, Any], problem: str) -> None:
     ok = {"type": "tool.call", "tool": {"name": "t"}, "data": {"arguments": {"a": 1}, "attempt": 1}}
-    found = tool_event_problem([ok, {"type": "http"}, event])
+    found = event_field_problem([ok, {"type": "http"}, event])
     assert found is not None and found[0] == 2 and problem in found[1]
-    assert tool_event_problem([ok]) is None
+    assert event_field_problem([ok]) is None
 
 
 def test_capture_run_never_breaks_the_code_it_watches(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..exceptions import CassetteNotSavedError
@@ -27,28 +27,20 @@ STALE_PART_AGE_S = 300.0
 _HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
-def _default_file_mode() -> int:
-    # mkstemp creates 0600 files; cassettes are shared artefacts, so honour the umask like open() does.
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-_FILE_MODE = _default_file_mode()
+# mkstemp creates 0600 files; cassettes are shared artefacts, so honour the umask like open() does.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK
 
 
 def _fsync_dir(directory: Path) -> None:
     # Makes the rename itself durable; not every platform can open a directory.
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -91,7 +83,7 @@ def _writer_alive(name: str) -> bool | None:
     except ProcessLookupError:
         return False
     except OSError:  # EPERM: it exists, owned by someone else
-        return True
+        pass
     return True
 
 
@@ -113,13 +105,9 @@ def remove_stale_parts(directory: Path) -> list[str]:
             name = entry.name
             if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
                 continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            alive = _writer_alive(name)
-            if alive is False or now - info.st_mtime > STALE_PART_AGE_S:
-                with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if _writer_alive(name) is False or age > STALE_PART_AGE_S:
                     os.unlink(entry.path)
                     removed.append(name)
     return removed
@@ -129,6 +117,23 @@ def lock_path_for(path: Path) -> Path:
     """Where the lock of ``path`` lives: outside the cassette folder so reviews see no lock files."""
     digest = hashlib.sha256(str(Path(path).resolve()).encode("utf-8", "surrogatepass")).hexdigest()
     return Path(tempfile.gettempdir()) / LOCK_DIR_NAME / f"{digest}.lock"
+
+
+def write_locked(path: Path, content: Callable[[], bytes | None]) -> bool:
+    """Replace ``path`` atomically with ``content()``, both under its lock; whether anything was written.
+
+    ``content`` runs under the lock, so it may read the file it replaces and store the blobs the new one
+    references first (a cassette on disk never references a blob not there yet); None writes nothing.
+    An ``OSError`` becomes ``save_failed``'s error: nothing was replaced.
+    """
+    with path_lock(path):
+        try:
+            data = content()
+            if data is not None:
+                atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise save_failed(path, exc) from None
+    return data is not None
 
 
 @contextlib.contextmanager
@@ -164,17 +169,12 @@ def save_failed(path: Path, exc: OSError) -> CassetteNotSavedError:
         "or write cassettes to a writable folder: `--agentreplay-cassette-dir DIR` "
         "(ini `agentreplay_cassette_dir`, `[tool.agentreplay] cassette_dir`)"
     )
-    if code in _NO_PERMISSION:
-        fixes = [access, space, elsewhere]
-    elif code in _IN_THE_WAY:
-        fixes = [
-            f"a file stands where a folder is needed (or the reverse) on the way to {failed}: move it away",
-            access,
-            space,
-            elsewhere,
-        ]
-    else:  # ENOSPC, EDQUOT, EIO...
-        fixes = [space, access, elsewhere]
+    # ENOSPC, EDQUOT, EIO...: space first.
+    fixes = [access, space, elsewhere] if code in _NO_PERMISSION + _IN_THE_WAY else [space, access, elsewhere]
+    if code in _IN_THE_WAY:
+        fixes.insert(
+            0, f"a file stands where a folder is needed (or the reverse) on the way to {failed}: move it away"
+        )
     return CassetteNotSavedError(
         f"cassette {path.name} {CassetteNotSavedError.MARK} with {name} ({text})",
         evidence=[

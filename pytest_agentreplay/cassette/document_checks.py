@@ -13,8 +13,8 @@ from ..core.documents import Document
 from ..exceptions import CassetteCorruptError, CassetteSchemaError, CassetteVersionError
 from .migrations import MIGRATIONS
 from .parsing import rerecord_fixes, test_hint
-from .tool_checks import tool_event_problem
-from .validation import event_key_problem, short
+from .tool_checks import event_field_problem
+from .validation import short
 
 
 def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, int]:
@@ -109,9 +109,9 @@ def _describe_loc(loc: tuple[int | str, ...], raw: Document) -> str:
 
 
 def check_event_keys(raw: Document, path: Path) -> None:
-    """The event fields replay uses as keys (``validation.event_key_problem``) and the fields the tool events
-    need (``tool_checks``): a re-sealed edit there is a schema error naming the event's seq and the field."""
-    found = event_key_problem(raw["events"]) or tool_event_problem(raw["events"])
+    """The event fields replay reads (``tool_checks``): a re-sealed edit there is a schema error naming the
+    event's seq and the field."""
+    found = event_field_problem(raw["events"])
     if found is not None:
         index, problem = found
         raise CassetteSchemaError(

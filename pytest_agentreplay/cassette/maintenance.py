@@ -4,11 +4,12 @@ migrate``, ``--agentreplay-update``). Builds on reading (:mod:`.read`) and on th
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..core.canonical import dumps_cassette
 from ..core.constants import FORMAT_VERSION
-from .atomic import atomic_write_bytes, path_lock, save_failed
+from .atomic import write_locked
 from .document import blob_resolver, build_document, run_to_dict
 from .read import load_cassette
 
@@ -16,21 +17,21 @@ from .read import load_cassette
 def migrate_file(path: Path, dry_run: bool = False) -> bool:
     """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
 
-    The file is fully validated (schema, its own version's integrity fields) before anything is written,
-    then written to a temporary file renamed over it.
+    The file is fully validated (schema, its own version's integrity fields) before anything is written.
     """
     path = Path(path)
-    with path_lock(path):
-        loaded = load_cassette(path, migrate=True)
-        if loaded.version == FORMAT_VERSION:
-            return False
-        # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
-        # blob-stored requests are read so later requests can be stored as deltas over them.
-        resolve = blob_resolver(loaded.blob_store)
-        doc = build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
-        if not dry_run:
-            try:
-                atomic_write_bytes(path, dumps_cassette(doc).encode("utf-8"))
-            except OSError as exc:
-                raise save_failed(path, exc) from None
-    return True
+    if dry_run:
+        return _upgraded(path) is not None
+    return write_locked(path, partial(_upgraded, path))
+
+
+def _upgraded(path: Path) -> bytes | None:
+    loaded = load_cassette(path, migrate=True)
+    if loaded.version == FORMAT_VERSION:
+        return None
+    # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
+    # blob-stored requests are read so later requests can be stored as deltas over them.
+    resolve = blob_resolver(loaded.blob_store)
+    return dumps_cassette(
+        build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
+    ).encode("utf-8")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..core.canonical import hash_value
@@ -28,38 +28,34 @@ def _checked_shape(
     """The ``run`` and ``events`` of a version-``version`` document, refusing fields of a newer version
     (``newer`` at the top, ``newer_in_events`` in an event): a newer file relabelled as older would be
     migrated afresh and so hide an edit."""
-    fixes = _fixes(doc, source)
+
+    def refused(headline: str, place: str, evidence: Sequence[str] = ()) -> CassetteSchemaError:
+        return CassetteSchemaError(
+            headline, evidence=evidence, cassette=source, place=place, fixes=_fixes(doc, source)
+        )
+
     present = [key for key in newer if key in doc]
     if present:
-        raise CassetteSchemaError(
-            f"version-{version} cassette has the version-{version + 1} field"
-            + ("s " if len(present) > 1 else " ")
-            + ", ".join(present),
-            evidence=["the version number was probably edited"],
-            cassette=source,
-            place="version",
-            fixes=fixes,
+        s = "s " if len(present) > 1 else " "
+        raise refused(
+            f"version-{version} cassette has the version-{version + 1} field{s}" + ", ".join(present),
+            "version",
+            ["the version number was probably edited"],
         )
     run, events = doc.get("run"), doc.get("events")
     if not isinstance(run, dict) or not isinstance(events, list):
-        raise CassetteSchemaError(
+        raise refused(
             f"version-{version} cassette needs a `run` object and an `events` list",
-            cassette=source,
-            place="run" if not isinstance(run, dict) else "events",
-            fixes=fixes,
+            "run" if not isinstance(run, dict) else "events",
         )
     for index, event in enumerate(events):
         if not isinstance(event, dict):
-            raise CassetteSchemaError(
-                f"events[{index}] is not an object", cassette=source, place=f"events[{index}]", fixes=fixes
-            )
+            raise refused(f"events[{index}] is not an object", f"events[{index}]")
         for key in newer_in_events:
             if key in event:
-                raise CassetteSchemaError(
+                raise refused(
                     f"version-{version} cassette has a version-{version + 1} field {key}",
-                    cassette=source,
-                    place=f"events[{index}].{key}",
-                    fixes=fixes,
+                    f"events[{index}].{key}",
                 )
     return run, events
 
@@ -99,11 +95,8 @@ def _v2_chain_problems(run: object, events: list[Document], doc: Document) -> li
     """The version-2 hash chain check (``prev_hash`` per event, ``head_hash`` over the last event)."""
     order = order_problems(events, doc.get("event_count"), None)
     problems = [problem for problem in order if problem.index is not None]
-    expected = hash_value(run)
     for index, event in enumerate(events):
-        if index:
-            expected = hash_value(events[index - 1])
-        if event.get("prev_hash") != expected:
+        if event.get("prev_hash") != hash_value(events[index - 1] if index else run):
             problems.append(
                 ChainProblem(0, "seq 0 does not chain to the run header: the run metadata was edited")
                 if index == 0

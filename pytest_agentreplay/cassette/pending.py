@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..core.canonical import dumps_pretty
 from ..exceptions import PendingDriftError
-from .atomic import atomic_write_bytes, path_lock, save_failed
+from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
 
 if TYPE_CHECKING:
@@ -83,31 +83,33 @@ class Pending:
             ],
         )
 
-    def changes(self, context: int = 2) -> list[str]:
+    def changes(self) -> list[str]:
         """The cassette lines accepting would change, as a unified diff."""
         old = (self.current() or b"").decode("utf-8", "replace").splitlines()
         new = self.text.decode("utf-8").splitlines()
-        name = self.relative
-        return list(difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=context, lineterm=""))
+        return list(
+            difflib.unified_diff(old, new, f"a/{self.relative}", f"b/{self.relative}", n=2, lineterm="")
+        )
 
     def accept(self) -> Path:
         """Write the cassette the update would have written (its new blobs first), then drop this file."""
         self.check_base()
+        for sha, data in self.blobs.items():
+            if _digest(data) != sha:
+                raise PendingDriftError(
+                    f"{self.path.name} is damaged: blob {sha[:12]}... does not match its digest",
+                    cassette=self.cassette,
+                    mode=self.mode,
+                    fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
+                )
         store = BlobStore(default_blob_dir(self.cassette))
-        with path_lock(self.cassette):
-            try:
-                for sha, data in self.blobs.items():
-                    if _digest(data) != sha:
-                        raise PendingDriftError(
-                            f"{self.path.name} is damaged: blob {sha[:12]}... does not match its digest",
-                            cassette=self.cassette,
-                            mode=self.mode,
-                            fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
-                        )
-                    store.put_bytes(sha, data)
-                atomic_write_bytes(self.cassette, self.text)
-            except OSError as exc:
-                raise save_failed(self.cassette, exc) from None
+
+        def blobs_first() -> bytes:
+            for sha, data in self.blobs.items():
+                store.put_bytes(sha, data)
+            return self.text
+
+        write_locked(self.cassette, blobs_first)
         self.path.unlink(missing_ok=True)
         return self.cassette
 
@@ -143,21 +145,13 @@ def write_pending(
         "cassette_text": rendered.text.decode("utf-8"),
     }
     path = pending_path(cassette)
-    with path_lock(path):
-        try:
-            atomic_write_bytes(path, dumps_pretty(doc).encode("utf-8"))
-        except OSError as exc:
-            raise save_failed(path, exc) from None
+    write_locked(path, lambda: dumps_pretty(doc).encode("utf-8"))
     return path
 
 
-def remove_pending(cassette: Path) -> bool:
+def remove_pending(cassette: Path) -> None:
     """Drop the stale pending drift of ``cassette`` (it passed, or was updated or recorded again)."""
-    path = pending_path(cassette)
-    if not path.exists():
-        return False
-    path.unlink(missing_ok=True)
-    return True
+    pending_path(cassette).unlink(missing_ok=True)
 
 
 def read_pending(path: Path, *, root: Path | None = None) -> Pending:

@@ -76,16 +76,9 @@ class PrunePlan:
 
     def broken(self) -> list[Path]:
         """The cassettes that reference a blob this plan removes."""
-        users: set[Path] = set()
-        for removal in self.removals:
-            use = removal.scan.usage.get(removal.sha)
-            if use is not None:
-                users |= use.users
-        return sorted(users)
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or path.is_relative_to(folder)
+        return sorted(
+            {user for r in self.removals if r.sha in r.scan.usage for user in r.scan.usage[r.sha].users}
+        )
 
 
 def stores_for(folder: Path) -> list[Path]:
@@ -242,7 +235,7 @@ def plan_prune(
                 reason = "unreferenced"
             elif wanted and not (use.classes & wanted):
                 continue
-            elif any(not _inside(user, scope) for user in use.users):
+            elif any(not user.is_relative_to(scope) for user in use.users):
                 plan.kept_elsewhere += 1
                 continue
             elif not include_referenced:
@@ -256,11 +249,9 @@ def plan_prune(
 
 def remove(plan: PrunePlan, removal: Removal) -> None:
     """Delete one planned blob, after checking it against the scan once more: the one place prune deletes."""
-    if not any(scan is removal.scan for scan in plan.scans):
-        raise ValueError(f"blob {removal.sha} is not part of this prune plan")
     use = removal.scan.usage.get(removal.sha)
     users = sorted(use.users) if use is not None else []
-    outside = [str(u) for u in users if not _inside(u, plan.scope)]
+    outside = [str(u) for u in users if not u.is_relative_to(plan.scope)]
     if outside or (users and not plan.include_referenced):
         raise PruneRefusedError(
             f"refusing to remove blob {removal.sha}: cassettes still reference it",

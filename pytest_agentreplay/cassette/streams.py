@@ -26,15 +26,10 @@ def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlo
     events = body.get("sse") if isinstance(body, dict) else None
     if not isinstance(events, list):
         return plan_externalize(value, inline_limit)
-    if _stays_inline(value, events, inline_limit):
+    size = len(dumps_compact(value).encode("utf-8"))
+    if size <= inline_limit or (
+        size <= inline_limit * STREAM_INLINE_FACTOR
+        and all(len(dumps_compact(event).encode("utf-8")) <= inline_limit for event in events)
+    ):
         return {"inline": value}, {}
     return plan_externalize(value, inline_limit, split=False)
-
-
-def _stays_inline(value: object, events: list[object], inline_limit: int) -> bool:
-    size = len(dumps_compact(value).encode("utf-8"))
-    if size <= inline_limit:
-        return True
-    if size > inline_limit * STREAM_INLINE_FACTOR:
-        return False
-    return all(len(dumps_compact(event).encode("utf-8")) <= inline_limit for event in events)

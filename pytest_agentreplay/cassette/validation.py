@@ -13,12 +13,11 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import jiter
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
-from ..core.documents import Document
 from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
@@ -50,10 +49,6 @@ _FILE_KINDS: Final = (
 )
 
 
-def inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def read_regular_file(
     path: Path,
     *,
@@ -69,7 +64,7 @@ def read_regular_file(
     real = os.path.realpath(path)
     if root is not None or root_real is not None:
         base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
-        if not inside(real, base):
+        if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
             raise CassetteFileTypeError(
                 f"{label} is a symlink leading out of {root if root is not None else base}",
                 evidence=[f"{path} -> {real}"],
@@ -182,37 +177,28 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
     """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
     whether it is a limit (depth) rather than a shape problem."""
     stack: list[tuple[object, int, str]] = [(value, 0, "$")]
+    inner: Any
     while stack:
         item, depth, where = stack.pop()
-        if isinstance(item, dict):
-            if depth >= MAX_DEPTH:
-                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
-            if len(item) == 1:
-                key, inner = next(iter(item.items()))
-                if key == "$blob":
-                    if not isinstance(inner, str) or not SHA.fullmatch(inner):
-                        return (
-                            f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}",
-                            False,
-                        )
-                    continue
-                if key == "$chain":
-                    problem = chain_problem(inner)
-                    if problem is not None:
-                        return f"{where}.$chain: {problem}", False
-                    stack.extend(
-                        (v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"])
-                    )
-                    continue
-                if key == "$lit":
-                    if not isinstance(inner, dict):
-                        return f"{where}.$lit: expected an object, found {short(inner)}", False
-                    stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
-                    continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_DEPTH:
+            return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+        key, inner = next(iter(item.items())) if isinstance(item, dict) and len(item) == 1 else (None, None)
+        if key == "$blob":
+            if not isinstance(inner, str) or not SHA.fullmatch(inner):
+                return f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}", False
+        elif key == "$chain":
+            if (problem := chain_problem(inner)) is not None:
+                return f"{where}.$chain: {problem}", False
+            stack.extend((v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"]))
+        elif key == "$lit":
+            if not isinstance(inner, dict):
+                return f"{where}.$lit: expected an object, found {short(inner)}", False
+            stack.extend((v, depth + 2, f"{where}.$lit.{k}") for k, v in inner.items())
+        elif isinstance(item, dict):
             stack.extend((v, depth + 1, f"{where}.{k}") for k, v in item.items())
-        elif isinstance(item, list):
-            if depth >= MAX_DEPTH:
-                return f"{where}: nested deeper than {MAX_DEPTH} levels", True
+        else:
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
     return None
 
@@ -313,37 +299,6 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
     headers = value.get("headers")
     problem = _headers_problem(headers) if headers is not None else None
     return problem or body_problem(value.get("body"))
-
-
-# Fields the replay engine and the diff use as keys (matching, alignment): a JSON object or list there
-# would not be hashable. Per event type, under ``data``.
-_KEY_FIELDS: Final = {
-    "model.call": ("provider", "endpoint"),
-    "policy.decision": ("policy",),
-    "approval": ("subject",),
-    "http": ("method",),
-}
-
-
-def event_key_problem(events: Sequence[Document]) -> tuple[int, str] | None:
-    """The first event whose key fields (see ``_KEY_FIELDS``, and ``data.group``) are objects or lists."""
-    fields = _KEY_FIELDS
-    containers = (dict, list)
-    for index, event in enumerate(events):
-        data = event.get("data")
-        if not data or type(data) is not dict:
-            continue
-        if isinstance(data.get("group"), containers):
-            return index, f"data.group must be a string, number or null, found {short(data['group'])}"
-        kind = event.get("type")
-        names = fields.get(kind) if isinstance(kind, str) else None
-        if names is None:
-            continue
-        for name in names:
-            value = data.get(name)
-            if isinstance(value, containers):
-                return index, f"data.{name} must be a string, number or null, found {short(value)}"
-    return None
 
 
 def short(value: object, limit: int = 60) -> str:

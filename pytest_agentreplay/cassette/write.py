@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import TypedDict, Unpack
@@ -20,7 +21,7 @@ from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
-from .atomic import atomic_write_bytes, path_lock, save_failed
+from .atomic import write_locked
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
 from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
@@ -99,41 +100,31 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
         share_parts(previous, value)
 
 
-class _OnDisk:
-    """What the file a save replaces says about how to write it. Its layout: the one the file has, so that
-    an accepted change stays the few lines it is instead of re-flowing the whole file once (the two-space
-    layout of files written before ``dumps_cassette``; its layout before small objects went on one line when
-    the file is exactly that, a file the same in both layouts keeping it too; else ``dumps_cassette``).
-    Whether it writes down transport headers (besides those kept whatever the setting), for the same
-    reason."""
-
-    __slots__ = ("dumps", "transport_headers")
-
-    def __init__(self, path: Path, store: BlobStore, kept: frozenset[str]) -> None:
-        self.dumps: Callable[[object], str] = dumps_cassette
-        self.transport_headers = False
-        try:
-            text = path.read_bytes()
-        except OSError:
-            return
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            value = None  # damaged: the save writes the current form
-        self.transport_headers = isinstance(value, dict) and holds_transport_headers(
-            value.get("events"), blob_resolver(store), kept
-        )
-        if text.startswith(b'{\n  "'):
-            self.dumps = dumps_pretty
-        elif text.startswith(b'{\n "') and value is not None and _objects_on_lines(text, value):
-            self.dumps = partial(dumps_cassette, inline_objects=False)
-
-
-def _objects_on_lines(text: bytes, value: object) -> bool:
+def _on_disk(path: Path, store: BlobStore, kept: frozenset[str]) -> tuple[Callable[[object], str], bool]:
+    """How to write over the file a save replaces. Its layout: the one the file has, so that an accepted
+    change stays the few lines it is instead of re-flowing the whole file once (the two-space layout of
+    files written before ``dumps_cassette``; its layout before small objects went on one line when the file
+    is exactly that, a file the same in both layouts keeping it too; else ``dumps_cassette``). Whether it
+    writes down transport headers (besides those kept whatever the setting), for the same reason."""
     try:
-        return is_cassette_text(text.decode("utf-8"), value, inline_objects=False)
-    except (ValueError, TypeError, RecursionError):
-        return False  # damaged: the save writes the current layout
+        text = path.read_bytes()
+    except OSError:
+        return dumps_cassette, False
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None  # damaged: the save writes the current form
+    transport_headers = isinstance(value, dict) and holds_transport_headers(
+        value.get("events"), blob_resolver(store), kept
+    )
+    if text.startswith(b'{\n  "'):
+        return dumps_pretty, transport_headers
+    if value is not None and text.startswith(b'{\n "'):
+        # A damaged file raises: the save writes the current layout.
+        with suppress(ValueError, TypeError, RecursionError):
+            if is_cassette_text(text.decode("utf-8"), value, inline_objects=False):
+                return partial(dumps_cassette, inline_objects=False), transport_headers
+    return dumps_cassette, transport_headers
 
 
 def _as_dict(event: Event | RedactedEvent) -> Document:
@@ -155,14 +146,13 @@ class RenderedCassette:
     def write(self) -> LoadedCassette:
         """Write the blobs, then the file (atomically, locked); the cassette a later load gives."""
         path, store = self.path, self.store
-        with path_lock(path):
-            try:
-                # Blobs first: a cassette on disk never references a blob that is not there yet.
-                for sha, (_, data) in self.blobs.items():
-                    store.put_bytes(sha, data)
-                atomic_write_bytes(path, self.text)
-            except OSError as exc:
-                raise save_failed(path, exc) from None
+
+        def blobs_first() -> bytes:
+            for sha, (_, data) in self.blobs.items():
+                store.put_bytes(sha, data)
+            return self.text
+
+        write_locked(path, blobs_first)
         # What a later load of the file gives (blob-stored payloads stay references).
         try:
             validated = CassetteDoc.model_validate(decoded_document(self.doc, path, store))
@@ -223,8 +213,8 @@ def render_cassette(
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
     doc: Document = {}
     kept = frozenset(name.lower() for name in keep_headers)
-    on_disk = _OnDisk(path, store, kept)
-    keep_all = transport_headers == "keep" or (transport_headers == "auto" and on_disk.transport_headers)
+    dumps, had_transport_headers = _on_disk(path, store, kept)
+    keep_all = transport_headers == "keep" or (transport_headers == "auto" and had_transport_headers)
     try:
         run_dict = redact_run(run_to_dict(run), redactor)
         pending: PendingBlobs = {}
@@ -250,7 +240,7 @@ def render_cassette(
         for index, current in enumerate(stored):
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
-        text = on_disk.dumps(doc).encode("utf-8")
+        text = dumps(doc).encode("utf-8")
     except ValidationError as exc:
         raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:

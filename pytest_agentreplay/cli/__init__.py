@@ -1,6 +1,4 @@
-"""The ``agentreplay`` command line: argument parsing (``parser``) and one module per command (``show``,
-``diff``, ``verify``, ``migrate``, ``prune``, ``import_vcr``, ``export_otel``, ``textconv``, ``schema``),
-with what several of them share in ``common`` and the progress bar in ``progress``.
+"""The ``agentreplay`` command line: the commands' table in ``parser``, each run by its own module.
 
 Exit codes: 0 ok; 1 problems found (drift with regressions, verification problems, audit problems);
 2 usage error or unreadable input. Errors are this package's messages (headline, evidence, location,

@@ -6,10 +6,14 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.constants import BLOB_DIR_NAME
 from ..core.documents import Document
 from ..exceptions import AgentReplayError
+
+if TYPE_CHECKING:
+    from ..cassette.loaded import LoadedCassette
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -28,16 +32,12 @@ def err(text: str) -> None:
     sys.stderr.write(text + ("\n" if not text.endswith("\n") else ""))
 
 
-def _is_hidden_store(path: Path) -> bool:
-    return BLOB_DIR_NAME in path.parts or any(part.startswith(".agentreplay-tmp-") for part in path.parts)
-
-
 def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str) -> list[Path]:
     """Files given directly, plus files with one of ``suffixes`` found recursively in given directories."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_file() or (os.path.lexists(path) and not path.is_dir()):
+        if os.path.lexists(path) and not path.is_dir():
             # A FIFO, device or dangling symlink named explicitly: the command reports why it cannot read it.
             found.append(path)
         elif path.is_dir():
@@ -47,7 +47,10 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
                     and child.suffix.lower() in suffixes
                     # A pending drift beside its cassette (agentreplay review) is not a cassette.
                     and not child.name.endswith(".pending.json")
-                    and not _is_hidden_store(child.relative_to(path))
+                    and not any(
+                        part == BLOB_DIR_NAME or part.startswith(".agentreplay-tmp-")
+                        for part in child.relative_to(path).parts
+                    )
                 ):
                     found.append(child)
         else:
@@ -69,3 +72,21 @@ def project_table() -> Document:
 def error_lines(exc: AgentReplayError) -> list[str]:
     """An error as problem lines: its headline (with where) and its evidence."""
     return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence]
+
+
+def load_for_audit(
+    path: Path, *, mode: str | None = None, migrate: bool = False
+) -> tuple[LoadedCassette, bool]:
+    """The cassette at ``path`` and whether its integrity fields held: one that fails them is loaded without
+    that check, so its other problems are still shown. Raises the load's error when it cannot be loaded."""
+    # heavy: the reader is paid only by the commands that load cassettes (not git's textconv driver)
+    from ..cassette.read import load_cassette, load_unchecked
+    from ..exceptions import CassetteIntegrityError
+
+    try:
+        return load_cassette(path, mode=mode, migrate=migrate), True
+    except CassetteIntegrityError:
+        unchecked = load_unchecked(path)
+        if unchecked is None:
+            raise
+        return unchecked, False

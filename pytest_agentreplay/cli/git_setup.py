@@ -19,15 +19,6 @@ from .common import EXIT_OK, UsageError, out
 DRIVER = "agentreplay"
 
 
-def textconv_command() -> str:
-    return shlex.join([sys.executable, "-m", "pytest_agentreplay.cli", "textconv"])
-
-
-def attributes_line(cassette_dir: str) -> str:
-    folder = cassette_dir.strip("/").replace("\\", "/") or "cassettes"
-    return f"{folder}/**/*.json diff={DRIVER}"
-
-
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
 
@@ -48,20 +39,9 @@ def _toplevel(start: Path) -> Path:
     return Path(found.stdout.strip())
 
 
-def add_attributes_line(path: Path, line: str) -> bool:
-    """Append ``line`` to the ``.gitattributes`` at ``path`` unless it is there; whether it was added."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if line in (existing.strip() for existing in text.splitlines()):
-        return False
-    if text and not text.endswith("\n"):
-        text += "\n"
-    path.write_text(text + line + "\n", encoding="utf-8")
-    return True
-
-
 def run(args: argparse.Namespace) -> int:
     repo = _toplevel(Path(args.repo).resolve())
-    command = textconv_command()
+    command = shlex.join([sys.executable, "-m", "pytest_agentreplay.cli", "textconv"])
     key = f"diff.{DRIVER}.textconv"
     current = _git(repo, "config", "--local", "--get", key).stdout.strip()
     if current == command:
@@ -71,10 +51,14 @@ def run(args: argparse.Namespace) -> int:
         if done.returncode != 0:
             raise UsageError(f"git config {key} failed", evidence=[done.stderr.strip()])
         out(f"git config {key} = {command}" + (f" (was: {current})" if current else ""))
-    line = attributes_line(args.cassette_dir)
+    folder = args.cassette_dir.strip("/").replace("\\", "/") or "cassettes"
+    line = f"{folder}/**/*.json diff={DRIVER}"
     attributes = repo / ".gitattributes"
-    if add_attributes_line(attributes, line):
-        out(f"{attributes}: added `{line}` (commit it, so that every clone routes cassettes to the driver)")
-    else:
+    text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
+    if line in (existing.strip() for existing in text.splitlines()):
         out(f"{attributes}: `{line}` already there")
+    else:
+        separator = "\n" if text and not text.endswith("\n") else ""
+        attributes.write_text(f"{text}{separator}{line}\n", encoding="utf-8")
+        out(f"{attributes}: added `{line}` (commit it, so that every clone routes cassettes to the driver)")
     return EXIT_OK

@@ -19,10 +19,8 @@ class Progress:
     def __init__(self, total: int, label: str, *, stream: TextIO | None = None) -> None:
         self.total = total
         self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", None)
-        # A bar for one item is noise.
-        self.enabled = bool(isatty()) if callable(isatty) and self.total > 1 else False
+        self.stream = stream or sys.stderr
+        self.enabled = total > 1 and self.stream.isatty()  # a bar for one item is noise
         self.done = 0
         self._last_draw = 0.0
         self._drawn = False
@@ -31,7 +29,9 @@ class Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        if self._drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
 
     def advance(self, item: str) -> None:
         self.done = min(self.done + 1, self.total)
@@ -46,14 +46,7 @@ class Progress:
         self._drawn = True
 
     def render(self, item: str = "") -> str:
-        fraction = self.done / self.total if self.total else 1.0
-        filled = round(fraction * _BAR_WIDTH)
+        filled = round(self.done / self.total * _BAR_WIDTH) if self.total else _BAR_WIDTH
         bar = "#" * filled + "-" * (_BAR_WIDTH - filled)
         name = item if len(item) <= 40 else "..." + item[-37:]
         return f"{self.label} [{bar}] {self.done}/{self.total} {name}"
-
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self._drawn = False

@@ -37,9 +37,8 @@ def review(args: argparse.Namespace) -> int:
             ],
         )
     done = {"accept": 0, "reject": 0, "skip": 0}
-    color = sys.stdout.isatty()
     for number, pending in enumerate(pendings, 1):
-        out(_bold(f"[{number}/{len(pendings)}] {pending.test}", color))
+        out(_bold(f"[{number}/{len(pendings)}] {pending.test}"))
         out(pending.drift.rstrip("\n"))
         try:
             pending.check_base()
@@ -47,9 +46,9 @@ def review(args: argparse.Namespace) -> int:
             err(str(exc))
             done["skip"] += 1
             continue
-        out(_bold(f"accepting changes {pending.relative}:", color))
+        out(_bold(f"accepting changes {pending.relative}:"))
         for line in pending.changes():
-            out(_colored(line, color))
+            out(_colored(line))
         choice = _ask("a accept · r reject · s skip · q quit > ")
         if choice == "quit":
             break
@@ -59,17 +58,10 @@ def review(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def accept(args: argparse.Namespace) -> int:
-    """``agentreplay accept``: write each pending drift into its cassette, without asking."""
-    return _decide(args, "accept")
-
-
-def reject(args: argparse.Namespace) -> int:
-    """``agentreplay reject``: drop each pending drift, leaving its cassette as it is."""
-    return _decide(args, "reject")
-
-
-def _decide(args: argparse.Namespace, choice: str) -> int:
+def decide(args: argparse.Namespace) -> int:
+    """``agentreplay accept`` (write each pending drift into its cassette) and ``reject`` (drop each one,
+    leaving its cassette as it is), without asking."""
+    choice = args.command
     if not (args.paths or args.all or args.from_dir):
         raise UsageError(
             f"agentreplay {choice} needs the pending drift files (or their cassettes), or --all",
@@ -122,15 +114,12 @@ def _selected(args: argparse.Namespace) -> list[Pending]:
         roots.append(path)
     if source is not None:
         roots.append(source)
-    select = _keyword_filter(args.k) if args.k else None
-    found = []
-    for path in find_pending(roots):
-        pending = read_pending(
-            path, root=Path.cwd() if source is not None and path.is_relative_to(source) else None
-        )
-        if select is None or select(pending.test):
-            found.append(pending)
-    return found
+    select = _keyword_filter(args.k or "")  # an empty expression selects every test
+    pendings = [
+        read_pending(path, root=Path.cwd() if source is not None and path.is_relative_to(source) else None)
+        for path in find_pending(roots)
+    ]
+    return [pending for pending in pendings if select(pending.test)]
 
 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
@@ -179,12 +168,11 @@ def _ask(message: str) -> str:
     return answer
 
 
-def _bold(text: str, color: bool) -> str:
-    return f"\x1b[1m{text}\x1b[0m" if color else text
+# Review runs in a terminal only: its output is always coloured.
+def _bold(text: str) -> str:
+    return f"\x1b[1m{text}\x1b[0m"
 
 
-def _colored(line: str, color: bool) -> str:
-    if not color or line.startswith(("+++", "---")):
-        return line
-    code = {"+": "32", "-": "31", "@": "36"}.get(line[:1])
+def _colored(line: str) -> str:
+    code = None if line.startswith(("+++", "---")) else {"+": "32", "-": "31", "@": "36"}.get(line[:1])
     return f"\x1b[{code}m{line}\x1b[0m" if code else line

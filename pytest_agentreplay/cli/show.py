@@ -11,36 +11,23 @@ from typing import Any
 
 from ..cassette.chain import checked_integrity
 from ..cassette.document import run_to_dict
-from ..cassette.read import LoadedCassette, load_cassette, load_unchecked
 from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict
 from ..diff.result import DriftResult
-from ..exceptions import CassetteIntegrityError
 from ..replay.audit import audit_advice, audit_problems
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, out
-
-
-def _load_for_view(path: Path) -> tuple[LoadedCassette, list[str], int | None]:
-    """A cassette to render, its audit problems (damage), and the format version whose integrity fields its
-    load verified (None when they failed: a broken seal or chain is a problem, not a failure). An older
-    format version is shown as it loads in memory, after the check its own version defines."""
-    try:
-        loaded = load_cassette(path, mode="audit", migrate=True)
-        version: int | None = loaded.version
-    except CassetteIntegrityError:
-        unchecked = load_unchecked(path)
-        if unchecked is None:
-            raise
-        loaded, version = unchecked, None
-    return loaded, audit_problems(loaded), version
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, load_for_audit, out
 
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.cassette)
-    loaded, problems, version = _load_for_view(path)
+    # An older format version is shown as it loads in memory, after the check its own version defines; a
+    # broken seal or chain is a problem, not a failure.
+    loaded, sealed = load_for_audit(path, mode="audit", migrate=True)
+    version = loaded.version if sealed else None
+    problems = audit_problems(loaded)
     advice = audit_advice(loaded)
     # Said per format: only version 2 had a hash chain; the current format is sealed without one.
     integrity = checked_integrity(version) if version is not None else None

@@ -30,21 +30,6 @@ def _textconv_blob_dir(path: Path, explicit: str | None) -> Path:
     return found
 
 
-def textconv_document(raw: object, blob_dir: Path) -> object:
-    """The cassette document with every blob-stored payload inlined (``inline``, next to its ``sha256``),
-    for reading and for git's diff driver. Never raises for a damaged file: what cannot be resolved is
-    named in place."""
-    store = BlobStore(blob_dir)
-    for _, _, ref in stored_refs(raw.get("events") if isinstance(raw, dict) else None):
-        if not isinstance(ref["sha256"], str):
-            continue
-        try:
-            ref["inline"] = store.load(ref["sha256"])
-        except (AgentReplayError, OSError, ValueError, RecursionError) as exc:
-            ref["inline"] = f"<payload not resolved: {getattr(exc, 'headline', exc)}>"
-    return raw
-
-
 def run(args: argparse.Namespace) -> int:
     path = Path(args.cassette)
     try:
@@ -52,9 +37,19 @@ def run(args: argparse.Namespace) -> int:
     except (CassetteError, OSError) as exc:
         err(f"textconv: {getattr(exc, 'headline', exc)}")
         return EXIT_USAGE
+    # Every blob-stored payload inlined next to its sha256; a damaged file never fails the diff: what
+    # cannot be resolved is named in place.
     try:
         raw = json.loads(data)
-        text = dumps_pretty(textconv_document(raw, _textconv_blob_dir(path, args.blob_dir)))
+        store = BlobStore(_textconv_blob_dir(path, args.blob_dir))
+        for _, _, ref in stored_refs(raw.get("events") if isinstance(raw, dict) else None):
+            if not isinstance(ref["sha256"], str):
+                continue
+            try:
+                ref["inline"] = store.load(ref["sha256"])
+            except (AgentReplayError, OSError, ValueError, RecursionError) as exc:
+                ref["inline"] = f"<payload not resolved: {getattr(exc, 'headline', exc)}>"
+        text = dumps_pretty(raw)
     except (ValueError, RecursionError):
         sys.stdout.buffer.write(data)  # not a cassette git can render: the bytes as they are
         return EXIT_OK

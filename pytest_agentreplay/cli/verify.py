@@ -6,12 +6,11 @@ import argparse
 from pathlib import Path
 
 from ..cassette.chain import checked_integrity
-from ..cassette.read import load_cassette, load_unchecked
 from ..core.constants import FORMAT_VERSION
-from ..exceptions import CassetteError, CassetteIntegrityError
+from ..exceptions import CassetteError
 from ..replay.audit import audit_advice, audit_problems
 from ..replay.replayability import replay_problems
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, out
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, load_for_audit, out
 from .progress import Progress
 
 
@@ -20,12 +19,7 @@ def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
     would trip on: the same load, payload resolution and decoding replay runs) and the advice on it
     (committed effects without a receipt or an idempotency key)."""
     try:
-        loaded = load_cassette(path)
-    except CassetteIntegrityError as exc:
-        unchecked = load_unchecked(path)
-        if unchecked is None:
-            return error_lines(exc), []
-        loaded = unchecked
+        loaded, _ = load_for_audit(path)
     except CassetteError as exc:
         return error_lines(exc), []
     # Both checks may find the same damage: each problem once.
