@@ -107,10 +107,6 @@ def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
     return MappingProxyType({str(k): str(v) for k, v in value.items() if v})
 
 
-def _effect_map(value: object, origin: check.Origin) -> Mapping[str, str]:
-    return MappingProxyType(check.effect_map(value, origin)) if value else _EMPTY
-
-
 def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
     if not value:
         return ()
@@ -124,37 +120,25 @@ def _hosts(value: object, _origin: check.Origin) -> frozenset[str]:
     return frozenset(str(h).lower() for h in items) if value else frozenset()
 
 
-def _host_names(value: object, origin: check.Origin) -> tuple[str, ...]:
-    return check.hosts(value, origin) if value else ()
-
-
-def _flag(value: object, _origin: check.Origin) -> bool:
-    return bool(value)
-
-
-def _as_given(value: object, _origin: check.Origin) -> object:
-    return value
-
-
 _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
     {
         "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
         "receipts": _string_map,
         "tool_names": _string_map,
-        "mcp_effects": _effect_map,
+        "mcp_effects": lambda value, origin: (
+            MappingProxyType(check.effect_map(value, origin)) if value else _EMPTY
+        ),
         "openai_compatible_base_urls": _urls,
         "anthropic_base_urls": _urls,
         "model_data_class": _text_or("personal"),
         "http_data_class": _text_or("internal"),
-        "allow_read_repeats": _flag,
-        "sandbox": _as_given,
+        "allow_read_repeats": lambda value, _origin: bool(value),
         "sandbox_hosts": _hosts,
-        "faults": _as_given,
-        "isolate_subprocesses": _flag,
-        "block_network_only": _flag,
-        "tolerated_hosts": _host_names,
-        "live_reads": lambda value, origin: check.boolean(value, origin),
+        "isolate_subprocesses": lambda value, _origin: bool(value),
+        "block_network_only": lambda value, _origin: bool(value),
+        "tolerated_hosts": lambda value, origin: check.hosts(value, origin) if value else (),
+        "live_reads": check.boolean,
     }
 )
-# Fields given already typed (by the session, not by the user): taken as they are.
+# Fields taken as they are: given typed by the session, or (sandbox, faults) checked where the run reads them.
 _TYPED: Final = frozenset(RunSettings._fields) - set(_CONVERSIONS)
