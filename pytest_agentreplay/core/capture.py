@@ -148,8 +148,10 @@ class Recorder:
         *,
         trace_id: str | None = None,
         span_id: str | None = None,
+        keep_output: bool = False,
     ) -> Event:
-        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data``."""
+        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data`` (with the
+        result too when ``keep_output``: the items a generator yielded before it raised)."""
         if error is not None:
             data = {**data, "error": error}
         return self.emit(
@@ -157,7 +159,7 @@ class Recorder:
             actor="tool",
             event_class="input",
             tool=tool,
-            output=served_payload(result) if error is None else None,
+            output=served_payload(result) if error is None or keep_output else None,
             data=data,
             trace_id=trace_id,
             span_id=span_id,
@@ -285,7 +287,7 @@ class RunContext:
             "run.start",
             actor="runtime",
             event_class="input",
-            data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
+            data={"agent": self.recorder.run.agent},
         )
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
@@ -309,46 +311,24 @@ _RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 
 
-class ProcessRuns:
-    """The runs active in this process, in the order they were activated (pytester's inner runs included):
-    a thread that did not inherit the context falls back to the only one; the network guard protects all."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.runs: list[RunContext] = []
-
-    def all(self) -> list[RunContext]:
-        with self.lock:
-            return list(self.runs)
-
-    def only(self) -> RunContext | None:
-        """The run active in this process when there is exactly one."""
-        with self.lock:
-            return self.runs[-1] if len(self.runs) == 1 else None
-
-    def add(self, ctx: RunContext) -> None:
-        with self.lock:
-            self.runs.append(ctx)
-
-    def discard(self, ctx: RunContext) -> None:
-        with self.lock:
-            if ctx in self.runs:
-                self.runs.remove(ctx)
-
-
-_PROCESS = ProcessRuns()
+# The runs active in this process, in the order they were activated (pytester's inner runs included): a
+# thread that did not inherit the context falls back to the only one; the network guard protects all.
+_RUNS: list[RunContext] = []
+_RUNS_LOCK = threading.Lock()
 
 
 def active_runs() -> list[RunContext]:
     """Every run active in this process (for process-wide guards such as the network guard)."""
-    return _PROCESS.all()
+    with _RUNS_LOCK:
+        return list(_RUNS)
 
 
 def current_run() -> RunContext | None:
     ctx = _CURRENT.get()
     if ctx is not None:
         return ctx
-    return _PROCESS.only()
+    with _RUNS_LOCK:
+        return _RUNS[0] if len(_RUNS) == 1 else None
 
 
 @contextmanager
@@ -364,13 +344,16 @@ def activate(ctx: RunContext) -> Iterator[RunContext]:
 def push_active(ctx: RunContext) -> object:
     """Non-context-manager form of :func:`activate` for fixtures that span setup and teardown."""
     token = _CURRENT.set(ctx)
-    _PROCESS.add(ctx)
+    with _RUNS_LOCK:
+        _RUNS.append(ctx)
     return token
 
 
 def pop_active(ctx: RunContext, token: object) -> None:
     ctx.release()  # a run that never finished must not leave the clock patched
-    _PROCESS.discard(ctx)
+    with _RUNS_LOCK:
+        if ctx in _RUNS:
+            _RUNS.remove(ctx)
     try:
         _CURRENT.reset(token)  # type: ignore[arg-type]
     except ValueError:

@@ -143,12 +143,8 @@ def _from_text(parse: Callable[[str], object]) -> Callable[[_Tagged], object]:
 
 
 def _moment_back(tagged: _Tagged) -> object:
-    text = tagged.field("value", str)
     parse = dt.datetime.fromisoformat if tagged.kind == "datetime" else dt.time.fromisoformat
-    try:
-        moment: dt.datetime | dt.time = parse(text)
-    except ValueError as exc:
-        raise tagged.fail(f"{text!r} does not parse: {exc}") from None
+    moment = cast(dt.datetime | dt.time, _from_text(parse)(tagged))
     zone = tagged.value.get("zone")
     if zone is not None:
         try:
