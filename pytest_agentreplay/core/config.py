@@ -41,12 +41,15 @@ class _Fields:
 
 
 class Settings(_Fields):
+    """The session's settings; a field named after a setting means what the settings table says of it."""
+
     record: str = DEFAULT_RECORD_MODE
+    # Whether the command line gave it: it then wins over a marker's (so does ``repeat``).
     record_explicit: bool = False
     mode: str = DEFAULT_REPLAY_MODE
     mode_explicit: bool = False
     update: bool = False
-    # Pending drift files (cassette/pending.py): None is "not given", on unless the CI variable is set.
+    # None is "not given": on unless the CI variable is set (:func:`pending_enabled`).
     pending: bool | None = None
     cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
     report: Path | None = None
@@ -55,28 +58,20 @@ class Settings(_Fields):
     save_on_failure: bool = False
     fail_on_unused: bool = True
     block_network: bool = False
-    # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
-    # The whole session in its own network namespace (guard/session_namespace.py): off, auto or required.
     isolate: str = DEFAULT_ISOLATE_MODE
     rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, object] = MappingProxyType({})
-    # The project's run settings (idempotency header, receipts, base URLs...): each test's run starts
-    # from them.
+    # The project's run settings: each test's run starts from them.
     http: RunSettings = RunSettings()
     inline_limit: int | None = None
-    # Transport request headers in cassettes written (cassette/transport_headers.py): auto, drop or keep.
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
-    # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
-    # model-comparison (core/comparison_settings.py): runs per test, the agreement they must reach, and
-    # whether the command line gave the runs (it wins over a marker's).
     repeat: int = 1
     repeat_explicit: bool = False
     min_agreement: float = 0.9
     live_reads: bool = False
-    # Model -> price over the built-in table (core/prices.py).
     prices: Mapping[str, object] = MappingProxyType({})
 
 

@@ -26,46 +26,37 @@ _FIXTURE_PLACE: Final = "the agentreplay_config fixture"
 
 
 class RunSettings(NamedTuple):
-    """One run's settings. Defaults are what a run reads when nothing is configured."""
+    """One run's settings. Defaults are what a run reads when nothing is configured; a field named after a
+    setting means what the settings table (``setting_keys.SETTINGS``) says of it."""
 
     # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
     nodeid: str | None = None
-    # Hosts the test lets through in every replay mode but audit (its own local services).
     allow_hosts: tuple[str, ...] = ()
-    # The runtime values recorded or served (clock, uuid, random); None: all of them, (): none.
+    # None: all of them, (): none.
     runtime_values: tuple[str, ...] | None = None
     classify_hook: ClassifyHook | None = None
     # model-comparison: the model live calls are sent with instead of the recorded one.
     model_override: str | None = None
     # Lower case: headers are matched lower-cased.
     idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
-    # Per host, where a write's receipt is (a JSON path into the response body, or a header name).
     receipts: Mapping[str, str] = _EMPTY
-    # MCP tool name (or ``server/tool``) -> "read" or "write", over the tool's annotations (``mcp_effects``).
     mcp_effects: Mapping[str, str] = _EMPTY
-    # Host or host+path prefix -> the tool name recorded for HTTP calls under it.
     tool_names: Mapping[str, str] = _EMPTY
     openai_compatible_base_urls: tuple[str, ...] = ()
     anthropic_base_urls: tuple[str, ...] = ()
     model_data_class: str = "personal"
     http_data_class: str = "internal"
-    # A read served again once every recorded one was played (reads have no side effects).
     allow_read_repeats: bool = True
-    # sandbox mode: recorded base URL -> sandbox base URL, as given; checked when the run first needs it
-    # (replay/sandbox.py), so a bad value fails that test, not the session.
+    # sandbox and faults as given: checked when the run first needs them (replay/sandbox.py,
+    # replay/faults.py), so a bad value fails that test, not the session.
     sandbox: object = None
     sandbox_hosts: frozenset[str] = frozenset()
-    # sandbox mode: the faults to inject, as given; parsed by replay/faults.py when the run needs them.
     faults: object = None
-    # Children of a replaying test get their own empty network namespace (Linux).
     isolate_subprocesses: bool = False
     # The run only blocks the network (--agentreplay-block-network outside a replaying test): its
     # refusals say so.
     block_network_only: bool = False
-    # Hosts whose unmatched calls in replay are refused without failing the test (libraries' own telemetry
-    # and metadata fetches); the refusals are listed in the session summary.
     tolerated_hosts: tuple[str, ...] = ()
-    # model-comparison: a read the cassette holds no result for is sent, so the run goes on past a divergence.
     live_reads: bool = False
     # The session's providers (``http.providers.ProviderSet``, a layer above: narrowed where it is read);
     # None: the built-in ones.

@@ -141,11 +141,7 @@ def install(*, permanent: bool) -> Undo:
     if not permanent:
         return GATE.acquire()
     GATE.keep()
-    return _kept
-
-
-def _kept() -> None:
-    return None
+    return lambda: None
 
 
 def uninstall() -> None:
