@@ -367,7 +367,9 @@ def key_order(value: object) -> KeyOrder | None:
                 continue
             if keys != sorted(keys):
                 found[pointer] = keys
-            stack.extend((f"{pointer}/{_escape(k)}", v) for k, v in item.items() if type(v) in (dict, list))
+            stack.extend(
+                (f"{pointer}/{pointer_token(k)}", v) for k, v in item.items() if type(v) in (dict, list)
+            )
         elif type(item) is list:
             stack.extend((f"{pointer}/{i}", v) for i, v in enumerate(item) if type(v) in (dict, list))
     return found or None
@@ -420,7 +422,8 @@ def _reorder(value: object, node: _Order) -> None:
                 _reorder(value[int(token)], sub)
 
 
-def _escape(key: str) -> str:
+def pointer_token(key: str) -> str:
+    """``key`` as a JSON pointer (RFC 6901) token."""
     return key.replace("~", "~0").replace("/", "~1")
 
 

@@ -26,30 +26,18 @@ from .rerecord import Rerecord
 from .run_settings import RunSettings
 from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
 
-
-class _SecondText:
-    """The text of the last whole second stamped: one event per replayed call is stamped, and formatting
-    a datetime costs more than the rest of recording it; only the microseconds change. A cache, shared by
-    every thread (:data:`_STAMP`)."""
-
-    __slots__ = ("pair",)
-
-    def __init__(self) -> None:
-        # (whole second, its "YYYY-MM-DDTHH:MM:SS" text)
-        self.pair: tuple[int, str] = (-1, "")
-
-
-_STAMP = _SecondText()
+# The last whole second stamped and its "YYYY-MM-DDTHH:MM:SS" text: one event per replayed call is stamped,
+# and formatting a datetime costs more than the rest of recording it; only the microseconds change. Shared
+# by every thread: one item swap, so threads racing both store a correct pair.
+_STAMP: list[tuple[int, str]] = [(-1, "")]
 
 
 def utc_now() -> str:
     """The current UTC time, ISO 8601 with microseconds and ``Z``: ``2025-01-31T12:00:00.123456Z``."""
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _STAMP.pair
+    cached = _STAMP[0]
     if cached[0] != second:
-        cached = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-        # One tuple swap: threads racing here both store a correct pair.
-        _STAMP.pair = cached
+        cached = _STAMP[0] = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     return f"{cached[1]}.{micros:06d}Z"
 
 

@@ -106,11 +106,6 @@ def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
     return tuple(str(item) for item in value)
 
 
-def _hosts(value: object, _origin: check.Origin) -> frozenset[str]:
-    items: Iterable[object] = value if isinstance(value, Iterable) else ()
-    return frozenset(str(h).lower() for h in items) if value else frozenset()
-
-
 _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
     {
         "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
@@ -124,7 +119,9 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
         "model_data_class": _text_or("personal"),
         "http_data_class": _text_or("internal"),
         "allow_read_repeats": lambda value, _origin: bool(value),
-        "sandbox_hosts": _hosts,
+        "sandbox_hosts": lambda value, _origin: frozenset(
+            str(host).lower() for host in (value if value and isinstance(value, Iterable) else ())
+        ),
         "isolate_subprocesses": lambda value, _origin: bool(value),
         "block_network_only": lambda value, _origin: bool(value),
         "tolerated_hosts": lambda value, origin: check.hosts(value, origin) if value else (),

@@ -50,11 +50,8 @@ def set_type_attribute(cls: type, name: str, value: object) -> None:
 
 
 class SocketGate(Owner):
-    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded), and the check
-    that guards them.
-
-    Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process.
-    """
+    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded) and their check.
+    Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process."""
 
     def __init__(self) -> None:
         super().__init__(Library(_install))

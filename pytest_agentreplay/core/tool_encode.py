@@ -11,9 +11,7 @@ import inspect
 import json
 import math
 import sys
-import uuid
 from collections.abc import Callable, Iterable
-from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Final
 
@@ -21,7 +19,7 @@ from pydantic import BaseModel
 
 from .canonical import dumps_compact, same_json
 from .documents import Document
-from .tool_decode import call_class, decode
+from .tool_decode import TEXT_KINDS, call_class, decode
 from .tool_values import (
     BUILTIN_BASES,
     MAX_NESTING,
@@ -194,8 +192,7 @@ class Encoder:
                 raise Unstorable(
                     value,
                     "model_validate of its model_dump(mode='json') does not give an equal model back (a "
-                    "field "
-                    "of a type JSON does not hold, a NaN, an alias that does not validate)",
+                    "field of a type JSON does not hold, a NaN, an alias that does not validate)",
                 )
         self.tagged = True
         return tag("pydantic", value=dumped, **{"class": path})
@@ -271,14 +268,11 @@ def _standard(value: object) -> Document | None:
         if value.fold:
             fields["fold"] = value.fold
         return tag("datetime" if isinstance(value, dt.datetime) else "time", **fields)
-    if isinstance(value, dt.date):
-        return tag("date", value=value.isoformat())
     if isinstance(value, dt.timedelta):
         return tag("timedelta", value=[value.days, value.seconds, value.microseconds])
-    if isinstance(value, uuid.UUID):
-        return tag("uuid", value=str(value))
-    if isinstance(value, Decimal):
-        return tag("decimal", value=str(value))
+    for kind, (base, text, _parse) in TEXT_KINDS.items():
+        if isinstance(value, base):
+            return tag(kind, value=text(value))
     return None
 
 
