@@ -9,10 +9,11 @@ a choice, are the settings table's (``setting_keys.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
-from typing import Any
+from typing import Any, Final
 
 from ..exceptions import ConfigError
 from . import comparison_settings, prices, setting_keys
@@ -235,6 +236,7 @@ def _choice(name: str) -> Callable[[object, check.Origin], str]:
     return lambda value, origin: check.choice(value, origin, setting.choices, setting.noun)
 
 
+_MODEL_NAME: Final = partial(check.text, expected="a model name (a string)")
 # The run settings only [tool.agentreplay] gives.
 _PROJECT_RUN_CHECKS: dict[str, Callable[[object, check.Origin], object]] = {
     "idempotency_header": lambda v, o: check.text(v, o, "a header name"),
@@ -252,7 +254,7 @@ _SESSION_CHECKS: dict[str, _Check] = {
     **{name: _checker(check.boolean) for name in _BOOLEANS},
     "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
     "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
-    "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
+    "model": _checker(_MODEL_NAME),
     "allow_hosts": _checker(check.hosts),
     "inline_limit": _checker(check.count),
     "repeat": _checker(comparison_settings.repeat),
@@ -284,9 +286,7 @@ class TestSettings(_Fields):
 
 def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
     """Merge the kwargs of the test's ``agentreplay`` marks (closest mark wins) and validate them."""
-    merged: dict[str, object] = {}
-    for kwargs in reversed(marks):
-        merged.update(kwargs)
+    merged = {key: value for kwargs in reversed(marks) for key, value in kwargs.items()}
     place = f"@pytest.mark.agentreplay on {nodeid}"
     check.refuse_unknown(merged, setting_keys.MARKER_KEYS, "argument(s)", "argument", place)
     return merged
@@ -329,11 +329,15 @@ def resolve_test_settings(
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]
 
-    # An explicit command-line record or mode wins; the test's value is checked all the same.
-    chosen = {"record": settings.record, "mode": settings.mode}
-    for key, explicit in (("record", settings.record_explicit), ("mode", settings.mode_explicit)):
+    # An explicit command-line record, mode or model wins; the test's value is checked all the same.
+    chosen: dict[str, object] = {"record": settings.record, "mode": settings.mode, "model": settings.model}
+    for key, checker, explicit in (
+        ("record", _choice("record"), settings.record_explicit),
+        ("mode", _choice("mode"), settings.mode_explicit),
+        ("model", _MODEL_NAME, settings.model is not None),
+    ):
         for value, origin in given(key):
-            checked = _choice(key)(value, origin)
+            checked = checker(value, origin)
             chosen[key] = chosen[key] if explicit else checked
     cassette = default_cassette
     for value, origin in given("cassette"):
@@ -343,10 +347,6 @@ def resolve_test_settings(
     allow_hosts = settings.allow_hosts
     for value, origin in given("allow_hosts"):
         allow_hosts += check.hosts(value, origin)
-    model = settings.model
-    for value, origin in given("model"):
-        checked = check.text(value, origin, "a model name (a string)")
-        model = model if settings.model is not None else checked
     runtime_values = settings.runtime_values
     for value, origin in given("runtime_values"):
         parsed = runtime_sources(value, origin)
@@ -361,7 +361,7 @@ def resolve_test_settings(
         rules=overrides.get("rules", settings.rules),
         marker_rules=marker.get("rules"),
         allow_hosts=allow_hosts,
-        model=model,
+        model=chosen["model"],
         extra=extra,
         runtime_values=runtime_values,
     )
