@@ -907,4 +907,5 @@ def test_fallback_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.undo()
         socket_gate.install(permanent=True)
         socket_gate.arm(check)
-    assert socket_gate.GATE.kept and _socket.socket.__dict__["connect"] is socket_gate._connect
+    assert socket_gate.GATE.kept
+    assert _socket.socket.__dict__["connect"] is socket_gate._SOCKET_METHODS["connect"]

@@ -13,38 +13,12 @@ from types import FrameType
 from typing import Final, NamedTuple
 
 # Top-level packages (and standard modules) a call passes through on its way out: never "who made it".
-_HTTP_STACK: Final = frozenset(
-    {
-        "pytest_agentreplay",
-        "httpx",
-        "httpcore",
-        "h11",
-        "h2",
-        "anyio",
-        "sniffio",
-        "urllib3",
-        "requests",
-        "aiohttp",
-        "aiohappyeyeballs",
-        "multidict",
-        "yarl",
-        "http",
-        "urllib",
-        "socket",
-        "ssl",
-        "selectors",
-        "asyncio",
-        "concurrent",
-        "threading",
-        "contextlib",
-        "functools",
-        "trio",
-        "botocore",
-        "boto3",
-        "s3transfer",
-        "respx",
-    }
-)
+_HTTP_STACK: Final = frozenset((
+    "pytest_agentreplay", "httpx", "httpcore", "h11", "h2", "anyio", "sniffio", "urllib3", "requests",
+    "aiohttp", "aiohappyeyeballs", "multidict", "yarl", "http", "urllib", "socket", "ssl", "selectors",
+    "asyncio", "concurrent", "threading", "contextlib", "functools", "trio", "botocore", "boto3",
+    "s3transfer", "respx",
+))  # fmt: skip
 
 
 class KnownCaller(NamedTuple):

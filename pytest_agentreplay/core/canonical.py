@@ -41,44 +41,31 @@ def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
 def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool) -> None:
     """Append ``value`` at nesting ``level``, its line holding ``used`` characters before it. The document
     itself (level 0) always takes a line per member."""
-    if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        if inline_objects and level:
-            line = _one_line(value, CASSETTE_WIDTH - used)
-            if line is not None:
-                out.append(line)
-                return
-        inner = " " * (CASSETTE_INDENT * (level + 1))
-        out.append("{")
-        members = _members(value)
-        last = len(members) - 1
-        for n, (key, item) in enumerate(members):
-            head = key + ": "
-            out.append(("\n" if not n else ",\n") + inner + head)
-            _write(
-                item, level + 1, len(inner) + len(head) + _comma(n, last, inline_objects), out, inline_objects
-            )
-        out.append("\n" + " " * (CASSETTE_INDENT * level) + "}")
-    elif isinstance(value, list | tuple):
-        if not value:
-            out.append("[]")
-            return
-        budget = CASSETTE_WIDTH - used
-        line = _one_line(value, budget) if inline_objects and level else _flat_list(value, budget)
-        if line is not None:
-            out.append(line)
-            return
-        inner = " " * (CASSETTE_INDENT * (level + 1))
-        out.append("[")
-        last = len(value) - 1
-        for n, item in enumerate(value):
-            out.append(("\n" if not n else ",\n") + inner)
-            _write(item, level + 1, len(inner) + _comma(n, last, inline_objects), out, inline_objects)
-        out.append("\n" + " " * (CASSETTE_INDENT * level) + "]")
-    else:
+    if not isinstance(value, dict | list | tuple):
         out.append(_scalar(value))
+        return
+    brackets = "{}" if isinstance(value, dict) else "[]"
+    if not value:
+        out.append(brackets)
+        return
+    budget = CASSETTE_WIDTH - used
+    if inline_objects and level:
+        line = _one_line(value, budget)
+    else:
+        line = None if isinstance(value, dict) else _flat_list(value, budget)
+    if line is not None:
+        out.append(line)
+        return
+    inner = " " * (CASSETTE_INDENT * (level + 1))
+    out.append(brackets[0])
+    members = (
+        [(k + ": ", v) for k, v in _members(value)] if isinstance(value, dict) else [("", v) for v in value]
+    )
+    last = len(members) - 1
+    for n, (head, item) in enumerate(members):
+        out.append(("\n" if not n else ",\n") + inner + head)
+        _write(item, level + 1, len(inner) + len(head) + _comma(n, last, inline_objects), out, inline_objects)
+    out.append("\n" + " " * (CASSETTE_INDENT * level) + brackets[1])
 
 
 def _comma(n: int, last: int, inline_objects: bool) -> int:
@@ -380,7 +367,9 @@ def key_order(value: object) -> KeyOrder | None:
                 continue
             if keys != sorted(keys):
                 found[pointer] = keys
-            stack.extend((f"{pointer}/{_escape(k)}", v) for k, v in item.items() if type(v) in (dict, list))
+            stack.extend(
+                (f"{pointer}/{pointer_token(k)}", v) for k, v in item.items() if type(v) in (dict, list)
+            )
         elif type(item) is list:
             stack.extend((f"{pointer}/{i}", v) for i, v in enumerate(item) if type(v) in (dict, list))
     return found or None
@@ -433,7 +422,8 @@ def _reorder(value: object, node: _Order) -> None:
                 _reorder(value[int(token)], sub)
 
 
-def _escape(key: str) -> str:
+def pointer_token(key: str) -> str:
+    """``key`` as a JSON pointer (RFC 6901) token."""
     return key.replace("~", "~0").replace("/", "~1")
 
 

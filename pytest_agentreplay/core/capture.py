@@ -26,30 +26,18 @@ from .rerecord import Rerecord
 from .run_settings import RunSettings
 from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
 
-
-class _SecondText:
-    """The text of the last whole second stamped: one event per replayed call is stamped, and formatting
-    a datetime costs more than the rest of recording it; only the microseconds change. A cache, shared by
-    every thread (:data:`_STAMP`)."""
-
-    __slots__ = ("pair",)
-
-    def __init__(self) -> None:
-        # (whole second, its "YYYY-MM-DDTHH:MM:SS" text)
-        self.pair: tuple[int, str] = (-1, "")
-
-
-_STAMP = _SecondText()
+# The last whole second stamped and its "YYYY-MM-DDTHH:MM:SS" text: one event per replayed call is stamped,
+# and formatting a datetime costs more than the rest of recording it; only the microseconds change. Shared
+# by every thread: one item swap, so threads racing both store a correct pair.
+_STAMP: list[tuple[int, str]] = [(-1, "")]
 
 
 def utc_now() -> str:
     """The current UTC time, ISO 8601 with microseconds and ``Z``: ``2025-01-31T12:00:00.123456Z``."""
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
-    cached = _STAMP.pair
+    cached = _STAMP[0]
     if cached[0] != second:
-        cached = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-        # One tuple swap: threads racing here both store a correct pair.
-        _STAMP.pair = cached
+        cached = _STAMP[0] = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     return f"{cached[1]}.{micros:06d}Z"
 
 
@@ -148,8 +136,10 @@ class Recorder:
         *,
         trace_id: str | None = None,
         span_id: str | None = None,
+        keep_output: bool = False,
     ) -> Event:
-        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data``."""
+        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data`` (with the
+        result too when ``keep_output``: the items a generator yielded before it raised)."""
         if error is not None:
             data = {**data, "error": error}
         return self.emit(
@@ -157,7 +147,7 @@ class Recorder:
             actor="tool",
             event_class="input",
             tool=tool,
-            output=served_payload(result) if error is None else None,
+            output=served_payload(result) if error is None or keep_output else None,
             data=data,
             trace_id=trace_id,
             span_id=span_id,
@@ -285,7 +275,7 @@ class RunContext:
             "run.start",
             actor="runtime",
             event_class="input",
-            data={k: v for k, v in self.recorder.run.model_dump(mode="json").items() if k in ("agent",)},
+            data={"agent": self.recorder.run.agent},
         )
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
@@ -309,46 +299,24 @@ _RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 
 
-class ProcessRuns:
-    """The runs active in this process, in the order they were activated (pytester's inner runs included):
-    a thread that did not inherit the context falls back to the only one; the network guard protects all."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.runs: list[RunContext] = []
-
-    def all(self) -> list[RunContext]:
-        with self.lock:
-            return list(self.runs)
-
-    def only(self) -> RunContext | None:
-        """The run active in this process when there is exactly one."""
-        with self.lock:
-            return self.runs[-1] if len(self.runs) == 1 else None
-
-    def add(self, ctx: RunContext) -> None:
-        with self.lock:
-            self.runs.append(ctx)
-
-    def discard(self, ctx: RunContext) -> None:
-        with self.lock:
-            if ctx in self.runs:
-                self.runs.remove(ctx)
-
-
-_PROCESS = ProcessRuns()
+# The runs active in this process, in the order they were activated (pytester's inner runs included): a
+# thread that did not inherit the context falls back to the only one; the network guard protects all.
+_RUNS: list[RunContext] = []
+_RUNS_LOCK = threading.Lock()
 
 
 def active_runs() -> list[RunContext]:
     """Every run active in this process (for process-wide guards such as the network guard)."""
-    return _PROCESS.all()
+    with _RUNS_LOCK:
+        return list(_RUNS)
 
 
 def current_run() -> RunContext | None:
     ctx = _CURRENT.get()
     if ctx is not None:
         return ctx
-    return _PROCESS.only()
+    with _RUNS_LOCK:
+        return _RUNS[0] if len(_RUNS) == 1 else None
 
 
 @contextmanager
@@ -364,13 +332,16 @@ def activate(ctx: RunContext) -> Iterator[RunContext]:
 def push_active(ctx: RunContext) -> object:
     """Non-context-manager form of :func:`activate` for fixtures that span setup and teardown."""
     token = _CURRENT.set(ctx)
-    _PROCESS.add(ctx)
+    with _RUNS_LOCK:
+        _RUNS.append(ctx)
     return token
 
 
 def pop_active(ctx: RunContext, token: object) -> None:
     ctx.release()  # a run that never finished must not leave the clock patched
-    _PROCESS.discard(ctx)
+    with _RUNS_LOCK:
+        if ctx in _RUNS:
+            _RUNS.remove(ctx)
     try:
         _CURRENT.reset(token)  # type: ignore[arg-type]
     except ValueError:

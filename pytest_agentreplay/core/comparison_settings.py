@@ -54,11 +54,9 @@ def resolve(
     on the command line wins over the test's."""
     place = f"@pytest.mark.agentreplay on {nodeid} (or its agentreplay_config fixture)"
     out = ComparisonSettings(session.repeat, session.min_agreement, session.live_reads)
-    if extra.get("repeat") is not None:
-        given = repeat(extra["repeat"], check.Origin("repeat", place))
-        out.repeat = out.repeat if cli_repeat else given
-    if extra.get("min_agreement") is not None:
-        out.min_agreement = share(extra["min_agreement"], check.Origin("min_agreement", place))
-    if extra.get("live_reads") is not None:
-        out.live_reads = check.boolean(extra["live_reads"], check.Origin("live_reads", place))
+    for key, checked in (("repeat", repeat), ("min_agreement", share), ("live_reads", check.boolean)):
+        if extra.get(key) is not None:
+            value = checked(extra[key], check.Origin(key, place))
+            if key != "repeat" or not cli_repeat:
+                setattr(out, key, value)
     return out

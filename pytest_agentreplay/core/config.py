@@ -9,10 +9,11 @@ a choice, are the settings table's (``setting_keys.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from os import PathLike
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any
+from types import MappingProxyType, SimpleNamespace
+from typing import Any, Final
 
 from ..exceptions import ConfigError
 from . import comparison_settings, prices, setting_keys
@@ -34,31 +35,22 @@ class _Fields:
     pytest start, and this module is imported even by sessions that never replay."""
 
     def __init__(self, **values: object) -> None:
-        names = _field_names(type(self))
-        unknown = sorted(set(values) - names)
+        unknown = sorted(set(values) - set(type(self).__annotations__))
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(unknown)}")
-        missing = sorted(n for n in names if n not in values and not hasattr(type(self), n))
-        if missing:
-            raise TypeError(f"{type(self).__name__} needs {', '.join(missing)}")
-        for name, value in values.items():
-            setattr(self, name, value)
-
-
-def _field_names(cls: type) -> set[str]:
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        names.update(getattr(klass, "__annotations__", {}))
-    return names
+        self.__dict__.update(values)
 
 
 class Settings(_Fields):
+    """The session's settings; a field named after a setting means what the settings table says of it."""
+
     record: str = DEFAULT_RECORD_MODE
+    # Whether the command line gave it: it then wins over a marker's (so does ``repeat``).
     record_explicit: bool = False
     mode: str = DEFAULT_REPLAY_MODE
     mode_explicit: bool = False
     update: bool = False
-    # Pending drift files (cassette/pending.py): None is "not given", on unless the CI variable is set.
+    # None is "not given": on unless the CI variable is set (:func:`pending_enabled`).
     pending: bool | None = None
     cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
     report: Path | None = None
@@ -67,28 +59,20 @@ class Settings(_Fields):
     save_on_failure: bool = False
     fail_on_unused: bool = True
     block_network: bool = False
-    # Children of a replaying test get their own empty network namespace (Linux): covers non-Python ones.
     isolate_subprocesses: bool = False
-    # The whole session in its own network namespace (guard/session_namespace.py): off, auto or required.
     isolate: str = DEFAULT_ISOLATE_MODE
     rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, object] = MappingProxyType({})
-    # The project's run settings (idempotency header, receipts, base URLs...): each test's run starts
-    # from them.
+    # The project's run settings: each test's run starts from them.
     http: RunSettings = RunSettings()
     inline_limit: int | None = None
-    # Transport request headers in cassettes written (cassette/transport_headers.py): auto, drop or keep.
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
-    # The runtime values recorded and served (runtime_values.py): clock, uuid, random; () is off.
     runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
-    # model-comparison (core/comparison_settings.py): runs per test, the agreement they must reach, and
-    # whether the command line gave the runs (it wins over a marker's).
     repeat: int = 1
     repeat_explicit: bool = False
     min_agreement: float = 0.9
     live_reads: bool = False
-    # Model -> price over the built-in table (core/prices.py).
     prices: Mapping[str, object] = MappingProxyType({})
 
 
@@ -144,27 +128,19 @@ def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION
     )
 
 
-class _KnownArgs:
-    """pytest's ``Config`` before its command line is fully parsed (``pytest_load_initial_conftests``): the
-    options of the known-args parse, which hold this plugin's options as the full parse will."""
-
-    def __init__(self, config: Any) -> None:
-        self._config = config
-        self.rootpath = config.rootpath
-        self.inipath = config.inipath
-        self.invocation_params = config.invocation_params
-        self.workerinput = getattr(config, "workerinput", None)
-
-    def getoption(self, name: str) -> object:
-        return getattr(self._config.known_args_namespace, name, None)
-
-    def getini(self, name: str) -> object:
-        return self._config.getini(name)
-
-
 def settings_before_parse(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
-    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed."""
-    return settings_from_pytest(_KnownArgs(config), names)
+    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed: the
+    options of the known-args parse hold this plugin's options as the full parse will."""
+    known = config.known_args_namespace
+    early = SimpleNamespace(
+        rootpath=config.rootpath,
+        inipath=config.inipath,
+        invocation_params=config.invocation_params,
+        workerinput=getattr(config, "workerinput", None),
+        getoption=lambda name: getattr(known, name, None),
+        getini=config.getini,
+    )
+    return settings_from_pytest(early, names)
 
 
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
@@ -215,7 +191,13 @@ def build_settings(
     values["record_explicit"] = "record" in values and cli.get("record") is not None
     values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
-    values["runtime_values"] = _runtime_values(ini, project, places)
+    # ini > project, each checked; an empty value (which ``given`` skips) turns them off.
+    runtime = [
+        runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
+        for where, source in (("ini", ini), ("project", project))
+        if source.get("runtime_values") is not None
+    ]
+    values["runtime_values"] = runtime[0] if runtime else Settings.runtime_values
     # Parsed by the caller (diff.rules is a layer above): the plugin does it once, at start-up.
     values["rules"] = project.get("rules")
     values["redaction"] = {
@@ -224,18 +206,9 @@ def build_settings(
         if k in project
     }
     http: dict[str, object] = {}
-    if "idempotency_header" in project:
-        origin = places.origin("project", "idempotency_header")
-        http["idempotency_header"] = check.text(project["idempotency_header"], origin, "a header name")
-    if "receipts" in project:
-        origin = places.origin("project", "receipts")
-        expected = 'a table of host = JSON path or header name, e.g. receipts = { "api.example" = "data.id" }'
-        http["receipts"] = check.string_map(project["receipts"], origin, expected)
-    if "openai_compatible_base_urls" in project:
-        origin = places.origin("project", "openai_compatible_base_urls")
-        http["openai_compatible_base_urls"] = check.strings(
-            project["openai_compatible_base_urls"], origin, urls=True
-        )
+    for name, parse in _PROJECT_RUN_CHECKS.items():
+        if name in project:
+            http[name] = parse(project[name], places.origin("project", name))
     # Both places checked; the ini value wins.
     for name, parse in (("mcp_effects", check.effect_map), ("tolerated_hosts", check.hosts)):
         for where, source in (("project", project), ("ini", ini)):
@@ -263,6 +236,15 @@ def _choice(name: str) -> Callable[[object, check.Origin], str]:
     return lambda value, origin: check.choice(value, origin, setting.choices, setting.noun)
 
 
+_MODEL_NAME: Final = partial(check.text, expected="a model name (a string)")
+# The run settings only [tool.agentreplay] gives.
+_PROJECT_RUN_CHECKS: dict[str, Callable[[object, check.Origin], object]] = {
+    "idempotency_header": lambda v, o: check.text(v, o, "a header name"),
+    "receipts": lambda v, o: check.string_map(
+        v, o, 'a table of host = JSON path or header name, e.g. receipts = { "api.example" = "data.id" }'
+    ),
+    "openai_compatible_base_urls": lambda v, o: check.strings(v, o, urls=True),
+}
 _SESSION_CHECKS: dict[str, _Check] = {
     **{
         s.name: _checker(_choice(s.name))
@@ -272,27 +254,12 @@ _SESSION_CHECKS: dict[str, _Check] = {
     **{name: _checker(check.boolean) for name in _BOOLEANS},
     "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
     "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
-    "model": _checker(lambda v, o: check.text(v, o, "a model name (a string)")),
+    "model": _checker(_MODEL_NAME),
     "allow_hosts": _checker(check.hosts),
     "inline_limit": _checker(check.count),
     "repeat": _checker(comparison_settings.repeat),
     "min_agreement": _checker(comparison_settings.share),
 }
-
-
-def _runtime_values(
-    ini: Mapping[str, object], project: Mapping[str, object], places: check.Places
-) -> tuple[str, ...]:
-    """ini ``agentreplay_runtime_values`` > ``[tool.agentreplay] runtime_values`` > all sources; an empty
-    value (set, but empty) turns it off, which ``given`` would read as not given."""
-    chosen: tuple[str, ...] | None = None
-    for where, source in (("ini", ini), ("project", project)):
-        if source.get("runtime_values") is None:
-            continue
-        parsed = runtime_sources(source["runtime_values"], places.origin(where, "runtime_values"))
-        if chosen is None:
-            chosen = parsed
-    return Settings.runtime_values if chosen is None else chosen
 
 
 def pending_enabled(settings: Settings, environ: Mapping[str, str]) -> bool:
@@ -319,9 +286,7 @@ class TestSettings(_Fields):
 
 def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
     """Merge the kwargs of the test's ``agentreplay`` marks (closest mark wins) and validate them."""
-    merged: dict[str, object] = {}
-    for kwargs in reversed(marks):
-        merged.update(kwargs)
+    merged = {key: value for kwargs in reversed(marks) for key, value in kwargs.items()}
     place = f"@pytest.mark.agentreplay on {nodeid}"
     check.refuse_unknown(merged, setting_keys.MARKER_KEYS, "argument(s)", "argument", place)
     return merged
@@ -364,14 +329,16 @@ def resolve_test_settings(
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]
 
-    record = settings.record
-    for value, origin in given("record"):
-        checked = _choice("record")(value, origin)
-        record = record if settings.record_explicit else checked
-    mode = settings.mode
-    for value, origin in given("mode"):
-        checked = _choice("mode")(value, origin)
-        mode = mode if settings.mode_explicit else checked
+    # An explicit command-line record, mode or model wins; the test's value is checked all the same.
+    chosen: dict[str, object] = {"record": settings.record, "mode": settings.mode, "model": settings.model}
+    for key, checker, explicit in (
+        ("record", _choice("record"), settings.record_explicit),
+        ("mode", _choice("mode"), settings.mode_explicit),
+        ("model", _MODEL_NAME, settings.model is not None),
+    ):
+        for value, origin in given(key):
+            checked = checker(value, origin)
+            chosen[key] = chosen[key] if explicit else checked
     cassette = default_cassette
     for value, origin in given("cassette"):
         if not isinstance(value, str | PathLike) or not str(value).strip():
@@ -380,10 +347,6 @@ def resolve_test_settings(
     allow_hosts = settings.allow_hosts
     for value, origin in given("allow_hosts"):
         allow_hosts += check.hosts(value, origin)
-    model = settings.model
-    for value, origin in given("model"):
-        checked = check.text(value, origin, "a model name (a string)")
-        model = model if settings.model is not None else checked
     runtime_values = settings.runtime_values
     for value, origin in given("runtime_values"):
         parsed = runtime_sources(value, origin)
@@ -391,14 +354,14 @@ def resolve_test_settings(
     # The keys read above are the test's own; the others go to its run, the marker's over the fixture's.
     extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in _RESOLVED_KEYS}
     return TestSettings(
-        record=record,
-        mode=mode,
+        record=chosen["record"],
+        mode=chosen["mode"],
         update=settings.update,
         cassette=cassette,
         rules=overrides.get("rules", settings.rules),
         marker_rules=marker.get("rules"),
         allow_hosts=allow_hosts,
-        model=model,
+        model=chosen["model"],
         extra=extra,
         runtime_values=runtime_values,
     )

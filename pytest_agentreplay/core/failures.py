@@ -59,13 +59,6 @@ class RunFailures(Sequence[BaseException]):
         """The problems added after the first ``count``."""
         return self._errors[count:]
 
-    def __contains__(self, error: object) -> bool:
-        """Whether the run holds ``error``'s problem (the same object, or the same fields)."""
-        if not isinstance(error, BaseException):
-            return False
-        with self._lock:
-            return problem_key(error) in self._keys or any(e is error for e in self._errors)
-
     def __iter__(self) -> Iterator[BaseException]:
         return iter(list(self._errors))
 
@@ -89,6 +82,3 @@ class RunFailures(Sequence[BaseException]):
 
     def __len__(self) -> int:
         return len(self._errors)
-
-    def __bool__(self) -> bool:
-        return bool(self._errors)

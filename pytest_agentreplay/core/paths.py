@@ -34,18 +34,11 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
     return module_cassette_dir(cassette_dir, rootdir, module_path) / f"{name}.json"
 
 
-def qualified_test_name(nodeid: str) -> str:
-    """The part of a node id after the module, classes joined by dots: ``TestA.test_x[case]``.
-
-    Same-named methods of two classes in one module get distinct cassettes this way.
-    """
-    _, _, rest = nodeid.partition("::")
-    return (rest or nodeid).replace("::", ".")
-
-
 def item_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str) -> Path:
-    """The default cassette path of a collected test item."""
-    return default_cassette_path(cassette_dir, rootdir, module_path, qualified_test_name(nodeid))
+    """The default cassette path of a collected test item, named by the node id after the module with classes
+    joined by dots (``TestA.test_x[case]``): same-named methods of two classes in one module differ."""
+    _, _, rest = nodeid.partition("::")
+    return default_cassette_path(cassette_dir, rootdir, module_path, (rest or nodeid).replace("::", "."))
 
 
 def recorded_nodeid(path: Path) -> str | None:

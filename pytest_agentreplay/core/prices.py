@@ -27,9 +27,6 @@ class Price:
         self.output = output
         self.cached = input if cached is None else cached
 
-    def to_dict(self) -> dict[str, float]:
-        return {"input": self.input, "output": self.output, "cached": self.cached}
-
 
 def _table(rows: Mapping[str, tuple[float, float, float | None]]) -> Mapping[str, Price]:
     return MappingProxyType({name: Price(*row) for name, row in rows.items()})

@@ -26,46 +26,37 @@ _FIXTURE_PLACE: Final = "the agentreplay_config fixture"
 
 
 class RunSettings(NamedTuple):
-    """One run's settings. Defaults are what a run reads when nothing is configured."""
+    """One run's settings. Defaults are what a run reads when nothing is configured; a field named after a
+    setting means what the settings table (``setting_keys.SETTINGS``) says of it."""
 
     # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
     nodeid: str | None = None
-    # Hosts the test lets through in every replay mode but audit (its own local services).
     allow_hosts: tuple[str, ...] = ()
-    # The runtime values recorded or served (clock, uuid, random); None: all of them, (): none.
+    # None: all of them, (): none.
     runtime_values: tuple[str, ...] | None = None
     classify_hook: ClassifyHook | None = None
     # model-comparison: the model live calls are sent with instead of the recorded one.
     model_override: str | None = None
     # Lower case: headers are matched lower-cased.
     idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
-    # Per host, where a write's receipt is (a JSON path into the response body, or a header name).
     receipts: Mapping[str, str] = _EMPTY
-    # MCP tool name (or ``server/tool``) -> "read" or "write", over the tool's annotations (``mcp_effects``).
     mcp_effects: Mapping[str, str] = _EMPTY
-    # Host or host+path prefix -> the tool name recorded for HTTP calls under it.
     tool_names: Mapping[str, str] = _EMPTY
     openai_compatible_base_urls: tuple[str, ...] = ()
     anthropic_base_urls: tuple[str, ...] = ()
     model_data_class: str = "personal"
     http_data_class: str = "internal"
-    # A read served again once every recorded one was played (reads have no side effects).
     allow_read_repeats: bool = True
-    # sandbox mode: recorded base URL -> sandbox base URL, as given; checked when the run first needs it
-    # (replay/sandbox.py), so a bad value fails that test, not the session.
+    # sandbox and faults as given: checked when the run first needs them (replay/sandbox.py,
+    # replay/faults.py), so a bad value fails that test, not the session.
     sandbox: object = None
     sandbox_hosts: frozenset[str] = frozenset()
-    # sandbox mode: the faults to inject, as given; parsed by replay/faults.py when the run needs them.
     faults: object = None
-    # Children of a replaying test get their own empty network namespace (Linux).
     isolate_subprocesses: bool = False
     # The run only blocks the network (--agentreplay-block-network outside a replaying test): its
     # refusals say so.
     block_network_only: bool = False
-    # Hosts whose unmatched calls in replay are refused without failing the test (libraries' own telemetry
-    # and metadata fetches); the refusals are listed in the session summary.
     tolerated_hosts: tuple[str, ...] = ()
-    # model-comparison: a read the cassette holds no result for is sent, so the run goes on past a divergence.
     live_reads: bool = False
     # The session's providers (``http.providers.ProviderSet``, a layer above: narrowed where it is read);
     # None: the built-in ones.
@@ -107,10 +98,6 @@ def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
     return MappingProxyType({str(k): str(v) for k, v in value.items() if v})
 
 
-def _effect_map(value: object, origin: check.Origin) -> Mapping[str, str]:
-    return MappingProxyType(check.effect_map(value, origin)) if value else _EMPTY
-
-
 def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
     if not value:
         return ()
@@ -119,42 +106,27 @@ def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
     return tuple(str(item) for item in value)
 
 
-def _hosts(value: object, _origin: check.Origin) -> frozenset[str]:
-    items: Iterable[object] = value if isinstance(value, Iterable) else ()
-    return frozenset(str(h).lower() for h in items) if value else frozenset()
-
-
-def _host_names(value: object, origin: check.Origin) -> tuple[str, ...]:
-    return check.hosts(value, origin) if value else ()
-
-
-def _flag(value: object, _origin: check.Origin) -> bool:
-    return bool(value)
-
-
-def _as_given(value: object, _origin: check.Origin) -> object:
-    return value
-
-
 _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
     {
         "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
         "receipts": _string_map,
         "tool_names": _string_map,
-        "mcp_effects": _effect_map,
+        "mcp_effects": lambda value, origin: (
+            MappingProxyType(check.effect_map(value, origin)) if value else _EMPTY
+        ),
         "openai_compatible_base_urls": _urls,
         "anthropic_base_urls": _urls,
         "model_data_class": _text_or("personal"),
         "http_data_class": _text_or("internal"),
-        "allow_read_repeats": _flag,
-        "sandbox": _as_given,
-        "sandbox_hosts": _hosts,
-        "faults": _as_given,
-        "isolate_subprocesses": _flag,
-        "block_network_only": _flag,
-        "tolerated_hosts": _host_names,
-        "live_reads": lambda value, origin: check.boolean(value, origin),
+        "allow_read_repeats": lambda value, _origin: bool(value),
+        "sandbox_hosts": lambda value, _origin: frozenset(
+            str(host).lower() for host in (value if value and isinstance(value, Iterable) else ())
+        ),
+        "isolate_subprocesses": lambda value, _origin: bool(value),
+        "block_network_only": lambda value, _origin: bool(value),
+        "tolerated_hosts": lambda value, origin: check.hosts(value, origin) if value else (),
+        "live_reads": check.boolean,
     }
 )
-# Fields given already typed (by the session, not by the user): taken as they are.
+# Fields taken as they are: given typed by the session, or (sandbox, faults) checked where the run reads them.
 _TYPED: Final = frozenset(RunSettings._fields) - set(_CONVERSIONS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sized
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from .canonical import DigestMemo
@@ -34,9 +34,6 @@ class RunRedactor(Protocol):
     def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]: ...
 
     def query_replacement(self, match: re.Match[str]) -> str: ...
-
-    @property
-    def known(self) -> Sized: ...
 
 
 class GuardState:

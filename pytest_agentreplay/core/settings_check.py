@@ -147,23 +147,16 @@ def unreadable(origin: Origin, problem: str, expected: str) -> ConfigError:
     )
 
 
-def closest(name: str, valid: Iterable[str]) -> str | None:
-    """The valid name ``name`` most likely misspells (difflib is imported on this error path only)."""
-    import difflib  # heavy for start-up: only a misspelt key needs it
-
-    found = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
-    return found[0] if found else None
-
-
 def refuse_unknown(given: Iterable[object], valid: Sequence[str], what: str, noun: str, place: str) -> None:
     """A ``ConfigError`` naming every name of ``given`` that ``valid`` lacks, with the closest valid one."""
     unknown = sorted(str(name) for name in given if name not in valid)
     if not unknown:
         return
+    import difflib  # heavy for start-up: only a misspelt name needs it
+
     fixes = []
     for name in unknown:
-        match = closest(name, valid)
-        if match is not None:
+        for match in difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6):
             fixes.append(f"did you mean {match!r}? rename {name!r} to {match!r}")
     fixes.append(f"remove the {noun}{'s' if len(unknown) > 1 else ''} or use one of the valid {noun}s")
     raise ConfigError(

@@ -22,7 +22,7 @@ import ctypes
 import gc
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from .patching import Library, Owner, Patches, Undo, genuine_function
 
@@ -50,11 +50,8 @@ def set_type_attribute(cls: type, name: str, value: object) -> None:
 
 
 class SocketGate(Owner):
-    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded), and the check
-    that guards them.
-
-    Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process.
-    """
+    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded) and their check.
+    Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process."""
 
     def __init__(self) -> None:
         super().__init__(Library(_install))
@@ -66,50 +63,16 @@ class SocketGate(Owner):
 # -- the trampolines -------------------------------------------------------------------------------
 
 
-def _connect(self: _socket.socket, address: object) -> None:
-    check = GATE.check
-    if check is not None:
-        check("connect", self, (address,))
-    _ORIGINALS["connect"](self, address)
+def _gated(name: str) -> Callable[..., object]:
+    """The trampoline of the socket method ``name``: the check of its arguments, then the genuine method."""
 
+    def trampoline(self: socket.socket, *args: object, **kwargs: object) -> object:
+        check = GATE.check
+        if check is not None:
+            check(name, self, args)
+        return _ORIGINALS[name](self, *args, **kwargs)
 
-def _connect_ex(self: _socket.socket, address: object) -> int:
-    check = GATE.check
-    if check is not None:
-        check("connect_ex", self, (address,))
-    result: int = _ORIGINALS["connect_ex"](self, address)
-    return result
-
-
-def _send(self: _socket.socket, *args: object) -> int:
-    check = GATE.check
-    if check is not None:
-        check("send", self, args)
-    sent: int = _ORIGINALS["send"](self, *args)
-    return sent
-
-
-def _sendall(self: _socket.socket, *args: object) -> None:
-    check = GATE.check
-    if check is not None:
-        check("sendall", self, args)
-    _ORIGINALS["sendall"](self, *args)
-
-
-def _sendto(self: _socket.socket, *args: object) -> int:
-    check = GATE.check
-    if check is not None:
-        check("sendto", self, args)
-    sent: int = _ORIGINALS["sendto"](self, *args)
-    return sent
-
-
-def _sendmsg(self: _socket.socket, *args: object) -> int:
-    check = GATE.check
-    if check is not None:
-        check("sendmsg", self, args)
-    sent: int = _ORIGINALS["sendmsg"](self, *args)
-    return sent
+    return trampoline
 
 
 def _accept(self: _socket.socket) -> tuple[int, object]:
@@ -118,14 +81,6 @@ def _accept(self: _socket.socket) -> tuple[int, object]:
     if check is not None:
         check("_accept", self, accepted)
     return accepted
-
-
-def _sendfile(self: socket.socket, *args: object, **kwargs: object) -> int:
-    check = GATE.check
-    if check is not None:
-        check("sendfile", self, args)
-    sent: int = _ORIGINALS["sendfile"](self, *args, **kwargs)
-    return sent
 
 
 def _create_connection(address: object, *args: object, **kwargs: object) -> socket.socket:
@@ -137,14 +92,11 @@ def _create_connection(address: object, *args: object, **kwargs: object) -> sock
 
 
 _SOCKET_METHODS: dict[str, Callable[..., object]] = {
-    "connect": _connect,
-    "connect_ex": _connect_ex,
-    "send": _send,
-    "sendall": _sendall,
-    "sendto": _sendto,
-    "sendmsg": _sendmsg,
+    **{name: _gated(name) for name in ("connect", "connect_ex", "send", "sendall", "sendto", "sendmsg")},
     "_accept": _accept,
 }
+# socket.sendfile: os.sendfile on the descriptor, no send call.
+_SENDFILE: Final = _gated("sendfile")
 
 
 def _install(patches: Patches, _module: object) -> None:
@@ -167,9 +119,9 @@ def _install(patches: Patches, _module: object) -> None:
         for attr in ("socket", "SocketType"):
             if getattr(_socket, attr, None) is c_type:
                 patches.set(_socket, attr, raw)
-    # Python-level: socket.sendfile (os.sendfile on the descriptor, no send call) and create_connection.
+    # Python-level: socket.sendfile and create_connection.
     for holder, name, trampoline in (
-        (socket.socket, "sendfile", _sendfile),
+        (socket.socket, "sendfile", _SENDFILE),
         (socket, "create_connection", _create_connection),
     ):
         _ORIGINALS[name] = original = genuine_function(getattr(holder, name))
@@ -186,11 +138,7 @@ def install(*, permanent: bool) -> Undo:
     if not permanent:
         return GATE.acquire()
     GATE.keep()
-    return _kept
-
-
-def _kept() -> None:
-    return None
+    return lambda: None
 
 
 def uninstall() -> None:

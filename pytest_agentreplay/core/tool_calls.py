@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
 from typing import Final, Literal, cast
 
-from ..exceptions import CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
+from ..exceptions import AgentReplayError, CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
 from .canonical import hash_value
 from .capture import RunContext, ToolOutcome, served_payload, to_jsonable
 from .commands import rerecord_fix
@@ -232,28 +232,24 @@ class ToolCall:
         cassette = self.ctx.cassette
         name = Path(cassette).name if cassette else "the cassette"
         fix = rerecord_fix(self.ctx.settings.nodeid, cassette)
-        error: BaseException
+        kind: type[AgentReplayError] = ToolValueError
+        headline = f"the recorded result of tool {self.name!r} cannot be rebuilt: {exc.where}"
+        fixes = [
+            "if the class was moved, renamed or changed since the recording, " + fix,
+            "a value stored by a codec needs register_tool_codec in the replaying process too",
+        ]
         if exc.damaged:
-            error = CassetteSchemaError(
-                f"cassette {name}: the recorded result of tool {self.name!r} is damaged at {exc.where}",
-                evidence=[exc.reason],
-                cassette=cassette,
-                mode=self.ctx.mode,
-                place=f"event seq {seq} (events[{seq}]), field output_ref",
-                fixes=[f"undo the edit or restore it: `git checkout -- {cassette}`", fix],
-            )
-        else:
-            error = ToolValueError(
-                f"the recorded result of tool {self.name!r} cannot be rebuilt: {exc.where}",
-                evidence=[exc.reason],
-                cassette=cassette,
-                mode=self.ctx.mode,
-                place=f"event seq {seq} (events[{seq}]), field output_ref",
-                fixes=[
-                    "if the class was moved, renamed or changed since the recording, " + fix,
-                    "a value stored by a codec needs register_tool_codec in the replaying process too",
-                ],
-            )
+            kind = CassetteSchemaError
+            headline = f"cassette {name}: the recorded result of tool {self.name!r} is damaged at {exc.where}"
+            fixes = [f"undo the edit or restore it: `git checkout -- {cassette}`", fix]
+        error = kind(
+            headline,
+            evidence=[exc.reason],
+            cassette=cassette,
+            mode=self.ctx.mode,
+            place=f"event seq {seq} (events[{seq}]), field output_ref",
+            fixes=fixes,
+        )
         self.ctx.failures.add(error)
         return error
 
@@ -285,35 +281,35 @@ class ToolCall:
                 effect=EffectInfo(kind=self.name, receipt=_receipt_of(result), committed=True),
                 data=data,
             )
-        elif output_with_error:
-            recorder.emit(
-                "tool.result",
-                actor="tool",
-                event_class="input",
-                tool=self.info,
-                output=served_payload(output),
-                data={**data, "error": error},
-            )
         else:
-            recorder.tool_result(self.info, output, error, data)
+            recorder.tool_result(self.info, output, error, data, keep_output=output_with_error)
 
 
 class _RecordedStream:
-    """A recording generator's reports (``tool_streams.Recording``) to its tool call."""
+    """A recording generator's reports (``tool_streams.Recording``) to its tool call: the items stored so
+    far, and whether its end is still to be reported (an item that cannot be stored is the call's outcome)."""
 
     def __init__(self, call: ToolCall, kind: str) -> None:
         self.call = call
         self.kind = kind
+        self.items: list[object] = []
+        self.open = True
 
-    def stream_item(self, item: object, index: int) -> object:
-        return self.call.store(item, f"item {index}")
+    def keep(self, item: object) -> object:
+        try:
+            self.items.append(self.call.store(item, f"item {len(self.items)}"))
+        except BaseException:
+            self.open = False
+            raise
+        return item
 
-    def stream_ended(
-        self, items: list[object], *, complete: bool, returned: object = None, error: Exception | None = None
-    ) -> None:
+    def end(self, *, complete: bool = True, returned: object = None, error: Exception | None = None) -> None:
+        if not self.open:
+            return
+        self.open = False
         call = self.call
         stored_return = None if returned is None else call.store(returned, "return value")
-        doc = stream_doc(Stream(self.kind, items, complete, stored_return))
+        doc = stream_doc(Stream(self.kind, self.items, complete, stored_return))
         if error is None:
             call.finished(doc, None, stored=doc)
         else:
@@ -378,18 +374,21 @@ def _exception_of(outcome: ToolOutcome) -> Document | None:
     return doc if isinstance(doc, dict) else None
 
 
+def _recorded(ctx: RunContext, name: str, arguments: Document, key: str | None) -> tuple[bool, object]:
+    """Whether this replay's cassette holds a call equal to this one, and that call's group."""
+    if ctx.tools is None or ctx.recording:
+        return False, None
+    return ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
+
+
 def _recorded_form(
     ctx: RunContext, name: str, arguments: Document, legacy: Document, key: str | None
 ) -> Document:
     """The arguments in the form the cassette holds them: typed, or as converted before typed arguments were
     stored (a cassette recorded then) when only that form matches a recorded call."""
-    if ctx.tools is None or ctx.recording:
+    if _recorded(ctx, name, arguments, key)[0] or not _recorded(ctx, name, legacy, key)[0]:
         return arguments
-    found, _ = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
-    if found:
-        return arguments
-    found, _ = ctx.tools.recorded_group(name, legacy, ctx=ctx, idempotency_key=key)
-    return legacy if found else arguments
+    return legacy
 
 
 def _turn_live_unless_recorded(ctx: RunContext, name: str, arguments: Document, key: str | None) -> None:
@@ -397,21 +396,16 @@ def _turn_live_unless_recorded(ctx: RunContext, name: str, arguments: Document, 
     before its ``tool.call`` event, which then starts the recorded tail."""
     rerecord = ctx.rerecord
     assert rerecord is not None
-    if not ctx.recording and ctx.tools is not None:
-        found, _ = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
-        if not found:
-            ctx.go_live(f"tool.call {name}")
+    if not ctx.recording and ctx.tools is not None and not _recorded(ctx, name, arguments, key)[0]:
+        ctx.go_live(f"tool.call {name}")
     rerecord.count(live=ctx.recording)
 
 
 def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:
     """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
     cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
-    if ctx.tools is not None and not ctx.recording:
-        found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
-        if found:
-            return group
-    return concurrent_group(ctx)
+    found, group = _recorded(ctx, name, arguments, key)
+    return group if found else concurrent_group(ctx)
 
 
 def _receipt_of(result: object) -> object:

@@ -131,6 +131,14 @@ class _Tagged:
         return NotRebuilt(f"the {self.kind} tag: {reason}", damaged=damaged)
 
 
+# The kinds stored as one text: the type (a subclass is stored as its base), its text, its parse.
+TEXT_KINDS: Final[dict[str, tuple[type, Callable[[Any], str], Callable[[str], object]]]] = {
+    "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
+    "uuid": (uuid.UUID, str, uuid.UUID),
+    "decimal": (Decimal, str, Decimal),
+}
+
+
 def _from_text(parse: Callable[[str], object]) -> Callable[[_Tagged], object]:
     def decode_text(tagged: _Tagged) -> object:
         text = tagged.field("value", str)
@@ -143,12 +151,8 @@ def _from_text(parse: Callable[[str], object]) -> Callable[[_Tagged], object]:
 
 
 def _moment_back(tagged: _Tagged) -> object:
-    text = tagged.field("value", str)
     parse = dt.datetime.fromisoformat if tagged.kind == "datetime" else dt.time.fromisoformat
-    try:
-        moment: dt.datetime | dt.time = parse(text)
-    except ValueError as exc:
-        raise tagged.fail(f"{text!r} does not parse: {exc}") from None
+    moment = cast(dt.datetime | dt.time, _from_text(parse)(tagged))
     zone = tagged.value.get("zone")
     if zone is not None:
         try:
@@ -281,10 +285,8 @@ _DECODERS: Final[dict[str, Callable[[_Tagged], object]]] = {
     "float": _float_back,
     "datetime": _moment_back,
     "time": _moment_back,
-    "date": _from_text(dt.date.fromisoformat),
     "timedelta": _timedelta_back,
-    "uuid": _from_text(uuid.UUID),
-    "decimal": _from_text(Decimal),
+    **{kind: _from_text(parse) for kind, (_base, _text, parse) in TEXT_KINDS.items()},
     "path": _path_back,
     "enum": _enum_back,
     "pydantic": _model_back,

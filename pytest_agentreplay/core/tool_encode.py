@@ -11,17 +11,15 @@ import inspect
 import json
 import math
 import sys
-import uuid
 from collections.abc import Callable, Iterable
-from decimal import Decimal
 from pathlib import PurePath
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
 
 from .canonical import dumps_compact, same_json
 from .documents import Document
-from .tool_decode import call_class, decode
+from .tool_decode import TEXT_KINDS, call_class, decode
 from .tool_values import (
     BUILTIN_BASES,
     MAX_NESTING,
@@ -34,6 +32,8 @@ from .tool_values import (
 )
 
 __all__ = ["Encoder", "exception_doc"]
+
+_NO_KEY: Final = object()
 
 
 class Encoder:
@@ -81,16 +81,13 @@ class Encoder:
         if kind is dict:
             mapping: dict[object, object] = value  # type: ignore[assignment]
             if TAG not in mapping and all(type(key) is str for key in mapping):
-                out: Document = {}
-                for key, item in mapping.items():
-                    try:
-                        out[key] = self.encode(item, depth + 1)  # type: ignore[index]
-                    except Unstorable as exc:
-                        exc.steps.append(f"[{key!r}]")
-                        raise
-                return out
+                return {key: self._field(item, depth, key=key) for key, item in mapping.items()}
             self.tagged = True
-            return tag("dict", items=self._pairs(mapping, depth))
+            pairs = [
+                [self._field(key, depth, key=key), self._field(item, depth, key=key)]
+                for key, item in mapping.items()
+            ]
+            return tag("dict", items=pairs)
         try:
             return self._typed(value, kind, depth)
         except Unstorable:
@@ -99,30 +96,15 @@ class Encoder:
             return self.fallback(value)
 
     def _items(self, items: Iterable[object], depth: int) -> list[object]:
-        out = []
-        for n, item in enumerate(items):
-            try:
-                out.append(self.encode(item, depth + 1))
-            except Unstorable as exc:
-                exc.steps.append(f"[{n}]")
-                raise
-        return out
+        return [self._field(item, depth, key=n) for n, item in enumerate(items)]
 
-    def _pairs(self, mapping: dict[object, object], depth: int) -> list[object]:
-        out: list[object] = []
-        for key, item in mapping.items():
-            try:
-                out.append([self.encode(key, depth + 1), self.encode(item, depth + 1)])
-            except Unstorable as exc:
-                exc.steps.append(f"[{key!r}]")
-                raise
-        return out
-
-    def _field(self, value: object, name: str, depth: int) -> object:
+    def _field(self, value: object, depth: int, *, key: object = _NO_KEY, name: str = "") -> object:
+        """``value`` one level down, at ``[key]`` or ``name``: the step an :class:`Unstorable` from it names
+        (worded only then)."""
         try:
             return self.encode(value, depth + 1)
         except Unstorable as exc:
-            exc.steps.append(name)
+            exc.steps.append(name if key is _NO_KEY else f"[{key!r}]")
             raise
 
     def class_of(self, cls: type, value: object) -> str:
@@ -152,7 +134,7 @@ class Encoder:
             except Exception as exc:
                 raise Unstorable(value, f"its codec's encode raised {type(exc).__name__}: {exc}") from None
             self.tagged = True
-            return tag("codec", value=self._field(stored, " (codec)", depth), **{"class": codec.path})
+            return tag("codec", value=self._field(stored, depth, name=" (codec)"), **{"class": codec.path})
         if isinstance(value, enum.Enum):
             return self._enum(value, depth)
         if kind is tuple or kind is set or kind is frozenset:
@@ -184,7 +166,7 @@ class Encoder:
     def _enum(self, value: enum.Enum, depth: int) -> Document:
         kind = type(value)
         path = self.class_of(kind, value)
-        member = self._field(value.value, ".value", depth)
+        member = self._field(value.value, depth, name=".value")
         if self.verify:
             try:
                 back: object = kind(value.value)
@@ -210,8 +192,7 @@ class Encoder:
                 raise Unstorable(
                     value,
                     "model_validate of its model_dump(mode='json') does not give an equal model back (a "
-                    "field "
-                    "of a type JSON does not hold, a NaN, an alias that does not validate)",
+                    "field of a type JSON does not hold, a NaN, an alias that does not validate)",
                 )
         self.tagged = True
         return tag("pydantic", value=dumped, **{"class": path})
@@ -224,7 +205,7 @@ class Encoder:
                 item = getattr(value, field.name)
             except AttributeError:
                 raise Unstorable(value, f"its field {field.name} is not set") from None
-            fields[field.name] = self._field(item, f".{field.name}", depth)
+            fields[field.name] = self._field(item, depth, name=f".{field.name}")
         stored = tag("dataclass", fields=fields, **{"class": path})
         if self.verify:
             self._round_trip(stored, value)
@@ -236,7 +217,7 @@ class Encoder:
         its base value and rebuilt by calling the class with it (``_make`` for a named tuple)."""
         path = self.class_of(kind, value)
         base = _base_value(value)
-        stored = tag("instance", value=self._field(base, "", depth), **{"class": path})
+        stored = tag("instance", value=self._field(base, depth, name=""), **{"class": path})
         if self.verify:
             try:
                 back: object = call_class(kind, base)
@@ -287,14 +268,11 @@ def _standard(value: object) -> Document | None:
         if value.fold:
             fields["fold"] = value.fold
         return tag("datetime" if isinstance(value, dt.datetime) else "time", **fields)
-    if isinstance(value, dt.date):
-        return tag("date", value=value.isoformat())
     if isinstance(value, dt.timedelta):
         return tag("timedelta", value=[value.days, value.seconds, value.microseconds])
-    if isinstance(value, uuid.UUID):
-        return tag("uuid", value=str(value))
-    if isinstance(value, Decimal):
-        return tag("decimal", value=str(value))
+    for kind, (base, text, _parse) in TEXT_KINDS.items():
+        if isinstance(value, base):
+            return tag(kind, value=text(value))
     return None
 
 

@@ -18,20 +18,15 @@ __all__ = [
 
 
 class Recording(Protocol):
-    """The tool call a recording generator reports to (``tool_calls.ToolCall``)."""
+    """The tool call a recording generator reports to (``tool_calls._RecordedStream``)."""
 
-    def stream_item(self, item: object, index: int) -> object:
-        """The stored form of the ``index``th item; raises when it cannot be stored."""
+    def keep(self, item: object) -> object:
+        """Store the next item and give it back; raises when it cannot be stored."""
         ...
 
-    def stream_ended(
-        self,
-        items: list[object],
-        *,
-        complete: bool,
-        returned: object = None,
-        error: Exception | None = None,
-    ) -> None: ...
+    def end(self, *, complete: bool = True, returned: object = None, error: Exception | None = None) -> None:
+        """Report how the generator ended, once (not after an item could not be stored)."""
+        ...
 
 
 class Replaying(Protocol):
@@ -54,67 +49,45 @@ class Replaying(Protocol):
 def record_generator(
     call: Recording, gen: Generator[object, object, object]
 ) -> Generator[object, object, object]:
-    items: list[object] = []
-    done = False
     try:
         sent: object = None
         while True:
             try:
                 item = gen.send(sent)
             except StopIteration as stop:
-                done = True
-                call.stream_ended(items, complete=True, returned=stop.value)
+                call.end(returned=stop.value)
                 return stop.value
             except Exception as exc:
-                done = True
-                call.stream_ended(items, complete=True, error=exc)
+                call.end(error=exc)
                 raise
-            try:
-                items.append(call.stream_item(item, len(items)))
-            except BaseException:
-                done = True
-                gen.close()
-                raise
-            sent = yield item
+            sent = yield call.keep(item)
     finally:
-        if not done:
-            try:
-                gen.close()
-            finally:
-                call.stream_ended(items, complete=False)
+        try:
+            gen.close()  # nothing to do once it ended
+        finally:
+            call.end(complete=False)
 
 
 async def record_async_generator(
     call: Recording, gen: AsyncGenerator[object, object]
 ) -> AsyncGenerator[object, object]:
-    items: list[object] = []
-    done = False
     try:
         sent: object = None
         while True:
             try:
                 item = await gen.asend(sent)
             except StopAsyncIteration:
-                done = True
-                call.stream_ended(items, complete=True)
+                call.end()
                 return
             except Exception as exc:
-                done = True
-                call.stream_ended(items, complete=True, error=exc)
+                call.end(error=exc)
                 raise
-            try:
-                items.append(call.stream_item(item, len(items)))
-            except BaseException:
-                done = True
-                await gen.aclose()
-                raise
-            sent = yield item
+            sent = yield call.keep(item)
     finally:
-        if not done:
-            try:
-                await gen.aclose()
-            finally:
-                call.stream_ended(items, complete=False)
+        try:
+            await gen.aclose()
+        finally:
+            call.end(complete=False)
 
 
 def replay_generator(call: Replaying) -> Generator[object, object, object]:
@@ -136,17 +109,10 @@ def replay_generator(call: Replaying) -> Generator[object, object, object]:
 
 
 async def replay_async_generator(call: Replaying) -> AsyncGenerator[object, object]:
-    served = 0
-    finished = False
+    # The sync replay's steps: an async generator's only difference is that it returns nothing.
+    steps = replay_generator(call)
     try:
-        while served < call.stream_length():
-            value = call.stream_value(served)
-            served += 1
+        for value in steps:
             yield value
-        finished = True
-        error = call.stream_finish(served, ended=True)
-        if error is not None:
-            raise error
     finally:
-        if not finished:
-            call.stream_finish(served, ended=False)
+        steps.close()

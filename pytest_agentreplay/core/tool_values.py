@@ -1,35 +1,13 @@
 """How ``@tool`` values (arguments, results, generator items, exceptions) are stored so that replay gives
-them back with their type.
+them back with their type (the format: docs/cassettes.md, "Typed tool values").
 
-Plain JSON is stored as it is: a ``dict`` with ``str`` keys, a ``list``, a ``str``, an ``int``, a finite
-``float``, a ``bool`` or ``None`` (exact types, nested any way). Cassettes written before typed values hold
-only that, and read the same. Any other value is stored as a *tagged object*: an object with the reserved key
-``"$agentreplay"`` naming its kind, beside the fields that kind needs::
-
-    {"$agentreplay": "tuple", "items": [1, 2]}
-    {"$agentreplay": "set", "items": ["a", "b"]}                    (also frozenset; items in canonical order)
-    {"$agentreplay": "dict", "items": [[1, "one"], [2, "two"]]}    (keys that are not all str)
-    {"$agentreplay": "bytes", "base64": "aGk="}                     (also bytearray)
-    {"$agentreplay": "float", "value": "nan"}                       (nan, inf, -inf)
-    {"$agentreplay": "datetime", "value": "2025-01-31T12:00:00+01:00", "zone": "Europe/Paris"}
-    {"$agentreplay": "date" | "time", "value": "<ISO 8601>"}
-    {"$agentreplay": "timedelta", "value": [days, seconds, microseconds]}
-    {"$agentreplay": "uuid" | "decimal", "value": "<its text>"}
-    {"$agentreplay": "path", "class": "pathlib:PosixPath", "value": "/tmp/x"}
-    {"$agentreplay": "enum", "class": "shop.models:Color", "value": <the member's value>}
-    {"$agentreplay": "pydantic", "class": "shop.models:Order", "value": <model_dump(mode="json")>}
-    {"$agentreplay": "dataclass", "class": "shop.models:Line", "fields": {"sku": "A1", "qty": 2}}
-    {"$agentreplay": "instance", "class": "collections:OrderedDict", "value": <the base value>}
-    {"$agentreplay": "codec", "class": "numpy:ndarray", "value": <what the registered encode returned>}
-    {"$agentreplay": "generator" | "async_generator", "items": [...], "complete": true, "return": ...}
-
-A user's own ``dict`` that holds the key ``"$agentreplay"`` is stored as a ``"dict"`` tagged object (its
-pairs), so a plain object never reads as a tag. Classes are named ``module:qualname`` and rebuilt only from
-modules already imported (or from a package already imported): a cassette cannot make replay import code.
-
-A value none of these kinds holds (an arbitrary object, a class defined inside a function, an open file) is
-refused while recording (:class:`Unstorable`), never stored as a ``repr``; ``register_tool_codec`` teaches
-the codec a type of one's own.
+Plain JSON is stored as it is (cassettes written before typed values hold only that, and read the same);
+any other value as a *tagged object* whose reserved key ``"$agentreplay"`` names its kind
+(``{"$agentreplay": "tuple", "items": [1, 2]}``). A user's own ``dict`` holding that key is stored as a
+``"dict"`` tagged object, so a plain object never reads as a tag. Classes are named ``module:qualname`` and
+rebuilt only from modules already imported (or under a package already imported): a cassette cannot make
+replay import code. A value no kind holds is refused while recording (:class:`Unstorable`), never stored
+as a ``repr``; ``register_tool_codec`` teaches the codec a type of one's own.
 """
 
 from __future__ import annotations

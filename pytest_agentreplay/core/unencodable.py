@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .canonical import pointer_token
 from .documents import Document
-
-
-def _pointer_part(key: object) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")
 
 
 def surrogate_field(value: object, path: str = "") -> tuple[str, str] | None:
@@ -29,7 +26,7 @@ def surrogate_field(value: object, path: str = "") -> tuple[str, str] | None:
         elif isinstance(item, Mapping):
             children = []
             for key, child in item.items():
-                child_path = f"{where}/{_pointer_part(key)}"
+                child_path = f"{where}/{pointer_token(str(key))}"
                 if isinstance(key, str):
                     pending_key = surrogate_field(key, child_path)
                     if pending_key is not None:
