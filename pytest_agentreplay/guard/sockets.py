@@ -2,19 +2,12 @@
 and every send on a socket connected before the guard applied (``send``, ``sendall``, ``sendto``,
 ``sendmsg``, ``sendfile``, and ``ssl.SSLSocket.send``).
 
-The calls reach the guard through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`), whose
-trampolines the plugin puts on the socket type when it loads (or :func:`patch_sockets` when the guard is
-installed without the plugin): a method taken before the guard was installed is still gated. Installing
-the guard arms the gate with :func:`gate_check`; uninstalling disarms it, and the calls pass through.
+The calls reach :func:`gate_check` through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`),
+whose trampolines are on the socket type before any method is taken; installing the guard arms it.
 
-Every family and type is guarded. ``AF_UNIX``, ``AF_NETLINK`` and ``AF_ALG`` (local to the machine)
-always pass; IP destinations are checked by host; any other family is refused (:func:`~.decision.decide`).
-
-Sends: a socket connected through the guard while a run guarded (the connect was checked) or accepted by
-a server of this process while the guard was installed sends freely. Any other connected socket was
-connected before the guard applied (at import, in a fixture of an earlier test, a warmed keep-alive pool):
-its peer is checked like a connect, so a pre-connected socket to a host the run does not allow is refused
-with the guard's message. A pipe to a process started earlier is no socket: the guard cannot see it.
+A socket connected through the guard while a run guarded, or accepted by a server of this process, sends
+freely. Any other connected socket was connected before the guard applied (at import, in an earlier
+test's fixture, a warmed keep-alive pool): its peer is checked like a connect.
 """
 
 from __future__ import annotations
