@@ -62,14 +62,10 @@ def start() -> None:
 
 
 def stray_refusals() -> list[str]:
-    """Refusals made on behalf of tests that had already ended, since the last call (then forgotten).
-
-    Threads a replaying test started that called out after it ended, and child processes whose refusal
-    arrived after their test finished. Each message starts with the test's node id. The session controller
-    fails the session when this is not empty.
-    """
-    late_children = child_strays()
-    messages = REPORTS.take_strays() + late_children
+    """Refusals made since the last call for tests that had already ended (a thread a test started, a
+    child whose refusal came late), each starting with the test's node id: they fail the session."""
+    messages = child_strays()
+    messages[:0] = REPORTS.take_strays()
     PATCHES.settle()
     return messages
 

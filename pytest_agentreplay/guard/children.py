@@ -72,9 +72,9 @@ def adopt_handover(value: str) -> bool:
         return False
     runs = data.get("runs")
     parents = [ParentRun(r) for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
-    RUNS.adopt(parents)
+    RUNS.parents[:] = parents
     directory = data.get("dir")
-    REPORTS.adopt(directory if isinstance(directory, str) and directory else None)
+    REPORTS.directory = directory if isinstance(directory, str) and directory else None
     # Tells the parent this child runs the guard: a child that never says so is named in its summary.
     for parent in parents:
         REPORTS.hello(parent.token)
@@ -137,25 +137,16 @@ def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object,
 # -- children the guard could not reach ---------------------------------------------------------------
 
 
-class Spawned:
-    """Child processes started while runs guarded, per run token, until the run's test is over; one that
-    never says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach. Process-wide."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_token: dict[str, list[tuple[int, str]]] = {}
-
-    def add(self, runs: list[GuardRun], pid: int, command: str) -> None:
-        with self.lock:
-            for run in runs:
-                self.by_token.setdefault(token(run), []).append((pid, command))
-
-    def take(self, run_token: str) -> list[tuple[int, str]]:
-        with self.lock:
-            return self.by_token.pop(run_token, [])
+# Child processes started while runs guarded, per run token, until the run's test is over; one that never
+# says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach. Any thread spawns.
+_SPAWNED: dict[str, list[tuple[int, str]]] = {}
+_SPAWNED_LOCK = threading.Lock()
 
 
-SPAWNED = Spawned()
+def _spawned(runs: list[GuardRun], pid: int, command: str) -> None:
+    with _SPAWNED_LOCK:
+        for run in runs:
+            _SPAWNED.setdefault(token(run), []).append((pid, command))
 
 
 def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
@@ -168,7 +159,9 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
         if run_token is None:
             continue
         greeted = REPORTS.take_hellos(run_token)
-        for pid, command in SPAWNED.take(run_token):
+        with _SPAWNED_LOCK:
+            spawned = _SPAWNED.pop(run_token, [])
+        for pid, command in spawned:
             if pid not in greeted and not run.settings.isolate_subprocesses:
                 found.setdefault(pid, command)
     return sorted(found.items())
@@ -259,7 +252,7 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
             new[-2:] = [HOLDER.preexec(user_preexec), False]
         pid = original(*new)
         if runs:
-            SPAWNED.add(runs, pid, command)
+            _spawned(runs, pid, command)
         return pid
 
     return fork_exec
@@ -270,7 +263,7 @@ def _patched_posix_spawn(name: str) -> Callable[..., int]:
         env, runs = _env_for_child(env, argv, as_list=False)
         pid: int = ORIGINALS[name](path, argv, env, *args, **kwargs)
         if runs:
-            SPAWNED.add(runs, pid, _command(argv))
+            _spawned(runs, pid, _command(argv))
         return pid
 
     return posix_spawn

@@ -52,8 +52,7 @@ def parse_snmp(text: str) -> int | None:
 
 def parse_snmp6(text: str) -> int | None:
     """``Ip6OutNoRoutes`` of ``/proc/net/snmp6`` (one ``name value`` pair a line)."""
-    for line in text.splitlines():
-        words = line.split()
+    for words in map(str.split, text.splitlines()):
         if len(words) == 2 and words[0] == "Ip6OutNoRoutes" and words[1].isdigit():
             return int(words[1])
     return None
@@ -104,10 +103,8 @@ class NoRouteWatch:
 
     def take(self) -> NoRoutes | None:
         """What the kernel counted since the last call, or None (nothing, or no counters here)."""
-        if self._last is None:
-            return None
         now = read_no_routes()
-        if now is None:
+        if self._last is None or now is None:
             return None
         counted, self._last = now.since(self._last), now
         return counted if counted.total > 0 else None

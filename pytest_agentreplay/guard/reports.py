@@ -45,26 +45,6 @@ def _allow_hosts_fix(host: str, *, marker: bool) -> str:
     return f'if it is a local test service, let it through: {where} ("loopback" admits every loopback name)'
 
 
-def _block_fixes(test: str | None, host: str) -> list[str]:
-    target = f" ({test})" if test else ""
-    return [
-        f"to record its calls once and replay them from then on, make the test{target} a replaying test: "
-        "add @pytest.mark.agentreplay or request the agent_replay fixture, then record it: "
-        + record_command(test, "missing"),
-        _allow_hosts_fix(host, marker=False),
-        "if the test must reach the network, run it without --agentreplay-block-network (the flag, or "
-        "agentreplay_block_network / [tool.agentreplay] block_network, guards every test of the session)",
-    ]
-
-
-def _replay_fixes(test: str | None, host: str) -> list[str]:
-    return [
-        _allow_hosts_fix(host, marker=True),
-        f"to have the cassette serve it, make the call through {_INTERCEPTED} or inside a @tool function, "
-        "then re-record the run against the real services: " + record_command(test, "all"),
-    ]
-
-
 def _host(destination: str) -> str:
     return destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
 
@@ -96,18 +76,28 @@ def refusal(
             "this test does not replay (no @pytest.mark.agentreplay, no agent_replay fixture): "
             "--agentreplay-block-network refuses every connection it makes to a host not allowed"
         )
-        return _blocked(
-            run, BLOCK_HEADLINE + destination, evidence, [*caller.fixes(), *_block_fixes(test, host)]
-        )
+        target = f" ({test})" if test else ""
+        fixes = [
+            f"to record its calls once and replay them from then on, make the test{target} a replaying test: "
+            "add @pytest.mark.agentreplay or request the agent_replay fixture, then record it: "
+            + record_command(test, "missing"),
+            _allow_hosts_fix(host, marker=False),
+            "if the test must reach the network, run it without --agentreplay-block-network (the flag, or "
+            "agentreplay_block_network / [tool.agentreplay] block_network, guards every test of the session)",
+        ]
+        return _blocked(run, BLOCK_HEADLINE + destination, evidence, [*caller.fixes(), *fixes])
     evidence += [
         "replay is fail-closed: only the cassette answers, and it records and serves only calls made "
         f"through {_INTERCEPTED} or inside a @tool function",
         "this call reached a socket (urllib.request, http.client, a raw socket or another client): "
         "re-recording it as it is would not record it",
     ]
-    return _blocked(
-        run, REPLAY_HEADLINE + destination, evidence, [*caller.fixes(), *_replay_fixes(test, host)]
-    )
+    fixes = [
+        _allow_hosts_fix(host, marker=True),
+        f"to have the cassette serve it, make the call through {_INTERCEPTED} or inside a @tool function, "
+        "then re-record the run against the real services: " + record_command(test, "all"),
+    ]
+    return _blocked(run, REPLAY_HEADLINE + destination, evidence, [*caller.fixes(), *fixes])
 
 
 def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedError:
@@ -166,13 +156,8 @@ class RefusalReports:
 
     def take_strays(self) -> list[str]:
         with self.lock:
-            taken = self.strays[:]
-            self.strays.clear()
+            taken, self.strays = self.strays, []
         return taken
-
-    def adopt(self, directory: str | None) -> None:
-        with self.lock:
-            self.directory = directory
 
     def hello(self, run_token: str) -> None:
         """In a child process: say that this process runs the guard for the run ``run_token``."""
@@ -184,11 +169,10 @@ class RefusalReports:
 
     def take_hellos(self, run_token: str) -> set[int]:
         """The pids of the children that said :meth:`hello` for ``run_token`` (then forgotten)."""
-        directory = self.directory
-        if directory is None or not os.path.isdir(directory):
+        if self.directory is None:
             return set()
         pids: set[int] = set()
-        for path in Path(directory).glob(f"{run_token}.*.hello"):
+        for path in Path(self.directory).glob(f"{run_token}.*.hello"):
             with suppress(ValueError):
                 pids.add(int(path.name.split(".")[1]))
             with suppress(OSError):

@@ -54,9 +54,6 @@ class ParentRun:
         self.guard = GuardState(token=self.token)
 
 
-# -- what the guard reads of a run -----------------------------------------------------------------
-
-
 def nodeid(run: GuardRun) -> str | None:
     return run.settings.nodeid or None
 
@@ -96,10 +93,6 @@ class GuardedRuns:
         with self.lock:
             return [*self.protected, *self.parents]
 
-    def is_protected(self, run: GuardRun) -> bool:
-        with self.lock:
-            return run in self.protected
-
     def protect(self, ctx: GuardRun) -> Undo:
         with self.lock:
             self.protected.append(ctx)
@@ -110,18 +103,6 @@ class GuardedRuns:
                     self.protected.remove(ctx)
 
         return release
-
-    def adopt(self, parents: list[ParentRun]) -> None:
-        with self.lock:
-            self.parents[:] = parents
-
-    def permit(self, host: str) -> None:
-        with self.lock:
-            self.permitted[host] += 1
-
-    def unpermit(self, host: str) -> None:
-        with self.lock:
-            self.permitted[host] -= 1
 
     def allowances(self, runs: list[GuardRun]) -> tuple[list[str], dict[str, str]]:
         """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""
@@ -175,9 +156,7 @@ def guarding_runs() -> list[GuardRun]:
 
 def ended(run: GuardRun) -> bool:
     """Whether ``run``'s test is over (a thread it started is still calling out)."""
-    if isinstance(run, ParentRun) or RUNS.is_protected(run):
-        return False
-    return run not in _active_runs()
+    return not isinstance(run, ParentRun) and run not in RUNS.registered() and run not in _active_runs()
 
 
 # -- threads: a thread started under a run stays guarded by it ---------------------------------------

@@ -24,7 +24,7 @@ from ..core.constants import NETNS_ENV_VAR
 from ..core.documents import Document
 from ..exceptions import ConfigError
 from .decision import is_loopback
-from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
+from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER, NAMESPACES
 from .no_route import counting, namespace_id, read_text
 
 ENV_VAR = NETNS_ENV_VAR
@@ -252,7 +252,7 @@ _FLAGS_FOUND: list[int] = []
 
 def _probe() -> tuple[str, int] | None:
     """Try the whole sequence in a forked child: None when it worked, else (the failing step, errno)."""
-    ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only calls into it
+    NAMESPACES.unshare(0)  # looked up before the fork: the child only calls into it
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the probe child
@@ -315,7 +315,7 @@ def explain(step: str, code: int) -> str:
     return f"the kernel refused ({step}: {name})"
 
 
-def _sysctl(name: str) -> str | None:
+def _sysctl(name: str) -> str:
     return read_text(f"/proc/sys/{name}").strip()
 
 
@@ -328,11 +328,6 @@ def _in_container() -> bool:
 # -- entering ------------------------------------------------------------------------------------------
 
 
-def _unshare(flags: int) -> int:
-    result = ctypes.CDLL(None, use_errno=True).unshare(flags)
-    return result if isinstance(result, int) else -1
-
-
 class _StepError(OSError):
     def __init__(self, step: str, code: int) -> None:
         super().__init__(code, f"{step}: {os.strerror(code)}")
@@ -343,7 +338,7 @@ def enter(flags: int) -> None:
     """Unshare the network namespace (and the user namespace, mapped to the current ids), then bring
     loopback up. Raises ``_StepError`` naming the step that failed."""
     uid, gid = os.geteuid(), os.getegid()
-    if _unshare(flags) != 0:
+    if NAMESPACES.unshare(flags) != 0:
         raise _StepError("unshare", ctypes.get_errno())
     if flags & _CLONE_NEWUSER:
         # setgroups first: the kernel refuses an unprivileged gid map while setgroups is allowed.
