@@ -80,10 +80,11 @@ class _Swap(NamedTuple):
 class Patches:
     """What an owner changed: each attribute it replaced and each undo it was handed, undone last first."""
 
-    __slots__ = ("_done",)
+    __slots__ = ("_done", "_swaps")
 
     def __init__(self) -> None:
         self._done: list[_Swap | Undo] = []
+        self._swaps: dict[tuple[int, str], _Swap] = {}
 
     def set(
         self,
@@ -98,24 +99,27 @@ class Patches:
         while this owner's replacement is there (httpx aliased as httpx2 hands over the same classes twice)
         nothing changes; a module run again in place is patched anew."""
         found = getattr(target, name)
-        for i, done in enumerate(self._done):
-            if isinstance(done, _Swap) and done.target is target and done.name == name:
-                if found is done.value:
-                    return
-                del self._done[i]
-                break
+        # By key, not a scan of what was done: the guard installs some 30 patches at every test's start.
+        key = (id(target), name)
+        earlier = self._swaps.get(key)
+        if earlier is not None:
+            if found is earlier.value:
+                return
+            self._done.remove(earlier)
         replaced = found if original is _FOUND else original
         # Inherited: the class gets its parent's again.
         restore = _FOUND if isinstance(target, type) and name not in target.__dict__ else replaced
         with suppress(AttributeError, TypeError):
             setattr(value, _ORIGINAL_ATTR, replaced)
         set_attribute(target, name, value)
-        self._done.append(_Swap(target, name, value, restore, set_attribute))
+        self._swaps[key] = swap = _Swap(target, name, value, restore, set_attribute)
+        self._done.append(swap)
 
     def add(self, undo: Undo) -> None:
         self._done.append(undo)
 
     def restore(self) -> None:
+        self._swaps.clear()
         while self._done:
             done = self._done.pop()
             done.undo() if isinstance(done, _Swap) else done()

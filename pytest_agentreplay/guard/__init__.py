@@ -11,21 +11,13 @@ from __future__ import annotations
 import os
 
 from ..core.patching import Library, Undo, once
-from .checks import check, permitting
+from .checks import permitting
 from .children import ENV_VAR, SPAWN_MODULE, adopt_handover, patch_children, patch_spawn, snapshot
-from .decision import Verdict, allow_list_admits, decide, resolution_is_local
+from .decision import allow_list_admits, decide, resolution_is_local
 from .patches import PATCHES
 from .reports import REPORTS, child_strays, collect_child_refusals
 from .resolution import patch_resolvers
-from .runs import (
-    BLOCK_ONLY,
-    ISOLATE_SETTING,
-    RUNS,
-    GuardRun,
-    ParentRun,
-    guarding_runs,
-    patch_thread_start,
-)
+from .runs import BLOCK_ONLY, RUNS, GuardRun, guarding_runs, patch_thread_start
 from .sockets import patch_sockets
 
 # In the order they are applied (and undone in reverse). multiprocessing.spawn is patched once imported
@@ -70,14 +62,10 @@ def start() -> None:
 
 
 def stray_refusals() -> list[str]:
-    """Refusals made on behalf of tests that had already ended, since the last call (then forgotten).
-
-    Threads a replaying test started that called out after it ended, and child processes whose refusal
-    arrived after their test finished. Each message starts with the test's node id. The session controller
-    fails the session when this is not empty.
-    """
-    late_children = child_strays()
-    messages = REPORTS.take_strays() + late_children
+    """Refusals made since the last call for tests that had already ended (a thread a test started, a
+    child whose refusal came late), each starting with the test's node id: they fail the session."""
+    messages = child_strays()
+    messages[:0] = REPORTS.take_strays()
     PATCHES.settle()
     return messages
 
@@ -85,13 +73,9 @@ def stray_refusals() -> list[str]:
 __all__ = [
     "BLOCK_ONLY",
     "ENV_VAR",
-    "ISOLATE_SETTING",
     "GuardRun",
-    "ParentRun",
-    "Verdict",
     "adopt",
     "allow_list_admits",
-    "check",
     "collect_child_refusals",
     "decide",
     "guarding_runs",

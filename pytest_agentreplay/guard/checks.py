@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from .decision import decide
 from .reports import refuse
-from .runs import RUNS, GuardRun, allow_hosts, guarding_runs
+from .runs import RUNS, GuardRun, guarding_runs
 
 
 def check_address(
@@ -19,23 +19,21 @@ def check_address(
     if not runs:
         return
     permitted, resolved = RUNS.allowances(runs)
-    verdict = decide(family, address, [allow_hosts(r) for r in runs], permitted=permitted, resolved=resolved)
+    verdict = decide(
+        family, address, [r.settings.allow_hosts for r in runs], permitted=permitted, resolved=resolved
+    )
     if not verdict.allowed:
         refuse(verdict, channel, runs)
-
-
-def check(host: str, port: object, runs: list[GuardRun] | None = None, *, channel: str = "connect") -> None:
-    """Raise :class:`~pytest_agentreplay.exceptions.NetworkBlockedError` if a connection to ``host:port``
-    is not allowed now."""
-    check_address(None, (host, port), channel, runs)
 
 
 @contextmanager
 def permitting(host: str) -> Iterator[None]:
     """Let the HTTP layer's own live call to ``host`` through (a mode that sends it on purpose)."""
     key = host.lower()
-    RUNS.permit(key)
+    with RUNS.lock:
+        RUNS.permitted[key] += 1
     try:
         yield
     finally:
-        RUNS.unpermit(key)
+        with RUNS.lock:
+            RUNS.permitted[key] -= 1

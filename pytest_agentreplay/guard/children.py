@@ -1,12 +1,8 @@
 """Child processes: every spawn path hands the guarding runs over to the child.
 
-``subprocess`` (``fork_exec``), ``os.posix_spawn*``, ``os.exec*``, ``os.system`` and ``multiprocessing``
-spawn and forkserver pass the active runs to the child in the environment variable :data:`ENV_VAR`
-(:func:`snapshot`); the ``.pth`` start-up hook shipped with the package calls
-:func:`pytest_agentreplay.guard.start`, which installs the guard in a Python child that sees it
-(:func:`adopt_handover`). Forked children inherit the guard in memory. A child's refusals go to the
-report directory of :mod:`.reports`. With ``isolate_subprocesses`` children start in an empty network
-namespace (:mod:`.isolation`).
+``subprocess``, ``os.posix_spawn*``, ``os.exec*``, ``os.system`` and multiprocessing's spawn and
+forkserver pass them in :data:`ENV_VAR` (:func:`snapshot`), which the package's ``.pth`` start-up hook
+adopts in a Python child (:func:`adopt_handover`); forked children inherit the guard in memory.
 """
 
 from __future__ import annotations
@@ -31,11 +27,8 @@ from .runs import (
     RUNS,
     GuardRun,
     ParentRun,
-    allow_hosts,
     block_only,
     guarding_runs,
-    isolates,
-    known_token,
     nodeid,
     token,
 )
@@ -60,8 +53,8 @@ def snapshot(runs: list[GuardRun] | None = None) -> str | None:
                     "test": nodeid(r),
                     "mode": r.mode,
                     "cassette": r.cassette,
-                    "allow_hosts": list(allow_hosts(r)),
-                    ISOLATE_SETTING: isolates(r),
+                    "allow_hosts": list(r.settings.allow_hosts),
+                    ISOLATE_SETTING: r.settings.isolate_subprocesses,
                     BLOCK_ONLY: block_only(r),
                 }
                 for r in runs
@@ -79,9 +72,9 @@ def adopt_handover(value: str) -> bool:
         return False
     runs = data.get("runs")
     parents = [ParentRun(r) for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
-    RUNS.adopt(parents)
+    RUNS.parents[:] = parents
     directory = data.get("dir")
-    REPORTS.adopt(directory if isinstance(directory, str) and directory else None)
+    REPORTS.directory = directory if isinstance(directory, str) and directory else None
     # Tells the parent this child runs the guard: a child that never says so is named in its summary.
     for parent in parents:
         REPORTS.hello(parent.token)
@@ -91,25 +84,31 @@ def adopt_handover(value: str) -> bool:
 _SERVER_COMMANDS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
 
 
+def _words(argv: object) -> list[str]:
+    parts = argv if isinstance(argv, list | tuple) else [argv]
+    return [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in parts]
+
+
+def _command(argv: object, limit: int = 80) -> str:
+    text = " ".join(_words(argv))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _is_server(argv: object) -> bool:
-    # Long-lived helpers shared by later tests must not keep this run's guard; their children get the
-    # right one through multiprocessing's preparation data instead.
-    for arg in argv if isinstance(argv, Iterable) else ():
-        text = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
-        if any(command in text for command in _SERVER_COMMANDS):
-            return True
-    return False
+    # Multiprocessing's long-lived servers, shared by later tests, must not keep this run's guard: their
+    # children get the right one through multiprocessing's preparation data instead.
+    text = " ".join(_words(argv))
+    return any(command in text for command in _SERVER_COMMANDS)
 
 
 def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object, list[GuardRun]]:
-    """The environment to start a child with, and the guarding runs (for isolation).
+    """The environment to start a child with, and the runs guarding it.
 
     ``as_list``: ``fork_exec``'s form (a list of ``b"NAME=value"``); else a mapping (``posix_spawn``,
-    ``execve``). ``env`` None means "inherit ours". An ``env`` of neither form is passed on unchanged,
-    for the spawn function to refuse.
+    ``execve``). ``env`` None means "inherit ours"; one of neither form is passed on for the spawn to refuse.
     """
-    runs = guarding_runs()
-    value = None if _is_server(argv) else snapshot(runs)
+    runs = [] if _is_server(argv) else guarding_runs()
+    value = snapshot(runs)
     if value is None and (env is None and ENV_VAR not in os.environ):
         return env, runs
     if as_list:
@@ -138,36 +137,16 @@ def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object,
 # -- children the guard could not reach ---------------------------------------------------------------
 
 
-def _command(argv: object, limit: int = 80) -> str:
-    parts = argv if isinstance(argv, list | tuple) else [argv]
-    words = [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in parts]
-    text = " ".join(words)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+# Child processes started while runs guarded, per run token, until the run's test is over; one that never
+# says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach. Any thread spawns.
+_SPAWNED: dict[str, list[tuple[int, str]]] = {}
+_SPAWNED_LOCK = threading.Lock()
 
 
-class Spawned:
-    """Child processes started while runs guarded, per run token, until the run's test is over.
-
-    Process-wide (:data:`SPAWNED`): any thread spawns. A child that runs the guard says so in the report
-    directory (:meth:`~.reports.RefusalReports.hello`); one that never does was out of the guard's reach.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_token: dict[str, list[tuple[int, str]]] = {}
-
-    def add(self, runs: list[GuardRun], pid: int, argv: object) -> None:
-        command = _command(argv)
-        with self.lock:
-            for run in runs:
-                self.by_token.setdefault(token(run), []).append((pid, command))
-
-    def take(self, run_token: str) -> list[tuple[int, str]]:
-        with self.lock:
-            return self.by_token.pop(run_token, [])
-
-
-SPAWNED = Spawned()
+def _spawned(runs: list[GuardRun], pid: int, command: str) -> None:
+    with _SPAWNED_LOCK:
+        for run in runs:
+            _SPAWNED.setdefault(token(run), []).append((pid, command))
 
 
 def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
@@ -176,51 +155,25 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
     (``isolate_subprocesses``) are contained and not listed."""
     found: dict[int, str] = {}
     for run in runs:
-        run_token = known_token(run)
+        run_token = run.guard.token
         if run_token is None:
             continue
         greeted = REPORTS.take_hellos(run_token)
-        for pid, command in SPAWNED.take(run_token):
-            if pid not in greeted and not isolates(run):
+        with _SPAWNED_LOCK:
+            spawned = _SPAWNED.pop(run_token, [])
+        for pid, command in spawned:
+            if pid not in greeted and not run.settings.isolate_subprocesses:
                 found.setdefault(pid, command)
     return sorted(found.items())
 
 
 # Commands that read the local machine only (``platform.platform()`` runs ``uname -p``): a child running
 # one reaches no network whatever it is handed, so the guard not reaching it is not worth a word.
-LOCAL_COMMANDS: Final = frozenset(
-    {
-        "uname",
-        "hostname",
-        "id",
-        "whoami",
-        "ls",
-        "cat",
-        "echo",
-        "true",
-        "false",
-        "which",
-        "lsb_release",
-        "sw_vers",
-        "getconf",
-        "nproc",
-        "locale",
-        "date",
-        "ldconfig",
-        "file",
-        "sysctl",
-        "tty",
-        "stty",
-        "tput",
-        "ps",
-        "df",
-        "du",
-        "wc",
-        "sort",
-        "head",
-        "tail",
-    }
+_LOCAL_WORDS: Final = (
+    "uname hostname id whoami ls cat echo true false which lsb_release sw_vers getconf nproc locale date "
+    "ldconfig file sysctl tty stty tput ps df du wc sort head tail"
 )
+LOCAL_COMMANDS: Final = frozenset(_LOCAL_WORDS.split())
 # git's subcommands that talk to a remote; every other one works on the local repository.
 GIT_REMOTE_SUBCOMMANDS: Final = frozenset(
     {"fetch", "pull", "push", "clone", "ls-remote", "remote", "submodule", "archive", "send-email", "svn"}
@@ -253,7 +206,12 @@ def live_children() -> dict[int, str]:
     Multiprocessing's own servers are left out: the forkserver hands the guard to the children it forks.
     """
     found: dict[int, str] = {}
+    if sys.platform != "linux":
+        return found
     try:
+        # Called at every guarded test's start: one system call (ECHILD: no child at all) spares most
+        # tests the scan, which opens a file per thread and per child.
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return found
@@ -281,22 +239,21 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
     # fork_exec(args, executable_list, close_fds, pass_fds, cwd, env, ..., preexec_fn, allow_vfork):
     # env is the 6th argument and preexec_fn the second to last in CPython 3.11 and 3.12.
     def fork_exec(*args: object) -> int:
-        if len(args) > 7 and (guarding_runs() or ENV_VAR in os.environ):
-            new = list(args)
-            new[5], runs = _env_for_child(new[5], new[0], as_list=True)
-            user_preexec = new[-2] if callable(new[-2]) else None
-            if wants_isolation(runs) and not _is_server(new[0]):
-                new[-2] = isolation_preexec(user_preexec, runs)
-                new[-1] = False
-            elif not _is_server(new[0]) and contains(runs, new[0], _command(new[0]), reaches_no_network):
-                new[-2] = HOLDER.preexec(user_preexec)
-                new[-1] = False
-            args = tuple(new)
-            pid = original(*args)
-            if runs and not _is_server(new[0]):
-                SPAWNED.add(runs, pid, new[0])
-            return pid
-        return original(*args)
+        if len(args) <= 7 or not (guarding_runs() or ENV_VAR in os.environ):
+            return original(*args)
+        new = list(args)
+        new[5], runs = _env_for_child(new[5], new[0], as_list=True)
+        words = _words(new[0])
+        command = _command(words)
+        user_preexec = new[-2] if callable(new[-2]) else None
+        if wants_isolation(runs):
+            new[-2:] = [isolation_preexec(user_preexec, runs), False]
+        elif not reaches_no_network(command) and contains(runs, words[0] if words else "", command):
+            new[-2:] = [HOLDER.preexec(user_preexec), False]
+        pid = original(*new)
+        if runs:
+            _spawned(runs, pid, command)
+        return pid
 
     return fork_exec
 
@@ -305,8 +262,8 @@ def _patched_posix_spawn(name: str) -> Callable[..., int]:
     def posix_spawn(path: object, argv: object, env: object, *args: object, **kwargs: object) -> int:
         env, runs = _env_for_child(env, argv, as_list=False)
         pid: int = ORIGINALS[name](path, argv, env, *args, **kwargs)
-        if runs and not _is_server(argv):
-            SPAWNED.add(runs, pid, argv)
+        if runs:
+            _spawned(runs, pid, _command(argv))
         return pid
 
     return posix_spawn
@@ -352,11 +309,8 @@ def _patched_system(command: str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 
 class _Handover:
-    """Pickled into multiprocessing's preparation data: unpickling it in the child adopts the runs.
-
-    A forkserver child is forked from a server started earlier (perhaps under another test or none), so
-    its environment says nothing reliable; the preparation data is sent per child.
-    """
+    """Pickled into multiprocessing's preparation data, which is sent per child: unpickling it adopts the
+    runs. A forkserver child's environment is its server's, from another test or none."""
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -387,12 +341,9 @@ _SYSTEM_LOCK = threading.Lock()
 
 
 def _spawn_modules() -> list[ModuleType]:
-    """The ``multiprocessing.spawn`` modules in use: the imported one, and the package's attribute.
-
-    ``from . import spawn`` (popen_forkserver, popen_spawn_posix, forkserver) reads the attribute.
-    pytester drops the modules an inner session imported first: when that drops the submodule but not
-    the package, the attribute keeps naming the dropped module, which no import brings back.
-    """
+    """The ``multiprocessing.spawn`` modules in use: the imported one, and the package's attribute, which
+    ``from . import spawn`` reads: pytester may drop the submodule but not the package, whose attribute
+    then names the dropped module."""
     package = sys.modules.get("multiprocessing")
     found = (sys.modules.get(SPAWN_MODULE), getattr(package, "spawn", None))
     return [m for m in found if isinstance(m, ModuleType) and m.__name__ == SPAWN_MODULE]
@@ -410,32 +361,23 @@ def patch_spawn(patches: Patches, module: ModuleType | None) -> None:
 
 def patch_children(patches: Patches, _module: object) -> None:
     """Patch every spawn path but multiprocessing's to hand the guarding runs over."""
-
-    def swap(module: object, name: str, replacement: object, key: str | None = None) -> None:
-        if not hasattr(module, name):
-            return
-        original = getattr(module, name)
-        if callable(original):
-            ORIGINALS[key or name] = original
-        patches.set(module, name, replacement)
-
     try:
         import _posixsubprocess  # optional: POSIX only; without it no child is started this way
     except ImportError:
         return
-
-    subprocess_fork_exec = getattr(subprocess, "_fork_exec", None)
-    if subprocess_fork_exec is not None:
-        swap(subprocess, "_fork_exec", _patched_fork_exec(subprocess_fork_exec), "subprocess_fork_exec")
-    swap(_posixsubprocess, "fork_exec", _patched_fork_exec(_posixsubprocess.fork_exec))
+    for module, name in ((subprocess, "_fork_exec"), (_posixsubprocess, "fork_exec")):
+        if hasattr(module, name):
+            patches.set(module, name, _patched_fork_exec(getattr(module, name)))
     # posix_spawn has no pre-exec hook for isolation: subprocess then always takes the fork_exec path.
-    swap(subprocess, "_USE_POSIX_SPAWN", False)
-    for name in ("posix_spawn", "posix_spawnp"):
+    if hasattr(subprocess, "_USE_POSIX_SPAWN"):
+        patches.set(subprocess, "_USE_POSIX_SPAWN", False)
+    spawns = {name: _patched_posix_spawn(name) for name in ("posix_spawn", "posix_spawnp")}
+    for name, patched in {**spawns, "execv": _patched_execv, "execve": _patched_execve}.items():
         if hasattr(os, name):
-            swap(os, name, _patched_posix_spawn(name))
-    swap(os, "execv", _patched_execv)
-    swap(os, "execve", _patched_execve)
-    swap(os, "system", _patched_system)
+            ORIGINALS[name] = getattr(os, name)
+            patches.set(os, name, patched)
+    ORIGINALS["system"] = os.system
+    patches.set(os, "system", _patched_system)
 
 
 def _before_fork() -> None:

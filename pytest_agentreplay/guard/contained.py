@@ -1,20 +1,16 @@
-"""Fail-closed for programs the guard does not know: a non-Python child of a replaying test, started without
-isolation, runs in an empty network namespace, and a send it tries fails its test.
+"""Fail-closed for programs the guard does not know: a non-Python child of a replaying test (``node``,
+``curl``, an agent CLI the plugin does not serve), started without isolation, joins an empty network
+namespace this process keeps, and a send it tries there fails its test.
 
-The Python guard reaches Python children through their start-up hook; a program that is not Python (an
-agent CLI the plugin does not serve, ``node``, ``curl``, ``npx``) it cannot reach. Such a child joins one
-network namespace this process keeps for them (a ``cat`` reading a pipe of this process, started under
-``unshare --net``, ``--user --map-current-user`` too where the process lacks ``CAP_SYS_ADMIN``; it ends with
-this process, however that ends): no interface is up there, so nothing
-leaves, and the kernel counts each attempt in that namespace's ``OutNoRoutes`` (:mod:`.no_route`). A run
-that started a contained child reads the count when its test's phases end (:func:`contained_sends`): a
-difference fails the test with the fix.
+The namespace is held by a ``cat`` reading a pipe of this process, started under ``unshare --net`` (with
+``--user --map-current-user`` where the process lacks ``CAP_SYS_ADMIN``): it ends with this process, however
+that ends. No interface is up there, and the kernel counts each attempt in the namespace's ``OutNoRoutes``
+(:mod:`.no_route`), which a run that started a contained child reads when its test's phases end.
 
-Not contained, as before: Python (the guard runs in it), commands that read the local machine only
-(``uname``, ``ls``, local ``git``: :func:`~.children.reaches_no_network`), multiprocessing's servers, children
-of runs that allow hosts or name sandbox services (a test that talks to its own services on loopback; the
-child is named in the summary), sessions or children already isolated, and machines where no namespace can
-be made.
+Not contained: Python (the guard runs in it), local-only commands
+(:func:`~.children.reaches_no_network`), multiprocessing's servers, children of runs that allow hosts or
+name sandbox services (they must reach the test's own services; the summary names them), sessions or
+children already isolated, and machines where no namespace can be made.
 """
 
 from __future__ import annotations
@@ -30,15 +26,16 @@ from typing import Final
 
 from ..core.constants import NETNS_ENV_VAR
 from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
-from .no_route import NoRoutes, parse_snmp
-from .runs import GuardRun, allow_hosts, block_only, isolates, token
+from .no_route import parse_snmp, read_text
+from .runs import GuardRun, token
 
 _PYTHONS: Final = ("python", "pypy")
 
 
 class Holder:
-    """The namespace contained children join: a process waiting in it, and descriptors of its
-    namespaces. Process-wide (:data:`HOLDER`), made on first need, ended at exit."""
+    """The namespace contained children join: a process waiting in it, descriptors of its namespaces, and
+    per run token the count of sends when the run contained its first child, and the commands it contained.
+    Process-wide (:data:`HOLDER`), made on first need, ended at exit."""
 
     def __init__(self) -> None:
         # Re-entrant: starting the helper spawns a child, which asks :meth:`ready` again (then: not yet).
@@ -48,6 +45,7 @@ class Holder:
         # (namespace flag, descriptor) in the order a child joins them: the user namespace first.
         self.joins: list[tuple[int, int]] = []
         self._setns: Callable[[int, int], object] | None = None
+        self.baselines: dict[str, tuple[int, list[str]]] = {}
 
     def ready(self) -> bool:
         with self.lock:
@@ -113,16 +111,26 @@ class Holder:
 
         return join
 
-    def sends(self) -> NoRoutes | None:
+    def sends(self) -> int:
+        """The namespace's ``OutNoRoutes`` count now (0 where it cannot be read)."""
         process = self.process
-        if process is None:
-            return None
-        try:
-            with open(f"/proc/{process.pid}/net/snmp") as f:
-                ipv4 = parse_snmp(f.read())
-        except OSError:
-            return None
-        return None if ipv4 is None else NoRoutes(ipv4, 0)
+        return 0 if process is None else parse_snmp(read_text(f"/proc/{process.pid}/net/snmp")) or 0
+
+    def note(self, runs: list[GuardRun], command: str) -> None:
+        count = self.sends()
+        with self.lock:
+            for run in runs:
+                self.baselines.setdefault(token(run), (count, []))[1].append(command)
+
+    def take(self, run_token: str) -> tuple[int, list[str]] | None:
+        """Sends counted since the run's baseline, and its contained commands; the baseline moves on."""
+        with self.lock:
+            found = self.baselines.get(run_token)
+            if found is None:
+                return None
+            now = self.sends() or found[0]
+            self.baselines[run_token] = (now, found[1])
+        return now - found[0], found[1]
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -143,64 +151,24 @@ def _end(process: subprocess.Popen[bytes]) -> None:
 HOLDER = Holder()
 
 
-class Baselines:
-    """Per run token: the namespace's count when the run started its first contained child, and the
-    commands it contained."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_token: dict[str, tuple[NoRoutes, list[str]]] = {}
-
-    def note(self, runs: list[GuardRun], command: str) -> None:
-        count = HOLDER.sends() or NoRoutes()
-        with self.lock:
-            for run in runs:
-                _base, commands = self.by_token.setdefault(token(run), (count, []))
-                commands.append(command)
-
-    def take(self, run_token: str) -> tuple[int, list[str]] | None:
-        """Sends counted since the run's baseline, and its contained commands; the baseline moves on."""
-        with self.lock:
-            found = self.by_token.get(run_token)
-            if found is None:
-                return None
-            now = HOLDER.sends() or found[0]
-            self.by_token[run_token] = (now, found[1])
-        return now.since(found[0]).total, found[1]
-
-
-BASELINES = Baselines()
-
-
-def contains(runs: list[GuardRun], argv: object, command: str, local: Callable[[str], bool]) -> bool:
-    """Whether a child of ``runs`` started with ``argv`` goes into the contained namespace (noted if so);
-    ``local`` tells a command that reads the local machine only."""
-    parts = argv if isinstance(argv, list | tuple) else [argv]
-    first = parts[0] if parts else ""
-    program = first.decode("utf-8", "replace") if isinstance(first, bytes) else str(first)
-    if not runs or os.path.basename(program).startswith(_PYTHONS) or local(command):
+def contains(runs: list[GuardRun], program: str, command: str) -> bool:
+    """Whether a child of ``runs`` running ``program`` goes into the contained namespace (noted if so)."""
+    if not runs or os.path.basename(program).startswith(_PYTHONS):
         return False
     if NETNS_ENV_VAR in os.environ:
         return False  # the whole session is in its own namespace already
-    if any(isolates(r) or block_only(r) or allow_hosts(r) or _names_sandbox_services(r) for r in runs):
+    # A sandbox run that names its services is like one that allows hosts: its children (an agent CLI)
+    # must reach them, which an empty namespace would prevent.
+    settings = [r.settings for r in runs]
+    if any(s.isolate_subprocesses or s.block_network_only or s.allow_hosts or s.sandbox for s in settings):
         return False
-    if not HOLDER.ready():
+    if any(s.sandbox_hosts for s in settings) or not HOLDER.ready():
         return False
-    BASELINES.note(runs, command)
+    HOLDER.note(runs, command)
     return True
-
-
-def _names_sandbox_services(run: GuardRun) -> bool:
-    """A sandbox run that names its services: its children (an agent CLI) must reach them, which an empty
-    namespace would prevent; like a run that allows hosts, they run unconfined and are named."""
-    return bool(run.settings.sandbox or run.settings.sandbox_hosts)
 
 
 def contained_sends(run_token: str | None) -> tuple[int, list[str]] | None:
     """Sends the run's contained children tried since the last look (None: it contained none)."""
-    if run_token is None:
-        return None
-    found = BASELINES.take(run_token)
-    if found is None or found[0] <= 0:
-        return None
-    return found
+    found = None if run_token is None else HOLDER.take(run_token)
+    return found if found is not None and found[0] > 0 else None

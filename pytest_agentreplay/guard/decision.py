@@ -22,7 +22,6 @@ class Verdict(NamedTuple):
     allowed: bool
     # What the refusal names: "host:port", "host:port (resolved from name)" or the family and address.
     destination: str
-    reason: str
 
 
 def is_ip(host: str) -> bool:
@@ -83,16 +82,13 @@ def decide(
     """Whether a connection or datagram to ``address`` may leave, given the guarding runs' allow lists.
 
     ``family`` None means "an IP destination by name" (name resolution, ``create_connection``).
-    ``address`` None means no destination (a send on an already connected socket). ``permitted`` are
-    hosts the HTTP layer is sending to on purpose; ``resolved`` maps IPs back to the allowed names they
-    were resolved from. No allow lists at all (no guarding run) allows everything.
+    ``address`` None means no destination (a send on a socket connected through the guard). ``permitted``
+    are hosts the HTTP layer is sending to on purpose (a mode's live calls); ``resolved`` maps IPs back to
+    the allowed names they were resolved from. No allow lists (no guarding run) allow everything; the
+    families local to the machine always pass; any family but IP and those is refused.
     """
-    if not allow_lists:
-        return Verdict(True, "", "no replay run guards this call")
-    if address is None:
-        return Verdict(True, "", "no destination: the socket was connected through the guard")
-    if family in LOCAL_FAMILIES:
-        return Verdict(True, "", f"{family_name(family)} stays on this machine")
+    if not allow_lists or address is None or family in LOCAL_FAMILIES:
+        return Verdict(True, "")
     by_host = isinstance(address, tuple) and address and isinstance(address[0], str | bytes)
     if (family is None or family in IP_FAMILIES) and isinstance(address, tuple) and by_host:
         host_part: str | bytes = address[0]
@@ -102,10 +98,8 @@ def decide(
         resolved_from = (resolved or {}).get(host)
         names = [host] if resolved_from is None else [host, resolved_from]
         destination = f"{host}:{port}" + (f" (resolved from {resolved_from})" if resolved_from else "")
-        if any(name in permitted for name in names):
-            return Verdict(True, destination, "the replay mode sends this call on purpose")
-        for allow in allow_lists:
-            if any(allow_list_admits(name, allow) for name in names):
-                return Verdict(True, destination, "on allow_hosts")
-        return Verdict(False, destination, "not on allow_hosts")
-    return Verdict(False, f"{family_name(family)} address {address!r}", "not an IP or local socket family")
+        allowed = any(
+            name in permitted or any(allow_list_admits(name, a) for a in allow_lists) for name in names
+        )
+        return Verdict(allowed, destination)
+    return Verdict(False, f"{family_name(family)} address {address!r}")

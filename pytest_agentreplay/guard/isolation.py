@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 
 from ..exceptions import ConfigError
-from .runs import GuardRun, isolates, nodeid
+from .runs import GuardRun, nodeid
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
@@ -68,7 +68,7 @@ def unshare_flags() -> int | None:
 
 
 def wants_isolation(runs: list[GuardRun]) -> bool:
-    return any(isolates(r) for r in runs)
+    return any(r.settings.isolate_subprocesses for r in runs)
 
 
 def isolation_preexec(user_preexec: Callable[[], object] | None, runs: list[GuardRun]) -> Callable[[], None]:

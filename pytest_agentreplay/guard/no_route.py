@@ -1,23 +1,16 @@
 """What the session's network namespace stopped: the kernel's count of sends that found no route.
 
-Inside the namespace of an isolated session (guard/session_namespace.py) code below Python (ctypes' libc
-``connect``/``sendto``, grpcio's C core, uvloop) and children the Python guard does not reach (``python
--S``, other programs) get ``ENETUNREACH``: nothing leaves, but the test fails only if that code reports
-the error, and much of it retries, logs or swallows it. The kernel counts each of those attempts in the
-namespace's own counters: ``Ip: OutNoRoutes`` of ``/proc/net/snmp`` (a TCP connect, a UDP send, a DNS query
-to a nameserver outside loopback) and ``Ip6OutNoRoutes`` of ``/proc/net/snmp6``. A connection the Python
-guard refuses never reaches the kernel, so it is not counted twice.
+In an isolated session (:mod:`.session_namespace`), code below Python (ctypes, grpcio's C core, uvloop)
+and children the guard does not reach (``python -S``, other programs) get ``ENETUNREACH``, which much of
+that code retries, logs or swallows. The kernel counts each attempt in the namespace's ``Ip: OutNoRoutes``
+(``/proc/net/snmp``) and ``Ip6OutNoRoutes`` (``/proc/net/snmp6``); a connection the Python guard refuses
+never reaches the kernel. A guarded test reads them when its set-up starts and at the end of each phase: a
+difference fails it with cause ``network-blocked``.
 
-A guarded test reads them when its set-up starts and at the end of each phase (FixtureGuard): a
-difference fails the test with cause ``network-blocked``. The counters are the namespace's, not the test's:
-any thread or child process of the session counts in the window of the test that is running.
-
-Under pytest-xdist every worker is a child of the controller, inside its namespace: the counters are shared
-by the tests running at the same time on the other workers, and a send counts in each of their windows. A
-namespace of its own per worker would split the loopback too, and plugins talk to the controller over it
-(pytest-rerunfailures' status server, the file-lock pattern of xdist's docs that shares one test server):
-so the workers share, and a failure under xdist says the send may come from another worker's test. The
-test that made it fails in any case; others may fail beside it.
+The counters are the namespace's: any thread or child of the session counts in the running test's window.
+Under pytest-xdist the workers share the controller's namespace (a namespace per worker would split the
+loopback that plugins talk to the controller over), so a failure there says the send may come from
+another worker's test.
 """
 
 from __future__ import annotations
@@ -59,30 +52,25 @@ def parse_snmp(text: str) -> int | None:
 
 def parse_snmp6(text: str) -> int | None:
     """``Ip6OutNoRoutes`` of ``/proc/net/snmp6`` (one ``name value`` pair a line)."""
-    for line in text.splitlines():
-        words = line.split()
+    for words in map(str.split, text.splitlines()):
         if len(words) == 2 and words[0] == "Ip6OutNoRoutes" and words[1].isdigit():
             return int(words[1])
     return None
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str:
+    """A file of /proc, or "" where it is missing (no /proc, no IPv6 in this kernel)."""
     try:
-        with open(path, encoding="ascii") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             return fh.read()
     except OSError:
-        return None  # no /proc, or no IPv6 in this kernel
+        return ""
 
 
 def read_no_routes() -> NoRoutes | None:
     """The namespace's counters now, or None where the kernel does not show them."""
-    snmp = _read(SNMP)
-    ipv4 = None if snmp is None else parse_snmp(snmp)
-    if ipv4 is None:
-        return None
-    snmp6 = _read(SNMP6)
-    ipv6 = None if snmp6 is None else parse_snmp6(snmp6)
-    return NoRoutes(ipv4, ipv6 or 0)
+    ipv4 = parse_snmp(read_text(SNMP))
+    return None if ipv4 is None else NoRoutes(ipv4, parse_snmp6(read_text(SNMP6)) or 0)
 
 
 def namespace_id() -> str | None:
@@ -115,10 +103,8 @@ class NoRouteWatch:
 
     def take(self) -> NoRoutes | None:
         """What the kernel counted since the last call, or None (nothing, or no counters here)."""
-        if self._last is None:
-            return None
         now = read_no_routes()
-        if now is None:
+        if self._last is None or now is None:
             return None
         counted, self._last = now.since(self._last), now
         return counted if counted.total > 0 else None

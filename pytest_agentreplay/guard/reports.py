@@ -1,22 +1,14 @@
 """Refusals: what the guard says when it refuses a connection, and where a refusal is reported.
 
-Two cases, told apart by the run that guards:
+A replaying test's refused call reached a socket, past the interceptors: re-recording alone cannot fix
+that, so the fixes are to let a local service through or to move the call where the cassette records and
+serves it. A test guarded only by ``--agentreplay-block-network`` has no cassette, mode or record command:
+its fixes are to make it a replaying test, to allow the host, or to drop the flag.
 
-- a replaying test (any replay mode): the call reached a socket, so no interceptor answered it from the
-  cassette. Re-recording alone cannot fix that: a call outside the intercepted clients and ``@tool``
-  functions is not recorded either, and its replay is refused again. The fixes: let a local test service
-  through, or move the call where the cassette can record and serve it, then re-record;
-- a test that does not replay at all, guarded only because ``--agentreplay-block-network`` (ini
-  ``agentreplay_block_network``, ``[tool.agentreplay] block_network``) guards every test of the session.
-  It has no cassette and no replay mode, and no record command can record it: the fixes are to make it a
-  replaying test, to allow the host, or to drop the flag.
-
-Where it goes: every guarding run's ``failures`` (the agent may swallow the error; the test must still
-fail). A child process appends its refusals to a file in a report directory, read by the parent when the
-run finishes (:func:`collect_child_refusals`) and worded by the parent, which knows the run: the child's
-own calls are never recorded (only the guard is installed there), so no fix offers recording them. A
-refusal made for a test that had already ended (a stray thread, a late child) is kept for the session's
-end (:meth:`RefusalReports.take_strays`, :func:`child_strays`).
+A refusal goes to every guarding run's ``failures`` (the agent may swallow the error). A child process
+appends its refusals to a file in the report directory, which the parent reads and words (the child's own
+calls are never recorded, so no fix offers recording them). A refusal for a test that had already ended (a
+stray thread, a late child) waits for the session's end.
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
 from .contained import contained_sends
 from .decision import Verdict
-from .runs import GuardRun, ParentRun, block_only, ended, known_token, nodeid, token
+from .runs import GuardRun, ParentRun, block_only, ended, nodeid, token
 
 REPLAY_HEADLINE: Final = "network access blocked during replay: "
 BLOCK_HEADLINE: Final = "network access blocked by --agentreplay-block-network: "
@@ -53,31 +45,24 @@ def _allow_hosts_fix(host: str, *, marker: bool) -> str:
     return f'if it is a local test service, let it through: {where} ("loopback" admits every loopback name)'
 
 
-def _block_fixes(test: str | None, host: str) -> list[str]:
-    target = f" ({test})" if test else ""
-    return [
-        f"to record its calls once and replay them from then on, make the test{target} a replaying test: "
-        "add @pytest.mark.agentreplay or request the agent_replay fixture, then record it: "
-        + record_command(test, "missing"),
-        _allow_hosts_fix(host, marker=False),
-        "if the test must reach the network, run it without --agentreplay-block-network (the flag, or "
-        "agentreplay_block_network / [tool.agentreplay] block_network, guards every test of the session)",
-    ]
+def _host(destination: str) -> str:
+    return destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
 
 
-def _replay_fixes(test: str | None, host: str) -> list[str]:
-    return [
-        _allow_hosts_fix(host, marker=True),
-        f"to have the cassette serve it, make the call through {_INTERCEPTED} or inside a @tool function, "
-        "then re-record the run against the real services: " + record_command(test, "all"),
-    ]
+def _blocked(run: GuardRun, headline: str, evidence: list[str], fixes: list[str]) -> NetworkBlockedError:
+    # A guard-only run has no cassette nor replay mode to name: its test instead.
+    if block_only(run):
+        test = nodeid(run)
+        return NetworkBlockedError(
+            headline, evidence=evidence, place=f"test {test}" if test else None, fixes=fixes
+        )
+    return NetworkBlockedError(headline, evidence=evidence, cassette=run.cassette, mode=run.mode, fixes=fixes)
 
 
 def refusal(
     run: GuardRun, destination: str, channel: str, *, thread: str, child_pid: int | None = None
 ) -> NetworkBlockedError:
     """The error refusing a connection to ``destination`` on behalf of ``run`` (the first guarding run)."""
-    host = destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
     evidence = [f"destination: {destination}", f"call: {channel}", f"thread: {thread}"]
     if child_pid is not None:
         evidence.append(f"process: child {child_pid} of the test's process")
@@ -85,63 +70,62 @@ def refusal(
     own_thread = None if child_pid is not None or isinstance(run, ParentRun) else run.origin_thread
     caller = caller_of_call(destination, own_thread)
     evidence.extend(line for line in caller.evidence() if not line.startswith("thread: "))
-    known_fixes = caller.fixes()
-    test = nodeid(run)
+    test, host = nodeid(run), _host(destination)
     if block_only(run):
         evidence.append(
             "this test does not replay (no @pytest.mark.agentreplay, no agent_replay fixture): "
             "--agentreplay-block-network refuses every connection it makes to a host not allowed"
         )
-        return NetworkBlockedError(
-            BLOCK_HEADLINE + destination,
-            evidence=evidence,
-            place=f"test {test}" if test else None,
-            fixes=[*known_fixes, *_block_fixes(test, host)],
-        )
+        target = f" ({test})" if test else ""
+        fixes = [
+            f"to record its calls once and replay them from then on, make the test{target} a replaying test: "
+            "add @pytest.mark.agentreplay or request the agent_replay fixture, then record it: "
+            + record_command(test, "missing"),
+            _allow_hosts_fix(host, marker=False),
+            "if the test must reach the network, run it without --agentreplay-block-network (the flag, or "
+            "agentreplay_block_network / [tool.agentreplay] block_network, guards every test of the session)",
+        ]
+        return _blocked(run, BLOCK_HEADLINE + destination, evidence, [*caller.fixes(), *fixes])
     evidence += [
         "replay is fail-closed: only the cassette answers, and it records and serves only calls made "
         f"through {_INTERCEPTED} or inside a @tool function",
         "this call reached a socket (urllib.request, http.client, a raw socket or another client): "
         "re-recording it as it is would not record it",
     ]
-    return NetworkBlockedError(
-        REPLAY_HEADLINE + destination,
-        evidence=evidence,
-        cassette=run.cassette,
-        mode=run.mode,
-        fixes=[*known_fixes, *_replay_fixes(test, host)],
-    )
+    fixes = [
+        _allow_hosts_fix(host, marker=True),
+        f"to have the cassette serve it, make the call through {_INTERCEPTED} or inside a @tool function, "
+        "then re-record the run against the real services: " + record_command(test, "all"),
+    ]
+    return _blocked(run, REPLAY_HEADLINE + destination, evidence, [*caller.fixes(), *fixes])
 
 
 def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedError:
     """The parent's error for a refusal a child process reported (``entry``: its headline and evidence)."""
     headline = str(entry.get("headline", ""))
     destination = headline.removeprefix(REPLAY_HEADLINE).removeprefix(BLOCK_HEADLINE)
-    host = destination.split(" ", 1)[0].rsplit(":", 1)[0] or "HOST"
     reported = entry.get("evidence")
     evidence = [str(e) for e in reported] if isinstance(reported, list) else []
     pid = entry.get("pid")
-    test = nodeid(run)
     if block_only(run):
-        return NetworkBlockedError(
+        return _blocked(
+            run,
             f"a child process (pid {pid}) was refused network access by --agentreplay-block-network: "
             + destination,
-            evidence=evidence,
-            place=f"test {test}" if test else None,
-            fixes=[
-                _allow_hosts_fix(host, marker=False),
+            evidence,
+            [
+                _allow_hosts_fix(_host(destination), marker=False),
                 "if the child must reach the network, run the test without --agentreplay-block-network",
             ],
         )
-    return NetworkBlockedError(
+    return _blocked(
+        run,
         f"a child process (pid {pid}) of a replaying test was refused network access: {destination}",
-        evidence=[*evidence, "a child process inherits the replay's guard; its calls are never recorded"],
-        cassette=run.cassette,
-        mode=run.mode,
-        fixes=[
-            _allow_hosts_fix(host, marker=True),
+        [*evidence, "a child process inherits the replay's guard; its calls are never recorded"],
+        [
+            _allow_hosts_fix(_host(destination), marker=True),
             f"to have the cassette serve it, make the call in the test's own process through {_INTERCEPTED}"
-            " or a @tool function, then re-record the run: " + record_command(test, "all"),
+            " or a @tool function, then re-record the run: " + record_command(nodeid(run), "all"),
         ],
     )
 
@@ -151,12 +135,9 @@ def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedErro
 
 class RefusalReports:
     """Refusals the session has not collected yet: those made for tests that had already ended (stray
-    threads), and the directory where child processes append theirs.
-
-    Process-wide (:data:`REPORTS`) rather than the session's: a stray thread refuses long after its test,
-    from no context the session could hand it, and a child finds the directory through the environment.
-    The session drains it when it finishes; the directory lives as long as the process that created it.
-    """
+    threads), and the directory where child processes append theirs (it lives as long as the process that
+    created it). Process-wide: a stray thread refuses from no context the session could hand it, and a
+    child finds the directory through the environment."""
 
     def __init__(self) -> None:
         # Re-entrant like the others: the at-fork hook creates the directory in whatever thread forks.
@@ -175,13 +156,8 @@ class RefusalReports:
 
     def take_strays(self) -> list[str]:
         with self.lock:
-            taken = self.strays[:]
-            self.strays.clear()
+            taken, self.strays = self.strays, []
         return taken
-
-    def adopt(self, directory: str | None) -> None:
-        with self.lock:
-            self.directory = directory
 
     def hello(self, run_token: str) -> None:
         """In a child process: say that this process runs the guard for the run ``run_token``."""
@@ -193,11 +169,10 @@ class RefusalReports:
 
     def take_hellos(self, run_token: str) -> set[int]:
         """The pids of the children that said :meth:`hello` for ``run_token`` (then forgotten)."""
-        directory = self.directory
-        if directory is None or not os.path.isdir(directory):
+        if self.directory is None:
             return set()
         pids: set[int] = set()
-        for path in Path(directory).glob(f"{run_token}.*.hello"):
+        for path in Path(self.directory).glob(f"{run_token}.*.hello"):
             with suppress(ValueError):
                 pids.add(int(path.name.split(".")[1]))
             with suppress(OSError):
@@ -262,19 +237,14 @@ def _report_to_parent(error: NetworkBlockedError, runs: list[GuardRun]) -> None:
                 "evidence": list(error.evidence),
             }
         )
-        try:
-            fd = os.open(
-                os.path.join(directory, f"{token(r)}.{os.getpid()}.jsonl"),
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                0o600,
-            )
+        path = os.path.join(directory, f"{token(r)}.{os.getpid()}.jsonl")
+        with suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 # One write of one line: appends from several children never interleave.
                 os.write(fd, (line + "\n").encode())
             finally:
                 os.close(fd)
-        except OSError:
-            pass
 
 
 def _read_reports(pattern: str) -> list[dict[str, object]]:
@@ -303,7 +273,7 @@ def _read_reports(pattern: str) -> list[dict[str, object]]:
 
 def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
     """The refusals child processes of ``ctx`` reported so far (each once); call when the run finishes."""
-    run_token = known_token(ctx)
+    run_token = ctx.guard.token
     if run_token is None:
         return []
     found = [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]
@@ -316,13 +286,12 @@ def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
 def contained_refusal(ctx: GuardRun, sends: int, commands: list[str]) -> NetworkBlockedError:
     """A child the guard does not know tried to reach the network from its empty namespace."""
     names = ", ".join(f"`{c}`" for c in dict.fromkeys(commands))
-    return NetworkBlockedError(
+    return _blocked(
+        ctx,
         f"a child process that is not Python tried to reach the network while {nodeid(ctx) or 'the test'} "
         f"replayed: {sends} send(s) found no route in the empty network namespace its children run in",
-        evidence=[f"children started in that namespace: {names}"],
-        cassette=ctx.cassette,
-        mode=ctx.mode,
-        fixes=[
+        [f"children started in that namespace: {names}"],
+        [
             "serve the agent through a transport the plugin knows (the Claude Agent SDK's CLI is served "
             "from the cassette; HTTP, MCP and gRPC clients in Python are)",
             "or run the session isolated (--agentreplay-isolate=auto) so its calls meet the local services "

@@ -12,12 +12,13 @@ from __future__ import annotations
 import _socket
 import socket
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..core.patching import Patches, genuine, genuine_function
 from .checks import check_address
 from .decision import is_ip, resolution_is_local
 from .patches import ORIGINALS
-from .runs import RUNS, GuardRun, guarding_runs
+from .runs import RUNS, guarding_runs
 
 
 def _local_lookup(host: object) -> bool:
@@ -30,48 +31,25 @@ def _name_of(host: object) -> str | None:
     return name if isinstance(name, str) and name and not is_ip(name) else None
 
 
-def _guard_lookup(name: str | None, port: object, channel: str) -> list[GuardRun]:
-    """Refuse looking ``name`` up unless allowed; returns the runs that should remember its addresses."""
-    runs = guarding_runs() if name is not None else []
-    if runs and not _local_lookup(name):
-        check_address(None, (name, port), channel, runs)
-    return runs
+def _forward_lookup(key: str, addresses: Callable[[Any], Iterable[object]]) -> Callable[..., object]:
+    """The patch of the lookup ``key`` of a name: refused unless allowed; what an allowed name resolved to
+    (``addresses`` of the result) is remembered, since the connect that follows only sees the IP."""
 
+    def lookup(host: object, *args: object, **kwargs: object) -> object:
+        name = _name_of(host)
+        runs = guarding_runs() if name is not None else []
+        if runs and not _local_lookup(name):
+            check_address(None, (name, args[0] if args else kwargs.get("port")), key, runs)
+        result = ORIGINALS[key](host, *args, **kwargs)
+        if runs and name is not None:
+            RUNS.remember_resolution(name, addresses(result), runs)
+        return result
 
-def _remember(name: str | None, addresses: Iterable[object], runs: list[GuardRun]) -> None:
-    if runs and name is not None:
-        RUNS.remember_resolution(name, addresses, runs)
-
-
-def _patched_getaddrinfo(
-    host: object, port: object, *args: object, **kwargs: object
-) -> list[tuple[object, ...]]:
-    name = _name_of(host)
-    runs = _guard_lookup(name, port, "getaddrinfo")
-    result: list[tuple[object, ...]] = ORIGINALS["getaddrinfo"](host, port, *args, **kwargs)
-    # Remember what an allowed name resolved to: the connect that follows only sees the IP.
-    _remember(name, [_first(info[4]) for info in result if info[4]], runs)
-    return result
+    return lookup
 
 
 def _first(sockaddr: object) -> object:
     return sockaddr[0] if isinstance(sockaddr, tuple) and sockaddr else None
-
-
-def _patched_gethostbyname(host: object) -> str:
-    name = _name_of(host)
-    runs = _guard_lookup(name, None, "gethostbyname")
-    result: str = ORIGINALS["gethostbyname"](host)
-    _remember(name, [result], runs)
-    return result
-
-
-def _patched_gethostbyname_ex(host: object) -> tuple[str, list[str], list[str]]:
-    name = _name_of(host)
-    runs = _guard_lookup(name, None, "gethostbyname_ex")
-    result: tuple[str, list[str], list[str]] = ORIGINALS["gethostbyname_ex"](host)
-    _remember(name, list(result[2]), runs)
-    return result
 
 
 def _patched_gethostbyaddr(host: object) -> tuple[str, list[str], list[str]]:
@@ -96,9 +74,9 @@ def _patched_getnameinfo(sockaddr: object, flags: int) -> tuple[str, str]:
 
 
 _RESOLVERS: dict[str, Callable[..., object]] = {
-    "getaddrinfo": _patched_getaddrinfo,
-    "gethostbyname": _patched_gethostbyname,
-    "gethostbyname_ex": _patched_gethostbyname_ex,
+    "getaddrinfo": _forward_lookup("getaddrinfo", lambda result: [_first(i[4]) for i in result if i[4]]),
+    "gethostbyname": _forward_lookup("gethostbyname", lambda address: [address]),
+    "gethostbyname_ex": _forward_lookup("gethostbyname_ex", lambda result: result[2]),
     "gethostbyaddr": _patched_gethostbyaddr,
     "getnameinfo": _patched_getnameinfo,
 }

@@ -1,20 +1,14 @@
-"""Which runs guard, and what the guard reads of a run.
-
-Every active replay-mode run of the process guards: the context variable's run, runs registered with
-:meth:`GuardedRuns.protect`, the process-wide run list of :mod:`~pytest_agentreplay.core.capture`, the
-runs a thread was started under, and in a child process the runs of its parent (:class:`ParentRun`). A
-context whose own run is recording (``mode="record"``) is not blocked; a production ``capture`` run never
-lowers the guard.
-
-What the guard reads of a run, and its per-run memory (``run.guard``), goes through the functions below,
-which a child process's :class:`ParentRun` answers the same way.
-"""
+"""Which runs guard: every active replay-mode run of the process (the context's, those registered with
+:meth:`GuardedRuns.protect`, :mod:`~pytest_agentreplay.core.capture`'s run list, the runs a thread was
+started under) and in a child process its parent's (:class:`ParentRun`, with the ``settings`` and
+``guard`` memory the guard reads of a run). A context whose own run records is not blocked."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, TypeAlias
@@ -60,19 +54,8 @@ class ParentRun:
         self.guard = GuardState(token=self.token)
 
 
-# -- what the guard reads of a run -----------------------------------------------------------------
-
-
-def allow_hosts(run: GuardRun) -> tuple[str, ...]:
-    return tuple(str(h) for h in run.settings.allow_hosts)
-
-
 def nodeid(run: GuardRun) -> str | None:
     return run.settings.nodeid or None
-
-
-def isolates(run: GuardRun) -> bool:
-    return run.settings.isolate_subprocesses
 
 
 def block_only(run: GuardRun) -> bool:
@@ -85,15 +68,6 @@ def token(run: GuardRun) -> str:
     if run.guard.token is None:
         run.guard.token = uuid.uuid4().hex
     return run.guard.token
-
-
-def known_token(run: GuardRun) -> str | None:
-    return run.guard.token
-
-
-def resolutions(run: GuardRun) -> dict[str, str]:
-    """IP -> the allowed name it was resolved from, as ``run`` remembers them (one memory per run)."""
-    return run.guard.resolved
 
 
 # -- the runs guarding now -------------------------------------------------------------------------
@@ -113,15 +87,11 @@ class GuardedRuns:
         # In a child process: the parent's runs (from the environment or a multiprocessing hand-over).
         self.parents: list[ParentRun] = []
         # Host -> how many live calls the HTTP layer is making to it (the calls a mode sends on purpose).
-        self.permitted: dict[str, int] = {}
+        self.permitted: Counter[str] = Counter()
 
     def registered(self) -> list[GuardRun]:
         with self.lock:
             return [*self.protected, *self.parents]
-
-    def is_protected(self, run: GuardRun) -> bool:
-        with self.lock:
-            return run in self.protected
 
     def protect(self, ctx: GuardRun) -> Undo:
         with self.lock:
@@ -134,35 +104,19 @@ class GuardedRuns:
 
         return release
 
-    def adopt(self, parents: list[ParentRun]) -> None:
-        with self.lock:
-            self.parents[:] = parents
-
-    def permit(self, host: str) -> None:
-        with self.lock:
-            self.permitted[host] = self.permitted.get(host, 0) + 1
-
-    def unpermit(self, host: str) -> None:
-        with self.lock:
-            left = self.permitted[host] - 1
-            if left:
-                self.permitted[host] = left
-            else:
-                del self.permitted[host]
-
     def allowances(self, runs: list[GuardRun]) -> tuple[list[str], dict[str, str]]:
         """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""
         with self.lock:
             permitted = [h for h, n in self.permitted.items() if n]
             resolved: dict[str, str] = {}
             for run in runs:
-                resolved.update(resolutions(run))
+                resolved.update(run.guard.resolved)
         return permitted, resolved
 
     def remember_resolution(self, name: str, addresses: Iterable[object], runs: list[GuardRun]) -> None:
         with self.lock:
             for run in runs:
-                memory = resolutions(run)
+                memory = run.guard.resolved
                 for address in addresses:
                     if isinstance(address, str):
                         memory[address.lower()] = name.lower()
@@ -202,9 +156,7 @@ def guarding_runs() -> list[GuardRun]:
 
 def ended(run: GuardRun) -> bool:
     """Whether ``run``'s test is over (a thread it started is still calling out)."""
-    if isinstance(run, ParentRun) or RUNS.is_protected(run):
-        return False
-    return run not in _active_runs()
+    return not isinstance(run, ParentRun) and run not in RUNS.registered() and run not in _active_runs()
 
 
 # -- threads: a thread started under a run stays guarded by it ---------------------------------------

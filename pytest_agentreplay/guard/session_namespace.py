@@ -1,19 +1,12 @@
-"""The replay session in its own network namespace (``--agentreplay-isolate``, Linux).
+"""The replay session in its own network namespace (``--agentreplay-isolate``, Linux): loopback only,
+whatever code runs in it (native code, ``python -S``, other programs, sockets made before a run) and
+whatever it starts; xdist workers inherit it and find themselves inside (:data:`ENV_VAR`).
 
-The Python guard patches Python: native code (ctypes, C extensions with their own sockets), interpreters it
-cannot reach (``python -S``, other languages) and sockets made before a run pass under it. A process in a
-new network namespace has a loopback interface and nothing else, whatever code runs in it and whatever it
-starts; so the pytest process enters one (a new user namespace too, unless it holds ``CAP_SYS_ADMIN``) at
-the plugin's earliest hook, before conftest files and test modules are imported, while it is still
-single-threaded: ``unshare`` refuses a new user namespace to a multi-threaded process.
-
-Entering cannot be undone, and a half-entered process (a namespace whose loopback is down) would break
-every test of the session; so a forked child tries the whole sequence first, and the process follows only
-when the child succeeded. The child's failure, read with the machine's settings, is the reason ``auto``
-reports and ``required`` fails with.
-
-Child processes inherit the namespace: pytest-xdist workers (children of the controller) find themselves
-inside, named by :data:`ENV_VAR`, and never try to enter again.
+The pytest process enters (with a new user namespace unless it holds ``CAP_SYS_ADMIN``) at the plugin's
+earliest hook, before conftest files and test modules are imported, while it is still single-threaded:
+``unshare`` refuses a new user namespace to a threaded process. Entering cannot be undone and a half-entered
+process (loopback down) would break every test, so a forked child tries the whole sequence first; its
+failure, read with the machine's settings, is the reason ``auto`` reports and ``required`` fails with.
 """
 
 from __future__ import annotations
@@ -31,8 +24,8 @@ from ..core.constants import NETNS_ENV_VAR
 from ..core.documents import Document
 from ..exceptions import ConfigError
 from .decision import is_loopback
-from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER
-from .no_route import counting, namespace_id
+from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER, NAMESPACES
+from .no_route import counting, namespace_id, read_text
 
 ENV_VAR = NETNS_ENV_VAR
 
@@ -99,12 +92,11 @@ class Isolation:
         """What pytest's header says at start-up (nothing when isolation is off and nothing inherited)."""
         if self.state == OFF:
             return []
-        if self.isolated:
-            how = "entered" if self.state == ENTERED else f"inherited ({self.reason})"
-            lines = [f"agentreplay: network isolation: namespace {how}: loopback only"]
-        else:
-            lines = [f"agentreplay: network isolation {self.state}: {self.reason}"]
-        if self.isolated and self.unreachable:
+        if not self.isolated:
+            return [f"agentreplay: network isolation {self.state}: {self.reason}"]
+        how = "entered" if self.state == ENTERED else f"inherited ({self.reason})"
+        lines = [f"agentreplay: network isolation: namespace {how}: loopback only"]
+        if self.unreachable:
             lines.append(
                 "agentreplay: allowed hosts outside loopback are unreachable inside the namespace: "
                 f"{', '.join(self.unreachable)} (use --agentreplay-isolate=off for a session that needs them)"
@@ -239,12 +231,9 @@ def refusal() -> str | None:
 def kernel_refusal() -> str | None:
     """Why no process of this machine can enter a new network namespace (the platform, the kernel's
     settings, the container), or None. A forked child tries; safe from a threaded process too."""
-    if sys.platform == "darwin":
-        return "macOS has no network namespaces (Linux only)"
-    if sys.platform.startswith("win"):
-        return "Windows has no network namespaces (Linux only)"
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return f"{sys.platform} has no network namespaces (Linux only)"
+        system = {"darwin": "macOS", "win32": "Windows"}.get(sys.platform, sys.platform)
+        return f"{system} has no network namespaces (Linux only)"
     outcome = _probe()
     return None if outcome is None else explain(*outcome)
 
@@ -263,7 +252,7 @@ _FLAGS_FOUND: list[int] = []
 
 def _probe() -> tuple[str, int] | None:
     """Try the whole sequence in a forked child: None when it worked, else (the failing step, errno)."""
-    ctypes.CDLL(None, use_errno=True)  # loaded before the fork: the child only calls into it
+    NAMESPACES.unshare(0)  # looked up before the fork: the child only calls into it
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the probe child
@@ -326,31 +315,17 @@ def explain(step: str, code: int) -> str:
     return f"the kernel refused ({step}: {name})"
 
 
-def _sysctl(name: str) -> str | None:
-    try:
-        with open(f"/proc/sys/{name}", encoding="ascii") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
+def _sysctl(name: str) -> str:
+    return read_text(f"/proc/sys/{name}").strip()
 
 
 def _in_container() -> bool:
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
         return True
-    try:
-        with open("/proc/1/cgroup", encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    return any(word in text for word in ("docker", "containerd", "kubepods", "libpod"))
+    return any(word in read_text("/proc/1/cgroup") for word in ("docker", "containerd", "kubepods", "libpod"))
 
 
 # -- entering ------------------------------------------------------------------------------------------
-
-
-def _unshare(flags: int) -> int:
-    result = ctypes.CDLL(None, use_errno=True).unshare(flags)
-    return result if isinstance(result, int) else -1
 
 
 class _StepError(OSError):
@@ -363,7 +338,7 @@ def enter(flags: int) -> None:
     """Unshare the network namespace (and the user namespace, mapped to the current ids), then bring
     loopback up. Raises ``_StepError`` naming the step that failed."""
     uid, gid = os.geteuid(), os.getegid()
-    if _unshare(flags) != 0:
+    if NAMESPACES.unshare(flags) != 0:
         raise _StepError("unshare", ctypes.get_errno())
     if flags & _CLONE_NEWUSER:
         # setgroups first: the kernel refuses an unprivileged gid map while setgroups is allowed.

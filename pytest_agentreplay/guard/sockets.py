@@ -2,32 +2,24 @@
 and every send on a socket connected before the guard applied (``send``, ``sendall``, ``sendto``,
 ``sendmsg``, ``sendfile``, and ``ssl.SSLSocket.send``).
 
-The calls reach the guard through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`), whose
-trampolines the plugin puts on the socket type when it loads (or :func:`patch_sockets` when the guard is
-installed without the plugin): a method taken before the guard was installed is still gated. Installing
-the guard arms the gate with :func:`gate_check`; uninstalling disarms it, and the calls pass through.
+The calls reach :func:`gate_check` through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`),
+whose trampolines are on the socket type before any method is taken; installing the guard arms it.
 
-Every family and type is guarded. ``AF_UNIX``, ``AF_NETLINK`` and ``AF_ALG`` (local to the machine)
-always pass; IP destinations are checked by host; any other family is refused (:func:`~.decision.decide`).
-
-Sends: a socket connected through the guard while a run guarded (the connect was checked) or accepted by
-a server of this process while the guard was installed sends freely. Any other connected socket was
-connected before the guard applied (at import, in a fixture of an earlier test, a warmed keep-alive pool):
-its peer is checked like a connect, so a pre-connected socket to a host the run does not allow is refused
-with the guard's message. A pipe to a process started earlier is no socket: the guard cannot see it.
+A socket connected through the guard while a run guarded, or accepted by a server of this process, sends
+freely. Any other connected socket was connected before the guard applied (at import, in an earlier
+test's fixture, a warmed keep-alive pool): its peer is checked like a connect.
 """
 
 from __future__ import annotations
 
 import socket
 import sys
-import threading
 
 from ..core import socket_gate
 from ..core.patching import Patches, genuine_function
 from .checks import check_address
 from .decision import LOCAL_FAMILIES
-from .runs import GuardRun, guarding_runs
+from .runs import guarding_runs
 
 
 def _family_of(sock: object) -> int | None:
@@ -45,39 +37,13 @@ def _fileno(sock: object) -> int:
         return -1
 
 
-class Vetted:
-    """The sockets that may send without a peer check, while the guard is installed.
-
-    Process-wide (:data:`VETTED`): a socket is used from any thread. Cleared when the guard is removed:
-    a socket connected under one test's guard and reused in a later test is checked there again.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        # id(socket) -> (its descriptor, the ids of the runs that checked its connect).
-        self.connected: dict[int, tuple[int, frozenset[int]]] = {}
-        # descriptor -> peer address of a connection a server of this process accepted.
-        self.accepted: dict[int, object] = {}
-
-    def connect(self, sock: object, runs: list[GuardRun]) -> None:
-        with self.lock:
-            self.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
-
-    def accept(self, fd: int, peer: object) -> None:
-        with self.lock:
-            self.accepted[fd] = peer
-
-    def admits(self, sock: object, runs: list[GuardRun]) -> bool:
-        entry = self.connected.get(id(sock))
-        return entry is not None and entry[0] == _fileno(sock) and any(id(r) in entry[1] for r in runs)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.connected.clear()
-            self.accepted.clear()
-
-
-VETTED = Vetted()
+# The sockets that may send without a peer check while the guard is installed, used from any thread (each
+# access one dict operation). Cleared when the guard is removed: a socket connected under one test's guard
+# and reused in a later test is checked there again.
+# id(socket) -> (its descriptor, the ids of the runs that checked its connect).
+_CONNECTED: dict[int, tuple[int, frozenset[int]]] = {}
+# descriptor -> peer address of a connection a server of this process accepted.
+_ACCEPTED: dict[int, object] = {}
 _BEFORE = " on a connection opened before the guard applied"
 
 
@@ -85,7 +51,7 @@ def _check_connect(sock: object, address: object, channel: str) -> None:
     runs = guarding_runs()
     if runs:
         check_address(_family_of(sock), address, channel, runs)
-        VETTED.connect(sock, runs)
+        _CONNECTED[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
 
 
 def _check_peer(sock: object, channel: str) -> None:
@@ -94,13 +60,14 @@ def _check_peer(sock: object, channel: str) -> None:
     if not runs:
         return
     family = _family_of(sock)
-    if family in LOCAL_FAMILIES or VETTED.admits(sock, runs):
+    fd, checked_by = _CONNECTED.get(id(sock), (None, frozenset()))
+    if family in LOCAL_FAMILIES or (fd == _fileno(sock) and any(id(r) in checked_by for r in runs)):
         return
     try:
         peer = getattr(sock, "getpeername")()  # noqa: B009
     except (AttributeError, OSError):
         return  # not connected: the call fails on its own
-    if VETTED.accepted.get(_fileno(sock)) == peer:
+    if _ACCEPTED.get(_fileno(sock)) == peer:
         return
     check_address(family, peer, channel + _BEFORE, runs)
 
@@ -129,7 +96,7 @@ def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
             _check_peer(sock, "socket.sendmsg")
     elif name == "_accept":
         if args and isinstance(args[0], int):
-            VETTED.accept(args[0], args[1] if len(args) > 1 else None)
+            _ACCEPTED[args[0]] = args[1] if len(args) > 1 else None
     elif name == "create_connection":
         address = args[0] if args else None
         if isinstance(address, tuple) and address and isinstance(address[0], str):
@@ -157,7 +124,8 @@ def _patch_ssl(patches: Patches) -> None:
 
 def _disarm() -> None:
     socket_gate.arm(None)
-    VETTED.clear()
+    _CONNECTED.clear()
+    _ACCEPTED.clear()
 
 
 def patch_sockets(patches: Patches, _module: object) -> None:

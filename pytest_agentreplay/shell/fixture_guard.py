@@ -127,7 +127,7 @@ class FixtureGuard:
             for pid, command in unreached_children(runs)
             if not reaches_no_network(command)
         ]
-        after = live_children()
+        after = live_children() if self.children_before else {}
         notes += [
             (
                 f"child {pid}",
