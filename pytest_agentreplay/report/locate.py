@@ -210,7 +210,8 @@ class CassetteIndex:
                 continue
             if not isinstance(payload.value, dict):
                 return payload.line
-            outline = _outline(payload)
+            # What routing reads (method, url, the delta spec, the headers), not the body.
+            outline = {k: _plain(v) for k, v in payload.value.items() if k != "body"}
             where, here = _route(outline, tokens)
             following = self._next(position, outline, where)
             if following is None:
@@ -219,8 +220,8 @@ class CassetteIndex:
         return self.events[position].line
 
     def _next(self, position: int, payload: dict[str, Any], where: str) -> int | None:
-        if where == "prev":
-            return self._previous_request(position)
+        if where == "prev":  # ``"headers": "@prev"``: the request before, whatever its endpoint
+            return next((earlier for earlier, _ in self._earlier_requests(position)), None)
         if where != "base":
             return None
         spec = payload.get("delta")
@@ -236,10 +237,6 @@ class CassetteIndex:
             ref = self.events[earlier].child("input_ref")
             if ref is not None and _is_request(ref):
                 yield earlier, ref
-
-    def _previous_request(self, position: int) -> int | None:
-        """The request before this one, whatever its endpoint (``"headers": "@prev"``)."""
-        return next((earlier for earlier, _ in self._earlier_requests(position)), None)
 
     def _base(self, position: int, endpoint: tuple[str, str], back: int) -> int | None:
         """The ``back``-th earlier request to ``endpoint`` (None when it cannot be told)."""
@@ -286,22 +283,6 @@ class CassetteIndex:
             except Exception:
                 self._blobs[sha] = None
         return self._blobs[sha]
-
-
-def _outline(payload: _Node) -> dict[str, Any]:
-    """What routing needs of a stored request: method, url, the delta spec and the stored header names."""
-    out: dict[str, Any] = {}
-    for name in ("method", "url"):
-        found = payload.child(name)
-        if found is not None:
-            out[name] = found.scalar()
-    spec = payload.child("delta")
-    if spec is not None:
-        out["delta"] = _plain(spec)
-    headers = payload.child("headers")
-    if headers is not None:
-        out["headers"] = dict.fromkeys(headers.value) if isinstance(headers.value, dict) else headers.scalar()
-    return out
 
 
 def _plain(node: _Node) -> Any:
