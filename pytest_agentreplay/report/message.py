@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..exceptions import AgentReplayError
-from .status import headline_of
 
 LINE_LIMIT = 300
 
@@ -36,8 +35,9 @@ def status_message(shown: str | None, test_run: RunFailures | None, longrepr: st
         failure = test_run.setup_error or (test_run.failures[0] if test_run.failures else test_run.error)
     if isinstance(failure, AgentReplayError):
         return str(failure)
-    if failure is not None:
-        return headline_of(failure)
+    if failure is not None:  # its first line
+        text = getattr(failure, "headline", None) or str(failure) or type(failure).__name__
+        return str(text).splitlines()[0][:LINE_LIMIT]
     # The test's own failure: its traceback belongs to pytest's report; its last line says what failed.
     last = (longrepr or "").strip().splitlines()[-1:]
     return last[0][:LINE_LIMIT] if last else None
