@@ -292,7 +292,7 @@ def test_every_shared_cassette_body_is_served_byte_for_byte(path: Path) -> None:
         wire = wire.encode() if isinstance(wire, str) else bytes(wire or b"")
         headers = {k.lower(): v[0] if isinstance(v, list) else v for k, v in raw_response["headers"].items()}
         expected = bodies.decode_content(wire, headers.get("content-encoding"))
-        response, _ = response_from_vcr(raw_response)
+        response = response_from_vcr(raw_response)
         stored = json.loads(dumps_pretty(response.to_payload()))
         assert bodies.body_bytes(stored["body"]) == expected, item["request"]["uri"]
         checked += 1

@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 
 from ..core.documents import Document
 from ..exceptions import ConfigError
-from ..http.exchange import HttpRequest, HttpResponse, lower_headers
-from .vcr_format import VcrInteraction, response_from_vcr
+from ..http.exchange import HttpRequest, HttpResponse
+from .vcr_format import VcrInteraction, request_from_vcr, response_from_vcr
 from .vcr_options import PLACE, PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
 from .vcr_persisters import Persister, ProjectPersister
 
@@ -28,13 +28,6 @@ DEFAULT_SERIALIZER: Final = "yaml"
 # pytest-recording replaces these in a default cassette name ("test_a[x/y]" -> "test_a[x-y]").
 _FORBIDDEN_NAME_CHARS: Final = "<>?%*:|\"'/\\"
 AgentReplayRecord = Literal["none", "missing", "all"]
-
-
-def _max_filename_len() -> int:
-    try:
-        return int(os.pathconf(".", "PC_NAME_MAX"))
-    except (AttributeError, ValueError, OSError):
-        return 255
 
 
 # ---------------------------------------------------------------------------------------------- paths
@@ -90,7 +83,10 @@ def cassette_paths(
     if name is None:
         name = _default_cassette_name(test_name, class_name)
     suffix = f".{(config or {}).get('serializer') or DEFAULT_SERIALIZER}"
-    limit = _max_filename_len()
+    try:
+        limit = int(os.pathconf(".", "PC_NAME_MAX"))
+    except (AttributeError, ValueError, OSError):
+        limit = 255
     if len(name) + len(suffix) > limit:
         digest = hashlib.md5(name.encode()).hexdigest()
         name = f"{name[: limit - len(suffix) - len(digest) - 3]}...{digest}"
@@ -196,7 +192,6 @@ class VcrMatch:
     response: HttpResponse
     index: int
     cassette: Path
-    reason: str | None = None
 
 
 def to_vcr_request(request: HttpRequest) -> Any:
@@ -284,16 +279,10 @@ class VcrReplay:
     def interactions(self) -> list[VcrInteraction]:
         """The recorded interactions as vcrpy holds them after loading (``before_record_*`` applied), in
         this project's shapes."""
-        out: list[VcrInteraction] = []
-        for stored, raw in self._cassette.data:
-            body = stored.body  # vcrpy's Request keeps bytes (or None)
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            headers = lower_headers(dict(stored.headers))
-            request = HttpRequest(str(stored.method).upper(), str(stored.uri), headers, bytes(body or b""))
-            response, reason = response_from_vcr(raw)
-            out.append(VcrInteraction(request, response, reason))
-        return out
+        return [
+            VcrInteraction(request_from_vcr(r.method, r.uri, dict(r.headers), r.body), response_from_vcr(x))
+            for r, x in self._cassette.data
+        ]
 
     # -- matching --------------------------------------------------------------------------------
     def ignored(self, request: HttpRequest) -> bool:
@@ -312,10 +301,9 @@ class VcrReplay:
             return None
         # The interaction played is the one whose count went up (vcrpy does not say which it picked).
         index = next((int(i) for i, n in counts.items() if n != before.get(i, 0)), -1)
-        response, reason = response_from_vcr(raw)
         origins = self._persister.origins
         origin = origins[index] if 0 <= index < len(origins) else self.paths[0]
-        return VcrMatch(response, index, origin, reason)
+        return VcrMatch(response_from_vcr(raw), index, origin)
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""

@@ -29,7 +29,6 @@ VcrFormat: TypeAlias = Literal["yaml", "json"]
 class VcrInteraction:
     request: HttpRequest
     response: HttpResponse
-    reason: str | None = None
 
 
 def _header_pairs(raw: object) -> list[tuple[str, str]]:
@@ -126,25 +125,27 @@ def load_vcr(path: str | Path) -> list[VcrInteraction]:
     """A vcrpy cassette's interactions in this project's shapes."""
     out: list[VcrInteraction] = []
     for item in read_vcr_document(Path(path)).get("interactions") or []:
-        req_raw = _mapping(item.get("request") if isinstance(item, Mapping) else None)
-        req_headers = lower_headers(_header_pairs(req_raw.get("headers")))
-        request = HttpRequest(
-            str(req_raw.get("method", "GET")).upper(),
-            str(req_raw.get("uri", "")),
-            req_headers,
-            _raw_body(req_raw.get("body")),
-        )
-        response, reason = response_from_vcr(item.get("response") if isinstance(item, Mapping) else None)
-        out.append(VcrInteraction(request, response, reason))
+        item = _mapping(item)
+        req = _mapping(item.get("request"))
+        headers = _header_pairs(req.get("headers"))
+        request = request_from_vcr(req.get("method", "GET"), req.get("uri", ""), headers, req.get("body"))
+        out.append(VcrInteraction(request, response_from_vcr(item.get("response"))))
     return out
+
+
+def request_from_vcr(
+    method: object, uri: object, headers: Mapping[str, object] | list[tuple[str, str]], body: object
+) -> HttpRequest:
+    """A vcrpy request (a cassette's dict or vcrpy's ``Request``'s fields) as an ``HttpRequest``."""
+    return HttpRequest(str(method).upper(), str(uri), lower_headers(headers), _raw_body(body))
 
 
 def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
-def response_from_vcr(given: object) -> tuple[HttpResponse, str | None]:
-    """A vcrpy response dict as a served ``HttpResponse`` and its reason phrase."""
+def response_from_vcr(given: object) -> HttpResponse:
+    """A vcrpy response dict as a served ``HttpResponse``."""
     resp_raw = _mapping(given)
     resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
     raw = _raw_body(resp_raw.get("body"))
@@ -155,13 +156,11 @@ def response_from_vcr(given: object) -> tuple[HttpResponse, str | None]:
             raw = bodies.decode_content(raw, encoding)
     status = resp_raw.get("status") or {}
     code = int(str(status.get("code", 200))) if isinstance(status, Mapping) else int(str(status))
-    response = HttpResponse(
+    return HttpResponse(
         code,
         stored_response_headers(resp_headers, decoded=bool(encoding)),
         bodies.encode_body(raw, resp_headers.get("content-type"), exact=True),
     )
-    reason = status.get("message") if isinstance(status, Mapping) else None
-    return response, (str(reason) if reason is not None else None)
 
 
 def interactions_to_events(

@@ -111,7 +111,16 @@ class VcrSource:
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
         """The played interactions in play order, recorded as a run, redacted like a saved cassette."""
         assert self.serving is not None and ctx.recorded is not None, "recorded_side() before load()"
-        return played_history(ctx, ctx.recorded.run, self.serving)
+        interactions = self.serving.replay.interactions()
+        played: list[VcrInteraction] = []
+        for index, url in self.serving.played:
+            stored, response = interactions[index].request, interactions[index].response
+            # vcrpy matched the live URL to this interaction under its filters (filter_query_parameters,
+            # before_record_request) and match_on: a URL difference it disregarded is not compared either.
+            request = HttpRequest(stored.method, url, stored.headers, stored.body)
+            played.append(VcrInteraction(request, response))
+        events = interactions_to_events(played, ctx.settings, ctx.recorded.run, framed=True)
+        return PlayedHistory(ctx.recorded.run, events, ctx.redactor)
 
     def converted_run(self, run: RunMeta) -> RunMeta:
         """The run metadata of a converted vcr-served run: no longer labelled imported."""
@@ -149,19 +158,6 @@ def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> Un
         ["closest recorded:", *(f"  {line}" for line in closest)] if closest else [],
         ["if it is not, find what changed it (prompt, arguments, base URL, code)"],
     )
-
-
-def played_history(ctx: RunContext, run: RunMeta, serving: VcrServing) -> PlayedHistory:
-    """What ``serving`` played for ``ctx``, recorded as a capture of the same interactions would be."""
-    interactions = serving.replay.interactions()
-    played: list[VcrInteraction] = []
-    for index, url in serving.played:
-        stored, response = interactions[index].request, interactions[index].response
-        # vcrpy matched the live URL to this interaction under its filters (filter_query_parameters,
-        # before_record_request) and match_on: a URL difference it disregarded is not compared either.
-        played.append(VcrInteraction(HttpRequest(stored.method, url, stored.headers, stored.body), response))
-    events = interactions_to_events(played, ctx.settings, run, framed=True)
-    return PlayedHistory(run, events, ctx.redactor)
 
 
 @dataclass

@@ -72,11 +72,12 @@ def write_report(
         atomic_write_bytes(path, text.encode("utf-8"))
     except OSError as exc:
         raise _not_written(path, f"{type(exc).__name__}: {exc}") from exc
-    if step_summary:
+    # GitHub Actions shows the file ``$GITHUB_STEP_SUMMARY`` names on the run's page: the Markdown goes there.
+    if step_summary and (target := os.environ.get("GITHUB_STEP_SUMMARY")):
         try:
-            append_step_summary(report)
+            with open(target, "a", encoding="utf-8") as fh:
+                fh.write(render_report(".md", report))
         except OSError as exc:
-            target = os.environ.get("GITHUB_STEP_SUMMARY", "")
             raise _not_written(Path(target), f"{type(exc).__name__}: {exc}", "$GITHUB_STEP_SUMMARY") from exc
 
 
@@ -90,14 +91,3 @@ def _not_written(path: Path, problem: str, what: str = "the agentreplay report")
             "or name another path with --agentreplay-report",
         ],
     )
-
-
-def append_step_summary(report: SessionReport) -> Path | None:
-    """Append the Markdown report to the file GitHub Actions names in ``$GITHUB_STEP_SUMMARY``."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if not target:
-        return None
-    text = render_report(".md", report)
-    with open(target, "a", encoding="utf-8") as fh:
-        fh.write(text if text.endswith("\n") else text + "\n")
-    return Path(target)

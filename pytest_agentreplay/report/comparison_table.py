@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 from ..core.documents import Document
 from ..core.prices import PRICES_DATE
@@ -137,22 +137,13 @@ def html_table(rows: Sequence[Document], escape: object) -> str:
 
 def not_spent_total(items: Iterable[Mapping[str, object]]) -> Document:
     """What every replaying test served instead of spending, added up."""
-    calls = tokens = 0
-    cost = 0.0
-    unpriced: set[str] = set()
-    tests = 0
-    for item in items:
-        tests += 1
-        calls += int(item.get("calls") or 0)  # type: ignore[call-overload]
-        tokens += int(item.get("tokens") or 0)  # type: ignore[call-overload]
-        cost += float(item.get("cost") or 0.0)  # type: ignore[arg-type]
-        unpriced.update(str(m) for m in item.get("unpriced") or [])  # type: ignore[attr-defined]
+    rows: list[Any] = list(items)
     return {
-        "tests": tests,
-        "model_calls": calls,
-        "tokens": tokens,
-        "cost": round(cost, 6),
-        "unpriced_models": sorted(unpriced),
+        "tests": len(rows),
+        "model_calls": sum(int(i.get("calls") or 0) for i in rows),
+        "tokens": sum(int(i.get("tokens") or 0) for i in rows),
+        "cost": round(sum((float(i.get("cost") or 0) for i in rows), 0.0), 6),
+        "unpriced_models": sorted({str(m) for i in rows for m in i.get("unpriced") or []}),
         "prices_date": PRICES_DATE,
     }
 

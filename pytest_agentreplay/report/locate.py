@@ -1,8 +1,5 @@
-"""Where a drift difference sits in the cassette file: the 1-based line a reviewer looks at in the diff.
-
-A difference names a field of the decoded event; the file holds the stored form (``stored_form.py``:
-payloads under ``input_ref.inline``, requests as deltas over earlier ones, large payloads in the blob
-store), which :func:`locate_line` follows. The text is indexed once per cassette, in one linear scan.
+"""Where a drift difference sits in the cassette file: the 1-based line a reviewer looks at in the diff,
+following the stored form (inline payloads, request deltas, the blob store). One linear scan per cassette.
 """
 
 from __future__ import annotations
@@ -178,17 +175,12 @@ class CassetteIndex:
                 return sha.line if sha is not None else _walk(ref, rest)
             return _walk(payload, rest)
         # What an HTTP event's request says is left out of it: data.method/url, the default tool name.
-        if head == "data" and len(rest) == 1 and rest[0] in _LEAN_DATA_FIELDS and _lacks(event, tokens):
-            return self._lean(position, event, tokens, rest)
-        if head == "tool" and rest == ("name",) and _lacks(event, tokens):
-            return self._lean(position, event, tokens, ("url",))
-        return _walk(event, tokens)
-
-    def _lean(self, position: int, event: _Node, tokens: tuple[str, ...], request: tuple[str, ...]) -> int:
+        lean = head == "data" and len(rest) == 1 and rest[0] in _LEAN_DATA_FIELDS
+        request = rest if lean else ("url",) if head == "tool" and rest == ("name",) else None
         ref = event.child("input_ref")
-        if ref is None or not _is_request(ref) or ref.child("inline") is None:
-            return _walk(event, tokens)
-        return self._in_request(position, request)
+        if request and _lacks(event, tokens) and ref is not None and _is_request(ref) and ref.child("inline"):
+            return self._in_request(position, request)
+        return _walk(event, tokens)
 
     def _in_request(self, position: int, tokens: tuple[str, ...]) -> int:
         """A field of a request payload, following deltas to the earlier request that stores it."""
@@ -202,15 +194,17 @@ class CassetteIndex:
                 if sha is None:
                     return ref.line
                 blob = self._blob(sha.scalar())
-                where, _ = _route(blob, tokens) if isinstance(blob, dict) else ("here", tokens)
-                following = self._next(position, blob, where) if isinstance(blob, dict) else None
+                following = (
+                    self._next(position, blob, _route(blob, tokens)[0]) if isinstance(blob, dict) else None
+                )
                 if following is None:
                     return sha.line
                 position = following
                 continue
             if not isinstance(payload.value, dict):
                 return payload.line
-            outline = _outline(payload)
+            # What routing reads (method, url, the delta spec, the headers), not the body.
+            outline = {k: _plain(v) for k, v in payload.value.items() if k != "body"}
             where, here = _route(outline, tokens)
             following = self._next(position, outline, where)
             if following is None:
@@ -219,8 +213,8 @@ class CassetteIndex:
         return self.events[position].line
 
     def _next(self, position: int, payload: dict[str, Any], where: str) -> int | None:
-        if where == "prev":
-            return self._previous_request(position)
+        if where == "prev":  # ``"headers": "@prev"``: the request before, whatever its endpoint
+            return next((earlier for earlier, _ in self._earlier_requests(position)), None)
         if where != "base":
             return None
         spec = payload.get("delta")
@@ -236,10 +230,6 @@ class CassetteIndex:
             ref = self.events[earlier].child("input_ref")
             if ref is not None and _is_request(ref):
                 yield earlier, ref
-
-    def _previous_request(self, position: int) -> int | None:
-        """The request before this one, whatever its endpoint (``"headers": "@prev"``)."""
-        return next((earlier for earlier, _ in self._earlier_requests(position)), None)
 
     def _base(self, position: int, endpoint: tuple[str, str], back: int) -> int | None:
         """The ``back``-th earlier request to ``endpoint`` (None when it cannot be told)."""
@@ -286,22 +276,6 @@ class CassetteIndex:
             except Exception:
                 self._blobs[sha] = None
         return self._blobs[sha]
-
-
-def _outline(payload: _Node) -> dict[str, Any]:
-    """What routing needs of a stored request: method, url, the delta spec and the stored header names."""
-    out: dict[str, Any] = {}
-    for name in ("method", "url"):
-        found = payload.child(name)
-        if found is not None:
-            out[name] = found.scalar()
-    spec = payload.child("delta")
-    if spec is not None:
-        out["delta"] = _plain(spec)
-    headers = payload.child("headers")
-    if headers is not None:
-        out["headers"] = dict.fromkeys(headers.value) if isinstance(headers.value, dict) else headers.scalar()
-    return out
 
 
 def _plain(node: _Node) -> Any:

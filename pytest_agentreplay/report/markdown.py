@@ -63,10 +63,6 @@ def _plain(text: str) -> str:
     return html.escape(text).replace("|", "&#124;")
 
 
-def _side(value: object) -> str:
-    return "*(absent)*" if value is ABSENT else cell_code(value)
-
-
 def _event(diff: Difference) -> str:
     rec, rep = diff.seq_recorded, diff.seq_replayed
     where = f"#{rec}" if rec is not None else ""
@@ -121,16 +117,13 @@ def drift_table(drift: DriftResult, where: Where | None = None) -> list[str]:
             f" {_side(diff.recorded)} | {_side(diff.replayed)} | {verdict} | {rule} |"
         )
     if len(ordered) > MAX_ROWS_PER_TEST:
-        rows.append("")
-        rows.append(
-            f"… and {len(ordered) - MAX_ROWS_PER_TEST} more difference(s); see the JSON or HTML report."
-        )
+        more = len(ordered) - MAX_ROWS_PER_TEST
+        rows += ["", f"… and {more} more difference(s); see the JSON or HTML report."]
     return rows
 
 
-def message_block(message: str) -> list[str]:
-    """The whole failure message, pre-formatted (its layout makes it readable) and escaped."""
-    return ["<pre>", *html.escape(message.strip("\n")).splitlines(), "</pre>"]
+def _side(value: object) -> str:
+    return "*(absent)*" if value is ABSENT else cell_code(value)
 
 
 def status_label(test: TestStatus) -> str:
@@ -147,8 +140,7 @@ def render_markdown(report: SessionReport) -> str:
     counts = [f"**{summary[a]} {a}**" if a in RED and summary[a] else f"{summary[a]} {a}" for a in order]
     counts.append(f"{summary['unused']} unused")
     verdict = "❌" if any(summary[a] for a in RED) else "✅"
-    lines.append(f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}")
-    lines.append("")
+    lines += [f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}", ""]
     network = report.network
     if network is not None:
         why = f" ({network['reason']})" if network.get("reason") else ""
@@ -166,12 +158,12 @@ def render_markdown(report: SessionReport) -> str:
             "| result | test | cassette | mode | regressions | expected |",
             "|---|---|---|---|---|---|",
         ]
-        for t in tests:
-            lines.append(
-                f"| {ICONS[t.status]} {_plain(status_label(t))} | {cell_code(t.nodeid, 300)} "
-                f"| {cell_code(display_path(t.cassette), 300)} "
-                f"| {_plain(t.mode)} | {t.regressions} | {t.expected} |"
-            )
+        lines += [
+            f"| {ICONS[t.status]} {_plain(status_label(t))} | {cell_code(t.nodeid, 300)} "
+            f"| {cell_code(display_path(t.cassette), 300)} "
+            f"| {_plain(t.mode)} | {t.regressions} | {t.expected} |"
+            for t in tests
+        ]
         lines.append("")
         for t in failures:
             headline = ((t.message or "").strip().splitlines() or [""])[0]
@@ -185,33 +177,25 @@ def render_markdown(report: SessionReport) -> str:
         if t.drift is None and not t.message:
             continue
         counted = f"{plural(t.regressions, 'regression')}, {t.expected} expected"
-        lines.append("<details>")
-        lines.append(
+        lines += [
+            "<details>",
             f"<summary>{ICONS[t.status]} <code>{html.escape(t.nodeid)}</code>: "
-            f"{counted if t.drift is not None else html.escape(status_label(t))}</summary>"
-        )
-        lines.append("")
-        if t.message:
-            lines.extend(message_block(t.message))
-            lines.append("")
-        lines.append(f"Cassette <code>{html.escape(display_path(t.cassette))}</code>, mode {_plain(t.mode)}.")
-        lines.append("")
+            f"{counted if t.drift is not None else html.escape(status_label(t))}</summary>",
+            "",
+        ]
+        if t.message:  # the whole message, pre-formatted: its layout makes it readable
+            lines += ["<pre>", *html.escape(t.message.strip("\n")).splitlines(), "</pre>", ""]
+        cassette = html.escape(display_path(t.cassette))
+        lines += [f"Cassette <code>{cassette}</code>, mode {_plain(t.mode)}.", ""]
         if t.drift is not None:
-            lines.extend(drift_table(t.drift, cassette_lines(t.cassette, t.status, locator)))
-            lines.append("")
-        lines.append("</details>")
-        lines.append("")
+            lines += [*drift_table(t.drift, cassette_lines(t.cassette, t.status, locator)), ""]
+        lines += ["</details>", ""]
     if report.unused:
-        lines.append("Unused cassettes: " + ", ".join(cell_code(u, 120) for u in report.unused))
-        lines.append("")
+        lines += ["Unused cassettes: " + ", ".join(cell_code(u, 120) for u in report.unused), ""]
     pending = [t.pending for t in report.tests if t.pending]
     if pending:
         shown = ", ".join(cell_code(display_path(p), 120) for p in pending)
-        lines.append("Pending drift (`agentreplay review`): " + shown)
-        lines.append("")
+        lines += ["Pending drift (`agentreplay review`): " + shown, ""]
     if report.next_steps:
-        lines.append("**Next steps**")
-        lines.append("")
-        lines.extend(f"- `{step.replace('`', '')}`" for step in report.next_steps)
-        lines.append("")
+        lines += ["**Next steps**", "", *(f"- `{step.replace('`', '')}`" for step in report.next_steps), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -271,9 +271,3 @@ def decide(
         rerecorded=rerecorded if status == Status.RECORDED else None,
         pending=pending,
     )
-
-
-def headline_of(exc: BaseException) -> str:
-    """The first line of an error, for a one-line report cell."""
-    text = getattr(exc, "headline", None) or str(exc) or type(exc).__name__
-    return str(text).splitlines()[0][:300]

@@ -165,7 +165,13 @@ def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ())
             lines.append(f"  {name}: {status.nodeid}{_detail(status)}")
     for path in unused:
         lines.append(f"  unused: {path}")
-    lines.extend(rerecorded_lines(statuses))
+    turned = [s.rerecorded for s in statuses if s.rerecorded is not None]
+    if turned:  # the session's re-recording from the drift (``--agentreplay-record=drifted``)
+        kept, sent = sum(r.calls_kept for r in turned), sum(r.calls_sent for r in turned)
+        lines.append(
+            f"re-recorded from the drift: {plural(len(turned), 'test')}, {plural(kept, 'call')} kept from "
+            f"the cassettes, {plural(sent, 'call')} sent live"
+        )
     steps = next_steps(statuses, unused=unused)
     if steps:
         lines.append("next:")
@@ -181,15 +187,3 @@ def tolerated_lines(tolerated: Sequence[tuple[str, str]]) -> list[str]:
     lines = [f"tolerated: {plural(len(unique), 'call')} refused without failing the test"]
     lines.extend(f"  refused, tolerated: {call} in {nodeid}" for nodeid, call in unique)
     return lines
-
-
-def rerecorded_lines(statuses: Sequence[TestStatus]) -> list[str]:
-    """The session's re-recording from the drift (``--agentreplay-record=drifted``): calls kept and sent."""
-    turned = [s.rerecorded for s in statuses if s.rerecorded is not None]
-    if not turned:
-        return []
-    kept, sent = sum(r.calls_kept for r in turned), sum(r.calls_sent for r in turned)
-    return [
-        f"re-recorded from the drift: {plural(len(turned), 'test')}, {plural(kept, 'call')} kept from the "
-        f"cassettes, {plural(sent, 'call')} sent live"
-    ]

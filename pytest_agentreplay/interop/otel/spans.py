@@ -1,9 +1,6 @@
-"""A recorded run as spans following the GenAI semantic conventions
-(https://opentelemetry.io/docs/specs/semconv/gen-ai/), independent of the output form: ``invoke_agent``
-root, ``chat`` per model call, ``execute_tool`` per tool call, HTTP client spans, other events as root
-span events. Project attributes are under ``agentreplay.*``; ids are deterministic (same cassette, same
-spans).
-"""
+"""A recorded run as spans of the GenAI semantic conventions (https://opentelemetry.io/docs/specs/semconv/
+gen-ai/), independent of the output form. Project attributes are under ``agentreplay.*``; ids are
+deterministic (same cassette, same spans)."""
 
 from __future__ import annotations
 

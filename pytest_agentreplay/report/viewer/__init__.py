@@ -1,13 +1,5 @@
 """The HTML run viewer: one self-contained page (inline CSS and JS, no network) showing a run's
-timeline, sequence picture and drift. Everything from the cassette is escaped: payloads are untrusted.
-
-This folder owns:
-
-- ``document.py``: a run's section and the HTML document around it;
-- ``entries.py``: the timeline list and its toolbar; ``svg.py``: the sequence picture;
-- ``drift.py``: the drift view; ``markup.py``: escaping and shared HTML pieces;
-- ``viewer.css``, ``error_probe.js``, ``viewer.js``: inlined verbatim into every page (comments included).
-"""
+timeline, sequence picture and drift. Everything from the cassette is escaped: payloads are untrusted."""
 
 from __future__ import annotations
 

@@ -87,14 +87,12 @@ def _details(event: Event, resolve: PayloadResolver | None) -> str:
     elif event.type == "effect":
         effect = event.effect
         key = tool.idempotency_key if tool else None
-        badges = []
         if effect is not None and effect.committed:
-            badges.append('<span class="badge committed">committed</span>')
+            parts.append('<span class="badge committed">committed</span>')
         elif effect is not None:
-            badges.append('<span class="badge">not committed</span>')
+            parts.append('<span class="badge">not committed</span>')
         if not key:
-            badges.append('<span class="badge missing-key">no idempotency key</span>')
-        parts.append("".join(badges))
+            parts.append('<span class="badge missing-key">no idempotency key</span>')
         parts.append(
             kv(
                 [
