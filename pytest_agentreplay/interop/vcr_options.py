@@ -16,13 +16,30 @@ from ..exceptions import ConfigError
 # Keys pytest-recording reads itself (never handed to vcrpy).
 PYTEST_RECORDING_KEYS: Final = frozenset({"record_mode", "allowed_hosts", "serializer", "allow_private_ips"})
 
-APPLIED: Final = frozenset({
-    "serializer", "persister", "match_on", "additional_matchers", "record_mode",
-    "before_record_request", "before_record", "before_record_response", "decode_compressed_response",
-    "filter_headers", "filter_query_parameters", "filter_post_data_parameters",
-    "filter_nested_post_data_parameters", "filter_sensitive_data", "ignore_hosts", "ignore_localhost",
-    "allow_playback_repeats", "after_load_interaction", "path_transformer", "cassette_library_dir",
-})  # fmt: skip
+APPLIED: Final = frozenset(
+    {
+        "serializer",
+        "persister",
+        "match_on",
+        "additional_matchers",
+        "record_mode",
+        "before_record_request",
+        "before_record",
+        "before_record_response",
+        "decode_compressed_response",
+        "filter_headers",
+        "filter_query_parameters",
+        "filter_post_data_parameters",
+        "filter_nested_post_data_parameters",
+        "filter_sensitive_data",
+        "ignore_hosts",
+        "ignore_localhost",
+        "allow_playback_repeats",
+        "after_load_interaction",
+        "path_transformer",
+        "cassette_library_dir",
+    }
+)
 
 NOTHING_TO_APPLY: Final[Mapping[str, str]] = {
     "record_on_exception": "vcrpy reads it when it saves a cassette; a replayed cassette is never saved",
