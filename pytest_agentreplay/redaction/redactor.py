@@ -59,6 +59,8 @@ T = TypeVar("T")
 _ABSENT = object()
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
+# Per name rules: ``os.environ`` as last read (its raw dict) and the credentials found in it.
+_ENVIRONMENT: dict[NameRules, tuple[dict[object, object], list[str]]] = {}
 
 
 @functools.cache
@@ -153,14 +155,23 @@ class Redactor:
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``)."""
-        names = self._memory.names
+        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``), and
+        while ``os.environ`` is unchanged, so are its credentials (compared as its raw dict, in C)."""
+        raw = getattr(environ, "_data", None)
+        cached = _ENVIRONMENT.get(self._rules)
+        if cached is not None and cached[0] == raw:
+            self.learn(cached[1])
+            return
+        names, found = self._memory.names, []
         for name, value in environ.items():
             kind = names.get((name, False))
             if kind is None:
                 kind = self._kind(name, False)
             if kind == SECRET and looks_like_credential(value):
-                self.learn(value)
+                found.append(value)
+        self.learn(found)
+        if isinstance(raw, dict):
+            _ENVIRONMENT[self._rules] = (dict(raw), found)
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential.
