@@ -59,6 +59,8 @@ T = TypeVar("T")
 _ABSENT = object()
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
+# Per name rules: ``os.environ`` as last read (its raw dict) and the credentials found in it.
+_ENVIRONMENT: dict[NameRules, tuple[object, list[str]]] = {}
 
 
 @functools.cache
@@ -153,22 +155,23 @@ class Redactor:
 
     def learn_environment(self, environ: Mapping[str, str]) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``)."""
-        names = self._memory.names
-        for name, value in environ.items():
-            kind = names.get((name, False))
-            if kind is None:
-                kind = self._kind(name, False)
-            if kind == SECRET and looks_like_credential(value):
-                self.learn(value)
+        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``), and
+        while ``os.environ`` is unchanged, so are its credentials (compared as its raw dict, in C)."""
+        raw, cached = getattr(environ, "_data", None), _ENVIRONMENT.get(self._rules)
+        if cached is None or cached[0] != raw:
+            names, found = self._memory.names, []
+            for name, value in environ.items():
+                kind = names.get((name, False))
+                kind = self._kind(name, False) if kind is None else kind
+                if kind == SECRET and looks_like_credential(value):
+                    found.append(value)
+            cached = _ENVIRONMENT[self._rules] = (dict(raw) if isinstance(raw, dict) else _ABSENT, found)
+        self.learn(cached[1])
 
     def is_secret_header(self, name: str) -> bool:
-        """Whether an HTTP header of this name carries a credential.
-
-        Wider than JSON keys: any word of the name containing auth/key/token/secret/signature/session/
-        password/cookie ("X-Auth-Key", "X-Amz-Security-Token", "X-Session-Id"), minus a short allowlist
-        that must stay readable (``Idempotency-Key``, rate-limit token counters).
-        """
+        """Whether an HTTP header of this name carries a credential. Wider than JSON keys: any word of the
+        name containing auth/key/token/secret/signature/session/password/cookie ("X-Auth-Key", "X-Api-Key"),
+        minus a short allowlist that must stay readable (``Idempotency-Key``, rate-limit token counters)."""
         cached = self._memory.headers.get(name)
         if cached is not None:
             return cached
@@ -477,11 +480,8 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 @functools.cache
 def default_redactor() -> Redactor:
-    """The redactor of the built-in rules, built once: it holds compiled patterns and immutable decisions.
-
-    Process-wide, its callers know nothing of each other: it shares no redacted container between calls,
-    and learns no secret value from one call to replace in another.
-    """
+    """The redactor of the built-in rules, built once. Process-wide, its callers know nothing of each other:
+    it shares no redacted container between calls, and learns no secret from one to replace in another."""
     return Redactor(sharing=Sharing.NONE, learns=False)
 
 

@@ -10,26 +10,61 @@ and only the rest of the request (method, URL, headers) is redacted. A view made
 secret is redone (``RedactedEvent.current``).
 
 Against a recording that left out the transport request headers (``cassette.transport_headers``), the
-compared events leave them out too: comparison ignores them, and a project rule on one compares only
-cassettes that keep them. An update's save keeps or leaves them out by its own setting.
+compared events leave them out before they are redacted: comparison ignores them, and a project rule on one
+compares only cassettes that keep them. What an accepted update writes keeps them (its save keeps or leaves
+them out by its own setting), redacted only when an update asks for them (``ReplayedHistory.views``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import is_
-from typing import NamedTuple
 
 from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
-from ..core.canonical import same_json
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
 from ..redaction import RedactedEvent, Redactor, redact_event
 
 
-class ReplayedHistory(NamedTuple):
-    views: list[RedactedEvent]  # what an accepted update writes (``cassette.write.save_cassette``)
-    compared: list[Document]  # the same events as the comparison reads them
+class ReplayedHistory:
+    """``compared``: the replayed events as the comparison reads them; ``views``: what an accepted update
+    writes (``cassette.write.save_cassette``)."""
+
+    __slots__ = ("_by_hash", "_events", "_recorded", "_redactor", "_views", "compared")
+
+    def __init__(
+        self, events: Sequence[Event], recorded: Sequence[Document], redactor: Redactor, keep: frozenset[str]
+    ) -> None:
+        self._events = [event_to_shared_dict(event) for event in events]
+        self._recorded, self._redactor = recorded, redactor
+        self._by_hash: dict[str, Document] = {}
+        for twin in recorded:
+            digest, body = (twin.get("data") or {}).get("request_hash"), _json_body(twin)
+            if twin.get("type") == "model.call" and isinstance(digest, str) and body is not None:
+                self._by_hash.setdefault(digest, body)
+        self._views: list[RedactedEvent] | None = None
+        if holds_transport_headers(recorded, keep=keep):
+            self._views = self._redacted(self._events)
+            self.compared = [view.doc for view in self._views]
+        else:
+            stripped = [without_transport_headers(event, keep) for event in self._events]
+            self.compared = [view.doc for view in self._redacted(stripped)]
+
+    @property
+    def views(self) -> list[RedactedEvent]:
+        """The replayed events redacted whole, transport headers and all."""
+        if self._views is None:
+            self._views = self._redacted(self._events)
+        return self._views
+
+    def _redacted(self, events: Sequence[Document]) -> list[RedactedEvent]:
+        recorded, redactor = self._recorded, self._redactor
+        views = []
+        for index, replayed in enumerate(events):
+            at = recorded[index] if index < len(recorded) else None
+            like = at if at and at.get("type") == replayed["type"] else None
+            sent, like = _sent_as_recorded(replayed, like, self._by_hash)
+            views.append(redact_event(sent, redactor, like))
+        return [view.current(redactor) for view in views]
 
 
 def redacted_replay(
@@ -40,39 +75,7 @@ def redacted_replay(
 ) -> ReplayedHistory:
     """``events`` redacted against ``recorded``. ``keep_headers``: the transport headers a save keeps
     whatever its setting (``cassette.transport_headers``)."""
-    by_hash: dict[str, Document] = {}
-    for twin in recorded:
-        digest, body = (twin.get("data") or {}).get("request_hash"), _json_body(twin)
-        if twin.get("type") == "model.call" and isinstance(digest, str) and body is not None:
-            by_hash.setdefault(digest, body)
-    views = []
-    for index, event in enumerate(events):
-        replayed = event_to_shared_dict(event)
-        at = recorded[index] if index < len(recorded) else None
-        sent, like = _sent_as_recorded(
-            replayed, at if at and at.get("type") == replayed["type"] else None, by_hash
-        )
-        views.append(redact_event(sent, redactor, like))
-    views = [view.current(redactor) for view in views]
-    compared = [view.doc for view in views]
-    if not holds_transport_headers(recorded, keep=keep_headers):
-        for index, doc in enumerate(compared):
-            stripped = without_transport_headers(doc, keep_headers)
-            if stripped is not doc and index < len(recorded):
-                ref = _as_recorded(stripped["input_ref"], recorded[index].get("input_ref"))
-                stripped = {**stripped, "input_ref": ref}
-            compared[index] = stripped
-    return ReplayedHistory(views, compared)
-
-
-def _as_recorded(value: object, twin: object) -> object:
-    """``value`` with each part equal to ``twin``'s being ``twin``'s, and ``twin`` itself when all are: the
-    comparison settles shared objects by identity, equal ones by serialising them."""
-    if value is twin or not isinstance(value, dict) or not isinstance(twin, dict):
-        return twin if value is twin or same_json(value, twin) else value
-    out = {k: _as_recorded(v, twin[k]) if k in twin else v for k, v in value.items()}
-    same = out.keys() == twin.keys() and all(map(is_, out.values(), map(twin.__getitem__, out)))
-    return twin if same else out
+    return ReplayedHistory(events, recorded, redactor, keep_headers)
 
 
 def _json_body(event: Mapping[str, object] | None) -> Document | None:
