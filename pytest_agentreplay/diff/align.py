@@ -37,7 +37,8 @@ _EMPTY: Final[Mapping[str, object]] = {}
 
 def _sub(event: Event, name: str) -> Mapping[str, object]:
     value = event.get(name)
-    if type(value) is dict or isinstance(value, Mapping):
+    # Most events lack one of the parts: None is answered before the slow ABC check.
+    if type(value) is dict or (value is not None and isinstance(value, Mapping)):
         return value
     return _EMPTY
 

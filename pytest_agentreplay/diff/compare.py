@@ -30,27 +30,33 @@ from .text import ABSENT, similar
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
+# A tuple, not ``dict | list``: that union is built anew at every call of the hot checks below.
+_CONTAINERS = (dict, list)
+
+
+def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
+    """The keys whose values are not one object in both (a key of one side only included): most values of
+    a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
+    keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
+    return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
+
+
+def _differing_keys(a: Event, b: Event) -> list[str]:
+    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``)."""
+    return [key for key in _unshared(a, b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
 
 
 def events_equal(a: Event, b: Event) -> bool:
-    """Cheap equality of two events without their volatile envelope, field by field at C speed and type for
-    type (``true`` is not ``1``); a payload the replay shares with its recording (see
-    ``replay.replayed_history``) costs nothing."""
-    return all(
-        same_json(a.get(key, ABSENT), b.get(key, ABSENT))
-        for key in set(a) | set(b)
-        if key not in VOLATILE_ENVELOPE
-    )
+    """Equal without their volatile envelope."""
+    return VOLATILE_ENVELOPE.issuperset(_differing_keys(a, b))
 
 
-def _only_ignored(
-    rules: RuleSet, event_type: str, a: Event, b: Event, keys: Sequence[str] | None = None
-) -> int | None:
+def _only_ignored(rules: RuleSet, event_type: str, a: Event, b: Event, keys: Sequence[str]) -> int | None:
     """How many leaves of two events differ, when each is a scalar the rules ignore (a timestamp, a
     latency): what walking the pair would count, without the walk; None when any difference needs it.
     ``keys``: the only top-level keys whose values may differ (the others are known equal)."""
     count = 0
-    for key in keys if keys is not None else set(a) | set(b):
+    for key in keys:
         va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
         if key in REF_FIELDS:
             # As ``_PairWalker.payload`` compares refs: by their inline payloads (a blob takes the walk).
@@ -81,10 +87,9 @@ def _ignored_within(
         return 0
     if depth and type(a) is dict and type(b) is dict:
         count = 0
-        for key in set(a) | set(b):
-            counted = _ignored_within(
-                rules, event_type, (*tokens, str(key)), a.get(key, ABSENT), b.get(key, ABSENT), depth - 1
-            )
+        for key in _unshared(a, b):
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+            counted = _ignored_within(rules, event_type, (*tokens, str(key)), va, vb, depth - 1)
             if counted is None:
                 return None
             count += counted
@@ -95,7 +100,7 @@ def _ignored_within(
 def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: object, b: object) -> int | None:
     """As ``_PairWalker.leaf`` judges two differing scalars: 0 when they are the same JSON text, 1 when the
     rules ignore the difference (it is only counted), None when the walk must see it."""
-    if isinstance(a, dict | list) or isinstance(b, dict | list):
+    if isinstance(a, _CONTAINERS) or isinstance(b, _CONTAINERS):
         return None
     if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
         return 0
@@ -108,11 +113,6 @@ def _verdict_of(judgement: Judgement, recorded: object) -> Verdict:
     if recorded is ABSENT and judgement.unrecorded is not None:
         return judgement.unrecorded
     return judgement.verdict
-
-
-def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values (what :func:`events_equal` looks at)."""
-    return [key for key in set(a) | set(b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
 
 
 def _seq(event: Event, index: int) -> int:
@@ -128,7 +128,7 @@ def _same(a: object, b: object) -> bool:
     """Equal as JSON values: ``true`` is not ``1`` (Python's ``==`` says it is), ``1`` is ``1.0``."""
     if a is b:
         return True
-    if isinstance(a, dict | list):
+    if isinstance(a, _CONTAINERS):
         # Settled at C speed (key order included) before the walk would descend into every item.
         return same_json(a, b)
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
@@ -181,7 +181,7 @@ class _PairWalker:
         return self.rules.judge(self.event_type, tokens)
 
     def event(self, a: Event, b: Event) -> None:
-        for key in sorted(set(a) | set(b), key=str):
+        for key in sorted(_unshared(a, b), key=str):
             va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
             if _same(va, vb):
                 continue
@@ -226,7 +226,7 @@ class _PairWalker:
             roles = self.roles
             if roles is not None and (is_conversation_item(tokens, self.names) or is_multipart_part(tokens)):
                 note_role(roles, self.seqs, tokens, a, b)  # names the change: "system prompt", 'part "f"'
-            for key in sorted(set(a) | set(b), key=str):
+            for key in sorted(_unshared(a, b), key=str):
                 va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
                 if not _same(va, vb):
                     self.walk(va, vb, (*tokens, str(key)))
@@ -406,7 +406,7 @@ def compare_histories(
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]
         differing = _differing_keys(a, b)
-        if all(key in VOLATILE_ENVELOPE for key in differing):  # events_equal, from the same pass
+        if VOLATILE_ENVELOPE.issuperset(differing):  # events_equal
             equal += 1
             continue
         ignored = _only_ignored(rules, str(b.get("type")), a, b, differing)
@@ -429,7 +429,7 @@ def compare_histories(
 
     # Missing events sit where they would have been in the replay: after the replayed partner of the
     # closest preceding matched recorded event.
-    monotone = sorted(alignment.pairs)
+    monotone = sorted(alignment.pairs) if alignment.missing else []
     rec_index = [p[0] for p in monotone]
     for i in alignment.missing:
         a = recorded[i]

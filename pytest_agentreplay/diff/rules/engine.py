@@ -98,6 +98,7 @@ class RuleSet:
         self._compiled.sort(key=lambda c: c.key, reverse=True)
         self._by_type: dict[str, list[_Compiled]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
+        self._unordered: frozenset[str] | None = None
 
     # construction -------------------------------------------------------------------------------
     @classmethod
@@ -179,25 +180,32 @@ class RuleSet:
         under = ("input_ref", "body", "json")
         return frozenset(n for n in names if self.judge(event_type, (*under, n)).verdict == "ignore")
 
-    def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:
+    def order_insensitive_types(self) -> frozenset[str]:
         """Event types whose consecutive runs form order-insensitive groups (``TYPE:@order`` rules)."""
-        return frozenset(t for t in types if self.judge(t, (ORDER,)).rule.order_insensitive)
+        if self._unordered is None:  # asked by every comparison: answered once per set
+            self._unordered = frozenset(
+                t for t in EVENT_TYPES if self.judge(t, (ORDER,)).rule.order_insensitive
+            )
+        return self._unordered
 
     def __repr__(self) -> str:
         return f"RuleSet(mode={self.mode!r}, rules={len(self.rules)})"
 
 
-def compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
-    """The rule set of ``mode`` and ``rules``, built once per distinct pair (rules are frozen): the runs
-    of a suite are judged by a handful of rule sets, and each compiled its type table, sorted its rules
-    and judged its paths anew when built per run."""
+def compiled(mode: str, added: tuple[Rule, ...] = (), *, imported: bool = False) -> RuleSet:
+    """The rule set of ``mode``'s defaults (``imported``: with the leniency of a recording imported from
+    vcrpy), then ``added``, built once per distinct triple (rules are frozen): the runs of a suite are
+    judged by a handful of rule sets, and each compiled its type table, sorted its rules and judged its
+    paths anew when built per run. Keyed by ``added`` alone: hashing the defaults per run cost more."""
     try:
-        hash(rules)
+        hash(added)
     except TypeError:  # a Rule built by hand with a list in a field: judged by a set of its own
-        return RuleSet(mode, rules)
-    return _compiled(mode, rules)
+        return _built(mode, added, imported)
+    return _compiled(mode, added, imported)
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
-    return RuleSet(mode, rules)
+def _built(mode: str, added: tuple[Rule, ...], imported: bool) -> RuleSet:
+    return RuleSet(mode, (*default_rules(mode, imported=imported), *added))
+
+
+_compiled = functools.lru_cache(maxsize=64)(_built)
