@@ -16,7 +16,7 @@ from ..http.providers.interface import InputFields
 from .carried import InputNames
 from .compare import compare_histories
 from .result import DriftResult
-from .rules import RuleSet, RuleSpec, compiled, is_imported, parse_rules
+from .rules import RuleSet, RuleSpec, is_imported
 
 
 class PayloadSource(Protocol):
@@ -39,15 +39,8 @@ class RuleLayers(NamedTuple):
 
 
 def rules_for(layers: RuleLayers, labels: Mapping[str, object] | None) -> RuleSet:
-    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently):
-    the mode's defaults, then each layer in precedence order, compiled once per distinct rule list."""
-    added = (
-        *parse_rules(layers.project, source="project"),
-        *parse_rules(layers.marker, source="marker"),
-        *parse_rules(layers.hook, source="hook"),
-        *(parse_rules(layers.extra, source="default") if layers.extra else ()),
-    )
-    return compiled(layers.mode, added, imported=is_imported(labels))
+    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently)."""
+    return RuleSet.from_layers(**layers._asdict(), imported=is_imported(labels))
 
 
 def payload_resolver(source: PayloadSource) -> Callable[[object], object]:

@@ -103,7 +103,7 @@ class RuleSet:
     # construction -------------------------------------------------------------------------------
     @classmethod
     def defaults(cls, mode: str = "regression", *, imported: bool = False) -> RuleSet:
-        return cls(mode, default_rules(mode, imported=imported))
+        return compiled(mode, imported=imported)
 
     @classmethod
     def from_layers(
@@ -113,16 +113,20 @@ class RuleSet:
         project: RuleSpec = None,
         marker: RuleSpec = None,
         hook: RuleSpec = None,
+        extra: RuleSpec = None,
         imported: bool = False,
     ) -> RuleSet:
         """Defaults of ``mode`` < ``project`` (``[tool.agentreplay.rules]``) < ``marker`` (``rules=``) <
-        ``hook`` (results of ``pytest_agentreplay_diff_rules``). Raises ``ConfigError`` on a bad rule.
-        ``imported``: the recording came from vcrpy (``is_imported(cassette.run.labels)``)."""
-        rules = default_rules(mode, imported=imported)
-        rules += parse_rules(project, source="project")
-        rules += parse_rules(marker, source="marker")
-        rules += parse_rules(hook, source="hook")
-        return cls(mode, rules)
+        ``hook`` (results of ``pytest_agentreplay_diff_rules``) < ``extra`` (what the mode's own checks
+        add, as layer ``default``). Raises ``ConfigError`` on a bad rule. ``imported``: the recording came
+        from vcrpy (``is_imported(cassette.run.labels)``)."""
+        added = (
+            *parse_rules(project, source="project"),
+            *parse_rules(marker, source="marker"),
+            *parse_rules(hook, source="hook"),
+            *(parse_rules(extra, source="default") if extra else ()),
+        )
+        return compiled(mode, added, imported=imported)
 
     # queries ----------------------------------------------------------------------------------------
     @property

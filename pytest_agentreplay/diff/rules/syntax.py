@@ -55,22 +55,9 @@ def generalize_path(tokens: Iterable[str]) -> str:
 
 # --------------------------------------------------------------------------------------------- parsing
 
-# The keys a rule dict may have (``mode`` is accepted as an alias of ``modes``).
-RULE_KEYS: Final = (
-    "selector",
-    "event",
-    "path",
-    "verdict",
-    "epsilon",
-    "similarity",
-    "order_insensitive",
-    "normalize",
-    "modes",
-    "presence_only",
-    "unrecorded",
-    "judge",
-    "max_increase",
-)
+# The keys a rule dict may have (``mode`` is accepted as an alias of ``modes``): a rule's own fields but
+# its layer and place in it, which parsing assigns.
+RULE_KEYS: Final = ("selector", *(name for name in Rule._fields if name not in ("source", "index")))
 # The top-level keys of an event dict: a selector without ':' starting with one of them is a path.
 _EVENT_FIELDS: Final = frozenset(
     {
@@ -193,8 +180,7 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         raw_event, raw_path = spec.get("event", "*"), spec.get("path", "**")
         if not isinstance(raw_event, str) or not isinstance(raw_path, str):
             raise _config_error(name, source, "event and path must be strings")
-        event, path = raw_event, raw_path
-        event, path = event.strip(), path.strip()
+        event, path = raw_event.strip(), raw_path.strip()
         if not event:
             raise _config_error(name, source, 'empty event type; leave event out or write "*" for every one')
     if not any(fnmatch.fnmatchcase(t, event) for t in EVENT_TYPES):
