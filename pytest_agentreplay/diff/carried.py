@@ -61,10 +61,6 @@ _ROLE_NAMES: Final = {
 }
 
 
-def is_request_side(diff: Difference) -> bool:
-    return diff.event_type == "model.call" and diff.kind == "changed" and diff.path.startswith(REQUEST_SIDE)
-
-
 def _key(diff: Difference) -> tuple[str, ...]:
     def text(value: object) -> str:
         if value is ABSENT:
@@ -93,7 +89,11 @@ def collapse_carried(
     first: dict[tuple[str, ...], int] = {}
     carriers: dict[int, list[tuple[int | None, int | None]]] = {}
     for diff in differences:
-        if not is_request_side(diff):
+        if (
+            diff.event_type != "model.call"
+            or diff.kind != "changed"
+            or not diff.path.startswith(REQUEST_SIDE)
+        ):
             if is_multipart_part(diff.path_tokens[:4]):
                 diff = replace(diff, subject=subject_of(diff, roles, names))
             out.append(diff)

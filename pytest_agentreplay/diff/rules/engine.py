@@ -51,15 +51,10 @@ def _type_specificity(pattern: str) -> int:
     return 0 if pattern == "*" else 1
 
 
-class _Compiled(NamedTuple):
-    rule: Rule
-    pseudo: bool
-    key: tuple[object, ...]
-
-    @property
-    def regex(self) -> re.Pattern[str]:
-        # Compiled when first matched, once per process: most rules name event types a run never has.
-        return _path_regex(self.rule.path)
+def _precedence(rule: Rule) -> tuple[int, tuple[int, int, int], int, int]:
+    """Later layer, then more specific path, then more specific event type, then later in its layer."""
+    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
+    return (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
 
 
 class Judgement(NamedTuple):
@@ -90,13 +85,8 @@ class RuleSet:
         check_mode(mode)
         self.mode = mode
         self.rules: tuple[Rule, ...] = tuple(r for r in rules if not r.modes or mode in r.modes)
-        self._compiled: list[_Compiled] = []
-        for rule in self.rules:
-            rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
-            key = (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
-            self._compiled.append(_Compiled(rule, rule.path.startswith("@"), key))
-        self._compiled.sort(key=lambda c: c.key, reverse=True)
-        self._by_type: dict[str, list[_Compiled]] = {}
+        self._ordered = sorted(self.rules, key=_precedence, reverse=True)
+        self._by_type: dict[str, list[Rule]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
         self._unordered: frozenset[str] | None = None
 
@@ -134,10 +124,10 @@ class RuleSet:
         """False in audit mode: nothing is compared."""
         return self.mode != "audit"
 
-    def _candidates(self, event_type: str) -> list[_Compiled]:
+    def _candidates(self, event_type: str) -> list[Rule]:
         found = self._by_type.get(event_type)
         if found is None:
-            found = [c for c in self._compiled if fnmatch.fnmatchcase(event_type, c.rule.event)]
+            found = [rule for rule in self._ordered if fnmatch.fnmatchcase(event_type, rule.event)]
             self._by_type[event_type] = found
         return found
 
@@ -152,15 +142,16 @@ class RuleSet:
         winner: Rule | None = None
         verdict_rule: Rule | None = None
         unrecorded: Verdict | None = None
-        for comp in self._candidates(event_type):
-            if comp.pseudo != pseudo or not comp.regex.match(subject):
+        for rule in self._candidates(event_type):
+            # A path glob's regex is compiled when first matched: most rules name types a run never has.
+            if rule.path.startswith("@") != pseudo or not _path_regex(rule.path).match(subject):
                 continue
             if winner is None:
-                winner = comp.rule
+                winner = rule
             if unrecorded is None:
-                unrecorded = comp.rule.unrecorded
-            if comp.rule.verdict is not None:
-                verdict_rule = comp.rule
+                unrecorded = rule.unrecorded
+            if rule.verdict is not None:
+                verdict_rule = rule
                 break
         if winner is None or verdict_rule is None:  # only without the default catch-alls
             fallback = Rule(source="default", verdict="regression", path=tokens[0] if pseudo else "**")
@@ -177,8 +168,8 @@ class RuleSet:
         JSON request body of ``event_type``: what replay leaves out when it matches a live request to a
         recorded one, so that two requests the comparison calls equal are the same request to the matching."""
         names = set()
-        for comp in self._candidates(event_type):
-            tokens = split_path(comp.rule.path)
+        for rule in self._candidates(event_type):
+            tokens = split_path(rule.path)
             if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
                 names.add(tokens[1])
         under = ("input_ref", "body", "json")
