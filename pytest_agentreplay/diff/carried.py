@@ -13,7 +13,7 @@ from typing import Final, NamedTuple
 from ..core.canonical import dumps_compact
 from ..http.providers.interface import InputFields
 from .result import Difference
-from .text import ABSENT
+from .text import ABSENT, format_value
 
 # (seq recorded, seq replayed, path of a conversation item) -> that item's role, and (..., path of a part of
 # a multipart request) -> the part's name in words, noted by the comparison as it walks into a differing
@@ -61,23 +61,13 @@ _ROLE_NAMES: Final = {
 }
 
 
-def _key(diff: Difference) -> tuple[str, ...]:
-    def text(value: object) -> str:
-        if value is ABSENT:
-            return "\x00absent"
-        try:
-            return dumps_compact(value)
-        except (TypeError, ValueError):
-            return repr(value)
+def is_request_side(diff: Difference) -> bool:
+    return diff.event_type == "model.call" and diff.kind == "changed" and diff.path.startswith(REQUEST_SIDE)
 
-    return (
-        diff.path,
-        diff.verdict,
-        diff.rule.source,
-        diff.rule.selector,
-        text(diff.recorded),
-        text(diff.replayed),
-    )
+
+def _key(diff: Difference) -> tuple[str, ...]:
+    values = (format_value(diff.recorded), format_value(diff.replayed))
+    return (diff.path, diff.verdict, diff.rule.source, diff.rule.selector, *values)
 
 
 def collapse_carried(
@@ -89,11 +79,7 @@ def collapse_carried(
     first: dict[tuple[str, ...], int] = {}
     carriers: dict[int, list[tuple[int | None, int | None]]] = {}
     for diff in differences:
-        if (
-            diff.event_type != "model.call"
-            or diff.kind != "changed"
-            or not diff.path.startswith(REQUEST_SIDE)
-        ):
+        if not is_request_side(diff):
             if is_multipart_part(diff.path_tokens[:4]):
                 diff = replace(diff, subject=subject_of(diff, roles, names))
             out.append(diff)

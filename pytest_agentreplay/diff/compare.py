@@ -140,15 +140,11 @@ class _Walker:
             return ABSENT
         if not isinstance(ref, Mapping):
             return ref
-        if ref.get("sha256"):
-            if "inline" in ref and ref["inline"] is not None:
-                return ref["inline"]
-            if self.resolve is None:
-                return {"sha256": ref["sha256"]}
-            return self.resolve(ref)
-        if "inline" in ref:
+        if "inline" in ref and (ref["inline"] is not None or not ref.get("sha256")):
             return ref["inline"]
-        return self.resolve(ref) if self.resolve is not None else dict(ref)
+        if self.resolve is not None:
+            return self.resolve(ref)
+        return {"sha256": ref["sha256"]} if ref.get("sha256") else dict(ref)
 
     def payload(self, ra: object, rb: object, tokens: Path) -> None:
         if isinstance(ra, Mapping) and isinstance(rb, Mapping):

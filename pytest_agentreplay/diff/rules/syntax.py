@@ -127,7 +127,12 @@ def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
     return "*", selector
 
 
-def _number(value: object, key: str, name: str, source: str, *, low: float, high: float | None) -> float:
+def _number(
+    spec: Mapping[str, object], key: str, name: str, source: str, *, low: float, high: float | None
+) -> float | None:
+    value = spec.get(key)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _config_error(name, source, f"{key} must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
@@ -155,13 +160,12 @@ def _validate_path(path: str, name: str, source: str) -> None:
                 name, source, f"unknown pseudo path {path!r}; use one of {', '.join(PSEUDO_PATHS)}"
             )
         return
-    if "".join(_TOKEN_RE.findall(path)) != path.replace(".", ""):
+    tokens = _TOKEN_RE.findall(path)
+    if "".join(tokens) != path.replace(".", "") or ".." in path or path.startswith(".") or path.endswith("."):
         raise _config_error(name, source, f"malformed field path {path!r}")
-    for tok in _TOKEN_RE.findall(path):
+    for tok in tokens:
         if tok.startswith("[") and not _INDEX_TOKEN_RE.match(tok):
             raise _config_error(name, source, f"list index {tok!r} must be [N] or [*] in path {path!r}")
-    if ".." in path or path.startswith(".") or path.endswith("."):
-        raise _config_error(name, source, f"malformed field path {path!r}")
 
 
 def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name: str | None = None) -> Rule:
@@ -192,11 +196,8 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
     verdict = spec.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
         raise _config_error(name, source, f"unknown verdict {verdict!r}")
-    epsilon = similarity = None
-    if spec.get("epsilon") is not None:
-        epsilon = _number(spec["epsilon"], "epsilon", name, source, low=0.0, high=None)
-    if spec.get("similarity") is not None:
-        similarity = _number(spec["similarity"], "similarity", name, source, low=0.0, high=1.0)
+    epsilon = _number(spec, "epsilon", name, source, low=0.0, high=None)
+    similarity = _number(spec, "similarity", name, source, low=0.0, high=1.0)
     order_insensitive = _flag(spec, "order_insensitive", name, source)
     raw_norm = spec.get("normalize", ())
     if isinstance(raw_norm, str):
