@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pytest_agentreplay.core.canonical import hash_value
 from pytest_agentreplay.diff import RuleSet, compare_histories
@@ -489,100 +487,3 @@ def test_to_dict_is_json_ready() -> None:
 def test_importing_the_diff_package_does_not_import_deepdiff() -> None:
     code = "import sys, pytest_agentreplay.diff; assert 'deepdiff' not in sys.modules, 'deepdiff imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-_leaf = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-3, 3),
-    st.sampled_from([0.5, 1.0, "a", "b", '{"x":1}', '{ "x": 1 }']),
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    changes=st.lists(
-        st.tuples(
-            st.sampled_from(
-                [
-                    "ts",
-                    "seq",
-                    "run_id",
-                    "actor",
-                    "trace_id",
-                    "data.latency_ms",
-                    "data.status",
-                    "data.x",
-                    "data.x.y",
-                    # a request sent with other transport headers (ignored), other own headers (reported)
-                    "input_ref.inline.headers.accept-encoding",
-                    "input_ref.inline.headers.user-agent",
-                    "input_ref.inline.headers.x-tenant",
-                    "input_ref.inline.headers.idempotency-key",
-                    "input_ref.inline.headers",
-                    "input_ref.inline.method",
-                    "input_ref.inline.body.json.q",
-                    "input_ref.data_class",
-                    "input_ref.sha256",
-                    "input_ref",
-                    "output_ref.inline.headers.date",
-                    "output_ref.inline.status",
-                    "output_ref.inline",
-                ]
-            ),
-            _leaf | st.just(ABSENT) | st.lists(st.integers(0, 2), max_size=2) | st.just({"k": "v"}),
-        ),
-        max_size=4,
-    ),
-    mode=st.sampled_from(["regression", "model-comparison", "sandbox"]),
-    rules=st.sampled_from(
-        [
-            None,
-            {"http:data.status": "ignore"},
-            {"http:data.latency_ms": "regression"},
-            {"http:input_ref.headers.x-tenant": "ignore"},
-        ]
-    ),
-)
-def test_a_pair_differing_only_where_ignored_is_counted_as_the_walk_counts(
-    changes: list[tuple[str, Any]], mode: str, rules: Any
-) -> None:
-    request = {
-        "method": "GET",
-        "url": "https://x/a",
-        "headers": {
-            "accept-encoding": "gzip",
-            "user-agent": "sdk/1",
-            "x-tenant": "t1",
-            "idempotency-key": "k",
-        },
-        "body": {"content_type": "application/json", "json": {"q": 1}},
-    }
-    response = {"status": 200, "headers": {"date": "Mon"}, "body": None}
-    recorded = ev(
-        0,
-        "http",
-        data={"method": "GET", "url": "https://x/a", "status": 200, "latency_ms": 1.0, "x": {"y": 1}},
-        input_ref={"inline": request, "media_type": "@http-request", "data_class": "internal"},
-        output_ref={"inline": response, "media_type": "@http-response"},
-    )
-    replayed = copy.deepcopy(recorded)
-    for path, value in changes:
-        *parents, key = path.split(".")
-        target = replayed
-        for name in parents:
-            if not isinstance(target.get(name), dict):
-                target[name] = {}
-            target = target[name]
-        if value is ABSENT:
-            target.pop(key, None)
-        else:
-            target[key] = value
-    ruleset = RuleSet.from_layers(mode, project=rules)
-    fast = compare_histories([recorded], [replayed], rules=ruleset).to_dict()
-    from pytest_agentreplay.diff import compare
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compare, "_only_ignored", lambda *args: None)  # every pair walked
-        walked = compare_histories([recorded], [replayed], rules=ruleset).to_dict()
-    assert fast == walked

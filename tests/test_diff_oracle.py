@@ -448,12 +448,12 @@ def test_one_inserted_event_is_one_difference_where_deepdiff_by_index_sees_every
     strict=True,
     raises=AssertionError,
     reason=(
-        "engine bug: compare_histories skips a pair as equal when events_equal() says so, and events_equal "
-        "strips VOLATILE_ENVELOPE (seq, ts, run_id, trace_id, span_id, prev_hash) whatever the rules say; "
+        "engine bug: compare_histories skips a pair as equal when only VOLATILE_ENVELOPE fields differ "
+        "(seq, ts, run_id, trace_id, span_id, prev_hash), whatever the rules say; "
         "so a project/marker/hook rule that makes an envelope field compared (here '*:**' = regression, "
         "documented to outrank the default '*:ts' = ignore) is honoured only when another field of the "
         "same pair also differs: a ts-only change is not reported, the same ts change next to a payload "
-        "change is (compare.py, events_equal / the pairs and moved loops)"
+        "change is (compare.py, the pairs and moved loops)"
     ),
 )
 def test_envelope_changes_are_reported_when_the_rules_compare_them() -> None:

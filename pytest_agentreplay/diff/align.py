@@ -1,30 +1,24 @@
 """Alignment of a recorded and a replayed history: which events correspond.
 
-Each event gets an identity (``identity``): its type plus what names the step (tool name, provider and
-endpoint, effect kind and target, idempotency key, policy name...). The two identity sequences are
-aligned with a Myers diff (:mod:`.sequence`; O((N+M)·D), linear for the usual few edits; patience anchoring
-and a greedy pass bound the cost when histories differ wildly), so one inserted event is exactly one
-``inserted`` and every later pair stays matched. Events left over in a gap are paired on a coarser
-identity (e.g. the same tool called with a new idempotency key, an effect with a new target) so a
-changed field reads as a change, not as missing + inserted. Runs of events that are order-insensitive
-(the same ``data.group`` value, or consecutive events of rule-configured types) align as one unit and
-their members are matched as multisets, by content hash then identity. Finally events with the same
-identity that are left missing on one side and inserted on the other are reported as ``moved``
-(their order relative to the other steps changed).
+Events are aligned by identity (type plus what names the step: tool, endpoint, effect target...) with a
+Myers diff (:mod:`.sequence`), so one inserted event is one ``inserted`` and every later pair stays matched.
+Events left over in a gap pair on a coarser identity, so a changed field reads as a change, not as missing +
+inserted; order-insensitive runs (one ``data.group``, or rule-configured types) match as multisets; what is
+left missing on one side and inserted on the other with the same identity has ``moved``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
 from ..core.canonical import dumps_compact
 from ..core.constants import VOLATILE_ENVELOPE as _ENVELOPE_FIELDS
-from .sequence import lcs_pairs
+from .sequence import lcs_pairs, multiset_pairs
 
 Event = Mapping[str, object]
 Key = tuple[Hashable, ...]
@@ -37,7 +31,8 @@ _EMPTY: Final[Mapping[str, object]] = {}
 
 def _sub(event: Event, name: str) -> Mapping[str, object]:
     value = event.get(name)
-    if type(value) is dict or isinstance(value, Mapping):
+    # Most events lack one of the parts: None is answered before the slow ABC check.
+    if type(value) is dict or (value is not None and isinstance(value, Mapping)):
         return value
     return _EMPTY
 
@@ -191,10 +186,10 @@ BEST_MATCH_LIMIT: Final = 4096
 
 def _pair_bucket(
     recorded: Sequence[Event], replayed: Sequence[Event], la: list[int], lb: list[int],
-    pairs: list[tuple[int, int]],
+    pairs: list[tuple[int, int]], in_order: bool,
 ) -> tuple[list[int], list[int]]:  # fmt: skip
-    """Pair events of one identity bucket, most alike first (in order when the bucket is huge)."""
-    if len(la) * len(lb) > BEST_MATCH_LIMIT or len(la) == 1 == len(lb):
+    """Pair events of one bucket, most alike first (in order when ``in_order`` or the bucket is huge)."""
+    if in_order or not lb or len(la) * len(lb) > BEST_MATCH_LIMIT or len(la) == 1 == len(lb):
         n = min(len(la), len(lb))
         pairs.extend(zip(la[:n], lb[:n], strict=True))
         return la[n:], lb[n:]
@@ -237,12 +232,7 @@ def _pair_unordered(
         still_b: list[int] = []
         for key, la in bucket_a.items():
             lb = bucket_b.pop(key, [])
-            if keyfn is content_key:
-                n = min(len(la), len(lb))
-                pairs.extend(zip(la[:n], lb[:n], strict=True))
-                rest_a, rest_b = la[n:], lb[n:]
-            else:
-                rest_a, rest_b = _pair_bucket(recorded, replayed, la, lb, pairs) if lb else (la, [])
+            rest_a, rest_b = _pair_bucket(recorded, replayed, la, lb, pairs, keyfn is content_key)
             still_a += rest_a
             still_b += rest_b
         for lb in bucket_b.values():
@@ -311,12 +301,8 @@ def align_histories(
             grouped.update(i for i, _ in pairs[before:])
         else:
             pairs.append((unit_a[2][0], unit_b[2][0]))
-    for n, unit in enumerate(units_a):
-        if n not in paired_a:
-            missing.extend(unit[2])
-    for n, unit in enumerate(units_b):
-        if n not in paired_b:
-            inserted.extend(unit[2])
+    missing += [i for n, unit in enumerate(units_a) if n not in paired_a for i in unit[2]]
+    inserted += [j for n, unit in enumerate(units_b) if n not in paired_b for j in unit[2]]
 
     # Same step on both sides but not aligned: it moved relative to the others.
     moved: list[tuple[int, int]] = []
@@ -324,21 +310,11 @@ def align_histories(
         missing.sort()
         inserted.sort()
         for keyfn in (identity, coarse_identity):
-            pool: dict[Key, deque[int]] = defaultdict(deque)
-            for j in inserted:
-                pool[keyfn(replayed[j])].append(j)
-            still: list[int] = []
-            used: set[int] = set()
-            for i in missing:
-                bucket = pool.get(keyfn(recorded[i]))
-                if bucket:
-                    j = bucket.popleft()
-                    used.add(j)
-                    moved.append((i, j))
-                else:
-                    still.append(i)
-            missing = still
-            inserted = [j for j in inserted if j not in used]
+            found, left_a, left_b = multiset_pairs(
+                [keyfn(recorded[i]) for i in missing], [keyfn(replayed[j]) for j in inserted]
+            )
+            moved += [(missing[x], inserted[y]) for x, y in found]
+            missing, inserted = [missing[x] for x in left_a], [inserted[y] for y in left_b]
     pairs.sort(key=lambda p: p[1])
     moved.sort(key=lambda p: p[1])
     return Alignment(

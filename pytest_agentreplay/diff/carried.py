@@ -13,7 +13,7 @@ from typing import Final, NamedTuple
 from ..core.canonical import dumps_compact
 from ..http.providers.interface import InputFields
 from .result import Difference
-from .text import ABSENT
+from .text import ABSENT, format_value
 
 # (seq recorded, seq replayed, path of a conversation item) -> that item's role, and (..., path of a part of
 # a multipart request) -> the part's name in words, noted by the comparison as it walks into a differing
@@ -66,22 +66,8 @@ def is_request_side(diff: Difference) -> bool:
 
 
 def _key(diff: Difference) -> tuple[str, ...]:
-    def text(value: object) -> str:
-        if value is ABSENT:
-            return "\x00absent"
-        try:
-            return dumps_compact(value)
-        except (TypeError, ValueError):
-            return repr(value)
-
-    return (
-        diff.path,
-        diff.verdict,
-        diff.rule.source,
-        diff.rule.selector,
-        text(diff.recorded),
-        text(diff.replayed),
-    )
+    values = (format_value(diff.recorded), format_value(diff.replayed))
+    return (diff.path, diff.verdict, diff.rule.source, diff.rule.selector, *values)
 
 
 def collapse_carried(

@@ -1,11 +1,10 @@
-"""Compare two aligned histories under rules: equal pairs are skipped by their canonical hash, only
-differing pairs are walked field by field (payload references resolved on demand)."""
+"""Compare two aligned histories under rules: pairs equal but for their volatile envelope are skipped, the
+others walked field by field (payload references resolved on demand)."""
 
 from __future__ import annotations
 
 import bisect
 import json
-from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeGuard
 
@@ -24,95 +23,26 @@ from .carried import (
 from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
-from .sequence import lcs_pairs
+from .sequence import lcs_pairs, multiset_pairs
 from .text import ABSENT, similar
 
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
+# A tuple, not ``dict | list``: that union is built anew at every call of the hot checks below.
+_CONTAINERS = (dict, list)
 
 
-def events_equal(a: Event, b: Event) -> bool:
-    """Cheap equality of two events without their volatile envelope, field by field at C speed and type for
-    type (``true`` is not ``1``); a payload the replay shares with its recording (see
-    ``replay.replayed_history``) costs nothing."""
-    return all(
-        same_json(a.get(key, ABSENT), b.get(key, ABSENT))
-        for key in set(a) | set(b)
-        if key not in VOLATILE_ENVELOPE
-    )
-
-
-def _only_ignored(
-    rules: RuleSet, event_type: str, a: Event, b: Event, keys: Sequence[str] | None = None
-) -> int | None:
-    """How many leaves of two events differ, when each is a scalar the rules ignore (a timestamp, a
-    latency): what walking the pair would count, without the walk; None when any difference needs it.
-    ``keys``: the only top-level keys whose values may differ (the others are known equal)."""
-    count = 0
-    for key in keys if keys is not None else set(a) | set(b):
-        va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-        if key in REF_FIELDS:
-            # As ``_PairWalker.payload`` compares refs: by their inline payloads (a blob takes the walk).
-            va, vb = _inline(va), _inline(vb)
-            if va is None or vb is None:
-                return None
-        counted = _ignored_within(rules, event_type, (str(key),), va, vb, 2)
-        if counted is None:
-            return None
-        count += counted
-    return count
-
-
-def _inline(ref: object) -> object:
-    """What the walk compares of a ref held inline: its payload (ABSENT for no ref); None for a blob."""
-    if ref is ABSENT or ref is None:
-        return ABSENT
-    if not isinstance(ref, Mapping) or ref.get("sha256") or "inline" not in ref:
-        return None
-    return ref["inline"]
-
-
-def _ignored_within(
-    rules: RuleSet, event_type: str, tokens: Path, a: object, b: object, depth: int
-) -> int | None:
-    """:func:`_ignored_leaf` over the differing leaves of two values, through ``depth`` levels of objects."""
-    if _same(a, b):
-        return 0
-    if depth and type(a) is dict and type(b) is dict:
-        count = 0
-        for key in set(a) | set(b):
-            counted = _ignored_within(
-                rules, event_type, (*tokens, str(key)), a.get(key, ABSENT), b.get(key, ABSENT), depth - 1
-            )
-            if counted is None:
-                return None
-            count += counted
-        return count
-    return _ignored_leaf(rules, event_type, tokens, a, b)
-
-
-def _ignored_leaf(rules: RuleSet, event_type: str, tokens: Path, a: object, b: object) -> int | None:
-    """As ``_PairWalker.leaf`` judges two differing scalars: 0 when they are the same JSON text, 1 when the
-    rules ignore the difference (it is only counted), None when the walk must see it."""
-    if isinstance(a, dict | list) or isinstance(b, dict | list):
-        return None
-    if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
-        return 0
-    return 1 if _verdict_of(rules.judge(event_type, tokens), a) == "ignore" else None
-
-
-def _verdict_of(judgement: Judgement, recorded: object) -> Verdict:
-    """The verdict on a differing leaf: a value absent from the recording takes the rule's ``unrecorded``
-    verdict when it has one (e.g. a header an imported recording never stored)."""
-    if recorded is ABSENT and judgement.unrecorded is not None:
-        return judgement.unrecorded
-    return judgement.verdict
+def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
+    """The keys whose values are not one object in both (a key of one side only included): most values of
+    a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
+    keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
+    return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values (what :func:`events_equal` looks at)."""
-    return [key for key in set(a) | set(b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
+    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``)."""
+    return [key for key in _unshared(a, b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
 
 
 def _seq(event: Event, index: int) -> int:
@@ -128,47 +58,37 @@ def _same(a: object, b: object) -> bool:
     """Equal as JSON values: ``true`` is not ``1`` (Python's ``==`` says it is), ``1`` is ``1.0``."""
     if a is b:
         return True
-    if isinstance(a, dict | list):
+    if isinstance(a, _CONTAINERS):
         # Settled at C speed (key order included) before the walk would descend into every item.
         return same_json(a, b)
     return bool(a == b) and isinstance(a, bool) == isinstance(b, bool)
 
 
-class _Stats:
-    __slots__ = ("ignored", "tolerated")
+class _Walker:
+    """Walks the event pairs of one comparison, one at a time (:meth:`start`), emitting a ``Difference``
+    per differing leaf into the pair's sink, and counting what the rules ignore or tolerate."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: RuleSet, resolve: Resolver | None, names: InputNames) -> None:
+        self.rules = rules
+        self.resolve = resolve
+        self.names = names
+        self.roles: RoleMap = {}
         self.ignored = 0
         self.tolerated = 0
+        # Each pair's differences, under where the pair sits in the replay (the report's order).
+        self.entries: list[tuple[tuple[float, int, int], list[Difference]]] = []
 
-
-class _PairWalker:
-    """Walks two values of one event pair, emitting a ``Difference`` per differing leaf."""
-
-    def __init__(
-        self,
-        rules: RuleSet,
-        resolve: Resolver | None,
-        event_type: str,
-        event: Event,
-        seqs: tuple[int | None, int | None],
-        sink: list[Difference],
-        stats: _Stats,
-        kind: DiffKind = "changed",
-        roles: RoleMap | None = None,
-        names: InputNames = DEFAULT_NAMES,
+    def start(
+        self, kind: DiffKind, event: Event, seqs: tuple[int | None, int | None], at: tuple[float, int, int]
     ) -> None:
-        self.rules = rules
-        self.names = names
-        self.resolve = resolve
-        self.event_type = event_type
+        """Begin a pair (``event``: the side that names it), whose differences sort at ``at``."""
+        self.kind = kind
+        self.event_type = str(event.get("type"))
         self.labelled = event
         self._label: str | None = None
         self.seqs = seqs
-        self.sink = sink
-        self.stats = stats
-        self.kind = kind
-        self.roles = roles
+        self.sink: list[Difference] = []
+        self.entries.append((at, self.sink))
 
     @property
     def label(self) -> str:
@@ -180,11 +100,36 @@ class _PairWalker:
     def judge(self, tokens: Path) -> Judgement:
         return self.rules.judge(self.event_type, tokens)
 
-    def event(self, a: Event, b: Event) -> None:
-        for key in sorted(set(a) | set(b), key=str):
+    def whole(self, a: object, b: object, pseudo: str) -> None:
+        """The difference of an event that moved, is missing or was inserted (none when ignored)."""
+        judgement = self.judge((pseudo,))
+        if judgement.verdict == "ignore":
+            self.ignored += 1
+            return
+        a, b = (side if side is ABSENT else identity_text(side) for side in (a, b))
+        self.emit(a, b, (pseudo,), judgement, judgement.verdict)
+
+    def emit(self, a: object, b: object, tokens: Path, judgement: Judgement, verdict: Verdict) -> None:
+        self.sink.append(
+            Difference(
+                kind=self.kind,
+                event_type=self.event_type,
+                label=self.label,
+                path=join_path(tokens),
+                recorded=a,
+                replayed=b,
+                verdict=verdict,
+                rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
+                seq_recorded=self.seqs[0],
+                seq_replayed=self.seqs[1],
+                path_tokens=tokens,
+            )
+        )
+
+    def event(self, a: Event, b: Event, keys: Sequence[str]) -> None:
+        """Walk the top-level ``keys`` whose values may differ (the others are known equal)."""
+        for key in sorted(keys, key=str):
             va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-            if _same(va, vb):
-                continue
             if key in REF_FIELDS:
                 self.payload(va, vb, (key,))
             else:
@@ -195,15 +140,11 @@ class _PairWalker:
             return ABSENT
         if not isinstance(ref, Mapping):
             return ref
-        if ref.get("sha256"):
-            if "inline" in ref and ref["inline"] is not None:
-                return ref["inline"]
-            if self.resolve is None:
-                return {"sha256": ref["sha256"]}
-            return self.resolve(ref)
-        if "inline" in ref:
+        if "inline" in ref and (ref["inline"] is not None or not ref.get("sha256")):
             return ref["inline"]
-        return self.resolve(ref) if self.resolve is not None else dict(ref)
+        if self.resolve is not None:
+            return self.resolve(ref)
+        return {"sha256": ref["sha256"]} if ref.get("sha256") else dict(ref)
 
     def payload(self, ra: object, rb: object, tokens: Path) -> None:
         if isinstance(ra, Mapping) and isinstance(rb, Mapping):
@@ -223,13 +164,13 @@ class _PairWalker:
         if _same(a, b):
             return
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            roles = self.roles
-            if roles is not None and (is_conversation_item(tokens, self.names) or is_multipart_part(tokens)):
-                note_role(roles, self.seqs, tokens, a, b)  # names the change: "system prompt", 'part "f"'
-            for key in sorted(set(a) | set(b), key=str):
-                va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-                if not _same(va, vb):
-                    self.walk(va, vb, (*tokens, str(key)))
+            # Names the change ("system prompt", 'part "f"'); a message or a part is 4 or 5 tokens deep.
+            if 3 < len(tokens) < 6 and (
+                is_conversation_item(tokens, self.names) or is_multipart_part(tokens)
+            ):
+                note_role(self.roles, self.seqs, tokens, a, b)
+            for key in sorted(_unshared(a, b), key=str):
+                self.walk(a.get(key, ABSENT), b.get(key, ABSENT), (*tokens, str(key)))
             return
         if isinstance(a, list) and isinstance(b, list):
             judgement = self.judge(tokens)
@@ -244,28 +185,17 @@ class _PairWalker:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
         judgement = self.judge(tokens)
-        verdict = _verdict_of(judgement, a)
-        if verdict == "ignore":
-            self.stats.ignored += 1
-            return
-        if _tolerated(judgement, a, b):
-            self.stats.tolerated += 1
-            return
-        self.sink.append(
-            Difference(
-                kind=self.kind,
-                event_type=self.event_type,
-                label=self.label,
-                path=join_path(tokens),
-                recorded=a,
-                replayed=b,
-                verdict=verdict,
-                rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
-                seq_recorded=self.seqs[0],
-                seq_replayed=self.seqs[1],
-                path_tokens=tokens,
-            )
+        # A value absent from the recording takes the rule's ``unrecorded`` verdict when it has one (e.g. a
+        # header an imported recording never stored).
+        verdict = (
+            judgement.verdict if a is not ABSENT or judgement.unrecorded is None else judgement.unrecorded
         )
+        if verdict == "ignore":
+            self.ignored += 1
+        elif _tolerated(judgement, a, b):
+            self.tolerated += 1
+        else:
+            self.emit(a, b, tokens, judgement, verdict)
 
     def _sequence(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
         if len(a) == len(b):
@@ -287,18 +217,9 @@ class _PairWalker:
             pa, pb = ia + 1, ib + 1
 
     def _multiset(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
-        pool: dict[Hashable, deque[int]] = defaultdict(deque)
-        for j, item in enumerate(b):
-            pool[_item_key(item, judgement)].append(j)
-        left_a: list[int] = []
-        used: set[int] = set()
-        for i, item in enumerate(a):
-            bucket = pool.get(_item_key(item, judgement))
-            if bucket:
-                used.add(bucket.popleft())
-            else:
-                left_a.append(i)
-        left_b = [j for j in range(len(b)) if j not in used]
+        _, left_a, left_b = multiset_pairs(
+            [_item_key(x, judgement) for x in a], [_item_key(x, judgement) for x in b]
+        )
         for i, j in zip(left_a, left_b, strict=False):
             self.walk(a[i], b[j], (*tokens, f"[{i}]"))
         for i in left_a[len(left_b) :]:
@@ -379,97 +300,45 @@ def compare_histories(
             mode=rules.mode, events_recorded=len(recorded), events_replayed=len(replayed), compared=False
         )
     alignment = align_histories(recorded, replayed, order_insensitive_types=rules.order_insensitive_types())
-    stats = _Stats()
-    roles: RoleMap = {}
-    entries: list[tuple[tuple[float, int, int], list[Difference]]] = []
+    walker = _Walker(rules, resolve, names)
     equal = 0
-
-    def walker(
-        ev: Event, seqs: tuple[int | None, int | None], sink: list[Difference], kind: DiffKind
-    ) -> _PairWalker:
-        return _PairWalker(rules, resolve, str(ev.get("type")), ev, seqs, sink, stats, kind, roles, names)
-
-    def whole(
-        kind: DiffKind, ev: Event, seqs: tuple[int | None, int | None], a: object, b: object, pseudo: str
-    ) -> tuple[_PairWalker, list[Difference]]:
-        """The walker of an event that moved, is missing or was inserted, and the difference saying so
-        (none when the rules ignore it)."""
-        sink: list[Difference] = []
-        w = walker(ev, seqs, sink, kind)
-        judgement = rules.judge(w.event_type, (pseudo,))
-        if judgement.verdict == "ignore":
-            stats.ignored += 1
-        else:
-            sink.append(_whole_event(kind, w, a, b, judgement, pseudo))
-        return w, sink
-
     for i, j in alignment.pairs:
         a, b = recorded[i], replayed[j]
         differing = _differing_keys(a, b)
-        if all(key in VOLATILE_ENVELOPE for key in differing):  # events_equal, from the same pass
+        if VOLATILE_ENVELOPE.issuperset(differing):  # equal but for the volatile envelope
             equal += 1
-            continue
-        ignored = _only_ignored(rules, str(b.get("type")), a, b, differing)
-        if ignored is not None:
-            stats.ignored += ignored
-            continue
-        sink: list[Difference] = []
-        walker(b, (_seq(a, i), _seq(b, j)), sink, "changed").event(a, b)
-        if sink:
-            entries.append(((j, 1, i), sink))
-
+        else:
+            walker.start("changed", b, (_seq(a, i), _seq(b, j)), (j, 1, i))
+            walker.event(a, b, differing)
     for i, j in alignment.moved:
         a, b = recorded[i], replayed[j]
-        w, sink = whole("moved", b, (_seq(a, i), _seq(b, j)), a, b, ORDER)
-        if not events_equal(a, b):
-            w.kind = "changed"
-            w.event(a, b)
-        if sink:
-            entries.append(((j, 1, i), sink))
-
+        walker.start("moved", b, (_seq(a, i), _seq(b, j)), (j, 1, i))
+        walker.whole(a, b, ORDER)
+        differing = _differing_keys(a, b)
+        if not VOLATILE_ENVELOPE.issuperset(differing):
+            walker.kind = "changed"
+            walker.event(a, b, differing)
     # Missing events sit where they would have been in the replay: after the replayed partner of the
     # closest preceding matched recorded event.
-    monotone = sorted(alignment.pairs)
+    monotone = sorted(alignment.pairs) if alignment.missing else []
     rec_index = [p[0] for p in monotone]
     for i in alignment.missing:
-        a = recorded[i]
         k = bisect.bisect_left(rec_index, i)
         anchor = monotone[k - 1][1] + 0.5 if k > 0 else -0.5
-        _, sink = whole("missing", a, (_seq(a, i), None), a, ABSENT, PRESENCE)
-        if sink:
-            entries.append(((anchor, 0, i), sink))
+        walker.start("missing", recorded[i], (_seq(recorded[i], i), None), (anchor, 0, i))
+        walker.whole(recorded[i], ABSENT, PRESENCE)
     for j in alignment.inserted:
-        b = replayed[j]
-        _, sink = whole("inserted", b, (None, _seq(b, j)), ABSENT, b, PRESENCE)
-        if sink:
-            entries.append(((j, 1, -1), sink))
+        walker.start("inserted", replayed[j], (None, _seq(replayed[j], j)), (j, 1, -1))
+        walker.whole(ABSENT, replayed[j], PRESENCE)
 
-    entries.sort(key=lambda e: e[0])
+    walker.entries.sort(key=lambda e: e[0])
     return DriftResult(
         mode=rules.mode,
-        differences=collapse_carried((d for _, sink in entries for d in sink), roles, names),
+        differences=collapse_carried((d for _, sink in walker.entries for d in sink), walker.roles, names),
         events_recorded=len(recorded),
         events_replayed=len(replayed),
         pairs_compared=len(alignment.pairs) + len(alignment.moved),
         pairs_equal=equal,
-        ignored=stats.ignored,
-        tolerated=stats.tolerated,
-    )
-
-
-def _whole_event(
-    kind: DiffKind, w: _PairWalker, a: object, b: object, judgement: Judgement, pseudo: str
-) -> Difference:
-    return Difference(
-        kind=kind,
-        event_type=w.event_type,
-        label=w.label,
-        path=pseudo,
-        recorded=ABSENT if a is ABSENT else identity_text(a),
-        replayed=ABSENT if b is ABSENT else identity_text(b),
-        verdict=judgement.verdict,
-        rule=judgement.verdict_rule if judgement.rule.verdict is None else judgement.rule,
-        seq_recorded=w.seqs[0],
-        seq_replayed=w.seqs[1],
-        path_tokens=(pseudo,),
+        ignored=walker.ignored,
+        tolerated=walker.tolerated,
     )

@@ -1,5 +1,5 @@
-"""The comparison of a replayed run with its recording, in one call: the rules of every layer, the
-payload resolver, the alignment and the judgement (``compare_histories``).
+"""The comparison of a replayed run with its recording, in one call: the rules of every layer, payloads
+read from the recording, the alignment and the judgement (``compare_histories``).
 
 The caller hands over both histories as JSON documents, each redacted the way a saved cassette is (the
 replayed side by ``replay.replayed_history.redacted_replay``), and the sources of the rule layers.
@@ -7,7 +7,7 @@ replayed side by ``replay.replayed_history.redacted_replay``), and the sources o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from ..core.documents import Document
@@ -16,7 +16,7 @@ from ..http.providers.interface import InputFields
 from .carried import InputNames
 from .compare import compare_histories
 from .result import DriftResult
-from .rules import RuleSet, RuleSpec, compiled, default_rules, is_imported, parse_rules
+from .rules import RuleSet, RuleSpec, is_imported
 
 
 class PayloadSource(Protocol):
@@ -39,31 +39,8 @@ class RuleLayers(NamedTuple):
 
 
 def rules_for(layers: RuleLayers, labels: Mapping[str, object] | None) -> RuleSet:
-    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently):
-    the mode's defaults, then each layer in precedence order, compiled once per distinct rule list."""
-    rules = (
-        *default_rules(layers.mode, imported=is_imported(labels)),
-        *parse_rules(layers.project, source="project"),
-        *parse_rules(layers.marker, source="marker"),
-        *parse_rules(layers.hook, source="hook"),
-        *(parse_rules(layers.extra, source="default") if layers.extra else ()),
-    )
-    return compiled(layers.mode, rules)
-
-
-def payload_resolver(source: PayloadSource) -> Callable[[object], object]:
-    """The resolver ``compare_histories`` reads a differing payload ref with (a ref in JSON form)."""
-
-    def resolve(ref: object) -> object:
-        if ref is None:
-            return None
-        if isinstance(ref, dict):
-            if ref.get("sha256"):
-                return source.payload(PayloadRef.model_validate(ref))
-            return ref.get("inline")
-        return source.payload(ref if isinstance(ref, PayloadRef) else None)
-
-    return resolve
+    """The rule set of a run whose recording carries ``labels`` (an imported one is judged leniently)."""
+    return RuleSet.from_layers(**layers._asdict(), imported=is_imported(labels))
 
 
 def compare_run(
@@ -77,11 +54,12 @@ def compare_run(
 ) -> DriftResult:
     """The drift of ``replayed`` from ``recorded``, judged by the rules of ``layers``; ``inputs``: what the
     run's providers declare as a model's input (named so in the differences)."""
-    rules = rules_for(layers, labels)
+
+    def resolve(ref: Mapping[str, object]) -> object:
+        # Asked only for a ref that holds no inline payload: a blob is read where the recording keeps it.
+        return payloads.payload(PayloadRef.model_validate(ref)) if ref.get("sha256") else ref.get("inline")
+
+    names = InputNames.declared(inputs)
     return compare_histories(
-        recorded,
-        replayed,
-        rules=rules,
-        resolve=payload_resolver(payloads),
-        names=InputNames.declared(inputs),
+        recorded, replayed, rules=rules_for(layers, labels), resolve=resolve, names=names
     )

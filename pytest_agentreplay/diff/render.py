@@ -13,7 +13,12 @@ from .rules import ORDER, PRESENCE, generalize_path
 from .text import focused_diff, format_value, is_long
 
 MAX_RULE_SUGGESTIONS: Final = 5
-_KIND_TITLE: Final = {"inserted": "inserted", "missing": "missing", "moved": "order changed"}
+# A whole event's difference: its title, and what it says (a moved event says where it went).
+_KIND_TITLE: Final = {
+    "inserted": ("inserted", "replayed, not recorded"),
+    "missing": ("missing", "recorded, not replayed"),
+    "moved": ("order changed", ""),
+}
 
 
 def _plural(n: int, word: str) -> str:
@@ -37,32 +42,18 @@ def _seq(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def _event_header(diff: Difference) -> str:
-    what = f"{diff.event_type} {diff.label}".rstrip()
-    return f"seq {_seq(diff.seq_recorded)} -> {_seq(diff.seq_replayed)}  {what}"
-
-
-def _field_lines(diff: Difference) -> list[str]:
-    summary = diff.summary
-    return ([f"  {summary}"] if summary else []) + _value_lines(diff)
-
-
 def _value_lines(diff: Difference) -> list[str]:
     tag = f"[{diff.verdict}, {diff.rule.source} rule {diff.rule.selector}]"
     if diff.kind in _KIND_TITLE and diff.path in (PRESENCE, ORDER):
-        title = _KIND_TITLE[diff.kind]
-        if diff.kind == "missing":
-            detail = "recorded, not replayed"
-        elif diff.kind == "inserted":
-            detail = "replayed, not recorded"
-        elif diff.seq_recorded == diff.seq_replayed:
+        title, detail = _KIND_TITLE[diff.kind]
+        if diff.kind == "moved" and diff.seq_recorded == diff.seq_replayed:
             # Same place, yet unaligned: one side ran it inside an order-insensitive group of concurrent
             # calls (data.group) and the other did not, so the two runs group their steps differently.
             detail = (
                 f"seq {_seq(diff.seq_recorded)} on both sides, but its order-insensitive group differs "
                 "(concurrent calls in one run, sequential in the other)"
             )
-        else:
+        elif diff.kind == "moved":
             detail = f"was seq {_seq(diff.seq_recorded)}, now seq {_seq(diff.seq_replayed)}"
         return [f"  {title}: {detail}  {tag}"]
     if is_long(diff.recorded) or is_long(diff.replayed):
@@ -105,23 +96,18 @@ def render_drift(
     for diff in result.differences:
         key = (diff.seq_recorded, diff.seq_replayed, diff.event_type)
         if key != current:
-            lines.append("")
-            lines.append(_event_header(diff))
+            what = f"{diff.event_type} {diff.label}".rstrip()
+            lines += ["", f"seq {_seq(diff.seq_recorded)} -> {_seq(diff.seq_replayed)}  {what}"]
             current = key
-        lines.extend(_field_lines(diff))
+        summary = diff.summary
+        lines += [f"  {summary}"] if summary else []
+        lines += _value_lines(diff)
     if result.has_regressions:
-        suggestions: list[str] = []
-        for diff in result.regressions:
-            line = _suggestion(diff)
-            if line not in suggestions:
-                suggestions.append(line)
+        suggestions = list(dict.fromkeys(_suggestion(diff) for diff in result.regressions))
         shown = suggestions[:MAX_RULE_SUGGESTIONS]
-        fixes: list[list[str]] = []
         update = update_command([test], mode) if test and update_hint else None
-        if update is not None:
-            fixes.append(
-                ["If the new behaviour is intended, accept it (rewrites the cassette from this run):", update]
-            )
+        accept = "If the new behaviour is intended, accept it (rewrites the cassette from this run):"
+        fixes = [[accept, update]] if update is not None else []
         fixes.append(
             [
                 "If these differences should not fail, mark them expected in pyproject.toml:",

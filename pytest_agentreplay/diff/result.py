@@ -150,16 +150,19 @@ class DriftResult(NamedTuple):
     def counts(self) -> dict[str, int]:
         verdicts = Counter(d.verdict for d in self.differences)
         kinds = Counter(d.kind for d in self.differences)
+        counted = (
+            "ignored",
+            "tolerated",
+            "events_recorded",
+            "events_replayed",
+            "pairs_compared",
+            "pairs_equal",
+        )
         return {
             "regression": verdicts["regression"],
             "expected": verdicts["expected"],
             **{kind: kinds[kind] for kind in KINDS},
-            "ignored": self.ignored,
-            "tolerated": self.tolerated,
-            "events_recorded": self.events_recorded,
-            "events_replayed": self.events_replayed,
-            "pairs_compared": self.pairs_compared,
-            "pairs_equal": self.pairs_equal,
+            **{name: getattr(self, name) for name in counted},
         }
 
     def to_dict(self, *, wire: bool = False) -> dict[str, object]:

@@ -9,7 +9,7 @@ where there are none, bound the cost when the sequences differ wildly.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Hashable, Sequence
 from typing import Final
 
@@ -22,6 +22,26 @@ def lcs_pairs(a: Sequence[Hashable], b: Sequence[Hashable]) -> list[tuple[int, i
     out: list[tuple[int, int]] = []
     _diff(a, 0, len(a), b, 0, len(b), out)
     return out
+
+
+def multiset_pairs(
+    a: Sequence[Hashable], b: Sequence[Hashable]
+) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """Index pairs of equal keys, ignoring order (the first of a key in ``a`` with its first in ``b``), and
+    the positions left unpaired in ``a`` and in ``b``."""
+    pool: dict[Hashable, deque[int]] = defaultdict(deque)
+    for j, key in enumerate(b):
+        pool[key].append(j)
+    pairs: list[tuple[int, int]] = []
+    left_a: list[int] = []
+    for i, key in enumerate(a):
+        bucket = pool.get(key)
+        if bucket:
+            pairs.append((i, bucket.popleft()))
+        else:
+            left_a.append(i)
+    used = {j for _, j in pairs}
+    return pairs, left_a, [j for j in range(len(b)) if j not in used]
 
 
 def _diff(

@@ -57,10 +57,6 @@ def format_value(value: object) -> str:
         return repr(value)
 
 
-def _pretty(value: object) -> str:
-    return display_text(value, indent=2)
-
-
 def is_long(value: object) -> bool:
     if value is ABSENT:
         return False
@@ -89,9 +85,9 @@ def focused_diff(recorded: object, replayed: object) -> list[str]:
     if recorded is ABSENT or replayed is ABSENT:
         present = replayed if recorded is ABSENT else recorded
         sign = "+" if recorded is ABSENT else "-"
-        body = _pretty(present).splitlines() or [""]
+        body = display_text(present, indent=2).splitlines() or [""]
         return _cap([f"{sign} {line}" for line in body])
-    a, b = _pretty(recorded), _pretty(replayed)
+    a, b = display_text(recorded, indent=2), display_text(replayed, indent=2)
     if isinstance(recorded, str) != isinstance(replayed, str):
         return _cap([f"- {_shorten(a)}", f"+ {_shorten(b)}"])
     if "\n" in a or "\n" in b:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from ..core.constants import REPLAY_MODES
 from ..core.documents import Document
-from ..diff.rules import compiled, default_rules
+from ..diff.rules import compiled
 from ..http import bodies
 from ..http.exchange import HttpRequest
 from .recorded import KeyedQueues, RecordedExchange
@@ -35,7 +35,7 @@ def ignored_names(mode: str) -> frozenset[str]:
     """The keys the mode's default diff rules ignore at any depth of a model call's request body (a run
     that is no replay mode is matched as a regression replay would be)."""
     mode = str(mode) if mode in REPLAY_MODES else "regression"
-    return compiled(mode, tuple(default_rules(mode))).ignored_anywhere(_MODEL_CALL)
+    return compiled(mode).ignored_anywhere(_MODEL_CALL)
 
 
 def mentions(request: HttpRequest, names: frozenset[str]) -> bool:

@@ -144,15 +144,10 @@ def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
 
 @functools.cache
 def _parsed_defaults(mode: str, imported: bool) -> tuple[Rule, ...]:
-    # Parsed once per process: every replayed test compares under them, and rules are frozen.
-    table: dict[str, object] = {}
+    # Parsed once per process: every replayed test compares under them, and rules are frozen. One table
+    # per rule: a selector may come twice (the imported leniency overrides a common rule).
     specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
-    rules = []
-    for n, (selector, value) in enumerate(specs):
-        table = {selector: value}
-        (rule,) = parse_rules(table, source="default")
-        rules.append(rule._replace(index=n))
-    return tuple(rules)
+    return tuple(parse_rules([{selector: value} for selector, value in specs], source="default"))
 
 
 def check_mode(mode: str) -> None:

@@ -51,15 +51,10 @@ def _type_specificity(pattern: str) -> int:
     return 0 if pattern == "*" else 1
 
 
-class _Compiled(NamedTuple):
-    rule: Rule
-    pseudo: bool
-    key: tuple[object, ...]
-
-    @property
-    def regex(self) -> re.Pattern[str]:
-        # Compiled when first matched, once per process: most rules name event types a run never has.
-        return _path_regex(self.rule.path)
+def _precedence(rule: Rule) -> tuple[int, tuple[int, int, int], int, int]:
+    """Later layer, then more specific path, then more specific event type, then later in its layer."""
+    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
+    return (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
 
 
 class Judgement(NamedTuple):
@@ -90,19 +85,15 @@ class RuleSet:
         check_mode(mode)
         self.mode = mode
         self.rules: tuple[Rule, ...] = tuple(r for r in rules if not r.modes or mode in r.modes)
-        self._compiled: list[_Compiled] = []
-        for rule in self.rules:
-            rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
-            key = (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
-            self._compiled.append(_Compiled(rule, rule.path.startswith("@"), key))
-        self._compiled.sort(key=lambda c: c.key, reverse=True)
-        self._by_type: dict[str, list[_Compiled]] = {}
+        self._ordered = sorted(self.rules, key=_precedence, reverse=True)
+        self._by_type: dict[str, list[Rule]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
+        self._unordered: frozenset[str] | None = None
 
     # construction -------------------------------------------------------------------------------
     @classmethod
     def defaults(cls, mode: str = "regression", *, imported: bool = False) -> RuleSet:
-        return cls(mode, default_rules(mode, imported=imported))
+        return compiled(mode, imported=imported)
 
     @classmethod
     def from_layers(
@@ -112,16 +103,20 @@ class RuleSet:
         project: RuleSpec = None,
         marker: RuleSpec = None,
         hook: RuleSpec = None,
+        extra: RuleSpec = None,
         imported: bool = False,
     ) -> RuleSet:
         """Defaults of ``mode`` < ``project`` (``[tool.agentreplay.rules]``) < ``marker`` (``rules=``) <
-        ``hook`` (results of ``pytest_agentreplay_diff_rules``). Raises ``ConfigError`` on a bad rule.
-        ``imported``: the recording came from vcrpy (``is_imported(cassette.run.labels)``)."""
-        rules = default_rules(mode, imported=imported)
-        rules += parse_rules(project, source="project")
-        rules += parse_rules(marker, source="marker")
-        rules += parse_rules(hook, source="hook")
-        return cls(mode, rules)
+        ``hook`` (results of ``pytest_agentreplay_diff_rules``) < ``extra`` (what the mode's own checks
+        add, as layer ``default``). Raises ``ConfigError`` on a bad rule. ``imported``: the recording came
+        from vcrpy (``is_imported(cassette.run.labels)``)."""
+        added = (
+            *parse_rules(project, source="project"),
+            *parse_rules(marker, source="marker"),
+            *parse_rules(hook, source="hook"),
+            *(parse_rules(extra, source="default") if extra else ()),
+        )
+        return compiled(mode, added, imported=imported)
 
     # queries ----------------------------------------------------------------------------------------
     @property
@@ -129,10 +124,10 @@ class RuleSet:
         """False in audit mode: nothing is compared."""
         return self.mode != "audit"
 
-    def _candidates(self, event_type: str) -> list[_Compiled]:
+    def _candidates(self, event_type: str) -> list[Rule]:
         found = self._by_type.get(event_type)
         if found is None:
-            found = [c for c in self._compiled if fnmatch.fnmatchcase(event_type, c.rule.event)]
+            found = [rule for rule in self._ordered if fnmatch.fnmatchcase(event_type, rule.event)]
             self._by_type[event_type] = found
         return found
 
@@ -147,15 +142,16 @@ class RuleSet:
         winner: Rule | None = None
         verdict_rule: Rule | None = None
         unrecorded: Verdict | None = None
-        for comp in self._candidates(event_type):
-            if comp.pseudo != pseudo or not comp.regex.match(subject):
+        for rule in self._candidates(event_type):
+            # A path glob's regex is compiled when first matched: most rules name types a run never has.
+            if rule.path.startswith("@") != pseudo or not _path_regex(rule.path).match(subject):
                 continue
             if winner is None:
-                winner = comp.rule
+                winner = rule
             if unrecorded is None:
-                unrecorded = comp.rule.unrecorded
-            if comp.rule.verdict is not None:
-                verdict_rule = comp.rule
+                unrecorded = rule.unrecorded
+            if rule.verdict is not None:
+                verdict_rule = rule
                 break
         if winner is None or verdict_rule is None:  # only without the default catch-alls
             fallback = Rule(source="default", verdict="regression", path=tokens[0] if pseudo else "**")
@@ -172,32 +168,39 @@ class RuleSet:
         JSON request body of ``event_type``: what replay leaves out when it matches a live request to a
         recorded one, so that two requests the comparison calls equal are the same request to the matching."""
         names = set()
-        for comp in self._candidates(event_type):
-            tokens = split_path(comp.rule.path)
+        for rule in self._candidates(event_type):
+            tokens = split_path(rule.path)
             if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
                 names.add(tokens[1])
         under = ("input_ref", "body", "json")
         return frozenset(n for n in names if self.judge(event_type, (*under, n)).verdict == "ignore")
 
-    def order_insensitive_types(self, types: Iterable[str] = EVENT_TYPES) -> frozenset[str]:
+    def order_insensitive_types(self) -> frozenset[str]:
         """Event types whose consecutive runs form order-insensitive groups (``TYPE:@order`` rules)."""
-        return frozenset(t for t in types if self.judge(t, (ORDER,)).rule.order_insensitive)
+        if self._unordered is None:  # asked by every comparison: answered once per set
+            self._unordered = frozenset(
+                t for t in EVENT_TYPES if self.judge(t, (ORDER,)).rule.order_insensitive
+            )
+        return self._unordered
 
     def __repr__(self) -> str:
         return f"RuleSet(mode={self.mode!r}, rules={len(self.rules)})"
 
 
-def compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
-    """The rule set of ``mode`` and ``rules``, built once per distinct pair (rules are frozen): the runs
-    of a suite are judged by a handful of rule sets, and each compiled its type table, sorted its rules
-    and judged its paths anew when built per run."""
+def compiled(mode: str, added: tuple[Rule, ...] = (), *, imported: bool = False) -> RuleSet:
+    """The rule set of ``mode``'s defaults (``imported``: with the leniency of a recording imported from
+    vcrpy), then ``added``, built once per distinct triple (rules are frozen): the runs of a suite are
+    judged by a handful of rule sets, and each compiled its type table, sorted its rules and judged its
+    paths anew when built per run. Keyed by ``added`` alone: hashing the defaults per run cost more."""
     try:
-        hash(rules)
+        hash(added)
     except TypeError:  # a Rule built by hand with a list in a field: judged by a set of its own
-        return RuleSet(mode, rules)
-    return _compiled(mode, rules)
+        return _built(mode, added, imported)
+    return _compiled(mode, added, imported)
 
 
-@functools.lru_cache(maxsize=64)
-def _compiled(mode: str, rules: tuple[Rule, ...]) -> RuleSet:
-    return RuleSet(mode, rules)
+def _built(mode: str, added: tuple[Rule, ...], imported: bool) -> RuleSet:
+    return RuleSet(mode, (*default_rules(mode, imported=imported), *added))
+
+
+_compiled = functools.lru_cache(maxsize=64)(_built)

@@ -55,22 +55,9 @@ def generalize_path(tokens: Iterable[str]) -> str:
 
 # --------------------------------------------------------------------------------------------- parsing
 
-# The keys a rule dict may have (``mode`` is accepted as an alias of ``modes``).
-RULE_KEYS: Final = (
-    "selector",
-    "event",
-    "path",
-    "verdict",
-    "epsilon",
-    "similarity",
-    "order_insensitive",
-    "normalize",
-    "modes",
-    "presence_only",
-    "unrecorded",
-    "judge",
-    "max_increase",
-)
+# The keys a rule dict may have (``mode`` is accepted as an alias of ``modes``): a rule's own fields but
+# its layer and place in it, which parsing assigns.
+RULE_KEYS: Final = ("selector", *(name for name in Rule._fields if name not in ("source", "index")))
 # The top-level keys of an event dict: a selector without ':' starting with one of them is a path.
 _EVENT_FIELDS: Final = frozenset(
     {
@@ -140,7 +127,12 @@ def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
     return "*", selector
 
 
-def _number(value: object, key: str, name: str, source: str, *, low: float, high: float | None) -> float:
+def _number(
+    spec: Mapping[str, object], key: str, name: str, source: str, *, low: float, high: float | None
+) -> float | None:
+    value = spec.get(key)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _config_error(name, source, f"{key} must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
@@ -168,13 +160,12 @@ def _validate_path(path: str, name: str, source: str) -> None:
                 name, source, f"unknown pseudo path {path!r}; use one of {', '.join(PSEUDO_PATHS)}"
             )
         return
-    if "".join(_TOKEN_RE.findall(path)) != path.replace(".", ""):
+    tokens = _TOKEN_RE.findall(path)
+    if "".join(tokens) != path.replace(".", "") or ".." in path or path.startswith(".") or path.endswith("."):
         raise _config_error(name, source, f"malformed field path {path!r}")
-    for tok in _TOKEN_RE.findall(path):
+    for tok in tokens:
         if tok.startswith("[") and not _INDEX_TOKEN_RE.match(tok):
             raise _config_error(name, source, f"list index {tok!r} must be [N] or [*] in path {path!r}")
-    if ".." in path or path.startswith(".") or path.endswith("."):
-        raise _config_error(name, source, f"malformed field path {path!r}")
 
 
 def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name: str | None = None) -> Rule:
@@ -193,8 +184,7 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         raw_event, raw_path = spec.get("event", "*"), spec.get("path", "**")
         if not isinstance(raw_event, str) or not isinstance(raw_path, str):
             raise _config_error(name, source, "event and path must be strings")
-        event, path = raw_event, raw_path
-        event, path = event.strip(), path.strip()
+        event, path = raw_event.strip(), raw_path.strip()
         if not event:
             raise _config_error(name, source, 'empty event type; leave event out or write "*" for every one')
     if not any(fnmatch.fnmatchcase(t, event) for t in EVENT_TYPES):
@@ -206,11 +196,8 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
     verdict = spec.get("verdict")
     if verdict is not None and verdict not in VERDICTS:
         raise _config_error(name, source, f"unknown verdict {verdict!r}")
-    epsilon = similarity = None
-    if spec.get("epsilon") is not None:
-        epsilon = _number(spec["epsilon"], "epsilon", name, source, low=0.0, high=None)
-    if spec.get("similarity") is not None:
-        similarity = _number(spec["similarity"], "similarity", name, source, low=0.0, high=1.0)
+    epsilon = _number(spec, "epsilon", name, source, low=0.0, high=None)
+    similarity = _number(spec, "similarity", name, source, low=0.0, high=1.0)
     order_insensitive = _flag(spec, "order_insensitive", name, source)
     raw_norm = spec.get("normalize", ())
     if isinstance(raw_norm, str):
