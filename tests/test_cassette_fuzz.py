@@ -203,9 +203,7 @@ def run_replay(path: Path) -> str:
     """Load and serve everything as a regression replay does, then compare; ``clean`` or ``drift``."""
     from pytest_agentreplay.cassette.read import load_cassette
     from pytest_agentreplay.core.events import event_to_dict
-    from pytest_agentreplay.diff import compare_histories
-    from pytest_agentreplay.diff.pipeline import payload_resolver as _resolver
-    from pytest_agentreplay.diff.rules import RuleSet
+    from pytest_agentreplay.diff.pipeline import RuleLayers, compare_run
     from pytest_agentreplay.redaction import Redactor
     from pytest_agentreplay.replay.policy import Serve, decide
     from pytest_agentreplay.replay.tools import ToolReplayer
@@ -263,8 +261,8 @@ def run_replay(path: Path) -> str:
         raise
     ctx.finish("ok")
     replayed = [ctx.redactor.redact(event_to_dict(e)) for e in ctx.recorder.events]
-    result = compare_histories(
-        recorded.event_dicts(), replayed, rules=RuleSet.from_layers("regression"), resolve=_resolver(recorded)
+    result = compare_run(
+        recorded.event_dicts(), replayed, layers=RuleLayers("regression"), labels=None, payloads=recorded
     )
     return "drift" if drift or result.has_regressions else "clean"
 

@@ -301,19 +301,19 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
         assert event.data["streamed"] == bool(item["request"].get("stream"))
     # Straight after import, with no project rules, the replayed history does not drift (issue 12).
     from pytest_agentreplay.core.events import event_to_dict
-    from pytest_agentreplay.diff import RuleSet, compare_histories
-    from pytest_agentreplay.diff.pipeline import payload_resolver as _resolver
+    from pytest_agentreplay.diff.pipeline import RuleLayers, compare_run
     from pytest_agentreplay.redaction import Redactor
 
     redactor = Redactor.from_config({})
     # import-vcr writes through the same redaction as a recording: compare like with like.
     recorded_dicts = [redactor.redact(event_to_dict(e)) for e in http_events_of(events)]
     replayed_dicts = [redactor.redact(event_to_dict(e)) for e in replayed]
-    result = compare_histories(
+    result = compare_run(
         recorded_dicts,
         replayed_dicts,
-        rules=RuleSet.from_layers("regression", imported=True),
-        resolve=_resolver(MemoryCassette(events)),
+        layers=RuleLayers("regression"),
+        labels={"source": "vcr"},  # as import-vcr labels the run
+        payloads=MemoryCassette(events),
     )
     assert not result.has_regressions, [d.path for d in result.regressions]
 
