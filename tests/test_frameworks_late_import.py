@@ -477,6 +477,36 @@ def test_each_run_ends_in_the_adapters_that_keep_per_run_state(stand: Stand) -> 
     assert ended == [ctx]
 
 
+def test_each_run_starts_in_the_adapters_even_while_an_earlier_run_holds_the_hooks(stand: Stand) -> None:
+    started: list[object] = []
+    stand.adapter.start_run = started.append  # type: ignore[attr-defined]
+    outer, inner = object(), object()
+    stand.import_it()
+    end_outer = frameworks.activate(outer)  # type: ignore[arg-type]
+    frameworks.activate(inner)()  # type: ignore[arg-type]
+    end_outer()
+    assert started == [outer, inner] and len(stand.hooked) == 1
+
+
+def test_a_run_adds_the_agents_processor_again_after_the_project_dropped_it() -> None:
+    """A project's ``set_trace_processors`` replaces the SDK's list while an earlier run still holds the
+    hooks: the next run must not lose the agent's tool and hand-off events."""
+    pytest.importorskip("agents.tracing")
+    from agents import set_trace_processors
+
+    from pytest_agentreplay.frameworks import openai_agents
+
+    end_outer = frameworks.activate(object())  # type: ignore[arg-type]
+    try:
+        assert openai_agents._registered()
+        set_trace_processors([])
+        assert not openai_agents._registered()
+        frameworks.activate(object())()  # type: ignore[arg-type]
+        assert openai_agents._registered()
+    finally:
+        end_outer()
+
+
 ADAPTER_A = """
 from pytest_agentreplay.frameworks import {b}  # as .pydantic_ai imports .otel
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from ..core.capture import RunContext
 
 # (module that tells the framework is in use, adapter module in this package). An adapter module has
-# ``install(patches)`` and, when it keeps per-run state, ``end_run(ctx)`` (called before ``run.end``).
+# ``install(patches)`` and, when it must act at each run, ``start_run(ctx)`` (called once the frameworks are
+# hooked in, even when an earlier run still holds them) and ``end_run(ctx)`` (called before ``run.end``).
 ADAPTERS: tuple[tuple[str, str], ...] = (
     ("pydantic_ai", "pydantic_ai"),
     ("langchain_core", "langchain"),
@@ -73,6 +74,14 @@ def _installed(marker: str) -> bool:
         return False
 
 
+def _each_adapter(step: str, ctx: RunContext) -> None:
+    """Call ``step(ctx)`` on every adapter that has been imported and defines it."""
+    for _, adapter in ADAPTERS:
+        call = getattr(sys.modules.get(f"{__name__}.{adapter}"), step, None)
+        if call is not None:
+            call(ctx)
+
+
 def _noop() -> None:
     return None
 
@@ -83,12 +92,10 @@ def activate(ctx: RunContext) -> Callable[[], None]:
     if not any(marker in sys.modules or _installed(marker) for marker, _ in ADAPTERS):
         return _noop
     release = OWNER.acquire()
+    _each_adapter("start_run", ctx)
 
     def deactivate() -> None:
-        for _, adapter in ADAPTERS:
-            end_run = getattr(sys.modules.get(f"{__name__}.{adapter}"), "end_run", None)
-            if end_run is not None:
-                end_run(ctx)
+        _each_adapter("end_run", ctx)
         release()
 
     return deactivate

@@ -105,3 +105,12 @@ def install(_patches: Patches) -> None:
     if not _registered():
         add_trace_processor(_PROCESSOR)
         _ADDED.append(True)
+
+
+def start_run(_ctx: RunContext) -> None:
+    # A run that shares the hooks an earlier run installed still needs the processor, which a
+    # ``set_trace_processors`` call of the project may have dropped since.
+    install(_NO_PATCHES)
+
+
+_NO_PATCHES = Patches()  # install() patches nothing: the processor is added through the SDK's own API
