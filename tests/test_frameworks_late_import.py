@@ -488,13 +488,19 @@ def test_each_run_starts_in_the_adapters_even_while_an_earlier_run_holds_the_hoo
     assert started == [outer, inner] and len(stand.hooked) == 1
 
 
-def test_a_run_adds_the_agents_processor_again_after_the_project_dropped_it() -> None:
+def test_a_run_adds_the_agents_processor_again_after_the_project_dropped_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A project's ``set_trace_processors`` replaces the SDK's list while an earlier run still holds the
     hooks: the next run must not lose the agent's tool and hand-off events."""
     pytest.importorskip("agents.tracing")
     from agents import set_trace_processors
 
     from pytest_agentreplay.frameworks import openai_agents
+
+    # Only this adapter: the others' end_run would read a real run.
+    monkeypatch.setattr(frameworks, "ADAPTERS", (("agents.tracing", "openai_agents"),))
+    monkeypatch.setattr(frameworks, "OWNER", Owner(frameworks._library("agents.tracing", "openai_agents")))
 
     end_outer = frameworks.activate(object())  # type: ignore[arg-type]
     try:
