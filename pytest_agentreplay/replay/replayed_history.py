@@ -100,6 +100,8 @@ def _sent_as_recorded(
     sent = {**event, "input_ref": {**ref, "inline": {**ref["inline"], "body": recorded}}}
     # Its rest is like the request recorded at its place (a conversation may send one body twice).
     twin = (like or {}).get("input_ref") or {}
+    if (twin.get("inline") or {}).get("body") is recorded:
+        return sent, like  # the recorded request itself: what it shares, the comparison finds by identity
     return sent, {
         **(like or {}),
         "input_ref": {**twin, "inline": {**(twin.get("inline") or {}), "body": recorded}},
