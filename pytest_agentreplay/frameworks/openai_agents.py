@@ -99,7 +99,7 @@ def _registered() -> bool:
     return any(p is _PROCESSOR for p in processors)
 
 
-def install(_patches: Patches) -> None:
+def _register() -> None:
     """The SDK has one trace provider per process, whose processors see every span of every thread (none
     can be removed): the processor is added once, and again when the project replaced the SDK's list."""
     if not _registered():
@@ -107,10 +107,11 @@ def install(_patches: Patches) -> None:
         _ADDED.append(True)
 
 
+def install(_patches: Patches) -> None:
+    _register()  # through the SDK's own API: nothing to patch or restore
+
+
 def start_run(_ctx: RunContext) -> None:
     # A run that shares the hooks an earlier run installed still needs the processor, which a
     # ``set_trace_processors`` call of the project may have dropped since.
-    install(_NO_PATCHES)
-
-
-_NO_PATCHES = Patches()  # install() patches nothing: the processor is added through the SDK's own API
+    _register()
