@@ -56,11 +56,7 @@ def _usage(raw: object) -> Document:
 
 def _plain(body: Document) -> Document:
     message = fields.obj(body.get("message"))
-    texts = [
-        str(part.get("text") or "")
-        for part in message.get("content") or []
-        if isinstance(part, dict) and part.get("type") == "text"
-    ]
+    texts = fields.text_parts(message.get("content"))
     calls = [fields.function_call(c) for c in message.get("tool_calls") or []]
     usage = _usage(body.get("usage"))
     return fields.decided(texts, calls, body.get("finish_reason"), usage, body.get("id"), body.get("model"))

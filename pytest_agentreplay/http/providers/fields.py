@@ -108,6 +108,14 @@ def parse_args(raw: object) -> object:
         return raw
 
 
+def text_parts(content: object) -> list[str]:
+    """A message's text: a string, or the text of a list's ``{"type": "text"}`` parts (Mistral, Cohere)."""
+    if isinstance(content, str):
+        return [content]
+    parts = content if isinstance(content, list) else []
+    return [str(p.get("text") or "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+
+
 def obj(value: object) -> Document:
     """``value`` when it is a JSON object, else an empty one: a provider's optional parts read alike."""
     return value if isinstance(value, dict) else {}

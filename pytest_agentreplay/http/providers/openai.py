@@ -1,4 +1,5 @@
-"""OpenAI adapter: Chat Completions (``/v1/chat/completions``) and the Responses API (``/v1/responses``)."""
+"""OpenAI adapter: Chat Completions (``/v1/chat/completions``) and the Responses API (``/v1/responses``).
+A message's content may be a list of chunks (Mistral's): its text chunks' text is the text."""
 
 from __future__ import annotations
 
@@ -85,9 +86,8 @@ def _chat_plain(body: Document) -> Document:
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") or {}
     calls = [fields.function_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
-    content = message.get("content")
-    text = [content] if isinstance(content, str) else []
     usage = _usage(body.get("usage"))
+    text = fields.text_parts(message.get("content"))
     return fields.decided(text, calls, choice.get("finish_reason"), usage, body.get("id"), body.get("model"))
 
 
@@ -110,8 +110,7 @@ def _chat_stream(events: list[Document]) -> Document:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                text.append(delta["content"])
+            text.extend(fields.text_parts(delta.get("content")))
             for tc in delta.get("tool_calls") or []:
                 fields.add_piece(calls, int(tc.get("index", 0)), tc)
             if choice.get("finish_reason"):
