@@ -10,12 +10,10 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from ..core.documents import Document
-
-_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
 
 
 class StreamParser(Protocol):
@@ -45,14 +43,51 @@ def data_text(data: object, sort_keys: bool) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
 
 
-class SSEParser:
+class LineParser:
+    """A text stream's lines as its bytes arrive (``BREAKS``: what ends a line), and each event's wire text
+    kept as ``raw`` when rendering the stored event (``encode``) would not give it back."""
+
+    BREAKS = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
+
+    def __init__(self, encode: Callable[..., bytes]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+        self._encode = encode
+        # The last event read: a stream's trailing comments or blank lines join its raw text.
+        self._last: Document | None = None
+
+    def _lines(self, chunk: bytes, *, final: bool) -> list[tuple[str, str]]:
+        """(line, its wire text with the line break) of each line complete (``final``: and the rest)."""
+        text = self._pending + self._decoder.decode(chunk, final=final)
+        # A trailing "\r" may be the first half of "\r\n": hold that line until the next chunk,
+        # else the "\n" would read as a blank line and dispatch the event early.
+        held_cr = not final and text.endswith("\r")
+        body = text[:-1] if held_cr else text
+        parts = [(found.group(1), found.group(0)) for found in self.BREAKS.finditer(body)]
+        tail = body[sum(len(wire) for _, wire in parts) :]  # the lines found are the text up to the tail
+        self._pending = "" if final else tail + "\r" if held_cr else tail
+        if final and tail:
+            parts.append((tail, tail))
+        return parts
+
+    def _kept(self, ev: Document, raw: str) -> Document:
+        if self._encode(ev, sort_keys=True).decode("utf-8") != raw:
+            ev["raw"] = raw
+        self._last = ev
+        return ev
+
+    def _trailing(self, text: str) -> None:
+        """Text after the last event (blank lines, comments) joins its wire text."""
+        last = self._last
+        if text and last is not None:
+            last["raw"] = str(last.get("raw") or self._encode(last).decode("utf-8")) + text
+
+
+class SSEParser(LineParser):
     """Feed bytes as they arrive; complete events come back from :meth:`feed`."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
-        # The last event dispatched: a stream's trailing comments or blank lines join its raw text.
-        self._last: Document | None = None
+        super().__init__(encode_event)
         self._next_event()
 
     def _next_event(self) -> None:
@@ -63,35 +98,20 @@ class SSEParser:
         self._raw: list[str] = []  # the wire text of the event being read
 
     def feed(self, chunk: bytes) -> list[Document]:
-        text = self._pending + self._decoder.decode(chunk)
-        return self._consume(text, final=False)
+        return self._consume(self._lines(chunk, final=False))
 
     def finish(self) -> list[Document]:
-        text = self._pending + self._decoder.decode(b"", final=True)
-        events = self._consume(text, final=True)
+        events = self._consume(self._lines(b"", final=True))
         # A stream cut without the final blank line still delivered its last event to the client.
         if self._has_fields:
             events.append(self._dispatch())
-        elif self._raw and self._last is not None:
-            last = self._last
-            last["raw"] = str(last.get("raw") or encode_event(last).decode("utf-8")) + "".join(self._raw)
+        else:
+            self._trailing("".join(self._raw))
             self._raw = []
         return events
 
-    def _consume(self, text: str, *, final: bool) -> list[Document]:
+    def _consume(self, parts: list[tuple[str, str]]) -> list[Document]:
         events: list[Document] = []
-        # A trailing "\r" may be the first half of "\r\n": hold that line until the next chunk,
-        # else the "\n" would read as a blank line and dispatch the event early.
-        held_cr = not final and text.endswith("\r")
-        body = text[:-1] if held_cr else text
-        parts = [(found.group(1), found.group(0)) for found in _LINE.finditer(body)]
-        tail = body[sum(len(wire) for _, wire in parts) :]  # the lines found are the text up to the tail
-        if final:
-            self._pending = ""
-            if tail:
-                parts.append((tail, tail))
-        else:
-            self._pending = tail + "\r" if held_cr else tail
         for line, wire in parts:
             self._raw.append(wire)
             if not line:
@@ -122,11 +142,8 @@ class SSEParser:
         if self._id is not None:
             ev["id"] = self._id
         raw = "".join(self._raw)
-        if encode_event(ev, sort_keys=True).decode("utf-8") != raw:
-            ev["raw"] = raw
         self._next_event()
-        self._last = ev
-        return ev
+        return self._kept(ev, raw)
 
 
 def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
