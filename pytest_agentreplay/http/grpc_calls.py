@@ -21,11 +21,12 @@ from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse, lower_headers
 GRPC_SCHEME: Final = "grpc://"
 Flavour = Literal["retrieval", "read", "write"]
 
-# The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping).
+# The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping); the first code of a
+# status is the one a client sees for an HTTP status with no recorded code (an injected status fault).
 _HTTP_STATUS: Final[dict[str, int]] = {
     **dict.fromkeys(("INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"), 400),
     **dict.fromkeys(("UNKNOWN", "INTERNAL", "DATA_LOSS"), 500),
-    **dict.fromkeys(("ALREADY_EXISTS", "ABORTED"), 409),
+    **dict.fromkeys(("ABORTED", "ALREADY_EXISTS"), 409),
     "OK": 200,
     "CANCELLED": 499,
     "DEADLINE_EXCEEDED": 504,
@@ -36,18 +37,7 @@ _HTTP_STATUS: Final[dict[str, int]] = {
     "UNAVAILABLE": 503,
     "UNAUTHENTICATED": 401,
 }
-# An HTTP status with no recorded code (an injected status fault) -> the code a client would see.
-_FROM_HTTP: Final[dict[int, str]] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    429: "RESOURCE_EXHAUSTED",
-    501: "UNIMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
+_FROM_HTTP: Final = {status: code for code, status in reversed(_HTTP_STATUS.items())}
 
 _RETRIEVAL_QDRANT: Final = frozenset(
     {
