@@ -12,6 +12,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -320,11 +321,11 @@ def test_zstd_request_body_is_stored_decoded_and_matches_in_replay() -> None:
 def test_recording_a_zstd_response_without_zstandard_fails_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx
 
-    def unimportable() -> None:
-        raise ImportError("No module named 'zstandard'")
+    def unimportable(name: str) -> None:
+        raise ImportError(f"No module named {name!r}")
 
     # Only for this package: the test server and httpx itself keep compressing and decoding zstd.
-    monkeypatch.setattr(bodies, "_zstd", unimportable)
+    monkeypatch.setattr(bodies, "importlib", SimpleNamespace(import_module=unimportable))
     server = LLMServer().start()
     try:
         with (

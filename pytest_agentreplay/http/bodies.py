@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import importlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -22,7 +23,8 @@ from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
 from . import multipart, sse, stream_formats
 
-# Content codings undone here, each by the library named (None: the standard library).
+# Content codings undone here, each by the library named (None: the standard library; the others are
+# optional, in the dev extras: only bodies of their coding need them).
 KNOWN_CODINGS: dict[str, str | None] = {**dict.fromkeys(("gzip", "x-gzip", "deflate")), "br": "brotli"}
 KNOWN_CODINGS["zstd"] = "zstandard"
 
@@ -241,32 +243,28 @@ class _Deflate:
         return self._obj.flush() if self._obj is not None else b""
 
 
-class _Brotli:
-    def __init__(self) -> None:
-        import brotli  # optional: only br bodies need it (in the dev extras)
-
-        self.decompress = brotli.Decompressor().process
-
-    def flush(self) -> bytes:
-        return b""
-
-
-def _zstd() -> _Step:
-    import zstandard  # optional: only zstd bodies need it (in the dev extras)
-
-    # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
-    return zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
-
-
 def _make_step(name: str, header: str) -> _Step:
     if name in ("gzip", "x-gzip"):
         return zlib.decompressobj(zlib.MAX_WBITS | 16)
     if name == "deflate":
         return _Deflate()
     try:
-        return _Brotli() if name == "br" else _zstd()
+        library = importlib.import_module(str(KNOWN_CODINGS[name]))
     except ImportError as exc:
         raise _missing_library(name, header) from exc
+    if name == "br":
+        return _Brotli(library.Decompressor().process)
+    # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
+    step: _Step = library.ZstdDecompressor().decompressobj(read_across_frames=True)
+    return step
+
+
+class _Brotli:
+    def __init__(self, process: Callable[[bytes], bytes]) -> None:
+        self.decompress = process
+
+    def flush(self) -> bytes:
+        return b""
 
 
 def _missing_library(name: str, header: str) -> ContentCodingError:
@@ -302,13 +300,13 @@ def encode_content(data: bytes, encoding: str) -> bytes:
         elif name == "deflate":
             data = zlib.compress(data)
         elif name == "br":
-            import brotli  # optional: only br bodies need it
+            import brotli
 
             data = brotli.compress(data)
         elif name == "zstd":
-            import zstandard  # optional: only zstd bodies need it
+            import zstandard
 
-            data = zstandard.ZstdCompressor().compress(data)
+            data = zstandard.compress(data)
         else:
             raise ValueError(f"unsupported content encoding {encoding!r}")
     return data
