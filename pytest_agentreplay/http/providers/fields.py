@@ -129,9 +129,9 @@ def function_call(raw: object) -> Document:
 
 
 def add_piece(calls: dict[int, Document], index: int, piece: object) -> None:
-    """One streamed piece of the OpenAI-shaped tool call at ``index``: its id and name when given, its
-    arguments' text appended. Some proxies resend the whole name in every piece: kept once, else the
-    pieces of a name concatenate."""
+    """One piece (or the whole) of the OpenAI-shaped tool call at ``index``: its id and name when given,
+    its arguments' text appended (arguments that are not text: kept as they are). Some proxies resend the
+    whole name in every piece: kept once, else the pieces of a name concatenate."""
     slot = calls.setdefault(index, {"id": None, "name": None, "arguments": ""})
     call = obj(piece)
     fn = obj(call.get("function"))
@@ -141,8 +141,11 @@ def add_piece(calls: dict[int, Document], index: int, piece: object) -> None:
         slot["name"] = name
     elif name and name != slot["name"]:
         slot["name"] += name
-    if isinstance(fn.get("arguments"), str):
-        slot["arguments"] += fn["arguments"]
+    arguments = fn.get("arguments")
+    if isinstance(arguments, str) and isinstance(slot["arguments"], str):
+        slot["arguments"] += arguments
+    elif arguments is not None:
+        slot["arguments"] = arguments
 
 
 def streamed_calls(calls: dict[int, Document]) -> list[Document]:

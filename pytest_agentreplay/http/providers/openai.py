@@ -81,25 +81,15 @@ def _usage(raw: object) -> Document:
     return fields.present(usage)
 
 
-def _chat_plain(body: Document) -> Document:
-    choices = body.get("choices") or []
-    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") or {}
-    calls = [fields.function_call(tc) for tc in message.get("tool_calls") or [] if isinstance(tc, dict)]
-    usage = _usage(body.get("usage"))
-    text = fields.text_parts(message.get("content"))
-    return fields.decided(text, calls, choice.get("finish_reason"), usage, body.get("id"), body.get("model"))
-
-
-def _chat_stream(events: list[Document]) -> Document:
+def _chat(chunks: Iterable[object], key: str) -> Document:
+    """Chat Completions' decision: of a response (``key`` ``message``) or its stream's chunks (``delta``)."""
     text: list[str] = []
     calls: dict[int, Document] = {}
     stop_reason = None
     usage: object = None
     response_id = None
     model = None
-    for ev in events:
-        chunk = ev.get("data")
+    for chunk in chunks:
         if not isinstance(chunk, dict):
             continue  # "[DONE]"
         response_id = response_id or chunk.get("id")
@@ -109,13 +99,13 @@ def _chat_stream(events: list[Document]) -> Document:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
-            text.extend(fields.text_parts(delta.get("content")))
-            for tc in delta.get("tool_calls") or []:
-                fields.add_piece(calls, int(tc.get("index", 0)), tc)
+            message = fields.obj(choice.get(key))
+            # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
+            text.extend(fields.text_parts(message.get("content")))
+            for position, tc in enumerate(message.get("tool_calls") or []):
+                fields.add_piece(calls, int(fields.obj(tc).get("index", position)), tc)
             if choice.get("finish_reason"):
                 stop_reason = choice["finish_reason"]
-    # "" and absent content both mean "no text" (tool-only turns stream empty content deltas).
     return fields.decided(text, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, model)
 
 
@@ -169,5 +159,9 @@ def _responses_stream(events: list[Document]) -> Document:
 
 def response_fields(endpoint: str, body: Document | None) -> Document:
     if endpoint == CHAT:
-        return fields.from_body(body, _chat_plain, _chat_stream)
+        return fields.from_body(
+            body,
+            lambda one: _chat([one], "message"),
+            lambda events: _chat(fields.event_data(events), "delta"),
+        )
     return fields.from_body(body, lambda one: _responses(one.get("output") or [], one), _responses_stream)
