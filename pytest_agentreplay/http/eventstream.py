@@ -34,12 +34,10 @@ _MIN_MESSAGE = _PRELUDE_LEN + _CRC.size
 _MAX_MESSAGE = 16 * 1024 * 1024
 _MAX_HEADERS = 128 * 1024
 
-# Wire type byte -> the name stored beside a header value that is not a string.
-_TYPE_NAMES = {0: "bool", 1: "bool", 2: "byte", 3: "short", 4: "integer", 5: "long"}
-_TYPE_NAMES.update({6: "bytes", 7: "string", 8: "timestamp", 9: "uuid"})
-_INTS = {"byte": (2, struct.Struct(">b")), "short": (3, struct.Struct(">h"))}
-_INTS.update({"integer": (4, struct.Struct(">i")), "long": (5, struct.Struct(">q"))})
-_INTS["timestamp"] = (8, struct.Struct(">q"))
+# Wire type byte (the index) -> the name stored beside a header value that is not a string.
+_TYPES = ("bool", "bool", "byte", "short", "integer", "long", "bytes", "string", "timestamp", "uuid")
+# The integers' packing, by type byte (a bool is its type byte, a uuid 16 bytes, the others sized).
+_INTS = {kind: struct.Struct(fmt) for kind, fmt in ((2, ">b"), (3, ">h"), (4, ">i"), (5, ">q"), (8, ">q"))}
 # The header naming a message for a reader, by message type.
 _NAMING_HEADERS = (":event-type", ":exception-type", ":error-code")
 
@@ -58,9 +56,8 @@ def _read_headers(raw: memoryview) -> list[list[object]]:
         offset += name_len
         kind = raw[offset]
         offset += 1
-        type_name = _TYPE_NAMES.get(kind)
         value: object
-        if type_name is None:
+        if kind >= len(_TYPES):
             raise EventStreamError(
                 f"an event stream message has a header {name!r} of unknown type {kind}",
                 evidence=[f"header value types 0-9 are defined; found {kind}"],
@@ -68,10 +65,9 @@ def _read_headers(raw: memoryview) -> list[list[object]]:
             )
         if kind in (0, 1):
             value = kind == 0
-        elif type_name in _INTS:
-            packer = _INTS[type_name][1]
-            (value,) = packer.unpack_from(raw, offset)
-            offset += packer.size
+        elif kind in _INTS:
+            (value,) = _INTS[kind].unpack_from(raw, offset)
+            offset += _INTS[kind].size
         elif kind == 9:
             value = bytes(raw[offset : offset + 16]).hex()
             offset += 16
@@ -81,7 +77,7 @@ def _read_headers(raw: memoryview) -> list[list[object]]:
             data = bytes(raw[offset : offset + size])
             offset += size
             value = data.decode("utf-8") if kind == 7 else base64.b64encode(data).decode("ascii")
-        headers.append([name, value] if kind == 7 else [name, value, type_name])
+        headers.append([name, value] if kind == 7 else [name, value, _TYPES[kind]])
     return headers
 
 
@@ -232,20 +228,17 @@ def _header_bytes(header: object) -> bytes:
         )
     name = str(header[0]).encode("utf-8")
     value = header[1]
-    type_name = str(header[2]) if len(header) > 2 else "string"
+    type_name = header[2] if len(header) > 2 else "string"
+    kind = _TYPES.index(type_name) if type_name in _TYPES else 7
     out = bytes([len(name)]) + name
-    if type_name == "bool":
+    if kind in (0, 1):
         return out + bytes([0 if value else 1])
-    if type_name in _INTS:
-        kind, packer = _INTS[type_name]
-        return out + bytes([kind]) + packer.pack(int(str(value)))
-    if type_name == "uuid":
+    if kind in _INTS:
+        return out + bytes([kind]) + _INTS[kind].pack(int(str(value)))
+    if kind == 9:
         return out + bytes([9]) + uuid.UUID(hex=str(value)).bytes
-    if type_name == "bytes":
-        data = base64.b64decode(str(value))
-        return out + bytes([6]) + struct.pack(">H", len(data)) + data
-    data = str(value).encode("utf-8")
-    return out + bytes([7]) + struct.pack(">H", len(data)) + data
+    data = base64.b64decode(str(value)) if kind == 6 else str(value).encode("utf-8")
+    return out + bytes([kind]) + struct.pack(">H", len(data)) + data
 
 
 def encode_message(headers: Iterable[object], payload: bytes) -> bytes:
