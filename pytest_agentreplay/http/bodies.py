@@ -286,8 +286,6 @@ def decode_content(data: bytes, encoding: str | None) -> bytes:
     if not data or not encoding:
         return data
     dec = Decoder(encoding)
-    if not dec.active:
-        return data
     return dec.feed(data) + dec.flush()
 
 
@@ -398,11 +396,10 @@ def normalise_for_match(body: Document | None) -> str:
     """A compact, order-independent key of a body, for matching reads and writes."""
     if not body:
         return ""
-    if "json" in body:
-        return json.dumps(body["json"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
-    for kind in ("text", "base64"):
-        if kind in body:
-            return str(body[kind])
-    if "multipart" in body:  # part by part: names, file names, content types, content
-        return json.dumps(body["multipart"], sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
-    return json.dumps(body.get("sse"), sort_keys=True, separators=JSON_SEPARATORS)
+    if "json" not in body:
+        for kind in ("text", "base64"):
+            if kind in body:
+                return str(body[kind])
+    # A multipart body part by part: names, file names, content types, content.
+    value = body["json"] if "json" in body else body["multipart"] if "multipart" in body else body.get("sse")
+    return json.dumps(value, sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
