@@ -1,12 +1,9 @@
 """Body encoding: raw bytes <-> the readable stored shapes, and content codings (gzip/deflate/br/zstd).
 
-Stored shapes (``BODY``, ``None`` when empty), each with its ``content_type``: ``{"json": value}`` (plus
-``"raw"``, the exact text, when no known serialisation of the key-sorted value reproduces the bytes: replay
-serves those), ``{"text": str}``, ``{"base64": str}``, ``{"sse": [...]}`` (a stream's events, whatever its
-wire format: :mod:`.stream_formats`) or ``{"multipart": [...]}`` (a request's parts: :mod:`.multipart`).
-Bodies are stored decoded so cassettes stay readable, diffable and scannable for secrets; ``"coding"`` notes
-the ``Content-Encoding`` they arrived with (:mod:`.codings`). A coding this installation cannot undo raises
-:class:`~..exceptions.ContentCodingError` (it could hide a secret); unknown ones are kept as they came.
+Stored shapes (``None`` when empty), each with its ``content_type``: ``{"json": value}`` (plus ``"raw"``, the
+exact text, when no known serialisation of the key-sorted value reproduces the bytes), ``{"text": str}``,
+``{"base64": str}``, ``{"sse": [...]}`` (:mod:`.stream_formats`) or ``{"multipart": [...]}``. Bodies are
+stored decoded (readable, diffable, scannable for secrets), ``"coding"`` noting their ``Content-Encoding``.
 """
 
 from __future__ import annotations
@@ -191,12 +188,9 @@ class _Step(Protocol):
 
 
 class Decoder:
-    """Incremental content decoder for one ``Content-Encoding`` header value (possibly a chain).
-
-    Used while teeing a live stream, so SSE events are timed when they arrive. A chain holding a coding
-    nobody knows is not decoded at all (``coding`` is None): undoing only part of it yields neither the
-    bytes received nor the content.
-    """
+    """Incremental content decoder for one ``Content-Encoding`` value (possibly a chain), so a live stream's
+    events are timed when they arrive. A chain holding an unknown coding is not decoded at all (``coding``
+    is None): undoing only part of it yields neither the bytes received nor the content."""
 
     def __init__(self, encoding: str | None) -> None:
         names = codings(encoding)

@@ -1,9 +1,6 @@
-"""Serving a content-coded response in replay: each client reads what it read while recording.
-
-A client that undoes the whole chain of codings (httpx's and urllib3's decoders, by what is installed;
-aiohttp one coding with ``auto_decompress``) is served the stored decoded body without ``Content-Encoding``.
-Every other is served the body coded again, with the header (not the recorded frame: only the decoded body
-is what redaction vouches for); when the coding's library is missing here, the decoded body.
+"""Serving a content-coded response in replay: a client that undoes the whole chain of codings is served
+the stored decoded body, every other the body coded again with its header (not the recorded frame: only
+the decoded body is what redaction vouches for), or decoded when the coding's library is missing here.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
-"""The AWS binary event stream (``application/vnd.amazon.eventstream``): each message (prelude, headers,
-payload, both CRCs checked) stored as a readable event, and rebuilt byte for byte in replay.
+"""The AWS binary event stream (``application/vnd.amazon.eventstream``): each message (both CRCs checked)
+stored as a readable event, and rebuilt byte for byte in replay.
 
 Stored event: ``{"event": ":event-type value", "headers": [[name, value], [name, value, type], ...], "data":
 payload (parsed JSON, or text), "raw": payload text, "t": seconds}``. ``headers`` keeps the wire order (a
-cassette sorts object keys) and rebuilding reads it (``event`` only names the message for a reader); a
-non-string header carries its type (``bytes`` in base64, ``uuid`` in hex, ``timestamp`` in ms). A ``chunk``
-event's base64 ``bytes`` is decoded to the model's JSON. ``raw`` is kept only when rendering ``data`` would
-not give the bytes received; a payload that is not UTF-8 is kept as ``base64``. Bytes after the last whole
-message (a stream closed early) are a last event ``{"truncated": base64}``, served as they came.
+cassette sorts object keys) and rebuilding reads it; a non-string header carries its type (``bytes`` in
+base64, ``uuid`` in hex, ``timestamp`` in ms). A ``chunk`` event's base64 ``bytes`` is decoded to the
+model's JSON; a payload that is not UTF-8 is kept as ``base64``; bytes after the last whole message (a
+stream closed early) are a last event ``{"truncated": base64}``, served as they came.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""gRPC calls as HTTP exchanges (docs/grpc.md): the URL, headers and bodies a call is recorded under, and
-its classification. A call is ``POST grpc://<authority>/<package.Service>/<Method>``, its metadata the
-headers, its bodies JSON documents: a request's messages as their readable view (never served, so its bytes
-are not kept), a response's as their bytes (what replay deserializes, masked in place by redaction) beside
-the view, with the code, details and trailing metadata. The HTTP status is the code's usual mapping, so a
-failed write is not a committed one. Nothing here imports grpc.
+"""gRPC calls as HTTP exchanges (docs/grpc.md): ``POST grpc://<authority>/<package.Service>/<Method>``, the
+metadata its headers, its bodies JSON documents (a response's messages as bytes beside their readable
+view, with the code, details and trailing metadata), the status the code's usual mapping. Imports no grpc.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""``multipart/*`` request bodies stored as their parts: the boundary is transport, the parts are the content.
-
-A client picks a new random boundary for every upload (httpx, so the ``openai`` SDK's file uploads), so the
-bytes of one upload differ on every run. Stored ``{"multipart": [PART, ...], "content_type"}`` (without its
-``boundary``), each PART ``{"name", "filename"?, "content_type", "headers"?, "text" | "base64"}``, shaped like
-a stored body so redaction and the secret scan read it as one. A body not taken apart exactly (no boundary,
-a part without headers, a preamble, no closing delimiter) is stored as its bytes; responses are always
-kept as received (they are served).
+"""``multipart/*`` request bodies stored as their parts, since clients pick a new random boundary for
+every upload: ``{"multipart": [PART, ...], "content_type"}`` (without its ``boundary``), each PART ``{"name",
+"filename"?, "content_type", "headers"?, "text" | "base64"}``. A body not taken apart exactly (no boundary,
+a preamble, no closing delimiter) is stored as its bytes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Newline-delimited JSON streams (``application/x-ndjson``: Ollama's native API): an incremental parser and
-the encoder replay serves them with. One event per line, stored like server-sent events (:mod:`.sse`):
-``{"data": parsed JSON or the line's text, "t": seconds}``, ``raw`` also keeping the blank lines before it.
+"""Newline-delimited JSON streams (Ollama's native API), one event per line stored like server-sent events
+(:mod:`.sse`): ``{"data": parsed JSON or the line's text, "t": seconds}``, ``raw`` with blank lines before.
 """
 
 from __future__ import annotations

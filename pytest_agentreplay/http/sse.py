@@ -1,8 +1,6 @@
 """Server-sent events: an incremental parser (for teeing live streams) and the encoder used in replay.
-
-Stored event: ``{"event": name, "data": parsed JSON or text, "id": str, "t": seconds}`` (``event``/``id``
-when the stream had them). ``raw``: the event's exact wire text (comments, ``retry:``, line endings, JSON
-spacing, key order), kept only when :func:`encode_event` of the stored event would differ (replay serves it).
+Stored event: ``{"event"?, "data": parsed JSON or text, "id"?, "t": seconds}``, plus ``raw``, its exact wire
+text, when :func:`encode_event` of the stored event would differ (replay serves it).
 """
 
 from __future__ import annotations

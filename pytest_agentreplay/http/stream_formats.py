@@ -1,8 +1,6 @@
-"""The streamed response formats stored as events: server-sent events, newline-delimited JSON (Ollama) and
-the AWS event stream (Bedrock). A stream is stored as ``{"sse": [event, ...], "content_type": ...}`` whatever
-its format (the list's name predates the others); the content type tells which format it is. Recording,
-storing and serving ask :func:`format_for` and nothing else: a new format is one entry of :data:`FORMATS`.
-"""
+"""The streamed formats stored as events (SSE, NDJSON, the AWS event stream), each as ``{"sse": [event, ...],
+"content_type": ...}`` (the list's name predates the others; the content type tells the format). A new
+format is one entry of :data:`FORMATS`."""
 
 from __future__ import annotations
 

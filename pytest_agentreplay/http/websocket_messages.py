@@ -1,9 +1,6 @@
-"""WebSocket conversations as events of the exchange vocabulary (docs/websockets.md), for every client
-library (the adapters in ``intercept/`` translate their objects into these calls): the opening handshake is
-an ``http`` read of the exchange pipeline, then one ``http`` event per message as the client saw them
-(``data.transport: websocket``, ``method`` ``SEND``/``RECEIVE``/``CLOSE``), a timed-out receive, the close:
-each message stays between the model and tool calls it caused.
-"""
+"""WebSocket conversations as events (docs/websockets.md), for every client library: the handshake is an
+``http`` read, then one ``http`` event per message, timed-out receive and close (``data.transport:
+websocket``), so each message stays between the model and tool calls it caused."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """AWS Bedrock Runtime adapter: ``Converse``, ``ConverseStream``, ``InvokeModel`` and
-``InvokeModelWithResponseStream`` (``POST /model/{modelId}/...``; docs/providers.md).
-
-The model id is in the URL. An InvokeModel body is its model family's (Anthropic, Llama, Titan, Nova),
-named in the endpoint (``invoke:anthropic``) by the model id, else told by the body's shape. Only an AWS
-SDK's request counts (host, SigV4 scope or ``amz-sdk-invocation-id``): a service of one's own serving
-``/model/x/invoke`` stays a tool. Streams are AWS event streams (:mod:`..eventstream`).
+``InvokeModelWithResponseStream`` (docs/providers.md). An InvokeModel body is its model family's, named in
+the endpoint (``invoke:anthropic``) by the model id, else told by its shape. Only an AWS SDK's request
+counts: a service of one's own serving ``/model/x/invoke`` stays a tool.
 """
 
 from __future__ import annotations

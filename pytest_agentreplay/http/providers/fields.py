@@ -28,10 +28,9 @@ def present(source: object, keys: Iterable[str] | None = None) -> Document:
 def request_fields(
     body: object, decoding_keys: Iterable[str], *, nested: Iterable[str] = (), streamed: bool | None = None
 ) -> Document:
-    """The request fields of a JSON body whose decoding settings are top-level keys (OpenAI, Anthropic),
-    and, with ``nested``, also the settings of the first of those keys holding an object (Ollama's
-    ``options``, Gemini's ``generationConfig``; top-level keys win). ``streamed``: what the provider says
-    instead of the body's ``stream`` flag (Gemini's endpoint, Ollama streaming unless told not to)."""
+    """The request fields of a JSON body whose decoding settings are ``decoding_keys`` (top-level) and the
+    first of the ``nested`` objects (Ollama's ``options``, Gemini's ``generationConfig``); ``streamed``:
+    what the provider says instead of the body's ``stream`` flag."""
     if not isinstance(body, dict):
         return summary({}, None, bool(streamed))
     decoding = next((present(body[key]) for key in nested if body.get(key)), {})

@@ -1,9 +1,6 @@
-"""The public provider interface: what reads one model API's exchanges as ``model.call`` events.
-
-A provider is any object with the members of :class:`Provider` (a module of functions, or an instance of a
-project's class), optionally ``INPUT_FIELDS`` (:class:`InputFields`: drift reports name a change of the
-conversation, system prompt or tools, and count a resent message once), ``model_from_request(request)`` and
-``url_fields(request)`` (what the URL names). Registered per session (:mod:`.registry`); docs/providers.md.
+"""The public provider interface (docs/providers.md): any object with the members of :class:`Provider`,
+optionally ``INPUT_FIELDS`` (:class:`InputFields`), ``model_from_request(request)`` and
+``url_fields(request)`` (what the URL names).
 """
 
 from __future__ import annotations
