@@ -104,7 +104,10 @@ def _part(chunk: bytes) -> Document | None:
     part["content_type"] = headers.pop("content-type", None)
     if headers:
         part["headers"] = headers
-    part.update(content_of(content))
+    try:
+        part["text"] = content.decode("utf-8")  # it reads, and encodes back to the same bytes
+    except UnicodeDecodeError:
+        part["base64"] = base64.b64encode(content).decode("ascii")
     return part
 
 
@@ -136,15 +139,6 @@ def _text(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return data.decode("latin-1")
-
-
-def content_of(data: bytes) -> Document:
-    """A part's content as stored: ``text`` when it is UTF-8 (it reads, and encodes back to the same bytes),
-    else ``base64``."""
-    try:
-        return {"text": data.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
 
 
 def part_bytes(part: Mapping[str, object]) -> bytes:

@@ -44,7 +44,8 @@ class ProviderSet:
         self._by_name: Mapping[str, Provider] = MappingProxyType(by_name)
         self.order: tuple[Provider, ...] = tuple(by_name.values())
         # Every provider's input fields together: a comparison reads events of any of them.
-        self.inputs: InputFields = reduce(operator.or_, map(input_fields, self.order), InputFields())
+        declared = (as_input_fields(getattr(p, "INPUT_FIELDS", None)) or InputFields() for p in self.order)
+        self.inputs: InputFields = reduce(operator.or_, declared, InputFields())
 
     def __getitem__(self, name: str | None) -> Provider:
         return self._by_name[str(name)]
@@ -66,11 +67,6 @@ def providers_of(settings: RunSettings) -> ProviderSet:
     """The providers a run with ``settings`` asks (its session's, else the built-in ones)."""
     found = settings.providers
     return found if isinstance(found, ProviderSet) else BUILTIN_SET
-
-
-def input_fields(provider: Provider) -> InputFields:
-    """What a provider declares as the model's input (``INPUT_FIELDS``; optional, nothing when absent)."""
-    return as_input_fields(getattr(provider, "INPUT_FIELDS", None)) or InputFields()
 
 
 def request_model(adapter: Provider, request: HttpRequest) -> str | None:
@@ -95,7 +91,6 @@ __all__ = [
     "InputFields",
     "Provider",
     "ProviderSet",
-    "input_fields",
     "providers_of",
     "request_model",
     "url_fields",

@@ -90,12 +90,11 @@ def _stream(events: list[Document]) -> Document:
             block = blocks.setdefault(idx, {})
             delta = data.get("delta") or {}
             dtype = delta.get("type")
-            if dtype == "text_delta":
-                block["text"] = (block.get("text") or "") + (delta.get("text") or "")
-            elif dtype == "input_json_delta":
+            if dtype == "input_json_delta":
                 partial_json.setdefault(idx, []).append(delta.get("partial_json") or "")
-            elif dtype == "thinking_delta":
-                block["thinking"] = (block.get("thinking") or "") + (delta.get("thinking") or "")
+            elif dtype in ("text_delta", "thinking_delta"):
+                key = dtype.removesuffix("_delta")
+                block[key] = (block.get(key) or "") + (delta.get(key) or "")
         elif kind == "message_delta":
             delta = data.get("delta") or {}
             if delta.get("stop_reason") is not None:
