@@ -13,8 +13,6 @@ from .exchange import HttpResponse
 # Whether a client undoes a whole chain of codings (given in the order they were applied).
 Decodes = Callable[[list[str]], bool]
 
-AIOHTTP_CODINGS = frozenset({"gzip", "deflate", "br", "zstd"})
-
 
 def for_client(response: HttpResponse, decodes: Decodes) -> HttpResponse:
     """``response`` as this client must receive it (itself, unless the client left its coding undone)."""
@@ -43,4 +41,5 @@ def supported(names: Container[str]) -> Decodes:
 
 
 def aiohttp_decodes(auto_decompress: bool) -> Decodes:
-    return lambda chain: auto_decompress and len(chain) == 1 and chain[0] in AIOHTTP_CODINGS
+    """aiohttp undoes one coding, of those it knows, with ``auto_decompress``."""
+    return lambda chain: auto_decompress and len(chain) == 1 and chain[0] in ("gzip", "deflate", "br", "zstd")

@@ -39,14 +39,11 @@ def reads_only(request: HttpRequest) -> bool:
     """Whether ``request`` is a call of Ollama's native API that only reads (:data:`READ_PATHS`): a GET, or
     a POST whose JSON body names the model (``model``, or ``name`` in older clients' ``/api/show``), as
     Ollama's requests do ("/api/show" alone is a common path)."""
-    path = request.path.rstrip("/")
-    if not path.endswith(READ_PATHS):
+    if not request.path.rstrip("/").endswith(READ_PATHS):
         return False
     if request.method in ("GET", "HEAD"):
         return True
-    if request.method != "POST":
-        return False
-    body = request.json()
+    body = request.json() if request.method == "POST" else None
     return isinstance(body, dict) and any(isinstance(body.get(key), str) for key in ("model", "name"))
 
 
