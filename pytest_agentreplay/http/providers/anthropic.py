@@ -15,7 +15,7 @@ NAME = "anthropic"
 INPUT_FIELDS = InputFields(conversation=("messages",), system=("system",), tools=("tools",))
 MESSAGES = "messages"
 
-_DECODING = (
+DECODING = (
     "temperature",
     "top_p",
     "top_k",
@@ -38,7 +38,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
 
 
 def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, _DECODING)
+    return fields.request_fields(body, DECODING)
 
 
 def _usage(raw: object) -> Document:

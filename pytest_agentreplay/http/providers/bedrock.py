@@ -30,15 +30,6 @@ ANTHROPIC, LLAMA, TITAN, NOVA = "anthropic", "llama", "titan", "nova"
 _VENDORS = frozenset(
     {"anthropic", "meta", "amazon", "cohere", "ai21", "mistral", "deepseek", "openai", "qwen"}
 )
-_ANTHROPIC_DECODING = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_tokens",
-    "tool_choice",
-    "stop_sequences",
-    "thinking",
-)
 _LLAMA_DECODING = ("temperature", "top_p", "max_gen_len")
 _CONVERSE_DECODING = (
     "additionalModelRequestFields",
@@ -114,7 +105,7 @@ def request_fields(endpoint: str, body: object) -> Document:
     if op in (CONVERSE, CONVERSE_STREAM) or named == NOVA:
         decoding, tools = _converse_request(body)
     elif named == ANTHROPIC:
-        decoding, tools = fields.present(body, _ANTHROPIC_DECODING), body.get("tools")
+        decoding, tools = fields.present(body, anthropic.DECODING), body.get("tools")
     elif named == TITAN:
         decoding = fields.present(body.get("textGenerationConfig"))
     else:

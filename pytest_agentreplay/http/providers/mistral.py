@@ -11,23 +11,8 @@ from . import fields, openai
 NAME = "mistral"
 CHAT = openai.CHAT
 
-_DECODING = (
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "random_seed",
-    "stop",
-    "n",
-    "presence_penalty",
-    "frequency_penalty",
-    "safe_prompt",
-    "tool_choice",
-    "parallel_tool_calls",
-    "response_format",
-    "prediction",
-    "prompt_mode",
-    "reasoning_effort",
-)
+# OpenAI's request keys (a key Mistral does not know fails the request) and Mistral's own.
+_DECODING = (*openai.CHAT_DECODING, "random_seed", "safe_prompt", "prediction", "prompt_mode")
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:

@@ -17,7 +17,7 @@ INPUT_FIELDS = InputFields(conversation=("messages", "input"), system=("instruct
 CHAT = "chat.completions"
 RESPONSES = "responses"
 
-_CHAT_DECODING = (
+CHAT_DECODING = (
     "temperature",
     "top_p",
     "max_tokens",
@@ -62,7 +62,7 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
 
 
 def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, _CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING)
+    return fields.request_fields(body, CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING)
 
 
 def _usage(raw: object) -> Document:
