@@ -43,30 +43,13 @@ _RETRIEVAL_QDRANT: Final = frozenset(
         *("Facet", "SearchMatrixPairs", "SearchMatrixOffsets"),
     }
 )
-_WRITE_QDRANT: Final = frozenset(
-    {
-        *("Upsert", "Delete", "UpdateVectors", "DeleteVectors", "SetPayload", "OverwritePayload"),
-        *("DeletePayload", "ClearPayload", "CreateFieldIndex", "DeleteFieldIndex", "UpdateBatch"),
-    }
-)
-_VERTEX: Final[dict[str, Flavour]] = dict.fromkeys(
-    ("GenerateContent", "StreamGenerateContent", "Predict", "CountTokens"), "read"
-)
-# Well-known services: method -> flavour. A method not listed falls to the name rule.
+_VERTEX: Final[dict[str, Flavour]] = dict.fromkeys(("GenerateContent", "Predict"), "read")
+# Well-known services: method -> flavour, where the name rule (below) does not tell it; any other method
+# of theirs (Upsert, Delete, BatchObjects, StreamGenerateContent...) falls to the rule.
 WELL_KNOWN: Final[dict[str, dict[str, Flavour]]] = {
-    "qdrant.Points": {
-        **dict.fromkeys(_RETRIEVAL_QDRANT, "retrieval"),
-        **dict.fromkeys(_WRITE_QDRANT, "write"),
-    },
-    "weaviate.v1.Weaviate": {
-        **dict.fromkeys(("Search", "Aggregate"), "retrieval"),
-        "TenantsGet": "read",
-        **dict.fromkeys(("BatchObjects", "BatchDelete", "BatchReferences"), "write"),
-    },
-    "milvus.proto.milvus.MilvusService": {
-        **dict.fromkeys(("Search", "HybridSearch", "Query"), "retrieval"),
-        **dict.fromkeys(("Insert", "Delete", "Upsert"), "write"),
-    },
+    "qdrant.Points": dict.fromkeys(_RETRIEVAL_QDRANT, "retrieval"),
+    "weaviate.v1.Weaviate": {**dict.fromkeys(("Search", "Aggregate"), "retrieval"), "TenantsGet": "read"},
+    "milvus.proto.milvus.MilvusService": dict.fromkeys(("Search", "HybridSearch", "Query"), "retrieval"),
     "google.cloud.aiplatform.v1.PredictionService": _VERTEX,
     "google.cloud.aiplatform.v1beta1.PredictionService": _VERTEX,
 }
