@@ -1,6 +1,6 @@
 """The public provider interface (docs/providers.md): any object with the members of :class:`Provider`,
-optionally ``INPUT_FIELDS`` (:class:`InputFields`), ``model_from_request(request)`` and
-``url_fields(request)`` (what the URL names).
+optionally ``INPUT_FIELDS`` (:class:`InputFields`: drift reports name a change of the conversation, system
+prompt or tools), ``model_from_request(request)`` and ``url_fields(request)`` (what the URL names).
 """
 
 from __future__ import annotations
