@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from ..core.documents import Document
-from ..core.events import PayloadRef, ToolInfo
+from ..core.events import PayloadRef
 from . import bodies
 from .exchange import HttpRequest, host_and_path
+from .recording import _ref, _tool  # an exchange's payload and tool, built the same way
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -70,9 +71,7 @@ class ConversationEvents:
         self.closed = False
         self._lock = threading.Lock()
         host, path = host_and_path(url)
-        self._tool = ToolInfo.construct_trusted(
-            {"name": host + path, "schema_version": None, "idempotency_key": None}
-        )
+        self._tool = _tool(host + path, None)
 
     def _emit(
         self, method: str, direction: Direction, extra: Document, ref: PayloadRef | None = None
@@ -96,16 +95,7 @@ class ConversationEvents:
         with self._lock:
             index = self.counts[direction]
             self.counts[direction] = index + 1
-        ref = PayloadRef.construct_trusted(
-            {
-                "sha256": None,
-                "inline": stored,
-                "data_class": self.ctx.settings.http_data_class,
-                "media_type": MESSAGE_MEDIA_TYPE,
-                "size": None,
-                "key_order": None,
-            }
-        )
+        ref = _ref(stored, self.ctx.settings.http_data_class, MESSAGE_MEDIA_TYPE)
         self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 
