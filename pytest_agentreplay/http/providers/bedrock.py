@@ -138,9 +138,7 @@ def _from_blocks(content: Iterable[object], stop: object, usage: object) -> Docu
 
 
 def _converse_plain(body: Document) -> Document:
-    output = body.get("output")
-    message = output.get("message") if isinstance(output, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
+    content = fields.obj(fields.obj(body.get("output")).get("message")).get("content")
     return _from_blocks(content or [], body.get("stopReason"), body.get("usage"))
 
 
@@ -159,8 +157,7 @@ def _fold_converse(events: Iterable[tuple[object, object]]) -> Document:
         index = data.get("contentBlockIndex")
         idx = index if isinstance(index, int) else 0
         if name == "contentBlockStart":
-            start = data.get("start")
-            use = start.get("toolUse") if isinstance(start, dict) else None
+            use = fields.obj(data.get("start")).get("toolUse")
             if isinstance(use, dict):
                 blocks[idx] = {"toolUse": {"toolUseId": use.get("toolUseId"), "name": use.get("name")}}
         elif name == "contentBlockDelta":

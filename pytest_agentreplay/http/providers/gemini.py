@@ -95,19 +95,13 @@ def _fold(chunks: Iterable[object]) -> Document:
             continue
         response_id = response_id or chunk.get("responseId")
         model = model or chunk.get("modelVersion")
-        if chunk.get("usageMetadata"):
-            usage = chunk["usageMetadata"]  # cumulative: the last one counts
-        feedback = chunk.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            block = feedback["blockReason"]
+        usage = chunk.get("usageMetadata") or usage  # cumulative: the last one counts
+        block = fields.obj(chunk.get("promptFeedback")).get("blockReason") or block
         for candidate in chunk.get("candidates") or []:
             if not isinstance(candidate, dict) or candidate.get("index", 0) != 0:
                 continue
-            if candidate.get("finishReason"):
-                stop_reason = candidate["finishReason"]
-            content = candidate.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            for part in parts or []:
+            stop_reason = candidate.get("finishReason") or stop_reason
+            for part in fields.obj(candidate.get("content")).get("parts") or []:
                 if not isinstance(part, dict):
                     continue
                 call = part.get("functionCall") or part.get("function_call")

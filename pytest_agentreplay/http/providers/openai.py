@@ -94,8 +94,7 @@ def _chat(chunks: Iterable[object], key: str) -> Document:
             continue  # "[DONE]"
         response_id = response_id or chunk.get("id")
         model = model or chunk.get("model")
-        if chunk.get("usage"):
-            usage = chunk["usage"]
+        usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
@@ -104,8 +103,7 @@ def _chat(chunks: Iterable[object], key: str) -> Document:
             text.extend(fields.text_parts(message.get("content")))
             for position, tc in enumerate(message.get("tool_calls") or []):
                 fields.add_piece(calls, int(fields.obj(tc).get("index", position)), tc)
-            if choice.get("finish_reason"):
-                stop_reason = choice["finish_reason"]
+            stop_reason = choice.get("finish_reason") or stop_reason
     return fields.decided(text, fields.streamed_calls(calls), stop_reason, _usage(usage), response_id, model)
 
 
@@ -128,8 +126,7 @@ def _responses(output: Iterable[object], response: Document) -> Document:
                     "arguments": fields.parse_args(item.get("arguments")),
                 }
             )
-    incomplete = response.get("incomplete_details")
-    reason = incomplete.get("reason") if isinstance(incomplete, dict) else None
+    reason = fields.obj(response.get("incomplete_details")).get("reason")
     usage, rid = _usage(response.get("usage")), response.get("id")
     return fields.decided(texts, calls, reason or response.get("status"), usage, rid, response.get("model"))
 
