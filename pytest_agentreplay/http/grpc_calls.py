@@ -87,10 +87,7 @@ def flavour(path: str) -> Flavour:
     """What a call to the method at ``path`` (``/qdrant.Points/Search``) does: the well-known table, else
     the method-name rule."""
     service, _, method = path.strip("/").rpartition("/")
-    known = WELL_KNOWN.get(service, {}).get(method)
-    if known is not None:
-        return known
-    return "read" if _READ_VERBS.match(method) else "write"
+    return WELL_KNOWN.get(service, {}).get(method) or ("read" if _READ_VERBS.match(method) else "write")
 
 
 def http_status(code: str) -> int:

@@ -227,8 +227,7 @@ def _titan(chunks: Iterable[object]) -> Document:
     for chunk in chunks:
         if not isinstance(chunk, dict):
             continue
-        if chunk.get("inputTextTokenCount") is not None:
-            usage["input_tokens"] = chunk["inputTextTokenCount"]
+        usage.update(fields.renamed_counts(chunk, (("inputTextTokenCount", "input_tokens"),)))
         results = chunk.get("results")
         # A plain response holds results; a stream chunk is one result's piece, at the top level.
         for part in results if isinstance(results, list) else [chunk]:
