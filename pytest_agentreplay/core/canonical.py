@@ -27,11 +27,9 @@ _encode_string = json.encoder.encode_basestring
 
 def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
     """The canonical text of a cassette file: sorted keys, a member per line (a changed field is one changed
-    line a drift report can name) unless the object or list fits on one line within :data:`CASSETTE_WIDTH`,
-    one space of indentation per level (a fifth smaller than :func:`dumps_pretty`'s), a final newline.
-
-    ``inline_objects=False``: the older layout (only lists of plain values on one line), kept for files
-    written in it so that an update does not re-flow every small object of the file once."""
+    line) unless it fits on one line within :data:`CASSETTE_WIDTH`, one space of indentation per level.
+    ``inline_objects=False``: the older layout (only lists of plain values inline), kept for files written
+    in it so that an update does not re-flow them."""
     out: list[str] = []
     _write(value, 0, 0, out, inline_objects)
     out.append("\n")
@@ -64,14 +62,10 @@ def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool
     last = len(members) - 1
     for n, (head, item) in enumerate(members):
         out.append(("\n" if not n else ",\n") + inner + head)
-        _write(item, level + 1, len(inner) + len(head) + _comma(n, last, inline_objects), out, inline_objects)
+        # The comma after the member is on its line (the older layout did not count it: kept for its files).
+        comma = 1 if inline_objects and n < last else 0
+        _write(item, level + 1, len(inner) + len(head) + comma, out, inline_objects)
     out.append("\n" + " " * (CASSETTE_INDENT * level) + brackets[1])
-
-
-def _comma(n: int, last: int, inline_objects: bool) -> int:
-    """The comma after the ``n``th member, on its line. (The layout before small objects went on one line
-    did not count it; kept for the files written in it.)"""
-    return 1 if inline_objects and n < last else 0
 
 
 class _Out(Protocol):
@@ -179,11 +173,10 @@ def _scalar(value: object) -> str:
 
 
 def _compact_encoder() -> Callable[[object, int], Iterable[str]] | None:
-    """The C encoder ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    allow_nan=False)`` makes, made once: ``json.dumps`` with options makes a new encoder per call, which
-    costs more than encoding a message or a key (a replayed test hashes and compares dozens of them).
-    Without a markers dict, which other threads encoding at the same time would see: a circular value
-    recurses until ``RecursionError`` (then encoded by ``json.dumps``, which names it)."""
+    """The C encoder of :func:`dumps_compact`'s ``json.dumps`` options, made once (``json.dumps`` with
+    options makes one per call, which costs more than encoding a message). Without a markers dict, which
+    concurrent threads would share: a circular value recurses to ``RecursionError``, then ``json.dumps``
+    names it."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
@@ -229,10 +222,9 @@ _EXACT_EQUALITY = frozenset({str, int, bool, type(None)})
 
 
 def same_json(a: object, b: object) -> bool:
-    """Equal as JSON values, type for type: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``==``
-    says they are); object key order does not matter. Shared objects cost nothing; otherwise one C-level
-    ``==``, then marshal bytes (format 2: no back-references, so a shared string equals an equal one), and
-    only for objects in different key order their sorted JSON."""
+    """Equal as JSON values, type for type (``true`` is not ``1``, ``1`` is not ``1.0``), key order aside:
+    one C-level ``==``, then marshal bytes (format 2: no back-references), then only for objects in
+    different key order their sorted JSON."""
     if a is b:
         return True
     if a != b:
@@ -269,11 +261,9 @@ class HashedList(NamedTuple):
 
 
 class DigestMemo:
-    """What :func:`request_digest` serialised and hashed before, so a conversation's requests cost their
-    new messages. ``items``: id(item) -> (item, its canonical JSON; holding the item keeps its id unused);
-    ``lists``: per body key, the last list hashed under it (the next request starts with the very same
-    objects, see ``http.resend``). By identity, so an item must not change once hashed: the items are the
-    bodies' parsed objects, typed read-only, which no hook or user code is handed (a hook gets a copy)."""
+    """What :func:`request_digest` serialised and hashed before, by identity: ``items``: id(item) -> (item,
+    its canonical JSON); ``lists``: per body key, the last list hashed under it. An item must not change
+    once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
 
     __slots__ = ("items", "lists")
 
@@ -283,10 +273,9 @@ class DigestMemo:
 
 
 def request_digest(body: object, memo: DigestMemo | None = None) -> str:
-    """:func:`hash_value` of a JSON request body, built from the canonical text of each item of its lists of
-    objects (a conversation's messages, the tools), memoised by identity: an item seen before is not
-    serialised again, and the first such list (in key order) is hashed on from where the previous request's
-    list ended, so hashing every request of an N-call conversation serialises and hashes its messages once."""
+    """:func:`hash_value` of a JSON request body, memoised by identity: an item of its lists of objects seen
+    before is not serialised again, and its first such list is hashed on from where the previous request's
+    ended, so an N-call conversation serialises and hashes its messages once."""
     if not isinstance(body, dict) or memo is None:
         return hash_value(body)
     try:

@@ -1,10 +1,8 @@
 """The recorder: appends events to the active run in a defined order, from any thread or task.
 
-The active run lives in a context variable so concurrent runs (async tests) stay apart. Worker
-threads started by a plain ``ThreadPoolExecutor`` do not inherit context variables, so when the
-context holds no run we fall back to the single run active in this process: a call from such a
-thread must never escape the run (and its network guard) just because context was not copied.
-"""
+The active run lives in a context variable (concurrent async tests stay apart); a thread that did not
+inherit it (a plain ``ThreadPoolExecutor``) falls back to the process's only active run, so its calls
+never escape the run and its network guard."""
 
 from __future__ import annotations
 
@@ -299,8 +297,7 @@ _RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 
 
-# The runs active in this process, in the order they were activated (pytester's inner runs included): a
-# thread that did not inherit the context falls back to the only one; the network guard protects all.
+# The runs active in this process, in activation order (pytester's inner runs included).
 _RUNS: list[RunContext] = []
 _RUNS_LOCK = threading.Lock()
 

@@ -1,10 +1,6 @@
-"""Settings: where each value comes from and which source wins. Plain Python, no pytest import.
-
-Precedence for every setting: command line > marker (per test) > ``agentreplay_config`` fixture > ini key
-``agentreplay_<name>`` > ``[tool.agentreplay]`` in pyproject.toml > default. A marker never overrides a
-record mode given explicitly on the command line. Which keys each place takes, and the valid values of
-a choice, are the settings table's (``setting_keys.py``).
-"""
+"""Settings: where each value comes from and which source wins (plain Python, no pytest import):
+command line > marker > ``agentreplay_config`` fixture > ini ``agentreplay_<name>`` > ``[tool.agentreplay]``
+> default; a marker never overrides a record mode given explicitly on the command line."""
 
 from __future__ import annotations
 
@@ -101,10 +97,8 @@ def read_pyproject_table(rootdir: Path) -> Document:
 
 
 def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
-    """The session settings from a pytest ``Config`` (duck-typed: this module stays free of pytest): its
-    options for ``names``, its ini keys, the rootdir's ``[tool.agentreplay]``, every value checked. Raises
-    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them and writes the
-    report."""
+    """The session settings from a pytest ``Config`` (duck-typed), every value checked; raises
+    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them."""
     pyproject = config.rootpath / "pyproject.toml"
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
@@ -310,10 +304,8 @@ def resolve_test_settings(
     overrides: Mapping[str, object],
     default_cassette: Path,
 ) -> TestSettings:
-    """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings.
-
-    Every value the marker and the fixture give is checked, also one an explicit command-line record or
-    mode overrides; their ``rules`` are parsed when the run begins (``session.TestRun``)."""
+    """Apply a test's marker and ``agentreplay_config`` overrides on top of the session settings, each
+    value checked even when the command line overrides it; ``rules`` are parsed when the run begins."""
     fixture_place = "the agentreplay_config fixture"
     if not isinstance(overrides, Mapping):
         raise check.invalid(

@@ -1,10 +1,6 @@
-"""The settings table: every setting once, with the places it may be given, its values, default and help.
-
-Plain Python, no pytest (and no dataclass: this module loads at every pytest start). What names settings
-is made from it: the command-line options and their ini twins and the marker's help line (``plugin.py``),
-the keys ``config.py`` accepts in each place and the valid values its errors list. Tests hold the
-``agentreplay_config`` fixture's docstring and the docs pages to it.
-"""
+"""The settings table: every setting once, with the places it may be given, its values, default and help;
+the options, ini twins, marker help and the keys ``config.py`` accepts are made from it. Plain Python (no
+pytest, no dataclass: it loads at every pytest start)."""
 
 from __future__ import annotations
 

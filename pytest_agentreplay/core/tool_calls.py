@@ -1,9 +1,5 @@
-"""One tool call's events: ``tool.call`` now, then ``tool.result`` (or ``effect`` with a receipt for a write)
-when it finishes, or the recorded outcome served in its place during replay.
-
-Shared by ``@tool`` (``api.py``) and the transport adapters whose calls are tool calls (``intercept/mcp.py``):
-one shape of tool event, matched and served by one index (``replay/tools.ToolReplayer``).
-"""
+"""One tool call's events (``tool.call``, then ``tool.result`` or a write's ``effect``), or its recorded
+outcome served in replay; shared by ``@tool`` and the transports whose calls are tool calls (MCP)."""
 
 from __future__ import annotations
 
@@ -189,10 +185,8 @@ class ToolCall:
         self.finished(None, error_text(exc), exception=exception_doc(exc) if self.typed else None)
 
     def store(self, value: object, root: str) -> object:
-        """``value``'s stored form. While a test records, one that replay could not rebuild is refused (and
-        fails the test even if the agent catches the error). Elsewhere it keeps the plain conversion: in
-        sandbox (the value is compared, never served) and in ``capture_run``, which must never break the
-        production code it watches."""
+        """``value``'s stored form. While a test records, one replay could not rebuild is refused (and fails
+        the test even if caught); elsewhere (sandbox, ``capture_run``) it keeps the plain conversion."""
         strict = self.ctx.mode is Mode.RECORD
         encoder = Encoder(strict=strict, fallback=None if strict else to_jsonable)
         try:
@@ -262,10 +256,8 @@ class ToolCall:
         exception: Document | None = None,
         output_with_error: bool = False,
     ) -> None:
-        """Write the call's outcome: ``tool.result`` (or ``effect`` for a write). ``result`` is the value
-        (the receipt is read from it), ``stored`` its stored form (else ``result`` is converted as before);
-        ``exception`` the recorded exception's type and arguments; ``output_with_error``: a generator that
-        raised keeps the items it yielded."""
+        """Write the call's outcome: ``tool.result``, or ``effect`` for a write (its receipt read from
+        ``result``); ``stored``: its stored form; ``output_with_error``: a raising generator's items."""
         recorder = self.ctx.recorder
         data = self._grouped({"attempt": self.attempt})
         output = result if stored is _NOT_GIVEN else stored

@@ -1,14 +1,6 @@
-"""How ``@tool`` values (arguments, results, generator items, exceptions) are stored so that replay gives
-them back with their type (the format: docs/cassettes.md, "Typed tool values").
-
-Plain JSON is stored as it is (cassettes written before typed values hold only that, and read the same);
-any other value as a *tagged object* whose reserved key ``"$agentreplay"`` names its kind
-(``{"$agentreplay": "tuple", "items": [1, 2]}``). A user's own ``dict`` holding that key is stored as a
-``"dict"`` tagged object, so a plain object never reads as a tag. Classes are named ``module:qualname`` and
-rebuilt only from modules already imported (or under a package already imported): a cassette cannot make
-replay import code. A value no kind holds is refused while recording (:class:`Unstorable`), never stored
-as a ``repr``; ``register_tool_codec`` teaches the codec a type of one's own.
-"""
+"""How ``@tool`` values are stored so replay gives them back typed (docs/cassettes.md, "Typed tool
+values"): plain JSON as it is, anything else as a tagged object (``{"$agentreplay": "tuple", ...}``).
+Classes are rebuilt only from modules already imported: a cassette cannot make replay import code."""
 
 from __future__ import annotations
 
