@@ -105,8 +105,7 @@ def is_cassette_text(text: str, value: object, *, inline_objects: bool = True) -
 
 def _one_line(value: dict[object, object] | list[object] | tuple[object, ...], budget: int) -> str | None:
     """``value`` on one line as ``json.dumps(sort_keys=True)`` writes it, or None when that takes more than
-    ``budget`` characters. Gives up at the first character over, so trying a large value costs no more than
-    trying a small one."""
+    ``budget`` characters (found at the first character over: a large value costs no more than a small)."""
     parts: list[str] = []
     return "".join(parts) if _one_line_into(value, budget, parts) >= 0 else None
 
@@ -151,8 +150,7 @@ def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
 
 
 def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | None:
-    """A list of plain values on one line (``["a", 1]``), or None when an item is an object or a list or
-    the line would exceed ``budget`` characters (the layout before objects went on one line)."""
+    """A list of plain values on one line within ``budget``, else None (the layout before objects did)."""
     if len(value) * 3 > budget or any(isinstance(item, dict | list | tuple) for item in value):
         return None  # too many items to fit (a long list is refused before it is looked at)
     return _one_line(value, budget)
@@ -251,9 +249,8 @@ def hash_value(value: object) -> str:
 
 
 class HashedList(NamedTuple):
-    """A conversation's list as :func:`request_digest` last hashed it: the text before it, its items (a
-    tuple: the caller's list may grow after it was hashed, the snapshot does not) and the hash state
-    after them (copied before it is updated, never updated in place)."""
+    """A conversation's list as :func:`request_digest` last hashed it: the text before it, a snapshot of its
+    items (the caller's list may grow) and the hash state after them (copied, never updated in place)."""
 
     before: str
     items: tuple[Mapping[str, object], ...]

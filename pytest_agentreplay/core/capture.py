@@ -197,16 +197,14 @@ class ToolServer(Protocol):
 
 class ServesInstead(Protocol):
     """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``), asked by
-    ``replay.policy.decide`` for the action on each request. The request, its classification and the action
-    are types of layers above core: the policy checks the action it is handed."""
+    ``replay.policy.decide`` for each request's action (types of layers above core: the policy checks it)."""
 
     def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 class RunContext:
-    """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
-    ``mode`` is ``record`` (``capture`` outside pytest) or a replay mode; the layers above core keep their
-    per-run state in the attributes typed in :mod:`.run_state`, one per owner."""
+    """One run: its recorder, its mode (``record``, ``capture`` outside pytest, or a replay mode), and the
+    per-run state of the layers above core (typed in :mod:`.run_state`, one attribute per owner)."""
 
     def __init__(
         self,

@@ -156,9 +156,8 @@ def build_settings(
     base_dir: Path | None = None,
     check_paths: bool = True,
 ) -> Settings:
-    """Merge command line, ini and pyproject values (each mapping holds only values that were given),
-    checking every value given, whichever source wins. ``base_dir``: where a relative report path is
-    (the invocation folder; the current folder when None). Raises ``ConfigError``."""
+    """Merge the given command line, ini and pyproject values, checking each, whichever wins. ``base_dir``:
+    where a relative report path is (the current folder when None). Raises ``ConfigError``."""
     places = places or check.Places()
     base = base_dir if base_dir is not None else Path.cwd()
     sources = (("cli", cli), ("ini", ini), ("project", project))
@@ -366,10 +365,9 @@ _RESOLVED_KEYS = ("cassette", "record", "mode", "allow_hosts", "model", "rules",
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
     """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
     try:
-        return parse_sources(value, origin.place)
-    except ConfigError:
-        words = value.replace(",", " ").split() if isinstance(value, str) else []
-        unknown = [w for w in words if w not in SOURCES]
+        return parse_sources(value)
+    except ValueError as exc:
+        unknown = exc.args[0]
         raise check.invalid(
             origin,
             value,

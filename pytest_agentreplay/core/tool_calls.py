@@ -42,9 +42,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:
-    """A ``@tool`` call's arguments as stored (typed values tagged), and their older ``to_jsonable`` form
-    when it differs (older cassettes hold it; replay matches it). An argument no kind holds keeps the
-    ``to_jsonable`` conversion: replay matches arguments, it never rebuilds them."""
+    """A ``@tool`` call's arguments as stored (typed values tagged; one no kind holds as ``to_jsonable``
+    makes it), and their older ``to_jsonable`` form when it differs (older cassettes hold it)."""
     encoder = Encoder(strict=False, fallback=to_jsonable)
     stored: Document = {key: encoder.store(value, f"argument {key!r}") for key, value in values.items()}
     if not encoder.tagged:

@@ -250,8 +250,7 @@ def _base_value(value: object) -> object:
 
 
 def _standard(value: object) -> Document | None:
-    """A datetime, date, time, timedelta, UUID or Decimal (a subclass is stored as its base type), else
-    None."""
+    """A datetime, date, time, timedelta, UUID or Decimal (a subclass as its base type), else None."""
     if isinstance(value, dt.datetime | dt.time):
         fields: Document = {"value": value.isoformat()}
         zone = _zone_key(value.tzinfo)
@@ -280,8 +279,7 @@ def _zone_key(tz: object) -> str | None:
 
 def exception_doc(exc: BaseException) -> Document | None:
     """``{"class": "builtins:KeyError", "args": [...stored form]}`` when ``type(exc)(*exc.args)`` gives
-    ``exc`` back (same type, args and message, no attribute of its own lost); None otherwise, and the
-    replay raises :class:`~pytest_agentreplay.exceptions.RecordedToolError` in its place."""
+    ``exc`` back whole; None otherwise (replay then raises a ``RecordedToolError`` in its place)."""
     cls = type(exc)
     try:
         path = Encoder().class_of(cls, exc)

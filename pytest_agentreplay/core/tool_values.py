@@ -39,9 +39,8 @@ T = TypeVar("T")
 
 
 class _Placed(Exception):
-    """An error about a value inside a larger one. Its place is built as the error unwinds (nothing is
-    spent on it while values store fine): ``where`` is the root label (``result``) followed by the steps
-    down to the value (``['lines'][0].sku``)."""
+    """An error about a value inside a larger one: ``where`` (``result['lines'][0].sku``) is built as the
+    error unwinds, so nothing is spent on it while values store fine."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
