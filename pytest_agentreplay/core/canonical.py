@@ -56,9 +56,7 @@ def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool
         return
     inner = " " * (CASSETTE_INDENT * (level + 1))
     out.append(brackets[0])
-    members = (
-        [(k + ": ", v) for k, v in _members(value)] if isinstance(value, dict) else [("", v) for v in value]
-    )
+    members = _members(value)
     last = len(members) - 1
     for n, (head, item) in enumerate(members):
         out.append(("\n" if not n else ",\n") + inner + head)
@@ -112,35 +110,23 @@ def _one_line(value: dict[object, object] | list[object] | tuple[object, ...], b
 
 def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
     """Append the one-line text of ``value`` to ``parts``; the budget left (negative: it does not fit)."""
-    if isinstance(value, dict):
-        # Each member takes five characters at least (``"": 0``) and a separator: a long object fails here.
-        if len(value) * 7 - 2 > budget:
+    if isinstance(value, dict | list | tuple):
+        is_dict = isinstance(value, dict)
+        # A member takes five characters at least (``"": 0``), an item one, and a separator: a long one fails.
+        if len(value) * (7 if is_dict else 3) - (2 if is_dict else 0) > budget:
             return -1
         budget -= 2
-        parts.append("{")
-        for n, (key, item) in enumerate(_members(value)):
-            budget -= len(key) + (4 if n else 2)
+        parts.append("{" if is_dict else "[")
+        for n, (head, item) in enumerate(_members(value)):
+            head = (", " if n else "") + head
+            budget -= len(head)
             if budget < 0:
                 return budget
-            parts.append((", " if n else "") + key + ": ")
+            parts.append(head)
             budget = _one_line_into(item, budget, parts)
             if budget < 0:
                 return budget
-        parts.append("}")
-        return budget
-    if isinstance(value, list | tuple):
-        if len(value) * 3 > budget:
-            return -1
-        budget -= 2
-        parts.append("[")
-        for n, item in enumerate(value):
-            if n:
-                budget -= 2
-                parts.append(", ")
-            budget = _one_line_into(item, budget, parts)
-            if budget < 0:
-                return budget
-        parts.append("]")
+        parts.append("}" if is_dict else "]")
         return budget
     if type(value) is str and len(value) > budget:
         return -1
@@ -156,11 +142,14 @@ def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | N
     return _one_line(value, budget)
 
 
-def _members(value: dict[object, object]) -> list[tuple[str, object]]:
-    """(encoded key, value) in key order, keys as ``json.dumps(sort_keys=True)`` writes them (a number key
-    as its text; keys of mixed types raise ``TypeError`` there too)."""
+def _members(value: dict[object, object] | list[object] | tuple[object, ...]) -> list[tuple[str, object]]:
+    """(what precedes each member, the member): ``"key": `` in key order as ``json.dumps(sort_keys=True)``
+    writes keys (a number key as its text; keys of mixed types raise ``TypeError`` there too), nothing
+    before a list's items."""
+    if not isinstance(value, dict):
+        return [("", item) for item in value]
     keys: list[object] = sorted(value)  # type: ignore[type-var]
-    return [(_encode_string(k if type(k) is str else json.dumps(k)), value[k]) for k in keys]
+    return [(_encode_string(k if type(k) is str else json.dumps(k)) + ": ", value[k]) for k in keys]
 
 
 def _scalar(value: object) -> str:
