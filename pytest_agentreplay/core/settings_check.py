@@ -9,10 +9,18 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ConfigError
-from .setting_keys import ini_key, option_flag
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def option_flag(name: str) -> str:
+    return "--agentreplay-" + name.replace("_", "-")
+
+
+def ini_key(name: str) -> str:
+    """The ini key of a setting, also the ``dest`` of its option: ``config.getoption`` reads it by that."""
+    return "agentreplay_" + name
 
 
 class Origin:
