@@ -37,8 +37,7 @@ def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
 
 
 def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool) -> None:
-    """Append ``value`` at nesting ``level``, its line holding ``used`` characters before it. The document
-    itself (level 0) always takes a line per member."""
+    """Append ``value`` at ``level``, after ``used`` characters of its line (level 0: a line per member)."""
     if not isinstance(value, dict | list | tuple):
         out.append(_scalar(value))
         return
@@ -90,8 +89,7 @@ class _Compare:
 
 
 def is_cassette_text(text: str, value: object, *, inline_objects: bool = True) -> bool:
-    """Whether ``text`` is ``dumps_cassette(value, inline_objects=...)``, found without writing it: the
-    comparison stops at the first character that differs."""
+    """Whether ``text`` is ``dumps_cassette(value, ...)``, stopping at the first character that differs."""
     out = _Compare(text)
     try:
         _write(value, 0, 0, out, inline_objects)
@@ -330,8 +328,7 @@ KeyOrder = dict[str, list[str]]
 
 
 def key_order(value: object) -> KeyOrder | None:
-    """The recorded key order of every object in ``value`` whose keys are not in sorted order (JSON pointer
-    -> keys), None when all of them are (the usual case: nothing is stored)."""
+    """JSON pointer -> keys of every object in ``value`` whose keys are not sorted; None when all are."""
     found: KeyOrder = {}
     stack: list[tuple[str, object]] = [("", value)]
     while stack:
@@ -351,8 +348,7 @@ def key_order(value: object) -> KeyOrder | None:
 
 
 class _Order:
-    """A node of the pointer tree of a key order: the recorded keys of the object there, and the nodes
-    below it by token."""
+    """A node of a key order's pointer tree: the object's recorded keys, the nodes below by token."""
 
     __slots__ = ("below", "keys")
 

@@ -68,8 +68,7 @@ def payload(value: object, data_class: DataClass = "internal", media_type: str |
 
 
 def served_payload(value: object) -> PayloadRef:
-    """The payload of a value replay hands back to user code (a tool result), with the recorded key order
-    of its objects (the cassette sorts keys)."""
+    """The payload of a value replay hands back to user code, with its objects' key order (files sort)."""
     inline = to_jsonable(value)
     return PayloadRef(inline=inline, key_order=key_order(inline))
 
@@ -136,8 +135,7 @@ class Recorder:
         span_id: str | None = None,
         keep_output: bool = False,
     ) -> Event:
-        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data`` (with the
-        result too when ``keep_output``: the items a generator yielded before it raised)."""
+        """The ``tool.result`` event: the result, or the error in ``data`` (``keep_output``: both)."""
         if error is not None:
             data = {**data, "error": error}
         return self.emit(
@@ -174,8 +172,7 @@ class ToolOutcome(NamedTuple):
 
 
 class RecordedRun(Protocol):
-    """The recorded run a replay reads (a loaded cassette, :class:`~pytest_agentreplay.cassette.read.
-    LoadedCassette`): its run header, its events and the payloads they refer to."""
+    """The recorded run a replay reads (``cassette.read.LoadedCassette``): header, events, their payloads."""
 
     run: RunMeta
     events: list[Event]
@@ -255,8 +252,7 @@ class RunContext:
         return self.mode in _RECORDING
 
     def go_live(self, what: str) -> None:
-        """Re-recording from the drift (:mod:`.rerecord`): the call ``what`` has no recorded match, so the
-        run records from it on (its event is the next one)."""
+        """Re-recording (:mod:`.rerecord`): the call ``what`` has no recorded match; record from it on."""
         rerecord = self.rerecord
         assert rerecord is not None, "go_live() outside a re-recording run"
         if rerecord.turn(len(self.recorder.events), what):

@@ -19,8 +19,7 @@ def problem_key(error: BaseException) -> tuple[object, ...]:
 
 
 class RunFailures(Sequence[BaseException]):
-    """The problems of one run, in the order they were found (thread-safe: threads share a run). A
-    sequence to read; :meth:`add` is the one way in."""
+    """The problems of one run, in order found (thread-safe); a sequence to read, :meth:`add` the way in."""
 
     __slots__ = ("_errors", "_keys", "_lock")
 

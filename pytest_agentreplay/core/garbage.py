@@ -14,8 +14,7 @@ _YOUNG = 1
 
 
 def collect_test_garbage() -> None:
-    """Collect the cyclic garbage of the test that just ended, when the collector is enabled (a suite that
-    disabled it chose to manage memory itself)."""
+    """Collect the ended test's cyclic garbage, unless the suite disabled the collector (its own choice)."""
     if gc.isenabled():
         gc.collect(_YOUNG)
 

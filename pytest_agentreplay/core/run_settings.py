@@ -22,8 +22,7 @@ _FIXTURE_PLACE: Final = "the agentreplay_config fixture"
 
 
 class RunSettings(NamedTuple):
-    """One run's settings. Defaults are what a run reads when nothing is configured; a field named after a
-    setting means what the settings table (``setting_keys.SETTINGS``) says of it."""
+    """One run's settings; a field named after a setting means what ``setting_keys.SETTINGS`` says of it."""
 
     # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
     nodeid: str | None = None

@@ -119,8 +119,7 @@ _ORIGINALS = GATE.originals
 
 
 def install(*, permanent: bool) -> Undo:
-    """Put the trampolines in place: for the process's lifetime when ``permanent`` (the plugin's load),
-    else until the returned release (the guard installed without the plugin)."""
+    """Put the trampolines in place: for good when ``permanent`` (the plugin), else until the release."""
     if not permanent:
         return GATE.acquire()
     GATE.keep()

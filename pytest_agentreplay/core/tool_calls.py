@@ -165,8 +165,7 @@ class ToolCall:
         return value
 
     def returned(self, result: object) -> object:
-        """Record what a ``@tool`` returned; what its caller gets (a generator is recorded item by item as
-        it is consumed). A value that cannot be stored so that replay rebuilds it is refused."""
+        """Record what a ``@tool`` returned (a generator item by item); what its caller gets."""
         if inspect.isgenerator(result):
             return record_generator(
                 _RecordedStream(self, "generator"), cast(Generator[object, object, object], result)
@@ -203,8 +202,7 @@ class ToolCall:
             raise error from None
 
     def recorded_exception(self, outcome: ToolOutcome) -> BaseException:
-        """The exception the tool raised while recording: its own type when it can be rebuilt, else a
-        :class:`RecordedToolError` with the recorded type name and message."""
+        """The exception the tool raised while recording, rebuilt, else a :class:`RecordedToolError`."""
         doc = _exception_of(outcome)
         exc = rebuild_exception(doc) if doc is not None else None
         if exc is None:
@@ -277,8 +275,7 @@ class ToolCall:
 
 
 class _RecordedStream:
-    """A recording generator's reports (``tool_streams.Recording``) to its tool call: the items stored so
-    far, and whether its end is still to be reported (an item that cannot be stored is the call's outcome)."""
+    """A recording generator's reports (``tool_streams.Recording``) to its call: items stored, end pending."""
 
     def __init__(self, call: ToolCall, kind: str) -> None:
         self.call = call

@@ -97,8 +97,7 @@ class Encoder:
         return [self._field(item, depth, key=n) for n, item in enumerate(items)]
 
     def _field(self, value: object, depth: int, *, key: object = _NO_KEY, name: str = "") -> object:
-        """``value`` one level down, at ``[key]`` or ``name``: the step an :class:`Unstorable` from it names
-        (worded only then)."""
+        """``value`` one level down, at ``[key]`` or ``name`` (an :class:`Unstorable` names the step)."""
         try:
             return self.encode(value, depth + 1)
         except Unstorable as exc:
@@ -206,8 +205,7 @@ class Encoder:
         return stored
 
     def _instance(self, value: object, kind: type, depth: int) -> Document:
-        """A subclass of a built-in type (an ``OrderedDict``, a ``NamedTuple``, a ``str`` subclass), stored as
-        its base value and rebuilt by calling the class with it (``_make`` for a named tuple)."""
+        """A subclass of a built-in type (``OrderedDict``, a ``NamedTuple``), stored as its base value."""
         path = self.class_of(kind, value)
         base = _base_value(value)
         stored = self._tag("instance", value=self._field(base, depth, name=""), **{"class": path})

@@ -88,8 +88,7 @@ def class_path(cls: type) -> str:
 
 
 def resolve_class(path: object) -> type:
-    """The class ``module:qualname`` names, from a module already imported or one under a package already
-    imported. ``LookupError`` when there is none."""
+    """The class ``module:qualname`` names, under a package already imported; else ``LookupError``."""
     if not isinstance(path, str):
         raise LookupError(f"a class path must be a string, found {path!r}")
     module_name, sep, qualname = path.partition(":")
@@ -164,8 +163,7 @@ def codec_by_path(path: str) -> _Codec | None:
 
 
 def tag(kind: str, **fields: object) -> Document:
-    """A tagged object: the kind, then its fields; keys in sorted order ("$" sorts first), so the stored key
-    order is its own."""
+    """A tagged object, keys sorted ("$" first) so that the stored key order is its own."""
     return {TAG: kind, **dict(sorted(fields.items()))}
 
 
@@ -173,8 +171,7 @@ def tag(kind: str, **fields: object) -> Document:
 
 
 class Stream(NamedTuple):
-    """A recorded generator result: its items (stored form), whether the generator ended (returned or
-    raised) rather than being closed early by its consumer, and what it returned (stored form)."""
+    """A recorded generator result: items, whether it ended (not closed early), what it returned."""
 
     kind: str
     items: list[object]
