@@ -219,10 +219,8 @@ class RunContext:
         self.tools = tools
         # The recorded cassette being replayed (None while recording).
         self.recorded = recorded
-        if settings is None:
-            settings = RunSettings()
-        elif not isinstance(settings, RunSettings):
-            settings = RunSettings.from_mapping(settings)
+        if not isinstance(settings, RunSettings):
+            settings = RunSettings.from_mapping(settings or {})
         self.settings: RunSettings = settings
         # The redactor cassettes are written with: live values are redacted the same way before they are
         # matched or compared with recorded (already redacted) ones. Set by whoever starts the run.
