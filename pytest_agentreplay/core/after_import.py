@@ -1,14 +1,7 @@
-"""Running code the moment a module has been imported, without importing it ahead of time.
-
-Patching a library a test may never use would mean importing it first: ~0.2 s for aiohttp or urllib3,
-milliseconds for ``multiprocessing.spawn`` in every replaying process and every guarded child. Instead an
-:class:`AfterImport` sits first in ``sys.meta_path``, lets the other finders find the module, and calls
-back once the module has run, before any code can use it.
-
-Its loader is a stand-in for theirs: the module gets the genuine loader back before it runs, so once the
-finder is removed nothing of it remains (``importlib.reload`` then runs no callback). Deliberately no
-``importlib.abc`` base class: the guard installs one in every Python child, which should not import more.
-"""
+"""Running code the moment a module has been imported, without importing it ahead of time (patching a
+library a test may never use would otherwise import it: ~0.2 s for aiohttp). The module gets its genuine
+loader back before it runs, so a removed finder leaves nothing behind. No ``importlib.abc`` base: the
+guard installs one in every Python child, which should not import more."""
 
 from __future__ import annotations
 

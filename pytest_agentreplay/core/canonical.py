@@ -27,11 +27,9 @@ _encode_string = json.encoder.encode_basestring
 
 def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
     """The canonical text of a cassette file: sorted keys, a member per line (a changed field is one changed
-    line a drift report can name) unless the object or list fits on one line within :data:`CASSETTE_WIDTH`,
-    one space of indentation per level (a fifth smaller than :func:`dumps_pretty`'s), a final newline.
-
-    ``inline_objects=False``: the older layout (only lists of plain values on one line), kept for files
-    written in it so that an update does not re-flow every small object of the file once."""
+    line) unless it fits on one line within :data:`CASSETTE_WIDTH`, one space of indentation per level.
+    ``inline_objects=False``: the older layout (only lists of plain values inline), kept for files written
+    in it so that an update does not re-flow them."""
     out: list[str] = []
     _write(value, 0, 0, out, inline_objects)
     out.append("\n")
@@ -39,8 +37,7 @@ def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
 
 
 def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool) -> None:
-    """Append ``value`` at nesting ``level``, its line holding ``used`` characters before it. The document
-    itself (level 0) always takes a line per member."""
+    """Append ``value`` at ``level``, after ``used`` characters of its line (level 0: a line per member)."""
     if not isinstance(value, dict | list | tuple):
         out.append(_scalar(value))
         return
@@ -58,20 +55,14 @@ def _write(value: object, level: int, used: int, out: _Out, inline_objects: bool
         return
     inner = " " * (CASSETTE_INDENT * (level + 1))
     out.append(brackets[0])
-    members = (
-        [(k + ": ", v) for k, v in _members(value)] if isinstance(value, dict) else [("", v) for v in value]
-    )
+    members = _members(value)
     last = len(members) - 1
     for n, (head, item) in enumerate(members):
         out.append(("\n" if not n else ",\n") + inner + head)
-        _write(item, level + 1, len(inner) + len(head) + _comma(n, last, inline_objects), out, inline_objects)
+        # The comma after the member is on its line (the older layout did not count it: kept for its files).
+        comma = 1 if inline_objects and n < last else 0
+        _write(item, level + 1, len(inner) + len(head) + comma, out, inline_objects)
     out.append("\n" + " " * (CASSETTE_INDENT * level) + brackets[1])
-
-
-def _comma(n: int, last: int, inline_objects: bool) -> int:
-    """The comma after the ``n``th member, on its line. (The layout before small objects went on one line
-    did not count it; kept for the files written in it.)"""
-    return 1 if inline_objects and n < last else 0
 
 
 class _Out(Protocol):
@@ -98,8 +89,7 @@ class _Compare:
 
 
 def is_cassette_text(text: str, value: object, *, inline_objects: bool = True) -> bool:
-    """Whether ``text`` is ``dumps_cassette(value, inline_objects=...)``, found without writing it: the
-    comparison stops at the first character that differs."""
+    """Whether ``text`` is ``dumps_cassette(value, ...)``, stopping at the first character that differs."""
     out = _Compare(text)
     try:
         _write(value, 0, 0, out, inline_objects)
@@ -111,43 +101,30 @@ def is_cassette_text(text: str, value: object, *, inline_objects: bool = True) -
 
 def _one_line(value: dict[object, object] | list[object] | tuple[object, ...], budget: int) -> str | None:
     """``value`` on one line as ``json.dumps(sort_keys=True)`` writes it, or None when that takes more than
-    ``budget`` characters. Gives up at the first character over, so trying a large value costs no more than
-    trying a small one."""
+    ``budget`` characters (found at the first character over: a large value costs no more than a small)."""
     parts: list[str] = []
     return "".join(parts) if _one_line_into(value, budget, parts) >= 0 else None
 
 
 def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
     """Append the one-line text of ``value`` to ``parts``; the budget left (negative: it does not fit)."""
-    if isinstance(value, dict):
-        # Each member takes five characters at least (``"": 0``) and a separator: a long object fails here.
-        if len(value) * 7 - 2 > budget:
+    if isinstance(value, dict | list | tuple):
+        is_dict = isinstance(value, dict)
+        # A member takes five characters at least (``"": 0``), an item one, and a separator: a long one fails.
+        if len(value) * (7 if is_dict else 3) - (2 if is_dict else 0) > budget:
             return -1
         budget -= 2
-        parts.append("{")
-        for n, (key, item) in enumerate(_members(value)):
-            budget -= len(key) + (4 if n else 2)
+        parts.append("{" if is_dict else "[")
+        for n, (head, item) in enumerate(_members(value)):
+            head = (", " if n else "") + head
+            budget -= len(head)
             if budget < 0:
                 return budget
-            parts.append((", " if n else "") + key + ": ")
+            parts.append(head)
             budget = _one_line_into(item, budget, parts)
             if budget < 0:
                 return budget
-        parts.append("}")
-        return budget
-    if isinstance(value, list | tuple):
-        if len(value) * 3 > budget:
-            return -1
-        budget -= 2
-        parts.append("[")
-        for n, item in enumerate(value):
-            if n:
-                budget -= 2
-                parts.append(", ")
-            budget = _one_line_into(item, budget, parts)
-            if budget < 0:
-                return budget
-        parts.append("]")
+        parts.append("}" if is_dict else "]")
         return budget
     if type(value) is str and len(value) > budget:
         return -1
@@ -157,18 +134,20 @@ def _one_line_into(value: object, budget: int, parts: list[str]) -> int:
 
 
 def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | None:
-    """A list of plain values on one line (``["a", 1]``), or None when an item is an object or a list or
-    the line would exceed ``budget`` characters (the layout before objects went on one line)."""
+    """A list of plain values on one line within ``budget``, else None (the layout before objects did)."""
     if len(value) * 3 > budget or any(isinstance(item, dict | list | tuple) for item in value):
         return None  # too many items to fit (a long list is refused before it is looked at)
     return _one_line(value, budget)
 
 
-def _members(value: dict[object, object]) -> list[tuple[str, object]]:
-    """(encoded key, value) in key order, keys as ``json.dumps(sort_keys=True)`` writes them (a number key
-    as its text; keys of mixed types raise ``TypeError`` there too)."""
+def _members(value: dict[object, object] | list[object] | tuple[object, ...]) -> list[tuple[str, object]]:
+    """(what precedes each member, the member): ``"key": `` in key order as ``json.dumps(sort_keys=True)``
+    writes keys (a number key as its text; keys of mixed types raise ``TypeError`` there too), nothing
+    before a list's items."""
+    if not isinstance(value, dict):
+        return [("", item) for item in value]
     keys: list[object] = sorted(value)  # type: ignore[type-var]
-    return [(_encode_string(k if type(k) is str else json.dumps(k)), value[k]) for k in keys]
+    return [(_encode_string(k if type(k) is str else json.dumps(k)) + ": ", value[k]) for k in keys]
 
 
 def _scalar(value: object) -> str:
@@ -179,11 +158,10 @@ def _scalar(value: object) -> str:
 
 
 def _compact_encoder() -> Callable[[object, int], Iterable[str]] | None:
-    """The C encoder ``json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    allow_nan=False)`` makes, made once: ``json.dumps`` with options makes a new encoder per call, which
-    costs more than encoding a message or a key (a replayed test hashes and compares dozens of them).
-    Without a markers dict, which other threads encoding at the same time would see: a circular value
-    recurses until ``RecursionError`` (then encoded by ``json.dumps``, which names it)."""
+    """The C encoder of :func:`dumps_compact`'s ``json.dumps`` options, made once (``json.dumps`` with
+    options makes one per call, which costs more than encoding a message). Without a markers dict, which
+    concurrent threads would share: a circular value recurses to ``RecursionError``, then ``json.dumps``
+    names it."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
@@ -229,10 +207,9 @@ _EXACT_EQUALITY = frozenset({str, int, bool, type(None)})
 
 
 def same_json(a: object, b: object) -> bool:
-    """Equal as JSON values, type for type: ``true`` is not ``1`` and ``1`` is not ``1.0`` (Python's ``==``
-    says they are); object key order does not matter. Shared objects cost nothing; otherwise one C-level
-    ``==``, then marshal bytes (format 2: no back-references, so a shared string equals an equal one), and
-    only for objects in different key order their sorted JSON."""
+    """Equal as JSON values, type for type (``true`` is not ``1``, ``1`` is not ``1.0``), key order aside:
+    one C-level ``==``, then marshal bytes (format 2: no back-references), then only for objects in
+    different key order their sorted JSON."""
     if a is b:
         return True
     if a != b:
@@ -259,9 +236,8 @@ def hash_value(value: object) -> str:
 
 
 class HashedList(NamedTuple):
-    """A conversation's list as :func:`request_digest` last hashed it: the text before it, its items (a
-    tuple: the caller's list may grow after it was hashed, the snapshot does not) and the hash state
-    after them (copied before it is updated, never updated in place)."""
+    """A conversation's list as :func:`request_digest` last hashed it: the text before it, a snapshot of its
+    items (the caller's list may grow) and the hash state after them (copied, never updated in place)."""
 
     before: str
     items: tuple[Mapping[str, object], ...]
@@ -269,11 +245,9 @@ class HashedList(NamedTuple):
 
 
 class DigestMemo:
-    """What :func:`request_digest` serialised and hashed before, so a conversation's requests cost their
-    new messages. ``items``: id(item) -> (item, its canonical JSON; holding the item keeps its id unused);
-    ``lists``: per body key, the last list hashed under it (the next request starts with the very same
-    objects, see ``http.resend``). By identity, so an item must not change once hashed: the items are the
-    bodies' parsed objects, typed read-only, which no hook or user code is handed (a hook gets a copy)."""
+    """What :func:`request_digest` serialised and hashed before, by identity: ``items``: id(item) -> (item,
+    its canonical JSON); ``lists``: per body key, the last list hashed under it. An item must not change
+    once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
 
     __slots__ = ("items", "lists")
 
@@ -283,10 +257,9 @@ class DigestMemo:
 
 
 def request_digest(body: object, memo: DigestMemo | None = None) -> str:
-    """:func:`hash_value` of a JSON request body, built from the canonical text of each item of its lists of
-    objects (a conversation's messages, the tools), memoised by identity: an item seen before is not
-    serialised again, and the first such list (in key order) is hashed on from where the previous request's
-    list ended, so hashing every request of an N-call conversation serialises and hashes its messages once."""
+    """:func:`hash_value` of a JSON request body, memoised by identity: an item of its lists of objects seen
+    before is not serialised again, and its first such list is hashed on from where the previous request's
+    ended, so an N-call conversation serialises and hashes its messages once."""
     if not isinstance(body, dict) or memo is None:
         return hash_value(body)
     try:
@@ -355,8 +328,7 @@ KeyOrder = dict[str, list[str]]
 
 
 def key_order(value: object) -> KeyOrder | None:
-    """The recorded key order of every object in ``value`` whose keys are not in sorted order (JSON pointer
-    -> keys), None when all of them are (the usual case: nothing is stored)."""
+    """JSON pointer -> keys of every object in ``value`` whose keys are not sorted; None when all are."""
     found: KeyOrder = {}
     stack: list[tuple[str, object]] = [("", value)]
     while stack:
@@ -376,8 +348,7 @@ def key_order(value: object) -> KeyOrder | None:
 
 
 class _Order:
-    """A node of the pointer tree of a key order: the recorded keys of the object there, and the nodes
-    below it by token."""
+    """A node of a key order's pointer tree: the object's recorded keys, the nodes below by token."""
 
     __slots__ = ("below", "keys")
 

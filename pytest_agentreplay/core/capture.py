@@ -1,10 +1,8 @@
 """The recorder: appends events to the active run in a defined order, from any thread or task.
 
-The active run lives in a context variable so concurrent runs (async tests) stay apart. Worker
-threads started by a plain ``ThreadPoolExecutor`` do not inherit context variables, so when the
-context holds no run we fall back to the single run active in this process: a call from such a
-thread must never escape the run (and its network guard) just because context was not copied.
-"""
+The active run lives in a context variable (concurrent async tests stay apart); a thread that did not
+inherit it (a plain ``ThreadPoolExecutor``) falls back to the process's only active run, so its calls
+never escape the run and its network guard."""
 
 from __future__ import annotations
 
@@ -70,8 +68,7 @@ def payload(value: object, data_class: DataClass = "internal", media_type: str |
 
 
 def served_payload(value: object) -> PayloadRef:
-    """The payload of a value replay hands back to user code (a tool result), with the recorded key order
-    of its objects (the cassette sorts keys)."""
+    """The payload of a value replay hands back to user code, with its objects' key order (files sort)."""
     inline = to_jsonable(value)
     return PayloadRef(inline=inline, key_order=key_order(inline))
 
@@ -138,8 +135,7 @@ class Recorder:
         span_id: str | None = None,
         keep_output: bool = False,
     ) -> Event:
-        """The ``tool.result`` event of a finished tool call: its result, or its error in ``data`` (with the
-        result too when ``keep_output``: the items a generator yielded before it raised)."""
+        """The ``tool.result`` event: the result, or the error in ``data`` (``keep_output``: both)."""
         if error is not None:
             data = {**data, "error": error}
         return self.emit(
@@ -176,8 +172,7 @@ class ToolOutcome(NamedTuple):
 
 
 class RecordedRun(Protocol):
-    """The recorded run a replay reads (a loaded cassette, :class:`~pytest_agentreplay.cassette.read.
-    LoadedCassette`): its run header, its events and the payloads they refer to."""
+    """The recorded run a replay reads (``cassette.read.LoadedCassette``): header, events, their payloads."""
 
     run: RunMeta
     events: list[Event]
@@ -199,16 +194,14 @@ class ToolServer(Protocol):
 
 class ServesInstead(Protocol):
     """A source answering a run instead of its cassette (``interop.vcr_serving.VcrServing``), asked by
-    ``replay.policy.decide`` for the action on each request. The request, its classification and the action
-    are types of layers above core: the policy checks the action it is handed."""
+    ``replay.policy.decide`` for each request's action (types of layers above core: the policy checks it)."""
 
     def decide(self, ctx: RunContext, request: Any, cls: Any) -> object: ...
 
 
 class RunContext:
-    """What the explicit event API and the HTTP layer consult: the recorder and how the mode treats calls.
-    ``mode`` is ``record`` (``capture`` outside pytest) or a replay mode; the layers above core keep their
-    per-run state in the attributes typed in :mod:`.run_state`, one per owner."""
+    """One run: its recorder, its mode (``record``, ``capture`` outside pytest, or a replay mode), and the
+    per-run state of the layers above core (typed in :mod:`.run_state`, one attribute per owner)."""
 
     def __init__(
         self,
@@ -226,10 +219,8 @@ class RunContext:
         self.tools = tools
         # The recorded cassette being replayed (None while recording).
         self.recorded = recorded
-        if settings is None:
-            settings = RunSettings()
-        elif not isinstance(settings, RunSettings):
-            settings = RunSettings.from_mapping(settings)
+        if not isinstance(settings, RunSettings):
+            settings = RunSettings.from_mapping(settings or {})
         self.settings: RunSettings = settings
         # The redactor cassettes are written with: live values are redacted the same way before they are
         # matched or compared with recorded (already redacted) ones. Set by whoever starts the run.
@@ -259,8 +250,7 @@ class RunContext:
         return self.mode in _RECORDING
 
     def go_live(self, what: str) -> None:
-        """Re-recording from the drift (:mod:`.rerecord`): the call ``what`` has no recorded match, so the
-        run records from it on (its event is the next one)."""
+        """Re-recording (:mod:`.rerecord`): the call ``what`` has no recorded match; record from it on."""
         rerecord = self.rerecord
         assert rerecord is not None, "go_live() outside a re-recording run"
         if rerecord.turn(len(self.recorder.events), what):
@@ -299,8 +289,7 @@ _RECORDING = frozenset({Mode.RECORD, Mode.CAPTURE})
 _CURRENT: ContextVar[RunContext | None] = ContextVar("pytest_agentreplay_run", default=None)
 
 
-# The runs active in this process, in the order they were activated (pytester's inner runs included): a
-# thread that did not inherit the context falls back to the only one; the network guard protects all.
+# The runs active in this process, in activation order (pytester's inner runs included).
 _RUNS: list[RunContext] = []
 _RUNS_LOCK = threading.Lock()
 

@@ -50,8 +50,7 @@ class ComparisonSettings:
 def resolve(
     session: ComparisonSettings, extra: Mapping[str, object], *, nodeid: str, cli_repeat: bool
 ) -> ComparisonSettings:
-    """The session's values with the test's marker or fixture ones (``extra``) on top; a ``repeat`` given
-    on the command line wins over the test's."""
+    """The session's values with the test's (``extra``) on top; a command-line ``repeat`` wins over it."""
     place = f"@pytest.mark.agentreplay on {nodeid} (or its agentreplay_config fixture)"
     out = ComparisonSettings(session.repeat, session.min_agreement, session.live_reads)
     for key, checked in (("repeat", repeat), ("min_agreement", share), ("live_reads", check.boolean)):

@@ -15,9 +15,8 @@ CONCURRENT = "concurrent"
 
 
 def concurrent_group(ctx: RunContext) -> str | None:
-    """:data:`CONCURRENT` for a call made from a thread other than the one the run began on, or from an
-    asyncio task with sibling tasks alive (gather, TaskGroup: the calls may complete in any order); else
-    None."""
+    """:data:`CONCURRENT` for a call made from a thread other than the run's first, or from an asyncio task
+    with sibling tasks alive (gather, TaskGroup); else None."""
     origin = ctx.origin_thread
     if origin is None:
         origin = ctx.origin_thread = threading.get_ident()

@@ -1,22 +1,17 @@
-"""Settings: where each value comes from and which source wins. Plain Python, no pytest import.
-
-Precedence for every setting: command line > marker (per test) > ``agentreplay_config`` fixture > ini key
-``agentreplay_<name>`` > ``[tool.agentreplay]`` in pyproject.toml > default. A marker never overrides a
-record mode given explicitly on the command line. Which keys each place takes, and the valid values of
-a choice, are the settings table's (``setting_keys.py``).
-"""
+"""Settings: where each value comes from and which source wins (plain Python, no pytest import):
+command line > marker > ``agentreplay_config`` fixture > ini ``agentreplay_<name>`` > ``[tool.agentreplay]``
+> default; a marker never overrides a record mode given explicitly on the command line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
-from typing import Any, Final
+from typing import Any
 
 from ..exceptions import ConfigError
-from . import comparison_settings, prices, setting_keys
+from . import prices, setting_keys
 from . import settings_check as check
 from .constants import (
     DEFAULT_CASSETTE_DIR,
@@ -101,10 +96,8 @@ def read_pyproject_table(rootdir: Path) -> Document:
 
 
 def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
-    """The session settings from a pytest ``Config`` (duck-typed: this module stays free of pytest): its
-    options for ``names``, its ini keys, the rootdir's ``[tool.agentreplay]``, every value checked. Raises
-    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them and writes the
-    report."""
+    """The session settings from a pytest ``Config`` (duck-typed), every value checked; raises
+    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them."""
     pyproject = config.rootpath / "pyproject.toml"
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
@@ -114,7 +107,8 @@ def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION
         try:
             ini[name] = config.getini(setting_keys.ini_key(name))
         except Exception as exc:  # pytest >= 9.2 raises its own UsageError; older ones TypeError/ValueError
-            expected = _INI_EXPECTED.get(name, "true or false" if name in _BOOLEANS else "a string")
+            flag = setting_keys.BY_NAME[name].flag
+            expected = _INI_EXPECTED.get(name, "true or false" if flag else "a string")
             raise check.unreadable(places.origin("ini", name), str(exc), expected) from None
     project = read_pyproject_table(config.rootpath)
     return build_settings(
@@ -149,7 +143,6 @@ _INI_EXPECTED = {
     "tolerated_hosts": "a string of host names separated by spaces or commas",
     "runtime_values": 'a string: any of clock, uuid, random, or "" to turn it off',
 }
-_BOOLEANS = tuple(s.name for s in setting_keys.SETTINGS if s.flag and setting_keys.PROJECT in s.places)
 
 
 def build_settings(
@@ -162,9 +155,8 @@ def build_settings(
     base_dir: Path | None = None,
     check_paths: bool = True,
 ) -> Settings:
-    """Merge command line, ini and pyproject values (each mapping holds only values that were given),
-    checking every value given, whichever source wins. ``base_dir``: where a relative report path is
-    (the invocation folder; the current folder when None). Raises ``ConfigError``."""
+    """Merge the given command line, ini and pyproject values, checking each, whichever wins. ``base_dir``:
+    where a relative report path is (the current folder when None). Raises ``ConfigError``."""
     places = places or check.Places()
     base = base_dir if base_dir is not None else Path.cwd()
     sources = (("cli", cli), ("ini", ini), ("project", project))
@@ -178,13 +170,30 @@ def build_settings(
         ]
 
     values: dict[str, object] = {}
-    for name, checker in _SESSION_CHECKS.items():
-        found = given(name)
-        # A value that loses to another is still checked: it is wrong wherever it stands.
-        # Only the winner's report folder must exist: a path the command line overrides is never written.
-        checked = [checker(v, o, rootdir, base, check_paths and i == 0) for i, (v, o) in enumerate(found)]
-        if checked:
-            values[name] = checked[0]
+    http: dict[str, object] = {}
+    paths: dict[str, setting_keys.Check] = {
+        "cassette_dir": lambda v, o: check.folder(v, o, rootdir),
+        "report": lambda v, o: check.report_path(v, o, base, check_folder=False),
+    }
+    for setting in setting_keys.SETTINGS:
+        name = setting.name
+        checker = setting.check or paths.get(name)
+        if checker is None or setting_keys.PROJECT not in setting.places:
+            continue
+        if name in Settings.__annotations__:
+            # A value that loses to another is still checked: it is wrong wherever it stands.
+            checked = [checker(v, o) for v, o in given(name)]
+            if checked:
+                values[name] = checked[0]
+        elif setting_keys.INI not in setting.places:
+            if name in project:
+                http[name] = checker(project[name], places.origin("project", name))
+        else:
+            for v, o in reversed(given(name)):  # each checked; the ini value wins
+                http[name] = checker(v, o)
+    report = given("report")
+    if report and check_paths:  # only the winner's folder must exist: an overridden path is never written
+        check.report_path(*report[0], base, check_folder=True)
     values["repeat_explicit"] = cli.get("repeat") is not None
     if "prices" in project:
         values["prices"] = prices.parse_prices(project["prices"], places.origin("project", "prices"))
@@ -205,61 +214,12 @@ def build_settings(
         for k in ("redact_headers", "redact_keys", "redact_patterns")
         if k in project
     }
-    http: dict[str, object] = {}
-    for name, parse in _PROJECT_RUN_CHECKS.items():
-        if name in project:
-            http[name] = parse(project[name], places.origin("project", name))
-    # Both places checked; the ini value wins.
-    for name, parse in (("mcp_effects", check.effect_map), ("tolerated_hosts", check.hosts)):
-        for where, source in (("project", project), ("ini", ini)):
-            if source.get(name) is not None and source.get(name) != "":
-                http[name] = parse(source[name], places.origin(where, name))
     if "live_reads" in values:
         http["live_reads"] = values["live_reads"]
     # Run settings reach the network guard through each run's settings.
     http["isolate_subprocesses"] = bool(values.get("isolate_subprocesses"))
     values["http"] = RunSettings().with_overrides(http, check.project_place(places.pyproject))
     return Settings(**values)
-
-
-# A session setting's check: (value, where it was given, rootdir, invocation folder, check the file system).
-_Check = Callable[[object, check.Origin, Path, Path, bool], object]
-
-
-def _checker(fn: Callable[[object, check.Origin], object]) -> _Check:
-    return lambda value, origin, _root, _base, _paths: fn(value, origin)
-
-
-def _choice(name: str) -> Callable[[object, check.Origin], str]:
-    """The check of a setting that takes one of its choices (the settings table's)."""
-    setting = setting_keys.BY_NAME[name]
-    return lambda value, origin: check.choice(value, origin, setting.choices, setting.noun)
-
-
-_MODEL_NAME: Final = partial(check.text, expected="a model name (a string)")
-# The run settings only [tool.agentreplay] gives.
-_PROJECT_RUN_CHECKS: dict[str, Callable[[object, check.Origin], object]] = {
-    "idempotency_header": lambda v, o: check.text(v, o, "a header name"),
-    "receipts": lambda v, o: check.string_map(
-        v, o, 'a table of host = JSON path or header name, e.g. receipts = { "api.example" = "data.id" }'
-    ),
-    "openai_compatible_base_urls": lambda v, o: check.strings(v, o, urls=True),
-}
-_SESSION_CHECKS: dict[str, _Check] = {
-    **{
-        s.name: _checker(_choice(s.name))
-        for s in setting_keys.SETTINGS
-        if s.choices and setting_keys.PROJECT in s.places
-    },
-    **{name: _checker(check.boolean) for name in _BOOLEANS},
-    "cassette_dir": lambda v, o, root, _base, _paths: check.folder(v, o, root),
-    "report": lambda v, o, _root, base, paths: check.report_path(v, o, base, check_folder=paths),
-    "model": _checker(_MODEL_NAME),
-    "allow_hosts": _checker(check.hosts),
-    "inline_limit": _checker(check.count),
-    "repeat": _checker(comparison_settings.repeat),
-    "min_agreement": _checker(comparison_settings.share),
-}
 
 
 def pending_enabled(settings: Settings, environ: Mapping[str, str]) -> bool:
@@ -310,10 +270,8 @@ def resolve_test_settings(
     overrides: Mapping[str, object],
     default_cassette: Path,
 ) -> TestSettings:
-    """Apply a test's marker and fixture overrides (``agentreplay_config``) on top of the session settings.
-
-    Every value the marker and the fixture give is checked, also one an explicit command-line record or
-    mode overrides; their ``rules`` are parsed when the run begins (``session.TestRun``)."""
+    """Apply a test's marker and ``agentreplay_config`` overrides on top of the session settings, each
+    value checked even when the command line overrides it; ``rules`` are parsed when the run begins."""
     fixture_place = "the agentreplay_config fixture"
     if not isinstance(overrides, Mapping):
         raise check.invalid(
@@ -331,11 +289,13 @@ def resolve_test_settings(
 
     # An explicit command-line record, mode or model wins; the test's value is checked all the same.
     chosen: dict[str, object] = {"record": settings.record, "mode": settings.mode, "model": settings.model}
-    for key, checker, explicit in (
-        ("record", _choice("record"), settings.record_explicit),
-        ("mode", _choice("mode"), settings.mode_explicit),
-        ("model", _MODEL_NAME, settings.model is not None),
+    for key, explicit in (
+        ("record", settings.record_explicit),
+        ("mode", settings.mode_explicit),
+        ("model", settings.model is not None),
     ):
+        checker = setting_keys.BY_NAME[key].check
+        assert checker is not None
         for value, origin in given(key):
             checked = checker(value, origin)
             chosen[key] = chosen[key] if explicit else checked
@@ -374,10 +334,9 @@ _RESOLVED_KEYS = ("cassette", "record", "mode", "allow_hosts", "model", "rules",
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
     """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
     try:
-        return parse_sources(value, origin.place)
-    except ConfigError:
-        words = value.replace(",", " ").split() if isinstance(value, str) else []
-        unknown = [w for w in words if w not in SOURCES]
+        return parse_sources(value)
+    except ValueError as exc:
+        unknown = exc.args[0]
         raise check.invalid(
             origin,
             value,

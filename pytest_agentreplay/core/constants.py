@@ -33,8 +33,7 @@ NETNS_ENV_VAR: Final = "PYTEST_AGENTREPLAY_NETNS"
 
 
 class Mode(StrEnum):
-    """What a run does with the outside world. A ``StrEnum``: each equals (and prints as) its value, the
-    name users write in config and read in output."""
+    """What a run does with the outside world; each equals and prints as the name users write and read."""
 
     # Talking to the real world: a recording test, or ``capture_run`` outside pytest.
     RECORD = "record"

@@ -1,11 +1,6 @@
-"""The event-history model: runs, events, payload references; the cassette document and its schema.
-
-The records are pydantic models in strict mode with unknown fields forbidden, as the cassette format was
-specified: no coercion (``"1"`` is not an int, ``True`` is not an int), every problem reported by
-``pydantic.ValidationError`` with its location. They are frozen: a record is never changed after it is
-built (``model_copy(update=...)`` makes a changed one); the containers it holds (``data``, payloads) are
-the values recorded, shared with the recorder, and read only.
-"""
+"""The event-history model (runs, events, payload references, the cassette document and its schema):
+strict, closed, frozen pydantic records, as the cassette format specifies; the containers they hold are
+shared with the recorder and read only."""
 
 import functools
 from typing import Annotated, Any, Literal, Self, get_args
@@ -34,12 +29,9 @@ class Record(BaseModel):
 
     @classmethod
     def construct_trusted(cls, values: dict[str, object]) -> Self:
-        """A record of values this package built itself, unchecked: ``values`` names every field, in the
-        order the class declares them, and becomes the record's own (not copied).
-
-        ``model_construct`` costs five times the rest of recording a call (issue 28): this sets the four
-        slots a pydantic model has, as it does last; ``tests/test_model.py`` checks the result equals,
-        dumps and serializes as the validated record."""
+        """A record of values this package built itself, unchecked: ``values`` names every field in
+        declaration order and becomes the record's own. ``model_construct`` costs five times the rest of
+        recording a call (issue 28); ``tests/test_model.py`` holds the result to the validated record."""
         record = cls.__new__(cls)
         _set(record, "__dict__", values)
         _set(record, "__pydantic_fields_set__", set(values))
@@ -211,23 +203,17 @@ def cassette_json_schema() -> Document:
             )
     # Documents the data of the runtime.values event type (Event.data stays a free-form object).
     defs["RuntimeValuesData"] = RuntimeValuesData.model_json_schema(by_alias=True, mode="validation")
-    schema = {
+    return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         **schema,
         "title": f"{FORMAT_NAME} cassette, format version {FORMAT_VERSION}",
     }
-    return schema
 
 
 @functools.cache
 def build_validators() -> None:
-    """Build the validators of the records a run validates now, once per process (they are deferred: most
-    processes that import the package never validate a record).
-
-    A run calls this when it begins, before the test's body: a validator built later could be built inside
-    the user's clock patch (``freezegun.freeze_time`` swaps ``datetime`` in every loaded module), where
-    pydantic cannot generate schemas for the fake types. ``RuntimeValuesData`` only documents the schema.
-    """
+    """Build the deferred validators once per process, when a run begins: built later, inside the user's
+    clock patch (``freezegun`` swaps ``datetime``), pydantic could not generate schemas for the fake types."""
     # Nested records first, so their schemas are reused (the other way round, each nested record's schema
     # is generated again: 21 M instructions, not 14).
     for model in (ToolInfo, EffectInfo, PayloadRef, Event, RunMeta, CassetteDoc):

@@ -1,10 +1,6 @@
-"""The problems that fail a test even when the agent swallowed them: one owner, one rule.
-
-A layer that refuses something raises into the agent *and* adds the error here (:meth:`RunFailures.add`):
-an SDK may retry, wrap or swallow what it raised. The first problem added is the cause the test reports
-(what follows is most often its consequence); :meth:`RunFailures.add_once` keeps one of errors that are the
-same problem, decided on their structured fields (:func:`problem_key`), never on their text.
-"""
+"""The problems that fail a test even when the agent swallowed them: a layer that refuses something raises
+into the agent *and* adds the error here (an SDK may retry, wrap or swallow it). The first one added is
+the cause the test reports; what follows is most often its consequence."""
 
 from __future__ import annotations
 
@@ -23,8 +19,7 @@ def problem_key(error: BaseException) -> tuple[object, ...]:
 
 
 class RunFailures(Sequence[BaseException]):
-    """The problems of one run, in the order they were found (thread-safe: threads share a run). A
-    sequence to read; :meth:`add` is the one way in."""
+    """The problems of one run, in order found (thread-safe); a sequence to read, :meth:`add` the way in."""
 
     __slots__ = ("_errors", "_keys", "_lock")
 

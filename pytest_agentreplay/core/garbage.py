@@ -1,11 +1,6 @@
-"""Freeing what a finished test left behind before the next test starts.
-
-An agent's SDK clients (an ``openai.OpenAI``, its ``httpx`` client, TLS context and pool) sit in reference
-cycles: a young-generation collection after each test frees them (~1 ms; flat memory, where a 100-test replay
-piled up 14 MB). The session's own 100,000+ objects are frozen once collected (:func:`freeze_session_objects`)
-so no collection walks them again (~10 M instructions a test), and never thawed (the exit collection would
-walk them, ~140 M instructions, just before the process frees its memory anyway).
-"""
+"""Freeing what a finished test left behind: SDK clients sit in reference cycles, which a young-generation
+collection after each test frees (~1 ms; a 100-test replay otherwise piled up 14 MB). The session's own
+objects are frozen once, never thawed, so no collection (nor the exit one) walks them again."""
 
 from __future__ import annotations
 
@@ -19,16 +14,14 @@ _YOUNG = 1
 
 
 def collect_test_garbage() -> None:
-    """Collect the cyclic garbage of the test that just ended, when the collector is enabled (a suite that
-    disabled it chose to manage memory itself)."""
+    """Collect the ended test's cyclic garbage, unless the suite disabled the collector (its own choice)."""
     if gc.isenabled():
         gc.collect(_YOUNG)
 
 
 def freeze_session_objects() -> None:
-    """Leave every object alive now out of the collections to come, the young garbage freed first rather
-    than kept. Once per process: nothing is frozen again when something is frozen already (by the project,
-    or by a session around this one: ``pytester``'s in-process runs)."""
+    """Leave every object alive now out of the collections to come, the young garbage freed first; not when
+    something is frozen already (by the project, or a session around this one: ``pytester``)."""
     if gc.isenabled() and not gc.get_freeze_count():
         gc.collect(_YOUNG)
         gc.freeze()

@@ -9,8 +9,7 @@ J = TypeVar("J")
 
 
 def copy_json(value: J) -> J:
-    """A deep copy of a plain JSON value at C speed (marshal), falling back to a walk for anything else
-    (objects that are not JSON are kept, not copied)."""
+    """A deep copy of a JSON value at C speed (marshal); a walk for anything else (non-JSON objects kept)."""
     try:
         # Any JSON value is marshallable; a value that is not raises ValueError and takes the walk.
         return cast(J, marshal.loads(marshal.dumps(value)))  # type: ignore[arg-type]

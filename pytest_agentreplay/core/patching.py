@@ -1,12 +1,7 @@
-"""Every patch the package puts on a library: each patched library is a declaration (:class:`Library`),
-and one :class:`Owner` per set of them installs, counts and restores it, once each.
-
-The patched classes and modules are shared by every thread and session of the process: each set has one
-owner per copy of the package, restored when its last holder lets go. A library may name triggers, the
-modules whose import it waits for, so that no heavy library is imported only to patch it. A replacement
-carries the function it replaced (:func:`genuine`): a second copy of the package (pytester may import one)
-patching over what a stale copy left installed calls, and restores, the genuine functions beneath.
-"""
+"""Every patch the package puts on a library: a declaration (:class:`Library`) per library, one
+:class:`Owner` per set installing, counting and restoring it. A library may wait for its trigger modules'
+import; a replacement names what it replaced (:func:`genuine`), so a second copy of the package (pytester)
+patching over a stale one calls and restores the genuine functions beneath."""
 
 from __future__ import annotations
 
@@ -135,11 +130,8 @@ class Library(NamedTuple):
 
 
 class Owner:
-    """A set of patches and who holds it: installed by the first holder, restored when the last one lets
-    go and ``busy()`` is false (a thread a replaying test started still runs), or kept for good.
-
-    Libraries are patched in the order declared and restored in reverse.
-    """
+    """A set of patches and who holds it: installed by the first holder, restored (in reverse order) when
+    the last one lets go and ``busy()`` is false (a thread a replaying test started still runs), or kept."""
 
     def __init__(self, *libraries: Library, busy: Callable[[], bool] = lambda: False) -> None:
         # Re-entrant: a patch may run while it is held (an import a patch makes triggers another library;

@@ -74,11 +74,8 @@ def cassette_elsewhere(
     rootdir: Path, cassette_dir: Path, cassette: Path, nodeid: str
 ) -> tuple[Path, Path] | None:
     """``(root, cassette)``: the cassette this very test has under a directory above ``rootdir`` (pytest run
-    from a subdirectory without an ini file takes it as its rootdir), when ``cassette`` is absent; else None.
-
-    Walks up to the first directory holding a project marker, looking where that rootdir would have put the
-    cassette; a candidate counts only when it records this test under its node id from there. A few
-    ``stat`` calls per level: call it only when the cassette is missing."""
+    from a subdirectory without an ini file), up to the first project marker; else None. A few ``stat``
+    calls per level: call it only when ``cassette`` is missing."""
     rootdir = rootdir.resolve()
     try:
         tail = cassette.resolve().relative_to(cassette_dir.resolve())

@@ -1,9 +1,6 @@
-"""Placeholder SDK credentials while a test replays, so that ``pytest`` with no secret replays.
-
-The providers' SDKs refuse to build a client without a credential although in replay nothing is sent: an
-unset credential variable is set to a placeholder for the test's duration, then removed; a variable the
-environment sets is never touched. Recording and model-comparison (live model calls) never invent one.
-"""
+"""Placeholder SDK credentials while a test replays (the SDKs refuse to build a client without one, though
+nothing is sent): an unset credential variable is set for the test's duration, then removed; one the
+environment sets is never touched. Recording and model-comparison never invent one."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""What a model call costs: a built-in price table, the project's additions (``[tool.agentreplay.prices]``)
-and the cost of one call's usage.
-
-US dollars per million tokens (``input``, ``output``, ``cached``: the input price when a model has none),
-found by the longest table key the model name starts with, after a Bedrock id loses its region and vendor
-prefixes. List prices as of :data:`PRICES_DATE`; a model the table lacks has no cost (None), never a guess.
-"""
+"""What a model call costs: US dollars per million tokens by the longest table key the model name starts
+with (a Bedrock id without its region and vendor prefixes), built-in list prices as of :data:`PRICES_DATE`
+under the project's ``[tool.agentreplay.prices]``. A model the table lacks has no cost, never a guess."""
 
 from __future__ import annotations
 

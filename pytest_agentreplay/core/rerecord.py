@@ -40,8 +40,7 @@ class Rerecord:
             self.calls_kept += 1
 
     def turn(self, at: int, what: str) -> bool:
-        """The call described by ``what``, whose event will have seq ``at``, has no recorded match: the run
-        turns live there (``RunContext.go_live``). False when it had turned already."""
+        """Turn live at seq ``at``, for the unmatched call ``what``; False when it had turned already."""
         with self._lock:
             if self.turned:
                 return False

@@ -1,10 +1,6 @@
-"""The settings one run reads (HTTP layer, replay modes, guard), one typed field each.
-
-Built once per run from the session's project settings, the test's marker and its ``agentreplay_config``
-fixture (:meth:`RunSettings.with_overrides`), then never changed: a run that needs another value (a vcr
-replay turning runtime values off) replaces the whole object (``_replace``). A NamedTuple, not a dataclass:
-building a frozen dataclass of this many fields costs eight times as much at every start-up.
-"""
+"""The settings one run reads (HTTP layer, replay modes, guard), one typed field each, built once per run
+and never changed (``_replace`` makes another). A NamedTuple: a frozen dataclass this wide costs eight times
+as much at start-up."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ _FIXTURE_PLACE: Final = "the agentreplay_config fixture"
 
 
 class RunSettings(NamedTuple):
-    """One run's settings. Defaults are what a run reads when nothing is configured; a field named after a
-    setting means what the settings table (``setting_keys.SETTINGS``) says of it."""
+    """One run's settings; a field named after a setting means what ``setting_keys.SETTINGS`` says of it."""
 
     # The test's node id (None outside pytest): named in errors and in the fixes they suggest.
     nodeid: str | None = None

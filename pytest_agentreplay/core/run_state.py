@@ -1,10 +1,5 @@
-"""The per-run state layers above core keep on a run, one typed attribute of ``RunContext`` per owner.
-
-Core cannot import its owners (http, guard, frameworks, replay, interop sit above it), so each attribute
-is declared here as what core can name: a small slotted class of plain values the owner fills, or a Protocol
-of what the other side calls (those naming ``RunContext`` itself live beside it, in :mod:`.capture`). An
-owner whose own class lives above core keeps it in a room of that class (:class:`RunRooms`), typed.
-"""
+"""The per-run state the layers above core keep on a ``RunContext``: core cannot import those owners, so
+each is declared here as what core can name (slotted plain values, a Protocol, or a typed room)."""
 
 from __future__ import annotations
 
@@ -78,8 +73,8 @@ T = TypeVar("T")
 
 
 class RunRooms:
-    """Per-run state of the owners above core, whose types core cannot name: one room per owner type,
-    keyed by the type itself, so each owner gets its state back typed and a new owner needs no field here."""
+    """Per-run state of the owners above core, one room per owner type keyed by the type: each owner gets
+    its state back typed, and a new owner needs no field here."""
 
     __slots__ = ("_lock", "_rooms")
 

@@ -1,15 +1,14 @@
-"""The settings table: every setting once, with the places it may be given, its values, default and help.
-
-Plain Python, no pytest (and no dataclass: this module loads at every pytest start). What names settings
-is made from it: the command-line options and their ini twins and the marker's help line (``plugin.py``),
-the keys ``config.py`` accepts in each place and the valid values its errors list. Tests hold the
-``agentreplay_config`` fixture's docstring and the docs pages to it.
-"""
+"""The settings table: every setting once, with the places it may be given, its values, default and help;
+the options, ini twins, marker help and the keys ``config.py`` accepts are made from it. Plain Python (no
+pytest, no dataclass: it loads at every pytest start)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Literal
 
+from . import settings_check as checks
+from .comparison_settings import repeat, share
 from .constants import (
     DEFAULT_CASSETTE_DIR,
     DEFAULT_ISOLATE_MODE,
@@ -23,6 +22,8 @@ from .constants import (
     TRANSPORT_HEADER_CHOICES,
 )
 from .runtime_sources import DEFAULT_SOURCES
+from .settings_check import ini_key as ini_key
+from .settings_check import option_flag as option_flag
 
 # Where a setting may be given: the option ``--agentreplay-<name with dashes>``; the key
 # ``agentreplay_<name>`` of pytest's ini file; the key ``<name>`` of ``[tool.agentreplay]`` in
@@ -36,22 +37,18 @@ FIXTURE: Final = "fixture"
 PLACES: Final = (CLI, INI, PROJECT, MARKER, FIXTURE)
 
 
-def option_flag(name: str) -> str:
-    return "--agentreplay-" + name.replace("_", "-")
-
-
-def ini_key(name: str) -> str:
-    """The ini key of a setting, also the ``dest`` of its option: ``config.getoption`` reads it by that."""
-    return "agentreplay_" + name
+# A value's check: (value, where it was given) -> the value as read; raises ``ConfigError``.
+Check = Callable[[object, checks.Origin], object]
 
 
 class Setting:
     """One setting. ``places``: where it may be given (names of :data:`PLACES`, space-separated);
     ``choices``: its valid values when it takes one of a few, which errors call a ``noun``; ``flag``: a
     boolean (a store_true option, a bool ini key); ``metavar``: its value in ``--help``; ``default``: the
-    value when nothing is given (None: none, or nothing to say)."""
+    value when nothing is given (None: none, or nothing to say); ``check``: the check of a value given
+    (a choice's and a flag's are made from them; ``config.py`` checks the others itself)."""
 
-    __slots__ = ("choices", "default", "flag", "help", "metavar", "name", "noun", "places")
+    __slots__ = ("check", "choices", "default", "flag", "help", "metavar", "name", "noun", "places")
 
     def __init__(
         self,
@@ -64,6 +61,7 @@ class Setting:
         noun: str = "",
         flag: bool = False,
         metavar: str | None = None,
+        check: Check | None = None,
     ) -> None:
         self.name = name
         self.places = frozenset(places.split())
@@ -76,6 +74,14 @@ class Setting:
         self.noun = noun
         self.flag = flag
         self.metavar = metavar
+        if choices:
+            check = self._choice
+        elif flag:
+            check = checks.boolean
+        self.check = check
+
+    def _choice(self, value: object, origin: checks.Origin) -> str:
+        return checks.choice(value, origin, self.choices, self.noun)
 
     def help_text(self, place: str = CLI) -> str:
         """The help of the option, or of the ini key (``place=INI``): values, default, who wins."""
@@ -137,9 +143,9 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("report", _SESSION, "write the drift report (.md, .json or .html) into an existing folder",
             metavar="PATH"),
     Setting("model", _ANYWHERE, "model-comparison: replace the model of each live model call",
-            metavar="NAME"),
+            metavar="NAME", check=lambda v, o: checks.text(v, o, "a model name (a string)")),
     Setting("allow_hosts", _ANYWHERE, "hosts replay may connect to, comma-separated (e.g. localhost)",
-            metavar="HOSTS"),
+            metavar="HOSTS", check=checks.hosts),
     Setting("save_on_failure", _SESSION, "also write the cassette when a recording test fails",
             flag=True, default=False),
     Setting("block_network", _SESSION, "refuse outbound connections in every test of the session, not only "
@@ -152,11 +158,13 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "not), required (fail the session where it cannot)",
             default=DEFAULT_ISOLATE_MODE, choices=ISOLATE_MODES, noun="network isolation level"),
     Setting("tolerated_hosts", "ini project", "hosts whose unmatched calls in replay are refused without "
-            "failing the test (libraries' own telemetry and metadata fetches; listed in the summary)"),
+            "failing the test (libraries' own telemetry and metadata fetches; listed in the summary)",
+            check=checks.hosts),
     Setting("fail_on_unused", "ini project", "fail the session when cassettes no test uses remain",
             flag=True, default=True),
     Setting("mcp_effects", "ini project marker fixture", "MCP tools' effect classes over their annotations: "
-            '"tool=read server/tool=write" (a table in pyproject.toml, a dict on the marker)'),
+            '"tool=read server/tool=write" (a table in pyproject.toml, a dict on the marker)',
+            check=checks.effect_map),
     Setting("transport_headers", PROJECT, "request headers the HTTP stack or the SDK version chooses, in "
             "cassettes written: auto (left out of new cassettes, kept in one that holds them), drop, keep",
             default=DEFAULT_TRANSPORT_HEADERS, choices=TRANSPORT_HEADER_CHOICES,
@@ -170,12 +178,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
             "JSON key names (or full-match regexes) redacted besides the built-in ones"),
     Setting("redact_patterns", PROJECT, "value patterns (regexes) redacted besides the built-in ones"),
     Setting("idempotency_header", "project fixture", "the request header carrying a write's idempotency key",
-            default="idempotency-key"),
+            default="idempotency-key", check=lambda v, o: checks.text(v, o, "a header name")),
     Setting("receipts", "project fixture",
-            "per host, where a write's receipt is: a JSON path into the response body or a header name"),
-    Setting("openai_compatible_base_urls", "project fixture", "base URLs of OpenAI-compatible servers"),
+            "per host, where a write's receipt is: a JSON path into the response body or a header name",
+            check=lambda v, o: checks.string_map(v, o, "a table of host = JSON path or header name, e.g. "
+                                                 'receipts = { "api.example" = "data.id" }')),
+    Setting("openai_compatible_base_urls", "project fixture", "base URLs of OpenAI-compatible servers",
+            check=lambda v, o: checks.strings(v, o, urls=True)),
     Setting("inline_limit", PROJECT, "size in bytes above which a payload goes to the blob store",
-            default=INLINE_PAYLOAD_LIMIT),
+            default=INLINE_PAYLOAD_LIMIT, check=checks.count),
     Setting("agent", "marker fixture", "the agent name stored in the run"),
     Setting("sandbox", "marker fixture", "sandbox mode: recorded base URL -> sandbox base URL"),
     Setting("sandbox_hosts", FIXTURE, "sandbox mode: hosts of the sandbox services"),
@@ -188,10 +199,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("allow_read_repeats", FIXTURE, "serve a read again once every recorded one was played",
             flag=True, default=True),
     Setting("repeat", _ANYWHERE, "model-comparison: run each test N times live; its agreement rate, "
-            "with a Wilson confidence interval, decides it", default=1, metavar="N"),
+            "with a Wilson confidence interval, decides it", default=1, metavar="N", check=repeat),
     Setting("min_agreement", "ini project marker fixture", "model-comparison with repeats: the agreement "
             "rate a test must reach (its interval wholly below fails it, wholly above passes it)",
-            default=0.9),
+            default=0.9, check=share),
     Setting("live_reads", "ini project marker fixture", "model-comparison: send a read the cassette holds no "
             "result for, so the run continues past the first divergence (writes are never sent)",
             flag=True, default=False),

@@ -1,10 +1,5 @@
-"""Each setting's value checked where it is read, and named with where it was given. Plain Python.
-
-A wrong value is a ``ConfigError`` whose headline names the key as the user wrote it and its place (the
-file and table, the command line, the marker, the ``agentreplay_config`` fixture), whose evidence says
-what was given and what is expected (for a choice, the valid values), and whose fixes say what to write.
-The plugin turns the errors of session-wide settings into ``pytest.UsageError`` at start-up.
-"""
+"""Each setting's value checked where it is read: a wrong one is a ``ConfigError`` naming the key as
+written and its place, what was given and expected, and what to write instead."""
 
 from __future__ import annotations
 
@@ -14,10 +9,18 @@ from os import PathLike
 from pathlib import Path
 
 from ..exceptions import ConfigError
-from .setting_keys import ini_key, option_flag
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def option_flag(name: str) -> str:
+    return "--agentreplay-" + name.replace("_", "-")
+
+
+def ini_key(name: str) -> str:
+    """The ini key of a setting, also the ``dest`` of its option: ``config.getoption`` reads it by that."""
+    return "agentreplay_" + name
 
 
 class Origin:

@@ -1,18 +1,8 @@
-"""The socket gate: pass-through trampolines on the socket type, installed once when the plugin loads.
+"""The socket gate: pass-through trampolines on the socket type, installed when the plugin loads and kept,
+so a method cached before the guard armed (``C = socket.socket.connect``) is still the guarded one.
 
-A method taken before the guard is installed (``C = socket.socket.connect`` at import, a library caching
-``sock.sendall``) must still be the guarded one, so the socket methods are replaced as early as possible
-(pytest's ``pytest_load_initial_conftests``, before any conftest or test module is imported) and stay
-replaced. While no replay guards (:attr:`SocketGate.check` None) each trampoline costs one attribute read
-and calls the genuine C method; the network guard (``guard/sockets.py``) arms the gate with its check.
-
-Here, in core, rather than in the guard: loading the plugin must not import the guard (its import costs a
-session that never replays ~25 ms); this module imports nothing of the package but core's patching.
-
-The methods are replaced on the C type ``_socket.socket`` itself (immutable in CPython 3.11: through its
-type dictionary, :func:`set_type_attribute`), so ``socket.socket``, its subclasses (ssl, asyncio) and raw
-``_socket.socket()`` objects all find them. Where that fails (not CPython) ``socket.socket`` gets them and
-``_socket.socket`` names a subclass that has them.
+In core, not the guard: loading the plugin must not import the guard (~25 ms for a session that never
+replays). Replaced on the C type ``_socket.socket`` itself, so subclasses (ssl, asyncio) find them too.
 """
 
 from __future__ import annotations
@@ -32,11 +22,8 @@ Check = Callable[[str, object, tuple[object, ...]], None]
 
 
 def set_type_attribute(cls: type, name: str, value: object) -> None:
-    """``setattr`` that also reaches an immutable C type (``_socket.socket`` is one in CPython 3.11).
-
-    The type's dict is reached through the mapping proxy and the type's method cache is invalidated
-    afterwards, which is what ``setattr`` on a mutable type does.
-    """
+    """``setattr`` that also reaches an immutable C type (``_socket.socket`` in CPython 3.11), through its
+    mapping proxy, then invalidates the type's method cache as ``setattr`` on a mutable type does."""
     try:
         setattr(cls, name, value)
         return
@@ -50,8 +37,7 @@ def set_type_attribute(cls: type, name: str, value: object) -> None:
 
 
 class SocketGate(Owner):
-    """The trampolines' owner (held by the guard, kept for good once the plugin has loaded) and their check.
-    Process-wide (:data:`GATE`): the socket type is shared by every thread and session of the process."""
+    """The trampolines' owner and their check; process-wide (:data:`GATE`), as the socket type is."""
 
     def __init__(self) -> None:
         super().__init__(Library(_install))
@@ -133,8 +119,7 @@ _ORIGINALS = GATE.originals
 
 
 def install(*, permanent: bool) -> Undo:
-    """Put the trampolines in place: for the process's lifetime when ``permanent`` (the plugin's load),
-    else until the returned release (the guard installed without the plugin)."""
+    """Put the trampolines in place: for good when ``permanent`` (the plugin), else until the release."""
     if not permanent:
         return GATE.acquire()
     GATE.keep()

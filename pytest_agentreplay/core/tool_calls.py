@@ -1,9 +1,5 @@
-"""One tool call's events: ``tool.call`` now, then ``tool.result`` (or ``effect`` with a receipt for a write)
-when it finishes, or the recorded outcome served in its place during replay.
-
-Shared by ``@tool`` (``api.py``) and the transport adapters whose calls are tool calls (``intercept/mcp.py``):
-one shape of tool event, matched and served by one index (``replay/tools.ToolReplayer``).
-"""
+"""One tool call's events (``tool.call``, then ``tool.result`` or a write's ``effect``), or its recorded
+outcome served in replay; shared by ``@tool`` and the transports whose calls are tool calls (MCP)."""
 
 from __future__ import annotations
 
@@ -46,9 +42,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:
-    """A ``@tool`` call's arguments as stored (typed values tagged), and their older ``to_jsonable`` form
-    when it differs (older cassettes hold it; replay matches it). An argument no kind holds keeps the
-    ``to_jsonable`` conversion: replay matches arguments, it never rebuilds them."""
+    """A ``@tool`` call's arguments as stored (typed values tagged; one no kind holds as ``to_jsonable``
+    makes it), and their older ``to_jsonable`` form when it differs (older cassettes hold it)."""
     encoder = Encoder(strict=False, fallback=to_jsonable)
     stored: Document = {key: encoder.store(value, f"argument {key!r}") for key, value in values.items()}
     if not encoder.tagged:
@@ -170,8 +165,7 @@ class ToolCall:
         return value
 
     def returned(self, result: object) -> object:
-        """Record what a ``@tool`` returned; what its caller gets (a generator is recorded item by item as
-        it is consumed). A value that cannot be stored so that replay rebuilds it is refused."""
+        """Record what a ``@tool`` returned (a generator item by item); what its caller gets."""
         if inspect.isgenerator(result):
             return record_generator(
                 _RecordedStream(self, "generator"), cast(Generator[object, object, object], result)
@@ -189,10 +183,8 @@ class ToolCall:
         self.finished(None, error_text(exc), exception=exception_doc(exc) if self.typed else None)
 
     def store(self, value: object, root: str) -> object:
-        """``value``'s stored form. While a test records, one that replay could not rebuild is refused (and
-        fails the test even if the agent catches the error). Elsewhere it keeps the plain conversion: in
-        sandbox (the value is compared, never served) and in ``capture_run``, which must never break the
-        production code it watches."""
+        """``value``'s stored form. While a test records, one replay could not rebuild is refused (and fails
+        the test even if caught); elsewhere (sandbox, ``capture_run``) it keeps the plain conversion."""
         strict = self.ctx.mode is Mode.RECORD
         encoder = Encoder(strict=strict, fallback=None if strict else to_jsonable)
         try:
@@ -210,8 +202,7 @@ class ToolCall:
             raise error from None
 
     def recorded_exception(self, outcome: ToolOutcome) -> BaseException:
-        """The exception the tool raised while recording: its own type when it can be rebuilt, else a
-        :class:`RecordedToolError` with the recorded type name and message."""
+        """The exception the tool raised while recording, rebuilt, else a :class:`RecordedToolError`."""
         doc = _exception_of(outcome)
         exc = rebuild_exception(doc) if doc is not None else None
         if exc is None:
@@ -262,10 +253,8 @@ class ToolCall:
         exception: Document | None = None,
         output_with_error: bool = False,
     ) -> None:
-        """Write the call's outcome: ``tool.result`` (or ``effect`` for a write). ``result`` is the value
-        (the receipt is read from it), ``stored`` its stored form (else ``result`` is converted as before);
-        ``exception`` the recorded exception's type and arguments; ``output_with_error``: a generator that
-        raised keeps the items it yielded."""
+        """Write the call's outcome: ``tool.result``, or ``effect`` for a write (its receipt read from
+        ``result``); ``stored``: its stored form; ``output_with_error``: a raising generator's items."""
         recorder = self.ctx.recorder
         data = self._grouped({"attempt": self.attempt})
         output = result if stored is _NOT_GIVEN else stored
@@ -286,8 +275,7 @@ class ToolCall:
 
 
 class _RecordedStream:
-    """A recording generator's reports (``tool_streams.Recording``) to its tool call: the items stored so
-    far, and whether its end is still to be reported (an item that cannot be stored is the call's outcome)."""
+    """A recording generator's reports (``tool_streams.Recording``) to its call: items stored, end pending."""
 
     def __init__(self, call: ToolCall, kind: str) -> None:
         self.call = call

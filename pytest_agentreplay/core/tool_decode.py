@@ -221,16 +221,17 @@ def _rebuilt(tagged: _Tagged, build: Callable[[], object]) -> object:
         raise tagged.fail(f"rebuilding it raised {type(exc).__name__}: {exc}", damaged=False) from None
 
 
-def _enum_back(tagged: _Tagged) -> object:
-    cls = tagged.cls(enum.Enum)
-    member = tagged.inner(tagged.field("value"), ".value")
-    return _rebuilt(tagged, lambda: cls(member))
+def _class_made(
+    base: type | tuple[type, ...], read: Callable[[_Tagged], object], build: Callable[[Any, Any], object]
+) -> Callable[[_Tagged], object]:
+    """The decoder of a kind rebuilt as ``build(its class, read(tagged))``, the class a ``base``'s."""
 
+    def decode_class_made(tagged: _Tagged) -> object:
+        cls = tagged.cls(base)
+        value = read(tagged)
+        return _rebuilt(tagged, lambda: build(cls, value))
 
-def _model_back(tagged: _Tagged) -> object:
-    cls = tagged.cls(BaseModel)
-    text = json.dumps(tagged.field("value"))
-    return _rebuilt(tagged, lambda: cls.model_validate_json(text))  # type: ignore[attr-defined]
+    return decode_class_made
 
 
 def _dataclass_back(tagged: _Tagged) -> object:
@@ -249,18 +250,6 @@ def _dataclass_back(tagged: _Tagged) -> object:
         return made
 
     return _rebuilt(tagged, build)
-
-
-def _instance_back(tagged: _Tagged) -> object:
-    cls = tagged.cls(BUILTIN_BASES)
-    base = tagged.inner(tagged.field("value"), "")
-    return _rebuilt(tagged, lambda: call_class(cls, base))
-
-
-def _path_back(tagged: _Tagged) -> object:
-    cls = tagged.cls(PurePath)
-    text = tagged.field("value", str)
-    return _rebuilt(tagged, lambda: cls(text))
 
 
 def _codec_back(tagged: _Tagged) -> object:
@@ -287,18 +276,19 @@ _DECODERS: Final[dict[str, Callable[[_Tagged], object]]] = {
     "time": _moment_back,
     "timedelta": _timedelta_back,
     **{kind: _from_text(parse) for kind, (_base, _text, parse) in TEXT_KINDS.items()},
-    "path": _path_back,
-    "enum": _enum_back,
-    "pydantic": _model_back,
+    "path": _class_made(PurePath, lambda t: t.field("value", str), lambda cls, text: cls(text)),
+    "enum": _class_made(enum.Enum, lambda t: t.inner(t.field("value"), ".value"), lambda cls, v: cls(v)),
+    "pydantic": _class_made(
+        BaseModel, lambda t: json.dumps(t.field("value")), lambda cls, text: cls.model_validate_json(text)
+    ),
     "dataclass": _dataclass_back,
-    "instance": _instance_back,
+    "instance": _class_made(BUILTIN_BASES, lambda t: t.inner(t.field("value"), ""), call_class),
     "codec": _codec_back,
 }
 
 
 def stream_parts(value: object) -> Stream | None:
-    """The recorded stream ``value`` stores, None when it is not one. Raises :class:`NotRebuilt` when its
-    shape is damaged."""
+    """The recorded stream ``value`` stores, None when it is not one; :class:`NotRebuilt` when damaged."""
     if not is_stream(value):
         return None
     doc = cast(Document, value)

@@ -37,13 +37,9 @@ _NO_KEY: Final = object()
 
 
 class Encoder:
-    """Stores values in the tagged form.
-
-    ``strict``: a value that cannot be rebuilt raises :class:`Unstorable` (a result while recording); else
-    it becomes ``fallback(value)`` (arguments, which replay matches and never rebuilds, keep the conversion
-    they always had there). ``verify``: a dataclass, model, enum or built-in subclass is rebuilt once to see
-    that it comes back (strict only). ``tagged`` tells whether anything was tagged (else it was plain JSON).
-    """
+    """Stores values in the tagged form. ``strict``: a value that cannot be rebuilt raises
+    :class:`Unstorable`, else it becomes ``fallback(value)`` (arguments are matched, never rebuilt).
+    ``verify``: a class-made value is rebuilt once to see it comes back. ``tagged``: anything was tagged."""
 
     def __init__(
         self,
@@ -72,8 +68,7 @@ class Encoder:
         if kind is float:
             if math.isfinite(value):  # type: ignore[arg-type]
                 return value
-            self.tagged = True
-            return tag("float", value=repr(value))
+            return self._tag("float", value=repr(value))
         if depth >= MAX_NESTING:
             raise Unstorable(value, f"it nests more than {MAX_NESTING} levels deep (or contains itself)")
         if kind is list:
@@ -82,12 +77,11 @@ class Encoder:
             mapping: dict[object, object] = value  # type: ignore[assignment]
             if TAG not in mapping and all(type(key) is str for key in mapping):
                 return {key: self._field(item, depth, key=key) for key, item in mapping.items()}
-            self.tagged = True
             pairs = [
                 [self._field(key, depth, key=key), self._field(item, depth, key=key)]
                 for key, item in mapping.items()
             ]
-            return tag("dict", items=pairs)
+            return self._tag("dict", items=pairs)
         try:
             return self._typed(value, kind, depth)
         except Unstorable:
@@ -95,12 +89,15 @@ class Encoder:
                 raise
             return self.fallback(value)
 
+    def _tag(self, kind: str, **fields: object) -> Document:
+        self.tagged = True
+        return tag(kind, **fields)
+
     def _items(self, items: Iterable[object], depth: int) -> list[object]:
         return [self._field(item, depth, key=n) for n, item in enumerate(items)]
 
     def _field(self, value: object, depth: int, *, key: object = _NO_KEY, name: str = "") -> object:
-        """``value`` one level down, at ``[key]`` or ``name``: the step an :class:`Unstorable` from it names
-        (worded only then)."""
+        """``value`` one level down, at ``[key]`` or ``name`` (an :class:`Unstorable` names the step)."""
         try:
             return self.encode(value, depth + 1)
         except Unstorable as exc:
@@ -133,26 +130,24 @@ class Encoder:
                 stored = codec.encode(value)
             except Exception as exc:
                 raise Unstorable(value, f"its codec's encode raised {type(exc).__name__}: {exc}") from None
-            self.tagged = True
-            return tag("codec", value=self._field(stored, depth, name=" (codec)"), **{"class": codec.path})
+            return self._tag(
+                "codec", value=self._field(stored, depth, name=" (codec)"), **{"class": codec.path}
+            )
         if isinstance(value, enum.Enum):
             return self._enum(value, depth)
         if kind is tuple or kind is set or kind is frozenset:
             items = self._items(value, depth)  # type: ignore[arg-type]
             if kind is not tuple:
                 items.sort(key=dumps_compact)
-            self.tagged = True
-            return tag(kind.__name__, items=items)
+            return self._tag(kind.__name__, items=items)
         if kind is bytes or kind is bytearray:
-            self.tagged = True
-            return tag(kind.__name__, base64=base64.b64encode(value).decode("ascii"))  # type: ignore[arg-type]
+            return self._tag(kind.__name__, base64=base64.b64encode(value).decode("ascii"))  # type: ignore[arg-type]
         known = _standard(value)
         if known is not None:
             self.tagged = True
             return known
         if isinstance(value, PurePath) and kind.__module__ in ("pathlib", "pathlib._local"):
-            self.tagged = True
-            return tag("path", value=str(value), **{"class": self.class_of(kind, value)})
+            return self._tag("path", value=str(value), **{"class": self.class_of(kind, value)})
         if isinstance(value, BaseModel):
             return self._model(value, kind)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -174,8 +169,7 @@ class Encoder:
                 back = None
             if back is not value:
                 raise Unstorable(value, f"{kind.__name__}({value.value!r}) does not give this member back")
-        self.tagged = True
-        return tag("enum", value=member, **{"class": path})
+        return self._tag("enum", value=member, **{"class": path})
 
     def _model(self, value: BaseModel, kind: type) -> Document:
         path = self.class_of(kind, value)
@@ -194,8 +188,7 @@ class Encoder:
                     "model_validate of its model_dump(mode='json') does not give an equal model back (a "
                     "field of a type JSON does not hold, a NaN, an alias that does not validate)",
                 )
-        self.tagged = True
-        return tag("pydantic", value=dumped, **{"class": path})
+        return self._tag("pydantic", value=dumped, **{"class": path})
 
     def _dataclass(self, value: object, kind: type, depth: int) -> Document:
         path = self.class_of(kind, value)
@@ -206,18 +199,16 @@ class Encoder:
             except AttributeError:
                 raise Unstorable(value, f"its field {field.name} is not set") from None
             fields[field.name] = self._field(item, depth, name=f".{field.name}")
-        stored = tag("dataclass", fields=fields, **{"class": path})
+        stored = self._tag("dataclass", fields=fields, **{"class": path})
         if self.verify:
             self._round_trip(stored, value)
-        self.tagged = True
         return stored
 
     def _instance(self, value: object, kind: type, depth: int) -> Document:
-        """A subclass of a built-in type (an ``OrderedDict``, a ``NamedTuple``, a ``str`` subclass), stored as
-        its base value and rebuilt by calling the class with it (``_make`` for a named tuple)."""
+        """A subclass of a built-in type (``OrderedDict``, a ``NamedTuple``), stored as its base value."""
         path = self.class_of(kind, value)
         base = _base_value(value)
-        stored = tag("instance", value=self._field(base, depth, name=""), **{"class": path})
+        stored = self._tag("instance", value=self._field(base, depth, name=""), **{"class": path})
         if self.verify:
             try:
                 back: object = call_class(kind, base)
@@ -231,7 +222,6 @@ class Encoder:
                 raise Unstorable(
                     value, f"{kind.__name__}(its {type(base).__name__} value) does not give it back"
                 )
-        self.tagged = True
         return stored
 
     def _round_trip(self, stored: Document, value: object) -> None:
@@ -258,8 +248,7 @@ def _base_value(value: object) -> object:
 
 
 def _standard(value: object) -> Document | None:
-    """A datetime, date, time, timedelta, UUID or Decimal (a subclass is stored as its base type), else
-    None."""
+    """A datetime, date, time, timedelta, UUID or Decimal (a subclass as its base type), else None."""
     if isinstance(value, dt.datetime | dt.time):
         fields: Document = {"value": value.isoformat()}
         zone = _zone_key(value.tzinfo)
@@ -288,8 +277,7 @@ def _zone_key(tz: object) -> str | None:
 
 def exception_doc(exc: BaseException) -> Document | None:
     """``{"class": "builtins:KeyError", "args": [...stored form]}`` when ``type(exc)(*exc.args)`` gives
-    ``exc`` back (same type, args and message, no attribute of its own lost); None otherwise, and the
-    replay raises :class:`~pytest_agentreplay.exceptions.RecordedToolError` in its place."""
+    ``exc`` back whole; None otherwise (replay then raises a ``RecordedToolError`` in its place)."""
     cls = type(exc)
     try:
         path = Encoder().class_of(cls, exc)

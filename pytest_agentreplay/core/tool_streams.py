@@ -1,6 +1,5 @@
 """Generator ``@tool`` results, recorded item by item and replayed as generators that yield the same items
-and end as the recorded one did (returned, raised, or closed early by its consumer: ``complete: false``).
-A value sent in replay is ignored; an exception thrown into the wrapper closes the tool's generator."""
+and end as the recorded one did (returned, raised, or closed early: ``complete: false``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""How ``@tool`` values (arguments, results, generator items, exceptions) are stored so that replay gives
-them back with their type (the format: docs/cassettes.md, "Typed tool values").
-
-Plain JSON is stored as it is (cassettes written before typed values hold only that, and read the same);
-any other value as a *tagged object* whose reserved key ``"$agentreplay"`` names its kind
-(``{"$agentreplay": "tuple", "items": [1, 2]}``). A user's own ``dict`` holding that key is stored as a
-``"dict"`` tagged object, so a plain object never reads as a tag. Classes are named ``module:qualname`` and
-rebuilt only from modules already imported (or under a package already imported): a cassette cannot make
-replay import code. A value no kind holds is refused while recording (:class:`Unstorable`), never stored
-as a ``repr``; ``register_tool_codec`` teaches the codec a type of one's own.
-"""
+"""How ``@tool`` values are stored so replay gives them back typed (docs/cassettes.md, "Typed tool
+values"): plain JSON as it is, anything else as a tagged object (``{"$agentreplay": "tuple", ...}``).
+Classes are rebuilt only from modules already imported: a cassette cannot make replay import code."""
 
 from __future__ import annotations
 
@@ -47,9 +39,8 @@ T = TypeVar("T")
 
 
 class _Placed(Exception):
-    """An error about a value inside a larger one. Its place is built as the error unwinds (nothing is
-    spent on it while values store fine): ``where`` is the root label (``result``) followed by the steps
-    down to the value (``['lines'][0].sku``)."""
+    """An error about a value inside a larger one: ``where`` (``result['lines'][0].sku``) is built as the
+    error unwinds, so nothing is spent on it while values store fine."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -97,8 +88,7 @@ def class_path(cls: type) -> str:
 
 
 def resolve_class(path: object) -> type:
-    """The class ``module:qualname`` names, from a module already imported or one under a package already
-    imported. ``LookupError`` when there is none."""
+    """The class ``module:qualname`` names, under a package already imported; else ``LookupError``."""
     if not isinstance(path, str):
         raise LookupError(f"a class path must be a string, found {path!r}")
     module_name, sep, qualname = path.partition(":")
@@ -173,8 +163,7 @@ def codec_by_path(path: str) -> _Codec | None:
 
 
 def tag(kind: str, **fields: object) -> Document:
-    """A tagged object: the kind, then its fields; keys in sorted order ("$" sorts first), so the stored key
-    order is its own."""
+    """A tagged object, keys sorted ("$" first) so that the stored key order is its own."""
     return {TAG: kind, **dict(sorted(fields.items()))}
 
 
@@ -182,8 +171,7 @@ def tag(kind: str, **fields: object) -> Document:
 
 
 class Stream(NamedTuple):
-    """A recorded generator result: its items (stored form), whether the generator ended (returned or
-    raised) rather than being closed early by its consumer, and what it returned (stored form)."""
+    """A recorded generator result: items, whether it ended (not closed early), what it returned."""
 
     kind: str
     items: list[object]

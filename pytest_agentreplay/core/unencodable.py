@@ -13,8 +13,7 @@ from .documents import Document
 
 
 def surrogate_field(value: object, path: str = "") -> tuple[str, str] | None:
-    """The JSON pointer of the first string (or key) in ``value`` that is not encodable as UTF-8, and the
-    offending character escaped (``\\ud800``); None when every string encodes."""
+    """The JSON pointer of the first string (or key) not encodable as UTF-8 and its escaped character."""
     pending: list[tuple[str, object]] = [(path, value)]
     while pending:
         where, item = pending.pop()
