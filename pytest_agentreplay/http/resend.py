@@ -41,29 +41,21 @@ class Sent(NamedTuple):
     formats: tuple[str | None, ...]
 
 
-class HashedItems(NamedTuple):
-    """A list of JSON values as :func:`items_hash` last hashed it: its items (a tuple: the list may change
-    after, the snapshot does not) and ``hash_value`` of the list."""
-
-    items: tuple[object, ...]
-    digest: str
-
-
-_last_hashed = HashedItems((), hash_value([]))
+# The last list items_hash hashed: its items (a snapshot: the list may change, the tuple not) and its hash.
+_last_hashed: tuple[tuple[object, ...], str] = ((), "")
 
 
 def items_hash(values: object) -> str:
-    """``hash_value(values)``, kept for the last list hashed: a conversation resends its tool definitions
-    with every call, and ``share_parts`` makes their items the previous request's very objects (parsed
-    bodies' values, read only), so a list of the same items is not serialised again."""
+    """``hash_value(values)``, kept for the last list's items: a conversation resends its tool definitions
+    with every call, and ``share_parts`` makes them the previous request's very (read-only) objects."""
     global _last_hashed
-    if type(values) is not list:
-        return hash_value(values)
-    last = _last_hashed
-    if len(last.items) == len(values) and all(map(is_, last.items, values)):
-        return last.digest
-    _last_hashed = last = HashedItems(tuple(values), hash_value(values))
-    return last.digest
+    items, digest = _last_hashed
+    if type(values) is list and items and len(items) == len(values) and all(map(is_, items, values)):
+        return digest
+    digest = hash_value(values)
+    if type(values) is list:
+        _last_hashed = (tuple(values), digest)
+    return digest
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):
