@@ -131,23 +131,14 @@ def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedMode
 
 
 def model_request_fields(
-    request: HttpRequest,
-    cls: Classification,
-    memo: DigestMemo | None = None,
-    *,
-    adapter: Provider,
-    prepared: PreparedModelRequest | None = None,
+    request: HttpRequest, cls: Classification, *, adapter: Provider, request_hash: str | None = None
 ) -> Document:
-    body = request.json()
-    fields = adapter.request_fields(str(cls.endpoint), body)
+    fields = adapter.request_fields(str(cls.endpoint), request.json())
     if fields.get("model") is None:  # Gemini names the model in the URL
         fields["model"] = request_model(adapter, request)
     fields.update(url_fields(adapter, request))
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
-    if prepared is not None:
-        fields["request_hash"] = prepared.request_hash
-    else:
-        fields["request_hash"] = request_digest(body, memo) if body is not None else None
+    fields["request_hash"] = request_hash
     return fields
 
 
@@ -206,11 +197,11 @@ def _emit_exchange(
     latency = round(latency_ms, 3)
     if cls.kind == "model":
         if prepared is None:
-            share_repeats(ctx, request)
+            prepared = prepare_model_request(ctx, request)
         data_class = settings.model_data_class
         data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
         adapter = providers_of(settings)[cls.provider]
-        data.update(model_request_fields(request, cls, _digest_memo(ctx), adapter=adapter, prepared=prepared))
+        data.update(model_request_fields(request, cls, adapter=adapter, request_hash=prepared.request_hash))
         if response.is_sse:
             data["streamed"] = True
         if response_data is not None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from itertools import takewhile
+from operator import is_
 from typing import NamedTuple, TypeGuard
 
+from ..core.canonical import hash_value
 from ..core.documents import Document
 from .bodies import json_text
 
@@ -37,6 +39,23 @@ class Sent(NamedTuple):
     key: str
     prefix: bytes
     formats: tuple[str | None, ...]
+
+
+# The last list items_hash hashed: its items (a snapshot: the list may change, the tuple not) and its hash.
+_last_hashed: tuple[tuple[object, ...], str] = ((), "")
+
+
+def items_hash(values: object) -> str:
+    """``hash_value(values)``, kept for the last list's items: a conversation resends its tool definitions
+    with every call, and ``share_parts`` makes them the previous request's very (read-only) objects."""
+    global _last_hashed
+    items, digest = _last_hashed
+    if type(values) is list and items and len(items) == len(values) and all(map(is_, items, values)):
+        return digest
+    digest = hash_value(values)
+    if type(values) is list:
+        _last_hashed = (tuple(values), digest)
+    return digest
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):
@@ -139,11 +158,8 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     # whole body is that format's text of the value built here, as a full parse and check would find.
     try:
         formats = _formats_of(tail, text, sent.formats)
-        added = (
-            b"".join(b"," + json_text(item, formats[0]).encode("utf-8") for item in new_items)
-            if formats
-            else b""
-        )
+        # A compact list's text is its items' texts joined by commas: one encoder call for all of them.
+        listed = json_text(new_items, formats[0]).encode("utf-8") if formats and new_items else b"[]"
     except UnicodeEncodeError:
         return None  # a lone surrogate: the full parse decides what the body is
     if not formats:
@@ -157,4 +173,5 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
         return None  # a key written twice: the full parse decides which one counts
     value[sent.key] = [*history, *new_items]
     value.update(tail)
+    added = b"," + listed[1:-1] if new_items else b""
     return value, Sent(value, sent.key, prefix + added, formats), formats[0]
