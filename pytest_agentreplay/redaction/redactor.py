@@ -57,6 +57,7 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
+_NO_TWINS: Mapping[str, object] = {}
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 # Per name rules: ``os.environ`` as last read (its raw dict) and the credentials found in it.
@@ -204,8 +205,9 @@ class Redactor:
                 return self._redact_element(value, keys, body=True)
             out: Document = {}
             reused = 0
+            twins = like if like is not None else _NO_TWINS
             for k, v in value.items():
-                twin = like.get(k, _ABSENT) if like is not None else _ABSENT
+                twin = twins.get(k, _ABSENT)
                 if twin is not _ABSENT and (
                     v is twin
                     or (type(v) is str and v == twin and type(twin) is str)
