@@ -52,12 +52,9 @@ class RedactedEvent:
     ) -> None:
         if mint is not _MINT:
             raise TypeError("a RedactedEvent is made by redaction.redact_event")
-        setattr_ = object.__setattr__
-        setattr_(self, "doc", doc)
-        setattr_(self, "_event", event)
-        setattr_(self, "_like", like)
-        setattr_(self, "_redactor", redactor)
-        setattr_(self, "_known", known)
+        for name, value in (("doc", doc), ("_event", event), ("_like", like), ("_redactor", redactor)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_known", known)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")

@@ -57,7 +57,6 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
-_NO_TWINS: Mapping[str, object] = {}
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 # Per name rules: ``os.environ`` as last read (its raw dict) and the credentials found in it.
@@ -205,7 +204,7 @@ class Redactor:
                 return self._redact_element(value, keys, body=True)
             out: Document = {}
             reused = 0
-            twins = like if like is not None else _NO_TWINS
+            twins = like or {}
             for k, v in value.items():
                 twin = twins.get(k, _ABSENT)
                 if twin is not _ABSENT and (
