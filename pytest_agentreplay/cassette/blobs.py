@@ -364,19 +364,24 @@ def _refs_in(value: object) -> Iterator[str]:
 
 # A cassette's folder named ``cassettes`` -> its ``.blobs``: decided by the name alone, so kept (every test's
 # load and save ask it again); the walk further up reads the file system, so it is never kept.
-_IN_CASSETTE_DIR: dict[Path, Path] = {}
+_IN_CASSETTE_DIR: dict[str, Path] = {}
 
 
-def default_blob_dir(cassette_path: Path) -> Path:
+def default_blob_dir(cassette_path: Path | str) -> Path:
     """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
-    parent = Path(cassette_path).absolute().parent
+    # Walked as strings: a Path per ancestor cost more than the stat calls (every test's load asks).
+    parent = str(Path(cassette_path).absolute().parent)
     known = _IN_CASSETTE_DIR.get(parent)
     if known is not None:
         return known
-    if parent.name == DEFAULT_CASSETTE_DIR and len(_IN_CASSETTE_DIR) < 1024:
-        known = _IN_CASSETTE_DIR[parent] = parent / BLOB_DIR_NAME
+    if os.path.basename(parent) == DEFAULT_CASSETTE_DIR and len(_IN_CASSETTE_DIR) < 1024:
+        known = _IN_CASSETTE_DIR[parent] = Path(parent, BLOB_DIR_NAME)
         return known
-    for ancestor in (parent, *parent.parents):
-        if ancestor.name == DEFAULT_CASSETTE_DIR or (ancestor / BLOB_DIR_NAME).is_dir():
-            return ancestor / BLOB_DIR_NAME
-    return parent / BLOB_DIR_NAME
+    ancestor, above = parent, os.path.dirname(parent)
+    while os.path.basename(ancestor) != DEFAULT_CASSETTE_DIR:
+        if os.path.isdir(os.path.join(ancestor, BLOB_DIR_NAME)):
+            break
+        if above == ancestor:
+            return Path(parent, BLOB_DIR_NAME)
+        ancestor, above = above, os.path.dirname(above)
+    return Path(ancestor, BLOB_DIR_NAME)

@@ -113,14 +113,15 @@ def cassette_root(path: Path) -> Path:
     return default_blob_dir(path).parent
 
 
-def read_cassette_bytes(path: Path, mode: str | None = None) -> bytes:
-    """The bytes of a cassette file: a regular file inside its cassette folder, of bounded size."""
+def read_cassette_bytes(path: Path, mode: str | None = None, *, root: Path | None = None) -> bytes:
+    """The bytes of a cassette file: a regular file inside its cassette folder (``root``: its
+    :func:`cassette_root`, when the caller has it), of bounded size."""
     try:
         return read_regular_file(
             path,
             limit=MAX_CASSETTE_BYTES,
             label=f"cassette {path.name}",
-            root=cassette_root(path),
+            root=root or cassette_root(path),
             cassette=path,
             fixes=rerecord_fixes(path),
         )

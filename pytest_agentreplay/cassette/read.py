@@ -46,13 +46,13 @@ def _collector_paused() -> Iterator[None]:  # a decorator too: each call of the 
 
 @_collector_paused()
 def _load(
-    path: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
+    path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
 ) -> tuple[Document, int, CassetteDoc, bytes]:
     """(the document as stored, the version the file had, the validated model with in-memory events, the
     file's bytes).
 
     Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
-    data = read_cassette_bytes(path, mode)
+    data = read_cassette_bytes(path, mode, root=root)
     raw, version = check_header(parse_document(data, path, mode), path, mode)
     problems: list[ChainProblem] = []
     doc: CassetteDoc | None = None
@@ -158,8 +158,11 @@ def load_cassette(
     Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
     """
     path = Path(path)
-    store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    raw, version, doc, data = _load(path, mode, migrate=migrate, store=store, check_integrity=check_integrity)
+    default = default_blob_dir(path)  # its folder is the one the cassette must stay in
+    store = BlobStore(blob_dir if blob_dir is not None else default)
+    raw, version, doc, data = _load(
+        path, default.parent, mode, migrate=migrate, store=store, check_integrity=check_integrity
+    )
     # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than as
     # the parsed document, thousands of containers every garbage collection of the run walks. A migrated
     # document has no such bytes.

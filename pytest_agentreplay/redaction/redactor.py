@@ -204,8 +204,9 @@ class Redactor:
                 return self._redact_element(value, keys, body=True)
             out: Document = {}
             reused = 0
+            twins = like or {}
             for k, v in value.items():
-                twin = like.get(k, _ABSENT) if like is not None else _ABSENT
+                twin = twins.get(k, _ABSENT)
                 if twin is not _ABSENT and (
                     v is twin
                     or (type(v) is str and v == twin and type(twin) is str)

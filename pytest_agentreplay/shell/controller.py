@@ -222,13 +222,16 @@ class SessionController:
         root = self.settings.cassette_dir
         if not root.is_dir():
             return []
-        keep_resolved = {p.resolve() for p in keep}
+        keep_resolved: set[Path] | None = None  # resolving reads every folder on the way: only if asked
         orphans = []
         for path in root.rglob(f"*{CASSETTE_SUFFIX}"):
             relative = path.relative_to(root).parts
-            if BLOB_DIR_NAME in relative or any(part.startswith(".") for part in relative):
+            if BLOB_DIR_NAME in relative or any(part.startswith(".") for part in relative) or path in keep:
                 continue
-            if not path.is_file() or path.is_symlink() or path.resolve() in keep_resolved:
+            if not path.is_file() or path.is_symlink():
+                continue
+            keep_resolved = keep_resolved or {p.resolve() for p in keep}
+            if path.resolve() in keep_resolved:
                 continue
             nodeid = recorded_nodeid(path)
             if not nodeid or not is_cassette_file(path):
