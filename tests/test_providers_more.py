@@ -469,18 +469,22 @@ def test_url_fields_say_azure_deployment_and_vertex_location() -> None:
     url = "https://c.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21"
     request = _post(url, {"messages": []})
     data = model_request_fields(
-        request, classify_exchange(request, None, RunSettings()), adapter=azure_openai
+        request, classify_exchange(request, None, RunSettings()), adapter=azure_openai, request_hash=None
     )
     assert (data["model"], data["deployment"], data["api_version"]) == ("prod-4o", "prod-4o", "2024-10-21")
     studio = _post(
         "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
         {"contents": []},
     )
-    fields = model_request_fields(studio, classify_exchange(studio, None, RunSettings()), adapter=gemini)
+    fields = model_request_fields(
+        studio, classify_exchange(studio, None, RunSettings()), adapter=gemini, request_hash=None
+    )
     assert "vertex" not in fields  # AI Studio's events are as they were
     express = _post(
         "https://aiplatform.googleapis.com/v1/publishers/google/models/gemini-2.5-flash:generateContent",
         {"contents": []},
     )
-    fields = model_request_fields(express, classify_exchange(express, None, RunSettings()), adapter=gemini)
+    fields = model_request_fields(
+        express, classify_exchange(express, None, RunSettings()), adapter=gemini, request_hash=None
+    )
     assert (fields["vertex"], fields["location"], fields["model"]) == (True, None, "gemini-2.5-flash")

@@ -22,7 +22,7 @@ from .constants import (
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import SOURCES, parse_sources
+from .runtime_sources import SOURCES, UnknownSources, parse_sources
 
 
 class _Fields:
@@ -335,8 +335,8 @@ def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | No
     """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
     try:
         return parse_sources(value)
-    except ValueError as exc:
-        unknown = exc.args[0]
+    except UnknownSources as exc:
+        unknown = exc.words
         raise check.invalid(
             origin,
             value,

@@ -11,10 +11,19 @@ DEFAULT_SOURCES: Final = SOURCES
 _OFF_WORDS: Final = ("none", "off", "false", "0")
 
 
+class UnknownSources(ValueError):
+    """A value that is not a list of runtime values: ``words``, the unknown ones (empty: not a string or a list of
+    strings). The settings check words it with the place it was given."""
+
+    def __init__(self, words: list[str]) -> None:
+        super().__init__(", ".join(words))
+        self.words = words
+
+
 def parse_sources(value: object) -> tuple[str, ...] | None:
     """The sources a setting names (``"clock uuid random"``, a list, ``true``: all), ``()`` when it turns
-    them off (``false``/``""``/``[]``/``"none"``/``"off"``), ``None`` when not given; else ``ValueError``
-    whose argument lists the unknown words (none: not a string or a list of strings)."""
+    them off (``false``/``""``/``[]``/``"none"``/``"off"``), ``None`` when not given; else
+    :class:`UnknownSources`."""
     if value is None:
         return None
     if value is True:
@@ -27,13 +36,13 @@ def parse_sources(value: object) -> tuple[str, ...] | None:
         parts = []
         for item in value:
             if not isinstance(item, str):
-                raise ValueError([])
+                raise UnknownSources([])
             parts.extend(p for p in item.replace(",", " ").split() if p)
     else:
-        raise ValueError([])
+        raise UnknownSources([])
     if len(parts) == 1 and parts[0].lower() in _OFF_WORDS:
         return ()
     unknown = [p for p in parts if p not in SOURCES]
     if unknown:
-        raise ValueError(unknown)
+        raise UnknownSources(unknown)
     return tuple(s for s in SOURCES if s in parts)

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 
-def _ref(value: object, data_class: str, media_type: str) -> PayloadRef:
-    # Every field given, built here: checking them again for each replayed call would be waste.
+def payload_ref(value: object, data_class: str, media_type: str) -> PayloadRef:
+    """An inline payload reference, every field given: checking them again for each call would be waste."""
     return PayloadRef.construct_trusted(
         {
             "sha256": None,
@@ -56,7 +56,8 @@ def _ref(value: object, data_class: str, media_type: str) -> PayloadRef:
     )
 
 
-def _tool(name: str, key: str | None) -> ToolInfo:
+def tool_info(name: str, key: str | None) -> ToolInfo:
+    """The tool of an exchange: its name (host and path) and idempotency key."""
     return ToolInfo.construct_trusted({"name": name, "schema_version": None, "idempotency_key": key})
 
 
@@ -131,7 +132,7 @@ def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedMode
 
 
 def model_request_fields(
-    request: HttpRequest, cls: Classification, *, adapter: Provider, request_hash: str | None = None
+    request: HttpRequest, cls: Classification, *, adapter: Provider, request_hash: str | None
 ) -> Document:
     fields = adapter.request_fields(str(cls.endpoint), request.json())
     if fields.get("model") is None:  # Gemini names the model in the URL
@@ -221,8 +222,8 @@ def _emit_exchange(
             actor="model",
             event_class="decision",
             data=data,
-            input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
         )
         return
     data_class = settings.http_data_class
@@ -245,9 +246,9 @@ def _emit_exchange(
             actor="tool",
             event_class="input",
             data=data,
-            tool=_tool(name, None),
-            input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+            tool=tool_info(name, None),
+            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
         )
         return
     key = idempotency_key(request, settings)
@@ -257,7 +258,7 @@ def _emit_exchange(
         actor="tool",
         event_class="effect",
         data=data,
-        tool=_tool(name, key),
+        tool=tool_info(name, key),
         effect=EffectInfo.construct_trusted(
             {
                 "kind": "http." + request.method.lower(),
@@ -266,8 +267,8 @@ def _emit_exchange(
                 "committed": 200 <= response.status < 300,
             },
         ),
-        input=_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-        output=_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+        input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+        output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
     )
 
 

@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from itertools import takewhile
-from operator import is_
 from typing import NamedTuple, TypeGuard
 
-from ..core.canonical import hash_value
 from ..core.documents import Document
 from .bodies import json_text
 
@@ -39,23 +37,6 @@ class Sent(NamedTuple):
     key: str
     prefix: bytes
     formats: tuple[str | None, ...]
-
-
-# The last list items_hash hashed: its items (a snapshot: the list may change, the tuple not) and its hash.
-_last_hashed: tuple[tuple[object, ...], str] = ((), "")
-
-
-def items_hash(values: object) -> str:
-    """``hash_value(values)``, kept for the last list's items: a conversation resends its tool definitions
-    with every call, and ``share_parts`` makes them the previous request's very (read-only) objects."""
-    global _last_hashed
-    items, digest = _last_hashed
-    if type(values) is list and items and len(items) == len(values) and all(map(is_, items, values)):
-        return digest
-    digest = hash_value(values)
-    if type(values) is list:
-        _last_hashed = (tuple(values), digest)
-    return digest
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):

@@ -13,7 +13,7 @@ from ..core.documents import Document
 from ..core.events import PayloadRef
 from . import bodies
 from .exchange import HttpRequest, host_and_path
-from .recording import _ref, _tool  # an exchange's payload and tool, built the same way
+from .recording import payload_ref, tool_info
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -71,7 +71,7 @@ class ConversationEvents:
         self.closed = False
         self._lock = threading.Lock()
         host, path = host_and_path(url)
-        self._tool = _tool(host + path, None)
+        self._tool = tool_info(host + path, None)
 
     def _emit(
         self, method: str, direction: Direction, extra: Document, ref: PayloadRef | None = None
@@ -95,7 +95,7 @@ class ConversationEvents:
         with self._lock:
             index = self.counts[direction]
             self.counts[direction] = index + 1
-        ref = _ref(stored, self.ctx.settings.http_data_class, MESSAGE_MEDIA_TYPE)
+        ref = payload_ref(stored, self.ctx.settings.http_data_class, MESSAGE_MEDIA_TYPE)
         self._emit("SEND" if direction == "sent" else "RECEIVE", direction, {"index": index}, ref)
         return index
 

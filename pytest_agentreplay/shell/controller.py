@@ -230,7 +230,8 @@ class SessionController:
                 continue
             if not path.is_file() or path.is_symlink():
                 continue
-            keep_resolved = keep_resolved or {p.resolve() for p in keep}
+            if keep_resolved is None:
+                keep_resolved = {p.resolve() for p in keep}
             if path.resolve() in keep_resolved:
                 continue
             nodeid = recorded_nodeid(path)

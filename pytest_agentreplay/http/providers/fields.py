@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
+from ...core.canonical import hash_value
 from ...core.documents import Document
 from ..exchange import HttpRequest
-from ..resend import items_hash
 
 
 def paths_under(request: HttpRequest, bases: Iterable[str]) -> list[str]:
@@ -44,7 +44,7 @@ def summary(decoding: Document, tools: object, streamed: bool, model: object = N
     return {
         "model": model,
         "decoding": decoding,
-        "tools_hash": items_hash(tools) if tools else None,
+        "tools_hash": hash_value(tools) if tools else None,
         "streamed": streamed,
     }
 
