@@ -12,8 +12,8 @@ _OFF_WORDS: Final = ("none", "off", "false", "0")
 
 
 class UnknownSources(ValueError):
-    """A value that is not a list of runtime values: ``words``, the unknown ones (empty: not a string or a list of
-    strings). The settings check words it with the place it was given."""
+    """A value that is not a list of runtime values: ``words``, the unknown ones (empty: not a string or a
+    list of strings). The settings check words it with the place it was given."""
 
     def __init__(self, words: list[str]) -> None:
         super().__init__(", ".join(words))
