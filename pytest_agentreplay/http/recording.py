@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
 from ..core.documents import Document
-from ..core.events import EffectInfo, PayloadRef, ToolInfo
+from ..core.events import Actor, EffectInfo, EventClass, EventType, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
 from . import bodies, resend
 from .bodies import Decoder
@@ -161,9 +161,54 @@ def emit_exchange(
     neither event changes (the user reads copies of events, a hook a copy of its own). ``group``: the
     order-insensitive group of a call made concurrently (``data.group``, as ``@tool`` calls have it).
     ``prepared``: a model call's request already made ready (:func:`prepare_model_request`)."""
+    settings = ctx.settings
+    tool: ToolInfo | None = None
+    effect: EffectInfo | None = None
     try:
-        _emit_exchange(
-            ctx, request, response, cls, latency_ms, response_data, response_payload, extra, group, prepared
+        if cls.kind == "model":
+            data = _model_data(ctx, request, response, cls, response_data, prepared)
+            type_: EventType = "model.call"
+            actor: Actor = "model"
+            event_class: EventClass = "decision"
+            data_class = settings.model_data_class
+        else:
+            data = {
+                "method": request.method,
+                "url": request.url,
+                "status": response.status,
+                "classification": cls.flavour or cls.kind,
+            }
+            actor, data_class = "tool", settings.http_data_class
+            name = cls.tool_name or (request.host + request.path)
+            if cls.kind == "read":
+                type_, event_class, tool = "http", "input", tool_info(name, None)
+            else:
+                type_ = event_class = "effect"
+                tool = tool_info(name, idempotency_key(request, settings))
+                effect = EffectInfo.construct_trusted(
+                    {
+                        "kind": "http." + request.method.lower(),
+                        "target": request.url,
+                        "receipt": extract_receipt(request, response, settings),
+                        "committed": 200 <= response.status < 300,
+                    },
+                )
+        data["latency_ms"] = round(latency_ms, 3)
+        if extra:
+            data.update(extra)
+        if group is not None:
+            data["group"] = group
+        out_payload = response_payload if response_payload is not None else response.to_payload()
+        ctx.recorder.emit(
+            type_,
+            trusted=True,
+            actor=actor,
+            event_class=event_class,
+            data=data,
+            tool=tool,
+            effect=effect,
+            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
         )
     except UnicodeEncodeError:
         from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
@@ -181,95 +226,28 @@ def emit_exchange(
         ) from None
 
 
-def _emit_exchange(
+def _model_data(
     ctx: RunContext,
     request: HttpRequest,
     response: HttpResponse,
     cls: Classification,
-    latency_ms: float,
     response_data: Mapping[str, object] | None,
-    response_payload: Document | None,
-    extra: Mapping[str, object] | None,
-    group: object,
     prepared: PreparedModelRequest | None,
-) -> None:
-    settings = ctx.settings
-    out_payload = response_payload if response_payload is not None else response.to_payload()
-    latency = round(latency_ms, 3)
-    if cls.kind == "model":
-        if prepared is None:
-            prepared = prepare_model_request(ctx, request)
-        data_class = settings.model_data_class
-        data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
-        adapter = providers_of(settings)[cls.provider]
-        data.update(model_request_fields(request, cls, adapter=adapter, request_hash=prepared.request_hash))
-        if response.is_sse:
-            data["streamed"] = True
-        if response_data is not None:
-            for field_name in RESPONSE_FIELDS:
-                data[field_name] = response_data.get(field_name)
-        else:
-            data.update(adapter.response_fields(str(cls.endpoint), response.body))
-        data["status"] = response.status
-        data["latency_ms"] = latency
-        if extra:
-            data.update(extra)
-        if group is not None:
-            data["group"] = group
-        ctx.recorder.emit(
-            "model.call",
-            trusted=True,
-            actor="model",
-            event_class="decision",
-            data=data,
-            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
-        )
-        return
-    data_class = settings.http_data_class
-    name = cls.tool_name or (request.host + request.path)
-    data = {
-        "method": request.method,
-        "url": request.url,
-        "status": response.status,
-        "classification": cls.flavour or cls.kind,
-    }
-    data["latency_ms"] = latency
-    if extra:
-        data.update(extra)
-    if group is not None:
-        data["group"] = group
-    if cls.kind == "read":
-        ctx.recorder.emit(
-            "http",
-            trusted=True,
-            actor="tool",
-            event_class="input",
-            data=data,
-            tool=tool_info(name, None),
-            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
-        )
-        return
-    key = idempotency_key(request, settings)
-    ctx.recorder.emit(
-        "effect",
-        trusted=True,
-        actor="tool",
-        event_class="effect",
-        data=data,
-        tool=tool_info(name, key),
-        effect=EffectInfo.construct_trusted(
-            {
-                "kind": "http." + request.method.lower(),
-                "target": request.url,
-                "receipt": extract_receipt(request, response, settings),
-                "committed": 200 <= response.status < 300,
-            },
-        ),
-        input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-        output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
-    )
+) -> Document:
+    if prepared is None:
+        prepared = prepare_model_request(ctx, request)
+    data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
+    adapter = providers_of(ctx.settings)[cls.provider]
+    data.update(model_request_fields(request, cls, adapter=adapter, request_hash=prepared.request_hash))
+    if response.is_sse:
+        data["streamed"] = True
+    if response_data is not None:
+        for field_name in RESPONSE_FIELDS:
+            data[field_name] = response_data.get(field_name)
+    else:
+        data.update(adapter.response_fields(str(cls.endpoint), response.body))
+    data["status"] = response.status
+    return data
 
 
 class LiveCapture:
@@ -379,12 +357,13 @@ class LiveCapture:
             for ev in self._parser.feed(tail) + self._parser.finish():
                 ev["t"] = t
                 self._events.append(ev)
-            stream: Document = {"sse": self._events, "content_type": content_type}
+            stream: Document = {"sse": self._events}
+            if isinstance(self._parser, EventStreamParser) and self._parser.error is not None:
+                stream = self._damaged_stream(self._parser)
+            stream["content_type"] = content_type
             if self._coding:
                 stream["coding"] = self._coding
             body: Document | None = stream
-            if isinstance(self._parser, EventStreamParser) and self._parser.error is not None:
-                body = self._damaged_stream(self._parser, content_type)
         else:
             raw = b"".join(self._chunks) + tail
             body = bodies.encode_body(raw, content_type, exact=True, coding=self._coding)
@@ -394,7 +373,7 @@ class LiveCapture:
         extra = {"incomplete": True} if error is not None else None
         emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra, group=self.group)
 
-    def _damaged_stream(self, parser: EventStreamParser, content_type: str | None) -> Document:
+    def _damaged_stream(self, parser: EventStreamParser) -> Document:
         """A stream whose CRC failed: kept as the bytes that came (the client saw them), and the test fails
         with the reason (not raised here: the client reading it must not get our exception)."""
         exc = parser.error
@@ -408,8 +387,4 @@ class LiveCapture:
                 fixes=exc.fixes,
             )
         )
-        body: Document = {"base64": base64.b64encode(parser.received()).decode("ascii")}
-        body["content_type"] = content_type
-        if self._coding:
-            body["coding"] = self._coding
-        return body
+        return {"base64": base64.b64encode(parser.received()).decode("ascii")}

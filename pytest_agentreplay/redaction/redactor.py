@@ -452,14 +452,6 @@ class Redactor:
         """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
         return cast(Document, self._redact_element(body, keys, body=True))
 
-    def redact_bytes(self, raw: bytes, content_type: str | None = None, *, keys: bool = True) -> bytes:
-        """Raw body bytes redacted through their decoded view (multipart parts, JSON, text, binary)."""
-        return bodies.redact_bytes(self, raw, content_type, keys)
-
-    def redact_sse(self, events: list[object], *, keys: bool = True) -> list[object]:
-        """A stream's events, redacted joined (a key split across chunks) and then one by one."""
-        return bodies.redact_sse(self, events, keys)
-
     # -- final scan ------------------------------------------------------------------------------
 
     def find_secrets(self, value: object, path: str = "", *, keys: bool = True) -> list[str]:
