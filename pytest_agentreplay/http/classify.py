@@ -39,17 +39,10 @@ class Classification(NamedTuple):
 
 def tool_name_for(request: HttpRequest, settings: RunSettings) -> str:
     """``settings.tool_names`` maps a host or host+path prefix to a name; else host + path."""
-    host, path = request.host, request.path
-    names = settings.tool_names
-    if names:
-        target = host + path
-        best = ""
-        for prefix in names:
-            if target.startswith(prefix) and len(prefix) > len(best):
-                best = prefix
-        if best:
-            return names[best]
-    return host + path
+    target = request.host + request.path
+    # The longest prefix wins (the first of equal length).
+    best = max((prefix for prefix in settings.tool_names if target.startswith(prefix)), key=len, default="")
+    return settings.tool_names[best] if best else target
 
 
 def classify_exchange(

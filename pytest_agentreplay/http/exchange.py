@@ -66,27 +66,16 @@ def normalise_url(url: str) -> str:
     and for every recorded exchange when a run's index is built.
     Query pairs are sorted as raw ``k=v`` strings, so the order of parameters never matters.
     """
-    base, _, query = url.partition("?")
-    if "#" in base:
-        base = base.partition("#")[0]
-        query = ""
-    elif "#" in query:
-        query = query.partition("#")[0]
+    base, _, query = url.partition("#")[0].partition("?")
     scheme_end = base.find("://")
     if scheme_end > 0:
-        netloc_start = scheme_end + 3
-        path_start = base.find("/", netloc_start)
-        if path_start >= 0:
-            netloc = base[netloc_start:path_start].lower()
-            path = base[path_start:]
-        else:
-            netloc = base[netloc_start:].lower()
-            path = "/"
         scheme = base[:scheme_end].lower()
+        netloc, _, path = base[scheme_end + 3 :].partition("/")
+        netloc = netloc.lower()
         suffix = _DEFAULT_PORT_SUFFIXES.get(scheme)
         if suffix is not None and netloc.endswith(suffix):
             netloc = netloc[: -len(suffix)]
-        base = f"{scheme}://{netloc}{path}"
+        base = f"{scheme}://{netloc}/{path}"
     if not query:
         return base
     if "&" in query:

@@ -150,13 +150,7 @@ def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
     raw = ev.get("raw")
     if isinstance(raw, str):
         return raw.encode("utf-8")
-    out: list[str] = []
-    name = ev.get("event")
-    if name is not None:
-        out.append(f"event: {name}\n")
-    ident = ev.get("id")
-    if ident is not None:
-        out.append(f"id: {ident}\n")
+    out = [f"{field}: {ev[field]}\n" for field in ("event", "id") if ev.get(field) is not None]
     data = ev.get("data")
     if data is not None:
         out.extend(f"data: {line}\n" for line in data_text(data, sort_keys).split("\n"))
