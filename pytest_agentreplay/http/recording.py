@@ -109,13 +109,6 @@ def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None
             body[name] = old
 
 
-def _digest_memo(ctx: RunContext) -> DigestMemo:
-    memo = ctx.requests.digests
-    if memo is None:
-        memo = ctx.requests.digests = DigestMemo()
-    return memo
-
-
 class PreparedModelRequest(NamedTuple):
     """A model call's request made ready once (:func:`prepare_model_request`): replay matches it by its
     hash before it emits the exchange, which then neither shares nor hashes it again."""
@@ -128,7 +121,12 @@ def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedMode
     the hash of its body (``data.request_hash``; None for a body that is not JSON)."""
     share_repeats(ctx, request)
     body = request.json()
-    return PreparedModelRequest(request_digest(body, _digest_memo(ctx)) if body is not None else None)
+    if body is None:
+        return PreparedModelRequest(None)
+    memo = ctx.requests.digests
+    if memo is None:
+        memo = ctx.requests.digests = DigestMemo()
+    return PreparedModelRequest(request_digest(body, memo))
 
 
 def model_request_fields(

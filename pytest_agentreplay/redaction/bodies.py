@@ -12,6 +12,7 @@ import base64
 import binascii
 import copy
 import re
+from typing import Any
 
 from ..core.constants import REDACTED
 from ..core.documents import Document
@@ -263,18 +264,8 @@ def _string_leaves(value: object, path: Path, out: list[tuple[Path, str]]) -> No
 
 def _set_leaf(root: object, path: Path, value: str) -> None:
     # The path was read from this very value (:func:`_string_leaves`): each step names a dict key or an index.
-    target = root
-    for step in path[:-1]:
-        target = _child(target, step)
-    last = path[-1]
-    if isinstance(target, dict):
-        target[last] = value
-        return
-    if isinstance(target, list) and isinstance(last, int):
-        target[last] = value
-
-
-def _child(container: object, step: str | int) -> object:
-    if isinstance(container, list) and isinstance(step, int):
-        return container[step]
-    return container[step] if isinstance(container, dict) else None
+    *steps, last = path
+    target: Any = root
+    for step in steps:
+        target = target[step]
+    target[last] = value
