@@ -119,20 +119,17 @@ class HttpRequest:
         self._host: str | None = None
         self._path = "/"
 
-    def _split(self) -> None:
-        # Classification asks for host and path several times per call: split the URL once.
-        self._host, self._path = host_and_path(self.url)
-
+    # Classification asks for host and path several times per call: the URL is split once.
     @property
     def host(self) -> str:
         if self._host is None:
-            self._split()
-        return self._host or ""
+            self._host, self._path = host_and_path(self.url)
+        return self._host
 
     @property
     def path(self) -> str:
         if self._host is None:
-            self._split()
+            self._host, self._path = host_and_path(self.url)
         return self._path
 
     @property

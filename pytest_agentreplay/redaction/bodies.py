@@ -147,12 +147,10 @@ def redact_base64_body(redactor: Redacting, data: str, ctype: str, keys: bool) -
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            text = None
-        if text is not None:
+            pass
+        else:
             redacted = redact_text_body(redactor, text, ctype, keys)
-            if redacted == {"text": text}:
-                return {"base64": data}
-            return redacted
+            return {"base64": data} if redacted == {"text": text} else redacted
     # Binary (protobuf over HTTP, an image, a frame): masked in place, so lengths and offsets stay valid.
     multipart = ctype.lower().startswith("multipart/")
     new = redact_bytes(redactor, raw, ctype, keys) if multipart else _masked(redactor, raw, keys)

@@ -18,7 +18,7 @@ import functools
 import json
 import marshal
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar, cast
 from urllib.parse import unquote
 
@@ -294,33 +294,31 @@ class Redactor:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         except (TypeError, ValueError):
             return Shared(self._redact(value, keys))
-        cache_key = (keys, text)
-        cached = self._memory.by_content.get(cache_key) if self._memory.by_content is not None else None
+        return self._by_content((keys, text), lambda: self._redact(value, keys))
+
+    def _by_content(self, key: tuple[bool, str], redact: Callable[[], object]) -> Shared:
+        """The result remembered under ``key``, else ``redact()``'s, remembered unless it taught a secret
+        (text redacted before may hold that one)."""
+        by_content = self._memory.by_content
+        cached = by_content.get(key) if by_content is not None else None
         if cached is not None:
             return cached
         learnt = len(self.known)
-        out = Shared(self._redact(value, keys))
+        out = Shared(redact())
         if len(self.known) == learnt:
-            self._memory.remember_by_content(cache_key, out)
+            self._memory.remember_by_content(key, out)
         return out
 
     def redact_headers(self, headers: T) -> T:
         """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted. A
         conversation's requests send the same headers: a mapping seen before is looked up (:mod:`.memory`)."""
-        by_content = self._memory.by_content
-        if not isinstance(headers, dict) or by_content is None:
+        if not isinstance(headers, dict) or self._memory.by_content is None:
             return self._redact_headers(headers)
         try:
             key = (True, "headers:" + marshal.dumps(headers, 2).decode("latin-1"))
         except ValueError:
             return self._redact_headers(headers)
-        out = by_content.get(key)
-        if out is None:
-            learnt = len(self.known)
-            out = Shared(self._redact_headers(headers))
-            if len(self.known) == learnt:
-                self._memory.remember_by_content(key, out)
-        return cast(T, out)
+        return cast(T, self._by_content(key, lambda: self._redact_headers(headers)))
 
     def _redact_headers(self, headers: T) -> T:
         if isinstance(headers, dict):
