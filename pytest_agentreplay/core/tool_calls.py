@@ -20,8 +20,6 @@ from .tool_decode import decode, rebuild_exception, stream_parts
 from .tool_encode import Encoder, exception_doc
 from .tool_values import NotRebuilt, Stream, Unstorable, stream_doc
 
-__all__ = ["EffectKind", "ToolCall", "error_text", "tool_arguments"]
-
 EffectKind = Literal["read", "write"]
 
 _NOT_GIVEN: Final = object()
