@@ -22,7 +22,7 @@ from .constants import (
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import SOURCES, UnknownSources, parse_sources
+from .runtime_sources import DEFAULT_SOURCES, SOURCES, UnknownSources, parse_sources
 
 
 class _Fields:
@@ -63,7 +63,7 @@ class Settings(_Fields):
     http: RunSettings = RunSettings()
     inline_limit: int | None = None
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
-    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
+    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
     repeat: int = 1
     repeat_explicit: bool = False
     min_agreement: float = 0.9
@@ -241,7 +241,7 @@ class TestSettings(_Fields):
     allow_hosts: tuple[str, ...]
     model: str | None
     extra: Mapping[str, object]
-    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
+    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
 
 
 def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
@@ -254,9 +254,7 @@ def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, o
 
 def marker_cassette(cassette_dir: Path, named: object) -> Path:
     """The path a marker's ``cassette=`` names: relative to the cassette folder, ``.json`` added."""
-    cassette = Path(str(named))
-    if not cassette.is_absolute():
-        cassette = cassette_dir / cassette
+    cassette = cassette_dir / str(named)  # an absolute one stays as it is
     if cassette.suffix != ".json":
         cassette = cassette.with_name(cassette.name + ".json")
     return cassette
