@@ -309,8 +309,9 @@ def resolve_test_settings(
     for value, origin in given("runtime_values"):
         parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
-    # The keys read above are the test's own; the others go to its run, the marker's over the fixture's.
-    extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in _RESOLVED_KEYS}
+    # The keys naming its fields are read above; the others go to its run, the marker's over the fixture's.
+    own = TestSettings.__annotations__
+    extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in own}
     return TestSettings(
         record=chosen["record"],
         mode=chosen["mode"],
@@ -323,10 +324,6 @@ def resolve_test_settings(
         extra=extra,
         runtime_values=runtime_values,
     )
-
-
-# The keys resolve_test_settings reads itself; the others go to the run's settings.
-_RESOLVED_KEYS = ("cassette", "record", "mode", "allow_hosts", "model", "rules", "runtime_values")
 
 
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
