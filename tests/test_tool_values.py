@@ -1,5 +1,5 @@
 """``@tool`` values round-trip with their type (core/tool_values.py, tool_encode.py, tool_decode.py,
-tool_streams.py, tool_calls.py).
+tool_calls.py).
 
 Unit tests of the codec (every kind stored and rebuilt, plain JSON stored as before, a user's dict holding
 the reserved key escaped, refusals naming the place and type, damaged tags, hostile class paths, the codec

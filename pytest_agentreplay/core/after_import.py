@@ -72,6 +72,3 @@ class _ThenCallBack:
         callback = self.callbacks.get(module.__name__)
         if callback is not None:
             callback(module)
-
-
-__all__ = ["AfterImport"]

@@ -347,16 +347,6 @@ def key_order(value: object) -> KeyOrder | None:
     return found or None
 
 
-class _Order:
-    """A node of a key order's pointer tree: the object's recorded keys, the nodes below by token."""
-
-    __slots__ = ("below", "keys")
-
-    def __init__(self) -> None:
-        self.keys: list[object] | None = None
-        self.below: dict[str, _Order] = {}
-
-
 def in_key_order(value: object, order: object) -> object:
     """A copy of ``value`` (always: user code may change it, and ``value`` is the loaded cassette's) with the
     objects ``order`` (from :func:`key_order`) names in their recorded key order. Unlisted keys follow in
@@ -364,39 +354,31 @@ def in_key_order(value: object, order: object) -> object:
     fresh: object = copy_json(value)
     if not order or not isinstance(order, dict):
         return fresh
-    tree = _Order()
     for pointer, keys in order.items():
         if not isinstance(pointer, str) or not isinstance(keys, list) or (pointer and pointer[0] != "/"):
             continue
-        node = tree
-        for token in pointer.split("/")[1:] if pointer else ():
-            node = node.below.setdefault(_unescape(token), _Order())
-        node.keys = keys
-    _reorder(fresh, tree)
+        found = _at(fresh, pointer)
+        if isinstance(found, dict):
+            listed = [k for k in dict.fromkeys(keys) if isinstance(k, str) and k in found]
+            chosen = set(listed)
+            for name in listed + [k for k in found if k not in chosen]:
+                found[name] = found.pop(name)
     return fresh
 
 
-def _reorder(value: object, node: _Order) -> None:
-    """Reorder in place: ``value`` is the fresh copy :func:`in_key_order` made."""
-    if isinstance(value, dict):
-        if node.keys is not None:
-            listed = [k for k in dict.fromkeys(node.keys) if isinstance(k, str) and k in value]
-            chosen = set(listed)
-            for name in listed + [k for k in value if k not in chosen]:
-                value[name] = value.pop(name)
-        for token, sub in node.below.items():
-            if token in value:
-                _reorder(value[token], sub)
-    elif isinstance(value, list):
-        for token, sub in node.below.items():
-            if token.isdigit() and int(token) < len(value):
-                _reorder(value[int(token)], sub)
+def _at(value: object, pointer: str) -> object:
+    """What the JSON pointer names in ``value``; None when it names nothing there."""
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return None
+    return value
 
 
 def pointer_token(key: str) -> str:
     """``key`` as a JSON pointer (RFC 6901) token."""
     return key.replace("~", "~0").replace("/", "~1")
-
-
-def _unescape(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")

@@ -8,23 +8,15 @@ from collections.abc import Sequence
 
 from .constants import Mode
 
-# Only a regression replay re-runs the agent against the recorded world; the other modes are experiments
-# or inspections whose result is never a new baseline, so ``--agentreplay-update`` is ignored there.
-UPDATE_MODES = (Mode.REGRESSION.value,)
-
 
 def quote(nodeid: str) -> str:
     """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability."""
     return shlex.quote(nodeid)
 
 
-def _targets(nodeids: Sequence[str]) -> str:
-    return "".join(" " + quote(n) for n in nodeids)
-
-
 def record_command(nodeid: str | None, record: str = "missing") -> str:
     """``pytest --agentreplay-record=missing 'tests/test_a.py::test_x[1]'`` (no id: the whole suite)."""
-    return f"pytest --agentreplay-record={record}" + (_targets([nodeid]) if nodeid else "")
+    return f"pytest --agentreplay-record={record}" + (" " + quote(nodeid) if nodeid else "")
 
 
 def rerecord_fix(nodeid: str | None, cassette: object | None = None, *, lead: str = "re-record it") -> str:
@@ -45,6 +37,8 @@ def new_call_fix(nodeid: str | None, cassette: object | None = None) -> str:
 
 def update_command(nodeids: Sequence[str] = (), mode: str = Mode.REGRESSION) -> str | None:
     """The command that accepts drift, or None in a mode that ignores ``--agentreplay-update``."""
-    if mode not in UPDATE_MODES:
+    # Only a regression replay re-runs the agent against the recorded world; the other modes are experiments
+    # or inspections whose result is never a new baseline, so ``--agentreplay-update`` is ignored there.
+    if mode != Mode.REGRESSION:
         return None
-    return "pytest --agentreplay-update" + _targets(nodeids)
+    return "pytest --agentreplay-update" + "".join(" " + quote(n) for n in nodeids)

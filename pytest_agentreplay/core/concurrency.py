@@ -8,8 +8,6 @@ import threading
 
 from .capture import RunContext
 
-__all__ = ["CONCURRENT", "concurrent_group"]
-
 # The ``data.group`` value of calls made concurrently (``@tool`` calls carry the same one).
 CONCURRENT = "concurrent"
 

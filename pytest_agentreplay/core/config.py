@@ -22,7 +22,7 @@ from .constants import (
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import SOURCES, UnknownSources, parse_sources
+from .runtime_sources import DEFAULT_SOURCES, SOURCES, UnknownSources, parse_sources
 
 
 class _Fields:
@@ -63,7 +63,7 @@ class Settings(_Fields):
     http: RunSettings = RunSettings()
     inline_limit: int | None = None
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
-    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
+    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
     repeat: int = 1
     repeat_explicit: bool = False
     min_agreement: float = 0.9
@@ -241,7 +241,7 @@ class TestSettings(_Fields):
     allow_hosts: tuple[str, ...]
     model: str | None
     extra: Mapping[str, object]
-    runtime_values: tuple[str, ...] = ("clock", "uuid", "random")
+    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
 
 
 def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:
@@ -254,9 +254,7 @@ def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, o
 
 def marker_cassette(cassette_dir: Path, named: object) -> Path:
     """The path a marker's ``cassette=`` names: relative to the cassette folder, ``.json`` added."""
-    cassette = Path(str(named))
-    if not cassette.is_absolute():
-        cassette = cassette_dir / cassette
+    cassette = cassette_dir / str(named)  # an absolute one stays as it is
     if cassette.suffix != ".json":
         cassette = cassette.with_name(cassette.name + ".json")
     return cassette
@@ -311,8 +309,9 @@ def resolve_test_settings(
     for value, origin in given("runtime_values"):
         parsed = runtime_sources(value, origin)
         runtime_values = runtime_values if parsed is None else parsed
-    # The keys read above are the test's own; the others go to its run, the marker's over the fixture's.
-    extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in _RESOLVED_KEYS}
+    # The keys naming its fields are read above; the others go to its run, the marker's over the fixture's.
+    own = TestSettings.__annotations__
+    extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in own}
     return TestSettings(
         record=chosen["record"],
         mode=chosen["mode"],
@@ -325,10 +324,6 @@ def resolve_test_settings(
         extra=extra,
         runtime_values=runtime_values,
     )
-
-
-# The keys resolve_test_settings reads itself; the others go to the run's settings.
-_RESOLVED_KEYS = ("cassette", "record", "mode", "allow_hosts", "model", "rules", "runtime_values")
 
 
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:

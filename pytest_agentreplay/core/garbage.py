@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["collect_test_garbage", "freeze_session_objects"]
-
 # Generations 0 and 1: where a test's objects are when it ends (they survived its own collections, not a
 # full one). A full collection would walk every long-lived object of the session again, test after test.
 _YOUNG = 1

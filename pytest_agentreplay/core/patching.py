@@ -15,8 +15,6 @@ from typing import Any, Final, NamedTuple
 
 from .after_import import AfterImport
 
-__all__ = ["Library", "Owner", "Patches", "Undo", "genuine", "genuine_function", "once"]
-
 Undo = Callable[[], None]
 Setter = Callable[[Any, str, object], None]
 

@@ -197,8 +197,7 @@ def folder(value: object, origin: Origin, base: Path) -> Path:
     """A folder path (relative to ``base``); it may not exist yet, but it must not be a file."""
     if isinstance(value, PathLike):
         value = str(Path(value))
-    path = Path(text(value, origin, "a folder path (a string), e.g. cassettes"))
-    path = path if path.is_absolute() else base / path
+    path = base / text(value, origin, "a folder path (a string), e.g. cassettes")  # an absolute one stays
     if path.is_file():
         raise invalid(origin, value, "a folder path", detail=f"{path} is a file")
     return path
@@ -293,7 +292,7 @@ def report_path(value: object, origin: Origin, base: Path, *, check_folder: bool
             detail="the report path must end in .md, .json or .html: the suffix chooses the format",
             fixes=(f"use e.g. {origin.key}=drift.md",),
         )
-    path = path if path.is_absolute() else base / path
+    path = base / path  # an absolute one stays as it is
     if check_folder and not path.parent.is_dir():
         raise invalid(
             origin,

@@ -12,7 +12,7 @@ import ctypes
 import gc
 import socket
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from .patching import Library, Owner, Patches, Undo, genuine_function
 
@@ -81,8 +81,6 @@ _SOCKET_METHODS: dict[str, Callable[..., object]] = {
     **{name: _gated(name) for name in ("connect", "connect_ex", "send", "sendall", "sendto", "sendmsg")},
     "_accept": _accept,
 }
-# socket.sendfile: os.sendfile on the descriptor, no send call.
-_SENDFILE: Final = _gated("sendfile")
 
 
 def _install(patches: Patches, _module: object) -> None:
@@ -105,9 +103,9 @@ def _install(patches: Patches, _module: object) -> None:
         for attr in ("socket", "SocketType"):
             if getattr(_socket, attr, None) is c_type:
                 patches.set(_socket, attr, raw)
-    # Python-level: socket.sendfile and create_connection.
+    # Python-level: socket.sendfile (os.sendfile on the descriptor, no send call) and create_connection.
     for holder, name, trampoline in (
-        (socket.socket, "sendfile", _SENDFILE),
+        (socket.socket, "sendfile", _gated("sendfile")),
         (socket, "create_connection", _create_connection),
     ):
         _ORIGINALS[name] = original = genuine_function(getattr(holder, name))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncGenerator, Generator, Mapping
 from pathlib import Path
-from typing import Final, Literal, cast
+from typing import Any, Final, Literal
 
 from ..exceptions import AgentReplayError, CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
 from .canonical import hash_value
@@ -18,10 +18,7 @@ from .documents import Document
 from .events import EffectInfo, ToolInfo
 from .tool_decode import decode, rebuild_exception, stream_parts
 from .tool_encode import Encoder, exception_doc
-from .tool_streams import record_async_generator, record_generator, replay_async_generator, replay_generator
 from .tool_values import NotRebuilt, Stream, Unstorable, stream_doc
-
-__all__ = ["EffectKind", "ToolCall", "error_text", "tool_arguments"]
 
 EffectKind = Literal["read", "write"]
 
@@ -91,19 +88,36 @@ class ToolCall:
         # ``typed`` (``@tool``): results, generator items and exceptions are stored with their type and
         # rebuilt when served (``tool_values``); a transport's calls (MCP) store and serve plain JSON.
         self.typed = typed
-        if legacy_arguments is not None:
-            arguments = _recorded_form(ctx, name, arguments, legacy_arguments, idempotency_key)
-        self.arguments = arguments
-        self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         # ``live_midway=False``: a transport whose connection was served (an MCP session opened in replay)
         # cannot start the live tail of a re-recording; a new call on it fails as in regression.
-        if ctx.rerecord is not None and live_midway:
-            _turn_live_unless_recorded(ctx, name, arguments, idempotency_key)
+        rerecord = ctx.rerecord if live_midway else None
+        # Whether this replay's cassette holds a call equal to this one, and that call's group: looked up
+        # once, and only when something below reads it.
+        found, group = False, None
+        needed = may_group or rerecord is not None or legacy_arguments is not None
+        if needed and ctx.tools is not None and not ctx.recording:
+            found, group = ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=idempotency_key)
+            if not found and legacy_arguments is not None:
+                # A cassette recorded before typed arguments were stored holds their older form.
+                found, group = ctx.tools.recorded_group(
+                    name, legacy_arguments, ctx=ctx, idempotency_key=idempotency_key
+                )
+                arguments = legacy_arguments if found else arguments
+        self.arguments = arguments
+        self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
+        if rerecord is not None:
+            # Re-recording from the drift (core/rerecord.py): a call no recorded one equals turns the run
+            # live before its ``tool.call`` event, which then starts the recorded tail.
+            if not found and not ctx.recording and ctx.tools is not None:
+                ctx.go_live(f"tool.call {name}")
+            rerecord.count(live=ctx.recording)
         attempt_key = idempotency_key or _arguments_hash(ctx, name, arguments)
         self.attempt = ctx.recorder.next_attempt(name, attempt_key)
         # ``may_group=False``: a library whose own background tasks always run beside the call (an MCP
         # session's reader) would make every call look concurrent; its calls keep their order.
-        self.group = _group_for(ctx, name, arguments, idempotency_key) if may_group else None
+        # A served call keeps the recorded call's group, so the grouping does not depend on which thread
+        # replays it; otherwise it is decided live.
+        self.group = (group if found else concurrent_group(ctx)) if may_group else None
         ctx.recorder.emit(
             "tool.call",
             actor="runtime",
@@ -151,9 +165,7 @@ class ToolCall:
             raise self.not_rebuilt(exc, outcome) from None
         if stream is not None:
             served = _ServedStream(self, outcome, stream)
-            if stream.kind == "async_generator":
-                return replay_async_generator(served)
-            return replay_generator(served)
+            return served.async_generator() if stream.kind == "async_generator" else served.generator()
         if outcome.error is not None:
             self.finished(None, outcome.error, exception=_exception_of(outcome))
             raise self.recorded_exception(outcome)
@@ -167,13 +179,9 @@ class ToolCall:
     def returned(self, result: object) -> object:
         """Record what a ``@tool`` returned (a generator item by item); what its caller gets."""
         if inspect.isgenerator(result):
-            return record_generator(
-                _RecordedStream(self, "generator"), cast(Generator[object, object, object], result)
-            )
+            return _RecordedStream(self, "generator").generator(result)
         if inspect.isasyncgen(result):
-            return record_async_generator(
-                _RecordedStream(self, "async_generator"), cast(AsyncGenerator[object, object], result)
-            )
+            return _RecordedStream(self, "async_generator").async_generator(result)
         stored = self.store(result, "result")
         self.finished(result, None, stored=stored)
         return result
@@ -275,7 +283,8 @@ class ToolCall:
 
 
 class _RecordedStream:
-    """A recording generator's reports (``tool_streams.Recording``) to its call: items stored, end pending."""
+    """A generator ``@tool``'s result, recorded item by item: each item stored as it is yielded, the end
+    (returned, raised, or closed early: ``complete: false``) written once."""
 
     def __init__(self, call: ToolCall, kind: str) -> None:
         self.call = call
@@ -287,7 +296,7 @@ class _RecordedStream:
         try:
             self.items.append(self.call.store(item, f"item {len(self.items)}"))
         except BaseException:
-            self.open = False
+            self.open = False  # an item that cannot be stored ends the recording without its end
             raise
         return item
 
@@ -303,24 +312,53 @@ class _RecordedStream:
         else:
             call.finished(doc, error_text(error), exception=exception_doc(error), output_with_error=True)
 
+    def generator(self, gen: Generator[Any, Any, Any]) -> Generator[object, object, object]:
+        try:
+            sent: object = None
+            while True:
+                try:
+                    item = gen.send(sent)
+                except StopIteration as stop:
+                    self.end(returned=stop.value)
+                    return stop.value
+                except Exception as exc:
+                    self.end(error=exc)
+                    raise
+                sent = yield self.keep(item)
+        finally:
+            try:
+                gen.close()  # nothing to do once it ended
+            finally:
+                self.end(complete=False)
+
+    async def async_generator(self, gen: AsyncGenerator[Any, Any]) -> AsyncGenerator[object, object]:
+        try:
+            sent: object = None
+            while True:
+                try:
+                    item = await gen.asend(sent)
+                except StopAsyncIteration:
+                    self.end()
+                    return
+                except Exception as exc:
+                    self.end(error=exc)
+                    raise
+                sent = yield self.keep(item)
+        finally:
+            try:
+                await gen.aclose()
+            finally:
+                self.end(complete=False)
+
 
 class _ServedStream:
-    """A replaying generator's source (``tool_streams.Replaying``): the recorded stream of a served call."""
+    """A served generator ``@tool``'s result: the recorded items, rebuilt one by one as they are asked for,
+    and the end the recording had (returned, raised, or closed early)."""
 
     def __init__(self, call: ToolCall, outcome: ToolOutcome, stream: Stream) -> None:
         self.call = call
         self.outcome = outcome
         self.stream = stream
-        self.done = False
-
-    def stream_length(self) -> int:
-        return len(self.stream.items)
-
-    def stream_value(self, index: int) -> object:
-        return self._decode(self.stream.items[index], f"item {index}")
-
-    def stream_returned(self) -> object:
-        return self._decode(self.stream.returned, "return value")
 
     def _decode(self, stored: object, what: str) -> object:
         try:
@@ -328,10 +366,35 @@ class _ServedStream:
         except NotRebuilt as exc:
             raise self.call.not_rebuilt(exc, self.outcome) from None
 
-    def stream_finish(self, served: int, *, ended: bool) -> BaseException | None:
-        if self.done:
-            return None
-        self.done = True
+    def generator(self) -> Generator[object, object, object]:
+        served = 0
+        finished = False
+        try:
+            while served < len(self.stream.items):
+                value = self._decode(self.stream.items[served], f"item {served}")
+                served += 1
+                yield value
+            finished = True
+            error = self._finish(served, ended=True)
+            if error is not None:
+                raise error
+            return self._decode(self.stream.returned, "return value")
+        finally:
+            if not finished:
+                self._finish(served, ended=False)
+
+    async def async_generator(self) -> AsyncGenerator[object, object]:
+        # The sync replay's steps: an async generator's only difference is that it returns nothing.
+        steps = self.generator()
+        try:
+            for value in steps:
+                yield value
+        finally:
+            steps.close()
+
+    def _finish(self, served: int, *, ended: bool) -> BaseException | None:
+        """Write the ``tool.result`` (``served`` items; ``ended``: the consumer asked past the last item) and
+        say what to raise then: the recorded exception, or an error when the recording was closed early."""
         stream, outcome, call = self.stream, self.outcome, self.call
         if not ended:
             # Closed by its consumer after ``served`` items, as a recording closed early is stored.
@@ -360,40 +423,6 @@ class _ServedStream:
 def _exception_of(outcome: ToolOutcome) -> Document | None:
     doc = outcome.exception
     return doc if isinstance(doc, dict) else None
-
-
-def _recorded(ctx: RunContext, name: str, arguments: Document, key: str | None) -> tuple[bool, object]:
-    """Whether this replay's cassette holds a call equal to this one, and that call's group."""
-    if ctx.tools is None or ctx.recording:
-        return False, None
-    return ctx.tools.recorded_group(name, arguments, ctx=ctx, idempotency_key=key)
-
-
-def _recorded_form(
-    ctx: RunContext, name: str, arguments: Document, legacy: Document, key: str | None
-) -> Document:
-    """The arguments in the form the cassette holds them: typed, or as converted before typed arguments were
-    stored (a cassette recorded then) when only that form matches a recorded call."""
-    if _recorded(ctx, name, arguments, key)[0] or not _recorded(ctx, name, legacy, key)[0]:
-        return arguments
-    return legacy
-
-
-def _turn_live_unless_recorded(ctx: RunContext, name: str, arguments: Document, key: str | None) -> None:
-    """Re-recording from the drift (core/rerecord.py): a call no recorded one equals turns the run live
-    before its ``tool.call`` event, which then starts the recorded tail."""
-    rerecord = ctx.rerecord
-    assert rerecord is not None
-    if not ctx.recording and ctx.tools is not None and not _recorded(ctx, name, arguments, key)[0]:
-        ctx.go_live(f"tool.call {name}")
-    rerecord.count(live=ctx.recording)
-
-
-def _group_for(ctx: RunContext, name: str, arguments: Document, key: str | None) -> object:
-    """The order-insensitive group of a tool call: the recorded call's group when replaying a call the
-    cassette holds (so the grouping does not depend on which thread replays it), else decided live."""
-    found, group = _recorded(ctx, name, arguments, key)
-    return group if found else concurrent_group(ctx)
 
 
 def _receipt_of(result: object) -> object:

@@ -31,8 +31,6 @@ from .tool_values import (
     resolve_class,
 )
 
-__all__ = ["call_class", "decode", "may_hold_tag", "rebuild_exception", "stream_parts"]
-
 _TAG_BYTES: Final = TAG.encode()
 
 

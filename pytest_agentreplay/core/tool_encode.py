@@ -31,8 +31,6 @@ from .tool_values import (
     tag,
 )
 
-__all__ = ["Encoder", "exception_doc"]
-
 _NO_KEY: Final = object()
 
 

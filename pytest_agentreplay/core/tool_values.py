@@ -11,23 +11,6 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from .documents import Document
 
-__all__ = [
-    "MAX_NESTING",
-    "STREAM_KINDS",
-    "TAG",
-    "NotRebuilt",
-    "Stream",
-    "Unstorable",
-    "class_path",
-    "codec_by_path",
-    "codec_for",
-    "is_stream",
-    "register_tool_codec",
-    "resolve_class",
-    "stream_doc",
-    "tag",
-]
-
 TAG: Final = "$agentreplay"
 STREAM_KINDS: Final = frozenset({"generator", "async_generator"})
 # Deeper than any real value; a structure that contains itself gets here too.
