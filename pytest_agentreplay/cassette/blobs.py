@@ -32,7 +32,6 @@ from .validation import (
     UNPARSED,
     NestingTooDeep,
     blob_problem,
-    chain_problem,
     parse_fast,
     read_regular_file,
 )
@@ -118,8 +117,9 @@ class BlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        # sha -> (value, size in bytes); values are validated (shape, depth) before they are cached.
-        self._cache: OrderedDict[str, tuple[object, int]] = OrderedDict()
+        # sha -> (value, size in bytes, the blobs it references); values are validated (shape, depth)
+        # before they are cached.
+        self._cache: OrderedDict[str, tuple[object, int, list[str]]] = OrderedDict()
         self._root_real: str | None = None
 
     def __repr__(self) -> str:
@@ -149,7 +149,7 @@ class BlobStore:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""
         return self._get_sized(sha)[0]
 
-    def _get_sized(self, sha: str) -> tuple[object, int]:
+    def _get_sized(self, sha: str) -> tuple[object, int, list[str]]:
         cached = self._cache.get(sha)
         if cached is not None:
             self._cache.move_to_end(sha)
@@ -188,7 +188,8 @@ class BlobStore:
                 ],
             )
         value = _parse_blob(data, sha, target)
-        found = blob_problem(value)
+        refs: list[str] = []
+        found = blob_problem(value, refs)
         if found is not None:
             problem, limit = found
             error = CassetteLimitError if limit else PayloadShapeError
@@ -198,7 +199,7 @@ class BlobStore:
                 place=f"blob store {self.root}",
                 fixes=_fixes(sha),
             )
-        entry = (value, len(data))
+        entry = (value, len(data), refs)
         self._cache[sha] = entry
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -230,7 +231,7 @@ class BlobStore:
             if current in seen:
                 continue
             seen.add(current)
-            stack.extend(_refs_in(self.get(current)))
+            stack.extend(self._get_sized(current)[2])
         return seen
 
 
@@ -244,7 +245,7 @@ class _Expansion:
         self.budget = MAX_EXPANDED_BYTES
 
     def blob(self, sha: str) -> object:
-        value, size = self.store._get_sized(sha)
+        value, size, _ = self.store._get_sized(sha)
         self.budget -= size
         if self.budget < 0:
             raise CassetteLimitError(
@@ -256,38 +257,40 @@ class _Expansion:
         return value
 
     def expand(self, value: object, depth: int) -> object:
-        if isinstance(value, dict):
-            if depth >= MAX_DEPTH:
-                raise _too_deep(self.store)
-            if len(value) == 1:
-                key, inner = next(iter(value.items()))
-                if key == BLOB_REF and isinstance(inner, str):
-                    return self.expand(self.blob(inner), depth)
-                if key == CHAIN and isinstance(inner, dict):
-                    return [self.expand(item, depth + 1) for item in self.chain_items(inner)]
-                if key == LITERAL and isinstance(inner, dict):
-                    return {k: self.expand(v, depth + 1) for k, v in inner.items()}
-            return {k: self.expand(v, depth + 1) for k, v in value.items()}
+        if not isinstance(value, dict | list):
+            return value
+        if depth >= MAX_DEPTH:
+            raise CassetteLimitError(
+                f"a stored payload is nested deeper than {MAX_DEPTH} levels",
+                place=f"blob store {self.store.root}",
+                fixes=_SHAPE_FIXES,
+            )
         if isinstance(value, list):
-            if depth >= MAX_DEPTH:
-                raise _too_deep(self.store)
             return [self.expand(v, depth + 1) for v in value]
-        return value
+        if len(value) == 1:
+            key, inner = next(iter(value.items()))
+            if key == BLOB_REF and isinstance(inner, str):
+                return self.expand(self.blob(inner), depth)
+            if key == CHAIN and isinstance(inner, dict):
+                return [self.expand(item, depth + 1) for item in self.chain_items(inner)]
+            if key == LITERAL and isinstance(inner, dict):
+                return {k: self.expand(v, depth + 1) for k, v in inner.items()}
+        return {k: self.expand(v, depth + 1) for k, v in value.items()}
 
     def chain_items(self, node: Document) -> list[object]:
         # Iterative: a 500-message history is a 500-node chain, deeper than the recursion limit allows.
-        problem = chain_problem(node)
-        if problem is not None:
-            raise _bad_node(self.store, "a conversation chain", problem)
+        # Every blob's chain nodes have the shape ``blob_problem`` checks: a ``prev`` need only be one.
         parts = [node["items"]]
         prev = node["prev"]
         while prev is not None:
             value = self.blob(prev)
             inner = value.get(CHAIN) if isinstance(value, dict) and len(value) == 1 else None
-            problem = chain_problem(inner) if inner is not None else "it is not a chain node"
-            if problem is not None:
-                raise _bad_node(self.store, f"chain node {prev}", problem)
-            assert isinstance(inner, dict)
+            if not isinstance(inner, dict):
+                raise PayloadShapeError(
+                    f"chain node {prev} does not have the shape of a chain node: it is not a chain node",
+                    place=f"blob store {self.store.root}",
+                    fixes=_SHAPE_FIXES,
+                )
             parts.append(inner["items"])
             prev = inner["prev"]
         return [item for part in reversed(parts) for item in part]
@@ -298,22 +301,6 @@ _SHAPE_FIXES = (
     rerecord_fix(None),
     "list every problem: `agentreplay verify <cassette>`",
 )
-
-
-def _too_deep(store: BlobStore) -> CassetteLimitError:
-    return CassetteLimitError(
-        f"a stored payload is nested deeper than {MAX_DEPTH} levels",
-        place=f"blob store {store.root}",
-        fixes=_SHAPE_FIXES,
-    )
-
-
-def _bad_node(store: BlobStore, what: str, problem: str) -> PayloadShapeError:
-    return PayloadShapeError(
-        f"{what} does not have the shape of a chain node: {problem}",
-        place=f"blob store {store.root}",
-        fixes=_SHAPE_FIXES,
-    )
 
 
 def _parse_blob(data: bytes, sha: str, target: Path) -> object:
@@ -337,29 +324,6 @@ def _parse_blob(data: bytes, sha: str, target: Path) -> object:
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
-
-
-def _refs_in(value: object) -> Iterator[str]:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if len(item) == 1:
-                key, inner = next(iter(item.items()))
-                if key == BLOB_REF and isinstance(inner, str):
-                    yield inner
-                    continue
-                if key == CHAIN and isinstance(inner, dict):
-                    if isinstance(inner.get("prev"), str):
-                        yield inner["prev"]
-                    stack.append(inner.get("items"))
-                    continue
-                if key == LITERAL and isinstance(inner, dict):
-                    stack.extend(inner.values())
-                    continue
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 # A cassette's folder named ``cassettes`` -> its ``.blobs``: decided by the name alone, so kept (every test's

@@ -173,9 +173,10 @@ def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str 
     return None
 
 
-def blob_problem(value: object) -> tuple[str, bool] | None:
+def blob_problem(value: object, refs: list[str]) -> tuple[str, bool] | None:
     """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
-    whether it is a limit (depth) rather than a shape problem."""
+    whether it is a limit (depth) rather than a shape problem. The blobs it references (``$blob`` and a
+    chain's ``prev``) are added to ``refs`` on the way."""
     stack: list[tuple[object, int, str]] = [(value, 0, "$")]
     inner: Any
     while stack:
@@ -188,9 +189,12 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
         if key == "$blob":
             if not isinstance(inner, str) or not SHA.fullmatch(inner):
                 return f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}", False
+            refs.append(inner)
         elif key == "$chain":
             if (problem := chain_problem(inner)) is not None:
                 return f"{where}.$chain: {problem}", False
+            if inner["prev"] is not None:
+                refs.append(inner["prev"])
             stack.extend((v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"]))
         elif key == "$lit":
             if not isinstance(inner, dict):
