@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..core.canonical import dumps_compact, sha256_hex
@@ -23,7 +23,7 @@ from ..exceptions import (
     CassetteLimitError,
     PayloadShapeError,
 )
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, write_locked
 from .validation import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
@@ -144,6 +144,17 @@ class BlobStore:
         target = self.path_for(sha)
         if not target.is_file():
             atomic_write_bytes(target, data)
+
+    def write_with(self, path: Path, text: bytes, blobs: Iterable[tuple[str, bytes]]) -> None:
+        """Write ``blobs`` (sha, bytes) into the store, then replace ``path`` by ``text`` (atomically, under
+        its lock): a cassette on disk never references a blob not there yet."""
+
+        def blobs_first() -> bytes:
+            for sha, data in blobs:
+                self.put_bytes(sha, data)
+            return text
+
+        write_locked(path, blobs_first)
 
     def get(self, sha: str) -> object:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""

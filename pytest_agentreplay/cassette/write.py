@@ -21,7 +21,6 @@ from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
-from .atomic import write_locked
 from .blobs import BlobStore, PendingBlobs, default_blob_dir
 from .chain import seal_document
 from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
@@ -146,13 +145,7 @@ class RenderedCassette:
     def write(self) -> LoadedCassette:
         """Write the blobs, then the file (atomically, locked); the cassette a later load gives."""
         path, store = self.path, self.store
-
-        def blobs_first() -> bytes:
-            for sha, (_, data) in self.blobs.items():
-                store.put_bytes(sha, data)
-            return self.text
-
-        write_locked(path, blobs_first)
+        store.write_with(path, self.text, ((sha, data) for sha, (_, data) in self.blobs.items()))
         # What a later load of the file gives (blob-stored payloads stay references).
         try:
             validated = CassetteDoc.model_validate(decoded_document(self.doc, path, store))
