@@ -12,14 +12,13 @@ from ..core.documents import Document
 from ..exceptions import CassetteIntegrityError, CassetteSchemaError
 from .chain import ChainProblem, integrity_problems, order_problems, seal_document
 from .document import build_document
+from .parsing import test_hint
 
 Migration = Callable[[Document, str], Document]
 
 
 def _fixes(doc: Document, source: str) -> list[str]:
-    run = doc.get("run")
-    test = run.get("test") if isinstance(run, dict) else None
-    return ["restore the cassette from git", rerecord_fix(test if isinstance(test, str) else None, source)]
+    return ["restore the cassette from git", rerecord_fix(test_hint(doc), source)]
 
 
 def _checked_shape(

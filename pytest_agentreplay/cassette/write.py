@@ -21,12 +21,11 @@ from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
-from .blobs import BlobStore, PendingBlobs, default_blob_dir
+from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_payload
 from .chain import seal_document
 from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
-from .streams import plan_payload
 from .transport_headers import holds_transport_headers, without_transport_headers
 
 
