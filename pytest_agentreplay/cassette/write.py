@@ -203,7 +203,6 @@ def render_cassette(
             raise ValueError(f"event at index {index} has seq {seq}: seq must be dense 0..{len(events) - 1}")
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    doc: Document = {}
     kept = frozenset(name.lower() for name in keep_headers)
     dumps, had_transport_headers = _on_disk(path, store, kept)
     keep_all = transport_headers == "keep" or (transport_headers == "auto" and had_transport_headers)
@@ -233,8 +232,6 @@ def render_cassette(
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
         text = dumps(doc).encode("utf-8")
-    except ValidationError as exc:
-        raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
         from ..core.unencodable import surrogate_field  # only on this error
 
