@@ -14,8 +14,6 @@ from .chain import ChainProblem, integrity_problems, order_problems, seal_docume
 from .document import build_document
 from .parsing import test_hint
 
-Migration = Callable[[Document, str], Document]
-
 
 def _fixes(doc: Document, source: str) -> list[str]:
     return ["restore the cassette from git", rerecord_fix(test_hint(doc), source)]
@@ -139,7 +137,7 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
 
 
 # From-version -> function producing the next version.
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Document, str], Document]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:

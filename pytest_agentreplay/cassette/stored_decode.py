@@ -29,9 +29,7 @@ from .validation import UNPARSED, NestingTooDeep, parse_fast, relocate
 
 
 def _restore_http_fields(event: Document) -> None:
-    if event.get("type") not in HTTP_EVENTS:
-        return
-    request = inline_request(event)
+    request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
     if request is None:
         return
     method, url = request.get("method"), request.get("url")

@@ -82,8 +82,8 @@ def inline_request(event: Mapping[str, object]) -> Document | None:
 def _lean_http_fields(event: Document, out: Document) -> None:
     """Leave out of an HTTP event what its request says: ``data.method``/``data.url`` and the default tool
     name (host and path)."""
-    request = inline_request(event)
-    if event.get("type") not in HTTP_EVENTS or request is None:
+    request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
+    if request is None:
         return
     method, url = request.get("method"), request.get("url")
     data = event.get("data")
