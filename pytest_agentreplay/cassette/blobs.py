@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..core.canonical import dumps_compact, sha256_hex
@@ -19,6 +19,7 @@ from ..core.documents import Document
 from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
+    CassetteError,
     CassetteIntegrityError,
     CassetteLimitError,
     PayloadShapeError,
@@ -158,10 +159,7 @@ class BlobStore:
         if not SHA.fullmatch(sha):
             raise CassetteCorruptError(
                 f"invalid blob reference {sha!r}: expected 64 lowercase hex digits",
-                fixes=[
-                    "restore the cassette from git",
-                    rerecord_fix(None),
-                ],
+                fixes=["restore the cassette from git", rerecord_fix(None)],
             )
         return self.root / sha[:2] / f"{sha}.json"
 
@@ -185,6 +183,17 @@ class BlobStore:
 
         write_locked(path, blobs_first)
 
+    def _damaged(
+        self, kind: type[CassetteError], sha: str, what: str, *evidence: str, fixes: Sequence[str] = ()
+    ) -> CassetteError:
+        """The error ``kind`` for blob ``sha`` (``what`` is wrong with it), placed in this store."""
+        return kind(
+            f"payload blob {sha} {what}",
+            evidence=evidence,
+            place=f"blob store {self.root}",
+            fixes=fixes or _fixes(sha),
+        )
+
     def get(self, sha: str) -> object:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""
         return self._get_sized(sha)[0]
@@ -203,41 +212,28 @@ class BlobStore:
                 target, limit=MAX_BLOB_BYTES, label=f"payload blob {sha}", root_real=self._root_real
             )
         except FileNotFoundError:
-            raise BlobMissingError(
-                f"payload blob {sha} is missing",
-                evidence=[f"expected file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
-            ) from None
+            raise self._damaged(BlobMissingError, sha, "is missing", f"expected file: {target}") from None
         except OSError as exc:
-            raise CassetteCorruptError(
-                f"payload blob {sha} cannot be read: {exc.strerror or exc}",
-                evidence=[f"file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
-            ) from None
+            what = f"cannot be read: {exc.strerror or exc}"
+            raise self._damaged(CassetteCorruptError, sha, what, f"file: {target}") from None
         actual = sha256_hex(data)
         if actual != sha:
-            raise CassetteIntegrityError(
-                f"payload blob {sha} does not match its content hash",
-                evidence=[f"file: {target}", f"content hashes to {actual}"],
-                place=f"blob store {self.root}",
-                fixes=[
-                    "restore the blob from git",
-                    "delete it, then " + rerecord_fix(None),
-                ],
+            raise self._damaged(
+                CassetteIntegrityError,
+                sha,
+                "does not match its content hash",
+                f"file: {target}",
+                f"content hashes to {actual}",
+                fixes=["restore the blob from git", "delete it, then " + rerecord_fix(None)],
             )
         value = _parse_blob(data, sha, target)
         refs: list[str] = []
         found = blob_problem(value, refs)
         if found is not None:
             problem, limit = found
-            error = CassetteLimitError if limit else PayloadShapeError
-            raise error(
-                f"payload blob {sha} does not have the shape of a stored payload: {problem}",
-                evidence=[f"file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
+            what = f"does not have the shape of a stored payload: {problem}"
+            raise self._damaged(
+                CassetteLimitError if limit else PayloadShapeError, sha, what, f"file: {target}"
             )
         entry = (value, len(data), refs)
         self._cache[sha] = entry
@@ -288,11 +284,11 @@ class _Expansion:
         value, size, _ = self.store._get_sized(sha)
         self.budget -= size
         if self.budget < 0:
-            raise CassetteLimitError(
-                f"payload blob {sha} expands to more than {MAX_EXPANDED_BYTES // (1024 * 1024)} MiB",
-                evidence=["its blobs reference each other so often that the payload cannot be built"],
-                place=f"blob store {self.store.root}",
-                fixes=_fixes(sha),
+            raise self.store._damaged(
+                CassetteLimitError,
+                sha,
+                f"expands to more than {MAX_EXPANDED_BYTES // (1024 * 1024)} MiB",
+                "its blobs reference each other so often that the payload cannot be built",
             )
         return value
 
