@@ -149,8 +149,8 @@ def parse_fast(data: bytes) -> object:
 # -- shapes ----------------------------------------------------------------------------------------
 
 
-def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str | None:
-    """Iteratively: 'nested N levels deep' when ``value`` nests deeper than ``limit``."""
+def depth_problem(value: object) -> str | None:
+    """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
     if not isinstance(value, dict | list):
         return None  # a scalar nests no deeper than where it stands
     try:
@@ -159,15 +159,15 @@ def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str 
         # holding them only count more) settles a real payload in C, however long its strings are.
         # Holds for parsed JSON (string keys, no cycles), the only values checked here.
         form = marshal.dumps(value, 2)
-        if form.count(b"{") + form.count(b"[") <= limit - start:
+        if form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
             return None
     except ValueError:
         pass  # not marshallable, or deeper than marshal goes: walked below
-    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, start)]
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 0)]
     while stack:  # only objects and lists are stacked
         item, depth = stack.pop()
-        if depth >= limit:
-            return f"nested deeper than {limit} levels"
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
         items = item.values() if isinstance(item, dict) else item
         stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
     return None
