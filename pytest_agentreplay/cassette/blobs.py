@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ..core.canonical import dumps_compact, sha256_hex
@@ -19,11 +19,12 @@ from ..core.documents import Document
 from ..exceptions import (
     BlobMissingError,
     CassetteCorruptError,
+    CassetteError,
     CassetteIntegrityError,
     CassetteLimitError,
     PayloadShapeError,
 )
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, write_locked
 from .validation import (
     MAX_BLOB_BYTES,
     MAX_DEPTH,
@@ -32,7 +33,6 @@ from .validation import (
     UNPARSED,
     NestingTooDeep,
     blob_problem,
-    chain_problem,
     parse_fast,
     read_regular_file,
 )
@@ -105,6 +105,35 @@ def plan_externalize(
     return {"sha256": sha, "size": size}, pending
 
 
+# A stream of small events stays in the cassette up to this many inline limits (64 KiB at the default
+# 2 KiB): beyond it, a long answer's hundreds of deltas would bury the rest of the run in review.
+STREAM_INLINE_FACTOR = 32
+
+
+def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlobs]:
+    """Where a payload goes (:func:`plan_externalize`), a streamed response (its body's ``sse`` events)
+    placed whole.
+
+    A conversation's messages go to the blob store one by one because every later call resends them; a
+    stream's events are never sent again, so storing each apart shares nothing and only leaves a chain of
+    small files and a cassette that shows hashes. A stream stays in the cassette, event by event and
+    readable, while each event is within the inline limit and the whole within ``STREAM_INLINE_FACTOR``
+    times it; else it is one blob. Either way the stored events are the recorded ones (chunk boundaries,
+    ``raw`` text, arrival times), so replay serves the same bytes.
+    """
+    body = value.get("body") if isinstance(value, dict) else None
+    events = body.get("sse") if isinstance(body, dict) else None
+    if not isinstance(events, list):
+        return plan_externalize(value, inline_limit)
+    size = len(dumps_compact(value).encode("utf-8"))
+    if size <= inline_limit or (
+        size <= inline_limit * STREAM_INLINE_FACTOR
+        and all(len(dumps_compact(event).encode("utf-8")) <= inline_limit for event in events)
+    ):
+        return {"inline": value}, {}
+    return plan_externalize(value, inline_limit, split=False)
+
+
 def _fixes(sha: str) -> list[str]:
     return [
         "restore the blob store from git (the `.blobs` folder next to your cassettes must be committed)",
@@ -118,8 +147,9 @@ class BlobStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        # sha -> (value, size in bytes); values are validated (shape, depth) before they are cached.
-        self._cache: OrderedDict[str, tuple[object, int]] = OrderedDict()
+        # sha -> (value, size in bytes, the blobs it references); values are validated (shape, depth)
+        # before they are cached.
+        self._cache: OrderedDict[str, tuple[object, int, list[str]]] = OrderedDict()
         self._root_real: str | None = None
 
     def __repr__(self) -> str:
@@ -129,10 +159,7 @@ class BlobStore:
         if not SHA.fullmatch(sha):
             raise CassetteCorruptError(
                 f"invalid blob reference {sha!r}: expected 64 lowercase hex digits",
-                fixes=[
-                    "restore the cassette from git",
-                    rerecord_fix(None),
-                ],
+                fixes=["restore the cassette from git", rerecord_fix(None)],
             )
         return self.root / sha[:2] / f"{sha}.json"
 
@@ -145,11 +172,33 @@ class BlobStore:
         if not target.is_file():
             atomic_write_bytes(target, data)
 
+    def write_with(self, path: Path, text: bytes, blobs: Iterable[tuple[str, bytes]]) -> None:
+        """Write ``blobs`` (sha, bytes) into the store, then replace ``path`` by ``text`` (atomically, under
+        its lock): a cassette on disk never references a blob not there yet."""
+
+        def blobs_first() -> bytes:
+            for sha, data in blobs:
+                self.put_bytes(sha, data)
+            return text
+
+        write_locked(path, blobs_first)
+
+    def _damaged(
+        self, kind: type[CassetteError], sha: str, what: str, *evidence: str, fixes: Sequence[str] = ()
+    ) -> CassetteError:
+        """The error ``kind`` for blob ``sha`` (``what`` is wrong with it), placed in this store."""
+        return kind(
+            f"payload blob {sha} {what}",
+            evidence=evidence,
+            place=f"blob store {self.root}",
+            fixes=fixes or _fixes(sha),
+        )
+
     def get(self, sha: str) -> object:
         """The stored value, verified against its address; may contain ``{"$blob": sha}`` references."""
         return self._get_sized(sha)[0]
 
-    def _get_sized(self, sha: str) -> tuple[object, int]:
+    def _get_sized(self, sha: str) -> tuple[object, int, list[str]]:
         cached = self._cache.get(sha)
         if cached is not None:
             self._cache.move_to_end(sha)
@@ -163,42 +212,30 @@ class BlobStore:
                 target, limit=MAX_BLOB_BYTES, label=f"payload blob {sha}", root_real=self._root_real
             )
         except FileNotFoundError:
-            raise BlobMissingError(
-                f"payload blob {sha} is missing",
-                evidence=[f"expected file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
-            ) from None
+            raise self._damaged(BlobMissingError, sha, "is missing", f"expected file: {target}") from None
         except OSError as exc:
-            raise CassetteCorruptError(
-                f"payload blob {sha} cannot be read: {exc.strerror or exc}",
-                evidence=[f"file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
-            ) from None
+            what = f"cannot be read: {exc.strerror or exc}"
+            raise self._damaged(CassetteCorruptError, sha, what, f"file: {target}") from None
         actual = sha256_hex(data)
         if actual != sha:
-            raise CassetteIntegrityError(
-                f"payload blob {sha} does not match its content hash",
-                evidence=[f"file: {target}", f"content hashes to {actual}"],
-                place=f"blob store {self.root}",
-                fixes=[
-                    "restore the blob from git",
-                    "delete it, then " + rerecord_fix(None),
-                ],
+            raise self._damaged(
+                CassetteIntegrityError,
+                sha,
+                "does not match its content hash",
+                f"file: {target}",
+                f"content hashes to {actual}",
+                fixes=["restore the blob from git", "delete it, then " + rerecord_fix(None)],
             )
         value = _parse_blob(data, sha, target)
-        found = blob_problem(value)
+        refs: list[str] = []
+        found = blob_problem(value, refs)
         if found is not None:
             problem, limit = found
-            error = CassetteLimitError if limit else PayloadShapeError
-            raise error(
-                f"payload blob {sha} does not have the shape of a stored payload: {problem}",
-                evidence=[f"file: {target}"],
-                place=f"blob store {self.root}",
-                fixes=_fixes(sha),
+            what = f"does not have the shape of a stored payload: {problem}"
+            raise self._damaged(
+                CassetteLimitError if limit else PayloadShapeError, sha, what, f"file: {target}"
             )
-        entry = (value, len(data))
+        entry = (value, len(data), refs)
         self._cache[sha] = entry
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -230,7 +267,7 @@ class BlobStore:
             if current in seen:
                 continue
             seen.add(current)
-            stack.extend(_refs_in(self.get(current)))
+            stack.extend(self._get_sized(current)[2])
         return seen
 
 
@@ -244,50 +281,52 @@ class _Expansion:
         self.budget = MAX_EXPANDED_BYTES
 
     def blob(self, sha: str) -> object:
-        value, size = self.store._get_sized(sha)
+        value, size, _ = self.store._get_sized(sha)
         self.budget -= size
         if self.budget < 0:
-            raise CassetteLimitError(
-                f"payload blob {sha} expands to more than {MAX_EXPANDED_BYTES // (1024 * 1024)} MiB",
-                evidence=["its blobs reference each other so often that the payload cannot be built"],
-                place=f"blob store {self.store.root}",
-                fixes=_fixes(sha),
+            raise self.store._damaged(
+                CassetteLimitError,
+                sha,
+                f"expands to more than {MAX_EXPANDED_BYTES // (1024 * 1024)} MiB",
+                "its blobs reference each other so often that the payload cannot be built",
             )
         return value
 
     def expand(self, value: object, depth: int) -> object:
-        if isinstance(value, dict):
-            if depth >= MAX_DEPTH:
-                raise _too_deep(self.store)
-            if len(value) == 1:
-                key, inner = next(iter(value.items()))
-                if key == BLOB_REF and isinstance(inner, str):
-                    return self.expand(self.blob(inner), depth)
-                if key == CHAIN and isinstance(inner, dict):
-                    return [self.expand(item, depth + 1) for item in self.chain_items(inner)]
-                if key == LITERAL and isinstance(inner, dict):
-                    return {k: self.expand(v, depth + 1) for k, v in inner.items()}
-            return {k: self.expand(v, depth + 1) for k, v in value.items()}
+        if not isinstance(value, dict | list):
+            return value
+        if depth >= MAX_DEPTH:
+            raise CassetteLimitError(
+                f"a stored payload is nested deeper than {MAX_DEPTH} levels",
+                place=f"blob store {self.store.root}",
+                fixes=_SHAPE_FIXES,
+            )
         if isinstance(value, list):
-            if depth >= MAX_DEPTH:
-                raise _too_deep(self.store)
             return [self.expand(v, depth + 1) for v in value]
-        return value
+        if len(value) == 1:
+            key, inner = next(iter(value.items()))
+            if key == BLOB_REF and isinstance(inner, str):
+                return self.expand(self.blob(inner), depth)
+            if key == CHAIN and isinstance(inner, dict):
+                return [self.expand(item, depth + 1) for item in self.chain_items(inner)]
+            if key == LITERAL and isinstance(inner, dict):
+                return {k: self.expand(v, depth + 1) for k, v in inner.items()}
+        return {k: self.expand(v, depth + 1) for k, v in value.items()}
 
     def chain_items(self, node: Document) -> list[object]:
         # Iterative: a 500-message history is a 500-node chain, deeper than the recursion limit allows.
-        problem = chain_problem(node)
-        if problem is not None:
-            raise _bad_node(self.store, "a conversation chain", problem)
+        # Every blob's chain nodes have the shape ``blob_problem`` checks: a ``prev`` need only be one.
         parts = [node["items"]]
         prev = node["prev"]
         while prev is not None:
             value = self.blob(prev)
             inner = value.get(CHAIN) if isinstance(value, dict) and len(value) == 1 else None
-            problem = chain_problem(inner) if inner is not None else "it is not a chain node"
-            if problem is not None:
-                raise _bad_node(self.store, f"chain node {prev}", problem)
-            assert isinstance(inner, dict)
+            if not isinstance(inner, dict):
+                raise PayloadShapeError(
+                    f"chain node {prev} does not have the shape of a chain node: it is not a chain node",
+                    place=f"blob store {self.store.root}",
+                    fixes=_SHAPE_FIXES,
+                )
             parts.append(inner["items"])
             prev = inner["prev"]
         return [item for part in reversed(parts) for item in part]
@@ -298,22 +337,6 @@ _SHAPE_FIXES = (
     rerecord_fix(None),
     "list every problem: `agentreplay verify <cassette>`",
 )
-
-
-def _too_deep(store: BlobStore) -> CassetteLimitError:
-    return CassetteLimitError(
-        f"a stored payload is nested deeper than {MAX_DEPTH} levels",
-        place=f"blob store {store.root}",
-        fixes=_SHAPE_FIXES,
-    )
-
-
-def _bad_node(store: BlobStore, what: str, problem: str) -> PayloadShapeError:
-    return PayloadShapeError(
-        f"{what} does not have the shape of a chain node: {problem}",
-        place=f"blob store {store.root}",
-        fixes=_SHAPE_FIXES,
-    )
 
 
 def _parse_blob(data: bytes, sha: str, target: Path) -> object:
@@ -337,29 +360,6 @@ def _parse_blob(data: bytes, sha: str, target: Path) -> object:
 
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
-
-
-def _refs_in(value: object) -> Iterator[str]:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if len(item) == 1:
-                key, inner = next(iter(item.items()))
-                if key == BLOB_REF and isinstance(inner, str):
-                    yield inner
-                    continue
-                if key == CHAIN and isinstance(inner, dict):
-                    if isinstance(inner.get("prev"), str):
-                        yield inner["prev"]
-                    stack.append(inner.get("items"))
-                    continue
-                if key == LITERAL and isinstance(inner, dict):
-                    stack.extend(inner.values())
-                    continue
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 # A cassette's folder named ``cassettes`` -> its ``.blobs``: decided by the name alone, so kept (every test's

@@ -20,7 +20,7 @@ from .document import build_document, run_to_dict, scan_document
 from .parsing import parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import MAX_DEPTH, depth_problem, payload_problem, relocate
+from .validation import depth_problem, payload_problem, relocate
 
 _MAX_LISTED_PROBLEMS = 20
 
@@ -61,7 +61,7 @@ class LoadedCassette:
             return None
         if ref.sha256 is None:
             value = ref.inline
-            problem = depth_problem(value, MAX_DEPTH) if isinstance(value, dict | list) else None
+            problem = depth_problem(value)
             stored = "stored inline"
         else:
             try:

@@ -12,14 +12,11 @@ from ..core.documents import Document
 from ..exceptions import CassetteIntegrityError, CassetteSchemaError
 from .chain import ChainProblem, integrity_problems, order_problems, seal_document
 from .document import build_document
-
-Migration = Callable[[Document, str], Document]
+from .parsing import test_hint
 
 
 def _fixes(doc: Document, source: str) -> list[str]:
-    run = doc.get("run")
-    test = run.get("test") if isinstance(run, dict) else None
-    return ["restore the cassette from git", rerecord_fix(test if isinstance(test, str) else None, source)]
+    return ["restore the cassette from git", rerecord_fix(test_hint(doc), source)]
 
 
 def _checked_shape(
@@ -140,7 +137,7 @@ def _v3_to_v4(doc: Document, source: str) -> Document:
 
 
 # From-version -> function producing the next version.
-MIGRATIONS: dict[int, Migration] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[[Document, str], Document]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import base64
 import difflib
-import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.canonical import dumps_pretty
+from ..core.canonical import dumps_pretty, sha256_hex
 from ..exceptions import PendingDriftError
 from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
@@ -34,10 +33,6 @@ SUFFIX = ".pending.json"
 def pending_path(cassette: Path) -> Path:
     """Where the pending drift of ``cassette`` is kept: beside it, ``<stem>.pending.json``."""
     return cassette.with_name(cassette.stem + SUFFIX)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(slots=True)
@@ -64,7 +59,7 @@ class Pending:
     def check_base(self) -> None:
         """Raise ``PendingDriftError`` unless the cassette is still the one the drift was found against."""
         now = self.current()
-        if now is not None and _digest(now) == self.base:
+        if now is not None and sha256_hex(now) == self.base:
             return
         state = "is gone" if now is None else "changed since (re-recorded, updated or edited)"
         raise PendingDriftError(
@@ -73,7 +68,7 @@ class Pending:
                 f"pending drift: {self.path}",
                 f"cassette:      {self.cassette}",
                 f"the drift was found against a cassette with sha256 {self.base[:12]}..."
-                + ("" if now is None else f", the cassette now has {_digest(now)[:12]}..."),
+                + ("" if now is None else f", the cassette now has {sha256_hex(now)[:12]}..."),
             ],
             cassette=self.cassette,
             mode=self.mode,
@@ -95,21 +90,14 @@ class Pending:
         """Write the cassette the update would have written (its new blobs first), then drop this file."""
         self.check_base()
         for sha, data in self.blobs.items():
-            if _digest(data) != sha:
+            if sha256_hex(data) != sha:
                 raise PendingDriftError(
                     f"{self.path.name} is damaged: blob {sha[:12]}... does not match its digest",
                     cassette=self.cassette,
                     mode=self.mode,
                     fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
                 )
-        store = BlobStore(default_blob_dir(self.cassette))
-
-        def blobs_first() -> bytes:
-            for sha, data in self.blobs.items():
-                store.put_bytes(sha, data)
-            return self.text
-
-        write_locked(self.cassette, blobs_first)
+        BlobStore(default_blob_dir(self.cassette)).write_with(self.cassette, self.text, self.blobs.items())
         self.path.unlink(missing_ok=True)
         return self.cassette
 
@@ -139,7 +127,7 @@ def write_pending(
         "test": redact(test),
         "mode": mode,
         "cassette": relative,
-        "base_sha256": _digest(cassette.read_bytes()),
+        "base_sha256": sha256_hex(cassette.read_bytes()),
         "drift": redact(drift),
         "blobs": {sha: base64.b64encode(data).decode("ascii") for sha, data in rendered.new_blobs().items()},
         "cassette_text": rendered.text.decode("utf-8"),

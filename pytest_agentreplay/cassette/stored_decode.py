@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from ..core.canonical import DigestMemo, request_digest
+from ..core.canonical import DigestMemo
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
@@ -20,8 +20,8 @@ from .stored_form import (
     Resolver,
     default_tool_name,
     inline_request,
-    request_json,
     request_parts,
+    stored_request_hash,
 )
 from .validation import UNPARSED, NestingTooDeep, parse_fast, relocate
 
@@ -29,9 +29,7 @@ from .validation import UNPARSED, NestingTooDeep, parse_fast, relocate
 
 
 def _restore_http_fields(event: Document) -> None:
-    if event.get("type") not in HTTP_EVENTS:
-        return
-    request = inline_request(event)
+    request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
     if request is None:
         return
     method, url = request.get("method"), request.get("url")
@@ -142,11 +140,10 @@ class _Decoder:
             event[name] = new_ref
         _restore_http_fields(event)
         data = event.get("data")
-        if event.get("type") == "model.call" and isinstance(data, dict) and "request_hash" not in data:
-            body = request_json(event)
-            if body is not None:
-                with contextlib.suppress(TypeError, ValueError):  # not JSON: the schema check names it
-                    event["data"] = {**data, "request_hash": request_digest(body, self.digests)}
+        if isinstance(data, dict) and "request_hash" not in data:
+            digest = stored_request_hash(event, self.digests)
+            if digest is not None:
+                event["data"] = {**data, "request_hash": digest}
         return event
 
     def request(self, index: int, ref: Document) -> None:

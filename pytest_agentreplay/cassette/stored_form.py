@@ -82,8 +82,8 @@ def inline_request(event: Mapping[str, object]) -> Document | None:
 def _lean_http_fields(event: Document, out: Document) -> None:
     """Leave out of an HTTP event what its request says: ``data.method``/``data.url`` and the default tool
     name (host and path)."""
-    request = inline_request(event)
-    if event.get("type") not in HTTP_EVENTS or request is None:
+    request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
+    if request is None:
         return
     method, url = request.get("method"), request.get("url")
     data = event.get("data")
@@ -177,8 +177,13 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
     digests = DigestMemo()
     for event in events:
         out = {k: v for k, v in event.items() if not (k == "run_id" and v == run_id)}
-        if _derivable_request_hash(event, digests):
-            out["data"] = {k: v for k, v in event["data"].items() if k != "request_hash"}
+        data = event.get("data")
+        if (
+            isinstance(data, dict)
+            and isinstance(data.get("request_hash"), str)
+            and data["request_hash"] == stored_request_hash(event, digests)
+        ):
+            out["data"] = {k: v for k, v in data.items() if k != "request_hash"}
         _lean_http_fields(event, out)
         for name in REF_FIELDS:
             ref = event.get(name)
@@ -221,26 +226,18 @@ def _read(resolve: Resolver | None, ref: Mapping[str, object]) -> object:
         return None
 
 
-def request_json(event: Mapping[str, object]) -> object:
-    payload = inline_request(event)
+def stored_request_hash(event: Mapping[str, object], memo: DigestMemo) -> str | None:
+    """A model call's ``data.request_hash`` as its stored JSON body gives it (None for any other event). The
+    hash is taken over the body as sent: when it is this one, it is left out of the stored form and restored
+    on load, as a changed system prompt would otherwise change it in every call."""
+    payload = inline_request(event) if event.get("type") == "model.call" else None
     body = payload.get("body") if payload is not None else None
-    return body.get("json") if isinstance(body, dict) else None
-
-
-def _derivable_request_hash(event: Mapping[str, object], memo: DigestMemo) -> bool:
-    """Whether a model call's ``data.request_hash`` (taken over the body as sent) is the hash of the body as
-    stored: then it is left out, as a changed system prompt would otherwise change it in every call."""
-    data = event.get("data")
-    if event.get("type") != "model.call" or not isinstance(data, dict):
-        return False
-    digest = data.get("request_hash")
-    body = request_json(event)
-    if not isinstance(digest, str) or body is None:
-        return False
+    if not isinstance(body, dict) or body.get("json") is None:
+        return None
     try:
-        return request_digest(body, memo) == digest
-    except (TypeError, ValueError):
-        return False
+        return request_digest(body["json"], memo)
+    except (TypeError, ValueError):  # not JSON: the schema check names it
+        return None
 
 
 def _prev_headers(ref: Document, full: object, last: object) -> tuple[Document, object]:

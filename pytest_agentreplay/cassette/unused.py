@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.constants import BLOB_DIR_NAME, CASSETTE_SUFFIX, FORMAT_NAME
 
@@ -33,17 +34,11 @@ def is_cassette_file(path: Path) -> bool:
     return isinstance(doc.get("interactions"), list) and "version" in doc
 
 
-class UnusedFiles:
+class UnusedFiles(NamedTuple):
     """What a cassette folder holds that no collected test maps to: cassettes, and other files kept."""
 
-    __slots__ = ("cassettes", "not_cassettes")
-
-    def __init__(self) -> None:
-        self.cassettes: list[Path] = []
-        self.not_cassettes: list[Path] = []
-
-    def add(self, path: Path) -> None:
-        (self.cassettes if is_cassette_file(path) else self.not_cassettes).append(path)
+    cassettes: list[Path]
+    not_cassettes: list[Path]
 
 
 def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> UnusedFiles:
@@ -59,7 +54,7 @@ def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> Unus
     known = list(known)
     by_name = {folders.setdefault(p.parent, p.parent.resolve()) / p.name for p in known}
     resolved: set[Path] | None = None
-    found = UnusedFiles()
+    found = UnusedFiles([], [])
     for folder in sorted({d.resolve() for d in module_dirs}):
         if not folder.is_dir():
             continue
@@ -69,7 +64,7 @@ def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> Unus
             if resolved is None:
                 resolved = {p.resolve() for p in known}
             if path.resolve() not in resolved:
-                found.add(path)
+                (found.cassettes if is_cassette_file(path) else found.not_cassettes).append(path)
     return found
 
 

@@ -149,8 +149,8 @@ def parse_fast(data: bytes) -> object:
 # -- shapes ----------------------------------------------------------------------------------------
 
 
-def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str | None:
-    """Iteratively: 'nested N levels deep' when ``value`` nests deeper than ``limit``."""
+def depth_problem(value: object) -> str | None:
+    """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
     if not isinstance(value, dict | list):
         return None  # a scalar nests no deeper than where it stands
     try:
@@ -159,23 +159,24 @@ def depth_problem(value: object, limit: int = MAX_DEPTH, start: int = 0) -> str 
         # holding them only count more) settles a real payload in C, however long its strings are.
         # Holds for parsed JSON (string keys, no cycles), the only values checked here.
         form = marshal.dumps(value, 2)
-        if form.count(b"{") + form.count(b"[") <= limit - start:
+        if form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
             return None
     except ValueError:
         pass  # not marshallable, or deeper than marshal goes: walked below
-    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, start)]
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 0)]
     while stack:  # only objects and lists are stacked
         item, depth = stack.pop()
-        if depth >= limit:
-            return f"nested deeper than {limit} levels"
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
         items = item.values() if isinstance(item, dict) else item
         stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
     return None
 
 
-def blob_problem(value: object) -> tuple[str, bool] | None:
+def blob_problem(value: object, refs: list[str]) -> tuple[str, bool] | None:
     """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
-    whether it is a limit (depth) rather than a shape problem."""
+    whether it is a limit (depth) rather than a shape problem. The blobs it references (``$blob`` and a
+    chain's ``prev``) are added to ``refs`` on the way."""
     stack: list[tuple[object, int, str]] = [(value, 0, "$")]
     inner: Any
     while stack:
@@ -188,9 +189,12 @@ def blob_problem(value: object) -> tuple[str, bool] | None:
         if key == "$blob":
             if not isinstance(inner, str) or not SHA.fullmatch(inner):
                 return f"{where}.$blob: expected 64 lowercase hex digits, found {short(inner)}", False
+            refs.append(inner)
         elif key == "$chain":
             if (problem := chain_problem(inner)) is not None:
                 return f"{where}.$chain: {problem}", False
+            if inner["prev"] is not None:
+                refs.append(inner["prev"])
             stack.extend((v, depth + 2, f"{where}.$chain.items[{i}]") for i, v in enumerate(inner["items"]))
         elif key == "$lit":
             if not isinstance(inner, dict):

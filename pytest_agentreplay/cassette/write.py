@@ -21,13 +21,11 @@ from ..core.json_copy import copy_json
 from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
-from .atomic import write_locked
-from .blobs import BlobStore, PendingBlobs, default_blob_dir
+from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_payload
 from .chain import seal_document
 from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
 from .read import REF_FIELDS, LoadedCassette, decoded_document, schema_error
 from .stored_form import encode_events, request_parts
-from .streams import plan_payload
 from .transport_headers import holds_transport_headers, without_transport_headers
 
 
@@ -146,13 +144,7 @@ class RenderedCassette:
     def write(self) -> LoadedCassette:
         """Write the blobs, then the file (atomically, locked); the cassette a later load gives."""
         path, store = self.path, self.store
-
-        def blobs_first() -> bytes:
-            for sha, (_, data) in self.blobs.items():
-                store.put_bytes(sha, data)
-            return self.text
-
-        write_locked(path, blobs_first)
+        store.write_with(path, self.text, ((sha, data) for sha, (_, data) in self.blobs.items()))
         # What a later load of the file gives (blob-stored payloads stay references).
         try:
             validated = CassetteDoc.model_validate(decoded_document(self.doc, path, store))
@@ -211,7 +203,6 @@ def render_cassette(
             raise ValueError(f"event at index {index} has seq {seq}: seq must be dense 0..{len(events) - 1}")
     redactor = redactor or default_redactor()
     store = BlobStore(blob_dir if blob_dir is not None else default_blob_dir(path))
-    doc: Document = {}
     kept = frozenset(name.lower() for name in keep_headers)
     dumps, had_transport_headers = _on_disk(path, store, kept)
     keep_all = transport_headers == "keep" or (transport_headers == "auto" and had_transport_headers)
@@ -241,8 +232,6 @@ def render_cassette(
             _place_payloads(current, index, inline_limit, store, source_blob_store, pending, path)
         doc = seal_document(run_dict, stored)
         text = dumps(doc).encode("utf-8")
-    except ValidationError as exc:
-        raise schema_error(exc, doc, path, None) from None
     except (ValueError, UnicodeError) as exc:
         from ..core.unencodable import surrogate_field  # only on this error
 
