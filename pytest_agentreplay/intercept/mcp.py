@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
-from types import ModuleType
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -197,12 +197,10 @@ class _Discard:
 def _permitted(url: str) -> Iterator[None]:
     """A transport's own traffic: not recorded as HTTP; let through the guard to the server the test runs
     (sandbox mode sends MCP calls to it; recording has no guard up)."""
-    with ExitStack() as stack:
-        stack.enter_context(internal())
-        host = urlsplit(url).hostname
-        ctx = current_run()
-        if host and ctx is not None and ctx.executes_tool() and not ctx.recording:
-            stack.enter_context(guard.permitting(host))
+    host = urlsplit(url).hostname
+    ctx = current_run()
+    sandboxed = ctx is not None and ctx.executes_tool() and not ctx.recording
+    with internal(), guard.permitting(host) if host and sandboxed else nullcontext():
         yield
 
 
@@ -214,30 +212,16 @@ def _own_traffic(original: Callable[..., Awaitable[None]]) -> Callable[..., Awai
     return method
 
 
-class _Event:
-    def __init__(self, event: str, data: str) -> None:
-        self.event = event
-        self.data = data
-
-
-class _Response:
-    def raise_for_status(self) -> None:
-        return None
-
-
 class _ServedEventSource:
     """The SSE stream ``sse_client`` reads in replay: the endpoint event it waits for, then silence."""
 
     def __init__(self, url: str) -> None:
-        self.response = _Response()
+        self.response = SimpleNamespace(raise_for_status=lambda: None)
         self._endpoint = urlsplit(url).path or "/"
 
-    def __aiter__(self) -> AsyncIterator[_Event]:
-        return self._events()
-
-    async def _events(self) -> AsyncIterator[_Event]:
+    async def __aiter__(self) -> AsyncIterator[SimpleNamespace]:
         # optional: anyio comes with the MCP SDK.
         import anyio
 
-        yield _Event("endpoint", self._endpoint)
+        yield SimpleNamespace(event="endpoint", data=self._endpoint)
         await anyio.sleep_forever()
