@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Generator
-from contextlib import nullcontext
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .. import guard
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
 from .grpc_capture import Capture, Metadata, Site, forwarding, metadata_of, site_of, teed, unsupported_route
 from .grpc_sync import fault_status
+from .internal import permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -274,7 +273,7 @@ class AioSide:
 
         def go_live(action: Send, sent: object) -> Any:
             capture = Capture(ctx, site, metadata, action)
-            with guard.permitting(action.permit) if action.permit else nullcontext():
+            with permitted(action.permit):
                 return self.recording(original(teed(mc, capture), sent, *args, **kwargs), capture)
 
         if ctx.recording:

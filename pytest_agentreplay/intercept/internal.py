@@ -1,4 +1,5 @@
-"""Traffic a transport adapter's library sends on its own behalf, which the HTTP adapters pass through.
+"""Traffic a transport adapter's library sends on its own behalf, which the HTTP adapters pass through, and
+the live sends the guard lets through (:func:`permitted`).
 
 The HTTP requests carrying an MCP session (recorded at the session level, :mod:`.mcp`) and a WebSocket
 upgrade (recorded by :mod:`.httpx_ws` and :mod:`.websockets`, through :func:`connecting`) would otherwise be
@@ -8,7 +9,7 @@ recorded twice.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ..http.websocket_messages import ConversationEvents, Direction
     from ..replay.websocket_sessions import LiveConnection
 
-__all__ = ["EVENTS", "connected", "connecting", "internal", "is_internal", "receiving"]
+__all__ = ["EVENTS", "connected", "connecting", "internal", "is_internal", "permitted", "receiving"]
 
 _INTERNAL: ContextVar[bool] = ContextVar("pytest_agentreplay_internal_traffic", default=False)
 # Where a live WebSocket connection keeps its events (instance dict: the libraries' connections have no
@@ -42,11 +43,16 @@ def is_internal() -> bool:
     return _INTERNAL.get()
 
 
+def permitted(host: str | None) -> AbstractContextManager[None]:
+    """The guard opened for ``host``, a live call the mode sends on purpose (None: nothing to open)."""
+    return guard.permitting(host) if host else nullcontext()
+
+
 @contextmanager
 def connecting(live: LiveConnection, refused: type[BaseException], answer: Answer) -> Iterator[None]:
     """Around a WebSocket library's own connect: the handshake's answer (of a ``refused`` error's response),
     or its failure, goes to ``live``."""
-    with internal(), guard.permitting(live.permit) if live.permit else nullcontext():
+    with internal(), permitted(live.permit):
         try:
             yield
         except refused as exc:

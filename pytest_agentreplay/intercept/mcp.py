@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .. import guard
 from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.json_copy import copy_json
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ..replay.mcp_sessions import UNRECORDED, McpServer, error_parts, error_text, start_request
-from .internal import internal
+from .internal import internal, permitted
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -128,14 +127,14 @@ def patch(patches: Patches, module: ModuleType) -> None:
             return
         async with AsyncExitStack() as stack:
             # Only the connecting is marked: the flag must not outlive this call in the caller's context.
-            with _permitted(url):
+            with _server_traffic(url):
                 source = await stack.enter_async_context(orig_sse_connect(client, url, *args, **kwargs))
             yield source
 
     async def request_within_origin(
         client: object, method: str, url: str, *args: object, **kwargs: object
     ) -> object:
-        with _permitted(url):
+        with _server_traffic(url):
             return await orig_sse_request(client, method, url, *args, **kwargs)
 
     patches.set(JSONRPCDispatcher, "send_raw_request", send_raw_request)
@@ -194,19 +193,19 @@ class _Discard:
 
 
 @contextmanager
-def _permitted(url: str) -> Iterator[None]:
+def _server_traffic(url: str) -> Iterator[None]:
     """A transport's own traffic: not recorded as HTTP; let through the guard to the server the test runs
     (sandbox mode sends MCP calls to it; recording has no guard up)."""
     host = urlsplit(url).hostname
     ctx = current_run()
     sandboxed = ctx is not None and ctx.executes_tool() and not ctx.recording
-    with internal(), guard.permitting(host) if host and sandboxed else nullcontext():
+    with internal(), permitted(host if sandboxed else None):
         yield
 
 
 def _own_traffic(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     async def method(self: StreamableHTTPTransport, *args: object, **kwargs: object) -> None:
-        with _permitted(self.url):
+        with _server_traffic(self.url):
             await original(self, *args, **kwargs)
 
     return method
