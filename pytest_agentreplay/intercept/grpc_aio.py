@@ -74,7 +74,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         def __await__(self) -> Generator[Any, None, object]:
             return self._await().__await__()
 
-        async def _iterate(self) -> AsyncIterator[object]:
+        async def __aiter__(self) -> AsyncIterator[object]:
             try:
                 async for message in self._real:
                     yield message
@@ -82,9 +82,6 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 await self._finish()
                 raise
             await self._finish()
-
-        def __aiter__(self) -> AsyncIterator[object]:
-            return self._iterate()
 
         async def read(self) -> object:
             try:
@@ -183,15 +180,9 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         def __await__(self) -> Generator[Any, None, object]:
             return self._result().__await__()
 
-        async def _iterate(self) -> AsyncIterator[object]:
-            while True:
-                message = await self.read()
-                if message is eof:
-                    return
+        async def __aiter__(self) -> AsyncIterator[object]:
+            while (message := await self.read()) is not eof:
                 yield message
-
-        def __aiter__(self) -> AsyncIterator[object]:
-            return self._iterate()
 
         async def read(self) -> object:
             await self._resolve()
