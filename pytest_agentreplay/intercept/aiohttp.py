@@ -8,18 +8,17 @@ from __future__ import annotations
 import errno
 import http.client
 import json as jsonlib
-from contextlib import nullcontext
 from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http import bodies, codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
+from .internal import permitted
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import StrOrURL
@@ -162,7 +161,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         if action.body is not None:
             kwargs = {k: v for k, v in kwargs.items() if k not in ("json", "data")}
             kwargs["data"] = action.body
-        with guard.permitting(action.permit) if action.permit else nullcontext():
+        with permitted(action.permit):
             response = await original(self, method, str_or_url, **kwargs)
         if action.fault is not None:
             # Delivered, then the answer is lost: what the service did is recorded, the client fails.

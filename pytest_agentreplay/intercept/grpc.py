@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from contextlib import nullcontext
 from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches, genuine_function
 from ..http.grpc_calls import Outcome, served_outcome
@@ -25,6 +23,7 @@ from ..replay.policy import Refuse, Serve, decide
 from .grpc_aio import AioSide
 from .grpc_capture import Capture, metadata_of, site_of, teed, unsupported_route
 from .grpc_sync import fault_status, finish_from, sync_classes
+from .internal import permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -93,7 +92,7 @@ class SyncSide:
         capture = Capture(ctx, site, metadata, action)
         clone = teed(mc, capture)
         original, with_call = originals
-        with guard.permitting(action.permit) if action.permit else nullcontext():
+        with permitted(action.permit):
             if shape[1] == "s":
                 return self.recording(original(clone, request, *args, **kwargs), capture)
             if name == "future":

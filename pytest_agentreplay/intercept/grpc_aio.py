@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Generator
-from contextlib import nullcontext
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .. import guard
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
 from .grpc_capture import Capture, Metadata, Site, forwarding, metadata_of, site_of, teed, unsupported_route
 from .grpc_sync import fault_status
+from .internal import permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -75,7 +74,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         def __await__(self) -> Generator[Any, None, object]:
             return self._await().__await__()
 
-        async def _iterate(self) -> AsyncIterator[object]:
+        async def __aiter__(self) -> AsyncIterator[object]:
             try:
                 async for message in self._real:
                     yield message
@@ -83,9 +82,6 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 await self._finish()
                 raise
             await self._finish()
-
-        def __aiter__(self) -> AsyncIterator[object]:
-            return self._iterate()
 
         async def read(self) -> object:
             try:
@@ -184,15 +180,9 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
         def __await__(self) -> Generator[Any, None, object]:
             return self._result().__await__()
 
-        async def _iterate(self) -> AsyncIterator[object]:
-            while True:
-                message = await self.read()
-                if message is eof:
-                    return
+        async def __aiter__(self) -> AsyncIterator[object]:
+            while (message := await self.read()) is not eof:
                 yield message
-
-        def __aiter__(self) -> AsyncIterator[object]:
-            return self._iterate()
 
         async def read(self) -> object:
             await self._resolve()
@@ -274,7 +264,7 @@ class AioSide:
 
         def go_live(action: Send, sent: object) -> Any:
             capture = Capture(ctx, site, metadata, action)
-            with guard.permitting(action.permit) if action.permit else nullcontext():
+            with permitted(action.permit):
                 return self.recording(original(teed(mc, capture), sent, *args, **kwargs), capture)
 
         if ctx.recording:

@@ -82,7 +82,7 @@ class Capture:
     from the caller's side (its place in the history does not depend on grpc's threads): when the caller
     has seen the call end, or when an abandoned stream is dropped."""
 
-    __slots__ = ("_done", "_lock", "action", "ctx", "metadata", "requests", "responses", "site", "started")
+    __slots__ = ("_lock", "action", "ctx", "done", "metadata", "requests", "responses", "site", "started")
 
     def __init__(self, ctx: RunContext, site: Site, metadata: Metadata | None, action: Send) -> None:
         self.ctx = ctx
@@ -92,7 +92,7 @@ class Capture:
         self.requests: list[Document] = []
         self.responses: list[Document] = []
         self.started = time.perf_counter()
-        self._done = False
+        self.done = False
         self._lock = threading.Lock()
 
     def serializer(self) -> Serializer:
@@ -121,17 +121,13 @@ class Capture:
 
         return tee
 
-    @property
-    def done(self) -> bool:
-        return self._done
-
     def finish(
         self, code: str, details: str | None, initial: Metadata | None, trailing: Metadata | None
     ) -> None:
         with self._lock:
-            if self._done:
+            if self.done:
                 return
-            self._done = True
+            self.done = True
         site = self.site
         request = grpc_calls.request(
             site.target, site.method, self.metadata, grpc_calls.request_body(self.requests)

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import errno
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
-from ..replay.policy import Refuse, Send, decide
-from .internal import is_internal
+from ..replay.policy import Refuse, Send, Serve, decide
+from .internal import is_internal, permitted
 
 if TYPE_CHECKING:
     from ..replay.faults import Fault
@@ -117,9 +116,12 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type]:
     return ReplayStream, TeeStream
 
 
-def _served_response(mod: ModuleType, stream_cls: type, request: _Request, served: HttpResponse) -> _Response:
+def _not_sent(mod: ModuleType, stream_cls: type, request: _Request, action: Serve | Refuse) -> _Response:
+    """The answer to a request the policy does not send: refused (raised as httpx's error) or served."""
+    if isinstance(action, Refuse):
+        raise action.exception(lambda fault: _fault_exception(mod, fault, request))
     # A coding this httpx does not undo was passed through to the client live: served coded again.
-    served = codings.for_client(served, codings.supported(mod._decoders.SUPPORTED_DECODERS))
+    served = codings.for_client(action.response, codings.supported(mod._decoders.SUPPORTED_DECODERS))
     # The shared tuple as it is: ``Response`` copies headers into its own ``Headers``.
     headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.
@@ -168,11 +170,9 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return orig_sync(self, request)
         action = decide(ctx, _to_request(request, request.read()))
         if not isinstance(action, Send):
-            if isinstance(action, Refuse):
-                raise action.exception(lambda fault: _fault_exception(mod, fault, request))
-            return _served_response(mod, replay_stream, request, action.response)
+            return _not_sent(mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
-        with guard.permitting(action.permit) if action.permit else nullcontext():
+        with permitted(action.permit):
             response = orig_sync(self, request)
         if action.fault is not None:
             # Delivered, then the answer is lost: what the service did is recorded, the client fails.
@@ -190,11 +190,9 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return await orig_async(self, request)
         action = decide(ctx, _to_request(request, await request.aread()))
         if not isinstance(action, Send):
-            if isinstance(action, Refuse):
-                raise action.exception(lambda fault: _fault_exception(mod, fault, request))
-            return _served_response(mod, replay_stream, request, action.response)
+            return _not_sent(mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
-        with guard.permitting(action.permit) if action.permit else nullcontext():
+        with permitted(action.permit):
             response = await orig_async(self, request)
         if action.fault is not None:
             content = await response.aread()

@@ -13,9 +13,8 @@ import contextlib
 import queue
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http.websocket_messages import (
@@ -26,12 +25,7 @@ from ..http.websocket_messages import (
     handshake_request,
 )
 from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
-from .internal import internal
-
-if TYPE_CHECKING:
-    from ..core.capture import RunContext
-
-_EVENTS = "_agentreplay_ws_events"
+from .internal import EVENTS, connected, connecting, receiving
 
 
 def _wsproto() -> Any:
@@ -41,56 +35,12 @@ def _wsproto() -> Any:
     return wsproto.events
 
 
-def _opening(
-    ctx: RunContext, client: Any, url: str, subprotocols: list[str] | None, kwargs: dict[str, Any], api: Any
-) -> tuple[LiveConnection | ServedConversation, Any]:
-    """What :func:`open_connection` decides for the upgrade, with the served handshake's response."""
-    # optional: httpx is what httpx-ws rides on, imported with it
-    import httpx
-
-    # The upgrade request httpx would send (built, not sent), with the headers httpx-ws adds.
-    headers = dict(kwargs.get("headers") or {})
-    headers.update(api._get_headers(subprotocols))
-    request = client.build_request(
-        "GET", url, headers=headers, params=kwargs.get("params"), cookies=kwargs.get("cookies")
-    )
-    opening = open_connection(ctx, handshake_request(str(request.url), dict(request.headers.multi_items())))
-    if not isinstance(opening, ServedConversation):
-        return opening, None
-    response = httpx.Response(opening.status, headers=opening.headers, request=request)
-    if opening.status != 101:
-        raise api.WebSocketUpgradeError(response)
-    return opening, response
+def _answer(response: Any) -> tuple[int, dict[str, str]]:
+    return response.status_code, dict(response.headers.multi_items())
 
 
-@contextlib.contextmanager
-def _connecting(live: LiveConnection | None, api: Any) -> Iterator[None]:
-    """Around httpx-ws's own connect: the upgrade's answer, or its failure, goes to ``live`` (if any)."""
-    if live is None:
-        yield
-        return
-    try:
-        with internal(), guard.permitting(live.permit) if live.permit else contextlib.nullcontext():
-            yield
-    except api.WebSocketUpgradeError as exc:
-        live.answered(exc.response.status_code, dict(exc.response.headers.multi_items()))
-        raise
-    except BaseException as exc:
-        live.failed(exc)
-        raise
-
-
-@contextlib.contextmanager
-def _receiving(events: ConversationEvents, timed_out: type[BaseException], api: Any) -> Iterator[None]:
-    """Around a live ``receive``: a timeout or the close it ends with goes to the session's events."""
-    try:
-        yield
-    except timed_out:
-        events.timeout()
-        raise
-    except api.WebSocketDisconnect as exc:
-        events.close("received", exc.code, exc.reason)
-        raise
+def _closed_by(exc: Any) -> tuple[Direction, int, str | None]:
+    return "received", exc.code, exc.reason
 
 
 def _served_event(served: ServedConversation, timeout_error: type[BaseException], api: Any) -> Any:
@@ -127,14 +77,6 @@ def _record(events: ConversationEvents | None, direction: Direction, event: Any)
         events.close(direction, event.code, event.reason)
 
 
-def _answered(live: LiveConnection | None, session: Any) -> Any:
-    if live is not None:
-        response = session.response
-        live.answered(response.status_code, dict(response.headers.multi_items()))
-        session.__dict__[_EVENTS] = live.events
-    return session
-
-
 def patch(patches: Patches, mod: ModuleType) -> None:
     api: Any = mod._api
     sync_client: Any = api.WebSocketClient
@@ -145,6 +87,8 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     orig_send, orig_receive, orig_close = sync_session.send, sync_session.receive, sync_session.close
     orig_asend, orig_areceive, orig_aclose = async_session.send, async_session.receive, async_session.close
     replayed_sync, replayed_async = _replayed_classes(sync_session, async_session, api)
+    refused: type[BaseException] = api.WebSocketUpgradeError
+    disconnect: type[BaseException] = api.WebSocketDisconnect
 
     def opened(
         client: Any,
@@ -158,18 +102,36 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         ctx = current_run()
         if ctx is None:
             return original(client, url, subprotocols, **kwargs), None
-        opening, response = _opening(ctx, client.client, url, subprotocols, kwargs, api)
-        if isinstance(opening, ServedConversation):
-            return served(opening, response), None
-        return original(client, opening.url, subprotocols, **kwargs), opening
+        # The upgrade request httpx would send (built, not sent), with the headers httpx-ws adds.
+        headers = dict(kwargs.get("headers") or {})
+        headers.update(api._get_headers(subprotocols))
+        request = client.client.build_request(
+            "GET", url, headers=headers, params=kwargs.get("params"), cookies=kwargs.get("cookies")
+        )
+        opening = open_connection(
+            ctx, handshake_request(str(request.url), dict(request.headers.multi_items()))
+        )
+        if not isinstance(opening, ServedConversation):
+            return original(client, opening.url, subprotocols, **kwargs), opening
+        # optional: httpx is what httpx-ws rides on, imported with it
+        import httpx
+
+        response = httpx.Response(opening.status, headers=opening.headers, request=request)
+        if opening.status != 101:
+            raise refused(response)
+        return served(opening, response), None
+
+    def upgrading(live: LiveConnection | None) -> contextlib.AbstractContextManager[None]:
+        """Around httpx-ws's own connect: the upgrade's answer, or its failure, goes to ``live`` (if any)."""
+        return contextlib.nullcontext() if live is None else connecting(live, refused, _answer)
 
     @contextlib.contextmanager
     def connect(self: Any, url: str, subprotocols: list[str] | None = None, **kwargs: Any) -> Iterator[Any]:
         manager, live = opened(self, url, subprotocols, kwargs, orig_connect, replayed_sync)
         with contextlib.ExitStack() as stack:
-            with _connecting(live, api):
+            with upgrading(live):
                 session = stack.enter_context(manager)
-            yield _answered(live, session)
+            yield session if live is None else connected(live, session, _answer)
 
     @contextlib.asynccontextmanager
     async def aconnect(
@@ -177,19 +139,19 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     ) -> AsyncIterator[Any]:
         manager, live = opened(self, url, subprotocols, kwargs, orig_aconnect, replayed_async)
         async with contextlib.AsyncExitStack() as stack:
-            with _connecting(live, api):
+            with upgrading(live):
                 session = await stack.enter_async_context(manager)
-            yield _answered(live, session)
+            yield session if live is None else connected(live, session, _answer)
 
     def send(self: Any, event: Any) -> None:
         orig_send(self, event)
-        _record(self.__dict__.get(_EVENTS), "sent", event)
+        _record(self.__dict__.get(EVENTS), "sent", event)
 
     def receive(self: Any, timeout: float | None = None) -> Any:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return orig_receive(self, timeout)
-        with _receiving(events, queue.Empty, api):
+        with receiving(events, queue.Empty, disconnect, _closed_by):
             event = orig_receive(self, timeout)
         _record(events, "received", event)
         return event
@@ -200,13 +162,13 @@ def patch(patches: Patches, mod: ModuleType) -> None:
 
     async def asend(self: Any, event: Any) -> None:
         await orig_asend(self, event)
-        _record(self.__dict__.get(_EVENTS), "sent", event)
+        _record(self.__dict__.get(EVENTS), "sent", event)
 
     async def areceive(self: Any, timeout: float | None = None) -> Any:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return await orig_areceive(self, timeout)
-        with _receiving(events, TimeoutError, api):
+        with receiving(events, TimeoutError, disconnect, _closed_by):
             event = await orig_areceive(self, timeout)
         _record(events, "received", event)
         return event
@@ -226,7 +188,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
 
 
 def _record_close(session: Any, code: int, reason: str | None) -> None:
-    events: ConversationEvents | None = session.__dict__.get(_EVENTS)
+    events: ConversationEvents | None = session.__dict__.get(EVENTS)
     # A session closed by the server closes its side too: the close stays the server's.
     if events is not None and not session._should_close.is_set():
         events.close("sent", code, reason)

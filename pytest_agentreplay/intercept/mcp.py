@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
-from types import ModuleType
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .. import guard
 from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.json_copy import copy_json
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ..replay.mcp_sessions import UNRECORDED, McpServer, error_parts, error_text, start_request
-from .internal import internal
+from .internal import internal, permitted
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -128,14 +127,14 @@ def patch(patches: Patches, module: ModuleType) -> None:
             return
         async with AsyncExitStack() as stack:
             # Only the connecting is marked: the flag must not outlive this call in the caller's context.
-            with _permitted(url):
+            with _server_traffic(url):
                 source = await stack.enter_async_context(orig_sse_connect(client, url, *args, **kwargs))
             yield source
 
     async def request_within_origin(
         client: object, method: str, url: str, *args: object, **kwargs: object
     ) -> object:
-        with _permitted(url):
+        with _server_traffic(url):
             return await orig_sse_request(client, method, url, *args, **kwargs)
 
     patches.set(JSONRPCDispatcher, "send_raw_request", send_raw_request)
@@ -194,50 +193,34 @@ class _Discard:
 
 
 @contextmanager
-def _permitted(url: str) -> Iterator[None]:
+def _server_traffic(url: str) -> Iterator[None]:
     """A transport's own traffic: not recorded as HTTP; let through the guard to the server the test runs
     (sandbox mode sends MCP calls to it; recording has no guard up)."""
-    with ExitStack() as stack:
-        stack.enter_context(internal())
-        host = urlsplit(url).hostname
-        ctx = current_run()
-        if host and ctx is not None and ctx.executes_tool() and not ctx.recording:
-            stack.enter_context(guard.permitting(host))
+    host = urlsplit(url).hostname
+    ctx = current_run()
+    sandboxed = ctx is not None and ctx.executes_tool() and not ctx.recording
+    with internal(), permitted(host if sandboxed else None):
         yield
 
 
 def _own_traffic(original: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
     async def method(self: StreamableHTTPTransport, *args: object, **kwargs: object) -> None:
-        with _permitted(self.url):
+        with _server_traffic(self.url):
             await original(self, *args, **kwargs)
 
     return method
-
-
-class _Event:
-    def __init__(self, event: str, data: str) -> None:
-        self.event = event
-        self.data = data
-
-
-class _Response:
-    def raise_for_status(self) -> None:
-        return None
 
 
 class _ServedEventSource:
     """The SSE stream ``sse_client`` reads in replay: the endpoint event it waits for, then silence."""
 
     def __init__(self, url: str) -> None:
-        self.response = _Response()
+        self.response = SimpleNamespace(raise_for_status=lambda: None)
         self._endpoint = urlsplit(url).path or "/"
 
-    def __aiter__(self) -> AsyncIterator[_Event]:
-        return self._events()
-
-    async def _events(self) -> AsyncIterator[_Event]:
+    async def __aiter__(self) -> AsyncIterator[SimpleNamespace]:
         # optional: anyio comes with the MCP SDK.
         import anyio
 
-        yield _Event("endpoint", self._endpoint)
+        yield SimpleNamespace(event="endpoint", data=self._endpoint)
         await anyio.sleep_forever()

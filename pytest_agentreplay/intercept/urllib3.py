@@ -12,18 +12,17 @@ import http.client
 import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import nullcontext
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from .. import guard
 from ..core.capture import RunContext, current_run
 from ..core.patching import Patches
 from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
+from .internal import permitted
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -209,7 +208,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
         kw["release_conn"] = False
         _LOCAL.depth = 1
         try:
-            with guard.permitting(action.permit) if action.permit else nullcontext():
+            with permitted(action.permit):
                 response: HTTPResponse = original(
                     pool, method, call_url, raw_body or None, call_headers, **kw
                 )

@@ -8,22 +8,20 @@ client is not intercepted: in replay the network guard refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Mapping
 from types import FunctionType, ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .. import guard
 from ..core.capture import current_run
 from ..core.patching import Patches
-from ..http.websocket_messages import ConversationEvents, Message, encode_message, handshake_request
-from ..replay.websocket_sessions import LiveConnection, ServedConversation, open_connection
-from .internal import internal
+from ..http.websocket_messages import Message, encode_message, handshake_request
+from ..replay.websocket_sessions import ServedConversation, open_connection
+from .internal import EVENTS, connected, connecting, receiving
 from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
 
-# Where a live connection keeps its events (instance dict: the library's connections have no slots).
-_EVENTS = "_agentreplay_ws_events"
+if TYPE_CHECKING:
+    from ..http.websocket_messages import ConversationEvents, Direction
 
 
 def patch(patches: Patches, module: ModuleType) -> None:
@@ -63,26 +61,9 @@ def _served_connection(replayed: Any, served: ServedConversation, request_header
     return replayed(served, request, response)
 
 
-@contextmanager
-def _connecting(live: LiveConnection) -> Iterator[None]:
-    """Around the library's own connect: the handshake's answer, or its failure, goes to ``live``."""
-    exceptions, _, _ = lib()
-    with internal(), guard.permitting(live.permit) if live.permit else nullcontext():
-        try:
-            yield
-        except exceptions.InvalidStatus as exc:
-            response = exc.response
-            live.answered(response.status_code, dict(response.headers.raw_items()), bytes(response.body))
-            raise
-        except BaseException as exc:
-            live.failed(exc)
-            raise
-
-
-def _connected(live: LiveConnection, connection: Any) -> Any:
-    live.answered(connection.response.status_code, dict(connection.response.headers.raw_items()))
-    connection.__dict__[_EVENTS] = live.events
-    return connection
+def _answer(response: Any) -> tuple[int, dict[str, str], bytes]:
+    # No body: None before websockets 14 (a 101 has none).
+    return response.status_code, dict(response.headers.raw_items()), bytes(response.body or b"")
 
 
 def _ws_url(url: str) -> str:
@@ -90,24 +71,14 @@ def _ws_url(url: str) -> str:
     return "ws" + url[4:] if url.startswith(("http://", "https://")) else url
 
 
-@contextmanager
-def _receiving(events: ConversationEvents) -> Iterator[None]:
-    """Around a live ``recv``: a timeout or the close it ends with goes to the connection's events."""
-    exceptions, _, _ = lib()
-    try:
-        yield
-    except TimeoutError:
-        events.timeout()
-        raise
-    except exceptions.ConnectionClosed as exc:
-        rcvd, sent = exc.rcvd, exc.sent
-        if rcvd is not None and (sent is None or exc.rcvd_then_sent):
-            events.close("received", rcvd.code, rcvd.reason)
-        elif sent is not None:
-            events.close("sent", sent.code, sent.reason)
-        else:
-            events.close("received", None, "")
-        raise
+def _closed_by(exc: Any) -> tuple[Direction, int | None, str]:
+    """Which close ended the connection (the one received first, else the one sent)."""
+    rcvd, sent = exc.rcvd, exc.sent
+    if rcvd is not None and (sent is None or exc.rcvd_then_sent):
+        return "received", rcvd.code, rcvd.reason
+    if sent is not None:
+        return "sent", sent.code, sent.reason
+    return "received", None, ""
 
 
 def _outgoing(message: Any) -> Any:
@@ -118,7 +89,7 @@ def _outgoing(message: Any) -> Any:
 
 
 def _sending_close(connection: Any, code: int, reason: str) -> None:
-    events: ConversationEvents | None = connection.__dict__.get(_EVENTS)
+    events: ConversationEvents | None = connection.__dict__.get(EVENTS)
     if events is not None:
         events.close("sent", code, reason)
 
@@ -181,21 +152,21 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
         opening = open_connection(ctx, handshake_request(uri, headers))
         if isinstance(opening, ServedConversation):
             return _served_connection(replayed, opening, headers)
-        with _connecting(opening):
+        with connecting(opening, lib()[0].InvalidStatus, _answer):
             connection = original(_ws_url(opening.url), **kwargs)
-        return _connected(opening, connection)
+        return connected(opening, connection, _answer)
 
     def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        with _receiving(events):
+        with receiving(events, TimeoutError, lib()[0].ConnectionClosed, _closed_by):
             message: Message = orig_recv(self, *args, **kwargs)
         events.message("received", encode_message(message))
         return message
 
     def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return orig_send(self, message, *args, **kwargs)  # type: ignore[no-any-return]
         message = _outgoing(message)
@@ -238,23 +209,23 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
         try:
-            with _connecting(opening):
+            with connecting(opening, lib()[0].InvalidStatus, _answer):
                 connection = await orig_await(self)
         finally:
             self.uri = agent_uri
-        return _connected(opening, connection)
+        return connected(opening, connection, _answer)
 
     async def recv(self: Any, *args: Any, **kwargs: Any) -> Message:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return await orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        with _receiving(events):
+        with receiving(events, TimeoutError, lib()[0].ConnectionClosed, _closed_by):
             message: Message = await orig_recv(self, *args, **kwargs)
         events.message("received", encode_message(message))
         return message
 
     async def send(self: Any, message: Any, *args: Any, **kwargs: Any) -> None:
-        events: ConversationEvents | None = self.__dict__.get(_EVENTS)
+        events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return await orig_send(self, message, *args, **kwargs)  # type: ignore[no-any-return]
         if hasattr(message, "__aiter__"):

@@ -11,8 +11,6 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
 from ..core.canonical import in_key_order, key_order
-from ..core.runtime_sources import DEFAULT_SOURCES as DEFAULT_SOURCES
-from ..core.runtime_sources import SOURCES as SOURCES
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext

@@ -21,20 +21,11 @@ _UUID_FUNCTIONS: Final = ("uuid1", "uuid4", "uuid6", "uuid7")
 _TRAMPOLINE_GLOBAL: Final = "__agentreplay_runtime_uuid__"
 # The module functions that put the ``random`` generator in a new state (pytest-randomly calls ``seed``).
 _RESEEDERS: Final = ("seed", "setstate")
-# Callers whose clock and uuid reads are not the agent's: they get the real values, unrecorded.
-_EXCLUDED_MODULES: Final = frozenset({"logging", "pytest", "pluggy", "time_machine"})
-_EXCLUDED_PREFIXES: Final = (
-    "_pytest.",
-    "pytest_agentreplay.",
-    "pluggy.",
-    "logging.",
-    "time_machine.",
-    "xdist.",
-    "execnet.",
-    "respx.",
-    "vcr.",
-    # Cookie expiry checks: read on every response the client itself received, not on replayed ones.
-    "http.cookiejar",
+# Callers whose clock and uuid reads are not the agent's (a package, with its submodules): they get the
+# real values, unrecorded. ``http.cookiejar``: cookie expiry checks, read on every response the client
+# itself received, not on replayed ones.
+_EXCLUDED: Final = (
+    "logging pytest _pytest pytest_agentreplay pluggy time_machine xdist execnet respx vcr http.cookiejar"
 )
 # Transports' own timing, for the clock only: deadlines, keep-alives, retries and token or cookie expiry
 # computed from the wall clock and checked against the real one. grpcio turns a timeout into an absolute
@@ -43,27 +34,9 @@ _EXCLUDED_PREFIXES: Final = (
 # at once with DEADLINE_EXCEEDED. Their ``uuid`` draws stay served (aiohttp's multipart boundary is one, and
 # a request body must match its recording). ``time.monotonic`` (anyio, asyncio, websockets, httpx's pool
 # timing) is never patched at all.
-_TRANSPORT_MODULES: Final = frozenset(
-    {"grpc", "websockets", "mcp", "anyio", "httpx", "httpx2", "httpcore", "h11", "h2", "urllib3", "aiohttp"}
-)
-_TRANSPORT_PREFIXES: Final = (
-    "grpc.",
-    "websockets.",
-    "mcp.",
-    "anyio.",
-    "httpx.",
-    "httpx2.",
-    "httpcore.",
-    "h11.",
-    "h2.",
-    "hpack.",
-    "urllib3.",
-    "requests.",
-    "aiohttp.",
-    "wsproto.",
-    "httpx_ws.",
-    "google.auth.",
-    "google.api_core.",
+_TRANSPORTS: Final = (
+    "grpc websockets mcp anyio httpx httpx2 httpcore h11 h2 hpack urllib3 requests aiohttp wsproto httpx_ws "
+    "google.auth google.api_core"
 )
 
 
@@ -267,14 +240,19 @@ def underlying_ns() -> int:
     return (_CLOCK.real_ns or time.time_ns)()
 
 
+def _within(module: str, packages: str) -> bool:
+    """Whether ``module`` is one of ``packages`` (space-separated) or one of their submodules."""
+    return any(module == package or module.startswith(f"{package}.") for package in packages.split())
+
+
 @functools.cache
 def _excluded(module: str) -> bool:
-    return module in _EXCLUDED_MODULES or module.startswith(_EXCLUDED_PREFIXES)
+    return _within(module, _EXCLUDED)
 
 
 @functools.cache
 def _clock_excluded(module: str) -> bool:
-    return _excluded(module) or module in _TRANSPORT_MODULES or module.startswith(_TRANSPORT_PREFIXES)
+    return _within(module, _EXCLUDED) or _within(module, _TRANSPORTS)
 
 
 def _state(source: str) -> PatchedRun | None:

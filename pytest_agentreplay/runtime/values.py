@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
 from ..core.json_copy import copy_json
+from ..core.runtime_sources import DEFAULT_SOURCES, SOURCES
 from .data import (
-    DEFAULT_SOURCES,
     EVENT_TYPE,
-    SOURCES,
     deltas,
     iso_us,
     recorded_data,
