@@ -541,7 +541,7 @@ def test_a_thread_that_outlives_its_test_stays_guarded_and_is_reported(counters:
     assert "after the test ended" in strays[0]
     assert guard.stray_refusals() == []  # reported once
     # With the thread gone, the patches are removed (unless another test's thread still runs).
-    assert not guard.patches.PATCHES.patched or guard.installed() or guard.runs.stray_threads_alive()
+    assert not guard.patches.PATCHES.patched or guard.installed() or guard.patches.stray_threads_alive()
 
 
 def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, counters: Counters) -> None:

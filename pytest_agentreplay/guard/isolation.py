@@ -30,6 +30,9 @@ class NamespaceProbe:
         self.probed = False
         # The ``unshare`` flags that work here, or None when none does.
         self.flags: int | None = None
+        # The flags with which a forked child entered a whole session namespace (``--agentreplay-isolate``:
+        # loopback up too, see :mod:`.session_namespace`), or None until such a probe succeeded.
+        self.session_flags: int | None = None
         self._unshare: Callable[[int], object] | None = None
 
     def unshare_flags(self) -> int | None:

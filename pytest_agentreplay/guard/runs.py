@@ -18,7 +18,6 @@ from ..core.patching import Patches, Undo, genuine_function
 from ..core.run_settings import RunSettings
 from ..core.run_state import GuardState
 from .patches import ORIGINALS, THREAD_RUNS_ATTR
-from .patches import stray_threads_alive as stray_threads_alive
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -75,7 +74,8 @@ def token(run: GuardRun) -> str:
 
 class GuardedRuns:
     """Whom the guard protects beyond the context's run: runs registered from any thread, the parent's
-    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now.
+    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now; and what it
+    remembers between calls: the children runs started, the sockets it checked.
 
     Process-wide (:data:`RUNS`): the patched socket calls consult it from whatever thread makes them.
     """
@@ -88,6 +88,15 @@ class GuardedRuns:
         self.parents: list[ParentRun] = []
         # Host -> how many live calls the HTTP layer is making to it (the calls a mode sends on purpose).
         self.permitted: Counter[str] = Counter()
+        # Run token -> the child processes (pid, command) started while the run guarded, until its test is
+        # over; one that never says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach.
+        self.spawned: dict[str, list[tuple[int, str]]] = {}
+        # The sockets that may send without a peer check (:mod:`.sockets`), each access one dict operation;
+        # emptied when the guard is removed, so a socket reused in a later test is checked there again.
+        # id(socket) -> (its descriptor, the ids of the runs that checked its connect):
+        self.connected: dict[int, tuple[int, frozenset[int]]] = {}
+        # descriptor -> peer address of a connection a server of this process accepted:
+        self.accepted: dict[int, object] = {}
 
     def registered(self) -> list[GuardRun]:
         with self.lock:
@@ -103,6 +112,11 @@ class GuardedRuns:
                     self.protected.remove(ctx)
 
         return release
+
+    def note_spawned(self, runs: list[GuardRun], pid: int, command: str) -> None:
+        with self.lock:
+            for run in runs:
+                self.spawned.setdefault(token(run), []).append((pid, command))
 
     def allowances(self, runs: list[GuardRun]) -> tuple[list[str], dict[str, str]]:
         """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""

@@ -19,7 +19,7 @@ from ..core import socket_gate
 from ..core.patching import Patches, genuine_function
 from .checks import check_address
 from .decision import LOCAL_FAMILIES
-from .runs import guarding_runs
+from .runs import RUNS, guarding_runs
 
 
 def _family_of(sock: object) -> int | None:
@@ -37,13 +37,6 @@ def _fileno(sock: object) -> int:
         return -1
 
 
-# The sockets that may send without a peer check while the guard is installed, used from any thread (each
-# access one dict operation). Cleared when the guard is removed: a socket connected under one test's guard
-# and reused in a later test is checked there again.
-# id(socket) -> (its descriptor, the ids of the runs that checked its connect).
-_CONNECTED: dict[int, tuple[int, frozenset[int]]] = {}
-# descriptor -> peer address of a connection a server of this process accepted.
-_ACCEPTED: dict[int, object] = {}
 _BEFORE = " on a connection opened before the guard applied"
 
 
@@ -51,7 +44,7 @@ def _check_connect(sock: object, address: object, channel: str) -> None:
     runs = guarding_runs()
     if runs:
         check_address(_family_of(sock), address, channel, runs)
-        _CONNECTED[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
+        RUNS.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
 
 
 def _check_peer(sock: object, channel: str) -> None:
@@ -60,14 +53,14 @@ def _check_peer(sock: object, channel: str) -> None:
     if not runs:
         return
     family = _family_of(sock)
-    fd, checked_by = _CONNECTED.get(id(sock), (None, frozenset()))
+    fd, checked_by = RUNS.connected.get(id(sock), (None, frozenset()))
     if family in LOCAL_FAMILIES or (fd == _fileno(sock) and any(id(r) in checked_by for r in runs)):
         return
     try:
         peer = getattr(sock, "getpeername")()  # noqa: B009
     except (AttributeError, OSError):
         return  # not connected: the call fails on its own
-    if _ACCEPTED.get(_fileno(sock)) == peer:
+    if RUNS.accepted.get(_fileno(sock)) == peer:
         return
     check_address(family, peer, channel + _BEFORE, runs)
 
@@ -96,7 +89,7 @@ def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
             _check_peer(sock, "socket.sendmsg")
     elif name == "_accept":
         if args and isinstance(args[0], int):
-            _ACCEPTED[args[0]] = args[1] if len(args) > 1 else None
+            RUNS.accepted[args[0]] = args[1] if len(args) > 1 else None
     elif name == "create_connection":
         address = args[0] if args else None
         if isinstance(address, tuple) and address and isinstance(address[0], str):
@@ -124,8 +117,8 @@ def _patch_ssl(patches: Patches) -> None:
 
 def _disarm() -> None:
     socket_gate.arm(None)
-    _CONNECTED.clear()
-    _ACCEPTED.clear()
+    RUNS.connected.clear()
+    RUNS.accepted.clear()
 
 
 def patch_sockets(patches: Patches, _module: object) -> None:
