@@ -19,11 +19,12 @@ from typing import Final
 from ..core.patching import Patches
 from .contained import HOLDER, contains
 from .isolation import isolation_preexec, wants_isolation
-from .patches import ORIGINALS, PATCHES
 from .reports import REPORTS
 from .runs import (
     BLOCK_ONLY,
     ISOLATE_SETTING,
+    ORIGINALS,
+    PATCHES,
     RUNS,
     GuardRun,
     ParentRun,

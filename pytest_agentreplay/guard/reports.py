@@ -27,8 +27,8 @@ from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
 from .contained import contained_sends
-from .decision import Verdict
-from .runs import GuardRun, ParentRun, block_only, ended, nodeid, token
+from .decision import Verdict, decide
+from .runs import RUNS, GuardRun, ParentRun, block_only, ended, guarding_runs, nodeid, token
 
 REPLAY_HEADLINE: Final = "network access blocked during replay: "
 BLOCK_HEADLINE: Final = "network access blocked by --agentreplay-block-network: "
@@ -197,6 +197,23 @@ def _remove_report_dir(path: str, owner: int) -> None:
 
 
 # -- refusing --------------------------------------------------------------------------------------
+
+
+def check_address(
+    family: int | None, address: object, channel: str, runs: list[GuardRun] | None = None
+) -> None:
+    """The gate every patched call goes through: raise :class:`~pytest_agentreplay.exceptions.
+    NetworkBlockedError` unless ``address`` (of socket ``family``; None for a host by name) may be reached
+    now by the guarding runs (or ``runs``)."""
+    runs = guarding_runs() if runs is None else runs
+    if not runs:
+        return
+    permitted, resolved = RUNS.allowances(runs)
+    verdict = decide(
+        family, address, [r.settings.allow_hosts for r in runs], permitted=permitted, resolved=resolved
+    )
+    if not verdict.allowed:
+        refuse(verdict, channel, runs)
 
 
 def refuse(verdict: Verdict, channel: str, runs: list[GuardRun]) -> NoReturn:

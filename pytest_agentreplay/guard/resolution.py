@@ -15,10 +15,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.patching import Patches, genuine, genuine_function
-from .checks import check_address
 from .decision import is_ip, resolution_is_local
-from .patches import ORIGINALS
-from .runs import RUNS, guarding_runs
+from .reports import check_address
+from .runs import ORIGINALS, RUNS, guarding_runs
 
 
 def _local_lookup(host: object) -> bool:

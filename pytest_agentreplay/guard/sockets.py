@@ -17,8 +17,8 @@ import sys
 
 from ..core import socket_gate
 from ..core.patching import Patches, genuine_function
-from .checks import check_address
 from .decision import LOCAL_FAMILIES
+from .reports import check_address
 from .runs import RUNS, guarding_runs
 
 
