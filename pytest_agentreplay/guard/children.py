@@ -17,8 +17,7 @@ from types import ModuleType
 from typing import Final
 
 from ..core.patching import Patches
-from .contained import HOLDER, contains
-from .isolation import isolation_preexec, wants_isolation
+from .isolation import HOLDER, contains, isolation_preexec, wants_isolation
 from .reports import REPORTS
 from .runs import (
     BLOCK_ONLY,
@@ -28,7 +27,6 @@ from .runs import (
     RUNS,
     GuardRun,
     ParentRun,
-    block_only,
     guarding_runs,
     nodeid,
     token,
@@ -56,7 +54,7 @@ def snapshot(runs: list[GuardRun] | None = None) -> str | None:
                     "cassette": r.cassette,
                     "allow_hosts": list(r.settings.allow_hosts),
                     ISOLATE_SETTING: r.settings.isolate_subprocesses,
-                    BLOCK_ONLY: block_only(r),
+                    BLOCK_ONLY: r.settings.block_network_only,
                 }
                 for r in runs
             ],

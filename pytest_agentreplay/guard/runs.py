@@ -58,11 +58,6 @@ def nodeid(run: GuardRun) -> str | None:
     return run.settings.nodeid or None
 
 
-def block_only(run: GuardRun) -> bool:
-    """Whether ``run`` only guards (``--agentreplay-block-network`` on a test that does not replay)."""
-    return run.settings.block_network_only
-
-
 def token(run: GuardRun) -> str:
     """The name ``run``'s child processes report under (made on first use)."""
     if run.guard.token is None:
