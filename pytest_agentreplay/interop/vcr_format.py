@@ -163,6 +163,13 @@ def response_from_vcr(given: object) -> HttpResponse:
     )
 
 
+def vcrpy_run(run_id: str, test: str | None, cassettes: str) -> RunMeta:
+    """A run read from the vcrpy cassettes named ``cassettes``, labelled ``source: vcr``: the lenient rules
+    of imported recordings apply to it (``diff.rules.IMPORTED_SOURCES``)."""
+    labels = {"source": "vcr", "imported_from": "vcrpy", "vcr_cassette": cassettes}
+    return RunMeta(run_id=run_id, test=test, labels=labels)
+
+
 def interactions_to_events(
     interactions: Iterable[VcrInteraction],
     settings: RunSettings | Document | None = None,
