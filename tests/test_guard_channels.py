@@ -772,7 +772,7 @@ def test_a_module_imported_again_while_installed_is_patched_again() -> None:
 
 
 def _can_isolate() -> bool:
-    return sys.platform.startswith("linux") and guard.isolation.unshare_flags() is not None
+    return sys.platform.startswith("linux") and guard.isolation.NAMESPACES.unshare_flags() is not None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux only")

@@ -56,9 +56,9 @@ class NamespaceProbe:
         self._unshare: Callable[[int], object] | None = None
 
     def unshare_flags(self) -> int | None:
+        """The ``unshare`` flags that give a child its own empty network namespace here, or None."""
         if self.probed:
             return self.flags
-        result: int | None = None
         if sys.platform.startswith("linux") and hasattr(os, "fork"):
             self.unshare(0)
             for flags in (_CLONE_NEWNET, _CLONE_NEWUSER | _CLONE_NEWNET):
@@ -67,11 +67,10 @@ class NamespaceProbe:
                     os._exit(0 if self.unshare(flags) == 0 else 1)
                 _, status = os.waitpid(pid, 0)
                 if os.waitstatus_to_exitcode(status) == 0:
-                    result = flags
+                    self.flags = flags
                     break
-        self.flags = result
         self.probed = True
-        return result
+        return self.flags
 
     def unshare(self, flags: int) -> int:
         # Looked up in the parent: a dlopen in a child forked from a threaded process can deadlock.
@@ -85,11 +84,6 @@ class NamespaceProbe:
 NAMESPACES = NamespaceProbe()
 
 
-def unshare_flags() -> int | None:
-    """The ``unshare`` flags that give a child its own empty network namespace here, or None."""
-    return NAMESPACES.unshare_flags()
-
-
 def wants_isolation(runs: list[GuardRun]) -> bool:
     return any(r.settings.isolate_subprocesses for r in runs)
 
@@ -99,7 +93,7 @@ def isolation_preexec(user_preexec: Callable[[], object] | None, runs: list[Guar
 
     Raises (and fails every run in ``runs``) where this machine has no such namespace to give.
     """
-    flags = unshare_flags()
+    flags = NAMESPACES.unshare_flags()
     if flags is None:
         run = runs[0]
         error = ConfigError(
