@@ -21,12 +21,12 @@ import tempfile
 import threading
 from contextlib import suppress
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
 from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
-from .decision import Verdict, decide
+from .decision import decide
 from .isolation import contained_sends
 from .runs import RUNS, GuardRun, ParentRun, ended, guarding_runs, nodeid, token
 
@@ -204,7 +204,7 @@ def check_address(
 ) -> None:
     """The gate every patched call goes through: raise :class:`~pytest_agentreplay.exceptions.
     NetworkBlockedError` unless ``address`` (of socket ``family``; None for a host by name) may be reached
-    now by the guarding runs (or ``runs``)."""
+    now by the guarding runs (or ``runs``), after recording the refusal wherever the test will see it."""
     runs = guarding_runs() if runs is None else runs
     if not runs:
         return
@@ -212,12 +212,8 @@ def check_address(
     verdict = decide(
         family, address, [r.settings.allow_hosts for r in runs], permitted=permitted, resolved=resolved
     )
-    if not verdict.allowed:
-        refuse(verdict, channel, runs)
-
-
-def refuse(verdict: Verdict, channel: str, runs: list[GuardRun]) -> NoReturn:
-    """Raise the refusal of ``verdict``, after recording it wherever the test will see it."""
+    if verdict.allowed:
+        return
     run = runs[0]
     thread = threading.current_thread()
     in_child = REPORTS.in_child() or isinstance(run, ParentRun)
