@@ -50,13 +50,6 @@ def _fileno(sock: object) -> int:
 _BEFORE = " on a connection opened before the guard applied"
 
 
-def _check_connect(sock: object, address: object, channel: str) -> None:
-    runs = guarding_runs()
-    if runs:
-        check_address(_family_of(sock), address, channel, runs)
-        RUNS.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
-
-
 def _check_peer(sock: object, channel: str) -> None:
     """A send without a destination: refused when the socket's peer was never checked and is not allowed."""
     runs = guarding_runs()
@@ -83,7 +76,10 @@ def _fastopen(flags: object) -> bool:
 def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
     """The armed gate's check of one socket call (see :data:`~pytest_agentreplay.core.socket_gate.Check`)."""
     if name in ("connect", "connect_ex"):
-        _check_connect(sock, args[0] if args else None, "socket." + name)
+        runs = guarding_runs()
+        if runs:
+            check_address(_family_of(sock), args[0] if args else None, "socket." + name, runs)
+            RUNS.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
     elif name == "sendto":
         # sendto(data, address) or sendto(data, flags, address); the C method validates the rest.
         if len(args) >= 2:
