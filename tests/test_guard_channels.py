@@ -488,10 +488,10 @@ def test_refused_lookups_never_reach_the_resolver(
         if installed_before:  # another run's install (or a thread another test left running) keeps it
             stack.enter_context(replay())
         for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
-            if guard.patches.PATCHES.patched:
+            if guard.runs.PATCHES.patched:
                 # The fakes go under the patches, where the guard calls through to the resolver. Patched is
                 # not installed(): a thread an earlier test left running keeps the patches with no install.
-                monkeypatch.setitem(guard.patches.ORIGINALS, name, fake(name))
+                monkeypatch.setitem(guard.runs.ORIGINALS, name, fake(name))
                 continue
             monkeypatch.setattr(_socket, name, fake(name))
             if name != "getaddrinfo":
@@ -541,7 +541,7 @@ def test_a_thread_that_outlives_its_test_stays_guarded_and_is_reported(counters:
     assert "after the test ended" in strays[0]
     assert guard.stray_refusals() == []  # reported once
     # With the thread gone, the patches are removed (unless another test's thread still runs).
-    assert not guard.patches.PATCHES.patched or guard.installed() or guard.runs.stray_threads_alive()
+    assert not guard.runs.PATCHES.patched or guard.installed() or guard.runs.stray_threads_alive()
 
 
 def test_capture_run_inside_a_replaying_test_keeps_the_guard(tmp_path: Path, counters: Counters) -> None:
@@ -688,7 +688,7 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         uninstall = guard.install()
         print("installed: hooks", hooks())
         uninstall()
-        print("removed: hooks", hooks(), guard.patches.PATCHES.patched, "multiprocessing" in sys.modules)
+        print("removed: hooks", hooks(), guard.runs.PATCHES.patched, "multiprocessing" in sys.modules)
 
         uninstall = guard.install()
         import multiprocessing.spawn as spawn
@@ -702,7 +702,7 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         print("again:", spawn.get_preparation_data is patched, "hooks", hooks())
         importlib.reload(spawn)  # run again while installed: patched again, and restored to its new function
         print("reloaded again:", spawn.get_preparation_data is patched)
-        latest = guard.patches.ORIGINALS["get_preparation_data"]
+        latest = guard.runs.ORIGINALS["get_preparation_data"]
         uninstall()
         print("uninstalled again:", state(spawn), spawn.get_preparation_data is latest)
         """
@@ -772,7 +772,7 @@ def test_a_module_imported_again_while_installed_is_patched_again() -> None:
 
 
 def _can_isolate() -> bool:
-    return sys.platform.startswith("linux") and guard.isolation.unshare_flags() is not None
+    return sys.platform.startswith("linux") and guard.isolation.NAMESPACES.unshare_flags() is not None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="network namespaces are Linux only")

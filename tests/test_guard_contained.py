@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pytest_agentreplay.guard.contained import HOLDER
+from pytest_agentreplay.guard.isolation import HOLDER
 
 pytestmark = pytest.mark.skipif(
     shutil.which("curl") is None or not HOLDER.ready(),

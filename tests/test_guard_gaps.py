@@ -338,7 +338,7 @@ def replay(settings: dict[str, object] | None = None) -> run_in:
 def test_the_gate_is_in_place_from_the_plugin_load_and_passes_through_unarmed() -> None:
     assert socket_gate.GATE.kept
     assert _socket.socket.__dict__["connect"] is socket_gate._SOCKET_METHODS["connect"]
-    if not guard.patches.PATCHES.patched:  # another test's thread may keep the guard on
+    if not guard.runs.PATCHES.patched:  # another test's thread may keep the guard on
         assert socket_gate.GATE.check is None
     # Unarmed, a method taken now is the gated one, and calls pass straight through.
     a, b = socket.socketpair()

@@ -14,7 +14,6 @@ from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.core.run_state import FrameworkState, GuardState, ReplayState, RequestMemo
 from pytest_agentreplay.exceptions import ConfigError
 from pytest_agentreplay.guard.runs import ParentRun
-from pytest_agentreplay.guard.runs import block_only as is_block_only
 
 
 def _ctx(mode: str = "record", **settings: object) -> RunContext:
@@ -102,8 +101,8 @@ def test_a_child_process_reads_the_parent_run_typed() -> None:
         nodeid="t.py::t", allow_hosts=("localhost",), block_network_only=True
     )
     assert parent.guard.token == "abc"
-    assert is_block_only(parent)
-    assert not is_block_only(_ctx("regression"))
+    assert parent.settings.block_network_only
+    assert not _ctx("regression").settings.block_network_only
 
 
 def test_transport_rooms_give_each_owner_its_own_typed_state_per_run() -> None:

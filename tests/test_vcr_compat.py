@@ -26,8 +26,7 @@ from pytest_agentreplay.interop.vcr_compat import (
     resolve_record_mode,
     vcr_options,
 )
-from pytest_agentreplay.interop.vcr_format import load_vcr
-from pytest_agentreplay.interop.vcr_persisters import VcrCassetteError
+from pytest_agentreplay.interop.vcr_format import VcrCassetteError, load_vcr
 
 SUITE = Path(__file__).resolve().parents[2] / "shared" / "suites" / "llm-gemini"
 TEST_FILE = SUITE / "tests" / "test_gemini.py"

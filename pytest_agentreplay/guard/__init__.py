@@ -1,9 +1,9 @@
 """Fail-closed network guard: while a replay run is active, nothing leaves the process unless allowed.
 
-While installed (:func:`install`) it patches sockets (:mod:`.sockets`), resolvers (:mod:`.resolution`),
-thread start (:mod:`.runs`) and every spawn path (:mod:`.children`, whose ``.pth`` start-up hook calls
-:func:`start` in a Python child). The decision is the pure :func:`decide`; refusals and child reports are
-:mod:`.reports`. This module is what the other layers call.
+While installed (:func:`install`) it patches sockets and resolvers (:mod:`.sockets`), thread start
+(:mod:`.runs`) and every spawn path (:mod:`.children`, whose ``.pth`` start-up hook calls :func:`start` in
+a Python child). The decision is the pure :func:`decide`; the gate every patched call goes through,
+refusals and child reports are :mod:`.reports`. This module is what the other layers call.
 """
 
 from __future__ import annotations
@@ -11,14 +11,11 @@ from __future__ import annotations
 import os
 
 from ..core.patching import Library, Undo, once
-from .checks import permitting
 from .children import ENV_VAR, SPAWN_MODULE, adopt_handover, patch_children, patch_spawn, snapshot
 from .decision import allow_list_admits, decide, resolution_is_local
-from .patches import PATCHES
 from .reports import REPORTS, child_strays, collect_child_refusals
-from .resolution import patch_resolvers
-from .runs import BLOCK_ONLY, RUNS, GuardRun, guarding_runs, patch_thread_start
-from .sockets import patch_sockets
+from .runs import BLOCK_ONLY, PATCHES, RUNS, GuardRun, guarding_runs, patch_thread_start, permitting
+from .sockets import patch_resolvers, patch_sockets
 
 # In the order they are applied (and undone in reverse). multiprocessing.spawn is patched once imported
 # (importing it costs milliseconds most replaying tests and guarded children never need), and at install

@@ -17,17 +17,16 @@ from types import ModuleType
 from typing import Final
 
 from ..core.patching import Patches
-from .contained import HOLDER, contains
-from .isolation import isolation_preexec, wants_isolation
-from .patches import ORIGINALS, PATCHES
+from .isolation import HOLDER, contains, isolation_preexec, wants_isolation
 from .reports import REPORTS
 from .runs import (
     BLOCK_ONLY,
     ISOLATE_SETTING,
+    ORIGINALS,
+    PATCHES,
     RUNS,
     GuardRun,
     ParentRun,
-    block_only,
     guarding_runs,
     nodeid,
     token,
@@ -55,7 +54,7 @@ def snapshot(runs: list[GuardRun] | None = None) -> str | None:
                     "cassette": r.cassette,
                     "allow_hosts": list(r.settings.allow_hosts),
                     ISOLATE_SETTING: r.settings.isolate_subprocesses,
-                    BLOCK_ONLY: block_only(r),
+                    BLOCK_ONLY: r.settings.block_network_only,
                 }
                 for r in runs
             ],
@@ -137,18 +136,6 @@ def _env_for_child(env: object, argv: object, *, as_list: bool) -> tuple[object,
 # -- children the guard could not reach ---------------------------------------------------------------
 
 
-# Child processes started while runs guarded, per run token, until the run's test is over; one that never
-# says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach. Any thread spawns.
-_SPAWNED: dict[str, list[tuple[int, str]]] = {}
-_SPAWNED_LOCK = threading.Lock()
-
-
-def _spawned(runs: list[GuardRun], pid: int, command: str) -> None:
-    with _SPAWNED_LOCK:
-        for run in runs:
-            _SPAWNED.setdefault(token(run), []).append((pid, command))
-
-
 def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
     """The children ``runs`` started that never ran the guard (not Python, ``python -S``, another
     interpreter without this package), each once; forgets them. Children in an empty network namespace
@@ -159,8 +146,8 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
         if run_token is None:
             continue
         greeted = REPORTS.take_hellos(run_token)
-        with _SPAWNED_LOCK:
-            spawned = _SPAWNED.pop(run_token, [])
+        with RUNS.lock:
+            spawned = RUNS.spawned.pop(run_token, [])
         for pid, command in spawned:
             if pid not in greeted and not run.settings.isolate_subprocesses:
                 found.setdefault(pid, command)
@@ -252,7 +239,7 @@ def _patched_fork_exec(original: Callable[..., int]) -> Callable[..., int]:
             new[-2:] = [HOLDER.preexec(user_preexec), False]
         pid = original(*new)
         if runs:
-            _spawned(runs, pid, command)
+            RUNS.note_spawned(runs, pid, command)
         return pid
 
     return fork_exec
@@ -263,7 +250,7 @@ def _patched_posix_spawn(name: str) -> Callable[..., int]:
         env, runs = _env_for_child(env, argv, as_list=False)
         pid: int = ORIGINALS[name](path, argv, env, *args, **kwargs)
         if runs:
-            _spawned(runs, pid, _command(argv))
+            RUNS.note_spawned(runs, pid, _command(argv))
         return pid
 
     return posix_spawn

@@ -1,7 +1,7 @@
 """The guard's allow/refuse decision: pure functions of a destination and the guarding runs' allow lists.
 
-Nothing here patches or reads process state; the patched calls (:mod:`.sockets`, :mod:`.resolution`) ask
-:func:`decide` and refuse through :mod:`.reports`.
+Nothing here patches or reads process state; the patched calls (:mod:`.sockets`) ask :func:`decide` and
+refuse through :mod:`.reports`.
 """
 
 from __future__ import annotations

@@ -21,14 +21,14 @@ import tempfile
 import threading
 from contextlib import suppress
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
 from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
-from .contained import contained_sends
-from .decision import Verdict
-from .runs import GuardRun, ParentRun, block_only, ended, nodeid, token
+from .decision import decide
+from .isolation import contained_sends
+from .runs import RUNS, GuardRun, ParentRun, ended, guarding_runs, nodeid, token
 
 REPLAY_HEADLINE: Final = "network access blocked during replay: "
 BLOCK_HEADLINE: Final = "network access blocked by --agentreplay-block-network: "
@@ -51,7 +51,7 @@ def _host(destination: str) -> str:
 
 def _blocked(run: GuardRun, headline: str, evidence: list[str], fixes: list[str]) -> NetworkBlockedError:
     # A guard-only run has no cassette nor replay mode to name: its test instead.
-    if block_only(run):
+    if run.settings.block_network_only:
         test = nodeid(run)
         return NetworkBlockedError(
             headline, evidence=evidence, place=f"test {test}" if test else None, fixes=fixes
@@ -71,7 +71,7 @@ def refusal(
     caller = caller_of_call(destination, own_thread)
     evidence.extend(line for line in caller.evidence() if not line.startswith("thread: "))
     test, host = nodeid(run), _host(destination)
-    if block_only(run):
+    if run.settings.block_network_only:
         evidence.append(
             "this test does not replay (no @pytest.mark.agentreplay, no agent_replay fixture): "
             "--agentreplay-block-network refuses every connection it makes to a host not allowed"
@@ -107,7 +107,7 @@ def child_refusal(entry: dict[str, object], run: GuardRun) -> NetworkBlockedErro
     reported = entry.get("evidence")
     evidence = [str(e) for e in reported] if isinstance(reported, list) else []
     pid = entry.get("pid")
-    if block_only(run):
+    if run.settings.block_network_only:
         return _blocked(
             run,
             f"a child process (pid {pid}) was refused network access by --agentreplay-block-network: "
@@ -199,8 +199,21 @@ def _remove_report_dir(path: str, owner: int) -> None:
 # -- refusing --------------------------------------------------------------------------------------
 
 
-def refuse(verdict: Verdict, channel: str, runs: list[GuardRun]) -> NoReturn:
-    """Raise the refusal of ``verdict``, after recording it wherever the test will see it."""
+def check_address(
+    family: int | None, address: object, channel: str, runs: list[GuardRun] | None = None
+) -> None:
+    """The gate every patched call goes through: raise :class:`~pytest_agentreplay.exceptions.
+    NetworkBlockedError` unless ``address`` (of socket ``family``; None for a host by name) may be reached
+    now by the guarding runs (or ``runs``), after recording the refusal wherever the test will see it."""
+    runs = guarding_runs() if runs is None else runs
+    if not runs:
+        return
+    permitted, resolved = RUNS.allowances(runs)
+    verdict = decide(
+        family, address, [r.settings.allow_hosts for r in runs], permitted=permitted, resolved=resolved
+    )
+    if verdict.allowed:
+        return
     run = runs[0]
     thread = threading.current_thread()
     in_child = REPORTS.in_child() or isinstance(run, ParentRun)

@@ -1,7 +1,8 @@
 """Which runs guard: every active replay-mode run of the process (the context's, those registered with
 :meth:`GuardedRuns.protect`, :mod:`~pytest_agentreplay.core.capture`'s run list, the runs a thread was
 started under) and in a child process its parent's (:class:`ParentRun`, with the ``settings`` and
-``guard`` memory the guard reads of a run). A context whose own run records is not blocked."""
+``guard`` memory the guard reads of a run). A context whose own run records is not blocked. The patches
+that ask (:data:`PATCHES`) and what they call through to (:data:`ORIGINALS`) live here too."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ import sys
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ..core.failures import RunFailures
-from ..core.patching import Patches, Undo, genuine_function
+from ..core.patching import Owner, Patches, Undo, genuine_function
 from ..core.run_settings import RunSettings
 from ..core.run_state import GuardState
-from .patches import ORIGINALS, THREAD_RUNS_ATTR
-from .patches import stray_threads_alive as stray_threads_alive
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -58,11 +58,6 @@ def nodeid(run: GuardRun) -> str | None:
     return run.settings.nodeid or None
 
 
-def block_only(run: GuardRun) -> bool:
-    """Whether ``run`` only guards (``--agentreplay-block-network`` on a test that does not replay)."""
-    return run.settings.block_network_only
-
-
 def token(run: GuardRun) -> str:
     """The name ``run``'s child processes report under (made on first use)."""
     if run.guard.token is None:
@@ -75,7 +70,8 @@ def token(run: GuardRun) -> str:
 
 class GuardedRuns:
     """Whom the guard protects beyond the context's run: runs registered from any thread, the parent's
-    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now.
+    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now; and what it
+    remembers between calls: the children runs started, the sockets it checked.
 
     Process-wide (:data:`RUNS`): the patched socket calls consult it from whatever thread makes them.
     """
@@ -88,6 +84,15 @@ class GuardedRuns:
         self.parents: list[ParentRun] = []
         # Host -> how many live calls the HTTP layer is making to it (the calls a mode sends on purpose).
         self.permitted: Counter[str] = Counter()
+        # Run token -> the child processes (pid, command) started while the run guarded, until its test is
+        # over; one that never says :meth:`~.reports.RefusalReports.hello` was out of the guard's reach.
+        self.spawned: dict[str, list[tuple[int, str]]] = {}
+        # The sockets that may send without a peer check (:mod:`.sockets`), each access one dict operation;
+        # emptied when the guard is removed, so a socket reused in a later test is checked there again.
+        # id(socket) -> (its descriptor, the ids of the runs that checked its connect):
+        self.connected: dict[int, tuple[int, frozenset[int]]] = {}
+        # descriptor -> peer address of a connection a server of this process accepted:
+        self.accepted: dict[int, object] = {}
 
     def registered(self) -> list[GuardRun]:
         with self.lock:
@@ -103,6 +108,11 @@ class GuardedRuns:
                     self.protected.remove(ctx)
 
         return release
+
+    def note_spawned(self, runs: list[GuardRun], pid: int, command: str) -> None:
+        with self.lock:
+            for run in runs:
+                self.spawned.setdefault(token(run), []).append((pid, command))
 
     def allowances(self, runs: list[GuardRun]) -> tuple[list[str], dict[str, str]]:
         """The hosts permitted now, and the IP -> allowed name resolutions ``runs`` remember."""
@@ -125,14 +135,22 @@ class GuardedRuns:
 RUNS = GuardedRuns()
 
 
+@contextmanager
+def permitting(host: str) -> Iterator[None]:
+    """Let the HTTP layer's own live call to ``host`` through (a mode that sends it on purpose)."""
+    key = host.lower()
+    with RUNS.lock:
+        RUNS.permitted[key] += 1
+    try:
+        yield
+    finally:
+        with RUNS.lock:
+            RUNS.permitted[key] -= 1
+
+
 def _capture() -> ModuleType | None:
     # Not imported: a child process that only runs the guard never loads the recorder.
     return sys.modules.get("pytest_agentreplay.core.capture")
-
-
-def _active_runs() -> list[GuardRun]:
-    capture = _capture()
-    return list(capture.active_runs()) if capture is not None else []
 
 
 def guarding_runs() -> list[GuardRun]:
@@ -147,7 +165,7 @@ def guarding_runs() -> list[GuardRun]:
             return []
         if current is not None:
             runs.append(current)
-        runs.extend(r for r in _active_runs() if r not in runs)
+        runs.extend(r for r in capture.active_runs() if r not in runs)
     runs.extend(r for r in RUNS.registered() if r not in runs)
     born: tuple[GuardRun, ...] = getattr(threading.current_thread(), THREAD_RUNS_ATTR, ())
     runs.extend(r for r in born if r not in runs)
@@ -156,7 +174,26 @@ def guarding_runs() -> list[GuardRun]:
 
 def ended(run: GuardRun) -> bool:
     """Whether ``run``'s test is over (a thread it started is still calling out)."""
-    return not isinstance(run, ParentRun) and run not in RUNS.registered() and run not in _active_runs()
+    capture = _capture()
+    active = capture.active_runs() if capture is not None else ()
+    return not isinstance(run, ParentRun) and run not in RUNS.registered() and run not in active
+
+
+# -- the patches: one owner per process (nested installs share it; ``__init__`` declares them) ---------
+
+# Where a thread started under guarding runs keeps them (they outlive the test that started it).
+THREAD_RUNS_ATTR: Final = "_agentreplay_guard_runs"
+
+
+def stray_threads_alive() -> bool:
+    """Whether a thread a replaying test started is still running (the patches must then stay)."""
+    return any(getattr(t, THREAD_RUNS_ATTR, None) and t.is_alive() for t in threading.enumerate())
+
+
+PATCHES = Owner(busy=stray_threads_alive)
+# What each patch calls through to ("connect", "getaddrinfo", "thread_start", "execve"...). The values are
+# C functions of every signature, called with what the patch received.
+ORIGINALS: dict[str, Callable[..., Any]] = {}
 
 
 # -- threads: a thread started under a run stays guarded by it ---------------------------------------

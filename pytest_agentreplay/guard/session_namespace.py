@@ -247,9 +247,6 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
-_FLAGS_FOUND: list[int] = []
-
-
 def _probe() -> tuple[str, int] | None:
     """Try the whole sequence in a forked child: None when it worked, else (the failing step, errno)."""
     NAMESPACES.unshare(0)  # looked up before the fork: the child only calls into it
@@ -277,7 +274,7 @@ def _probe() -> tuple[str, int] | None:
     os.waitpid(pid, 0)
     words = answer.split()
     if words[:1] == ["ok"] and len(words) == 2:
-        _FLAGS_FOUND[:] = [int(words[1])]
+        NAMESPACES.session_flags = int(words[1])
         return None
     if len(words) == 3:
         return words[1], int(words[2])
@@ -285,7 +282,7 @@ def _probe() -> tuple[str, int] | None:
 
 
 def _working_flags() -> int:
-    return _FLAGS_FOUND[0] if _FLAGS_FOUND else _CLONE_NEWUSER | _CLONE_NEWNET
+    return NAMESPACES.session_flags or _CLONE_NEWUSER | _CLONE_NEWNET
 
 
 def explain(step: str, code: int) -> str:

@@ -8,18 +8,28 @@ whose trampolines are on the socket type before any method is taken; installing 
 A socket connected through the guard while a run guarded, or accepted by a server of this process, sends
 freely. Any other connected socket was connected before the guard applied (at import, in an earlier
 test's fixture, a warmed keep-alive pool): its peer is checked like a connect.
+
+Name resolution: ``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``, ``gethostbyaddr`` and
+``getnameinfo`` are patched in both ``socket`` and ``_socket`` (``getaddrinfo`` only in ``_socket``, which
+``socket.getaddrinfo`` and asyncio use).
+Refusing at resolution names the host, not an IP, and leaks no DNS query. Lookups that stay on the machine
+(loopback, the machine's own name) pass. What an allowed name resolved to is remembered per run
+(:meth:`~.runs.GuardedRuns.remember_resolution`): the connect that follows only sees the IP.
 """
 
 from __future__ import annotations
 
+import _socket
 import socket
 import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..core import socket_gate
-from ..core.patching import Patches, genuine_function
-from .checks import check_address
-from .decision import LOCAL_FAMILIES
-from .runs import guarding_runs
+from ..core.patching import Patches, genuine, genuine_function
+from .decision import LOCAL_FAMILIES, is_ip, resolution_is_local
+from .reports import check_address
+from .runs import ORIGINALS, RUNS, guarding_runs
 
 
 def _family_of(sock: object) -> int | None:
@@ -37,21 +47,7 @@ def _fileno(sock: object) -> int:
         return -1
 
 
-# The sockets that may send without a peer check while the guard is installed, used from any thread (each
-# access one dict operation). Cleared when the guard is removed: a socket connected under one test's guard
-# and reused in a later test is checked there again.
-# id(socket) -> (its descriptor, the ids of the runs that checked its connect).
-_CONNECTED: dict[int, tuple[int, frozenset[int]]] = {}
-# descriptor -> peer address of a connection a server of this process accepted.
-_ACCEPTED: dict[int, object] = {}
 _BEFORE = " on a connection opened before the guard applied"
-
-
-def _check_connect(sock: object, address: object, channel: str) -> None:
-    runs = guarding_runs()
-    if runs:
-        check_address(_family_of(sock), address, channel, runs)
-        _CONNECTED[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
 
 
 def _check_peer(sock: object, channel: str) -> None:
@@ -60,14 +56,14 @@ def _check_peer(sock: object, channel: str) -> None:
     if not runs:
         return
     family = _family_of(sock)
-    fd, checked_by = _CONNECTED.get(id(sock), (None, frozenset()))
+    fd, checked_by = RUNS.connected.get(id(sock), (None, frozenset()))
     if family in LOCAL_FAMILIES or (fd == _fileno(sock) and any(id(r) in checked_by for r in runs)):
         return
     try:
         peer = getattr(sock, "getpeername")()  # noqa: B009
     except (AttributeError, OSError):
         return  # not connected: the call fails on its own
-    if _ACCEPTED.get(_fileno(sock)) == peer:
+    if RUNS.accepted.get(_fileno(sock)) == peer:
         return
     check_address(family, peer, channel + _BEFORE, runs)
 
@@ -80,7 +76,10 @@ def _fastopen(flags: object) -> bool:
 def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
     """The armed gate's check of one socket call (see :data:`~pytest_agentreplay.core.socket_gate.Check`)."""
     if name in ("connect", "connect_ex"):
-        _check_connect(sock, args[0] if args else None, "socket." + name)
+        runs = guarding_runs()
+        if runs:
+            check_address(_family_of(sock), args[0] if args else None, "socket." + name, runs)
+            RUNS.connected[id(sock)] = (_fileno(sock), frozenset(id(r) for r in runs))
     elif name == "sendto":
         # sendto(data, address) or sendto(data, flags, address); the C method validates the rest.
         if len(args) >= 2:
@@ -96,7 +95,7 @@ def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
             _check_peer(sock, "socket.sendmsg")
     elif name == "_accept":
         if args and isinstance(args[0], int):
-            _ACCEPTED[args[0]] = args[1] if len(args) > 1 else None
+            RUNS.accepted[args[0]] = args[1] if len(args) > 1 else None
     elif name == "create_connection":
         address = args[0] if args else None
         if isinstance(address, tuple) and address and isinstance(address[0], str):
@@ -124,8 +123,8 @@ def _patch_ssl(patches: Patches) -> None:
 
 def _disarm() -> None:
     socket_gate.arm(None)
-    _CONNECTED.clear()
-    _ACCEPTED.clear()
+    RUNS.connected.clear()
+    RUNS.accepted.clear()
 
 
 def patch_sockets(patches: Patches, _module: object) -> None:
@@ -134,3 +133,77 @@ def patch_sockets(patches: Patches, _module: object) -> None:
     socket_gate.arm(gate_check)
     patches.add(_disarm)
     _patch_ssl(patches)
+
+
+# -- name resolution --------------------------------------------------------------------------------
+
+
+def _local_lookup(host: object) -> bool:
+    name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+    return isinstance(name, str) and resolution_is_local(name, socket.gethostname())
+
+
+def _name_of(host: object) -> str | None:
+    name = host.decode("ascii", "replace") if isinstance(host, bytes) else host
+    return name if isinstance(name, str) and name and not is_ip(name) else None
+
+
+def _forward_lookup(key: str, addresses: Callable[[Any], Iterable[object]]) -> Callable[..., object]:
+    """The patch of the lookup ``key`` of a name: refused unless allowed; what an allowed name resolved to
+    (``addresses`` of the result) is remembered, since the connect that follows only sees the IP."""
+
+    def lookup(host: object, *args: object, **kwargs: object) -> object:
+        name = _name_of(host)
+        runs = guarding_runs() if name is not None else []
+        if runs and not _local_lookup(name):
+            check_address(None, (name, args[0] if args else kwargs.get("port")), key, runs)
+        result = ORIGINALS[key](host, *args, **kwargs)
+        if runs and name is not None:
+            RUNS.remember_resolution(name, addresses(result), runs)
+        return result
+
+    return lookup
+
+
+def _first(sockaddr: object) -> object:
+    return sockaddr[0] if isinstance(sockaddr, tuple) and sockaddr else None
+
+
+def _patched_gethostbyaddr(host: object) -> tuple[str, list[str], list[str]]:
+    # A reverse lookup of an IP asks DNS too: checked like a connection to that IP.
+    if isinstance(host, str | bytes) and not _local_lookup(host):
+        check_address(None, (host, None), "gethostbyaddr")
+    result: tuple[str, list[str], list[str]] = ORIGINALS["gethostbyaddr"](host)
+    return result
+
+
+def _patched_getnameinfo(sockaddr: object, flags: int) -> tuple[str, str]:
+    numeric = getattr(socket, "NI_NUMERICHOST", 0)
+    if (
+        not (numeric and flags & numeric)
+        and isinstance(sockaddr, tuple)
+        and sockaddr
+        and not _local_lookup(sockaddr[0])
+    ):
+        check_address(None, sockaddr, "getnameinfo")
+    result: tuple[str, str] = ORIGINALS["getnameinfo"](sockaddr, flags)
+    return result
+
+
+_RESOLVERS: dict[str, Callable[..., object]] = {
+    "getaddrinfo": _forward_lookup("getaddrinfo", lambda result: [_first(i[4]) for i in result if i[4]]),
+    "gethostbyname": _forward_lookup("gethostbyname", lambda address: [address]),
+    "gethostbyname_ex": _forward_lookup("gethostbyname_ex", lambda result: result[2]),
+    "gethostbyaddr": _patched_gethostbyaddr,
+    "getnameinfo": _patched_getnameinfo,
+}
+
+
+def patch_resolvers(patches: Patches, _module: object) -> None:
+    """Patch the resolvers in ``_socket`` and ``socket``."""
+    for name, patched in _RESOLVERS.items():
+        ORIGINALS[name] = genuine_function(getattr(_socket, name))
+        for module in (_socket, socket):
+            # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
+            if module is not socket or name != "getaddrinfo":
+                patches.set(module, name, patched, original=genuine(getattr(module, name)))

@@ -18,9 +18,8 @@ from typing import Any, Final, Literal
 from ..core.documents import Document
 from ..exceptions import ConfigError
 from ..http.exchange import HttpRequest, HttpResponse
-from .vcr_format import VcrInteraction, request_from_vcr, response_from_vcr
+from .vcr_format import Persister, ProjectPersister, VcrInteraction, request_from_vcr, response_from_vcr
 from .vcr_options import PLACE, PYTEST_RECORDING_KEYS, check_vcr_options, host_names, split_patterns
-from .vcr_persisters import Persister, ProjectPersister
 
 VCR_RECORD_MODES: Final = ("none", "once", "new_episodes", "all", "rewrite")
 DEFAULT_RECORD_MODE: Final = "none"  # pytest-recording's --record-mode default

@@ -15,15 +15,19 @@ from ..cassette.validation import read_regular_file
 from ..cassette.write import save_cassette
 from ..core.canonical import sha256_hex
 from ..core.constants import DEFAULT_TRANSPORT_HEADERS
-from ..core.events import RunMeta
 from ..core.paths import item_cassette_path
 from ..core.run_settings import RunSettings
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError
 from ..redaction import Redactor
-from .vcr_format import MAX_VCR_BYTES, AliasBombError, VcrInteraction, interactions_to_events, load_vcr
+from .vcr_format import (
+    MAX_VCR_BYTES,
+    AliasBombError,
+    VcrInteraction,
+    interactions_to_events,
+    load_vcr,
+    vcrpy_run,
+)
 
-IMPORT_SOURCE = "vcr"
-"""``RunMeta.labels["source"]`` of an imported run (see ``diff.rules.IMPORTED_SOURCES``)."""
 VCR_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -181,11 +185,7 @@ def import_vcr_file(
     source = Path(source)
     interactions = _read_interactions(source)
     digest = sha256_hex(read_regular_file(source, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {source.name}"))
-    run = RunMeta(
-        run_id=f"vcr-{digest[:24]}",
-        test=test,
-        labels={"source": IMPORT_SOURCE, "imported_from": "vcrpy", "vcr_cassette": source.name},
-    )
+    run = vcrpy_run(f"vcr-{digest[:24]}", test, source.name)
     run_settings = RunSettings.from_mapping(dict(settings or {}))
     events = interactions_to_events(interactions, run_settings, run, framed=True, cassette=str(target))
     models = [e for e in events if e.type == "model.call"]

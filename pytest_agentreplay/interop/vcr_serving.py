@@ -25,9 +25,8 @@ from ..http.recording import LiveCapture, emit_exchange
 from ..http.unmatched import unmatched_refusal
 from ..replay.policy import Action, Refuse, Send, Serve
 from .vcr_compat import VcrCassettePaths, VcrReplay, agentreplay_record_mode, allowed_hosts
-from .vcr_format import VcrInteraction, interactions_to_events
+from .vcr_format import VcrInteraction, interactions_to_events, vcrpy_run
 
-SOURCE_LABEL: Final = "vcr"
 CONVERTED_LABEL: Final = "vcr-converted"
 
 
@@ -88,15 +87,7 @@ class VcrSource:
         without a YAML file: pytest-recording passes a test that sends nothing."""
         replay = VcrReplay(self.paths, self.config, vcr=self.vcr)
         self.serving = VcrServing(replay)
-        run = RunMeta(
-            run_id=f"vcr-{nodeid}",
-            test=nodeid,
-            labels={
-                "source": SOURCE_LABEL,
-                "imported_from": "vcrpy",
-                "vcr_cassette": ", ".join(p.name for p in replay.found),
-            },
-        )
+        run = vcrpy_run(f"vcr-{nodeid}", nodeid, ", ".join(p.name for p in replay.found))
         blobs = BlobStore(default_blob_dir(cassette))
         return LoadedCassette(path=cassette, run=run, events=[], blob_store=blobs)
 

@@ -204,14 +204,12 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     """The spans of one run, root first, then in the order the steps started."""
     run_id = run.run_id
     times = [ts_to_ns(e.ts) for e in events]
-    start = min(times) if times else 0
-    end = max(times) if times else 0
     agent = run.agent or (events[0].data.get("agent") if events and events[0].type == "run.start" else None)
     root = SpanData(
         name=f"invoke_agent {agent}" if agent else "invoke_agent",
         span_id=_span_id(run_id, "root"),
-        start_ns=start,
-        end_ns=end,
+        start_ns=min(times, default=0),
+        end_ns=max(times, default=0),
         attributes=_clean(
             {
                 "gen_ai.operation.name": "invoke_agent",
