@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from pluggy import HookRelay
@@ -26,19 +26,13 @@ from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
-from ..report.status import Cause, TestStatus, cause_of
+from ..report.message import status_message
+from ..report.status import Cause, TestStatus, cause_of, decide
 from . import foreign_adapters
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
 from .interception import HeldInterception
-from .item_facts import (
-    CAUSE_KEY,
-    GUARD_NOTE_PROPERTY,
-    MESSAGE_KEY,
-    SETTINGS_KEY,
-    collected_test,
-    decide_status,
-)
+from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
 from .plan import early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
 
@@ -69,20 +63,18 @@ class TestLife:
         self.run: TestRun | None = None
         self.guard: FixtureGuard | None = None
         self.reports: dict[str, pytest.TestReport] = {}
-        # A test run again (pytest-rerunfailures) starts a new life: the last attempt's cause is not its.
-        if CAUSE_KEY in item.stash:
-            del item.stash[CAUSE_KEY]
-        if MESSAGE_KEY in item.stash:
-            del item.stash[MESSAGE_KEY]
+        # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
+        # every report carries it (report/message.py). A test run again (pytest-rerunfailures) starts a new
+        # life: the last attempt's cause is not its.
+        self.cause: Cause | None = None
+        self.message: str | None = None
 
     # -- the outcome, one way in -------------------------------------------------------------------------
 
     def fail(self, cause: Cause, message: str) -> NoReturn:
         """Fail the current phase with the plugin's ``message``; the test's first cause is kept."""
-        stash = self.item.stash
-        if CAUSE_KEY not in stash:
-            stash[CAUSE_KEY] = cause
-            stash[MESSAGE_KEY] = message
+        if self.cause is None:
+            self.cause, self.message = cause, message
         pytest.fail(message, pytrace=False)
 
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
@@ -268,11 +260,43 @@ class TestLife:
     # -- the reports -------------------------------------------------------------------------------------
 
     def status(self, report: pytest.TestReport) -> TestStatus | None:
-        """Keep pytest's report of a phase; at teardown, the test's one status."""
-        self.reports[report.when] = report
+        """Keep pytest's report of a phase; at teardown, the test's one status, from pytest's reports of its
+        phases and the plugin's outcome of its run."""
+        reports = self.reports
+        reports[report.when] = report
         if report.when != "teardown":
             return None
-        return decide_status(self.item, self.reports, self.run)
+        worst, phase = "passed", "call"
+        for when in ("setup", "call", "teardown"):
+            found = reports.get(when)
+            if found is None:
+                continue
+            if found.failed:
+                worst, phase = "failed", when
+                break
+            if found.skipped and worst == "passed":
+                worst, phase = "skipped", when
+        item, run = self.item, self.run
+        longrepr = str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None
+        # The run's outcome names the cassette, the mode and what the plugin did; a run that never ended
+        # (or never began) only the first two.
+        known: dict[str, Any]
+        if run is not None and run.outcome is not None:
+            known = run.outcome._asdict()
+        else:
+            cassette = run.cassette if run is not None else collected_test(item).cassette
+            mode = run.test.mode if run is not None else self.settings.mode
+            known = {"nodeid": item.nodeid, "cassette": str(cassette or ""), "mode": mode}
+        return decide(
+            **known,
+            pytest_outcome=worst,
+            phase=phase,
+            cause=self.cause,
+            message=status_message(self.message, run, longrepr),
+            xfail=any(hasattr(r, "wasxfail") for r in reports.values()),
+            # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
+            reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
+        )
 
 
 def _redact_hook(hook: HookRelay) -> Callable[[Document], Document] | None:
