@@ -28,7 +28,7 @@ from .exceptions import ConfigError
 from .report.junit import junit_properties
 from .report.status import TestStatus
 from .shell import foreign_adapters
-from .shell.controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
+from .shell.controller import SessionController, parse_project_rules, partial_modules
 from .shell.interception import HeldInterception
 from .shell.item_facts import (
     GUARD_NOTE_PROPERTY,
@@ -163,8 +163,7 @@ class SessionHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        self.controller.merge_worker({WORKER_OUTPUT_KEY: output.get(WORKER_OUTPUT_KEY)})
+        self.controller.merge_worker(getattr(node, "workeroutput", None))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -248,12 +247,12 @@ class SessionHooks:
             self.controller.add_status(TestStatus.from_wire(status))
         for name, value in report.user_properties:
             if name == COMPARISON_PROPERTY:
-                self.controller.add_comparison(json.loads(str(value)))
+                self.controller.comparisons.append(json.loads(str(value)))
             elif name == GUARD_NOTE_PROPERTY and report.when == "teardown":
                 key, _, text = str(value).partition("|")
                 self.guard_notes.setdefault(key, text)
             elif name == NOT_SPENT_PROPERTY:
-                self.controller.add_not_spent(json.loads(str(value)))
+                self.controller.not_spent.append(json.loads(str(value)))
             elif name == TOLERATED_PROPERTY:
                 self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
 
@@ -283,10 +282,10 @@ class SessionHooks:
         # that never installed the guard has none, and must not pay for importing it.
         guard = sys.modules.get("pytest_agentreplay.guard")
         if guard is not None:
-            self.controller.add_strays(guard.stray_refusals())
+            self.controller.facts.strays.extend(guard.stray_refusals())
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[WORKER_OUTPUT_KEY] = self.controller.worker_output()
+            self.controller.worker_output(workeroutput)
             return
         failed = bool(session.testsfailed or session.shouldfail or session.shouldstop)
         new_exit = self.controller.finish(
