@@ -75,7 +75,9 @@ class TestLife:
         """Fail the current phase with the plugin's ``message``; the test's first cause is kept."""
         if self.cause is None:
             self.cause, self.message = cause, message
-        pytest.fail(message, pytrace=False)
+        # Without the exception being handled, if any: the message says everything, a chained traceback
+        # would only repeat it.
+        raise pytest.fail.Exception(message, pytrace=False) from None
 
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
 
@@ -94,12 +96,11 @@ class TestLife:
             message = self._guard_message("set-up")
             if message is None:
                 raise
-        else:
-            message = self._guard_message("set-up", hand_to_run=True)
-            if message is None:
-                return result
-        # Outside the except block: the guard's message says it all, a chained traceback would only repeat it.
-        self.fail(Cause.NETWORK_BLOCKED, message)
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        message = self._guard_message("set-up", hand_to_run=True)
+        if message is not None:
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        return result
 
     def _guard_message(self, phase: str, *, hand_to_run: bool = False) -> str | None:
         """The guard's problems since it last looked that the test's run does not hold yet, as a message;
@@ -129,12 +130,7 @@ class TestLife:
             )
             providers = session_providers(request.config)
         except AgentReplayError as exc:
-            config_error: str | None = str(exc)
-        else:
-            config_error = None
-        if config_error is not None:
-            # Outside the except block: the message says everything, a chained traceback would repeat it.
-            self.fail(Cause.CONFIG, config_error)
+            self.fail(Cause.CONFIG, str(exc))
         # No fallback: replay without interception would let calls escape the fail-closed guard.
         self.interception.hold()
         if self.interception.error is not None:
@@ -187,13 +183,9 @@ class TestLife:
             try:
                 wanted = comparison_settings_of(run)
             except AgentReplayError as exc:
-                config_error: str | None = str(exc)
-            else:
-                config_error = None
-                if wanted.repeat > 1:
-                    return (yield from repeated_call(self, run, wanted))
-            if config_error is not None:
-                self.fail(Cause.CONFIG, config_error)
+                self.fail(Cause.CONFIG, str(exc))
+            if wanted.repeat > 1:
+                return (yield from repeated_call(self, run, wanted))
         try:
             result = yield
         except BaseException as exc:
@@ -203,16 +195,14 @@ class TestLife:
             if not (isinstance(exc, AgentReplayError) or failures):
                 raise
             # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
-            cause = cause_of(failures[0] if failures else exc)
             message = "\n\n".join(dict.fromkeys(str(f) for f in failures or [exc]))
-        else:
-            self._guard_message("the test's call", hand_to_run=True)
-            try:
-                run.end(passed=True)
-                return result
-            except AgentReplayError as exc:
-                cause, message = cause_of(exc), str(exc)
-        self.fail(cause, message)
+            self.fail(cause_of(failures[0] if failures else exc), message)
+        self._guard_message("the test's call", hand_to_run=True)
+        try:
+            run.end(passed=True)
+        except AgentReplayError as exc:
+            self.fail(cause_of(exc), str(exc))
+        return result
 
     def guard_to_run(self) -> None:
         """The guard's refusals during the test's call, handed to its run (a repeated call's, each run)."""
