@@ -23,9 +23,8 @@ def pytest_agentreplay_classify_exchange(request: Document, response: Document) 
     serve); both are copies of their own (changing them changes no event). Return ``"read"`` (served from
     the cassette in replay), ``"write"`` (an effect: stubbed with its recorded receipt), ``"model"`` (a
     model call; a provider of the session must read it, or the call is refused with ``NoProviderError``,
-    which fails the test) or None to let the built-in classifier
-    decide. The first non-None result wins; any other value is a usage
-    error naming the request.
+    which fails the test) or None to let the built-in classifier decide. The first non-None result wins;
+    any other value is a usage error naming the request.
     """
 
 

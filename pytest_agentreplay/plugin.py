@@ -28,10 +28,9 @@ from .exceptions import ConfigError
 from .report.junit import junit_properties
 from .report.status import TestStatus
 from .shell import foreign_adapters
-from .shell.controller import WORKER_OUTPUT_KEY, SessionController, parse_project_rules, partial_modules
+from .shell.controller import SessionController, parse_project_rules, partial_modules
 from .shell.interception import HeldInterception
 from .shell.item_facts import (
-    CONTROLLER_KEY,
     GUARD_NOTE_PROPERTY,
     SETTINGS_KEY,
     collected_test,
@@ -57,8 +56,6 @@ ISOLATION_KEY = pytest.StashKey["Isolation"]()
 LIFE_KEY = pytest.StashKey["TestLife"]()
 TOLERATED_PROPERTY = "agentreplay-tolerated"
 NOT_SPENT_PROPERTY = "agentreplay-not-spent"
-
-_OPTION_NAMES = setting_keys.OPTION_NAMES
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -101,7 +98,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_before_parse(early_config, _OPTION_NAMES)
+        settings = settings_before_parse(early_config, setting_keys.OPTION_NAMES)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
@@ -119,7 +116,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", setting_keys.marker_help())
     try:
-        settings = foreign_adapters.session_settings(config, settings_from_pytest(config, _OPTION_NAMES))
+        settings = foreign_adapters.session_settings(
+            config, settings_from_pytest(config, setting_keys.OPTION_NAMES)
+        )
         for warning in parse_project_rules(settings, config.rootpath):
             config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:
@@ -129,7 +128,6 @@ def pytest_configure(config: pytest.Config) -> None:
         settings, config.rootpath, is_worker=getattr(config, "workerinput", None) is not None
     )
     controller.isolation = config.stash.get(ISOLATION_KEY, None)
-    config.stash[CONTROLLER_KEY] = controller
     config.pluginmanager.register(SessionHooks(config, controller), PLUGIN_NAME)
     foreign_adapters.register(config)  # other tools' markers and fixtures (replay/foreign.py)
 
@@ -165,8 +163,7 @@ class SessionHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        self.controller.merge_worker({WORKER_OUTPUT_KEY: output.get(WORKER_OUTPUT_KEY)})
+        self.controller.merge_worker(getattr(node, "workeroutput", None))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -250,12 +247,12 @@ class SessionHooks:
             self.controller.add_status(TestStatus.from_wire(status))
         for name, value in report.user_properties:
             if name == COMPARISON_PROPERTY:
-                self.controller.add_comparison(json.loads(str(value)))
+                self.controller.comparisons.append(json.loads(str(value)))
             elif name == GUARD_NOTE_PROPERTY and report.when == "teardown":
                 key, _, text = str(value).partition("|")
                 self.guard_notes.setdefault(key, text)
             elif name == NOT_SPENT_PROPERTY:
-                self.controller.add_not_spent(json.loads(str(value)))
+                self.controller.not_spent.append(json.loads(str(value)))
             elif name == TOLERATED_PROPERTY:
                 self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
 
@@ -285,10 +282,10 @@ class SessionHooks:
         # that never installed the guard has none, and must not pay for importing it.
         guard = sys.modules.get("pytest_agentreplay.guard")
         if guard is not None:
-            self.controller.add_strays(guard.stray_refusals())
+            self.controller.facts.strays.extend(guard.stray_refusals())
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:
-            workeroutput[WORKER_OUTPUT_KEY] = self.controller.worker_output()
+            self.controller.worker_output(workeroutput)
             return
         failed = bool(session.testsfailed or session.shouldfail or session.shouldstop)
         new_exit = self.controller.finish(

@@ -120,8 +120,9 @@ class SessionController:
                 self.facts.module_dirs.add(directory)
         self.facts.collected = True
 
-    def worker_output(self) -> Document:
-        return self.facts.to_dict()
+    def worker_output(self, output: dict[str, object]) -> None:
+        """A worker's facts into its ``workeroutput`` (read back by :meth:`merge_worker`)."""
+        output[WORKER_OUTPUT_KEY] = self.facts.to_dict()
 
     def merge_worker(self, output: Mapping[str, object] | None) -> None:
         facts = output.get(WORKER_OUTPUT_KEY) if output else None
@@ -134,15 +135,6 @@ class SessionController:
         nodeid = status.nodeid
         index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
         self.statuses[index : index + 1] = [status]
-
-    def add_strays(self, messages: Iterable[str]) -> None:
-        self.facts.strays.extend(messages)
-
-    def add_comparison(self, comparison: Mapping[str, object]) -> None:
-        self.comparisons.append(dict(comparison))
-
-    def add_not_spent(self, served: Mapping[str, object]) -> None:
-        self.not_spent.append(served)
 
     def add_tolerated(self, nodeid: str, calls: Iterable[str]) -> None:
         self.tolerated.extend((nodeid, str(call)) for call in calls)
@@ -243,7 +235,9 @@ class SessionController:
         return orphans
 
     # -- the network guard's level ----------------------------------------------------------------
-    def _isolation(self) -> Isolation:
+    @property
+    def network_isolation(self) -> Isolation:
+        """The session's network isolation: its setting, and whether it holds the session."""
         if self.isolation is None:
             # heavy: the guard; a session with a summary ran tests that imported it already
             from ..guard.session_namespace import OFF, Isolation
@@ -251,18 +245,13 @@ class SessionController:
             self.isolation = Isolation(self.settings.isolate, OFF)
         return self.isolation
 
-    @property
-    def network_isolation(self) -> Isolation:
-        """The session's network isolation: its setting, and whether it holds the session."""
-        return self._isolation()
-
     def _guarded(self, modes: Iterable[str]) -> bool:
         """Whether the Python guard was up: a test replayed, or every test was guarded."""
         return self.settings.block_network or any(mode != "record" for mode in modes)
 
     def network_level(self, mode: str) -> str:
         """The level that guarded one test run in ``mode``: namespace, python guard or none."""
-        return self._isolation().level(self._guarded([mode]))
+        return self.network_isolation.level(self._guarded([mode]))
 
     def _session_guarded(self) -> bool:
         modes = [s.mode for s in self.statuses] or ([] if self.settings.record == "all" else ["replay"])
@@ -270,12 +259,12 @@ class SessionController:
 
     def network(self) -> Document:
         """The session's network guard for the reports: its level, and what isolation did and why."""
-        return self._isolation().to_dict(self._session_guarded())
+        return self.network_isolation.to_dict(self._session_guarded())
 
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
         lines = summary_lines(self.statuses, unused=self.unused)
-        lines.append(f"network guard: {self._isolation().describe(self._session_guarded())}")
+        lines.append(f"network guard: {self.network_isolation.describe(self._session_guarded())}")
         lines.extend(f"  removed unused cassette: {path}" for path in self.removed)
         if self.settings.update:
             lines.extend(f"  kept (not a cassette): {path}" for path in self.kept_not_cassettes)

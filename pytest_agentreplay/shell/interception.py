@@ -15,10 +15,6 @@ class HeldInterception:
         # Why the install failed: the test that needed it fails with it, at its run's start.
         self.error: Exception | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._uninstall is not None
-
     def hold(self) -> None:
         if self._uninstall is None:
             from ..intercept import install  # heavy: the interceptors, only once a test replays

@@ -1,31 +1,19 @@
-"""What the plugin keeps on pytest's items and reads off them: whether a test uses agent replay, where its
-cassette is, and its one status once its reports are in. Plain functions over pytest's objects; the hooks
-that call them are in ``plugin.py``.
+"""What the plugin keeps on pytest's items and reads off them: whether a test uses agent replay and where
+its cassette is. Plain functions over pytest's objects; the hooks that call them are in ``plugin.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from ..core.config import Settings, marker_cassette
 from ..core.paths import default_for_item
-from ..report.message import status_message
-from ..report.status import Cause, TestStatus, decide
 from . import foreign_adapters
-from .controller import CollectedTest, SessionController
-
-if TYPE_CHECKING:
-    from .session import TestRun
+from .controller import CollectedTest
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
-CONTROLLER_KEY = pytest.StashKey[SessionController]()
-# The cause of a failure the plugin raised for this item, set where it is raised.
-CAUSE_KEY = pytest.StashKey[Cause]()
-# The whole message of that failure, as the terminal showed it: every report carries it (report/message.py).
-MESSAGE_KEY = pytest.StashKey[str]()
 # Where the item's cassette is, as computed once for it (item_facts.default_cassette, collected_test).
 DEFAULT_CASSETTE_KEY = pytest.StashKey[Path]()
 COLLECTED_KEY = pytest.StashKey[CollectedTest]()
@@ -69,20 +57,16 @@ def default_cassette(item: pytest.Item) -> Path:
     settings = item.config.stash[SETTINGS_KEY]
     default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
     chosen = item.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
-    path = item.stash[DEFAULT_CASSETTE_KEY] = Path(chosen) if chosen is not None else default
-    return path
+    known = item.stash[DEFAULT_CASSETTE_KEY] = Path(chosen) if chosen is not None else default
+    return known
 
 
 def collected_test(item: pytest.Item) -> CollectedTest:
     """The item as the session's bookkeeping knows it, computed once per item (collection and the guard's
     set-up ask)."""
     known = item.stash.get(COLLECTED_KEY, None)
-    if known is None:
-        known = item.stash[COLLECTED_KEY] = _collected_test(item)
-    return known
-
-
-def _collected_test(item: pytest.Item) -> CollectedTest:
+    if known is not None:
+        return known
     settings = item.config.stash[SETTINGS_KEY]
     cassette: Path | None
     marks = [m.kwargs.get("cassette") for m in item.iter_markers("agentreplay")]
@@ -93,46 +77,5 @@ def _collected_test(item: pytest.Item) -> CollectedTest:
         cassette = None
     else:
         cassette = default_cassette(item)
-    return CollectedTest(nodeid=item.nodeid, module=item.path, cassette=cassette)
-
-
-def decide_status(
-    item: pytest.Item, reports: dict[str, pytest.TestReport], test_run: TestRun | None
-) -> TestStatus:
-    """The test's status from pytest's reports of its phases and the plugin's outcome of its run."""
-    worst, phase = "passed", "call"
-    for when in ("setup", "call", "teardown"):
-        report = reports.get(when)
-        if report is None:
-            continue
-        if report.failed:
-            worst, phase = "failed", when
-            break
-        if report.skipped and worst == "passed":
-            worst, phase = "skipped", when
-    xfail = any(hasattr(r, "wasxfail") for r in reports.values())
-    outcome = test_run.outcome if test_run is not None else None
-    message = status_message(
-        item.stash.get(MESSAGE_KEY, None),
-        test_run,
-        str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None,
-    )
-    settings = item.config.stash[SETTINGS_KEY]
-    return decide(
-        nodeid=item.nodeid,
-        cassette=str(test_run.cassette if test_run is not None else collected_test(item).cassette or ""),
-        mode=(outcome.mode if outcome is not None else test_run.test.mode if test_run else settings.mode),
-        pytest_outcome=worst,
-        phase=phase,
-        action=outcome.action if outcome is not None else None,
-        cause=item.stash.get(CAUSE_KEY, None),
-        message=message,
-        regressions=outcome.regressions if outcome is not None else 0,
-        expected=outcome.expected if outcome is not None else 0,
-        drift=outcome.drift if outcome is not None else None,
-        xfail=xfail,
-        # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
-        reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
-        rerecorded=outcome.rerecorded if outcome is not None else None,
-        pending=outcome.pending if outcome is not None else None,
-    )
+    known = item.stash[COLLECTED_KEY] = CollectedTest(nodeid=item.nodeid, module=item.path, cassette=cassette)
+    return known

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from pluggy import HookRelay
@@ -26,19 +26,13 @@ from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
-from ..report.status import Cause, TestStatus, cause_of
+from ..report.message import status_message
+from ..report.status import Cause, TestStatus, cause_of, decide
 from . import foreign_adapters
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
 from .interception import HeldInterception
-from .item_facts import (
-    CAUSE_KEY,
-    GUARD_NOTE_PROPERTY,
-    MESSAGE_KEY,
-    SETTINGS_KEY,
-    collected_test,
-    decide_status,
-)
+from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
 from .plan import early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
 
@@ -69,21 +63,21 @@ class TestLife:
         self.run: TestRun | None = None
         self.guard: FixtureGuard | None = None
         self.reports: dict[str, pytest.TestReport] = {}
-        # A test run again (pytest-rerunfailures) starts a new life: the last attempt's cause is not its.
-        if CAUSE_KEY in item.stash:
-            del item.stash[CAUSE_KEY]
-        if MESSAGE_KEY in item.stash:
-            del item.stash[MESSAGE_KEY]
+        # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
+        # every report carries it (report/message.py). A test run again (pytest-rerunfailures) starts a new
+        # life: the last attempt's cause is not its.
+        self.cause: Cause | None = None
+        self.message: str | None = None
 
     # -- the outcome, one way in -------------------------------------------------------------------------
 
     def fail(self, cause: Cause, message: str) -> NoReturn:
         """Fail the current phase with the plugin's ``message``; the test's first cause is kept."""
-        stash = self.item.stash
-        if CAUSE_KEY not in stash:
-            stash[CAUSE_KEY] = cause
-            stash[MESSAGE_KEY] = message
-        pytest.fail(message, pytrace=False)
+        if self.cause is None:
+            self.cause, self.message = cause, message
+        # Without the exception being handled, if any: the message says everything, a chained traceback
+        # would only repeat it.
+        raise pytest.fail.Exception(message, pytrace=False) from None
 
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
 
@@ -102,12 +96,11 @@ class TestLife:
             message = self._guard_message("set-up")
             if message is None:
                 raise
-        else:
-            message = self._guard_message("set-up", hand_to_run=True)
-            if message is None:
-                return result
-        # Outside the except block: the guard's message says it all, a chained traceback would only repeat it.
-        self.fail(Cause.NETWORK_BLOCKED, message)
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        message = self._guard_message("set-up", hand_to_run=True)
+        if message is not None:
+            self.fail(Cause.NETWORK_BLOCKED, message)
+        return result
 
     def _guard_message(self, phase: str, *, hand_to_run: bool = False) -> str | None:
         """The guard's problems since it last looked that the test's run does not hold yet, as a message;
@@ -137,12 +130,7 @@ class TestLife:
             )
             providers = session_providers(request.config)
         except AgentReplayError as exc:
-            config_error: str | None = str(exc)
-        else:
-            config_error = None
-        if config_error is not None:
-            # Outside the except block: the message says everything, a chained traceback would repeat it.
-            self.fail(Cause.CONFIG, config_error)
+            self.fail(Cause.CONFIG, str(exc))
         # No fallback: replay without interception would let calls escape the fail-closed guard.
         self.interception.hold()
         if self.interception.error is not None:
@@ -195,13 +183,9 @@ class TestLife:
             try:
                 wanted = comparison_settings_of(run)
             except AgentReplayError as exc:
-                config_error: str | None = str(exc)
-            else:
-                config_error = None
-                if wanted.repeat > 1:
-                    return (yield from repeated_call(self, run, wanted))
-            if config_error is not None:
-                self.fail(Cause.CONFIG, config_error)
+                self.fail(Cause.CONFIG, str(exc))
+            if wanted.repeat > 1:
+                return (yield from repeated_call(self, run, wanted))
         try:
             result = yield
         except BaseException as exc:
@@ -211,16 +195,14 @@ class TestLife:
             if not (isinstance(exc, AgentReplayError) or failures):
                 raise
             # A replay error, perhaps wrapped by an SDK: our message says it all, a traceback does not.
-            cause = cause_of(failures[0] if failures else exc)
             message = "\n\n".join(dict.fromkeys(str(f) for f in failures or [exc]))
-        else:
-            self._guard_message("the test's call", hand_to_run=True)
-            try:
-                run.end(passed=True)
-                return result
-            except AgentReplayError as exc:
-                cause, message = cause_of(exc), str(exc)
-        self.fail(cause, message)
+            self.fail(cause_of(failures[0] if failures else exc), message)
+        self._guard_message("the test's call", hand_to_run=True)
+        try:
+            run.end(passed=True)
+        except AgentReplayError as exc:
+            self.fail(cause_of(exc), str(exc))
+        return result
 
     def guard_to_run(self) -> None:
         """The guard's refusals during the test's call, handed to its run (a repeated call's, each run)."""
@@ -268,11 +250,43 @@ class TestLife:
     # -- the reports -------------------------------------------------------------------------------------
 
     def status(self, report: pytest.TestReport) -> TestStatus | None:
-        """Keep pytest's report of a phase; at teardown, the test's one status."""
-        self.reports[report.when] = report
+        """Keep pytest's report of a phase; at teardown, the test's one status, from pytest's reports of its
+        phases and the plugin's outcome of its run."""
+        reports = self.reports
+        reports[report.when] = report
         if report.when != "teardown":
             return None
-        return decide_status(self.item, self.reports, self.run)
+        worst, phase = "passed", "call"
+        for when in ("setup", "call", "teardown"):
+            found = reports.get(when)
+            if found is None:
+                continue
+            if found.failed:
+                worst, phase = "failed", when
+                break
+            if found.skipped and worst == "passed":
+                worst, phase = "skipped", when
+        item, run = self.item, self.run
+        longrepr = str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None
+        # The run's outcome names the cassette, the mode and what the plugin did; a run that never ended
+        # (or never began) only the first two.
+        known: dict[str, Any]
+        if run is not None and run.outcome is not None:
+            known = run.outcome._asdict()
+        else:
+            cassette = run.cassette if run is not None else collected_test(item).cassette
+            mode = run.test.mode if run is not None else self.settings.mode
+            known = {"nodeid": item.nodeid, "cassette": str(cassette or ""), "mode": mode}
+        return decide(
+            **known,
+            pytest_outcome=worst,
+            phase=phase,
+            cause=self.cause,
+            message=status_message(self.message, run, longrepr),
+            xfail=any(hasattr(r, "wasxfail") for r in reports.values()),
+            # pytest-rerunfailures numbers the attempts of a test it runs again; the last one is the verdict.
+            reruns=max(int(getattr(item, "execution_count", 1) or 1) - 1, 0),
+        )
 
 
 def _redact_hook(hook: HookRelay) -> Callable[[Document], Document] | None:

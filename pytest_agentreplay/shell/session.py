@@ -87,8 +87,8 @@ class TestRun:
     setup_error: AgentReplayError | None = None
     # The exception that ended the test body, when it raised.
     error: BaseException | None = None
-    # The run is served by the plan's foreign source (its own cassette did not exist at set-up).
-    served_by_foreign: bool = False
+    # The plan's foreign source, when it serves the run (its own cassette did not exist at set-up).
+    served_by: ForeignSource | None = None
     _token: object = None
 
     @property
@@ -156,24 +156,19 @@ class TestRun:
                 self.outcome = self._outcome(Action.MISSING)
             self.located(exc)
             raise
-        if recorded is None:
-            ctx = RunContext(
-                Recorder(meta), mode="record", cassette=str(self.cassette), settings=http_settings
-            )
-        else:
-            # The replayed run keeps the recorded run's id and metadata: an accepted update then rewrites
-            # only what changed.
-            ctx = RunContext(
-                Recorder(recorded.run),
-                mode=self.test.mode,
-                cassette=str(self.cassette),
-                tools=ToolReplayer(recorded),
-                recorded=recorded,
-                settings=http_settings,
-            )
+        # A replayed run keeps the recorded run's id and metadata: an update rewrites only what changed.
+        ctx = RunContext(
+            Recorder(meta if recorded is None else recorded.run),
+            mode="record" if recorded is None else self.test.mode,
+            cassette=str(self.cassette),
+            tools=None if recorded is None else ToolReplayer(recorded),
+            recorded=recorded,
+            settings=http_settings,
+        )
+        if recorded is not None:
             self.recorded = recorded
-            if self.foreign is not None and self.served_by_foreign:
-                self.foreign.activate(ctx, recorded, converting=self.test.update)
+            if self.served_by is not None:
+                self.served_by.activate(ctx, recorded, converting=self.test.update)
             elif self.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
                 ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
@@ -202,7 +197,7 @@ class TestRun:
 
     def _load_recorded(self) -> LoadedCassette:
         if self.foreign is not None and not self.cassette.exists():
-            self.served_by_foreign = True
+            self.served_by = self.foreign
             return self.foreign.load(self.nodeid, self.cassette)
         if not self.cassette.exists():
             raise missing_cassette_error(
@@ -216,7 +211,13 @@ class TestRun:
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
         recorded = load_cassette(self.cassette, mode=self.test.mode, migrate=self.test.update)
         owner = recorded.run.test
-        if owner and owner != self.nodeid and not self.plan.cassette_named and not self._same_redacted(owner):
+        if (
+            owner
+            and owner != self.nodeid
+            and not self.plan.cassette_named
+            # Node ids are redacted on write (a parametrize id may hold a secret): compared the same way.
+            and Redactor.from_config(self.settings.redaction).redact_string(self.nodeid) != owner
+        ):
             raise WrongTestCassetteError(
                 f"the cassette of {self.nodeid} was recorded for another test: {owner}",
                 evidence=[
@@ -234,11 +235,6 @@ class TestRun:
                 ],
             )
         return recorded
-
-    def _same_redacted(self, owner: str) -> bool:
-        # Node ids are redacted on write (a parametrize id may hold a secret): compare them the same way.
-        redactor = Redactor.from_config(self.settings.redaction)
-        return bool(redactor.redact_string(self.nodeid) == owner)
 
     def _relative_cassette(self) -> str:
         try:
@@ -400,8 +396,8 @@ class TestRun:
         # A foreign source's recorded side is what it played; a cassette of this plugin was redacted when
         # it was saved. The replayed side is redacted the same way.
         side: PayloadSource = recorded
-        if self.foreign is not None and self.served_by_foreign:
-            played = self.foreign.recorded_side(ctx)
+        if self.served_by is not None:
+            played = self.served_by.recorded_side(ctx)
             side, recorded_dicts = played, played.event_dicts()
         else:
             recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
@@ -427,16 +423,16 @@ class TestRun:
         # Only regression replays the agent against the recorded world; a model-comparison or sandbox
         # run is an experiment, never a new baseline.
         accepting = self.test.update and passed and self.test.mode == "regression"
-        if accepting and self.foreign is not None and self.served_by_foreign:
+        if accepting and self.served_by is not None:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
-            _, not_saved = self._save(self.foreign.converted_run(recorded.run), replayed.views)
+            _, not_saved = self._save(self.served_by.converted_run(recorded.run), replayed.views)
             return self._saved_update(not_saved, outcome)
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
-        if accepting:
-            # Only an update, a kept drift or a re-recording merges: a passing replay never imports it.
-            from ..replay.update import merge_for_update
+        # Only an update, a kept drift or a re-recording merges: a passing replay never imports it.
+        from ..replay.update import merge_for_update
 
+        if accepting:
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             return self._saved_update(self._save(recorded.run, events)[1], outcome)
         if not passed:
@@ -447,8 +443,6 @@ class TestRun:
         error = DriftError(rendered)
         pending = None
         if self.foreign is None and pending_enabled(self.settings, os.environ):
-            from ..replay.update import merge_for_update
-
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             pending = self._keep_pending(recorded.run, events, rendered, error)
         return outcome(Action.DRIFTED)._replace(pending=pending), error
@@ -493,7 +487,3 @@ class TestRun:
 
 # After these a test's pending drift is stale: the cassette passed as it is, or was replaced.
 _PENDING_STALE = frozenset({Action.REPLAYED, Action.UPDATED, Action.RECORDED})
-
-
-def is_replay_error(exc: BaseException) -> bool:
-    return isinstance(exc, AgentReplayError)

@@ -77,8 +77,7 @@ def register(config: pytest.Config) -> None:
     """At configure: honour ``@pytest.mark.vcr`` unless pytest-recording does."""
     if recording_active(config.pluginmanager):
         return
-    if not config.pluginmanager.has_plugin(PLUGIN_NAME):
-        register_early(config)  # a session that skipped the early hook (the plugin loaded late)
+    register_early(config)  # a session that skipped the early hook (the plugin loaded late)
     for line in MARKERS:
         config.addinivalue_line("markers", line)
 
