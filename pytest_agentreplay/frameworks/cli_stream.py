@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Collection
-from typing import Final
+from typing import Final, Self
 
 import anyio
 
@@ -28,6 +28,8 @@ from ..exceptions import ReplayError
 # whose callbacks now send fewer messages would otherwise hang the test.
 WAIT_SECONDS: Final = 30.0
 STREAM_KEY: Final = "stream"
+# The attribute of the SDK's object (transport, client) that holds its session in a run.
+SESSION_ATTRIBUTE: Final = "_agentreplay_session"
 
 
 def obj(value: object) -> Document:
@@ -119,11 +121,13 @@ def _split(entries: list[Document], opens: Callable[[Document], bool]) -> list[l
 
 class CliSession:
     """One CLI session in one run: its transcript, the events its protocol (a subclass) builds from it, and
-    in replay the recorded session served in place of the process (``served``; None: the CLI runs)."""
+    in replay the recorded session served in place of the process (``served``; None: the CLI runs). It is
+    attached to ``owner``, the SDK's object whose patched methods find it (:meth:`of`)."""
 
     def __init__(
         self,
         ctx: RunContext,
+        owner: object,
         transport: str,
         *,
         what: str,
@@ -134,14 +138,35 @@ class CliSession:
         self.transport = transport
         self.transcript = Transcript()
         self.prompts: list[object] = []
+        self.closed = False
         # None when the run executes tools (sandbox): the CLI runs for real.
         self.served: ServedStream | None = None
         if not ctx.executes_tool():
             entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
             self.served = ServedStream(ctx, entries, what=what, own_request=own_request)
+        setattr(owner, SESSION_ATTRIBUTE, self)
+
+    @classmethod
+    def of(cls, owner: object) -> Self | None:
+        """The session attached to ``owner`` (the SDK's object whose methods are patched), if any."""
+        found = getattr(owner, SESSION_ATTRIBUTE, None)
+        return found if isinstance(found, cls) else None
+
+    @classmethod
+    def live(cls, owner: object) -> bool:
+        """Whether ``owner`` talks to a real CLI process (outside a run, or in one that executes tools)."""
+        session = cls.of(owner)
+        return session is None or session.served is None
 
     def received(self, message: Document) -> None:
         self.transcript.received(message)
+
+    def sent(self, summary: Document, own_id: object = None) -> None:
+        """The Python side sent a message, noted as ``summary``; ``own_id``: its id when it is one of its
+        own requests."""
+        if self.served is not None:
+            self.served.wrote(own_id)
+        self.transcript.wrote(summary)
 
     def recorded_id(self, live_id: object) -> object:
         """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
@@ -176,7 +201,11 @@ class CliSession:
 
     def close(self) -> None:
         """In replay, the CLI's messages not served (sent while the SDK was closing) are noted as recorded;
-        the messages no event took go into a closing ``state.update`` (none: nothing emitted)."""
+        the messages no event took go into a closing ``state.update`` (none: nothing emitted). Once: the
+        SDK may close twice."""
+        if self.closed:
+            return
+        self.closed = True
         if self.served is not None:
             self.served.close()
             for message in self.served.rest():
