@@ -21,6 +21,7 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext, payload
 from ..core.commands import rerecord_fix
 from ..core.documents import Document
+from ..core.events import PayloadRef
 from ..core.tool_calls import EffectKind, ToolCall
 from ..exceptions import ReplayError
 
@@ -55,27 +56,6 @@ def cli_tool_call(
     )
 
 
-class Transcript:
-    """The messages of one CLI session both ways, noted in order; :meth:`take` hands over those since the
-    last take (an event's ``stream``). Outgoing messages are summaries: what they carry is in the events
-    built from them (a prompt, a permission verdict)."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self.pending: list[Document] = []
-
-    def received(self, message: Document) -> None:
-        self.pending.append({"after": self.sent, "in": message})
-
-    def wrote(self, summary: Document) -> None:
-        self.sent += 1
-        self.pending.append({"out": summary})
-
-    def take(self) -> list[Document]:
-        taken, self.pending = self.pending, []
-        return taken
-
-
 class RecordedSessions:
     """A run's room: per transport, the recorded CLI sessions and how many have been served."""
 
@@ -85,37 +65,34 @@ class RecordedSessions:
 
     def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
         if transport not in self.recorded:
-            self.recorded[transport] = _split(_recorded_transcript(ctx, transport), opens)
+            self.recorded[transport] = _recorded_sessions(ctx, transport, opens)
         sessions, index = self.recorded[transport], self.served.get(transport, 0)
         self.served[transport] = index + 1
         return sessions[index] if index < len(sessions) else []
 
 
-def _recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
-    """The recorded session's transcript: the ``stream`` entries of the events of ``transport``, in order."""
+def _recorded_sessions(
+    ctx: RunContext, transport: str, opens: Callable[[Document], bool]
+) -> list[list[Document]]:
+    """The ``stream`` entries of the recorded events of ``transport``, in order, cut into sessions: a new one
+    starts at each outgoing summary ``opens`` accepts (a test may start several CLI sessions; each is served
+    its own part)."""
     recorded = ctx.recorded
-    entries: list[Document] = []
+    sessions: list[list[Document]] = []
     if recorded is None:
-        return entries
+        return sessions
     for event in recorded.events:
         if event.data.get("transport") != transport or event.output_ref is None:
             continue
         value = recorded.payload(event.output_ref)
         stream = value.get(STREAM_KEY) if isinstance(value, dict) else None
-        if isinstance(stream, list):
-            entries.extend(e for e in stream if isinstance(e, dict))
-    return entries
-
-
-def _split(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
-    """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
-    test may start several CLI sessions; each is served its own part)."""
-    sessions: list[list[Document]] = []
-    for entry in entries:
-        out = entry.get("out")
-        if not sessions or (isinstance(out, dict) and opens(out)):
-            sessions.append([])
-        sessions[-1].append(entry)
+        for entry in stream if isinstance(stream, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            out = entry.get("out")
+            if not sessions or (isinstance(out, dict) and opens(out)):
+                sessions.append([])
+            sessions[-1].append(entry)
     return sessions
 
 
@@ -136,7 +113,11 @@ class CliSession:
     ) -> None:
         self.ctx = ctx
         self.transport = transport
-        self.transcript = Transcript()
+        # The transcript since an event last took it (that event's ``stream``): each message of the CLI with
+        # how many the Python side had ``written`` before it; the Python side's as summaries (what they carry
+        # is in the events built from them: a prompt, a permission verdict).
+        self.pending: list[Document] = []
+        self.written = 0
         self.prompts: list[object] = []
         self.closed = False
         # None when the run executes tools (sandbox): the CLI runs for real.
@@ -159,14 +140,15 @@ class CliSession:
         return session is None or session.served is None
 
     def received(self, message: Document) -> None:
-        self.transcript.received(message)
+        self.pending.append({"after": self.written, "in": message})
 
     def sent(self, summary: Document, own_id: object = None) -> None:
         """The Python side sent a message, noted as ``summary``; ``own_id``: its id when it is one of its
         own requests."""
         if self.served is not None:
             self.served.wrote(own_id)
-        self.transcript.wrote(summary)
+        self.written += 1
+        self.pending.append({"out": summary})
 
     def recorded_id(self, live_id: object) -> object:
         """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
@@ -181,7 +163,7 @@ class CliSession:
             event_class="decision",
             data={"endpoint": self.transport, "transport": self.transport, **data},
             input=payload({"prompts": prompts}) if prompts else None,
-            output=payload({STREAM_KEY: self.transcript.take()}),
+            output=self._stream(),
         )
 
     def state(self, node: str, state: object, **data: object) -> None:
@@ -193,8 +175,13 @@ class CliSession:
             event_class="decision",
             state_hash=hash_value(state),
             data={"node": label, "label": label, "transport": self.transport, **data},
-            output=payload({STREAM_KEY: self.transcript.take()}),
+            output=self._stream(),
         )
+
+    def _stream(self) -> PayloadRef:
+        """The transcript since an event last took it: that event's output."""
+        taken, self.pending = self.pending, []
+        return payload({STREAM_KEY: taken})
 
     def flush(self) -> None:
         """Emit what the protocol gathered and has not emitted yet (a turn under way): nothing here."""
@@ -211,7 +198,7 @@ class CliSession:
             for message in self.served.rest():
                 self.received(message)
         self.flush()
-        if self.transcript.pending:
+        if self.pending:
             self.state("end", None)
 
 
