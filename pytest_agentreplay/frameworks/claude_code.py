@@ -26,7 +26,6 @@ from .cli_stream import CliSession, ServedStream, cli_tool_call, effect, obj
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
-_STATE: Final = "_agentreplay_session"
 _MCP_PREFIX: Final = "mcp__"
 _PATCHED: Final = ("connect", "write", "read_messages", "close", "end_input", "is_ready")
 
@@ -71,6 +70,7 @@ class Session(CliSession):
     def __init__(self, ctx: RunContext, transport: Any) -> None:
         super().__init__(
             ctx,
+            transport,
             TRANSPORT,
             what=f"Claude Agent SDK session (transport {TRANSPORT})",
             opens=_opens_session,
@@ -82,7 +82,6 @@ class Session(CliSession):
         self.mcp_calls: dict[str, ToolCall] = {}
         self.read_only: set[str] = set()
         self.sdk_servers = _sdk_servers(transport)
-        self.closed = False
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
@@ -173,8 +172,8 @@ class Session(CliSession):
             return False
         with contextlib.suppress(RecordedToolError):  # a recorded failure: its tool.result holds the error
             call.served()
-        self.transcript.wrote({"type": "control_response", "request_id": message.get("request_id")})
-        self.served.wrote()  # the answer the SDK would have sent, sent in its place
+        # The answer the SDK would have sent, sent in its place.
+        self.sent({"type": "control_response", "request_id": message.get("request_id")})
         return True
 
     def _result(self, message: Document) -> None:
@@ -206,9 +205,7 @@ class Session(CliSession):
             if isinstance(response, dict):
                 summary["request_id"] = response.get("request_id")
                 self._answered(response)
-        if self.served is not None:
-            self.served.wrote(message.get("request_id") if kind == "control_request" else None)
-        self.transcript.wrote(summary)
+        self.sent(summary, message.get("request_id") if kind == "control_request" else None)
 
     def _answered(self, response: Document) -> None:
         request_id = str(response.get("request_id"))
@@ -279,22 +276,12 @@ class Session(CliSession):
         else:
             call.finished(reply.get("result"), None)
 
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            super().close()
-
 
 def _sdk_servers(transport: Any) -> set[str]:
     servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
     if not isinstance(servers, dict):
         return set()
     return {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
-
-
-def session_of(transport: object) -> Session | None:
-    found = getattr(transport, _STATE, None)
-    return found if isinstance(found, Session) else None
 
 
 def install(patches: Patches) -> None:
@@ -304,16 +291,11 @@ def install(patches: Patches) -> None:
 
     async def patched_connect(self: Any) -> None:
         ctx = current_run()
-        if ctx is None:
-            await connect(self)
-            return
-        session = Session(ctx, self)
-        setattr(self, _STATE, session)
-        if session.served is None:
+        if ctx is None or Session(ctx, self).served is None:  # outside a run, or the CLI runs
             await connect(self)
 
     async def patched_write(self: Any, data: str) -> None:
-        session = session_of(self)
+        session = Session.of(self)
         if session is None:
             await write(self, data)
             return
@@ -324,26 +306,24 @@ def install(patches: Patches) -> None:
             await write(self, data)
 
     def patched_read(self: Any) -> AsyncIterator[dict[str, Any]]:
-        session = session_of(self)
+        session = Session.of(self)
         if session is None:
             return read(self)  # type: ignore[no-any-return]
         return _read(session, read(self) if session.served is None else None)
 
     async def patched_close(self: Any) -> None:
-        session = session_of(self)
+        session = Session.of(self)
         if session is not None:
             session.close()
         if session is None or session.served is None:
             await close(self)
 
     async def patched_end_input(self: Any) -> None:
-        session = session_of(self)
-        if session is None or session.served is None:
+        if Session.live(self):
             await end_input(self)
 
     def patched_ready(self: Any) -> bool:
-        session = session_of(self)
-        return True if session is not None and session.served is not None else bool(ready(self))
+        return bool(ready(self)) if Session.live(self) else True
 
     patched = (patched_connect, patched_write, patched_read, patched_close, patched_end_input, patched_ready)
     for name, function in zip(_PATCHED, patched, strict=True):

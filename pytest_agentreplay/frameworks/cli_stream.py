@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Collection
-from typing import Final
+from typing import Final, Self
 
 import anyio
 
@@ -21,6 +21,7 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext, payload
 from ..core.commands import rerecord_fix
 from ..core.documents import Document
+from ..core.events import PayloadRef
 from ..core.tool_calls import EffectKind, ToolCall
 from ..exceptions import ReplayError
 
@@ -28,6 +29,8 @@ from ..exceptions import ReplayError
 # whose callbacks now send fewer messages would otherwise hang the test.
 WAIT_SECONDS: Final = 30.0
 STREAM_KEY: Final = "stream"
+# The attribute of the SDK's object (transport, client) that holds its session in a run.
+SESSION_ATTRIBUTE: Final = "_agentreplay_session"
 
 
 def obj(value: object) -> Document:
@@ -53,27 +56,6 @@ def cli_tool_call(
     )
 
 
-class Transcript:
-    """The messages of one CLI session both ways, noted in order; :meth:`take` hands over those since the
-    last take (an event's ``stream``). Outgoing messages are summaries: what they carry is in the events
-    built from them (a prompt, a permission verdict)."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self.pending: list[Document] = []
-
-    def received(self, message: Document) -> None:
-        self.pending.append({"after": self.sent, "in": message})
-
-    def wrote(self, summary: Document) -> None:
-        self.sent += 1
-        self.pending.append({"out": summary})
-
-    def take(self) -> list[Document]:
-        taken, self.pending = self.pending, []
-        return taken
-
-
 class RecordedSessions:
     """A run's room: per transport, the recorded CLI sessions and how many have been served."""
 
@@ -83,47 +65,46 @@ class RecordedSessions:
 
     def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
         if transport not in self.recorded:
-            self.recorded[transport] = _split(_recorded_transcript(ctx, transport), opens)
+            self.recorded[transport] = _recorded_sessions(ctx, transport, opens)
         sessions, index = self.recorded[transport], self.served.get(transport, 0)
         self.served[transport] = index + 1
         return sessions[index] if index < len(sessions) else []
 
 
-def _recorded_transcript(ctx: RunContext, transport: str) -> list[Document]:
-    """The recorded session's transcript: the ``stream`` entries of the events of ``transport``, in order."""
+def _recorded_sessions(
+    ctx: RunContext, transport: str, opens: Callable[[Document], bool]
+) -> list[list[Document]]:
+    """The ``stream`` entries of the recorded events of ``transport``, in order, cut into sessions: a new one
+    starts at each outgoing summary ``opens`` accepts (a test may start several CLI sessions; each is served
+    its own part)."""
     recorded = ctx.recorded
-    entries: list[Document] = []
+    sessions: list[list[Document]] = []
     if recorded is None:
-        return entries
+        return sessions
     for event in recorded.events:
         if event.data.get("transport") != transport or event.output_ref is None:
             continue
         value = recorded.payload(event.output_ref)
         stream = value.get(STREAM_KEY) if isinstance(value, dict) else None
-        if isinstance(stream, list):
-            entries.extend(e for e in stream if isinstance(e, dict))
-    return entries
-
-
-def _split(entries: list[Document], opens: Callable[[Document], bool]) -> list[list[Document]]:
-    """The transcript cut into sessions: a new one starts at each outgoing summary ``opens`` accepts (a
-    test may start several CLI sessions; each is served its own part)."""
-    sessions: list[list[Document]] = []
-    for entry in entries:
-        out = entry.get("out")
-        if not sessions or (isinstance(out, dict) and opens(out)):
-            sessions.append([])
-        sessions[-1].append(entry)
+        for entry in stream if isinstance(stream, list) else ():
+            if not isinstance(entry, dict):
+                continue
+            out = entry.get("out")
+            if not sessions or (isinstance(out, dict) and opens(out)):
+                sessions.append([])
+            sessions[-1].append(entry)
     return sessions
 
 
 class CliSession:
     """One CLI session in one run: its transcript, the events its protocol (a subclass) builds from it, and
-    in replay the recorded session served in place of the process (``served``; None: the CLI runs)."""
+    in replay the recorded session served in place of the process (``served``; None: the CLI runs). It is
+    attached to ``owner``, the SDK's object whose patched methods find it (:meth:`of`)."""
 
     def __init__(
         self,
         ctx: RunContext,
+        owner: object,
         transport: str,
         *,
         what: str,
@@ -132,16 +113,42 @@ class CliSession:
     ) -> None:
         self.ctx = ctx
         self.transport = transport
-        self.transcript = Transcript()
+        # The transcript since an event last took it (that event's ``stream``): each message of the CLI with
+        # how many the Python side had ``written`` before it; the Python side's as summaries (what they carry
+        # is in the events built from them: a prompt, a permission verdict).
+        self.pending: list[Document] = []
+        self.written = 0
         self.prompts: list[object] = []
+        self.closed = False
         # None when the run executes tools (sandbox): the CLI runs for real.
         self.served: ServedStream | None = None
         if not ctx.executes_tool():
             entries = ctx.rooms.of(RecordedSessions, RecordedSessions).next(ctx, transport, opens)
             self.served = ServedStream(ctx, entries, what=what, own_request=own_request)
+        setattr(owner, SESSION_ATTRIBUTE, self)
+
+    @classmethod
+    def of(cls, owner: object) -> Self | None:
+        """The session attached to ``owner`` (the SDK's object whose methods are patched), if any."""
+        found = getattr(owner, SESSION_ATTRIBUTE, None)
+        return found if isinstance(found, cls) else None
+
+    @classmethod
+    def live(cls, owner: object) -> bool:
+        """Whether ``owner`` talks to a real CLI process (outside a run, or in one that executes tools)."""
+        session = cls.of(owner)
+        return session is None or session.served is None
 
     def received(self, message: Document) -> None:
-        self.transcript.received(message)
+        self.pending.append({"after": self.written, "in": message})
+
+    def sent(self, summary: Document, own_id: object = None) -> None:
+        """The Python side sent a message, noted as ``summary``; ``own_id``: its id when it is one of its
+        own requests."""
+        if self.served is not None:
+            self.served.wrote(own_id)
+        self.written += 1
+        self.pending.append({"out": summary})
 
     def recorded_id(self, live_id: object) -> object:
         """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
@@ -156,7 +163,7 @@ class CliSession:
             event_class="decision",
             data={"endpoint": self.transport, "transport": self.transport, **data},
             input=payload({"prompts": prompts}) if prompts else None,
-            output=payload({STREAM_KEY: self.transcript.take()}),
+            output=self._stream(),
         )
 
     def state(self, node: str, state: object, **data: object) -> None:
@@ -168,21 +175,30 @@ class CliSession:
             event_class="decision",
             state_hash=hash_value(state),
             data={"node": label, "label": label, "transport": self.transport, **data},
-            output=payload({STREAM_KEY: self.transcript.take()}),
+            output=self._stream(),
         )
+
+    def _stream(self) -> PayloadRef:
+        """The transcript since an event last took it: that event's output."""
+        taken, self.pending = self.pending, []
+        return payload({STREAM_KEY: taken})
 
     def flush(self) -> None:
         """Emit what the protocol gathered and has not emitted yet (a turn under way): nothing here."""
 
     def close(self) -> None:
         """In replay, the CLI's messages not served (sent while the SDK was closing) are noted as recorded;
-        the messages no event took go into a closing ``state.update`` (none: nothing emitted)."""
+        the messages no event took go into a closing ``state.update`` (none: nothing emitted). Once: the
+        SDK may close twice."""
+        if self.closed:
+            return
+        self.closed = True
         if self.served is not None:
             self.served.close()
             for message in self.served.rest():
                 self.received(message)
         self.flush()
-        if self.transcript.pending:
+        if self.pending:
             self.state("end", None)
 
 

@@ -21,10 +21,9 @@ from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
-from .cli_stream import CliSession, cli_tool_call, effect, obj
+from .cli_stream import SESSION_ATTRIBUTE, CliSession, cli_tool_call, effect, obj
 
 TRANSPORT: Final = "codex"
-_STATE: Final = "_agentreplay_session"
 # Item type -> the tool call's name and the item's fields that are its arguments.
 _ITEMS: Final = {
     "commandExecution": ("command", ("command", "cwd")),
@@ -47,9 +46,10 @@ def _opens_session(out: Document) -> bool:
 class Session(CliSession):
     """One client's app-server session in one run (threads: the SDK's caller and its reader)."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, client: object) -> None:
         super().__init__(
             ctx,
+            client,
             TRANSPORT,
             what=f"Codex session ({TRANSPORT})",
             opens=_opens_session,
@@ -133,9 +133,7 @@ class Session(CliSession):
             else:
                 summary = {"answer": message.get("id")}
                 self._answered(str(message.get("id")), obj(message.get("result")))
-            if self.served is not None:
-                self.served.wrote(message.get("id") if own else None)
-            self.transcript.wrote(summary)
+            self.sent(summary, message.get("id") if own else None)
 
     def _answered(self, request_id: str, result: Document) -> None:
         asked = self.asked.pop(request_id, None)
@@ -177,23 +175,14 @@ class Session(CliSession):
         return message
 
 
-def session_of(client: object) -> Session | None:
-    found = getattr(client, _STATE, None)
-    return found if isinstance(found, Session) else None
-
-
 def install(patches: Patches) -> None:
     cls = CodexClient
     start, write, read, close = (genuine_function(getattr(cls, name)) for name in _PATCHED)
 
     def patched_start(self: Any) -> None:
         ctx = current_run()
-        if ctx is None or session_of(self) is not None:
-            start(self)
-            return
-        session = Session(ctx)
-        setattr(self, _STATE, session)
-        if session.served is None:
+        # Outside a run, started already, or the CLI runs: the process starts.
+        if ctx is None or Session.of(self) is not None or Session(ctx, self).served is None:
             start(self)
             return
         # No process: the SDK's reader thread reads the served session.
@@ -201,14 +190,14 @@ def install(patches: Patches) -> None:
         self._reader_thread.start()
 
     def patched_write(self: Any, message: Document) -> None:
-        session = session_of(self)
+        session = Session.of(self)
         if session is not None:
             session.wrote(message)
         if session is None or session.served is None:
             write(self, message)
 
     def patched_read(self: Any) -> Document:
-        session = session_of(self)
+        session = Session.of(self)
         if session is None:
             return dict(read(self))
         if session.served is not None:
@@ -218,10 +207,10 @@ def install(patches: Patches) -> None:
         return message
 
     def patched_close(self: Any) -> None:
-        session = session_of(self)
+        session = Session.of(self)
         if session is not None:
             session.close()
-            delattr(self, _STATE)
+            delattr(self, SESSION_ATTRIBUTE)
         if session is None or session.served is None:
             close(self)
 
