@@ -72,13 +72,13 @@ class ToolExecution:
         )
 
 
-def note_agent(ctx: RunContext, agent: str | None, *, framework: str) -> None:
+def note_agent(ctx: RunContext, agent: object, *, framework: str) -> None:
     """Agent metadata onto the run header's labels (``agent``, ``framework``; the outermost agent wins).
 
     Labels, not ``RunMeta.agent``: that one is the test's choice and is echoed into ``run.start``."""
     labels = ctx.recorder.run.labels
     if agent:
-        labels.setdefault("agent", agent)
+        labels.setdefault("agent", str(agent))
         labels.setdefault("framework", framework)
 
 

@@ -55,15 +55,6 @@ class _Turn:
             self.usage = message.get("usage")
 
 
-def _opens_or_asks(out: Document) -> bool:
-    """One of the SDK's own control requests (``initialize``, ``interrupt``...): its id is the SDK's."""
-    return out.get("type") == "control_request"
-
-
-def _opens_session(out: Document) -> bool:
-    return out.get("type") == "control_request" and out.get("subtype") == "initialize"
-
-
 class Session(CliSession):
     """One transport instance's CLI session in one run."""
 
@@ -73,8 +64,9 @@ class Session(CliSession):
             transport,
             TRANSPORT,
             what=f"Claude Agent SDK session (transport {TRANSPORT})",
-            opens=_opens_session,
-            own_request=_opens_or_asks,
+            opens=lambda out: out.get("type") == "control_request" and out.get("subtype") == "initialize",
+            # The SDK's own control requests (``initialize``, ``interrupt``...): their ids are the SDK's.
+            own_request=lambda out: out.get("type") == "control_request",
         )
         self.turn: _Turn | None = None
         self.tools: dict[str, ToolCall] = {}

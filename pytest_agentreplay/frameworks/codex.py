@@ -35,14 +35,6 @@ _DECLINED: Final = frozenset({"decline", "cancel", "denied", "abort"})
 _PATCHED: Final = ("start", "_write_message", "_read_message", "close")
 
 
-def _own_request(out: Document) -> bool:
-    return "request_id" in out and "method" in out
-
-
-def _opens_session(out: Document) -> bool:
-    return out.get("method") == "initialize"
-
-
 class Session(CliSession):
     """One client's app-server session in one run (threads: the SDK's caller and its reader)."""
 
@@ -52,8 +44,8 @@ class Session(CliSession):
             client,
             TRANSPORT,
             what=f"Codex session ({TRANSPORT})",
-            opens=_opens_session,
-            own_request=_own_request,
+            opens=lambda out: out.get("method") == "initialize",
+            own_request=lambda out: "request_id" in out and "method" in out,
         )
         self.lock = threading.RLock()
         self.model: object = None

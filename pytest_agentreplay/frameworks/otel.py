@@ -98,7 +98,7 @@ class GenAISpanProcessor(SpanProcessor):
         elif operation in MODEL_OPERATIONS:
             _pending(ctx)[key] = len(ctx.recorder.events)
         elif operation in AGENT_OPERATIONS:
-            _note(ctx, span, attributes)
+            note_agent(ctx, attributes.get("gen_ai.agent.name"), framework=_framework(span))
 
     def on_end(self, span: ReadableSpan) -> None:
         if span.context is not None:
@@ -117,12 +117,7 @@ class GenAISpanProcessor(SpanProcessor):
             if not any(event.type == "model.call" for event in ctx.recorder.events[pending:]):
                 _model_call(ctx, span, attributes)
         elif attributes.get("gen_ai.operation.name") in AGENT_OPERATIONS:
-            _note(ctx, span, attributes)
-
-
-def _note(ctx: RunContext, span: ReadableSpan | Span, attributes: Mapping[str, object]) -> None:
-    agent = attributes.get("gen_ai.agent.name")
-    note_agent(ctx, str(agent) if agent else None, framework=_framework(span))
+            note_agent(ctx, attributes.get("gen_ai.agent.name"), framework=_framework(span))
 
 
 def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:

@@ -117,11 +117,12 @@ document.querySelectorAll('table.comparison th').forEach(function (th, column) {
 </script>"""
 
 
-def html_table(rows: Sequence[Document], escape: object) -> str:
-    """The sortable table (``escape``: the viewer's HTML escape)."""
+def html_table(rows: Sequence[Document]) -> str:
+    """The sortable table of the HTML report."""
     if not rows:
         return ""
-    esc = escape if callable(escape) else str
+    from .viewer import esc  # loaded already by the HTML report, its one caller
+
     head = "".join(f'<th title="sort by {esc(name)}">{esc(name)}</th>' for name in _COLUMNS)
     body = "".join(
         f'<tr data-verdict="{esc(row["verdict"])}">'

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..cassette.read import load_cassette
 from ..core.documents import Document
 from ..exceptions import AgentReplayError
-from .markdown import display_path, notable, status_label
+from .markdown import display_path, notable
 from .status import RED, TestStatus
 from .summary import SessionReport, differences_text, shown_counts
 from .viewer import esc, page, render_drift_html, render_run_section
@@ -19,7 +19,7 @@ def _test_section(index: int, test: TestStatus) -> str:
     head = (
         f'<section class="test" id="test-{index}" data-status="{esc(test.status)}">'
         f'<h2><span class="badge {"regression" if test.red else ""}">'
-        f"{esc(status_label(test))}</span>"
+        f"{esc(test.label())}</span>"
         f"<code>{esc(test.nodeid)}</code></h2>"
         # The whole message, as the terminal showed it: headline, evidence, location and numbered fixes.
         + (f'<pre class="message">{esc(test.message)}</pre>' if test.message else "")
@@ -67,7 +67,7 @@ def _comparison(comparison: Document | None) -> str:
 
     not_spent = not_spent_text(comparison)
     spent = f"<p class=not-spent>Replay did not spend {esc(not_spent)}</p>" if not_spent else ""
-    return html_table(comparison.get("tests") or [], esc) + spent
+    return html_table(comparison.get("tests") or []) + spent
 
 
 def render_html(report: SessionReport) -> str:
@@ -82,7 +82,7 @@ def render_html(report: SessionReport) -> str:
     for index, test in enumerate(report.tests):
         link = f'<a href="#test-{index}">{esc(test.nodeid)}</a>' if notable(test) else esc(test.nodeid)
         rows.append(
-            f'<tr data-status="{esc(test.status)}"><td>{esc(status_label(test))}</td>'
+            f'<tr data-status="{esc(test.status)}"><td>{esc(test.label())}</td>'
             f"<td class=mono>{link}</td>"
             f"<td class=mono>{esc(display_path(test.cassette))}</td><td>{esc(test.mode)}</td>"
             f"<td>{test.regressions}</td><td>{test.expected}</td></tr>"

@@ -24,9 +24,7 @@ Where = Callable[[Difference], str | None]
 CELL_LIMIT = 80
 MAX_ROWS_PER_TEST = 50
 ICONS = {
-    Status.DRIFTED: "❌",
-    Status.FAILED: "❌",
-    Status.ERROR: "❌",
+    **dict.fromkeys(RED, "❌"),
     Status.UPDATED: "✏️",
     Status.REPLAYED: "✅",
     Status.RECORDED: "🎙️",
@@ -126,12 +124,6 @@ def _side(value: object) -> str:
     return "*(absent)*" if value is ABSENT else cell_code(value)
 
 
-def status_label(test: TestStatus) -> str:
-    """``failed (unmatched-call)``, or the status alone."""
-    failed = test.status in (Status.FAILED, Status.ERROR) and test.cause
-    return f"{test.status} ({test.cause})" if failed else test.status.value
-
-
 def render_markdown(report: SessionReport) -> str:
     summary = report.summary
     lines = ["## Agent replay report", ""]
@@ -159,7 +151,7 @@ def render_markdown(report: SessionReport) -> str:
             "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {ICONS[t.status]} {_plain(status_label(t))} | {cell_code(t.nodeid, 300)} "
+            f"| {ICONS[t.status]} {_plain(t.label())} | {cell_code(t.nodeid, 300)} "
             f"| {cell_code(display_path(t.cassette), 300)} "
             f"| {_plain(t.mode)} | {t.regressions} | {t.expected} |"
             for t in tests
@@ -180,7 +172,7 @@ def render_markdown(report: SessionReport) -> str:
         lines += [
             "<details>",
             f"<summary>{ICONS[t.status]} <code>{html.escape(t.nodeid)}</code>: "
-            f"{counted if t.drift is not None else html.escape(status_label(t))}</summary>",
+            f"{counted if t.drift is not None else html.escape(t.label())}</summary>",
             "",
         ]
         if t.message:  # the whole message, pre-formatted: its layout makes it readable

@@ -151,6 +151,14 @@ class TestStatus(NamedTuple):
     def red(self) -> bool:
         return self.status in RED
 
+    def label(self, *, why: bool = False) -> str:
+        """``failed (unmatched-call)`` (``why``: ``failed (unmatched-call: a live call has no recorded
+        counterpart)``), or the status alone."""
+        cause = self.cause
+        if self.status not in (Status.FAILED, Status.ERROR) or not cause:
+            return self.status.value
+        return f"{self.status} ({cause}: {CAUSES[cause]})" if why else f"{self.status} ({cause})"
+
     def to_dict(self) -> Document:
         """The test's entry in the JSON report (``report/schema.json``): plain strings, in its order."""
         return {

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from ..core.commands import record_command, update_command
 from ..core.documents import Document
-from .status import CAUSES, RED, STATUSES, Cause, Status, TestStatus
+from .status import RED, STATUSES, Cause, Status, TestStatus
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
@@ -75,14 +75,6 @@ def differences_text(numbers: dict[str, int]) -> str:
     if numbers.get("regressions_xfailed"):
         parts.append(f"{plural(numbers['regressions_xfailed'], 'regression')} in xfailed tests")
     return ", ".join(parts)
-
-
-def describe(status: TestStatus) -> str:
-    """``failed (unmatched-call: a live call has no recorded counterpart)`` or just the status."""
-    cause = status.cause
-    if status.status in (Status.FAILED, Status.ERROR) and cause:
-        return f"{status.status} ({cause}: {CAUSES[cause]})"
-    return status.status.value
 
 
 def next_steps(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
@@ -155,7 +147,7 @@ def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ())
     for status in statuses:
         name = status.status
         if name in (*RED, Status.UPDATED, Status.RECORDED):
-            lines.append(f"  {describe(status)}: {status.nodeid} -> {status.cassette}{_detail(status)}")
+            lines.append(f"  {status.label(why=True)}: {status.nodeid} -> {status.cassette}{_detail(status)}")
             if status.pending:
                 lines.append(f"    pending: {status.pending}")
         elif name == Status.REPLAYED and (status.expected or status.reruns):
