@@ -82,11 +82,15 @@ def _each_adapter(step: str, ctx: RunContext) -> None:
             call(ctx)
 
 
+def _noop() -> None:
+    return None
+
+
 def activate(ctx: RunContext) -> Callable[[], None]:
     """Hook every framework in use into ``ctx``, now or when it is imported during the run; returns the
     callable that unhooks them (idempotent)."""
     if not any(marker in sys.modules or _installed(marker) for marker, _ in ADAPTERS):
-        return lambda: None
+        return _noop
     release = OWNER.acquire()
     _each_adapter("start_run", ctx)
 
