@@ -4,12 +4,11 @@ Independent nets, because credentials hide in different places: secret-named JSO
 name says auth/key/token/secret/signature/session/password/cookie, secret-named URL query parameters,
 URL userinfo, named multipart parts, and secret-shaped values anywhere (:mod:`.rules`).
 
-Redaction works on *decoded views*, what is on the wire rather than how it is stored: bodies
-(:mod:`.bodies`), base64 and percent-encoded strings (:mod:`.encoded`), JSON nested inside JSON strings
-(tool-call arguments). The final scan (:meth:`Redactor.find_secrets`, :mod:`.scan`) is defined as "what
-:meth:`Redactor.redact` would still change", so the scan before a write, ``agentreplay verify`` and the
-reports see exactly the views redaction saw. What a redactor remembers between calls, and what of it is
-shared, is :mod:`.memory`'s.
+Redaction works on *decoded views*, what is on the wire rather than how it is stored: bodies (:mod:`.bodies`),
+base64 and percent-encoded strings (:mod:`.encoded`), JSON inside JSON strings (tool-call arguments). The
+final scan (:meth:`Redactor.find_secrets`, :mod:`.scan`) is "what :meth:`Redactor.redact` would still
+change": the scan before a write, ``agentreplay verify`` and the reports see the views redaction saw. What a
+redactor remembers between calls, and what of it is shared, is :mod:`.memory`'s.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from .encoded import keep_idempotency_key, redact_encoded
 from .known import KnownSecrets, header_credentials
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
 from .rules import (
+    BODY_KINDS,
     BUILTIN_VALUE_PATTERNS,
     JSON_PAIR,
     QUERY_PARAM,
@@ -121,15 +121,12 @@ class Redactor:
                     fixes=[f'write it as {option} = ["..."]'],
                 )
             lists[option] = [str(item) for item in raw]
-        names = [k for k in lists["redact_keys"] if not (REGEX_META & set(k))]
-        key_patterns = [k for k in lists["redact_keys"] if REGEX_META & set(k)]
-        compiled_keys = [compile_option(p, "redact_keys", re.IGNORECASE) for p in key_patterns]
-        compiled_values = [compile_option(p, "redact_patterns", 0) for p in lists["redact_patterns"]]
+        keys = lists["redact_keys"]
         return cls(
             extra_headers=lists["redact_headers"],
-            extra_keys=names,
-            extra_key_patterns=compiled_keys,
-            extra_value_patterns=compiled_values,
+            extra_keys=[k for k in keys if not (REGEX_META & set(k))],
+            extra_key_patterns=[compile_option(k, "redact_keys", re.I) for k in keys if REGEX_META & set(k)],
+            extra_value_patterns=[compile_option(p, "redact_patterns", 0) for p in lists["redact_patterns"]],
         )
 
     # -- decisions -------------------------------------------------------------------------------
@@ -186,10 +183,9 @@ class Redactor:
         learnt in one part of the value (a ``password`` field) is replaced in every part of it (a note
         that repeats it before the field), and in everything redacted later.
 
-        ``like``: the value as a save wrote it before (a recorded event). Where the walk below takes an
-        object key by key, a value equal to the one ``like`` holds under that key is that one (an object is
-        walked into, the rest compared as JSON), and an object whose every value is is ``like``'s object:
-        what the cassette holds already, which a replay that repeats it compares by identity."""
+        ``like``: the value as a save wrote it before (a recorded event). Where the walk takes an object key
+        by key, a value equal to ``like``'s under that key is that one, and an object whose every value is is
+        ``like``'s: what the cassette holds already, which a replay that repeats it compares by identity."""
         learnt = len(self.known)
         out = self._redact(value, keys, like)
         if len(self.known) != learnt:
@@ -202,37 +198,7 @@ class Redactor:
         if isinstance(value, dict):
             if is_body(value):
                 return self._redact_element(value, keys, body=True)
-            out: Document = {}
-            reused = 0
-            twins = like or {}
-            for k, v in value.items():
-                twin = twins.get(k, _ABSENT)
-                if twin is not _ABSENT and (
-                    v is twin
-                    or (type(v) is str and v == twin and type(twin) is str)
-                    or (not (type(v) is dict and k != "headers" and not is_body(v)) and same_json(v, twin))
-                ):
-                    out[k] = twin
-                    reused += 1
-                    continue
-                # (A key the recorded value holds too is what the cassette holds.)
-                fixed = twin is not _ABSENT or not isinstance(k, str)
-                new_key = k if fixed else self.redact_string(k, keys=False)
-                if keys and isinstance(k, str) and not is_exempt(v) and self.is_secret_name(k, value=v):
-                    self.learn(v)
-                    out[new_key] = REDACTED
-                elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
-                    out[new_key] = self._redact_schema_properties(v)
-                elif keys and k == "headers" and isinstance(v, dict | list):
-                    out[new_key] = self.redact_headers(v)
-                else:
-                    out[new_key] = new = self._redact(v, keys, twin if isinstance(twin, dict) else None)
-                    reused += new is twin
-            if like is not None and reused == len(value) == len(like):
-                return like
-            if keys and "tool" in value:
-                out = keep_idempotency_key(self, value, out)
-            return out
+            return self._redact_object(value, keys, like)
         if isinstance(value, list):
             if (
                 keys
@@ -247,6 +213,50 @@ class Redactor:
                 for v in value
             ]
         return value
+
+    def _redact_object(self, value: Document, keys: bool, like: Mapping[str, object] | None) -> object:
+        out: Document = {}
+        reused = 0
+        twins = like or {}
+        names = self._memory.names
+        for k, v in value.items():
+            twin = twins.get(k, _ABSENT)
+            kind = type(v)
+            walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
+            walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
+            if twin is not _ABSENT and (
+                v is twin
+                or (kind is str and v == twin and type(twin) is str)
+                or (not walked and (kind is not str or v == twin) and same_json(v, twin))
+            ):
+                out[k] = twin
+                reused += 1
+                continue
+            # (A key the recorded value holds too is what the cassette holds.)
+            fixed = twin is not _ABSENT or not isinstance(k, str)
+            new_key = k if fixed else self.redact_string(k, keys=False)
+            secret = False
+            if keys and isinstance(k, str) and (walked or not is_exempt(v)):  # (an object is never exempt)
+                decided = names.get((k, False))  # ``is_secret_name``, inlined
+                if decided is None:
+                    decided = self._kind(k, False)
+                secret = decided == SECRET or (decided == SECRET_IF_SHAPED and looks_like_credential(v))
+            if secret:
+                self.learn(v)
+                out[new_key] = REDACTED
+            elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
+                out[new_key] = self._redact_schema_properties(v)
+            elif keys and k == "headers" and isinstance(v, dict | list):
+                out[new_key] = self.redact_headers(v)
+            else:
+                walk = self._redact_object if walked else self._redact
+                out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
+                reused += new is twin
+        if like is not None and reused == len(value) == len(like):
+            return like
+        if keys and "tool" in value:
+            out = keep_idempotency_key(self, value, out)
+        return out
 
     def _redact_schema_properties(self, properties: Document) -> Document:
         """A JSON Schema's ``properties``: its keys name the parameters a tool takes (``api_key``,

@@ -38,9 +38,10 @@ class ReplayedHistory:
         self._recorded, self._redactor = recorded, redactor
         self._by_hash: dict[str, Document] = {}
         for twin in recorded:
-            digest, body = (twin.get("data") or {}).get("request_hash"), _json_body(twin)
-            if twin.get("type") == "model.call" and isinstance(digest, str) and body is not None:
-                self._by_hash.setdefault(digest, body)
+            if twin.get("type") == "model.call":
+                digest, body = (twin.get("data") or {}).get("request_hash"), _json_body(twin)
+                if isinstance(digest, str) and body is not None:
+                    self._by_hash.setdefault(digest, body)
         self._views: list[RedactedEvent] | None = None
         if holds_transport_headers(recorded, keep=keep):
             self._views = self._redacted(self._events)
@@ -58,12 +59,14 @@ class ReplayedHistory:
 
     def _redacted(self, events: Sequence[Document]) -> list[RedactedEvent]:
         recorded, redactor = self._recorded, self._redactor
-        views = []
+        views, known = [], len(redactor.known)
         for index, replayed in enumerate(events):
             at = recorded[index] if index < len(recorded) else None
             like = at if at and at.get("type") == replayed["type"] else None
             sent, like = _sent_as_recorded(replayed, like, self._by_hash)
             views.append(redact_event(sent, redactor, like))
+        if len(redactor.known) == known:  # no secret learnt on the way: every view is fresh
+            return views
         return [view.current(redactor) for view in views]
 
 
@@ -93,7 +96,7 @@ def _sent_as_recorded(
     body, with that body in place of its own (the same JSON; its other members, its format, compared)."""
     digest = event.get("data", {}).get("request_hash") if event.get("type") == "model.call" else None
     recorded = by_hash.get(digest) if isinstance(digest, str) else None
-    body = _json_body(event)
+    body = _json_body(event) if recorded is not None else None
     if body is None or recorded is None or _rest(body) != _rest(recorded):
         return event, like
     ref = event["input_ref"]
