@@ -29,8 +29,11 @@ from .text import ABSENT, similar
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
-# A tuple, not ``dict | list``: that union is built anew at every call of the hot checks below.
+# Tuples, not ``dict | list``: that union is built anew at every call of the hot checks below.
 _CONTAINERS = (dict, list)
+# What the walk judges as a leaf whatever the other side is: told apart before the ``Mapping`` check, an
+# ABC's, slow for a value that is none (bool is an int).
+_SCALARS = (str, int, float, type(None), type(ABSENT))
 
 
 def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
@@ -87,8 +90,8 @@ class _Walker:
         self.labelled = event
         self._label: str | None = None
         self.seqs = seqs
-        self.sink: list[Difference] = []
-        self.entries.append((at, self.sink))
+        self.at = at
+        self.sink: list[Difference] | None = None  # made by the pair's first difference (most have none)
 
     @property
     def label(self) -> str:
@@ -97,12 +100,9 @@ class _Walker:
             self._label = event_label(self.labelled)
         return self._label
 
-    def judge(self, tokens: Path) -> Judgement:
-        return self.rules.judge(self.event_type, tokens)
-
     def whole(self, a: object, b: object, pseudo: str) -> None:
         """The difference of an event that moved, is missing or was inserted (none when ignored)."""
-        judgement = self.judge((pseudo,))
+        judgement = self.rules.judge(self.event_type, (pseudo,))
         if judgement.verdict == "ignore":
             self.ignored += 1
             return
@@ -110,6 +110,9 @@ class _Walker:
         self.emit(a, b, (pseudo,), judgement, judgement.verdict)
 
     def emit(self, a: object, b: object, tokens: Path, judgement: Judgement, verdict: Verdict) -> None:
+        if self.sink is None:
+            self.sink = []
+            self.entries.append((self.at, self.sink))
         self.sink.append(
             Difference(
                 kind=self.kind,
@@ -163,7 +166,9 @@ class _Walker:
     def walk(self, a: object, b: object, tokens: Path) -> None:
         if _same(a, b):
             return
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if isinstance(a, _SCALARS) or isinstance(b, _SCALARS):
+            self.leaf(a, b, tokens)
+        elif (type(a) is dict or isinstance(a, Mapping)) and (type(b) is dict or isinstance(b, Mapping)):
             # Names the change ("system prompt", 'part "f"'); a message or a part is 4 or 5 tokens deep.
             if 3 < len(tokens) < 6 and (
                 is_conversation_item(tokens, self.names) or is_multipart_part(tokens)
@@ -171,20 +176,19 @@ class _Walker:
                 note_role(self.roles, self.seqs, tokens, a, b)
             for key in sorted(_unshared(a, b), key=str):
                 self.walk(a.get(key, ABSENT), b.get(key, ABSENT), (*tokens, str(key)))
-            return
-        if isinstance(a, list) and isinstance(b, list):
-            judgement = self.judge(tokens)
+        elif isinstance(a, list) and isinstance(b, list):
+            judgement = self.rules.judge(self.event_type, tokens)
             if judgement.rule.order_insensitive:
                 self._multiset(a, b, tokens, judgement)
             else:
                 self._sequence(a, b, tokens, judgement)
-            return
-        self.leaf(a, b, tokens)
+        else:
+            self.leaf(a, b, tokens)
 
     def leaf(self, a: object, b: object, tokens: Path) -> None:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
-        judgement = self.judge(tokens)
+        judgement = self.rules.judge(self.event_type, tokens)
         # A value absent from the recording takes the rule's ``unrecorded`` verdict when it has one (e.g. a
         # header an imported recording never stored).
         verdict = (
