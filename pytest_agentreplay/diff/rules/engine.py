@@ -45,24 +45,16 @@ def _literal_words(pattern: str) -> frozenset[str]:
     return frozenset(tok.lower() for tok in split_path(pattern) if "*" not in tok)
 
 
-def _path_specificity(pattern: str) -> tuple[int, int, int]:
-    toks = split_path(pattern)
+def _precedence(rule: Rule) -> tuple[int, int, int, int, int, int]:
+    """Later layer, then more specific path (literal tokens, then partial globs, then single-token
+    wildcards), then more specific event type (a name, a glob, ``*``), then later in its layer."""
+    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
+    toks = split_path(rule.path)
     literal = sum(1 for t in toks if "*" not in t)
     partial = sum(1 for t in toks if "*" in t and t not in ("*", "**", "[*]"))
     single = sum(1 for t in toks if t in ("*", "[*]"))
-    return (literal, partial, single)
-
-
-def _type_specificity(pattern: str) -> int:
-    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
-        return 2
-    return 0 if pattern == "*" else 1
-
-
-def _precedence(rule: Rule) -> tuple[int, tuple[int, int, int], int, int]:
-    """Later layer, then more specific path, then more specific event type, then later in its layer."""
-    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
-    return (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
+    event = 2 if not any(c in rule.event for c in "*?[") else 0 if rule.event == "*" else 1
+    return (rank, literal, partial, single, event, rule.index)
 
 
 class Judgement(NamedTuple):
