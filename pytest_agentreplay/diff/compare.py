@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TypeGuard
+from typing import Final, TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
 from ..http.multipart import comparable_request
@@ -20,7 +20,6 @@ from .carried import (
     is_multipart_part,
     note_role,
 )
-from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
 from .sequence import lcs_pairs, multiset_pairs
@@ -41,6 +40,41 @@ def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
     keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
+
+
+# The data fields that name a step of these types (what a person calls it), beside those worded below.
+_DATA_LABELS: Final = {
+    "policy.decision": ("policy",),
+    "approval": ("subject",),
+    "http": ("method", "url"),
+    "retrieval": ("corpus_version",),
+}
+
+
+def event_label(event: Event) -> str:
+    """What a person calls the step: tool name, model, policy, effect kind and target, HTTP request."""
+    etype = event.get("type")
+    data, tool, effect = (
+        v if isinstance(v := event.get(k), Mapping) else {} for k in ("data", "tool", "effect")
+    )
+    parts: list[object]
+    if etype in ("tool.call", "tool.result"):
+        parts = [tool.get("name")]
+    elif etype == "model.call":
+        model = data.get("model")
+        where = " ".join(str(p) for p in (data.get("provider"), data.get("endpoint")) if p)
+        parts = [model, f"({where})" if where and model else where]
+    elif etype == "effect":
+        parts = [effect.get("kind"), f"-> {effect['target']}" if effect.get("target") else None]
+    elif etype == "error":
+        parts = [data.get("kind") or data.get("type")]
+    elif etype == "state.update":
+        parts = [data.get("node") or data.get("label")]
+    else:
+        parts = [data.get(name) for name in _DATA_LABELS.get(str(etype), ())]
+    if tool.get("idempotency_key") and etype in ("effect", "tool.call"):
+        parts.append(f"[key {tool['idempotency_key']}]")
+    return " ".join(str(p) for p in parts if p)
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
@@ -106,7 +140,11 @@ class _Walker:
         if judgement.verdict == "ignore":
             self.ignored += 1
             return
-        a, b = (side if side is ABSENT else identity_text(side) for side in (a, b))
+        # A whole event as a difference shows it: its type and label (ABSENT for the side without it).
+        a, b = (
+            f"{side.get('type')} {event_label(side)}".strip() if isinstance(side, Mapping) else side
+            for side in (a, b)
+        )
         self.emit(a, b, (pseudo,), judgement, judgement.verdict)
 
     def emit(self, a: object, b: object, tokens: Path, judgement: Judgement, verdict: Verdict) -> None:
