@@ -37,38 +37,40 @@ def _sub(event: Event, name: str) -> Mapping[str, object]:
     return _EMPTY
 
 
+def _hashable(value: object) -> Hashable:
+    # A str before the ABC's slow check.
+    return value if type(value) is str or isinstance(value, Hashable) else dumps_compact(value)
+
+
 def identities(event: Event) -> tuple[Key, Key]:
     """``(identity, coarse_identity)`` of an event, computed together."""
     etype = event.get("type")
     tool = _sub(event, "tool")
     coarse: Key
     fine: Key
-    if etype == "tool.call" or etype == "tool.result":
-        coarse = fine = (etype, tool.get("name"))
+    if etype == "http":
+        data = _sub(event, "data")
+        url = data.get("url")
+        coarse = (etype, data.get("method"))
+        fine = (*coarse, _url_identity(url) if isinstance(url, str) else _hashable(url))
     elif etype == "model.call":
         data = _sub(event, "data")
         coarse = fine = (etype, data.get("provider"), data.get("endpoint"))
+    elif etype == "tool.call" or etype == "tool.result":
+        coarse = fine = (etype, tool.get("name"))
     elif etype == "effect":
         effect = _sub(event, "effect")
-        target = effect.get("target")
         coarse = (etype, effect.get("kind"))
-        fine = (*coarse, target if isinstance(target, Hashable) else dumps_compact(target))
+        fine = (*coarse, _hashable(effect.get("target")))
     elif etype == "policy.decision":
         coarse = fine = (etype, _sub(event, "data").get("policy"))
     elif etype == "approval":
         coarse = fine = (etype, _sub(event, "data").get("subject"))
-    elif etype == "http":
-        data = _sub(event, "data")
-        url = data.get("url")
-        if isinstance(url, str):
-            url = _url_identity(url)
-        coarse = (etype, data.get("method"))
-        fine = (*coarse, url if isinstance(url, Hashable) else dumps_compact(url))
     else:
         coarse = fine = (etype,)
     idem = tool.get("idempotency_key")
     if idem is not None:
-        fine = (*fine, idem if isinstance(idem, Hashable) else dumps_compact(idem))
+        fine = (*fine, _hashable(idem))
     return fine, coarse
 
 

@@ -61,10 +61,6 @@ _ROLE_NAMES: Final = {
 }
 
 
-def is_request_side(diff: Difference) -> bool:
-    return diff.event_type == "model.call" and diff.kind == "changed" and diff.path.startswith(REQUEST_SIDE)
-
-
 def _key(diff: Difference) -> tuple[str, ...]:
     values = (format_value(diff.recorded), format_value(diff.replayed))
     return (diff.path, diff.verdict, diff.rule.source, diff.rule.selector, *values)
@@ -79,7 +75,8 @@ def collapse_carried(
     first: dict[tuple[str, ...], int] = {}
     carriers: dict[int, list[tuple[int | None, int | None]]] = {}
     for diff in differences:
-        if not is_request_side(diff):
+        request_side = diff.kind == "changed" and diff.path.startswith(REQUEST_SIDE)
+        if not (request_side and diff.event_type == "model.call"):
             if is_multipart_part(diff.path_tokens[:4]):
                 diff = replace(diff, subject=subject_of(diff, roles, names))
             out.append(diff)

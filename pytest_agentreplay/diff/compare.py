@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TypeGuard
+from typing import Final, TypeGuard
 
 from ..core.canonical import dumps_compact, same_json
 from ..http.multipart import comparable_request
@@ -20,7 +20,6 @@ from .carried import (
     is_multipart_part,
     note_role,
 )
-from .labels import event_label, identity_text
 from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
 from .sequence import lcs_pairs, multiset_pairs
@@ -29,8 +28,11 @@ from .text import ABSENT, similar
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
 REF_FIELDS = ("input_ref", "output_ref")
-# A tuple, not ``dict | list``: that union is built anew at every call of the hot checks below.
+# Tuples, not ``dict | list``: that union is built anew at every call of the hot checks below.
 _CONTAINERS = (dict, list)
+# What the walk judges as a leaf whatever the other side is: told apart before the ``Mapping`` check, an
+# ABC's, slow for a value that is none (bool is an int).
+_SCALARS = (str, int, float, type(None), type(ABSENT))
 
 
 def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
@@ -38,6 +40,41 @@ def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
     keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
+
+
+# The data fields that name a step of these types (what a person calls it), beside those worded below.
+_DATA_LABELS: Final = {
+    "policy.decision": ("policy",),
+    "approval": ("subject",),
+    "http": ("method", "url"),
+    "retrieval": ("corpus_version",),
+}
+
+
+def event_label(event: Event) -> str:
+    """What a person calls the step: tool name, model, policy, effect kind and target, HTTP request."""
+    etype = event.get("type")
+    data, tool, effect = (
+        v if isinstance(v := event.get(k), Mapping) else {} for k in ("data", "tool", "effect")
+    )
+    parts: list[object]
+    if etype in ("tool.call", "tool.result"):
+        parts = [tool.get("name")]
+    elif etype == "model.call":
+        model = data.get("model")
+        where = " ".join(str(p) for p in (data.get("provider"), data.get("endpoint")) if p)
+        parts = [model, f"({where})" if where and model else where]
+    elif etype == "effect":
+        parts = [effect.get("kind"), f"-> {effect['target']}" if effect.get("target") else None]
+    elif etype == "error":
+        parts = [data.get("kind") or data.get("type")]
+    elif etype == "state.update":
+        parts = [data.get("node") or data.get("label")]
+    else:
+        parts = [data.get(name) for name in _DATA_LABELS.get(str(etype), ())]
+    if tool.get("idempotency_key") and etype in ("effect", "tool.call"):
+        parts.append(f"[key {tool['idempotency_key']}]")
+    return " ".join(str(p) for p in parts if p)
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
@@ -87,8 +124,8 @@ class _Walker:
         self.labelled = event
         self._label: str | None = None
         self.seqs = seqs
-        self.sink: list[Difference] = []
-        self.entries.append((at, self.sink))
+        self.at = at
+        self.sink: list[Difference] | None = None  # made by the pair's first difference (most have none)
 
     @property
     def label(self) -> str:
@@ -97,19 +134,23 @@ class _Walker:
             self._label = event_label(self.labelled)
         return self._label
 
-    def judge(self, tokens: Path) -> Judgement:
-        return self.rules.judge(self.event_type, tokens)
-
     def whole(self, a: object, b: object, pseudo: str) -> None:
         """The difference of an event that moved, is missing or was inserted (none when ignored)."""
-        judgement = self.judge((pseudo,))
+        judgement = self.rules.judge(self.event_type, (pseudo,))
         if judgement.verdict == "ignore":
             self.ignored += 1
             return
-        a, b = (side if side is ABSENT else identity_text(side) for side in (a, b))
+        # A whole event as a difference shows it: its type and label (ABSENT for the side without it).
+        a, b = (
+            f"{side.get('type')} {event_label(side)}".strip() if isinstance(side, Mapping) else side
+            for side in (a, b)
+        )
         self.emit(a, b, (pseudo,), judgement, judgement.verdict)
 
     def emit(self, a: object, b: object, tokens: Path, judgement: Judgement, verdict: Verdict) -> None:
+        if self.sink is None:
+            self.sink = []
+            self.entries.append((self.at, self.sink))
         self.sink.append(
             Difference(
                 kind=self.kind,
@@ -163,7 +204,9 @@ class _Walker:
     def walk(self, a: object, b: object, tokens: Path) -> None:
         if _same(a, b):
             return
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if isinstance(a, _SCALARS) or isinstance(b, _SCALARS):
+            self.leaf(a, b, tokens)
+        elif (type(a) is dict or isinstance(a, Mapping)) and (type(b) is dict or isinstance(b, Mapping)):
             # Names the change ("system prompt", 'part "f"'); a message or a part is 4 or 5 tokens deep.
             if 3 < len(tokens) < 6 and (
                 is_conversation_item(tokens, self.names) or is_multipart_part(tokens)
@@ -171,20 +214,19 @@ class _Walker:
                 note_role(self.roles, self.seqs, tokens, a, b)
             for key in sorted(_unshared(a, b), key=str):
                 self.walk(a.get(key, ABSENT), b.get(key, ABSENT), (*tokens, str(key)))
-            return
-        if isinstance(a, list) and isinstance(b, list):
-            judgement = self.judge(tokens)
+        elif isinstance(a, list) and isinstance(b, list):
+            judgement = self.rules.judge(self.event_type, tokens)
             if judgement.rule.order_insensitive:
                 self._multiset(a, b, tokens, judgement)
             else:
                 self._sequence(a, b, tokens, judgement)
-            return
-        self.leaf(a, b, tokens)
+        else:
+            self.leaf(a, b, tokens)
 
     def leaf(self, a: object, b: object, tokens: Path) -> None:
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
-        judgement = self.judge(tokens)
+        judgement = self.rules.judge(self.event_type, tokens)
         # A value absent from the recording takes the rule's ``unrecorded`` verdict when it has one (e.g. a
         # header an imported recording never stored).
         verdict = (

@@ -9,7 +9,7 @@ where there are none, bound the cost when the sequences differ wildly.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Sequence
 from typing import Final
 
@@ -122,16 +122,9 @@ def _patience(
     out: list[tuple[int, int]],
 ) -> None:  # fmt: skip
     """Anchor on keys unique on both sides (longest increasing run), diff the gaps; greedy if none."""
-    count_a: dict[Hashable, int] = defaultdict(int)
-    count_b: dict[Hashable, int] = defaultdict(int)
-    pos_a: dict[Hashable, int] = {}
-    pos_b: dict[Hashable, int] = {}
-    for i in range(alo, ahi):
-        count_a[a[i]] += 1
-        pos_a[a[i]] = i
-    for j in range(blo, bhi):
-        count_b[b[j]] += 1
-        pos_b[b[j]] = j
+    count_a, count_b = Counter(a[alo:ahi]), Counter(b[blo:bhi])
+    pos_a = {a[i]: i for i in range(alo, ahi)}
+    pos_b = {b[j]: j for j in range(blo, bhi)}
     candidates = sorted(
         (pos_a[key], pos_b[key]) for key, c in count_a.items() if c == 1 and count_b.get(key) == 1
     )

@@ -96,12 +96,8 @@ def focused_diff(recorded: object, replayed: object) -> list[str]:
             for line in difflib.unified_diff(a.splitlines(), b.splitlines(), n=2, lineterm="")
             if not line.startswith(("---", "+++"))
         ]
-        return _cap([_clip_line(line) for line in lines])
+        return _cap([line if len(line) <= 160 else f"{line[:160]}..." for line in lines])
     return _window(a, b)
-
-
-def _clip_line(line: str, limit: int = 160) -> str:
-    return line if len(line) <= limit else f"{line[:limit]}..."
 
 
 def _window(a: str, b: str) -> list[str]:

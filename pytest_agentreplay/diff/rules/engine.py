@@ -37,24 +37,24 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.IGNORECASE)
 
 
-def _path_specificity(pattern: str) -> tuple[int, int, int]:
-    toks = split_path(pattern)
+def _literal_words(pattern: str) -> frozenset[str]:
+    """The lower-cased literal tokens of an ASCII path glob: a path its regex matches holds each one
+    (none for a non-ASCII glob: its case-insensitive match is not ``str.lower``'s)."""
+    if not pattern.isascii():
+        return frozenset()
+    return frozenset(tok.lower() for tok in split_path(pattern) if "*" not in tok)
+
+
+def _precedence(rule: Rule) -> tuple[int, int, int, int, int, int]:
+    """Later layer, then more specific path (literal tokens, then partial globs, then single-token
+    wildcards), then more specific event type (a name, a glob, ``*``), then later in its layer."""
+    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
+    toks = split_path(rule.path)
     literal = sum(1 for t in toks if "*" not in t)
     partial = sum(1 for t in toks if "*" in t and t not in ("*", "**", "[*]"))
     single = sum(1 for t in toks if t in ("*", "[*]"))
-    return (literal, partial, single)
-
-
-def _type_specificity(pattern: str) -> int:
-    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
-        return 2
-    return 0 if pattern == "*" else 1
-
-
-def _precedence(rule: Rule) -> tuple[int, tuple[int, int, int], int, int]:
-    """Later layer, then more specific path, then more specific event type, then later in its layer."""
-    rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
-    return (rank, _path_specificity(rule.path), _type_specificity(rule.event), rule.index)
+    event = 2 if not any(c in rule.event for c in "*?[") else 0 if rule.event == "*" else 1
+    return (rank, literal, partial, single, event, rule.index)
 
 
 class Judgement(NamedTuple):
@@ -86,7 +86,9 @@ class RuleSet:
         self.mode = mode
         self.rules: tuple[Rule, ...] = tuple(r for r in rules if not r.modes or mode in r.modes)
         self._ordered = sorted(self.rules, key=_precedence, reverse=True)
-        self._by_type: dict[str, list[Rule]] = {}
+        # Per event type, its rules in precedence order, each with whether its path is a pseudo path and
+        # the words any path it matches holds.
+        self._by_type: dict[str, list[tuple[Rule, bool, frozenset[str]]]] = {}
         self._cache: dict[tuple[str, Path], Judgement] = {}
         self._unordered: frozenset[str] | None = None
 
@@ -124,10 +126,16 @@ class RuleSet:
         """False in audit mode: nothing is compared."""
         return self.mode != "audit"
 
-    def _candidates(self, event_type: str) -> list[Rule]:
+    def _candidates(self, event_type: str) -> list[tuple[Rule, bool, frozenset[str]]]:
         found = self._by_type.get(event_type)
         if found is None:
-            found = [rule for rule in self._ordered if fnmatch.fnmatchcase(event_type, rule.event)]
+            # A few distinct event globs among the rules: each matched once.
+            events = {p for p in {r.event for r in self._ordered} if fnmatch.fnmatchcase(event_type, p)}
+            found = [
+                (rule, rule.path.startswith("@"), _literal_words(rule.path))
+                for rule in self._ordered
+                if rule.event in events
+            ]
             self._by_type[event_type] = found
         return found
 
@@ -139,12 +147,16 @@ class RuleSet:
             return found
         pseudo = len(tokens) == 1 and tokens[0] in PSEUDO_PATHS
         subject = _SEP.join(tokens) + _SEP
+        # A glob naming a word the path lacks cannot match it: its regex is never compiled.
+        words = frozenset(subject.lower().split(_SEP)) if subject.isascii() else None
         winner: Rule | None = None
         verdict_rule: Rule | None = None
         unrecorded: Verdict | None = None
-        for rule in self._candidates(event_type):
+        for rule, rule_pseudo, needed in self._candidates(event_type):
             # A path glob's regex is compiled when first matched: most rules name types a run never has.
-            if rule.path.startswith("@") != pseudo or not _path_regex(rule.path).match(subject):
+            if rule_pseudo != pseudo or (words is not None and not needed <= words):
+                continue
+            if not _path_regex(rule.path).match(subject):
                 continue
             if winner is None:
                 winner = rule
@@ -168,7 +180,7 @@ class RuleSet:
         JSON request body of ``event_type``: what replay leaves out when it matches a live request to a
         recorded one, so that two requests the comparison calls equal are the same request to the matching."""
         names = set()
-        for rule in self._candidates(event_type):
+        for rule, _, _ in self._candidates(event_type):
             tokens = split_path(rule.path)
             if len(tokens) == 2 and tokens[0] == "**" and not any(c in tokens[1] for c in "*?[]"):
                 names.add(tokens[1])
@@ -178,9 +190,9 @@ class RuleSet:
     def order_insensitive_types(self) -> frozenset[str]:
         """Event types whose consecutive runs form order-insensitive groups (``TYPE:@order`` rules)."""
         if self._unordered is None:  # asked by every comparison: answered once per set
-            self._unordered = frozenset(
-                t for t in EVENT_TYPES if self.judge(t, (ORDER,)).rule.order_insensitive
-            )
+            # Without an order_insensitive rule no type is: its @order is not judged.
+            types = EVENT_TYPES if any(r.order_insensitive for r in self.rules) else ()
+            self._unordered = frozenset(t for t in types if self.judge(t, (ORDER,)).rule.order_insensitive)
         return self._unordered
 
     def __repr__(self) -> str:

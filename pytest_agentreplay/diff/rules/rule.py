@@ -35,24 +35,17 @@ class Rule(NamedTuple):
 
     def describe(self) -> str:
         """``project rule "model.call:data.decision.text"``, with its tolerances."""
-        extras = []
-        if self.epsilon is not None:
-            extras.append(f"epsilon={self.epsilon:g}")
-        if self.similarity is not None:
-            extras.append(f"similarity={self.similarity:g}")
-        if self.order_insensitive:
-            extras.append("order_insensitive")
-        if self.normalize:
-            extras.append(f"normalize={len(self.normalize)}")
-        if self.presence_only:
-            extras.append("presence_only")
-        if self.unrecorded is not None:
-            extras.append(f"unrecorded={self.unrecorded}")
-        if self.judge is not None:
-            extras.append(f"judge={self.judge[1]}")
-        if self.max_increase is not None:
-            extras.append(f"max_increase={self.max_increase:.0%}")
-        tail = f" ({', '.join(extras)})" if extras else ""
+        extras = [
+            f"epsilon={self.epsilon:g}" if self.epsilon is not None else "",
+            f"similarity={self.similarity:g}" if self.similarity is not None else "",
+            "order_insensitive" if self.order_insensitive else "",
+            f"normalize={len(self.normalize)}" if self.normalize else "",
+            "presence_only" if self.presence_only else "",
+            f"unrecorded={self.unrecorded}" if self.unrecorded is not None else "",
+            f"judge={self.judge[1]}" if self.judge is not None else "",
+            f"max_increase={self.max_increase:.0%}" if self.max_increase is not None else "",
+        ]
+        tail = f" ({', '.join(e for e in extras if e)})" if any(extras) else ""
         return f'{self.source} rule "{self.selector}"{tail}'
 
     def to_dict(self) -> dict[str, object]:

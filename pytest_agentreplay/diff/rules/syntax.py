@@ -7,13 +7,14 @@ its layer.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from ...core.constants import EVENT_TYPES, REPLAY_MODES
 from ...exceptions import ConfigError
-from .rule import VERDICTS, Rule
+from .rule import VERDICTS, Rule, Verdict
 
 # ------------------------------------------------------------------------------------------ path grammar
 
@@ -96,24 +97,19 @@ def _config_error(name: str, source: str, problem: str, *, fixes: Iterable[str] 
     )
 
 
-def _looks_like_single_rule(spec: Mapping[str, object]) -> bool:
-    keys = set(spec)
-    return bool(keys) and keys <= set(RULE_KEYS) and bool(keys & {"path", "selector", "event"})
+# The ``ConfigError`` of one rule's problem (the rule and its layer named): what the checks below raise.
+Fail = Callable[..., ConfigError]
 
 
-def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
+def _split_selector(selector: str, fail: Fail) -> tuple[str, str]:
     selector = selector.strip()
     if not selector:
-        raise _config_error(name, source, "empty selector")
+        raise fail("empty selector")
     if ":" in selector:
         event, path = (part.strip() for part in selector.split(":", 1))
         if not event:
-            raise _config_error(
-                name,
-                source,
-                "empty event type before ':'",
-                fixes=('name the event type, or "*" for every one: "*:data.request_id" = "ignore"',),
-            )
+            fix = 'name the event type, or "*" for every one: "*:data.request_id" = "ignore"'
+            raise fail("empty event type before ':'", fixes=(fix,))
         return event, path
     first = _TOKEN_RE.findall(selector)[:1]
     if (
@@ -128,104 +124,104 @@ def _split_selector(selector: str, name: str, source: str) -> tuple[str, str]:
 
 
 def _number(
-    spec: Mapping[str, object], key: str, name: str, source: str, *, low: float, high: float | None
+    spec: Mapping[str, object], key: str, fail: Fail, *, low: float, high: float | None
 ) -> float | None:
     value = spec.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _config_error(name, source, f"{key} must be a number, got {value!r}")
+        raise fail(f"{key} must be a number, got {value!r}")
     if value < low or (high is not None and value > high):
         bound = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
-        raise _config_error(name, source, f"{key} must be {bound}, got {value!r}")
+        raise fail(f"{key} must be {bound}, got {value!r}")
     return float(value)
 
 
-def _flag(spec: Mapping[str, object], key: str, name: str, source: str) -> bool:
+def _flag(spec: Mapping[str, object], key: str, fail: Fail) -> bool:
     value = spec.get(key, False)
     if not isinstance(value, bool):
-        raise _config_error(name, source, f"{key} must be true or false, got {value!r}")
+        raise fail(f"{key} must be true or false, got {value!r}")
     return value
 
 
-def _validate_path(path: str, name: str, source: str) -> None:
+def _verdict(spec: Mapping[str, object], key: str, fail: Fail, what: str = "") -> Verdict | None:
+    value = spec.get(key)
+    if value is not None and value not in VERDICTS:
+        raise fail(f"unknown verdict {value!r}{what}")
+    return value
+
+
+def _validate_path(path: str, fail: Fail) -> None:
     if not path:
-        raise _config_error(name, source, "empty field path")
+        raise fail("empty field path")
     if ":" in path:
         # One ':' separates EVENT from PATH; a second one is a typo ("model.call::data", "::::").
-        raise _config_error(name, source, f"malformed field path {path!r}: a selector is EVENT:PATH, one ':'")
+        raise fail(f"malformed field path {path!r}: a selector is EVENT:PATH, one ':'")
     if path.startswith("@"):
         if path not in PSEUDO_PATHS:
-            raise _config_error(
-                name, source, f"unknown pseudo path {path!r}; use one of {', '.join(PSEUDO_PATHS)}"
-            )
+            raise fail(f"unknown pseudo path {path!r}; use one of {', '.join(PSEUDO_PATHS)}")
         return
     tokens = _TOKEN_RE.findall(path)
     if "".join(tokens) != path.replace(".", "") or ".." in path or path.startswith(".") or path.endswith("."):
-        raise _config_error(name, source, f"malformed field path {path!r}")
+        raise fail(f"malformed field path {path!r}")
     for tok in tokens:
         if tok.startswith("[") and not _INDEX_TOKEN_RE.match(tok):
-            raise _config_error(name, source, f"list index {tok!r} must be [N] or [*] in path {path!r}")
+            raise fail(f"list index {tok!r} must be [N] or [*] in path {path!r}")
 
 
 def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name: str | None = None) -> Rule:
     """Parse one rule dict (``selector`` or ``event``/``path`` plus options) into a ``Rule``."""
     name = name or (repr(spec.get("selector")) if "selector" in spec else f"#{index + 1} {dict(spec)!r}")
+    fail: Fail = functools.partial(_config_error, name, source)
     unknown = sorted(str(k) for k in spec if k not in RULE_KEYS and k != "mode")
     if unknown:
-        raise _config_error(name, source, f"unknown key(s) {', '.join(map(repr, unknown))}")
+        raise fail(f"unknown key(s) {', '.join(map(repr, unknown))}")
     if "selector" in spec and ("event" in spec or "path" in spec):
-        raise _config_error(name, source, "give either selector or event/path, not both")
+        raise fail("give either selector or event/path, not both")
     if "selector" in spec:
         if not isinstance(spec["selector"], str):
-            raise _config_error(name, source, "selector must be a string")
-        event, path = _split_selector(spec["selector"], name, source)
+            raise fail("selector must be a string")
+        event, path = _split_selector(spec["selector"], fail)
     else:
         raw_event, raw_path = spec.get("event", "*"), spec.get("path", "**")
         if not isinstance(raw_event, str) or not isinstance(raw_path, str):
-            raise _config_error(name, source, "event and path must be strings")
+            raise fail("event and path must be strings")
         event, path = raw_event.strip(), raw_path.strip()
         if not event:
-            raise _config_error(name, source, 'empty event type; leave event out or write "*" for every one')
+            raise fail('empty event type; leave event out or write "*" for every one')
     if not any(fnmatch.fnmatchcase(t, event) for t in EVENT_TYPES):
-        raise _config_error(
-            name, source, f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})"
-        )
-    _validate_path(path, name, source)
+        raise fail(f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})")
+    _validate_path(path, fail)
 
-    verdict = spec.get("verdict")
-    if verdict is not None and verdict not in VERDICTS:
-        raise _config_error(name, source, f"unknown verdict {verdict!r}")
-    epsilon = _number(spec, "epsilon", name, source, low=0.0, high=None)
-    similarity = _number(spec, "similarity", name, source, low=0.0, high=1.0)
-    order_insensitive = _flag(spec, "order_insensitive", name, source)
+    verdict = _verdict(spec, "verdict", fail)
+    epsilon = _number(spec, "epsilon", fail, low=0.0, high=None)
+    similarity = _number(spec, "similarity", fail, low=0.0, high=1.0)
+    order_insensitive = _flag(spec, "order_insensitive", fail)
     raw_norm = spec.get("normalize", ())
     if isinstance(raw_norm, str):
         raw_norm = (raw_norm,)
     if not isinstance(raw_norm, list | tuple) or not all(isinstance(p, str) for p in raw_norm):
-        raise _config_error(name, source, "normalize must be a regular expression or a list of them")
+        raise fail("normalize must be a regular expression or a list of them")
     for pattern in raw_norm:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise _config_error(name, source, f"normalize pattern {pattern!r} is invalid: {exc}") from None
+            raise fail(f"normalize pattern {pattern!r} is invalid: {exc}") from None
     if "mode" in spec and "modes" in spec:
-        raise _config_error(name, source, "give either mode or modes, not both")
+        raise fail("give either mode or modes, not both")
     raw_modes = spec.get("modes", spec.get("mode", ()))
     if isinstance(raw_modes, str):
         raw_modes = (raw_modes,)
     if not isinstance(raw_modes, list | tuple) or any(m not in REPLAY_MODES for m in raw_modes):
-        raise _config_error(name, source, f"modes must be a list of replay modes, got {raw_modes!r}")
-    presence_only = _flag(spec, "presence_only", name, source)
-    unrecorded = spec.get("unrecorded")
-    if unrecorded is not None and unrecorded not in VERDICTS:
-        raise _config_error(name, source, f"unknown verdict {unrecorded!r} for unrecorded")
-    judge = _judge(spec.get("judge"), name, source)
-    max_increase = _increase(spec.get("max_increase"), name, source)
+        raise fail(f"modes must be a list of replay modes, got {raw_modes!r}")
+    presence_only = _flag(spec, "presence_only", fail)
+    unrecorded = _verdict(spec, "unrecorded", fail, " for unrecorded")
+    judge = _judge(spec.get("judge"), fail)
+    max_increase = _increase(spec.get("max_increase"), fail)
     if all(v is None for v in (verdict, epsilon, similarity, unrecorded, judge, max_increase)) and not (
         order_insensitive or raw_norm or presence_only
     ):
-        raise _config_error(name, source, "the rule has neither a verdict nor a tolerance")
+        raise fail("the rule has neither a verdict nor a tolerance")
     return Rule(
         event=event,
         path=path,
@@ -244,7 +240,7 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
     )
 
 
-def _judge(value: object, name: str, source: str) -> tuple[str, str] | None:
+def _judge(value: object, fail: Fail) -> tuple[str, str] | None:
     """``judge = {rubric = "...", model = "..."}``: model-comparison asks that model whether the live value
     passes the rubric against the recorded one."""
     if value is None:
@@ -254,16 +250,13 @@ def _judge(value: object, name: str, source: str) -> tuple[str, str] | None:
         or set(value) != {"rubric", "model"}
         or not all(isinstance(v, str) and v.strip() for v in value.values())
     ):
-        raise _config_error(
-            name,
-            source,
-            f"judge must be a table of rubric and model (non-empty strings), got {value!r}",
-            fixes=('write judge = { rubric = "same refund amount and order", model = "gpt-4o-mini" }',),
-        )
+        problem = f"judge must be a table of rubric and model (non-empty strings), got {value!r}"
+        fix = 'write judge = { rubric = "same refund amount and order", model = "gpt-4o-mini" }'
+        raise fail(problem, fixes=(fix,))
     return (str(value["rubric"]), str(value["model"]))
 
 
-def _increase(value: object, name: str, source: str) -> float | None:
+def _increase(value: object, fail: Fail) -> float | None:
     """``max_increase = "25%"`` (or 0.25): how much more a live call may use than the recorded one."""
     if value is None:
         return None
@@ -274,24 +267,13 @@ def _increase(value: object, name: str, source: str) -> float | None:
         except ValueError:
             number = None
     if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
-        raise _config_error(
-            name, source, f'max_increase must be a share such as "25%" or 0.25, got {value!r}'
-        )
+        raise fail(f'max_increase must be a share such as "25%" or 0.25, got {value!r}')
     return float(number)
 
 
 def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> list[Rule]:
     """Parse one layer (see ``RuleSpec``) into rules, in order. Raises ``ConfigError`` naming the rule and
     ``place``, where the layer was written (e.g. the pyproject.toml file), when given."""
-    try:
-        return _parse_layer(spec, source)
-    except ConfigError as exc:
-        if place is None:
-            raise
-        raise ConfigError(exc.headline, evidence=exc.evidence, place=place, fixes=exc.fixes) from None
-
-
-def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
     out: list[Rule] = []
 
     def add(item: object) -> None:
@@ -302,7 +284,8 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
             same = item.source == source and item.index == len(out)
             out.append(item if same else item._replace(source=source, index=len(out)))
         elif isinstance(item, Mapping):
-            if _looks_like_single_rule(item):
+            keys = set(item)
+            if keys and keys <= set(RULE_KEYS) and keys & {"path", "selector", "event"}:  # one rule dict
                 out.append(parse_rule(item, source=source, index=len(out)))
                 return
             for selector, value in item.items():
@@ -328,5 +311,10 @@ def _parse_layer(spec: RuleSpec, source: str) -> list[Rule]:
         else:
             raise _config_error(repr(item), source, f"a rule must be a table/dict, got {type(item).__name__}")
 
-    add(spec)
+    try:
+        add(spec)
+    except ConfigError as exc:
+        if place is None:
+            raise
+        raise ConfigError(exc.headline, evidence=exc.evidence, place=place, fixes=exc.fixes) from None
     return out
