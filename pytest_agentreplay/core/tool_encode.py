@@ -281,11 +281,8 @@ def exception_doc(exc: BaseException) -> Document | None:
         path = Encoder().class_of(cls, exc)
         args = Encoder().store(list(exc.args), "exception args")
         back = cls(*exc.args)
-    except Exception:
-        return None
-    own = {k: v for k, v in vars(exc).items() if k != "__notes__"}
-    again = {k: v for k, v in vars(back).items() if k != "__notes__"}
-    try:
+        own = {k: v for k, v in vars(exc).items() if k != "__notes__"}
+        again = {k: v for k, v in vars(back).items() if k != "__notes__"}
         if type(back) is not cls or back.args != exc.args or str(back) != str(exc) or own != again:
             return None
     except Exception:
