@@ -95,20 +95,17 @@ class Caller(NamedTuple):
         return ", ".join(parts)
 
 
-def calling_module(frame: FrameType | None) -> str | None:
-    """The module of the first frame, outward from ``frame``, that is not part of the HTTP stack."""
-    while frame is not None:
-        name = frame.f_globals.get("__name__")
-        if isinstance(name, str) and name.split(".", 1)[0] not in _HTTP_STACK:
-            return name
-        frame = frame.f_back
-    return None
-
-
 def caller_of_call(url: str, test_thread: int | None) -> Caller:
     """The caller of the call being refused in this thread (``test_thread``: the test's own thread id)."""
     current = threading.current_thread()
-    module = calling_module(sys._getframe(1))
+    # The module of the first frame outward that is not part of the HTTP stack.
+    frame: FrameType | None = sys._getframe(1)
+    module = None
+    while frame is not None and module is None:
+        name = frame.f_globals.get("__name__")
+        if isinstance(name, str) and name.split(".", 1)[0] not in _HTTP_STACK:
+            module = name
+        frame = frame.f_back
     library = module.split(".", 1)[0] if module else None
     known = next((k for k in KNOWN if (k.library and k.library == library) or k.url_part in url), None)
     foreign = test_thread is not None and current.ident != test_thread

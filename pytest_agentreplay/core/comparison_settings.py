@@ -5,6 +5,7 @@ precedence), each value checked where it is read and named with its place when w
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from . import settings_check as check
 
@@ -36,15 +37,12 @@ def share(value: object, origin: check.Origin) -> float:
     raise check.invalid(origin, value, 'a rate from 0 to 1, e.g. 0.9 (or "90%")')
 
 
-class ComparisonSettings:
+class ComparisonSettings(NamedTuple):
     """One test's comparison settings, resolved."""
 
-    __slots__ = ("live_reads", "min_agreement", "repeat")
-
-    def __init__(self, repeat: int = 1, min_agreement: float = 0.9, live_reads: bool = False) -> None:
-        self.repeat = repeat
-        self.min_agreement = min_agreement
-        self.live_reads = live_reads
+    repeat: int = 1
+    min_agreement: float = 0.9
+    live_reads: bool = False
 
 
 def resolve(
@@ -52,10 +50,10 @@ def resolve(
 ) -> ComparisonSettings:
     """The session's values with the test's (``extra``) on top; a command-line ``repeat`` wins over it."""
     place = f"@pytest.mark.agentreplay on {nodeid} (or its agentreplay_config fixture)"
-    out = ComparisonSettings(session.repeat, session.min_agreement, session.live_reads)
+    changes: dict[str, object] = {}
     for key, checked in (("repeat", repeat), ("min_agreement", share), ("live_reads", check.boolean)):
         if extra.get(key) is not None:
             value = checked(extra[key], check.Origin(key, place))
             if key != "repeat" or not cli_repeat:
-                setattr(out, key, value)
-    return out
+                changes[key] = value
+    return session._replace(**changes)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ command line > marker > ``agentreplay_config`` fixture > ini ``agentreplay_<name
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
@@ -22,7 +22,7 @@ from .constants import (
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import DEFAULT_SOURCES, SOURCES, UnknownSources, parse_sources
+from .runtime_sources import DEFAULT_SOURCES, SOURCES
 
 
 class _Fields:
@@ -327,16 +327,28 @@ def resolve_test_settings(
 
 
 def runtime_sources(value: object, origin: check.Origin) -> tuple[str, ...] | None:
-    """The runtime values a setting names (``runtime_values.parse_sources``), worded as every check."""
-    try:
-        return parse_sources(value)
-    except UnknownSources as exc:
-        unknown = exc.words
-        raise check.invalid(
-            origin,
-            value,
-            'any of clock, uuid, random (a string or a list), or "" to turn it off',
-            valid=SOURCES,
-            detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
-            fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
-        ) from None
+    """The sources a setting names (``"clock uuid random"``, a list, ``true``: all), ``()`` when it turns
+    them off (``false``/``""``/``[]``/``"none"``/``"off"``), ``None`` when not given."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return DEFAULT_SOURCES if value else ()
+    items = [value] if isinstance(value, str) else value
+    unknown: list[str] = []
+    if isinstance(items, Iterable) and not isinstance(items, bytes | Mapping):
+        items = list(items)
+        if all(isinstance(item, str) for item in items):
+            parts = [p for item in items for p in item.replace(",", " ").split()]
+            if len(parts) == 1 and parts[0].lower() in ("none", "off", "false", "0"):
+                return ()
+            unknown = [p for p in parts if p not in SOURCES]
+            if not unknown:
+                return tuple(s for s in SOURCES if s in parts)
+    raise check.invalid(
+        origin,
+        value,
+        'any of clock, uuid, random (a string or a list), or "" to turn it off',
+        valid=SOURCES,
+        detail=f"not a runtime value: {', '.join(map(repr, unknown))}" if unknown else None,
+        fixes=(f'use e.g. {origin.key} = "clock uuid random", "clock", or "" to turn it off',),
+    )

@@ -11,13 +11,6 @@ from typing import overload
 from ..exceptions import AgentReplayError
 
 
-def problem_key(error: BaseException) -> tuple[object, ...]:
-    """What makes two errors one problem: an ``AgentReplayError``'s type and fields, else the object."""
-    if isinstance(error, AgentReplayError):
-        return (type(error), error.headline, error.evidence, error.place, error.cassette)
-    return (id(error),)
-
-
 class RunFailures(Sequence[BaseException]):
     """The problems of one run, in order found (thread-safe); a sequence to read, :meth:`add` the way in."""
 
@@ -37,7 +30,10 @@ class RunFailures(Sequence[BaseException]):
         return self._keep(error, once=True)
 
     def _keep(self, error: BaseException, *, once: bool) -> bool:
-        key = problem_key(error)
+        # What makes two errors one problem: an ``AgentReplayError``'s type and fields, else the object.
+        key: tuple[object, ...] = (id(error),)
+        if isinstance(error, AgentReplayError):
+            key = (type(error), error.headline, error.evidence, error.place, error.cassette)
         with self._lock:
             if (once and key in self._keys) or any(e is error for e in self._errors):
                 return False

@@ -24,12 +24,8 @@ class Price:
         self.cached = input if cached is None else cached
 
 
-def _table(rows: Mapping[str, tuple[float, float, float | None]]) -> Mapping[str, Price]:
-    return MappingProxyType({name: Price(*row) for name, row in rows.items()})
-
-
 # fmt: off
-BUILT_IN: Final = _table({
+_ROWS: Final[dict[str, tuple[float, float, float | None]]] = {
     # OpenAI
     "gpt-5": (1.25, 10.0, 0.125), "gpt-5-mini": (0.25, 2.0, 0.025), "gpt-5-nano": (0.05, 0.4, 0.005),
     "gpt-4.1": (2.0, 8.0, 0.5), "gpt-4.1-mini": (0.4, 1.6, 0.1), "gpt-4.1-nano": (0.1, 0.4, 0.025),
@@ -50,8 +46,9 @@ BUILT_IN: Final = _table({
     # Mistral
     "mistral-large": (2.0, 6.0, None), "mistral-medium": (0.4, 2.0, None), "mistral-small": (0.1, 0.3, None),
     "codestral": (0.3, 0.9, None), "mistral.mistral-large": (2.0, 6.0, None),
-})
+}
 # fmt: on
+BUILT_IN: Final = MappingProxyType({name: Price(*row) for name, row in _ROWS.items()})
 
 # Bedrock model ids: an inference profile's region, then the vendor.
 _REGIONS: Final = ("us.", "eu.", "apac.", "global.")

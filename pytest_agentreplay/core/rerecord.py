@@ -22,13 +22,9 @@ class Rerecord:
         self._listeners: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
-    @property
-    def turned(self) -> bool:
-        return self.at is not None
-
     def on_live(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` when the run turns live (at once if it already has)."""
-        if self.turned:
+        if self.at is not None:
             listener()
         else:
             self._listeners.append(listener)
@@ -42,7 +38,7 @@ class Rerecord:
     def turn(self, at: int, what: str) -> bool:
         """Turn live at seq ``at``, for the unmatched call ``what``; False when it had turned already."""
         with self._lock:
-            if self.turned:
+            if self.at is not None:
                 return False
             self.at, self.what = at, what
             listeners, self._listeners = self._listeners, []

@@ -161,6 +161,7 @@ class ToolCall:
     def _served_typed(self, outcome: ToolOutcome) -> object:
         try:
             stream = stream_parts(outcome.result)
+            value = decode(outcome.result) if stream is None and outcome.error is None else None
         except NotRebuilt as exc:
             raise self.not_rebuilt(exc, outcome) from None
         if stream is not None:
@@ -169,10 +170,6 @@ class ToolCall:
         if outcome.error is not None:
             self.finished(None, outcome.error, exception=_exception_of(outcome))
             raise self.recorded_exception(outcome)
-        try:
-            value = decode(outcome.result)
-        except NotRebuilt as exc:
-            raise self.not_rebuilt(exc, outcome) from None
         self.finished(value, None, stored=outcome.result)
         return value
 

@@ -44,20 +44,16 @@ def call_class(cls: type, base: object) -> object:
 # -- decoding ----------------------------------------------------------------------------------------
 
 
-def may_hold_tag(value: object) -> bool:
-    """Whether ``value`` (JSON) may hold a tagged object: one C-level scan of its marshal bytes."""
-    if type(value) is not dict and type(value) is not list:
-        return False
-    try:
-        return _TAG_BYTES in marshal.dumps(value)
-    except ValueError:
-        return True
-
-
 def decode(value: object, root: str = "result") -> object:
     """The value a stored form stands for (plain JSON is given back as it is). Raises :class:`NotRebuilt`."""
-    if not may_hold_tag(value):
+    if type(value) is not dict and type(value) is not list:
         return value
+    try:
+        # Whether it may hold a tagged object: one C-level scan of its marshal bytes.
+        if _TAG_BYTES not in marshal.dumps(value):
+            return value
+    except ValueError:
+        pass
     try:
         return _decode(value, 0)
     except NotRebuilt as exc:

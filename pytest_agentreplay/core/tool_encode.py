@@ -199,7 +199,12 @@ class Encoder:
             fields[field.name] = self._field(item, depth, name=f".{field.name}")
         stored = self._tag("dataclass", fields=fields, **{"class": path})
         if self.verify:
-            self._round_trip(stored, value)
+            try:
+                again = Encoder(verify=False).encode(decode(stored), 0)
+            except Exception as exc:
+                raise Unstorable(value, f"it cannot be rebuilt from its fields: {exc}") from None
+            if not same_json(again, stored):
+                raise Unstorable(value, "rebuilding it from its fields gives another value")
         return stored
 
     def _instance(self, value: object, kind: type, depth: int) -> Document:
@@ -222,14 +227,6 @@ class Encoder:
                 )
         return stored
 
-    def _round_trip(self, stored: Document, value: object) -> None:
-        try:
-            again = Encoder(verify=False).encode(decode(stored), 0)
-        except Exception as exc:
-            raise Unstorable(value, f"it cannot be rebuilt from its fields: {exc}") from None
-        if not same_json(again, stored):
-            raise Unstorable(value, "rebuilding it from its fields gives another value")
-
 
 def _base_value(value: object) -> object:
     if isinstance(value, str):
@@ -249,9 +246,10 @@ def _standard(value: object) -> Document | None:
     """A datetime, date, time, timedelta, UUID or Decimal (a subclass as its base type), else None."""
     if isinstance(value, dt.datetime | dt.time):
         fields: Document = {"value": value.isoformat()}
-        zone = _zone_key(value.tzinfo)
-        if zone is not None:
-            fields["zone"] = zone
+        # A zone named by its key (zoneinfo is looked up, not imported: a value of it imported it).
+        zoneinfo, tz = sys.modules.get("zoneinfo"), value.tzinfo
+        if zoneinfo is not None and isinstance(tz, zoneinfo.ZoneInfo) and tz.key:
+            fields["zone"] = str(tz.key)
         if value.fold:
             fields["fold"] = value.fold
         return tag("datetime" if isinstance(value, dt.datetime) else "time", **fields)
@@ -260,13 +258,6 @@ def _standard(value: object) -> Document | None:
     for kind, (base, text, _parse) in TEXT_KINDS.items():
         if isinstance(value, base):
             return tag(kind, value=text(value))
-    return None
-
-
-def _zone_key(tz: object) -> str | None:
-    zoneinfo = sys.modules.get("zoneinfo")
-    if zoneinfo is not None and isinstance(tz, zoneinfo.ZoneInfo) and tz.key:
-        return str(tz.key)
     return None
 
 
@@ -281,11 +272,8 @@ def exception_doc(exc: BaseException) -> Document | None:
         path = Encoder().class_of(cls, exc)
         args = Encoder().store(list(exc.args), "exception args")
         back = cls(*exc.args)
-    except Exception:
-        return None
-    own = {k: v for k, v in vars(exc).items() if k != "__notes__"}
-    again = {k: v for k, v in vars(back).items() if k != "__notes__"}
-    try:
+        own = {k: v for k, v in vars(exc).items() if k != "__notes__"}
+        again = {k: v for k, v in vars(back).items() if k != "__notes__"}
         if type(back) is not cls or back.args != exc.args or str(back) != str(exc) or own != again:
             return None
     except Exception:
