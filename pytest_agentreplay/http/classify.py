@@ -113,10 +113,6 @@ def _model(request: HttpRequest, settings: RunSettings) -> Classification:
     )
 
 
-def idempotency_key(request: HttpRequest, settings: RunSettings) -> str | None:
-    return request.headers.get(settings.idempotency_header)
-
-
 def _json_path(value: object, path: str) -> object:
     """``"data.id"`` / ``"$.data.items.0.id"`` -> the value, or None."""
     for part in path.removeprefix("$").strip(".").split("."):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from ..core.documents import Document
-from . import eventstream, ndjson, sse
+from . import eventstream, sse
 from .sse import StreamParser
 
 __all__ = ["EVENTSTREAM", "FORMATS", "NDJSON", "SSE", "StreamFormat", "StreamParser", "format_for"]
@@ -38,7 +38,7 @@ SSE = StreamFormat(frozenset({"text/event-stream"}), sse.SSEParser, sse.encode_e
 EVENTSTREAM = StreamFormat(
     frozenset({eventstream.MEDIA_TYPE}), eventstream.EventStreamParser, eventstream.encode_event
 )
-NDJSON = StreamFormat(ndjson.MEDIA_TYPES, ndjson.NDJSONParser, ndjson.encode_line, always=False)
+NDJSON = StreamFormat(sse.NDJSON_MEDIA_TYPES, sse.NDJSONParser, sse.encode_line, always=False)
 FORMATS: tuple[StreamFormat, ...] = (SSE, EVENTSTREAM, NDJSON)
 
 
