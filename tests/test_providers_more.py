@@ -29,11 +29,11 @@ from pytest_agentreplay.cassette.read import load_cassette  # noqa: E402
 from pytest_agentreplay.cli import main  # noqa: E402
 from pytest_agentreplay.core.run_settings import RunSettings  # noqa: E402
 from pytest_agentreplay.http import bodies, sse  # noqa: E402
+from pytest_agentreplay.http.bodies import NDJSON  # noqa: E402
 from pytest_agentreplay.http.classify import classify_exchange  # noqa: E402
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse  # noqa: E402
 from pytest_agentreplay.http.providers import azure_openai, gemini, ollama  # noqa: E402
 from pytest_agentreplay.http.recording import model_request_fields  # noqa: E402
-from pytest_agentreplay.http.stream_formats import NDJSON  # noqa: E402
 
 # Built from parts: no key-shaped literal in the repository.
 SECRET = "prov" + "-key-" + "7d1f0c9e4b2a"

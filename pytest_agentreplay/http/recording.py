@@ -20,7 +20,7 @@ from ..core.documents import Document
 from ..core.events import Actor, EffectInfo, EventClass, EventType, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
 from . import bodies, resend
-from .bodies import Decoder
+from .bodies import Decoder, format_for
 from .classify import Classification, extract_receipt
 from .eventstream import EventStreamParser
 from .exchange import (
@@ -32,7 +32,7 @@ from .exchange import (
     stored_response_headers,
 )
 from .providers import Provider, providers_of
-from .stream_formats import StreamParser, format_for
+from .sse import StreamParser
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
