@@ -169,10 +169,10 @@ def render(parts: list[object], boundary: str = RENDER_BOUNDARY) -> bytes:
         headers = headers if isinstance(headers, Mapping) else {}
         lines: list[bytes] = []
         if "content-disposition" not in headers:  # else the part's own header says it whole
-            lines.append(b"Content-Disposition: " + _text_bytes(_disposition_of(part)))
+            lines.append(b"Content-Disposition: " + _disposition_of(part).encode("utf-8"))
         if isinstance(part.get("content_type"), str):
-            lines.append(b"Content-Type: " + _text_bytes(part["content_type"]))
-        lines.extend(_text_bytes(f"{k}: {v}") for k, v in headers.items())
+            lines.append(b"Content-Type: " + part["content_type"].encode("utf-8"))
+        lines.extend(f"{k}: {v}".encode() for k, v in headers.items())
         out.append(dash + _CRLF + _CRLF.join(lines) + _CRLF + _CRLF + part_bytes(part) + _CRLF)
     return b"".join(out) + dash + b"--" + _CRLF
 
@@ -184,10 +184,6 @@ def _disposition_of(part: Mapping[str, object]) -> str:
         if isinstance(value, str):
             out += f'; {key}="' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return out
-
-
-def _text_bytes(text: object) -> bytes:
-    return str(text).encode("utf-8")
 
 
 def stored(raw: bytes, content_type: str) -> Document | None:
