@@ -119,17 +119,9 @@ def _c_encoder(fmt: str | None) -> _CEncoder | None:
         return None
     encoder = _ENCODERS[fmt]
     quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    encode: _CEncoder = make(
-        None,
-        encoder.default,
-        quote,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
+    separators = (encoder.key_separator, encoder.item_separator)
+    flags = (encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+    encode: _CEncoder = make(None, encoder.default, quote, None, *separators, *flags)
     return encode
 
 

@@ -70,11 +70,4 @@ def providers_of(settings: RunSettings) -> ProviderSet:
 
 BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
-__all__ = [
-    "BUILTIN",
-    "BUILTIN_SET",
-    "InputFields",
-    "Provider",
-    "ProviderSet",
-    "providers_of",
-]
+__all__ = ["BUILTIN", "BUILTIN_SET", "InputFields", "Provider", "ProviderSet", "providers_of"]
