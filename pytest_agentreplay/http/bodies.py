@@ -18,7 +18,7 @@ import importlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
@@ -206,12 +206,8 @@ def codings(value: str | None) -> list[str]:
     return [n for n in names if n and n != "identity"]
 
 
-class _Step(Protocol):
-    """One coding being undone, fed its bytes as they arrive (as zlib's decompress objects are)."""
-
-    def decompress(self, data: bytes) -> bytes: ...
-
-    def flush(self) -> bytes: ...
+# One coding being undone, fed its bytes as they arrive: its decompress and flush (zlib's objects' methods).
+_Step = tuple[Callable[[bytes], bytes], Callable[[], bytes]]
 
 
 class Decoder:
@@ -233,15 +229,15 @@ class Decoder:
         return bool(self._steps)
 
     def feed(self, data: bytes) -> bytes:
-        for step in self._steps:
-            data = step.decompress(data)
+        for decompress, _ in self._steps:
+            data = decompress(data)
         return data
 
     def flush(self) -> bytes:
         # Each step's tail flows through the steps after it.
         out = b""
-        for step in self._steps:
-            out = step.decompress(out) + step.flush()
+        for decompress, flush in self._steps:
+            out = decompress(out) + flush()
         return out
 
 
@@ -249,7 +245,7 @@ class _Deflate:
     """ "deflate" is zlib-wrapped per the RFC, but some servers send it raw: the first bytes tell which."""
 
     def __init__(self) -> None:
-        self._obj: _Step | None = None
+        self._obj: zlib._Decompress | None = None
 
     def decompress(self, data: bytes) -> bytes:
         if self._obj is None and data:
@@ -266,26 +262,20 @@ class _Deflate:
 
 def _make_step(name: str, header: str) -> _Step:
     if name in ("gzip", "x-gzip"):
-        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+        gzipped = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        return gzipped.decompress, gzipped.flush
     if name == "deflate":
-        return _Deflate()
+        deflated = _Deflate()
+        return deflated.decompress, deflated.flush
     try:
         library = importlib.import_module(str(KNOWN_CODINGS[name]))
     except ImportError as exc:
         raise _missing_library(name, header) from exc
     if name == "br":
-        return _Brotli(library.Decompressor().process)
+        return library.Decompressor().process, lambda: b""  # brotli's decompressor keeps no tail
     # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
-    step: _Step = library.ZstdDecompressor().decompressobj(read_across_frames=True)
-    return step
-
-
-class _Brotli:
-    def __init__(self, process: Callable[[bytes], bytes]) -> None:
-        self.decompress = process
-
-    def flush(self) -> bytes:
-        return b""
+    frames = library.ZstdDecompressor().decompressobj(read_across_frames=True)
+    return frames.decompress, frames.flush
 
 
 def _missing_library(name: str, header: str) -> ContentCodingError:
