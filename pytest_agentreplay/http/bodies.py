@@ -136,12 +136,6 @@ def json_text(value: object, fmt: str | None) -> str:
     return _ENCODERS[fmt].encode(value)
 
 
-def _dump_json(value: object, fmt: str | None) -> bytes:
-    name = fmt.removesuffix("+nl") if fmt else None  # "compact+nl": the default format, a newline after
-    out = json_text(value, name if name in _ENCODERS else None)
-    return (out + "\n" if fmt and fmt.endswith("+nl") else out).encode("utf-8")
-
-
 # Content types whose bodies are text even though they are not ``text/*``.
 _TEXTUAL_APPLICATION = (
     "application/x-www-form-urlencoded",
@@ -385,7 +379,10 @@ def body_bytes(body: Document | None) -> bytes:
         exact = body.get("raw")
         if isinstance(exact, str):
             return exact.encode("utf-8")
-        return _dump_json(body["json"], body.get("format"))
+        fmt = body.get("format")
+        name = fmt.removesuffix("+nl") if fmt else None  # "compact+nl": the default format, a newline after
+        out = json_text(body["json"], name if name in _ENCODERS else None)
+        return (out + "\n" if fmt and fmt.endswith("+nl") else out).encode("utf-8")
     if "text" in body:
         return str(body["text"]).encode("utf-8")
     if "base64" in body:

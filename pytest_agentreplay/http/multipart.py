@@ -95,11 +95,12 @@ def _part(chunk: bytes) -> Document | None:
     part: Document = {"name": None}
     disposition = headers.pop("content-disposition", None)
     if disposition is not None:
-        kind, params = _disposition(disposition)
+        kind, _, rest = disposition.partition(";")
+        params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
         part["name"] = params.get("name")
         if "filename" in params:
             part["filename"] = params["filename"]
-        if kind != "form-data" or set(params) - _DISPOSITION_FIELDS:
+        if kind.strip().lower() != "form-data" or set(params) - _DISPOSITION_FIELDS:
             headers["content-disposition"] = disposition  # said more than a name and a file name
     part["content_type"] = headers.pop("content-type", None)
     if headers:
@@ -125,12 +126,6 @@ def _headers(head: bytes) -> dict[str, str] | None:
         last = name.strip().lower()
         out[last] = f"{out[last]}, {value.strip()}" if last in out else value.strip()
     return out
-
-
-def _disposition(value: str) -> tuple[str, dict[str, str]]:
-    kind, _, rest = value.partition(";")
-    params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
-    return kind.strip().lower(), params
 
 
 def _text(data: bytes) -> str:
