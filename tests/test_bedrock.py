@@ -43,11 +43,10 @@ from pytest_agentreplay.cli import main
 from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.exceptions import EventStreamError
 from pytest_agentreplay.http import eventstream
-from pytest_agentreplay.http.bodies import body_bytes, encode_body
+from pytest_agentreplay.http.bodies import EVENTSTREAM, body_bytes, encode_body
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.providers import bedrock
-from pytest_agentreplay.http.stream_formats import EVENTSTREAM
 
 # Credential-shaped values built from parts (no key-shaped literal in the repository).
 KEY_ID = "AKIA" + "Q3EXAMPLE7BDRK4X"

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from servers import LLMServer, MemoryCassette, ModelReply, http_events, run_in
 
 from pytest_agentreplay.http import bodies, sse
+from pytest_agentreplay.http.bodies import SSE
 from pytest_agentreplay.http.exchange import HttpResponse
-from pytest_agentreplay.http.stream_formats import SSE
 
 
 def test_parser_handles_split_crlf_comments_and_multiline_data() -> None:
@@ -83,11 +83,9 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
         log.append(f"produced {ev['data']['n']}")
         return original(ev)
 
-    from pytest_agentreplay.http import stream_formats
-
-    sse_format, *others = stream_formats.FORMATS
-    assert sse_format is stream_formats.SSE
-    monkeypatch.setattr(stream_formats, "FORMATS", (sse_format._replace(encode=spying_encode), *others))
+    sse_format, *others = bodies.FORMATS
+    assert sse_format is bodies.SSE
+    monkeypatch.setattr(bodies, "FORMATS", (sse_format._replace(encode=spying_encode), *others))
     events = [{"event": "tick", "data": {"n": i}, "t": i / 10} for i in range(5)]
     recorded = MemoryCassette([])
     with run_in("record") as rec_ctx:

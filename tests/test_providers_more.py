@@ -28,12 +28,12 @@ from provider_servers import ANSWER, ProviderServer  # noqa: E402
 from pytest_agentreplay.cassette.read import load_cassette  # noqa: E402
 from pytest_agentreplay.cli import main  # noqa: E402
 from pytest_agentreplay.core.run_settings import RunSettings  # noqa: E402
-from pytest_agentreplay.http import bodies, ndjson  # noqa: E402
+from pytest_agentreplay.http import bodies, sse  # noqa: E402
+from pytest_agentreplay.http.bodies import NDJSON  # noqa: E402
 from pytest_agentreplay.http.classify import classify_exchange  # noqa: E402
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse  # noqa: E402
 from pytest_agentreplay.http.providers import azure_openai, gemini, ollama  # noqa: E402
 from pytest_agentreplay.http.recording import model_request_fields  # noqa: E402
-from pytest_agentreplay.http.stream_formats import NDJSON  # noqa: E402
 
 # Built from parts: no key-shaped literal in the repository.
 SECRET = "prov" + "-key-" + "7d1f0c9e4b2a"
@@ -376,7 +376,7 @@ ODD_NDJSON = (
 
 @pytest.mark.parametrize("size", [1, 3, 7, len(ODD_NDJSON)])
 def test_ndjson_lines_parse_in_any_chunking_and_serve_back_byte_for_byte(size: int) -> None:
-    parser = ndjson.NDJSONParser()
+    parser = sse.NDJSONParser()
     events = []
     for start in range(0, len(ODD_NDJSON), size):
         events += parser.feed(ODD_NDJSON[start : start + size])
@@ -387,10 +387,10 @@ def test_ndjson_lines_parse_in_any_chunking_and_serve_back_byte_for_byte(size: i
         "not json",
         {"done": True, "done_reason": "stop"},
     ]
-    assert b"".join(ndjson.encode_line(ev) for ev in events) == ODD_NDJSON
+    assert b"".join(sse.encode_line(ev) for ev in events) == ODD_NDJSON
     # Stored as a cassette stores it (keys sorted), the lines still serve the bytes received.
     stored = json.loads(json.dumps(events, sort_keys=True))
-    assert b"".join(ndjson.encode_line(ev) for ev in stored) == ODD_NDJSON
+    assert b"".join(sse.encode_line(ev) for ev in stored) == ODD_NDJSON
 
 
 def test_plain_ndjson_lines_keep_no_raw_copy() -> None:

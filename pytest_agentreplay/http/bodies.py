@@ -2,8 +2,12 @@
 
 Stored shapes (``None`` when empty), each with its ``content_type``: ``{"json": value}`` (plus ``"raw"``, the
 exact text, when no known serialisation of the key-sorted value reproduces the bytes), ``{"text": str}``,
-``{"base64": str}``, ``{"sse": [...]}`` (:mod:`.stream_formats`) or ``{"multipart": [...]}``. Bodies are
-stored decoded (readable, diffable, scannable for secrets), ``"coding"`` noting their ``Content-Encoding``.
+``{"base64": str}``, ``{"sse": [event, ...]}`` or ``{"multipart": [...]}``. Bodies are stored decoded
+(readable, diffable, scannable for secrets), ``"coding"`` noting their ``Content-Encoding``.
+
+The streamed formats (SSE, NDJSON, the AWS event stream) are all stored as ``{"sse": [event, ...]}`` (the
+list's name predates the others; the content type tells the format). A new format is one entry of
+:data:`FORMATS`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import importlib
 import json
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple
 
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
-from . import multipart, sse, stream_formats
+from . import eventstream, multipart, sse
+from .sse import StreamParser
 
 # Content codings undone here, each by the library named (None: the standard library; the others are
 # optional, in the dev extras: only bodies of their coding need them).
@@ -114,17 +119,9 @@ def _c_encoder(fmt: str | None) -> _CEncoder | None:
         return None
     encoder = _ENCODERS[fmt]
     quote = json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring
-    encode: _CEncoder = make(
-        None,
-        encoder.default,
-        quote,
-        None,
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
+    separators = (encoder.key_separator, encoder.item_separator)
+    flags = (encoder.sort_keys, encoder.skipkeys, encoder.allow_nan)
+    encode: _CEncoder = make(None, encoder.default, quote, None, *separators, *flags)
     return encode
 
 
@@ -137,12 +134,6 @@ def json_text(value: object, fmt: str | None) -> str:
     if fast is not None and not isinstance(value, str):
         return "".join(fast(value, 0))
     return _ENCODERS[fmt].encode(value)
-
-
-def _dump_json(value: object, fmt: str | None) -> bytes:
-    name = fmt.removesuffix("+nl") if fmt else None  # "compact+nl": the default format, a newline after
-    out = json_text(value, name if name in _ENCODERS else None)
-    return (out + "\n" if fmt and fmt.endswith("+nl") else out).encode("utf-8")
 
 
 # Content types whose bodies are text even though they are not ``text/*``.
@@ -162,15 +153,45 @@ def media_type(content_type: str | None) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
+class StreamFormat(NamedTuple):
+    media_types: frozenset[str]
+    parser: Callable[[], StreamParser]
+    encode: Callable[[Mapping[str, object]], bytes]
+    # Parsed even when the body need not be kept byte for byte (a request body, a decision summary):
+    # an NDJSON request (a bulk upload) is plain text.
+    always: bool = True
+
+    def parse_all(self, raw: bytes) -> list[Document]:
+        """A complete stream's events (``t`` is 0: the arrival times are unknown); damage raises."""
+        parser = self.parser()
+        events = parser.feed(raw) + parser.finish()
+        error = getattr(parser, "error", None)  # the AWS event stream's parser stops at a damaged message
+        if error is not None:
+            raise error
+        for ev in events:
+            ev["t"] = 0.0
+        return events
+
+
+SSE = StreamFormat(frozenset({"text/event-stream"}), sse.SSEParser, sse.encode_event)
+EVENTSTREAM = StreamFormat(
+    frozenset({eventstream.MEDIA_TYPE}), eventstream.EventStreamParser, eventstream.encode_event
+)
+NDJSON = StreamFormat(sse.NDJSON_MEDIA_TYPES, sse.NDJSONParser, sse.encode_line, always=False)
+FORMATS: tuple[StreamFormat, ...] = (SSE, EVENTSTREAM, NDJSON)
+
+
+def format_for(content_type: str | None, *, exact: bool = True) -> StreamFormat | None:
+    """The stream format of a body of ``content_type`` (None: not a stream). ``exact``: the body is kept
+    byte for byte (a response), so a format parsed only then counts."""
+    media = media_type(content_type)
+    return next((f for f in FORMATS if (exact or f.always) and media in f.media_types), None)
+
+
 def is_json_type(content_type: str | None) -> bool:
     # Every JSON flavour stays structured (vcrpy only handled exactly ``application/json``).
     mt = media_type(content_type)
     return mt == "application/json" or mt.endswith("+json") or mt.endswith("/json")
-
-
-def _is_text_type(content_type: str | None) -> bool:
-    mt = media_type(content_type)
-    return mt.startswith("text/") or mt in _TEXTUAL_APPLICATION or mt.endswith("+xml")
 
 
 def codings(value: str | None) -> list[str]:
@@ -179,12 +200,8 @@ def codings(value: str | None) -> list[str]:
     return [n for n in names if n and n != "identity"]
 
 
-class _Step(Protocol):
-    """One coding being undone, fed its bytes as they arrive (as zlib's decompress objects are)."""
-
-    def decompress(self, data: bytes) -> bytes: ...
-
-    def flush(self) -> bytes: ...
+# One coding being undone, fed its bytes as they arrive: its decompress and flush (zlib's objects' methods).
+_Step = tuple[Callable[[bytes], bytes], Callable[[], bytes]]
 
 
 class Decoder:
@@ -206,15 +223,15 @@ class Decoder:
         return bool(self._steps)
 
     def feed(self, data: bytes) -> bytes:
-        for step in self._steps:
-            data = step.decompress(data)
+        for decompress, _ in self._steps:
+            data = decompress(data)
         return data
 
     def flush(self) -> bytes:
         # Each step's tail flows through the steps after it.
         out = b""
-        for step in self._steps:
-            out = step.decompress(out) + step.flush()
+        for decompress, flush in self._steps:
+            out = decompress(out) + flush()
         return out
 
 
@@ -222,7 +239,7 @@ class _Deflate:
     """ "deflate" is zlib-wrapped per the RFC, but some servers send it raw: the first bytes tell which."""
 
     def __init__(self) -> None:
-        self._obj: _Step | None = None
+        self._obj: zlib._Decompress | None = None
 
     def decompress(self, data: bytes) -> bytes:
         if self._obj is None and data:
@@ -239,26 +256,20 @@ class _Deflate:
 
 def _make_step(name: str, header: str) -> _Step:
     if name in ("gzip", "x-gzip"):
-        return zlib.decompressobj(zlib.MAX_WBITS | 16)
+        gzipped = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        return gzipped.decompress, gzipped.flush
     if name == "deflate":
-        return _Deflate()
+        deflated = _Deflate()
+        return deflated.decompress, deflated.flush
     try:
         library = importlib.import_module(str(KNOWN_CODINGS[name]))
     except ImportError as exc:
         raise _missing_library(name, header) from exc
     if name == "br":
-        return _Brotli(library.Decompressor().process)
+        return library.Decompressor().process, lambda: b""  # brotli's decompressor keeps no tail
     # A body may be several frames in a row (RFC 8878 allows it; servers flushing a stream do it).
-    step: _Step = library.ZstdDecompressor().decompressobj(read_across_frames=True)
-    return step
-
-
-class _Brotli:
-    def __init__(self, process: Callable[[bytes], bytes]) -> None:
-        self.decompress = process
-
-    def flush(self) -> bytes:
-        return b""
+    frames = library.ZstdDecompressor().decompressobj(read_across_frames=True)
+    return frames.decompress, frames.flush
 
 
 def _missing_library(name: str, header: str) -> ContentCodingError:
@@ -324,7 +335,7 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document 
         parts = multipart.stored(raw, str(content_type))
         if parts is not None:
             return parts
-    stream = stream_formats.format_for(content_type, exact=exact)
+    stream = format_for(content_type, exact=exact)
     if stream is not None:
         # Stored as events (the content type tells the wire format); a damaged stream as it came.
         try:
@@ -350,7 +361,9 @@ def _encode_body(raw: bytes, content_type: str | None, exact: bool) -> Document 
                 except UnicodeDecodeError:
                     return {"base64": base64.b64encode(raw).decode("ascii"), "content_type": content_type}
             return body
-    if not content_type or _is_text_type(content_type) or is_json_type(content_type):
+    mt = media_type(content_type)
+    textual = mt.startswith("text/") or mt in _TEXTUAL_APPLICATION or mt.endswith("+xml")
+    if not content_type or textual or is_json_type(content_type):
         try:
             return {"text": raw.decode("utf-8"), "content_type": content_type}
         except UnicodeDecodeError:
@@ -366,7 +379,10 @@ def body_bytes(body: Document | None) -> bytes:
         exact = body.get("raw")
         if isinstance(exact, str):
             return exact.encode("utf-8")
-        return _dump_json(body["json"], body.get("format"))
+        fmt = body.get("format")
+        name = fmt.removesuffix("+nl") if fmt else None  # "compact+nl": the default format, a newline after
+        out = json_text(body["json"], name if name in _ENCODERS else None)
+        return (out + "\n" if fmt and fmt.endswith("+nl") else out).encode("utf-8")
     if "text" in body:
         return str(body["text"]).encode("utf-8")
     if "base64" in body:
@@ -382,7 +398,7 @@ def body_bytes(body: Document | None) -> bytes:
 def event_encoder(body: Document) -> Callable[[Mapping[str, object]], bytes]:
     """How a stored stream's events go back on the wire, told by the content type it arrived with."""
     content_type = body.get("content_type")
-    fmt = stream_formats.format_for(content_type if isinstance(content_type, str) else None)
+    fmt = format_for(content_type if isinstance(content_type, str) else None)
     return fmt.encode if fmt is not None else sse.encode_event
 
 

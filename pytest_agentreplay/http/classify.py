@@ -13,7 +13,7 @@ from typing import Literal, NamedTuple, cast
 from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError, NoProviderError
 from .exchange import HttpRequest, HttpResponse
-from .grpc_calls import flavour, is_grpc
+from .grpc_calls import GRPC_SCHEME, flavour
 from .providers import ollama, providers_of
 
 Kind = Literal["model", "read", "write"]
@@ -56,7 +56,7 @@ def classify_exchange(
     model = providers_of(settings).match(request, settings)
     if model is not None:
         return Classification("model", provider=model[0], endpoint=model[1])
-    if is_grpc(request.url):
+    if request.url.startswith(GRPC_SCHEME):
         found = flavour(request.path)
         kind: Kind = "write" if found == "write" else "read"
         return Classification(
@@ -111,10 +111,6 @@ def _model(request: HttpRequest, settings: RunSettings) -> Classification:
             "for an OpenAI-compatible gateway, list its base URL in openai_compatible_base_urls",
         ],
     )
-
-
-def idempotency_key(request: HttpRequest, settings: RunSettings) -> str | None:
-    return request.headers.get(settings.idempotency_header)
 
 
 def _json_path(value: object, path: str) -> object:

@@ -49,12 +49,10 @@ def _read_headers(raw: memoryview) -> list[list[object]]:
     headers: list[list[object]] = []
     offset = 0
     while offset < len(raw):
-        name_len = raw[offset]
-        offset += 1
-        name = bytes(raw[offset : offset + name_len]).decode("utf-8")
-        offset += name_len
-        kind = raw[offset]
-        offset += 1
+        name_end = offset + 1 + raw[offset]
+        name = bytes(raw[offset + 1 : name_end]).decode("utf-8")
+        kind = raw[name_end]
+        offset = name_end + 1
         value: object
         if kind >= len(_TYPES):
             raise EventStreamError(

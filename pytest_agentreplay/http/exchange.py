@@ -271,27 +271,23 @@ class HttpResponse:
         """Headers to hand to a client in replay: framing regenerated for the served bytes."""
         if method != "HEAD":
             return list(self.wire_tuple())
-        out = [(k, v) for k, v in self.headers.items() if k not in _REGENERATED]
-        if not self.is_sse:
-            # A HEAD response announces the length of a body it does not carry: keep it.
-            length = self.headers.get("content-length")
-            if length is not None:
-                out.append(("content-length", length))
-        return out
+        # A HEAD response announces the length of a body it does not carry: keep it.
+        return self._framed(None if self.is_sse else self.headers.get("content-length"))
 
     def wire_tuple(self) -> tuple[tuple[str, str], ...]:
         """:meth:`wire_headers` for any method but HEAD, computed once and shared (hence a tuple)."""
         wire = self._wire
         if wire is None:
-            out = [(k, v) for k, v in self.headers.items() if k not in _REGENERATED]
-            if self.body is None:
-                length = self.headers.get("content-length")
-                if length is not None:
-                    out.append(("content-length", length))
-            elif not self.is_sse:
-                out.append(("content-length", str(len(self.content()))))
-            wire = self._wire = tuple(out)
+            recorded = self.headers.get("content-length")
+            length = recorded if self.body is None else None if self.is_sse else str(len(self.content()))
+            wire = self._wire = tuple(self._framed(length))
         return wire
+
+    def _framed(self, length: str | None) -> list[tuple[str, str]]:
+        out = [(k, v) for k, v in self.headers.items() if k not in _REGENERATED]
+        if length is not None:
+            out.append(("content-length", length))
+        return out
 
     def iter_chunks(self) -> Iterator[bytes]:
         """The body as the client sees it; a stream (SSE, NDJSON, AWS event stream) one event per chunk,

@@ -60,10 +60,6 @@ _READ_VERBS: Final = re.compile(
 )
 
 
-def is_grpc(url: str) -> bool:
-    return url.startswith(GRPC_SCHEME)
-
-
 def authority(target: str) -> str:
     """``host:port`` of a channel target: ``dns:///h:p``, ``dns://server/h:p``, ``ipv4:h:p``, ``h:p``."""
     if target.startswith("dns:"):

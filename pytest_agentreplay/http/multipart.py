@@ -95,11 +95,12 @@ def _part(chunk: bytes) -> Document | None:
     part: Document = {"name": None}
     disposition = headers.pop("content-disposition", None)
     if disposition is not None:
-        kind, params = _disposition(disposition)
+        kind, _, rest = disposition.partition(";")
+        params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
         part["name"] = params.get("name")
         if "filename" in params:
             part["filename"] = params["filename"]
-        if kind != "form-data" or set(params) - _DISPOSITION_FIELDS:
+        if kind.strip().lower() != "form-data" or set(params) - _DISPOSITION_FIELDS:
             headers["content-disposition"] = disposition  # said more than a name and a file name
     part["content_type"] = headers.pop("content-type", None)
     if headers:
@@ -125,12 +126,6 @@ def _headers(head: bytes) -> dict[str, str] | None:
         last = name.strip().lower()
         out[last] = f"{out[last]}, {value.strip()}" if last in out else value.strip()
     return out
-
-
-def _disposition(value: str) -> tuple[str, dict[str, str]]:
-    kind, _, rest = value.partition(";")
-    params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
-    return kind.strip().lower(), params
 
 
 def _text(data: bytes) -> str:
@@ -169,10 +164,10 @@ def render(parts: list[object], boundary: str = RENDER_BOUNDARY) -> bytes:
         headers = headers if isinstance(headers, Mapping) else {}
         lines: list[bytes] = []
         if "content-disposition" not in headers:  # else the part's own header says it whole
-            lines.append(b"Content-Disposition: " + _text_bytes(_disposition_of(part)))
+            lines.append(b"Content-Disposition: " + _disposition_of(part).encode("utf-8"))
         if isinstance(part.get("content_type"), str):
-            lines.append(b"Content-Type: " + _text_bytes(part["content_type"]))
-        lines.extend(_text_bytes(f"{k}: {v}") for k, v in headers.items())
+            lines.append(b"Content-Type: " + part["content_type"].encode("utf-8"))
+        lines.extend(f"{k}: {v}".encode() for k, v in headers.items())
         out.append(dash + _CRLF + _CRLF.join(lines) + _CRLF + _CRLF + part_bytes(part) + _CRLF)
     return b"".join(out) + dash + b"--" + _CRLF
 
@@ -184,10 +179,6 @@ def _disposition_of(part: Mapping[str, object]) -> str:
         if isinstance(value, str):
             out += f'; {key}="' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return out
-
-
-def _text_bytes(text: object) -> bytes:
-    return str(text).encode("utf-8")
 
 
 def stored(raw: bytes, content_type: str) -> Document | None:

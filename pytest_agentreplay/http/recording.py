@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from operator import is_
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
@@ -20,8 +20,8 @@ from ..core.documents import Document
 from ..core.events import Actor, EffectInfo, EventClass, EventType, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
 from . import bodies, resend
-from .bodies import Decoder
-from .classify import Classification, extract_receipt, idempotency_key
+from .bodies import Decoder, format_for
+from .classify import Classification, extract_receipt
 from .eventstream import EventStreamParser
 from .exchange import (
     REQUEST_MEDIA_TYPE,
@@ -31,11 +31,13 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import Provider, providers_of, request_model, url_fields
-from .stream_formats import StreamParser, format_for
+from .providers import Provider, providers_of
+from .sse import StreamParser
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
+
+_Located = TypeVar("_Located", ContentCodingError, EventStreamError)
 
 # Fields of a model.call event that depend only on the response: replay copies them from the
 # recorded event instead of re-parsing the served body (the served body *is* the recorded one).
@@ -133,9 +135,15 @@ def model_request_fields(
     request: HttpRequest, cls: Classification, *, adapter: Provider, request_hash: str | None
 ) -> Document:
     fields = adapter.request_fields(str(cls.endpoint), request.json())
-    if fields.get("model") is None:  # Gemini names the model in the URL
-        fields["model"] = request_model(adapter, request)
-    fields.update(url_fields(adapter, request))
+    # The optional members: what the URL names (Gemini's model, Azure's deployment and API version).
+    if fields.get("model") is None:
+        from_request = getattr(adapter, "model_from_request", None)
+        found = from_request(request) if from_request is not None else None
+        fields["model"] = str(found) if found is not None else None
+    from_url = getattr(adapter, "url_fields", None)
+    named = from_url(request) if from_url is not None else None
+    if isinstance(named, dict):
+        fields.update(named)
     # One hash of the whole request body: the cheap "did the prompt change?" signal for diffs.
     fields["request_hash"] = request_hash
     return fields
@@ -182,7 +190,7 @@ def emit_exchange(
                 type_, event_class, tool = "http", "input", tool_info(name, None)
             else:
                 type_ = event_class = "effect"
-                tool = tool_info(name, idempotency_key(request, settings))
+                tool = tool_info(name, request.headers.get(settings.idempotency_header))
                 effect = EffectInfo.construct_trusted(
                     {
                         "kind": "http." + request.method.lower(),
@@ -309,16 +317,7 @@ class LiveCapture:
             self._decoder = Decoder(None if decoded else header)
         except ContentCodingError as exc:
             self._done = True
-            located = ContentCodingError(
-                exc.headline,
-                evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],
-                cassette=self.ctx.cassette,
-                mode=self.ctx.mode,
-                place=exc.place,
-                fixes=exc.fixes,
-            )
-            self.ctx.failures.add(located)
-            raise located from exc
+            raise self._located(exc) from exc
         self._coding = header.strip().lower() if decoded and header else self._decoder.coding
         content_type = self._headers.get("content-type")
         fmt = format_for(content_type)
@@ -357,7 +356,10 @@ class LiveCapture:
                 self._events.append(ev)
             stream: Document = {"sse": self._events}
             if isinstance(self._parser, EventStreamParser) and self._parser.error is not None:
-                stream = self._damaged_stream(self._parser)
+                # Kept as the bytes that came (the client saw them), and the test fails with the reason
+                # (not raised here: the client reading it must not get our exception).
+                self._located(self._parser.error)
+                stream = {"base64": base64.b64encode(self._parser.received()).decode("ascii")}
             stream["content_type"] = content_type
             if self._coding:
                 stream["coding"] = self._coding
@@ -371,18 +373,15 @@ class LiveCapture:
         extra = {"incomplete": True} if error is not None else None
         emit_exchange(self.ctx, self.request, response, self.cls, latency_ms, extra=extra, group=self.group)
 
-    def _damaged_stream(self, parser: EventStreamParser) -> Document:
-        """A stream whose CRC failed: kept as the bytes that came (the client saw them), and the test fails
-        with the reason (not raised here: the client reading it must not get our exception)."""
-        exc = parser.error
-        assert exc is not None
-        self.ctx.failures.add(
-            EventStreamError(
-                exc.headline,
-                evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],
-                cassette=self.ctx.cassette,
-                mode=self.ctx.mode,
-                fixes=exc.fixes,
-            )
+    def _located(self, exc: _Located) -> _Located:
+        """``exc`` naming this response, the cassette and the mode, kept in the run's failures."""
+        located = type(exc)(
+            exc.headline,
+            evidence=[*exc.evidence, f"response of {self.request.method} {self.request.url}"],
+            cassette=self.ctx.cassette,
+            mode=self.ctx.mode,
+            place=exc.place,
+            fixes=exc.fixes,
         )
-        return {"base64": base64.b64encode(parser.received()).decode("ascii")}
+        self.ctx.failures.add(located)
+        return located

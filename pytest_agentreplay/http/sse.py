@@ -1,6 +1,8 @@
-"""Server-sent events: an incremental parser (for teeing live streams) and the encoder used in replay.
-Stored event: ``{"event"?, "data": parsed JSON or text, "id"?, "t": seconds}``, plus ``raw``, its exact wire
-text, when :func:`encode_event` of the stored event would differ (replay serves it).
+"""The line-based streams: server-sent events and newline-delimited JSON (Ollama's native API), each with
+an incremental parser (for teeing live streams) and the encoder used in replay. Stored event: ``{"event"?,
+"data": parsed JSON or text, "id"?, "t": seconds}`` (an NDJSON line: ``data`` only), plus ``raw``, its exact
+wire text (with the blank lines before an NDJSON line), when encoding the stored event would differ (replay
+serves it).
 """
 
 from __future__ import annotations
@@ -156,3 +158,47 @@ def encode_event(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
         out.extend(f"data: {line}\n" for line in data_text(data, sort_keys).split("\n"))
     out.append("\n")
     return "".join(out).encode("utf-8")
+
+
+# Media types of newline-delimited JSON: Ollama sends the first; the others name the same format.
+NDJSON_MEDIA_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
+
+
+class NDJSONParser(LineParser):
+    """Feed bytes as they arrive; every complete line comes back from :meth:`feed` as one event."""
+
+    BREAKS = re.compile(r"([^\n]*)(\n)")
+
+    def __init__(self) -> None:
+        super().__init__(encode_line)
+        # Blank lines read since the last event: they join the next event's wire text.
+        self._blank = ""
+
+    def feed(self, chunk: bytes) -> list[Document]:
+        return self._read(self._lines(chunk, final=False))
+
+    def finish(self) -> list[Document]:
+        # A stream cut without its last newline still delivered that line to the client.
+        events = self._read(self._lines(b"", final=True))
+        self._trailing(self._blank)
+        self._blank = ""
+        return events
+
+    def _read(self, parts: list[tuple[str, str]]) -> list[Document]:
+        events: list[Document] = []
+        for line, wire in parts:
+            if line.strip():
+                events.append(self._kept({"data": parse_data(line.strip())}, self._blank + wire))
+                self._blank = ""
+            else:
+                self._blank += wire
+        return events
+
+
+def encode_line(ev: Mapping[str, object], *, sort_keys: bool = False) -> bytes:
+    """One stored event -> its wire bytes (ending with its newline): its ``raw`` text when the stream had
+    one, else rendered compact (``sort_keys``: as from a cassette, keys sorted)."""
+    raw = ev.get("raw")
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    return (data_text(ev.get("data"), sort_keys) + "\n").encode("utf-8")

@@ -11,7 +11,6 @@ from functools import reduce
 from types import MappingProxyType
 from typing import Final
 
-from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
@@ -69,29 +68,6 @@ def providers_of(settings: RunSettings) -> ProviderSet:
     return found if isinstance(found, ProviderSet) else BUILTIN_SET
 
 
-def request_model(adapter: Provider, request: HttpRequest) -> str | None:
-    """The model a provider reads from the request itself (the URL), if it knows how."""
-    from_request = getattr(adapter, "model_from_request", None)
-    found = from_request(request) if from_request is not None else None
-    return str(found) if found is not None else None
-
-
-def url_fields(adapter: Provider, request: HttpRequest) -> Document:
-    """What an adapter reads from the request's URL beside the model, if it reads anything there."""
-    from_url = getattr(adapter, "url_fields", None)
-    found = from_url(request) if from_url is not None else None
-    return dict(found) if isinstance(found, dict) else {}
-
-
 BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
-__all__ = [
-    "BUILTIN",
-    "BUILTIN_SET",
-    "InputFields",
-    "Provider",
-    "ProviderSet",
-    "providers_of",
-    "request_model",
-    "url_fields",
-]
+__all__ = ["BUILTIN", "BUILTIN_SET", "InputFields", "Provider", "ProviderSet", "providers_of"]

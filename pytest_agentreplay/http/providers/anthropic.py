@@ -11,7 +11,6 @@ from . import fields
 from .interface import InputFields
 
 NAME = "anthropic"
-# Where the request holds what the model is given (drift reports name changes there for what they are).
 INPUT_FIELDS = InputFields(conversation=("messages",), system=("system",), tools=("tools",))
 MESSAGES = "messages"
 

@@ -16,7 +16,6 @@ from . import fields
 from .interface import InputFields
 
 NAME = "gemini"
-# Where the request holds what the model is given (drift reports name changes there for what they are).
 INPUT_FIELDS = InputFields(
     conversation=("contents",), system=("systemInstruction", "system_instruction"), tools=("tools",)
 )

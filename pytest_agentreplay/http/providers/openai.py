@@ -12,7 +12,6 @@ from . import fields
 from .interface import InputFields
 
 NAME = "openai"
-# Where the request holds what the model is given (drift reports name changes there for what they are).
 INPUT_FIELDS = InputFields(conversation=("messages", "input"), system=("instructions",), tools=("tools",))
 CHAT = "chat.completions"
 RESPONSES = "responses"
