@@ -26,6 +26,15 @@ def rerecord_fixes(path: Path, test: str | None = None) -> list[str]:
     return [f"restore the file from git: `git checkout -- {path}`", rerecord_fix(test, path)]
 
 
+def edit_fixes(path: Path, test: str | None) -> list[str]:
+    """The fixes of a cassette edited by hand: undo it, re-record it, list every problem."""
+    return [
+        f"undo the edit or restore it: `git checkout -- {path}`",
+        rerecord_fix(test, path),
+        f"list every problem: `agentreplay verify {path}`",
+    ]
+
+
 def parse_document(data: bytes, path: Path, mode: str | None) -> object:
     try:
         value = parse_fast(data)

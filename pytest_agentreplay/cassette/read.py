@@ -22,7 +22,7 @@ from .document import blob_resolver
 from .document_checks import check_event_keys, check_header, schema_error
 from .loaded import LoadedCassette
 from .migrations import migrate_document
-from .parsing import parse_document, read_cassette_bytes, rerecord_fixes, test_hint
+from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
 from .stored_form import REF_FIELDS
 from .validation import relocate
@@ -91,11 +91,7 @@ def _load(
             cassette=path,
             mode=mode,
             place=f"event seq {first.index} (events[{first.index}])" if first.index is not None else "header",
-            fixes=[
-                f"undo the edit or restore it: `git checkout -- {path}`",
-                rerecord_fix(test_hint(raw), path),
-                f"list every problem: `agentreplay verify {path}`",
-            ],
+            fixes=edit_fixes(path, test_hint(raw)),
         )
     if version != FORMAT_VERSION and not migrate:
         # An older version has no (or another) integrity layout: only an explicit `agentreplay migrate` (or a
