@@ -35,6 +35,7 @@ from .validation import (
     blob_problem,
     parse_fast,
     read_regular_file,
+    reject_constant,
 )
 
 BLOB_REF = "$blob"
@@ -351,15 +352,11 @@ def _parse_blob(data: bytes, sha: str, target: Path) -> object:
     if value is not UNPARSED:
         return value
     try:
-        return json.loads(data, parse_constant=_reject_constant)
+        return json.loads(data, parse_constant=reject_constant)
     except (ValueError, RecursionError) as exc:
         raise CassetteCorruptError(
             f"payload blob {sha} is not JSON: {exc}", place=str(target), fixes=_fixes(sha)
         ) from None
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 # A cassette's folder named ``cassettes`` -> its ``.blobs``: decided by the name alone, so kept (every test's

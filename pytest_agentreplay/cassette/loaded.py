@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
@@ -17,7 +16,7 @@ from ..redaction import Redactor, default_redactor
 from .blobs import BlobStore
 from .chain import integrity_problems
 from .document import build_document, run_to_dict, scan_document
-from .parsing import parse_document
+from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
 from .validation import depth_problem, payload_problem, relocate
@@ -83,11 +82,7 @@ class LoadedCassette:
                 cassette=self.path,
                 mode=self.mode,
                 place=self._ref_place(ref),
-                fixes=[
-                    f"undo the edit or restore it: `git checkout -- {self.path}`",
-                    rerecord_fix(self.run.test, self.path),
-                    f"list every problem: `agentreplay verify {self.path}`",
-                ],
+                fixes=edit_fixes(self.path, self.run.test),
             )
         return value
 

@@ -7,12 +7,18 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from ..core.commands import rerecord_fix
 from ..exceptions import CassetteCorruptError, CassetteError, CassetteLimitError, CassetteNotFoundError
 from .blobs import default_blob_dir
-from .validation import MAX_CASSETTE_BYTES, UNPARSED, NestingTooDeep, parse_fast, read_regular_file
+from .validation import (
+    MAX_CASSETTE_BYTES,
+    UNPARSED,
+    NestingTooDeep,
+    parse_fast,
+    read_regular_file,
+    reject_constant,
+)
 
 
 def test_hint(raw: object) -> str | None:
@@ -24,6 +30,15 @@ def test_hint(raw: object) -> str | None:
 
 def rerecord_fixes(path: Path, test: str | None = None) -> list[str]:
     return [f"restore the file from git: `git checkout -- {path}`", rerecord_fix(test, path)]
+
+
+def edit_fixes(path: Path, test: str | None) -> list[str]:
+    """The fixes of a cassette edited by hand: undo it, re-record it, list every problem."""
+    return [
+        f"undo the edit or restore it: `git checkout -- {path}`",
+        rerecord_fix(test, path),
+        f"list every problem: `agentreplay verify {path}`",
+    ]
 
 
 def parse_document(data: bytes, path: Path, mode: str | None) -> object:
@@ -76,7 +91,7 @@ def _parse_slow(data: bytes, path: Path, mode: str | None) -> object:
             ],
         )
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip()) or not text.rstrip().endswith("}")
         what = "is not valid JSON" + (" (the file looks truncated)" if truncated else "")
@@ -102,10 +117,6 @@ def _recorded_test(text: str) -> str | None:
     """The node id in the run header of a file that does not parse (both sides of a conflict name it)."""
     found = re.search(r'"test": "((?:[^"\\]|\\.)*)"', text)
     return json.loads(f'"{found.group(1)}"') if found else None
-
-
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def cassette_root(path: Path) -> Path:

@@ -20,11 +20,10 @@ from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
 from .document import blob_resolver
 from .document_checks import check_event_keys, check_header, schema_error
-from .loaded import LoadedCassette
+from .loaded import LoadedCassette as LoadedCassette  # what a load gives, imported from here
 from .migrations import migrate_document
-from .parsing import parse_document, read_cassette_bytes, rerecord_fixes, test_hint
+from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
-from .stored_form import REF_FIELDS
 from .validation import relocate
 
 
@@ -91,11 +90,7 @@ def _load(
             cassette=path,
             mode=mode,
             place=f"event seq {first.index} (events[{first.index}])" if first.index is not None else "header",
-            fixes=[
-                f"undo the edit or restore it: `git checkout -- {path}`",
-                rerecord_fix(test_hint(raw), path),
-                f"list every problem: `agentreplay verify {path}`",
-            ],
+            fixes=edit_fixes(path, test_hint(raw)),
         )
     if version != FORMAT_VERSION and not migrate:
         # An older version has no (or another) integrity layout: only an explicit `agentreplay migrate` (or a
@@ -200,7 +195,3 @@ def load_unchecked(path: Path) -> LoadedCassette | None:
         return load_cassette(path, migrate=True, check_integrity=False)
     except CassetteError:
         return None
-
-
-# What a load gives and what saving shares, imported from here by the writer.
-__all__ = ["REF_FIELDS", "LoadedCassette", "decoded_document", "load_cassette", "schema_error"]

@@ -39,19 +39,30 @@ def _dropped(names: tuple[object, ...], keep: frozenset[str]) -> frozenset[objec
     return frozenset(k for k in names if is_transport_header(str(k)) and str(k).lower() not in keep)
 
 
+def _request(event: object, resolve: Resolver | None = None) -> tuple[Document, Document, Document] | None:
+    """(ref, payload, headers) of an event's HTTP request with header names. One kept in the blob store is
+    read through ``resolve`` (without it, or when it cannot be read, it holds none)."""
+    ref = event.get("input_ref") if isinstance(event, dict) else None
+    if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
+        return None
+    payload = ref.get("inline")
+    if payload is None and resolve is not None and isinstance(ref.get("sha256"), str):
+        try:
+            payload = resolve(ref)
+        except Exception:  # an unreadable blob: the save that follows reports it if it matters
+            payload = None
+    headers = payload.get("headers") if isinstance(payload, dict) else None
+    return (ref, payload, headers) if isinstance(payload, dict) and isinstance(headers, dict) else None
+
+
 def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
     """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
     (lower-case: the idempotency header). A new dict where it changes: the event's containers may be shared
     with other events."""
-    ref = event.get("input_ref")
-    if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
+    found = _request(event)
+    if found is None or not (dropped := _dropped(tuple(found[2]), keep)):
         return event
-    payload = ref.get("inline")
-    if not isinstance(payload, dict):
-        return event
-    headers = payload.get("headers")
-    if not isinstance(headers, dict) or not (dropped := _dropped(tuple(headers), keep)):
-        return event
+    ref, payload, headers = found
     kept = {k: v for k, v in headers.items() if k not in dropped}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
@@ -60,22 +71,9 @@ def holds_transport_headers(
     events: object, resolve: Resolver | None = None, keep: frozenset[str] = frozenset()
 ) -> bool:
     """Whether any request of ``events`` (a cassette's event list, loaded or as stored) holds a transport
-    header other than those ``keep`` names. A stored request kept in the blob store is read through
-    ``resolve`` (without it, or when it cannot be read, it counts as holding none); one stored as a delta
-    takes its headers from an earlier request or states them itself, so it is covered by the others."""
+    header other than those ``keep`` names (see :func:`_request` for one kept in the blob store); one stored
+    as a delta takes its headers from an earlier request or states them itself, so it is covered by the
+    others."""
     if not isinstance(events, list | tuple):  # JSON's arrays: an ABC check per event cost more than the rest
         return False
-    for event in events:
-        ref = event.get("input_ref") if isinstance(event, dict) else None
-        if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
-            continue
-        payload = ref.get("inline")
-        if payload is None and resolve is not None and isinstance(ref.get("sha256"), str):
-            try:
-                payload = resolve(ref)
-            except Exception:  # an unreadable blob: the save that follows reports it if it matters
-                payload = None
-        headers = payload.get("headers") if isinstance(payload, dict) else None
-        if isinstance(headers, dict) and _dropped(tuple(headers), keep):
-            return True
-    return False
+    return any((found := _request(event, resolve)) and _dropped(tuple(found[2]), keep) for event in events)

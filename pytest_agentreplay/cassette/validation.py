@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import jiter
 
@@ -144,6 +144,11 @@ def parse_fast(data: bytes) -> object:
         if "recursion limit" in str(exc):
             raise NestingTooDeep(str(exc)) from None
         return UNPARSED
+
+
+def reject_constant(name: str) -> NoReturn:
+    """``parse_constant`` for ``json.loads``: NaN and Infinity are not JSON."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 # -- shapes ----------------------------------------------------------------------------------------
