@@ -292,6 +292,12 @@ def _patched_system(command: str | bytes | os.PathLike[str] | os.PathLike[bytes]
     return result
 
 
+_OS_PATCHES: Final[dict[str, Callable[..., object]]] = {
+    **{name: _patched_posix_spawn(name) for name in ("posix_spawn", "posix_spawnp")},
+    **{"execv": _patched_execv, "execve": _patched_execve, "system": _patched_system},
+}
+
+
 # -- multiprocessing spawn and forkserver ----------------------------------------------------------
 
 
@@ -338,7 +344,10 @@ def _spawn_modules() -> list[ModuleType]:
 
 def patch_spawn(patches: Patches, module: ModuleType | None) -> None:
     """``multiprocessing.spawn.get_preparation_data`` patched in ``module`` (just run) and in the modules
-    in use; a module still running has no function to patch yet (its import patches it once run)."""
+    in use; a module still running has no function to patch yet (its import patches it once run). Without
+    ``module``, only where ``multiprocessing.spawn`` is not imported: the trigger's call did it then."""
+    if module is None and SPAWN_MODULE in sys.modules:
+        return
     for spawn in dict.fromkeys([*([module] if module is not None else []), *_spawn_modules()]):
         original = getattr(spawn, _PREPARATION, None)
         if original is not None and original is not _patched_get_preparation_data:
@@ -358,13 +367,10 @@ def patch_children(patches: Patches, _module: object) -> None:
     # posix_spawn has no pre-exec hook for isolation: subprocess then always takes the fork_exec path.
     if hasattr(subprocess, "_USE_POSIX_SPAWN"):
         patches.set(subprocess, "_USE_POSIX_SPAWN", False)
-    spawns = {name: _patched_posix_spawn(name) for name in ("posix_spawn", "posix_spawnp")}
-    for name, patched in {**spawns, "execv": _patched_execv, "execve": _patched_execve}.items():
+    for name, patched in _OS_PATCHES.items():
         if hasattr(os, name):
             ORIGINALS[name] = getattr(os, name)
             patches.set(os, name, patched)
-    ORIGINALS["system"] = os.system
-    patches.set(os, "system", _patched_system)
 
 
 def _before_fork() -> None:

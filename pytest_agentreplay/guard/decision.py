@@ -24,21 +24,20 @@ class Verdict(NamedTuple):
     destination: str
 
 
-def is_ip(host: str) -> bool:
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(host.split("%", 1)[0])
+        return ipaddress.ip_address(host.split("%", 1)[0])  # without an IPv6 zone ("fe80::1%eth0")
     except ValueError:
-        return False
-    return True
+        return None
+
+
+def is_ip(host: str) -> bool:
+    return _ip(host) is not None
 
 
 def is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
+    local_name = host.lower() in ("localhost", "localhost.localdomain")
+    return local_name or ((ip := _ip(host)) is not None and ip.is_loopback)
 
 
 def allow_list_admits(host: str, allow_hosts: Iterable[object] | None) -> bool:

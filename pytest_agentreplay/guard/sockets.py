@@ -104,21 +104,20 @@ def gate_check(name: str, sock: object, args: tuple[object, ...]) -> None:
         _check_peer(sock, "socket." + name)
 
 
+def _ssl_send(self: socket.socket, *args: object, **kwargs: object) -> int:
+    _check_peer(self, "ssl.SSLSocket.send")
+    sent: int = ORIGINALS["ssl_send"](self, *args, **kwargs)
+    return sent
+
+
 def _patch_ssl(patches: Patches) -> None:
     # ssl.SSLSocket.send writes through the TLS object in C, past the socket's own send: a TLS connection
     # opened before the run (a warmed HTTPS pool) is checked here. sendall and sendfile call send.
     ssl = sys.modules.get("ssl")
     cls = getattr(ssl, "SSLSocket", None)
-    if not isinstance(cls, type) or "send" not in cls.__dict__:
-        return
-    original = genuine_function(cls.__dict__["send"])
-
-    def send(self: socket.socket, *args: object, **kwargs: object) -> int:
-        _check_peer(self, "ssl.SSLSocket.send")
-        sent: int = original(self, *args, **kwargs)
-        return sent
-
-    patches.set(cls, "send", send, original=original)
+    if isinstance(cls, type) and "send" in cls.__dict__:
+        ORIGINALS["ssl_send"] = original = genuine_function(cls.__dict__["send"])
+        patches.set(cls, "send", _ssl_send, original=original)
 
 
 def _disarm() -> None:
@@ -202,8 +201,10 @@ _RESOLVERS: dict[str, Callable[..., object]] = {
 def patch_resolvers(patches: Patches, _module: object) -> None:
     """Patch the resolvers in ``_socket`` and ``socket``."""
     for name, patched in _RESOLVERS.items():
-        ORIGINALS[name] = genuine_function(getattr(_socket, name))
-        for module in (_socket, socket):
-            # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
-            if module is not socket or name != "getaddrinfo":
-                patches.set(module, name, patched, original=genuine(getattr(module, name)))
+        found = getattr(_socket, name)
+        ORIGINALS[name] = original = genuine_function(found)
+        patches.set(_socket, name, patched, original=original)
+        # socket.getaddrinfo is a Python wrapper that calls _socket.getaddrinfo: patch only the bottom.
+        if name != "getaddrinfo":
+            other = getattr(socket, name)
+            patches.set(socket, name, patched, original=original if other is found else genuine(other))

@@ -197,8 +197,7 @@ def to_vcr_request(request: HttpRequest) -> Any:
     """A live request as vcrpy's ``vcr.request.Request`` (what its matchers and filters take)."""
     from vcr.request import Request  # heavy: vcrpy, only where one of its cassettes is served
 
-    body = request.body if request.body else None
-    return Request(request.method, request.url, body, dict(request.headers))
+    return Request(request.method, request.url, request.body or None, dict(request.headers))
 
 
 class VcrReplay:

@@ -245,7 +245,7 @@ class Persister(_ReadOnly):
                 raise  # not a regular file, too large: said as such
             except Exception as exc:  # YAML/JSON syntax, alias bomb, old format, wrong shape, not UTF-8
                 raise VcrCassetteError(
-                    f"cannot read the vcrpy cassette {path.name}: {_first_line(exc)}",
+                    f"cannot read the vcrpy cassette {path.name}: {first_line(exc)}",
                     cassette=path,
                     fixes=(
                         "fix or delete the file, then re-record the test (vcrpy would have treated it as "
@@ -260,7 +260,7 @@ class Persister(_ReadOnly):
         return requests, responses
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
@@ -268,11 +268,8 @@ def _builtin_format(serializer: object) -> VcrFormat | None:
     """``yaml`` / ``json`` for vcrpy's own serializers, None for one a project registered."""
     from vcr.serializers import jsonserializer, yamlserializer  # heavy: vcrpy, as above
 
-    if serializer is yamlserializer:
-        return "yaml"
-    if serializer is jsonserializer:
-        return "json"
-    return None
+    formats: dict[object, VcrFormat] = {yamlserializer: "yaml", jsonserializer: "json"}
+    return formats.get(serializer)
 
 
 _PLACE = "persister in the vcr_config fixture, or register_persister in pytest_recording_configure"
@@ -296,7 +293,7 @@ class ProjectPersister(_ReadOnly):
             return [], []
         except Exception as exc:
             raise VcrCassetteError(
-                f"the vcrpy persister {name} cannot load {self.path.name}: {_first_line(exc)}",
+                f"the vcrpy persister {name} cannot load {self.path.name}: {first_line(exc)}",
                 cassette=self.path,
                 place=_PLACE,
                 fixes=(

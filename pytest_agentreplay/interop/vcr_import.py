@@ -23,6 +23,7 @@ from .vcr_format import (
     MAX_VCR_BYTES,
     AliasBombError,
     VcrInteraction,
+    first_line,
     interactions_to_events,
     load_vcr,
     vcrpy_run,
@@ -161,9 +162,8 @@ def _read_interactions(source: Path) -> list[VcrInteraction]:
             ],
         ) from None
     except Exception as exc:  # YAML/JSON syntax, wrong shape, undecodable body
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
         raise CassetteCorruptError(
-            f"cannot import {source.name}: {type(exc).__name__}: {first_line}",
+            f"cannot import {source.name}: {first_line(exc)}",
             cassette=source,
             fixes=fixes,
         ) from None

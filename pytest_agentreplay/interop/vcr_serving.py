@@ -115,8 +115,7 @@ class VcrSource:
 
     def converted_run(self, run: RunMeta) -> RunMeta:
         """The run metadata of a converted vcr-served run: no longer labelled imported."""
-        labels = {**run.labels, "source": CONVERTED_LABEL}
-        return run.model_copy(update={"labels": labels, "run_id": run.run_id})
+        return run.model_copy(update={"labels": {**run.labels, "source": CONVERTED_LABEL}})
 
 
 class UnrecordedCapture(LiveCapture):
