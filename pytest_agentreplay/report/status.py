@@ -32,7 +32,7 @@ class Status(StrEnum):
 
 
 class Action(StrEnum):
-    """What the plugin did with a test's cassette (``session.TestOutcome.action``)."""
+    """What the plugin did with a test's cassette (``TestOutcome.action``)."""
 
     RECORDED = "recorded"
     REPLAYED = "replayed"
@@ -126,6 +126,21 @@ class Rerecorded(NamedTuple):
         return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
 
 
+class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
+    """What happened to one test's cassette (``shell.session.TestRun``); ``action`` None: the run never
+    finished (or never began)."""
+
+    nodeid: str
+    cassette: str
+    action: Action | None
+    mode: str
+    regressions: int = 0
+    expected: int = 0
+    drift: DriftResult | None = None
+    rerecorded: Rerecorded | None = None
+    pending: str | None = None
+
+
 # A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
 class TestStatus(NamedTuple):
     """The status of one test, as every report shows it."""
@@ -202,8 +217,8 @@ class TestStatus(NamedTuple):
         )
 
 
-# A class named Test*, not a test (a NamedTuple's body may not say so).
-TestStatus.__test__ = False  # type: ignore[attr-defined]
+# Classes named Test*, not tests (a NamedTuple's body may not say so).
+TestOutcome.__test__ = TestStatus.__test__ = False  # type: ignore[attr-defined]
 
 
 def cause_of(exc: BaseException | None) -> Cause:
@@ -217,26 +232,19 @@ def cause_of(exc: BaseException | None) -> Cause:
 
 
 def decide(
-    *,
-    nodeid: str,
-    cassette: str,
-    mode: str,
+    outcome: TestOutcome,
     pytest_outcome: str,
+    *,
     phase: str = "call",
-    action: Action | None = None,
     cause: Cause | None = None,
     message: str | None = None,
-    regressions: int = 0,
-    expected: int = 0,
-    drift: DriftResult | None = None,
     xfail: bool = False,
     reruns: int = 0,
-    rerecorded: Rerecorded | None = None,
-    pending: str | None = None,
 ) -> TestStatus:
     """The status of one test. ``pytest_outcome``: pytest's worst outcome over the phases, from ``phase``;
-    ``action``: what the plugin did with the cassette (None: the run never finished); ``reruns``: earlier
-    attempts pytest-rerunfailures ran again."""
+    ``outcome``: what the plugin did with the cassette; ``reruns``: earlier attempts pytest-rerunfailures
+    ran again."""
+    action = outcome.action
     status: Status
     write_failed = False
     if pytest_outcome == "skipped":
@@ -263,19 +271,19 @@ def decide(
     else:
         # pytest passed but the plugin never finished the run (e.g. a setup it could not complete).
         status, cause = Status.FAILED, cause or Cause.REPLAY_ERROR
+    # A failed re-recording kept nothing: the cassette stands as it was.
     return TestStatus(
-        nodeid=nodeid,
-        cassette=cassette,
+        nodeid=outcome.nodeid,
+        cassette=outcome.cassette,
         status=status,
-        mode=mode,
+        mode=outcome.mode,
         cause=cause,
         message=message,
-        regressions=int(regressions),
-        expected=int(expected),
-        drift=drift,
-        reruns=int(reruns),
+        regressions=outcome.regressions,
+        expected=outcome.expected,
+        drift=outcome.drift,
+        reruns=reruns,
         write_failed=write_failed,
-        # A failed re-recording kept nothing: the cassette stands as it was.
-        rerecorded=rerecorded if status == Status.RECORDED else None,
-        pending=pending,
+        rerecorded=outcome.rerecorded if status == Status.RECORDED else None,
+        pending=outcome.pending,
     )
