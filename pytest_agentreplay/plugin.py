@@ -98,7 +98,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_before_parse(early_config, setting_keys.OPTION_NAMES)
+        settings = settings_before_parse(early_config)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
@@ -116,9 +116,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", setting_keys.marker_help())
     try:
-        settings = foreign_adapters.session_settings(
-            config, settings_from_pytest(config, setting_keys.OPTION_NAMES)
-        )
+        settings = foreign_adapters.session_settings(config, settings_from_pytest(config))
         for warning in parse_project_rules(settings, config.rootpath):
             config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:

@@ -23,10 +23,11 @@ from ..core.documents import Document
 from ..core.paths import module_cassette_dir, recorded_nodeid
 from ..exceptions import ReportError
 from ..report.status import Status, TestStatus
-from ..report.summary import summary_lines, tolerated_lines
+from ..report.summary import NetworkGuard, summary_lines, tolerated_lines
 
 if TYPE_CHECKING:
     from ..guard.session_namespace import Isolation
+    from ..report.comparison_table import Comparison
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -177,13 +178,12 @@ class SessionController:
                     new_exit = 1
         return new_exit
 
-    def _comparison(self) -> Document | None:
-        """The reports' model comparison across tests and what replay did not spend."""
+    def _comparison(self) -> Comparison | None:
         if not (self.comparisons or self.not_spent):
             return None
-        from ..report.comparison_table import not_spent_total, table_rows
+        from ..report.comparison_table import Comparison, NotSpent, table_rows
 
-        return {"tests": table_rows(self.comparisons), "not_spent": not_spent_total(self.not_spent)}
+        return Comparison(table_rows(self.comparisons), NotSpent.total(self.not_spent))
 
     def _find_unused(self, *, session_failed: bool) -> list[Path]:
         if session_failed or not self.facts.collected:
@@ -257,9 +257,13 @@ class SessionController:
         modes = [s.mode for s in self.statuses] or ([] if self.settings.record == "all" else ["replay"])
         return self._guarded(modes)
 
-    def network(self) -> Document:
+    def network(self) -> NetworkGuard:
         """The session's network guard for the reports: its level, and what isolation did and why."""
-        return self.network_isolation.to_dict(self._session_guarded())
+        isolation = self.network_isolation
+        level = isolation.level(self._session_guarded())
+        return NetworkGuard(
+            level, isolation.state, isolation.setting, isolation.reason, [*isolation.unreachable]
+        )
 
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
@@ -276,9 +280,9 @@ class SessionController:
 
             lines.extend(comparison_lines(self.comparisons))
         if self.not_spent:
-            from ..report.comparison_table import not_spent_line  # the price table, only when a test replayed
+            from ..report.comparison_table import NotSpent  # the price table, only when a test replayed
 
-            served = not_spent_line(self.not_spent)
+            served = NotSpent.total(self.not_spent).line()
             lines.extend([served] if served else [])
         lines.extend(tolerated_lines(self.tolerated))
         for message in self.facts.strays:
