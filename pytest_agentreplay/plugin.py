@@ -25,7 +25,6 @@ from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
 from .exceptions import ConfigError
-from .report.junit import junit_properties
 from .report.status import TestStatus
 from .shell import foreign_adapters
 from .shell.controller import SessionController, parse_project_rules, partial_modules
@@ -231,7 +230,7 @@ class SessionHooks:
             # A plain dict: it travels from an xdist worker with the report.
             setattr(report, STATUS_ATTRIBUTE, status.to_wire())
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
-            report.user_properties.extend(junit_properties(status))
+            report.user_properties.extend(status.junit_properties())
             report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
             # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
             # as long as the session does, where every full garbage collection would walk it again.

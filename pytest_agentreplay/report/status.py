@@ -5,9 +5,9 @@ renders: a test pytest reports failed can never look green anywhere. Where the v
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from .. import exceptions as e
 from ..core.documents import Document
@@ -66,6 +66,8 @@ class Cause(StrEnum):
 
 
 STATUSES: Final = tuple(Status)
+# The longest one-line status message taken from an error or a traceback.
+LINE_LIMIT: Final = 300
 # The statuses that mean the gate is red.
 RED: Final = (Status.DRIFTED, Status.FAILED, Status.ERROR)
 # What the plugin did that is, when pytest passed, the test's status as it is.
@@ -173,6 +175,29 @@ class TestStatus(NamedTuple):
         if self.status not in (Status.FAILED, Status.ERROR) or not cause:
             return self.status.value
         return f"{self.status} ({cause}: {CAUSES[cause]})" if why else f"{self.status} ({cause})"
+
+    def junit_properties(self) -> list[tuple[str, str]]:
+        """``[("agentreplay.status", ...), ("agentreplay.cassette", ...), ...]``, which pytest's junitxml
+        writes for the test."""
+        message = self.message
+        if message is not None:
+            from ..redaction import default_redactor  # heavy: ~20 ms, paid once a test has a status
+
+            # The whole failure message the terminal showed (XML keeps its line breaks as &#10;), as a
+            # cassette would store it: the XML is a file like the reports.
+            message = default_redactor().redact_string(message)
+        values: dict[str, object] = {
+            "status": self.status,
+            "cause": self.cause,
+            "cassette": self.cassette,
+            "mode": self.mode,
+            "regressions": self.regressions,
+            "expected": self.expected,
+            "reruns": self.reruns or None,
+            "pending": self.pending,
+            "message": message,
+        }
+        return [(f"agentreplay.{name}", str(value)) for name, value in values.items() if value is not None]
 
     def to_dict(self) -> Document:
         """The test's entry in the JSON report (``report/schema.json``): plain strings, in its order."""
@@ -287,3 +312,37 @@ def decide(
         rerecorded=outcome.rerecorded if status == Status.RECORDED else None,
         pending=outcome.pending,
     )
+
+
+class RunFailures(Protocol):
+    """What a status message is taken from: a test's run (``session.TestRun``)."""
+
+    @property
+    def setup_error(self) -> BaseException | None: ...
+
+    @property
+    def failures(self) -> Sequence[BaseException]: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+
+def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:
+    """The message a test's status carries into every report and JUnit: for a failure the plugin raised,
+    the whole text the terminal showed (headline, evidence, location, numbered fixes), never one line of it.
+    ``shown``: what the plugin failed the test with; ``test_run``: the test's run (or None); ``longrepr``:
+    pytest's text of a failure the plugin did not raise (the test's own)."""
+    if shown is not None:
+        return shown
+    # The first failure of the run: setup, a refusal, or what ended the body.
+    failure = None
+    if test_run is not None:
+        failure = test_run.setup_error or (test_run.failures[0] if test_run.failures else test_run.error)
+    if isinstance(failure, e.AgentReplayError):
+        return str(failure)
+    if failure is not None:  # its first line
+        text = getattr(failure, "headline", None) or str(failure) or type(failure).__name__
+        return str(text).splitlines()[0][:LINE_LIMIT]
+    # The test's own failure: its traceback belongs to pytest's report; its last line says what failed.
+    last = (longrepr or "").strip().splitlines()[-1:]
+    return last[0][:LINE_LIMIT] if last else None

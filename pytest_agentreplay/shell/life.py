@@ -26,8 +26,7 @@ from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
-from ..report.message import status_message
-from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide
+from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide, status_message
 from . import foreign_adapters
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
@@ -64,7 +63,7 @@ class TestLife:
         self.guard: FixtureGuard | None = None
         self.reports: dict[str, pytest.TestReport] = {}
         # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
-        # every report carries it (report/message.py). A test run again (pytest-rerunfailures) starts a new
+        # every report carries it (report/status.py). A test run again (pytest-rerunfailures) starts a new
         # life: the last attempt's cause is not its.
         self.cause: Cause | None = None
         self.message: str | None = None

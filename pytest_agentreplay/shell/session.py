@@ -76,7 +76,7 @@ class TestRun:
 
     @property
     def failures(self) -> Sequence[BaseException]:
-        """The refusals and checks that failed the run (``report.message.RunFailures``)."""
+        """The refusals and checks that failed the run (``report.status.RunFailures``)."""
         return list(self.ctx.failures) if self.ctx is not None else ()
 
     @property
