@@ -27,8 +27,7 @@ from .core.garbage import collect_test_garbage, freeze_session_objects
 from .exceptions import ConfigError
 from .report.status import TestStatus
 from .shell import foreign_adapters
-from .shell.controller import SessionController, parse_project_rules, partial_modules
-from .shell.interception import HeldInterception
+from .shell.controller import HeldInterception, SessionController, parse_project_rules, partial_modules
 from .shell.item_facts import (
     GUARD_NOTE_PROPERTY,
     SETTINGS_KEY,

@@ -87,7 +87,7 @@ def test_a_run_served_by_another_format_is_compared_with_what_it_recorded(tmp_pa
     source = Transcript("refund approved")
     run = _run(tmp_path, source)
     run.begin()
-    assert not run.recording and run.served_by is source
+    assert not run.plan.records and run.served_by is source
     with pytest.raises(DriftError):  # the agent made no decision this time
         run.end(passed=True)
     assert source.asked == ["load", "activate", "recorded_side"]

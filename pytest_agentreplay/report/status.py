@@ -15,6 +15,18 @@ from ..core.documents import Document
 if TYPE_CHECKING:
     from ..diff.result import DriftResult
 
+    class RunFailures(Protocol):
+        """What a status message is taken from: a test's run (``session.TestRun``)."""
+
+        @property
+        def setup_error(self) -> BaseException | None: ...
+
+        @property
+        def failures(self) -> Sequence[BaseException]: ...
+
+        @property
+        def error(self) -> BaseException | None: ...
+
 
 class Status(StrEnum):
     """The one status of a test (``report/schema.json`` lists the same values)."""
@@ -312,19 +324,6 @@ def decide(
         rerecorded=outcome.rerecorded if status == Status.RECORDED else None,
         pending=outcome.pending,
     )
-
-
-class RunFailures(Protocol):
-    """What a status message is taken from: a test's run (``session.TestRun``)."""
-
-    @property
-    def setup_error(self) -> BaseException | None: ...
-
-    @property
-    def failures(self) -> Sequence[BaseException]: ...
-
-    @property
-    def error(self) -> BaseException | None: ...
 
 
 def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:

@@ -2,7 +2,8 @@
 
 It knows which collected tests use agent replay and where their cassettes are (resolved once, at
 collection), receives every test's status, merges what pytest-xdist workers saw, decides which cassettes
-are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it.
+are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it (and holds
+the session's interception in a :class:`HeldInterception`).
 
 Under xdist each worker collects the whole suite and runs part of it: workers send their collection facts
 (:meth:`worker_output`) to the controller process, statuses arrive with the test reports, and only the
@@ -12,7 +13,7 @@ controller (the process without ``workerinput``) decides session-wide questions.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -310,6 +311,33 @@ class SessionController:
             or self.tolerated
             or self.report_error
         )
+
+
+class HeldInterception:
+    """Interception installed once and held from one agentreplay test to the next, so that each run only
+    counts itself in rather than patching and restoring every intercepted library; released before any
+    other test (which sees the libraries as they are) and at the end of the session."""
+
+    def __init__(self) -> None:
+        self._uninstall: Callable[[], None] | None = None
+        # Why the install failed: the test that needed it fails with it, at its run's start.
+        self.error: Exception | None = None
+
+    def hold(self) -> None:
+        if self._uninstall is None:
+            from ..intercept import install  # heavy: the interceptors, only once a test replays
+
+            try:
+                self._uninstall = install()
+                self.error = None
+            except Exception as exc:
+                self.error = exc
+
+    def release(self) -> None:
+        uninstall = self._uninstall
+        self._uninstall = None
+        if uninstall is not None:
+            uninstall()
 
 
 def _strings(values: object) -> list[str]:

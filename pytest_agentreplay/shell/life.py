@@ -28,9 +28,9 @@ from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
 from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide, status_message
 from . import foreign_adapters
+from .controller import HeldInterception
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
-from .interception import HeldInterception
 from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
 from .plan import early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
@@ -176,7 +176,7 @@ class TestLife:
         run = self.run
         if run is None or run.ctx is None:
             return (yield from self._guarded_call())
-        if run.plan.test.mode == "model-comparison" and not run.recording:
+        if run.plan.test.mode == "model-comparison" and not run.plan.records:
             from .repeats import comparison_settings_of, repeated_call  # only model comparison repeats
 
             try:

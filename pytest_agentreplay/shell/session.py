@@ -79,10 +79,6 @@ class TestRun:
         """The refusals and checks that failed the run (``report.status.RunFailures``)."""
         return list(self.ctx.failures) if self.ctx is not None else ()
 
-    @property
-    def recording(self) -> bool:
-        return bool(self.plan.records)
-
     def _outcome(
         self,
         action: Action,
@@ -117,9 +113,9 @@ class TestRun:
             model_override=self.plan.test.model,
         )
         try:
-            if self.recording and self.plan.test.record in ("missing", "drifted"):
+            if self.plan.records and self.plan.test.record in ("missing", "drifted"):
                 self._refuse_a_second_tree()
-            recorded = None if self.recording else self._load_recorded()
+            recorded = None if self.plan.records else self._load_recorded()
         except AgentReplayError as exc:
             if isinstance(exc, CassetteNotFoundError):
                 self.outcome = self._outcome(Action.MISSING)
