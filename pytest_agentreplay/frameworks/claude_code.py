@@ -270,9 +270,7 @@ class Session(CliSession):
 
 def _sdk_servers(transport: Any) -> set[str]:
     servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
-    if not isinstance(servers, dict):
-        return set()
-    return {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
+    return {str(name) for name, config in obj(servers).items() if obj(config).get("type") == "sdk"}
 
 
 def install(patches: Patches) -> None:
