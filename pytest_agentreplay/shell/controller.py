@@ -12,6 +12,7 @@ controller (the process without ``workerinput``) decides session-wide questions.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -212,27 +213,28 @@ class SessionController:
 
     def _orphans(self, keep: set[Path]) -> list[Path]:
         """Cassettes whose recorded test's module no longer exists (a deleted or renamed test module)."""
-        root = self.settings.cassette_dir
-        if not root.is_dir():
-            return []
+        kept = {str(p) for p in keep}
         keep_resolved: set[Path] | None = None  # resolving reads every folder on the way: only if asked
         orphans = []
-        for path in root.rglob(f"*{CASSETTE_SUFFIX}"):
-            relative = path.relative_to(root).parts
-            if BLOB_DIR_NAME in relative or any(part.startswith(".") for part in relative) or path in keep:
-                continue
-            if not path.is_file() or path.is_symlink():
-                continue
-            if keep_resolved is None:
-                keep_resolved = {p.resolve() for p in keep}
-            if path.resolve() in keep_resolved:
-                continue
-            nodeid = recorded_nodeid(path)
-            if not nodeid or not is_cassette_file(path):
-                continue
-            module = nodeid.split("::", 1)[0]
-            if module and not (self.rootdir / module).exists():
-                orphans.append(path)
+        # The blob store and hidden folders are pruned, not walked: a suite's cassettes are many files.
+        for folder, folders, names in os.walk(self.settings.cassette_dir):
+            folders[:] = [f for f in folders if f != BLOB_DIR_NAME and not f.startswith(".")]
+            for name in names:
+                if not name.endswith(CASSETTE_SUFFIX) or name.startswith("."):
+                    continue
+                path = Path(folder, name)
+                if str(path) in kept or not path.is_file() or path.is_symlink():
+                    continue
+                if keep_resolved is None:
+                    keep_resolved = {p.resolve() for p in keep}
+                if path.resolve() in keep_resolved:
+                    continue
+                nodeid = recorded_nodeid(path)
+                if not nodeid or not is_cassette_file(path):
+                    continue
+                module = nodeid.split("::", 1)[0]
+                if module and not (self.rootdir / module).exists():
+                    orphans.append(path)
         return orphans
 
     # -- the network guard's level ----------------------------------------------------------------
