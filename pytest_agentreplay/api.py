@@ -133,9 +133,7 @@ def tool(
 
         return wrapper
 
-    if fn is not None:
-        return decorate(fn)
-    return decorate
+    return decorate(fn) if fn is not None else decorate
 
 
 def record_state(

@@ -25,11 +25,9 @@ from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
 from .exceptions import ConfigError
-from .report.junit import junit_properties
 from .report.status import TestStatus
 from .shell import foreign_adapters
-from .shell.controller import SessionController, parse_project_rules, partial_modules
-from .shell.interception import HeldInterception
+from .shell.controller import HeldInterception, SessionController, parse_project_rules, partial_modules
 from .shell.item_facts import (
     GUARD_NOTE_PROPERTY,
     SETTINGS_KEY,
@@ -98,7 +96,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_before_parse(early_config, setting_keys.OPTION_NAMES)
+        settings = settings_before_parse(early_config)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
@@ -116,9 +114,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", setting_keys.marker_help())
     try:
-        settings = foreign_adapters.session_settings(
-            config, settings_from_pytest(config, setting_keys.OPTION_NAMES)
-        )
+        settings = foreign_adapters.session_settings(config, settings_from_pytest(config))
         for warning in parse_project_rules(settings, config.rootpath):
             config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:
@@ -233,7 +229,7 @@ class SessionHooks:
             # A plain dict: it travels from an xdist worker with the report.
             setattr(report, STATUS_ATTRIBUTE, status.to_wire())
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
-            report.user_properties.extend(junit_properties(status))
+            report.user_properties.extend(status.junit_properties())
             report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
             # The test is over and judged: its run (the loaded cassette, the replayed history) need not live
             # as long as the session does, where every full garbage collection would walk it again.

@@ -10,7 +10,7 @@ import pytest
 from test_cli_support import build_run
 
 from pytest_agentreplay.cli import main
-from pytest_agentreplay.cli.progress import Progress
+from pytest_agentreplay.cli.common import Progress
 
 
 class FakeTTY(io.StringIO):

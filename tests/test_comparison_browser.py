@@ -10,7 +10,7 @@ from pathlib import Path
 from test_viewer_browser import browser, load  # noqa: F401  (the module-scoped fixture)
 
 from pytest_agentreplay.report import build_report, render_report
-from pytest_agentreplay.report.comparison_table import table_rows
+from pytest_agentreplay.report.comparison_table import Comparison, table_rows
 from pytest_agentreplay.report.status import Status, TestStatus
 
 AGREEMENTS = {"test_b": 0.3, "test_a": 1.0, "test_<img src=x onerror=alert(1)>": 0.05, "test_c": 0.6}
@@ -43,7 +43,7 @@ def _page(tmp_path: Path, clicks: int) -> Path:
         for name, rate in AGREEMENTS.items()
     ]
     statuses = [TestStatus(c["test"], "c.json", Status.REPLAYED, "model-comparison") for c in comparisons]
-    html = render_report(".html", build_report(statuses, comparison={"tests": table_rows(comparisons)}))
+    html = render_report(".html", build_report(statuses, comparison=Comparison(table_rows(comparisons))))
     assert html.count("</body>") == 1
     file = tmp_path / f"report-{clicks}.html"
     file.write_text(html.replace("</body>", CLICK.replace("CLICKS", str(clicks))), encoding="utf-8")

@@ -87,12 +87,12 @@ def test_a_run_served_by_another_format_is_compared_with_what_it_recorded(tmp_pa
     source = Transcript("refund approved")
     run = _run(tmp_path, source)
     run.begin()
-    assert not run.recording and run.served_by is source
+    assert not run.plan.records and run.served_by is source
     with pytest.raises(DriftError):  # the agent made no decision this time
         run.end(passed=True)
     assert source.asked == ["load", "activate", "recorded_side"]
     assert run.outcome is not None and run.outcome.action is Action.DRIFTED
-    assert not run.cassette.exists()
+    assert not run.plan.cassette.exists()
 
 
 def test_an_accepted_replay_is_written_under_the_converted_run(tmp_path: Path) -> None:
@@ -101,5 +101,5 @@ def test_an_accepted_replay_is_written_under_the_converted_run(tmp_path: Path) -
     run.begin()
     outcome = run.end(passed=True)
     assert outcome.action is Action.UPDATED and "converted_run" in source.asked
-    saved = load_cassette(run.cassette)
+    saved = load_cassette(run.plan.cassette)
     assert saved.run.labels == {"source": "transcript-converted"}

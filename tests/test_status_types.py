@@ -22,6 +22,7 @@ from pytest_agentreplay.report.status import (
     Action,
     Cause,
     Status,
+    TestOutcome,
     TestStatus,
     cause_of,
     decide,
@@ -50,9 +51,7 @@ def test_every_cause_the_plugin_raises_is_described(kind: type[exceptions.AgentR
 def test_drift_is_a_cause_that_becomes_the_drifted_status() -> None:
     cause = cause_of(exceptions.DriftError("the run drifted"))
     assert cause is Cause.DRIFT and CAUSES[cause]
-    status = decide(
-        nodeid="t.py::t", cassette="c.json", mode="regression", pytest_outcome="failed", cause=cause
-    )
+    status = decide(TestOutcome("t.py::t", "c.json", None, "regression"), "failed", cause=cause)
     assert (status.status, status.cause) == (Status.DRIFTED, None)
 
 
@@ -66,14 +65,7 @@ def test_a_missing_cassette_ends_the_run_with_an_action_the_status_knows(tmp_pat
     with pytest.raises(exceptions.CassetteNotFoundError):
         run.begin()
     assert run.outcome is not None and run.outcome.action is Action.MISSING
-    status = decide(
-        nodeid="t.py::t",
-        cassette=run.outcome.cassette,
-        mode=run.outcome.mode,
-        pytest_outcome="failed",
-        action=run.outcome.action,
-        cause=cause_of(exceptions.CassetteNotFoundError("absent")),
-    )
+    status = decide(run.outcome, "failed", cause=cause_of(exceptions.CassetteNotFoundError("absent")))
     assert (status.status, status.cause) == (Status.FAILED, Cause.MISSING_CASSETTE)
 
 
@@ -107,18 +99,10 @@ def test_a_status_travels_as_plain_json_and_reads_back_equal() -> None:
     assert {d.kind for d in drift.differences} >= {"changed", "inserted"}
     assert any(d.recorded is ABSENT for d in drift.differences)
     assert any(d.rule.epsilon is not None for d in drift.differences)
-    status = decide(
-        nodeid="t.py::t",
-        cassette="c.json",
-        mode="regression",
-        pytest_outcome="failed",
-        action=Action.DRIFTED,
-        message="the run drifted",
-        regressions=len(drift.regressions),
-        expected=len(drift.expected),
-        drift=drift,
-        reruns=1,
+    outcome = TestOutcome(
+        "t.py::t", "c.json", Action.DRIFTED, "regression", len(drift.regressions), len(drift.expected), drift
     )
+    status = decide(outcome, "failed", message="the run drifted", reruns=1)
     form = status.to_wire()
     assert json.loads(json.dumps(form)) == form
     assert type(form["status"]) is str and form["status"] == "drifted"
@@ -137,9 +121,9 @@ def test_a_status_travels_as_plain_json_and_reads_back_equal() -> None:
 
 
 def test_a_failed_write_is_told_from_a_test_that_failed_while_recording() -> None:
-    common = {"nodeid": "t.py::t", "cassette": "c.json", "mode": "record", "pytest_outcome": "failed"}
-    write = decide(**common, action=Action.NOT_SAVED, cause=Cause.NOT_SAVED)
-    test = decide(**common, action=Action.NOT_SAVED)
+    outcome = TestOutcome("t.py::t", "c.json", Action.NOT_SAVED, "record")
+    write = decide(outcome, "failed", cause=Cause.NOT_SAVED)
+    test = decide(outcome, "failed")
     assert (write.status, write.cause, write.write_failed) == (Status.FAILED, Cause.NOT_SAVED, True)
     assert (test.status, test.cause, test.write_failed) == (Status.FAILED, Cause.NOT_SAVED, False)
     assert TestStatus.from_wire(write.to_wire()).write_failed
@@ -147,6 +131,6 @@ def test_a_failed_write_is_told_from_a_test_that_failed_while_recording() -> Non
 
 
 def test_an_unknown_status_word_is_refused() -> None:
-    form = decide(nodeid="t.py::t", cassette="c.json", mode="regression", pytest_outcome="passed").to_wire()
+    form = decide(TestOutcome("t.py::t", "c.json", None, "regression"), "passed").to_wire()
     with pytest.raises(ValueError):
         TestStatus.from_wire({**form, "status": "greenish"})

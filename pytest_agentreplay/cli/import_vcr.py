@@ -8,8 +8,7 @@ from pathlib import Path
 from ..core import settings_check as check
 from ..core.constants import DEFAULT_CASSETTE_DIR, DEFAULT_TRANSPORT_HEADERS, TRANSPORT_HEADER_CHOICES
 from ..exceptions import AgentReplayError, CassetteError
-from .common import EXIT_OK, EXIT_USAGE, UsageError, err, iter_files, out, project_table
-from .progress import Progress
+from .common import EXIT_OK, EXIT_USAGE, Progress, UsageError, err, iter_files, out, project_table
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,8 +6,7 @@ import argparse
 
 from ..cassette.maintenance import migrate_file
 from ..exceptions import AgentReplayError
-from .common import EXIT_OK, EXIT_USAGE, err, iter_files, out
-from .progress import Progress
+from .common import EXIT_OK, EXIT_USAGE, Progress, err, iter_files, out
 
 
 def run(args: argparse.Namespace) -> int:

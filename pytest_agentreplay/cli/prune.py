@@ -11,8 +11,7 @@ from pathlib import Path
 
 from ..cassette.prune import plan_prune, remove
 from ..core.constants import DEFAULT_CASSETTE_DIR
-from .common import EXIT_OK, UsageError, out, project_table
-from .progress import Progress
+from .common import EXIT_OK, Progress, UsageError, out, project_table
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,8 +10,7 @@ from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteError
 from ..replay.audit import audit_advice, audit_problems
 from ..replay.replayability import replay_problems
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, error_lines, iter_files, load_for_audit, out
-from .progress import Progress
+from .common import EXIT_OK, EXIT_PROBLEMS, Progress, UsageError, error_lines, iter_files, load_for_audit, out
 
 
 def cassette_findings(path: Path) -> tuple[list[str], list[str]]:

@@ -25,9 +25,7 @@ def as_arguments(value: object) -> Document:
     parsed = to_jsonable(value)
     if isinstance(parsed, dict):
         return parsed
-    if parsed is None or parsed == "":
-        return {}
-    return {"input": parsed}
+    return {} if parsed is None or parsed == "" else {"input": parsed}
 
 
 class ToolExecution:

@@ -157,11 +157,10 @@ class Session(CliSession):
     def serves_itself(self, message: Document) -> bool:
         """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
         tool would run again). True when it did."""
-        call = self.mcp_calls.pop(str(message.get("request_id")), None)
+        call = self.mcp_calls.get(str(message.get("request_id")))
         if call is None or self.served is None:
-            if call is not None:
-                self.mcp_calls[str(message.get("request_id"))] = call
             return False
+        del self.mcp_calls[str(message.get("request_id"))]
         with contextlib.suppress(RecordedToolError):  # a recorded failure: its tool.result holds the error
             call.served()
         # The answer the SDK would have sent, sent in its place.
@@ -271,9 +270,7 @@ class Session(CliSession):
 
 def _sdk_servers(transport: Any) -> set[str]:
     servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
-    if not isinstance(servers, dict):
-        return set()
-    return {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
+    return {str(name) for name, config in obj(servers).items() if obj(config).get("type") == "sdk"}
 
 
 def install(patches: Patches) -> None:

@@ -94,9 +94,7 @@ def _registered() -> bool:
     """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list), read
     without touching anything."""
     processors = getattr(getattr(get_trace_provider(), "_multi_processor", None), "_processors", None)
-    if not isinstance(processors, tuple | list):
-        return bool(_ADDED)
-    return any(p is _PROCESSOR for p in processors)
+    return any(p is _PROCESSOR for p in processors) if isinstance(processors, tuple | list) else bool(_ADDED)
 
 
 def _register() -> None:

@@ -62,9 +62,7 @@ def _error_of(span: ReadableSpan) -> str | None:
             attrs = event.attributes or {}
             kind = attrs.get("exception.type", "Exception")
             return f"{str(kind).rsplit('.', 1)[-1]}: {attrs.get('exception.message', '')}"
-    if span.status.status_code is StatusCode.ERROR:
-        return span.status.description or "error"
-    return None
+    return (span.status.description or "error") if span.status.status_code is StatusCode.ERROR else None
 
 
 class GenAISpanProcessor(SpanProcessor):

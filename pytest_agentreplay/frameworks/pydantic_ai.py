@@ -94,13 +94,9 @@ class ReplayTools(AbstractCapability[Any]):
 
 def _error(exc: BaseException) -> str:
     """A retry the tool asked for reads ``ModelRetry: message`` however far pydantic-ai wrapped it."""
-    if type(exc).__name__ in ("ModelRetry", "ToolRetryError"):
-        return f"ModelRetry: {exc}"
-    return error_text(exc)
+    return f"ModelRetry: {exc}" if type(exc).__name__ in ("ModelRetry", "ToolRetryError") else error_text(exc)
 
 
 def _model_text(result: object) -> str:
     """The tool result as the model receives it: a string as is, anything else as pydantic's JSON."""
-    if isinstance(result, str):
-        return result
-    return to_json(result, fallback=repr).decode()
+    return result if isinstance(result, str) else to_json(result, fallback=repr).decode()

@@ -5,19 +5,22 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..core.documents import Document
 from ..exceptions import ReportError
 from .status import TestStatus
-from .summary import SessionReport, counts, next_steps
+from .summary import NetworkGuard, SessionReport, counts, next_steps
+
+if TYPE_CHECKING:
+    from .comparison_table import Comparison
 
 
 def build_report(
     statuses: Iterable[TestStatus],
     *,
     unused: Sequence[str] = (),
-    network: Document | None = None,
-    comparison: Document | None = None,
+    network: NetworkGuard | None = None,
+    comparison: Comparison | None = None,
 ) -> SessionReport:
     """What every format renders: the statuses the terminal and JUnit show, redacted."""
     from ..redaction import default_redactor  # heavy: ~100 ms, paid by sessions that write a report
@@ -28,7 +31,7 @@ def build_report(
     tests = [TestStatus.from_wire(redactor.redact(s.to_wire())) for s in statuses]
     shown = [redactor.redact_string(str(p), keys=False) for p in unused]
     if comparison is not None:
-        comparison = redactor.redact(comparison)
+        comparison = type(comparison).from_dict(redactor.redact(comparison.to_dict()))
     steps = next_steps(tests, unused=shown)
     return SessionReport(tests, shown, counts(tests, unused=shown), steps, network, comparison)
 
@@ -56,8 +59,8 @@ def write_report(
     *,
     unused: Sequence[str] = (),
     step_summary: bool = True,
-    network: Document | None = None,
-    comparison: Document | None = None,
+    network: NetworkGuard | None = None,
+    comparison: Comparison | None = None,
 ) -> None:
     """Write the report at ``path`` atomically, and append the Markdown one to ``$GITHUB_STEP_SUMMARY``;
     ``ReportError`` when either fails (no folder is created: it was checked at start-up)."""

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..core.documents import Document
 from ..core.prices import PRICES_DATE
@@ -136,40 +136,65 @@ def html_table(rows: Sequence[Document]) -> str:
     )
 
 
-def not_spent_total(items: Iterable[Mapping[str, object]]) -> Document:
-    """What every replaying test served instead of spending, added up."""
-    rows: list[Any] = list(items)
-    return {
-        "tests": len(rows),
-        "model_calls": sum(int(i.get("calls") or 0) for i in rows),
-        "tokens": sum(int(i.get("tokens") or 0) for i in rows),
-        "cost": round(sum((float(i.get("cost") or 0) for i in rows), 0.0), 6),
-        "unpriced_models": sorted({str(m) for i in rows for m in i.get("unpriced") or []}),
-        "prices_date": PRICES_DATE,
-    }
+class NotSpent(NamedTuple):
+    """What every replaying test served instead of spending, added up (``report/schema.json``)."""
+
+    tests: int
+    model_calls: int
+    tokens: int
+    cost: float
+    unpriced_models: list[str]
+    prices_date: str = PRICES_DATE
+
+    @classmethod
+    def total(cls, items: Iterable[Mapping[str, object]]) -> NotSpent:
+        """The sum of what each test reported (``replay.modes.not_spent``, as it came from a worker)."""
+        rows: list[Any] = list(items)
+        return cls(
+            len(rows),
+            sum(int(i.get("calls") or 0) for i in rows),
+            sum(int(i.get("tokens") or 0) for i in rows),
+            round(sum((float(i.get("cost") or 0) for i in rows), 0.0), 6),
+            sorted({str(m) for i in rows for m in i.get("unpriced") or []}),
+        )
+
+    def line(self) -> str | None:
+        """The session summary's line (None: replay served no model call, as in model-comparison, which
+        sends them, or audit, which runs nothing)."""
+        if not self.model_calls:
+            return None
+        line = (
+            f"not spent: {self.model_calls} model call(s) served from cassettes, {self.tokens} tokens, "
+            f"${self.cost:.4f} at the price table of {PRICES_DATE}"
+        )
+        if self.unpriced_models:
+            line += f" (no price for {', '.join(self.unpriced_models)}: [tool.agentreplay.prices] adds one)"
+        return line
 
 
-def not_spent_text(comparison: Mapping[str, object]) -> str | None:
-    """What replay did not spend, as the Markdown and HTML reports say it (None: it served no model call)."""
-    total: Document = dict(comparison.get("not_spent") or {})  # type: ignore[call-overload]
-    if not total.get("model_calls"):
-        return None
-    return (
-        f"{total['model_calls']} model call(s), {total.get('tokens', 0)} tokens, "
-        f"${float(total.get('cost') or 0):.4f} (prices of {total.get('prices_date', '?')})"
-    )
+class Comparison(NamedTuple):
+    """The reports' model comparison across tests (``table_rows``) and what replay did not spend."""
 
+    tests: list[Document]
+    not_spent: NotSpent | None = None
 
-def not_spent_line(items: Iterable[Mapping[str, object]]) -> str | None:
-    """The session summary's line: what the replay did not spend (None: it served no model call, as in
-    model-comparison, which sends them, or audit, which runs nothing)."""
-    total = not_spent_total(items)
-    if not total["model_calls"]:
-        return None
-    line = (
-        f"not spent: {total['model_calls']} model call(s) served from cassettes, {total['tokens']} tokens, "
-        f"${total['cost']:.4f} at the price table of {PRICES_DATE}"
-    )
-    if total["unpriced_models"]:
-        line += f" (no price for {', '.join(total['unpriced_models'])}: [tool.agentreplay.prices] adds one)"
-    return line
+    def to_dict(self) -> Document:
+        return {
+            "tests": self.tests,
+            "not_spent": None if self.not_spent is None else self.not_spent._asdict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
+        not_spent = data["not_spent"]
+        return cls(data["tests"], None if not_spent is None else NotSpent(**not_spent))
+
+    def not_spent_text(self) -> str | None:
+        """What replay did not spend, as the Markdown and HTML reports say it (None: no model call)."""
+        total = self.not_spent
+        if total is None or not total.model_calls:
+            return None
+        return (
+            f"{total.model_calls} model call(s), {total.tokens} tokens, ${total.cost:.4f} "
+            f"(prices of {total.prices_date})"
+        )

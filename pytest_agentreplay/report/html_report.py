@@ -4,14 +4,17 @@ run viewer (drift side by side, the sequence picture and the recorded timeline).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..cassette.read import load_cassette
-from ..core.documents import Document
 from ..exceptions import AgentReplayError
 from .markdown import display_path, notable
 from .status import RED, TestStatus
 from .summary import SessionReport, differences_text, shown_counts
 from .viewer import esc, page, render_drift_html, render_run_section
+
+if TYPE_CHECKING:
+    from .comparison_table import Comparison
 
 
 def _test_section(index: int, test: TestStatus) -> str:
@@ -52,22 +55,14 @@ def _test_section(index: int, test: TestStatus) -> str:
     return head + drift + f'<p class="absent">{esc(note)}</p></section>'
 
 
-def _network(network: Document | None) -> str:
-    if network is None:
-        return ""
-    why = f" ({network['reason']})" if network.get("reason") else ""
-    level, isolation = esc(network["level"]), esc(network["isolation"] + why)
-    return f'<p class="network">Network guard: <b>{level}</b>, isolation {isolation}</p>'
-
-
-def _comparison(comparison: Document | None) -> str:
+def _comparison(comparison: Comparison | None) -> str:
     if comparison is None:
         return ""
-    from .comparison_table import html_table, not_spent_text
+    from .comparison_table import html_table
 
-    not_spent = not_spent_text(comparison)
+    not_spent = comparison.not_spent_text()
     spent = f"<p class=not-spent>Replay did not spend {esc(not_spent)}</p>" if not_spent else ""
-    return html_table(comparison.get("tests") or []) + spent
+    return html_table(comparison.tests) + spent
 
 
 def render_html(report: SessionReport) -> str:
@@ -96,7 +91,12 @@ def render_html(report: SessionReport) -> str:
     body = (
         "<h1>Agent replay report</h1>"
         f'<p class="counts">{badges}</p><p class="differences">{esc(differences_text(summary))}</p>'
-        + _network(report.network)
+        + (
+            f'<p class="network">Network guard: <b>{esc(network.level)}</b>, isolation '
+            f"{esc(network.isolation_text)}</p>"
+            if (network := report.network) is not None
+            else ""
+        )
         + (f"<h2>Next steps</h2><ul>{steps}</ul>" if steps else "")
         + "<h2>Tests</h2><table class=tests><tr><th>result</th><th>test</th><th>cassette</th><th>mode</th>"
         "<th>regressions</th><th>expected</th></tr>"

@@ -36,11 +36,9 @@ def render_json(report: SessionReport) -> str:
         "next_steps": report.next_steps,
     }
     if report.network is not None:
-        # Which level guarded the session: namespace, python guard or none.
-        doc["network"] = report.network
+        doc["network"] = report.network._asdict()
     if report.comparison is not None:
-        # The model comparison across tests and what replay did not spend (report/comparison_table.py).
-        doc["comparison"] = report.comparison
+        doc["comparison"] = report.comparison.to_dict()
     return dumps_pretty(doc)
 
 

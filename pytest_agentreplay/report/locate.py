@@ -134,23 +134,18 @@ class CassetteIndex:
             if events is not None and isinstance(events.value, list)
             else []
         )
-        self._by_seq: dict[int, int] | None = None
+        # The position in ``events`` of each seq (of the first event that has it).
+        self._by_seq: dict[int, int] = {}
+        for position, event in enumerate(self.events):
+            found = event.child("seq")
+            value = found.scalar() if found is not None else position
+            if isinstance(value, int) and not isinstance(value, bool):
+                self._by_seq.setdefault(value, position)
         self._endpoints: dict[int, tuple[str, str] | None] = {}
         self._blobs: dict[str, Any] = {}
 
-    def event_at(self, seq: int) -> int | None:
-        """The position in ``events`` of the event with this ``seq``."""
-        if self._by_seq is None:
-            self._by_seq = {}
-            for position, event in enumerate(self.events):
-                found = event.child("seq")
-                value = found.scalar() if found is not None else position
-                if isinstance(value, int) and not isinstance(value, bool):
-                    self._by_seq.setdefault(value, position)
-        return self._by_seq.get(seq)
-
     def locate(self, seq: int, path_tokens: tuple[str, ...]) -> int | None:
-        position = self.event_at(seq)
+        position = self._by_seq.get(seq)
         if position is None:
             return None
         event = self.events[position]

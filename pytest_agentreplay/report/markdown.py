@@ -133,15 +133,13 @@ def render_markdown(report: SessionReport) -> str:
     counts.append(f"{summary['unused']} unused")
     verdict = "❌" if any(summary[a] for a in RED) else "✅"
     lines += [f"{verdict} " + " · ".join(counts) + f" — {differences_text(summary)}", ""]
-    network = report.network
-    if network is not None:
-        why = f" ({network['reason']})" if network.get("reason") else ""
-        lines += [f"Network guard: **{network['level']}**, isolation {network['isolation']}{why}", ""]
+    if (network := report.network) is not None:
+        lines += [f"Network guard: **{network.level}**, isolation {network.isolation_text}", ""]
     if report.comparison is not None:
-        from .comparison_table import markdown_table, not_spent_text
+        from .comparison_table import markdown_table
 
-        lines += markdown_table(report.comparison.get("tests") or [])
-        if (not_spent := not_spent_text(report.comparison)) is not None:
+        lines += markdown_table(report.comparison.tests)
+        if (not_spent := report.comparison.not_spent_text()) is not None:
             lines += [f"Replay did not spend: {not_spent}", ""]
     tests = [t for t in report.tests if notable(t)]
     failures = [t for t in tests if t.status in (Status.FAILED, Status.ERROR) and t.message]

@@ -5,15 +5,27 @@ renders: a test pytest reports failed can never look green anywhere. Where the v
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from .. import exceptions as e
 from ..core.documents import Document
 
 if TYPE_CHECKING:
     from ..diff.result import DriftResult
+
+    class RunFailures(Protocol):
+        """What a status message is taken from: a test's run (``session.TestRun``)."""
+
+        @property
+        def setup_error(self) -> BaseException | None: ...
+
+        @property
+        def failures(self) -> Sequence[BaseException]: ...
+
+        @property
+        def error(self) -> BaseException | None: ...
 
 
 class Status(StrEnum):
@@ -32,7 +44,7 @@ class Status(StrEnum):
 
 
 class Action(StrEnum):
-    """What the plugin did with a test's cassette (``session.TestOutcome.action``)."""
+    """What the plugin did with a test's cassette (``TestOutcome.action``)."""
 
     RECORDED = "recorded"
     REPLAYED = "replayed"
@@ -66,6 +78,8 @@ class Cause(StrEnum):
 
 
 STATUSES: Final = tuple(Status)
+# The longest one-line status message taken from an error or a traceback.
+LINE_LIMIT: Final = 300
 # The statuses that mean the gate is red.
 RED: Final = (Status.DRIFTED, Status.FAILED, Status.ERROR)
 # What the plugin did that is, when pytest passed, the test's status as it is.
@@ -126,6 +140,21 @@ class Rerecorded(NamedTuple):
         return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
 
 
+class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
+    """What happened to one test's cassette (``shell.session.TestRun``); ``action`` None: the run never
+    finished (or never began)."""
+
+    nodeid: str
+    cassette: str
+    action: Action | None
+    mode: str
+    regressions: int = 0
+    expected: int = 0
+    drift: DriftResult | None = None
+    rerecorded: Rerecorded | None = None
+    pending: str | None = None
+
+
 # A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
 class TestStatus(NamedTuple):
     """The status of one test, as every report shows it."""
@@ -158,6 +187,29 @@ class TestStatus(NamedTuple):
         if self.status not in (Status.FAILED, Status.ERROR) or not cause:
             return self.status.value
         return f"{self.status} ({cause}: {CAUSES[cause]})" if why else f"{self.status} ({cause})"
+
+    def junit_properties(self) -> list[tuple[str, str]]:
+        """``[("agentreplay.status", ...), ("agentreplay.cassette", ...), ...]``, which pytest's junitxml
+        writes for the test."""
+        message = self.message
+        if message is not None:
+            from ..redaction import default_redactor  # heavy: ~20 ms, paid once a test has a status
+
+            # The whole failure message the terminal showed (XML keeps its line breaks as &#10;), as a
+            # cassette would store it: the XML is a file like the reports.
+            message = default_redactor().redact_string(message)
+        values: dict[str, object] = {
+            "status": self.status,
+            "cause": self.cause,
+            "cassette": self.cassette,
+            "mode": self.mode,
+            "regressions": self.regressions,
+            "expected": self.expected,
+            "reruns": self.reruns or None,
+            "pending": self.pending,
+            "message": message,
+        }
+        return [(f"agentreplay.{name}", str(value)) for name, value in values.items() if value is not None]
 
     def to_dict(self) -> Document:
         """The test's entry in the JSON report (``report/schema.json``): plain strings, in its order."""
@@ -202,8 +254,8 @@ class TestStatus(NamedTuple):
         )
 
 
-# A class named Test*, not a test (a NamedTuple's body may not say so).
-TestStatus.__test__ = False  # type: ignore[attr-defined]
+# Classes named Test*, not tests (a NamedTuple's body may not say so).
+TestOutcome.__test__ = TestStatus.__test__ = False  # type: ignore[attr-defined]
 
 
 def cause_of(exc: BaseException | None) -> Cause:
@@ -217,26 +269,19 @@ def cause_of(exc: BaseException | None) -> Cause:
 
 
 def decide(
-    *,
-    nodeid: str,
-    cassette: str,
-    mode: str,
+    outcome: TestOutcome,
     pytest_outcome: str,
+    *,
     phase: str = "call",
-    action: Action | None = None,
     cause: Cause | None = None,
     message: str | None = None,
-    regressions: int = 0,
-    expected: int = 0,
-    drift: DriftResult | None = None,
     xfail: bool = False,
     reruns: int = 0,
-    rerecorded: Rerecorded | None = None,
-    pending: str | None = None,
 ) -> TestStatus:
     """The status of one test. ``pytest_outcome``: pytest's worst outcome over the phases, from ``phase``;
-    ``action``: what the plugin did with the cassette (None: the run never finished); ``reruns``: earlier
-    attempts pytest-rerunfailures ran again."""
+    ``outcome``: what the plugin did with the cassette; ``reruns``: earlier attempts pytest-rerunfailures
+    ran again."""
+    action = outcome.action
     status: Status
     write_failed = False
     if pytest_outcome == "skipped":
@@ -263,19 +308,40 @@ def decide(
     else:
         # pytest passed but the plugin never finished the run (e.g. a setup it could not complete).
         status, cause = Status.FAILED, cause or Cause.REPLAY_ERROR
+    # A failed re-recording kept nothing: the cassette stands as it was.
     return TestStatus(
-        nodeid=nodeid,
-        cassette=cassette,
+        nodeid=outcome.nodeid,
+        cassette=outcome.cassette,
         status=status,
-        mode=mode,
+        mode=outcome.mode,
         cause=cause,
         message=message,
-        regressions=int(regressions),
-        expected=int(expected),
-        drift=drift,
-        reruns=int(reruns),
+        regressions=outcome.regressions,
+        expected=outcome.expected,
+        drift=outcome.drift,
+        reruns=reruns,
         write_failed=write_failed,
-        # A failed re-recording kept nothing: the cassette stands as it was.
-        rerecorded=rerecorded if status == Status.RECORDED else None,
-        pending=pending,
+        rerecorded=outcome.rerecorded if status == Status.RECORDED else None,
+        pending=outcome.pending,
     )
+
+
+def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:
+    """The message a test's status carries into every report and JUnit: for a failure the plugin raised,
+    the whole text the terminal showed (headline, evidence, location, numbered fixes), never one line of it.
+    ``shown``: what the plugin failed the test with; ``test_run``: the test's run (or None); ``longrepr``:
+    pytest's text of a failure the plugin did not raise (the test's own)."""
+    if shown is not None:
+        return shown
+    # The first failure of the run: setup, a refusal, or what ended the body.
+    failure = None
+    if test_run is not None:
+        failure = test_run.setup_error or (test_run.failures[0] if test_run.failures else test_run.error)
+    if isinstance(failure, e.AgentReplayError):
+        return str(failure)
+    if failure is not None:  # its first line
+        text = getattr(failure, "headline", None) or str(failure) or type(failure).__name__
+        return str(text).splitlines()[0][:LINE_LIMIT]
+    # The test's own failure: its traceback belongs to pytest's report; its last line says what failed.
+    last = (longrepr or "").strip().splitlines()[-1:]
+    return last[0][:LINE_LIMIT] if last else None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.commands import record_command, update_command
-from ..core.documents import Document
 from .status import RED, STATUSES, Cause, Status, TestStatus
+
+if TYPE_CHECKING:
+    from .comparison_table import Comparison
 
 # Always shown in the headline, even at zero, so a reader sees at a glance what did not happen.
 HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
@@ -16,6 +18,22 @@ HEADLINE = ("replayed", "recorded", "drifted", "failed", "updated", "audited")
 PYTEST_WORDS = ("error", "skipped", "xfailed", "xpassed", "rerun")
 # Where the regression-verdict differences of a test went, by its status: only red ones fail the run.
 REGRESSIONS_BY_STATUS = {Status.UPDATED: "regressions_accepted", Status.XFAILED: "regressions_xfailed"}
+
+
+class NetworkGuard(NamedTuple):
+    """Which level guarded the session's network, and what ``--agentreplay-isolate`` did
+    (``report/schema.json``'s ``network``)."""
+
+    level: str
+    isolation: str
+    setting: str
+    reason: str | None
+    unreachable_hosts: list[str]
+
+    @property
+    def isolation_text(self) -> str:
+        """What isolation did, and why: ``skipped (the session records)``."""
+        return f"{self.isolation} ({self.reason})" if self.reason else self.isolation
 
 
 # A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
@@ -26,10 +44,9 @@ class SessionReport(NamedTuple):
     unused: list[str]
     summary: dict[str, int]
     next_steps: list[str]
-    network: Document | None = None
-    # The model comparison across tests (``report/comparison_table.py``): ``tests`` rows, and what replay
-    # did not spend (``not_spent``); None when no test compared or replayed.
-    comparison: Document | None = None
+    network: NetworkGuard | None = None
+    # None when no test compared models or replayed.
+    comparison: Comparison | None = None
 
 
 def counts(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> dict[str, int]:

@@ -40,9 +40,7 @@ def describe(event: Event) -> str:
         return f"{name}({_short(data.get('arguments', {}), 60)}){retry}"
     if event.type == "tool.result":
         name = tool.name if tool else "?"
-        if "error" in data:
-            return f"{name} failed: {_short(data['error'], 60)}"
-        return f"{name} returned"
+        return f"{name} failed: {_short(data['error'], 60)}" if "error" in data else f"{name} returned"
     if event.type == "effect":
         effect = event.effect
         key = tool.idempotency_key if tool and tool.idempotency_key else "NO idempotency key"

@@ -2,7 +2,8 @@
 
 It knows which collected tests use agent replay and where their cassettes are (resolved once, at
 collection), receives every test's status, merges what pytest-xdist workers saw, decides which cassettes
-are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it.
+are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it (and holds
+the session's interception in a :class:`HeldInterception`).
 
 Under xdist each worker collects the whole suite and runs part of it: workers send their collection facts
 (:meth:`worker_output`) to the controller process, statuses arrive with the test reports, and only the
@@ -11,8 +12,9 @@ controller (the process without ``workerinput``) decides session-wide questions.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,10 +25,11 @@ from ..core.documents import Document
 from ..core.paths import module_cassette_dir, recorded_nodeid
 from ..exceptions import ReportError
 from ..report.status import Status, TestStatus
-from ..report.summary import summary_lines, tolerated_lines
+from ..report.summary import NetworkGuard, summary_lines, tolerated_lines
 
 if TYPE_CHECKING:
     from ..guard.session_namespace import Isolation
+    from ..report.comparison_table import Comparison
 
 WORKER_OUTPUT_KEY = "agentreplay"
 
@@ -177,13 +180,12 @@ class SessionController:
                     new_exit = 1
         return new_exit
 
-    def _comparison(self) -> Document | None:
-        """The reports' model comparison across tests and what replay did not spend."""
+    def _comparison(self) -> Comparison | None:
         if not (self.comparisons or self.not_spent):
             return None
-        from ..report.comparison_table import not_spent_total, table_rows
+        from ..report.comparison_table import Comparison, NotSpent, table_rows
 
-        return {"tests": table_rows(self.comparisons), "not_spent": not_spent_total(self.not_spent)}
+        return Comparison(table_rows(self.comparisons), NotSpent.total(self.not_spent))
 
     def _find_unused(self, *, session_failed: bool) -> list[Path]:
         if session_failed or not self.facts.collected:
@@ -211,27 +213,28 @@ class SessionController:
 
     def _orphans(self, keep: set[Path]) -> list[Path]:
         """Cassettes whose recorded test's module no longer exists (a deleted or renamed test module)."""
-        root = self.settings.cassette_dir
-        if not root.is_dir():
-            return []
+        kept = {str(p) for p in keep}
         keep_resolved: set[Path] | None = None  # resolving reads every folder on the way: only if asked
         orphans = []
-        for path in root.rglob(f"*{CASSETTE_SUFFIX}"):
-            relative = path.relative_to(root).parts
-            if BLOB_DIR_NAME in relative or any(part.startswith(".") for part in relative) or path in keep:
-                continue
-            if not path.is_file() or path.is_symlink():
-                continue
-            if keep_resolved is None:
-                keep_resolved = {p.resolve() for p in keep}
-            if path.resolve() in keep_resolved:
-                continue
-            nodeid = recorded_nodeid(path)
-            if not nodeid or not is_cassette_file(path):
-                continue
-            module = nodeid.split("::", 1)[0]
-            if module and not (self.rootdir / module).exists():
-                orphans.append(path)
+        # The blob store and hidden folders are pruned, not walked: a suite's cassettes are many files.
+        for folder, folders, names in os.walk(self.settings.cassette_dir):
+            folders[:] = [f for f in folders if f != BLOB_DIR_NAME and not f.startswith(".")]
+            for name in names:
+                if not name.endswith(CASSETTE_SUFFIX) or name.startswith("."):
+                    continue
+                path = Path(folder, name)
+                if str(path) in kept or not path.is_file() or path.is_symlink():
+                    continue
+                if keep_resolved is None:
+                    keep_resolved = {p.resolve() for p in keep}
+                if path.resolve() in keep_resolved:
+                    continue
+                nodeid = recorded_nodeid(path)
+                if not nodeid or not is_cassette_file(path):
+                    continue
+                module = nodeid.split("::", 1)[0]
+                if module and not (self.rootdir / module).exists():
+                    orphans.append(path)
         return orphans
 
     # -- the network guard's level ----------------------------------------------------------------
@@ -257,9 +260,13 @@ class SessionController:
         modes = [s.mode for s in self.statuses] or ([] if self.settings.record == "all" else ["replay"])
         return self._guarded(modes)
 
-    def network(self) -> Document:
+    def network(self) -> NetworkGuard:
         """The session's network guard for the reports: its level, and what isolation did and why."""
-        return self.network_isolation.to_dict(self._session_guarded())
+        isolation = self.network_isolation
+        level = isolation.level(self._session_guarded())
+        return NetworkGuard(
+            level, isolation.state, isolation.setting, isolation.reason, [*isolation.unreachable]
+        )
 
     # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
@@ -276,9 +283,9 @@ class SessionController:
 
             lines.extend(comparison_lines(self.comparisons))
         if self.not_spent:
-            from ..report.comparison_table import not_spent_line  # the price table, only when a test replayed
+            from ..report.comparison_table import NotSpent  # the price table, only when a test replayed
 
-            served = not_spent_line(self.not_spent)
+            served = NotSpent.total(self.not_spent).line()
             lines.extend([served] if served else [])
         lines.extend(tolerated_lines(self.tolerated))
         for message in self.facts.strays:
@@ -306,6 +313,33 @@ class SessionController:
             or self.tolerated
             or self.report_error
         )
+
+
+class HeldInterception:
+    """Interception installed once and held from one agentreplay test to the next, so that each run only
+    counts itself in rather than patching and restoring every intercepted library; released before any
+    other test (which sees the libraries as they are) and at the end of the session."""
+
+    def __init__(self) -> None:
+        self._uninstall: Callable[[], None] | None = None
+        # Why the install failed: the test that needed it fails with it, at its run's start.
+        self.error: Exception | None = None
+
+    def hold(self) -> None:
+        if self._uninstall is None:
+            from ..intercept import install  # heavy: the interceptors, only once a test replays
+
+            try:
+                self._uninstall = install()
+                self.error = None
+            except Exception as exc:
+                self.error = exc
+
+    def release(self) -> None:
+        uninstall = self._uninstall
+        self._uninstall = None
+        if uninstall is not None:
+            uninstall()
 
 
 def _strings(values: object) -> list[str]:

@@ -38,7 +38,7 @@ class AgentReplay:
 
     @property
     def cassette_path(self) -> Path:
-        return self._test_run.cassette
+        return self._test_run.plan.cassette
 
     @property
     def events(self) -> list[Event]:

@@ -24,11 +24,11 @@ GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
 def uses_agentreplay(item: pytest.Item) -> bool:
     """A test replays when it requests the fixture or carries the marker (on itself, class or module), or
     a foreign adapter claims it (``@pytest.mark.vcr``, when pytest-recording is not active)."""
-    if "agent_replay" in getattr(item, "fixturenames", ()):
-        return True
-    if item.get_closest_marker("agentreplay") is not None:
-        return True
-    return foreign_adapters.claims(item)
+    return (
+        "agent_replay" in getattr(item, "fixturenames", ())
+        or item.get_closest_marker("agentreplay") is not None
+        or foreign_adapters.claims(item)
+    )
 
 
 def overrides_fixture(item: pytest.Item, name: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 from pluggy import HookRelay
@@ -26,12 +26,11 @@ from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
-from ..report.message import status_message
-from ..report.status import Cause, TestStatus, cause_of, decide
+from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide, status_message
 from . import foreign_adapters
+from .controller import HeldInterception
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
-from .interception import HeldInterception
 from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
 from .plan import early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
@@ -64,7 +63,7 @@ class TestLife:
         self.guard: FixtureGuard | None = None
         self.reports: dict[str, pytest.TestReport] = {}
         # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
-        # every report carries it (report/message.py). A test run again (pytest-rerunfailures) starts a new
+        # every report carries it (report/status.py). A test run again (pytest-rerunfailures) starts a new
         # life: the last attempt's cause is not its.
         self.cause: Cause | None = None
         self.message: str | None = None
@@ -177,7 +176,7 @@ class TestLife:
         run = self.run
         if run is None or run.ctx is None:
             return (yield from self._guarded_call())
-        if run.test.mode == "model-comparison" and not run.recording:
+        if run.plan.test.mode == "model-comparison" and not run.plan.records:
             from .repeats import comparison_settings_of, repeated_call  # only model comparison repeats
 
             try:
@@ -270,16 +269,14 @@ class TestLife:
         longrepr = str(getattr(reports[phase], "longreprtext", "") or "") if worst == "failed" else None
         # The run's outcome names the cassette, the mode and what the plugin did; a run that never ended
         # (or never began) only the first two.
-        known: dict[str, Any]
-        if run is not None and run.outcome is not None:
-            known = run.outcome._asdict()
-        else:
-            cassette = run.cassette if run is not None else collected_test(item).cassette
-            mode = run.test.mode if run is not None else self.settings.mode
-            known = {"nodeid": item.nodeid, "cassette": str(cassette or ""), "mode": mode}
+        outcome = run.outcome if run is not None else None
+        if outcome is None:
+            cassette = run.plan.cassette if run is not None else collected_test(item).cassette
+            mode = run.plan.test.mode if run is not None else self.settings.mode
+            outcome = TestOutcome(item.nodeid, str(cassette or ""), None, mode)
         return decide(
-            **known,
-            pytest_outcome=worst,
+            outcome,
+            worst,
             phase=phase,
             cause=self.cause,
             message=status_message(self.message, run, longrepr),

@@ -26,8 +26,8 @@ from ..core import comparison_settings
 from ..core.comparison_settings import ComparisonSettings
 from ..exceptions import AgentReplayError, ComparisonError
 from ..replay.repeats import FAIL, INCONCLUSIVE, aggregate, verdict_line
-from ..report.status import Action, Cause
-from .session import TestOutcome, TestRun
+from ..report.status import Action, Cause, TestOutcome
+from .session import TestRun
 
 
 class TestLife(Protocol):
@@ -46,7 +46,7 @@ def comparison_settings_of(run: TestRun) -> ComparisonSettings:
     settings = run.settings
     session = ComparisonSettings(settings.repeat, settings.min_agreement, settings.live_reads)
     return comparison_settings.resolve(
-        session, run.test.extra, nodeid=run.nodeid, cli_repeat=settings.repeat_explicit
+        session, run.plan.test.extra, nodeid=run.plan.nodeid, cli_repeat=settings.repeat_explicit
     )
 
 
@@ -80,18 +80,19 @@ def repeated_call(
     assert run.ctx is not None
     judged = aggregate(comparisons, wanted.min_agreement)
     run.ctx.comparison = judged
-    run.outcome = TestOutcome(run.nodeid, str(run.cassette), Action.REPLAYED, run.test.mode)
+    plan = run.plan
+    run.outcome = TestOutcome(plan.nodeid, str(plan.cassette), Action.REPLAYED, plan.test.mode)
     problems = judged.get("budget_problems") or []
     if judged["verdict"] == FAIL or problems:
-        headline = f"{run.nodeid}: {verdict_line(judged) if judged['verdict'] == FAIL else 'over budget'}"
+        headline = f"{plan.nodeid}: {verdict_line(judged) if judged['verdict'] == FAIL else 'over budget'}"
         paths = [
             f"{p['runs']} x {p['path']}" + (" (recorded)" if p["recorded"] else "") for p in judged["paths"]
         ]
         error = ComparisonError(
             headline,
             evidence=[*paths, *problems],
-            cassette=str(run.cassette),
-            mode=run.test.mode,
+            cassette=str(plan.cassette),
+            mode=plan.test.mode,
             fixes=["see the agentreplay comparison section of the report for each run"],
         )
         life.fail(Cause.TEST, str(error))

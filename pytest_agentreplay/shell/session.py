@@ -8,13 +8,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
 from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
-from ..core.config import Settings, TestSettings, pending_enabled
+from ..core.config import Settings, pending_enabled
 from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
@@ -38,28 +38,11 @@ from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
 from ..replay.replayed_history import redacted_replay
 from ..replay.tools import ToolReplayer
-from ..report.status import Action, Rerecorded
+from ..report.status import Action, Rerecorded, TestOutcome
 from .plan import TestPlan
 
 if TYPE_CHECKING:
     from ..cassette.write import RenderedCassette
-
-
-class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
-    """What happened to one test's cassette; reported to the controller under xdist."""
-
-    nodeid: str
-    cassette: str
-    action: Action
-    mode: str
-    regressions: int = 0
-    expected: int = 0
-    drift: DriftResult | None = None
-    rerecorded: Rerecorded | None = None
-    pending: str | None = None
-
-
-TestOutcome.__test__ = False  # type: ignore[attr-defined]  # a class named Test*, not a test
 
 
 @dataclass(eq=False, repr=False)  # never compared nor printed: cheaper to create without them
@@ -92,29 +75,9 @@ class TestRun:
     _token: object = None
 
     @property
-    def nodeid(self) -> str:
-        return self.plan.nodeid
-
-    @property
-    def test(self) -> TestSettings:
-        return self.plan.test
-
-    @property
-    def cassette(self) -> Path:
-        return self.plan.cassette
-
-    @property
-    def foreign(self) -> ForeignSource | None:
-        return self.plan.foreign
-
-    @property
     def failures(self) -> Sequence[BaseException]:
-        """The refusals and checks that failed the run (``report.message.RunFailures``)."""
+        """The refusals and checks that failed the run (``report.status.RunFailures``)."""
         return list(self.ctx.failures) if self.ctx is not None else ()
-
-    @property
-    def recording(self) -> bool:
-        return bool(self.plan.records)
 
     def _outcome(
         self,
@@ -125,32 +88,34 @@ class TestRun:
         expected: int = 0,
         drift: DriftResult | None = None,
     ) -> TestOutcome:
-        mode = mode or self.test.mode
-        return TestOutcome(self.nodeid, str(self.cassette), action, mode, regressions, expected, drift)
+        mode = mode or self.plan.test.mode
+        return TestOutcome(
+            self.plan.nodeid, str(self.plan.cassette), action, mode, regressions, expected, drift
+        )
 
     def begin(self) -> RunContext:
         """Start the run; a missing cassette ends it before it starts (``outcome`` ``missing``)."""
         build_validators()
-        agent = self.test.extra.get("agent")
+        agent = self.plan.test.extra.get("agent")
         meta = RunMeta(
             run_id=uuid.uuid4().hex,
-            test=self.nodeid,
+            test=self.plan.nodeid,
             recorded_at=utc_now(),
             agent=None if agent is None else str(agent),
         )
-        http_settings = self.settings.http.with_overrides(self.test.extra)._replace(
-            allow_hosts=tuple(self.test.allow_hosts),
-            nodeid=self.nodeid,
+        http_settings = self.settings.http.with_overrides(self.plan.test.extra)._replace(
+            allow_hosts=tuple(self.plan.test.allow_hosts),
+            nodeid=self.plan.nodeid,
             # The clock, uuid and random sources RunContext.start() records or serves (runtime_values.py).
-            runtime_values=self.test.runtime_values,
+            runtime_values=self.plan.test.runtime_values,
             classify_hook=self.classify_hook,
             providers=self.providers,
-            model_override=self.test.model,
+            model_override=self.plan.test.model,
         )
         try:
-            if self.recording and self.test.record in ("missing", "drifted"):
+            if self.plan.records and self.plan.test.record in ("missing", "drifted"):
                 self._refuse_a_second_tree()
-            recorded = None if self.recording else self._load_recorded()
+            recorded = None if self.plan.records else self._load_recorded()
         except AgentReplayError as exc:
             if isinstance(exc, CassetteNotFoundError):
                 self.outcome = self._outcome(Action.MISSING)
@@ -159,8 +124,8 @@ class TestRun:
         # A replayed run keeps the recorded run's id and metadata: an update rewrites only what changed.
         ctx = RunContext(
             Recorder(meta if recorded is None else recorded.run),
-            mode="record" if recorded is None else self.test.mode,
-            cassette=str(self.cassette),
+            mode="record" if recorded is None else self.plan.test.mode,
+            cassette=str(self.plan.cassette),
             tools=None if recorded is None else ToolReplayer(recorded),
             recorded=recorded,
             settings=http_settings,
@@ -168,8 +133,8 @@ class TestRun:
         if recorded is not None:
             self.recorded = recorded
             if self.served_by is not None:
-                self.served_by.activate(ctx, recorded, converting=self.test.update)
-            elif self.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
+                self.served_by.activate(ctx, recorded, converting=self.plan.test.update)
+            elif self.plan.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
                 ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
         # A credential the environment holds is a secret wherever the run repeats it (a key in a prompt).
@@ -183,11 +148,11 @@ class TestRun:
     def _refuse_a_second_tree(self) -> None:
         """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
         not missing but under the project root, and recording here would start a second cassette tree."""
-        if self.rootdir is None or self.foreign is not None:
+        if self.rootdir is None or self.plan.foreign is not None:
             return
         error = cassette_elsewhere_error(
-            self.nodeid,
-            self.cassette,
+            self.plan.nodeid,
+            self.plan.cassette,
             mode="record",
             rootdir=self.rootdir,
             cassette_dir=self.settings.cassette_dir,
@@ -196,39 +161,39 @@ class TestRun:
             raise error
 
     def _load_recorded(self) -> LoadedCassette:
-        if self.foreign is not None and not self.cassette.exists():
-            self.served_by = self.foreign
-            return self.foreign.load(self.nodeid, self.cassette)
-        if not self.cassette.exists():
+        if self.plan.foreign is not None and not self.plan.cassette.exists():
+            self.served_by = self.plan.foreign
+            return self.plan.foreign.load(self.plan.nodeid, self.plan.cassette)
+        if not self.plan.cassette.exists():
             raise missing_cassette_error(
-                self.nodeid,
-                self.cassette,
-                record=self.test.record,
-                mode=self.test.mode,
+                self.plan.nodeid,
+                self.plan.cassette,
+                record=self.plan.test.record,
+                mode=self.plan.test.mode,
                 rootdir=self.rootdir,
                 cassette_dir=self.settings.cassette_dir,
             )
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
-        recorded = load_cassette(self.cassette, mode=self.test.mode, migrate=self.test.update)
+        recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.plan.test.update)
         owner = recorded.run.test
         if (
             owner
-            and owner != self.nodeid
+            and owner != self.plan.nodeid
             and not self.plan.cassette_named
             # Node ids are redacted on write (a parametrize id may hold a secret): compared the same way.
-            and Redactor.from_config(self.settings.redaction).redact_string(self.nodeid) != owner
+            and Redactor.from_config(self.settings.redaction).redact_string(self.plan.nodeid) != owner
         ):
             raise WrongTestCassetteError(
-                f"the cassette of {self.nodeid} was recorded for another test: {owner}",
+                f"the cassette of {self.plan.nodeid} was recorded for another test: {owner}",
                 evidence=[
-                    f"this test:        {self.nodeid}",
+                    f"this test:        {self.plan.nodeid}",
                     f"cassette records: {owner}",
                     "a cassette copied or moved from another test would replay that test's run",
                 ],
-                cassette=self.cassette,
-                mode=self.test.mode,
+                cassette=self.plan.cassette,
+                mode=self.plan.test.mode,
                 fixes=[
-                    f"record this test's own run: {record_command(self.nodeid, 'all')}",
+                    f"record this test's own run: {record_command(self.plan.nodeid, 'all')}",
                     "if both tests really share one run, name it on each of them: "
                     f'@pytest.mark.agentreplay(cassette="{self._relative_cassette()}")',
                     "if the test was renamed, move the cassette back or re-record it under the new name",
@@ -238,9 +203,9 @@ class TestRun:
 
     def _relative_cassette(self) -> str:
         try:
-            return self.cassette.relative_to(self.settings.cassette_dir).with_suffix("").as_posix()
+            return self.plan.cassette.relative_to(self.settings.cassette_dir).with_suffix("").as_posix()
         except ValueError:
-            return str(self.cassette)
+            return str(self.plan.cassette)
 
     def enter_body(self) -> str | None:
         """The test body starts (see :func:`runs.enter_body`); returns the run's mode, None without a run."""
@@ -280,7 +245,7 @@ class TestRun:
         if outcome.action in _PENDING_STALE and (outcome.mode in ("record", "regression")):
             from ..cassette.pending import remove_pending  # a cheap stat when there is none
 
-            remove_pending(self.cassette)
+            remove_pending(self.plan.cassette)
         if problem is not None:
             raise self.located(problem)
         return outcome
@@ -292,7 +257,7 @@ class TestRun:
         # A drift's rendered report names both already, in its own layout.
         if isinstance(error, AgentReplayError) and not isinstance(error, ConfigError | DriftError):
             if error.cassette is None:
-                error.cassette = str(self.cassette)
+                error.cassette = str(self.plan.cassette)
             if error.mode is None:
                 error.mode = self.plan.mode
         return error
@@ -332,7 +297,7 @@ class TestRun:
 
         recorded = self.recorded
         assert recorded is not None
-        return render_timeline(recorded.run, recorded.events, title=f"audit of {self.cassette}")
+        return render_timeline(recorded.run, recorded.events, title=f"audit of {self.plan.cassette}")
 
     def _audit(self) -> tuple[TestOutcome, BaseException | None]:
         from ..replay.audit import audit_advice, audit_problems  # only audit mode runs it
@@ -344,12 +309,12 @@ class TestRun:
         if not problems:
             return outcome, None
         return outcome, AuditProblemsError(
-            f"audit of {self.nodeid} found {len(problems)} problem(s)",
+            f"audit of {self.plan.nodeid} found {len(problems)} problem(s)",
             evidence=problems,
-            cassette=self.cassette,
+            cassette=self.plan.cassette,
             mode="audit",
             fixes=[
-                rerecord_fix(self.nodeid),
+                rerecord_fix(self.plan.nodeid),
                 "make every write carry an Idempotency-Key and return a receipt",
             ],
         )
@@ -379,7 +344,7 @@ class TestRun:
         assert self.ctx is not None
         limit = self.settings.inline_limit
         return render_cassette(
-            self.cassette,
+            self.plan.cassette,
             run,
             events,
             redactor=self.redactor,
@@ -422,7 +387,7 @@ class TestRun:
 
         # Only regression replays the agent against the recorded world; a model-comparison or sandbox
         # run is an experiment, never a new baseline.
-        accepting = self.test.update and passed and self.test.mode == "regression"
+        accepting = self.plan.test.update and passed and self.plan.test.mode == "regression"
         if accepting and self.served_by is not None:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
             _, not_saved = self._save(self.served_by.converted_run(recorded.run), replayed.views)
@@ -439,10 +404,12 @@ class TestRun:
             # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix
             # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
             return outcome(Action.REPLAYED), None
-        rendered = render_drift(result, test=self.nodeid, cassette=str(self.cassette), mode=self.test.mode)
+        rendered = render_drift(
+            result, test=self.plan.nodeid, cassette=str(self.plan.cassette), mode=self.plan.test.mode
+        )
         error = DriftError(rendered)
         pending = None
-        if self.foreign is None and pending_enabled(self.settings, os.environ):
+        if self.plan.foreign is None and pending_enabled(self.settings, os.environ):
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
             pending = self._keep_pending(recorded.run, events, rendered, error)
         return outcome(Action.DRIFTED)._replace(pending=pending), error
@@ -457,10 +424,10 @@ class TestRun:
         try:
             path = write_pending(
                 self._render(run, events),
-                test=self.nodeid,
-                mode=self.test.mode,
+                test=self.plan.nodeid,
+                mode=self.plan.test.mode,
                 drift=rendered,
-                rootdir=self.rootdir or self.cassette.parent,
+                rootdir=self.rootdir or self.plan.cassette.parent,
                 redact=self.redactor.redact_string if self.redactor is not None else str,
             )
         except AgentReplayError as exc:
@@ -470,9 +437,9 @@ class TestRun:
 
     def _rule_layers(self, ctx: RunContext) -> RuleLayers:
         return RuleLayers(
-            self.test.mode,
-            project=self.test.rules,
-            marker=self.test.marker_rules,
+            self.plan.test.mode,
+            project=self.plan.test.rules,
+            marker=self.plan.test.marker_rules,
             hook=self.rules_hook() if self.rules_hook is not None else None,
             extra=mode_rules(ctx) or None,
         )

@@ -93,18 +93,10 @@ def _details(event: Event, resolve: PayloadResolver | None) -> str:
             parts.append('<span class="badge">not committed</span>')
         if not key:
             parts.append('<span class="badge missing-key">no idempotency key</span>')
-        parts.append(
-            kv(
-                [
-                    ("kind", effect.kind if effect else None),
-                    ("target", effect.target if effect else None),
-                    ("idempotency key", key),
-                    ("receipt", effect.receipt if effect else None),
-                    ("tool", tool.name if tool else None),
-                    ("status", data.get("status")),
-                ]
-            )
-        )
+        # The effect's fields (none without one), the key, the tool's name and the status.
+        fields = [(name, getattr(effect, name, None)) for name in ("kind", "target")]
+        fields += [("idempotency key", key), ("receipt", getattr(effect, "receipt", None))]
+        parts.append(kv([*fields, ("tool", tool.name if tool else None), ("status", data.get("status"))]))
     if event.state_hash:
         parts.append(kv([("state hash", event.state_hash)]))
     parts.append(_payload_block("input", event.input_ref, resolve))
