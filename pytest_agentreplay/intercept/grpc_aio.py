@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
-from .grpc_capture import Capture, Metadata, Site, forwarding, metadata_of, site_of, teed, unsupported_route
-from .grpc_sync import fault_status
+from .grpc_capture import (
+    Capture,
+    Metadata,
+    Site,
+    fault_outcome,
+    forwarding,
+    metadata_of,
+    site_of,
+    teed,
+    unsupported_route,
+)
 from .internal import permitted
 
 if TYPE_CHECKING:
@@ -62,36 +71,27 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 code.name, await real.details(), await real.initial_metadata(), await real.trailing_metadata()
             )
 
-        async def _await(self) -> object:
+        async def _step(self, step: Awaitable[object], ends: bool) -> object:
+            """``step``'s result; the call is recorded once it ends (``ends``, EOF read, or its error)."""
             try:
-                response = await self._real
+                result = await step
             except error_cls:
                 await self._finish()
                 raise
-            await self._finish()
-            return response
+            if ends or result is eof:
+                await self._finish()
+            return result
 
         def __await__(self) -> Generator[Any, None, object]:
-            return self._await().__await__()
+            return self._step(self._real, True).__await__()
 
         async def __aiter__(self) -> AsyncIterator[object]:
-            try:
-                async for message in self._real:
-                    yield message
-            except error_cls:
-                await self._finish()
-                raise
-            await self._finish()
+            messages = aiter(self._real)
+            while (message := await self._step(anext(messages, eof), False)) is not eof:
+                yield message
 
         async def read(self) -> object:
-            try:
-                message = await self._real.read()
-            except error_cls:
-                await self._finish()
-                raise
-            if message is eof:
-                await self._finish()
-            return message
+            return await self._step(self._real.read(), False)
 
         def add_done_callback(self, callback: Callable[[object], None]) -> None:
             self._real.add_done_callback(lambda _: callback(self))
@@ -156,7 +156,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 self._resolved = True
                 try:
                     if isinstance(action, Refuse):
-                        raise action.exception(lambda fault: error(Outcome(*fault_status(fault))))
+                        raise action.exception(lambda fault: error(fault_outcome(fault)))
                     if isinstance(action, Send):
                         if action.url is not None or action.fault is not None:
                             raise unsupported_route(self._ctx, http, "re-routed or given a fault")
