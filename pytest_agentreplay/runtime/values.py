@@ -23,19 +23,13 @@ import sys
 import threading
 import uuid as uuid_module
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
 from ..core.json_copy import copy_json
 from ..core.runtime_sources import DEFAULT_SOURCES, SOURCES
-from .data import (
-    EVENT_TYPE,
-    deltas,
-    iso_us,
-    recorded_data,
-    recorded_streams,
-    values_key_order,
-)
+from .data import EVENT_TYPE, recorded_data, recorded_streams, values_key_order
 from .patches import INSTALLED, random_call, underlying_ns
 
 if TYPE_CHECKING:
@@ -44,6 +38,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 MAIN: Final = "main"
+_ISO_US: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
 
@@ -319,7 +314,7 @@ class RuntimeValues:
             # costs a few bytes per read and one line in the (pretty-printed) cassette, not one per read.
             for module, q in sorted(st.clock.items()):
                 if q.drawn:
-                    offsets = deltas(q.drawn, self.start_us)
+                    offsets = (v - prev for v, prev in zip(q.drawn, [self.start_us, *q.drawn], strict=False))
                     clock.setdefault(st.name, {})[module] = " ".join(map(str, offsets))
             for module, q in sorted(st.uuid.items()):
                 if q.drawn:
@@ -333,7 +328,8 @@ class RuntimeValues:
         data: dict[str, Any] = {"sources": list(self.sources), "reads": reads}
         if clock:
             reads["clock"] = {k: {m: len(v.split()) for m, v in by.items()} for k, by in clock.items()}
-            data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
+            start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self.start_us)
+            data["clock"] = {"start": start.strftime(_ISO_US), "start_us": self.start_us, "streams": clock}
         if uuids:
             reads["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
