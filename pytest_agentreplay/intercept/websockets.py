@@ -152,7 +152,7 @@ def _sync_replayed_class(base: Any) -> Any:
     return ReplayedClientConnection
 
 
-def a_sync_replayed_class(base: Any) -> Any:
+def _async_replayed_class(base: Any) -> Any:
     class ReplayedClientConnection(_Served, base):  # type: ignore[misc]
         """A connection served from the cassette: the asyncio client's API, no transport, no task."""
 
@@ -344,7 +344,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
     # ``connect`` is a class: every way of using it goes through ``__await_impl__``.
     connect_cls: Any = mod.connect
     base: Any = mod.ClientConnection
-    replayed = a_sync_replayed_class(base)
+    replayed = _async_replayed_class(base)
     orig_await = connect_cls.__await_impl__
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
 
