@@ -21,7 +21,7 @@ from ..core.capture import current_run
 from ..core.patching import Patches, genuine_function
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Serve, decide
-from .grpc_aio import AioSide
+from .grpc_aio import aio_call
 from .grpc_capture import Capture, fault_outcome, forwarding, metadata_of, site_of, teed, unsupported_route
 from .internal import permitted
 
@@ -53,8 +53,10 @@ _CALL_METHODS = (
 )
 
 
-def _sync_classes(grpc: ModuleType) -> tuple[type, type]:
-    """``(ServedCall, RecordingStream)`` deriving from ``grpc``'s RpcError, Call and Future."""
+def _sync_call(grpc: ModuleType) -> Callable[..., Any]:
+    """What a sync multicallable's patched method does in a run: ``call(ctx, multicallable, request, args,
+    kwargs, shape=, name=, originals=)``, answering with a ``ServedCall`` or a live call (a
+    ``RecordingStream`` for a response stream), both deriving from ``grpc``'s RpcError, Call and Future."""
     rpc_error: Any = grpc.RpcError
     call_base: Any = grpc.Call
     future_base: Any = grpc.Future
@@ -183,18 +185,8 @@ def _sync_classes(grpc: ModuleType) -> tuple[type, type]:
 
     # What a caller asks of the stream beyond its messages is the live call's answer.
     forwarding(RecordingStream, "_inner", _CALL_METHODS.split())
-    return ServedCall, RecordingStream
-
-
-class SyncSide:
-    """The sync side for one grpc module: its served and recording classes."""
-
-    def __init__(self, grpc: ModuleType) -> None:
-        self.rpc_error: Any = grpc.RpcError
-        self.served, self.recording = _sync_classes(grpc)
 
     def call(
-        self,
         ctx: RunContext,
         mc: Any,
         request: Any,
@@ -218,11 +210,11 @@ class SyncSide:
             http = site.request(metadata, messages)
         action = decide(ctx, http)
         if isinstance(action, Refuse):
-            raise action.exception(lambda fault: self.served(fault_outcome(fault), [], unary=True))
+            raise action.exception(lambda fault: ServedCall(fault_outcome(fault), [], unary=True))
         if isinstance(action, Serve):
             outcome = served_outcome(action.response)
             responses = [site.from_bytes(raw) for raw in outcome.messages]
-            served = self.served(outcome, responses, unary=shape[1] == "u")
+            served = ServedCall(outcome, responses, unary=shape[1] == "u")
             if shape[1] == "s" or name == "future":
                 return served
             result = served.result()
@@ -234,7 +226,7 @@ class SyncSide:
         original, with_call = originals
         with permitted(action.permit):
             if shape[1] == "s":
-                return self.recording(original(clone, request, *args, **kwargs), capture)
+                return RecordingStream(original(clone, request, *args, **kwargs), capture)
             if name == "future":
                 future = original(clone, request, *args, **kwargs)
                 future.add_done_callback(capture.finish_from)
@@ -242,11 +234,13 @@ class SyncSide:
             assert with_call is not None
             try:
                 response, call = with_call(clone, request, *args, **kwargs)
-            except self.rpc_error as exc:
+            except rpc_error as exc:
                 capture.finish_from(exc)
                 raise
             capture.finish_from(call)
             return (response, call) if name == "with_call" else response
+
+    return call
 
 
 def _patched(original: Method, handle: Callable[..., Any]) -> Method:
@@ -273,7 +267,7 @@ def _submodule(package: ModuleType, name: str) -> ModuleType:
 
 
 def patch(patches: Patches, grpc: ModuleType) -> None:
-    sync = SyncSide(grpc)
+    sync_call = _sync_call(grpc)
     channel = _submodule(grpc, "_channel")
     for class_name, shape, names in _SYNC:
         cls = getattr(channel, class_name, None)
@@ -282,12 +276,12 @@ def patch(patches: Patches, grpc: ModuleType) -> None:
         with_call = genuine_function(cls.__dict__["with_call"]) if "with_call" in names else None
         for name in names:
             original = genuine_function(cls.__dict__[name])
-            handle = partial(sync.call, shape=shape, name=name, originals=(original, with_call))
+            handle = partial(sync_call, shape=shape, name=name, originals=(original, with_call))
             patches.set(cls, name, _patched(original, handle), original=original)
     aio_channel = _submodule(grpc.aio, "_channel")
-    aio = AioSide(grpc)
+    aio = aio_call(grpc)
     for class_name, shape in _AIO:
         cls = getattr(aio_channel, class_name)
         original = genuine_function(cls.__dict__["__call__"])
-        handle = partial(aio.call, shape=shape, original=original)
+        handle = partial(aio, shape=shape, original=original)
         patches.set(cls, "__call__", _patched(original, handle), original=original)

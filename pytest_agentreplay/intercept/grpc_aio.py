@@ -40,8 +40,10 @@ GoLive = Callable[[Send, object], Any]
 Method = Callable[..., Any]
 
 
-def aio_classes(grpc: ModuleType) -> tuple[type, type]:
-    """``(ReplayCall, RecordingCall)`` deriving from ``grpc.aio``'s four call ABCs."""
+def aio_call(grpc: ModuleType) -> Callable[..., Any]:
+    """What a ``grpc.aio`` multicallable's ``__call__`` does in a run: ``call(ctx, multicallable, request,
+    args, kwargs, shape=, original=)`` returns a ``ReplayCall`` or a ``RecordingCall``, both deriving from
+    ``grpc.aio``'s four call ABCs."""
     aio: Any = grpc.aio
     status_code: Any = grpc.StatusCode
     error_cls: Any = aio.AioRpcError
@@ -238,17 +240,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
             else:
                 self._callbacks.append(callback)
 
-    return ReplayCall, RecordingCall
-
-
-class AioSide:
-    """The asyncio side for one grpc module."""
-
-    def __init__(self, grpc: ModuleType) -> None:
-        self.replay, self.recording = aio_classes(grpc)
-
     def call(
-        self,
         ctx: RunContext,
         mc: Any,
         request: Any,
@@ -265,10 +257,12 @@ class AioSide:
         def go_live(action: Send, sent: object) -> Any:
             capture = Capture(ctx, site, metadata, action)
             with permitted(action.permit):
-                return self.recording(original(teed(mc, capture), sent, *args, **kwargs), capture)
+                return RecordingCall(original(teed(mc, capture), sent, *args, **kwargs), capture)
 
         if ctx.recording:
             action = decide(ctx, site.request(metadata, () if shape[0] == "s" else (request,)))
             assert isinstance(action, Send)  # recording sends every call
             return go_live(action, request)
-        return self.replay(ctx, site, metadata, shape, request, go_live)
+        return ReplayCall(ctx, site, metadata, shape, request, go_live)
+
+    return call
