@@ -256,15 +256,17 @@ class RuntimeValues:
         seq.drawn.append(plain)
         return result
 
-    def seed_random(self) -> None:
+    def seed_random(self) -> bool:
+        """Seed ``random`` for the run; False when a replay recorded no seed (the generator is left alone)."""
         recorded = (self.recorded or {}).get("random")
         if self.replaying and not recorded:
-            return  # nothing recorded: leave the generator alone
+            return False
         self.seed = int(recorded["seed"]) if recorded else int.from_bytes(os.urandom(8), "big")
         self._random_saved = random_call("getstate")
         random_call("seed", self.seed)
         self._random_seeded = random_call("getstate")
         self.holding = True
+        return True
 
     def reseeding(self) -> None:
         """``random.seed``/``setstate`` is about to be called: while the run holds the generator for its
@@ -379,9 +381,10 @@ def start_run(ctx: RunContext) -> None:
         return
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in sources)
     state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
+    # Reseeds are watched only for a run that seeded: one that leaves the generator alone has none to undo.
+    if "random" in chosen and not state.seed_random():
+        chosen = tuple(s for s in chosen if s != "random")
     state.unpatch = INSTALLED.add(state, chosen)
-    if "random" in chosen:
-        state.seed_random()
     ctx.on_release(state.stop)
 
 
