@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from pytest_agentreplay.diff.pipeline import RuleLayers, rules_for
-from pytest_agentreplay.intercept.registry import LIBRARIES
+from pytest_agentreplay.intercept import LIBRARIES
 from pytest_agentreplay.runtime.patches import UuidPatch
 
 
@@ -112,10 +112,9 @@ def test_adapters_imported_only_with_their_library() -> None:
         """
         import sys
         import httpx
-        from pytest_agentreplay.intercept import install
-        from pytest_agentreplay.intercept.registry import ADAPTERS
+        from pytest_agentreplay.intercept import ADAPTERS, install
         uninstall = install()
-        loaded = sorted(name for name in ADAPTERS if f"pytest_agentreplay.intercept.{name}" in sys.modules)
+        loaded = sorted(name for name, _ in ADAPTERS if f"pytest_agentreplay.intercept.{name}" in sys.modules)
         print("LOADED", ",".join(loaded))
         import urllib3
         print("AFTER", "pytest_agentreplay.intercept.urllib3" in sys.modules,

@@ -10,19 +10,19 @@ asyncio one sits above the channel's ``interceptors=`` (they run on live calls o
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable
 from functools import partial
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..core.capture import current_run
 from ..core.patching import Patches, genuine_function
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Serve, decide
-from .grpc_aio import AioSide
-from .grpc_capture import Capture, metadata_of, site_of, teed, unsupported_route
-from .grpc_sync import fault_status, finish_from, sync_classes
+from .grpc_aio import aio_call
+from .grpc_capture import Capture, fault_outcome, forwarding, metadata_of, site_of, teed, unsupported_route
 from .internal import permitted
 
 if TYPE_CHECKING:
@@ -46,15 +46,147 @@ _AIO: tuple[tuple[str, str], ...] = (
 Method = Callable[..., Any]
 
 
-class SyncSide:
-    """The sync side for one grpc module: its served and recording classes."""
+# grpc.Call and grpc.Future, but for ``cancel`` (which records the call too).
+_CALL_METHODS = (
+    "code details initial_metadata trailing_metadata is_active time_remaining add_callback "
+    "cancelled running done result exception traceback add_done_callback"
+)
 
-    def __init__(self, grpc: ModuleType) -> None:
-        self.rpc_error: Any = grpc.RpcError
-        self.served, self.recording = sync_classes(grpc)
+
+def _sync_call(grpc: ModuleType) -> Callable[..., Any]:
+    """What a sync multicallable's patched method does in a run: ``call(ctx, multicallable, request, args,
+    kwargs, shape=, name=, originals=)``, answering with a ``ServedCall`` or a live call (a
+    ``RecordingStream`` for a response stream), both deriving from ``grpc``'s RpcError, Call and Future."""
+    rpc_error: Any = grpc.RpcError
+    call_base: Any = grpc.Call
+    future_base: Any = grpc.Future
+    status_code: Any = grpc.StatusCode
+
+    class ServedCall(rpc_error, call_base, future_base):  # type: ignore[misc]
+        """A finished call answered from the cassette: raised as the error when its status is not OK."""
+
+        def __init__(self, outcome: Outcome, responses: list[object], *, unary: bool) -> None:
+            super().__init__(f"{outcome.code}: {outcome.details}")
+            self._outcome = outcome
+            self._responses = responses
+            self._unary = unary
+            self._pos = 0
+
+        def __repr__(self) -> str:
+            return f"<ServedCall (from the cassette) code={self.code()} details={self._outcome.details!r}>"
+
+        __str__ = __repr__
+
+        # grpc.Call / grpc.RpcContext
+        def code(self) -> Any:
+            return status_code.__members__.get(self._outcome.code, status_code.UNKNOWN)
+
+        def details(self) -> str:
+            return self._outcome.details
+
+        def initial_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+            return self._outcome.initial
+
+        def trailing_metadata(self) -> tuple[tuple[str, str | bytes], ...]:
+            return self._outcome.trailing
+
+        def debug_error_string(self) -> str:
+            return f"served from the cassette: {self._outcome.code} {self._outcome.details}"
+
+        def _ended(self, *_: object) -> bool:
+            return False
+
+        # The call has ended: not active, nothing to cancel, no callback taken (grpc says so the same way).
+        is_active = add_callback = cancel = cancelled = running = _ended
+
+        def time_remaining(self) -> float | None:
+            return None
+
+        def done(self) -> bool:
+            return True
+
+        def result(self, timeout: float | None = None) -> object:
+            if not self._outcome.ok:
+                raise self
+            return self._responses[0] if self._unary and self._responses else None
+
+        def exception(self, timeout: float | None = None) -> BaseException | None:
+            return None if self._outcome.ok else self
+
+        def traceback(self, timeout: float | None = None) -> TracebackType | None:
+            if self._outcome.ok:
+                return None
+            try:
+                raise self
+            except rpc_error as exc:
+                tb: TracebackType | None = exc.__traceback__
+                return tb
+
+        def add_done_callback(self, fn: Callable[[object], None]) -> None:
+            fn(self)
+
+        # a response stream
+        def __iter__(self) -> ServedCall:
+            return self
+
+        def __next__(self) -> object:
+            if self._pos < len(self._responses):
+                self._pos += 1
+                return self._responses[self._pos - 1]
+            if self._outcome.ok:
+                raise StopIteration
+            raise self
+
+        next = __next__
+
+    class RecordingStream(rpc_error, call_base, future_base):  # type: ignore[misc]
+        """A live response stream: each message is handed on as it arrives; the call is recorded when the
+        caller has seen its end (or cancels it, or drops it)."""
+
+        def __init__(self, inner: Any, capture: Capture) -> None:
+            super().__init__()
+            self._inner = inner
+            self._capture = capture
+
+        def __repr__(self) -> str:
+            return repr(self._inner)
+
+        __str__ = __repr__
+
+        def __iter__(self) -> RecordingStream:
+            return self
+
+        def __next__(self) -> object:
+            try:
+                return next(self._inner)
+            except (StopIteration, rpc_error):
+                self._capture.finish_from(self._inner)
+                raise
+
+        next = __next__
+
+        def cancel(self) -> bool:
+            cancelled: bool = self._inner.cancel()
+            self._capture.finish_from(self._inner)
+            return cancelled
+
+        def __del__(self) -> None:
+            # Dropped before its end (``break`` out of the loop): grpc cancels it; record what was read.
+            capture = self.__dict__.get("_capture")
+            if capture is not None and not capture.done:
+                with contextlib.suppress(Exception):
+                    self._inner.cancel()
+                    self._capture.finish_from(self._inner)
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):  # never our own attributes (``__del__`` after a failed ``__init__``)
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    # What a caller asks of the stream beyond its messages is the live call's answer.
+    forwarding(RecordingStream, "_inner", _CALL_METHODS.split())
 
     def call(
-        self,
         ctx: RunContext,
         mc: Any,
         request: Any,
@@ -78,11 +210,11 @@ class SyncSide:
             http = site.request(metadata, messages)
         action = decide(ctx, http)
         if isinstance(action, Refuse):
-            raise action.exception(lambda fault: self.served(Outcome(*fault_status(fault)), [], unary=True))
+            raise action.exception(lambda fault: ServedCall(fault_outcome(fault), [], unary=True))
         if isinstance(action, Serve):
             outcome = served_outcome(action.response)
             responses = [site.from_bytes(raw) for raw in outcome.messages]
-            served = self.served(outcome, responses, unary=shape[1] == "u")
+            served = ServedCall(outcome, responses, unary=shape[1] == "u")
             if shape[1] == "s" or name == "future":
                 return served
             result = served.result()
@@ -94,19 +226,21 @@ class SyncSide:
         original, with_call = originals
         with permitted(action.permit):
             if shape[1] == "s":
-                return self.recording(original(clone, request, *args, **kwargs), capture)
+                return RecordingStream(original(clone, request, *args, **kwargs), capture)
             if name == "future":
                 future = original(clone, request, *args, **kwargs)
-                future.add_done_callback(lambda done: finish_from(capture, done))
+                future.add_done_callback(capture.finish_from)
                 return future
             assert with_call is not None
             try:
                 response, call = with_call(clone, request, *args, **kwargs)
-            except self.rpc_error as exc:
-                finish_from(capture, exc)
+            except rpc_error as exc:
+                capture.finish_from(exc)
                 raise
-            finish_from(capture, call)
+            capture.finish_from(call)
             return (response, call) if name == "with_call" else response
+
+    return call
 
 
 def _patched(original: Method, handle: Callable[..., Any]) -> Method:
@@ -133,7 +267,7 @@ def _submodule(package: ModuleType, name: str) -> ModuleType:
 
 
 def patch(patches: Patches, grpc: ModuleType) -> None:
-    sync = SyncSide(grpc)
+    sync_call = _sync_call(grpc)
     channel = _submodule(grpc, "_channel")
     for class_name, shape, names in _SYNC:
         cls = getattr(channel, class_name, None)
@@ -142,12 +276,12 @@ def patch(patches: Patches, grpc: ModuleType) -> None:
         with_call = genuine_function(cls.__dict__["with_call"]) if "with_call" in names else None
         for name in names:
             original = genuine_function(cls.__dict__[name])
-            handle = partial(sync.call, shape=shape, name=name, originals=(original, with_call))
+            handle = partial(sync_call, shape=shape, name=name, originals=(original, with_call))
             patches.set(cls, name, _patched(original, handle), original=original)
     aio_channel = _submodule(grpc.aio, "_channel")
-    aio = AioSide(grpc)
+    aio = aio_call(grpc)
     for class_name, shape in _AIO:
         cls = getattr(aio_channel, class_name)
         original = genuine_function(cls.__dict__["__call__"])
-        handle = partial(aio.call, shape=shape, original=original)
+        handle = partial(aio, shape=shape, original=original)
         patches.set(cls, "__call__", _patched(original, handle), original=original)

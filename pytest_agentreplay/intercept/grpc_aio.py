@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
-from .grpc_capture import Capture, Metadata, Site, forwarding, metadata_of, site_of, teed, unsupported_route
-from .grpc_sync import fault_status
+from .grpc_capture import (
+    Capture,
+    Metadata,
+    Site,
+    fault_outcome,
+    forwarding,
+    metadata_of,
+    site_of,
+    teed,
+    unsupported_route,
+)
 from .internal import permitted
 
 if TYPE_CHECKING:
@@ -31,8 +40,10 @@ GoLive = Callable[[Send, object], Any]
 Method = Callable[..., Any]
 
 
-def aio_classes(grpc: ModuleType) -> tuple[type, type]:
-    """``(ReplayCall, RecordingCall)`` deriving from ``grpc.aio``'s four call ABCs."""
+def aio_call(grpc: ModuleType) -> Callable[..., Any]:
+    """What a ``grpc.aio`` multicallable's ``__call__`` does in a run: ``call(ctx, multicallable, request,
+    args, kwargs, shape=, original=)`` returns a ``ReplayCall`` or a ``RecordingCall``, both deriving from
+    ``grpc.aio``'s four call ABCs."""
     aio: Any = grpc.aio
     status_code: Any = grpc.StatusCode
     error_cls: Any = aio.AioRpcError
@@ -62,36 +73,27 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 code.name, await real.details(), await real.initial_metadata(), await real.trailing_metadata()
             )
 
-        async def _await(self) -> object:
+        async def _step(self, step: Awaitable[object], ends: bool) -> object:
+            """``step``'s result; the call is recorded once it ends (``ends``, EOF read, or its error)."""
             try:
-                response = await self._real
+                result = await step
             except error_cls:
                 await self._finish()
                 raise
-            await self._finish()
-            return response
+            if ends or result is eof:
+                await self._finish()
+            return result
 
         def __await__(self) -> Generator[Any, None, object]:
-            return self._await().__await__()
+            return self._step(self._real, True).__await__()
 
         async def __aiter__(self) -> AsyncIterator[object]:
-            try:
-                async for message in self._real:
-                    yield message
-            except error_cls:
-                await self._finish()
-                raise
-            await self._finish()
+            messages = aiter(self._real)
+            while (message := await self._step(anext(messages, eof), False)) is not eof:
+                yield message
 
         async def read(self) -> object:
-            try:
-                message = await self._real.read()
-            except error_cls:
-                await self._finish()
-                raise
-            if message is eof:
-                await self._finish()
-            return message
+            return await self._step(self._real.read(), False)
 
         def add_done_callback(self, callback: Callable[[object], None]) -> None:
             self._real.add_done_callback(lambda _: callback(self))
@@ -156,7 +158,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
                 self._resolved = True
                 try:
                     if isinstance(action, Refuse):
-                        raise action.exception(lambda fault: error(Outcome(*fault_status(fault))))
+                        raise action.exception(lambda fault: error(fault_outcome(fault)))
                     if isinstance(action, Send):
                         if action.url is not None or action.fault is not None:
                             raise unsupported_route(self._ctx, http, "re-routed or given a fault")
@@ -238,17 +240,7 @@ def aio_classes(grpc: ModuleType) -> tuple[type, type]:
             else:
                 self._callbacks.append(callback)
 
-    return ReplayCall, RecordingCall
-
-
-class AioSide:
-    """The asyncio side for one grpc module."""
-
-    def __init__(self, grpc: ModuleType) -> None:
-        self.replay, self.recording = aio_classes(grpc)
-
     def call(
-        self,
         ctx: RunContext,
         mc: Any,
         request: Any,
@@ -265,10 +257,12 @@ class AioSide:
         def go_live(action: Send, sent: object) -> Any:
             capture = Capture(ctx, site, metadata, action)
             with permitted(action.permit):
-                return self.recording(original(teed(mc, capture), sent, *args, **kwargs), capture)
+                return RecordingCall(original(teed(mc, capture), sent, *args, **kwargs), capture)
 
         if ctx.recording:
             action = decide(ctx, site.request(metadata, () if shape[0] == "s" else (request,)))
             assert isinstance(action, Send)  # recording sends every call
             return go_live(action, request)
-        return self.replay(ctx, site, metadata, shape, request, go_live)
+        return ReplayCall(ctx, site, metadata, shape, request, go_live)
+
+    return call

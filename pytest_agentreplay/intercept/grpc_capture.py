@@ -21,6 +21,7 @@ from ..http.recording import emit_exchange
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
+    from ..replay.faults import Fault
     from ..replay.policy import Send
 
 Metadata = Iterable[tuple[str, str | bytes]]
@@ -59,6 +60,12 @@ def view(message: object) -> object | None:
     json_format = importlib.import_module("google.protobuf.json_format")
     found: object = json_format.MessageToDict(message, preserving_proto_field_name=True)
     return found
+
+
+def fault_outcome(fault: Fault) -> grpc_calls.Outcome:
+    """The status a client sees for an injected timeout or reset (sync and asyncio alike)."""
+    code = "DEADLINE_EXCEEDED" if fault.kind == "timeout" else "UNAVAILABLE"
+    return grpc_calls.Outcome(code, fault.message())
 
 
 def unsupported_route(ctx: RunContext, request: HttpRequest, why: str) -> ConfigError:
@@ -139,6 +146,13 @@ class Capture:
         )
         latency_ms = (time.perf_counter() - self.started) * 1000.0
         emit_exchange(self.ctx, request, response, self.action.capture.cls, latency_ms)
+
+    def finish_from(self, call: Any) -> None:
+        """Record the live call ``call`` (a finished sync ``grpc.Call``: its status is in)."""
+        if not self.done:
+            name = getattr(call.code(), "name", None)
+            code = name if isinstance(name, str) else "UNKNOWN"
+            self.finish(code, call.details(), call.initial_metadata(), call.trailing_metadata())
 
 
 def _text(value: object) -> str:

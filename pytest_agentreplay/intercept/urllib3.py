@@ -13,7 +13,7 @@ import io
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..core.capture import RunContext, current_run
@@ -25,11 +25,14 @@ from ..replay.policy import Refuse, Send, decide
 from .internal import permitted
 
 if TYPE_CHECKING:
-    from _typeshed import WriteableBuffer
+    from _typeshed import SupportsRead, WriteableBuffer
     from urllib3.connectionpool import HTTPConnectionPool
     from urllib3.response import HTTPResponse
 
     from ..replay.faults import Fault
+
+    # The request bodies urllib3 sends: bytes, text, a file or an iterable of chunks.
+    _Body = bytes | bytearray | memoryview | str | SupportsRead[bytes | str] | Iterable[bytes | str] | None
 
 # Per-thread scratch, not shared state: whether this thread is inside a patched urlopen already.
 _LOCAL = threading.local()
@@ -38,14 +41,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 class _SandboxPools(dict[str, "HTTPConnectionPool"]):
     """A run's room: origin -> the connection pool a sandbox base-URL mapping sends to."""
-
-
-class _Readable(Protocol):
-    def read(self) -> bytes | str: ...
-
-
-# The request bodies urllib3 sends: bytes, text, a file or an iterable of chunks.
-_Body = bytes | bytearray | memoryview | str | _Readable | Iterable[bytes | str] | None
 
 
 class _TeeFP:

@@ -2,12 +2,15 @@
 the asyncio one (``websockets.asyncio.client.connect``: awaited, ``async with``, ``async for``), translating
 what :func:`..replay.websocket_sessions.open_connection` decides. Live, the library connects as usual and its
 connection's patched ``send``, ``recv`` and ``close`` report to the connection's events; served, the client
-gets a connection of :mod:`.websockets_served` and no socket at all. The deprecated ``websockets.legacy``
-client is not intercepted: in replay the network guard refuses it.
+gets the library's connection class with ``recv``, ``send``, ``close`` and ``ping`` answered by the
+:class:`~..replay.websocket_sessions.ServedConversation`, no socket, thread or task behind it. The
+deprecated ``websockets.legacy`` client is not intercepted: in replay the network guard refuses it.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Mapping
 from types import FunctionType, ModuleType
 from typing import TYPE_CHECKING, Any
@@ -16,9 +19,8 @@ from urllib.parse import urlsplit
 from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http.websocket_messages import Message, encode_message, handshake_request
-from ..replay.websocket_sessions import ServedConversation, open_connection
+from ..replay.websocket_sessions import Received, ServedConversation, open_connection
 from .internal import EVENTS, connected, connecting, receiving
-from .websockets_served import async_replayed_class, joined, lib, sync_replayed_class
 
 if TYPE_CHECKING:
     from ..http.websocket_messages import ConversationEvents, Direction
@@ -29,6 +31,162 @@ def patch(patches: Patches, module: ModuleType) -> None:
         _patch_sync(patches, module)
     else:
         _patch_asyncio(patches, module)
+
+
+_LOG = logging.getLogger("websockets.client")
+
+
+def _lib() -> Any:
+    # optional: websockets is imported by the agent (this adapter runs only once it has been)
+    import websockets.datastructures
+    import websockets.exceptions
+    import websockets.frames
+    import websockets.http11
+
+    return websockets
+
+
+def _closed_error(served: ServedConversation) -> BaseException:
+    exceptions = _lib().exceptions
+    code, reason, by_server = served.closed or (None, "", True)
+    if code is None:
+        error: BaseException = exceptions.ConnectionClosedError(None, None)
+        return error
+    close = _lib().frames.Close(code, reason)
+    kind = exceptions.ConnectionClosedOK if code in (1000, 1001) else exceptions.ConnectionClosedError
+    error = kind(close, close, by_server)
+    return error
+
+
+def _served_message(served: ServedConversation, decode: bool | None) -> Message:
+    step = served.receive()
+    if isinstance(step, Received):
+        if step.kind == "timeout":
+            raise TimeoutError("timed out while waiting for a message (as recorded)")
+        raise _closed_error(served)
+    if decode is True and isinstance(step, bytes):
+        return step.decode("utf-8")
+    if decode is False and isinstance(step, str):
+        return step.encode("utf-8")
+    return step
+
+
+def _joined(message: object) -> Message:
+    if isinstance(message, str):
+        return message
+    if isinstance(message, bytes | bytearray | memoryview):
+        return bytes(message)
+    parts = list(message)  # type: ignore[call-overload]
+    if parts and isinstance(parts[0], str):
+        return "".join(parts)
+    return b"".join(bytes(p) for p in parts)
+
+
+class _Served:
+    """What both clients' served connections share: the conversation, and the state read from it."""
+
+    _served: ServedConversation
+    # No socket behind it (the base's properties, shadowed).
+    local_address: Any = None
+    remote_address: Any = None
+
+    def __init__(self, served: ServedConversation, request: Any, response: Any) -> None:
+        # The base initialiser needs a socket or a transport (and starts threads or tasks): none here.
+        self._served = served
+        self.request = request
+        self.response = response
+        self.logger = _LOG
+        self.latency = 0.0
+
+    def _check_open(self) -> None:
+        if self._served.closed is not None:
+            raise _closed_error(self._served)
+
+    @property
+    def state(self) -> Any:
+        # optional: websockets is imported by the agent
+        from websockets.protocol import State
+
+        return State.OPEN if self._served.closed is None else State.CLOSED
+
+    @property
+    def subprotocol(self) -> Any:
+        return self._served.subprotocol
+
+    @property
+    def close_code(self) -> int | None:
+        return self._served.closed[0] if self._served.closed else None
+
+    @property
+    def close_reason(self) -> str | None:
+        return self._served.closed[1] if self._served.closed else None
+
+
+def _sync_replayed_class(base: Any) -> Any:
+    class ReplayedClientConnection(_Served, base):  # type: ignore[misc]
+        """A connection served from the cassette: the threading client's API, no socket, no thread."""
+
+        _pong = threading.Event()
+        _pong.set()
+
+        def recv(self, timeout: float | None = None, decode: bool | None = None) -> Message:
+            return _served_message(self._served, decode)
+
+        def recv_streaming(self, decode: bool | None = None) -> Any:
+            yield _served_message(self._served, decode)
+
+        def send(self, message: Any, text: bool | None = None) -> None:
+            self._check_open()
+            self._served.send(_joined(message))
+
+        def close(self, code: int = 1000, reason: str = "") -> None:
+            self._served.close(code, reason)
+
+        def ping(self, data: Any = None, ack_on_close: bool = False) -> threading.Event:
+            self._check_open()
+            return self._pong
+
+        def pong(self, data: Any = b"") -> None:
+            self._check_open()
+
+    return ReplayedClientConnection
+
+
+def _async_replayed_class(base: Any) -> Any:
+    class ReplayedClientConnection(_Served, base):  # type: ignore[misc]
+        """A connection served from the cassette: the asyncio client's API, no transport, no task."""
+
+        async def recv(self, decode: bool | None = None) -> Message:
+            return _served_message(self._served, decode)
+
+        async def recv_streaming(self, decode: bool | None = None) -> Any:
+            yield _served_message(self._served, decode)
+
+        async def send(self, message: Any, text: bool | None = None) -> None:
+            self._check_open()
+            if hasattr(message, "__aiter__"):
+                message = [part async for part in message]
+            self._served.send(_joined(message))
+
+        async def close(self, code: int = 1000, reason: str = "") -> None:
+            self._served.close(code, reason)
+
+        async def wait_closed(self) -> None:
+            return None
+
+        async def ping(self, data: Any = None) -> Any:
+            self._check_open()
+            # optional: asyncio only where the agent uses the asyncio client
+            import asyncio
+
+            pong: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+            pong.set_result(0.0)
+            return pong
+
+        async def pong(self, data: Any = b"") -> None:
+            self._check_open()
+
+    return ReplayedClientConnection
 
 
 # -- shared ---------------------------------------------------------------------------------------------
@@ -46,18 +204,15 @@ def _request_headers(protocol: Any, additional: object, user_agent: str | None) 
 
 def _served_connection(replayed: Any, served: ServedConversation, request_headers: Mapping[str, str]) -> Any:
     """The connection served from the cassette; a recorded refused handshake raises as the library does."""
-    # optional: websockets is imported by the agent
-    import websockets.http11
-
-    exceptions, _, datastructures = lib()
+    ws = _lib()
     parts = urlsplit(served.url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    request = websockets.http11.Request(path, datastructures.Headers(dict(request_headers)))
-    response = websockets.http11.Response(
-        served.status, "Switching Protocols", datastructures.Headers(served.headers), b""
+    request = ws.http11.Request(path, ws.datastructures.Headers(dict(request_headers)))
+    response = ws.http11.Response(
+        served.status, "Switching Protocols", ws.datastructures.Headers(served.headers), b""
     )
     if served.status != 101:
-        raise exceptions.InvalidStatus(response)
+        raise ws.exceptions.InvalidStatus(response)
     return replayed(served, request, response)
 
 
@@ -85,7 +240,7 @@ def _outgoing(message: Any) -> Any:
     """A message in fragments is sent whole, as it is recorded."""
     if isinstance(message, str | bytes | bytearray | memoryview | Mapping):
         return message
-    return joined(message)
+    return _joined(message)
 
 
 def _sending_close(connection: Any, code: int, reason: str) -> None:
@@ -141,7 +296,7 @@ def _sync_headers(mod: ModuleType, uri: str, kwargs: Mapping[str, Any]) -> dict[
 
 def _patch_sync(patches: Patches, mod: ModuleType) -> None:
     base: Any = mod.ClientConnection
-    replayed = sync_replayed_class(base)
+    replayed = _sync_replayed_class(base)
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
 
     def connect(uri: str, **kwargs: Any) -> Any:
@@ -152,7 +307,7 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
         opening = open_connection(ctx, handshake_request(uri, headers))
         if isinstance(opening, ServedConversation):
             return _served_connection(replayed, opening, headers)
-        with connecting(opening, lib()[0].InvalidStatus, _answer):
+        with connecting(opening, _lib().exceptions.InvalidStatus, _answer):
             connection = original(_ws_url(opening.url), **kwargs)
         return connected(opening, connection, _answer)
 
@@ -160,7 +315,7 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
         events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        with receiving(events, TimeoutError, lib()[0].ConnectionClosed, _closed_by):
+        with receiving(events, TimeoutError, _lib().exceptions.ConnectionClosed, _closed_by):
             message: Message = orig_recv(self, *args, **kwargs)
         events.message("received", encode_message(message))
         return message
@@ -171,7 +326,7 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
             return orig_send(self, message, *args, **kwargs)  # type: ignore[no-any-return]
         message = _outgoing(message)
         orig_send(self, message, *args, **kwargs)
-        events.message("sent", encode_message(joined(message)))
+        events.message("sent", encode_message(_joined(message)))
 
     def close(self: Any, code: int = 1000, reason: str = "") -> None:
         _sending_close(self, code, reason)
@@ -189,7 +344,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
     # ``connect`` is a class: every way of using it goes through ``__await_impl__``.
     connect_cls: Any = mod.connect
     base: Any = mod.ClientConnection
-    replayed = async_replayed_class(base)
+    replayed = _async_replayed_class(base)
     orig_await = connect_cls.__await_impl__
     orig_recv, orig_send, orig_close = base.recv, base.send, base.close
 
@@ -209,7 +364,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
         agent_uri = self.uri
         self.uri = _ws_url(opening.url)
         try:
-            with connecting(opening, lib()[0].InvalidStatus, _answer):
+            with connecting(opening, _lib().exceptions.InvalidStatus, _answer):
                 connection = await orig_await(self)
         finally:
             self.uri = agent_uri
@@ -219,7 +374,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
         events: ConversationEvents | None = self.__dict__.get(EVENTS)
         if events is None:
             return await orig_recv(self, *args, **kwargs)  # type: ignore[no-any-return]
-        with receiving(events, TimeoutError, lib()[0].ConnectionClosed, _closed_by):
+        with receiving(events, TimeoutError, _lib().exceptions.ConnectionClosed, _closed_by):
             message: Message = await orig_recv(self, *args, **kwargs)
         events.message("received", encode_message(message))
         return message
@@ -232,7 +387,7 @@ def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:
             message = [part async for part in message]
         message = _outgoing(message)
         await orig_send(self, message, *args, **kwargs)
-        events.message("sent", encode_message(joined(message)))
+        events.message("sent", encode_message(_joined(message)))
 
     async def close(self: Any, code: int = 1000, reason: str = "") -> None:
         _sending_close(self, code, reason)

@@ -6,7 +6,6 @@ order restored), and its line in a timeline. The sources a setting chooses are c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
@@ -38,14 +37,6 @@ def describe_data(data: Mapping[str, Any]) -> str:
     streams = sorted({s for src in ("clock", "uuid") for s in (reads.get(src) or {})})
     where = f" in {', '.join(streams)}" if len(streams) > 1 else ""
     return (", ".join(parts) or "nothing read") + where
-
-
-def iso_us(us: int) -> str:
-    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def deltas(values: list[int], start: int) -> list[int]:
-    return [v - prev for v, prev in zip(values, [start, *values], strict=False)]
 
 
 def recorded_streams(recorded: Mapping[str, Any]) -> dict[str, dict[str, dict[str, list[Any]]]]:

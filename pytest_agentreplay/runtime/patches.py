@@ -240,19 +240,15 @@ def underlying_ns() -> int:
     return (_CLOCK.real_ns or time.time_ns)()
 
 
-def _within(module: str, packages: str) -> bool:
+@functools.cache
+def _excluded(module: str, packages: str = _EXCLUDED) -> bool:
     """Whether ``module`` is one of ``packages`` (space-separated) or one of their submodules."""
     return any(module == package or module.startswith(f"{package}.") for package in packages.split())
 
 
 @functools.cache
-def _excluded(module: str) -> bool:
-    return _within(module, _EXCLUDED)
-
-
-@functools.cache
 def _clock_excluded(module: str) -> bool:
-    return _within(module, _EXCLUDED) or _within(module, _TRANSPORTS)
+    return _excluded(module) or _excluded(module, _TRANSPORTS)
 
 
 def _state(source: str) -> PatchedRun | None:

@@ -23,19 +23,13 @@ import sys
 import threading
 import uuid as uuid_module
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
 from ..core.json_copy import copy_json
 from ..core.runtime_sources import DEFAULT_SOURCES, SOURCES
-from .data import (
-    EVENT_TYPE,
-    deltas,
-    iso_us,
-    recorded_data,
-    recorded_streams,
-    values_key_order,
-)
+from .data import EVENT_TYPE, recorded_data, recorded_streams, values_key_order
 from .patches import INSTALLED, random_call, underlying_ns
 
 if TYPE_CHECKING:
@@ -44,6 +38,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 MAIN: Final = "main"
+_ISO_US: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 _UUID_VERSIONS: Final = {"uuid1": 1, "uuid4": 4, "uuid6": 6, "uuid7": 7}
 _SERVER_MODULES: Final = frozenset({"socketserver", "wsgiref", "uvicorn", "hypercorn", "werkzeug"})
 
@@ -261,15 +256,17 @@ class RuntimeValues:
         seq.drawn.append(plain)
         return result
 
-    def seed_random(self) -> None:
+    def seed_random(self) -> bool:
+        """Seed ``random`` for the run; False when a replay recorded no seed (the generator is left alone)."""
         recorded = (self.recorded or {}).get("random")
         if self.replaying and not recorded:
-            return  # nothing recorded: leave the generator alone
+            return False
         self.seed = int(recorded["seed"]) if recorded else int.from_bytes(os.urandom(8), "big")
         self._random_saved = random_call("getstate")
         random_call("seed", self.seed)
         self._random_seeded = random_call("getstate")
         self.holding = True
+        return True
 
     def reseeding(self) -> None:
         """``random.seed``/``setstate`` is about to be called: while the run holds the generator for its
@@ -319,7 +316,7 @@ class RuntimeValues:
             # costs a few bytes per read and one line in the (pretty-printed) cassette, not one per read.
             for module, q in sorted(st.clock.items()):
                 if q.drawn:
-                    offsets = deltas(q.drawn, self.start_us)
+                    offsets = (v - prev for v, prev in zip(q.drawn, [self.start_us, *q.drawn], strict=False))
                     clock.setdefault(st.name, {})[module] = " ".join(map(str, offsets))
             for module, q in sorted(st.uuid.items()):
                 if q.drawn:
@@ -333,7 +330,8 @@ class RuntimeValues:
         data: dict[str, Any] = {"sources": list(self.sources), "reads": reads}
         if clock:
             reads["clock"] = {k: {m: len(v.split()) for m, v in by.items()} for k, by in clock.items()}
-            data["clock"] = {"start": iso_us(self.start_us), "start_us": self.start_us, "streams": clock}
+            start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=self.start_us)
+            data["clock"] = {"start": start.strftime(_ISO_US), "start_us": self.start_us, "streams": clock}
         if uuids:
             reads["uuid"] = {k: {m: len(v) for m, v in by.items()} for k, by in uuids.items()}
             data["uuid"] = uuids
@@ -383,9 +381,10 @@ def start_run(ctx: RunContext) -> None:
         return
     chosen = DEFAULT_SOURCES if sources is None else tuple(s for s in SOURCES if s in sources)
     state = ctx.rooms.of(RuntimeValues, lambda: RuntimeValues(ctx, chosen, recorded_data(ctx)))
+    # Reseeds are watched only for a run that seeded: one that leaves the generator alone has none to undo.
+    if "random" in chosen and not state.seed_random():
+        chosen = tuple(s for s in chosen if s != "random")
     state.unpatch = INSTALLED.add(state, chosen)
-    if "random" in chosen:
-        state.seed_random()
     ctx.on_release(state.stop)
 
 
