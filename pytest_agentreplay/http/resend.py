@@ -5,7 +5,8 @@ per endpoint: the previous request's parsed body and its bytes up to the end of 
 request starting with those bytes is parsed from there on only, its earlier items being the previous
 request's very objects (identity hits for redaction, hashing and comparison downstream). The new part is
 serialised again and compared with what was sent, so the result is exactly what a full parse gives, or
-the caller parses the whole body.
+the caller parses the whole body. When what follows the list is the very bytes that followed it last time
+(an agent's tools and settings, resent on every call), only the new items are parsed and checked.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ _OPEN = b'{"\\u0000agentreplay-resent":['
 class Sent(NamedTuple):
     """The previous request to an endpoint: its parsed body (read only: an emitted event's, whose items the
     next body takes as they are), the key of its conversation list, its bytes up to the end of that list's
-    last item, and the compact formats those bytes are the text of, in the order the full check tries them."""
+    last item, and the compact formats those bytes are the text of, in the order the full check tries them.
+    ``suffix``: the bytes after the last item, when checked to be the text of the members after the list in
+    each of ``formats`` (the members of ``value`` after ``key``)."""
 
     value: Mapping[str, object]
     key: str
     prefix: bytes
     formats: tuple[str | None, ...]
+    suffix: bytes | None = None
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):
@@ -96,7 +100,7 @@ def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
     return Sent(value, key, prefix, formats)
 
 
-def _formats_of(tail: Document, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
+def _formats_of(tail: object, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
     """The candidate formats whose text of ``tail`` is ``text``. Compact UTF-8 and compact ASCII texts
     differ only where the first writes a character outside printable ASCII (the second escapes it): when
     the first matched a text without one, so does the second, and the tail is not written again."""
@@ -115,6 +119,11 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     prefix = sent.prefix
     if not raw.startswith(prefix):
         return None
+    suffix = sent.suffix
+    if suffix is not None and len(raw) >= len(prefix) + len(suffix) and raw.endswith(suffix):
+        extended = _extend_items(sent, suffix, raw[len(prefix) : len(raw) - len(suffix)])
+        if extended is not None:
+            return extended
     rest = raw[len(prefix) :]
     if rest[:1] == b",":
         if rest[1:2] == b"]":
@@ -155,4 +164,33 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     value[sent.key] = [*history, *new_items]
     value.update(tail)
     added = b"," + listed[1:-1] if new_items else b""
-    return value, Sent(value, sent.key, prefix + added, formats), formats[0]
+    end = len(prefix) + len(added)
+    return value, Sent(value, sent.key, prefix + added, formats, raw[end:]), formats[0]
+
+
+def _extend_items(sent: Sent, suffix: bytes, middle: bytes) -> tuple[Document, Sent, str | None] | None:
+    """:func:`extend` for a body whose bytes after the list are ``sent``'s (``suffix``), already checked in
+    each of its formats: only ``middle``, what comes between the shared items and the suffix, is parsed
+    and written again; the members after the list are ``sent``'s very objects (equal to what a parse gives).
+    """
+    formats = sent.formats
+    new_items: object = []
+    if middle:
+        if middle[:1] != b"," or middle == b",":
+            return None
+        listed = b"[" + middle[1:] + b"]"
+        try:
+            new_items = json.loads(listed)
+            formats = _formats_of(new_items, listed, formats)
+        except (ValueError, UnicodeEncodeError):
+            return None  # the list may end before the suffix: the whole rest is parsed
+        if not formats:
+            return None
+    assert type(new_items) is list  # the text of a list
+    history = sent.value[sent.key]
+    assert type(history) is list  # remember() chose the key of a list
+    value: Document = {}
+    for name, member in sent.value.items():
+        value[name] = [*history, *new_items] if name == sent.key else member
+    prefix = sent.prefix + middle
+    return value, Sent(value, sent.key, prefix, formats, suffix), formats[0]
