@@ -143,3 +143,22 @@ def test_a_trailing_comma_and_a_lone_surrogate_go_to_the_full_parse() -> None:
     }
     lone = sent.prefix + b',{"role":"user","content":"\\ud800"}]}'
     assert resend.extend(sent, lone) is None or resend.extend(sent, lone)[0] == json.loads(lone)  # type: ignore[index]
+
+
+def test_members_after_the_list_resent_as_they_were_are_the_previous_objects() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    previous: resend.Sent | None = None
+    seen: list[dict[str, Any]] = []
+    for turn in range(4):
+        temperature = 0 if turn < 3 else 1  # the last request changes what follows the list
+        raw = dump({"messages": history, "model": "m", "tools": tools, "temperature": temperature}, None)
+        headers = {"content-type": "application/json"}
+        request = HttpRequest("POST", "https://api.example/v1/chat", headers, raw)
+        previous = request.resend_body(previous)
+        stored = request.stored_body()
+        assert stored == body_of(raw)
+        seen.append(stored["json"])
+        history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
+    assert seen[1]["tools"] is seen[0]["tools"] and seen[2]["tools"] is seen[0]["tools"]
+    assert seen[3]["tools"] == tools and seen[3]["temperature"] == 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from itertools import takewhile
+from itertools import dropwhile, takewhile
 from typing import NamedTuple, TypeGuard
 
 from ..core.documents import Document
@@ -97,7 +97,23 @@ def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
         formats = (None, "compact-ascii") if prefix.isascii() else (None,)
     else:
         formats = (None, fmt) if _prefix_text(value, key, None) == text else (fmt,)
-    return Sent(value, key, prefix, formats)
+    return Sent(value, key, prefix, formats, _suffix(value, key, raw[len(prefix) :], formats))
+
+
+def _suffix(
+    value: Mapping[str, object], key: str, suffix: bytes, formats: tuple[str | None, ...]
+) -> bytes | None:
+    """``suffix`` (a body's bytes after its list's items) when it is the text of the members of ``value``
+    after ``key`` in each of ``formats``: the full check named one format, ``raw`` may still be in none."""
+    if not key.isascii() or "\x7f" in key:
+        return None  # the key's text may differ between the formats
+    after = dict(dropwhile(lambda item: item[0] != key, value.items()))
+    after[key] = []
+    try:
+        checked = _formats_of(after, b"{" + json_text(key, None).encode("utf-8") + b":[" + suffix, formats)
+    except UnicodeEncodeError:
+        return None
+    return suffix if checked == formats else None
 
 
 def _formats_of(tail: object, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
