@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Final
 from urllib.parse import quote, quote_plus
 
 from ..core.constants import REDACTED
+from .rules import looks_like_credential
 
 MIN_CHARS: Final = 6
 # Authorization schemes whose parameter is the credential itself.
@@ -90,3 +91,31 @@ class KnownSecrets:
     def spans(self, text: str) -> list[tuple[int, int]]:
         pattern = self._pattern
         return [] if pattern is None else [m.span() for m in pattern.finditer(text)]
+
+
+class EnvironmentCredentials:
+    """The credentials of an environment (``OPENAI_API_KEY``: a secret name, a credential-shaped value), for
+    one session's tests: read again only when the environment's names, the name rules, or a value under a
+    secret name changed (a test's ``monkeypatch.setenv("X_TOKEN", ...)``), not for every value that did
+    (pytest's ``PYTEST_CURRENT_TEST`` changes with every test)."""
+
+    __slots__ = ("_found", "_names", "_rules", "_secrets")
+
+    def __init__(self) -> None:
+        self._rules: Hashable = None
+        self._names: frozenset[object] = frozenset()
+        self._secrets: dict[str, str] = {}
+        self._found: list[str] = []
+
+    def read(
+        self, environ: Mapping[str, str], rules: Hashable, is_secret: Callable[[str], bool]
+    ) -> list[str]:
+        # os.environ's own dict (encoded names): its names compared with the last ones in C.
+        raw = getattr(environ, "_data", environ)
+        same = rules == self._rules and raw.keys() == self._names
+        if same and all(environ[name] == value for name, value in self._secrets.items()):
+            return self._found
+        self._rules, self._names = rules, frozenset(raw)
+        self._secrets = {name: value for name, value in environ.items() if is_secret(name)}
+        self._found = [value for value in self._secrets.values() if looks_like_credential(value)]
+        return self._found
