@@ -154,7 +154,13 @@ class Redactor:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
         value). ``seen``: the session's, which reads ``environ`` again only when it changed."""
         seen = EnvironmentCredentials() if seen is None else seen
-        self.learn(seen.read(environ, self._rules, self.is_secret_name))
+        found = seen.read(environ, self._rules, self.is_secret_name)
+        if self._learns and not self.known:
+            self.known = found.copy()
+            if found:
+                self._memory.forget_results()
+        else:
+            self.learn(found.values())
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential. Wider than JSON keys: any word of the
