@@ -226,8 +226,7 @@ class SessionHooks:
                 report.user_properties.append((TOLERATED_PROPERTY, json.dumps(run.ctx.replay.tolerated)))
         status = life.status(report)
         if status is not None:
-            # A plain dict: it travels from an xdist worker with the report.
-            setattr(report, STATUS_ATTRIBUTE, status.to_wire())
+            setattr(report, STATUS_ATTRIBUTE, status)
             # junitxml writes the teardown report's properties: the status lands in the XML from there.
             report.user_properties.extend(status.junit_properties())
             report.user_properties.append((NETWORK_PROPERTY, self.controller.network_level(status.mode)))
@@ -236,11 +235,28 @@ class SessionHooks:
             del item.stash[LIFE_KEY]
         return report
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Runs on the xdist controller for workers' reports too: the attribute travels with the report.
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_to_serializable(self, report: object) -> Generator[None, object, object]:
+        # The status travels with the report (from an xdist worker) as a plain dict.
+        data = yield
+        status = getattr(report, STATUS_ATTRIBUTE, None)
+        if isinstance(data, dict) and isinstance(status, TestStatus):
+            data[STATUS_ATTRIBUTE] = status.to_wire()
+        return data
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_report_from_serializable(self) -> Generator[None, object, object]:
+        report = yield
         status = getattr(report, STATUS_ATTRIBUTE, None)
         if isinstance(status, dict):
-            self.controller.add_status(TestStatus.from_wire(status))
+            setattr(report, STATUS_ATTRIBUTE, TestStatus.from_wire(status))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Runs on the xdist controller for workers' reports too (the status came with the report).
+        status = getattr(report, STATUS_ATTRIBUTE, None)
+        if isinstance(status, TestStatus):
+            self.controller.add_status(status)
         for name, value in report.user_properties:
             if name == COMPARISON_PROPERTY:
                 self.controller.comparisons.append(json.loads(str(value)))

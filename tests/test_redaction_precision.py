@@ -111,6 +111,23 @@ def test_credential_variables_of_the_environment_are_secrets_everywhere() -> Non
     assert redactor.redact({"cwd": "/work/project"}) == {"cwd": "/work/project"}
 
 
+def test_the_sessions_memory_of_the_environment_sees_a_secret_set_later() -> None:
+    from pytest_agentreplay.redaction.known import EnvironmentCredentials
+
+    seen, token = EnvironmentCredentials(), "tok_8f3a9c1b2d4e5f60718293a4"
+    environ = {"PYTEST_CURRENT_TEST": "t.py::a (setup)", "HOME": "/root"}
+    Redactor().learn_environment(environ, seen)
+    environ["PYTEST_CURRENT_TEST"] = "t.py::b (setup)"
+    environ["MY_SERVICE_TOKEN"] = token  # a test's monkeypatch.setenv
+    redactor = Redactor()
+    redactor.learn_environment(environ, seen)
+    assert redactor.redact({"prompt": f"use {token}"}) == {"prompt": f"use {REDACTED}"}
+    environ["MY_SERVICE_TOKEN"] = token[::-1]  # the same names, a secret's value changed
+    redactor = Redactor()
+    redactor.learn_environment(environ, seen)
+    assert redactor.redact({"a": token[::-1], "b": f"x {token}"}) == {"a": REDACTED, "b": f"x {token}"}
+
+
 # -- through pytest, against a local server ---------------------------------------------------------------
 
 SECRET = "hunter2-Rosebud!42"

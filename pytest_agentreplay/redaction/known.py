@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Final
 from urllib.parse import quote, quote_plus
 
 from ..core.constants import REDACTED
+from .rules import looks_like_credential
 
 MIN_CHARS: Final = 6
 # Authorization schemes whose parameter is the credential itself.
@@ -54,6 +55,9 @@ class KnownSecrets:
     def __len__(self) -> int:
         return len(self._values)
 
+    def values(self) -> list[str]:
+        return list(self._values)
+
     def add(self, value: object) -> bool:
         """Remember ``value`` (every string inside a container); whether anything new was remembered."""
         added = False
@@ -80,6 +84,12 @@ class KnownSecrets:
         self._values[value] = frozenset(_forms(value))
         return True
 
+    def copy(self) -> KnownSecrets:
+        """A copy to add to; the pattern is shared until then (compiling it is most of an ``add``)."""
+        twin = KnownSecrets()
+        twin._values, twin._pattern = dict(self._values), self._pattern
+        return twin
+
     def replace(self, text: str) -> str:
         """``text`` with every known secret, in any of its forms, replaced by the marker."""
         pattern = self._pattern
@@ -90,3 +100,33 @@ class KnownSecrets:
     def spans(self, text: str) -> list[tuple[int, int]]:
         pattern = self._pattern
         return [] if pattern is None else [m.span() for m in pattern.finditer(text)]
+
+
+class EnvironmentCredentials:
+    """The credentials of an environment (``OPENAI_API_KEY``: a secret name, a credential-shaped value), for
+    one session's tests: read again only when the environment's names, the name rules, or a value under a
+    secret name changed (a test's ``monkeypatch.setenv("X_TOKEN", ...)``), not for every value that did
+    (pytest's ``PYTEST_CURRENT_TEST`` changes with every test). Each run's redactor starts from a copy of
+    :attr:`found`, its forms and pattern built once."""
+
+    __slots__ = ("_names", "_rules", "_secrets", "found")
+
+    def __init__(self) -> None:
+        self._rules: Hashable = None
+        self._names: frozenset[object] = frozenset()
+        self._secrets: dict[str, str] = {}
+        self.found = KnownSecrets()
+
+    def read(
+        self, environ: Mapping[str, str], rules: Hashable, is_secret: Callable[[str], bool]
+    ) -> KnownSecrets:
+        # os.environ's own dict (encoded names): its names compared with the last ones in C.
+        raw = getattr(environ, "_data", environ)
+        same = rules == self._rules and raw.keys() == self._names
+        if same and all(environ[name] == value for name, value in self._secrets.items()):
+            return self.found
+        self._rules, self._names = rules, frozenset(raw)
+        self._secrets = {name: value for name, value in environ.items() if is_secret(name)}
+        self.found = KnownSecrets()
+        self.found.add([value for value in self._secrets.values() if looks_like_credential(value)])
+        return self.found

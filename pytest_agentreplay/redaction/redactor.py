@@ -27,7 +27,7 @@ from ..core.documents import Document
 from ..exceptions import ConfigError
 from . import bodies
 from .encoded import keep_idempotency_key, redact_encoded
-from .known import KnownSecrets, header_credentials
+from .known import EnvironmentCredentials, KnownSecrets, header_credentials
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
 from .rules import (
     BODY_KINDS,
@@ -59,8 +59,6 @@ T = TypeVar("T")
 _ABSENT = object()
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
-# Per name rules: ``os.environ`` as last read (its raw dict) and the credentials found in it.
-_ENVIRONMENT: dict[NameRules, tuple[object, list[str]]] = {}
 
 
 @functools.cache
@@ -150,20 +148,19 @@ class Redactor:
         if self._learns and self.known.add(value):
             self._memory.forget_results()
 
-    def learn_environment(self, environ: Mapping[str, str]) -> None:
+    def learn_environment(
+        self, environ: Mapping[str, str], seen: EnvironmentCredentials | None = None
+    ) -> None:
         """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). Every test asks of the same names: their decisions are the shared ones (``_DECISIONS``), and
-        while ``os.environ`` is unchanged, so are its credentials (compared as its raw dict, in C)."""
-        raw, cached = getattr(environ, "_data", None), _ENVIRONMENT.get(self._rules)
-        if cached is None or cached[0] != raw:
-            names, found = self._memory.names, []
-            for name, value in environ.items():
-                kind = names.get((name, False))
-                kind = self._kind(name, False) if kind is None else kind
-                if kind == SECRET and looks_like_credential(value):
-                    found.append(value)
-            cached = _ENVIRONMENT[self._rules] = (dict(raw) if isinstance(raw, dict) else _ABSENT, found)
-        self.learn(cached[1])
+        value). ``seen``: the session's, which reads ``environ`` again only when it changed."""
+        seen = EnvironmentCredentials() if seen is None else seen
+        found = seen.read(environ, self._rules, self.is_secret_name)
+        if self._learns and not self.known:
+            self.known = found.copy()
+            if found:
+                self._memory.forget_results()
+        else:
+            self.learn(found.values())
 
     def is_secret_header(self, name: str) -> bool:
         """Whether an HTTP header of this name carries a credential. Wider than JSON keys: any word of the

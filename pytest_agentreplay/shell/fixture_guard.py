@@ -27,7 +27,7 @@ from ..core.config import Settings
 from ..core.constants import REPLAY_MODES
 from ..core.events import RunMeta
 from ..core.placeholder_credentials import PlaceholderCredentials
-from ..guard import BLOCK_ONLY
+from ..core.run_settings import RunSettings
 from ..guard.children import live_children, reaches_no_network, unreached_children
 from ..guard.no_route import no_route_error, watch
 from ..guard.session_namespace import Isolation
@@ -169,12 +169,12 @@ def guard_run(
             Recorder(meta),
             mode=plan.mode,
             cassette=None if cassette is None else str(cassette),
-            settings={"allow_hosts": list(plan.allow_hosts), "nodeid": nodeid},
+            settings=RunSettings(nodeid, tuple(plan.allow_hosts)),
         )
     if not settings.block_network:
         return None
     return RunContext(
         Recorder(meta),
         mode="regression",
-        settings={"allow_hosts": list(settings.allow_hosts), "nodeid": nodeid, BLOCK_ONLY: True},
+        settings=RunSettings(nodeid, tuple(settings.allow_hosts), block_network_only=True),
     )

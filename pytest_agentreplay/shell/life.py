@@ -26,6 +26,7 @@ from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
+from ..redaction.known import EnvironmentCredentials
 from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide, status_message
 from . import foreign_adapters
 from .controller import HeldInterception
@@ -37,6 +38,8 @@ from .session import TestRun
 
 # The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).
 PROVIDERS_KEY = pytest.StashKey[ProviderSet]()
+# The session's memory of the environment's credentials, which every run learns as secrets.
+ENVIRONMENT_KEY = pytest.StashKey[EnvironmentCredentials]()
 
 
 def session_providers(config: pytest.Config) -> ProviderSet:
@@ -145,6 +148,7 @@ class TestLife:
             classify_hook=_classify_hook(hook),
             providers=providers,
             rootdir=self.item.config.rootpath,
+            environment=request.config.stash.setdefault(ENVIRONMENT_KEY, EnvironmentCredentials()),
         )
         try:
             try:

@@ -33,6 +33,7 @@ from ..exceptions import (
 )
 from ..http.providers import ProviderSet, providers_of
 from ..redaction import RedactedEvent, Redactor
+from ..redaction.known import EnvironmentCredentials
 from ..replay import runs
 from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
@@ -72,6 +73,8 @@ class TestRun:
     error: BaseException | None = None
     # The plan's foreign source, when it serves the run (its own cassette did not exist at set-up).
     served_by: ForeignSource | None = None
+    # The session's memory of the environment's credentials (None: read it afresh).
+    environment: EnvironmentCredentials | None = None
     _token: object = None
 
     @property
@@ -138,7 +141,7 @@ class TestRun:
                 ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
         # A credential the environment holds is a secret wherever the run repeats it (a key in a prompt).
-        self.redactor.learn_environment(os.environ)
+        self.redactor.learn_environment(os.environ, self.environment)
         ctx.origin_thread = threading.get_ident()
         self.ctx = ctx
         self._token = push_active(ctx)
