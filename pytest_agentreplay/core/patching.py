@@ -85,7 +85,7 @@ class Patches:
         key = (id(target), name)
         earlier = self._swaps.get(key)
         if earlier is not None:
-            if found is earlier[2]:
+            if found is earlier[2]:  # the value it put there
                 return
             self._done.remove(earlier)
         replaced = found if original is _FOUND else original
@@ -111,10 +111,12 @@ class Patches:
             undo = done.pop()
             if not isinstance(undo, tuple):
                 undo()
-            elif undo[3] is _FOUND:
-                delattr(undo[0], undo[1])
+                continue
+            target, name, _value, restore, set_attribute = undo
+            if restore is _FOUND:
+                delattr(target, name)
             else:
-                undo[4](undo[0], undo[1], undo[3])
+                set_attribute(target, name, restore)
 
 
 class Library(NamedTuple):
