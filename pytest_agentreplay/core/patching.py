@@ -9,9 +9,8 @@ import importlib
 import sys
 import threading
 from collections.abc import Callable
-from contextlib import suppress
 from types import ModuleType
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from .after_import import AfterImport
 
@@ -54,20 +53,10 @@ def once(fn: Undo) -> Undo:
     return call
 
 
-# A NamedTuple, not a dataclass: never changed once made, and far cheaper to create at start-up.
-class _Swap(NamedTuple):
-    target: Any
-    name: str
-    value: object
-    # What goes back; _FOUND: nothing (the attribute was a class's inherited one: deleted again).
-    restore: object
-    set_attribute: Setter
-
-    def undo(self) -> None:
-        if self.restore is _FOUND:
-            delattr(self.target, self.name)
-        else:
-            self.set_attribute(self.target, self.name, self.restore)
+# An attribute replaced: (target, name, the value put there, what goes back, the setter). A plain tuple:
+# the guard makes some 20 at every test's start. What goes back _FOUND: nothing (the attribute was a
+# class's inherited one: deleted again).
+_Swap: TypeAlias = tuple[Any, str, object, object, Setter]
 
 
 class Patches:
@@ -92,20 +81,24 @@ class Patches:
         while this owner's replacement is there (httpx aliased as httpx2 hands over the same classes twice)
         nothing changes; a module run again in place is patched anew."""
         found = getattr(target, name)
-        # By key, not a scan of what was done: the guard installs some 30 patches at every test's start.
+        # By key, not a scan of what was done: the guard installs some 20 patches at every test's start.
         key = (id(target), name)
         earlier = self._swaps.get(key)
         if earlier is not None:
-            if found is earlier.value:
+            if found is earlier[2]:  # the value it put there
                 return
             self._done.remove(earlier)
         replaced = found if original is _FOUND else original
         # Inherited: the class gets its parent's again.
         restore = _FOUND if isinstance(target, type) and name not in target.__dict__ else replaced
-        with suppress(AttributeError, TypeError):
-            setattr(value, _ORIGINAL_ATTR, replaced)
+        if callable(value):  # what genuine() follows
+            # Not contextlib.suppress: three Python calls, some 20 times at every test's start.
+            try:  # noqa: SIM105
+                setattr(value, _ORIGINAL_ATTR, replaced)
+            except (AttributeError, TypeError):
+                pass
         set_attribute(target, name, value)
-        self._swaps[key] = swap = _Swap(target, name, value, restore, set_attribute)
+        self._swaps[key] = swap = (target, name, value, restore, set_attribute)
         self._done.append(swap)
 
     def add(self, undo: Undo) -> None:
@@ -113,9 +106,17 @@ class Patches:
 
     def restore(self) -> None:
         self._swaps.clear()
-        while self._done:
-            done = self._done.pop()
-            done.undo() if isinstance(done, _Swap) else done()
+        done = self._done
+        while done:
+            undo = done.pop()
+            if not isinstance(undo, tuple):
+                undo()
+                continue
+            target, name, _value, restore, set_attribute = undo
+            if restore is _FOUND:
+                delattr(target, name)
+            else:
+                set_attribute(target, name, restore)
 
 
 class Library(NamedTuple):

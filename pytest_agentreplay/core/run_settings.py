@@ -60,20 +60,26 @@ class RunSettings(NamedTuple):
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> RunSettings:
         """The settings ``values`` name (the keys of :meth:`with_overrides`, and the typed fields by name)."""
-        return cls().with_overrides(values)
+        # Made at once, not the defaults replaced: the guard makes one at every replaying test's start.
+        return cls(**_converted(values, _FIXTURE_PLACE))  # type: ignore[arg-type]
 
     def with_overrides(self, values: Mapping[str, object], place: str = _FIXTURE_PLACE) -> RunSettings:
         """These settings with the values a test gives (its ``agentreplay_config`` fixture, its marker's
         ``sandbox``/``faults``) on top, each converted the way the run reads it. Keys that are not run
         settings (``agent``...) are ignored: the test's own settings read them."""
-        changes: dict[str, object] = {}
-        for name, value in values.items():
-            convert = _CONVERSIONS.get(name)
-            if convert is not None:
-                changes[name] = convert(value, check.Origin(name, place))
-            elif name in _TYPED:
-                changes[name] = value
+        changes = _converted(values, place)
         return self._replace(**changes) if changes else self  # type: ignore[arg-type]
+
+
+def _converted(values: Mapping[str, object], place: str) -> dict[str, object]:
+    changes: dict[str, object] = {}
+    for name, value in values.items():
+        convert = _CONVERSIONS.get(name)
+        if convert is not None:
+            changes[name] = convert(value, check.Origin(name, place))
+        elif name in _TYPED:
+            changes[name] = value
+    return changes
 
 
 def _text_or(default: str, *, lower: bool = False) -> Callable[[object, check.Origin], str]:
