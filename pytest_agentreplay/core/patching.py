@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple
 
 from .after_import import AfterImport
 
@@ -53,10 +53,20 @@ def once(fn: Undo) -> Undo:
     return call
 
 
-# An attribute replaced: (target, name, the value put there, what goes back, the setter). A plain tuple:
-# the guard makes some 20 at every test's start. What goes back _FOUND: nothing (the attribute was a
-# class's inherited one: deleted again).
-_Swap: TypeAlias = tuple[Any, str, object, object, Setter]
+# A NamedTuple, not a dataclass: never changed once made, and far cheaper to create at start-up.
+class _Swap(NamedTuple):
+    target: Any
+    name: str
+    value: object
+    # What goes back; _FOUND: nothing (the attribute was a class's inherited one: deleted again).
+    restore: object
+    set_attribute: Setter
+
+    def undo(self) -> None:
+        if self.restore is _FOUND:
+            delattr(self.target, self.name)
+        else:
+            self.set_attribute(self.target, self.name, self.restore)
 
 
 class Patches:
@@ -85,7 +95,7 @@ class Patches:
         key = (id(target), name)
         earlier = self._swaps.get(key)
         if earlier is not None:
-            if found is earlier[2]:  # the value it put there
+            if found is earlier.value:
                 return
             self._done.remove(earlier)
         replaced = found if original is _FOUND else original
@@ -98,7 +108,7 @@ class Patches:
             except (AttributeError, TypeError):
                 pass
         set_attribute(target, name, value)
-        self._swaps[key] = swap = (target, name, value, restore, set_attribute)
+        self._swaps[key] = swap = _Swap(target, name, value, restore, set_attribute)
         self._done.append(swap)
 
     def add(self, undo: Undo) -> None:
@@ -106,17 +116,9 @@ class Patches:
 
     def restore(self) -> None:
         self._swaps.clear()
-        done = self._done
-        while done:
-            undo = done.pop()
-            if not isinstance(undo, tuple):
-                undo()
-                continue
-            target, name, _value, restore, set_attribute = undo
-            if restore is _FOUND:
-                delattr(target, name)
-            else:
-                set_attribute(target, name, restore)
+        while self._done:
+            done = self._done.pop()
+            done.undo() if isinstance(done, _Swap) else done()
 
 
 class Library(NamedTuple):
