@@ -26,7 +26,7 @@ from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
 from .exceptions import ConfigError
 from .report.status import TestStatus
-from .shell import foreign_adapters
+from .shell import vcr_plugin
 from .shell.controller import HeldInterception, SessionController, parse_project_rules, partial_modules
 from .shell.item_facts import (
     GUARD_NOTE_PROPERTY,
@@ -89,7 +89,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     other tools' options and hooks go in, the session may enter its own network namespace (isolate), and
     the socket gate goes in, so that a socket method taken early (``C = socket.socket.connect``) is gated."""
     socket_gate.install(permanent=True)  # it passes every call through until a replay guards
-    foreign_adapters.register_early(early_config)  # conftests may implement those hooks, addopts name them
+    vcr_plugin.register_early(early_config)  # conftests may implement those hooks, addopts name them
     known = early_config.known_args_namespace
     if getattr(known, "help", False) or getattr(known, "version", False):
         return
@@ -114,7 +114,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", setting_keys.marker_help())
     try:
-        settings = foreign_adapters.session_settings(config, settings_from_pytest(config))
+        settings = vcr_plugin.session_settings(config, settings_from_pytest(config))
         for warning in parse_project_rules(settings, config.rootpath):
             config.issue_config_time_warning(pytest.PytestConfigWarning(warning), stacklevel=2)
     except ConfigError as exc:
@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     controller.isolation = config.stash.get(ISOLATION_KEY, None)
     config.pluginmanager.register(SessionHooks(config, controller), PLUGIN_NAME)
-    foreign_adapters.register(config)  # other tools' markers and fixtures (replay/foreign.py)
+    vcr_plugin.register(config)  # @pytest.mark.vcr's markers and fixtures (replay/foreign.py)
 
 
 class SessionHooks:

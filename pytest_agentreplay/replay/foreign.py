@@ -15,7 +15,7 @@ it as adapters of the same shape. The session (``session.TestRun``) knows only t
   accepted replay (``--agentreplay-update``) is written as this plugin's own cassette.
 
 The pytest side (markers, fixtures that find a test's recordings) registers the adapter; see
-``shell.foreign_adapters.ADAPTERS``.
+``shell/vcr_plugin.py``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from ..core.config import Settings, marker_cassette
 from ..core.paths import default_for_item
-from . import foreign_adapters
+from . import vcr_plugin
 from .controller import CollectedTest
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
@@ -23,11 +23,11 @@ GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
 
 def uses_agentreplay(item: pytest.Item) -> bool:
     """A test replays when it requests the fixture or carries the marker (on itself, class or module), or
-    a foreign adapter claims it (``@pytest.mark.vcr``, when pytest-recording is not active)."""
+    the vcr adapter claims it (``@pytest.mark.vcr``, when pytest-recording is not active)."""
     return (
         "agent_replay" in getattr(item, "fixturenames", ())
         or item.get_closest_marker("agentreplay") is not None
-        or foreign_adapters.claims(item)
+        or vcr_plugin.claims(item)
     )
 
 

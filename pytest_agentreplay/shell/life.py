@@ -28,7 +28,7 @@ from ..http.providers.registry import entry_point_providers
 from ..http.providers.registry import session_providers as providers_from
 from ..redaction.known import EnvironmentCredentials
 from ..report.status import Cause, TestOutcome, TestStatus, cause_of, decide, status_message
-from . import foreign_adapters
+from . import vcr_plugin
 from .controller import HeldInterception
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
@@ -126,7 +126,7 @@ class TestLife:
         """The ``agent_replay`` fixture's life: planned with the fixtures' settings, the run begun, the
         handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
         try:
-            foreign = foreign_adapters.source_for(request)
+            foreign = vcr_plugin.source(request) if vcr_plugin.claims(request.node) else None
             plan = fixture_plan(
                 self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign
             )

@@ -3,10 +3,11 @@
 ``vcr_config``/``vcr_cassette_dir``/``default_cassette_name`` in a conftest override these as they override
 pytest-recording's).
 
-This module is the pytest side of the vcrpy adapter (``foreign_adapters.py`` lists it):
-:func:`register_early`, :func:`session_settings`, :func:`register`, :func:`claims` and :func:`source`. A
-vcr-marked test then replays through this plugin: this plugin's own cassette when it exists, else the
-pytest-recording cassettes read in place (``interop/vcr_serving.py``).
+This module is the pytest side of the vcrpy adapter, the one foreign format today (``replay/foreign.py``):
+:func:`register_early` (before the conftest files load), :func:`session_settings` and :func:`register` (at
+configure), :func:`claims` and :func:`source` (per test). A vcr-marked test then replays through this
+plugin: this plugin's own cassette when it exists, else the pytest-recording cassettes read in place
+(``interop/vcr_serving.py``). An MCP, gRPC or WebSocket adapter would be called beside it at those points.
 
 pytest-recording's options, as this plugin honours them:
 
