@@ -11,7 +11,7 @@ from pytest_agentreplay.core.capture import Recorder, RunContext
 from pytest_agentreplay.core.constants import REPLAY_MODES, Mode
 from pytest_agentreplay.core.events import RunMeta
 from pytest_agentreplay.core.run_settings import RunSettings
-from pytest_agentreplay.core.run_state import FrameworkState, GuardState, ReplayState, RequestMemo
+from pytest_agentreplay.core.run_state import ReplayState, RequestMemo
 from pytest_agentreplay.exceptions import ConfigError
 from pytest_agentreplay.guard.runs import ParentRun
 
@@ -66,9 +66,13 @@ def test_run_state_has_one_typed_attribute_per_owner_and_no_string_keyed_bag() -
     ctx = _ctx()
     assert not hasattr(ctx, "extensions")
     assert isinstance(ctx.settings, RunSettings)
-    assert isinstance(ctx.guard, GuardState)
+    assert (ctx.guard_token, ctx.resolved_hosts, ctx.unhook_frameworks, ctx.claimed_agent_runs) == (
+        None,
+        {},
+        None,
+        set(),
+    )
     assert isinstance(ctx.requests, RequestMemo)
-    assert isinstance(ctx.frameworks, FrameworkState)
     assert isinstance(ctx.replay, ReplayState)
     assert (ctx.served_instead, ctx.comparison, ctx.origin_thread, ctx.redactor) == (None, None, None, None)
 
@@ -100,7 +104,7 @@ def test_a_child_process_reads_the_parent_run_typed() -> None:
     assert parent.settings == RunSettings(
         nodeid="t.py::t", allow_hosts=("localhost",), block_network_only=True
     )
-    assert parent.guard.token == "abc"
+    assert parent.guard_token == "abc"
     assert parent.settings.block_network_only
     assert not _ctx("regression").settings.block_network_only
 

@@ -22,7 +22,7 @@ from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, 
 from .failures import RunFailures
 from .rerecord import Rerecord
 from .run_settings import RunSettings
-from .run_state import FrameworkState, GuardState, ReplayState, RequestMemo, RunRedactor, RunRooms
+from .run_state import ReplayState, RequestMemo, RunRedactor, RunRooms
 
 # The last whole second stamped and its "YYYY-MM-DDTHH:MM:SS" text: one event per replayed call is stamped,
 # and formatting a datetime costs more than the rest of recording it; only the microseconds change. Shared
@@ -227,9 +227,18 @@ class RunContext:
         self.redactor: RunRedactor | None = None
         # The thread the run began on: tool calls from other threads are concurrent (api.py).
         self.origin_thread: int | None = None
-        self.guard = GuardState()
+        # The network guard's memory (``guard/runs.py``): the name the run's child processes report under
+        # (made when the guard first needs it), and IP address -> the allowed host name it was resolved
+        # from, so the connect that follows is recognised. Per run: what one test's allowed name resolved
+        # to must not admit that IP for another.
+        self.guard_token: str | None = None
+        self.resolved_hosts: dict[str, str] = {}
         self.requests = RequestMemo()
-        self.frameworks = FrameworkState()
+        # The framework adapters' (``frameworks/``): what unhooks those activated for the run
+        # (``replay/runs.py``), and the agent runs (``gen_ai.agent.call.id``) whose tools a framework
+        # wrapper records itself.
+        self.unhook_frameworks: Callable[[], None] | None = None
+        self.claimed_agent_runs: set[str] = set()
         self.replay = ReplayState()
         # Per-run state of the owners above core, one typed room per owner type.
         self.rooms = RunRooms()

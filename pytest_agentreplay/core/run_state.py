@@ -31,19 +31,6 @@ class RunRedactor(Protocol):
     def query_replacement(self, match: re.Match[str]) -> str: ...
 
 
-class GuardState:
-    """The network guard's memory of one run (``http/guard``)."""
-
-    __slots__ = ("resolved", "token")
-
-    def __init__(self, token: str | None = None) -> None:
-        # Names the run in the refusal reports its child processes write (set when the guard first needs it).
-        self.token = token
-        # IP address -> the allowed host name it was resolved from, so the connect that follows is
-        # recognised. Per run: what one test's allowed name resolved to must not admit that IP for another.
-        self.resolved: dict[str, str] = {}
-
-
 class RequestMemo:
     """What the HTTP layer keeps between a run's requests (``http/recording``)."""
 
@@ -55,18 +42,6 @@ class RequestMemo:
         # emitted; a hook or the user gets a copy), and the next request's body takes its parts.
         self.shared: dict[tuple[str, str], Mapping[str, object]] = {}
         self.digests: DigestMemo | None = None
-
-
-class FrameworkState:
-    """The framework adapters' bookkeeping for one run (``frameworks/``)."""
-
-    __slots__ = ("claimed_agent_runs", "deactivate")
-
-    def __init__(self) -> None:
-        # Unhooks the adapters activated for the run (``runs.start``/``runs.finish``).
-        self.deactivate: Callable[[], None] | None = None
-        # Agent runs (``gen_ai.agent.call.id``) whose tools a framework wrapper records itself.
-        self.claimed_agent_runs: set[str] = set()
 
 
 T = TypeVar("T")

@@ -80,7 +80,7 @@ class GenAISpanProcessor(SpanProcessor):
         if operation == "execute_tool":
             run_id = attributes.get("gen_ai.agent.call.id")
             # A framework wrapper records this agent run's tools itself: its span would duplicate them.
-            if run_id is not None and run_id in ctx.frameworks.claimed_agent_runs:
+            if run_id is not None and run_id in ctx.claimed_agent_runs:
                 return
             name = str(attributes.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool "))
             agent = attributes.get("gen_ai.agent.name")

@@ -55,7 +55,7 @@ class ReplayTools(AbstractCapability[Any]):
         run = current_run()
         run_id = getattr(ctx, "run_id", None)
         if run is not None and run_id:
-            run.frameworks.claimed_agent_runs.add(run_id)
+            run.claimed_agent_runs.add(run_id)
 
     async def wrap_tool_execute(
         self,

@@ -76,7 +76,7 @@ def adopt_handover(value: str) -> bool:
     REPORTS.directory = directory if isinstance(directory, str) and directory else None
     # Tells the parent this child runs the guard: a child that never says so is named in its summary.
     for parent in parents:
-        REPORTS.hello(parent.token)
+        REPORTS.hello(parent.guard_token)
     return bool(parents)
 
 
@@ -142,7 +142,7 @@ def unreached_children(runs: list[GuardRun]) -> list[tuple[int, str]]:
     (``isolate_subprocesses``) are contained and not listed."""
     found: dict[int, str] = {}
     for run in runs:
-        run_token = run.guard.token
+        run_token = run.guard_token
         if run_token is None:
             continue
         greeted = REPORTS.take_hellos(run_token)

@@ -286,7 +286,7 @@ def _read_reports(pattern: str) -> list[dict[str, object]]:
 
 def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
     """The refusals child processes of ``ctx`` reported so far (each once); call when the run finishes."""
-    run_token = ctx.guard.token
+    run_token = ctx.guard_token
     if run_token is None:
         return []
     found = [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]

@@ -1,7 +1,7 @@
 """Which runs guard: every active replay-mode run of the process (the context's, those registered with
 :meth:`GuardedRuns.protect`, :mod:`~pytest_agentreplay.core.capture`'s run list, the runs a thread was
 started under) and in a child process its parent's (:class:`ParentRun`, with the ``settings`` and
-``guard`` memory the guard reads of a run). A context whose own run records is not blocked. The patches
+guard memory the guard reads of a run). A context whose own run records is not blocked. The patches
 that ask (:data:`PATCHES`) and what they call through to (:data:`ORIGINALS`) live here too."""
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from ..core.failures import RunFailures
 from ..core.patching import Owner, Patches, Undo, genuine_function
 from ..core.run_settings import RunSettings
-from ..core.run_state import GuardState
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -38,7 +37,8 @@ class ParentRun:
     recording = False
 
     def __init__(self, data: Mapping[str, object]) -> None:
-        self.token = str(data.get("token") or "")
+        # The name this child reports under (``RunContext.guard_token``), and what it resolved.
+        self.guard_token = str(data.get("token") or "")
         cassette = data.get("cassette")
         self.cassette = cassette if isinstance(cassette, str) else None
         self.mode = str(data.get("mode") or "regression")
@@ -51,7 +51,7 @@ class ParentRun:
             block_network_only=bool(data.get(BLOCK_ONLY)),
         )
         self.failures = RunFailures()
-        self.guard = GuardState(token=self.token)
+        self.resolved_hosts: dict[str, str] = {}
 
 
 def nodeid(run: GuardRun) -> str | None:
@@ -60,9 +60,9 @@ def nodeid(run: GuardRun) -> str | None:
 
 def token(run: GuardRun) -> str:
     """The name ``run``'s child processes report under (made on first use)."""
-    if run.guard.token is None:
-        run.guard.token = uuid.uuid4().hex
-    return run.guard.token
+    if run.guard_token is None:
+        run.guard_token = uuid.uuid4().hex
+    return run.guard_token
 
 
 # -- the runs guarding now -------------------------------------------------------------------------
@@ -120,13 +120,13 @@ class GuardedRuns:
             permitted = [h for h, n in self.permitted.items() if n]
             resolved: dict[str, str] = {}
             for run in runs:
-                resolved.update(run.guard.resolved)
+                resolved.update(run.resolved_hosts)
         return permitted, resolved
 
     def remember_resolution(self, name: str, addresses: Iterable[object], runs: list[GuardRun]) -> None:
         with self.lock:
             for run in runs:
-                memory = run.guard.resolved
+                memory = run.resolved_hosts
                 for address in addresses:
                     if isinstance(address, str):
                         memory[address.lower()] = name.lower()

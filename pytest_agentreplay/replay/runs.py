@@ -12,7 +12,7 @@ from ..runtime.values import body_starts, finish_run, forget, start_run
 def start(ctx: RunContext) -> None:
     """Emit ``run.start``, hook in the frameworks already imported, and record or serve runtime values."""
     ctx.start()
-    ctx.frameworks.deactivate = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
+    ctx.unhook_frameworks = activate_frameworks(ctx)  # cheap: only imported frameworks hook in
     start_run(ctx)
 
 
@@ -24,7 +24,7 @@ def enter_body(ctx: RunContext) -> None:
 
 def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> None:
     """Unhook the frameworks, add the runtime values the run read, then emit ``run.end``."""
-    deactivate_frameworks, ctx.frameworks.deactivate = ctx.frameworks.deactivate, None
+    deactivate_frameworks, ctx.unhook_frameworks = ctx.unhook_frameworks, None
     if deactivate_frameworks is not None:
         deactivate_frameworks()
     try:
