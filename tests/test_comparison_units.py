@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentreplay.core import comparison_settings
+from pytest_agentreplay.core import settings_check as check
 from pytest_agentreplay.core.prices import PriceTable, parse_prices
 from pytest_agentreplay.core.settings_check import Origin
 from pytest_agentreplay.diff.rules import RuleSet, default_rules, parse_rules
@@ -119,13 +119,13 @@ def test_a_bad_price_names_the_model_and_the_form(value: object) -> None:
 
 def test_comparison_settings_are_checked_where_they_are_given() -> None:
     origin = Origin("repeat", "the marker")
-    assert comparison_settings.repeat("12", origin) == 12
-    assert comparison_settings.share("90%", origin) == pytest.approx(0.9)
+    assert check.repeat("12", origin) == 12
+    assert check.share("90%", origin) == pytest.approx(0.9)
     for bad in (0, "ten", 201, True):
         with pytest.raises(ConfigError, match="from 1 to 200"):
-            comparison_settings.repeat(bad, origin)
+            check.repeat(bad, origin)
     with pytest.raises(ConfigError, match="a rate from 0 to 1"):
-        comparison_settings.share(1.5, origin)
+        check.share(1.5, origin)
 
 
 def test_the_comparison_rule_options_parse_and_refuse_bad_values() -> None:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Final, Literal
 
 from . import settings_check as checks
-from .comparison_settings import repeat, share
 from .constants import (
     DEFAULT_CASSETTE_DIR,
     DEFAULT_ISOLATE_MODE,
@@ -199,10 +198,10 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting("allow_read_repeats", FIXTURE, "serve a read again once every recorded one was played",
             flag=True, default=True),
     Setting("repeat", _ANYWHERE, "model-comparison: run each test N times live; its agreement rate, "
-            "with a Wilson confidence interval, decides it", default=1, metavar="N", check=repeat),
+            "with a Wilson confidence interval, decides it", default=1, metavar="N", check=checks.repeat),
     Setting("min_agreement", "ini project marker fixture", "model-comparison with repeats: the agreement "
             "rate a test must reach (its interval wholly below fails it, wholly above passes it)",
-            default=0.9, check=share),
+            default=0.9, check=checks.share),
     Setting("live_reads", "ini project marker fixture", "model-comparison: send a read the cassette holds no "
             "result for, so the run continues past the first divergence (writes are never sent)",
             flag=True, default=False),

@@ -278,6 +278,34 @@ def count(value: object, origin: Origin) -> int:
     raise invalid(origin, value, "a whole number >= 0")
 
 
+# More runs than this is a benchmark, not a test: a typo (1000 for 10) would call the model a thousand times.
+MAX_REPEAT = 200
+
+
+def repeat(value: object, origin: Origin) -> int:
+    """A whole number of runs, 1 to :data:`MAX_REPEAT` (ini values are strings)."""
+    number = value.strip() if isinstance(value, str) else value
+    if isinstance(number, str) and number.isdigit():
+        number = int(number)
+    if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= MAX_REPEAT:
+        return number
+    raise invalid(origin, value, f"a whole number of runs from 1 to {MAX_REPEAT}")
+
+
+def share(value: object, origin: Origin) -> float:
+    """A rate from 0 to 1 (``0.9``; ``"90%"`` too)."""
+    number: object = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            number = None
+    if isinstance(number, int | float) and not isinstance(number, bool) and 0 <= number <= 1:
+        return float(number)
+    raise invalid(origin, value, 'a rate from 0 to 1, e.g. 0.9 (or "90%")')
+
+
 def report_path(value: object, origin: Origin, base: Path, *, check_folder: bool) -> Path:
     """The session report: ``.md``, ``.json`` or ``.html``, in a folder that exists (no folder is created
     for it: a typo would otherwise put the report where nobody looks)."""

@@ -17,13 +17,12 @@ repeats needed; the reason names the numbers) or lets it pass; a budget rule exc
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import NoReturn, Protocol
+from typing import NamedTuple, NoReturn, Protocol
 
 import pytest
 from _pytest.outcomes import OutcomeException
 
-from ..core import comparison_settings
-from ..core.comparison_settings import ComparisonSettings
+from ..core import settings_check as check
 from ..exceptions import AgentReplayError, ComparisonError
 from ..replay.repeats import FAIL, INCONCLUSIVE, aggregate, verdict_line
 from ..report.status import Action, Cause, TestOutcome
@@ -40,14 +39,29 @@ class TestLife(Protocol):
     def guard_to_run(self) -> None: ...
 
 
+class ComparisonSettings(NamedTuple):
+    """One test's comparison settings, resolved."""
+
+    repeat: int
+    min_agreement: float
+    live_reads: bool
+
+
 def comparison_settings_of(run: TestRun) -> ComparisonSettings:
-    """The test's repeat, min_agreement and live_reads (marker and fixture over the session's). Raises
+    """The test's repeat, min_agreement and live_reads: the marker's and fixture's (``extra``) over the
+    session's (``config.py``'s precedence), each checked where it is read (here, in the call: only a
+    replayed model comparison reads them); a command-line ``repeat`` wins over the test's. Raises
     ``ConfigError`` for a bad value."""
-    settings = run.settings
-    session = ComparisonSettings(settings.repeat, settings.min_agreement, settings.live_reads)
-    return comparison_settings.resolve(
-        session, run.plan.test.extra, nodeid=run.plan.nodeid, cli_repeat=settings.repeat_explicit
-    )
+    settings, extra = run.settings, run.plan.test.extra
+    place = f"@pytest.mark.agentreplay on {run.plan.nodeid} (or its agentreplay_config fixture)"
+    values: list[object] = [settings.repeat, settings.min_agreement, settings.live_reads]
+    checkers = (("repeat", check.repeat), ("min_agreement", check.share), ("live_reads", check.boolean))
+    for index, (key, checked) in enumerate(checkers):
+        if extra.get(key) is not None:
+            value = checked(extra[key], check.Origin(key, place))
+            if key != "repeat" or not settings.repeat_explicit:
+                values[index] = value
+    return ComparisonSettings(*values)  # type: ignore[arg-type]
 
 
 def repeated_call(
