@@ -1,5 +1,5 @@
-"""The finder running a callback the moment a module has been imported (``core.after_import``): it patches
-HTTP clients and ``multiprocessing.spawn`` without importing them ahead of time."""
+"""The finder running a callback the moment a module has been imported (``core.patching.AfterImport``): it
+patches HTTP clients and ``multiprocessing.spawn`` without importing them ahead of time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_agentreplay.core.after_import import AfterImport
+from pytest_agentreplay.core.patching import AfterImport
 
 
 @pytest.fixture

@@ -28,8 +28,7 @@ from frameworks_lab import history, tool_history
 from servers import LLMServer, ModelReply
 
 from pytest_agentreplay import frameworks
-from pytest_agentreplay.core.after_import import AfterImport
-from pytest_agentreplay.core.patching import Owner, Patches
+from pytest_agentreplay.core.patching import AfterImport, Owner, Patches
 
 # The tool every agent below calls, a plain function (no framework needed to define it).
 TOOL = '''

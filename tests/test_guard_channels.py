@@ -667,7 +667,7 @@ def test_uninstall_leaves_no_hook_and_the_original_spawn_function() -> None:
         import importlib
         import os
 
-        from pytest_agentreplay.core.after_import import AfterImport
+        from pytest_agentreplay.core.patching import AfterImport
         from pytest_agentreplay import guard
 
         patched = guard.children._patched_get_preparation_data

@@ -11,8 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_agentreplay.core.after_import import AfterImport
-from pytest_agentreplay.core.patching import Library, Owner, Patches, genuine
+from pytest_agentreplay.core.patching import AfterImport, Library, Owner, Patches, genuine
 
 
 class Base:
