@@ -63,6 +63,11 @@ def to_jsonable(value: object) -> Any:
     return repr(value)
 
 
+def error_text(exc: BaseException) -> str:
+    """How a failed call's error is recorded (``data.error``): ``TypeName: message``."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def payload(value: object, data_class: DataClass = "internal", media_type: str | None = None) -> PayloadRef:
     return PayloadRef(inline=to_jsonable(value), data_class=data_class, media_type=media_type)
 

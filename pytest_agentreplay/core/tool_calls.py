@@ -10,7 +10,7 @@ from typing import Any, Final, Literal
 
 from ..exceptions import AgentReplayError, CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
 from .canonical import hash_value
-from .capture import RunContext, ToolOutcome, served_payload, to_jsonable
+from .capture import RunContext, ToolOutcome, error_text, served_payload, to_jsonable
 from .commands import rerecord_fix
 from .concurrency import concurrent_group
 from .constants import Mode
@@ -32,10 +32,6 @@ CODEC_FIX: Final = (
     "or teach the type to the recorder: pytest_agentreplay.register_tool_codec(TheType, encode, decode), "
     "registered in the recording and in the replaying process"
 )
-
-
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:

@@ -80,10 +80,6 @@ def note_agent(ctx: RunContext, agent: object, *, framework: str) -> None:
         labels.setdefault("framework", framework)
 
 
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
 def in_current_run(handle: Callable[[RunContext], None]) -> None:
     """Call ``handle`` with the run active here, if any. A framework calls its span processors from the
     agent's own code path: a failure must not break the agent, so it fails the test instead (kept in the

@@ -22,11 +22,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
 from langchain_core.tracers.context import register_configure_hook
 
-from ..core.capture import RunContext, current_run, state_hash, to_jsonable
+from ..core.capture import RunContext, current_run, error_text, state_hash, to_jsonable
 from ..core.documents import Document
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution, as_arguments, error_text
+from ._record import ToolExecution, as_arguments
 
 if TYPE_CHECKING:
     # LangGraph's ToolNode types; LangChain without LangGraph never calls replay_tool_call.

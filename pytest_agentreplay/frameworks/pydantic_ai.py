@@ -16,10 +16,10 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_core import to_json
 
-from ..core.capture import current_run, to_jsonable
+from ..core.capture import current_run, error_text, to_jsonable
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution, error_text
+from ._record import ToolExecution
 from .otel import private_provider
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from typing import Any, Final
 
 from smolagents.tools import Tool
 
-from ..core.capture import current_run, to_jsonable
+from ..core.capture import current_run, error_text, to_jsonable
 from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
-from ._record import ToolExecution, as_arguments, error_text
+from ._record import ToolExecution, as_arguments
 
 FRAMEWORK: Final = "smolagents"
 

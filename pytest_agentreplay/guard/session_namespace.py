@@ -21,7 +21,6 @@ from typing import Final
 
 from ..core.config import Settings
 from ..core.constants import NETNS_ENV_VAR
-from ..core.documents import Document
 from ..exceptions import ConfigError
 from .decision import is_loopback
 from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER, NAMESPACES
@@ -102,15 +101,6 @@ class Isolation:
                 f"{', '.join(self.unreachable)} (use --agentreplay-isolate=off for a session that needs them)"
             )
         return lines
-
-    def to_dict(self, guarded: bool) -> Document:
-        return {
-            "level": self.level(guarded),
-            "isolation": self.state,
-            "setting": self.setting,
-            "reason": self.reason,
-            "unreachable_hosts": list(self.unreachable),
-        }
 
 
 # -- the decision ------------------------------------------------------------------------------------
