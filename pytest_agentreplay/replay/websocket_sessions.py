@@ -109,10 +109,6 @@ class _RunConnections:
             return queue.popleft() if queue else None
 
 
-def _connections(ctx: RunContext) -> _RunConnections:
-    return ctx.rooms.of(_RunConnections, lambda: _RunConnections(ctx))
-
-
 def _redacted(ctx: RunContext, url: str) -> str:
     redactor = ctx.redactor
     return redactor.redact_url(url) if redactor is not None else url
@@ -301,7 +297,7 @@ Opening = LiveConnection | ServedConversation
 def open_connection(ctx: RunContext, request: HttpRequest) -> Opening:
     """Decide one connection: live (and recorded) or served. Raises the refusal of an unmatched one."""
     action = decide(ctx, request)
-    state = _connections(ctx)
+    state = ctx.rooms.of(_RunConnections, lambda: _RunConnections(ctx))
     if isinstance(action, Refuse):
         raise action.exception(lambda fault: ConnectionResetError(fault.message()))
     url = _redacted(ctx, request.url)

@@ -178,19 +178,16 @@ def session_vcr(config: pytest.Config) -> Any:
         try:
             hook(config=config, vcr=vcr)
         except Exception as exc:
+            impls = hook.get_hookimpls() if hasattr(hook, "get_hookimpls") else []
+            names = ", ".join(str(getattr(impl, "plugin_name", impl)) for impl in impls) or "none"
             raise ConfigError(
                 f"a pytest_recording_configure hook failed: {type(exc).__name__}: {exc}",
-                evidence=[f"hook implementations: {_impl_names(hook)}"],
+                evidence=[f"hook implementations: {names}"],
                 place="pytest_recording_configure(config, vcr) in a conftest.py or plugin",
                 fixes=["fix the hook: it receives the session's vcr.VCR, as pytest-recording passes one"],
             ) from exc
     config.stash[VCR_KEY] = vcr
     return vcr
-
-
-def _impl_names(hook: Any) -> str:
-    impls = hook.get_hookimpls() if hasattr(hook, "get_hookimpls") else []
-    return ", ".join(str(getattr(impl, "plugin_name", impl)) for impl in impls) or "none"
 
 
 def source(request: pytest.FixtureRequest) -> VcrSource:
