@@ -52,6 +52,8 @@ ISOLATION_KEY = pytest.StashKey["Isolation"]()
 # A test's life, from its protocol's start to its status (shell/life.py). A string subscript: the class
 # imports the recorder and the guard, which a session that never replays should not pay for.
 LIFE_KEY = pytest.StashKey["TestLife"]()
+# Whether the test uses agent replay, decided once at its protocol's start (set-up reads it on each attempt).
+REPLAYS_KEY = pytest.StashKey[bool]()
 TOLERATED_PROPERTY = "agentreplay-tolerated"
 NOT_SPENT_PROPERTY = "agentreplay-not-spent"
 
@@ -163,7 +165,7 @@ class SessionHooks:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, object, object]:
-        replays = uses_agentreplay(item)
+        replays = item.stash[REPLAYS_KEY] = uses_agentreplay(item)
         if replays:
             self.interception.hold()
         else:
@@ -178,7 +180,7 @@ class SessionHooks:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
         # A new life per attempt: pytest-rerunfailures runs set-up to teardown again in one protocol.
-        replays = uses_agentreplay(item)
+        replays = item.stash.get(REPLAYS_KEY, False)
         if not (replays or self.config.stash[SETTINGS_KEY].block_network):
             return (yield)
         from .shell.life import TestLife  # heavy: the recorder and the guard, only when a test uses them
@@ -340,12 +342,13 @@ def agentreplay_cassette_path(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _agentreplay_activation(request: pytest.FixtureRequest) -> Generator[None, None, None]:
+def _agentreplay_activation(request: pytest.FixtureRequest) -> None:
     """The marker alone activates replay (``--agentreplay-block-network`` guards every other test from
-    ``pytest_runtest_setup`` to ``pytest_runtest_teardown``, fixtures included)."""
-    if uses_agentreplay(request.node) and "agent_replay" not in request.fixturenames:
+    ``pytest_runtest_setup`` to ``pytest_runtest_teardown``, fixtures included). Not a generator: it has
+    nothing to tear down, and every test of the session pays for this fixture."""
+    life = request.node.stash.get(LIFE_KEY, None)
+    if life is not None and life.replays and "agent_replay" not in request.fixturenames:
         request.getfixturevalue("agent_replay")
-    yield
 
 
 @pytest.fixture
