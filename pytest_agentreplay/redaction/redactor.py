@@ -218,13 +218,16 @@ class Redactor:
         names = self._memory.names
         for k, v in value.items():
             twin = twins.get(k, _ABSENT)
+            if v is twin:  # (never the absent marker: a value is never it)
+                out[k] = twin
+                reused += 1
+                continue
             kind = type(v)
             walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
             walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
             if twin is not _ABSENT and (
-                v is twin
-                or (kind is str and v == twin and type(twin) is str)
-                or (not walked and (kind is not str or v == twin) and same_json(v, twin))
+                (kind is str and v == twin and (type(twin) is str or same_json(v, twin)))
+                or (not walked and kind is not str and same_json(v, twin))
             ):
                 out[k] = twin
                 reused += 1
