@@ -57,6 +57,8 @@ from .scan import changed_paths
 
 T = TypeVar("T")
 _ABSENT = object()
+# A tuple, not ``dict | list``: that union is built anew at every call of the walk.
+_CONTAINERS = (dict, list)
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
@@ -206,7 +208,7 @@ class Redactor:
                 self.learn(value[1])
                 return [value[0], REDACTED]
             return [
-                self._redact_element(v, keys) if isinstance(v, dict | list) else self._redact(v, keys)
+                self._redact_element(v, keys) if isinstance(v, _CONTAINERS) else self._redact(v, keys)
                 for v in value
             ]
         return value
@@ -246,7 +248,7 @@ class Redactor:
                 out[new_key] = REDACTED
             elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
                 out[new_key] = self._redact_schema_properties(v)
-            elif keys and k == "headers" and isinstance(v, dict | list):
+            elif keys and k == "headers" and isinstance(v, _CONTAINERS):
                 out[new_key] = self.redact_headers(v)
             else:
                 walk = self._redact_object if walked else self._redact
