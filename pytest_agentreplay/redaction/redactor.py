@@ -53,7 +53,7 @@ from .rules import (
     normalize_name,
     try_json,
 )
-from .scan import changed_paths
+from .scan import changed_paths, merge_spans
 
 T = TypeVar("T")
 _ABSENT = object()
@@ -238,7 +238,8 @@ class Redactor:
             fixed = twin is not _ABSENT or not isinstance(k, str)
             new_key = k if fixed else self.redact_string(k, keys=False)
             secret = False
-            if keys and isinstance(k, str) and (walked or not is_exempt(v)):  # (an object is never exempt)
+            exempt = not walked and (v is None or kind is bool or v == "" or v == REDACTED)  # is_exempt
+            if keys and isinstance(k, str) and not exempt:  # (an object is never exempt)
                 decided = names.get((k, False))  # ``is_secret_name``, inlined
                 if decided is None:
                     decided = self._kind(k, False)
@@ -250,6 +251,9 @@ class Redactor:
                 out[new_key] = self._redact_schema_properties(v)
             elif keys and k == "headers" and isinstance(v, _CONTAINERS):
                 out[new_key] = self.redact_headers(v)
+            elif kind is str:  # (``_redact``'s first case)
+                out[new_key] = text = self.redact_string(v, keys=keys)
+                reused += text is twin
             else:
                 walk = self._redact_object if walked else self._redact
                 out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
@@ -456,7 +460,7 @@ class Redactor:
                 if value and value != REDACTED and self.is_secret_name(match.group("name"), value=value):
                     spans.append(match.span(group))
         spans.extend(self.known.spans(text))
-        return _merge(spans)
+        return merge_spans(spans)
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document:
         """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
@@ -469,16 +473,6 @@ class Redactor:
         found: list[str] = []
         changed_paths(self, value, self._redact(value, keys), path, found)
         return found
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 @functools.cache
