@@ -78,8 +78,10 @@ def event_label(event: Event) -> str:
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``)."""
-    return [key for key in _unshared(a, b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
+    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``): of
+    :func:`_unshared`'s, in its order, each asked once (a key of one side only differs)."""
+    keys = [k for k, v in a.items() if v is not (w := b.get(k, ABSENT)) and not same_json(v, w)]
+    return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
 
 def _seq(event: Event, index: int) -> int:
@@ -168,13 +170,14 @@ class _Walker:
         )
 
     def event(self, a: Event, b: Event, keys: Sequence[str]) -> None:
-        """Walk the top-level ``keys`` whose values may differ (the others are known equal)."""
+        """Walk the top-level ``keys`` whose values are not the same JSON (``_differing_keys``)."""
         for key in sorted(keys, key=str):
             va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
             if key in REF_FIELDS:
                 self.payload(va, vb, (key,))
             else:
-                self.walk(va, vb, (str(key),))
+                # A container is not ``_same`` (as JSON): not asked again. (A number may be: 1 is 1.0.)
+                self.walk(va, vb, (str(key),), isinstance(va, _CONTAINERS))
 
     def _load(self, ref: object) -> object:
         if ref is ABSENT or ref is None:
@@ -201,8 +204,9 @@ class _Walker:
             a, b = comparable_request(a), comparable_request(b)
         self.walk(a, b, tokens)
 
-    def walk(self, a: object, b: object, tokens: Path) -> None:
-        if _same(a, b):
+    def walk(self, a: object, b: object, tokens: Path, differ: bool = False) -> None:
+        """The differences of ``a`` and ``b`` at ``tokens``; ``differ``: known not to be :func:`_same`."""
+        if not differ and _same(a, b):
             return
         if isinstance(a, _SCALARS) or isinstance(b, _SCALARS):
             self.leaf(a, b, tokens)
