@@ -179,6 +179,35 @@ class _Walker:
                 # A container is not ``_same`` (as JSON): not asked again. (A number may be: 1 is 1.0.)
                 self.walk(va, vb, (str(key),), isinstance(va, _CONTAINERS))
 
+    def ignored_only(self, event_type: str, a: Event, b: Event, keys: Sequence[str]) -> bool:
+        """Whether what differs at ``keys`` is only scalars, at the top or in an object there, that the
+        rules ignore: counted as the walk counts them (:meth:`leaf`), with nothing to walk; else nothing
+        is counted and the pair is walked."""
+        found = 0
+        for key in keys:
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+            if key in REF_FIELDS or not isinstance(key, str):
+                return False
+            leaves: list[tuple[Path, object, object]]
+            if type(va) is dict and type(vb) is dict:
+                leaves = [((key, k), va.get(k, ABSENT), vb.get(k, ABSENT)) for k in _unshared(va, vb)]
+            else:
+                leaves = [((key,), va, vb)]
+            for tokens, x, y in leaves:
+                if not (isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and isinstance(tokens[-1], str)):
+                    return False
+                if _same(x, y) or (isinstance(x, str) and isinstance(y, str) and _same_json_text(x, y)):
+                    continue
+                judgement = self.rules.judge(event_type, tokens)
+                if x is ABSENT and judgement.unrecorded is not None:
+                    if judgement.unrecorded != "ignore":
+                        return False
+                elif judgement.verdict != "ignore":
+                    return False
+                found += 1
+        self.ignored += found
+        return True
+
     def _load(self, ref: object) -> object:
         if ref is ABSENT or ref is None:
             return ABSENT
@@ -353,7 +382,7 @@ def compare_histories(
         differing = _differing_keys(a, b)
         if VOLATILE_ENVELOPE.issuperset(differing):  # equal but for the volatile envelope
             equal += 1
-        else:
+        elif not walker.ignored_only(str(b.get("type")), a, b, differing):
             walker.start("changed", b, (_seq(a, i), _seq(b, j)), (j, 1, i))
             walker.event(a, b, differing)
     for i, j in alignment.moved:
