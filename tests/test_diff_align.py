@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_agentreplay.diff import RuleSet, compare_histories
-from pytest_agentreplay.diff.align import align_histories, coarse_identity, identity
+from pytest_agentreplay.diff.align import _same_identity, align_histories, coarse_identity, identity
 from pytest_agentreplay.diff.sequence import lcs_pairs
 
 
@@ -377,3 +377,42 @@ def test_alignment_of_same_steps_equals_the_general_diff(
     finally:
         align._same_steps = original
     assert fast == general
+
+
+def test_same_identity_at_once_is_what_the_identities_say() -> None:
+    """``align._same_identity`` answers at once when what an identity is made of is the same objects on
+    both sides, else by the identities: the two answers agree, the tricky cases included."""
+    url = "http://svc/items/1?page=2"
+
+    def get(**data: Any) -> dict[str, Any]:
+        return ev("http", data={"method": "GET", "url": url, **data})
+
+    def call(**data: Any) -> dict[str, Any]:
+        return ev("model.call", data={"provider": "openai", "endpoint": "chat", **data})
+
+    cases = [
+        (get(), get()),
+        # Another query, another case of the scheme: one identity; another path: not.
+        (get(), get(url=url + "x")),
+        (get(), get(url="HTTP" + url[4:])),
+        (get(), get(url=url[:-7])),
+        (get(), get(method="POST")),
+        (get(), get(method=None)),
+        (get(url=[1]), get(url=[True])),
+        (call(), call()),
+        (call(), call(endpoint=None)),
+        (call(provider=1), call(provider=True)),
+        (ev("effect", effect={"kind": "post", "target": "a"}), ev("effect", effect={"kind": "post"})),
+    ]
+    shared = {"method": "GET", "url": url}
+    keyed = [
+        ev("http", data=shared, tool={"name": "t", "idempotency_key": "k1"}),
+        ev("http", data=shared, tool={"name": "t", "idempotency_key": "k2"}),
+        ev("http", data=shared, tool={"name": "t"}),
+    ]
+    cases += [(a, b) for a in keyed for b in keyed]
+    cases += [(ev("http", data=shared), ev("http", data=dict(shared)))]
+    for a, b in cases:
+        want = identity(a) == identity(b)
+        assert _same_identity(a["type"], a, b) is want, (a, b)
+        assert _same_identity(a["type"], b, a) is want, (b, a)

@@ -487,3 +487,39 @@ def test_to_dict_is_json_ready() -> None:
 def test_importing_the_diff_package_does_not_import_deepdiff() -> None:
     code = "import sys, pytest_agentreplay.diff; assert 'deepdiff' not in sys.modules, 'deepdiff imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_pair_differing_only_where_the_rules_ignore_counts_as_the_walk_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_Walker.ignored_only`` (a pair whose differences are all ignored scalars is counted, not walked)
+    gives the result of the walk, whatever it meets: ignored and judged leaves mixed, ``true`` and ``1``,
+    ``1`` and ``1.0``, JSON text in another key order, a value one side lacks, deeper objects, payloads."""
+    from pytest_agentreplay.diff import compare
+
+    def http(seq: int, **data: Any) -> dict[str, Any]:
+        return ev(seq, "http", data={"method": "GET", "url": "http://svc/a", **data})
+
+    recorded = [http(0, latency_ms=1.0), http(1, latency_ms=1.0, status=200), http(2, n=1), http(3, n=1)]
+    recorded += [http(4, t='{"a":1,"b":2}'), http(5, deep={"x": 1}), http(6, latency_ms=2.0, gone=1)]
+    recorded += [http(7, n=1.0), {**http(8), "output_ref": {"inline": {"status": 200}}}, http(9, flag=True)]
+    replayed = [http(0, latency_ms=2.5), http(1, latency_ms=3.0, status=500), http(2, n=True)]
+    replayed += [http(3, n=1.0), http(4, t='{"b":2,"a":1}'), http(5, deep={"x": 2})]
+    replayed += [http(6, latency_ms=3.0, new=1), http(7, n=1), {**http(8), "output_ref": {"inline": {}}}]
+    replayed += [http(9, flag=1)]
+    for i, event in enumerate(replayed):
+        event["ts"] = f"2026-01-01T00:00:{i:02d}Z"
+    rules = [
+        RuleSet.defaults("regression"),
+        RuleSet.from_layers("regression", project={"http:data.n": "ignore", "http:data.flag": "ignore"}),
+        RuleSet.from_layers("regression", project={"http:data.*": "ignore"}),
+        RuleSet.from_layers(
+            "regression", project={"http:data.new": {"verdict": "ignore", "unrecorded": "expected"}}
+        ),
+    ]
+    for rule_set in rules:
+        quick = compare_histories(recorded, replayed, rules=rule_set).to_dict(wire=True)
+        with monkeypatch.context() as patched:
+            patched.setattr(compare._Walker, "ignored_only", lambda *args: False)
+            walked = compare_histories(recorded, replayed, rules=rule_set).to_dict(wire=True)
+        assert json.dumps(quick, default=repr) == json.dumps(walked, default=repr)

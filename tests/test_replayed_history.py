@@ -4,6 +4,7 @@ at a cost that does not grow with the recorded conversation when the requests di
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,11 @@ import pytest
 
 from pytest_agentreplay.core.canonical import request_digest, same_json
 from pytest_agentreplay.core.constants import REDACTED
-from pytest_agentreplay.core.events import Event, event_to_shared_dict
+from pytest_agentreplay.core.events import Event, ToolInfo, event_to_shared_dict
 from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
+from pytest_agentreplay.http.recording import served
 from pytest_agentreplay.redaction import Redactor
-from pytest_agentreplay.replay.replayed_history import redacted_replay
+from pytest_agentreplay.replay.replayed_history import RecordedSide, redacted_replay
 
 SECRET = "sk-proj-" + "A1b2C3d4" * 6
 
@@ -257,3 +259,59 @@ def test_the_matchers_redaction_of_a_live_body_is_the_one_its_event_holds() -> N
     event["input_ref"] = {**event["input_ref"], "inline": {**event["input_ref"]["inline"], "body": body}}
     assert redact_event(event, redactor).doc["input_ref"]["inline"]["body"] is matched
     assert matched["json"]["note"] == f"token {REDACTED}"
+
+
+def _served_from(recorded: list[Event]) -> list[Event]:
+    """A replay that served ``recorded``'s responses: each event holds the recorded response records that
+    ``http.recording.served`` hands it when they match field for field."""
+    replayed = _history(_headers(), latency=2.5)
+    out = []
+    for event, twin in zip(replayed, recorded, strict=True):
+        built = event.output_ref
+        if built is not None and twin.output_ref is not None:
+            built = built.model_copy(update={"inline": twin.output_ref.inline})
+            built = served(twin.output_ref, built)
+        out.append(event.model_copy(update={"output_ref": built}))
+    return out
+
+
+def test_a_response_record_is_served_only_when_equal_field_for_field() -> None:
+    recorded = _history(_headers())[0].output_ref
+    assert recorded is not None
+    same = recorded.model_copy()
+    assert served(recorded, same) is recorded
+    # The response must be the recorded one itself, not an equal copy; a scalar equal only across types
+    # (``true`` and ``1``) or another data class is no match.
+    copied = recorded.model_copy(update={"inline": copy.deepcopy(recorded.inline)})
+    assert served(recorded, copied) is copied
+    for update in ({"data_class": "personal"}, {"size": 1}, {"media_type": "text/plain"}):
+        built = recorded.model_copy(update=update)
+        assert served(recorded, built) is built
+    flagged = ToolInfo.construct_trusted({"name": "svc", "schema_version": None, "idempotency_key": None})
+    assert served(ToolInfo(name="svc"), flagged).name == "svc"
+    assert served(ToolInfo(name="svc", idempotency_key="1"), flagged) is flagged
+    assert served(None, flagged) is flagged
+
+
+def test_served_records_compare_by_identity_and_as_the_slow_path_does() -> None:
+    recorded_events = _history(_headers())
+    replayed = _served_from(recorded_events)
+    recorded = [event_to_shared_dict(e) for e in recorded_events]
+    side = RecordedSide(recorded_events)
+    slow = redacted_replay(replayed, recorded, Redactor())
+    fast = redacted_replay(replayed, side, Redactor())
+    assert [json.dumps(e) for e in fast.compared] == [json.dumps(e) for e in slow.compared]
+    assert [json.dumps(v.doc) for v in fast.views] == [json.dumps(v.doc) for v in slow.views]
+    # The served response is the recorded dict itself, and the comparison finds it so.
+    reads = [(c, r) for c, r in zip(fast.compared, side.dicts, strict=True) if r["type"] == "http"]
+    assert reads and all(c["output_ref"] is r["output_ref"] for c, r in reads)
+    # Recorded events that differ from what was served (a changed response, ``true`` for ``1``) are walked.
+    changed = list(recorded_events)
+    changed[0] = changed[0].model_copy(
+        update={"output_ref": changed[0].output_ref.model_copy(update={"inline": {"status": True}})}
+    )
+    changed_dicts = [event_to_shared_dict(e) for e in changed]
+    slow = redacted_replay(replayed, changed_dicts, Redactor())
+    fast = redacted_replay(replayed, RecordedSide(changed), Redactor())
+    assert [json.dumps(e) for e in fast.compared] == [json.dumps(e) for e in slow.compared]
+    assert fast.compared[0]["output_ref"]["inline"]["status"] == 200

@@ -204,6 +204,8 @@ def sha256_hex(data: bytes | str) -> str:
 
 # Types whose ``==`` between two values of the same type is JSON equality (not float: 0.0 == -0.0).
 _EXACT_EQUALITY = frozenset({str, int, bool, type(None)})
+# A tuple, not ``dict | list | float | int``: that union is built anew at every call.
+_MARSHALLED = (dict, list, float, int)
 
 
 def same_json(a: object, b: object) -> bool:
@@ -220,8 +222,8 @@ def same_json(a: object, b: object) -> bool:
     try:
         # What is left of JSON values: containers, and numbers equal across types (1, 1.0, true).
         if (
-            isinstance(a, dict | list | float | int)
-            and isinstance(b, dict | list | float | int)
+            isinstance(a, _MARSHALLED)
+            and isinstance(b, _MARSHALLED)
             and marshal.dumps(a, 2) == marshal.dumps(b, 2)
         ):
             return True

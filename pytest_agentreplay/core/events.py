@@ -176,15 +176,22 @@ _RECORD_FIELDS = tuple(
 )
 
 
-def event_to_shared_dict(event: Event) -> Document:
+def event_to_shared_dict(event: Event, twin: tuple[Event, Document] | None = None) -> Document:
     """:func:`event_to_dict` without the copies (a conversation's requests share their history: copying
     would cost the square of the conversation): the values are the event's own objects, only the records
-    around them become dicts. For readers only: do not modify the result."""
+    around them become dicts. For readers only: do not modify the result.
+
+    ``twin``: another event and its dict made here. A record this event shares with it (the very object:
+    records are frozen) is that dict's, the same object (a replayed exchange served from the recording)."""
     # A model's ``__dict__`` holds its fields by name, in declaration order (pydantic's documented layout).
     out = {_JSON_NAMES.get(name, name): value for name, value in event.__dict__.items() if value is not None}
     for name in _RECORD_FIELDS:
         record = out.get(name)
-        if record is not None:
+        if record is None:
+            continue
+        if twin is not None and record is twin[0].__dict__.get(name):
+            out[name] = twin[1][name]
+        else:
             out[name] = {k: v for k, v in record.__dict__.items() if v is not None}
     return out
 

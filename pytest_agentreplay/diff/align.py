@@ -253,9 +253,28 @@ def _same_steps(recorded: Sequence[Event], replayed: Sequence[Event], oi: frozen
         etype = a.get("type")
         if etype != b.get("type") or etype in oi or group_of(a) is not None or group_of(b) is not None:
             return False
-        if identities(a)[0] != identities(b)[0]:
+        if not _same_identity(etype, a, b):
             return False
     return True
+
+
+def _same_identity(etype: object, a: Event, b: Event) -> bool:
+    """Whether two events of type ``etype`` have one identity; at once when what it is made of is the same
+    objects in both (a replayed event holds its recorded twin's values where they are equal)."""
+    if _sub(a, "tool").get("idempotency_key") is _sub(b, "tool").get("idempotency_key"):
+        names = _IDENTITY_DATA.get(etype)
+        if names is not None:
+            da, db, (first, second) = _sub(a, "data"), _sub(b, "data"), names
+            if da.get(first) is db.get(first) and da.get(second) is db.get(second):
+                return True
+    return identities(a)[0] == identities(b)[0]
+
+
+# The data fields an identity of these types is made of (with the type and the idempotency key).
+_IDENTITY_DATA: Final[Mapping[object, tuple[str, str]]] = {
+    "http": ("method", "url"),
+    "model.call": ("provider", "endpoint"),
+}
 
 
 def align_histories(

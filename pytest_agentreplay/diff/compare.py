@@ -78,8 +78,10 @@ def event_label(event: Event) -> str:
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``)."""
-    return [key for key in _unshared(a, b) if not same_json(a.get(key, ABSENT), b.get(key, ABSENT))]
+    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``): of
+    :func:`_unshared`'s, in its order, each asked once (a key of one side only differs)."""
+    keys = [k for k, v in a.items() if v is not (w := b.get(k, ABSENT)) and not same_json(v, w)]
+    return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
 
 def _seq(event: Event, index: int) -> int:
@@ -168,13 +170,43 @@ class _Walker:
         )
 
     def event(self, a: Event, b: Event, keys: Sequence[str]) -> None:
-        """Walk the top-level ``keys`` whose values may differ (the others are known equal)."""
+        """Walk the top-level ``keys`` whose values are not the same JSON (``_differing_keys``)."""
         for key in sorted(keys, key=str):
             va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
             if key in REF_FIELDS:
                 self.payload(va, vb, (key,))
             else:
-                self.walk(va, vb, (str(key),))
+                # A container is not ``_same`` (as JSON): not asked again. (A number may be: 1 is 1.0.)
+                self.walk(va, vb, (str(key),), isinstance(va, _CONTAINERS))
+
+    def ignored_only(self, event_type: str, a: Event, b: Event, keys: Sequence[str]) -> bool:
+        """Whether what differs at ``keys`` is only scalars, at the top or in an object there, that the
+        rules ignore: counted as the walk counts them (:meth:`leaf`), with nothing to walk; else nothing
+        is counted and the pair is walked."""
+        found = 0
+        for key in keys:
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+            if key in REF_FIELDS or not isinstance(key, str):
+                return False
+            leaves: list[tuple[Path, object, object]]
+            if type(va) is dict and type(vb) is dict:
+                leaves = [((key, k), va.get(k, ABSENT), vb.get(k, ABSENT)) for k in _unshared(va, vb)]
+            else:
+                leaves = [((key,), va, vb)]
+            for tokens, x, y in leaves:
+                if not (isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and isinstance(tokens[-1], str)):
+                    return False
+                if _same(x, y) or (isinstance(x, str) and isinstance(y, str) and _same_json_text(x, y)):
+                    continue
+                judgement = self.rules.judge(event_type, tokens)
+                if x is ABSENT and judgement.unrecorded is not None:
+                    if judgement.unrecorded != "ignore":
+                        return False
+                elif judgement.verdict != "ignore":
+                    return False
+                found += 1
+        self.ignored += found
+        return True
 
     def _load(self, ref: object) -> object:
         if ref is ABSENT or ref is None:
@@ -201,8 +233,9 @@ class _Walker:
             a, b = comparable_request(a), comparable_request(b)
         self.walk(a, b, tokens)
 
-    def walk(self, a: object, b: object, tokens: Path) -> None:
-        if _same(a, b):
+    def walk(self, a: object, b: object, tokens: Path, differ: bool = False) -> None:
+        """The differences of ``a`` and ``b`` at ``tokens``; ``differ``: known not to be :func:`_same`."""
+        if not differ and _same(a, b):
             return
         if isinstance(a, _SCALARS) or isinstance(b, _SCALARS):
             self.leaf(a, b, tokens)
@@ -349,7 +382,7 @@ def compare_histories(
         differing = _differing_keys(a, b)
         if VOLATILE_ENVELOPE.issuperset(differing):  # equal but for the volatile envelope
             equal += 1
-        else:
+        elif not walker.ignored_only(str(b.get("type")), a, b, differing):
             walker.start("changed", b, (_seq(a, i), _seq(b, j)), (j, 1, i))
             walker.event(a, b, differing)
     for i, j in alignment.moved:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
 from ..core.documents import Document
-from ..core.events import Actor, EffectInfo, EventClass, EventType, PayloadRef, ToolInfo
+from ..core.events import Actor, EffectInfo, Event, EventClass, EventType, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
 from . import bodies, resend
 from .bodies import Decoder, format_for
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from ..core.capture import RunContext
 
 _Located = TypeVar("_Located", ContentCodingError, EventStreamError)
+_Record = TypeVar("_Record", ToolInfo, PayloadRef)
+_ABSENT = object()
 
 # Fields of a model.call event that depend only on the response: replay copies them from the
 # recorded event instead of re-parsing the served body (the served body *is* the recorded one).
@@ -161,12 +163,15 @@ def emit_exchange(
     extra: Mapping[str, object] | None = None,
     group: object = None,
     prepared: PreparedModelRequest | None = None,
+    recorded: Event | None = None,
 ) -> None:
     """Emit the event for one exchange. ``response_data`` reuses recorded response-side fields, and
     ``response_payload`` the recorded response: the replayed event holds the recorded one's values, which
     neither event changes (the user reads copies of events, a hook a copy of its own). ``group``: the
     order-insensitive group of a call made concurrently (``data.group``, as ``@tool`` calls have it).
-    ``prepared``: a model call's request already made ready (:func:`prepare_model_request`)."""
+    ``prepared``: a model call's request already made ready (:func:`prepare_model_request`). ``recorded``:
+    the event the exchange was served from; a record of it equal field for field to the one this event
+    would hold (its response by identity) is held itself (:func:`served`)."""
     settings = ctx.settings
     tool: ToolInfo | None = None
     effect: EffectInfo | None = None
@@ -205,6 +210,10 @@ def emit_exchange(
         if group is not None:
             data["group"] = group
         out_payload = response_payload if response_payload is not None else response.to_payload()
+        output = payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE)
+        if recorded is not None:
+            tool = served(recorded.tool, tool) if tool is not None else None
+            output = served(recorded.output_ref, output)
         ctx.recorder.emit(
             type_,
             trusted=True,
@@ -214,7 +223,7 @@ def emit_exchange(
             tool=tool,
             effect=effect,
             input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE),
+            output=output,
         )
     except UnicodeEncodeError:
         from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
@@ -230,6 +239,23 @@ def emit_exchange(
             mode=ctx.mode,
             fixes=UNENCODABLE_FIXES,
         ) from None
+
+
+def served(recorded: _Record | None, built: _Record) -> _Record:
+    """``recorded`` (a record of the event an exchange was served from) in place of ``built`` (the record
+    the replayed event would hold) when they are equal field for field, each container the same object:
+    records are frozen, so the replayed event holds what was saved (already redacted), and its redaction
+    and comparison meet the recorded record by identity. Else ``built``."""
+    if recorded is None or type(recorded) is not type(built):
+        return built
+    mine, theirs = built.__dict__, recorded.__dict__
+    for name, value in mine.items():
+        twin = theirs.get(name, _ABSENT)
+        if value is twin:
+            continue
+        if type(value) is not str or type(twin) is not str or value != twin:
+            return built  # (a scalar equal only across types, ``true`` and ``1``, is no match)
+    return recorded if len(mine) == len(theirs) else built
 
 
 def _model_data(

@@ -21,6 +21,7 @@ from .redactor import Redactor
 USER_NAMED_EVENTS: Final = frozenset({"runtime.values"})
 
 _MINT: Final = object()
+_set: Final = object.__setattr__
 
 
 def data_keys(event_type: object) -> bool:
@@ -52,9 +53,11 @@ class RedactedEvent:
     ) -> None:
         if mint is not _MINT:
             raise TypeError("a RedactedEvent is made by redaction.redact_event")
-        for name, value in (("doc", doc), ("_event", event), ("_like", like), ("_redactor", redactor)):
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "_known", known)
+        _set(self, "doc", doc)
+        _set(self, "_event", event)
+        _set(self, "_like", like)
+        _set(self, "_redactor", redactor)
+        _set(self, "_known", known)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
@@ -88,7 +91,7 @@ def _stamp(event: Document, values: Mapping[str, object], data: Mapping[str, obj
 def redact_event(event: Document, redactor: Redactor, like: Document | None = None) -> RedactedEvent:
     """``event`` (read, never changed) as a cassette stores it; ``like``: the recorded event it repeats, as a
     save wrote it (``Redactor.redact``)."""
-    if data_keys(event.get("type")) or "data" not in event:
+    if event.get("type") not in USER_NAMED_EVENTS or "data" not in event:  # (``data_keys``)
         return RedactedEvent(
             redactor.redact(event, like=like), event, like, redactor, len(redactor.known), _MINT
         )

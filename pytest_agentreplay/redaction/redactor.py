@@ -53,10 +53,12 @@ from .rules import (
     normalize_name,
     try_json,
 )
-from .scan import changed_paths
+from .scan import changed_paths, merge_spans
 
 T = TypeVar("T")
 _ABSENT = object()
+# A tuple, not ``dict | list``: that union is built anew at every call of the walk.
+_CONTAINERS = (dict, list)
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
@@ -206,7 +208,7 @@ class Redactor:
                 self.learn(value[1])
                 return [value[0], REDACTED]
             return [
-                self._redact_element(v, keys) if isinstance(v, dict | list) else self._redact(v, keys)
+                self._redact_element(v, keys) if isinstance(v, _CONTAINERS) else self._redact(v, keys)
                 for v in value
             ]
         return value
@@ -218,13 +220,16 @@ class Redactor:
         names = self._memory.names
         for k, v in value.items():
             twin = twins.get(k, _ABSENT)
+            if v is twin:  # (never the absent marker: a value is never it)
+                out[k] = twin
+                reused += 1
+                continue
             kind = type(v)
             walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
             walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
             if twin is not _ABSENT and (
-                v is twin
-                or (kind is str and v == twin and type(twin) is str)
-                or (not walked and (kind is not str or v == twin) and same_json(v, twin))
+                (kind is str and v == twin and (type(twin) is str or same_json(v, twin)))
+                or (not walked and kind is not str and same_json(v, twin))
             ):
                 out[k] = twin
                 reused += 1
@@ -233,7 +238,8 @@ class Redactor:
             fixed = twin is not _ABSENT or not isinstance(k, str)
             new_key = k if fixed else self.redact_string(k, keys=False)
             secret = False
-            if keys and isinstance(k, str) and (walked or not is_exempt(v)):  # (an object is never exempt)
+            exempt = not walked and (v is None or kind is bool or v == "" or v == REDACTED)  # is_exempt
+            if keys and isinstance(k, str) and not exempt:  # (an object is never exempt)
                 decided = names.get((k, False))  # ``is_secret_name``, inlined
                 if decided is None:
                     decided = self._kind(k, False)
@@ -243,8 +249,11 @@ class Redactor:
                 out[new_key] = REDACTED
             elif keys and k == "properties" and isinstance(v, dict) and not is_body(v):
                 out[new_key] = self._redact_schema_properties(v)
-            elif keys and k == "headers" and isinstance(v, dict | list):
+            elif keys and k == "headers" and isinstance(v, _CONTAINERS):
                 out[new_key] = self.redact_headers(v)
+            elif kind is str:  # (``_redact``'s first case)
+                out[new_key] = text = self.redact_string(v, keys=keys)
+                reused += text is twin
             else:
                 walk = self._redact_object if walked else self._redact
                 out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
@@ -451,7 +460,7 @@ class Redactor:
                 if value and value != REDACTED and self.is_secret_name(match.group("name"), value=value):
                     spans.append(match.span(group))
         spans.extend(self.known.spans(text))
-        return _merge(spans)
+        return merge_spans(spans)
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document:
         """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
@@ -464,16 +473,6 @@ class Redactor:
         found: list[str] = []
         changed_paths(self, value, self._redact(value, keys), path, found)
         return found
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 @functools.cache

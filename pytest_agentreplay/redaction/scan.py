@@ -47,3 +47,14 @@ def _child_path(path: str, key: str) -> str:
     if _PLAIN_KEY.fullmatch(key):
         return f"{path}.{key}" if path else key
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Character spans, the empty ones left out, overlapping ones merged, sorted."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged

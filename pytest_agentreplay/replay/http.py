@@ -298,6 +298,7 @@ def serve(
         response_payload=payload,
         group=rec.event.data.get("group"),
         prepared=prepared,
+        recorded=rec.event,
     )
     return response
 

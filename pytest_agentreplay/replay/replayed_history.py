@@ -18,11 +18,24 @@ them out by its own setting), redacted only when an update asks for them (``Repl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import final
 
 from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
 from ..redaction import RedactedEvent, Redactor, redact_event
+
+
+@final
+class RecordedSide:
+    """A recording's events and their dicts (``event_to_shared_dict``), made together: ``dicts[i]`` is
+    ``events[i]``'s. Read only, like the records (frozen) and containers it shares."""
+
+    __slots__ = ("dicts", "events")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = tuple(events)
+        self.dicts = [event_to_shared_dict(event) for event in self.events]
 
 
 class ReplayedHistory:
@@ -32,9 +45,21 @@ class ReplayedHistory:
     __slots__ = ("_by_hash", "_events", "_recorded", "_redactor", "_views", "compared")
 
     def __init__(
-        self, events: Sequence[Event], recorded: Sequence[Document], redactor: Redactor, keep: frozenset[str]
+        self,
+        events: Sequence[Event],
+        recorded: Sequence[Document] | RecordedSide,
+        redactor: Redactor,
+        keep: frozenset[str],
     ) -> None:
-        self._events = [event_to_shared_dict(event) for event in events]
+        if isinstance(recorded, RecordedSide):
+            # What a served exchange holds of the event at its place is that event's: its dict, as saved.
+            twins, recorded = recorded.events, recorded.dicts
+            self._events = [
+                event_to_shared_dict(event, (twins[i], recorded[i]) if i < len(twins) else None)
+                for i, event in enumerate(events)
+            ]
+        else:
+            self._events = [event_to_shared_dict(event) for event in events]
         self._recorded, self._redactor = recorded, redactor
         self._by_hash: dict[str, Document] = {}
         for twin in recorded:
@@ -72,12 +97,13 @@ class ReplayedHistory:
 
 def redacted_replay(
     events: Sequence[Event],
-    recorded: Sequence[Document],
+    recorded: Sequence[Document] | RecordedSide,
     redactor: Redactor,
     keep_headers: frozenset[str] = frozenset(),
 ) -> ReplayedHistory:
-    """``events`` redacted against ``recorded``. ``keep_headers``: the transport headers a save keeps
-    whatever its setting (``cassette.transport_headers``)."""
+    """``events`` redacted against ``recorded`` (its events too when it is a :class:`RecordedSide`: what a
+    replayed event shares with the one at its place is taken as saved). ``keep_headers``: the transport
+    headers a save keeps whatever its setting (``cassette.transport_headers``)."""
     return ReplayedHistory(events, recorded, redactor, keep_headers)
 
 
@@ -115,4 +141,4 @@ def _rest(body: Document) -> Document:
     return {k: v for k, v in body.items() if k != "json"}
 
 
-__all__ = ["ReplayedHistory", "redacted_replay"]
+__all__ = ["RecordedSide", "ReplayedHistory", "redacted_replay"]

@@ -17,7 +17,7 @@ from ..core.commands import record_command, rerecord_fix
 from ..core.config import Settings, pending_enabled
 from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
 from ..core.documents import Document
-from ..core.events import Event, RunMeta, build_validators, event_to_shared_dict
+from ..core.events import Event, RunMeta, build_validators
 from ..core.rerecord import Rerecord
 from ..diff import render_drift
 from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
@@ -37,7 +37,7 @@ from ..redaction.known import EnvironmentCredentials
 from ..replay import runs
 from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
-from ..replay.replayed_history import redacted_replay
+from ..replay.replayed_history import RecordedSide, redacted_replay
 from ..replay.tools import ToolReplayer
 from ..report.status import Action, Rerecorded, TestOutcome
 from .plan import TestPlan
@@ -286,9 +286,10 @@ class TestRun:
 
         recorded, at = self.recorded, rerecord.at
         assert recorded is not None and self.redactor is not None and at is not None
-        recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+        side = RecordedSide(recorded.events)
         kept = frozenset({ctx.settings.idempotency_header})
-        views = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept).views
+        views = redacted_replay(ctx.recorder.events, side, self.redactor, kept).views
+        recorded_dicts = side.dicts
         events = rerecorded_events(recorded_dicts, views, at, ctx.recorder.run.run_id)
         return events, Rerecorded(
             at, rerecord.what, at, len(views) - at, rerecord.calls_kept, rerecord.calls_sent
@@ -364,14 +365,17 @@ class TestRun:
         # A foreign source's recorded side is what it played; a cassette of this plugin was redacted when
         # it was saved. The replayed side is redacted the same way.
         side: PayloadSource = recorded
+        twins: Sequence[Document] | RecordedSide
         if self.served_by is not None:
             played = self.served_by.recorded_side(ctx)
             side, recorded_dicts = played, played.event_dicts()
+            twins = recorded_dicts
         else:
-            recorded_dicts = [event_to_shared_dict(e) for e in recorded.events]
+            twins = RecordedSide(recorded.events)
+            recorded_dicts = twins.dicts
         assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
-        replayed = redacted_replay(ctx.recorder.events, recorded_dicts, self.redactor, kept)
+        replayed = redacted_replay(ctx.recorder.events, twins, self.redactor, kept)
         layers = self._rule_layers(ctx)
         result = compare_run(
             recorded_dicts,
