@@ -6,11 +6,13 @@ providers (``RunSettings.providers``, built in :mod:`.registry`), code outside a
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import reduce
 from types import MappingProxyType
 from typing import Final
 
+from ...core.canonical import DigestMemo
+from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
@@ -62,6 +64,32 @@ class ProviderSet:
         return None
 
 
+# The built-in providers' ``request_fields``, which also take the run's memo of the body's objects (the
+# public ``Provider.request_fields(endpoint, body)`` does not).
+_RequestFields = Callable[[str, object, DigestMemo | None], Document]
+_MEMOISED: Final[Mapping[object, _RequestFields]] = MappingProxyType(
+    {
+        azure_openai: azure_openai.request_fields,
+        mistral: mistral.request_fields,
+        openai: openai.request_fields,
+        anthropic: anthropic.request_fields,
+        gemini: gemini.request_fields,
+        ollama: ollama.request_fields,
+        cohere: cohere.request_fields,
+        bedrock: bedrock.request_fields,
+    }
+)
+
+
+def request_fields_of(adapter: Provider, endpoint: str, body: object, digests: DigestMemo | None) -> Document:
+    """``adapter.request_fields(endpoint, body)``; a built-in provider hashes the tools with ``digests`` (the
+    memo the body was hashed with: :func:`~...core.canonical.request_digest`), to the same result."""
+    memoised = _MEMOISED.get(adapter)
+    if memoised is None or digests is None:
+        return adapter.request_fields(endpoint, body)
+    return memoised(endpoint, body, digests)
+
+
 def providers_of(settings: RunSettings) -> ProviderSet:
     """The providers a run with ``settings`` asks (its session's, else the built-in ones)."""
     found = settings.providers
@@ -70,4 +98,12 @@ def providers_of(settings: RunSettings) -> ProviderSet:
 
 BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
-__all__ = ["BUILTIN", "BUILTIN_SET", "InputFields", "Provider", "ProviderSet", "providers_of"]
+__all__ = [
+    "BUILTIN",
+    "BUILTIN_SET",
+    "InputFields",
+    "Provider",
+    "ProviderSet",
+    "providers_of",
+    "request_fields_of",
+]
