@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -115,7 +115,7 @@ def test_a_provider_of_its_own_is_asked_as_the_interface_says() -> None:
         def request_fields(self, endpoint: str, body: object) -> dict[str, Any]:
             return {"seen": (endpoint, body)}
 
-    assert request_fields_of(Own(), "chat", {"tools": TOOLS}, DigestMemo()) == {
+    assert request_fields_of(cast(Any, Own()), "chat", {"tools": TOOLS}, DigestMemo()) == {
         "seen": ("chat", {"tools": TOOLS})
     }
     fields = request_fields_of(openai_provider, "chat.completions", {"tools": TOOLS}, DigestMemo())

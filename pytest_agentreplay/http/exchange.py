@@ -36,6 +36,7 @@ SECRET_HEADERS = frozenset(
 # decoded, so a stored Content-Encoding would make clients decode twice.
 _FRAMING_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _REGENERATED = _FRAMING_HEADERS | {"content-length"}
+_UNSTORED_REQUEST_HEADERS = frozenset({"content-encoding", "content-length"})
 _DEFAULT_PORT_SUFFIXES = {"http": ":80", "https": ":443"}
 # From after "://": the authority (up to "/", "?" or "#"), then the path (up to "?" or "#").
 _AUTHORITY_PATH = re.compile(r"([^/?#]*)([^?#]*)")
@@ -195,23 +196,20 @@ class HttpRequest:
         return None
 
     def to_payload(self) -> Document:
-        headers = redact_headers(self.headers)
-        headers.pop("content-encoding", None)
-        # The body's length is the body's: kept, it would change on every request of a conversation
-        # whose prompt changed (and so the cassette line of each one).
-        headers.pop("content-length", None)
+        # Redacted, without the framing headers (the body's length is the body's: kept, it would change on
+        # every request of a conversation whose prompt changed, and so the cassette line of each one), in
+        # one pass in the order a loaded cassette has them (sorted), so comparing a replayed request with
+        # its recording is one C-level pass over equal layouts rather than a canonical re-serialisation.
+        headers = {
+            k: (REDACTED if k in SECRET_HEADERS else v)
+            for k, v in sorted(self.headers.items())
+            if k not in _UNSTORED_REQUEST_HEADERS
+        }
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
             # The boundary is transport, new on every upload: stored like the body's, without it.
             headers["content-type"] = multipart.without_boundary(headers["content-type"])
-        # Keys in the order a loaded cassette has them (sorted), so comparing a replayed request with its
-        # recording is one C-level pass over equal layouts rather than a canonical re-serialisation of both.
-        return {
-            "body": body,
-            "headers": dict(sorted(headers.items())),
-            "method": self.method,
-            "url": self.url,
-        }
+        return {"body": body, "headers": headers, "method": self.method, "url": self.url}
 
     @classmethod
     def from_payload(cls, payload: Document) -> HttpRequest:
