@@ -102,6 +102,17 @@ def host_and_path(url: str) -> tuple[str, str]:
     return host.lower(), path or "/"
 
 
+def _compact_json(raw: bytes) -> Document | None:
+    """The JSON object ``raw`` is the compact UTF-8 text of (written once, compared whole: the format check
+    then needs no other writing), else None."""
+    try:
+        value = json.loads(raw)
+        same = type(value) is dict and bodies.json_text(value, None).encode("utf-8") == raw
+    except ValueError:  # not JSON, not UTF-8, or a lone surrogate written back
+        return None
+    return value if same else None
+
+
 # A plain class, not a dataclass: far cheaper to create at start-up.
 class HttpRequest:
     __slots__ = ("_body_ready", "_host", "_path", "_stored_body", "body", "headers", "method", "url")
@@ -177,6 +188,16 @@ class HttpRequest:
                     body["coding"] = coding
                 self._use_body(body)
                 return sent
+        json_type = bodies.is_json_type(content_type) or not content_type
+        if not self._body_ready and json_type and raw[:1] == b"{":
+            parsed = _compact_json(raw)
+            if parsed is not None:
+                # What encode_body stores for the text it finds in the first format it tries, compact UTF-8.
+                body = {"json": parsed, "content_type": content_type}
+                if coding:
+                    body["coding"] = coding
+                self._use_body(body)
+                return resend.remember(raw, parsed, None, whole=True)
         if not self._body_ready:
             self._use_body(bodies.encode_body(raw, content_type, coding=coding))
         stored = self._stored_body
