@@ -6,10 +6,10 @@ providers (``RunSettings.providers``, built in :mod:`.registry`), code outside a
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import reduce
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from ...core.canonical import DigestMemo
 from ...core.documents import Document
@@ -64,30 +64,14 @@ class ProviderSet:
         return None
 
 
-# The built-in providers' ``request_fields``, which also take the run's memo of the body's objects (the
-# public ``Provider.request_fields(endpoint, body)`` does not).
-_RequestFields = Callable[[str, object, DigestMemo | None], Document]
-_MEMOISED: Final[Mapping[object, _RequestFields]] = MappingProxyType(
-    {
-        azure_openai: azure_openai.request_fields,
-        mistral: mistral.request_fields,
-        openai: openai.request_fields,
-        anthropic: anthropic.request_fields,
-        gemini: gemini.request_fields,
-        ollama: ollama.request_fields,
-        cohere: cohere.request_fields,
-        bedrock: bedrock.request_fields,
-    }
-)
-
-
 def request_fields_of(adapter: Provider, endpoint: str, body: object, digests: DigestMemo | None) -> Document:
-    """``adapter.request_fields(endpoint, body)``; a built-in provider hashes the tools with ``digests`` (the
-    memo the body was hashed with: :func:`~...core.canonical.request_digest`), to the same result."""
-    memoised = _MEMOISED.get(adapter)
-    if memoised is None or digests is None:
+    """``adapter.request_fields(endpoint, body)``; a built-in provider also takes ``digests`` (the memo
+    the body was hashed with: ``core.canonical.request_digest``), and hashes the tools from it alike."""
+    if digests is None or adapter not in BUILTIN:
         return adapter.request_fields(endpoint, body)
-    return memoised(endpoint, body, digests)
+    built_in: Any = adapter  # a module of this package, whose request_fields takes the memo
+    fields: Document = built_in.request_fields(endpoint, body, digests)
+    return fields
 
 
 def providers_of(settings: RunSettings) -> ProviderSet:
