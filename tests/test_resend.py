@@ -179,7 +179,9 @@ def slow_first(raw: bytes, content_type: str | None) -> tuple[Any, resend.Sent |
     tail=st.dictionaries(texts, values, max_size=3),
     key=st.sampled_from(["messages", "input", "turns", "é\x7f"]),
     fmt=st.sampled_from([None, "compact-ascii", "spaced", "newline", "surrogate"]),
-    content_type=st.sampled_from(["application/json", None, "text/plain", "application/vnd.api+json"]),
+    content_type=st.sampled_from(
+        ["application/json", None, "text/plain", "application/vnd.api+json", "multipart/json; boundary=b"]
+    ),
 )
 def test_a_first_request_read_whole_is_what_the_full_check_stores(
     head: dict[str, Any],

@@ -188,7 +188,9 @@ class HttpRequest:
                     body["coding"] = coding
                 self._use_body(body)
                 return sent
-        json_type = bodies.is_json_type(content_type) or not content_type
+        json_type = not content_type or (
+            bodies.is_json_type(content_type) and not multipart.is_multipart(content_type)
+        )
         if not self._body_ready and json_type and raw[:1] == b"{":
             parsed = _compact_json(raw)
             if parsed is not None:
