@@ -162,3 +162,61 @@ def test_members_after_the_list_resent_as_they_were_are_the_previous_objects() -
         history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
     assert seen[1]["tools"] is seen[0]["tools"] and seen[2]["tools"] is seen[0]["tools"]
     assert seen[3]["tools"] == tools and seen[3]["temperature"] == 1
+
+
+def slow_first(raw: bytes, content_type: str | None) -> tuple[Any, resend.Sent | None]:
+    """What the first request to an endpoint stored and left the next one before the whole-text path."""
+    stored = bodies.encode_body(raw, content_type)
+    if not stored or "json" not in stored or "raw" in stored:
+        return stored, None
+    return stored, resend.remember(raw, stored["json"], stored.get("format"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    head=st.dictionaries(texts, values, max_size=2),
+    first=messages,
+    tail=st.dictionaries(texts, values, max_size=3),
+    key=st.sampled_from(["messages", "input", "turns", "é\x7f"]),
+    fmt=st.sampled_from([None, "compact-ascii", "spaced", "newline", "surrogate"]),
+    content_type=st.sampled_from(
+        ["application/json", None, "text/plain", "application/vnd.api+json", "multipart/json; boundary=b"]
+    ),
+)
+def test_a_first_request_read_whole_is_what_the_full_check_stores(
+    head: dict[str, Any],
+    first: list[Any],
+    tail: dict[str, Any],
+    key: str,
+    fmt: str,
+    content_type: str | None,
+) -> None:
+    value = {**head, key: first, **{k: v for k, v in tail.items() if k != key}}
+    if fmt == "spaced":
+        raw = json.dumps(value, ensure_ascii=False).encode("utf-8")
+    elif fmt == "newline":
+        raw = dump(value, None) + b"\n"
+    elif fmt == "surrogate":
+        raw = dump({**value, "s": "\ud800"}, "compact-ascii")
+    else:
+        raw = dump(value, fmt)
+    headers = {} if content_type is None else {"content-type": content_type}
+    request = HttpRequest("POST", "https://api.example/v1/chat/completions", headers, raw)
+    sent = request.resend_body(None)
+    stored, expected = slow_first(raw, content_type)
+    assert request.stored_body() == stored
+    assert sent == expected
+    if sent is not None:
+        assert sent.value is request.json()
+
+
+def test_a_coded_first_request_notes_its_coding_as_the_full_check_does() -> None:
+    raw = dump({"model": "m", "messages": [{"role": "user", "content": "hé"}], "tools": [{"a": 1}]}, None)
+    coded = bodies.encode_content(raw, "gzip")
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    request = HttpRequest("POST", "https://api.example/v1/chat/completions", headers, coded)
+    sent = request.resend_body(None)
+    stored = bodies.encode_body(raw, "application/json", coding="gzip")
+    assert stored is not None and request.stored_body() == stored and stored["coding"] == "gzip"
+    assert sent == resend.remember(raw, stored["json"], None)
+    assert sent is not None and sent.suffix is not None

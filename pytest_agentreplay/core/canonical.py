@@ -310,6 +310,13 @@ def _list_hasher(key: str, before: str, value: list[Mapping[str, object]], memo:
     return hasher
 
 
+def items_hash(items: list[object], memo: DigestMemo) -> str:
+    """:func:`hash_value` of a list, the text of each of its JSON objects taken from ``memo`` (a list's
+    compact text is its items' texts joined): the tools a conversation resends are written once per run."""
+    texts = (_item_text(item, memo) if type(item) is dict else dumps_compact(item) for item in items)
+    return sha256_hex("[" + ",".join(texts) + "]")
+
+
 def _item_text(item: Mapping[str, object], memo: DigestMemo) -> str:
     seen = memo.items.get(id(item))
     if seen is not None and seen[0] is item:

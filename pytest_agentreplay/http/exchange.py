@@ -36,6 +36,7 @@ SECRET_HEADERS = frozenset(
 # decoded, so a stored Content-Encoding would make clients decode twice.
 _FRAMING_HEADERS = frozenset({"content-encoding", "transfer-encoding"})
 _REGENERATED = _FRAMING_HEADERS | {"content-length"}
+_UNSTORED_REQUEST_HEADERS = frozenset({"content-encoding", "content-length"})
 _DEFAULT_PORT_SUFFIXES = {"http": ":80", "https": ":443"}
 # From after "://": the authority (up to "/", "?" or "#"), then the path (up to "?" or "#").
 _AUTHORITY_PATH = re.compile(r"([^/?#]*)([^?#]*)")
@@ -99,6 +100,17 @@ def host_and_path(url: str) -> tuple[str, str]:
     bracket = authority.startswith("[")
     host = authority[1 : authority.find("]")] if bracket else authority.partition(":")[0]
     return host.lower(), path or "/"
+
+
+def _compact_json(raw: bytes) -> Document | None:
+    """The JSON object ``raw`` is the compact UTF-8 text of (written once, compared whole: the format check
+    then needs no other writing), else None."""
+    try:
+        value = json.loads(raw)
+        same = type(value) is dict and bodies.json_text(value, None).encode("utf-8") == raw
+    except ValueError:  # not JSON, not UTF-8, or a lone surrogate written back
+        return None
+    return value if same else None
 
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
@@ -176,6 +188,18 @@ class HttpRequest:
                     body["coding"] = coding
                 self._use_body(body)
                 return sent
+        json_type = not content_type or (
+            bodies.is_json_type(content_type) and not multipart.is_multipart(content_type)
+        )
+        if not self._body_ready and json_type and raw[:1] == b"{":
+            parsed = _compact_json(raw)
+            if parsed is not None:
+                # What encode_body stores for the text it finds in the first format it tries, compact UTF-8.
+                body = {"json": parsed, "content_type": content_type}
+                if coding:
+                    body["coding"] = coding
+                self._use_body(body)
+                return resend.remember(raw, parsed, None, whole=True)
         if not self._body_ready:
             self._use_body(bodies.encode_body(raw, content_type, coding=coding))
         stored = self._stored_body
@@ -195,23 +219,20 @@ class HttpRequest:
         return None
 
     def to_payload(self) -> Document:
-        headers = redact_headers(self.headers)
-        headers.pop("content-encoding", None)
-        # The body's length is the body's: kept, it would change on every request of a conversation
-        # whose prompt changed (and so the cassette line of each one).
-        headers.pop("content-length", None)
+        # Redacted, without the framing headers (the body's length is the body's: kept, it would change on
+        # every request of a conversation whose prompt changed, and so the cassette line of each one), in
+        # one pass in the order a loaded cassette has them (sorted), so comparing a replayed request with
+        # its recording is one C-level pass over equal layouts rather than a canonical re-serialisation.
+        headers = {
+            k: (REDACTED if k in SECRET_HEADERS else v)
+            for k, v in sorted(self.headers.items())
+            if k not in _UNSTORED_REQUEST_HEADERS
+        }
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
             # The boundary is transport, new on every upload: stored like the body's, without it.
             headers["content-type"] = multipart.without_boundary(headers["content-type"])
-        # Keys in the order a loaded cassette has them (sorted), so comparing a replayed request with its
-        # recording is one C-level pass over equal layouts rather than a canonical re-serialisation of both.
-        return {
-            "body": body,
-            "headers": dict(sorted(headers.items())),
-            "method": self.method,
-            "url": self.url,
-        }
+        return {"body": body, "headers": headers, "method": self.method, "url": self.url}
 
     @classmethod
     def from_payload(cls, payload: Document) -> HttpRequest:

@@ -31,7 +31,7 @@ from .exchange import (
     lower_headers,
     stored_response_headers,
 )
-from .providers import Provider, providers_of
+from .providers import Provider, providers_of, request_fields_of
 from .sse import StreamParser
 
 if TYPE_CHECKING:
@@ -134,9 +134,14 @@ def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedMode
 
 
 def model_request_fields(
-    request: HttpRequest, cls: Classification, *, adapter: Provider, request_hash: str | None
+    request: HttpRequest,
+    cls: Classification,
+    *,
+    adapter: Provider,
+    request_hash: str | None,
+    digests: DigestMemo | None = None,
 ) -> Document:
-    fields = adapter.request_fields(str(cls.endpoint), request.json())
+    fields = request_fields_of(adapter, str(cls.endpoint), request.json(), digests)
     # The optional members: what the URL names (Gemini's model, Azure's deployment and API version).
     if fields.get("model") is None:
         from_request = getattr(adapter, "model_from_request", None)
@@ -270,7 +275,11 @@ def _model_data(
         prepared = prepare_model_request(ctx, request)
     data: Document = {"provider": cls.provider, "endpoint": cls.endpoint}
     adapter = providers_of(ctx.settings)[cls.provider]
-    data.update(model_request_fields(request, cls, adapter=adapter, request_hash=prepared.request_hash))
+    digests = ctx.requests.digests
+    fields = model_request_fields(
+        request, cls, adapter=adapter, request_hash=prepared.request_hash, digests=digests
+    )
+    data.update(fields)
     if response.is_sse:
         data["streamed"] = True
     if response_data is not None:

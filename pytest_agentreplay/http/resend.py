@@ -75,14 +75,17 @@ def _prefix_text(value: Mapping[str, object], key: str, fmt: str | None) -> str 
     return head_text[:-2] + ",".join(json_text(item, fmt) for item in items)
 
 
-def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
+def remember(raw: bytes, value: object, fmt: str | None, *, whole: bool = False) -> Sent | None:
     """What a following request may extend, from ``raw`` parsed as ``value`` in the format the full check
-    named (``fmt``); None when the body is not a compact JSON object holding a list of objects."""
+    named (``fmt``); None when the body is not a compact JSON object holding a list of objects. ``whole``:
+    ``raw`` is known to be the compact UTF-8 text of ``value`` (just written and compared whole)."""
     if fmt not in _COMPACT or type(value) is not dict:
         return None
     key = _conversation_key(value)
     if key is None:
         return None
+    if whole and fmt is None:
+        return _remember_whole(raw, value, key)
     text = _prefix_text(value, key, fmt)
     try:
         prefix = text.encode("utf-8") if text is not None else None
@@ -100,6 +103,27 @@ def remember(raw: bytes, value: object, fmt: str | None) -> Sent | None:
     return Sent(value, key, prefix, formats, _suffix(value, key, raw[len(prefix) :], formats))
 
 
+def _remember_whole(raw: bytes, value: Mapping[str, object], key: str) -> Sent:
+    """:func:`remember` for a body whose bytes are the compact UTF-8 text of ``value``: a compact text is its
+    members' texts joined, so the bytes after the list's items are the text of the members after it, from
+    its ``]`` on, and its items are not written again to find where they end."""
+    after = dict(dropwhile(lambda item: item[0] != key, value.items()))
+    after[key] = []
+    tail = json_text(after, None).encode("utf-8")  # raw is this text's encoding: it encodes
+    suffix = tail[len(_opening(key)) :]
+    prefix = raw[: len(raw) - len(suffix)]
+    formats: tuple[str | None, ...] = (None, "compact-ascii") if prefix.isascii() else (None,)
+    checked = None
+    if key.isascii() and "\x7f" not in key and _formats_of(after, tail, formats, written=True) == formats:
+        checked = suffix
+    return Sent(value, key, prefix, formats, checked)
+
+
+def _opening(key: str) -> bytes:
+    """The text of an object whose first member is the list ``key``, up to the list's first item."""
+    return b"{" + json_text(key, None).encode("utf-8") + b":["
+
+
 def _suffix(
     value: Mapping[str, object], key: str, suffix: bytes, formats: tuple[str | None, ...]
 ) -> bytes | None:
@@ -110,18 +134,21 @@ def _suffix(
     after = dict(dropwhile(lambda item: item[0] != key, value.items()))
     after[key] = []
     try:
-        checked = _formats_of(after, b"{" + json_text(key, None).encode("utf-8") + b":[" + suffix, formats)
+        checked = _formats_of(after, _opening(key) + suffix, formats)
     except UnicodeEncodeError:
         return None
     return suffix if checked == formats else None
 
 
-def _formats_of(tail: object, text: bytes, candidates: tuple[str | None, ...]) -> tuple[str | None, ...]:
+def _formats_of(
+    tail: object, text: bytes, candidates: tuple[str | None, ...], *, written: bool = False
+) -> tuple[str | None, ...]:
     """The candidate formats whose text of ``tail`` is ``text``. Compact UTF-8 and compact ASCII texts
     differ only where the first writes a character outside printable ASCII (the second escapes it): when
-    the first matched a text without one, so does the second, and the tail is not written again."""
+    the first matched a text without one, so does the second, and the tail is not written again.
+    ``written``: ``text`` is the text of ``tail`` in the first candidate (the caller just wrote it)."""
     first = candidates[0]
-    if json_text(tail, first).encode("utf-8") != text:
+    if not written and json_text(tail, first).encode("utf-8") != text:
         return tuple(fmt for fmt in candidates[1:] if json_text(tail, fmt).encode("utf-8") == text)
     if candidates == (None, "compact-ascii") and text.isascii() and b"\x7f" not in text:
         return candidates

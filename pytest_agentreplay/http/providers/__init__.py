@@ -9,8 +9,10 @@ import operator
 from collections.abc import Iterable, Mapping
 from functools import reduce
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
+from ...core.canonical import DigestMemo
+from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
 from . import anthropic, azure_openai, bedrock, cohere, gemini, mistral, ollama, openai
@@ -62,6 +64,16 @@ class ProviderSet:
         return None
 
 
+def request_fields_of(adapter: Provider, endpoint: str, body: object, digests: DigestMemo | None) -> Document:
+    """``adapter.request_fields(endpoint, body)``; a built-in provider also takes ``digests`` (the memo
+    the body was hashed with: ``core.canonical.request_digest``), and hashes the tools from it alike."""
+    if digests is None or adapter not in BUILTIN:
+        return adapter.request_fields(endpoint, body)
+    built_in: Any = adapter  # a module of this package, whose request_fields takes the memo
+    fields: Document = built_in.request_fields(endpoint, body, digests)
+    return fields
+
+
 def providers_of(settings: RunSettings) -> ProviderSet:
     """The providers a run with ``settings`` asks (its session's, else the built-in ones)."""
     found = settings.providers
@@ -70,4 +82,12 @@ def providers_of(settings: RunSettings) -> ProviderSet:
 
 BUILTIN_SET: Final = ProviderSet(BUILTIN)
 
-__all__ = ["BUILTIN", "BUILTIN_SET", "InputFields", "Provider", "ProviderSet", "providers_of"]
+__all__ = [
+    "BUILTIN",
+    "BUILTIN_SET",
+    "InputFields",
+    "Provider",
+    "ProviderSet",
+    "providers_of",
+    "request_fields_of",
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -36,8 +37,8 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
     return MESSAGES if "/messages" in fields.paths_under(request, settings.anthropic_base_urls) else None
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, DECODING)
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
+    return fields.request_fields(body, DECODING, digests=digests)
 
 
 def _usage(raw: object) -> Document:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 from urllib.parse import unquote
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -94,7 +95,7 @@ def _converse_request(body: Document) -> tuple[Document, object]:
     return {**decoding, **fields.present(body, _CONVERSE_DECODING)}, tool_config.get("tools")
 
 
-def request_fields(endpoint: str, body: object) -> Document:
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
     op, named = _split(endpoint)
     streamed = op in (CONVERSE_STREAM, INVOKE_STREAM)
     if not isinstance(body, dict):
@@ -110,7 +111,8 @@ def request_fields(endpoint: str, body: object) -> Document:
         decoding = fields.present(body.get("textGenerationConfig"))
     else:
         decoding = fields.present(body, _LLAMA_DECODING)
-    return fields.summary(decoding, tools, streamed)  # the model is in the URL (model_from_request's)
+    # The model is in the URL (model_from_request's).
+    return fields.summary(decoding, tools, streamed, digests=digests)
 
 
 _USAGE_NAMES: Final = (

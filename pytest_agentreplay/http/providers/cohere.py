@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -39,8 +40,8 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
     return CHAT if request.path.rstrip("/").endswith("/v2/chat") else None
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, _DECODING)
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
+    return fields.request_fields(body, _DECODING, digests=digests)
 
 
 def _usage(raw: object) -> Document:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
-from ...core.canonical import hash_value
+from ...core.canonical import DigestMemo, hash_value, items_hash
 from ...core.documents import Document
 from ..exchange import HttpRequest
 
@@ -26,27 +26,42 @@ def present(source: object, keys: Iterable[str] | None = None) -> Document:
 
 
 def request_fields(
-    body: object, decoding_keys: Iterable[str], *, nested: Iterable[str] = (), streamed: bool | None = None
+    body: object,
+    decoding_keys: Iterable[str],
+    *,
+    nested: Iterable[str] = (),
+    streamed: bool | None = None,
+    digests: DigestMemo | None = None,
 ) -> Document:
     """The request fields of a JSON body whose decoding settings are ``decoding_keys`` (top-level) and the
     first of the ``nested`` objects (Ollama's ``options``, Gemini's ``generationConfig``); ``streamed``:
-    what the provider says instead of the body's ``stream`` flag."""
+    what the provider says instead of the body's ``stream`` flag; ``digests``: see :func:`summary`."""
     if not isinstance(body, dict):
         return summary({}, None, bool(streamed))
     decoding = next((present(body[key]) for key in nested if body.get(key)), {})
     decoding.update(present(body, decoding_keys))
     stream_flag = bool(body.get("stream")) if streamed is None else streamed
-    return summary(decoding, body.get("tools"), stream_flag, body.get("model"))
+    return summary(decoding, body.get("tools"), stream_flag, body.get("model"), digests)
 
 
-def summary(decoding: Document, tools: object, streamed: bool, model: object = None) -> Document:
-    """The request fields: the model (None: named in the URL instead), decoding, tools' hash, streaming."""
+def summary(
+    decoding: Document, tools: object, streamed: bool, model: object = None, digests: DigestMemo | None = None
+) -> Document:
+    """The request fields: the model (None: named in the URL instead), decoding, tools' hash, streaming.
+    ``digests``: the run's memo of the request body's objects by identity (the body's own, hashed with it
+    first), from which a list of tools is hashed without writing its objects again."""
     return {
         "model": model,
         "decoding": decoding,
-        "tools_hash": hash_value(tools) if tools else None,
+        "tools_hash": _tools_hash(tools, digests) if tools else None,
         "streamed": streamed,
     }
+
+
+def _tools_hash(tools: object, digests: DigestMemo | None) -> str:
+    if digests is not None and type(tools) is list:
+        return items_hash(tools, digests)
+    return hash_value(tools)
 
 
 def renamed_counts(raw: object, names: Iterable[tuple[str, str]]) -> Document:

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -60,13 +61,14 @@ def url_fields(request: HttpRequest) -> Document:
     return {"vertex": True, "location": located.group("location") if located is not None else None}
 
 
-def request_fields(endpoint: str, body: object) -> Document:
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
     # Some proxies accept the model in the body too; the URL one is filled in by model_from_request.
     return fields.request_fields(
         body,
         ("toolConfig", "safetySettings", "cachedContent"),
         nested=("generationConfig", "generation_config"),
         streamed=endpoint == STREAM,
+        digests=digests,
     )
 
 

@@ -3,6 +3,7 @@ OpenAI call), its responses read by the OpenAI adapter."""
 
 from __future__ import annotations
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -21,8 +22,8 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
     return CHAT if request.path.rstrip("/").endswith("/v1/chat/completions") else None
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, _DECODING)
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
+    return fields.request_fields(body, _DECODING, digests=digests)
 
 
 response_fields = openai.response_fields

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -47,10 +48,10 @@ def reads_only(request: HttpRequest) -> bool:
     return isinstance(body, dict) and any(isinstance(body.get(key), str) for key in ("model", "name"))
 
 
-def request_fields(endpoint: str, body: object) -> Document:
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
     # Ollama streams unless told not to.
     streams = isinstance(body, dict) and body.get("stream") is not False
-    return fields.request_fields(body, _DECODING, nested=("options",), streamed=streams)
+    return fields.request_fields(body, _DECODING, nested=("options",), streamed=streams, digests=digests)
 
 
 _USAGE_NAMES = (("prompt_eval_count", "input_tokens"), ("eval_count", "output_tokens"))

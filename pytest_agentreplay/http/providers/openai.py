@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ...core.canonical import DigestMemo
 from ...core.documents import Document
 from ...core.run_settings import RunSettings
 from ..exchange import HttpRequest
@@ -60,8 +61,9 @@ def match(request: HttpRequest, settings: RunSettings) -> str | None:
     return CHAT if "/chat/completions" in under else RESPONSES if "/responses" in under else None
 
 
-def request_fields(endpoint: str, body: object) -> Document:
-    return fields.request_fields(body, CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING)
+def request_fields(endpoint: str, body: object, digests: DigestMemo | None = None) -> Document:
+    keys = CHAT_DECODING if endpoint == CHAT else _RESPONSES_DECODING
+    return fields.request_fields(body, keys, digests=digests)
 
 
 def _usage(raw: object) -> Document:
