@@ -10,6 +10,7 @@ model-comparison; a reworded prompt still fails; opting out shows the drift this
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -409,6 +410,37 @@ def test_outside_a_run_nothing_is_patched() -> None:
     assert uuid.uuid4.__code__ is original
     assert random.getstate() == state_before
     assert abs(time.time() - time.perf_counter() - (time.time() - time.perf_counter())) < 1
+
+
+def test_a_single_installed_run_reads_uuid_as_the_run_lookup_decides() -> None:
+    """uuid's short way for one installed run picks what the lookup of the current run (``_state``) picks,
+    with its run current or not: the run while it reads uuid, nothing once it stopped or without uuid."""
+    import uuid
+
+    from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.runtime import patches
+    from pytest_agentreplay.runtime.values import RuntimeValues
+
+    def drawn(state: RuntimeValues) -> int:
+        return sum(len(seq.drawn) for seq in state.stream().uuid.values())
+
+    for sources in (("clock", "uuid"), ("clock",)):
+        for current in (False, True):
+            ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="record")
+            state = RuntimeValues(ctx, sources, None)
+            undo = patches.INSTALLED.add(state, ("uuid",))  # patched even for a run that does not read it
+            try:
+                with activate(ctx) if current else contextlib.nullcontext():
+                    for active in (True, False):
+                        state.active = active
+                        picked = patches._state("uuid") is state
+                        before = drawn(state)
+                        assert isinstance(uuid.uuid4(), uuid.UUID)
+                        assert (drawn(state) == before + 1) is picked
+                        assert picked is (active and "uuid" in sources)
+            finally:
+                undo()
 
 
 def test_record_value_needs_plain_json_while_recording() -> None:

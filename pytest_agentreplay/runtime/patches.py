@@ -282,8 +282,10 @@ def _read_clock_ns() -> int:
 
 def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     original = _UUID.originals[kind]
-    state = _state("uuid")
-    if state is None:
+    installed = INSTALLED.runs
+    # One run installed (a test's): it is the one _state would pick, without looking up the current run.
+    state = installed[0] if len(installed) == 1 else _state("uuid")
+    if state is None or "uuid" not in state.sources or not state.active:
         return original(*args, **kwargs)
     try:
         module = sys._getframe(2).f_globals.get("__name__") or ""
@@ -291,4 +293,4 @@ def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         module = ""
     if _excluded(module):
         return original(*args, **kwargs)
-    return state.uuid(kind, module or "?", lambda: original(*args, **kwargs))
+    return state.uuid(kind, module or "?", functools.partial(original, *args, **kwargs))

@@ -214,7 +214,7 @@ class RuntimeValues:
         stream = self.stream()
         if stream.suspended:
             return make()
-        seq = stream.seq("uuid", module)
+        seq = stream.uuid.get(module) or stream.seq("uuid", module)
         if seq.pos < len(seq.recorded):
             served = uuid_module.UUID(seq.recorded[seq.pos])
             if served.version == _UUID_VERSIONS[kind]:
