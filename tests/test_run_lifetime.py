@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentreplay import capture_run
+from pytest_agentreplay.diff.rules.syntax import parse_rules
 
 
 @pytest.fixture
@@ -37,6 +38,16 @@ def test_a_captured_run_that_read_runtime_values_is_freed_when_let_go(tmp_path: 
     assert ref() is None and events() is None
 
 
+@pytest.mark.usefixtures("no_cyclic_collector")
+def test_parsing_rules_leaves_no_cyclic_garbage() -> None:
+    # Nested layers: the walk recurses (a closure calling itself would be a cycle per call).
+    spec = [[{"$.model": "ignore"}], {"selector": "$.usage", "verdict": "ignore"}, None]
+    rules = parse_rules(spec, source="project")
+    assert [(r.source, r.index) for r in rules] == [("project", 0), ("project", 1)]
+    assert parse_rules(rules, source="project") == rules
+    assert gc.collect() == 0
+
+
 def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """
@@ -47,11 +58,18 @@ def test_a_replayed_test_leaves_no_cyclic_garbage(pytester: pytest.Pytester) -> 
         counts = []
 
 
+        def ours(o):
+            # An object of the package's types, or a function or method of its code (a closure in a cycle).
+            code = getattr(getattr(o, "__func__", o), "__code__", None)
+            module = type(o).__module__ if code is None else code.co_filename
+            return "pytest_agentreplay" in module
+
+
         @pytest.hookimpl(trylast=True)
         def pytest_runtest_logfinish(nodeid, location):
             gc.set_debug(gc.DEBUG_SAVEALL)
             gc.collect()
-            kept = [o for o in gc.garbage if type(o).__name__ in ("RunContext", "Event", "LoadedCassette")]
+            kept = [o for o in gc.garbage if ours(o)]
             counts.append(len(kept))
             gc.garbage.clear()
             gc.set_debug(0)

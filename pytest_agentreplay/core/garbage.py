@@ -1,6 +1,8 @@
-"""Freeing what a finished test left behind: SDK clients sit in reference cycles, which a young-generation
-collection after each test frees (~1 ms; a 100-test replay otherwise piled up 14 MB). The session's own
-objects are frozen once, never thawed, so no collection (nor the exit one) walks them again."""
+"""Freeing what a finished test left behind: its SDK clients and responses sit in reference cycles (the
+package's code leaves none), which a young-generation collection after each test frees; counted, that
+freeing saves the collector's automatic passes as much, and without it a 100-test replay peaked 13 MB
+higher. The session's objects are frozen once, never thawed, so no collection (nor the exit one) walks
+them again."""
 
 from __future__ import annotations
 

@@ -271,48 +271,51 @@ def _increase(value: object, fail: Fail) -> float | None:
     return float(number)
 
 
+def _add_rules(item: object, out: list[Rule], source: str) -> None:
+    """Append the rules of ``item`` (a rule, a rule dict, a selector table, or an iterable of those) to
+    ``out``. A module function, not a closure over ``out``: a closure calling itself is a reference cycle
+    (function, cell, function) that only the garbage collector frees, for every call of ``parse_rules``."""
+    if item is None:
+        return
+    if isinstance(item, Rule):
+        # Rules parsed once at start-up come back for every test: keep them when already in place.
+        same = item.source == source and item.index == len(out)
+        out.append(item if same else item._replace(source=source, index=len(out)))
+    elif isinstance(item, Mapping):
+        keys = set(item)
+        if keys and keys <= set(RULE_KEYS) and keys & {"path", "selector", "event"}:  # one rule dict
+            out.append(parse_rule(item, source=source, index=len(out)))
+            return
+        for selector, value in item.items():
+            name = repr(selector)
+            if not isinstance(selector, str):
+                raise _config_error(name, source, "a selector must be a string")
+            if isinstance(value, str):
+                rule_dict: dict[str, object] = {"selector": selector, "verdict": value}
+            elif isinstance(value, Mapping):
+                if "selector" in value or "event" in value or "path" in value:
+                    raise _config_error(name, source, "the selector is the key; drop event/path/selector")
+                rule_dict = {"selector": selector, **value}
+            else:
+                raise _config_error(
+                    name, source, f"value must be a verdict or a table of options, got {value!r}"
+                )
+            out.append(parse_rule(rule_dict, source=source, index=len(out), name=name))
+    elif isinstance(item, str | bytes):
+        raise _config_error(repr(item), source, "a rule must be a table/dict, not a bare string")
+    elif isinstance(item, Iterable):
+        for sub in item:
+            _add_rules(sub, out, source)
+    else:
+        raise _config_error(repr(item), source, f"a rule must be a table/dict, got {type(item).__name__}")
+
+
 def parse_rules(spec: RuleSpec, *, source: str, place: str | None = None) -> list[Rule]:
     """Parse one layer (see ``RuleSpec``) into rules, in order. Raises ``ConfigError`` naming the rule and
     ``place``, where the layer was written (e.g. the pyproject.toml file), when given."""
     out: list[Rule] = []
-
-    def add(item: object) -> None:
-        if item is None:
-            return
-        if isinstance(item, Rule):
-            # Rules parsed once at start-up come back for every test: keep them when already in place.
-            same = item.source == source and item.index == len(out)
-            out.append(item if same else item._replace(source=source, index=len(out)))
-        elif isinstance(item, Mapping):
-            keys = set(item)
-            if keys and keys <= set(RULE_KEYS) and keys & {"path", "selector", "event"}:  # one rule dict
-                out.append(parse_rule(item, source=source, index=len(out)))
-                return
-            for selector, value in item.items():
-                name = repr(selector)
-                if not isinstance(selector, str):
-                    raise _config_error(name, source, "a selector must be a string")
-                if isinstance(value, str):
-                    rule_dict: dict[str, object] = {"selector": selector, "verdict": value}
-                elif isinstance(value, Mapping):
-                    if "selector" in value or "event" in value or "path" in value:
-                        raise _config_error(name, source, "the selector is the key; drop event/path/selector")
-                    rule_dict = {"selector": selector, **value}
-                else:
-                    raise _config_error(
-                        name, source, f"value must be a verdict or a table of options, got {value!r}"
-                    )
-                out.append(parse_rule(rule_dict, source=source, index=len(out), name=name))
-        elif isinstance(item, str | bytes):
-            raise _config_error(repr(item), source, "a rule must be a table/dict, not a bare string")
-        elif isinstance(item, Iterable):
-            for sub in item:
-                add(sub)
-        else:
-            raise _config_error(repr(item), source, f"a rule must be a table/dict, got {type(item).__name__}")
-
     try:
-        add(spec)
+        _add_rules(spec, out, source)
     except ConfigError as exc:
         if place is None:
             raise
