@@ -267,3 +267,57 @@ def test_blob_symlink_leaving_the_store_and_fifo_are_refused(tmp_path: Path) -> 
     os.mkfifo(path)
     with pytest.raises(CassetteFileTypeError, match="FIFO"):
         BlobStore(tmp_path / ".blobs").get(sha)
+
+
+def _nested(depth: int, kind: str = "list") -> Any:
+    value: Any = 1
+    for level in range(depth):
+        value = [value] if kind == "list" or (kind == "mixed" and level % 2) else {"k": value}
+    return value
+
+
+class _Dict(dict[str, Any]):
+    pass
+
+
+def _depth_cases() -> list[Any]:
+    from pytest_agentreplay.cassette.validation import MAX_DEPTH
+
+    shared = _nested(MAX_DEPTH // 2)
+    depths = (1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1)
+    return [
+        *(_nested(depth, kind) for depth in depths for kind in ("list", "dict", "mixed")),
+        [{"s": "{[" * 500}],  # brackets in strings only count more: the walk settles it
+        [shared, shared],  # written twice by both forms: one level each time
+        {1: _nested(MAX_DEPTH)},  # a key that is no string: orjson refuses, marshal counts
+        [10**30, _nested(MAX_DEPTH + 1)],  # an integer past 64 bits: orjson refuses
+        ["\ud800", _nested(MAX_DEPTH)],  # a lone surrogate: orjson refuses
+        [(1, [2]), _nested(MAX_DEPTH - 2)],  # a tuple: orjson writes `[`, the walk does not descend
+        _Dict(a=_nested(MAX_DEPTH)),  # a dict subclass
+        _nested(300),  # deeper than orjson goes
+        [{1.5: 2}, {"x": object()}],  # marshal refuses the object: walked
+    ]
+
+
+def _walked_depth_problem(value: Any) -> str | None:
+    """The reference: the exact walk, every object and list visited."""
+    from pytest_agentreplay.cassette.validation import MAX_DEPTH
+
+    stack = [(value, 0)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        items = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+    return None
+
+
+@pytest.mark.parametrize("index", range(len(_depth_cases())))
+def test_depth_problem_counted_in_c_is_the_walks_answer(index: int) -> None:
+    """The depth check counts brackets of orjson's form (marshal's when orjson refuses the value) before it
+    walks: the answer is the exact walk's, at the limit, past it, and for what either form refuses."""
+    from pytest_agentreplay.cassette.validation import depth_problem
+
+    value = _depth_cases()[index]
+    assert depth_problem(value) == _walked_depth_problem(value)

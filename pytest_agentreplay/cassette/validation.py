@@ -11,11 +11,12 @@ import marshal
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import jiter
+import orjson
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
@@ -154,20 +155,31 @@ def reject_constant(name: str) -> NoReturn:
 # -- shapes ----------------------------------------------------------------------------------------
 
 
+def _marshal_form(value: Any) -> bytes:  # what marshal refuses, it raises for
+    return marshal.dumps(value, 2)
+
+
+_DEPTH_FORMS: Final[tuple[Callable[[object], bytes], ...]] = (orjson.dumps, _marshal_form)
+
+
 def depth_problem(value: object) -> str | None:
     """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
     if not isinstance(value, dict | list):
         return None  # a scalar nests no deeper than where it stands
-    try:
-        # A value holds no deeper path than it holds objects and lists, and marshal's version 2 (no back-
-        # references) writes each of them with its type code, ``{`` or ``[``: counting those bytes (strings
-        # holding them only count more) settles a real payload in C, however long its strings are.
-        # Holds for parsed JSON (string keys, no cycles), the only values checked here.
-        form = marshal.dumps(value, 2)
+    # A value holds no deeper path than it holds objects and lists, and both forms below write each of
+    # them (a dict or list, subclass or not, each time it is reached) with one ``{`` or ``[``: counting
+    # those bytes (strings holding them only count more) settles a real payload in C, however long its
+    # strings are. orjson writes JSON a third faster than marshal; what it refuses (a key that is no
+    # string, an integer past 64 bits, a lone surrogate, nesting past 255, a value JSON has no form for)
+    # is marshal's, then the walk's (version 2 of marshal: no back-references).
+    for dump in _DEPTH_FORMS:
+        try:
+            form = dump(value)
+        except (TypeError, ValueError):
+            continue  # not writable so, or deeper than it goes: the next form, then the walk below
         if form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
             return None
-    except ValueError:
-        pass  # not marshallable, or deeper than marshal goes: walked below
+        break
     stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 0)]
     while stack:  # only objects and lists are stacked
         item, depth = stack.pop()
