@@ -62,9 +62,9 @@ def read_regular_file(
 ) -> bytes:
     """The bytes of ``path`` if it is a regular file (inside ``root`` once symlinks are resolved) of at most
     ``limit`` bytes. Never blocks on a FIFO, never reads a device. ``FileNotFoundError`` passes through."""
-    real = os.path.realpath(path)
     if root is not None or root_real is not None:
         base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
+        real = _below_resolved(os.fspath(path), root, base) or os.path.realpath(path)
         if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
             raise CassetteFileTypeError(
                 f"{label} is a symlink leading out of {root if root is not None else base}",
@@ -77,6 +77,8 @@ def read_regular_file(
                     *fixes,
                 ],
             )
+    else:
+        real = os.path.realpath(path)
     fd = os.open(real, _READ_FLAGS)
     try:
         info = os.fstat(fd)
@@ -101,6 +103,27 @@ def read_regular_file(
         return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _below_resolved(path: str, root: Path | None, base: str) -> str | None:
+    """``os.path.realpath(path)`` for a path under the absolute ``root`` (resolved: ``base``), without
+    resolving ``root``'s part of it again: ``base`` joined with the names below it, when each is a plain
+    name (no ``.``, ``..`` or empty one) and none is a symlink. None otherwise (realpath decides)."""
+    prefix = os.fspath(root) if root is not None else ""
+    if not prefix or not os.path.isabs(prefix) or not path.startswith(prefix.rstrip(os.sep) + os.sep):
+        return None
+    names = path[len(prefix.rstrip(os.sep)) + 1 :].split(os.sep)
+    if any(name in ("", ".", "..") for name in names):
+        return None
+    real = base
+    for name in names:
+        real = os.path.join(real, name)
+        try:
+            if stat.S_ISLNK(os.lstat(real).st_mode):
+                return None
+        except OSError:
+            return None
+    return real
 
 
 def relocate(exc: CassetteError, cassette: Path | str | None, mode: str | None, place: str) -> CassetteError:
