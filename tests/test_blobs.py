@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli_support import put_blob
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
@@ -321,3 +323,26 @@ def test_depth_problem_counted_in_c_is_the_walks_answer(index: int) -> None:
 
     value = _depth_cases()[index]
     assert depth_problem(value) == _walked_depth_problem(value)
+
+
+_BODY_VALUES = st.one_of(
+    st.none(), st.text(max_size=3), st.integers(), st.booleans(), st.lists(st.integers(), max_size=2)
+)
+_BODY_KEYS = st.sampled_from(
+    ["content_type", "format", "raw", "coding", "json", "text", "base64", "sse", "x", 1]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_BODY_KEYS, _BODY_VALUES, max_size=5))
+def test_plain_body_fast_check_answers_as_the_full_check(body: dict[Any, Any]) -> None:
+    """A JSON or text body is passed in one pass over it; the answer, problem or none, is the full check's."""
+    from pytest_agentreplay.cassette import validation
+
+    fast = validation.body_problem(body)
+    original = validation._plain_body
+    try:
+        validation._plain_body = lambda body: False  # type: ignore[assignment]
+        assert fast == validation.body_problem(body)
+    finally:
+        validation._plain_body = original

@@ -270,9 +270,29 @@ def _headers_problem(headers: object) -> str | None:
     return None
 
 
+# The keys of a body whose value is a string or null; with ``json`` or ``text`` (one of them at most), what a
+# JSON or text body holds (:func:`_plain_body`).
+_STRING_OR_NULL: Final = frozenset({"content_type", "format", "raw", "coding"})
+
+
+def _plain_body(body: dict[object, object]) -> bool:
+    """Whether ``body`` holds only what a JSON or text body does, every field of the right type: then
+    :func:`body_problem` finds nothing, read in one pass over the body."""
+    kinds = 0
+    for key, value in body.items():
+        if key in _STRING_OR_NULL:
+            if value is not None and not isinstance(value, str):
+                return False
+        elif key == "json" or (key == "text" and isinstance(value, str)):
+            kinds += 1
+        else:
+            return False
+    return kinds <= 1
+
+
 def body_problem(body: object) -> str | None:
     """Why ``body`` is not a stored BODY shape (see ``http/bodies.py``)."""
-    if body is None:
+    if body is None or (type(body) is dict and _plain_body(body)):
         return None
     if not isinstance(body, dict):
         return f"body must be an object or null, found {short(body)}"
