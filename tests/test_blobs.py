@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli_support import put_blob
 
 from pytest_agentreplay.cassette.atomic import TEMP_PREFIX
@@ -267,3 +269,80 @@ def test_blob_symlink_leaving_the_store_and_fifo_are_refused(tmp_path: Path) -> 
     os.mkfifo(path)
     with pytest.raises(CassetteFileTypeError, match="FIFO"):
         BlobStore(tmp_path / ".blobs").get(sha)
+
+
+def _nested(depth: int, kind: str = "list") -> Any:
+    value: Any = 1
+    for level in range(depth):
+        value = [value] if kind == "list" or (kind == "mixed" and level % 2) else {"k": value}
+    return value
+
+
+class _Dict(dict[str, Any]):
+    pass
+
+
+def _depth_cases() -> list[Any]:
+    from pytest_agentreplay.cassette.validation import MAX_DEPTH
+
+    shared = _nested(MAX_DEPTH // 2)
+    depths = (1, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1)
+    return [
+        *(_nested(depth, kind) for depth in depths for kind in ("list", "dict", "mixed")),
+        [{"s": "{[" * 500}],  # brackets in strings only count more: the walk settles it
+        [shared, shared],  # written twice by both forms: one level each time
+        {1: _nested(MAX_DEPTH)},  # a key that is no string: orjson refuses, marshal counts
+        [10**30, _nested(MAX_DEPTH + 1)],  # an integer past 64 bits: orjson refuses
+        ["\ud800", _nested(MAX_DEPTH)],  # a lone surrogate: orjson refuses
+        [(1, [2]), _nested(MAX_DEPTH - 2)],  # a tuple: orjson writes `[`, the walk does not descend
+        _Dict(a=_nested(MAX_DEPTH)),  # a dict subclass
+        _nested(300),  # deeper than orjson goes
+        [{1.5: 2}, {"x": object()}],  # marshal refuses the object: walked
+    ]
+
+
+def _walked_depth_problem(value: Any) -> str | None:
+    """The reference: the exact walk, every object and list visited."""
+    from pytest_agentreplay.cassette.validation import MAX_DEPTH
+
+    stack = [(value, 0)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        items = item.values() if isinstance(item, dict) else item
+        stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+    return None
+
+
+@pytest.mark.parametrize("index", range(len(_depth_cases())))
+def test_depth_problem_counted_in_c_is_the_walks_answer(index: int) -> None:
+    """The depth check counts brackets of orjson's form (marshal's when orjson refuses the value) before it
+    walks: the answer is the exact walk's, at the limit, past it, and for what either form refuses."""
+    from pytest_agentreplay.cassette.validation import depth_problem
+
+    value = _depth_cases()[index]
+    assert depth_problem(value) == _walked_depth_problem(value)
+
+
+_BODY_VALUES = st.one_of(
+    st.none(), st.text(max_size=3), st.integers(), st.booleans(), st.lists(st.integers(), max_size=2)
+)
+_BODY_KEYS = st.sampled_from(
+    ["content_type", "format", "raw", "coding", "json", "text", "base64", "sse", "x", 1]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_BODY_KEYS, _BODY_VALUES, max_size=5))
+def test_plain_body_fast_check_answers_as_the_full_check(body: dict[Any, Any]) -> None:
+    """A JSON or text body is passed in one pass over it; the answer, problem or none, is the full check's."""
+    from pytest_agentreplay.cassette import validation
+
+    fast = validation.body_problem(body)
+    original = validation._plain_body
+    try:
+        validation._plain_body = lambda body: False  # type: ignore[assignment]
+        assert fast == validation.body_problem(body)
+    finally:
+        validation._plain_body = original

@@ -164,6 +164,18 @@ def test_default_blob_dir(tmp_path: Path) -> None:
     assert default_blob_dir(tmp_path / "plain" / "t.json") == tmp_path / "plain" / ".blobs"
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["/c.json", "/x/cassettes/c.json", "//x/y/c.json", "rel/c.json", "c.json", "a/../b/c.json", "./d/c.json"],
+)
+def test_a_paths_folder_is_its_parent_whatever_its_spelling(text: str) -> None:
+    """The cassette's folder is taken as the dirname of its absolute path's text, not as a Path's parent
+    (one Path fewer per load): the same folder for every spelling, str or Path."""
+    for given in (text, Path(text)):
+        assert default_blob_dir(given) == default_blob_dir(Path(text).absolute().parent / "x.json")
+    assert os.path.dirname(str(Path(text).absolute())) == str(Path(text).absolute().parent)
+
+
 def test_explicit_blob_dir(tmp_path: Path) -> None:
     blobs = tmp_path / "store"
     path = tmp_path / "c.json"
@@ -484,6 +496,46 @@ def test_symlink_within_the_cassette_folder_is_read(cassette: Path) -> None:
     alias = cassette.parent / "alias.json"
     alias.symlink_to(cassette.name)
     assert load_cassette(alias).events == load_cassette(cassette).events
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
+def test_path_below_a_resolved_root_resolves_as_realpath_does(tmp_path: Path) -> None:
+    """The read of a file under its cassette folder resolves only the names below the folder (the folder is
+    resolved once): the answer is realpath's, or None where realpath must decide."""
+    from pytest_agentreplay.cassette.validation import _below_resolved
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.json").write_text("{}")
+    real_root = tmp_path / "real"
+    (real_root / "sub").mkdir(parents=True)
+    (real_root / "sub" / "c.json").write_text("{}")
+    (real_root / "linked").symlink_to("sub")
+    (real_root / "out").symlink_to(outside)
+    (real_root / "sub" / "alias.json").symlink_to("c.json")
+    root = tmp_path / "root"
+    root.symlink_to(real_root)  # the folder itself reached through a symlink
+    names = [
+        "sub/c.json",
+        "sub/missing.json",
+        "linked/c.json",
+        "out/c.json",
+        "sub/alias.json",
+        "sub/../sub/c.json",
+        "sub/./c.json",
+        "sub//c.json",
+        "c.json",
+    ]
+    for root_text in (str(root), str(real_root), str(root) + "/"):
+        base = os.path.realpath(root_text)
+        for name in names:
+            path = root_text.rstrip("/") + "/" + name
+            fast = _below_resolved(path, Path(root_text), base)
+            assert fast is None or fast == os.path.realpath(path), (root_text, name)
+            # Only plain names of existing files and folders, none a symlink, are resolved here.
+            assert (fast is not None) == (name == "sub/c.json"), (root_text, name)
+    assert _below_resolved("sub/c.json", Path("sub"), os.path.realpath("sub")) is None  # relative: realpath's
+    assert _below_resolved("/etc/hosts", None, "/etc") is None  # no root given (blobs): realpath's
 
 
 def test_directory_and_oversized_cassettes_are_refused(

@@ -255,6 +255,10 @@ def test_stored_responses_parse_like_json_loads_with_sorted_keys(
     "raw",
     [
         '{"b": 1, "a": {"d": [{"z": 1, "y": 2}], "c": 2}, "b": 3}',  # duplicate key: the last wins
+        # Duplicates are not looked for (jiter keeps the last, as json.loads does): nested, of other types,
+        # a null replaced (one null fewer than the text holds) and one replacing a value.
+        '[{"k": 1, "k": "s", "k": [1, {"x": 1, "x": 2}]}, {"n": null, "n": 1}, {"v": 1, "v": null}]',
+        '{"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7, "k8": 8, "k0": 9}',
         '"\\ud800"',  # a lone surrogate: jiter refuses, json.loads decides
         "[NaN, Infinity, -Infinity, 1e400, 12345678901234567890123, -0.0]",
         "[" * 250 + "]" * 250,  # deeper than jiter goes
@@ -263,6 +267,18 @@ def test_stored_responses_parse_like_json_loads_with_sorted_keys(
 def test_stored_response_edge_cases_parse_as_json_loads_does(raw: str) -> None:
     from pytest_agentreplay.cassette.stored_decode import parse_sorted
 
+    assert repr(parse_sorted(raw)) == repr(_sorted_by_hook(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), _JSON_VALUES), max_size=8))
+def test_stored_responses_with_duplicate_keys_parse_like_json_loads(pairs: list[tuple[str, Any]]) -> None:
+    """An object written with repeated keys: the fast parse (which does not look for duplicates) gives
+    what json.loads gives, the last of each key winning, at any depth."""
+    from pytest_agentreplay.cassette.stored_decode import parse_sorted
+
+    inner = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in pairs) + "}"
+    raw = "[" + inner + ', {"o": ' + inner + "}]"
     assert repr(parse_sorted(raw)) == repr(_sorted_by_hook(raw))
 
 

@@ -420,6 +420,11 @@ def test_stream_parts_checks_the_shape() -> None:
             {"type": "tool.result", "tool": {"name": "t"}, "data": {"exception": {"class": 1}}},
             "data.exception",
         ),
+        # The checks of every event type come first, then the type's own (built once per type).
+        ({"type": "model.call", "data": {"provider": {"x": 1}}}, "data.provider must be a string"),
+        ({"type": "model.call", "data": {"group": [1], "provider": {}}}, "data.group"),
+        ({"type": "some.new.type", "data": {"group": {}}}, "data.group"),
+        ({"type": ["not", "a", "type"], "data": {"group": [], "provider": {}}}, "data.group"),
     ],
 )
 def test_tool_event_fields_are_checked(event: dict[str, Any], problem: str) -> None:

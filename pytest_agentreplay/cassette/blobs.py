@@ -147,7 +147,7 @@ class BlobStore:
     """Blobs are ``<root>/<sha[:2]>/<sha>.json`` holding compact canonical JSON; the name is its sha256."""
 
     def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+        self.root = root if isinstance(root, Path) else Path(root)  # a Path is immutable: kept as given
         # sha -> (value, size in bytes, the blobs it references); values are validated (shape, depth)
         # before they are cached.
         self._cache: OrderedDict[str, tuple[object, int, list[str]]] = OrderedDict()
@@ -366,8 +366,10 @@ _IN_CASSETTE_DIR: dict[str, Path] = {}
 
 def default_blob_dir(cassette_path: Path | str) -> Path:
     """``.blobs`` in the nearest ``cassettes`` ancestor (or one holding ``.blobs``), else next to the file."""
-    # Walked as strings: a Path per ancestor cost more than the stat calls (every test's load asks).
-    parent = str(Path(cassette_path).absolute().parent)
+    # Walked as strings: a Path per ancestor cost more than the stat calls (every test's load asks). A
+    # Path's text has no trailing or doubled separator: its dirname is its parent's text.
+    path = cassette_path if isinstance(cassette_path, Path) else Path(cassette_path)
+    parent = os.path.dirname(str(path.absolute()))
     known = _IN_CASSETTE_DIR.get(parent)
     if known is not None:
         return known

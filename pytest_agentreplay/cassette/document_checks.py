@@ -139,8 +139,11 @@ _TOOL_EVENTS: Final = ("tool.call", "tool.result")
 Field = tuple[str, str, Callable[[object], bool]]  # name under ``data``, what it must be, its check
 
 
+_CONTAINERS: Final = (dict, list)
+
+
 def _key(name: str) -> Field:
-    return name, "a string, number or null", lambda value: not isinstance(value, dict | list)
+    return name, "a string, number or null", lambda value: not isinstance(value, _CONTAINERS)
 
 
 def _is_exception(value: object) -> bool:
@@ -171,6 +174,12 @@ _DATA_FIELDS: Final[dict[str, tuple[Field, ...]]] = {
 }
 
 
+# Per event type, every check its ``data`` gets (those of every event first), built once.
+_CHECKS: Final[dict[str, tuple[Field, ...]]] = {
+    kind: (*_EVERY_EVENT, *fields) for kind, fields in _DATA_FIELDS.items()
+}
+
+
 def event_field_problem(events: Sequence[object]) -> tuple[int, str] | None:
     """The first event (its index: its seq in a cassette whose seqs are dense, as the load checks) with a
     field that is not what replay reads, and the problem."""
@@ -188,7 +197,7 @@ def _problem(event: Document) -> str | None:
             return f"tool must be an object naming the tool (tool.name), found {short(tool)}"
     if type(data) is not dict:  # the schema check, run first, refuses it
         return None
-    for name, what, check in (*_EVERY_EVENT, *(_DATA_FIELDS.get(kind, ()) if isinstance(kind, str) else ())):
+    for name, what, check in _CHECKS.get(kind, _EVERY_EVENT) if isinstance(kind, str) else _EVERY_EVENT:
         if name in data and not check(data[name]):
             return f"data.{name} must be {what}, found {short(data[name])}"
     return None

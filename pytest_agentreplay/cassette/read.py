@@ -152,7 +152,7 @@ def load_cassette(
     version's integrity fields and upgraded in memory (``LoadedCassette.version`` says the file's).
     Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     default = default_blob_dir(path)  # its folder is the one the cassette must stay in
     store = BlobStore(blob_dir if blob_dir is not None else default)
     raw, version, doc, data = _load(

@@ -11,11 +11,12 @@ import marshal
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
 import jiter
+import orjson
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
@@ -61,9 +62,9 @@ def read_regular_file(
 ) -> bytes:
     """The bytes of ``path`` if it is a regular file (inside ``root`` once symlinks are resolved) of at most
     ``limit`` bytes. Never blocks on a FIFO, never reads a device. ``FileNotFoundError`` passes through."""
-    real = os.path.realpath(path)
     if root is not None or root_real is not None:
         base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
+        real = _below_resolved(os.fspath(path), root, base) or os.path.realpath(path)
         if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
             raise CassetteFileTypeError(
                 f"{label} is a symlink leading out of {root if root is not None else base}",
@@ -76,6 +77,8 @@ def read_regular_file(
                     *fixes,
                 ],
             )
+    else:
+        real = os.path.realpath(path)
     fd = os.open(real, _READ_FLAGS)
     try:
         info = os.fstat(fd)
@@ -100,6 +103,27 @@ def read_regular_file(
         return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _below_resolved(path: str, root: Path | None, base: str) -> str | None:
+    """``os.path.realpath(path)`` for a path under the absolute ``root`` (resolved: ``base``), without
+    resolving ``root``'s part of it again: ``base`` joined with the names below it, when each is a plain
+    name (no ``.``, ``..`` or empty one) and none is a symlink. None otherwise (realpath decides)."""
+    prefix = os.fspath(root) if root is not None else ""
+    if not prefix or not os.path.isabs(prefix) or not path.startswith(prefix.rstrip(os.sep) + os.sep):
+        return None
+    names = path[len(prefix.rstrip(os.sep)) + 1 :].split(os.sep)
+    if any(name in ("", ".", "..") for name in names):
+        return None
+    real = base
+    for name in names:
+        real = os.path.join(real, name)
+        try:
+            if stat.S_ISLNK(os.lstat(real).st_mode):
+                return None
+        except OSError:
+            return None
+    return real
 
 
 def relocate(exc: CassetteError, cassette: Path | str | None, mode: str | None, place: str) -> CassetteError:
@@ -154,20 +178,31 @@ def reject_constant(name: str) -> NoReturn:
 # -- shapes ----------------------------------------------------------------------------------------
 
 
+def _marshal_form(value: Any) -> bytes:  # what marshal refuses, it raises for
+    return marshal.dumps(value, 2)
+
+
+_DEPTH_FORMS: Final[tuple[Callable[[object], bytes], ...]] = (orjson.dumps, _marshal_form)
+
+
 def depth_problem(value: object) -> str | None:
     """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
     if not isinstance(value, dict | list):
         return None  # a scalar nests no deeper than where it stands
-    try:
-        # A value holds no deeper path than it holds objects and lists, and marshal's version 2 (no back-
-        # references) writes each of them with its type code, ``{`` or ``[``: counting those bytes (strings
-        # holding them only count more) settles a real payload in C, however long its strings are.
-        # Holds for parsed JSON (string keys, no cycles), the only values checked here.
-        form = marshal.dumps(value, 2)
+    # A value holds no deeper path than it holds objects and lists, and both forms below write each of
+    # them (a dict or list, subclass or not, each time it is reached) with one ``{`` or ``[``: counting
+    # those bytes (strings holding them only count more) settles a real payload in C, however long its
+    # strings are. orjson writes JSON a third faster than marshal; what it refuses (a key that is no
+    # string, an integer past 64 bits, a lone surrogate, nesting past 255, a value JSON has no form for)
+    # is marshal's, then the walk's (version 2 of marshal: no back-references).
+    for dump in _DEPTH_FORMS:
+        try:
+            form = dump(value)
+        except (TypeError, ValueError):
+            continue  # not writable so, or deeper than it goes: the next form, then the walk below
         if form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
             return None
-    except ValueError:
-        pass  # not marshallable, or deeper than marshal goes: walked below
+        break
     stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 0)]
     while stack:  # only objects and lists are stacked
         item, depth = stack.pop()
@@ -235,9 +270,29 @@ def _headers_problem(headers: object) -> str | None:
     return None
 
 
+# The keys of a body whose value is a string or null; with ``json`` or ``text`` (one of them at most), what a
+# JSON or text body holds (:func:`_plain_body`).
+_STRING_OR_NULL: Final = frozenset({"content_type", "format", "raw", "coding"})
+
+
+def _plain_body(body: dict[object, object]) -> bool:
+    """Whether ``body`` holds only what a JSON or text body does, every field of the right type: then
+    :func:`body_problem` finds nothing, read in one pass over the body."""
+    kinds = 0
+    for key, value in body.items():
+        if key in _STRING_OR_NULL:
+            if value is not None and not isinstance(value, str):
+                return False
+        elif key == "json" or (key == "text" and isinstance(value, str)):
+            kinds += 1
+        else:
+            return False
+    return kinds <= 1
+
+
 def body_problem(body: object) -> str | None:
     """Why ``body`` is not a stored BODY shape (see ``http/bodies.py``)."""
-    if body is None:
+    if body is None or (type(body) is dict and _plain_body(body)):
         return None
     if not isinstance(body, dict):
         return f"body must be an object or null, found {short(body)}"
