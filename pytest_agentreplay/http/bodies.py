@@ -55,11 +55,12 @@ def _detect_format(raw: bytes, value: object, sort_keys: bool = False) -> str | 
     newline = text.endswith("\n")
     core = text[:-1] if newline else text
     opening = _opening(value, sort_keys)
+    encoders = _SORTED_ENCODERS if sort_keys else _ENCODERS
     for name, kwargs in _JSON_FORMATS.items():
         if not _may_be(core, kwargs, opening):
             continue
         try:
-            if json.dumps(value, sort_keys=sort_keys, **kwargs) == core:
+            if encoders[name].encode(value) == core:
                 if newline:
                     return f"{name or 'compact'}+nl"
                 return name
@@ -105,6 +106,8 @@ def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) 
 
 # One encoder per format, built once: ``json.dumps`` with options builds a new encoder per call.
 _ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in _JSON_FORMATS.items()}
+# The same with sorted keys (``json.dumps(value, sort_keys=True, **kwargs)``): what a response is tried with.
+_SORTED_ENCODERS = {k: json.JSONEncoder(sort_keys=True, **v) for k, v in _JSON_FORMATS.items()}
 
 # ``json.encoder.c_make_encoder``'s product: (value, indent level) -> the text's chunks.
 _CEncoder = Callable[[object, int], Iterable[str]]
