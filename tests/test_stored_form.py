@@ -4,6 +4,7 @@ deltas refused with an error that names the event."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,18 @@ def test_request_digests_of_a_conversation_hash_each_whole_body(turns: list[Any]
         assert request_digest(body, memo) == hash_value(body)
         if dropped:
             history = history[: max(1, len(history) - dropped)]  # shared objects, fewer of them
+
+
+def test_request_digests_from_threads_sharing_a_memo_hash_each_whole_body() -> None:
+    # A request takes its list's hash state out of the memo to grow it in place: threads hashing the same
+    # conversation at once each get the hash of their own body.
+    memo = DigestMemo()
+    history = [{"role": "user", "content": str(i)} for i in range(40)]
+    bodies = [{"messages": history[:n], "model": "m"} for n in range(1, 41)] * 5
+    expected = [hash_value(body) for body in bodies]
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda body: request_digest(body, memo), bodies))
+    assert found == expected
 
 
 _JSON_VALUES = st.recursive(

@@ -239,7 +239,8 @@ def hash_value(value: object) -> str:
 
 class HashedList(NamedTuple):
     """A conversation's list as :func:`request_digest` last hashed it: the text before it, a snapshot of its
-    items (the caller's list may grow) and the hash state after them (copied, never updated in place)."""
+    items (the caller's list may grow) and the hash state after them (the memo's own: handed out as copies,
+    grown in place only by the request that took it out of the memo)."""
 
     before: str
     items: tuple[Mapping[str, object], ...]
@@ -285,29 +286,30 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
     pending.append("}")
     if hasher is None:
         return sha256_hex("".join(pending))
-    finished = hasher.copy()
-    finished.update("".join(pending).encode("utf-8"))
-    return finished.hexdigest()
+    hasher.update("".join(pending).encode("utf-8"))
+    return hasher.hexdigest()
 
 
 def _list_hasher(key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo) -> hashlib._Hash:
-    """The hash state after ``before`` and the items of ``value`` (not to be updated: copy it)."""
-    last = memo.lists.get(key)
+    """A copy of the hash state after ``before`` and the items of ``value``, the caller's to update."""
+    # Taken out of the memo (one atomic step): no other thread can reach the state while it grows in place.
+    last = memo.lists.pop(key, None)
     if (
         last is not None
         and last.before == before
         and len(last.items) <= len(value)
         and all(map(is_, last.items, value))
     ):
-        hasher = last.state.copy()
+        hasher = last.state
         if len(last.items) < len(value):
             added = "," + ",".join(_item_text(item, memo) for item in value[len(last.items) :])
             hasher.update(added.encode("utf-8"))
     else:
         text = before + ",".join(_item_text(item, memo) for item in value)
         hasher = hashlib.sha256(text.encode("utf-8"))
+    copy = hasher.copy()
     memo.lists[key] = HashedList(before, tuple(value), hasher)
-    return hasher
+    return copy
 
 
 def items_hash(items: list[object], memo: DigestMemo) -> str:
