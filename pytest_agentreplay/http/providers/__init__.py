@@ -31,11 +31,15 @@ BUILTIN: Final[tuple[Provider, ...]] = (
     bedrock,
 )
 
+# Each built-in provider recognises POST requests only (its ``match`` refuses any other method first;
+# ``tests/test_providers_post_only.py`` holds each to it): a GET asks the project's providers alone.
+_POST_ONLY: Final = frozenset(BUILTIN)
+
 
 class ProviderSet:
     """The providers of a session, in the order they are asked, each name once. Immutable."""
 
-    __slots__ = ("_by_name", "inputs", "order")
+    __slots__ = ("_by_name", "_not_post_only", "inputs", "order")
 
     def __init__(self, providers: Iterable[Provider]) -> None:
         by_name: dict[str, Provider] = {}
@@ -44,6 +48,7 @@ class ProviderSet:
             by_name.setdefault(provider.NAME, provider)
         self._by_name: Mapping[str, Provider] = MappingProxyType(by_name)
         self.order: tuple[Provider, ...] = tuple(by_name.values())
+        self._not_post_only = tuple(p for p in self.order if p not in _POST_ONLY)
         # Every provider's input fields together: a comparison reads events of any of them.
         declared = (as_input_fields(getattr(p, "INPUT_FIELDS", None)) or InputFields() for p in self.order)
         self.inputs: InputFields = reduce(operator.or_, declared, InputFields())
@@ -57,7 +62,7 @@ class ProviderSet:
 
     def match(self, request: HttpRequest, settings: RunSettings) -> tuple[str, str] | None:
         """(provider name, endpoint) of the first provider that recognises ``request``."""
-        for provider in self.order:
+        for provider in self.order if request.method == "POST" else self._not_post_only:
             endpoint = provider.match(request, settings)
             if endpoint is not None:
                 return provider.NAME, str(endpoint)
