@@ -22,7 +22,7 @@ from pytest_agentreplay import (
     tool,
 )
 from pytest_agentreplay.core.canonical import hash_value
-from pytest_agentreplay.core.capture import Recorder, RunContext, activate, current_run
+from pytest_agentreplay.core.capture import Recorder, RunContext, activate, current_run, to_jsonable
 from pytest_agentreplay.core.events import RunMeta
 
 
@@ -76,6 +76,19 @@ def test_events_carry_seq_tool_and_effect_fields() -> None:
     assert effect.tool is not None and effect.tool.idempotency_key == "idem-9"
     assert effect.effect is not None and effect.effect.receipt == receipt["id"] and effect.effect.committed
     assert events[4].state_hash == digest
+
+
+@pytest.mark.parametrize("agent", [None, "support-bot", "é\u2028"])
+@pytest.mark.parametrize("error", [None, "ValueError: boom"])
+def test_run_start_and_end_data_is_its_json_conversion(agent: str | None, error: str | None) -> None:
+    # run.start and run.end are emitted trusted (their data is plain JSON): the same as converting it.
+    ctx = RunContext(Recorder(RunMeta(run_id="r1", agent=agent)), mode="record")
+    ctx.start()
+    ctx.finish("error" if error else "ok", error)
+    start, end = ctx.recorder.events
+    assert start.data == to_jsonable({"agent": agent}) and list(start.data) == ["agent"]
+    expected = {"status": "error" if error else "ok", **({"error": error} if error else {})}
+    assert end.data == to_jsonable(expected) and list(end.data) == list(expected)
 
 
 def test_retry_attempts_are_counted_per_idempotency_key() -> None:

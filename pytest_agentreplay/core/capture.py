@@ -275,18 +275,17 @@ class RunContext:
         return self.recording or self.mode is Mode.SANDBOX
 
     def start(self) -> None:
+        # Plain JSON already (the agent's name is a string or None): trusted, not converted again.
+        agent = self.recorder.run.agent
         self.recorder.emit(
-            "run.start",
-            actor="runtime",
-            event_class="input",
-            data={"agent": self.recorder.run.agent},
+            "run.start", actor="runtime", event_class="input", data={"agent": agent}, trusted=True
         )
 
     def finish(self, status: str = "ok", error: str | None = None) -> None:
         data: Document = {"status": status}
         if error is not None:
             data["error"] = error
-        self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data)
+        self.recorder.emit("run.end", actor="runtime", event_class="decision", data=data, trusted=True)
 
     def on_release(self, release: Callable[[], None]) -> None:
         """Call ``release`` when the run stops being active, finished or not (idempotent callables: a
