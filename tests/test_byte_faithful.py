@@ -349,3 +349,10 @@ def test_a_spaced_request_body_is_serialised_once_to_find_its_format(monkeypatch
     assert bodies._detect_format(raw, body) == "spaced"
     tried = [c for c in calls if any(c is encoder for encoder in formats)]
     assert len(tried) == 1
+
+
+@given(value=_JSON_VALUES)
+def test_the_matching_key_of_a_json_body_is_its_sorted_compact_text(value: object) -> None:
+    # Written with an encoder made once: the same text as json.dumps with these options.
+    expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert bodies.normalise_for_match({"json": value, "content_type": "application/json"}) == expected

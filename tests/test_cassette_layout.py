@@ -107,6 +107,21 @@ def test_what_json_refuses_is_refused(bad: object) -> None:
         dumps_cassette(bad)
 
 
+@pytest.mark.parametrize(
+    "scalar", [None, True, 0, -(10**40), 1.5, -0.0, 1e300, float("nan"), float("inf"), object(), b"x"]
+)
+def test_a_scalar_is_written_and_refused_as_json_dumps_does(scalar: object) -> None:
+    # Written with an encoder made once: the text, and the error of a value JSON refuses, are json.dumps's.
+    try:
+        expected = json.dumps(scalar, ensure_ascii=False, allow_nan=False) + "\n"
+    except (ValueError, TypeError) as error:
+        with pytest.raises(type(error)) as raised:
+            dumps_cassette([scalar])
+        assert str(raised.value) == str(error)
+    else:
+        assert dumps_cassette(scalar) == expected
+
+
 def _chat_events() -> list[Event]:
     messages: list[dict[str, object]] = [{"role": "system", "content": "You are terse."}]
     events = []

@@ -154,7 +154,11 @@ def _scalar(value: object) -> str:
     # As json.dumps writes them (its checks included: no NaN, JSON types only).
     if type(value) is str:
         return _encode_string(value)
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return _SCALAR_ENCODER.encode(value)
+
+
+# json.dumps(value, ensure_ascii=False, allow_nan=False)'s encoder, made once (json.dumps makes one a call).
+_SCALAR_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 def _compact_encoder() -> Callable[[object, int], Iterable[str]] | None:

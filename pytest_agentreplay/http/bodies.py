@@ -415,4 +415,4 @@ def normalise_for_match(body: Document | None) -> str:
                 return str(body[kind])
     # A multipart body part by part: names, file names, content types, content.
     value = body["json"] if "json" in body else body["multipart"] if "multipart" in body else body.get("sse")
-    return json.dumps(value, sort_keys=True, separators=JSON_SEPARATORS, ensure_ascii=False)
+    return _SORTED_ENCODERS[None].encode(value)  # json.dumps(sort_keys=True, compact, ensure_ascii=False)
