@@ -52,7 +52,12 @@ def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> Unus
     # resolution (a symlinked cassette) is only asked of the few files its folder and name do not settle.
     folders: dict[Path, Path] = {}
     known = list(known)
-    by_name = {folders.setdefault(p.parent, p.parent.resolve()) / p.name for p in known}
+    by_name = set()
+    for p in known:
+        folder = folders.get(p.parent)
+        if folder is None:  # not setdefault: its default, a resolution, would be computed for every path
+            folder = folders[p.parent] = p.parent.resolve()
+        by_name.add(folder / p.name)
     resolved: set[Path] | None = None
     found = UnusedFiles([], [])
     for folder in sorted({d.resolve() for d in module_dirs}):
