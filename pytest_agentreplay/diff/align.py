@@ -42,20 +42,29 @@ def _hashable(value: object) -> Hashable:
     return value if type(value) is str or isinstance(value, Hashable) else dumps_compact(value)
 
 
+# The data fields the identity of these types is made of (with the type and the idempotency key): what
+# :func:`identities` reads, and what :func:`_same_identity` finds the same objects in two events.
+_IDENTITY_DATA: Final[Mapping[object, tuple[str, str]]] = {
+    "http": ("method", "url"),
+    "model.call": ("provider", "endpoint"),
+}
+
+
 def identities(event: Event) -> tuple[Key, Key]:
     """``(identity, coarse_identity)`` of an event, computed together."""
     etype = event.get("type")
     tool = _sub(event, "tool")
     coarse: Key
     fine: Key
-    if etype == "http":
+    if etype == "http" or etype == "model.call":
         data = _sub(event, "data")
-        url = data.get("url")
-        coarse = (etype, data.get("method"))
-        fine = (*coarse, _url_identity(url) if isinstance(url, str) else _hashable(url))
-    elif etype == "model.call":
-        data = _sub(event, "data")
-        coarse = fine = (etype, data.get("provider"), data.get("endpoint"))
+        first, second = _IDENTITY_DATA[etype]
+        if etype == "http":
+            url = data.get(second)
+            coarse = (etype, data.get(first))
+            fine = (*coarse, _url_identity(url) if isinstance(url, str) else _hashable(url))
+        else:
+            coarse = fine = (etype, data.get(first), data.get(second))
     elif etype == "tool.call" or etype == "tool.result":
         coarse = fine = (etype, tool.get("name"))
     elif etype == "effect":
@@ -268,13 +277,6 @@ def _same_identity(etype: object, a: Event, b: Event) -> bool:
             if da.get(first) is db.get(first) and da.get(second) is db.get(second):
                 return True
     return identities(a)[0] == identities(b)[0]
-
-
-# The data fields an identity of these types is made of (with the type and the idempotency key).
-_IDENTITY_DATA: Final[Mapping[object, tuple[str, str]]] = {
-    "http": ("method", "url"),
-    "model.call": ("provider", "endpoint"),
-}
 
 
 def align_histories(

@@ -56,8 +56,13 @@ def lower_headers(items: Mapping[str, object] | Iterable[tuple[str | bytes, obje
     return out
 
 
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in headers.items()}
+def redact_headers(
+    headers: Mapping[str, str], *, without: frozenset[str] = frozenset(), ordered: bool = False
+) -> dict[str, str]:
+    """``headers`` with the secret ones' values redacted, those named in ``without`` left out; ``ordered``:
+    sorted by name (as a loaded cassette holds them)."""
+    items = sorted(headers.items()) if ordered else headers.items()
+    return {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in items if k not in without}
 
 
 def normalise_url(url: str) -> str:
@@ -223,11 +228,7 @@ class HttpRequest:
         # every request of a conversation whose prompt changed, and so the cassette line of each one), in
         # one pass in the order a loaded cassette has them (sorted), so comparing a replayed request with
         # its recording is one C-level pass over equal layouts rather than a canonical re-serialisation.
-        headers = {
-            k: (REDACTED if k in SECRET_HEADERS else v)
-            for k, v in sorted(self.headers.items())
-            if k not in _UNSTORED_REQUEST_HEADERS
-        }
+        headers = redact_headers(self.headers, without=_UNSTORED_REQUEST_HEADERS, ordered=True)
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
             # The boundary is transport, new on every upload: stored like the body's, without it.

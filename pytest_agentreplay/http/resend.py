@@ -107,8 +107,7 @@ def _remember_whole(raw: bytes, value: Mapping[str, object], key: str) -> Sent:
     """:func:`remember` for a body whose bytes are the compact UTF-8 text of ``value``: a compact text is its
     members' texts joined, so the bytes after the list's items are the text of the members after it, from
     its ``]`` on, and its items are not written again to find where they end."""
-    after = dict(dropwhile(lambda item: item[0] != key, value.items()))
-    after[key] = []
+    after = _after_list(value, key)
     tail = json_text(after, None).encode("utf-8")  # raw is this text's encoding: it encodes
     suffix = tail[len(_opening(key)) :]
     prefix = raw[: len(raw) - len(suffix)]
@@ -117,6 +116,13 @@ def _remember_whole(raw: bytes, value: Mapping[str, object], key: str) -> Sent:
     if key.isascii() and "\x7f" not in key and _formats_of(after, tail, formats, written=True) == formats:
         checked = suffix
     return Sent(value, key, prefix, formats, checked)
+
+
+def _after_list(value: Mapping[str, object], key: str) -> dict[str, object]:
+    """``value``'s members from the list ``key`` on, the list emptied: what follows the list's items."""
+    after = dict(dropwhile(lambda item: item[0] != key, value.items()))
+    after[key] = []
+    return after
 
 
 def _opening(key: str) -> bytes:
@@ -131,8 +137,7 @@ def _suffix(
     after ``key`` in each of ``formats``: the full check named one format, ``raw`` may still be in none."""
     if not key.isascii() or "\x7f" in key:
         return None  # the key's text may differ between the formats
-    after = dict(dropwhile(lambda item: item[0] != key, value.items()))
-    after[key] = []
+    after = _after_list(value, key)
     try:
         checked = _formats_of(after, _opening(key) + suffix, formats)
     except UnicodeEncodeError:

@@ -238,8 +238,7 @@ class Redactor:
             fixed = twin is not _ABSENT or not isinstance(k, str)
             new_key = k if fixed else self.redact_string(k, keys=False)
             secret = False
-            exempt = not walked and (v is None or kind is bool or v == "" or v == REDACTED)  # is_exempt
-            if keys and isinstance(k, str) and not exempt:  # (an object is never exempt)
+            if keys and isinstance(k, str) and (walked or not is_exempt(v)):  # (an object is never exempt)
                 decided = names.get((k, False))  # ``is_secret_name``, inlined
                 if decided is None:
                     decided = self._kind(k, False)

@@ -253,14 +253,16 @@ def _clock_excluded(module: str) -> bool:
 
 def _state(source: str) -> PatchedRun | None:
     installed = INSTALLED.runs
-    if not installed:
+    if len(installed) == 1:
+        # The only run: the one the look-up below picks whoever reads, so the current run is not asked.
+        state: PatchedRun | None = installed[0]
+    elif not installed:
         return None
-    # The run the reading code belongs to, when it has one: a run some caller started and never finished
-    # must not take the reads of the run that is current now.
-    ctx = current_run()
-    state = next((run for run in installed if run.ctx is ctx), None) if ctx is not None else None
-    if state is None and len(installed) == 1:
-        state = installed[0]
+    else:
+        # The run the reading code belongs to, when it has one: a run some caller started and never
+        # finished must not take the reads of the run that is current now.
+        ctx = current_run()
+        state = next((run for run in installed if run.ctx is ctx), None) if ctx is not None else None
     return state if state is not None and source in state.sources and state.active else None
 
 
@@ -282,10 +284,8 @@ def _read_clock_ns() -> int:
 
 def _dispatch_uuid(kind: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     original = _UUID.originals[kind]
-    installed = INSTALLED.runs
-    # One run installed (a test's): it is the one _state would pick, without looking up the current run.
-    state = installed[0] if len(installed) == 1 else _state("uuid")
-    if state is None or "uuid" not in state.sources or not state.active:
+    state = _state("uuid")
+    if state is None:
         return original(*args, **kwargs)
     try:
         module = sys._getframe(2).f_globals.get("__name__") or ""

@@ -9,7 +9,7 @@ import operator
 from collections.abc import Iterable, Mapping
 from functools import reduce
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final, Protocol, cast
 
 from ...core.canonical import DigestMemo
 from ...core.documents import Document
@@ -69,14 +69,18 @@ class ProviderSet:
         return None
 
 
+class _TakesDigests(Protocol):
+    """A built-in provider's ``request_fields``: the :class:`Provider` one, and the body's digest memo."""
+
+    def request_fields(self, endpoint: str, body: object, digests: DigestMemo | None = None) -> Document: ...
+
+
 def request_fields_of(adapter: Provider, endpoint: str, body: object, digests: DigestMemo | None) -> Document:
     """``adapter.request_fields(endpoint, body)``; a built-in provider also takes ``digests`` (the memo
     the body was hashed with: ``core.canonical.request_digest``), and hashes the tools from it alike."""
     if digests is None or adapter not in BUILTIN:
         return adapter.request_fields(endpoint, body)
-    built_in: Any = adapter  # a module of this package, whose request_fields takes the memo
-    fields: Document = built_in.request_fields(endpoint, body, digests)
-    return fields
+    return cast(_TakesDigests, adapter).request_fields(endpoint, body, digests)
 
 
 def providers_of(settings: RunSettings) -> ProviderSet:
