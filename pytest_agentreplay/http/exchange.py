@@ -332,10 +332,5 @@ class HttpResponse:
 
 def stored_response_headers(headers: Mapping[str, str], decoded: bool) -> dict[str, str]:
     """Headers as stored: secrets redacted, content-encoding dropped (the body is stored decoded)."""
-    out = redact_headers(headers)
-    for name in _FRAMING_HEADERS:
-        out.pop(name, None)
-    if decoded:
-        # The length of the encoded body says nothing about the decoded one.
-        out.pop("content-length", None)
-    return out
+    # Decoded, the length of the encoded body says nothing about the decoded one.
+    return redact_headers(headers, without=_REGENERATED if decoded else _FRAMING_HEADERS)

@@ -31,10 +31,6 @@ BUILTIN: Final[tuple[Provider, ...]] = (
     bedrock,
 )
 
-# Each built-in provider recognises POST requests only (its ``match`` refuses any other method first;
-# ``tests/test_providers_post_only.py`` holds each to it): a GET asks the project's providers alone.
-_POST_ONLY: Final = frozenset(BUILTIN)
-
 
 class ProviderSet:
     """The providers of a session, in the order they are asked, each name once. Immutable."""
@@ -48,7 +44,9 @@ class ProviderSet:
             by_name.setdefault(provider.NAME, provider)
         self._by_name: Mapping[str, Provider] = MappingProxyType(by_name)
         self.order: tuple[Provider, ...] = tuple(by_name.values())
-        self._not_post_only = tuple(p for p in self.order if p not in _POST_ONLY)
+        # Each built-in provider recognises POST requests only (its ``match`` refuses any other method first;
+        # ``tests/test_providers_post_only.py`` holds each to it): a GET asks the project's providers alone.
+        self._not_post_only = tuple(p for p in self.order if p not in BUILTIN)
         # Every provider's input fields together: a comparison reads events of any of them.
         declared = (as_input_fields(getattr(p, "INPUT_FIELDS", None)) or InputFields() for p in self.order)
         self.inputs: InputFields = reduce(operator.or_, declared, InputFields())
