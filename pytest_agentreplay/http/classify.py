@@ -100,7 +100,7 @@ def _model(request: HttpRequest, settings: RunSettings) -> Classification:
         f"{request.method} {request.url} is classified as a model call, and no provider reads it",
         evidence=[
             "classified 'model' by the pytest_agentreplay_classify_exchange hook",
-            f"providers asked, in order: {', '.join(providers.names)}",
+            f"providers asked, in order: {', '.join(p.NAME for p in providers.order)}",
         ],
         fixes=[
             "register a provider that reads this API: a class with NAME, match, request_fields and "

@@ -54,10 +54,6 @@ class ProviderSet:
     def __getitem__(self, name: str | None) -> Provider:
         return self._by_name[str(name)]
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
-
     def match(self, request: HttpRequest, settings: RunSettings) -> tuple[str, str] | None:
         """(provider name, endpoint) of the first provider that recognises ``request``."""
         for provider in self.order if request.method == "POST" else self._not_post_only:
