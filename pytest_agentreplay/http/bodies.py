@@ -290,7 +290,6 @@ def _missing_library(name: str, header: str) -> ContentCodingError:
 
 
 def decode_content(data: bytes, encoding: str | None) -> bytes:
-    """Undo ``Content-Encoding`` on a complete body."""
     if not data or not encoding:
         return data
     dec = Decoder(encoding)

@@ -84,8 +84,6 @@ class LineParser:
 
 
 class SSEParser(LineParser):
-    """Feed bytes as they arrive; complete events come back from :meth:`feed`."""
-
     def __init__(self) -> None:
         super().__init__(encode_event)
         self._next_event()

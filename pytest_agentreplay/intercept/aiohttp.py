@@ -53,7 +53,6 @@ def _request_body(session: object, data: object, json_value: object, headers: di
 
 
 def _fault_exception(fault: Fault) -> BaseException:
-    """aiohttp's own exception for an injected timeout or reset."""
     import aiohttp  # optional: only a run that patched aiohttp gets here
 
     if fault.kind == "timeout":

@@ -54,7 +54,6 @@ def _served_run() -> RunContext | None:
 
 
 def patch(patches: Patches, module: ModuleType) -> None:
-    """Patch the MCP SDK (``module`` is ``mcp``)."""
     # optional: the SDK's modules, loaded only once ``mcp`` itself has been imported by the project.
     from mcp.client import sse, stdio, streamable_http
     from mcp.shared.exceptions import MCPError
