@@ -17,6 +17,7 @@ prices; and the ``max_increase`` rules on ``model.call:@usage``, ``@cost`` and `
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.documents import Document
@@ -32,22 +33,19 @@ if TYPE_CHECKING:
     from .judge import Judge
 
 SECTION = "agentreplay comparison"
-PROPERTY = "agentreplay-comparison"
 
 _TEXT = ("data", "decision", "text")
 # Budget pseudo path -> (what a call uses of it, its unit as reports write it).
 _BUDGETS = {"@usage": ("tokens", "tokens"), "@cost": ("cost", "USD"), "@latency": ("latency_ms", "ms")}
 
 
+@dataclass(frozen=True)
 class Judging:
     """What judges a run beyond the two histories: its rules, the judge, the price table."""
 
-    def __init__(
-        self, rules: RuleSet | None = None, judge: Judge | None = None, prices: PriceTable | None = None
-    ) -> None:
-        self.rules = rules
-        self.judge = judge
-        self.prices = prices or PriceTable()
+    rules: RuleSet | None = None
+    judge: Judge | None = None
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 def _decision(event: Event, prices: PriceTable) -> Document:
@@ -72,10 +70,8 @@ def _decision(event: Event, prices: PriceTable) -> Document:
     }
 
 
-def _call_text(calls: list[Document]) -> str:
-    if not calls:
-        return "(no tool call)"
-    return ", ".join(f"{c['name']}({_args(c['arguments'])})" for c in calls)
+def _call_text(calls: list[Document], separator: str = ", ") -> str:
+    return separator.join(f"{c['name']}({_args(c['arguments'])})" for c in calls) or "(no tool call)"
 
 
 def _args(arguments: object) -> str:
@@ -123,10 +119,6 @@ def _path_calls(
 
 def _argument_path(index: int, key: str) -> tuple[str, ...]:
     return ("data", "decision", "tool_calls", f"[{index}]", "arguments", key)
-
-
-def _path(calls: list[Document]) -> str:
-    return " > ".join(f"{c['name']}({_args(c['arguments'])})" for c in calls) or "(no tool call)"
 
 
 def _answer(final_r: str | None, final_l: str | None, judging: Judging, judged: list[Document]) -> Document:
@@ -238,8 +230,8 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
         "tool_choice_agreement": round(choice_agree / total, 3) if total else 1.0,
         "argument_equality": round(args_equal / total, 3) if total else 1.0,
         "agree": not differences,
-        "recorded_path": _path(path_r),
-        "path": _path(path_l),
+        "recorded_path": _call_text(path_r, " > "),
+        "path": _call_text(path_l, " > "),
         "path_agrees": path_r == path_l,
         "final_answer": {"recorded": final_r, "live": final_l, "similarity": answer["similarity"]},
         "answer": {k: answer[k] for k in ("equivalent", "by")},

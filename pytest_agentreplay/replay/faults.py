@@ -27,7 +27,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.constants import Mode
@@ -88,13 +88,9 @@ class Fault:
 class _Spec:
     method: str
     url_glob: str
-    route: str
     nths: frozenset[int]
-    kind: str
-    status: int | None
-    retry_after: float | None
-    delivered: bool
-    body: Any
+    # What a hit call gets, with the call's number as ``nth``.
+    fault: Fault
 
 
 def _error(problem: str, index: int, spec: object) -> ConfigError:
@@ -158,13 +154,16 @@ def parse_faults(raw: object) -> list[_Spec]:
             _Spec(
                 method=method.upper(),
                 url_glob=_strip_query(url.strip()),
-                route=f"{method.upper()} {url.strip()}",
                 nths=frozenset(nths),
-                kind=kind,
-                status=int(status) if kind == "status" and status is not None else None,
-                retry_after=float(retry_after) if retry_after is not None else None,
-                delivered=bool(item.get("delivered", True)) if kind != "status" else False,
-                body=item.get("body"),
+                fault=Fault(
+                    kind,
+                    f"{method.upper()} {url.strip()}",
+                    0,
+                    status=int(status) if kind == "status" and status is not None else None,
+                    retry_after=float(retry_after) if retry_after is not None else None,
+                    delivered=bool(item.get("delivered", True)) if kind != "status" else False,
+                    body=item.get("body"),
+                ),
             )
         )
     return specs
@@ -197,15 +196,7 @@ class FaultPlan:
                 count = self._counts.get(i, 0) + 1
                 self._counts[i] = count
                 if chosen is None and count in spec.nths:
-                    chosen = Fault(
-                        spec.kind,
-                        spec.route,
-                        count,
-                        spec.status,
-                        spec.retry_after,
-                        spec.delivered,
-                        spec.body,
-                    )
+                    chosen = replace(spec.fault, nth=count)
             if chosen is not None:
                 self.injected.append(chosen)
         return chosen

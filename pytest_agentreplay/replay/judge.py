@@ -19,6 +19,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -42,24 +43,17 @@ def verdict_key(recorded: str, live: str, rubric: str, model: str) -> str:
     return hashlib.sha256(json.dumps([recorded, live, rubric, model]).encode("utf-8")).hexdigest()
 
 
+@dataclass
 class Judge:
     """Asks one provider's judge model, through a store of verdicts already given."""
 
-    def __init__(
-        self,
-        store: Path,
-        provider: str | None,
-        url: str | None,
-        *,
-        redact: Callable[[str], str] = lambda text: text,
-        cassette: str | None = None,
-    ) -> None:
-        self.store = store
-        self.provider = provider
-        self.url = url
-        self.redact = redact
-        self.cassette = cassette
-        self.asked = 0
+    store: Path
+    provider: str | None
+    url: str | None
+    _: KW_ONLY
+    redact: Callable[[str], str] = lambda text: text
+    cassette: str | None = None
+    asked: int = field(default=0, init=False)
 
     def verdict(self, recorded: str, live: str, rubric: str, model: str) -> Document:
         """``{"pass": bool, "reason": str, "stored": bool}``: the stored verdict, else the judge's answer."""
