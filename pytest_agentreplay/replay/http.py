@@ -33,7 +33,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..core.constants import Mode
 from ..core.documents import Document
@@ -52,17 +52,15 @@ if TYPE_CHECKING:
     from ..core.run_settings import RunSettings
 
 
+# The kind of the exchange each event type that carries a request records.
+_RECORDED_KINDS: Final = {"model.call": "model", "http": "read", "effect": "write"}
+
+
 def _recorded_kind(event: Event) -> str | None:
     ref = event.input_ref
     if ref is None or ref.media_type != REQUEST_MEDIA_TYPE:
         return None
-    if event.type == "model.call":
-        return "model"
-    if event.type == "http":
-        return "read"
-    if event.type == "effect":
-        return "write"
-    return None
+    return _RECORDED_KINDS.get(event.type)
 
 
 class HttpReplayIndex:
@@ -132,24 +130,29 @@ class HttpReplayIndex:
 
     # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
 
-    def take_model(self, endpoint: str, digest: str | None) -> RecordedExchange | None:
-        """The first unplayed recorded call to ``endpoint`` whose request hash is ``digest``."""
-        if digest is None:
+    def take_model(
+        self, ctx: RunContext, request: HttpRequest, endpoint: str, digest: str | None, in_order: bool
+    ) -> RecordedExchange | None:
+        """The recorded call the live one equals, else the first unplayed call to its endpoint (see
+        :mod:`.model_calls`). The normalised body is computed outside the lock: it redacts."""
+        model = self.model
+        if digest is not None:
+            with self._lock:
+                rec = model.take_exact(endpoint, digest)
+            if rec is not None:
+                return rec
+        names = ignored_names(ctx.mode)
+        if model.total(endpoint) and (digest is None or not in_order or mentions(request, names)):
+            # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
+            key = normalised_key(_redacted_view(ctx, request)[1], names)
+            with self._lock:
+                rec = model.take_normalised(endpoint, key, names, self._request_body)
+            if rec is not None:
+                return rec
+        if not in_order:
             return None
         with self._lock:
-            return self.model.take_exact(endpoint, digest)
-
-    def take_model_normalised(
-        self, endpoint: str, key: str, names: frozenset[str]
-    ) -> RecordedExchange | None:
-        """The first unplayed recorded call to ``endpoint`` whose body, as the comparison sees it, has ``key``
-        (:func:`.model_calls.normalised_key`)."""
-        with self._lock:
-            return self.model.take_normalised(endpoint, key, names, self._request_body)
-
-    def take_model_in_order(self, endpoint: str) -> RecordedExchange | None:
-        with self._lock:
-            return self.model.take_in_order(endpoint)
+            return model.take_in_order(endpoint)
 
     def _request_body(self, rec: RecordedExchange) -> Document | None:
         payload = self.recorded.payload(rec.event.input_ref)
@@ -185,11 +188,7 @@ class HttpReplayIndex:
                 return None
             # Prefer an unplayed write with the same body; else the first unplayed one (keys that
             # are random per run, e.g. uuid4, cannot match exactly).
-            chosen = None
-            for rec in queue:
-                if not rec.played and rec.body_key == body_key:
-                    chosen = rec
-                    break
+            chosen = next((rec for rec in queue if not rec.played and rec.body_key == body_key), None)
             if chosen is None and strict:
                 return None
             if chosen is None:
@@ -272,7 +271,7 @@ def serve(
     prepared: PreparedModelRequest | None = None
     if cls.kind == "model":
         prepared = prepare_model_request(ctx, request)
-        rec = _take_model(ctx, index, request, cls.endpoint_key, prepared.request_hash, in_order=not exact)
+        rec = index.take_model(ctx, request, cls.endpoint_key, prepared.request_hash, not exact)
     else:
         # Recorded requests were redacted when saved: match on the live request redacted the same way.
         raw_url, stored = _redacted_view(ctx, request)
@@ -301,30 +300,6 @@ def serve(
         recorded=rec.event,
     )
     return response
-
-
-def _take_model(
-    ctx: RunContext,
-    index: HttpReplayIndex,
-    request: HttpRequest,
-    endpoint: str,
-    digest: str | None,
-    *,
-    in_order: bool = True,
-) -> RecordedExchange | None:
-    """The recorded call the live one equals, else the first unplayed call to its endpoint (see
-    :mod:`.model_calls`). The normalised body is computed outside the index's lock: it redacts."""
-    rec = index.take_model(endpoint, digest)
-    if rec is not None:
-        return rec
-    names = ignored_names(ctx.mode)
-    if index.model.total(endpoint) and (digest is None or not in_order or mentions(request, names)):
-        # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
-        _, stored = _redacted_view(ctx, request)
-        rec = index.take_model_normalised(endpoint, normalised_key(stored, names), names)
-        if rec is not None:
-            return rec
-    return index.take_model_in_order(endpoint) if in_order else None
 
 
 def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:
