@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 from ..core.documents import Document
@@ -177,10 +178,7 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
     liv = [_decision(e, judging.prices) for e in live]
     calls: list[Document] = []
     differences: list[str] = []
-    choice_agree = args_equal = 0
-    for n in range(max(len(rec), len(liv))):
-        r = rec[n] if n < len(rec) else None
-        lv = liv[n] if n < len(liv) else None
+    for n, (r, lv) in enumerate(zip_longest(rec, liv)):
         entry: Document = {"n": n + 1, "recorded": r, "live": lv}
         if r is None or lv is None:
             entry["tool_choice_agrees"] = entry["arguments_equal"] = False
@@ -195,8 +193,6 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
             ]
             entry["tool_choice_agrees"] = agrees
             entry["arguments_equal"] = same_args
-            choice_agree += agrees
-            args_equal += same_args
             if not agrees:
                 differences.append(
                     f"call {n + 1}: recorded chose {_call_text(r['tool_calls'])}, "
@@ -208,7 +204,9 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
                     f"live {_call_text(lv['tool_calls'])}"
                 )
         calls.append(entry)
-    total = max(len(rec), len(liv))
+    total = len(calls)
+    choice_agree = sum(1 for c in calls if c["tool_choice_agrees"])
+    args_equal = sum(1 for c in calls if c["arguments_equal"])
     final_r = next((d["text"] for d in reversed(rec) if d["text"]), None)
     final_l = next((d["text"] for d in reversed(liv) if d["text"]), None)
     judged: list[Document] = []

@@ -1,25 +1,9 @@
-"""Fault injection for sandbox mode: fail the nth call to a route with a status, a timeout or a reset.
+"""Fault injection for sandbox mode: fail the nth call to a route with a status, a timeout or a reset
+(the ``faults`` setting; its format and what each fault does: docs/modes.md, Fault injection).
 
-Spec (marker ``faults=[...]`` or the ``agentreplay_config`` fixture), one dict per fault::
-
-    {"route": "POST https://tickets.example/tickets", "nth": 1, "status": 503}
-    {"route": "POST https://tickets.example/tickets", "nth": 2, "timeout": True}
-    {"route": "GET https://orders.example/orders/*", "reset": True}
-    {"route": "POST https://tickets.example/tickets", "status": 429, "retry_after": 1}
-
-``route`` is ``"METHOD URL"`` (``*`` as method matches any; the URL may use ``*`` globs; the query
-string is ignored) and is matched against the URL the agent called (the recorded host, before any
-sandbox base-URL mapping). ``nth`` (default 1) is the 1-based number of the call to that route, or a
-list of numbers. A status fault is answered without reaching the service. A timeout or a reset is by
-default raised *after* the request reached the sandbox service (``"delivered": true``): the response
-is lost, which is exactly when a retry without its idempotency key writes twice; ``"delivered":
-false`` fails before sending.
-
-The exception raised is the client's own type, so retry logic sees what it would see in production:
-``httpx.ReadTimeout`` / ``httpx.ReadError`` (httpx2 likewise), urllib3's ``ReadTimeoutError`` /
-``ProtocolError`` (requests turns them into ``requests.ReadTimeout`` / ``requests.ConnectionError``),
-aiohttp's ``ServerTimeoutError`` / ``ClientOSError``. Each interceptor builds its client's exception
-from the :class:`Fault` (:meth:`Fault.message` is the text they share); this module knows no client.
+The exception raised is the client's own type, so retry logic sees what it would see in production. Each
+interceptor builds its client's exception from the :class:`Fault` (:meth:`Fault.message` is the text they
+share); this module knows no client.
 """
 
 from __future__ import annotations

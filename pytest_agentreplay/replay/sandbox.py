@@ -1,14 +1,5 @@
-"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection.
-
-Where a tool call may go (checked per call, first match wins):
-
-1. a base-URL mapping ``sandbox={"https://orders.example": "http://127.0.0.1:8081"}`` (marker or
-   ``agentreplay_config``): the call is rewritten to the local service the test started (the recorded
-   URL stays on the event, so the history still compares with the recording);
-2. ``sandbox_hosts=[...]``: hosts the agent addresses directly that are already sandbox services;
-3. an active respx route that matches the request (respx patches httpx only): the call is handed to
-   the client's original transport, where respx answers it; no socket is permitted, so a respx
-   pass-through still meets the fail-closed guard.
+"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection
+(where a call may go, first match wins: docs/modes.md, Sandbox).
 
 Anything else is refused with :class:`SandboxError`: a sandbox never reaches a recorded host.
 :func:`destination` answers the question for :mod:`.policy`, which turns it into an action; this
