@@ -162,9 +162,6 @@ class FaultPlan:
         self._lock = threading.Lock()
         self.injected: list[Fault] = []
 
-    def __bool__(self) -> bool:
-        return bool(self.specs)
-
     def next_fault(self, request: HttpRequest, *alternative_urls: str) -> Fault | None:
         """Count this call against every matching route; the first spec whose nth is hit applies."""
         if not self.specs:
