@@ -78,9 +78,8 @@ class HttpReplayIndex:
         self.writes_exact: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.writes_any: dict[tuple[str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
-        # Reads and writes in recorded order; grouped by host only when an error message needs it.
+        # Reads and writes in recorded order, for the error message of a call none answers.
         self._exchanges: list[RecordedExchange] = []
-        self._by_host: dict[str, list[RecordedExchange]] | None = None
         idem_header = self.idem_header
         for event in recorded.events:
             kind = _recorded_kind(event)
@@ -117,16 +116,6 @@ class HttpReplayIndex:
                 self.writes_any[(method, url)].append(rec)
         self.model.built()
         self.reads.built()
-
-    @property
-    def by_host(self) -> dict[str, list[RecordedExchange]]:
-        by_host = self._by_host
-        if by_host is None:
-            by_host = {}
-            for rec in self._exchanges:
-                by_host.setdefault(rec.host, []).append(rec)
-            self._by_host = by_host
-        return by_host
 
     # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
 
@@ -213,9 +202,9 @@ class HttpReplayIndex:
                 return [f"the cassette holds {total} call(s) to {cls.endpoint_key}; all were already served"]
             others = sorted(k for k, v in self.model.by_endpoint.items() if v)
             return [f"recorded model endpoints: {', '.join(others) or 'none'}"]
-        candidates = self.by_host.get(request.host, [])
+        candidates = [rec for rec in self._exchanges if rec.host == request.host]
         if not candidates:
-            hosts = sorted(self.by_host)
+            hosts = sorted({rec.host for rec in self._exchanges})
             return [f"nothing recorded for host {request.host}; recorded hosts: {', '.join(hosts) or 'none'}"]
         live = f"{request.method} {normalise_url(request.url)} {request.excerpt(80)}"
         scored = []

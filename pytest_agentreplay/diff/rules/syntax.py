@@ -40,13 +40,7 @@ def split_path(path: str) -> Path:
 
 def join_path(tokens: Iterable[str]) -> str:
     """``("a", "b", "[0]", "c")`` -> ``"a.b[0].c"``."""
-    out: list[str] = []
-    for tok in tokens:
-        if tok.startswith("[") or not out:
-            out.append(tok)
-        else:
-            out.append("." + tok)
-    return "".join(out)
+    return "".join(tok if tok.startswith("[") or not n else "." + tok for n, tok in enumerate(tokens))
 
 
 def generalize_path(tokens: Iterable[str]) -> str:
