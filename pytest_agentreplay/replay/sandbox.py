@@ -63,21 +63,19 @@ def state_for(ctx: RunContext) -> SandboxState:
 def _parsed(ctx: RunContext) -> SandboxState:
     settings = ctx.settings
     raw_map = settings.sandbox or {}
-    if not isinstance(raw_map, Mapping):
-        error = ConfigError(
-            "sandbox= must map recorded base URLs to sandbox base URLs",
-            evidence=[f"given: {raw_map!r}"],
-            mode=ctx.mode,
-            fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
-        )
-        ctx.failures.add(error)
-        raise error
-    mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
     try:
+        if not isinstance(raw_map, Mapping):
+            raise ConfigError(
+                "sandbox= must map recorded base URLs to sandbox base URLs",
+                evidence=[f"given: {raw_map!r}"],
+                mode=ctx.mode,
+                fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
+            )
         plan = FaultPlan(parse_faults(settings.faults))
     except Exception as exc:
         ctx.failures.add(exc)
         raise
+    mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
     return SandboxState(mapping, settings.sandbox_hosts, plan)
 
 
