@@ -8,10 +8,8 @@ calls the cassette held no result for (not executed; reported with the closest r
 ``render_comparison`` turns it into the text of the test's report section; ``summary_lines``
 aggregates many of them for the terminal summary.
 
-Under the run's rules (:class:`Judging`): the decision *path* (tool calls in order, their arguments without
-those the rules ignore, judged ones settled by the judge) and whether the final answer is equivalent (a
-judge rule, else the rule's similarity, else equality); each model call's cost at the price table's
-prices; and the ``max_increase`` rules on ``model.call:@usage``, ``@cost`` and ``@latency``, call by call.
+The decision path, the answer's equivalence, the costs and the budget rules are judged under the run's
+rules (:class:`Judging`), as docs/comparison.md describes.
 """
 
 from __future__ import annotations
