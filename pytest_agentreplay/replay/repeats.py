@@ -63,8 +63,7 @@ def aggregate(runs: Sequence[Document], min_agreement: float) -> Document:
     n = len(runs)
     first = runs[0]
     path_ok = sum(1 for r in runs if r["path_agrees"])
-    answers = [r["answer"]["equivalent"] for r in runs]
-    answer_ok = sum(1 for a in answers if a)
+    answer_ok = sum(1 for r in runs if r["answer"]["equivalent"])
     paths = Counter(r["path"] for r in runs)
     recorded_path = first["recorded_path"]
     agreement = _rate(path_ok, n)

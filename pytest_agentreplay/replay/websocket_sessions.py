@@ -93,8 +93,7 @@ class _RunConnections:
                 conv.received.append(
                     Received("close", None, close.get("code"), str(close.get("reason") or ""))
                 )
-        for number in sorted(found):
-            conv = found[number]
+        for _, conv in sorted(found.items()):
             self.by_url.setdefault(normalise_url(conv.url), deque()).append(conv)
 
     def next_number(self) -> int:
