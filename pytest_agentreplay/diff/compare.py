@@ -199,10 +199,8 @@ class _Walker:
                 if _same(x, y) or (isinstance(x, str) and isinstance(y, str) and _same_json_text(x, y)):
                     continue
                 judgement = self.rules.judge(event_type, tokens)
-                if x is ABSENT and judgement.unrecorded is not None:
-                    if judgement.unrecorded != "ignore":
-                        return False
-                elif judgement.verdict != "ignore":
+                unrecorded = judgement.unrecorded if x is ABSENT else None
+                if (judgement.verdict if unrecorded is None else unrecorded) != "ignore":
                     return False
                 found += 1
         self.ignored += found

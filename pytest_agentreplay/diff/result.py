@@ -144,9 +144,6 @@ class DriftResult(NamedTuple):
     def has_drift(self) -> bool:
         return bool(self.differences)
 
-    def by_kind(self, kind: DiffKind) -> tuple[Difference, ...]:
-        return tuple(d for d in self.differences if d.kind == kind)
-
     def counts(self) -> dict[str, int]:
         verdicts = Counter(d.verdict for d in self.differences)
         kinds = Counter(d.kind for d in self.differences)

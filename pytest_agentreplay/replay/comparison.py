@@ -8,15 +8,15 @@ calls the cassette held no result for (not executed; reported with the closest r
 ``render_comparison`` turns it into the text of the test's report section; ``summary_lines``
 aggregates many of them for the terminal summary.
 
-Under the run's rules (:class:`Judging`): the decision *path* (tool calls in order, their arguments without
-those the rules ignore, judged ones settled by the judge) and whether the final answer is equivalent (a
-judge rule, else the rule's similarity, else equality); each model call's cost at the price table's
-prices; and the ``max_increase`` rules on ``model.call:@usage``, ``@cost`` and ``@latency``, call by call.
+The decision path, the answer's equivalence, the costs and the budget rules are judged under the run's
+rules (:class:`Judging`), as docs/comparison.md describes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 from ..core.documents import Document
@@ -32,22 +32,19 @@ if TYPE_CHECKING:
     from .judge import Judge
 
 SECTION = "agentreplay comparison"
-PROPERTY = "agentreplay-comparison"
 
 _TEXT = ("data", "decision", "text")
 # Budget pseudo path -> (what a call uses of it, its unit as reports write it).
 _BUDGETS = {"@usage": ("tokens", "tokens"), "@cost": ("cost", "USD"), "@latency": ("latency_ms", "ms")}
 
 
+@dataclass(frozen=True)
 class Judging:
     """What judges a run beyond the two histories: its rules, the judge, the price table."""
 
-    def __init__(
-        self, rules: RuleSet | None = None, judge: Judge | None = None, prices: PriceTable | None = None
-    ) -> None:
-        self.rules = rules
-        self.judge = judge
-        self.prices = prices or PriceTable()
+    rules: RuleSet | None = None
+    judge: Judge | None = None
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 def _decision(event: Event, prices: PriceTable) -> Document:
@@ -72,10 +69,8 @@ def _decision(event: Event, prices: PriceTable) -> Document:
     }
 
 
-def _call_text(calls: list[Document]) -> str:
-    if not calls:
-        return "(no tool call)"
-    return ", ".join(f"{c['name']}({_args(c['arguments'])})" for c in calls)
+def _call_text(calls: list[Document], separator: str = ", ") -> str:
+    return separator.join(f"{c['name']}({_args(c['arguments'])})" for c in calls) or "(no tool call)"
 
 
 def _args(arguments: object) -> str:
@@ -123,10 +118,6 @@ def _path_calls(
 
 def _argument_path(index: int, key: str) -> tuple[str, ...]:
     return ("data", "decision", "tool_calls", f"[{index}]", "arguments", key)
-
-
-def _path(calls: list[Document]) -> str:
-    return " > ".join(f"{c['name']}({_args(c['arguments'])})" for c in calls) or "(no tool call)"
 
 
 def _answer(final_r: str | None, final_l: str | None, judging: Judging, judged: list[Document]) -> Document:
@@ -185,10 +176,7 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
     liv = [_decision(e, judging.prices) for e in live]
     calls: list[Document] = []
     differences: list[str] = []
-    choice_agree = args_equal = 0
-    for n in range(max(len(rec), len(liv))):
-        r = rec[n] if n < len(rec) else None
-        lv = liv[n] if n < len(liv) else None
+    for n, (r, lv) in enumerate(zip_longest(rec, liv)):
         entry: Document = {"n": n + 1, "recorded": r, "live": lv}
         if r is None or lv is None:
             entry["tool_choice_agrees"] = entry["arguments_equal"] = False
@@ -203,8 +191,6 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
             ]
             entry["tool_choice_agrees"] = agrees
             entry["arguments_equal"] = same_args
-            choice_agree += agrees
-            args_equal += same_args
             if not agrees:
                 differences.append(
                     f"call {n + 1}: recorded chose {_call_text(r['tool_calls'])}, "
@@ -216,7 +202,9 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
                     f"live {_call_text(lv['tool_calls'])}"
                 )
         calls.append(entry)
-    total = max(len(rec), len(liv))
+    total = len(calls)
+    choice_agree = sum(1 for c in calls if c["tool_choice_agrees"])
+    args_equal = sum(1 for c in calls if c["arguments_equal"])
     final_r = next((d["text"] for d in reversed(rec) if d["text"]), None)
     final_l = next((d["text"] for d in reversed(liv) if d["text"]), None)
     judged: list[Document] = []
@@ -238,8 +226,8 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
         "tool_choice_agreement": round(choice_agree / total, 3) if total else 1.0,
         "argument_equality": round(args_equal / total, 3) if total else 1.0,
         "agree": not differences,
-        "recorded_path": _path(path_r),
-        "path": _path(path_l),
+        "recorded_path": _call_text(path_r, " > "),
+        "path": _call_text(path_l, " > "),
         "path_agrees": path_r == path_l,
         "final_answer": {"recorded": final_r, "live": final_l, "similarity": answer["similarity"]},
         "answer": {k: answer[k] for k in ("equivalent", "by")},

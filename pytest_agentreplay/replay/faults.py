@@ -1,25 +1,9 @@
-"""Fault injection for sandbox mode: fail the nth call to a route with a status, a timeout or a reset.
+"""Fault injection for sandbox mode: fail the nth call to a route with a status, a timeout or a reset
+(the ``faults`` setting; its format and what each fault does: docs/modes.md, Fault injection).
 
-Spec (marker ``faults=[...]`` or the ``agentreplay_config`` fixture), one dict per fault::
-
-    {"route": "POST https://tickets.example/tickets", "nth": 1, "status": 503}
-    {"route": "POST https://tickets.example/tickets", "nth": 2, "timeout": True}
-    {"route": "GET https://orders.example/orders/*", "reset": True}
-    {"route": "POST https://tickets.example/tickets", "status": 429, "retry_after": 1}
-
-``route`` is ``"METHOD URL"`` (``*`` as method matches any; the URL may use ``*`` globs; the query
-string is ignored) and is matched against the URL the agent called (the recorded host, before any
-sandbox base-URL mapping). ``nth`` (default 1) is the 1-based number of the call to that route, or a
-list of numbers. A status fault is answered without reaching the service. A timeout or a reset is by
-default raised *after* the request reached the sandbox service (``"delivered": true``): the response
-is lost, which is exactly when a retry without its idempotency key writes twice; ``"delivered":
-false`` fails before sending.
-
-The exception raised is the client's own type, so retry logic sees what it would see in production:
-``httpx.ReadTimeout`` / ``httpx.ReadError`` (httpx2 likewise), urllib3's ``ReadTimeoutError`` /
-``ProtocolError`` (requests turns them into ``requests.ReadTimeout`` / ``requests.ConnectionError``),
-aiohttp's ``ServerTimeoutError`` / ``ClientOSError``. Each interceptor builds its client's exception
-from the :class:`Fault` (:meth:`Fault.message` is the text they share); this module knows no client.
+The exception raised is the client's own type, so retry logic sees what it would see in production. Each
+interceptor builds its client's exception from the :class:`Fault` (:meth:`Fault.message` is the text they
+share); this module knows no client.
 """
 
 from __future__ import annotations
@@ -27,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.constants import Mode
@@ -88,13 +72,9 @@ class Fault:
 class _Spec:
     method: str
     url_glob: str
-    route: str
     nths: frozenset[int]
-    kind: str
-    status: int | None
-    retry_after: float | None
-    delivered: bool
-    body: Any
+    # What a hit call gets, with the call's number as ``nth``.
+    fault: Fault
 
 
 def _error(problem: str, index: int, spec: object) -> ConfigError:
@@ -158,13 +138,16 @@ def parse_faults(raw: object) -> list[_Spec]:
             _Spec(
                 method=method.upper(),
                 url_glob=_strip_query(url.strip()),
-                route=f"{method.upper()} {url.strip()}",
                 nths=frozenset(nths),
-                kind=kind,
-                status=int(status) if kind == "status" and status is not None else None,
-                retry_after=float(retry_after) if retry_after is not None else None,
-                delivered=bool(item.get("delivered", True)) if kind != "status" else False,
-                body=item.get("body"),
+                fault=Fault(
+                    kind,
+                    f"{method.upper()} {url.strip()}",
+                    0,
+                    status=int(status) if kind == "status" and status is not None else None,
+                    retry_after=float(retry_after) if retry_after is not None else None,
+                    delivered=bool(item.get("delivered", True)) if kind != "status" else False,
+                    body=item.get("body"),
+                ),
             )
         )
     return specs
@@ -178,9 +161,6 @@ class FaultPlan:
         self._counts: dict[int, int] = {}
         self._lock = threading.Lock()
         self.injected: list[Fault] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.specs)
 
     def next_fault(self, request: HttpRequest, *alternative_urls: str) -> Fault | None:
         """Count this call against every matching route; the first spec whose nth is hit applies."""
@@ -197,15 +177,7 @@ class FaultPlan:
                 count = self._counts.get(i, 0) + 1
                 self._counts[i] = count
                 if chosen is None and count in spec.nths:
-                    chosen = Fault(
-                        spec.kind,
-                        spec.route,
-                        count,
-                        spec.status,
-                        spec.retry_after,
-                        spec.delivered,
-                        spec.body,
-                    )
+                    chosen = replace(spec.fault, nth=count)
             if chosen is not None:
                 self.injected.append(chosen)
         return chosen

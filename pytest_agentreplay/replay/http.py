@@ -33,7 +33,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..core.constants import Mode
 from ..core.documents import Document
@@ -52,17 +52,15 @@ if TYPE_CHECKING:
     from ..core.run_settings import RunSettings
 
 
+# The kind of the exchange each event type that carries a request records.
+_RECORDED_KINDS: Final = {"model.call": "model", "http": "read", "effect": "write"}
+
+
 def _recorded_kind(event: Event) -> str | None:
     ref = event.input_ref
     if ref is None or ref.media_type != REQUEST_MEDIA_TYPE:
         return None
-    if event.type == "model.call":
-        return "model"
-    if event.type == "http":
-        return "read"
-    if event.type == "effect":
-        return "write"
-    return None
+    return _RECORDED_KINDS.get(event.type)
 
 
 class HttpReplayIndex:
@@ -80,9 +78,8 @@ class HttpReplayIndex:
         self.writes_exact: dict[tuple[str, str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.writes_any: dict[tuple[str, str], deque[RecordedExchange]] = defaultdict(deque)
         self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
-        # Reads and writes in recorded order; grouped by host only when an error message needs it.
+        # Reads and writes in recorded order, for the error message of a call none answers.
         self._exchanges: list[RecordedExchange] = []
-        self._by_host: dict[str, list[RecordedExchange]] | None = None
         idem_header = self.idem_header
         for event in recorded.events:
             kind = _recorded_kind(event)
@@ -120,36 +117,31 @@ class HttpReplayIndex:
         self.model.built()
         self.reads.built()
 
-    @property
-    def by_host(self) -> dict[str, list[RecordedExchange]]:
-        by_host = self._by_host
-        if by_host is None:
-            by_host = {}
-            for rec in self._exchanges:
-                by_host.setdefault(rec.host, []).append(rec)
-            self._by_host = by_host
-        return by_host
-
     # -- lookups (callers hold no lock; each takes it once) -----------------------------------------
 
-    def take_model(self, endpoint: str, digest: str | None) -> RecordedExchange | None:
-        """The first unplayed recorded call to ``endpoint`` whose request hash is ``digest``."""
-        if digest is None:
+    def take_model(
+        self, ctx: RunContext, request: HttpRequest, endpoint: str, digest: str | None, in_order: bool
+    ) -> RecordedExchange | None:
+        """The recorded call the live one equals, else the first unplayed call to its endpoint (see
+        :mod:`.model_calls`). The normalised body is computed outside the lock: it redacts."""
+        model = self.model
+        if digest is not None:
+            with self._lock:
+                rec = model.take_exact(endpoint, digest)
+            if rec is not None:
+                return rec
+        names = ignored_names(ctx.mode)
+        if model.total(endpoint) and (digest is None or not in_order or mentions(request, names)):
+            # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
+            key = normalised_key(_redacted_view(ctx, request)[1], names)
+            with self._lock:
+                rec = model.take_normalised(endpoint, key, names, self._request_body)
+            if rec is not None:
+                return rec
+        if not in_order:
             return None
         with self._lock:
-            return self.model.take_exact(endpoint, digest)
-
-    def take_model_normalised(
-        self, endpoint: str, key: str, names: frozenset[str]
-    ) -> RecordedExchange | None:
-        """The first unplayed recorded call to ``endpoint`` whose body, as the comparison sees it, has ``key``
-        (:func:`.model_calls.normalised_key`)."""
-        with self._lock:
-            return self.model.take_normalised(endpoint, key, names, self._request_body)
-
-    def take_model_in_order(self, endpoint: str) -> RecordedExchange | None:
-        with self._lock:
-            return self.model.take_in_order(endpoint)
+            return model.take_in_order(endpoint)
 
     def _request_body(self, rec: RecordedExchange) -> Document | None:
         payload = self.recorded.payload(rec.event.input_ref)
@@ -185,11 +177,7 @@ class HttpReplayIndex:
                 return None
             # Prefer an unplayed write with the same body; else the first unplayed one (keys that
             # are random per run, e.g. uuid4, cannot match exactly).
-            chosen = None
-            for rec in queue:
-                if not rec.played and rec.body_key == body_key:
-                    chosen = rec
-                    break
+            chosen = next((rec for rec in queue if not rec.played and rec.body_key == body_key), None)
             if chosen is None and strict:
                 return None
             if chosen is None:
@@ -214,9 +202,9 @@ class HttpReplayIndex:
                 return [f"the cassette holds {total} call(s) to {cls.endpoint_key}; all were already served"]
             others = sorted(k for k, v in self.model.by_endpoint.items() if v)
             return [f"recorded model endpoints: {', '.join(others) or 'none'}"]
-        candidates = self.by_host.get(request.host, [])
+        candidates = [rec for rec in self._exchanges if rec.host == request.host]
         if not candidates:
-            hosts = sorted(self.by_host)
+            hosts = sorted({rec.host for rec in self._exchanges})
             return [f"nothing recorded for host {request.host}; recorded hosts: {', '.join(hosts) or 'none'}"]
         live = f"{request.method} {normalise_url(request.url)} {request.excerpt(80)}"
         scored = []
@@ -272,7 +260,7 @@ def serve(
     prepared: PreparedModelRequest | None = None
     if cls.kind == "model":
         prepared = prepare_model_request(ctx, request)
-        rec = _take_model(ctx, index, request, cls.endpoint_key, prepared.request_hash, in_order=not exact)
+        rec = index.take_model(ctx, request, cls.endpoint_key, prepared.request_hash, not exact)
     else:
         # Recorded requests were redacted when saved: match on the live request redacted the same way.
         raw_url, stored = _redacted_view(ctx, request)
@@ -301,30 +289,6 @@ def serve(
         recorded=rec.event,
     )
     return response
-
-
-def _take_model(
-    ctx: RunContext,
-    index: HttpReplayIndex,
-    request: HttpRequest,
-    endpoint: str,
-    digest: str | None,
-    *,
-    in_order: bool = True,
-) -> RecordedExchange | None:
-    """The recorded call the live one equals, else the first unplayed call to its endpoint (see
-    :mod:`.model_calls`). The normalised body is computed outside the index's lock: it redacts."""
-    rec = index.take_model(endpoint, digest)
-    if rec is not None:
-        return rec
-    names = ignored_names(ctx.mode)
-    if index.model.total(endpoint) and (digest is None or not in_order or mentions(request, names)):
-        # The hash cannot tell: no JSON body, or one holding what the comparison ignores.
-        _, stored = _redacted_view(ctx, request)
-        rec = index.take_model_normalised(endpoint, normalised_key(stored, names), names)
-        if rec is not None:
-            return rec
-    return index.take_model_in_order(endpoint) if in_order else None
 
 
 def _redacted_view(ctx: RunContext, request: HttpRequest) -> tuple[str, Document | None]:

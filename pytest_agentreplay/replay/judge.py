@@ -1,15 +1,9 @@
-"""Judged values of a model comparison: a rule ``{judge = {rubric = "...", model = "..."}}`` on a field (the
-final answer ``model.call:data.decision.text``, or a tool argument) asks a judge model whether the live value
-passes the rubric against the recorded one.
+"""Judged values of a model comparison: a ``judge`` rule on a field asks a judge model whether the live value
+passes the rubric against the recorded one (how it is asked and how verdicts are stored: docs/comparison.md,
+Judged answers).
 
-The judge is asked through the provider SDK and base URL the run's own model calls used (``openai`` or
-``anthropic``; its key from the usual environment variable), after the run has ended: no run is active, so
-the call is never part of the agent's history, and the network guard lets only that host through.
-
-Verdicts are stored under the cassette folder, in ``.agentreplay-judge/<sha256>.json``, keyed by the hash of
-(recorded value, live value, rubric, judge model): a comparison run again serves the stored verdict without
-a call, a changed rubric or judge model asks again. A stored verdict keeps the rubric, the judge model,
-pass or fail and the judge's reason (redacted like a cassette), never the two values themselves.
+The judge is asked after the run has ended: no run is active, so the call is never part of the agent's
+history, and the network guard lets only that host through.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -42,24 +37,17 @@ def verdict_key(recorded: str, live: str, rubric: str, model: str) -> str:
     return hashlib.sha256(json.dumps([recorded, live, rubric, model]).encode("utf-8")).hexdigest()
 
 
+@dataclass
 class Judge:
     """Asks one provider's judge model, through a store of verdicts already given."""
 
-    def __init__(
-        self,
-        store: Path,
-        provider: str | None,
-        url: str | None,
-        *,
-        redact: Callable[[str], str] = lambda text: text,
-        cassette: str | None = None,
-    ) -> None:
-        self.store = store
-        self.provider = provider
-        self.url = url
-        self.redact = redact
-        self.cassette = cassette
-        self.asked = 0
+    store: Path
+    provider: str | None
+    url: str | None
+    _: KW_ONLY
+    redact: Callable[[str], str] = lambda text: text
+    cassette: str | None = None
+    asked: int = field(default=0, init=False)
 
     def verdict(self, recorded: str, live: str, rubric: str, model: str) -> Document:
         """``{"pass": bool, "reason": str, "stored": bool}``: the stored verdict, else the judge's answer."""

@@ -92,22 +92,27 @@ def start_request(ctx: RunContext, server: McpServer, method: str, params: Docum
     """The tool call of one request (``tool.call`` emitted now); the caller sends or serves it."""
     params = {k: v for k, v in (params or {}).items() if k != "_meta"}
     if method == "tools/call":
-        return _tool_call(ctx, server, params)
-    arguments: Document = {} if method in _HANDSHAKES else {"server": server.name, **params}
+        name, digest, effect, arguments, extra = _tool_call(ctx, server, params)
+    else:
+        name, digest, effect, extra = f"mcp:{method}", None, "read", _extra(server)
+        arguments = {} if method in _HANDSHAKES else {"server": server.name, **params}
     return ToolCall(
         ctx,
-        f"mcp:{method}",
-        None,
-        "read",
+        name,
+        digest,
+        effect,
         arguments,
         None,
-        extra=_extra(server),
+        extra=extra,
         may_group=False,
         live_midway=not server.served,
     )
 
 
-def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall:
+def _tool_call(
+    ctx: RunContext, server: McpServer, params: Document
+) -> tuple[str, str | None, EffectKind, Document, Document]:
+    """A ``tools/call`` request's tool name, listing digest, effect class, arguments and extra data."""
     tool = str(params.get("name"))
     arguments = params.get("arguments")
     listed = server.tools.get(tool)
@@ -122,18 +127,8 @@ def _tool_call(ctx: RunContext, server: McpServer, params: Document) -> ToolCall
     for key in ("inputResponses", "requestState"):
         if key in params:
             extra[key] = params[key]
-    effect = effect_of(ctx, server, tool, hints)
-    return ToolCall(
-        ctx,
-        server.qualified(tool),
-        digest,
-        effect,
-        dict(arguments) if isinstance(arguments, dict) else {},
-        None,
-        extra=extra,
-        may_group=False,
-        live_midway=not server.served,
-    )
+    arguments = dict(arguments) if isinstance(arguments, dict) else {}
+    return server.qualified(tool), digest, effect_of(ctx, server, tool, hints), arguments, extra
 
 
 def _recorded_listing(ctx: RunContext, server: McpServer) -> dict[str, tuple[Document, str | None]]:

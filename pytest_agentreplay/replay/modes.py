@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.constants import Mode
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from ..diff.pipeline import RuleLayers
     from ..http.classify import Classification
     from ..http.exchange import HttpRequest
+    from .comparison import Judging
 
 
 def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
@@ -70,9 +70,7 @@ def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def finish_replay(
-    ctx: RunContext, layers: Callable[[], RuleLayers] | None = None, settings: Settings | None = None
-) -> None:
+def finish_replay(ctx: RunContext, layers: Callable[[], RuleLayers], settings: Settings) -> None:
     """End-of-run work of the mode, before the history is compared.
 
     sandbox: idempotency checks (violations go to ``ctx.failures``, so they fail the test even if the
@@ -98,53 +96,48 @@ def finish_replay(
         from .repeats import aggregate
 
         # One run judged as a repeated test's are: every comparison gives its agreement, interval and paths.
-        minimum = settings.min_agreement if settings is not None else 0.9
-        ctx.comparison = aggregate([comparison_for(ctx, judging(ctx, layers, settings))], minimum)
+        comparison = comparison_for(ctx, judging(ctx, layers, settings))
+        ctx.comparison = aggregate([comparison], settings.min_agreement)
         problem = budget_error(ctx.comparison, ctx)
         if problem is not None:
             ctx.failures.add(problem)
     ctx.not_spent = not_spent(ctx, settings)
 
 
-def judging(ctx: RunContext, layers: Callable[[], RuleLayers] | None, settings: Settings | None) -> Any:
-    """The rules, judge and price table a model-comparison run is judged by (``comparison.Judging``)."""
+def judging(ctx: RunContext, layers: Callable[[], RuleLayers], settings: Settings) -> Judging:
+    """The rules, judge and price table a model-comparison run is judged by."""
     from ..core.prices import PriceTable
+    from ..diff.pipeline import rules_for
     from .comparison import Judging
     from .judge import Judge
 
-    rules = None
-    if layers is not None:
-        from ..diff.pipeline import rules_for
-
-        rules = rules_for(layers(), ctx.recorded.run.labels if ctx.recorded is not None else None)
-    prices = PriceTable(settings.prices if settings is not None else None)  # type: ignore[arg-type]
+    rules = rules_for(layers(), ctx.recorded.run.labels if ctx.recorded is not None else None)
     live = [e for e in ctx.recorder.events if e.type == "model.call"]
     inline = live[0].input_ref.inline if live and live[0].input_ref is not None else None
     url = inline.get("url") if isinstance(inline, dict) else None
     redactor = ctx.redactor
     judge = Judge(
-        settings.cassette_dir if settings is not None else Path(ctx.cassette or ".").parent,
+        settings.cassette_dir,
         str(live[0].data.get("provider")) if live else None,
         str(url) if url else None,
         redact=redactor.redact_string if redactor is not None else (lambda text: text),
         cassette=ctx.cassette,
     )
-    return Judging(rules, judge, prices)
+    return Judging(rules, judge, PriceTable(settings.prices))  # type: ignore[arg-type]
 
 
-def not_spent(ctx: RunContext, settings: Settings | None) -> Document:
+def not_spent(ctx: RunContext, settings: Settings) -> Document:
     """The model calls a replay served instead of sending (regression and sandbox serve them all): how many,
     their tokens and their cost at the price table's prices; models without a price named. model-comparison
     sends its model calls and audit runs nothing: none served."""
-    served = ctx.mode in (Mode.REGRESSION, Mode.SANDBOX)
     from ..core.prices import PriceTable, tokens_of
 
-    prices = PriceTable(settings.prices if settings is not None else None)  # type: ignore[arg-type]
+    prices = PriceTable(settings.prices)  # type: ignore[arg-type]
     calls = tokens = 0
     cost = 0.0
     unpriced: set[str] = set()
-    for event in ctx.recorder.events:
-        if not served or event.type != "model.call":
+    for event in ctx.recorder.events if ctx.mode in (Mode.REGRESSION, Mode.SANDBOX) else ():
+        if event.type != "model.call":
             continue
         usage = event.data.get("usage")
         usage = usage if isinstance(usage, dict) else {}

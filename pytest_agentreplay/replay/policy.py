@@ -1,17 +1,8 @@
 """The replay policy: what happens to one intercepted HTTP call, decided without any HTTP library.
 
 :func:`decide` takes the active run and the library-neutral :class:`~..http.exchange.HttpRequest` and
-returns one action:
-
-- :class:`Serve`: hand this response back; nothing is sent (the cassette answers, or an injected
-  status fault does). The exchange is already recorded on the run.
-- :class:`Send`: send the call, possibly rewritten (``url``: a sandbox base-URL mapping; ``body``: a
-  model override) with the guard opened for ``permit`` only; then tee the response into ``capture``.
-  With a ``fault``, the request is delivered and its answer lost: record it with :meth:`Send.lost`
-  and raise the client's exception for the fault.
-- :class:`Refuse`: send nothing and raise ``error``, or, for a fault injected before sending, the
-  client's own exception for ``fault``. Refusals that must fail the test are already in
-  ``ctx.failures`` (the agent may swallow the exception).
+returns one action: :class:`Serve`, :class:`Send` or :class:`Refuse`. Refusals that must fail the test
+are already in ``ctx.failures`` (the agent may swallow the exception).
 
 Which calls a mode sends (model-comparison: model calls; sandbox: tool calls; every replay mode but
 audit: hosts on ``allow_hosts``) is the table in :mod:`.modes`; everything else is served.
@@ -20,10 +11,7 @@ Deciding patches nothing and opens no socket; it does change run state (the inde
 exchanges, fault counters, the recorder), which is the point of replaying.
 
 Import direction (one way): the interceptors (:mod:`pytest_agentreplay.intercept`) import this module and
-translate between their library and the action; this module imports the replay parts (:mod:`.http` index,
-:mod:`.modes`, :mod:`.sandbox`, :mod:`.faults`) and the library-neutral HTTP modules
-(``http.exchange``, ``http.classify``, ``http.recording``) and the network guard (``guard``). Nothing
-under ``replay/`` imports an interceptor.
+translate between their library and the action; nothing under ``replay/`` imports an interceptor.
 """
 
 from __future__ import annotations
@@ -56,7 +44,8 @@ class _Classified(dict[tuple[str, str, str], Classification]):
 # Plain classes, not dataclasses: a dataclass's generated methods are compiled when its module is imported
 # (about 3.5 M instructions each, at every start-up), and an action is only built and read.
 class Serve:
-    """Answer with ``response``; nothing goes out. Already recorded on the run."""
+    """Answer with ``response`` (the cassette's, or an injected status fault's); nothing goes out. Already
+    recorded on the run."""
 
     __slots__ = ("response",)
 

@@ -1,11 +1,6 @@
-"""A test run N times against a live model (``repeat``), judged as one: how often the live model took the
-recorded decision path and gave an equivalent final answer, each a rate with a Wilson 95% interval, the
-distinct paths with their counts, and the verdict against ``min_agreement``.
-
-One live run proves little and one divergent run may be noise: the verdict is the interval's. An interval
-wholly below ``min_agreement`` fails the test, one wholly above passes it, and one that straddles it says
-"inconclusive: more repeats needed" -- in the test's report, the session summary and the reports. A single
-run (``repeat = 1``) keeps the single comparison's verdict: any difference fails it.
+"""A test run N times against a live model (``repeat``), judged as one: the rates of the recorded decision
+path and of equivalent final answers, each with a Wilson 95% interval, the distinct paths with their counts,
+and the verdict against ``min_agreement`` (docs/comparison.md, Repeated runs).
 """
 
 from __future__ import annotations
@@ -68,8 +63,7 @@ def aggregate(runs: Sequence[Document], min_agreement: float) -> Document:
     n = len(runs)
     first = runs[0]
     path_ok = sum(1 for r in runs if r["path_agrees"])
-    answers = [r["answer"]["equivalent"] for r in runs]
-    answer_ok = sum(1 for a in answers if a)
+    answer_ok = sum(1 for r in runs if r["answer"]["equivalent"])
     paths = Counter(r["path"] for r in runs)
     recorded_path = first["recorded_path"]
     agreement = _rate(path_ok, n)

@@ -39,7 +39,11 @@ class RecordedSide:
 
 
 class ReplayedHistory:
-    """``compared``: the replayed events as the comparison reads them; ``views``: what an accepted update
+    """``events`` redacted against ``recorded`` (its events too when it is a :class:`RecordedSide`: what a
+    replayed event shares with the one at its place is taken as saved). ``keep_headers``: the transport
+    headers a save keeps whatever its setting (``cassette.transport_headers``).
+
+    ``compared``: the replayed events as the comparison reads them; ``views``: what an accepted update
     writes (``cassette.write.save_cassette``)."""
 
     __slots__ = ("_by_hash", "_events", "_recorded", "_redactor", "_views", "compared")
@@ -49,7 +53,7 @@ class ReplayedHistory:
         events: Sequence[Event],
         recorded: Sequence[Document] | RecordedSide,
         redactor: Redactor,
-        keep: frozenset[str],
+        keep_headers: frozenset[str] = frozenset(),
     ) -> None:
         if isinstance(recorded, RecordedSide):
             # What a served exchange holds of the event at its place is that event's: its dict, as saved.
@@ -68,11 +72,11 @@ class ReplayedHistory:
                 if isinstance(digest, str) and body is not None:
                     self._by_hash.setdefault(digest, body)
         self._views: list[RedactedEvent] | None = None
-        if holds_transport_headers(recorded, keep=keep):
+        if holds_transport_headers(recorded, keep=keep_headers):
             self._views = self._redacted(self._events)
             self.compared = [view.doc for view in self._views]
         else:
-            stripped = [without_transport_headers(event, keep) for event in self._events]
+            stripped = [without_transport_headers(event, keep_headers) for event in self._events]
             self.compared = [view.doc for view in self._redacted(stripped)]
 
     @property
@@ -95,16 +99,7 @@ class ReplayedHistory:
         return [view.current(redactor) for view in views]
 
 
-def redacted_replay(
-    events: Sequence[Event],
-    recorded: Sequence[Document] | RecordedSide,
-    redactor: Redactor,
-    keep_headers: frozenset[str] = frozenset(),
-) -> ReplayedHistory:
-    """``events`` redacted against ``recorded`` (its events too when it is a :class:`RecordedSide`: what a
-    replayed event shares with the one at its place is taken as saved). ``keep_headers``: the transport
-    headers a save keeps whatever its setting (``cassette.transport_headers``)."""
-    return ReplayedHistory(events, recorded, redactor, keep_headers)
+redacted_replay = ReplayedHistory
 
 
 def _json_body(event: Mapping[str, object] | None) -> Document | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..core.capture import RunContext
 from ..frameworks import activate as activate_frameworks
-from ..runtime.values import body_starts, finish_run, forget, start_run
+from ..runtime.values import RuntimeValues, finish_run, start_run
 
 
 def start(ctx: RunContext) -> None:
@@ -19,7 +19,9 @@ def start(ctx: RunContext) -> None:
 def enter_body(ctx: RunContext) -> None:
     """The test body starts (pytest): the runtime values take the ``random`` generator back from whatever
     reseeded it while the test was set up."""
-    body_starts(ctx)
+    state = ctx.rooms.existing(RuntimeValues)
+    if state is not None and state.active:
+        state.body_starts()
 
 
 def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> None:
@@ -34,4 +36,4 @@ def finish(ctx: RunContext, status: str = "ok", error: str | None = None) -> Non
         # The run's parts point back at it (the runtime values patcher holds the context): cut at its end,
         # the whole run, recorded cassette included, is freed when its test lets go of it instead of
         # waiting for the cyclic collector, whose passes over it the rest of the session would pay for.
-        forget(ctx)
+        ctx.rooms.drop(RuntimeValues)

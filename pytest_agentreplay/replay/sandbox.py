@@ -1,14 +1,5 @@
-"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection.
-
-Where a tool call may go (checked per call, first match wins):
-
-1. a base-URL mapping ``sandbox={"https://orders.example": "http://127.0.0.1:8081"}`` (marker or
-   ``agentreplay_config``): the call is rewritten to the local service the test started (the recorded
-   URL stays on the event, so the history still compares with the recording);
-2. ``sandbox_hosts=[...]``: hosts the agent addresses directly that are already sandbox services;
-3. an active respx route that matches the request (respx patches httpx only): the call is handed to
-   the client's original transport, where respx answers it; no socket is permitted, so a respx
-   pass-through still meets the fail-closed guard.
+"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection
+(where a call may go, first match wins: docs/modes.md, Sandbox).
 
 Anything else is refused with :class:`SandboxError`: a sandbox never reaches a recorded host.
 :func:`destination` answers the question for :mod:`.policy`, which turns it into an action; this
@@ -21,9 +12,8 @@ write reuse their idempotency key, and no effect is committed twice.
 from __future__ import annotations
 
 import sys
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import dumps_compact
@@ -36,7 +26,7 @@ from .faults import Fault, FaultPlan, parse_faults
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
-    from ..core.events import Event, PayloadRef
+    from ..core.events import Event
     from ..http.classify import Classification
 
 
@@ -51,7 +41,6 @@ class SandboxState:
     mapping: list[tuple[str, str]]
     hosts: frozenset[str]
     faults: FaultPlan
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def map_url(self, url: str) -> str | None:
         norm = normalise_url(url)
@@ -74,21 +63,19 @@ def state_for(ctx: RunContext) -> SandboxState:
 def _parsed(ctx: RunContext) -> SandboxState:
     settings = ctx.settings
     raw_map = settings.sandbox or {}
-    if not isinstance(raw_map, Mapping):
-        error = ConfigError(
-            "sandbox= must map recorded base URLs to sandbox base URLs",
-            evidence=[f"given: {raw_map!r}"],
-            mode=ctx.mode,
-            fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
-        )
-        ctx.failures.add(error)
-        raise error
-    mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
     try:
+        if not isinstance(raw_map, Mapping):
+            raise ConfigError(
+                "sandbox= must map recorded base URLs to sandbox base URLs",
+                evidence=[f"given: {raw_map!r}"],
+                mode=ctx.mode,
+                fixes=['e.g. sandbox={"https://orders.example": "http://127.0.0.1:8081"}'],
+            )
         plan = FaultPlan(parse_faults(settings.faults))
     except Exception as exc:
         ctx.failures.add(exc)
         raise
+    mapping = sorted(((_prefix(k), _prefix(v)) for k, v in raw_map.items()), key=lambda kv: -len(kv[0]))
     return SandboxState(mapping, settings.sandbox_hosts, plan)
 
 
@@ -133,9 +120,9 @@ def destination(ctx: RunContext, req: HttpRequest) -> SandboxRoute | AgentReplay
         return exc
     # A respx route the test wrote for this very request wins over a base-URL mapping of its host.
     if respx_handles(req):
-        return SandboxRoute(None, None, state.faults.next_fault(req) if state.faults else None)
+        return SandboxRoute(None, None, state.faults.next_fault(req))
     mapped = state.map_url(req.url)
-    fault = state.faults.next_fault(req, mapped or req.url) if state.faults else None
+    fault = state.faults.next_fault(req, mapped or req.url)
     if mapped is not None:
         return SandboxRoute(mapped, HttpRequest("GET", mapped, {}).host, fault)
     if req.host in state.hosts:
@@ -202,7 +189,7 @@ class _Attempt:
     how: str
 
 
-def _http_attempts(events: list[Event], resolve: Callable[[PayloadRef | None], object]) -> list[_Attempt]:
+def _http_attempts(events: list[Event]) -> list[_Attempt]:
     out: list[_Attempt] = []
     for event in events:
         if event.type != "effect" or "method" not in event.data:
@@ -210,7 +197,7 @@ def _http_attempts(events: list[Event], resolve: Callable[[PayloadRef | None], o
         data = event.data
         status = int(data.get("status") or 0)
         fault = data.get("fault")
-        request = resolve(event.input_ref) or {}
+        request = (event.input_ref.inline if event.input_ref is not None else None) or {}
         body = bodies.normalise_for_match(request.get("body") if isinstance(request, dict) else None)
         route = f"{data.get('method')} {str(data.get('url', '')).partition('?')[0]}"
         ok = 200 <= status < 300
@@ -288,34 +275,26 @@ def _check(attempts: list[_Attempt]) -> list[str]:
                 )
         last[att.route] = att
         if att.key is not None and att.client_ok:
-            first = ok_keys.get((att.route, att.key))
-            if first is not None:
+            first = ok_keys.setdefault((att.route, att.key), att)
+            if first is not att:
                 problems.append(
                     f"effect committed twice: {att.route} with idempotency key {att.key!r} succeeded at "
                     f"seq {first.seq} and again at seq {att.seq}"
                 )
-            else:
-                ok_keys[(att.route, att.key)] = att
         if att.key is None and att.committed:
-            first = committed_bodies.get((att.route, att.body))
-            if first is not None:
+            first = committed_bodies.setdefault((att.route, att.body), att)
+            if first is not att:
                 problems.append(
                     f"effect committed twice: {att.route} without an idempotency key, identical body, "
                     f"committed at seq {first.seq} ({first.how}) and at seq {att.seq} ({att.how})"
                 )
-            else:
-                committed_bodies[(att.route, att.body)] = att
     return problems
 
 
 def effect_problems(ctx: RunContext) -> list[str]:
     """Idempotency violations in the run's history (HTTP writes and write ``@tool`` calls)."""
     events = list(ctx.recorder.events)
-
-    def resolve(ref: PayloadRef | None) -> object:
-        return None if ref is None else ref.inline
-
-    problems = _check(_http_attempts(events, resolve)) + _check(_tool_attempts(events))
+    problems = _check(_http_attempts(events)) + _check(_tool_attempts(events))
     return list(dict.fromkeys(problems))
 
 

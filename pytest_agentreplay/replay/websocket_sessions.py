@@ -93,8 +93,7 @@ class _RunConnections:
                 conv.received.append(
                     Received("close", None, close.get("code"), str(close.get("reason") or ""))
                 )
-        for number in sorted(found):
-            conv = found[number]
+        for _, conv in sorted(found.items()):
             self.by_url.setdefault(normalise_url(conv.url), deque()).append(conv)
 
     def next_number(self) -> int:
@@ -117,11 +116,7 @@ def _redacted(ctx: RunContext, url: str) -> str:
 def _as_stored(ctx: RunContext, message: Message) -> Document:
     """A message as the cassette stores it: encoded, then redacted as the recorder's write redacts it."""
     stored = encode_message(message)
-    redactor = ctx.redactor
-    if redactor is None:
-        return stored
-    redacted: Document = redactor.redact(stored)
-    return redacted
+    return stored if ctx.redactor is None else ctx.redactor.redact(stored)
 
 
 @dataclass(slots=True)
@@ -155,7 +150,10 @@ class ServedConversation:
         events: ConversationEvents | None,
     ) -> None:
         self.ctx = ctx
-        self.response = response
+        self.status = response.status
+        self.headers = response.headers
+        self.subprotocol = response.headers.get("sec-websocket-protocol")
+        self.url = events.url if events is not None else ""
         self.recorded = recorded
         self.events = events
         self._lock = threading.Lock()
@@ -163,22 +161,6 @@ class ServedConversation:
         # (code, reason, closed by the server first)
         self.closed: tuple[int | None, str, bool] | None = None
         self._checked = False
-
-    @property
-    def status(self) -> int:
-        return self.response.status
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return self.response.headers
-
-    @property
-    def subprotocol(self) -> str | None:
-        return self.response.headers.get("sec-websocket-protocol")
-
-    @property
-    def url(self) -> str:
-        return self.events.url if self.events is not None else ""
 
     @property
     def shown_url(self) -> str:

@@ -359,20 +359,6 @@ def _serves(thread: threading.Thread) -> bool:
     return module.split(".")[0] in _SERVER_MODULES
 
 
-def forget(ctx: RunContext) -> None:
-    """Drop the run's runtime values at its very end: they point back at the run, which is then freed as
-    soon as its test lets go of it instead of waiting for the cyclic collector."""
-    ctx.rooms.drop(RuntimeValues)
-
-
-def body_starts(ctx: RunContext) -> None:
-    """Called when the test body of ``ctx`` starts (:func:`replay.runs.enter_body`): the run takes
-    the ``random`` generator back from whatever reseeded it since the run started."""
-    state = ctx.rooms.existing(RuntimeValues)
-    if state is not None and state.active:
-        state.body_starts()
-
-
 def start_run(ctx: RunContext) -> None:
     """Called when a run starts (:func:`replay.runs.start`): record or serve the sources its settings
     name (all three by default)."""

@@ -10,7 +10,7 @@ import fnmatch
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from ...core.constants import EVENT_TYPES, REPLAY_MODES
 from ...exceptions import ConfigError
@@ -40,13 +40,7 @@ def split_path(path: str) -> Path:
 
 def join_path(tokens: Iterable[str]) -> str:
     """``("a", "b", "[0]", "c")`` -> ``"a.b[0].c"``."""
-    out: list[str] = []
-    for tok in tokens:
-        if tok.startswith("[") or not out:
-            out.append(tok)
-        else:
-            out.append("." + tok)
-    return "".join(out)
+    return "".join(tok if tok.startswith("[") or not n else "." + tok for n, tok in enumerate(tokens))
 
 
 def generalize_path(tokens: Iterable[str]) -> str:
@@ -193,51 +187,46 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         raise fail(f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})")
     _validate_path(path, fail)
 
-    verdict = _verdict(spec, "verdict", fail)
-    epsilon = _number(spec, "epsilon", fail, low=0.0, high=None)
-    similarity = _number(spec, "similarity", fail, low=0.0, high=1.0)
-    order_insensitive = _flag(spec, "order_insensitive", fail)
-    raw_norm = spec.get("normalize", ())
-    if isinstance(raw_norm, str):
-        raw_norm = (raw_norm,)
-    if not isinstance(raw_norm, list | tuple) or not all(isinstance(p, str) for p in raw_norm):
+    options: dict[str, Any] = {
+        "verdict": _verdict(spec, "verdict", fail),
+        "epsilon": _number(spec, "epsilon", fail, low=0.0, high=None),
+        "similarity": _number(spec, "similarity", fail, low=0.0, high=1.0),
+        "order_insensitive": _flag(spec, "order_insensitive", fail),
+        "normalize": _patterns(spec.get("normalize", ()), fail),
+        "modes": _modes(spec, fail),
+        "presence_only": _flag(spec, "presence_only", fail),
+        "unrecorded": _verdict(spec, "unrecorded", fail, " for unrecorded"),
+        "judge": _judge(spec.get("judge"), fail),
+        "max_increase": _increase(spec.get("max_increase"), fail),
+    }
+    # ``modes`` only says where the rule applies: it is neither a verdict nor a tolerance.
+    if not any(v is not None and v is not False and v != () for k, v in options.items() if k != "modes"):
+        raise fail("the rule has neither a verdict nor a tolerance")
+    return Rule(event=event, path=path, source=source, index=index, **options)
+
+
+def _patterns(raw: object, fail: Fail) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = (raw,)
+    if not isinstance(raw, list | tuple) or not all(isinstance(p, str) for p in raw):
         raise fail("normalize must be a regular expression or a list of them")
-    for pattern in raw_norm:
+    for pattern in raw:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise fail(f"normalize pattern {pattern!r} is invalid: {exc}") from None
+    return tuple(raw)
+
+
+def _modes(spec: Mapping[str, object], fail: Fail) -> tuple[str, ...]:
     if "mode" in spec and "modes" in spec:
         raise fail("give either mode or modes, not both")
-    raw_modes = spec.get("modes", spec.get("mode", ()))
-    if isinstance(raw_modes, str):
-        raw_modes = (raw_modes,)
-    if not isinstance(raw_modes, list | tuple) or any(m not in REPLAY_MODES for m in raw_modes):
-        raise fail(f"modes must be a list of replay modes, got {raw_modes!r}")
-    presence_only = _flag(spec, "presence_only", fail)
-    unrecorded = _verdict(spec, "unrecorded", fail, " for unrecorded")
-    judge = _judge(spec.get("judge"), fail)
-    max_increase = _increase(spec.get("max_increase"), fail)
-    if all(v is None for v in (verdict, epsilon, similarity, unrecorded, judge, max_increase)) and not (
-        order_insensitive or raw_norm or presence_only
-    ):
-        raise fail("the rule has neither a verdict nor a tolerance")
-    return Rule(
-        event=event,
-        path=path,
-        verdict=verdict,
-        epsilon=epsilon,
-        similarity=similarity,
-        order_insensitive=order_insensitive,
-        normalize=tuple(raw_norm),
-        modes=tuple(raw_modes),
-        presence_only=presence_only,
-        unrecorded=unrecorded,
-        judge=judge,
-        max_increase=max_increase,
-        source=source,
-        index=index,
-    )
+    raw = spec.get("modes", spec.get("mode", ()))
+    if isinstance(raw, str):
+        raw = (raw,)
+    if not isinstance(raw, list | tuple) or any(m not in REPLAY_MODES for m in raw):
+        raise fail(f"modes must be a list of replay modes, got {raw!r}")
+    return tuple(raw)
 
 
 def _judge(value: object, fail: Fail) -> tuple[str, str] | None:
