@@ -22,7 +22,8 @@ from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
-from .cli_stream import CliSession, ServedStream, cli_tool_call, effect, obj
+from ..http.providers.fields import obj
+from .cli_stream import CliSession, ServedStream, cli_tool_call, effect
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
@@ -73,25 +74,24 @@ class Session(CliSession):
         self.requests: dict[str, Document] = {}
         self.mcp_calls: dict[str, ToolCall] = {}
         self.read_only: set[str] = set()
-        self.sdk_servers = _sdk_servers(transport)
+        servers = obj(getattr(getattr(transport, "_options", None), "mcp_servers", None))
+        self.sdk_servers = {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
     def received(self, message: Document) -> None:
-        kind = message.get("type")
-        if kind == "assistant" and isinstance(message.get("message"), dict):
-            inner = message["message"]
+        kind, inner = message.get("type"), message.get("message")
+        if kind == "assistant" and isinstance(inner, dict):
             if self.turn is not None and self.turn.id != inner.get("id"):
                 self.flush()
             if self.turn is None:
                 self.turn = _Turn(inner)
             self.turn.add(inner)
-            super().received(message)
-            return
-        self.flush()
+        else:
+            self.flush()
         super().received(message)
         if kind == "user":
-            self._tool_results(message.get("message"))
+            self._tool_results(inner)
         elif kind == "control_request":
             self._control_request(message)
         elif kind == "result":
@@ -266,11 +266,6 @@ class Session(CliSession):
             call.finished(None, str(error or json.dumps(reply.get("error"))))
         else:
             call.finished(reply.get("result"), None)
-
-
-def _sdk_servers(transport: Any) -> set[str]:
-    servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
-    return {str(name) for name, config in obj(servers).items() if obj(config).get("type") == "sdk"}
 
 
 def install(patches: Patches) -> None:

@@ -33,11 +33,6 @@ STREAM_KEY: Final = "stream"
 SESSION_ATTRIBUTE: Final = "_agentreplay_session"
 
 
-def obj(value: object) -> Document:
-    """``value`` when it is a JSON object, else an empty one (the CLI's messages are read defensively)."""
-    return value if isinstance(value, dict) else {}
-
-
 def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> EffectKind:
     """A CLI tool's effect: ``mcp_effects`` by ``keys`` or ``name``, else a read when ``name`` reads."""
     overrides = ctx.settings.mcp_effects

@@ -21,7 +21,8 @@ from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
-from .cli_stream import SESSION_ATTRIBUTE, CliSession, cli_tool_call, effect, obj
+from ..http.providers.fields import obj
+from .cli_stream import SESSION_ATTRIBUTE, CliSession, cli_tool_call, effect
 
 TRANSPORT: Final = "codex"
 # Item type -> the tool call's name and the item's fields that are its arguments.

@@ -131,7 +131,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
             raise required_error(refused, setting)
         return Isolation(setting, UNAVAILABLE, refused)
     try:
-        enter(_working_flags())
+        enter(NAMESPACES.session_flags or _CLONE_NEWUSER | _CLONE_NEWNET)
     except _StepError as exc:
         # The child managed, this process did not (a thread started in between): unshare is all or
         # nothing, so only a later step leaves the process half inside.
@@ -269,10 +269,6 @@ def _probe() -> tuple[str, int] | None:
     if len(words) == 3:
         return words[1], int(words[2])
     return "probe", 0
-
-
-def _working_flags() -> int:
-    return NAMESPACES.session_flags or _CLONE_NEWUSER | _CLONE_NEWNET
 
 
 def explain(step: str, code: int) -> str:

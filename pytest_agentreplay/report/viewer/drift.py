@@ -24,7 +24,6 @@ def _value_block(value: object) -> str:
 
 
 def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
-    """Recorded and replayed side by side, one card per event pair, each differing field marked."""
     head = (
         '<p class="drift-counts"><span class="badge regression">'
         f"{len(drift.regressions)} regression(s)"

@@ -35,7 +35,6 @@ def _arrow(event: Event) -> tuple[str, str]:
 
 
 def render_sequence_svg(events: Sequence[Event], *, anchor: str = "") -> str:
-    """The run as a sequence picture: one lane per actor, one row per event (inline SVG)."""
     lanes = list(ACTORS)
     x_of = {lane: 60 + i * LANE_WIDTH for i, lane in enumerate(lanes)}
     top = 34
