@@ -33,9 +33,7 @@ def run(args: argparse.Namespace) -> int:
             "no cassette found in " + ", ".join(args.paths),
             fixes=["pass cassette files or the folder that holds them: agentreplay verify cassettes/"],
         )
-    bad = 0
-    total = 0
-    advised = 0
+    bad = total = advised = 0
     with Progress(len(files), "verify") as bar:
         for path in files:
             problems, advice = cassette_findings(path)
