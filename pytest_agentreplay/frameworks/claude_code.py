@@ -23,7 +23,7 @@ from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
 from ..http.providers.fields import obj
-from .cli_stream import CliSession, ServedStream, cli_tool_call, effect
+from .cli_stream import CliSession, ServedStream, effect
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
@@ -122,7 +122,7 @@ class Session(CliSession):
         arguments = use.get("input")
         arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
         kind = effect(self.ctx, name, READ_TOOLS)
-        self.tools[str(use.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
+        self.tools[str(use.get("id"))] = self.tool_call(name, kind, arguments)
 
     def _tool_results(self, message: object) -> None:
         content = message.get("content") if isinstance(message, dict) else None
@@ -151,8 +151,7 @@ class Session(CliSession):
             qualified = f"{server}/{tool}"
             kind = effect(self.ctx, tool, self.read_only, qualified)
             arguments = dict(arguments) if isinstance(arguments, dict) else {}
-            call = cli_tool_call(self.ctx, TRANSPORT, qualified, kind, arguments, server=server)
-            self.mcp_calls[request_id] = call
+            self.mcp_calls[request_id] = self.tool_call(qualified, kind, arguments, server=server)
 
     def serves_itself(self, message: Document) -> bool:
         """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
@@ -215,21 +214,15 @@ class Session(CliSession):
 
     def _approval(self, request: Document, answer: Document, error: object) -> None:
         allowed = error is None and answer.get("behavior") == "allow"
-        data: Document = {
-            "subject": request.get("tool_name"),
-            "status": "granted" if allowed else "denied",
-            "by": "can_use_tool",
-            "transport": TRANSPORT,
-            "input": request.get("input"),
-        }
+        extra: Document = {}
         if allowed and answer.get("updatedInput") not in (None, request.get("input")):
-            data["updated_input"] = answer.get("updatedInput")
+            extra["updated_input"] = answer.get("updatedInput")
         for key in ("message", "interrupt", "updatedPermissions"):
             if answer.get(key) is not None:
-                data[key] = answer[key]
+                extra[key] = answer[key]
         if error is not None:
-            data["error"] = error
-        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
+            extra["error"] = error
+        self.approval(request.get("tool_name"), allowed, "can_use_tool", request.get("input"), **extra)
 
     def _hook(self, request: Document, answer: Document, error: object) -> None:
         hook_input = obj(request.get("input"))

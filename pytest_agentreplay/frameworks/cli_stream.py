@@ -42,15 +42,6 @@ def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> Ef
     return "read" if name in reads else "write"
 
 
-def cli_tool_call(
-    ctx: RunContext, transport: str, name: str, kind: EffectKind, arguments: Document, **extra: object
-) -> ToolCall:
-    """A tool call the CLI made, recorded under ``transport`` (``extra``: more of its ``data``)."""
-    return ToolCall(
-        ctx, name, None, kind, arguments, None, extra={"transport": transport, **extra}, may_group=False
-    )
-
-
 class RecordedSessions:
     """A run's room: per transport, the recorded CLI sessions and how many have been served."""
 
@@ -148,6 +139,17 @@ class CliSession:
     def recorded_id(self, live_id: object) -> object:
         """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
         return live_id if self.served is None else self.served.next_recorded_id()
+
+    def tool_call(self, name: str, kind: EffectKind, arguments: Document, **extra: object) -> ToolCall:
+        """A tool call the CLI made (``extra``: more of its ``data``)."""
+        data = {"transport": self.transport, **extra}
+        return ToolCall(self.ctx, name, None, kind, arguments, None, extra=data, may_group=False)
+
+    def approval(self, subject: object, granted: bool, by: str, asked: object, **extra: object) -> None:
+        """An ``approval`` the user's callback (``by``) answered live; ``asked``: what it was to allow."""
+        status = "granted" if granted else "denied"
+        data = {"subject": subject, "status": status, "by": by, "transport": self.transport, "input": asked}
+        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data | extra)
 
     def model_call(self, **data: object) -> None:
         """A ``model.call`` of the CLI's model; its input the prompts the Python side sent since the last."""
