@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import Final, Self
 
 import anyio
@@ -42,19 +42,13 @@ def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> Ef
     return "read" if name in reads else "write"
 
 
-class RecordedSessions:
-    """A run's room: per transport, the recorded CLI sessions and how many have been served."""
-
-    def __init__(self) -> None:
-        self.served: dict[str, int] = {}
-        self.recorded: dict[str, list[list[Document]]] = {}
+class RecordedSessions(dict[str, Iterator[list[Document]]]):
+    """A run's room: per transport, the recorded CLI sessions not served yet."""
 
     def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
-        if transport not in self.recorded:
-            self.recorded[transport] = _recorded_sessions(ctx, transport, opens)
-        sessions, index = self.recorded[transport], self.served.get(transport, 0)
-        self.served[transport] = index + 1
-        return sessions[index] if index < len(sessions) else []
+        if transport not in self:
+            self[transport] = iter(_recorded_sessions(ctx, transport, opens))
+        return next(self[transport], [])
 
 
 def _recorded_sessions(
