@@ -20,7 +20,6 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``agentreplay`` with ``argv`` (default: the process's arguments); the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

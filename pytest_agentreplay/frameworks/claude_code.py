@@ -273,13 +273,11 @@ def install(patches: Patches) -> None:
 
     async def patched_write(self: Any, data: str) -> None:
         session = Session.of(self)
-        if session is None:
-            await write(self, data)
-            return
-        for line in data.splitlines():
-            if line.strip():
-                session.wrote(json.loads(line))
-        if session.served is None:
+        if session is not None:
+            for line in data.splitlines():
+                if line.strip():
+                    session.wrote(json.loads(line))
+        if session is None or session.served is None:
             await write(self, data)
 
     def patched_read(self: Any) -> AsyncIterator[dict[str, Any]]:
