@@ -126,6 +126,10 @@ _CAUSE_BY_ERROR: Final[tuple[tuple[type[e.AgentReplayError], Cause], ...]] = (
 )
 
 
+# The fields JUnit's properties show, in their order.
+_JUNIT_FIELDS: Final = ("status", "cause", "cassette", "mode", "regressions", "expected", "reruns", "pending")
+
+
 class Rerecorded(NamedTuple):
     """Where a test re-recorded from its first drift (``--agentreplay-record=drifted``) turned live."""
 
@@ -198,17 +202,8 @@ class TestStatus(NamedTuple):
             # The whole failure message the terminal showed (XML keeps its line breaks as &#10;), as a
             # cassette would store it: the XML is a file like the reports.
             message = default_redactor().redact_string(message)
-        values: dict[str, object] = {
-            "status": self.status,
-            "cause": self.cause,
-            "cassette": self.cassette,
-            "mode": self.mode,
-            "regressions": self.regressions,
-            "expected": self.expected,
-            "reruns": self.reruns or None,
-            "pending": self.pending,
-            "message": message,
-        }
+        values = {name: getattr(self, name) for name in _JUNIT_FIELDS} | {"reruns": self.reruns or None}
+        values["message"] = message
         return [(f"agentreplay.{name}", str(value)) for name, value in values.items() if value is not None]
 
     def to_dict(self) -> Document:
