@@ -16,7 +16,7 @@ from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.events import Event, RunMeta
 from pytest_agentreplay.diff.compare import compare_histories
 from pytest_agentreplay.report import build_report, render_report
-from pytest_agentreplay.report.locate import CassetteIndex, Locator, locate_line
+from pytest_agentreplay.report.locate import CassetteIndex, Locator
 from pytest_agentreplay.report.status import Status, TestStatus
 
 REQUEST = "application/vnd.agentreplay.http-request+json"
@@ -104,26 +104,26 @@ def test_the_conversation_is_stored_as_deltas(tmp_path: Path) -> None:
 def test_a_kept_message_points_at_the_call_that_stored_it(tmp_path: Path) -> None:
     text = _save(tmp_path, _conversation(5)).read_text(encoding="utf-8")
     # Call 4 (seq 3) keeps the system prompt from its base, which keeps it from its own: call 1 stores it.
-    line = locate_line(text, 3, (*MESSAGES, "[0]", "content"))
+    line = CassetteIndex(text).locate(3, (*MESSAGES, "[0]", "content"))
     assert line is not None
     assert _line(text, line) == f'"content": {json.dumps(SYSTEM)},'
     assert _event_of(text, line) == 0
     # A whole kept item: its line (a short message stands on one), in call 1 as well.
-    item = locate_line(text, 4, (*MESSAGES, "[1]"))
+    item = CassetteIndex(text).locate(4, (*MESSAGES, "[1]"))
     assert item is not None and _event_of(text, item) == 0
     assert _line(text, item).rstrip(",") == '{"content": "question 0: where is my order?", "role": "user"}'
     # Keys the delta takes from its base (`same`) live there too.
-    model = locate_line(text, 4, ("input_ref", "body", "json", "model"))
+    model = CassetteIndex(text).locate(4, ("input_ref", "body", "json", "model"))
     assert model is not None and _line(text, model) == '"model": "m",' and _event_of(text, model) == 0
 
 
 def test_a_stored_new_message_points_at_its_own_line(tmp_path: Path) -> None:
     text = _save(tmp_path, _conversation(5)).read_text(encoding="utf-8")
     # Call 3 (seq 2) stores messages[4:] (answer 1, question 2); messages[5] is its stored item 1.
-    line = locate_line(text, 2, (*MESSAGES, "[5]", "content"))
+    line = CassetteIndex(text).locate(2, (*MESSAGES, "[5]", "content"))
     assert line is not None and _event_of(text, line) == 2
     assert '"content": "question 2: where is my order?"' in _line(text, line)
-    answer = locate_line(text, 2, (*MESSAGES, "[4]", "role"))
+    answer = CassetteIndex(text).locate(2, (*MESSAGES, "[4]", "role"))
     assert (
         answer is not None and _event_of(text, answer) == 2 and '"role": "assistant"' in _line(text, answer)
     )
@@ -131,23 +131,23 @@ def test_a_stored_new_message_points_at_its_own_line(tmp_path: Path) -> None:
 
 def test_headers_kept_from_the_base_and_changed_ones(tmp_path: Path) -> None:
     text = _save(tmp_path, _conversation(5)).read_text(encoding="utf-8")
-    kept = locate_line(text, 4, ("input_ref", "headers", "content-type"))
+    kept = CassetteIndex(text).locate(4, ("input_ref", "headers", "content-type"))
     assert kept is not None and _event_of(text, kept) == 0
-    changed = locate_line(text, 3, ("input_ref", "headers", "x-retry"))
+    changed = CassetteIndex(text).locate(3, ("input_ref", "headers", "x-retry"))
     assert changed is not None and _event_of(text, changed) == 3 and '"x-retry": "1"' in _line(text, changed)
 
 
 def test_response_fields_and_event_fields(tmp_path: Path) -> None:
     text = _save(tmp_path, _conversation(3)).read_text(encoding="utf-8")
     # A JSON response kept byte for byte is stored as `raw` only: its line.
-    raw = locate_line(text, 1, ("output_ref", "body", "json", "a"))
+    raw = CassetteIndex(text).locate(1, ("output_ref", "body", "json", "a"))
     assert raw is not None and '"raw": "{\\"a\\": 1}"' in _line(text, raw) and _event_of(text, raw) == 1
-    status = locate_line(text, 2, ("data", "status"))
+    status = CassetteIndex(text).locate(2, ("data", "status"))
     assert status is not None and '"status": 200' in _line(text, status) and _event_of(text, status) == 2
     # A field the file does not hold: the nearest enclosing line (the object the update adds it to).
-    absent = locate_line(text, 2, ("data", "reason"))
+    absent = CassetteIndex(text).locate(2, ("data", "reason"))
     assert absent is not None and _line(text, absent).startswith('"data": {')
-    whole = locate_line(text, 1, ("@presence",))
+    whole = CassetteIndex(text).locate(1, ("@presence",))
     assert whole == _event_spans(text)[1][0]
 
 
@@ -171,21 +171,21 @@ def test_a_blob_stored_payload_points_at_its_sha256(tmp_path: Path) -> None:
     system = index.locate(2, (*MESSAGES, "[0]", "content"))
     assert system is not None and _event_of(text, system) == 0
     # Without the blob store the count of earlier requests is unknown: the nearest line in the event.
-    blind = locate_line(text, 2, (*MESSAGES, "[0]", "content"))
+    blind = CassetteIndex(text).locate(2, (*MESSAGES, "[0]", "content"))
     assert blind is not None and _event_of(text, blind) == 2
 
 
 def test_unknown_event_and_unreadable_files(tmp_path: Path) -> None:
     path = _save(tmp_path, _conversation(2))
     text = path.read_text(encoding="utf-8")
-    assert locate_line(text, 7, ("data",)) is None
-    assert locate_line("not json {", 0, ("data",)) is None
-    assert locate_line('{"events": "odd"}', 0, ()) is None
-    assert locate_line('{"events": [{"seq": 0, "data": 5}]}', 0, ("data", "x", "[2]")) == 1
+    assert CassetteIndex(text).locate(7, ("data",)) is None
+    assert CassetteIndex("not json {").locate(0, ("data",)) is None
+    assert CassetteIndex('{"events": "odd"}').locate(0, ()) is None
+    assert CassetteIndex('{"events": [{"seq": 0, "data": 5}]}').locate(0, ("data", "x", "[2]")) == 1
     locator = Locator()
     assert locator.locate(tmp_path / "absent.json", 0, ("data",)) is None
     assert locator.locate(tmp_path, 0, ("data",)) is None  # a directory
-    assert locator.locate(path, 1, ("data", "status")) == locate_line(text, 1, ("data", "status"))
+    assert locator.locate(path, 1, ("data", "status")) == CassetteIndex(text).locate(1, ("data", "status"))
 
 
 def test_the_index_follows_the_file(tmp_path: Path) -> None:
@@ -245,9 +245,9 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
     system = found[(3, "input_ref.body.json.messages[0].content")]
     question = found[(2, "input_ref.body.json.messages[5].content")]
     assert system.seq_recorded is not None and question.seq_recorded is not None
-    line = locate_line(text, system.seq_recorded, system.path_tokens)
+    line = CassetteIndex(text).locate(system.seq_recorded, system.path_tokens)
     assert line is not None and _event_of(text, line) == 0 and SYSTEM in _line(text, line)
-    line = locate_line(text, question.seq_recorded, question.path_tokens)
+    line = CassetteIndex(text).locate(question.seq_recorded, question.path_tokens)
     assert line is not None and _event_of(text, line) == 2 and "question 2: where" in _line(text, line)
 
     # The Markdown report of that drift: each difference at its line.
@@ -263,8 +263,8 @@ def test_differences_of_a_real_comparison(tmp_path: Path) -> None:
     assert "| cassette line |" in markdown
     places = re.findall(r"<code>([^<]*chat\.json):(\d+)</code>", markdown)
     assert [int(n) for _, n in places] == [
-        locate_line(text, 2, question.path_tokens),
-        locate_line(text, 3, system.path_tokens),
+        CassetteIndex(text).locate(2, question.path_tokens),
+        CassetteIndex(text).locate(3, system.path_tokens),
     ]
 
 

@@ -20,20 +20,16 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``agentreplay`` with ``argv`` (default: the process's arguments); the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except AgentReplayError as exc:
-        err(f"agentreplay {args.command}: {exc}")
-        return EXIT_USAGE
     except BrokenPipeError:
         # `agentreplay show x | head`: stop quietly, and keep Python from complaining at exit.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    except OSError as exc:
+    except (AgentReplayError, OSError) as exc:
         err(f"agentreplay {args.command}: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -71,11 +71,6 @@ def project_table() -> Document:
     return read_pyproject_table(Path.cwd())
 
 
-def error_lines(exc: AgentReplayError) -> list[str]:
-    """An error as problem lines: its headline (with where) and its evidence."""
-    return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence]
-
-
 def load_for_audit(
     path: Path, *, mode: str | None = None, migrate: bool = False
 ) -> tuple[LoadedCassette, bool]:

@@ -22,7 +22,6 @@ _KEYS = {"a": "accept", "r": "reject", "s": "skip", "q": "quit"}
 
 
 def review(args: argparse.Namespace) -> int:
-    """``agentreplay review``: one test at a time, asking."""
     pendings = _selected(args)
     if not pendings:
         out("no pending drift" + (f" matching -k {args.k!r}" if args.k else "") + ": nothing to review")

@@ -10,7 +10,7 @@ from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteError
 from ..replay.audit import audit_advice, audit_problems
 from ..replay.replayability import replay_problems
-from .common import EXIT_OK, EXIT_PROBLEMS, Progress, UsageError, error_lines, iter_files, load_for_audit, out
+from .common import EXIT_OK, EXIT_PROBLEMS, Progress, UsageError, iter_files, load_for_audit, out
 
 
 def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
@@ -20,7 +20,7 @@ def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
     try:
         loaded, _ = load_for_audit(path)
     except CassetteError as exc:
-        return error_lines(exc), []
+        return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence], []
     # Both checks may find the same damage: each problem once.
     problems = list(dict.fromkeys([*audit_problems(loaded), *replay_problems(loaded)]))
     return problems, audit_advice(loaded)
@@ -33,9 +33,7 @@ def run(args: argparse.Namespace) -> int:
             "no cassette found in " + ", ".join(args.paths),
             fixes=["pass cassette files or the folder that holds them: agentreplay verify cassettes/"],
         )
-    bad = 0
-    total = 0
-    advised = 0
+    bad = total = advised = 0
     with Progress(len(files), "verify") as bar:
         for path in files:
             problems, advice = cassette_findings(path)

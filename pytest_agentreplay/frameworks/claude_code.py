@@ -22,7 +22,8 @@ from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
 from ..exceptions import RecordedToolError
-from .cli_stream import CliSession, ServedStream, cli_tool_call, effect, obj
+from ..http.providers.fields import obj
+from .cli_stream import CliSession, ServedStream, effect
 
 TRANSPORT: Final = "claude-code"
 READ_TOOLS: Final = frozenset({"Read", "Grep", "Glob", "LS", "WebSearch", "WebFetch", "NotebookRead"})
@@ -73,25 +74,24 @@ class Session(CliSession):
         self.requests: dict[str, Document] = {}
         self.mcp_calls: dict[str, ToolCall] = {}
         self.read_only: set[str] = set()
-        self.sdk_servers = _sdk_servers(transport)
+        servers = obj(getattr(getattr(transport, "_options", None), "mcp_servers", None))
+        self.sdk_servers = {str(name) for name, config in servers.items() if obj(config).get("type") == "sdk"}
 
     # -- what the CLI sent ---------------------------------------------------------------------------
 
     def received(self, message: Document) -> None:
-        kind = message.get("type")
-        if kind == "assistant" and isinstance(message.get("message"), dict):
-            inner = message["message"]
+        kind, inner = message.get("type"), message.get("message")
+        if kind == "assistant" and isinstance(inner, dict):
             if self.turn is not None and self.turn.id != inner.get("id"):
                 self.flush()
             if self.turn is None:
                 self.turn = _Turn(inner)
             self.turn.add(inner)
-            super().received(message)
-            return
-        self.flush()
+        else:
+            self.flush()
         super().received(message)
         if kind == "user":
-            self._tool_results(message.get("message"))
+            self._tool_results(inner)
         elif kind == "control_request":
             self._control_request(message)
         elif kind == "result":
@@ -122,7 +122,7 @@ class Session(CliSession):
         arguments = use.get("input")
         arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
         kind = effect(self.ctx, name, READ_TOOLS)
-        self.tools[str(use.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, kind, arguments)
+        self.tools[str(use.get("id"))] = self.tool_call(name, kind, arguments)
 
     def _tool_results(self, message: object) -> None:
         content = message.get("content") if isinstance(message, dict) else None
@@ -151,8 +151,7 @@ class Session(CliSession):
             qualified = f"{server}/{tool}"
             kind = effect(self.ctx, tool, self.read_only, qualified)
             arguments = dict(arguments) if isinstance(arguments, dict) else {}
-            call = cli_tool_call(self.ctx, TRANSPORT, qualified, kind, arguments, server=server)
-            self.mcp_calls[request_id] = call
+            self.mcp_calls[request_id] = self.tool_call(qualified, kind, arguments, server=server)
 
     def serves_itself(self, message: Document) -> bool:
         """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
@@ -215,21 +214,15 @@ class Session(CliSession):
 
     def _approval(self, request: Document, answer: Document, error: object) -> None:
         allowed = error is None and answer.get("behavior") == "allow"
-        data: Document = {
-            "subject": request.get("tool_name"),
-            "status": "granted" if allowed else "denied",
-            "by": "can_use_tool",
-            "transport": TRANSPORT,
-            "input": request.get("input"),
-        }
+        extra: Document = {}
         if allowed and answer.get("updatedInput") not in (None, request.get("input")):
-            data["updated_input"] = answer.get("updatedInput")
+            extra["updated_input"] = answer.get("updatedInput")
         for key in ("message", "interrupt", "updatedPermissions"):
             if answer.get(key) is not None:
-                data[key] = answer[key]
+                extra[key] = answer[key]
         if error is not None:
-            data["error"] = error
-        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
+            extra["error"] = error
+        self.approval(request.get("tool_name"), allowed, "can_use_tool", request.get("input"), **extra)
 
     def _hook(self, request: Document, answer: Document, error: object) -> None:
         hook_input = obj(request.get("input"))
@@ -268,11 +261,6 @@ class Session(CliSession):
             call.finished(reply.get("result"), None)
 
 
-def _sdk_servers(transport: Any) -> set[str]:
-    servers = getattr(getattr(transport, "_options", None), "mcp_servers", None)
-    return {str(name) for name, config in obj(servers).items() if obj(config).get("type") == "sdk"}
-
-
 def install(patches: Patches) -> None:
     cls = SubprocessCLITransport
     originals = [genuine_function(getattr(cls, name)) for name in _PATCHED]
@@ -285,13 +273,11 @@ def install(patches: Patches) -> None:
 
     async def patched_write(self: Any, data: str) -> None:
         session = Session.of(self)
-        if session is None:
-            await write(self, data)
-            return
-        for line in data.splitlines():
-            if line.strip():
-                session.wrote(json.loads(line))
-        if session.served is None:
+        if session is not None:
+            for line in data.splitlines():
+                if line.strip():
+                    session.wrote(json.loads(line))
+        if session is None or session.served is None:
             await write(self, data)
 
     def patched_read(self: Any) -> AsyncIterator[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import Final, Self
 
 import anyio
@@ -33,11 +33,6 @@ STREAM_KEY: Final = "stream"
 SESSION_ATTRIBUTE: Final = "_agentreplay_session"
 
 
-def obj(value: object) -> Document:
-    """``value`` when it is a JSON object, else an empty one (the CLI's messages are read defensively)."""
-    return value if isinstance(value, dict) else {}
-
-
 def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> EffectKind:
     """A CLI tool's effect: ``mcp_effects`` by ``keys`` or ``name``, else a read when ``name`` reads."""
     overrides = ctx.settings.mcp_effects
@@ -47,28 +42,13 @@ def effect(ctx: RunContext, name: str, reads: Collection[str], *keys: str) -> Ef
     return "read" if name in reads else "write"
 
 
-def cli_tool_call(
-    ctx: RunContext, transport: str, name: str, kind: EffectKind, arguments: Document, **extra: object
-) -> ToolCall:
-    """A tool call the CLI made, recorded under ``transport`` (``extra``: more of its ``data``)."""
-    return ToolCall(
-        ctx, name, None, kind, arguments, None, extra={"transport": transport, **extra}, may_group=False
-    )
-
-
-class RecordedSessions:
-    """A run's room: per transport, the recorded CLI sessions and how many have been served."""
-
-    def __init__(self) -> None:
-        self.served: dict[str, int] = {}
-        self.recorded: dict[str, list[list[Document]]] = {}
+class RecordedSessions(dict[str, Iterator[list[Document]]]):
+    """A run's room: per transport, the recorded CLI sessions not served yet."""
 
     def next(self, ctx: RunContext, transport: str, opens: Callable[[Document], bool]) -> list[Document]:
-        if transport not in self.recorded:
-            self.recorded[transport] = _recorded_sessions(ctx, transport, opens)
-        sessions, index = self.recorded[transport], self.served.get(transport, 0)
-        self.served[transport] = index + 1
-        return sessions[index] if index < len(sessions) else []
+        if transport not in self:
+            self[transport] = iter(_recorded_sessions(ctx, transport, opens))
+        return next(self[transport], [])
 
 
 def _recorded_sessions(
@@ -153,6 +133,17 @@ class CliSession:
     def recorded_id(self, live_id: object) -> object:
         """The id one of the Python side's own requests had in the recording (the SDK draws new ones)."""
         return live_id if self.served is None else self.served.next_recorded_id()
+
+    def tool_call(self, name: str, kind: EffectKind, arguments: Document, **extra: object) -> ToolCall:
+        """A tool call the CLI made (``extra``: more of its ``data``)."""
+        data = {"transport": self.transport, **extra}
+        return ToolCall(self.ctx, name, None, kind, arguments, None, extra=data, may_group=False)
+
+    def approval(self, subject: object, granted: bool, by: str, asked: object, **extra: object) -> None:
+        """An ``approval`` the user's callback (``by``) answered live; ``asked``: what it was to allow."""
+        status = "granted" if granted else "denied"
+        data = {"subject": subject, "status": status, "by": by, "transport": self.transport, "input": asked}
+        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data | extra)
 
     def model_call(self, **data: object) -> None:
         """A ``model.call`` of the CLI's model; its input the prompts the Python side sent since the last."""

@@ -21,7 +21,8 @@ from ..core.capture import RunContext, current_run
 from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
 from ..core.tool_calls import ToolCall
-from .cli_stream import SESSION_ATTRIBUTE, CliSession, cli_tool_call, effect, obj
+from ..http.providers.fields import obj
+from .cli_stream import SESSION_ATTRIBUTE, CliSession, effect
 
 TRANSPORT: Final = "codex"
 # Item type -> the tool call's name and the item's fields that are its arguments.
@@ -84,7 +85,7 @@ class Session(CliSession):
         else:
             return
         effect_kind = effect(self.ctx, name, _READS, str(item.get("tool", "")))
-        self.items[str(item.get("id"))] = cli_tool_call(self.ctx, TRANSPORT, name, effect_kind, arguments)
+        self.items[str(item.get("id"))] = self.tool_call(name, effect_kind, arguments)
 
     def _item_completed(self, item: Document) -> None:
         call = self.items.pop(str(item.get("id")), None)
@@ -136,17 +137,8 @@ class Session(CliSession):
         decision = result.get("decision")
         declined = (isinstance(decision, str) and decision in _DECLINED) or not decision
         params = obj(asked.get("params"))
-        data: Document = {
-            "subject": subject,
-            "status": "denied" if declined else "granted",
-            "by": "approval_handler",
-            "transport": TRANSPORT,
-            "input": {
-                k: params[k] for k in ("command", "cwd", "reason", "changes") if params.get(k) is not None
-            },
-            "decision": decision,
-        }
-        self.ctx.recorder.emit("approval", actor="policy", event_class="decision", data=data)
+        given = {k: params[k] for k in ("command", "cwd", "reason", "changes") if params.get(k) is not None}
+        self.approval(subject, not declined, "approval_handler", given, decision=decision)
 
     def close(self) -> None:
         with self.lock:

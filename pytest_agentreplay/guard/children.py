@@ -88,9 +88,9 @@ def _words(argv: object) -> list[str]:
     return [p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p) for p in parts]
 
 
-def _command(argv: object, limit: int = 80) -> str:
+def _command(argv: object) -> str:
     text = " ".join(_words(argv))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_server(argv: object) -> bool:

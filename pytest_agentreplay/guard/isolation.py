@@ -221,14 +221,15 @@ class Holder:
                 self.baselines.setdefault(token(run), (count, []))[1].append(command)
 
     def take(self, run_token: str) -> tuple[int, list[str]] | None:
-        """Sends counted since the run's baseline, and its contained commands; the baseline moves on."""
+        """Sends the run's contained children tried since the last look, and its contained commands (None:
+        no send, or it contained none); the baseline moves on."""
         with self.lock:
             found = self.baselines.get(run_token)
             if found is None:
                 return None
             now = self.sends() or found[0]
             self.baselines[run_token] = (now, found[1])
-        return now - found[0], found[1]
+        return (now - found[0], found[1]) if now > found[0] else None
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -264,9 +265,3 @@ def contains(runs: list[GuardRun], program: str, command: str) -> bool:
         return False
     HOLDER.note(runs, command)
     return True
-
-
-def contained_sends(run_token: str | None) -> tuple[int, list[str]] | None:
-    """Sends the run's contained children tried since the last look (None: it contained none)."""
-    found = None if run_token is None else HOLDER.take(run_token)
-    return found if found is not None and found[0] > 0 else None

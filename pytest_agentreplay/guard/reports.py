@@ -27,7 +27,7 @@ from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
 from .decision import decide
-from .isolation import contained_sends
+from .isolation import HOLDER
 from .runs import RUNS, GuardRun, ParentRun, ended, guarding_runs, nodeid, token
 
 REPLAY_HEADLINE: Final = "network access blocked during replay: "
@@ -290,7 +290,7 @@ def collect_child_refusals(ctx: GuardRun) -> list[NetworkBlockedError]:
     if run_token is None:
         return []
     found = [child_refusal(entry, ctx) for entry in _read_reports(f"{run_token}.*.jsonl")]
-    contained = contained_sends(run_token)
+    contained = HOLDER.take(run_token)
     if contained is not None:
         found.append(contained_refusal(ctx, *contained))
     return found

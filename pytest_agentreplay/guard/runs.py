@@ -69,12 +69,8 @@ def token(run: GuardRun) -> str:
 
 
 class GuardedRuns:
-    """Whom the guard protects beyond the context's run: runs registered from any thread, the parent's
-    runs in a child process, and the hosts the HTTP layer is sending to on purpose right now; and what it
-    remembers between calls: the children runs started, the sockets it checked.
-
-    Process-wide (:data:`RUNS`): the patched socket calls consult it from whatever thread makes them.
-    """
+    """Whom the guard protects beyond the context's run, and what it remembers between calls.
+    Process-wide (:data:`RUNS`): the patched socket calls consult it from whatever thread makes them."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()

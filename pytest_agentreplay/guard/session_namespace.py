@@ -1,6 +1,6 @@
 """The replay session in its own network namespace (``--agentreplay-isolate``, Linux): loopback only,
 whatever code runs in it (native code, ``python -S``, other programs, sockets made before a run) and
-whatever it starts; xdist workers inherit it and find themselves inside (:data:`ENV_VAR`).
+whatever it starts; xdist workers inherit it and find themselves inside (``NETNS_ENV_VAR``).
 
 The pytest process enters (with a new user namespace unless it holds ``CAP_SYS_ADMIN``) at the plugin's
 earliest hook, before conftest files and test modules are imported, while it is still single-threaded:
@@ -25,8 +25,6 @@ from ..exceptions import ConfigError
 from .decision import is_loopback
 from .isolation import _CLONE_NEWNET, _CLONE_NEWUSER, NAMESPACES
 from .no_route import counting, namespace_id, read_text
-
-ENV_VAR = NETNS_ENV_VAR
 
 # Which level guarded the session (the summary, the reports, JUnit).
 NAMESPACE = "namespace"
@@ -131,7 +129,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
             raise required_error(refused, setting)
         return Isolation(setting, UNAVAILABLE, refused)
     try:
-        enter(_working_flags())
+        enter(NAMESPACES.session_flags or _CLONE_NEWUSER | _CLONE_NEWNET)
     except _StepError as exc:
         # The child managed, this process did not (a thread started in between): unshare is all or
         # nothing, so only a later step leaves the process half inside.
@@ -139,7 +137,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
         if setting == "required" or exc.step != "unshare":
             raise required_error(reason, setting) from None
         return Isolation(setting, UNAVAILABLE, reason)
-    os.environ[ENV_VAR] = namespace_id() or "1"
+    os.environ[NETNS_ENV_VAR] = namespace_id() or "1"
     return Isolation(setting, ENTERED, unreachable=outside_loopback(settings.allow_hosts))
 
 
@@ -269,10 +267,6 @@ def _probe() -> tuple[str, int] | None:
     if len(words) == 3:
         return words[1], int(words[2])
     return "probe", 0
-
-
-def _working_flags() -> int:
-    return NAMESPACES.session_flags or _CLONE_NEWUSER | _CLONE_NEWNET
 
 
 def explain(step: str, code: int) -> str:

@@ -199,7 +199,6 @@ _RESOLVERS: dict[str, Callable[..., object]] = {
 
 
 def patch_resolvers(patches: Patches, _module: object) -> None:
-    """Patch the resolvers in ``_socket`` and ``socket``."""
     for name, patched in _RESOLVERS.items():
         found = getattr(_socket, name)
         ORIGINALS[name] = original = genuine_function(found)

@@ -118,7 +118,6 @@ document.querySelectorAll('table.comparison th').forEach(function (th, column) {
 
 
 def html_table(rows: Sequence[Document]) -> str:
-    """The sortable table of the HTML report."""
     if not rows:
         return ""
     from .viewer import esc  # loaded already by the HTML report, its one caller

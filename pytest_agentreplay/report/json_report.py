@@ -26,7 +26,6 @@ def report_json_schema() -> Document:
 
 
 def render_json(report: SessionReport) -> str:
-    """The JSON report: a document ``report/schema.json`` describes."""
     doc: Document = {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,

@@ -145,6 +145,8 @@ class CassetteIndex:
         self._blobs: dict[str, Any] = {}
 
     def locate(self, seq: int, path_tokens: tuple[str, ...]) -> int | None:
+        """The 1-based line holding the value at ``path_tokens`` (``Difference.path_tokens``) of event
+        ``seq``, or the nearest enclosing line; None when no event has that seq."""
         position = self._by_seq.get(seq)
         if position is None:
             return None
@@ -330,14 +332,6 @@ def _is_request(ref: _Node) -> bool:
     return media is not None and media.scalar() in _REQUEST_MEDIA
 
 
-def locate_line(
-    cassette_text: str, seq: int, path_tokens: tuple[str, ...], *, read_blob: BlobReader | None = None
-) -> int | None:
-    """The 1-based line holding the value at ``path_tokens`` (``Difference.path_tokens``) of event ``seq``,
-    or the nearest enclosing line; None when no event has that seq."""
-    return CassetteIndex(cassette_text, read_blob=read_blob).locate(seq, path_tokens)
-
-
 class Locator:
     """Locates differences in cassette files, indexing each file once while it is unchanged."""
 
@@ -373,4 +367,4 @@ class Locator:
         return found.locate(seq, path_tokens) if found is not None else None
 
 
-__all__ = ["CassetteIndex", "Locator", "locate_line"]
+__all__ = ["CassetteIndex", "Locator"]

@@ -126,6 +126,10 @@ _CAUSE_BY_ERROR: Final[tuple[tuple[type[e.AgentReplayError], Cause], ...]] = (
 )
 
 
+# The fields JUnit's properties show, in their order.
+_JUNIT_FIELDS: Final = ("status", "cause", "cassette", "mode", "regressions", "expected", "reruns", "pending")
+
+
 class Rerecorded(NamedTuple):
     """Where a test re-recorded from its first drift (``--agentreplay-record=drifted``) turned live."""
 
@@ -198,17 +202,8 @@ class TestStatus(NamedTuple):
             # The whole failure message the terminal showed (XML keeps its line breaks as &#10;), as a
             # cassette would store it: the XML is a file like the reports.
             message = default_redactor().redact_string(message)
-        values: dict[str, object] = {
-            "status": self.status,
-            "cause": self.cause,
-            "cassette": self.cassette,
-            "mode": self.mode,
-            "regressions": self.regressions,
-            "expected": self.expected,
-            "reruns": self.reruns or None,
-            "pending": self.pending,
-            "message": message,
-        }
+        values = {name: getattr(self, name) for name in _JUNIT_FIELDS} | {"reruns": self.reruns or None}
+        values["message"] = message
         return [(f"agentreplay.{name}", str(value)) for name, value in values.items() if value is not None]
 
     def to_dict(self) -> Document:
@@ -259,9 +254,7 @@ TestOutcome.__test__ = TestStatus.__test__ = False  # type: ignore[attr-defined]
 
 
 def cause_of(exc: BaseException | None) -> Cause:
-    """The cause for an exception raised by the plugin (``test`` for anything else)."""
-    if exc is None:
-        return Cause.TEST
+    """The cause for an exception raised by the plugin (``test`` for anything else, and for None)."""
     for kind, cause in _CAUSE_BY_ERROR:
         if isinstance(exc, kind):
             return cause
@@ -300,7 +293,7 @@ def decide(
     elif xfail:
         # Passed although marked xfail (not strict: a strict one is reported failed).
         status, cause = Status.XPASSED, None
-    elif action is not None and action in _ACTION_STATUS:
+    elif action in _ACTION_STATUS:
         status, cause = _ACTION_STATUS[action], None
     elif action == Action.DRIFTED:
         # Drift the plugin found but pytest did not fail on cannot happen through the plugin; keep it red.
@@ -327,10 +320,9 @@ def decide(
 
 
 def status_message(shown: str | None, test_run: RunFailures | None, longrepr: str | None) -> str | None:
-    """The message a test's status carries into every report and JUnit: for a failure the plugin raised,
-    the whole text the terminal showed (headline, evidence, location, numbered fixes), never one line of it.
-    ``shown``: what the plugin failed the test with; ``test_run``: the test's run (or None); ``longrepr``:
-    pytest's text of a failure the plugin did not raise (the test's own)."""
+    """The message a test's status carries into every report and JUnit: for a failure the plugin raised
+    (``shown``, else the run's first), the whole text the terminal showed, never one line of it; else the
+    last line of pytest's ``longrepr``."""
     if shown is not None:
         return shown
     # The first failure of the run: setup, a refusal, or what ended the body.

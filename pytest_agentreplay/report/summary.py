@@ -71,10 +71,6 @@ def shown_counts(numbers: dict[str, int]) -> tuple[str, ...]:
     return (*HEADLINE, *(word for word in PYTEST_WORDS if numbers.get(word)), "unused")
 
 
-def headline(numbers: dict[str, int]) -> str:
-    return ", ".join(f"{numbers[s]} {s}" for s in shown_counts(numbers))
-
-
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -158,7 +154,7 @@ def _detail(status: TestStatus) -> str:
 def summary_lines(statuses: Sequence[TestStatus], *, unused: Sequence[str] = ()) -> list[str]:
     """The terminal summary: counts, every test that failed, drifted or changed a cassette, next steps."""
     numbers = counts(statuses, unused=unused)
-    lines = [headline(numbers)]
+    lines = [", ".join(f"{numbers[s]} {s}" for s in shown_counts(numbers))]
     if any(numbers[key] for key in ("regressions", "expected_differences", *REGRESSIONS_BY_STATUS.values())):
         lines.append(f"differences: {differences_text(numbers)}")
     for status in statuses:

@@ -74,8 +74,8 @@ def describe(event: Event) -> str:
     return _short(data)
 
 
-def render_timeline(run: RunMeta, events: Iterable[Event], *, title: str | None = None) -> str:
-    lines = [title or f"run {run.run_id}" + (f" ({run.test})" if run.test else "")]
+def render_timeline(run: RunMeta, events: Iterable[Event], *, title: str) -> str:
+    lines = [title]
     meta = [
         f"{k}={v}"
         for k, v in (("agent", run.agent), ("model", run.model), ("recorded", run.recorded_at))

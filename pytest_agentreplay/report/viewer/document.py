@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from ...cassette.read import LoadedCassette
 
 _PACKAGE = __name__.rpartition(".")[0]
+# The run header's fields the page shows, each labelled by its name with spaces: in its head line, and
+# in the list below it.
+_META_FIELDS = ("agent", "test", "provider", "model", "code_version", "corpus_version")
+_EXTRA_FIELDS = ("decoding", "tool_schema_versions", "policy_versions", "labels")
 
 
 @cache
@@ -44,25 +48,10 @@ def render_run_section(
 ) -> str:
     """The viewer body for one run; ``anchor`` prefixes element ids so several runs fit in one page."""
     h = f"h{heading_level}"
-    meta = [
-        ("run", run.run_id),
-        ("agent", run.agent),
-        ("test", run.test),
-        ("provider", run.provider),
-        ("model", run.model),
-        ("code version", run.code_version),
-        ("corpus version", run.corpus_version),
-        ("recorded", run.recorded_at),
-    ]
+    named = [(key.replace("_", " "), getattr(run, key)) for key in _META_FIELDS]
+    meta = [("run", run.run_id), *named, ("recorded", run.recorded_at)]
     meta_html = "".join(f"<span><b>{html.escape(k)}</b> {esc(v)}</span>" for k, v in meta if v)
-    extra = kv(
-        [
-            ("decoding", run.decoding),
-            ("tool schema versions", run.tool_schema_versions),
-            ("policy versions", run.policy_versions),
-            ("labels", run.labels),
-        ]
-    )
+    extra = kv((key.replace("_", " "), getattr(run, key)) for key in _EXTRA_FIELDS)
     counts = Counter(event.type for event in events)
     count_html = "".join(f'<span class="badge">{esc(t)} x {n}</span>' for t, n in sorted(counts.items()))
     parts = [f'<section class="run" data-run="{esc(run.run_id)}">', f'<p class="meta">{meta_html}</p>', extra]

@@ -24,7 +24,6 @@ def _value_block(value: object) -> str:
 
 
 def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
-    """Recorded and replayed side by side, one card per event pair, each differing field marked."""
     head = (
         '<p class="drift-counts"><span class="badge regression">'
         f"{len(drift.regressions)} regression(s)"
@@ -41,12 +40,10 @@ def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
     cards = []
     for (seq_rec, seq_rep, label), diffs in groups.items():
         kinds = sorted({d.kind for d in diffs})
-        rec_title = f"recorded #{seq_rec}" if seq_rec is not None else "recorded (no such event)"
+        rec_title = html.escape(f"recorded #{seq_rec}" if seq_rec is not None else "recorded (no such event)")
         rep_title = f"replayed #{seq_rep}" if seq_rep is not None else "replayed (no such event)"
         if seq_rec is not None:
-            rec_title = f'<a href="#{html.escape(anchor)}ev-{seq_rec}">{html.escape(rec_title)}</a>'
-        else:
-            rec_title = html.escape(rec_title)
+            rec_title = f'<a href="#{html.escape(anchor)}ev-{seq_rec}">{rec_title}</a>'
         left: list[str] = []
         right: list[str] = []
         for diff in diffs:

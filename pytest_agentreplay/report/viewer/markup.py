@@ -37,8 +37,7 @@ def kv(rows: Iterable[tuple[str, Any]]) -> str:
     for key, value in rows:
         if value is None or value == "" or value == [] or value == {}:
             continue
-        shown = esc(value)
-        cells.append(f"<dt>{html.escape(key)}</dt><dd class=mono>{shown}</dd>")
+        cells.append(f"<dt>{html.escape(key)}</dt><dd class=mono>{esc(value)}</dd>")
     return f'<dl class="kv">{"".join(cells)}</dl>' if cells else ""
 
 

@@ -12,6 +12,8 @@ from .markup import esc
 
 LANE_WIDTH = 120
 ROW_HEIGHT = 24
+# The ``data`` field a row of the picture names its event by.
+_HINTS = {"model.call": "model", "policy.decision": "verdict", "approval": "status"}
 ACTOR_COLORS = {
     "model": "#8250df",
     "runtime": "#0969da",
@@ -35,7 +37,6 @@ def _arrow(event: Event) -> tuple[str, str]:
 
 
 def render_sequence_svg(events: Sequence[Event], *, anchor: str = "") -> str:
-    """The run as a sequence picture: one lane per actor, one row per event (inline SVG)."""
     lanes = list(ACTORS)
     x_of = {lane: 60 + i * LANE_WIDTH for i, lane in enumerate(lanes)}
     top = 34
@@ -82,12 +83,7 @@ def render_sequence_svg(events: Sequence[Event], *, anchor: str = "") -> str:
 
 
 def _sequence_hint(event: Event) -> str:
-    if event.type == "model.call":
-        return str(event.data.get("model") or "")
     if event.type in ("tool.call", "tool.result", "effect") and event.tool is not None:
         return event.tool.name
-    if event.type == "policy.decision":
-        return str(event.data.get("verdict") or "")
-    if event.type == "approval":
-        return str(event.data.get("status") or "")
-    return ""
+    key = _HINTS.get(event.type)
+    return str(event.data.get(key) or "") if key else ""
