@@ -10,7 +10,7 @@ import fnmatch
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final
+from typing import Final
 
 from ...core.constants import EVENT_TYPES, REPLAY_MODES
 from ...exceptions import ConfigError
@@ -187,22 +187,28 @@ def parse_rule(spec: Mapping[str, object], *, source: str, index: int = 0, name:
         raise fail(f"event {event!r} matches no event type (known: {', '.join(EVENT_TYPES)})")
     _validate_path(path, fail)
 
-    options: dict[str, Any] = {
-        "verdict": _verdict(spec, "verdict", fail),
-        "epsilon": _number(spec, "epsilon", fail, low=0.0, high=None),
-        "similarity": _number(spec, "similarity", fail, low=0.0, high=1.0),
-        "order_insensitive": _flag(spec, "order_insensitive", fail),
-        "normalize": _patterns(spec.get("normalize", ()), fail),
-        "modes": _modes(spec, fail),
-        "presence_only": _flag(spec, "presence_only", fail),
-        "unrecorded": _verdict(spec, "unrecorded", fail, " for unrecorded"),
-        "judge": _judge(spec.get("judge"), fail),
-        "max_increase": _increase(spec.get("max_increase"), fail),
-    }
+    rule = Rule(
+        event=event,
+        path=path,
+        verdict=_verdict(spec, "verdict", fail),
+        epsilon=_number(spec, "epsilon", fail, low=0.0, high=None),
+        similarity=_number(spec, "similarity", fail, low=0.0, high=1.0),
+        order_insensitive=_flag(spec, "order_insensitive", fail),
+        normalize=_patterns(spec.get("normalize", ()), fail),
+        modes=_modes(spec, fail),
+        presence_only=_flag(spec, "presence_only", fail),
+        unrecorded=_verdict(spec, "unrecorded", fail, " for unrecorded"),
+        judge=_judge(spec.get("judge"), fail),
+        max_increase=_increase(spec.get("max_increase"), fail),
+        source=source,
+        index=index,
+    )
     # ``modes`` only says where the rule applies: it is neither a verdict nor a tolerance.
-    if not any(v is not None and v is not False and v != () for k, v in options.items() if k != "modes"):
+    tolerances = (rule.verdict, rule.epsilon, rule.similarity, rule.unrecorded, rule.judge, rule.max_increase)
+    flags = rule.order_insensitive or rule.normalize or rule.presence_only
+    if all(v is None for v in tolerances) and not flags:
         raise fail("the rule has neither a verdict nor a tolerance")
-    return Rule(event=event, path=path, source=source, index=index, **options)
+    return rule
 
 
 def _patterns(raw: object, fail: Fail) -> tuple[str, ...]:
