@@ -4,7 +4,7 @@ command line > marker > ``agentreplay_config`` fixture > ini ``agentreplay_<name
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType, SimpleNamespace
@@ -40,10 +40,10 @@ class Settings(_Fields):
     """The session's settings; a field named after a setting means what the settings table says of it."""
 
     record: str = DEFAULT_RECORD_MODE
-    # Whether the command line gave it: it then wins over a marker's (so does ``repeat``).
-    record_explicit: bool = False
     mode: str = DEFAULT_REPLAY_MODE
-    mode_explicit: bool = False
+    # What a test's marker or fixture cannot change: the record mode, replay mode and repeat count the
+    # command line gave, and a model given anywhere.
+    overriding: frozenset[str] = frozenset()
     update: bool = False
     # None is "not given": on unless the CI variable is set (:func:`pending_enabled`).
     pending: bool | None = None
@@ -65,7 +65,6 @@ class Settings(_Fields):
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
     runtime_values: tuple[str, ...] = DEFAULT_SOURCES
     repeat: int = 1
-    repeat_explicit: bool = False
     min_agreement: float = 0.9
     live_reads: bool = False
     prices: Mapping[str, object] = MappingProxyType({})
@@ -95,13 +94,13 @@ def read_pyproject_table(rootdir: Path) -> Document:
     return table
 
 
-def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
+def settings_from_pytest(config: Any) -> Settings:
     """The session settings from a pytest ``Config`` (duck-typed), every value checked; raises
     ``ConfigError``. An xdist worker skips the file-system checks: the controller made them."""
     pyproject = config.rootpath / "pyproject.toml"
     overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
-    cli = {name: config.getoption(setting_keys.ini_key(name)) for name in names}
+    cli = {name: config.getoption(setting_keys.ini_key(name)) for name in setting_keys.OPTION_NAMES}
     ini: dict[str, object] = {}
     for name in setting_keys.INI_NAMES:
         try:
@@ -122,7 +121,7 @@ def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION
     )
 
 
-def settings_before_parse(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
+def settings_before_parse(config: Any) -> Settings:
     """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed: the
     options of the known-args parse hold this plugin's options as the full parse will."""
     known = config.known_args_namespace
@@ -134,7 +133,7 @@ def settings_before_parse(config: Any, names: Sequence[str] = setting_keys.OPTIO
         getoption=lambda name: getattr(known, name, None),
         getini=config.getini,
     )
-    return settings_from_pytest(early, names)
+    return settings_from_pytest(early)
 
 
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
@@ -194,11 +193,10 @@ def build_settings(
     report = given("report")
     if report and check_paths:  # only the winner's folder must exist: an overridden path is never written
         check.report_path(*report[0], base, check_folder=True)
-    values["repeat_explicit"] = cli.get("repeat") is not None
     if "prices" in project:
         values["prices"] = prices.parse_prices(project["prices"], places.origin("project", "prices"))
-    values["record_explicit"] = "record" in values and cli.get("record") is not None
-    values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
+    overriding = {name for name in ("record", "mode", "repeat") if cli.get(name) is not None}
+    values["overriding"] = frozenset(overriding | ({"model"} if values.get("model") is not None else set()))
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
     # ini > project, each checked; an empty value (which ``given`` skips) turns them off.
     runtime = [
@@ -285,18 +283,15 @@ def resolve_test_settings(
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]
 
-    # An explicit command-line record, mode or model wins; the test's value is checked all the same.
-    chosen: dict[str, object] = {"record": settings.record, "mode": settings.mode, "model": settings.model}
-    for key, explicit in (
-        ("record", settings.record_explicit),
-        ("mode", settings.mode_explicit),
-        ("model", settings.model is not None),
-    ):
+    # The session's overriding values win; the test's value is checked all the same.
+    chosen = {key: getattr(settings, key) for key in ("record", "mode", "model")}
+    for key in chosen:
         checker = setting_keys.BY_NAME[key].check
         assert checker is not None
         for value, origin in given(key):
             checked = checker(value, origin)
-            chosen[key] = chosen[key] if explicit else checked
+            if key not in settings.overriding:
+                chosen[key] = checked
     cassette = default_cassette
     for value, origin in given("cassette"):
         if not isinstance(value, str | PathLike) or not str(value).strip():
@@ -313,14 +308,12 @@ def resolve_test_settings(
     own = TestSettings.__annotations__
     extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in own}
     return TestSettings(
-        record=chosen["record"],
-        mode=chosen["mode"],
+        **chosen,
         update=settings.update,
         cassette=cassette,
         rules=overrides.get("rules", settings.rules),
         marker_rules=marker.get("rules"),
         allow_hosts=allow_hosts,
-        model=chosen["model"],
         extra=extra,
         runtime_values=runtime_values,
     )

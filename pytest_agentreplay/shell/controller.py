@@ -62,20 +62,17 @@ class CollectionFacts:
         self.collected = False
 
     def merge(self, other: Mapping[str, object]) -> None:
-        self.known.update(_strings(other.get("known")))
-        self.module_dirs.update(_strings(other.get("module_dirs")))
-        self.runtime_placed.update(_strings(other.get("runtime_placed")))
+        for name in _FACT_SETS:
+            getattr(self, name).update(_strings(other.get(name)))
         self.strays.extend(_strings(other.get("strays")))
         self.collected = self.collected or bool(other.get("collected"))
 
     def to_dict(self) -> Document:
-        return {
-            "known": sorted(self.known),
-            "module_dirs": sorted(self.module_dirs),
-            "runtime_placed": sorted(self.runtime_placed),
-            "strays": list(self.strays),
-            "collected": self.collected,
-        }
+        sets: Document = {name: sorted(getattr(self, name)) for name in _FACT_SETS}
+        return {**sets, "strays": list(self.strays), "collected": self.collected}
+
+
+_FACT_SETS = ("known", "module_dirs", "runtime_placed")
 
 
 class SessionController:
