@@ -268,7 +268,8 @@ class SessionHooks:
             elif name == NOT_SPENT_PROPERTY:
                 self.controller.not_spent.append(json.loads(str(value)))
             elif name == TOLERATED_PROPERTY:
-                self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
+                calls = json.loads(str(value))
+                self.controller.tolerated.extend((report.nodeid, str(call)) for call in calls)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:

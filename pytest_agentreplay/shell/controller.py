@@ -136,9 +136,6 @@ class SessionController:
         index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
         self.statuses[index : index + 1] = [status]
 
-    def add_tolerated(self, nodeid: str, calls: Iterable[str]) -> None:
-        self.tolerated.extend((nodeid, str(call)) for call in calls)
-
     @property
     def red(self) -> list[TestStatus]:
         return [s for s in self.statuses if s.red]

@@ -113,7 +113,7 @@ class TestLife:
         run = self.run.ctx if self.run is not None else None
         if run is not None and not run.recording and hand_to_run:
             for problem in new:
-                run.failures.add_once(problem)
+                run.failures.add(problem, once=True)
             return None
         fresh = [p for p in new if run is None or p not in run.failures]
         return "\n\n".join(str(p) for p in fresh) or None
