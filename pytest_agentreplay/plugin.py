@@ -20,7 +20,7 @@ from . import plain_import  # noqa: F401 (first: the modules below load without 
 # isort: split
 from . import hooks
 from .core import setting_keys, socket_gate
-from .core.config import settings_before_parse, settings_from_pytest
+from .core.config import settings_from_pytest
 from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
@@ -98,7 +98,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_before_parse(early_config)
+        settings = settings_from_pytest(early_config, early=True)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -94,13 +94,20 @@ def read_pyproject_table(rootdir: Path) -> Document:
     return table
 
 
-def settings_from_pytest(config: Any) -> Settings:
+def settings_from_pytest(config: Any, *, early: bool = False) -> Settings:
     """The session settings from a pytest ``Config`` (duck-typed), every value checked; raises
-    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them."""
+    ``ConfigError``. ``early``: at pytest's earliest hook, before the command line is fully parsed (the
+    options of the known-args parse hold this plugin's options as the full parse will). An xdist worker
+    skips the file-system checks: the controller made them."""
+    known = config.known_args_namespace if early else None
+
+    def getoption(name: str) -> Any:
+        return getattr(known, name, None) if early else config.getoption(name)
+
     pyproject = config.rootpath / "pyproject.toml"
-    overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
+    overrides = [str(o).split("=", 1)[0].strip() for o in getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
-    cli = {name: config.getoption(setting_keys.ini_key(name)) for name in setting_keys.OPTION_NAMES}
+    cli = {name: getoption(setting_keys.ini_key(name)) for name in setting_keys.OPTION_NAMES}
     ini: dict[str, object] = {}
     for name in setting_keys.INI_NAMES:
         try:
@@ -119,21 +126,6 @@ def settings_from_pytest(config: Any) -> Settings:
         base_dir=Path(config.invocation_params.dir),
         check_paths=getattr(config, "workerinput", None) is None,
     )
-
-
-def settings_before_parse(config: Any) -> Settings:
-    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed: the
-    options of the known-args parse hold this plugin's options as the full parse will."""
-    known = config.known_args_namespace
-    early = SimpleNamespace(
-        rootpath=config.rootpath,
-        inipath=config.inipath,
-        invocation_params=config.invocation_params,
-        workerinput=getattr(config, "workerinput", None),
-        getoption=lambda name: getattr(known, name, None),
-        getini=config.getini,
-    )
-    return settings_from_pytest(early)
 
 
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
