@@ -18,11 +18,12 @@ from .constants import (
     DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    DEFAULT_SOURCES,
     DEFAULT_TRANSPORT_HEADERS,
+    SOURCES,
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import DEFAULT_SOURCES, SOURCES
 
 
 class _Fields:

@@ -13,6 +13,7 @@ from .constants import (
     DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    DEFAULT_SOURCES,
     DEFAULT_TRANSPORT_HEADERS,
     INLINE_PAYLOAD_LIMIT,
     ISOLATE_MODES,
@@ -20,7 +21,6 @@ from .constants import (
     REPLAY_MODES,
     TRANSPORT_HEADER_CHOICES,
 )
-from .runtime_sources import DEFAULT_SOURCES
 from .settings_check import ini_key as ini_key
 from .settings_check import option_flag as option_flag
 
