@@ -95,9 +95,6 @@ def pytest_table(ini_file: Path) -> str:
     return "[tool.pytest.ini_options]" if has_ini_options else "[tool.pytest]"
 
 
-# ------------------------------------------------------------------------------------------ the errors
-
-
 def _kind(value: object) -> str:
     for kind, noun in (
         (bool, "a boolean"),
@@ -168,9 +165,6 @@ def refuse_unknown(given: Iterable[object], valid: Sequence[str], what: str, nou
         place=place,
         fixes=fixes,
     )
-
-
-# ------------------------------------------------------------------------------------------- the checks
 
 
 def choice(value: object, origin: Origin, choices: Sequence[str], what: str) -> str:

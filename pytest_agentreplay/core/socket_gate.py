@@ -46,9 +46,6 @@ class SocketGate(Owner):
         self.originals: dict[str, Callable[..., Any]] = {}
 
 
-# -- the trampolines -------------------------------------------------------------------------------
-
-
 def _gated(name: str) -> Callable[..., object]:
     """The trampoline of the socket method ``name``: the check of its arguments, then the genuine method."""
 

@@ -255,9 +255,6 @@ def _standard(value: object) -> Document | None:
     return None
 
 
-# -- exceptions ------------------------------------------------------------------------------------
-
-
 def exception_doc(exc: BaseException) -> Document | None:
     """``{"class": "builtins:KeyError", "args": [...stored form]}`` when ``type(exc)(*exc.args)`` gives
     ``exc`` back whole; None otherwise (replay then raises a ``RecordedToolError`` in its place)."""

@@ -101,7 +101,6 @@ class SessionController:
         # What --agentreplay-isolate did (plugin.py decides it before conftest files load); None: off.
         self.isolation: Isolation | None = None
 
-    # -- collection ---------------------------------------------------------------------------------
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
         """Record every collected (or deselected) test that uses agent replay."""
         # A module's cassette directory, once per module (None: only some of its tests were collected).
@@ -129,7 +128,6 @@ class SessionController:
         if isinstance(facts, Mapping):
             self.facts.merge(facts)
 
-    # -- statuses -----------------------------------------------------------------------------------
     def add_status(self, status: TestStatus) -> None:
         # A test run again (pytest-rerunfailures) reports again: its last attempt is its verdict.
         nodeid = status.nodeid
@@ -140,7 +138,6 @@ class SessionController:
     def red(self) -> list[TestStatus]:
         return [s for s in self.statuses if s.red]
 
-    # -- end of session -----------------------------------------------------------------------------
     def finish(self, *, session_failed: bool, exit_ok: bool) -> int | None:
         """Decide unused cassettes (controller only); returns the exit status to set, if it changes."""
         if self.is_worker:
@@ -231,7 +228,6 @@ class SessionController:
                     orphans.append(path)
         return orphans
 
-    # -- the network guard's level ----------------------------------------------------------------
     @property
     def network_isolation(self) -> Isolation:
         """The session's network isolation: its setting, and whether it holds the session."""
@@ -262,7 +258,6 @@ class SessionController:
             level, isolation.state, isolation.setting, isolation.reason, [*isolation.unreachable]
         )
 
-    # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
         lines = summary_lines(self.statuses, unused=self.unused)
         lines.append(f"network guard: {self.network_isolation.describe(self._session_guarded())}")

@@ -82,9 +82,6 @@ def claims(item: pytest.Item) -> bool:
     )
 
 
-# ------------------------------------------------------------------------ pytest-recording's options and hook
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     """pytest-recording's options (called when this module registers: pytest-recording is not active)."""
     group = parser.getgroup("recording", "pytest-recording's options, honoured by pytest-agentreplay")
@@ -201,9 +198,6 @@ def source(request: pytest.FixtureRequest) -> VcrSource:
     given = cli_record_mode(request.config)
     mode = resolve_record_mode(config, cli_record_mode=given)
     return VcrSource(paths, config, mode, record_given=given is not None, vcr=session_vcr(request.config))
-
-
-# -------------------------------------------------------------------------------- pytest-recording's fixtures
 
 
 @pytest.fixture(scope="session")
