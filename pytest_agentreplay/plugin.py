@@ -303,10 +303,7 @@ class SessionHooks:
             self.controller.worker_output(workeroutput)
             return
         failed = bool(session.testsfailed or session.shouldfail or session.shouldstop)
-        new_exit = self.controller.finish(
-            session_failed=failed, exit_ok=session.exitstatus == pytest.ExitCode.OK
-        )
-        if new_exit is not None:
+        if self.controller.finish(session_failed=failed, exit_ok=session.exitstatus == pytest.ExitCode.OK):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -138,21 +138,17 @@ class SessionController:
     def red(self) -> list[TestStatus]:
         return [s for s in self.statuses if s.red]
 
-    def finish(self, *, session_failed: bool, exit_ok: bool) -> int | None:
-        """Decide unused cassettes (controller only); returns the exit status to set, if it changes."""
+    def finish(self, *, session_failed: bool, exit_ok: bool) -> bool:
+        """Decide unused cassettes (controller only); whether a session that passed so far fails."""
         if self.is_worker:
-            return None
+            return False
         self.unused = [str(p) for p in self._find_unused(session_failed=session_failed)]
-        new_exit: int | None = None
         if self.unused:
             if self.settings.update:
                 self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
                 self.unused = []
             elif self.settings.fail_on_unused and exit_ok:
                 self.failed_only_by_unused = True
-                new_exit = 1
-        if exit_ok and (self.red or self.facts.strays) and new_exit is None:
-            new_exit = 1
         if self.settings.report is not None:
             from ..report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
@@ -167,9 +163,8 @@ class SessionController:
             except ReportError as exc:
                 # Said in the summary and in the exit status: a CI job must not pass without its report.
                 self.report_error = str(exc)
-                if exit_ok and new_exit is None:
-                    new_exit = 1
-        return new_exit
+        failed = self.failed_only_by_unused or self.red or self.facts.strays or self.report_error
+        return exit_ok and bool(failed)
 
     def _comparison(self) -> Comparison | None:
         if not (self.comparisons or self.not_spent):
