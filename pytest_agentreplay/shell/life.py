@@ -193,7 +193,7 @@ class TestLife:
             result = yield
         except BaseException as exc:
             self._guard_message("the test's call", hand_to_run=True)
-            run.end(passed=False, error=f"{type(exc).__name__}: {exc}", exc=exc)
+            run.end(passed=False, exc=exc)
             failures = list(run.ctx.failures)
             if not (isinstance(exc, AgentReplayError) or failures):
                 raise

@@ -17,6 +17,7 @@ repeats needed; the reason names the numbers) or lets it pass; a budget rule exc
 from __future__ import annotations
 
 from collections.abc import Generator
+from contextlib import suppress
 from typing import NamedTuple, NoReturn, Protocol
 
 import pytest
@@ -119,12 +120,7 @@ def repeated_call(
 def _end(life: TestLife, run: TestRun, error: BaseException | None) -> dict[str, object]:
     """End one run and return its comparison; the run's own failures are its data, not the test's."""
     life.guard_to_run()
-    try:
-        if error is None:
-            run.end(passed=True)
-        else:
-            run.end(passed=False, error=f"{type(error).__name__}: {error}", exc=error)
-    except AgentReplayError:
-        pass
+    with suppress(AgentReplayError):
+        run.end(passed=error is None, exc=error)
     assert run.ctx is not None and run.ctx.comparison is not None, "a model-comparison run without comparison"
     return run.ctx.comparison

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
-from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
+from ..core.capture import Recorder, RunContext, error_text, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
 from ..core.config import Settings, pending_enabled
 from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
@@ -222,14 +222,14 @@ class TestRun:
             pop_active(self.ctx, self._token)
             self._token = None
 
-    def end(self, *, passed: bool, error: str | None = None, exc: BaseException | None = None) -> TestOutcome:
+    def end(self, *, passed: bool, exc: BaseException | None = None) -> TestOutcome:
         """Finish the run: save it when recording (only if the test passed), else check and compare it.
         The outcome is set here, once; the problem that fails the test (if any) is raised after it."""
         ctx = self.ctx
         assert ctx is not None, "end() before begin()"
         if exc is not None:
             self.error = exc
-        runs.finish(ctx, "ok" if passed else "error", error)
+        runs.finish(ctx, "ok" if passed else "error", None if exc is None else error_text(exc))
         self.deactivate()
         if ctx.recording:
             outcome, problem = self._recorded(ctx, passed=passed)
