@@ -225,7 +225,6 @@ class TestSettings(_Fields):
 
     record: str
     mode: str
-    update: bool
     cassette: Path
     rules: Any
     marker_rules: Any
@@ -302,7 +301,6 @@ def resolve_test_settings(
     extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in own}
     return TestSettings(
         **chosen,
-        update=settings.update,
         cassette=cassette,
         rules=overrides.get("rules", settings.rules),
         marker_rules=marker.get("rules"),

@@ -136,7 +136,7 @@ class TestRun:
         if recorded is not None:
             self.recorded = recorded
             if self.served_by is not None:
-                self.served_by.activate(ctx, recorded, converting=self.plan.test.update)
+                self.served_by.activate(ctx, recorded, converting=self.settings.update)
             elif self.plan.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
                 ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
@@ -177,7 +177,7 @@ class TestRun:
                 cassette_dir=self.settings.cassette_dir,
             )
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
-        recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.plan.test.update)
+        recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.settings.update)
         owner = recorded.run.test
         if (
             owner
@@ -394,7 +394,7 @@ class TestRun:
 
         # Only regression replays the agent against the recorded world; a model-comparison or sandbox
         # run is an experiment, never a new baseline.
-        accepting = self.plan.test.update and passed and self.plan.test.mode == "regression"
+        accepting = self.settings.update and passed and self.plan.test.mode == "regression"
         if accepting and self.served_by is not None:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
             _, not_saved = self._save(self.served_by.converted_run(recorded.run), replayed.views)
