@@ -90,7 +90,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """The earliest point (installed plugins registered, no conftest or test module imported, one thread):
     other tools' options and hooks go in, the session may enter its own network namespace (isolate), and
     the socket gate goes in, so that a socket method taken early (``C = socket.socket.connect``) is gated."""
-    socket_gate.install(permanent=True)  # it passes every call through until a replay guards
+    socket_gate.GATE.keep()  # it passes every call through until a replay guards
     vcr_plugin.register_early(early_config)  # conftests may implement those hooks, addopts name them
     known = early_config.known_args_namespace
     if getattr(known, "help", False) or getattr(known, "version", False):

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from .patching import Library, Owner, Patches, Undo, genuine_function
+from .patching import Library, Owner, Patches, genuine_function
 
 # The guard's check: (call name, socket or None, the call's arguments, or for "_accept" its result).
 # Raises to refuse. None: nothing guards, every call passes straight through.
@@ -111,14 +111,6 @@ def _install(patches: Patches, _module: object) -> None:
 
 GATE = SocketGate()
 _ORIGINALS = GATE.originals
-
-
-def install(*, permanent: bool) -> Undo:
-    """Put the trampolines in place: for good when ``permanent`` (the plugin), else until the release."""
-    if not permanent:
-        return GATE.acquire()
-    GATE.keep()
-    return lambda: None
 
 
 def uninstall() -> None:

@@ -128,7 +128,7 @@ def _disarm() -> None:
 
 def patch_sockets(patches: Patches, _module: object) -> None:
     """Arm the socket gate (holding its trampolines in place, which the plugin keeps when it loads)."""
-    patches.add(socket_gate.install(permanent=False))
+    patches.add(socket_gate.GATE.acquire())
     socket_gate.arm(gate_check)
     patches.add(_disarm)
     _patch_ssl(patches)
