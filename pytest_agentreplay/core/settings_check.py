@@ -73,8 +73,8 @@ class Places:
         return Origin(name, project_place(self.pyproject))
 
 
-def project_place(pyproject: Path | None, table: str = "[tool.agentreplay]") -> str:
-    return f"{table} of {pyproject}" if pyproject is not None else f"{table} of pyproject.toml"
+def project_place(pyproject: Path | None) -> str:
+    return f"[tool.agentreplay] of {pyproject or 'pyproject.toml'}"
 
 
 def pytest_table(ini_file: Path) -> str:

@@ -1,10 +1,5 @@
 """The session controller: the one object that owns a pytest session's agent-replay bookkeeping.
 
-It knows which collected tests use agent replay and where their cassettes are (resolved once, at
-collection), receives every test's status, merges what pytest-xdist workers saw, decides which cassettes
-are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it (and holds
-the session's interception in a :class:`HeldInterception`).
-
 Under xdist each worker collects the whole suite and runs part of it: workers send their collection facts
 (:meth:`worker_output`) to the controller process, statuses arrive with the test reports, and only the
 controller (the process without ``workerinput``) decides session-wide questions.

@@ -1,10 +1,5 @@
-"""One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`.
-
-``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate to it in a line or two. It plans the
-test once (:mod:`.plan`), guards its fixtures from the early plan (:mod:`.fixture_guard`), starts the run
-from the fixture plan (:class:`.session.TestRun`: interception is the session's, installed once and held
-from one replaying test to the next by :class:`HeldInterception`), ends and compares it after the call, and
-decides the status from pytest's reports.
+"""One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`, to which
+``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate in a line or two.
 
 A test's failure goes through :meth:`TestLife.fail`, which keeps the first cause: the phase pytest reports
 first (set-up, then call, then teardown) is the one whose cause explains the test.
