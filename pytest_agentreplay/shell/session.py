@@ -367,20 +367,18 @@ class TestRun:
         side: PayloadSource = recorded
         twins: Sequence[Document] | RecordedSide
         if self.served_by is not None:
-            played = self.served_by.recorded_side(ctx)
-            side, recorded_dicts = played, played.event_dicts()
-            twins = recorded_dicts
+            side = played = self.served_by.recorded_side(ctx)
+            twins = recorded_dicts = played.event_dicts()
         else:
             twins = RecordedSide(recorded.events)
             recorded_dicts = twins.dicts
         assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
         replayed = redacted_replay(ctx.recorder.events, twins, self.redactor, kept)
-        layers = self._rule_layers(ctx)
         result = compare_run(
             recorded_dicts,
             replayed.compared,
-            layers=layers,
+            layers=self._rule_layers(ctx),
             labels=recorded.run.labels,
             payloads=side,
             inputs=providers_of(ctx.settings).inputs,
