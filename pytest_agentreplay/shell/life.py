@@ -226,12 +226,8 @@ class TestLife:
         fixture_guard = self.guard
         if fixture_guard is None:
             return (yield)
-        error: BaseException | None = None
-        result: object = None
         try:
-            result = yield
-        except BaseException as exc:
-            error = exc
+            return (yield)
         finally:
             message = self._guard_message("teardown")
             self.guard = None
@@ -239,11 +235,9 @@ class TestLife:
             for key, text in fixture_guard.close(run):
                 # On the item: pytest copies its user properties into the teardown report (xdist, JUnit).
                 self.item.user_properties.append((GUARD_NOTE_PROPERTY, f"{key}|{text}"))
-        if message is not None:
-            self.fail(Cause.NETWORK_BLOCKED, message)
-        if error is not None:
-            raise error
-        return result
+            if message is not None:
+                # Over a teardown error, as the guard's refusal is what explains it.
+                self.fail(Cause.NETWORK_BLOCKED, message)
 
     # -- the reports -------------------------------------------------------------------------------------
 
