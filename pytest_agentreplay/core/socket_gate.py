@@ -117,8 +117,3 @@ def uninstall() -> None:
     """Restore the genuine methods (a test taking the kept trampolines away)."""
     GATE.restore()
     GATE.check = None
-
-
-def arm(check: Check | None) -> None:
-    """Guard every gated call with ``check`` (None: pass them all through again)."""
-    GATE.check = check
