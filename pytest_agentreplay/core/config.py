@@ -20,6 +20,7 @@ from .constants import (
     DEFAULT_REPLAY_MODE,
     DEFAULT_SOURCES,
     DEFAULT_TRANSPORT_HEADERS,
+    INLINE_PAYLOAD_LIMIT,
     SOURCES,
 )
 from .documents import Document
@@ -62,7 +63,7 @@ class Settings(_Fields):
     redaction: Mapping[str, object] = MappingProxyType({})
     # The project's run settings: each test's run starts from them.
     http: RunSettings = RunSettings()
-    inline_limit: int | None = None
+    inline_limit: int = INLINE_PAYLOAD_LIMIT
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
     runtime_values: tuple[str, ...] = DEFAULT_SOURCES
     repeat: int = 1

@@ -15,7 +15,7 @@ from ..cassette.read import LoadedCassette, load_cassette
 from ..core.capture import Recorder, RunContext, error_text, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
 from ..core.config import Settings, pending_enabled
-from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
+from ..core.constants import Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators
 from ..core.rerecord import Rerecord
@@ -346,14 +346,13 @@ class TestRun:
         from ..cassette.write import render_cassette
 
         assert self.ctx is not None
-        limit = self.settings.inline_limit
         return render_cassette(
             self.plan.cassette,
             run,
             events,
             redactor=self.redactor,
             extra_redact=self.redact_hook,
-            inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
+            inline_limit=self.settings.inline_limit,
             transport_headers=self.settings.transport_headers,
             # Replay matches writes by it: kept even when it is named like a transport header.
             keep_headers={self.ctx.settings.idempotency_header},
