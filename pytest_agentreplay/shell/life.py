@@ -79,7 +79,6 @@ class TestLife:
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
 
     def setup(self) -> Generator[None, object, object]:
-        """``pytest_runtest_setup``'s wrapper."""
         item = self.item
         cassette = collected_test(item).cassette
         plan = early_plan(item, self.settings, cassette) if self.replays else None
@@ -171,7 +170,6 @@ class TestLife:
     # -- the call: the run ends with the body ------------------------------------------------------------
 
     def call(self) -> Generator[None, object, object]:
-        """``pytest_runtest_call``'s wrapper."""
         run = self.run
         if run is None or run.ctx is None:
             return (yield from self._guarded_call())
@@ -222,7 +220,6 @@ class TestLife:
     # -- teardown: every fixture under the guard, then it ends -------------------------------------------
 
     def teardown(self) -> Generator[None, object, object]:
-        """``pytest_runtest_teardown``'s wrapper."""
         fixture_guard = self.guard
         if fixture_guard is None:
             return (yield)
