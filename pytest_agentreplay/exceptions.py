@@ -31,16 +31,13 @@ class AgentReplayError(Exception):
         self.fixes = tuple(fixes)
         super().__init__(headline)
 
-    def __str__(self) -> str:
-        # Rendered when shown, not when raised: a layer that adds the mode or the cassette on the way up
-        # (``exc.mode = mode; raise``) is seen in the message.
-        return self.render()
-
     def __reduce__(self) -> tuple[Any, ...]:
         # Every field travels (xdist workers, multiprocessing): the default would rebuild from args alone.
         return (_restore, (type(self), dict(self.__dict__)))
 
-    def render(self) -> str:
+    def __str__(self) -> str:
+        # Rendered when shown, not when raised: a layer that adds the mode or the cassette on the way up
+        # (``exc.mode = mode; raise``) is seen in the message.
         where = (("cassette", self.cassette), ("at", self.place), ("mode", self.mode))
         fixes = [f"  {n}. {fix}" for n, fix in enumerate(self.fixes, 1)]
         blocks = (

@@ -20,7 +20,7 @@ from . import plain_import  # noqa: F401 (first: the modules below load without 
 # isort: split
 from . import hooks
 from .core import setting_keys, socket_gate
-from .core.config import settings_before_parse, settings_from_pytest
+from .core.config import settings_from_pytest
 from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
@@ -90,7 +90,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """The earliest point (installed plugins registered, no conftest or test module imported, one thread):
     other tools' options and hooks go in, the session may enter its own network namespace (isolate), and
     the socket gate goes in, so that a socket method taken early (``C = socket.socket.connect``) is gated."""
-    socket_gate.install(permanent=True)  # it passes every call through until a replay guards
+    socket_gate.GATE.keep()  # it passes every call through until a replay guards
     vcr_plugin.register_early(early_config)  # conftests may implement those hooks, addopts name them
     known = early_config.known_args_namespace
     if getattr(known, "help", False) or getattr(known, "version", False):
@@ -98,7 +98,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     first = not _SESSIONS.decided
     _SESSIONS.decided = True
     try:
-        settings = settings_before_parse(early_config)
+        settings = settings_from_pytest(early_config, early=True)
         if settings.isolate == "off" and not os.environ.get(NETNS_ENV_VAR):
             return  # the default: nothing to decide, and no guard to import
         from .guard.session_namespace import isolate_session  # heavy: the guard, only when asked for
@@ -268,7 +268,8 @@ class SessionHooks:
             elif name == NOT_SPENT_PROPERTY:
                 self.controller.not_spent.append(json.loads(str(value)))
             elif name == TOLERATED_PROPERTY:
-                self.controller.add_tolerated(report.nodeid, json.loads(str(value)))
+                calls = json.loads(str(value))
+                self.controller.tolerated.extend((report.nodeid, str(call)) for call in calls)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.guard_notes and getattr(self.config, "workerinput", None) is None:
@@ -302,10 +303,7 @@ class SessionHooks:
             self.controller.worker_output(workeroutput)
             return
         failed = bool(session.testsfailed or session.shouldfail or session.shouldstop)
-        new_exit = self.controller.finish(
-            session_failed=failed, exit_ok=session.exitstatus == pytest.ExitCode.OK
-        )
-        if new_exit is not None:
+        if self.controller.finish(session_failed=failed, exit_ok=session.exitstatus == pytest.ExitCode.OK):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

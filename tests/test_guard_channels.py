@@ -905,7 +905,7 @@ def test_fallback_in_a_fresh_process(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _socket.socket is original and "connect" not in socket.socket.__dict__
     finally:
         monkeypatch.undo()
-        socket_gate.install(permanent=True)
-        socket_gate.arm(check)
+        socket_gate.GATE.keep()
+        socket_gate.GATE.check = check
     assert socket_gate.GATE.kept
     assert _socket.socket.__dict__["connect"] is socket_gate._SOCKET_METHODS["connect"]

@@ -3,15 +3,10 @@ shell-quoted, a flag is suggested only in a mode that honours it, an unknown tes
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
+from shlex import quote as quote  # node ids and paths for a POSIX shell; plain ones stay unquoted
 
 from .constants import Mode
-
-
-def quote(nodeid: str) -> str:
-    """A node id (or path) quoted for a POSIX shell; plain ids stay unquoted for readability."""
-    return shlex.quote(nodeid)
 
 
 def record_command(nodeid: str | None, record: str = "missing") -> str:

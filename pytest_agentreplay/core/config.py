@@ -4,10 +4,10 @@ command line > marker > ``agentreplay_config`` fixture > ini ``agentreplay_<name
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Any
 
 from ..exceptions import ConfigError
@@ -18,11 +18,13 @@ from .constants import (
     DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    DEFAULT_SOURCES,
     DEFAULT_TRANSPORT_HEADERS,
+    INLINE_PAYLOAD_LIMIT,
+    SOURCES,
 )
 from .documents import Document
 from .run_settings import RunSettings
-from .runtime_sources import DEFAULT_SOURCES, SOURCES
 
 
 class _Fields:
@@ -40,10 +42,10 @@ class Settings(_Fields):
     """The session's settings; a field named after a setting means what the settings table says of it."""
 
     record: str = DEFAULT_RECORD_MODE
-    # Whether the command line gave it: it then wins over a marker's (so does ``repeat``).
-    record_explicit: bool = False
     mode: str = DEFAULT_REPLAY_MODE
-    mode_explicit: bool = False
+    # What a test's marker or fixture cannot change: the record mode, replay mode and repeat count the
+    # command line gave, and a model given anywhere.
+    overriding: frozenset[str] = frozenset()
     update: bool = False
     # None is "not given": on unless the CI variable is set (:func:`pending_enabled`).
     pending: bool | None = None
@@ -61,11 +63,10 @@ class Settings(_Fields):
     redaction: Mapping[str, object] = MappingProxyType({})
     # The project's run settings: each test's run starts from them.
     http: RunSettings = RunSettings()
-    inline_limit: int | None = None
+    inline_limit: int = INLINE_PAYLOAD_LIMIT
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS
     runtime_values: tuple[str, ...] = DEFAULT_SOURCES
     repeat: int = 1
-    repeat_explicit: bool = False
     min_agreement: float = 0.9
     live_reads: bool = False
     prices: Mapping[str, object] = MappingProxyType({})
@@ -95,13 +96,20 @@ def read_pyproject_table(rootdir: Path) -> Document:
     return table
 
 
-def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
+def settings_from_pytest(config: Any, *, early: bool = False) -> Settings:
     """The session settings from a pytest ``Config`` (duck-typed), every value checked; raises
-    ``ConfigError``. An xdist worker skips the file-system checks: the controller made them."""
+    ``ConfigError``. ``early``: at pytest's earliest hook, before the command line is fully parsed (the
+    options of the known-args parse hold this plugin's options as the full parse will). An xdist worker
+    skips the file-system checks: the controller made them."""
+    known = config.known_args_namespace if early else None
+
+    def getoption(name: str) -> Any:
+        return getattr(known, name, None) if early else config.getoption(name)
+
     pyproject = config.rootpath / "pyproject.toml"
-    overrides = [str(o).split("=", 1)[0].strip() for o in config.getoption("override_ini") or ()]
+    overrides = [str(o).split("=", 1)[0].strip() for o in getoption("override_ini") or ()]
     places = check.Places(ini_file=config.inipath, ini_overrides=overrides, pyproject=pyproject)
-    cli = {name: config.getoption(setting_keys.ini_key(name)) for name in names}
+    cli = {name: getoption(setting_keys.ini_key(name)) for name in setting_keys.OPTION_NAMES}
     ini: dict[str, object] = {}
     for name in setting_keys.INI_NAMES:
         try:
@@ -120,21 +128,6 @@ def settings_from_pytest(config: Any, names: Sequence[str] = setting_keys.OPTION
         base_dir=Path(config.invocation_params.dir),
         check_paths=getattr(config, "workerinput", None) is None,
     )
-
-
-def settings_before_parse(config: Any, names: Sequence[str] = setting_keys.OPTION_NAMES) -> Settings:
-    """:func:`settings_from_pytest` at pytest's earliest hook, before the command line is fully parsed: the
-    options of the known-args parse hold this plugin's options as the full parse will."""
-    known = config.known_args_namespace
-    early = SimpleNamespace(
-        rootpath=config.rootpath,
-        inipath=config.inipath,
-        invocation_params=config.invocation_params,
-        workerinput=getattr(config, "workerinput", None),
-        getoption=lambda name: getattr(known, name, None),
-        getini=config.getini,
-    )
-    return settings_from_pytest(early, names)
 
 
 # What an ini value pytest could not read should be instead (ini values are strings or booleans).
@@ -194,11 +187,10 @@ def build_settings(
     report = given("report")
     if report and check_paths:  # only the winner's folder must exist: an overridden path is never written
         check.report_path(*report[0], base, check_folder=True)
-    values["repeat_explicit"] = cli.get("repeat") is not None
     if "prices" in project:
         values["prices"] = prices.parse_prices(project["prices"], places.origin("project", "prices"))
-    values["record_explicit"] = "record" in values and cli.get("record") is not None
-    values["mode_explicit"] = "mode" in values and cli.get("mode") is not None
+    overriding = {name for name in ("record", "mode", "repeat") if cli.get(name) is not None}
+    values["overriding"] = frozenset(overriding | ({"model"} if values.get("model") is not None else set()))
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
     # ini > project, each checked; an empty value (which ``given`` skips) turns them off.
     runtime = [
@@ -234,7 +226,6 @@ class TestSettings(_Fields):
 
     record: str
     mode: str
-    update: bool
     cassette: Path
     rules: Any
     marker_rules: Any
@@ -285,18 +276,15 @@ def resolve_test_settings(
             (where[key], check.Origin(key, place)) for where, place in layers if where.get(key) is not None
         ]
 
-    # An explicit command-line record, mode or model wins; the test's value is checked all the same.
-    chosen: dict[str, object] = {"record": settings.record, "mode": settings.mode, "model": settings.model}
-    for key, explicit in (
-        ("record", settings.record_explicit),
-        ("mode", settings.mode_explicit),
-        ("model", settings.model is not None),
-    ):
+    # The session's overriding values win; the test's value is checked all the same.
+    chosen = {key: getattr(settings, key) for key in ("record", "mode", "model")}
+    for key in chosen:
         checker = setting_keys.BY_NAME[key].check
         assert checker is not None
         for value, origin in given(key):
             checked = checker(value, origin)
-            chosen[key] = chosen[key] if explicit else checked
+            if key not in settings.overriding:
+                chosen[key] = checked
     cassette = default_cassette
     for value, origin in given("cassette"):
         if not isinstance(value, str | PathLike) or not str(value).strip():
@@ -313,14 +301,11 @@ def resolve_test_settings(
     own = TestSettings.__annotations__
     extra = {k: v for layer in (overrides, marker) for k, v in layer.items() if k not in own}
     return TestSettings(
-        record=chosen["record"],
-        mode=chosen["mode"],
-        update=settings.update,
+        **chosen,
         cassette=cassette,
         rules=overrides.get("rules", settings.rules),
         marker_rules=marker.get("rules"),
         allow_hosts=allow_hosts,
-        model=chosen["model"],
         extra=extra,
         runtime_values=runtime_values,
     )

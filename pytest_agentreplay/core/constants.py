@@ -30,6 +30,10 @@ ISOLATE_MODES: Final = ("off", "auto", "required")
 DEFAULT_ISOLATE_MODE: Final = "off"
 # Set by a session that entered its namespace (to the namespace's id): its children know they are inside.
 NETNS_ENV_VAR: Final = "PYTEST_AGENTREPLAY_NETNS"
+# The runtime values a setting may name (``runtime_values``), here for the settings' check: core sits below
+# the runtime patches.
+SOURCES: Final = ("clock", "uuid", "random")
+DEFAULT_SOURCES: Final = SOURCES
 
 
 class Mode(StrEnum):

@@ -21,16 +21,9 @@ class RunFailures(Sequence[BaseException]):
         self._keys: set[tuple[object, ...]] = set()
         self._lock = threading.Lock()
 
-    def add(self, error: BaseException) -> bool:
-        """Keep ``error`` unless the run holds this very error; True when it was new."""
-        return self._keep(error, once=False)
-
-    def add_once(self, error: BaseException) -> bool:
-        """Keep ``error`` unless the run already holds the same problem; True when it was new."""
-        return self._keep(error, once=True)
-
-    def _keep(self, error: BaseException, *, once: bool) -> bool:
-        # What makes two errors one problem: an ``AgentReplayError``'s type and fields, else the object.
+    def add(self, error: BaseException, *, once: bool = False) -> bool:
+        """Keep ``error`` unless the run holds this very error (``once``: the same problem); True when it
+        was new. What makes two errors one problem: an ``AgentReplayError``'s type and fields."""
         key: tuple[object, ...] = (id(error),)
         if isinstance(error, AgentReplayError):
             key = (type(error), error.headline, error.evidence, error.place, error.cassette)

@@ -5,6 +5,7 @@ pytest, no dataclass: it loads at every pytest start)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Final, Literal
 
 from . import settings_check as checks
@@ -13,6 +14,7 @@ from .constants import (
     DEFAULT_ISOLATE_MODE,
     DEFAULT_RECORD_MODE,
     DEFAULT_REPLAY_MODE,
+    DEFAULT_SOURCES,
     DEFAULT_TRANSPORT_HEADERS,
     INLINE_PAYLOAD_LIMIT,
     ISOLATE_MODES,
@@ -20,7 +22,6 @@ from .constants import (
     REPLAY_MODES,
     TRANSPORT_HEADER_CHOICES,
 )
-from .runtime_sources import DEFAULT_SOURCES
 from .settings_check import ini_key as ini_key
 from .settings_check import option_flag as option_flag
 
@@ -74,13 +75,10 @@ class Setting:
         self.flag = flag
         self.metavar = metavar
         if choices:
-            check = self._choice
+            check = partial(checks.choice, choices=choices, what=noun)
         elif flag:
             check = checks.boolean
         self.check = check
-
-    def _choice(self, value: object, origin: checks.Origin) -> str:
-        return checks.choice(value, origin, self.choices, self.noun)
 
     def help_text(self, place: str = CLI) -> str:
         """The help of the option, or of the ini key (``place=INI``): values, default, who wins."""

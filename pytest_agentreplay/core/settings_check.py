@@ -73,8 +73,8 @@ class Places:
         return Origin(name, project_place(self.pyproject))
 
 
-def project_place(pyproject: Path | None, table: str = "[tool.agentreplay]") -> str:
-    return f"{table} of {pyproject}" if pyproject is not None else f"{table} of pyproject.toml"
+def project_place(pyproject: Path | None) -> str:
+    return f"[tool.agentreplay] of {pyproject or 'pyproject.toml'}"
 
 
 def pytest_table(ini_file: Path) -> str:
@@ -93,9 +93,6 @@ def pytest_table(ini_file: Path) -> str:
     # pytest 9 also reads a native [tool.pytest] table.
     has_ini_options = isinstance(tool_pytest, dict) and "ini_options" in tool_pytest
     return "[tool.pytest.ini_options]" if has_ini_options else "[tool.pytest]"
-
-
-# ------------------------------------------------------------------------------------------ the errors
 
 
 def _kind(value: object) -> str:
@@ -168,9 +165,6 @@ def refuse_unknown(given: Iterable[object], valid: Sequence[str], what: str, nou
         place=place,
         fixes=fixes,
     )
-
-
-# ------------------------------------------------------------------------------------------- the checks
 
 
 def choice(value: object, origin: Origin, choices: Sequence[str], what: str) -> str:
@@ -269,13 +263,20 @@ def effect_map(value: object, origin: Origin) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def count(value: object, origin: Origin) -> int:
-    """A whole number >= 0 (a string of digits too: ini values are strings)."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise invalid(origin, value, "a whole number >= 0")
+def count(
+    value: object,
+    origin: Origin,
+    low: int = 0,
+    high: int | None = None,
+    expected: str = "a whole number >= 0",
+) -> int:
+    """A whole number from ``low`` (to ``high``), a string of digits too: ini values are strings."""
+    number = value.strip() if isinstance(value, str) else value
+    if isinstance(number, str) and number.isdigit():
+        number = int(number)
+    if isinstance(number, int) and not isinstance(number, bool) and low <= number <= (high or number):
+        return number
+    raise invalid(origin, value, expected)
 
 
 # More runs than this is a benchmark, not a test: a typo (1000 for 10) would call the model a thousand times.
@@ -283,13 +284,7 @@ MAX_REPEAT = 200
 
 
 def repeat(value: object, origin: Origin) -> int:
-    """A whole number of runs, 1 to :data:`MAX_REPEAT` (ini values are strings)."""
-    number = value.strip() if isinstance(value, str) else value
-    if isinstance(number, str) and number.isdigit():
-        number = int(number)
-    if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= MAX_REPEAT:
-        return number
-    raise invalid(origin, value, f"a whole number of runs from 1 to {MAX_REPEAT}")
+    return count(value, origin, 1, MAX_REPEAT, f"a whole number of runs from 1 to {MAX_REPEAT}")
 
 
 def share(value: object, origin: Origin) -> float:

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from .patching import Library, Owner, Patches, Undo, genuine_function
+from .patching import Library, Owner, Patches, genuine_function
 
 # The guard's check: (call name, socket or None, the call's arguments, or for "_accept" its result).
 # Raises to refuse. None: nothing guards, every call passes straight through.
@@ -44,9 +44,6 @@ class SocketGate(Owner):
         self.check: Check | None = None
         # The genuine functions the trampolines call ("connect", "sendall", "create_connection"...).
         self.originals: dict[str, Callable[..., Any]] = {}
-
-
-# -- the trampolines -------------------------------------------------------------------------------
 
 
 def _gated(name: str) -> Callable[..., object]:
@@ -116,20 +113,7 @@ GATE = SocketGate()
 _ORIGINALS = GATE.originals
 
 
-def install(*, permanent: bool) -> Undo:
-    """Put the trampolines in place: for good when ``permanent`` (the plugin), else until the release."""
-    if not permanent:
-        return GATE.acquire()
-    GATE.keep()
-    return lambda: None
-
-
 def uninstall() -> None:
     """Restore the genuine methods (a test taking the kept trampolines away)."""
     GATE.restore()
     GATE.check = None
-
-
-def arm(check: Check | None) -> None:
-    """Guard every gated call with ``check`` (None: pass them all through again)."""
-    GATE.check = check

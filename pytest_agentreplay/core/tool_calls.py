@@ -37,7 +37,7 @@ CODEC_FIX: Final = (
 def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | None]:
     """A ``@tool`` call's arguments as stored (typed values tagged; one no kind holds as ``to_jsonable``
     makes it), and their older ``to_jsonable`` form when it differs (older cassettes hold it)."""
-    encoder = Encoder(strict=False, fallback=to_jsonable)
+    encoder = Encoder(strict=False)
     stored: Document = {key: encoder.store(value, f"argument {key!r}") for key, value in values.items()}
     if not encoder.tagged:
         return stored, None
@@ -186,10 +186,8 @@ class ToolCall:
     def store(self, value: object, root: str) -> object:
         """``value``'s stored form. While a test records, one replay could not rebuild is refused (and fails
         the test even if caught); elsewhere (sandbox, ``capture_run``) it keeps the plain conversion."""
-        strict = self.ctx.mode is Mode.RECORD
-        encoder = Encoder(strict=strict, fallback=None if strict else to_jsonable)
         try:
-            return encoder.store(value, root)
+            return Encoder(strict=self.ctx.mode is Mode.RECORD).store(value, root)
         except Unstorable as exc:
             error = ToolValueError(
                 f"@tool {self.name!r} returned a value that cannot be recorded so that replay gives it back: "

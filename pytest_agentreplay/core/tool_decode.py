@@ -41,9 +41,6 @@ def call_class(cls: type, base: object) -> object:
     return cls(base)
 
 
-# -- decoding ----------------------------------------------------------------------------------------
-
-
 def decode(value: object, root: str = "result") -> object:
     """The value a stored form stands for (plain JSON is given back as it is). Raises :class:`NotRebuilt`."""
     if type(value) is not dict and type(value) is not list:

@@ -18,6 +18,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from .canonical import dumps_compact, same_json
+from .capture import to_jsonable
 from .documents import Document
 from .tool_decode import TEXT_KINDS, call_class, decode
 from .tool_values import (
@@ -36,19 +37,12 @@ _NO_KEY: Final = object()
 
 class Encoder:
     """Stores values in the tagged form. ``strict``: a value that cannot be rebuilt raises
-    :class:`Unstorable`, else it becomes ``fallback(value)`` (arguments are matched, never rebuilt).
+    :class:`Unstorable`, else it becomes ``to_jsonable(value)`` (arguments are matched, never rebuilt).
     ``verify``: a class-made value is rebuilt once to see it comes back. ``tagged``: anything was tagged."""
 
-    def __init__(
-        self,
-        *,
-        strict: bool = True,
-        verify: bool | None = None,
-        fallback: Callable[[object], object] | None = None,
-    ) -> None:
+    def __init__(self, *, strict: bool = True, verify: bool | None = None) -> None:
         self.strict = strict
         self.verify = strict if verify is None else verify
-        self.fallback = fallback
         self.tagged = False
 
     def store(self, value: object, root: str = "result") -> object:
@@ -83,9 +77,9 @@ class Encoder:
         try:
             return self._typed(value, kind, depth)
         except Unstorable:
-            if self.fallback is None:
+            if self.strict:
                 raise
-            return self.fallback(value)
+            return to_jsonable(value)
 
     def _tag(self, kind: str, **fields: object) -> Document:
         self.tagged = True
@@ -259,9 +253,6 @@ def _standard(value: object) -> Document | None:
         if isinstance(value, base):
             return tag(kind, value=text(value))
     return None
-
-
-# -- exceptions ------------------------------------------------------------------------------------
 
 
 def exception_doc(exc: BaseException) -> Document | None:

@@ -134,11 +134,7 @@ def register_tool_codec(type_: type[T], encode: Callable[[T], object], decode: C
 def codec_for(kind: type) -> _Codec | None:
     if not _CODECS:
         return None
-    for base in kind.__mro__:
-        codec = _CODECS.get(base)
-        if codec is not None:
-            return codec
-    return None
+    return next((_CODECS[base] for base in kind.__mro__ if base in _CODECS), None)
 
 
 def codec_by_path(path: str) -> _Codec | None:

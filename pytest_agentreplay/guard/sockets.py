@@ -121,15 +121,15 @@ def _patch_ssl(patches: Patches) -> None:
 
 
 def _disarm() -> None:
-    socket_gate.arm(None)
+    socket_gate.GATE.check = None
     RUNS.connected.clear()
     RUNS.accepted.clear()
 
 
 def patch_sockets(patches: Patches, _module: object) -> None:
     """Arm the socket gate (holding its trampolines in place, which the plugin keeps when it loads)."""
-    patches.add(socket_gate.install(permanent=False))
-    socket_gate.arm(gate_check)
+    patches.add(socket_gate.GATE.acquire())
+    socket_gate.GATE.check = gate_check
     patches.add(_disarm)
     _patch_ssl(patches)
 

@@ -185,7 +185,7 @@ def _no_provider(ctx: RunContext, exc: NoProviderError) -> NoProviderError:
         place=ctx.settings.nodeid,
         fixes=exc.fixes,
     )
-    ctx.failures.add_once(located)  # a retrying client asks again: one problem
+    ctx.failures.add(located, once=True)  # a retrying client asks again: one problem
     return located
 
 

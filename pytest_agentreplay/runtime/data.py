@@ -1,6 +1,6 @@
 """Runtime values as the ``runtime.values`` event stores them: the event's data read back per stream (key
 order restored), and its line in a timeline. The sources a setting chooses are core's
-(:mod:`..core.runtime_sources`: the settings read them); the recording and serving itself is
+(:mod:`..core.constants`: the settings read them); the recording and serving itself is
 :mod:`.values`."""
 
 from __future__ import annotations

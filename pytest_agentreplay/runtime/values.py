@@ -27,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.capture import current_run, to_jsonable
+from ..core.constants import DEFAULT_SOURCES, SOURCES
 from ..core.json_copy import copy_json
-from ..core.runtime_sources import DEFAULT_SOURCES, SOURCES
 from .data import EVENT_TYPE, recorded_data, recorded_streams, values_key_order
 from .patches import INSTALLED, random_call, underlying_ns
 

@@ -1,10 +1,5 @@
 """The session controller: the one object that owns a pytest session's agent-replay bookkeeping.
 
-It knows which collected tests use agent replay and where their cassettes are (resolved once, at
-collection), receives every test's status, merges what pytest-xdist workers saw, decides which cassettes
-are unused, and sets the exit status. ``plugin.py`` only translates pytest hooks into calls on it (and holds
-the session's interception in a :class:`HeldInterception`).
-
 Under xdist each worker collects the whole suite and runs part of it: workers send their collection facts
 (:meth:`worker_output`) to the controller process, statuses arrive with the test reports, and only the
 controller (the process without ``workerinput``) decides session-wide questions.
@@ -62,20 +57,17 @@ class CollectionFacts:
         self.collected = False
 
     def merge(self, other: Mapping[str, object]) -> None:
-        self.known.update(_strings(other.get("known")))
-        self.module_dirs.update(_strings(other.get("module_dirs")))
-        self.runtime_placed.update(_strings(other.get("runtime_placed")))
+        for name in _FACT_SETS:
+            getattr(self, name).update(_strings(other.get(name)))
         self.strays.extend(_strings(other.get("strays")))
         self.collected = self.collected or bool(other.get("collected"))
 
     def to_dict(self) -> Document:
-        return {
-            "known": sorted(self.known),
-            "module_dirs": sorted(self.module_dirs),
-            "runtime_placed": sorted(self.runtime_placed),
-            "strays": list(self.strays),
-            "collected": self.collected,
-        }
+        sets: Document = {name: sorted(getattr(self, name)) for name in _FACT_SETS}
+        return {**sets, "strays": list(self.strays), "collected": self.collected}
+
+
+_FACT_SETS = ("known", "module_dirs", "runtime_placed")
 
 
 class SessionController:
@@ -104,7 +96,6 @@ class SessionController:
         # What --agentreplay-isolate did (plugin.py decides it before conftest files load); None: off.
         self.isolation: Isolation | None = None
 
-    # -- collection ---------------------------------------------------------------------------------
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
         """Record every collected (or deselected) test that uses agent replay."""
         # A module's cassette directory, once per module (None: only some of its tests were collected).
@@ -132,36 +123,27 @@ class SessionController:
         if isinstance(facts, Mapping):
             self.facts.merge(facts)
 
-    # -- statuses -----------------------------------------------------------------------------------
     def add_status(self, status: TestStatus) -> None:
         # A test run again (pytest-rerunfailures) reports again: its last attempt is its verdict.
         nodeid = status.nodeid
         index = self._status_index.setdefault(nodeid, len(self.statuses)) if nodeid else len(self.statuses)
         self.statuses[index : index + 1] = [status]
 
-    def add_tolerated(self, nodeid: str, calls: Iterable[str]) -> None:
-        self.tolerated.extend((nodeid, str(call)) for call in calls)
-
     @property
     def red(self) -> list[TestStatus]:
         return [s for s in self.statuses if s.red]
 
-    # -- end of session -----------------------------------------------------------------------------
-    def finish(self, *, session_failed: bool, exit_ok: bool) -> int | None:
-        """Decide unused cassettes (controller only); returns the exit status to set, if it changes."""
+    def finish(self, *, session_failed: bool, exit_ok: bool) -> bool:
+        """Decide unused cassettes (controller only); whether a session that passed so far fails."""
         if self.is_worker:
-            return None
+            return False
         self.unused = [str(p) for p in self._find_unused(session_failed=session_failed)]
-        new_exit: int | None = None
         if self.unused:
             if self.settings.update:
                 self.removed = [str(p) for p in remove(Path(p) for p in self.unused)]
                 self.unused = []
             elif self.settings.fail_on_unused and exit_ok:
                 self.failed_only_by_unused = True
-                new_exit = 1
-        if exit_ok and (self.red or self.facts.strays) and new_exit is None:
-            new_exit = 1
         if self.settings.report is not None:
             from ..report import write_report  # heavy: the redactor and the writer (~0.2 s at start-up)
 
@@ -176,9 +158,8 @@ class SessionController:
             except ReportError as exc:
                 # Said in the summary and in the exit status: a CI job must not pass without its report.
                 self.report_error = str(exc)
-                if exit_ok and new_exit is None:
-                    new_exit = 1
-        return new_exit
+        failed = self.failed_only_by_unused or self.red or self.facts.strays or self.report_error
+        return exit_ok and bool(failed)
 
     def _comparison(self) -> Comparison | None:
         if not (self.comparisons or self.not_spent):
@@ -237,7 +218,6 @@ class SessionController:
                     orphans.append(path)
         return orphans
 
-    # -- the network guard's level ----------------------------------------------------------------
     @property
     def network_isolation(self) -> Isolation:
         """The session's network isolation: its setting, and whether it holds the session."""
@@ -268,7 +248,6 @@ class SessionController:
             level, isolation.state, isolation.setting, isolation.reason, [*isolation.unreachable]
         )
 
-    # -- terminal -----------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
         lines = summary_lines(self.statuses, unused=self.unused)
         lines.append(f"network guard: {self.network_isolation.describe(self._session_guarded())}")

@@ -169,7 +169,7 @@ def guard_run(
             Recorder(meta),
             mode=plan.mode,
             cassette=None if cassette is None else str(cassette),
-            settings=RunSettings(nodeid, tuple(plan.allow_hosts)),
+            settings=RunSettings(nodeid, plan.test.allow_hosts),
         )
     if not settings.block_network:
         return None

@@ -1,10 +1,5 @@
-"""One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`.
-
-``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate to it in a line or two. It plans the
-test once (:mod:`.plan`), guards its fixtures from the early plan (:mod:`.fixture_guard`), starts the run
-from the fixture plan (:class:`.session.TestRun`: interception is the session's, installed once and held
-from one replaying test to the next by :class:`HeldInterception`), ends and compares it after the call, and
-decides the status from pytest's reports.
+"""One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`, to which
+``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate in a line or two.
 
 A test's failure goes through :meth:`TestLife.fail`, which keeps the first cause: the phase pytest reports
 first (set-up, then call, then teardown) is the one whose cause explains the test.
@@ -84,7 +79,6 @@ class TestLife:
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
 
     def setup(self) -> Generator[None, object, object]:
-        """``pytest_runtest_setup``'s wrapper."""
         item = self.item
         cassette = collected_test(item).cassette
         plan = early_plan(item, self.settings, cassette) if self.replays else None
@@ -113,7 +107,7 @@ class TestLife:
         run = self.run.ctx if self.run is not None else None
         if run is not None and not run.recording and hand_to_run:
             for problem in new:
-                run.failures.add_once(problem)
+                run.failures.add(problem, once=True)
             return None
         fresh = [p for p in new if run is None or p not in run.failures]
         return "\n\n".join(str(p) for p in fresh) or None
@@ -176,7 +170,6 @@ class TestLife:
     # -- the call: the run ends with the body ------------------------------------------------------------
 
     def call(self) -> Generator[None, object, object]:
-        """``pytest_runtest_call``'s wrapper."""
         run = self.run
         if run is None or run.ctx is None:
             return (yield from self._guarded_call())
@@ -193,7 +186,7 @@ class TestLife:
             result = yield
         except BaseException as exc:
             self._guard_message("the test's call", hand_to_run=True)
-            run.end(passed=False, error=f"{type(exc).__name__}: {exc}", exc=exc)
+            run.end(passed=False, exc=exc)
             failures = list(run.ctx.failures)
             if not (isinstance(exc, AgentReplayError) or failures):
                 raise
@@ -227,16 +220,11 @@ class TestLife:
     # -- teardown: every fixture under the guard, then it ends -------------------------------------------
 
     def teardown(self) -> Generator[None, object, object]:
-        """``pytest_runtest_teardown``'s wrapper."""
         fixture_guard = self.guard
         if fixture_guard is None:
             return (yield)
-        error: BaseException | None = None
-        result: object = None
         try:
-            result = yield
-        except BaseException as exc:
-            error = exc
+            return (yield)
         finally:
             message = self._guard_message("teardown")
             self.guard = None
@@ -244,11 +232,9 @@ class TestLife:
             for key, text in fixture_guard.close(run):
                 # On the item: pytest copies its user properties into the teardown report (xdist, JUnit).
                 self.item.user_properties.append((GUARD_NOTE_PROPERTY, f"{key}|{text}"))
-        if message is not None:
-            self.fail(Cause.NETWORK_BLOCKED, message)
-        if error is not None:
-            raise error
-        return result
+            if message is not None:
+                # Over a teardown error, as the guard's refusal is what explains it.
+                self.fail(Cause.NETWORK_BLOCKED, message)
 
     # -- the reports -------------------------------------------------------------------------------------
 

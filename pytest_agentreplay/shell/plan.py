@@ -46,10 +46,6 @@ class TestPlan(NamedTuple):
         """``record`` while recording, else the replay mode."""
         return "record" if self.records else self.test.mode
 
-    @property
-    def allow_hosts(self) -> tuple[str, ...]:
-        return self.test.allow_hosts
-
 
 # A class named Test*, not a test (a NamedTuple's body may not say so).
 TestPlan.__test__ = False  # type: ignore[attr-defined]

@@ -17,12 +17,14 @@ repeats needed; the reason names the numbers) or lets it pass; a budget rule exc
 from __future__ import annotations
 
 from collections.abc import Generator
+from contextlib import suppress
 from typing import NamedTuple, NoReturn, Protocol
 
 import pytest
 from _pytest.outcomes import OutcomeException
 
 from ..core import settings_check as check
+from ..core.setting_keys import BY_NAME
 from ..exceptions import AgentReplayError, ComparisonError
 from ..replay.repeats import FAIL, INCONCLUSIVE, aggregate, verdict_line
 from ..report.status import Action, Cause, TestOutcome
@@ -54,14 +56,14 @@ def comparison_settings_of(run: TestRun) -> ComparisonSettings:
     ``ConfigError`` for a bad value."""
     settings, extra = run.settings, run.plan.test.extra
     place = f"@pytest.mark.agentreplay on {run.plan.nodeid} (or its agentreplay_config fixture)"
-    values: list[object] = [settings.repeat, settings.min_agreement, settings.live_reads]
-    checkers = (("repeat", check.repeat), ("min_agreement", check.share), ("live_reads", check.boolean))
-    for index, (key, checked) in enumerate(checkers):
-        if extra.get(key) is not None:
-            value = checked(extra[key], check.Origin(key, place))
-            if key != "repeat" or not settings.repeat_explicit:
-                values[index] = value
-    return ComparisonSettings(*values)  # type: ignore[arg-type]
+    values = {key: getattr(settings, key) for key in ComparisonSettings._fields}
+    for key in values:
+        checker = BY_NAME[key].check
+        if extra.get(key) is not None and checker is not None:
+            value = checker(extra[key], check.Origin(key, place))
+            if key not in settings.overriding:
+                values[key] = value
+    return ComparisonSettings(**values)
 
 
 def repeated_call(
@@ -118,12 +120,7 @@ def repeated_call(
 def _end(life: TestLife, run: TestRun, error: BaseException | None) -> dict[str, object]:
     """End one run and return its comparison; the run's own failures are its data, not the test's."""
     life.guard_to_run()
-    try:
-        if error is None:
-            run.end(passed=True)
-        else:
-            run.end(passed=False, error=f"{type(error).__name__}: {error}", exc=error)
-    except AgentReplayError:
-        pass
+    with suppress(AgentReplayError):
+        run.end(passed=error is None, exc=error)
     assert run.ctx is not None and run.ctx.comparison is not None, "a model-comparison run without comparison"
     return run.ctx.comparison

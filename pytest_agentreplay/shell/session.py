@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
-from ..core.capture import Recorder, RunContext, pop_active, push_active, utc_now
+from ..core.capture import Recorder, RunContext, error_text, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
 from ..core.config import Settings, pending_enabled
-from ..core.constants import INLINE_PAYLOAD_LIMIT, Mode
+from ..core.constants import Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators
 from ..core.rerecord import Rerecord
@@ -136,7 +136,7 @@ class TestRun:
         if recorded is not None:
             self.recorded = recorded
             if self.served_by is not None:
-                self.served_by.activate(ctx, recorded, converting=self.plan.test.update)
+                self.served_by.activate(ctx, recorded, converting=self.settings.update)
             elif self.plan.test.record == "drifted" and ctx.mode is Mode.REGRESSION:
                 ctx.rerecord = Rerecord()
         ctx.redactor = self.redactor = Redactor.from_config(self.settings.redaction)
@@ -177,7 +177,7 @@ class TestRun:
                 cassette_dir=self.settings.cassette_dir,
             )
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
-        recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.plan.test.update)
+        recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.settings.update)
         owner = recorded.run.test
         if (
             owner
@@ -222,14 +222,14 @@ class TestRun:
             pop_active(self.ctx, self._token)
             self._token = None
 
-    def end(self, *, passed: bool, error: str | None = None, exc: BaseException | None = None) -> TestOutcome:
+    def end(self, *, passed: bool, exc: BaseException | None = None) -> TestOutcome:
         """Finish the run: save it when recording (only if the test passed), else check and compare it.
         The outcome is set here, once; the problem that fails the test (if any) is raised after it."""
         ctx = self.ctx
         assert ctx is not None, "end() before begin()"
         if exc is not None:
             self.error = exc
-        runs.finish(ctx, "ok" if passed else "error", error)
+        runs.finish(ctx, "ok" if passed else "error", None if exc is None else error_text(exc))
         self.deactivate()
         if ctx.recording:
             outcome, problem = self._recorded(ctx, passed=passed)
@@ -346,14 +346,13 @@ class TestRun:
         from ..cassette.write import render_cassette
 
         assert self.ctx is not None
-        limit = self.settings.inline_limit
         return render_cassette(
             self.plan.cassette,
             run,
             events,
             redactor=self.redactor,
             extra_redact=self.redact_hook,
-            inline_limit=INLINE_PAYLOAD_LIMIT if limit is None else limit,
+            inline_limit=self.settings.inline_limit,
             transport_headers=self.settings.transport_headers,
             # Replay matches writes by it: kept even when it is named like a transport header.
             keep_headers={self.ctx.settings.idempotency_header},
@@ -367,20 +366,18 @@ class TestRun:
         side: PayloadSource = recorded
         twins: Sequence[Document] | RecordedSide
         if self.served_by is not None:
-            played = self.served_by.recorded_side(ctx)
-            side, recorded_dicts = played, played.event_dicts()
-            twins = recorded_dicts
+            side = played = self.served_by.recorded_side(ctx)
+            twins = recorded_dicts = played.event_dicts()
         else:
             twins = RecordedSide(recorded.events)
             recorded_dicts = twins.dicts
         assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
         replayed = redacted_replay(ctx.recorder.events, twins, self.redactor, kept)
-        layers = self._rule_layers(ctx)
         result = compare_run(
             recorded_dicts,
             replayed.compared,
-            layers=layers,
+            layers=self._rule_layers(ctx),
             labels=recorded.run.labels,
             payloads=side,
             inputs=providers_of(ctx.settings).inputs,
@@ -394,7 +391,7 @@ class TestRun:
 
         # Only regression replays the agent against the recorded world; a model-comparison or sandbox
         # run is an experiment, never a new baseline.
-        accepting = self.plan.test.update and passed and self.plan.test.mode == "regression"
+        accepting = self.settings.update and passed and self.plan.test.mode == "regression"
         if accepting and self.served_by is not None:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
             _, not_saved = self._save(self.served_by.converted_run(recorded.run), replayed.views)

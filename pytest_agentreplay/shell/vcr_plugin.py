@@ -9,19 +9,9 @@ configure), :func:`claims` and :func:`source` (per test). A vcr-marked test then
 plugin: this plugin's own cassette when it exists, else the pytest-recording cassettes read in place
 (``interop/vcr_serving.py``). An MCP, gRPC or WebSocket adapter would be called beside it at those points.
 
-pytest-recording's options, as this plugin honours them:
-
-- ``--record-mode {none,once,new_episodes,all,rewrite}``: the record mode of every vcr-marked test (never
-  overridden by a marker or ``vcr_config``, unlike under pytest-recording), as ``--agentreplay-record`` would
-  be for it: ``none`` replays only, ``once``/``new_episodes`` record what has no cassette, ``all``/``rewrite``
-  record again (into this plugin's format); an explicit ``--agentreplay-record`` wins;
-- ``--block-network``: ``--agentreplay-block-network`` (every test guarded; recording tests are not);
-- ``--allowed-hosts``: hosts the guard lets through (``--agentreplay-allow-hosts``), the patterns as names;
-- ``--disable-recording``: the vcr marker is not applied (its tests run as plain tests).
-
-``pytest_recording_configure(config, vcr)`` is called once per session, before the first vcr-marked test is
-served, with a real ``vcr.VCR``: the matchers, serializers and persister it registers apply to every
-cassette served, as under pytest-recording (which calls it once per vcr-marked test, on a new ``VCR``).
+pytest-recording's options and its ``pytest_recording_configure`` hook, as this plugin honours them, are
+described in docs/vcr-migration.md; unlike under pytest-recording, a marker never overrides
+``--record-mode`` and the hook is called once per session.
 """
 
 from __future__ import annotations
@@ -90,9 +80,6 @@ def claims(item: pytest.Item) -> bool:
         and item.config.pluginmanager.has_plugin(PLUGIN_NAME)
         and not item.config.getoption("disable_recording", False)
     )
-
-
-# ------------------------------------------------------------------------ pytest-recording's options and hook
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -211,9 +198,6 @@ def source(request: pytest.FixtureRequest) -> VcrSource:
     given = cli_record_mode(request.config)
     mode = resolve_record_mode(config, cli_record_mode=given)
     return VcrSource(paths, config, mode, record_given=given is not None, vcr=session_vcr(request.config))
-
-
-# -------------------------------------------------------------------------------- pytest-recording's fixtures
 
 
 @pytest.fixture(scope="session")
