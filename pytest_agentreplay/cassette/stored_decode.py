@@ -240,6 +240,3 @@ def decode_events(
     store (only needed when a later request is stored as a delta over it)."""
     decoder = _Decoder(run_id, source, resolve)
     return [decoder.event(index, event) for index, event in enumerate(events)]
-
-
-__all__ = ["decode_events", "parse_sorted", "restore_response_payload"]

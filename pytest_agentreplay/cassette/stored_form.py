@@ -300,6 +300,3 @@ def _delta_ref(
     inline["body"] = {**payload["body"], "json": rest}
     inline[DELTA] = spec
     return {**ref, "inline": inline}
-
-
-__all__ = ["DELTA", "encode_events", "request_parts", "stored_refs"]

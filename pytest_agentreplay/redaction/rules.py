@@ -274,13 +274,9 @@ class NameRules(NamedTuple):
             return SECRET
         return SECRET_IF_SHAPED if norm in _AMBIGUOUS_NAMES else NOT_SECRET
 
-    def is_secret_name(self, name: str, query: bool) -> bool:
-        """Whether a header-like name may hold a secret (any kind but :data:`NOT_SECRET`)."""
-        return self.secret_kind(name, query) != NOT_SECRET
-
     def is_secret_header(self, name: str) -> bool:
         norm = normalize_name(name)
-        if self.is_secret_name(name, False) or norm in _SECRET_HEADER_NAMES:
+        if self.secret_kind(name, False) != NOT_SECRET or norm in _SECRET_HEADER_NAMES:
             return True
         if norm in _NEVER_SECRET or norm in _HEADERS_KEPT or "idempotency" in norm:
             return False
