@@ -1,18 +1,22 @@
 """Loading a cassette: its bytes parsed (:mod:`.parsing`), the header checked, an older format version
 migrated when asked, the events decoded from their stored form and validated as the records (a schema
 failure and a bad event field replay reads named with its place: event seq, index, field path), the
-integrity chain checked. What a load gives is a :class:`~.loaded.LoadedCassette`."""
+integrity chain checked. What a load gives is a :class:`~.loaded.LoadedCassette`. Also keeping a folder
+current: rewriting older-format cassettes in the current format (``agentreplay migrate``,
+``--agentreplay-update``)."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Final
 
 from pydantic import ValidationError
 
+from ..core.canonical import dumps_cassette
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
 from ..core.documents import Document
@@ -24,9 +28,10 @@ from ..exceptions import (
     CassetteSchemaError,
     CassetteVersionError,
 )
+from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
 from .chain import ChainProblem, integrity_problems
-from .document import blob_resolver
+from .document import blob_resolver, build_document, run_to_dict
 from .loaded import LoadedCassette as LoadedCassette  # what a load gives, imported from here
 from .migrations import MIGRATIONS, migrate_document
 from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
@@ -204,6 +209,29 @@ def load_unchecked(path: Path) -> LoadedCassette | None:
         return None
 
 
+def migrate_file(path: Path, dry_run: bool = False) -> bool:
+    """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
+
+    The file is fully validated (schema, its own version's integrity fields) before anything is written.
+    """
+    path = Path(path)
+    if dry_run:
+        return _upgraded(path) is not None
+    return write_locked(path, partial(_upgraded, path))
+
+
+def _upgraded(path: Path) -> bytes | None:
+    loaded = load_cassette(path, migrate=True)
+    if loaded.version == FORMAT_VERSION:
+        return None
+    # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
+    # blob-stored requests are read so later requests can be stored as deltas over them.
+    resolve = blob_resolver(loaded.blob_store)
+    return dumps_cassette(
+        build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
+    ).encode("utf-8")
+
+
 def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, int]:
     """The document and its format version, once its top level is a cassette header this package reads."""
     test = test_hint(raw)
@@ -306,10 +334,7 @@ def check_event_keys(raw: Document, path: Path) -> None:
             f"cassette {path.name} does not match the cassette schema: event seq {index}: {problem}",
             cassette=path,
             place=f"event seq {index} (events[{index}])",
-            fixes=[
-                f"undo the edit or restore it: `git checkout -- {path}`",
-                rerecord_fix(test_hint(raw), path),
-            ],
+            fixes=edit_fixes(path, test_hint(raw))[:2],  # not `verify`: this error names the problem
         )
 
 
