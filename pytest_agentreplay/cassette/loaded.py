@@ -25,7 +25,6 @@ _MAX_LISTED_PROBLEMS = 20
 
 
 def verify_chain(doc: Document) -> list[str]:
-    """Every integrity problem of a cassette document; empty when intact."""
     messages = [problem.message for problem in integrity_problems(doc)]
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]

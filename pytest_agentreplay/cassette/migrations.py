@@ -141,7 +141,6 @@ MIGRATIONS: dict[int, Callable[[Document, str], Document]] = {1: _v1_to_v2, 2: _
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:
-    """Apply every migration from ``doc["version"]`` up to the current format version."""
     version = doc["version"]
     while version < FORMAT_VERSION:
         doc = MIGRATIONS[version](doc, source)

@@ -199,7 +199,6 @@ NOT_JSON = _NotJson()
 
 
 def try_json(text: str) -> object:
-    """``text`` parsed, or :data:`NOT_JSON`."""
     try:
         parsed: object = json.loads(text)
     except (ValueError, RecursionError):
