@@ -17,51 +17,38 @@ from ..exceptions import ConfigError
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-# Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_".
+# Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_". A base is a
+# secret name alone and as the end of a longer one ("anthropic_api_key", "x_auth_token").
+_SECRET_BASES = (
+    "authorization",
+    "api_key",
+    "apikey",
+    "cookie",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+    "private_key",
+    "access_key",
+    "secret_key",
+    "subscription_key",
+)
 _SECRET_NAMES = frozenset(
     {
-        "authorization",
+        *_SECRET_BASES,
         "proxy_authorization",
-        "api_key",
-        "apikey",
         "x_api_key",
-        "cookie",
         "set_cookie",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "credential",
-        "credentials",
-        "private_key",
-        "access_key",
-        "secret_key",
         "client_secret",
         "session_token",
         "signing_key",
         "encryption_key",
         "master_key",
-        "subscription_key",
     }
 )
-_SECRET_SUFFIXES = (
-    "_token",
-    "_secret",
-    "_password",
-    "_passwd",
-    "_api_key",
-    "_apikey",
-    "_private_key",
-    "_access_key",
-    "_secret_key",
-    "_session_id",
-    "_sessionid",
-    "_credential",
-    "_credentials",
-    "_subscription_key",
-    "_cookie",
-    "_authorization",
-)
+_SECRET_SUFFIXES = (*("_" + base for base in _SECRET_BASES), "_session_id", "_sessionid")
 # Names that hold a secret only when their value looks like one (:func:`looks_like_credential`): a Jira
 # issue's "key" (PROJ-123), an "auth": {"type": "none"} block, a "pwd" that is a folder, an analytics
 # "session_id" are data; a 40-character token under "key" (a Google API key in ?key=) is a credential.
