@@ -197,12 +197,8 @@ def load_cassette(
 
 
 def load_unchecked(path: Path) -> LoadedCassette | None:
-    """A cassette whose integrity check fails, loaded so the other checks can still run on it: the load
-    of :func:`load_cassette` without the chain check (any supported version, upgraded in memory).
-
-    For ``agentreplay verify`` and ``show``, which report the broken chain as a problem and audit the rest;
-    replay never uses it. ``None`` when the cassette cannot be loaded even so.
-    """
+    """A cassette whose integrity check fails, loaded so ``agentreplay verify`` and ``show`` can report the
+    broken chain and audit the rest (replay never uses it); ``None`` when it cannot be loaded even so."""
     try:
         return load_cassette(path, migrate=True, check_integrity=False)
     except CassetteError:
