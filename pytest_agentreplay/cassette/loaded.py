@@ -14,8 +14,7 @@ from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import CassetteError, PayloadShapeError
 from ..redaction import Redactor, default_redactor
 from .blobs import BlobStore
-from .chain import integrity_problems
-from .document import build_document, run_to_dict, scan_document
+from .chain import build_document, integrity_problems, run_to_dict, scan_document
 from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS

@@ -10,8 +10,7 @@ from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
 from ..core.documents import Document
 from ..exceptions import CassetteIntegrityError, CassetteSchemaError
-from .chain import ChainProblem, integrity_problems, order_problems, seal_document
-from .document import build_document
+from .chain import ChainProblem, build_document, integrity_problems, order_problems, seal_document
 from .parsing import test_hint
 
 

@@ -30,8 +30,7 @@ from ..exceptions import (
 )
 from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
-from .chain import ChainProblem, integrity_problems
-from .document import blob_resolver, build_document, run_to_dict
+from .chain import ChainProblem, blob_resolver, build_document, integrity_problems, run_to_dict
 from .loaded import LoadedCassette as LoadedCassette  # what a load gives, imported from here
 from .migrations import MIGRATIONS, migrate_document
 from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
