@@ -133,10 +133,9 @@ BODY_KINDS = ("json", "text", "base64", "sse", "multipart")
 
 # A header is a credential when a word of its name says so ("X-Auth-Key", "X-Session-Id", "Cookie")...
 _HEADER_MARKERS = ("auth", "key", "token", "secret", "signature", "session", "password", "passwd", "cookie")
-# ...except these words (rate-limit counters: "x-ratelimit-remaining-tokens") and names, which replay
-# and reviewers need readable: idempotency keys are how writes are matched and de-duplicated.
+# ...except these words (rate-limit counters: "x-ratelimit-remaining-tokens") and any name saying
+# "idempotency", which replay and reviewers need readable: idempotency keys match and de-duplicate writes.
 _HEADER_WORDS_KEPT = frozenset({"tokens"})
-_HEADERS_KEPT = frozenset({"idempotency_key", "x_idempotency_key", "idempotency_token", "cache_key"})
 _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anthropic_organization_id"})
 
 
@@ -264,7 +263,7 @@ class NameRules(NamedTuple):
         norm = normalize_name(name)
         if self.secret_kind(name, False) != NOT_SECRET or norm in _SECRET_HEADER_NAMES:
             return True
-        if norm in _NEVER_SECRET or norm in _HEADERS_KEPT or "idempotency" in norm:
+        if norm in _NEVER_SECRET or "idempotency" in norm:
             return False
         return any(
             word not in _HEADER_WORDS_KEPT and any(marker in word for marker in _HEADER_MARKERS)
