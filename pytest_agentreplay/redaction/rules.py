@@ -35,19 +35,7 @@ _SECRET_BASES = (
     "secret_key",
     "subscription_key",
 )
-_SECRET_NAMES = frozenset(
-    {
-        *_SECRET_BASES,
-        "proxy_authorization",
-        "x_api_key",
-        "set_cookie",
-        "client_secret",
-        "session_token",
-        "signing_key",
-        "encryption_key",
-        "master_key",
-    }
-)
+_SECRET_NAMES = frozenset({*_SECRET_BASES, "signing_key", "encryption_key", "master_key"})
 _SECRET_SUFFIXES = (*("_" + base for base in _SECRET_BASES), "_session_id", "_sessionid")
 # Names that hold a secret only when their value looks like one (:func:`looks_like_credential`): a Jira
 # issue's "key" (PROJ-123), an "auth": {"type": "none"} block, a "pwd" that is a folder, an analytics
