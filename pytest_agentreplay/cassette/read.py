@@ -334,11 +334,8 @@ def check_event_keys(raw: Document, path: Path) -> None:
 
 
 # The cassette model leaves ``data`` free-form per event type. Replay's matching and the diff's alignment
-# use some of its fields as keys, which a JSON object or list cannot be. The tool events' fields are read by
-# the tool index (``replay/tools.py``) and the diff as: ``tool.call``: ``data.arguments`` an object (matched
-# by name and arguments), ``data.attempt`` an integer; ``tool.result``: ``data.error`` a string,
-# ``data.exception`` the recorded exception's ``{"class": "module:qualname", "args": [...]}``. Both name
-# their tool (``tool.name``).
+# use some of its fields as keys, which a JSON object or list cannot be; the tool events' fields (below) are
+# read by the tool index (``replay/tools.py``) and the diff, and both events name their tool (``tool.name``).
 _TOOL_EVENTS: Final = ("tool.call", "tool.result")
 
 Field = tuple[str, str, Callable[[object], bool]]  # name under ``data``, what it must be, its check
