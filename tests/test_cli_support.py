@@ -175,7 +175,7 @@ def read(path: Path) -> dict[str, Any]:
 
 def write_rechained(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` with freshly computed integrity fields (a tamper they cannot see)."""
-    from pytest_agentreplay.cassette.document import build_document
+    from pytest_agentreplay.cassette.chain import build_document
 
     path.write_text(dumps_pretty(build_document(doc["run"], doc["events"])), encoding="utf-8")
 

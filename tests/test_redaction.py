@@ -490,7 +490,7 @@ def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
     doc = json.loads(path.read_bytes())
     doc["events"][0]["input_ref"]["inline"]["body"] = body
     doc["events"][0]["data"]["payload"]["body"] = body
-    from pytest_agentreplay.cassette.document import build_document
+    from pytest_agentreplay.cassette.chain import build_document
 
     rebuilt = build_document(doc["run"], doc["events"])
     atomic_write_bytes(path, dumps_pretty(rebuilt).encode())

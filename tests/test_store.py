@@ -595,7 +595,7 @@ def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
 
 def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     """The integrity fields recomputed over whatever the document now holds (a tamper they cannot see)."""
-    from pytest_agentreplay.cassette.document import build_document
+    from pytest_agentreplay.cassette.chain import build_document
 
     return build_document(doc["run"], doc["events"])
 

@@ -73,7 +73,7 @@ def histories(draw: st.DrawFn) -> tuple[RunMeta, list[Event]]:
             "trace_id": draw(st.none() | st.text(max_size=10)),
         }
         if fields["type"] in ("tool.call", "tool.result"):
-            # Replay reads these fields of a tool event with their types (cassette/document_checks.py): drawn
+            # Replay reads these fields of a tool event with their types (cassette/read.py): drawn
             # well-formed, the rest of the data as free as for any event.
             fields["tool"] = ToolInfo(name=draw(st.text(min_size=1, max_size=10)))
             typed = ("attempt", "arguments", "error", "exception")

@@ -33,7 +33,7 @@ import pytest
 
 import pytest_agentreplay
 from pytest_agentreplay.cassette.chain import seal_document
-from pytest_agentreplay.cassette.document_checks import event_field_problem
+from pytest_agentreplay.cassette.read import event_field_problem
 from pytest_agentreplay.core.canonical import dumps_cassette
 from pytest_agentreplay.core.tool_calls import tool_arguments
 from pytest_agentreplay.core.tool_decode import decode, rebuild_exception, stream_parts

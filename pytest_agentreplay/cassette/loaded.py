@@ -14,8 +14,7 @@ from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import CassetteError, PayloadShapeError
 from ..redaction import Redactor, default_redactor
 from .blobs import BlobStore
-from .chain import integrity_problems
-from .document import build_document, run_to_dict, scan_document
+from .chain import build_document, integrity_problems, run_to_dict, scan_document
 from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
@@ -25,7 +24,6 @@ _MAX_LISTED_PROBLEMS = 20
 
 
 def verify_chain(doc: Document) -> list[str]:
-    """Every integrity problem of a cassette document; empty when intact."""
     messages = [problem.message for problem in integrity_problems(doc)]
     if len(messages) > _MAX_LISTED_PROBLEMS:
         messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]

@@ -10,8 +10,7 @@ from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_VERSION
 from ..core.documents import Document
 from ..exceptions import CassetteIntegrityError, CassetteSchemaError
-from .chain import ChainProblem, integrity_problems, order_problems, seal_document
-from .document import build_document
+from .chain import ChainProblem, build_document, integrity_problems, order_problems, seal_document
 from .parsing import test_hint
 
 
@@ -141,7 +140,6 @@ MIGRATIONS: dict[int, Callable[[Document, str], Document]] = {1: _v1_to_v2, 2: _
 
 
 def migrate_document(doc: Document, source: str = "<memory>") -> Document:
-    """Apply every migration from ``doc["version"]`` up to the current format version."""
     version = doc["version"]
     while version < FORMAT_VERSION:
         doc = MIGRATIONS[version](doc, source)

@@ -119,20 +119,15 @@ def _recorded_test(text: str) -> str | None:
     return json.loads(f'"{found.group(1)}"') if found else None
 
 
-def cassette_root(path: Path) -> Path:
-    """The folder a cassette's files must stay in: the one holding its blob store."""
-    return default_blob_dir(path).parent
-
-
 def read_cassette_bytes(path: Path, mode: str | None = None, *, root: Path | None = None) -> bytes:
-    """The bytes of a cassette file: a regular file inside its cassette folder (``root``: its
-    :func:`cassette_root`, when the caller has it), of bounded size."""
+    """The bytes of a cassette file: a regular file inside its cassette folder (``root``: the one holding
+    its blob store, when the caller has it), of bounded size."""
     try:
         return read_regular_file(
             path,
             limit=MAX_CASSETTE_BYTES,
             label=f"cassette {path.name}",
-            root=root or cassette_root(path),
+            root=root or default_blob_dir(path).parent,
             cassette=path,
             fixes=rerecord_fixes(path),
         )

@@ -31,14 +31,11 @@ SUFFIX = ".pending.json"
 
 
 def pending_path(cassette: Path) -> Path:
-    """Where the pending drift of ``cassette`` is kept: beside it, ``<stem>.pending.json``."""
     return cassette.with_name(cassette.stem + SUFFIX)
 
 
 @dataclass(slots=True)
 class Pending:
-    """One pending drift file, read."""
-
     path: Path
     test: str
     mode: str

@@ -151,7 +151,7 @@ def cassette_refs(path: Path) -> list[tuple[str, str]]:
 def scan_store(blob_dir: Path) -> StoreScan:
     """What every cassette below the store's root references in it, transitively; raises
     ``PruneRefusedError`` (naming every problem) when that cannot be known for certain."""
-    blob_dir = Path(blob_dir).resolve()
+    blob_dir = blob_dir.resolve()
     root = blob_dir.parent
     store = BlobStore(blob_dir)
     problems: list[str] = []
@@ -210,15 +210,14 @@ def plan_prune(
     data_classes: Sequence[str] = (),
     older_than: float | None = None,
     include_referenced: bool = False,
-    now: float | None = None,
 ) -> PrunePlan:
     """The blobs to remove from the stores ``folder``'s cassettes use; removes nothing. Unreferenced blobs
     go by age alone; referenced ones only with ``include_referenced`` and a matching data class, and only
     when no cassette outside ``folder`` references them."""
-    scope = Path(folder).resolve()
-    plan = PrunePlan(scope, include_referenced, [scan_store(d) for d in stores_for(Path(folder))])
+    scope = folder.resolve()
+    plan = PrunePlan(scope, include_referenced, [scan_store(d) for d in stores_for(folder)])
     wanted = set(data_classes)
-    now = time.time() if now is None else now
+    now = time.time()
     for scan in plan.scans:
         store = BlobStore(scan.blob_dir)
         for sha in store.iter_shas():

@@ -150,12 +150,10 @@ class _Decoder:
             except CassetteError as exc:
                 place = f"event seq {index} (events[{index}]), field input_ref, blob {ref.get('sha256')}"
                 raise relocate(exc, exc.cassette or self.source, None, place) from None
-            if isinstance(payload, dict) and DELTA in payload:
-                payload = self.apply(index, payload)
             ref.pop("sha256", None)
             ref.pop("size", None)
             ref["inline"] = payload
-        elif isinstance(payload, dict) and DELTA in payload:
+        if isinstance(payload, dict) and DELTA in payload:
             ref["inline"] = payload = self.apply(index, payload)
         if isinstance(payload, dict) and payload.get("headers") == PREV_HEADERS:
             if not isinstance(self.last_headers, dict):
@@ -240,6 +238,3 @@ def decode_events(
     store (only needed when a later request is stored as a delta over it)."""
     decoder = _Decoder(run_id, source, resolve)
     return [decoder.event(index, event) for index, event in enumerate(events)]
-
-
-__all__ = ["decode_events", "parse_sorted", "restore_response_payload"]

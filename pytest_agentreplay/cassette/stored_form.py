@@ -22,8 +22,6 @@ HTTP payload media types are written ``@http-request``/``@http-response``
 (a media type of the user's starting with ``@`` gets one more ``@``).
 
 Digests are over the stored form: an accepted change rewrites the changed event's lines only.
-
-This module writes the stored form (and holds what writing and reading share); :mod:`.stored_decode` reads it.
 """
 
 from __future__ import annotations
@@ -300,6 +298,3 @@ def _delta_ref(
     inline["body"] = {**payload["body"], "json": rest}
     inline[DELTA] = spec
     return {**ref, "inline": inline}
-
-
-__all__ = ["DELTA", "encode_events", "request_parts", "stored_refs"]

@@ -1,12 +1,7 @@
-"""Request headers a cassette leaves out: the ones the HTTP stack or the SDK's version chooses.
-
-``TRANSPORT_HEADERS`` (``user-agent``, ``x-stainless-*``, ``accept-encoding``...) say nothing about the agent:
-matching never reads headers and the comparison ignores these, while written down they cost a model call
-about 500 bytes and turn every re-recording after an SDK upgrade into a diff of every request. What the
-agent chose stays (``content-type``, ``anthropic-beta``, its ``extra_headers``, credentials as
-``[REDACTED]``), and so does the project's idempotency header, even one named like a transport header:
-replay matches writes by it. The ``transport_headers`` setting (``auto``, ``drop``, ``keep``) is
-docs/cassettes.md's.
+"""Request headers a cassette leaves out: the ones the HTTP stack or the SDK's version chooses
+(``TRANSPORT_HEADERS``), which say nothing about the agent and would make every re-recording after an SDK
+upgrade a diff of every request; the project's idempotency header stays, as replay matches writes by it.
+What is kept, and the ``transport_headers`` setting, is docs/cassettes.md's.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import orjson
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..exceptions import CassetteError, CassetteFileTypeError, CassetteLimitError
+from ..redaction.rules import BODY_KINDS
 
 # A cassette is JSON a reviewer reads; a 6 MB file is already large.
 MAX_CASSETTE_BYTES: Final = 256 * 1024 * 1024
@@ -35,8 +36,10 @@ _READ_FLAGS: Final = (
 )
 SHA: Final = re.compile(r"[0-9a-f]{64}")  # a blob's address
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/\s]*={0,2}\s*")
-_BODY_KINDS: Final = ("json", "text", "base64", "sse", "multipart")
-_BODY_KEYS: Final = frozenset({*_BODY_KINDS, "content_type", "format", "raw", "coding"})
+# The keys of a body whose value is a string or null; with ``json`` or ``text`` (one of them at most), what a
+# JSON or text body holds (:func:`_plain_body`).
+_STRING_OR_NULL: Final = ("content_type", "format", "raw", "coding")
+_BODY_KEYS: Final = frozenset({*BODY_KINDS, *_STRING_OR_NULL})
 # A part of a multipart body (``http/multipart.py``): a body's content keys, named, maybe a file.
 _PART_KEYS: Final = frozenset({"json", "text", "base64", "content_type", "name", "filename", "headers"})
 
@@ -270,11 +273,6 @@ def _headers_problem(headers: object) -> str | None:
     return None
 
 
-# The keys of a body whose value is a string or null; with ``json`` or ``text`` (one of them at most), what a
-# JSON or text body holds (:func:`_plain_body`).
-_STRING_OR_NULL: Final = frozenset({"content_type", "format", "raw", "coding"})
-
-
 def _plain_body(body: dict[object, object]) -> bool:
     """Whether ``body`` holds only what a JSON or text body does, every field of the right type: then
     :func:`body_problem` finds nothing, read in one pass over the body."""
@@ -299,10 +297,10 @@ def body_problem(body: object) -> str | None:
     unknown = set(body) - _BODY_KEYS
     if unknown:
         return f"body has unknown key(s) {sorted(map(str, unknown))}"
-    kinds = [kind for kind in _BODY_KINDS if kind in body]
+    kinds = [kind for kind in BODY_KINDS if kind in body]
     if len(kinds) > 1:
-        return f"body has more than one of {', '.join(_BODY_KINDS)}: {', '.join(kinds)}"
-    for key in ("content_type", "format", "raw", "coding"):
+        return f"body has more than one of {', '.join(BODY_KINDS)}: {', '.join(kinds)}"
+    for key in _STRING_OR_NULL:
         if body.get(key) is not None and not isinstance(body[key], str):
             return f"body.{key} must be a string or null, found {short(body[key])}"
     if "text" in body and not isinstance(body["text"], str):

@@ -22,11 +22,9 @@ from ..exceptions import BlobMissingError, CassetteSchemaError, SecretLeakError
 from ..http.recording import share_parts
 from ..redaction import RedactedEvent, Redactor, default_redactor, redact_event
 from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_payload
-from .chain import seal_document
-from .document import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document
-from .document_checks import schema_error
+from .chain import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document, seal_document
 from .loaded import LoadedCassette
-from .read import decoded_document
+from .read import decoded_document, schema_error
 from .stored_form import REF_FIELDS, encode_events, request_parts
 from .transport_headers import holds_transport_headers, without_transport_headers
 

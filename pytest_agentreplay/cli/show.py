@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cassette.chain import checked_integrity
-from ..cassette.document import run_to_dict
+from ..cassette.chain import checked_integrity, run_to_dict
 from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict

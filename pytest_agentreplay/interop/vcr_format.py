@@ -123,7 +123,6 @@ def check_alias_expansion(text: str | bytes, loader: type) -> None:
 
 
 def load_vcr(path: str | Path) -> list[VcrInteraction]:
-    """A vcrpy cassette's interactions in this project's shapes."""
     out: list[VcrInteraction] = []
     for item in read_vcr_document(Path(path)).get("interactions") or []:
         item = _mapping(item)
@@ -146,7 +145,6 @@ def _mapping(value: object) -> Mapping[str, object]:
 
 
 def response_from_vcr(given: object) -> HttpResponse:
-    """A vcrpy response dict as a served ``HttpResponse``."""
     resp_raw = _mapping(given)
     resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
     raw = _raw_body(resp_raw.get("body"))

@@ -39,17 +39,12 @@ class VcrTest:
     module_path: Path  # the test module, relative to the root directory when it lies below it
     cls: str | None  # the class of a test method (pytest-recording names the innermost one)
     test: str  # the test name with its parametrize id: ``test_x[case]``
-    rootdir: Path | None = None  # what ``module_path`` is relative to
+    rootdir: Path  # what ``module_path`` is relative to
 
     @property
     def nodeid(self) -> str:
         parts = [self.module_path.as_posix(), *([self.cls] if self.cls else []), self.test]
         return "::".join(parts)
-
-    @property
-    def qualified_name(self) -> str:
-        """``Class.test`` (the cassette file name this plugin and pytest-recording both use)."""
-        return f"{self.cls}.{self.test}" if self.cls else self.test
 
 
 _ROOT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -123,7 +118,7 @@ def import_target(
             "module": test.module_path.stem if test else source.parent.name,
             "cls": (test.cls or "") if test else "",
             "test": test.test if test else source.stem,
-            "name": test.qualified_name if test else source.stem,
+            "name": (f"{test.cls}.{test.test}" if test.cls else test.test) if test else source.stem,
             "stem": source.stem,
             "relpath": mirror.with_suffix("").as_posix(),
         }
@@ -136,8 +131,7 @@ def import_target(
         return out_dir / relative, test
     if layout == "mirror" or test is None:
         return out_dir / mirror, test
-    root = test.rootdir or rootdir
-    return item_cassette_path(out_dir, root, root / test.module_path, test.nodeid), test
+    return item_cassette_path(out_dir, test.rootdir, test.rootdir / test.module_path, test.nodeid), test
 
 
 def _read_interactions(source: Path) -> list[VcrInteraction]:

@@ -158,7 +158,6 @@ def redact_base64_body(redactor: Redacting, data: str, ctype: str, keys: bool) -
 
 
 def _masked(redactor: Redacting, raw: bytes, keys: bool) -> bytes:
-    """Binary bytes with every secret overwritten at its own length (:func:`.encoded.mask_bytes`)."""
     masked = mask_bytes(redactor, raw, keys=keys)
     return raw if masked is None else masked
 

@@ -8,20 +8,15 @@
   - bytes that are a gzip or zstd frame of plausible text are looked into; a frame holding a secret is
     replaced whole by the marker (recompressing it would hide the redaction from the reviewer);
   - any other bytes (a gRPC message, a binary WebSocket frame, a text note, an image) are **masked in
-    place** (:func:`mask_bytes`): each secret's bytes are overwritten by the marker cut or padded with
-    ``*`` to exactly their length (``[REDACTED]******``, ``[REDA``). Nothing moves, so every length prefix
-    and offset of a binary format stays true: a protobuf message still parses (the secret's field reads
-    ``[REDACTED]***...``), a framed protocol keeps its frame sizes, and text stays readable. The bytes are
-    scanned through their UTF-8 view (undecodable bytes kept one-for-one), so a key-shaped value, a secret
-    parameter, a ``"name": value`` pair or a value the run already knows as a secret (:mod:`.known`: the
-    ``access_token`` of a URL or of the message's readable view beside it) is found wherever it sits.
+    place** (:func:`mask_bytes`; docs/cassettes.md, "Secrets in bytes"): nothing moves, so every length
+    prefix and offset of a binary format stays true, and a secret is found wherever it sits in their UTF-8
+    view, a value the run already knows (:mod:`.known`) too.
 
   Strings over :data:`MAX_ENCODED_CHARS` are not decoded, so the cost stays bounded.
 - **percent-encoding**: a run of URL characters holding ``%XX`` escapes is decoded (repeatedly, for a
   value encoded twice) and redacted as its decoded text; a changed run is encoded again around the marker.
-- **idempotency keys**: an ``@tool`` argument carrying the call's idempotency key is kept as the event's
-  ``tool.idempotency_key`` is, in clear: a key that de-duplicates writes is not a credential, and replay
-  and reviewers match writes on it. A key shaped like a secret is redacted in both places alike.
+- **idempotency keys**: an ``@tool`` argument carrying the call's idempotency key is kept in clear as the
+  event's ``tool.idempotency_key`` is (replay and reviewers match writes on it; docs/cassettes.md).
 
 Every view goes through :meth:`Redactor.redact_string`, so the final scan and ``agentreplay verify`` (both
 "what redaction would still change") see them too.
@@ -141,7 +136,7 @@ def mask(length: int) -> str:
 
 def mask_bytes(redactor: Redacting, raw: bytes, *, keys: bool = True) -> bytes | None:
     """``raw`` with every secret's bytes overwritten in place by :func:`mask` of their length; None when it
-    holds none. The length and every byte around a secret are kept, so a binary format stays valid.
+    holds none.
 
     Read through the UTF-8 view of the bytes (an undecodable byte stands for itself), run by run: a run is
     what lies between control characters and undecodable bytes (a field's text, a line), so the cost

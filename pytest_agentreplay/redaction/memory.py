@@ -52,10 +52,9 @@ class Memory:
     which keep the bounds. ``by_content``/``by_id`` are ``None`` when its :class:`Sharing` leaves them out.
     """
 
-    __slots__ = ("_chars", "_element_chars", "by_content", "by_id", "headers", "names", "sharing", "strings")
+    __slots__ = ("_chars", "_element_chars", "by_content", "by_id", "headers", "names", "strings")
 
     def __init__(self, sharing: Sharing) -> None:
-        self.sharing: Final = sharing
         # A name's kind (redaction.rules: NOT_SECRET, SECRET_IF_SHAPED, SECRET).
         self.names: dict[tuple[str, bool], int] = {}
         self.headers: dict[str, bool] = {}

@@ -462,7 +462,6 @@ class Redactor:
         return merge_spans(spans)
 
     def redact_body(self, body: Document, *, keys: bool = True) -> Document:
-        """An HTTP body (``json``/``text``/``base64``/``sse``) redacted through its decoded view."""
         return cast(Document, self._redact_element(body, keys, body=True))
 
     # -- final scan ------------------------------------------------------------------------------

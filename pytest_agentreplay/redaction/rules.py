@@ -17,51 +17,26 @@ from ..exceptions import ConfigError
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-# Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_".
-_SECRET_NAMES = frozenset(
-    {
-        "authorization",
-        "proxy_authorization",
-        "api_key",
-        "apikey",
-        "x_api_key",
-        "cookie",
-        "set_cookie",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "credential",
-        "credentials",
-        "private_key",
-        "access_key",
-        "secret_key",
-        "client_secret",
-        "session_token",
-        "signing_key",
-        "encryption_key",
-        "master_key",
-        "subscription_key",
-    }
+# Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_". A base is a
+# secret name alone and as the end of a longer one ("anthropic_api_key", "x_auth_token").
+_SECRET_BASES = (
+    "authorization",
+    "api_key",
+    "apikey",
+    "cookie",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "credentials",
+    "private_key",
+    "access_key",
+    "secret_key",
+    "subscription_key",
 )
-_SECRET_SUFFIXES = (
-    "_token",
-    "_secret",
-    "_password",
-    "_passwd",
-    "_api_key",
-    "_apikey",
-    "_private_key",
-    "_access_key",
-    "_secret_key",
-    "_session_id",
-    "_sessionid",
-    "_credential",
-    "_credentials",
-    "_subscription_key",
-    "_cookie",
-    "_authorization",
-)
+_SECRET_NAMES = frozenset({*_SECRET_BASES, "signing_key", "encryption_key", "master_key"})
+_SECRET_SUFFIXES = (*("_" + base for base in _SECRET_BASES), "_session_id", "_sessionid")
 # Names that hold a secret only when their value looks like one (:func:`looks_like_credential`): a Jira
 # issue's "key" (PROJ-123), an "auth": {"type": "none"} block, a "pwd" that is a folder, an analytics
 # "session_id" are data; a 40-character token under "key" (a Google API key in ?key=) is a credential.
@@ -146,10 +121,9 @@ BODY_KINDS = ("json", "text", "base64", "sse", "multipart")
 
 # A header is a credential when a word of its name says so ("X-Auth-Key", "X-Session-Id", "Cookie")...
 _HEADER_MARKERS = ("auth", "key", "token", "secret", "signature", "session", "password", "passwd", "cookie")
-# ...except these words (rate-limit counters: "x-ratelimit-remaining-tokens") and names, which replay
-# and reviewers need readable: idempotency keys are how writes are matched and de-duplicated.
+# ...except these words (rate-limit counters: "x-ratelimit-remaining-tokens") and any name saying
+# "idempotency", which replay and reviewers need readable: idempotency keys match and de-duplicate writes.
 _HEADER_WORDS_KEPT = frozenset({"tokens"})
-_HEADERS_KEPT = frozenset({"idempotency_key", "x_idempotency_key", "idempotency_token", "cache_key"})
 _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anthropic_organization_id"})
 
 
@@ -199,7 +173,6 @@ NOT_JSON = _NotJson()
 
 
 def try_json(text: str) -> object:
-    """``text`` parsed, or :data:`NOT_JSON`."""
     try:
         parsed: object = json.loads(text)
     except (ValueError, RecursionError):
@@ -274,15 +247,11 @@ class NameRules(NamedTuple):
             return SECRET
         return SECRET_IF_SHAPED if norm in _AMBIGUOUS_NAMES else NOT_SECRET
 
-    def is_secret_name(self, name: str, query: bool) -> bool:
-        """Whether a header-like name may hold a secret (any kind but :data:`NOT_SECRET`)."""
-        return self.secret_kind(name, query) != NOT_SECRET
-
     def is_secret_header(self, name: str) -> bool:
         norm = normalize_name(name)
-        if self.is_secret_name(name, False) or norm in _SECRET_HEADER_NAMES:
+        if self.secret_kind(name, False) != NOT_SECRET or norm in _SECRET_HEADER_NAMES:
             return True
-        if norm in _NEVER_SECRET or norm in _HEADERS_KEPT or "idempotency" in norm:
+        if norm in _NEVER_SECRET or "idempotency" in norm:
             return False
         return any(
             word not in _HEADER_WORDS_KEPT and any(marker in word for marker in _HEADER_MARKERS)

@@ -18,7 +18,6 @@ _PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_\-$]*")
 
 
 def changed_paths(redactor: Redacting, value: object, redacted: object, path: str, found: list[str]) -> None:
-    """Append to ``found`` the paths where ``value`` and its redacted form ``redacted`` differ."""
     if value == redacted:
         return
     if isinstance(value, dict) and isinstance(redacted, dict):
@@ -50,7 +49,6 @@ def _child_path(path: str, key: str) -> str:
 
 
 def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Character spans, the empty ones left out, overlapping ones merged, sorted."""
     merged: list[tuple[int, int]] = []
     for start, end in sorted(s for s in spans if s[1] > s[0]):
         if merged and start <= merged[-1][1]:

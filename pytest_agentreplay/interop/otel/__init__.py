@@ -35,7 +35,6 @@ def any_value(value: Any) -> dict[str, Any]:
 
 
 def key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Attributes as an OTLP ``KeyValue`` list."""
     return [{"key": key, "value": any_value(value)} for key, value in attributes.items()]
 
 
