@@ -109,7 +109,7 @@ def test_other_endpoints_are_not_gemini_model_calls(url: str) -> None:
 
 def test_registered_beside_openai_and_anthropic() -> None:
     assert BUILTIN_SET["gemini"] is gemini
-    order = list(BUILTIN_SET.names)
+    order = [p.NAME for p in BUILTIN_SET.order]
     assert order.index("openai") < order.index("anthropic") < order.index("gemini")
 
 
