@@ -84,7 +84,7 @@ def spent():
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 cpu, wall = spent(), time.perf_counter()
 assert sn.refusal() is None
-sn.enter(sn._working_flags())
+sn.enter(sn.NAMESPACES.session_flags or sn._CLONE_NEWUSER | sn._CLONE_NEWNET)
 print(json.dumps([spent() - cpu, time.perf_counter() - wall]))
 """
 

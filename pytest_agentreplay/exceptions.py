@@ -35,6 +35,10 @@ class AgentReplayError(Exception):
         # Every field travels (xdist workers, multiprocessing): the default would rebuild from args alone.
         return (_restore, (type(self), dict(self.__dict__)))
 
+    def render(self) -> str:
+        """The message, as ``str()`` gives it (docs/exceptions.md)."""
+        return str(self)
+
     def __str__(self) -> str:
         # Rendered when shown, not when raised: a layer that adds the mode or the cassette on the way up
         # (``exc.mode = mode; raise``) is seen in the message.

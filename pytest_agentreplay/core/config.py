@@ -190,7 +190,9 @@ def build_settings(
     if "prices" in project:
         values["prices"] = prices.parse_prices(project["prices"], places.origin("project", "prices"))
     overriding = {name for name in ("record", "mode", "repeat") if cli.get(name) is not None}
-    values["overriding"] = frozenset(overriding | ({"model"} if values.get("model") is not None else set()))
+    if values.get("model") is not None:
+        overriding.add("model")
+    values["overriding"] = frozenset(overriding)
     values.setdefault("cassette_dir", rootdir / DEFAULT_CASSETTE_DIR)
     # ini > project, each checked; an empty value (which ``given`` skips) turns them off.
     runtime = [

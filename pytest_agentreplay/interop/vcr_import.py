@@ -46,6 +46,11 @@ class VcrTest:
         parts = [self.module_path.as_posix(), *([self.cls] if self.cls else []), self.test]
         return "::".join(parts)
 
+    @property
+    def qualified_name(self) -> str:
+        """``Class.test`` (the cassette file name this plugin and pytest-recording both use)."""
+        return f"{self.cls}.{self.test}" if self.cls else self.test
+
 
 _ROOT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
@@ -118,7 +123,7 @@ def import_target(
             "module": test.module_path.stem if test else source.parent.name,
             "cls": (test.cls or "") if test else "",
             "test": test.test if test else source.stem,
-            "name": (f"{test.cls}.{test.test}" if test.cls else test.test) if test else source.stem,
+            "name": test.qualified_name if test else source.stem,
             "stem": source.stem,
             "relpath": mirror.with_suffix("").as_posix(),
         }

@@ -158,7 +158,7 @@ class SessionController:
             except ReportError as exc:
                 # Said in the summary and in the exit status: a CI job must not pass without its report.
                 self.report_error = str(exc)
-        failed = self.failed_only_by_unused or self.red or self.facts.strays or self.report_error
+        failed = self.failed_only_by_unused or self.red or self.facts.strays or self.report_error is not None
         return exit_ok and bool(failed)
 
     def _comparison(self) -> Comparison | None:

@@ -40,7 +40,13 @@ def split_path(path: str) -> Path:
 
 def join_path(tokens: Iterable[str]) -> str:
     """``("a", "b", "[0]", "c")`` -> ``"a.b[0].c"``."""
-    return "".join(tok if tok.startswith("[") or not n else "." + tok for n, tok in enumerate(tokens))
+    out: list[str] = []
+    for tok in tokens:
+        if tok.startswith("[") or not out:
+            out.append(tok)
+        else:
+            out.append("." + tok)
+    return "".join(out)
 
 
 def generalize_path(tokens: Iterable[str]) -> str:
