@@ -83,7 +83,7 @@ EVENT_CLASSES: Final[tuple[str, ...]] = get_args(EventClass)
 
 # Request headers the HTTP stack or the SDK version chooses (compression, framing, client versions):
 # they say nothing about the agent: comparison ignores them and cassettes leave them out
-# (``cassette/transport_headers.py``).
+# (``cassette/stored_form.py``).
 TRANSPORT_HEADERS: Final = (
     "accept", "accept-encoding", "user-agent", "content-length", "connection", "keep-alive", "host", "te",
     "expect", "transfer-encoding", "content-encoding", "x-stainless-*", "x-goog-api-client",
