@@ -287,20 +287,14 @@ def encode_content(data: bytes, encoding: str) -> bytes:
     """Apply ``encoding`` (a coding or a chain like ``"gzip, br"``) to ``data``: replay hands a client that
     does not decode a coding the coded bytes it read while recording; test servers use it too."""
     for name in codings(encoding):
-        if name in ("gzip", "x-gzip"):
-            data = gzip.compress(data, mtime=0)
-        elif name == "deflate":
-            data = zlib.compress(data)
-        elif name == "br":
-            import brotli
-
-            data = brotli.compress(data)
-        elif name == "zstd":
-            import zstandard
-
-            data = zstandard.compress(data)
-        else:
+        if name not in KNOWN_CODINGS:
             raise ValueError(f"unsupported content encoding {encoding!r}")
+        if name == "deflate":
+            data = zlib.compress(data)
+        elif KNOWN_CODINGS[name] is None:  # gzip
+            data = gzip.compress(data, mtime=0)
+        else:  # brotli.compress, zstandard.compress
+            data = importlib.import_module(str(KNOWN_CODINGS[name])).compress(data)
     return data
 
 
