@@ -19,7 +19,7 @@ import threading
 import time
 import zlib
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -113,6 +113,28 @@ class LLMServer:
         return next(self._ids)
 
 
+def _compressor(coding: str) -> tuple[Callable[[bytes], bytes], Callable[[], bytes]]:
+    """(code a chunk, end the body) for one content coding, by the codec library itself, not the package's
+    encoder: what the package decodes is checked against an independent encoder. Each chunk is flushed, so
+    a stream's events leave as they come."""
+    if coding in ("gzip", "deflate"):
+        coder = zlib.compressobj(wbits=zlib.MAX_WBITS | 16 if coding == "gzip" else zlib.MAX_WBITS)
+        return lambda data: coder.compress(data) + coder.flush(zlib.Z_SYNC_FLUSH), coder.flush
+    if coding == "br":
+        import brotli
+
+        brotli_coder = brotli.Compressor()
+        return lambda data: brotli_coder.process(data) + brotli_coder.flush(), brotli_coder.finish
+    import zstandard
+
+    frame = zstandard.ZstdCompressor().compressobj()
+    return lambda data: frame.compress(data) + frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK), frame.flush
+
+
+def _as_is(data: bytes) -> bytes:
+    return data
+
+
 def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -152,10 +174,9 @@ def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
             self, status: int, value: Any, extra: dict[str, str] | None = None, encoding: str | None = None
         ) -> None:
             data = json.dumps(value).encode()
-            if encoding:
-                from pytest_agentreplay.http.bodies import encode_content
-
-                data = encode_content(data, encoding)
+            for coding in encoding.split(", ") if encoding else ():
+                compress, finish = _compressor(coding)
+                data = compress(data) + finish()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             if encoding:
@@ -177,30 +198,10 @@ def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
             if encoding:
                 self.send_header("Content-Encoding", encoding)
             self.end_headers()
-            compressor: Any = None
-            if encoding == "gzip":
-                compressor = zlib.compressobj(wbits=zlib.MAX_WBITS | 16)
-            elif encoding == "deflate":
-                compressor = zlib.compressobj()
-            elif encoding == "br":
-                import brotli
-
-                compressor = brotli.Compressor()
-            elif encoding == "zstd":
-                import zstandard
-
-                compressor = zstandard.ZstdCompressor().compressobj()
+            compress, finish = _compressor(encoding) if encoding else (_as_is, lambda: b"")
 
             def send(data: bytes) -> None:
-                if compressor is not None:
-                    if encoding == "br":
-                        data = compressor.process(data) + compressor.flush()
-                    elif encoding == "zstd":
-                        import zstandard
-
-                        data = compressor.compress(data) + compressor.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
-                    else:
-                        data = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+                data = compress(data)
                 if data:
                     self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                     self.wfile.flush()
@@ -211,10 +212,9 @@ def _make_handler(owner: LLMServer) -> type[BaseHTTPRequestHandler]:
                     reply.gate.wait(10)
                 if reply is not None and reply.delay:
                     time.sleep(reply.delay)
-            if compressor is not None:
-                tail = compressor.finish() if encoding == "br" else compressor.flush()
-                if tail:
-                    self.wfile.write(f"{len(tail):x}\r\n".encode() + tail + b"\r\n")
+            tail = finish()
+            if tail:
+                self.wfile.write(f"{len(tail):x}\r\n".encode() + tail + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 

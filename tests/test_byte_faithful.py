@@ -311,7 +311,7 @@ def _format_by_trying_all(raw: bytes, value: object, sort_keys: bool) -> str | b
     text = raw.decode("utf-8")
     newline = text.endswith("\n")
     core = text[:-1] if newline else text
-    for name, kwargs in bodies._JSON_FORMATS.items():
+    for name, kwargs in bodies.JSON_FORMATS.items():
         if json.dumps(value, sort_keys=sort_keys, **kwargs) == core:
             return f"{name or 'compact'}+nl" if newline else name
     return False
@@ -320,7 +320,7 @@ def _format_by_trying_all(raw: bytes, value: object, sort_keys: bool) -> str | b
 @settings(max_examples=400, deadline=None)
 @given(
     value=_JSON_VALUES,
-    written_as=st.sampled_from(sorted(bodies._JSON_FORMATS, key=str)),
+    written_as=st.sampled_from(sorted(bodies.JSON_FORMATS, key=str)),
     written_sorted=st.booleans(),
     asked_sorted=st.booleans(),
     newline=st.booleans(),
@@ -329,7 +329,7 @@ def test_format_detection_skips_only_formats_that_cannot_match(
     value: object, written_as: str | None, written_sorted: bool, asked_sorted: bool, newline: bool
 ) -> None:
     """The first characters rule formats out before anything is serialised; the answer never changes."""
-    text = json.dumps(value, sort_keys=written_sorted, **bodies._JSON_FORMATS[written_as])
+    text = json.dumps(value, sort_keys=written_sorted, **bodies.JSON_FORMATS[written_as])
     raw = (text + ("\n" if newline else "")).encode("utf-8")
     assert bodies._detect_format(raw, value, asked_sorted) == _format_by_trying_all(raw, value, asked_sorted)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentreplay.cassette.read import load_cassette
-from pytest_agentreplay.cassette.transport_headers import (
+from pytest_agentreplay.cassette.stored_form import (
     holds_transport_headers,
     is_transport_header,
     without_transport_headers,

@@ -25,8 +25,13 @@ from .blobs import BlobStore, PendingBlobs, default_blob_dir, plan_payload
 from .chain import blob_resolver, event_secrets, redact_run, run_to_dict, scan_document, seal_document
 from .loaded import LoadedCassette
 from .read import decoded_document, schema_error
-from .stored_form import REF_FIELDS, encode_events, request_parts
-from .transport_headers import holds_transport_headers, without_transport_headers
+from .stored_form import (
+    REF_FIELDS,
+    encode_events,
+    holds_transport_headers,
+    request_parts,
+    without_transport_headers,
+)
 
 
 def _place_payloads(
@@ -190,7 +195,7 @@ def render_cassette(
 
     ``events``: as recorded, or redacted by ``redactor`` (an accepted update writes what it compared).
     ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
-    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.transport_headers``); ``keep_headers``:
+    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.stored_form``); ``keep_headers``:
     request header names written even when they are transport headers (the idempotency header).
     """
     path = Path(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 FORMAT_NAME: Final = "pytest-agentreplay"
 # Version 1 had no integrity fields; version 2 chained every event to its predecessor (``prev_hash``), so an
@@ -83,7 +83,7 @@ EVENT_CLASSES: Final[tuple[str, ...]] = get_args(EventClass)
 
 # Request headers the HTTP stack or the SDK version chooses (compression, framing, client versions):
 # they say nothing about the agent: comparison ignores them and cassettes leave them out
-# (``cassette/transport_headers.py``).
+# (``cassette/stored_form.py``).
 TRANSPORT_HEADERS: Final = (
     "accept", "accept-encoding", "user-agent", "content-length", "connection", "keep-alive", "host", "te",
     "expect", "transfer-encoding", "content-encoding", "x-stainless-*", "x-goog-api-client",
@@ -105,3 +105,16 @@ VOLATILE_PAYLOAD_KEYS: Final = ("created",)
 """Keys at any depth of a payload: the time a provider says it created its response (``created``)."""
 
 REDACTED: Final = "[REDACTED]"
+
+# How JSON text was laid out (a body's stored ``"format"``), so it is written back the same: replay serves
+# the same bytes (agents often hand a tool's raw response text to the model, and different whitespace would
+# then show up as prompt drift) and redaction keeps a nested JSON string's layout. ``None`` (the default,
+# not stored) is compact UTF-8, what the LLM APIs send. The first layout reproducing a text is its own.
+JSON_FORMATS: Final[dict[str | None, dict[str, Any]]] = {
+    None: {"separators": (",", ":"), "ensure_ascii": False},
+    "compact-ascii": {"separators": (",", ":"), "ensure_ascii": True},
+    "spaced": {"ensure_ascii": True},
+    "spaced-utf8": {"ensure_ascii": False},
+    "indent2": {"indent": 2, "ensure_ascii": False},
+    "indent2-ascii": {"indent": 2, "ensure_ascii": True},
+}

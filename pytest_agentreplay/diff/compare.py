@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Final, TypeGuard
 
+from ..cassette.stored_form import REF_FIELDS
 from ..core.canonical import dumps_compact, same_json
 from ..http.multipart import comparable_request
 from .align import VOLATILE_ENVELOPE, align_histories
@@ -27,7 +28,6 @@ from .text import ABSENT, similar
 
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
-REF_FIELDS = ("input_ref", "output_ref")
 # Tuples, not ``dict | list``: that union is built anew at every call of the hot checks below.
 _CONTAINERS = (dict, list)
 # What the walk judges as a leaf whatever the other side is: told apart before the ``Mapping`` check, an

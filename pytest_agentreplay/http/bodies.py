@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
+from ..core.constants import JSON_FORMATS
 from ..core.documents import Document
 from ..exceptions import ContentCodingError, EventStreamError
 from . import eventstream, multipart, sse
@@ -29,20 +30,6 @@ from .sse import StreamParser
 # optional, in the dev extras: only bodies of their coding need them).
 KNOWN_CODINGS: dict[str, str | None] = {**dict.fromkeys(("gzip", "x-gzip", "deflate")), "br": "brotli"}
 KNOWN_CODINGS["zstd"] = "zstandard"
-
-JSON_SEPARATORS = (",", ":")
-
-# How a JSON body was serialised, so replay serves the same bytes: agents often hand a tool's raw
-# response text to the model, and different whitespace would then show up as prompt drift.
-# ``None`` (the default, not stored) is compact UTF-8, what the LLM APIs send.
-_JSON_FORMATS: dict[str | None, dict[str, Any]] = {
-    None: {"separators": JSON_SEPARATORS, "ensure_ascii": False},
-    "compact-ascii": {"separators": JSON_SEPARATORS, "ensure_ascii": True},
-    "spaced": {"ensure_ascii": True},
-    "spaced-utf8": {"ensure_ascii": False},
-    "indent2": {"indent": 2, "ensure_ascii": False},
-    "indent2-ascii": {"indent": 2, "ensure_ascii": True},
-}
 
 
 def _detect_format(raw: bytes, value: object, sort_keys: bool = False) -> str | bool | None:
@@ -56,7 +43,7 @@ def _detect_format(raw: bytes, value: object, sort_keys: bool = False) -> str | 
     core = text[:-1] if newline else text
     opening = _opening(value, sort_keys)
     encoders = _SORTED_ENCODERS if sort_keys else _ENCODERS
-    for name, kwargs in _JSON_FORMATS.items():
+    for name, kwargs in JSON_FORMATS.items():
         if not _may_be(core, kwargs, opening):
             continue
         try:
@@ -105,9 +92,9 @@ def _may_be(core: str, kwargs: dict[str, Any], opening: tuple[str, str] | None) 
 
 
 # One encoder per format, built once: ``json.dumps`` with options builds a new encoder per call.
-_ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in _JSON_FORMATS.items()}
+_ENCODERS: dict[str | None, json.JSONEncoder] = {k: json.JSONEncoder(**v) for k, v in JSON_FORMATS.items()}
 # The same with sorted keys (``json.dumps(value, sort_keys=True, **kwargs)``): what a response is tried with.
-_SORTED_ENCODERS = {k: json.JSONEncoder(sort_keys=True, **v) for k, v in _JSON_FORMATS.items()}
+_SORTED_ENCODERS = {k: json.JSONEncoder(sort_keys=True, **v) for k, v in JSON_FORMATS.items()}
 
 # ``json.encoder.c_make_encoder``'s product: (value, indent level) -> the text's chunks.
 _CEncoder = Callable[[object, int], Iterable[str]]
@@ -117,7 +104,7 @@ def _c_encoder(fmt: str | None) -> _CEncoder | None:
     """The C encoder ``JSONEncoder.encode`` would make for ``fmt``, made once: making one costs as much as
     encoding a small body. No markers dict (threads would share it): parsed JSON cannot be circular."""
     make = getattr(json.encoder, "c_make_encoder", None)
-    kwargs = _JSON_FORMATS[fmt]
+    kwargs = JSON_FORMATS[fmt]
     if make is None or kwargs.get("indent") is not None:
         return None
     encoder = _ENCODERS[fmt]
@@ -128,11 +115,11 @@ def _c_encoder(fmt: str | None) -> _CEncoder | None:
     return encode
 
 
-_C_ENCODERS: dict[str | None, _CEncoder | None] = {k: _c_encoder(k) for k in _JSON_FORMATS}
+_C_ENCODERS: dict[str | None, _CEncoder | None] = {k: _c_encoder(k) for k in JSON_FORMATS}
 
 
 def json_text(value: object, fmt: str | None) -> str:
-    """``value`` as text in format ``fmt`` (a name of ``_JSON_FORMATS``, without ``+nl``)."""
+    """``value`` as text in format ``fmt`` (a name of ``JSON_FORMATS``, without ``+nl``)."""
     fast = _C_ENCODERS[fmt]
     if fast is not None and not isinstance(value, str):
         return "".join(fast(value, 0))
@@ -300,20 +287,14 @@ def encode_content(data: bytes, encoding: str) -> bytes:
     """Apply ``encoding`` (a coding or a chain like ``"gzip, br"``) to ``data``: replay hands a client that
     does not decode a coding the coded bytes it read while recording; test servers use it too."""
     for name in codings(encoding):
-        if name in ("gzip", "x-gzip"):
-            data = gzip.compress(data, mtime=0)
-        elif name == "deflate":
-            data = zlib.compress(data)
-        elif name == "br":
-            import brotli
-
-            data = brotli.compress(data)
-        elif name == "zstd":
-            import zstandard
-
-            data = zstandard.compress(data)
-        else:
+        if name not in KNOWN_CODINGS:
             raise ValueError(f"unsupported content encoding {encoding!r}")
+        if name == "deflate":
+            data = zlib.compress(data)
+        elif KNOWN_CODINGS[name] is None:  # gzip
+            data = gzip.compress(data, mtime=0)
+        else:  # brotli.compress, zstandard.compress
+            data = importlib.import_module(str(KNOWN_CODINGS[name])).compress(data)
     return data
 
 

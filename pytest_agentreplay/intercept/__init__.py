@@ -15,7 +15,7 @@ from types import ModuleType
 from .. import guard
 from ..core.patching import Library, Owner, Patches, Undo
 
-__all__ = ["ADAPTERS", "LIBRARIES", "install", "installed"]
+__all__ = ["ADAPTERS", "LIBRARIES", "install"]
 
 # Adapter module of this package (its ``patch(patches, module)`` patches the library whose module has just
 # run) -> the modules whose import activates it, in patching order (restored in reverse). grpc imports
@@ -50,7 +50,3 @@ _INTERCEPTION = Owner(Library(lambda patches, _module: patches.add(guard.install
 def install() -> Undo:
     """Install interception and the network guard (counted); returns the uninstall callable (idempotent)."""
     return _INTERCEPTION.acquire()
-
-
-def installed() -> bool:
-    return _INTERCEPTION.installed()

@@ -189,9 +189,6 @@ def _async_replayed_class(base: Any) -> Any:
     return ReplayedClientConnection
 
 
-# -- shared ---------------------------------------------------------------------------------------------
-
-
 def _request_headers(protocol: Any, additional: object, user_agent: str | None) -> dict[str, str]:
     """The handshake headers the library sends, built by its own sans-I/O protocol (no I/O)."""
     request = protocol.connect()
@@ -247,9 +244,6 @@ def _sending_close(connection: Any, code: int, reason: str) -> None:
     events: ConversationEvents | None = connection.__dict__.get(EVENTS)
     if events is not None:
         events.close("sent", code, reason)
-
-
-# -- threading client --------------------------------------------------------------------------------
 
 
 def _redirect(patches: Patches, function: FunctionType, to: Callable[..., object]) -> FunctionType:
@@ -335,9 +329,6 @@ def _patch_sync(patches: Patches, mod: ModuleType) -> None:
     original = _redirect(patches, mod.connect, connect)
     for name, method in (("recv", recv), ("send", send), ("close", close)):
         patches.set(base, name, method)
-
-
-# -- asyncio client ----------------------------------------------------------------------------------
 
 
 def _patch_asyncio(patches: Patches, mod: ModuleType) -> None:

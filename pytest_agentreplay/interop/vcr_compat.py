@@ -29,9 +29,6 @@ _FORBIDDEN_NAME_CHARS: Final = "<>?%*:|\"'/\\"
 AgentReplayRecord = Literal["none", "missing", "all"]
 
 
-# ---------------------------------------------------------------------------------------------- paths
-
-
 def default_cassette_dir(test_file: str | Path) -> Path:
     """pytest-recording's ``vcr_cassette_dir`` fixture: ``<test dir>/cassettes/<module name>``."""
     path = Path(test_file)
@@ -131,9 +128,6 @@ def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, objec
     return Path(path if path.startswith(folder) else os.path.join(folder, path))
 
 
-# --------------------------------------------------------------------------------------------- config
-
-
 def merge_vcr_config(
     vcr_config: Mapping[str, object] | None, marker_kwargs: Sequence[Mapping[str, object]] = ()
 ) -> Document:
@@ -179,9 +173,6 @@ def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
 def vcr_options(merged: Mapping[str, object]) -> Document:
     """The merged config without the keys pytest-recording interprets itself (what vcrpy gets)."""
     return {k: v for k, v in merged.items() if k not in PYTEST_RECORDING_KEYS}
-
-
-# --------------------------------------------------------------------------------------------- replay
 
 
 @dataclass
@@ -263,7 +254,6 @@ class VcrReplay:
         self.paths = files
         self.config = config
 
-    # -- what was read ---------------------------------------------------------------------------
     @property
     def found(self) -> tuple[Path, ...]:
         """The cassette files that exist (and were read)."""
@@ -282,7 +272,6 @@ class VcrReplay:
             for r, x in self._cassette.data
         ]
 
-    # -- matching --------------------------------------------------------------------------------
     def ignored(self, request: HttpRequest) -> bool:
         """True when vcrpy would send the request live, unrecorded (``ignore_hosts``, a filter)."""
         return self._cassette.filter_request(to_vcr_request(request)) is None

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import NamedTuple, TypedDict
+from typing import NamedTuple
 
-from ..core.constants import REDACTED
+from ..core.constants import JSON_FORMATS, REDACTED
 from ..exceptions import ConfigError
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -127,23 +127,6 @@ _HEADER_WORDS_KEPT = frozenset({"tokens"})
 _SECRET_HEADER_NAMES = frozenset({"openai_organization", "openai_project", "anthropic_organization_id"})
 
 
-# The layouts of JSON text a nested JSON string is matched against, to be written back the same way.
-class _DumpFormat(TypedDict, total=False):
-    separators: tuple[str, str]
-    ensure_ascii: bool
-    indent: int
-
-
-_JSON_DUMP_FORMATS: tuple[_DumpFormat, ...] = (
-    {"separators": (",", ":"), "ensure_ascii": False},
-    {"ensure_ascii": True},
-    {"ensure_ascii": False},
-    {"separators": (",", ":"), "ensure_ascii": True},
-    {"indent": 2, "ensure_ascii": False},
-    {"indent": 2, "ensure_ascii": True},
-)
-
-
 def normalize_name(name: str) -> str:
     return _CAMEL.sub("_", name).lower().replace("-", "_").replace(" ", "_")
 
@@ -184,7 +167,7 @@ def dump_like(value: object, original: str) -> str:
     """``value`` serialised as ``original`` was (compact, spaced, indented): only the secret changes."""
     parsed = try_json(original)
     if parsed is not NOT_JSON:
-        for kwargs in _JSON_DUMP_FORMATS:
+        for kwargs in JSON_FORMATS.values():
             if json.dumps(parsed, **kwargs) == original:
                 return json.dumps(value, **kwargs)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -9,7 +9,7 @@ redaction) sent that body, so the recorded (redacted) body stands for its own an
 and only the rest of the request (method, URL, headers) is redacted. A view made before the run learnt a
 secret is redone (``RedactedEvent.current``).
 
-Against a recording that left out the transport request headers (``cassette.transport_headers``), the
+Against a recording that left out the transport request headers (``cassette.stored_form``), the
 compared events leave them out before they are redacted: comparison ignores them, and a project rule on one
 compares only cassettes that keep them. What an accepted update writes keeps them (its save keeps or leaves
 them out by its own setting), redacted only when an update asks for them (``ReplayedHistory.views``).
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import final
 
-from ..cassette.transport_headers import holds_transport_headers, without_transport_headers
+from ..cassette.stored_form import holds_transport_headers, without_transport_headers
 from ..core.documents import Document
 from ..core.events import Event, event_to_shared_dict
 from ..redaction import RedactedEvent, Redactor, redact_event
@@ -41,7 +41,7 @@ class RecordedSide:
 class ReplayedHistory:
     """``events`` redacted against ``recorded`` (its events too when it is a :class:`RecordedSide`: what a
     replayed event shares with the one at its place is taken as saved). ``keep_headers``: the transport
-    headers a save keeps whatever its setting (``cassette.transport_headers``).
+    headers a save keeps whatever its setting (``cassette.stored_form``).
 
     ``compared``: the replayed events as the comparison reads them; ``views``: what an accepted update
     writes (``cassette.write.save_cassette``)."""

@@ -338,11 +338,11 @@ _REQUEST_HEADER_PATH = re.compile(r"(?:input_ref|\*\*?)\.headers\.([^.\[]+)")
 def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
     """Parse ``[tool.agentreplay.rules]`` once, at start-up (a bad rule stops the session, not each test),
     into ``settings.rules``; returns the warnings it calls for: a rule comparing a transport request header,
-    which cassettes leave out unless ``transport_headers = "keep"`` (``cassette/transport_headers.py``)."""
+    which cassettes leave out unless ``transport_headers = "keep"`` (``cassette/stored_form.py``)."""
     if settings.rules is None:
         return []
     # heavy: the diff package, only for a project with rules
-    from ..cassette.transport_headers import is_transport_header
+    from ..cassette.stored_form import is_transport_header
     from ..diff.rules import parse_rules
 
     where = f"[tool.agentreplay.rules] of {rootpath / 'pyproject.toml'}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cassette.missing import cassette_elsewhere_error, missing_cassette_error
+from ..cassette.parsing import cassette_elsewhere_error, missing_cassette_error
 from ..cassette.read import LoadedCassette, load_cassette
 from ..core.capture import Recorder, RunContext, error_text, pop_active, push_active, utc_now
 from ..core.commands import record_command, rerecord_fix
@@ -59,7 +59,7 @@ class TestRun:
     classify_hook: Callable[[Document, Document | None], str | None] | None = None
     # The session's providers (``http.providers.ProviderSet``); None: the built-in ones.
     providers: ProviderSet | None = None
-    # pytest's rootdir: a missing cassette is looked for above it too (cassette/missing.py).
+    # pytest's rootdir: a missing cassette is looked for above it too (cassette/parsing.py).
     rootdir: Path | None = None
     ctx: RunContext | None = None
     # The redactor the run's cassette is written with (also ``ctx.redactor``, typed there as a protocol).
@@ -148,15 +148,16 @@ class TestRun:
         runs.start(ctx)
         return ctx
 
-    def _refuse_a_second_tree(self) -> None:
+    def _refuse_a_second_tree(self, mode: str = "record") -> None:
         """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
-        not missing but under the project root, and recording here would start a second cassette tree."""
+        not missing but under the project root, and recording here would start a second cassette tree
+        (replaying, ``mode``, names where it is)."""
         if self.rootdir is None or self.plan.foreign is not None:
             return
         error = cassette_elsewhere_error(
             self.plan.nodeid,
             self.plan.cassette,
-            mode="record",
+            mode=mode,
             rootdir=self.rootdir,
             cassette_dir=self.settings.cassette_dir,
         )
@@ -168,13 +169,9 @@ class TestRun:
             self.served_by = self.plan.foreign
             return self.plan.foreign.load(self.plan.nodeid, self.plan.cassette)
         if not self.plan.cassette.exists():
+            self._refuse_a_second_tree(self.plan.test.mode)
             raise missing_cassette_error(
-                self.plan.nodeid,
-                self.plan.cassette,
-                record=self.plan.test.record,
-                mode=self.plan.test.mode,
-                rootdir=self.rootdir,
-                cassette_dir=self.settings.cassette_dir,
+                self.plan.nodeid, self.plan.cassette, record=self.plan.test.record, mode=self.plan.test.mode
             )
         # --agentreplay-update rewrites the cassette: an intact older version is upgraded on that save.
         recorded = load_cassette(self.plan.cassette, mode=self.plan.test.mode, migrate=self.settings.update)
