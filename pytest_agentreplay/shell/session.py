@@ -304,11 +304,11 @@ class TestRun:
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.plan.cassette}")
 
     def _audit(self) -> tuple[TestOutcome, BaseException | None]:
-        from ..replay.audit import audit_advice, audit_problems  # only audit mode runs it
+        from ..replay.audit import audit_advice  # only audit mode runs it
 
         assert self.recorded is not None
         # Audit mode asks whether the record is complete: a write without key or receipt fails it too.
-        problems = [*audit_problems(self.recorded), *audit_advice(self.recorded)]
+        problems = [*self.recorded.verify(), *audit_advice(self.recorded)]
         outcome = self._outcome(Action.AUDITED, "audit", regressions=len(problems))
         if not problems:
             return outcome, None
