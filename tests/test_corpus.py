@@ -288,7 +288,7 @@ def test_corpus_cassette_replays_through_the_sdk(path: Path) -> None:
                 continue
             expected = expected_decision(api, item)
             assert sdk_decision(api, item["uri"], item["request"], use_async) == expected
-    assert ctx.failures == []
+    assert list(ctx.failures) == []
     replayed = http_events(ctx)
     assert [e.type for e in replayed] == [e.type for e in events]
     for event, item in zip(replayed, raw, strict=True):

@@ -133,7 +133,7 @@ def test_tool_calls_record_and_replay(agent: Callable[[str], list[Any]]) -> None
     seen = len(server.log)
     with run_in("regression", recorded=MemoryCassette(rec_ctx.recorder.events)) as rep_ctx:
         replayed = agent(server.url)
-    assert rep_ctx.failures == []
+    assert list(rep_ctx.failures) == []
     assert len(server.log) == seen
     assert replayed == recorded
     rec, rep = http_events(rec_ctx), http_events(rep_ctx)
@@ -242,7 +242,7 @@ def test_writes_with_random_keys_are_served_in_order_and_never_sent() -> None:
         assert len(server.log) == seen  # the server is still up: nothing was sent anyway
     finally:
         server.stop()
-    assert served == receipts and ctx.failures == []
+    assert served == receipts and list(ctx.failures) == []
 
 
 def test_no_active_run_means_untouched() -> None:

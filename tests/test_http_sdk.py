@@ -69,7 +69,7 @@ def record_then_replay(endpoint: str, agent: Callable[[str], Any], tmp_path: Pat
     finally:
         server.stop()
     seen = len(server.log)
-    assert rec_ctx.failures == []
+    assert list(rec_ctx.failures) == []
     # Through the real store: save, load, replay from the loaded cassette.
     from pytest_agentreplay.cassette.read import load_cassette
     from pytest_agentreplay.cassette.write import save_cassette
@@ -79,7 +79,7 @@ def record_then_replay(endpoint: str, agent: Callable[[str], Any], tmp_path: Pat
     loaded = load_cassette(path)
     with run_in("regression", recorded=loaded, cassette=str(path)) as rep_ctx:
         replayed = agent(server.url)
-    assert rep_ctx.failures == []
+    assert list(rep_ctx.failures) == []
     assert len(server.log) == seen, "replay sent a request to the (stopped) server"
     assert replayed == recorded
     rec_events, rep_events = http_events(rec_ctx), http_events(rep_ctx)

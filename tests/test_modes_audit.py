@@ -14,7 +14,6 @@ from test_modes_regression import INNER_TEST, Lab, make_lab
 
 from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cli import main as cli_main
-from pytest_agentreplay.replay.audit import audit_problems
 from pytest_agentreplay.report.timeline import render_timeline
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,7 +144,7 @@ def test_audit_renders_and_verifies_every_cassette_of_the_repository(
     problems: dict[str, list[str]] = {}
     for path in cassettes:
         loaded = load_cassette(path, mode="audit")
-        found = audit_problems(loaded)
+        found = loaded.verify()
         if found:
             problems[str(path.relative_to(REPO))] = found
         view = render_timeline(loaded.run, loaded.events, title=f"audit of {path.name}")

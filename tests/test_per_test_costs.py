@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from pytest_agentreplay.core.patching import Patches
 from pytest_agentreplay.diff.pipeline import RuleLayers, rules_for
 from pytest_agentreplay.intercept import LIBRARIES
 from pytest_agentreplay.runtime.patches import UuidPatch
@@ -54,10 +55,11 @@ def test_uuid_trampoline_compiled_once() -> None:
     seen = []
     try:
         for _ in range(2):
-            patch.patch(lambda kind, args, kwargs: patch.originals[kind](*args, **kwargs))
+            patches = Patches()
+            patch.apply(patches, None)
             seen.append(uuid.uuid4.__code__)
             assert isinstance(uuid.uuid4(), uuid.UUID)
-            patch.unpatch()
+            patches.restore()
     finally:
         patch.unpatch()
     assert uuid.uuid4.__code__ is genuine

@@ -143,7 +143,7 @@ def test_unmatched_call_is_refused_and_fails_the_test_even_if_swallowed() -> Non
     assert isinstance(action, Refuse) and action.fault is None
     assert isinstance(action.error, UnmatchedRequestError)
     assert "GET https://orders.example/orders/B2" in str(action.error)
-    assert ctx.failures == [action.error]
+    assert list(ctx.failures) == [action.error]
     assert action.exception(lambda fault: AssertionError("no fault here")) is action.error
     assert emitted(ctx) == []
 
@@ -215,14 +215,14 @@ def test_sandbox_refuses_a_tool_call_without_a_sandbox_service() -> None:
     action = decide(ctx, post(TICKETS, {"subject": "late"}))
     assert isinstance(action, Refuse) and isinstance(action.error, SandboxError)
     assert "tickets.example" in str(action.error)
-    assert ctx.failures == [action.error]
+    assert list(ctx.failures) == [action.error]
 
 
 def test_invalid_faults_refuse_with_the_usage_error() -> None:
     ctx = run("sandbox", sandbox_hosts=["tickets.example"], faults=[{"route": "nope"}])
     action = decide(ctx, post(TICKETS, {}))
     assert isinstance(action, Refuse) and isinstance(action.error, ConfigError)
-    assert ctx.failures == [action.error]
+    assert list(ctx.failures) == [action.error]
 
 
 def test_status_fault_is_served_without_sending_and_recorded_with_the_fault() -> None:
@@ -248,7 +248,7 @@ def test_timeout_before_sending_is_refused_with_the_fault_for_the_client_to_rais
     assert isinstance(raised, TimeoutError) and "agentreplay sandbox" in str(raised)
     [event] = emitted(ctx)
     assert event.data["status"] == 0 and event.data["fault"]["delivered"] is False
-    assert ctx.failures == []  # a fault is the test's own doing, not a failure
+    assert list(ctx.failures) == []  # a fault is the test's own doing, not a failure
 
 
 def test_delivered_reset_is_sent_and_the_lost_answer_recorded() -> None:

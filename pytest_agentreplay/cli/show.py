@@ -14,7 +14,7 @@ from ..core.canonical import dumps_pretty
 from ..core.constants import FORMAT_VERSION
 from ..core.events import event_to_dict
 from ..diff.result import DriftResult
-from ..replay.audit import audit_advice, audit_problems
+from ..replay.audit import audit_advice
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, load_for_audit, out
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     # broken seal or chain is a problem, not a failure.
     loaded, sealed = load_for_audit(path, mode="audit", migrate=True)
     version = loaded.version if sealed else None
-    problems = audit_problems(loaded)
+    problems = loaded.verify()
     advice = audit_advice(loaded)
     # Said per format: only version 2 had a hash chain; the current format is sealed without one.
     integrity = checked_integrity(version) if version is not None else None

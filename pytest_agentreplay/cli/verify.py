@@ -8,7 +8,7 @@ from pathlib import Path
 from ..cassette.chain import checked_integrity
 from ..core.constants import FORMAT_VERSION
 from ..exceptions import CassetteError
-from ..replay.audit import audit_advice, audit_problems
+from ..replay.audit import audit_advice
 from ..replay.replayability import replay_problems
 from .common import EXIT_OK, EXIT_PROBLEMS, Progress, UsageError, iter_files, load_for_audit, out
 
@@ -22,7 +22,7 @@ def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
     except CassetteError as exc:
         return [exc.headline + (f" (at {exc.place})" if exc.place else ""), *exc.evidence], []
     # Both checks may find the same damage: each problem once.
-    problems = list(dict.fromkeys([*audit_problems(loaded), *replay_problems(loaded)]))
+    problems = list(dict.fromkeys([*loaded.verify(), *replay_problems(loaded)]))
     return problems, audit_advice(loaded)
 
 

@@ -55,14 +55,5 @@ class RunFailures(Sequence[BaseException]):
     def __getitem__(self, index: int | slice) -> BaseException | list[BaseException]:
         return self._errors[index]
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, RunFailures):
-            return self._errors == other._errors
-        if isinstance(other, list | tuple):
-            return self._errors == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by content
-
     def __len__(self) -> int:
         return len(self._errors)

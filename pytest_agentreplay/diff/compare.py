@@ -280,19 +280,19 @@ class _Walker:
         kb = [_item_key(x, judgement) for x in b]
         pa = pb = 0
         for ia, ib in [*lcs_pairs(ka, kb), (len(a), len(b))]:
-            common = min(ia - pa, ib - pb)
-            for off in range(common):  # changed items, side by side
-                self.walk(a[pa + off], b[pb + off], (*tokens, f"[{pa + off}]"))
-            for i in range(pa + common, ia):
-                self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
-            for j in range(pb + common, ib):
-                self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+            self._unpaired(a, b, range(pa, ia), range(pb, ib), tokens)
             pa, pb = ia + 1, ib + 1
 
     def _multiset(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
         _, left_a, left_b = multiset_pairs(
             [_item_key(x, judgement) for x in a], [_item_key(x, judgement) for x in b]
         )
+        self._unpaired(a, b, left_a, left_b, tokens)
+
+    def _unpaired(
+        self, a: list[object], b: list[object], left_a: Sequence[int], left_b: Sequence[int], tokens: Path
+    ) -> None:
+        """Items no equal one paired: changed items side by side, then what one side has more."""
         for i, j in zip(left_a, left_b, strict=False):
             self.walk(a[i], b[j], (*tokens, f"[{i}]"))
         for i in left_a[len(left_b) :]:

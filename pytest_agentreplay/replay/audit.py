@@ -8,11 +8,6 @@ if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
 
 
-def audit_problems(cassette: LoadedCassette) -> list[str]:
-    """The damage: schema, digests, blobs, secrets (what ``verify`` fails on)."""
-    return cassette.verify()
-
-
 def audit_advice(cassette: LoadedCassette) -> list[str]:
     """What the record could prove better (``verify`` warns; ``--strict`` and audit mode fail on it): advice,
     not damage. A committed effect without an idempotency key or a receipt (a plain POST is the common case):

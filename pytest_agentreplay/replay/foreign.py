@@ -20,24 +20,18 @@ The pytest side (markers, fixtures that find a test's recordings) registers the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from ..cassette.read import LoadedCassette
 from ..core.capture import RunContext
 from ..core.documents import Document
-from ..core.events import Event, PayloadRef, RunMeta
+from ..core.events import PayloadRef, RunMeta
 
 
 class RecordedSide(Protocol):
     """The recorded history a replayed run is compared with."""
-
-    @property
-    def run(self) -> RunMeta: ...
-
-    @property
-    def events(self) -> Sequence[Event]: ...
 
     def event_dicts(self) -> list[Document]:
         """The events' JSON forms, redacted as a saved cassette is."""

@@ -32,12 +32,11 @@ import difflib
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from ..core.constants import Mode
 from ..core.documents import Document
-from ..core.events import Event, PayloadRef
+from ..core.events import Event
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
@@ -45,10 +44,10 @@ from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, norma
 from ..http.recording import PreparedModelRequest, emit_exchange, prepare_model_request
 from ..http.unmatched import unmatched_refusal
 from .model_calls import ModelCalls, ignored_names, mentions, normalised_key
-from .recorded import Exchanges, KeyedQueues, RecordedExchange
+from .recorded import KeyedQueues, RecordedExchange
 
 if TYPE_CHECKING:
-    from ..core.capture import RunContext
+    from ..core.capture import RecordedRun, RunContext
     from ..core.run_settings import RunSettings
 
 
@@ -66,7 +65,7 @@ def _recorded_kind(event: Event) -> str | None:
 class HttpReplayIndex:
     """The recorded exchanges of one cassette, indexed for the three matching rules."""
 
-    def __init__(self, recorded: Exchanges, settings: RunSettings) -> None:
+    def __init__(self, recorded: RecordedRun | None, settings: RunSettings) -> None:
         self.recorded = recorded
         self.idem_header = settings.idempotency_header
         self.allow_read_repeats = settings.allow_read_repeats
@@ -80,6 +79,8 @@ class HttpReplayIndex:
         self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
         # Reads and writes in recorded order, for the error message of a call none answers.
         self._exchanges: list[RecordedExchange] = []
+        if recorded is None:  # a run with no cassette: every lookup finds nothing
+            return
         idem_header = self.idem_header
         for event in recorded.events:
             kind = _recorded_kind(event)
@@ -144,6 +145,7 @@ class HttpReplayIndex:
             return model.take_in_order(endpoint)
 
     def _request_body(self, rec: RecordedExchange) -> Document | None:
+        assert self.recorded is not None  # rec was recorded in it
         payload = self.recorded.payload(rec.event.input_ref)
         body = payload.get("body") if isinstance(payload, dict) else None
         return body if isinstance(body, dict) else None
@@ -229,19 +231,11 @@ def index_for(ctx: RunContext) -> HttpReplayIndex:
     with _BUILD_LOCK:
         index = ctx.replay.index
         if not isinstance(index, HttpReplayIndex):
-            recorded = ctx.recorded if ctx.recorded is not None else _EmptyCassette()
-            index = ctx.replay.index = HttpReplayIndex(recorded, ctx.settings)
+            index = ctx.replay.index = HttpReplayIndex(ctx.recorded, ctx.settings)
     return index
 
 
 _BUILD_LOCK = threading.Lock()
-
-
-class _EmptyCassette:
-    events: Sequence[Event] = ()
-
-    def payload(self, ref: PayloadRef | None) -> None:
-        return None
 
 
 def serve(
@@ -274,8 +268,10 @@ def serve(
             rec = index.take_write(request.method, url, key, body_key, strict=strict)
     if rec is None:
         return None
-    payload = rec.response_payload(index.recorded)
-    response = rec.response(index.recorded)
+    recorded = index.recorded
+    assert recorded is not None  # rec was recorded in it
+    payload = rec.response_payload(recorded)
+    response = rec.response(recorded)
     emit_exchange(
         ctx,
         request,

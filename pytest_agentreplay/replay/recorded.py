@@ -7,22 +7,13 @@ first one not yet played is served next.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
+from ..core.capture import RecordedRun
 from ..core.documents import Document
-from ..core.events import Event, PayloadRef
+from ..core.events import Event
 from ..http.exchange import HttpRequest, HttpResponse
-
-
-class Exchanges(Protocol):
-    """What the index reads of the recorded run (``core.capture.RecordedRun``): its events, their payloads."""
-
-    @property
-    def events(self) -> Sequence[Event]: ...
-
-    def payload(self, ref: PayloadRef | None) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -45,7 +36,7 @@ class RecordedExchange:
     _wire: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
     _request: HttpRequest | None = field(default=None, repr=False)
 
-    def response_payload(self, recorded: Exchanges) -> Document:
+    def response_payload(self, recorded: RecordedRun) -> Document:
         # Resolved on first use only: a blob that is never served is never read.
         payload = self._payload
         if payload is None:
@@ -56,7 +47,7 @@ class RecordedExchange:
             }
         return payload
 
-    def response(self, recorded: Exchanges) -> HttpResponse:
+    def response(self, recorded: RecordedRun) -> HttpResponse:
         """The response to serve; a read served again (the last one repeats) is not rendered again."""
         response = HttpResponse.from_payload(self.response_payload(recorded))
         if self._wire is None:

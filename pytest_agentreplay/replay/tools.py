@@ -93,10 +93,8 @@ class ToolReplayer:
         """
         if ctx.redactor is not None:
             arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
-        for rec in self._exact.get((name, hash_value(arguments))) or ():
-            if not rec.served:
-                return True, rec.group
-        return False, None
+        queue = self._exact.get((name, hash_value(arguments)))
+        return (True, queue[0].group) if queue else (False, None)
 
     def serve(
         self, name: str, arguments: Document, idempotency_key: str | None, *, ctx: RunContext
@@ -104,25 +102,25 @@ class ToolReplayer:
         if ctx.redactor is not None:
             # Recorded arguments were redacted on save; compare like with like.
             arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
+        # A queue holds the calls not served yet: serving one takes it out.
         queue = self._exact.get((name, hash_value(arguments)))
-        while queue:
+        if queue:
             rec = queue.popleft()
-            if not rec.served:
-                rec.served = True
-                for nested in rec.outcome.nested:
-                    ctx.recorder.emit(
-                        nested.type,
-                        actor=nested.actor,
-                        event_class=nested.event_class,
-                        data=nested.data,
-                        tool=nested.tool,
-                        input=nested.input_ref,
-                        output=nested.output_ref,
-                        effect=nested.effect,
-                        state_hash=nested.state_hash,
-                        policy_version=nested.policy_version,
-                    )
-                return rec.outcome
+            rec.served = True
+            for nested in rec.outcome.nested:
+                ctx.recorder.emit(
+                    nested.type,
+                    actor=nested.actor,
+                    event_class=nested.event_class,
+                    data=nested.data,
+                    tool=nested.tool,
+                    input=nested.input_ref,
+                    output=nested.output_ref,
+                    effect=nested.effect,
+                    state_hash=nested.state_hash,
+                    policy_version=nested.policy_version,
+                )
+            return rec.outcome
         error = ToolNotRecordedError(
             f"tool call {name}({_short(arguments)}) has no recorded result",
             evidence=self._closest(name, arguments),

@@ -78,7 +78,8 @@ class ClockPatch:
         # What our traveller reads underneath: the traveller below ours, else the unpatched clock.
         self.real_ns: Callable[[], int] | None = None
 
-    def start(self) -> None:
+    def apply(self, patches: Patches, _module: object) -> None:
+        patches.add(self.stop)
         if getattr(sys.modules.get("freezegun.api"), "freeze_factories", None):
             # The test froze the clock itself (freezegun, which time-machine refuses to run under): its frozen
             # clock is what the agent reads, the same while recording and in replay, so it is left alone.
@@ -102,7 +103,7 @@ class ClockPatch:
             )
 
     def stop(self) -> None:
-        import time_machine  # heavy: as in start()
+        import time_machine  # heavy: as in apply()
 
         stack = getattr(time_machine, "traveller_stack", [])
         if self.travel is not None and stack and stack[-1] is self.traveller:
@@ -131,8 +132,9 @@ class UuidPatch:
         # name -> the genuine code object, put back on unpatch
         self.codes: dict[str, types.CodeType] = state[1]
 
-    def patch(self, dispatch: Callable[[str, tuple[Any, ...], dict[str, Any]], Any]) -> None:
-        uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = dispatch
+    def apply(self, patches: Patches, _module: object) -> None:
+        patches.add(self.unpatch)
+        uuid_module.__dict__[_TRAMPOLINE_GLOBAL] = _dispatch_uuid
         if self.codes:
             # Already patched (by this copy or an earlier one): only the dispatcher changes hands.
             return
@@ -194,14 +196,6 @@ def _reseeder(genuine: Callable[..., Any]) -> Callable[..., Any]:
     return reseed
 
 
-def _owner(patch: Callable[[], None], unpatch: Undo) -> Owner:
-    def apply(patches: Patches, _module: object) -> None:
-        patch()
-        patches.add(unpatch)
-
-    return Owner(Library(apply))
-
-
 class InstalledRuns:
     """The runs whose runtime values are recorded or served now (process-wide, like the patches); each
     source's patch stays while one of them reads it."""
@@ -229,8 +223,8 @@ _CLOCK = ClockPatch()
 _UUID = UuidPatch()
 INSTALLED = InstalledRuns()
 _PATCHES: Final = {
-    "clock": _owner(_CLOCK.start, _CLOCK.stop),
-    "uuid": _owner(lambda: _UUID.patch(_dispatch_uuid), _UUID.unpatch),
+    "clock": Owner(Library(_CLOCK.apply)),
+    "uuid": Owner(Library(_UUID.apply)),
     "random": Owner(Library(_patch_random)),
 }
 

@@ -271,10 +271,9 @@ class TestRun:
             rerecorded = None
             if ctx.rerecord is not None:
                 events, rerecorded = self._rerecorded(ctx, ctx.rerecord)
-            saved, not_saved = self._save(ctx.recorder.run, events)
-            if saved:
-                return self._outcome(Action.RECORDED, "record")._replace(rerecorded=rerecorded), refused
-            return self._outcome(Action.NOT_SAVED, "record"), refused or not_saved
+            written = self._outcome(Action.RECORDED, "record")._replace(rerecorded=rerecorded)
+            outcome, not_saved = self._save(ctx.recorder.run, events, written, "record")
+            return outcome, refused or not_saved
         return self._outcome(Action.NOT_SAVED, "record"), refused
 
     def _rerecorded(self, ctx: RunContext, rerecord: Rerecord) -> tuple[list[RedactedEvent], Rerecorded]:
@@ -301,11 +300,11 @@ class TestRun:
         return render_timeline(recorded.run, recorded.events, title=f"audit of {self.plan.cassette}")
 
     def _audit(self) -> tuple[TestOutcome, BaseException | None]:
-        from ..replay.audit import audit_advice, audit_problems  # only audit mode runs it
+        from ..replay.audit import audit_advice  # only audit mode runs it
 
         assert self.recorded is not None
         # Audit mode asks whether the record is complete: a write without key or receipt fails it too.
-        problems = [*audit_problems(self.recorded), *audit_advice(self.recorded)]
+        problems = [*self.recorded.verify(), *audit_advice(self.recorded)]
         outcome = self._outcome(Action.AUDITED, "audit", regressions=len(problems))
         if not problems:
             return outcome, None
@@ -321,10 +320,14 @@ class TestRun:
         )
 
     def _save(
-        self, run: RunMeta, events: Sequence[Event | RedactedEvent]
-    ) -> tuple[bool, CassetteNotSavedError | None]:
-        """Write the cassette: whether it was written, and the error to fail the test with when it could not
-        be (full disk, no permission): the test's verdict, ``not-saved``. Under a test that already failed
+        self,
+        run: RunMeta,
+        events: Sequence[Event | RedactedEvent],
+        written: TestOutcome,
+        mode: str | None = None,
+    ) -> tuple[TestOutcome, CassetteNotSavedError | None]:
+        """Write the cassette: ``written``, or ``not-saved`` (in ``mode``) and the error to fail the test with
+        when it could not be (full disk, no permission). Under a test that already failed
         (``--agentreplay-save-on-failure``) pytest keeps reporting the test's own error, with the failed
         write added to it as a note (no error returned)."""
         try:
@@ -332,10 +335,10 @@ class TestRun:
         except CassetteNotSavedError as exc:
             if self.error is None:
                 self.error = exc
-                return False, exc
+                return self._outcome(Action.NOT_SAVED, mode), exc
             self.error.add_note(f"agentreplay: {exc}")
-            return False, None
-        return True, None
+            return self._outcome(Action.NOT_SAVED, mode), None
+        return written, None
 
     def _render(self, run: RunMeta, events: Sequence[Event | RedactedEvent]) -> RenderedCassette:
         """The cassette file this run's save writes (a drift kept pending renders the same bytes)."""
@@ -391,8 +394,9 @@ class TestRun:
         accepting = self.settings.update and passed and self.plan.test.mode == "regression"
         if accepting and self.served_by is not None:
             # The other tool's recordings stay; this plugin's own cassette is written beside them.
-            _, not_saved = self._save(self.served_by.converted_run(recorded.run), replayed.views)
-            return self._saved_update(not_saved, outcome)
+            return self._save(
+                self.served_by.converted_run(recorded.run), replayed.views, outcome(Action.UPDATED)
+            )
         if not result.has_regressions:
             return outcome(Action.REPLAYED), None
         # Only an update, a kept drift or a re-recording merges: a passing replay never imports it.
@@ -400,7 +404,7 @@ class TestRun:
 
         if accepting:
             events = merge_for_update(recorded_dicts, replayed.views, recorded.run.run_id)
-            return self._saved_update(self._save(recorded.run, events)[1], outcome)
+            return self._save(recorded.run, events, outcome(Action.UPDATED))
         if not passed:
             # The test failed on its own (an assertion, an unmatched call): accepting the drift cannot fix
             # that, so the outcome stays "replayed" and the summary does not suggest --agentreplay-update.
@@ -444,13 +448,6 @@ class TestRun:
             hook=self.rules_hook() if self.rules_hook is not None else None,
             extra=mode_rules(ctx) or None,
         )
-
-    def _saved_update(
-        self, not_saved: CassetteNotSavedError | None, outcome: Callable[[Action], TestOutcome]
-    ) -> tuple[TestOutcome, BaseException | None]:
-        if not_saved is not None:
-            return self._outcome(Action.NOT_SAVED), not_saved
-        return outcome(Action.UPDATED), None
 
 
 # After these a test's pending drift is stale: the cassette passed as it is, or was replaced.

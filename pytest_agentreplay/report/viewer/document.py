@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...cassette.atomic import atomic_write_bytes
 from ...core.events import Event, RunMeta
 from ...diff.result import DriftResult
-from ...replay.audit import audit_advice, audit_problems
+from ...replay.audit import audit_advice
 from .drift import drifted_seqs, render_drift_html
 from .entries import render_timeline_html
 from .markup import PayloadResolver, esc, kv
@@ -94,7 +94,7 @@ def render_cassette_page(
 ) -> str:
     """The viewer page of one loaded cassette (audit problems are computed when not given)."""
     if problems is None:
-        problems = [*audit_problems(cassette), *audit_advice(cassette)]
+        problems = [*cassette.verify(), *audit_advice(cassette)]
     title = f"agent run {cassette.run.test or cassette.run.run_id}"
     body = (
         f"<h1>{esc(title)}</h1><p class=meta>cassette <code>{esc(str(cassette.path))}</code></p>"
