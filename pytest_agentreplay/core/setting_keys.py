@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from . import settings_check as checks
 from .constants import (
@@ -214,6 +214,18 @@ BY_NAME: Final = {setting.name: setting for setting in SETTINGS}
 def keys(place: str) -> tuple[str, ...]:
     """The names of the settings that may be given in ``place``, in table order."""
     return tuple(setting.name for setting in SETTINGS if place in setting.places)
+
+
+T = TypeVar("T")
+
+
+def default(name: str, kind: type[T]) -> T:
+    """The default the table states for ``name``, as a typed field's default: the table is the one list of
+    defaults. A ``TypeError`` (at import) when it is not a ``kind``."""
+    value = BY_NAME[name].default
+    if not isinstance(value, kind):
+        raise TypeError(f"the settings table's default of {name} is not a {kind.__name__}: {value!r}")
+    return value
 
 
 OPTION_NAMES: Final = keys(CLI)
