@@ -195,6 +195,9 @@ def test_the_fixture_docstring_names_every_fixture_key(pytester: pytest.Pytester
     doc = out.split("agentreplay_config -- ", 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", doc))
     assert set(keys.FIXTURE_KEYS) <= named, sorted(set(keys.FIXTURE_KEYS) - named)
+    # Made from the table: every key, in its order, and nothing else.
+    listed = " ".join(doc.split()).split("Keys: ", 1)[1].split(". ", 1)[0]
+    assert listed.split(", ") == list(keys.FIXTURE_KEYS)
 
 
 def test_the_docs_name_every_setting_where_it_may_be_given() -> None:

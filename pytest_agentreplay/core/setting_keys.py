@@ -217,6 +217,7 @@ def keys(place: str) -> tuple[str, ...]:
 
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def default(name: str, kind: type[T]) -> T:
@@ -242,3 +243,16 @@ def marker_help() -> str:
         f"agentreplay({keywords}): record or replay this test (the marker alone activates it); "
         "the command line wins"
     )
+
+
+def fixture_help(fixture: F) -> F:
+    """Give the ``agentreplay_config`` fixture its docstring (``pytest --fixtures``): every key it takes."""
+    import textwrap  # free: pytest loaded it before its plugins
+
+    keys = f"Keys: {', '.join(FIXTURE_KEYS)}."
+    wins = "The marker wins over this fixture; the command line wins over both."
+    fixture.__doc__ = (
+        "Per-directory overrides of agent replay settings; override this fixture in a conftest.py.\n\n"
+        + textwrap.fill(f"{keys} {wins}", width=106)
+    )
+    return fixture
