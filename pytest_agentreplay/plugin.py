@@ -321,15 +321,8 @@ class _UnusedCassette:
 
 
 @pytest.fixture
+@setting_keys.fixture_help  # its docstring, from the settings table
 def agentreplay_config() -> Document:
-    """Per-directory overrides of agent replay settings; override this fixture in a conftest.py.
-
-    Keys: record, mode, rules, allow_hosts, model, runtime_values, mcp_effects, agent (the agent name stored
-    in the run), sandbox (base-URL mapping), sandbox_hosts, faults, and HTTP settings (idempotency_header,
-    receipts, openai_compatible_base_urls, tool_names, anthropic_base_urls, model_data_class,
-    http_data_class, allow_read_repeats), and model-comparison's repeat, min_agreement and live_reads. The
-    marker wins over this fixture; the command line wins over both.
-    """
     return {}
 
 

@@ -6,6 +6,8 @@ holds."""
 from __future__ import annotations
 
 import re
+import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -159,11 +161,43 @@ def test_the_defaults_the_table_states_are_the_settings_defaults() -> None:
     assert compared >= 12
 
 
+def _is_a(value: object, hint: object) -> bool:
+    """Whether ``value`` is of the type ``hint`` names (the shapes of the settings' fields)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is typing.Any:
+        return True
+    if origin is types.UnionType:
+        return any(_is_a(value, arg) for arg in args)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_is_a(item, args[0]) for item in value)
+    return isinstance(value, origin or hint)  # type: ignore[arg-type]
+
+
+def test_the_settings_fields_the_table_gives_a_default_are_of_their_type() -> None:
+    """``Settings`` takes its defaults from the table, where mypy cannot see them: held to the field types."""
+    hints = typing.get_type_hints(Settings)
+    derived = [name for name in hints if name in keys.BY_NAME]
+    assert len(derived) >= 15
+    for name in derived:
+        assert _is_a(getattr(Settings, name), hints[name]), (name, getattr(Settings, name), hints[name])
+    assert Settings().record == keys.BY_NAME["record"].default
+    assert not _is_a("none", bool | None) and not _is_a(("clock", 1), tuple[str, ...])
+
+
+def test_a_run_settings_default_the_table_states_wrongly_is_refused_at_import() -> None:
+    assert keys.default("model_data_class", str) == RunSettings().model_data_class == "personal"
+    with pytest.raises(TypeError, match="default of repeat is not a str: 1"):
+        keys.default("repeat", str)
+
+
 def test_the_fixture_docstring_names_every_fixture_key(pytester: pytest.Pytester) -> None:
     out = pytester.runpytest("--fixtures", "-v").stdout.str()
     doc = out.split("agentreplay_config -- ", 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)*\b", doc))
     assert set(keys.FIXTURE_KEYS) <= named, sorted(set(keys.FIXTURE_KEYS) - named)
+    # Made from the table: every key, in its order, and nothing else.
+    listed = " ".join(doc.split()).split("Keys: ", 1)[1].split(". ", 1)[0]
+    assert listed.split(", ") == list(keys.FIXTURE_KEYS)
 
 
 def test_the_docs_name_every_setting_where_it_may_be_given() -> None:
@@ -183,3 +217,21 @@ def test_the_docs_name_every_setting_where_it_may_be_given() -> None:
             assert f"`{name}`" in marker_table, name
         if keys.FIXTURE in places:
             assert f"`{name}`" in fixture_keys, name
+
+
+def test_the_docs_state_the_tables_defaults() -> None:
+    """The defaults the options page states are the table's (its rows are prose, written by hand)."""
+    rows = [
+        line for line in (DOCS / "configuration.md").read_text(encoding="utf-8").splitlines() if "|" in line
+    ]
+    stated = 0
+    for setting in keys.SETTINGS:
+        row = next((r for r in rows if f"| `{setting.name}` |" in r or f"| `{setting.name}`," in r), None)
+        if row is None or setting.default is None or setting.default is False:
+            continue
+        shown = keys.shown_default(setting.default)
+        if isinstance(setting.default, int) and setting.default >= 1024:  # inline_limit: "2 KiB"
+            shown = f"{setting.default // 1024} KiB"
+        assert "default" in row and shown in row, (setting.name, shown, row)
+        stated += 1
+    assert stated >= 10

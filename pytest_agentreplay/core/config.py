@@ -13,16 +13,7 @@ from typing import Any
 from ..exceptions import ConfigError
 from . import prices, setting_keys
 from . import settings_check as check
-from .constants import (
-    DEFAULT_CASSETTE_DIR,
-    DEFAULT_ISOLATE_MODE,
-    DEFAULT_RECORD_MODE,
-    DEFAULT_REPLAY_MODE,
-    DEFAULT_SOURCES,
-    DEFAULT_TRANSPORT_HEADERS,
-    INLINE_PAYLOAD_LIMIT,
-    SOURCES,
-)
+from .constants import DEFAULT_CASSETTE_DIR, DEFAULT_SOURCES, SOURCES
 from .documents import Document
 from .run_settings import RunSettings
 
@@ -38,37 +29,47 @@ class _Fields:
         self.__dict__.update(values)
 
 
+def _table_defaults(cls: type[Settings]) -> type[Settings]:
+    """A field named after a setting, with no default of its own, defaults to the settings table's: the
+    table is the one list of defaults (tests/test_setting_keys.py holds each to the field's type)."""
+    for name in cls.__annotations__:
+        if name in setting_keys.BY_NAME and name not in vars(cls):
+            setattr(cls, name, setting_keys.BY_NAME[name].default)
+    return cls
+
+
+@_table_defaults
 class Settings(_Fields):
     """The session's settings; a field named after a setting means what the settings table says of it."""
 
-    record: str = DEFAULT_RECORD_MODE
-    mode: str = DEFAULT_REPLAY_MODE
+    record: str
+    mode: str
     # What a test's marker or fixture cannot change: the record mode, replay mode and repeat count the
     # command line gave, and a model given anywhere.
     overriding: frozenset[str] = frozenset()
-    update: bool = False
+    update: bool
     # None is "not given": on unless the CI variable is set (:func:`pending_enabled`).
-    pending: bool | None = None
+    pending: bool | None
     cassette_dir: Path = Path(DEFAULT_CASSETTE_DIR)
-    report: Path | None = None
-    model: str | None = None
+    report: Path | None
+    model: str | None
     allow_hosts: tuple[str, ...] = ()
-    save_on_failure: bool = False
-    fail_on_unused: bool = True
-    block_network: bool = False
-    isolate_subprocesses: bool = False
-    isolate: str = DEFAULT_ISOLATE_MODE
-    rules: Any = None  # raw from the config, parsed by diff.rules (a layer above)
+    save_on_failure: bool
+    fail_on_unused: bool
+    block_network: bool
+    isolate_subprocesses: bool
+    isolate: str
+    rules: Any  # raw from the config, parsed by diff.rules (a layer above)
     # Read-only by convention: the shared empty mapping is never mutated.
     redaction: Mapping[str, object] = MappingProxyType({})
     # The project's run settings: each test's run starts from them.
     http: RunSettings = RunSettings()
-    inline_limit: int = INLINE_PAYLOAD_LIMIT
-    transport_headers: str = DEFAULT_TRANSPORT_HEADERS
-    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
-    repeat: int = 1
-    min_agreement: float = 0.9
-    live_reads: bool = False
+    inline_limit: int
+    transport_headers: str
+    runtime_values: tuple[str, ...]
+    repeat: int
+    min_agreement: float
+    live_reads: bool
     prices: Mapping[str, object] = MappingProxyType({})
 
 
@@ -234,7 +235,7 @@ class TestSettings(_Fields):
     allow_hosts: tuple[str, ...]
     model: str | None
     extra: Mapping[str, object]
-    runtime_values: tuple[str, ...] = DEFAULT_SOURCES
+    runtime_values: tuple[str, ...]
 
 
 def marker_kwargs(marks: list[Mapping[str, object]], nodeid: str) -> dict[str, object]:

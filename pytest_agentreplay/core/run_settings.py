@@ -10,8 +10,7 @@ from typing import Final, NamedTuple
 
 from . import settings_check as check
 from .documents import Document
-
-DEFAULT_IDEMPOTENCY_HEADER: Final = "idempotency-key"
+from .setting_keys import default
 
 # The project's ``pytest_agentreplay_classify_exchange`` hook: (request payload, response payload or
 # None) -> "model", "read", "write" or None (the built-in rules decide).
@@ -33,15 +32,15 @@ class RunSettings(NamedTuple):
     # model-comparison: the model live calls are sent with instead of the recorded one.
     model_override: str | None = None
     # Lower case: headers are matched lower-cased.
-    idempotency_header: str = DEFAULT_IDEMPOTENCY_HEADER
+    idempotency_header: str = default("idempotency_header", str)
     receipts: Mapping[str, str] = _EMPTY
     mcp_effects: Mapping[str, str] = _EMPTY
     tool_names: Mapping[str, str] = _EMPTY
     openai_compatible_base_urls: tuple[str, ...] = ()
     anthropic_base_urls: tuple[str, ...] = ()
-    model_data_class: str = "personal"
-    http_data_class: str = "internal"
-    allow_read_repeats: bool = True
+    model_data_class: str = default("model_data_class", str)
+    http_data_class: str = default("http_data_class", str)
+    allow_read_repeats: bool = default("allow_read_repeats", bool)
     # sandbox and faults as given: checked when the run first needs them (replay/sandbox.py,
     # replay/faults.py), so a bad value fails that test, not the session.
     sandbox: object = None
@@ -82,12 +81,9 @@ def _converted(values: Mapping[str, object], place: str) -> dict[str, object]:
     return changes
 
 
-def _text_or(default: str, *, lower: bool = False) -> Callable[[object, check.Origin], str]:
-    def convert(value: object, _origin: check.Origin) -> str:
-        text = str(value or default)
-        return text.lower() if lower else text
-
-    return convert
+def _text(value: object, origin: check.Origin) -> str:
+    """The value as text; an empty one is none given: the field's default."""
+    return str(value or RunSettings._field_defaults[origin.key])
 
 
 def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
@@ -109,7 +105,7 @@ def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
 
 _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
     {
-        "idempotency_header": _text_or(DEFAULT_IDEMPOTENCY_HEADER, lower=True),
+        "idempotency_header": lambda value, origin: _text(value, origin).lower(),
         "receipts": _string_map,
         "tool_names": _string_map,
         "mcp_effects": lambda value, origin: (
@@ -117,8 +113,8 @@ _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = Ma
         ),
         "openai_compatible_base_urls": _urls,
         "anthropic_base_urls": _urls,
-        "model_data_class": _text_or("personal"),
-        "http_data_class": _text_or("internal"),
+        "model_data_class": _text,
+        "http_data_class": _text,
         "allow_read_repeats": lambda value, _origin: bool(value),
         "sandbox_hosts": lambda value, _origin: frozenset(
             str(host).lower() for host in (value if value and isinstance(value, Iterable) else ())

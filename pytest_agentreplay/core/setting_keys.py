@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from . import settings_check as checks
 from .constants import (
@@ -216,6 +216,19 @@ def keys(place: str) -> tuple[str, ...]:
     return tuple(setting.name for setting in SETTINGS if place in setting.places)
 
 
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def default(name: str, kind: type[T]) -> T:
+    """The default the table states for ``name``, as a typed field's default: the table is the one list of
+    defaults. A ``TypeError`` (at import) when it is not a ``kind``."""
+    value = BY_NAME[name].default
+    if not isinstance(value, kind):
+        raise TypeError(f"the settings table's default of {name} is not a {kind.__name__}: {value!r}")
+    return value
+
+
 OPTION_NAMES: Final = keys(CLI)
 INI_NAMES: Final = keys(INI)
 PROJECT_KEYS: Final = keys(PROJECT)
@@ -230,3 +243,16 @@ def marker_help() -> str:
         f"agentreplay({keywords}): record or replay this test (the marker alone activates it); "
         "the command line wins"
     )
+
+
+def fixture_help(fixture: F) -> F:
+    """Give the ``agentreplay_config`` fixture its docstring (``pytest --fixtures``): every key it takes."""
+    import textwrap  # free: pytest loaded it before its plugins
+
+    keys = f"Keys: {', '.join(FIXTURE_KEYS)}."
+    wins = "The marker wins over this fixture; the command line wins over both."
+    fixture.__doc__ = (
+        "Per-directory overrides of agent replay settings; override this fixture in a conftest.py.\n\n"
+        + textwrap.fill(f"{keys} {wins}", width=106)
+    )
+    return fixture
