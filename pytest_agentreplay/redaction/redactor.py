@@ -243,8 +243,7 @@ class Redactor:
                 if decided is None:
                     decided = self._kind(k, False)
                 secret = decided == SECRET or (decided == SECRET_IF_SHAPED and looks_like_credential(v))
-                # Exempt only if the name says secret (the decision is cached; an object is never exempt).
-                secret = secret and (walked or not is_exempt(v))
+                secret = secret and (walked or not is_exempt(v))  # (an object is never exempt)
             if secret:
                 self.learn(v)
                 out[new_key] = REDACTED
