@@ -238,11 +238,12 @@ class Redactor:
             fixed = twin is not _ABSENT or not isinstance(k, str)
             new_key = k if fixed else self.redact_string(k, keys=False)
             secret = False
-            if keys and isinstance(k, str) and (walked or not is_exempt(v)):  # (an object is never exempt)
+            if keys and isinstance(k, str):
                 decided = names.get((k, False))  # ``is_secret_name``, inlined
                 if decided is None:
                     decided = self._kind(k, False)
                 secret = decided == SECRET or (decided == SECRET_IF_SHAPED and looks_like_credential(v))
+                secret = secret and (walked or not is_exempt(v))  # (an object is never exempt)
             if secret:
                 self.learn(v)
                 out[new_key] = REDACTED
