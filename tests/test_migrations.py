@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from pytest_agentreplay.cassette.maintenance import migrate_file
 from pytest_agentreplay.cassette.migrations import MIGRATIONS, migrate_document
-from pytest_agentreplay.cassette.read import load_cassette, migrate_file
+from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cassette.stored_decode import decode_events
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core.canonical import hash_value

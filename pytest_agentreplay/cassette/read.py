@@ -10,13 +10,11 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Final
 
 from pydantic import ValidationError
 
-from ..core.canonical import dumps_cassette
 from ..core.commands import rerecord_fix
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION, OLDEST_SUPPORTED_VERSION
 from ..core.documents import Document
@@ -28,9 +26,8 @@ from ..exceptions import (
     CassetteSchemaError,
     CassetteVersionError,
 )
-from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
-from .chain import ChainProblem, blob_resolver, build_document, integrity_problems, run_to_dict
+from .chain import ChainProblem, blob_resolver, integrity_problems
 from .loaded import LoadedCassette as LoadedCassette  # what a load gives, imported from here
 from .migrations import MIGRATIONS, migrate_document
 from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
@@ -202,29 +199,6 @@ def load_unchecked(path: Path) -> LoadedCassette | None:
         return load_cassette(path, migrate=True, check_integrity=False)
     except CassetteError:
         return None
-
-
-def migrate_file(path: Path, dry_run: bool = False) -> bool:
-    """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
-
-    The file is fully validated (schema, its own version's integrity fields) before anything is written.
-    """
-    path = Path(path)
-    if dry_run:
-        return _upgraded(path) is not None
-    return write_locked(path, partial(_upgraded, path))
-
-
-def _upgraded(path: Path) -> bytes | None:
-    loaded = load_cassette(path, migrate=True)
-    if loaded.version == FORMAT_VERSION:
-        return None
-    # Written the way save_cassette writes (defaults filled in), so the next save is byte-identical;
-    # blob-stored requests are read so later requests can be stored as deltas over them.
-    resolve = blob_resolver(loaded.blob_store)
-    return dumps_cassette(
-        build_document(run_to_dict(loaded.run), loaded.event_dicts(), resolve=resolve)
-    ).encode("utf-8")
 
 
 def check_header(raw: object, path: Path, mode: str | None) -> tuple[Document, int]:

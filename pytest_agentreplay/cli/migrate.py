@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cassette.read import migrate_file
+from ..cassette.maintenance import migrate_file
 from ..exceptions import AgentReplayError
 from .common import EXIT_OK, EXIT_USAGE, Progress, err, iter_files, out
 
