@@ -16,7 +16,7 @@ from pytest_agentreplay.core.events import Event, ToolInfo, event_to_shared_dict
 from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
 from pytest_agentreplay.http.recording import served
 from pytest_agentreplay.redaction import Redactor
-from pytest_agentreplay.replay.replayed_history import RecordedSide, redacted_replay
+from pytest_agentreplay.replay.replayed_history import RecordedSide, ReplayedHistory
 
 SECRET = "sk-proj-" + "A1b2C3d4" * 6
 
@@ -105,7 +105,7 @@ def test_the_replayed_side_is_what_redacting_it_whole_gives(replayed_headers: di
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(replayed_headers, latency=2.5)
-    out = redacted_replay(replayed, recorded, Redactor()).compared
+    out = ReplayedHistory(replayed, recorded, Redactor()).compared
     expected = _whole(replayed, Redactor())
     assert len(out) == len(expected)
     for got, want in zip(out, expected, strict=True):
@@ -117,7 +117,7 @@ def test_a_request_sent_with_other_headers_reuses_the_recorded_body() -> None:
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)
     replayed = _history(_headers(**{"accept-encoding": "gzip, deflate, br, zstd"}))
-    out = redacted_replay(replayed, recorded, redactor).compared
+    out = ReplayedHistory(replayed, recorded, redactor).compared
     calls = [(got, rec) for got, rec in zip(out, recorded, strict=True) if got["type"] == "model.call"]
     assert calls
     for got, rec in calls:
@@ -132,7 +132,7 @@ def test_a_changed_body_is_redacted_again() -> None:
     replayed = _history(_headers())
     changed = _model_call(1, 2, _headers())  # another conversation at the first call's place
     replayed[1] = changed
-    out = redacted_replay(replayed, recorded, Redactor()).compared
+    out = ReplayedHistory(replayed, recorded, Redactor()).compared
     assert out[1]["input_ref"]["inline"]["body"] is not recorded[1]["input_ref"]["inline"]["body"]
     assert same_json(out[1], _whole([changed], Redactor())[0])
     assert SECRET not in repr(out[1])
@@ -147,7 +147,7 @@ def test_a_secret_learnt_mid_run_is_replaced_in_a_conversations_later_requests()
     keyed = _headers(**{"x-api-key": password})
     history = [_model_call(0, 1, noted), _read(1, keyed), _model_call(2, 1, noted)]
     recorded = _whole(history, Redactor())
-    out = redacted_replay(history, recorded, Redactor()).compared
+    out = ReplayedHistory(history, recorded, Redactor()).compared
     assert password not in repr(out[1:])
     assert same_json(out[2], recorded[2])
 
@@ -210,7 +210,7 @@ def test_the_replayed_side_keeps_what_redaction_reads_beyond_one_key() -> None:
     history = [Event.model_validate(tool), Event.model_validate(values)]
     recorded = [redact_event(event_to_shared_dict(e), Redactor()).doc for e in history]
     replayed = [e.model_copy(update={"data": {**e.data, "latency_ms": 2.0}}) for e in history]
-    out = redacted_replay(replayed, recorded, Redactor()).compared
+    out = ReplayedHistory(replayed, recorded, Redactor()).compared
     want = [redact_event(event_to_shared_dict(e), Redactor()).doc for e in replayed]
     assert [same_json(a, b) for a, b in zip(out, want, strict=True)] == [True, True], (out, want)
     assert out[0]["data"]["arguments"]["request_token"] == key
@@ -226,7 +226,7 @@ def test_an_update_writes_the_views_it_compared(tmp_path: Path, monkeypatch: pyt
 
     redactor = Redactor()
     recorded = _whole(_history(_headers()), Redactor())
-    replayed = redacted_replay(
+    replayed = ReplayedHistory(
         _history(_headers(authorization=f"Bearer {SECRET}"), latency=2.5), recorded, redactor
     )
     merged = merge_for_update(recorded, replayed.views, "r")
@@ -298,8 +298,8 @@ def test_served_records_compare_by_identity_and_as_the_slow_path_does() -> None:
     replayed = _served_from(recorded_events)
     recorded = [event_to_shared_dict(e) for e in recorded_events]
     side = RecordedSide(recorded_events)
-    slow = redacted_replay(replayed, recorded, Redactor())
-    fast = redacted_replay(replayed, side, Redactor())
+    slow = ReplayedHistory(replayed, recorded, Redactor())
+    fast = ReplayedHistory(replayed, side, Redactor())
     assert [json.dumps(e) for e in fast.compared] == [json.dumps(e) for e in slow.compared]
     assert [json.dumps(v.doc) for v in fast.views] == [json.dumps(v.doc) for v in slow.views]
     # The served response is the recorded dict itself, and the comparison finds it so.
@@ -311,7 +311,7 @@ def test_served_records_compare_by_identity_and_as_the_slow_path_does() -> None:
         update={"output_ref": changed[0].output_ref.model_copy(update={"inline": {"status": True}})}
     )
     changed_dicts = [event_to_shared_dict(e) for e in changed]
-    slow = redacted_replay(replayed, changed_dicts, Redactor())
-    fast = redacted_replay(replayed, RecordedSide(changed), Redactor())
+    slow = ReplayedHistory(replayed, changed_dicts, Redactor())
+    fast = ReplayedHistory(replayed, RecordedSide(changed), Redactor())
     assert [json.dumps(e) for e in fast.compared] == [json.dumps(e) for e in slow.compared]
     assert fast.compared[0]["output_ref"]["inline"]["status"] == 200

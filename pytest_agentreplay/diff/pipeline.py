@@ -2,7 +2,7 @@
 read from the recording, the alignment and the judgement (``compare_histories``).
 
 The caller hands over both histories as JSON documents, each redacted the way a saved cassette is (the
-replayed side by ``replay.replayed_history.redacted_replay``), and the sources of the rule layers.
+replayed side by ``replay.replayed_history.ReplayedHistory``), and the sources of the rule layers.
 """
 
 from __future__ import annotations

@@ -99,9 +99,6 @@ class ReplayedHistory:
         return [view.current(redactor) for view in views]
 
 
-redacted_replay = ReplayedHistory
-
-
 def _json_body(event: Mapping[str, object] | None) -> Document | None:
     """The JSON body of an event's inline request (None when it has none)."""
     ref = event.get("input_ref") if event is not None else None
@@ -136,4 +133,4 @@ def _rest(body: Document) -> Document:
     return {k: v for k, v in body.items() if k != "json"}
 
 
-__all__ = ["RecordedSide", "ReplayedHistory", "redacted_replay"]
+__all__ = ["RecordedSide", "ReplayedHistory"]

@@ -37,7 +37,7 @@ from ..redaction.known import EnvironmentCredentials
 from ..replay import runs
 from ..replay.foreign import ForeignSource
 from ..replay.modes import finish_replay, mode_rules
-from ..replay.replayed_history import RecordedSide, redacted_replay
+from ..replay.replayed_history import RecordedSide, ReplayedHistory
 from ..replay.tools import ToolReplayer
 from ..report.status import Action, Rerecorded, TestOutcome
 from .plan import TestPlan
@@ -284,7 +284,7 @@ class TestRun:
         assert recorded is not None and self.redactor is not None and at is not None
         side = RecordedSide(recorded.events)
         kept = frozenset({ctx.settings.idempotency_header})
-        views = redacted_replay(ctx.recorder.events, side, self.redactor, kept).views
+        views = ReplayedHistory(ctx.recorder.events, side, self.redactor, kept).views
         recorded_dicts = side.dicts
         events = rerecorded_events(recorded_dicts, views, at, ctx.recorder.run.run_id)
         return events, Rerecorded(
@@ -373,7 +373,7 @@ class TestRun:
             recorded_dicts = twins.dicts
         assert self.redactor is not None  # set when the run began
         kept = frozenset({ctx.settings.idempotency_header})
-        replayed = redacted_replay(ctx.recorder.events, twins, self.redactor, kept)
+        replayed = ReplayedHistory(ctx.recorder.events, twins, self.redactor, kept)
         result = compare_run(
             recorded_dicts,
             replayed.compared,
