@@ -53,12 +53,6 @@ _DATA_FIELDS = {
     "approval": "status by subject reason",
     "http": "method url status classification",
 }
-# The tool's fields a tool event's details list: (label, attribute).
-_TOOL_FIELDS = (
-    ("tool", "name"),
-    ("schema version", "schema_version"),
-    ("idempotency key", "idempotency_key"),
-)
 
 
 def _details(event: Event, resolve: PayloadResolver | None) -> str:
@@ -75,8 +69,17 @@ def _details(event: Event, resolve: PayloadResolver | None) -> str:
         parts.append('<div class="decision-text"><b>text</b>' + pretty(decision.get("text"), 8000) + "</div>")
     parts.append(_tool_calls_table(decision.get("tool_calls") or []))
     if event.type in ("tool.call", "tool.result"):
-        tool_fields = [(label, getattr(tool, name, None)) for label, name in _TOOL_FIELDS]
-        parts.append(kv([*tool_fields, ("attempt", data.get("attempt")), ("effect", data.get("effect"))]))
+        parts.append(
+            kv(
+                [
+                    ("tool", tool.name if tool else None),
+                    ("schema version", tool.schema_version if tool else None),
+                    ("idempotency key", tool.idempotency_key if tool else None),
+                    ("attempt", data.get("attempt")),
+                    ("effect", data.get("effect")),
+                ]
+            )
+        )
         if "arguments" in data:
             parts.append("<b>arguments</b>" + pretty(data["arguments"], 8000))
         if "error" in data:
