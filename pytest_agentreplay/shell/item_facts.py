@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ..core.config import Settings, marker_cassette
-from ..core.paths import default_for_item
+from ..core.paths import default_for_item, module_cassette_dir
 from . import vcr_plugin
 from .controller import CollectedTest
 
@@ -17,6 +17,10 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 # Where the item's cassette is, as computed once for it (item_facts.default_cassette, collected_test).
 DEFAULT_CASSETTE_KEY = pytest.StashKey[Path]()
 COLLECTED_KEY = pytest.StashKey[CollectedTest]()
+# The session's cassette folder of each test module, by its path as collected: resolving the module's path
+# walks every folder above it, once per module, not once per test (the settings and rootdir are the
+# session's own).
+MODULE_DIRS_KEY = pytest.StashKey[dict[Path, Path]]()
 # A user property of a test's teardown report: what the network guard could not reach ("key|text").
 GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
 
@@ -54,8 +58,13 @@ def default_cassette(item: pytest.Item) -> Path:
     known = item.stash.get(DEFAULT_CASSETTE_KEY, None)
     if known is not None:
         return known
-    settings = item.config.stash[SETTINGS_KEY]
-    default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
+    config = item.config
+    folders = config.stash.setdefault(MODULE_DIRS_KEY, {})
+    folder = folders.get(item.path)
+    if folder is None:
+        settings = config.stash[SETTINGS_KEY]
+        folder = folders[item.path] = module_cassette_dir(settings.cassette_dir, config.rootpath, item.path)
+    default = default_for_item(folder, item.nodeid, item.name)
     chosen = item.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
     known = item.stash[DEFAULT_CASSETTE_KEY] = Path(chosen) if chosen is not None else default
     return known
