@@ -84,3 +84,29 @@ def test_default_cassette_resolves_each_module_once_with_the_same_paths(
         assert default_cassette(item) == slow, item.nodeid
     # One entry per module as collected: real/test_a, real/test_b, link/test_a, link/test_b.
     assert len(items[0].config.stash[MODULE_DIRS_KEY]) == 4
+
+
+def test_the_sessions_conftests_answer_as_each_test_asking_them(pytester: pytest.Pytester) -> None:
+    from pytest_agentreplay.shell.item_facts import CASSETTE_FIXTURE, fixture_conftests, overrides_fixture
+
+    fixture = (
+        "import pytest\n\n@pytest.fixture\ndef agentreplay_cassette_path(tmp_path):\n    return tmp_path\n"
+    )
+    test = "import pytest\n\n@pytest.mark.agentreplay\ndef test_x():\n    pass\n"
+    for folder in ("a", "a/deep", "b", "c"):
+        (pytester.path / folder).mkdir(parents=True)
+        (pytester.path / folder / f"test_{folder.replace('/', '_')}.py").write_text(test)
+    (pytester.path / "a" / "conftest.py").write_text(fixture)
+    (pytester.path / "b" / "conftest.py").write_text("X = 1\n")
+    (pytester.path / "c" / "test_c.py").write_text(fixture + "\n" + test)  # in the module itself
+    items, _ = pytester.inline_genitems()
+    conftests = fixture_conftests(items[0].config, CASSETTE_FIXTURE)
+    assert conftests == [pytester.path / "a"]
+    answers = {i.nodeid: overrides_fixture(i, CASSETTE_FIXTURE, conftests) for i in items}
+    assert answers == {i.nodeid: overrides_fixture(i, CASSETTE_FIXTURE) for i in items}
+    assert answers == {
+        "a/test_a.py::test_x": True,
+        "a/deep/test_a_deep.py::test_x": True,
+        "b/test_b.py::test_x": False,
+        "c/test_c.py::test_x": True,
+    }

@@ -23,6 +23,8 @@ COLLECTED_KEY = pytest.StashKey[CollectedTest]()
 MODULE_DIRS_KEY = pytest.StashKey[dict[Path, Path]]()
 # A user property of a test's teardown report: what the network guard could not reach ("key|text").
 GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
+# The fixture a project overrides to decide a test's cassette path at run time.
+CASSETTE_FIXTURE = "agentreplay_cassette_path"
 
 
 def uses_agentreplay(item: pytest.Item) -> bool:
@@ -35,21 +37,27 @@ def uses_agentreplay(item: pytest.Item) -> bool:
     )
 
 
-def overrides_fixture(item: pytest.Item, name: str) -> bool:
-    """Whether a project fixture ``name`` is visible to ``item`` (its module, class or a conftest above)."""
-    for holder in (getattr(item, "cls", None), getattr(item, "module", None)):
-        if holder is not None and name in vars(holder):
-            return True
-    for plugin in item.config.pluginmanager.get_plugins():
-        # The name first: a Path per plugin of the session, per test, cost more than the whole check.
+def fixture_conftests(config: pytest.Config, name: str) -> list[Path]:
+    """The folders of the session's ``conftest.py`` files that define a fixture ``name``."""
+    found = []
+    for plugin in config.pluginmanager.get_plugins():
+        # The name first: a Path per plugin of the session cost more than the whole check.
         if name not in getattr(plugin, "__dict__", ()):
             continue
         path = getattr(plugin, "__file__", None)
-        if not path or Path(path).name != "conftest.py":
-            continue
-        if Path(path).parent in item.path.parents:
+        if path and Path(path).name == "conftest.py":
+            found.append(Path(path).parent)
+    return found
+
+
+def overrides_fixture(item: pytest.Item, name: str, conftests: list[Path] | None = None) -> bool:
+    """Whether a project fixture ``name`` is visible to ``item`` (its module, class or a conftest above);
+    ``conftests``: :func:`fixture_conftests` of the session, when known (collection asks it once)."""
+    for holder in (getattr(item, "cls", None), getattr(item, "module", None)):
+        if holder is not None and name in vars(holder):
             return True
-    return False
+    folders = fixture_conftests(item.config, name) if conftests is None else conftests
+    return any(folder in item.path.parents for folder in folders)
 
 
 def default_cassette(item: pytest.Item) -> Path:
@@ -70,9 +78,9 @@ def default_cassette(item: pytest.Item) -> Path:
     return known
 
 
-def collected_test(item: pytest.Item) -> CollectedTest:
+def collected_test(item: pytest.Item, conftests: list[Path] | None = None) -> CollectedTest:
     """The item as the session's bookkeeping knows it, computed once per item (collection and the guard's
-    set-up ask)."""
+    set-up ask); ``conftests``: see :func:`overrides_fixture`."""
     known = item.stash.get(COLLECTED_KEY, None)
     if known is not None:
         return known
@@ -82,7 +90,7 @@ def collected_test(item: pytest.Item) -> CollectedTest:
     named = next((m for m in marks if m is not None), None)
     if named is not None:
         cassette = marker_cassette(settings.cassette_dir, named)
-    elif overrides_fixture(item, "agentreplay_cassette_path"):
+    elif overrides_fixture(item, CASSETTE_FIXTURE, conftests):
         cassette = None
     else:
         cassette = default_cassette(item)
