@@ -29,10 +29,12 @@ from .report.status import TestStatus
 from .shell import vcr_plugin
 from .shell.controller import HeldInterception, SessionController, parse_project_rules, partial_modules
 from .shell.item_facts import (
+    CASSETTE_FIXTURE,
     GUARD_NOTE_PROPERTY,
     SETTINGS_KEY,
     collected_test,
     default_cassette,
+    fixture_conftests,
     uses_agentreplay,
 )
 
@@ -148,7 +150,9 @@ class SessionHooks:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         items = [i for i in (*session.items, *self.deselected) if uses_agentreplay(i)]
         partial = partial_modules(self.config.invocation_params.dir, self.config.args)
-        self.controller.collected((collected_test(i) for i in items), partial)
+        # Which conftests override the cassette fixture: asked once, not once per test.
+        conftests = fixture_conftests(self.config, CASSETTE_FIXTURE) if items else []
+        self.controller.collected((collected_test(i, conftests) for i in items), partial)
         if items:
             # The session's providers, now that every conftest is loaded: a bad one stops the session.
             from .shell.life import session_providers  # heavy: the recorder, only when a test replays

@@ -21,8 +21,8 @@ def module_cassette_dir(cassette_dir: Path, rootdir: Path, module_path: Path) ->
     return cassette_dir / relative.with_suffix("")
 
 
-def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
-    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
+def cassette_file_name(test_name: str) -> str:
+    """``<test name>.json``, cleaned: the file name of a test's cassette in its module's folder."""
     from ..redaction import default_redactor  # lazily: keeps this module cheap to import
 
     # A parametrize id can hold a key, and file names end up in repositories and CI logs.
@@ -31,14 +31,24 @@ def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, 
         # Cleaning can make two ids equal ("a/b" and "a_b"): a short hash of the raw id keeps them apart.
         digest = hashlib.sha256(test_name.encode("utf-8")).hexdigest()[:8]
         name = f"{name[:180]}-{digest}"
-    return module_cassette_dir(cassette_dir, rootdir, module_path) / f"{name}.json"
+    return f"{name}.json"
+
+
+def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
+    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
+    return module_cassette_dir(cassette_dir, rootdir, module_path) / cassette_file_name(test_name)
+
+
+def item_name(nodeid: str) -> str:
+    """A collected test's name in its module: the node id after the module, classes joined by dots
+    (``TestA.test_x[case]``): same-named methods of two classes in one module differ."""
+    _, _, rest = nodeid.partition("::")
+    return (rest or nodeid).replace("::", ".")
 
 
 def item_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str) -> Path:
-    """The default cassette path of a collected test item, named by the node id after the module with classes
-    joined by dots (``TestA.test_x[case]``): same-named methods of two classes in one module differ."""
-    _, _, rest = nodeid.partition("::")
-    return default_cassette_path(cassette_dir, rootdir, module_path, (rest or nodeid).replace("::", "."))
+    """The default cassette path of a collected test item, named by :func:`item_name`."""
+    return default_cassette_path(cassette_dir, rootdir, module_path, item_name(nodeid))
 
 
 def recorded_nodeid(path: Path) -> str | None:
@@ -54,13 +64,14 @@ def recorded_nodeid(path: Path) -> str | None:
     return test if isinstance(test, str) else None
 
 
-def default_for_item(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str, name: str) -> Path:
-    """The class-qualified default path; a cassette at the older unqualified path is still found when
-    it records this very test, so suites recorded before paths were class-qualified keep replaying."""
-    qualified = item_cassette_path(cassette_dir, rootdir, module_path, nodeid)
+def default_for_item(module_dir: Path, nodeid: str, name: str) -> Path:
+    """The class-qualified default path in ``module_dir`` (:func:`module_cassette_dir`); a cassette at the
+    older unqualified path is still found when it records this very test, so suites recorded before paths
+    were class-qualified keep replaying."""
+    qualified = module_dir / cassette_file_name(item_name(nodeid))
     if qualified.exists() or "::" not in nodeid.partition("::")[2]:
         return qualified
-    legacy = default_cassette_path(cassette_dir, rootdir, module_path, name)
+    legacy = module_dir / cassette_file_name(name)
     if legacy.is_file() and recorded_nodeid(legacy) == nodeid:
         return legacy
     return qualified

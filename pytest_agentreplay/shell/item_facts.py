@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ..core.config import Settings, marker_cassette
-from ..core.paths import default_for_item
+from ..core.paths import default_for_item, module_cassette_dir
 from . import vcr_plugin
 from .controller import CollectedTest
 
@@ -17,8 +17,14 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 # Where the item's cassette is, as computed once for it (item_facts.default_cassette, collected_test).
 DEFAULT_CASSETTE_KEY = pytest.StashKey[Path]()
 COLLECTED_KEY = pytest.StashKey[CollectedTest]()
+# The session's cassette folder of each test module, by its path as collected: resolving the module's path
+# walks every folder above it, once per module, not once per test (the settings and rootdir are the
+# session's own).
+MODULE_DIRS_KEY = pytest.StashKey[dict[Path, Path]]()
 # A user property of a test's teardown report: what the network guard could not reach ("key|text").
 GUARD_NOTE_PROPERTY = "agentreplay-guard-note"
+# The fixture a project overrides to decide a test's cassette path at run time.
+CASSETTE_FIXTURE = "agentreplay_cassette_path"
 
 
 def uses_agentreplay(item: pytest.Item) -> bool:
@@ -31,21 +37,27 @@ def uses_agentreplay(item: pytest.Item) -> bool:
     )
 
 
-def overrides_fixture(item: pytest.Item, name: str) -> bool:
-    """Whether a project fixture ``name`` is visible to ``item`` (its module, class or a conftest above)."""
-    for holder in (getattr(item, "cls", None), getattr(item, "module", None)):
-        if holder is not None and name in vars(holder):
-            return True
-    for plugin in item.config.pluginmanager.get_plugins():
-        # The name first: a Path per plugin of the session, per test, cost more than the whole check.
+def fixture_conftests(config: pytest.Config, name: str) -> list[Path]:
+    """The folders of the session's ``conftest.py`` files that define a fixture ``name``."""
+    found = []
+    for plugin in config.pluginmanager.get_plugins():
+        # The name first: a Path per plugin of the session cost more than the whole check.
         if name not in getattr(plugin, "__dict__", ()):
             continue
         path = getattr(plugin, "__file__", None)
-        if not path or Path(path).name != "conftest.py":
-            continue
-        if Path(path).parent in item.path.parents:
+        if path and Path(path).name == "conftest.py":
+            found.append(Path(path).parent)
+    return found
+
+
+def overrides_fixture(item: pytest.Item, name: str, conftests: list[Path] | None = None) -> bool:
+    """Whether a project fixture ``name`` is visible to ``item`` (its module, class or a conftest above);
+    ``conftests``: :func:`fixture_conftests` of the session, when known (collection asks it once)."""
+    for holder in (getattr(item, "cls", None), getattr(item, "module", None)):
+        if holder is not None and name in vars(holder):
             return True
-    return False
+    folders = fixture_conftests(item.config, name) if conftests is None else conftests
+    return any(folder in item.path.parents for folder in folders)
 
 
 def default_cassette(item: pytest.Item) -> Path:
@@ -54,16 +66,21 @@ def default_cassette(item: pytest.Item) -> Path:
     known = item.stash.get(DEFAULT_CASSETTE_KEY, None)
     if known is not None:
         return known
-    settings = item.config.stash[SETTINGS_KEY]
-    default = default_for_item(settings.cassette_dir, item.config.rootpath, item.path, item.nodeid, item.name)
+    config = item.config
+    folders = config.stash.setdefault(MODULE_DIRS_KEY, {})
+    folder = folders.get(item.path)
+    if folder is None:
+        settings = config.stash[SETTINGS_KEY]
+        folder = folders[item.path] = module_cassette_dir(settings.cassette_dir, config.rootpath, item.path)
+    default = default_for_item(folder, item.nodeid, item.name)
     chosen = item.config.hook.pytest_agentreplay_cassette_path(item=item, default=default)
     known = item.stash[DEFAULT_CASSETTE_KEY] = Path(chosen) if chosen is not None else default
     return known
 
 
-def collected_test(item: pytest.Item) -> CollectedTest:
+def collected_test(item: pytest.Item, conftests: list[Path] | None = None) -> CollectedTest:
     """The item as the session's bookkeeping knows it, computed once per item (collection and the guard's
-    set-up ask)."""
+    set-up ask); ``conftests``: see :func:`overrides_fixture`."""
     known = item.stash.get(COLLECTED_KEY, None)
     if known is not None:
         return known
@@ -73,7 +90,7 @@ def collected_test(item: pytest.Item) -> CollectedTest:
     named = next((m for m in marks if m is not None), None)
     if named is not None:
         cassette = marker_cassette(settings.cassette_dir, named)
-    elif overrides_fixture(item, "agentreplay_cassette_path"):
+    elif overrides_fixture(item, CASSETTE_FIXTURE, conftests):
         cassette = None
     else:
         cassette = default_cassette(item)
