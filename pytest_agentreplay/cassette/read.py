@@ -7,9 +7,8 @@ current: rewriting older-format cassettes in the current format (``agentreplay m
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -35,24 +34,25 @@ from .stored_decode import decode_events
 from .validation import relocate, short
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:  # a decorator too: each call of the function is one pause
-    """The cyclic garbage collector off while a cassette is parsed, decoded and validated: every container
-    made there survives (it is the cassette), so a collection finds nothing, yet each full pass walks the
-    whole heap, which pydantic's import makes large (bench_load's 6 MB cassette: its parse 38 ms before
-    the records were pydantic's, 104 ms after with the collector on, 37 ms with it off). Left off if it was
-    off (the caller's choice); another thread loading meanwhile only shortens the pause."""
+def _load(
+    path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
+) -> tuple[Document, int, CassetteDoc, bytes]:
+    """:func:`_read_checked` with the cyclic garbage collector off: every container made there survives (it
+    is the cassette), so a collection finds nothing, yet each full pass walks the whole heap, which
+    pydantic's import makes large (bench_load's 6 MB cassette: its parse 38 ms before the records were
+    pydantic's, 104 ms after with the collector on, 37 ms with it off). Left off if it was off (the caller's
+    choice); another thread loading meanwhile only shortens the pause. A plain ``try``: a
+    ``contextmanager`` decorator builds a generator and a context manager per call (~14 k instructions)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        return _read_checked(path, root, mode, migrate=migrate, store=store, check_integrity=check_integrity)
     finally:
         if enabled:
             gc.enable()
 
 
-@_collector_paused()
-def _load(
+def _read_checked(
     path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
 ) -> tuple[Document, int, CassetteDoc, bytes]:
     """(the document as stored, the version the file had, the validated model with in-memory events, the
