@@ -593,6 +593,24 @@ def test_event_key_fields_must_be_scalars(cassette: Path) -> None:
     assert "data.provider" in str(load_error(cassette, CassetteSchemaError))
 
 
+def test_a_load_raises_the_first_of_two_problems(cassette: Path) -> None:
+    """What a load raises when a cassette has two problems: a schema error before a value the chain cannot
+    hash, a field replay reads (here unchained) before the broken chain."""
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    doc["events"][3]["surprise"] = 1
+    doc["run"]["agent"] = "\ud800"
+    rewrite(cassette, doc)
+    assert "field surprise" in str(load_error(cassette, CassetteSchemaError))
+    del doc["events"][3]["surprise"]
+    rewrite(cassette, doc)
+    assert "cannot round-trip" in str(load_error(cassette, CassetteCorruptError))
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    doc["run"]["agent"] = "fine"
+    doc["events"][1]["data"]["provider"] = ["not", "a", "key"]
+    rewrite(cassette, doc)
+    assert "data.provider" in str(load_error(cassette, CassetteSchemaError))
+
+
 def rechained(doc: dict[str, Any]) -> dict[str, Any]:
     """The integrity fields recomputed over whatever the document now holds (a tamper they cannot see)."""
     from pytest_agentreplay.cassette.chain import build_document
