@@ -103,7 +103,7 @@ def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None
             continue
         if isinstance(value, list) and isinstance(old, list):
             kept = min(len(value), len(old))
-            if all(map(is_, value[:kept], old[:kept])):
+            if all(map(is_, value, old)):  # (up to the end of the shorter list)
                 continue  # already shared (parsed as an extension of the previous request)
             if kept and same_json(value[:kept], old[:kept]):
                 value[:kept] = old[:kept]  # settled in two C-level passes
@@ -115,7 +115,7 @@ def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None
                 if not same_json(item, before):
                     break
                 value[index] = before
-        elif isinstance(value, dict | list) and same_json(value, old):
+        elif isinstance(value, (dict, list)) and same_json(value, old):
             body[name] = old
 
 
