@@ -14,12 +14,12 @@ from typing import Any, cast
 import pytest
 
 from pytest_agentreplay.core.capture import Recorder, RunContext
-from pytest_agentreplay.core.events import Event, RunMeta
+from pytest_agentreplay.core.events import Event, PayloadRef, RunMeta, ToolInfo
 from pytest_agentreplay.core.run_settings import RunSettings
 from pytest_agentreplay.exceptions import ConfigError, UnmatchedRequestError
 from pytest_agentreplay.http.classify import classify_exchange
 from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
-from pytest_agentreplay.http.recording import emit_exchange
+from pytest_agentreplay.http.recording import _record, emit_exchange, served
 from pytest_agentreplay.replay.policy import Refuse, Send, Serve, decide
 from pytest_agentreplay.replay.sandbox import SandboxError
 
@@ -135,6 +135,39 @@ def test_regression_never_sends_a_write_it_serves_the_recorded_receipt() -> None
     action = decide(ctx, post(TICKETS, {"subject": "late"}))
     assert isinstance(action, Serve) and action.response.json() == {"id": "T-1"}
     assert emitted(ctx)[0].type == "effect"
+
+
+def test_a_served_exchange_holds_the_recorded_records_built_only_when_they_differ() -> None:
+    events = recorded((get(f"{ORDERS}/orders/A1"), json_response({"status": "shipped"})))
+    ctx = run("regression", events)
+    decide(ctx, get(f"{ORDERS}/orders/A1"))
+    [event] = emitted(ctx)
+    assert event.tool is events[0].tool and event.output_ref is events[0].output_ref
+    # ``_record`` (no record built for a served one) decides as ``served`` does, on the tricky cases too.
+    ref, tool = events[0].output_ref, events[0].tool
+    assert ref is not None and tool is not None
+    cases: list[tuple[Any, dict[str, Any], Any]] = [
+        (ref, dict(ref.__dict__), PayloadRef),
+        (ref, {**ref.__dict__, "inline": dict(ref.inline)}, PayloadRef),  # equal, not the same object
+        (ref, {**ref.__dict__, "size": 1}, PayloadRef),
+        (ref, {k: v for k, v in ref.__dict__.items() if k != "size"}, PayloadRef),  # a field fewer
+        (tool, dict(tool.__dict__), ToolInfo),
+        (tool, {**tool.__dict__, "idempotency_key": "1"}, ToolInfo),
+        (
+            ToolInfo(name="svc", idempotency_key="1"),
+            {"name": "svc", "schema_version": None, "idempotency_key": 1},
+            ToolInfo,
+        ),
+        (tool, dict(tool.__dict__), PayloadRef),  # another kind of record
+        (None, dict(tool.__dict__), ToolInfo),
+    ]
+    for twin, fields, kind in cases:
+        slow = served(twin, kind.construct_trusted(dict(fields)))
+        fast = _record(kind, dict(fields), twin)
+        assert (fast is twin) == (slow is twin) and type(fast) is kind and fast.__dict__ == slow.__dict__
+    assert [_record(k, dict(f), t) is t for t, f, k in cases] == [True, False, False, False, True] + [
+        False
+    ] * 4
 
 
 def test_unmatched_call_is_refused_and_fails_the_test_even_if_swallowed() -> None:

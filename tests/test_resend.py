@@ -150,18 +150,22 @@ def test_members_after_the_list_resent_as_they_were_are_the_previous_objects() -
     history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     previous: resend.Sent | None = None
     seen: list[dict[str, Any]] = []
-    for turn in range(4):
-        temperature = 0 if turn < 3 else 1  # the last request changes what follows the list
+    for turn in range(6):
+        temperature = 0 if turn < 3 else 1  # the fourth request changes what follows the list
         raw = dump({"messages": history, "model": "m", "tools": tools, "temperature": temperature}, None)
         headers = {"content-type": "application/json"}
         request = HttpRequest("POST", "https://api.example/v1/chat", headers, raw)
         previous = request.resend_body(previous)
         stored = request.stored_body()
         assert stored == body_of(raw)
+        # What the next request extends: this one's bytes (a view of them, or a copy) up to the list's end.
+        assert previous is not None and raw[len(previous.prefix) :].startswith(b"]")
+        assert bytes(previous.prefix) == raw[: len(previous.prefix)]
         seen.append(stored["json"])
         history = [*history, {"role": "assistant", "content": f"answer {turn}"}]
     assert seen[1]["tools"] is seen[0]["tools"] and seen[2]["tools"] is seen[0]["tools"]
     assert seen[3]["tools"] == tools and seen[3]["temperature"] == 1
+    assert seen[5]["tools"] is seen[3]["tools"]  # extended again from a joined prefix
 
 
 def slow_first(raw: bytes, content_type: str | None) -> tuple[Any, resend.Sent | None]:

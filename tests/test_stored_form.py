@@ -200,7 +200,10 @@ def test_request_digest_is_the_hash_of_the_whole_body(body: dict[str, Any]) -> N
 @given(
     turns=st.lists(
         st.tuples(
-            st.lists(st.dictionaries(st.text(max_size=4), json_values, max_size=2), max_size=3),
+            # An item not an object after the shared ones: the list is no longer hashed from the memo.
+            st.lists(
+                st.dictionaries(st.text(max_size=4), json_values, max_size=2) | st.integers(0, 2), max_size=3
+            ),
             st.integers(0, 3),  # how many items of the history the next request leaves out at the end
             st.sampled_from([None, 1, 2]),  # a key sorted before the list: changes the text before it
         ),
@@ -210,7 +213,7 @@ def test_request_digest_is_the_hash_of_the_whole_body(body: dict[str, Any]) -> N
 )
 def test_request_digests_of_a_conversation_hash_each_whole_body(turns: list[Any]) -> None:
     memo = DigestMemo()
-    history: list[dict[str, Any]] = [{"role": "system"}]
+    history: list[Any] = [{"role": "system"}]
     for added, dropped, before in turns:
         history = [*history, *added]
         body: dict[str, Any] = {"messages": history, "model": "m", "tools": [{"name": "t"}]}

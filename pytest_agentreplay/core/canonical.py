@@ -279,9 +279,19 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
         if not isinstance(key, str):
             return hash_value(body)
         head = ("," if index else "") + _encode_string(key) + ":"
-        if type(value) is list and value and all(map(isinstance, value, repeat(dict))):
+        last: HashedList | None = None
+        dicts = False
+        if type(value) is list and value:
+            last = memo.lists.get(key) if hasher is None else None
+            if last is not None and not _extends(last.items, value):
+                last = None
+            # The items the list last hashed under the key holds as the very objects: dicts, checked then.
+            dicts = all(
+                map(isinstance, value[len(last.items) :] if last is not None else value, repeat(dict))
+            )
+        if dicts and type(value) is list:
             if hasher is None:
-                hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo)
+                hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo, last)
                 pending = ["]"]
             else:
                 pending.append(head + "[" + ",".join(_item_text(item, memo) for item in value) + "]")
@@ -294,16 +304,19 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
     return hasher.hexdigest()
 
 
-def _list_hasher(key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo) -> hashlib._Hash:
-    """A copy of the hash state after ``before`` and the items of ``value``, the caller's to update."""
+def _extends(items: tuple[object, ...], value: list[object]) -> bool:
+    """Whether the list ``value`` starts with ``items``, the very objects."""
+    return len(items) <= len(value) and all(map(is_, items, value))
+
+
+def _list_hasher(
+    key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo, extended: HashedList | None
+) -> hashlib._Hash:
+    """A copy of the hash state after ``before`` and the items of ``value``, the caller's to update;
+    ``extended``: the memo's list under ``key`` when ``value`` starts with its items (:func:`_extends`)."""
     # Taken out of the memo (one atomic step): no other thread can reach the state while it grows in place.
     last = memo.lists.pop(key, None)
-    if (
-        last is not None
-        and last.before == before
-        and len(last.items) <= len(value)
-        and all(map(is_, last.items, value))
-    ):
+    if last is not None and last is extended and last.before == before:
         hasher = last.state
         if len(last.items) < len(value):
             added = "," + ",".join(_item_text(item, memo) for item in value[len(last.items) :])

@@ -40,9 +40,12 @@ class Classification(NamedTuple):
 def tool_name_for(request: HttpRequest, settings: RunSettings) -> str:
     """``settings.tool_names`` maps a host or host+path prefix to a name; else host + path."""
     target = request.host + request.path
+    names = settings.tool_names
+    if not names:  # the usual case: nothing to search
+        return target
     # The longest prefix wins (the first of equal length).
-    best = max((prefix for prefix in settings.tool_names if target.startswith(prefix)), key=len, default="")
-    return settings.tool_names[best] if best else target
+    best = max((prefix for prefix in names if target.startswith(prefix)), key=len, default="")
+    return names[best] if best else target
 
 
 def classify_exchange(

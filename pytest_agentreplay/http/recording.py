@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from operator import is_
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeGuard, TypeVar
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
@@ -48,21 +48,27 @@ RESPONSE_FIELDS = ("decision", "usage", "response_id", "response_model")
 
 def payload_ref(value: object, data_class: str, media_type: str) -> PayloadRef:
     """An inline payload reference, every field given: checking them again for each call would be waste."""
-    return PayloadRef.construct_trusted(
-        {
-            "sha256": None,
-            "inline": value,
-            "data_class": data_class,
-            "media_type": media_type,
-            "size": None,
-            "key_order": None,
-        }
-    )
+    return PayloadRef.construct_trusted(_payload_fields(value, data_class, media_type))
+
+
+def _payload_fields(value: object, data_class: str, media_type: str) -> dict[str, object]:
+    return {
+        "sha256": None,
+        "inline": value,
+        "data_class": data_class,
+        "media_type": media_type,
+        "size": None,
+        "key_order": None,
+    }
 
 
 def tool_info(name: str, key: str | None) -> ToolInfo:
     """The tool of an exchange: its name (host and path) and idempotency key."""
-    return ToolInfo.construct_trusted({"name": name, "schema_version": None, "idempotency_key": key})
+    return ToolInfo.construct_trusted(_tool_fields(name, key))
+
+
+def _tool_fields(name: str, key: str | None) -> dict[str, object]:
+    return {"name": name, "schema_version": None, "idempotency_key": key}
 
 
 def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
@@ -97,7 +103,7 @@ def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None
             continue
         if isinstance(value, list) and isinstance(old, list):
             kept = min(len(value), len(old))
-            if all(map(is_, value[:kept], old[:kept])):
+            if all(map(is_, value, old)):  # (up to the end of the shorter list)
                 continue  # already shared (parsed as an extension of the previous request)
             if kept and same_json(value[:kept], old[:kept]):
                 value[:kept] = old[:kept]  # settled in two C-level passes
@@ -109,7 +115,7 @@ def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None
                 if not same_json(item, before):
                     break
                 value[index] = before
-        elif isinstance(value, dict | list) and same_json(value, old):
+        elif isinstance(value, (dict, list)) and same_json(value, old):
             body[name] = old
 
 
@@ -178,7 +184,8 @@ def emit_exchange(
     the event the exchange was served from; a record of it equal field for field to the one this event
     would hold (its response by identity) is held itself (:func:`served`)."""
     settings = ctx.settings
-    tool: ToolInfo | None = None
+    # The fields of the records: built into records only when the recorded event's are not these (served).
+    tool: dict[str, object] | None = None
     effect: EffectInfo | None = None
     try:
         if cls.kind == "model":
@@ -197,10 +204,10 @@ def emit_exchange(
             actor, data_class = "tool", settings.http_data_class
             name = cls.tool_name or (request.host + request.path)
             if cls.kind == "read":
-                type_, event_class, tool = "http", "input", tool_info(name, None)
+                type_, event_class, tool = "http", "input", _tool_fields(name, None)
             else:
                 type_ = event_class = "effect"
-                tool = tool_info(name, request.headers.get(settings.idempotency_header))
+                tool = _tool_fields(name, request.headers.get(settings.idempotency_header))
                 effect = EffectInfo.construct_trusted(
                     {
                         "kind": "http." + request.method.lower(),
@@ -215,20 +222,17 @@ def emit_exchange(
         if group is not None:
             data["group"] = group
         out_payload = response_payload if response_payload is not None else response.to_payload()
-        output = payload_ref(out_payload, data_class, RESPONSE_MEDIA_TYPE)
-        if recorded is not None:
-            tool = served(recorded.tool, tool) if tool is not None else None
-            output = served(recorded.output_ref, output)
+        output = _payload_fields(out_payload, data_class, RESPONSE_MEDIA_TYPE)
         ctx.recorder.emit(
             type_,
             trusted=True,
             actor=actor,
             event_class=event_class,
             data=data,
-            tool=tool,
+            tool=None if tool is None else _record(ToolInfo, tool, recorded.tool if recorded else None),
             effect=effect,
             input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=output,
+            output=_record(PayloadRef, output, recorded.output_ref if recorded else None),
         )
     except UnicodeEncodeError:
         from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
@@ -251,16 +255,28 @@ def served(recorded: _Record | None, built: _Record) -> _Record:
     the replayed event would hold) when they are equal field for field, each container the same object:
     records are frozen, so the replayed event holds what was saved (already redacted), and its redaction
     and comparison meet the recorded record by identity. Else ``built``."""
-    if recorded is None or type(recorded) is not type(built):
-        return built
-    mine, theirs = built.__dict__, recorded.__dict__
-    for name, value in mine.items():
+    return recorded if _same_fields(recorded, type(built), built.__dict__) else built
+
+
+def _record(kind: type[_Record], fields: dict[str, object], recorded: _Record | None) -> _Record:
+    """:func:`served` without building the record ``fields`` make when ``recorded`` is served instead."""
+    return recorded if _same_fields(recorded, kind, fields) else kind.construct_trusted(fields)
+
+
+def _same_fields(
+    recorded: _Record | None, kind: type[_Record], fields: Mapping[str, object]
+) -> TypeGuard[_Record]:
+    """Whether ``recorded`` is a ``kind`` record of ``fields``, field for field (see :func:`served`)."""
+    if recorded is None or type(recorded) is not kind:
+        return False
+    theirs = recorded.__dict__
+    for name, value in fields.items():
         twin = theirs.get(name, _ABSENT)
         if value is twin:
             continue
         if type(value) is not str or type(twin) is not str or value != twin:
-            return built  # (a scalar equal only across types, ``true`` and ``1``, is no match)
-    return recorded if len(mine) == len(theirs) else built
+            return False  # (a scalar equal only across types, ``true`` and ``1``, is no match)
+    return len(fields) == len(theirs)
 
 
 def _model_data(

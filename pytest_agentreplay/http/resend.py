@@ -34,11 +34,12 @@ class Sent(NamedTuple):
     next body takes as they are), the key of its conversation list, its bytes up to the end of that list's
     last item, and the compact formats those bytes are the text of, in the order the full check tries them.
     ``suffix``: the bytes after the last item, when checked to be the text of the members after the list in
-    each of ``formats`` (the members of ``value`` after ``key``)."""
+    each of ``formats`` (the members of ``value`` after ``key``). ``prefix`` may be a view of the request's
+    own bytes (immutable): copied at every request, a conversation's history would cost its square."""
 
     value: Mapping[str, object]
     key: str
-    prefix: bytes
+    prefix: bytes | memoryview
     formats: tuple[str | None, ...]
     suffix: bytes | None = None
 
@@ -169,7 +170,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
         return None
     suffix = sent.suffix
     if suffix is not None and len(raw) >= len(prefix) + len(suffix) and raw.endswith(suffix):
-        extended = _extend_items(sent, suffix, raw[len(prefix) : len(raw) - len(suffix)])
+        extended = _extend_items(sent, suffix, raw)
         if extended is not None:
             return extended
     rest = raw[len(prefix) :]
@@ -213,14 +214,16 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     value.update(tail)
     added = b"," + listed[1:-1] if new_items else b""
     end = len(prefix) + len(added)
-    return value, Sent(value, sent.key, prefix + added, formats, raw[end:]), formats[0]
+    return value, Sent(value, sent.key, b"".join((prefix, added)), formats, raw[end:]), formats[0]
 
 
-def _extend_items(sent: Sent, suffix: bytes, middle: bytes) -> tuple[Document, Sent, str | None] | None:
-    """:func:`extend` for a body whose bytes after the list are ``sent``'s (``suffix``), already checked in
-    each of its formats: only ``middle``, what comes between the shared items and the suffix, is parsed
-    and written again; the members after the list are ``sent``'s very objects (equal to what a parse gives).
-    """
+def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent, str | None] | None:
+    """:func:`extend` for a body ``raw`` whose bytes after the list are ``sent``'s (``suffix``), already
+    checked in each of its formats: only ``middle``, what comes between the shared items and the suffix, is
+    parsed and written again; the members after the list are ``sent``'s very objects (equal to what a parse
+    gives)."""
+    end = len(raw) - len(suffix)
+    middle = raw[len(sent.prefix) : end]
     formats = sent.formats
     new_items: object = []
     if middle:
@@ -240,5 +243,6 @@ def _extend_items(sent: Sent, suffix: bytes, middle: bytes) -> tuple[Document, S
     value: Document = {}
     for name, member in sent.value.items():
         value[name] = [*history, *new_items] if name == sent.key else member
-    prefix = sent.prefix + middle
+    # The new prefix, the previous one and ``middle``: ``raw``'s bytes up to the suffix, viewed (not copied).
+    prefix = memoryview(raw)[:end] if type(raw) is bytes else raw[:end]
     return value, Sent(value, sent.key, prefix, formats, suffix), formats[0]
