@@ -315,3 +315,26 @@ def test_served_records_compare_by_identity_and_as_the_slow_path_does() -> None:
     fast = ReplayedHistory(replayed, RecordedSide(changed), Redactor())
     assert [json.dumps(e) for e in fast.compared] == [json.dumps(e) for e in slow.compared]
     assert fast.compared[0]["output_ref"]["inline"]["status"] == 200
+
+
+def test_a_string_equal_to_the_recorded_one_is_taken_as_saved_and_only_such_a_string() -> None:
+    # ``Redactor.redact(..., like=)``: the recorded object for an equal string, whatever its name says (the
+    # save redacted it); a string equal as Python sees it to a value of another type, or one that differs,
+    # is redacted as a value of its own.
+    token = "sk-" + "a1b2c3d4" * 5
+    recorded = Redactor().redact(
+        {"note": "a plain note long enough", "password": "hunter2!", "n": 1, "flag": True, "kind": "x"}
+    )
+    replayed = {
+        "note": "a plain note long enough",
+        "password": recorded["password"],
+        "n": "1",
+        "flag": "True",
+        "kind": f"x {token}",
+        "extra": token,
+    }
+    out = Redactor().redact(replayed, like=recorded)
+    assert out["note"] is recorded["note"] and out["password"] is recorded["password"]
+    assert out["n"] == "1" and out["flag"] == "True"
+    assert out["kind"] == f"x {REDACTED}" and out["extra"] == REDACTED
+    assert out == Redactor().redact(replayed)

@@ -225,12 +225,13 @@ class Redactor:
                 reused += 1
                 continue
             kind = type(v)
+            if kind is str and v == twin and (type(twin) is str or same_json(v, twin)):
+                out[k] = twin
+                reused += 1
+                continue
             walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
             walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
-            if twin is not _ABSENT and (
-                (kind is str and v == twin and (type(twin) is str or same_json(v, twin)))
-                or (not walked and kind is not str and same_json(v, twin))
-            ):
+            if not walked and kind is not str and twin is not _ABSENT and same_json(v, twin):
                 out[k] = twin
                 reused += 1
                 continue
