@@ -28,7 +28,7 @@ from .controller import HeldInterception
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
 from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
-from .plan import early_plan, fixture_plan, parse_rules_of
+from .plan import TestPlan, early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
 
 # The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).
@@ -47,6 +47,14 @@ def session_providers(config: pytest.Config) -> ProviderSet:
     return found
 
 
+def environment_credentials(config: pytest.Config) -> EnvironmentCredentials:
+    """The session's memory of the environment's credentials (made on first call, not for every test)."""
+    found = config.stash.get(ENVIRONMENT_KEY, None)
+    if found is None:
+        found = config.stash[ENVIRONMENT_KEY] = EnvironmentCredentials()
+    return found
+
+
 class TestLife:
     """One test that replays, records or is guarded: planned, guarded, run, ended and judged."""
 
@@ -59,6 +67,8 @@ class TestLife:
         self.replays = replays  # uses agent replay (else: only guarded by --agentreplay-block-network)
         self.run: TestRun | None = None
         self.guard: FixtureGuard | None = None
+        # The plan made before the fixtures ran (None once the run's plan took it over, or never made).
+        self.early: TestPlan | None = None
         self.reports: dict[str, pytest.TestReport] = {}
         # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
         # every report carries it (report/status.py). A test run again (pytest-rerunfailures) starts a new
@@ -81,7 +91,7 @@ class TestLife:
     def setup(self) -> Generator[None, object, object]:
         item = self.item
         cassette = collected_test(item).cassette
-        plan = early_plan(item, self.settings, cassette) if self.replays else None
+        plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
         ctx = guard_run(item.nodeid, plan, self.settings, cassette)
         if ctx is None:
             return (yield)
@@ -121,8 +131,9 @@ class TestLife:
         handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
         try:
             foreign = vcr_plugin.source(request) if vcr_plugin.claims(request.node) else None
+            early, self.early = self.early, None  # its settings become the run's: no other reader
             plan = fixture_plan(
-                self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign
+                self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign, early=early
             )
             providers = session_providers(request.config)
         except AgentReplayError as exc:
@@ -142,7 +153,7 @@ class TestLife:
             classify_hook=_classify_hook(hook),
             providers=providers,
             rootdir=self.item.config.rootpath,
-            environment=request.config.stash.setdefault(ENVIRONMENT_KEY, EnvironmentCredentials()),
+            environment=environment_credentials(request.config),
         )
         try:
             try:
