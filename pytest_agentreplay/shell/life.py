@@ -47,14 +47,6 @@ def session_providers(config: pytest.Config) -> ProviderSet:
     return found
 
 
-def environment_credentials(config: pytest.Config) -> EnvironmentCredentials:
-    """The session's memory of the environment's credentials (made on first call, not for every test)."""
-    found = config.stash.get(ENVIRONMENT_KEY, None)
-    if found is None:
-        found = config.stash[ENVIRONMENT_KEY] = EnvironmentCredentials()
-    return found
-
-
 class TestLife:
     """One test that replays, records or is guarded: planned, guarded, run, ended and judged."""
 
@@ -142,7 +134,9 @@ class TestLife:
         self.interception.hold()
         if self.interception.error is not None:
             raise self.interception.error
-        hook, item, mode = request.config.hook, self.item, plan.test.mode
+        hook, item, mode, stash = request.config.hook, self.item, plan.test.mode, request.config.stash
+        if ENVIRONMENT_KEY not in stash:  # made once, not for a setdefault at every test
+            stash[ENVIRONMENT_KEY] = EnvironmentCredentials()
         self.run = run = TestRun(
             plan,
             self.settings,
@@ -153,7 +147,7 @@ class TestLife:
             classify_hook=_classify_hook(hook),
             providers=providers,
             rootdir=self.item.config.rootpath,
-            environment=environment_credentials(request.config),
+            environment=stash[ENVIRONMENT_KEY],
         )
         try:
             try:

@@ -36,9 +36,8 @@ class TestPlan(NamedTuple):
     cassette_named: bool
     # Another tool's recordings of this test, served when its own cassette is absent (replay/foreign.py).
     foreign: ForeignSource | None = None
-    # An early plan's inputs besides the session's: the marker and the default cassette its settings were
-    # resolved from (None: a bad marker, counted as absent). The fixture plan reuses those settings when
-    # its own inputs are the same (the fixtures changed nothing).
+    # An early plan's inputs besides the session's: the marker and default cassette its settings were
+    # resolved from (None: a bad marker, counted as absent), for the fixture plan to compare with its own.
     resolved_from: tuple[dict[str, object], Path] | None = None
 
     @property
