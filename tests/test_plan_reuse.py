@@ -11,6 +11,7 @@ import pytest
 from pytest_agentreplay.core.config import Settings, build_settings
 from pytest_agentreplay.exceptions import ConfigError
 from pytest_agentreplay.shell.plan import TestPlan, early_plan, fixture_plan
+from pytest_agentreplay.shell.session import TestRun
 
 NODEID = "test_m.py::test_a"
 
@@ -110,3 +111,17 @@ def test_bad_fixture_settings_fail_as_before(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as resolved:
             fixture_plan(item, settings, overrides=overrides, cassette=cassette, foreign=None)  # type: ignore[arg-type]
         assert str(reused.value) == str(resolved.value)
+
+
+def test_a_recording_run_makes_its_own_metadata(tmp_path: Path) -> None:
+    settings = build_settings(rootdir=tmp_path, cli={"record": "all"}, ini={}, project={})
+    item = _Item(pytest.mark.agentreplay(agent="support-bot"))
+    plan = fixture_plan(item, settings, overrides={}, cassette=tmp_path / "a.json", foreign=None)  # type: ignore[arg-type]
+    run = TestRun(plan, settings, rootdir=tmp_path)
+    ctx = run.begin()
+    try:
+        meta = ctx.recorder.run
+        assert (meta.test, meta.agent, len(meta.run_id)) == (NODEID, "support-bot", 32)
+        assert meta.recorded_at is not None and ctx.recording
+    finally:
+        run.end(passed=False)

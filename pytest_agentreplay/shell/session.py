@@ -117,20 +117,19 @@ class TestRun:
                 self.outcome = self._outcome(Action.MISSING)
             self.located(exc)
             raise
-        # A replayed run keeps the recorded run's id and metadata: an update rewrites only what changed. A
-        # new run's are made only when it records.
-        agent = self.plan.test.extra.get("agent")
+        # A replayed run keeps the recorded run's id and metadata: an update rewrites only what changed.
+        if recorded is not None:
+            run = recorded.run
+        else:  # a new run's, made only when it records
+            agent = self.plan.test.extra.get("agent")
+            run = RunMeta(
+                run_id=uuid.uuid4().hex,
+                test=self.plan.nodeid,
+                recorded_at=utc_now(),
+                agent=None if agent is None else str(agent),
+            )
         ctx = RunContext(
-            Recorder(
-                recorded.run
-                if recorded is not None
-                else RunMeta(
-                    run_id=uuid.uuid4().hex,
-                    test=self.plan.nodeid,
-                    recorded_at=utc_now(),
-                    agent=None if agent is None else str(agent),
-                )
-            ),
+            Recorder(run),
             mode="record" if recorded is None else self.plan.test.mode,
             cassette=str(self.plan.cassette),
             tools=None if recorded is None else ToolReplayer(recorded),
