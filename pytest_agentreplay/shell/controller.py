@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from os.path import join
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -201,7 +202,8 @@ class SessionController:
         for folder, folders, names in os.walk(self.settings.cassette_dir):
             folders[:] = [f for f in folders if f != BLOB_DIR_NAME and not f.startswith(".")]
             for name in names:
-                if not name.endswith(CASSETTE_SUFFIX) or name.startswith("."):
+                # A kept cassette's own string needs no Path: the walk's folder is joined as pathlib would.
+                if not name.endswith(CASSETTE_SUFFIX) or name.startswith(".") or join(folder, name) in kept:
                     continue
                 path = Path(folder, name)
                 if str(path) in kept or not path.is_file() or path.is_symlink():

@@ -28,7 +28,7 @@ from .controller import HeldInterception
 from .fixture_guard import FixtureGuard, guard_run
 from .handle import AgentReplay
 from .item_facts import GUARD_NOTE_PROPERTY, SETTINGS_KEY, collected_test
-from .plan import early_plan, fixture_plan, parse_rules_of
+from .plan import TestPlan, early_plan, fixture_plan, parse_rules_of
 from .session import TestRun
 
 # The session's providers, built once (its hooks, its installed distributions' entry points, the built-ins).
@@ -59,6 +59,8 @@ class TestLife:
         self.replays = replays  # uses agent replay (else: only guarded by --agentreplay-block-network)
         self.run: TestRun | None = None
         self.guard: FixtureGuard | None = None
+        # The plan made before the fixtures ran (None once the run's plan took it over, or never made).
+        self.early: TestPlan | None = None
         self.reports: dict[str, pytest.TestReport] = {}
         # The cause of the first failure the plugin raised, and its whole message as the terminal showed it:
         # every report carries it (report/status.py). A test run again (pytest-rerunfailures) starts a new
@@ -81,7 +83,7 @@ class TestLife:
     def setup(self) -> Generator[None, object, object]:
         item = self.item
         cassette = collected_test(item).cassette
-        plan = early_plan(item, self.settings, cassette) if self.replays else None
+        plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
         ctx = guard_run(item.nodeid, plan, self.settings, cassette)
         if ctx is None:
             return (yield)
@@ -121,8 +123,9 @@ class TestLife:
         handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
         try:
             foreign = vcr_plugin.source(request) if vcr_plugin.claims(request.node) else None
+            early, self.early = self.early, None  # its settings become the run's: no other reader
             plan = fixture_plan(
-                self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign
+                self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign, early=early
             )
             providers = session_providers(request.config)
         except AgentReplayError as exc:
@@ -131,7 +134,9 @@ class TestLife:
         self.interception.hold()
         if self.interception.error is not None:
             raise self.interception.error
-        hook, item, mode = request.config.hook, self.item, plan.test.mode
+        hook, item, mode, stash = request.config.hook, self.item, plan.test.mode, request.config.stash
+        if ENVIRONMENT_KEY not in stash:  # made once, not for a setdefault at every test
+            stash[ENVIRONMENT_KEY] = EnvironmentCredentials()
         self.run = run = TestRun(
             plan,
             self.settings,
@@ -142,7 +147,7 @@ class TestLife:
             classify_hook=_classify_hook(hook),
             providers=providers,
             rootdir=self.item.config.rootpath,
-            environment=request.config.stash.setdefault(ENVIRONMENT_KEY, EnvironmentCredentials()),
+            environment=stash[ENVIRONMENT_KEY],
         )
         try:
             try:

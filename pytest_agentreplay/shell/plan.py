@@ -36,6 +36,9 @@ class TestPlan(NamedTuple):
     cassette_named: bool
     # Another tool's recordings of this test, served when its own cassette is absent (replay/foreign.py).
     foreign: ForeignSource | None = None
+    # An early plan's inputs besides the session's: the marker and default cassette its settings were
+    # resolved from (None: a bad marker, counted as absent), for the fixture plan to compare with its own.
+    resolved_from: tuple[dict[str, object], Path] | None = None
 
     @property
     def cassette(self) -> Path:
@@ -79,17 +82,21 @@ def marker_of(item: pytest.Item) -> dict[str, object]:
 def early_plan(item: pytest.Item, settings: Settings, cassette: Path | None) -> TestPlan:
     """The plan before the test's fixtures run (``cassette``: as collected, None when a fixture places it).
     A bad marker is the fixture plan's to report: here it counts as absent."""
+    default = cassette or Path()
+    resolved_from: tuple[dict[str, object], Path] | None
     try:
         marker = marker_of(item)
         test = resolve_test_settings(
-            settings, nodeid=item.nodeid, marker=marker, overrides={}, default_cassette=cassette or Path()
+            settings, nodeid=item.nodeid, marker=marker, overrides={}, default_cassette=default
         )
+        resolved_from = (marker, default)
     except AgentReplayError:
-        marker = {}
+        marker, resolved_from = {}, None
         test = resolve_test_settings(
-            settings, nodeid=item.nodeid, marker={}, overrides={}, default_cassette=cassette or Path()
+            settings, nodeid=item.nodeid, marker={}, overrides={}, default_cassette=default
         )
-    return TestPlan(item.nodeid, test, records(test.record, cassette), marker.get("cassette") is not None)
+    named = marker.get("cassette") is not None
+    return TestPlan(item.nodeid, test, records(test.record, cassette), named, resolved_from=resolved_from)
 
 
 def fixture_plan(
@@ -99,15 +106,27 @@ def fixture_plan(
     overrides: Document,
     cassette: Path,
     foreign: ForeignSource | None,
+    early: TestPlan | None = None,
 ) -> TestPlan:
     """The test's plan with its fixtures' settings applied, every value checked (its rules are parsed by
-    :func:`parse_rules_of` as the run begins). Raises ``AgentReplayError``."""
+    :func:`parse_rules_of` as the run begins). ``early``: the test's :func:`early_plan`, whose settings
+    are taken as they are when the marker (read again: a fixture may have added one) and the cassette are
+    the ones it was resolved from and the fixtures override nothing. Raises ``AgentReplayError``."""
     marker = marker_of(item)
     if foreign is not None:
         marker = foreign.marker_defaults(marker)
-    test = resolve_test_settings(
-        settings, nodeid=item.nodeid, marker=marker, overrides=overrides, default_cassette=cassette
-    )
+    if (
+        early is not None
+        and foreign is None
+        and type(overrides) is dict
+        and not overrides
+        and early.resolved_from == (marker, cassette)
+    ):
+        test = early.test
+    else:
+        test = resolve_test_settings(
+            settings, nodeid=item.nodeid, marker=marker, overrides=overrides, default_cassette=cassette
+        )
     named = marker.get("cassette") is not None
     return TestPlan(item.nodeid, test, records(test.record, test.cassette, foreign), named, foreign)
 

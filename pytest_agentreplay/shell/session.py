@@ -99,13 +99,6 @@ class TestRun:
     def begin(self) -> RunContext:
         """Start the run; a missing cassette ends it before it starts (``outcome`` ``missing``)."""
         build_validators()
-        agent = self.plan.test.extra.get("agent")
-        meta = RunMeta(
-            run_id=uuid.uuid4().hex,
-            test=self.plan.nodeid,
-            recorded_at=utc_now(),
-            agent=None if agent is None else str(agent),
-        )
         http_settings = self.settings.http.with_overrides(self.plan.test.extra)._replace(
             allow_hosts=tuple(self.plan.test.allow_hosts),
             nodeid=self.plan.nodeid,
@@ -125,8 +118,18 @@ class TestRun:
             self.located(exc)
             raise
         # A replayed run keeps the recorded run's id and metadata: an update rewrites only what changed.
+        if recorded is not None:
+            run = recorded.run
+        else:  # a new run's, made only when it records
+            agent = self.plan.test.extra.get("agent")
+            run = RunMeta(
+                run_id=uuid.uuid4().hex,
+                test=self.plan.nodeid,
+                recorded_at=utc_now(),
+                agent=None if agent is None else str(agent),
+            )
         ctx = RunContext(
-            Recorder(meta if recorded is None else recorded.run),
+            Recorder(run),
             mode="record" if recorded is None else self.plan.test.mode,
             cassette=str(self.plan.cassette),
             tools=None if recorded is None else ToolReplayer(recorded),
