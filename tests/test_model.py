@@ -220,6 +220,9 @@ def test_a_trusted_construction_is_the_validated_record() -> None:
     trusted = Event.construct_trusted(values)
     validated = Event.model_validate({**GOOD, "tool": tool, "input_ref": ref, "data": {"x": 1}})
     assert trusted == validated and trusted.model_fields_set == set(Event.model_fields)
+    assert trusted.model_fields_set is not Event.construct_trusted(dict(values)).model_fields_set
+    assert trusted.__pydantic_extra__ is None and trusted.__pydantic_private__ is None
+    assert trusted.model_copy() == trusted and trusted.model_copy(deep=True) == validated
     assert trusted.model_dump() == validated.model_dump()
     assert trusted.model_dump_json(by_alias=True) == validated.model_dump_json(by_alias=True)
     assert event_to_dict(trusted) == event_to_shared_dict(trusted) == event_to_dict(validated)

@@ -20,6 +20,13 @@ HEX64 = r"^[0-9a-f]{64}$"
 
 
 _set = object.__setattr__
+_new = object.__new__
+# The slots every pydantic model has, written straight through their descriptors (what ``object.__setattr__``
+# finds after looking them up on the class, each time).
+_slot = BaseModel.__dict__
+_set_fields_set = _slot["__pydantic_fields_set__"].__set__
+_set_extra = _slot["__pydantic_extra__"].__set__
+_set_private = _slot["__pydantic_private__"].__set__
 
 
 class Record(BaseModel):
@@ -32,11 +39,11 @@ class Record(BaseModel):
         """A record of values this package built itself, unchecked: ``values`` names every field in
         declaration order and becomes the record's own. ``model_construct`` costs five times the rest of
         recording a call (issue 28); ``tests/test_model.py`` holds the result to the validated record."""
-        record = cls.__new__(cls)
+        record = _new(cls)
         _set(record, "__dict__", values)
-        _set(record, "__pydantic_fields_set__", set(values))
-        _set(record, "__pydantic_extra__", None)
-        _set(record, "__pydantic_private__", None)
+        _set_fields_set(record, set(values))
+        _set_extra(record, None)
+        _set_private(record, None)
         return record
 
 
