@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_agentreplay.core import settings_check as check
-from pytest_agentreplay.core.prices import PriceTable, parse_prices
+from pytest_agentreplay.core.prices import BUILT_IN, PriceTable, parse_prices
 from pytest_agentreplay.core.settings_check import Origin
 from pytest_agentreplay.diff.rules import RuleSet, default_rules, parse_rules
 from pytest_agentreplay.exceptions import ConfigError
@@ -105,6 +105,11 @@ def test_the_price_table_finds_models_by_prefix_and_takes_the_projects_prices() 
     assert table.cost("claude-3-5-haiku", {"input_tokens": 0, "cache_read_input_tokens": 1_000_000}) == 0.08
     project = parse_prices({"my-own-model": {"input": 1, "output": 2}}, Origin("prices", "pyproject.toml"))
     assert PriceTable(project).cost("my-own-model-v2", usage) == 3.0
+    # The built-in table as it is, or under the project's (which win, a built-in name included).
+    assert dict(PriceTable().prices) == dict(PriceTable({}).prices) == dict(BUILT_IN)
+    ours = parse_prices({"gpt-4o": {"input": 1, "output": 2}}, Origin("prices", "pyproject.toml"))
+    assert PriceTable(ours).cost("gpt-4o", usage) == 3.0 and table.cost("gpt-4o", usage) == 12.5
+    assert list(PriceTable(ours).prices) == list(BUILT_IN)
 
 
 @pytest.mark.parametrize(

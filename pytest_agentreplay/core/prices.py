@@ -87,7 +87,8 @@ class PriceTable:
     __slots__ = ("prices",)
 
     def __init__(self, project: Mapping[str, Price] | None = None) -> None:
-        self.prices: Mapping[str, Price] = {**BUILT_IN, **(project or {})}
+        # Without project prices, the built-in table itself (read only): not a copy of it per test.
+        self.prices: Mapping[str, Price] = {**BUILT_IN, **project} if project else BUILT_IN
 
     def price_of(self, model: object) -> Price | None:
         if not isinstance(model, str) or not model:
