@@ -315,3 +315,35 @@ def test_json_content_types_stay_structured() -> None:
     assert encode_body(b"hi", "text/plain") == {"text": "hi", "content_type": "text/plain"}
     assert encode_body(b"", "text/plain") is None
     assert json.loads(b"[1]") == [1]
+
+
+@pytest.mark.parametrize("name", ["httpx", "httpx2"])
+def test_a_served_response_gets_headers_of_its_own(name: str) -> None:
+    """The run keeps httpx's ``Headers`` of each served header tuple: every response is given the same
+    headers as built afresh from the tuple, in a ``Headers`` of its own (changing one changes no other)."""
+    from pytest_agentreplay.core.capture import Recorder, RunContext
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.http.exchange import HttpResponse
+    from pytest_agentreplay.intercept.httpx import _not_sent, _stream_classes
+    from pytest_agentreplay.replay.policy import Serve
+
+    mod = pytest.importorskip(name)
+    ctx = RunContext(Recorder(RunMeta(run_id="r")), mode="regression")
+    stream_cls = _stream_classes(mod)[0]
+    request = mod.Request("GET", "http://svc.test/items")
+    headers = {"content-type": "application/json", "x-trace": "t-1", "set-cookie": "a=1"}
+    body = {"json": {"ok": True}, "content_type": "application/json"}
+    first = _not_sent(ctx, mod, stream_cls, request, Serve(HttpResponse(200, dict(headers), body)))
+    fresh = mod.Headers(HttpResponse(200, dict(headers), body).wire_tuple())
+    first.headers["x-trace"] = "changed"
+    second = _not_sent(ctx, mod, stream_cls, request, Serve(HttpResponse(200, dict(headers), body)))
+    assert second.headers.raw == fresh.raw and second.headers.encoding == fresh.encoding
+    assert second.headers is not first.headers and json.loads(second.read()) == {"ok": True}
+    head = _not_sent(
+        ctx,
+        mod,
+        stream_cls,
+        mod.Request("HEAD", "http://svc.test/items"),
+        Serve(HttpResponse(200, dict(headers), body)),
+    )
+    assert head.headers["content-type"] == "application/json"

@@ -21,6 +21,7 @@ from ..replay.policy import Refuse, Send, Serve, decide
 from .internal import is_internal, permitted
 
 if TYPE_CHECKING:
+    from ..core.capture import RunContext
     from ..replay.faults import Fault
 
 
@@ -116,14 +117,29 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type]:
     return ReplayStream, TeeStream
 
 
-def _not_sent(mod: ModuleType, stream_cls: type, request: _Request, action: Serve | Refuse) -> _Response:
+class _ServedHeaders(dict[tuple[ModuleType, tuple[tuple[str, str], ...]], Any]):
+    """A run's httpx ``Headers`` of each header tuple served, by module (httpx or httpx2) and tuple:
+    ``Response`` copies the ``Headers`` it is given (its list of encoded names and values) rather than
+    encoding every header again; the ``Headers`` kept here are never handed out."""
+
+
+def _not_sent(
+    ctx: RunContext, mod: ModuleType, stream_cls: type, request: _Request, action: Serve | Refuse
+) -> _Response:
     """The answer to a request the policy does not send: refused (raised as httpx's error) or served."""
     if isinstance(action, Refuse):
         raise action.exception(lambda fault: _fault_exception(mod, fault, request))
     # A coding this httpx does not undo was passed through to the client live: served coded again.
     served = codings.for_client(action.response, codings.supported(mod._decoders.SUPPORTED_DECODERS))
-    # The shared tuple as it is: ``Response`` copies headers into its own ``Headers``.
-    headers = served.wire_headers("HEAD") if request.method == "HEAD" else served.wire_tuple()
+    headers: Any
+    if request.method == "HEAD":
+        headers = served.wire_headers("HEAD")
+    else:
+        known = ctx.rooms.of(_ServedHeaders, _ServedHeaders)
+        key = (mod, served.wire_tuple())
+        headers = known.get(key)
+        if headers is None:
+            headers = known[key] = mod.Headers(key[1])
     # Plain bodies: one ByteStream, the same thing MockTransport would build; SSE: event by event.
     stream = stream_cls(served) if served.is_sse else mod.ByteStream(served.content())
     return mod.Response(served.status, headers=headers, stream=stream, request=request)
@@ -170,7 +186,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return orig_sync(self, request)
         action = decide(ctx, _to_request(request, request.read()))
         if not isinstance(action, Send):
-            return _not_sent(mod, replay_stream, request, action)
+            return _not_sent(ctx, mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
         with permitted(action.permit):
             response = orig_sync(self, request)
@@ -190,7 +206,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
             return await orig_async(self, request)
         action = decide(ctx, _to_request(request, await request.aread()))
         if not isinstance(action, Send):
-            return _not_sent(mod, replay_stream, request, action)
+            return _not_sent(ctx, mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
         with permitted(action.permit):
             response = await orig_async(self, request)
