@@ -347,3 +347,23 @@ def test_a_served_response_gets_headers_of_its_own(name: str) -> None:
         Serve(HttpResponse(200, dict(headers), body)),
     )
     assert head.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("name", ["httpx", "httpx2"])
+def test_a_request_s_headers_are_read_as_httpx_holds_them(name: str) -> None:
+    """Lower-case names, latin-1 values; a repeated header's values joined in order, as HTTP allows."""
+    from pytest_agentreplay.http.exchange import lower_headers
+    from pytest_agentreplay.intercept.httpx import _to_request
+
+    mod = pytest.importorskip(name)
+    pairs = [("X-Tag", "a"), ("Accept", "*/*"), ("x-tag", "b\xe9".encode("latin-1")), ("Host", "svc.test")]
+    for headers in (pairs, pairs[:2]):
+        request = mod.Request("GET", "http://svc.test/items?b=1", headers=headers)
+        read = _to_request(request, b"")
+        assert read.headers == lower_headers(request.headers.multi_items())
+        assert list(read.headers) == list(lower_headers(request.headers.multi_items()))
+        assert (read.method, read.url, read.body) == ("GET", "http://svc.test/items?b=1", b"")
+    assert read.headers == {"x-tag": "a", "accept": "*/*", "host": "svc.test"}
+    assert (
+        _to_request(mod.Request("GET", "http://svc.test/", headers=pairs), b"").headers["x-tag"] == "a, b\xe9"
+    )

@@ -38,10 +38,11 @@ def _to_request(request: _Request, body: bytes) -> HttpRequest:
     # ``Headers._list`` holds (raw name, lower-case name, value) as bytes; ``multi_items()`` would
     # first re-detect the encoding of every header, which costs more than the rest of this function.
     if raw is not None:
-        items = [(lower.decode("latin-1"), value.decode("latin-1")) for _, lower, value in raw]
+        headers = {lower.decode("latin-1"): value.decode("latin-1") for _, lower, value in raw}
+        items = raw if len(headers) == len(raw) else [(lower, value) for _, lower, value in raw]
     else:
         items = request.headers.multi_items()
-    headers = dict(items)
+        headers = dict(items)
     if len(headers) != len(items):
         headers = lower_headers(items)  # a repeated header: its values joined in order, as HTTP allows
     return HttpRequest(request.method, str(request.url), headers, body)
