@@ -21,12 +21,10 @@ HEX64 = r"^[0-9a-f]{64}$"
 
 _set = object.__setattr__
 _new = object.__new__
-# The slots every pydantic model has, written straight through their descriptors (what ``object.__setattr__``
-# finds after looking them up on the class, each time).
-_slot = BaseModel.__dict__
-_set_fields_set = _slot["__pydantic_fields_set__"].__set__
-_set_extra = _slot["__pydantic_extra__"].__set__
-_set_private = _slot["__pydantic_private__"].__set__
+# BaseModel's slots, written through their descriptors (``object.__setattr__`` looks each up every time).
+_set_fields_set, _set_extra, _set_private = (
+    BaseModel.__dict__[f"__pydantic_{name}__"].__set__ for name in ("fields_set", "extra", "private")
+)
 
 
 class Record(BaseModel):

@@ -119,9 +119,8 @@ def _stream_classes(mod: ModuleType) -> tuple[type, type]:
 
 
 class _ServedHeaders(dict[tuple[ModuleType, tuple[tuple[str, str], ...]], Any]):
-    """A run's httpx ``Headers`` of each header tuple served, by module (httpx or httpx2) and tuple:
-    ``Response`` copies the ``Headers`` it is given (its list of encoded names and values) rather than
-    encoding every header again; the ``Headers`` kept here are never handed out."""
+    """A run's httpx ``Headers`` of each header tuple served, by module and tuple: ``Response`` copies the
+    one it is given (never handed out) instead of encoding every header again."""
 
 
 def _not_sent(
