@@ -20,11 +20,6 @@ HEX64 = r"^[0-9a-f]{64}$"
 
 
 _set = object.__setattr__
-_new = object.__new__
-# BaseModel's slots, written through their descriptors (``object.__setattr__`` looks each up every time).
-_set_fields_set, _set_extra, _set_private = (
-    BaseModel.__dict__[f"__pydantic_{name}__"].__set__ for name in ("fields_set", "extra", "private")
-)
 
 
 class Record(BaseModel):
@@ -37,11 +32,11 @@ class Record(BaseModel):
         """A record of values this package built itself, unchecked: ``values`` names every field in
         declaration order and becomes the record's own. ``model_construct`` costs five times the rest of
         recording a call (issue 28); ``tests/test_model.py`` holds the result to the validated record."""
-        record = _new(cls)
+        record = cls.__new__(cls)
         _set(record, "__dict__", values)
-        _set_fields_set(record, set(values))
-        _set_extra(record, None)
-        _set_private(record, None)
+        _set(record, "__pydantic_fields_set__", set(values))
+        _set(record, "__pydantic_extra__", None)
+        _set(record, "__pydantic_private__", None)
         return record
 
 
