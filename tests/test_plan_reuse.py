@@ -10,7 +10,7 @@ import pytest
 
 from pytest_agentreplay.core.config import Settings, build_settings
 from pytest_agentreplay.exceptions import ConfigError
-from pytest_agentreplay.shell.plan import TestPlan, early_plan, fixture_plan
+from pytest_agentreplay.shell.plan import TestPlan, early_plan, fixture_plan, parse_rules_of
 from pytest_agentreplay.shell.session import TestRun
 
 NODEID = "test_m.py::test_a"
@@ -111,6 +111,23 @@ def test_bad_fixture_settings_fail_as_before(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as resolved:
             fixture_plan(item, settings, overrides=overrides, cassette=cassette, foreign=None)  # type: ignore[arg-type]
         assert str(reused.value) == str(resolved.value)
+
+
+def test_parsing_the_rules_leaves_the_early_plans_settings_as_they_were(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    cassette = tmp_path / "a.json"
+    raw = {"policy.decision:data.verdict": "regression"}
+    item = _Item(pytest.mark.agentreplay(rules=raw))
+    early = early_plan(item, settings, cassette)  # type: ignore[arg-type]
+    plan = fixture_plan(item, settings, overrides={}, cassette=cassette, foreign=None, early=early)  # type: ignore[arg-type]
+    assert plan.test is early.test
+    parsed = parse_rules_of(plan, settings)
+    assert early.test.marker_rules == raw and plan.test.marker_rules == raw
+    assert parsed.test is not early.test and parsed.test.marker_rules != raw and parsed.test.marker_rules
+    assert {**vars(parsed.test), "marker_rules": raw} == vars(early.test)
+    assert parsed._replace(test=None) == plan._replace(test=None)
+    plain = fixture_plan(_Item(), settings, overrides={}, cassette=cassette, foreign=None)  # type: ignore[arg-type]
+    assert parse_rules_of(plain, settings) is plain  # nothing to parse: the plan itself
 
 
 def test_a_recording_run_makes_its_own_metadata(tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ class TestLife:
         handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
         try:
             foreign = vcr_plugin.source(request) if vcr_plugin.claims(request.node) else None
-            early, self.early = self.early, None  # its settings become the run's: no other reader
+            early, self.early = self.early, None  # taken over by the run's plan
             plan = fixture_plan(
                 self.item, self.settings, overrides=overrides, cassette=cassette, foreign=foreign, early=early
             )
@@ -151,7 +151,7 @@ class TestLife:
         )
         try:
             try:
-                parse_rules_of(plan, self.settings)
+                run.plan = parse_rules_of(plan, self.settings)
                 run.begin()
             except AgentReplayError as exc:
                 # Reported as the test's failure (not a set-up error) when its body would start.

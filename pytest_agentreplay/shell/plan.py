@@ -131,17 +131,20 @@ def fixture_plan(
     return TestPlan(item.nodeid, test, records(test.record, test.cassette, foreign), named, foreign)
 
 
-def parse_rules_of(plan: TestPlan, settings: Settings) -> None:
-    """The marker's and the fixture's rules, parsed once, as the run begins: a bad one fails this test
-    once, before its body runs, also when recording (the project's were parsed at start-up)."""
+def parse_rules_of(plan: TestPlan, settings: Settings) -> TestPlan:
+    """``plan`` with the marker's and the fixture's rules parsed, once, as the run begins: a bad one fails
+    this test once, before its body runs, also when recording (the project's were parsed at start-up). The
+    parsed rules go into new settings: ``plan.test`` may be its early plan's too (:func:`fixture_plan`)."""
     test, nodeid = plan.test, plan.nodeid
     if test.marker_rules is None and test.rules is settings.rules:
-        return
+        return plan
     from ..diff.rules import parse_rules  # heavy: the rules engine, only for a test given rules
 
-    if test.rules is not settings.rules:
+    rules, marker_rules = test.rules, test.marker_rules
+    if rules is not settings.rules:
         place = "rules of the agentreplay_config fixture"
-        test.rules = parse_rules(test.rules, source="project", place=place)
-    if test.marker_rules is not None:
+        rules = parse_rules(rules, source="project", place=place)
+    if marker_rules is not None:
         where = f"rules= of @pytest.mark.agentreplay on {nodeid}"
-        test.marker_rules = parse_rules(test.marker_rules, source="marker", place=where)
+        marker_rules = parse_rules(marker_rules, source="marker", place=where)
+    return plan._replace(test=TestSettings(**{**vars(test), "rules": rules, "marker_rules": marker_rules}))
