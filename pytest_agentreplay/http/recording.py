@@ -229,10 +229,10 @@ def emit_exchange(
             actor=actor,
             event_class=event_class,
             data=data,
-            tool=None if tool is None else _record(ToolInfo, tool, recorded.tool if recorded else None),
+            tool=None if tool is None else served(ToolInfo, tool, recorded.tool if recorded else None),
             effect=effect,
             input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
-            output=_record(PayloadRef, output, recorded.output_ref if recorded else None),
+            output=served(PayloadRef, output, recorded.output_ref if recorded else None),
         )
     except UnicodeEncodeError:
         from ..core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
@@ -250,16 +250,12 @@ def emit_exchange(
         ) from None
 
 
-def served(recorded: _Record | None, built: _Record) -> _Record:
-    """``recorded`` (a record of the event an exchange was served from) in place of ``built`` (the record
-    the replayed event would hold) when they are equal field for field, each container the same object:
-    records are frozen, so the replayed event holds what was saved (already redacted), and its redaction
-    and comparison meet the recorded record by identity. Else ``built``."""
-    return recorded if _same_fields(recorded, type(built), built.__dict__) else built
-
-
-def _record(kind: type[_Record], fields: dict[str, object], recorded: _Record | None) -> _Record:
-    """:func:`served` without building the record ``fields`` make when ``recorded`` is served instead."""
+def served(kind: type[_Record], fields: dict[str, object], recorded: _Record | None) -> _Record:
+    """``recorded`` (a record of the event an exchange was served from) in place of the ``kind`` record of
+    ``fields`` (the record the replayed event would hold) when they are equal field for field, each
+    container the same object: records are frozen, so the replayed event holds what was saved (already
+    redacted), and its redaction and comparison meet the recorded record by identity. Else the record of
+    ``fields``, built only then."""
     return recorded if _same_fields(recorded, kind, fields) else kind.construct_trusted(fields)
 
 
