@@ -30,10 +30,8 @@ from .validation import relocate
 # -- what the stored form leaves out ------------------------------------------------------------------
 
 
-def _restore_http_fields(event: Document) -> None:
-    request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
-    if request is None:
-        return
+def _restore_http_fields(event: Document, request: Document) -> None:
+    """An HTTP event's ``data.method``/``data.url`` and default tool name, from its inline ``request``."""
     method, url = request.get("method"), request.get("url")
     data = event.get("data")
     if isinstance(data, dict) and "method" not in data and "url" not in data:
@@ -112,34 +110,36 @@ class _Decoder:
         if not isinstance(stored, dict):
             return stored  # the schema check names it
         event = dict(stored)
-        event.setdefault("run_id", self.run_id)
+        if "run_id" not in event:
+            event["run_id"] = self.run_id
+        request: object = None  # the inline request payload, decoded
         for name in REF_FIELDS:
             ref = stored.get(name)
             if not isinstance(ref, dict):
                 continue
             new_ref = dict(ref)
-            new_ref.setdefault("data_class", "internal")
+            if "data_class" not in new_ref:
+                new_ref["data_class"] = "internal"
             media = new_ref.get("media_type")
             if isinstance(media, str) and media[:1] == "@":
-                new_ref["media_type"] = MEDIA_FULL.get(media) or media[1:]
-            if name == "input_ref" and new_ref.get("media_type") == REQUEST_MEDIA_TYPE:
-                self.request(index, new_ref)
-            elif (
-                name == "output_ref"
-                and new_ref.get("media_type") == RESPONSE_MEDIA_TYPE
-                and "inline" in new_ref
-            ):
+                new_ref["media_type"] = media = MEDIA_FULL.get(media) or media[1:]
+            if name == "input_ref" and media == REQUEST_MEDIA_TYPE:
+                request = self.request(index, new_ref)
+            elif name == "output_ref" and media == RESPONSE_MEDIA_TYPE and "inline" in new_ref:
                 new_ref["inline"] = restore_response_payload(new_ref["inline"])
             event[name] = new_ref
-        _restore_http_fields(event)
+        kind = event.get("type")
+        if isinstance(request, dict) and kind in HTTP_EVENTS:
+            _restore_http_fields(event, request)
         data = event.get("data")
-        if isinstance(data, dict) and "request_hash" not in data:
+        if kind == "model.call" and isinstance(data, dict) and "request_hash" not in data:
             digest = stored_request_hash(event, self.digests)
             if digest is not None:
                 event["data"] = {**data, "request_hash": digest}
         return event
 
-    def request(self, index: int, ref: Document) -> None:
+    def request(self, index: int, ref: Document) -> object:
+        """Decodes the request payload of ``ref`` (held as its ``inline``) and returns it."""
         payload = ref.get("inline")
         if ref.get("sha256") is not None and self.resolve is not None:
             # A large request kept in the blob store: a later delta may build on it (and it may itself
@@ -153,18 +153,20 @@ class _Decoder:
             ref.pop("sha256", None)
             ref.pop("size", None)
             ref["inline"] = payload
-        if isinstance(payload, dict) and DELTA in payload:
+        if not isinstance(payload, dict):
+            self.last_headers = None
+            return payload
+        if DELTA in payload:
             ref["inline"] = payload = self.apply(index, payload)
-        if isinstance(payload, dict) and payload.get("headers") == PREV_HEADERS:
+        if payload.get("headers") == PREV_HEADERS:
             if not isinstance(self.last_headers, dict):
                 raise self.fail(index, 'headers "@prev", but no earlier request has headers')
-            payload = {**payload, "headers": self.last_headers}
-            if "inline" in ref:
-                ref["inline"] = payload
-        self.last_headers = payload.get("headers") if isinstance(payload, dict) else None
+            ref["inline"] = payload = {**payload, "headers": self.last_headers}
+        self.last_headers = payload.get("headers")
         parts = request_parts(payload)
-        if parts is not None and isinstance(payload, dict):
+        if parts is not None:
             self.earlier.setdefault(parts[0], []).append(payload)
+        return payload
 
     def base_of(self, index: int, endpoint: tuple[str, str], back: object) -> Document:
         history = self.earlier.get(endpoint, [])
