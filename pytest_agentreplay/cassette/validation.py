@@ -186,11 +186,12 @@ def _marshal_form(value: Any) -> bytes:  # what marshal refuses, it raises for
 
 
 _DEPTH_FORMS: Final[tuple[Callable[[object], bytes], ...]] = (orjson.dumps, _marshal_form)
+_CONTAINERS: Final = (dict, list)  # a tuple: ``dict | list`` would build a union at every check
 
 
 def depth_problem(value: object) -> str | None:
     """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, _CONTAINERS):
         return None  # a scalar nests no deeper than where it stands
     # A value holds no deeper path than it holds objects and lists, and both forms below write each of
     # them (a dict or list, subclass or not, each time it is reached) with one ``{`` or ``[``: counting
@@ -212,7 +213,7 @@ def depth_problem(value: object) -> str | None:
         if depth >= MAX_DEPTH:
             return f"nested deeper than {MAX_DEPTH} levels"
         items = item.values() if isinstance(item, dict) else item
-        stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+        stack.extend((v, depth + 1) for v in items if isinstance(v, _CONTAINERS))
     return None
 
 
@@ -224,7 +225,7 @@ def blob_problem(value: object, refs: list[str]) -> tuple[str, bool] | None:
     inner: Any
     while stack:
         item, depth, where = stack.pop()
-        if not isinstance(item, dict | list):
+        if not isinstance(item, _CONTAINERS):
             continue
         if depth >= MAX_DEPTH:
             return f"{where}: nested deeper than {MAX_DEPTH} levels", True
