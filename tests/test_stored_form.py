@@ -118,6 +118,22 @@ def test_get_events_leave_out_what_their_request_says() -> None:
     assert decode_events(stored, "r") == events
 
 
+def test_http_posts_stored_as_deltas_get_their_fields_from_the_decoded_request() -> None:
+    # The method, url and tool name of an HTTP event come from its request once decoded (delta applied,
+    # "@prev" headers filled); only a model call gets a request hash back.
+    events = []
+    for event in _conversation(3, url="https://api.example.com/v1/rows"):
+        data = {"method": "POST", "url": "https://api.example.com/v1/rows", "status": 200}
+        kind = {"type": "http", "actor": "tool", "class": "input"}
+        events.append({**event, **kind, "data": data, "tool": {"name": "api.example.com/v1/rows"}})
+    stored = encode_events(events, "r")
+    assert all("delta" in e["input_ref"]["inline"] for e in stored[1:])
+    assert all("url" not in e["data"] and "tool" not in e for e in stored)
+    decoded = decode_events(json.loads(json.dumps(stored)), "r")
+    assert decoded == events
+    assert all("request_hash" not in e["data"] for e in decoded)
+
+
 def test_a_redacted_body_keeps_its_request_hash() -> None:
     events = _conversation(2)
     events[1]["data"]["request_hash"] = "0" * 64  # taken before a secret in the body was redacted
