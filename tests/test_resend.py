@@ -224,3 +224,36 @@ def test_a_coded_first_request_notes_its_coding_as_the_full_check_does() -> None
     assert stored is not None and request.stored_body() == stored and stored["coding"] == "gzip"
     assert sent == resend.remember(raw, stored["json"], None)
     assert sent is not None and sent.suffix is not None
+
+
+def test_a_body_read_as_the_previous_members_skips_share_parts_which_would_change_nothing() -> None:
+    """``share_repeats`` leaves out ``share_parts`` for a body ``_extend_items`` read (``Sent.base``): such a
+    body holds the previous one's very members already. Where what follows the list changed (the fourth
+    request) or the body was read whole, the body is shared as ``share_parts`` shares it."""
+    from pytest_agentreplay.core.capture import Recorder, RunContext
+    from pytest_agentreplay.core.events import RunMeta
+    from pytest_agentreplay.http.recording import share_parts, share_repeats
+
+    ctx = RunContext(Recorder(RunMeta(run_id="r")))
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    seen: list[dict[str, Any]] = []
+    for turn in range(6):
+        temperature = 0 if turn < 3 else 1
+        raw = dump({"messages": history, "model": "m", "tools": tools, "temperature": temperature}, None)
+        headers = {"content-type": "application/json"}
+        request = HttpRequest("POST", "https://api.example/v1/chat", headers, raw)
+        share_repeats(ctx, request)
+        body = request.json()
+        assert isinstance(body, dict) and body == json.loads(raw)
+        sent = ctx.rooms.of(resend.LastSent, resend.LastSent)[("POST", "https://api.example/v1/chat")]
+        assert sent is not None and (sent.base is not None) == (turn not in (0, 3))
+        if seen:
+            before = dict(body)
+            items = list(body["messages"])
+            share_parts(seen[-1], body)  # what the skipped call would have done: nothing
+            assert all(body[name] is value for name, value in before.items())
+            assert all(map(lambda a, b: a is b, body["messages"], items))
+            assert body["tools"][0] is seen[0]["tools"][0] and body["messages"][0] is seen[0]["messages"][0]
+        seen.append(body)
+        history = [*history, {"role": "assistant", "content": f"answer {turn}"}]

@@ -81,14 +81,15 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     """
     key = (request.method, request.url)
     last = ctx.rooms.of(resend.LastSent, resend.LastSent)
-    last[key] = request.resend_body(last.get(key))
+    sent = last[key] = request.resend_body(last.get(key))
     memo = ctx.requests
     body = request.json()
     if not isinstance(body, dict):
         return
     previous = memo.shared.get(key)
     memo.shared[key] = body
-    if previous is not None:
+    # Not when the body was read as the previous one's members, its list extended: all shared already.
+    if previous is not None and not (sent is not None and sent.base is previous and sent.value is body):
         share_parts(previous, body)
 
 

@@ -35,13 +35,15 @@ class Sent(NamedTuple):
     last item, and the compact formats those bytes are the text of, in the order the full check tries them.
     ``suffix``: the bytes after the last item, when checked to be the text of the members after the list in
     each of ``formats`` (the members of ``value`` after ``key``). ``prefix`` may be a view of the request's
-    own bytes (immutable): copied at every request, a conversation's history would cost its square."""
+    own bytes (immutable): copied at every request, a conversation's history would cost its square.
+    ``base``: the previous body, when ``value`` holds its very members, its list extended (all shared)."""
 
     value: Mapping[str, object]
     key: str
     prefix: bytes | memoryview
     formats: tuple[str | None, ...]
     suffix: bytes | None = None
+    base: Mapping[str, object] | None = None
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):
@@ -245,4 +247,4 @@ def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent
         value[name] = [*history, *new_items] if name == sent.key else member
     # The new prefix, the previous one and ``middle``: ``raw``'s bytes up to the suffix, viewed (not copied).
     prefix = memoryview(raw)[:end] if type(raw) is bytes else raw[:end]
-    return value, Sent(value, sent.key, prefix, formats, suffix), formats[0]
+    return value, Sent(value, sent.key, prefix, formats, suffix, sent.value), formats[0]
