@@ -236,6 +236,11 @@ def test_a_regression_replay_imports_no_writer_and_no_other_mode(pytester: pytes
         "pytest_agentreplay.intercept.grpc",
         "pytest_agentreplay.intercept.mcp",
         "pytest_agentreplay.intercept.websockets",
+        # Imported where used: gRPC calls, a refusal's known callers, @tool values, a kept pending drift.
+        "pytest_agentreplay.http.grpc_calls",
+        "pytest_agentreplay.core.callers",
+        "pytest_agentreplay.core.tool_values",
+        "pytest_agentreplay.cassette.pending",
     }
     assert not replayed & others, sorted(replayed & others)
 

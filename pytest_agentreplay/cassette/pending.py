@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.canonical import dumps_pretty, sha256_hex
+from ..core.paths import PENDING_SUFFIX as SUFFIX
+from ..core.paths import pending_path
 from ..exceptions import PendingDriftError
 from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
@@ -27,11 +29,6 @@ if TYPE_CHECKING:
 
 PENDING_FORMAT = "agentreplay-pending"
 PENDING_VERSION = 1
-SUFFIX = ".pending.json"
-
-
-def pending_path(cassette: Path) -> Path:
-    return cassette.with_name(cassette.stem + SUFFIX)
 
 
 @dataclass(slots=True)
@@ -132,11 +129,6 @@ def write_pending(
     path = pending_path(cassette)
     write_locked(path, lambda: dumps_pretty(doc).encode("utf-8"))
     return path
-
-
-def remove_pending(cassette: Path) -> None:
-    """Drop the stale pending drift of ``cassette`` (it passed, or was updated or recorded again)."""
-    pending_path(cassette).unlink(missing_ok=True)
 
 
 def read_pending(path: Path, *, root: Path | None = None) -> Pending:

@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..cassette.pending import SUFFIX, Pending, find_pending, pending_path, read_pending
+from ..cassette.pending import Pending, find_pending, read_pending
+from ..core.paths import PENDING_SUFFIX, pending_path
 from ..exceptions import PendingDriftError
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, err, out
 
@@ -106,7 +107,7 @@ def _selected(args: argparse.Namespace) -> list[Pending]:
         path = Path(raw)
         if not path.exists():
             raise UsageError(f"{raw}: no such file or directory", fixes=["agentreplay review cassettes/"])
-        if path.is_file() and not path.name.endswith(SUFFIX):
+        if path.is_file() and not path.name.endswith(PENDING_SUFFIX):
             path = pending_path(path)
             if not path.exists():
                 raise UsageError(f"{raw} has no pending drift ({path.name} does not exist)")

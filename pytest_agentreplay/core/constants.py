@@ -105,6 +105,8 @@ VOLATILE_PAYLOAD_KEYS: Final = ("created",)
 """Keys at any depth of a payload: the time a provider says it created its response (``created``)."""
 
 REDACTED: Final = "[REDACTED]"
+# A gRPC call's URL starts with it (http/grpc_calls.py); here so classifying a request imports no gRPC.
+GRPC_SCHEME: Final = "grpc://"
 
 # How JSON text was laid out (a body's stored ``"format"``), so it is written back the same: replay serves
 # the same bytes (agents often hand a tool's raw response text to the model, and different whitespace would

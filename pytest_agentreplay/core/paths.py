@@ -10,6 +10,18 @@ from pathlib import Path
 from .constants import DEFAULT_CASSETTE_DIR
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-\[\]=,+]")
+# A cassette's pending drift (cassette/pending.py) is kept beside it: ``<cassette stem>.pending.json``.
+PENDING_SUFFIX = ".pending.json"
+
+
+def pending_path(cassette: Path) -> Path:
+    return cassette.with_name(cassette.stem + PENDING_SUFFIX)
+
+
+def remove_pending(cassette: Path) -> None:
+    """Drop the stale pending drift of ``cassette`` (it passed, or was updated or recorded again): here, so
+    a test that passes does not import the pending drift's reader and writer."""
+    pending_path(cassette).unlink(missing_ok=True)
 
 
 def module_cassette_dir(cassette_dir: Path, rootdir: Path, module_path: Path) -> Path:

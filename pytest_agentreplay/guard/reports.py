@@ -23,7 +23,6 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
-from ..core.callers import caller_of_call
 from ..core.commands import quote, record_command
 from ..exceptions import NetworkBlockedError
 from .decision import decide
@@ -68,6 +67,8 @@ def refusal(
         evidence.append(f"process: child {child_pid} of the test's process")
     # A library's own call (a thread of its own, a known fetch): name the library and its fix.
     own_thread = None if child_pid is not None or isinstance(run, ParentRun) else run.origin_thread
+    from ..core.callers import caller_of_call  # heavy (its table of known callers): only a refusal
+
     caller = caller_of_call(destination, own_thread)
     evidence.extend(line for line in caller.evidence() if not line.startswith("thread: "))
     test, host = nodeid(run), _host(destination)

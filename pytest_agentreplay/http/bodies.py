@@ -13,7 +13,6 @@ list's name predates the others; the content type tells the format). A new forma
 from __future__ import annotations
 
 import base64
-import gzip
 import importlib
 import json
 import zlib
@@ -292,6 +291,8 @@ def encode_content(data: bytes, encoding: str) -> bytes:
         if name == "deflate":
             data = zlib.compress(data)
         elif KNOWN_CODINGS[name] is None:  # gzip
+            import gzip  # only where replay hands a client gzip-coded bytes
+
             data = gzip.compress(data, mtime=0)
         else:  # brotli.compress, zstandard.compress
             data = importlib.import_module(str(KNOWN_CODINGS[name])).compress(data)

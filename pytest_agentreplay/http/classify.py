@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, cast
 
+from ..core.constants import GRPC_SCHEME
 from ..core.run_settings import RunSettings
 from ..exceptions import ConfigError, NoProviderError
 from .exchange import HttpRequest, HttpResponse
-from .grpc_calls import GRPC_SCHEME, flavour
 from .providers import ollama, providers_of
 
 Kind = Literal["model", "read", "write"]
@@ -60,6 +60,8 @@ def classify_exchange(
     if model is not None:
         return Classification("model", provider=model[0], endpoint=model[1])
     if request.url.startswith(GRPC_SCHEME):
+        from .grpc_calls import flavour  # heavy: only a gRPC call
+
         found = flavour(request.path)
         kind: Kind = "write" if found == "write" else "read"
         return Classification(

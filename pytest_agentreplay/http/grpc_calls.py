@@ -11,11 +11,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
-from ..core.constants import REDACTED
+from ..core.constants import GRPC_SCHEME, REDACTED
 from ..core.documents import Document
 from .exchange import SECRET_HEADERS, HttpRequest, HttpResponse, lower_headers
 
-GRPC_SCHEME: Final = "grpc://"
 Flavour = Literal["retrieval", "read", "write"]
 
 # The status codes' usual HTTP equivalents (google.rpc.Code's documented mapping); the first code of a

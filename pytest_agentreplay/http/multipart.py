@@ -16,11 +16,9 @@ from typing import Final
 from ..core.documents import Document
 
 # ``boundary=`` in a Content-Type: a quoted string (escapes allowed) or a token.
-_BOUNDARY: Final = re.compile(
-    r';\s*boundary\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<plain>[^;\s]+))', re.IGNORECASE
-)
+_BOUNDARY: Final = r'(?i);\s*boundary\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<plain>[^;\s]+))'
 # One parameter of a Content-Disposition header.
-_PARAM: Final = re.compile(r';\s*(?P<name>[^=;\s]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<plain>[^;]*))')
+_PARAM: Final = r';\s*(?P<name>[^=;\s]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<plain>[^;]*))'
 # What the rendered bytes of a stored body are delimited with (the stored content type names none).
 RENDER_BOUNDARY: Final = "agentreplay-boundary"
 # Content-Disposition parameters a part stores by name; any other keeps the whole header in ``headers``.
@@ -34,7 +32,7 @@ def is_multipart(content_type: object) -> bool:
 
 def boundary_of(content_type: str | None) -> str | None:
     """The ``boundary`` parameter of a multipart content type, unquoted; None when it names none."""
-    found = _BOUNDARY.search(content_type or "")
+    found = re.search(_BOUNDARY, content_type or "")
     return _unquoted(found) if found is not None else None
 
 
@@ -46,7 +44,7 @@ def _unquoted(found: re.Match[str]) -> str:
 
 def without_boundary(content_type: str) -> str:
     """``multipart/form-data; boundary=x; charset=utf-8`` -> ``multipart/form-data; charset=utf-8``."""
-    return _BOUNDARY.sub("", content_type).strip()
+    return re.sub(_BOUNDARY, "", content_type).strip()
 
 
 def parse(raw: bytes, content_type: str | None) -> list[Document] | None:
@@ -96,7 +94,7 @@ def _part(chunk: bytes) -> Document | None:
     disposition = headers.pop("content-disposition", None)
     if disposition is not None:
         kind, _, rest = disposition.partition(";")
-        params = {found.group("name").lower(): _unquoted(found) for found in _PARAM.finditer(";" + rest)}
+        params = {found.group("name").lower(): _unquoted(found) for found in re.finditer(_PARAM, ";" + rest)}
         part["name"] = params.get("name")
         if "filename" in params:
             part["filename"] = params["filename"]

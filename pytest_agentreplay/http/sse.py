@@ -47,7 +47,7 @@ class LineParser:
     """A text stream's lines as its bytes arrive (``BREAKS``: what ends a line), and each event's wire text
     kept as ``raw`` when rendering the stored event (``encode``) would not give it back."""
 
-    BREAKS = re.compile(r"([^\r\n]*)(\r\n|\r|\n)")
+    BREAKS = r"([^\r\n]*)(\r\n|\r|\n)"
 
     def __init__(self, encode: Callable[..., bytes]) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -63,7 +63,7 @@ class LineParser:
         # else the "\n" would read as a blank line and dispatch the event early.
         held_cr = not final and text.endswith("\r")
         body = text[:-1] if held_cr else text
-        parts = [(found.group(1), found.group(0)) for found in self.BREAKS.finditer(body)]
+        parts = [(found.group(1), found.group(0)) for found in re.finditer(self.BREAKS, body)]
         tail = body[sum(len(wire) for _, wire in parts) :]  # the lines found are the text up to the tail
         self._pending = "" if final else tail + "\r" if held_cr else tail
         if final and tail:
@@ -165,7 +165,7 @@ NDJSON_MEDIA_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "a
 class NDJSONParser(LineParser):
     """Feed bytes as they arrive; every complete line comes back from :meth:`feed` as one event."""
 
-    BREAKS = re.compile(r"([^\n]*)(\n)")
+    BREAKS = r"([^\n]*)(\n)"
 
     def __init__(self) -> None:
         super().__init__(encode_line)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..core.callers import caller_of_call
 from ..core.commands import new_call_fix
 from ..exceptions import UnmatchedRequestError
 from ..guard import allow_list_admits
@@ -29,6 +28,8 @@ def unmatched_refusal(
     """``no recorded {what} matches`` the call (``url``: redacted, as error text reaches terminals, reports
     and JUnit files); ``evidence`` comes before who made the call, ``closest`` after it; ``fixes`` after the
     command that records the new call."""
+    from ..core.callers import caller_of_call  # heavy (its table of known callers): only a refusal
+
     caller = caller_of_call(url, ctx.origin_thread)
     tolerated = allow_list_admits(request.host, ctx.settings.tolerated_hosts)
     shown = [f"live call: {request.method} {url}", *evidence, *caller.evidence(), *closest]

@@ -10,7 +10,6 @@ from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event
-from ..core.tool_values import is_stream
 from ..exceptions import ToolNotRecordedError
 from ..redaction import redact_tool_arguments
 
@@ -59,6 +58,8 @@ class ToolReplayer:
                     # An HTTP write (it carries its request): served by the HTTP layer, not a @tool result.
                     continue
                 start, call = pending[name].popleft()
+                from ..core.tool_values import is_stream  # its codecs: only a cassette with @tool results
+
                 arguments = call.data.get("arguments", {})
                 ref = event.output_ref
                 # Stored with sorted keys: served with the keys in the order the tool returned them.

@@ -334,7 +334,7 @@ def partial_modules(invocation_dir: Path, args: Sequence[str]) -> set[Path]:
 
 
 # A rule path naming one request header (or a pattern of names): ``input_ref.headers.accept``.
-_REQUEST_HEADER_PATH = re.compile(r"(?:input_ref|\*\*?)\.headers\.([^.\[]+)")
+_REQUEST_HEADER_PATH = r"(?:input_ref|\*\*?)\.headers\.([^.\[]+)"
 
 
 def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
@@ -354,7 +354,7 @@ def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
     kept = settings.http.idempotency_header
     warnings = []
     for rule in settings.rules:
-        found = _REQUEST_HEADER_PATH.fullmatch(rule.path)
+        found = re.fullmatch(_REQUEST_HEADER_PATH, rule.path)
         name = found.group(1).lower() if found else ""
         if rule.verdict != "ignore" and name and name != kept and is_transport_header(name):
             warnings.append(

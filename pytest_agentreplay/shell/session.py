@@ -18,6 +18,7 @@ from ..core.config import Settings, pending_enabled
 from ..core.constants import Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators
+from ..core.paths import remove_pending
 from ..core.rerecord import Rerecord
 from ..diff import render_drift
 from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
@@ -246,8 +247,6 @@ class TestRun:
                 outcome, problem = self._compare(ctx, passed=passed)
         self.outcome = outcome
         if outcome.action in _PENDING_STALE and (outcome.mode in ("record", "regression")):
-            from ..cassette.pending import remove_pending  # a cheap stat when there is none
-
             remove_pending(self.plan.cassette)
         if problem is not None:
             raise self.located(problem)

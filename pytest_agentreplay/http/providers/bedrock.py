@@ -23,9 +23,7 @@ CONVERSE_STREAM = "converse-stream"
 INVOKE = "invoke"
 INVOKE_STREAM = "invoke-with-response-stream"
 
-_PATH = re.compile(
-    r"/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream|invoke|invoke-with-response-stream)\Z"
-)
+_PATH = r"/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream|invoke|invoke-with-response-stream)\Z"
 # The model families an InvokeModel body can be, by the model id's vendor (and product for Amazon).
 ANTHROPIC, LLAMA, TITAN, NOVA = "anthropic", "llama", "titan", "nova"
 _VENDORS = frozenset(
@@ -43,7 +41,7 @@ _REQUEST_SHAPES = {"anthropic_version": ANTHROPIC, "inputText": TITAN, "prompt":
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
-    return _PATH.search(request.path.rstrip("/"))
+    return re.search(_PATH, request.path.rstrip("/"))
 
 
 def _from_aws_sdk(request: HttpRequest) -> bool:

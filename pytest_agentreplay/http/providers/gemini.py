@@ -25,14 +25,14 @@ STREAM = "streamGenerateContent"
 
 # ".../models/gemini-2.5-flash:streamGenerateContent", ".../tunedModels/my-model:generateContent",
 # Vertex AI's ".../endpoints/1234:generateContent".
-_PATH = re.compile(
+_PATH = (
     r"/(?:models|tunedModels|endpoints)/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)\Z"
 )
-_VERTEX_LOCATION = re.compile(r"/projects/[^/]+/locations/(?P<location>[^/]+)/")
+_VERTEX_LOCATION = r"/projects/[^/]+/locations/(?P<location>[^/]+)/"
 
 
 def _path_match(request: HttpRequest) -> re.Match[str] | None:
-    return _PATH.search(request.path.rstrip("/"))
+    return re.search(_PATH, request.path.rstrip("/"))
 
 
 def match(request: HttpRequest, settings: RunSettings) -> str | None:
@@ -51,7 +51,7 @@ def model_from_request(request: HttpRequest) -> str | None:
 def url_fields(request: HttpRequest) -> Document:
     """Vertex AI's calls say so, with their location; AI Studio's add nothing."""
     path = request.path
-    located = _VERTEX_LOCATION.search(path)
+    located = re.search(_VERTEX_LOCATION, path)
     if (
         located is None
         and "/publishers/" not in path
