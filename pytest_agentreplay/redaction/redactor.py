@@ -379,7 +379,7 @@ class Redactor:
 
     def _redact_string(self, text: str, keys: bool) -> str:
         out = text
-        if keys and text != REDACTED and looks_like_json(text):
+        if keys and ("{" in text or "[" in text) and text != REDACTED and looks_like_json(text):
             # JSON inside a JSON string (an OpenAI tool call's "arguments"): its keys count too.
             parsed = try_json(text)
             if isinstance(parsed, dict | list):
