@@ -412,6 +412,9 @@ def test_same_identity_at_once_is_what_the_identities_say() -> None:
     ]
     cases += [(a, b) for a in keyed for b in keyed]
     cases += [(ev("http", data=shared), ev("http", data=dict(shared)))]
+    # One tool object on both sides (a replayed event holds its twin's), its data the same or not.
+    tool = {"name": "t", "idempotency_key": "k1"}
+    cases += [(ev("http", data=shared, tool=tool), ev("http", data=d, tool=tool)) for d in (shared, {})]
     for a, b in cases:
         want = identity(a) == identity(b)
         assert _same_identity(a["type"], a, b) is want, (a, b)

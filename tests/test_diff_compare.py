@@ -507,11 +507,16 @@ def test_a_pair_differing_only_where_the_rules_ignore_counts_as_the_walk_does(
     replayed += [http(3, n=1.0), http(4, t='{"b":2,"a":1}'), http(5, deep={"x": 2})]
     replayed += [http(6, latency_ms=3.0, new=1), http(7, n=1), {**http(8), "output_ref": {"inline": {}}}]
     replayed += [http(9, flag=1)]
+    # Text: empty, a JSON array spaced otherwise, text that opens a document and is none.
+    recorded += [http(10, t=""), http(11, t="[1, 2]"), http(12, t="{x"), http(13, t="[]")]
+    replayed += [http(10, t="[1,2]"), http(11, t="[1,2]"), http(12, t="{y"), http(14, t="")]
     for i, event in enumerate(replayed):
         event["ts"] = f"2026-01-01T00:00:{i:02d}Z"
     rules = [
         RuleSet.defaults("regression"),
-        RuleSet.from_layers("regression", project={"http:data.n": "ignore", "http:data.flag": "ignore"}),
+        RuleSet.from_layers(
+            "regression", project=dict.fromkeys(("http:data.n", "http:data.flag", "http:data.t"), "ignore")
+        ),
         RuleSet.from_layers("regression", project={"http:data.*": "ignore"}),
         RuleSet.from_layers(
             "regression", project={"http:data.new": {"verdict": "ignore", "unrecorded": "expected"}}

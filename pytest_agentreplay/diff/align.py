@@ -270,12 +270,14 @@ def _same_steps(recorded: Sequence[Event], replayed: Sequence[Event], oi: frozen
 def _same_identity(etype: object, a: Event, b: Event) -> bool:
     """Whether two events of type ``etype`` have one identity; at once when what it is made of is the same
     objects in both (a replayed event holds its recorded twin's values where they are equal)."""
-    if _sub(a, "tool").get("idempotency_key") is _sub(b, "tool").get("idempotency_key"):
-        names = _IDENTITY_DATA.get(etype)
-        if names is not None:
-            da, db, (first, second) = _sub(a, "data"), _sub(b, "data"), names
-            if da.get(first) is db.get(first) and da.get(second) is db.get(second):
-                return True
+    names = _IDENTITY_DATA.get(etype)
+    if names is not None and (
+        a.get("tool") is b.get("tool")  # (then its idempotency key too)
+        or _sub(a, "tool").get("idempotency_key") is _sub(b, "tool").get("idempotency_key")
+    ):
+        da, db, (first, second) = _sub(a, "data"), _sub(b, "data"), names
+        if da.get(first) is db.get(first) and da.get(second) is db.get(second):
+            return True
     return identities(a)[0] == identities(b)[0]
 
 

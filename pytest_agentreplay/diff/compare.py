@@ -196,7 +196,10 @@ class _Walker:
             for tokens, x, y in leaves:
                 if not (isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and isinstance(tokens[-1], str)):
                     return False
-                if _same(x, y) or (isinstance(x, str) and isinstance(y, str) and _same_json_text(x, y)):
+                # ``_same`` of two scalars, inlined; only text that opens a JSON document is parsed.
+                if x is y or (x == y and isinstance(x, bool) == isinstance(y, bool)):
+                    continue
+                if isinstance(x, str) and x[:1] in "{[" and isinstance(y, str) and _same_json_text(x, y):
                     continue
                 judgement = self.rules.judge(event_type, tokens)
                 unrecorded = judgement.unrecorded if x is ABSENT else None

@@ -261,7 +261,8 @@ class Redactor:
                 reused += new is twin
         if like is not None and reused == len(value) == len(like):
             return like
-        if keys and "tool" in value:
+        tool = value.get("tool") if keys else None
+        if isinstance(tool, dict) and tool.get("idempotency_key"):  # (none: nothing to keep)
             out = keep_idempotency_key(self, value, out)
         return out
 
@@ -361,9 +362,9 @@ class Redactor:
 
     def redact_url(self, url: str) -> str:
         """A URL as stored: userinfo and secret query parameters redacted (cheap when there are none)."""
-        if not any(c in url for c in "?@#%") and not may_hold_value(url):
-            return url
-        return self.redact_string(url, keys=False)
+        if "?" in url or "@" in url or "#" in url or "%" in url or may_hold_value(url):
+            return self.redact_string(url, keys=False)
+        return url
 
     def redact_string(self, text: str, *, keys: bool = True) -> str:
         if len(text) < STRING_MIN_CHARS:
@@ -378,7 +379,7 @@ class Redactor:
 
     def _redact_string(self, text: str, keys: bool) -> str:
         out = text
-        if keys and text != REDACTED and looks_like_json(text):
+        if keys and ("{" in text or "[" in text) and text != REDACTED and looks_like_json(text):
             # JSON inside a JSON string (an OpenAI tool call's "arguments"): its keys count too.
             parsed = try_json(text)
             if isinstance(parsed, dict | list):
@@ -416,15 +417,14 @@ class Redactor:
 
     def query_replacement(self, match: re.Match[str]) -> str:
         """A matched ``name=value`` parameter, its value redacted if its name is secret."""
-        name = match.group("name")
-        value = match.group("value")
+        lead, name, value = match.groups()
         if not value or value == REDACTED:
             return match.group(0)
-        plain = unquote(value)
-        if not self.is_secret_name(unquote(name), query=True, value=plain):
+        plain = unquote(value) if "%" in value else value  # (``unquote`` of text without one is it)
+        if not self.is_secret_name(unquote(name) if "%" in name else name, query=True, value=plain):
             return match.group(0)
         self.learn(plain)
-        return f"{match.group('lead')}{name}={REDACTED}"
+        return f"{lead}{name}={REDACTED}"
 
     def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]:
         """Character spans of ``text`` holding secrets, merged and sorted.

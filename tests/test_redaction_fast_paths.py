@@ -1,0 +1,86 @@
+"""The redactor's fast paths give what the plain paths they stand for give: a URL's pre-check
+(``Redactor.redact_url``), a query parameter's decision (``Redactor.query_replacement``), an event's
+idempotency key (``keep_idempotency_key``), over URLs and events chosen to reach every branch, with
+secrets learnt on the way."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from pytest_agentreplay.core.constants import REDACTED
+from pytest_agentreplay.redaction import Redactor
+from pytest_agentreplay.redaction.encoded import keep_idempotency_key
+from pytest_agentreplay.redaction.rules import may_hold_value
+
+TOKEN = "tok3nValue9876543210abcd"
+URLS = [
+    "http://127.0.0.1:38997/items/4?page=4",
+    "https://api.example.com/v1/chat",
+    f"http://ann:{TOKEN}@127.0.0.1:8080/v1/x?page=2",
+    "http://ann@host/x",
+    "https://host/x?access_token=abc123def456&page=1&access_token=again7777",
+    "https://host/x?key=PROJ-123&key=AIzaSyA1234567890abcdefghijklmnopqrstuv",
+    "https://host/x?key=0123456789abcdefABCDEF",
+    "https://host/cb#access_token=fragment-secret-1&state=xyz",
+    "https://host/x?api%5Fkey=percent%2Dencoded%2Dsecret&q=a%20b",
+    "https://host/x?%61pi_key=hidden-by-escapes-123&empty=&x=" + REDACTED,
+    "https://host/x?sig=qs-signature-value-42;page=3",
+    "https://host/x?q=" + TOKEN,
+    "https://host/path%2Fwith%2Fescapes",
+    "https://host/x?page=1#frag",
+    "https://host/sk-proj-abcdefghijklmnopqrstuvwxyz0123",
+    "https://host/x?token=short",
+    "https://host/x?next_page_token=keep-this-one-12345",
+    "https://host/x?name=Bearer%20abcdefghij1234567890",
+]
+
+
+class _Plain(Redactor):
+    """The paths the fast ones stand for, as they were written before them."""
+
+    def redact_url(self, url: str) -> str:
+        if not any(c in url for c in "?@#%") and not may_hold_value(url):
+            return url
+        return self.redact_string(url, keys=False)
+
+    def query_replacement(self, match: re.Match[str]) -> str:
+        name = match.group("name")
+        value = match.group("value")
+        if not value or value == REDACTED:
+            return match.group(0)
+        plain = unquote(value)
+        if not self.is_secret_name(unquote(name), query=True, value=plain):
+            return match.group(0)
+        self.learn(plain)
+        return f"{match.group('lead')}{name}={REDACTED}"
+
+
+def test_urls_redact_as_the_plain_path_does_with_secrets_learnt_on_the_way() -> None:
+    fast, plain = Redactor(extra_keys=["q"]), _Plain(extra_keys=["q"])
+    for url in [*URLS, *reversed(URLS)]:
+        assert fast.redact_url(url) == plain.redact_url(url), url
+        assert fast.redact_string(url, keys=False) == plain.redact_string(url, keys=False), url
+        assert fast.known.values() == plain.known.values()
+    assert TOKEN in fast.known.values() and len(fast.known) > 3
+
+
+def test_idempotency_keys_kept_as_the_plain_path_keeps_them() -> None:
+    # The walk asks ``keep_idempotency_key`` only of an event whose tool names a key: asked of the others
+    # too, it changes nothing.
+    events = [
+        {"tool": {"idempotency_key": "idem-123"}, "data": {"arguments": {"password": "idem-123"}}},
+        {"tool": {"idempotency_key": ""}, "data": {"arguments": {"password": ""}}},
+        {"tool": {"name": "x"}, "data": {"arguments": {"password": "hunter23"}}},
+        {"tool": "not an object", "data": {"arguments": {"password": "hunter24"}}},
+        {"tool": {"idempotency_key": None}, "data": {"arguments": {"password": "None"}}},
+        {"tool": {"idempotency_key": 7}, "data": {"arguments": {"password": 7}}},
+        {"tool": {"idempotency_key": 0}, "data": {"arguments": {"password": 0}}},
+        {"data": {"arguments": {"password": "hunter25"}}},
+    ]
+    redactor = Redactor(learns=False)
+    for event in events:
+        out = redactor.redact(event)
+        assert keep_idempotency_key(redactor, event, out) == out, event
+    assert redactor.redact(events[0])["data"]["arguments"] == {"password": "idem-123"}
+    assert redactor.redact(events[5])["data"]["arguments"] == {"password": REDACTED}  # a key is text
