@@ -8,7 +8,7 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from operator import is_
-from typing import Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .json_copy import copy_json
 
@@ -251,16 +251,43 @@ class HashedList(NamedTuple):
     state: hashlib._Hash
 
 
+class Extension:
+    """A list built from a snapshot of another list's items (``base``, a tuple) and new items, with the
+    snapshot of its own (``items``). Made only here, from the snapshot: ``value`` starts with the items of
+    ``base``, so a list hashed with ``base`` as its snapshot is extended by it, as :func:`request_digest`
+    checks by identity. ``value`` is a body's list: like its items, it must not change once built."""
+
+    __slots__ = ("base", "items", "value")
+
+    def __init__(self, base: tuple[object, ...], new: Iterable[object]) -> None:
+        self.base: Final = base
+        self.items: Final = base + tuple(new)
+        self.value: Final = list(self.items)
+
+    def holds(self, value: object) -> bool:
+        """Whether ``value`` is this list, its length unchanged."""
+        return self.value is value and len(self.value) == len(self.items)
+
+
+def extend_list(base: list[object], keep: int, new: Iterable[object], last: Extension | None) -> Extension:
+    """``base[:keep] + new``, built from ``last``'s snapshot when ``base`` is its list (the previous one
+    built), else from a snapshot of ``base``."""
+    snapshot = last.items if last is not None and last.holds(base) else tuple(base)
+    return Extension(snapshot if keep == len(snapshot) else snapshot[:keep], new)
+
+
 class DigestMemo:
     """What :func:`request_digest` serialised and hashed before, by identity: ``items``: id(item) -> (item,
-    its canonical JSON); ``lists``: per body key, the last list hashed under it. An item must not change
-    once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
+    its canonical JSON); ``lists``: per body key, the last list hashed under it; ``built``: per body key,
+    the last list a caller built as an :class:`Extension` (its proof that the list extends another). An item
+    must not change once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
 
-    __slots__ = ("items", "lists")
+    __slots__ = ("built", "items", "lists")
 
     def __init__(self) -> None:
         self.items: dict[int, tuple[Mapping[str, object], str]] = {}
         self.lists: dict[str, HashedList] = {}
+        self.built: dict[str, Extension] = {}
 
 
 def request_digest(body: object, memo: DigestMemo | None = None) -> str:
@@ -280,10 +307,15 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
             return hash_value(body)
         head = ("," if index else "") + _encode_string(key) + ":"
         last: HashedList | None = None
+        proof: Extension | None = None
         dicts = False
         if type(value) is list and value:
             last = memo.lists.get(key) if hasher is None else None
-            if last is not None and not _extends(last.items, value):
+            built = memo.built.get(key)
+            proof = built if built is not None and built.holds(value) else None
+            # A list built as an extension of the last one (its proof, checked by identity), or found to be.
+            extends = last is not None and proof is not None and last.items is proof.base
+            if last is not None and not extends and not _extends(last.items, value):
                 last = None
             # The items the list last hashed under the key holds as the very objects: dicts, checked then.
             dicts = all(
@@ -291,7 +323,8 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
             )
         if dicts and type(value) is list:
             if hasher is None:
-                hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo, last)
+                snapshot = proof.items if proof is not None else tuple(value)
+                hasher = _list_hasher(key, "".join(pending) + head + "[", snapshot, memo, last)
                 pending = ["]"]
             else:
                 pending.append(head + "[" + ",".join(_item_text(item, memo) for item in value) + "]")
@@ -310,10 +343,10 @@ def _extends(items: tuple[object, ...], value: list[object]) -> bool:
 
 
 def _list_hasher(
-    key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo, extended: HashedList | None
+    key: str, before: str, value: tuple[Any, ...], memo: DigestMemo, extended: HashedList | None
 ) -> hashlib._Hash:
-    """A copy of the hash state after ``before`` and the items of ``value``, the caller's to update;
-    ``extended``: the memo's list under ``key`` when ``value`` starts with its items (:func:`_extends`)."""
+    """A copy of the hash state after ``before`` and ``value`` (a snapshot of a list's items), the caller's
+    to update; ``extended``: the memo's list under ``key`` when ``value`` starts with its items."""
     # Taken out of the memo (one atomic step): no other thread can reach the state while it grows in place.
     last = memo.lists.pop(key, None)
     if last is not None and last is extended and last.before == before:
@@ -325,7 +358,7 @@ def _list_hasher(
         text = before + ",".join(_item_text(item, memo) for item in value)
         hasher = hashlib.sha256(text.encode("utf-8"))
     copy = hasher.copy()
-    memo.lists[key] = HashedList(before, tuple(value), hasher)
+    memo.lists[key] = HashedList(before, value, hasher)
     return copy
 
 
