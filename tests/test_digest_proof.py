@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pytest_agentreplay.cassette.stored_decode import decode_events
 from pytest_agentreplay.cassette.stored_form import encode_events
 from pytest_agentreplay.core import canonical
-from pytest_agentreplay.core.canonical import DigestMemo, Extension, extend_list, hash_value, request_digest
+from pytest_agentreplay.core.canonical import DigestMemo, Extension, hash_value, request_digest
 from pytest_agentreplay.http import resend
 from pytest_agentreplay.http.exchange import HttpRequest
 
@@ -44,7 +44,7 @@ def test_an_extension_is_hashed_on_without_comparing_its_items(compared: list[in
     for n in range(1, 30):
         body = {"messages": history, "model": "m"}
         assert request_digest(body, memo) == hash_value(body)
-        built = extend_list(history, len(history), [_message(n)], memo.built.get("messages"))
+        built = Extension(history, len(history), [_message(n)], memo.built.get("messages"))
         memo.built["messages"] = built
         history = built.value
     # Only the second request compares: the first list was parsed whole, not built from a snapshot.
@@ -54,10 +54,10 @@ def test_an_extension_is_hashed_on_without_comparing_its_items(compared: list[in
 
 def test_an_extension_of_fewer_items_than_hashed_is_hashed_anew(compared: list[int]) -> None:
     memo = DigestMemo()
-    first = Extension((), [_message(n) for n in range(5)])
+    first = Extension([], 0, [_message(n) for n in range(5)], None)
     memo.built["messages"] = first
     assert request_digest({"messages": first.value}, memo) == hash_value({"messages": first.value})
-    shorter = memo.built["messages"] = extend_list(first.value, 3, [_message(9)], first)
+    shorter = memo.built["messages"] = Extension(first.value, 3, [_message(9)], first)
     assert shorter.value == [*first.value[:3], _message(9)]
     assert request_digest({"messages": shorter.value}, memo) == hash_value({"messages": shorter.value})
     assert compared == [5]  # no proof: its base is not what was hashed, so the items are compared
@@ -65,10 +65,12 @@ def test_an_extension_of_fewer_items_than_hashed_is_hashed_anew(compared: list[i
 
 def test_a_proof_for_another_list_is_not_taken() -> None:
     memo = DigestMemo()
-    history = [_message(0), _message(1)]
+    first = memo.built["messages"] = Extension([], 0, [_message(0), _message(1)], None)
+    history = first.value
     assert request_digest({"messages": history}, memo) == hash_value({"messages": history})
     # Handed in by mistake: the proof of a list that is not the body's, equal to it or not.
-    wrong = memo.built["messages"] = Extension(memo.lists["messages"].items, [_message(2)])
+    wrong = memo.built["messages"] = Extension(history, 2, [_message(2)], first)
+    assert wrong.base is memo.lists["messages"].items
     for value in ([_message(7)], [*history, _message(2)], [*history, _message(3)], list(wrong.items)):
         assert request_digest({"messages": value}, memo) == hash_value({"messages": value})
         memo.built["messages"] = wrong
@@ -76,9 +78,9 @@ def test_a_proof_for_another_list_is_not_taken() -> None:
 
 def test_a_proof_under_another_key_or_text_before_the_list_is_not_taken() -> None:
     memo = DigestMemo()
-    history = [_message(0)]
-    assert request_digest({"messages": history}, memo) == hash_value({"messages": history})
-    built = Extension(memo.lists["messages"].items, [_message(1)])
+    first = memo.built["messages"] = Extension([], 0, [_message(0)], None)
+    assert request_digest({"messages": first.value}, memo) == hash_value({"messages": first.value})
+    built = Extension(first.value, 1, [_message(1)], first)
     memo.built["input"] = built
     assert request_digest({"input": built.value}, memo) == hash_value({"input": built.value})
     memo.built["messages"] = built
@@ -88,9 +90,10 @@ def test_a_proof_under_another_key_or_text_before_the_list_is_not_taken() -> Non
 
 def test_a_list_changed_in_place_is_not_taken_as_its_proof_says() -> None:
     memo = DigestMemo()
-    history = [_message(0), _message(1)]
-    assert request_digest({"messages": history}, memo) == hash_value({"messages": history})
-    built = memo.built["messages"] = Extension(memo.lists["messages"].items, [_message(2)])
+    first = memo.built["messages"] = Extension([], 0, [_message(0), _message(1)], None)
+    assert request_digest({"messages": first.value}, memo) == hash_value({"messages": first.value})
+    built = memo.built["messages"] = Extension(first.value, 2, [_message(2)], first)
+    assert built.base is memo.lists["messages"].items
     built.value.append(_message(3))  # grown after it was built
     assert request_digest({"messages": built.value}, memo) == hash_value({"messages": built.value})
     built.value.pop(0)
@@ -100,15 +103,15 @@ def test_a_list_changed_in_place_is_not_taken_as_its_proof_says() -> None:
 
 def test_a_list_changed_in_place_after_it_was_hashed_is_built_on_as_it_was_hashed() -> None:
     memo = DigestMemo()
-    first = memo.built["messages"] = Extension((), [_message(0), _message(1)])
+    first = memo.built["messages"] = Extension([], 0, [_message(0), _message(1)], None)
     assert request_digest({"messages": first.value}, memo) == hash_value({"messages": first.value})
     hashed = list(first.value)
     first.value[0] = _message(5)  # the same length: the next list is built from the snapshot, as hashed
-    built = memo.built["messages"] = extend_list(first.value, 2, [_message(2)], first)
+    built = memo.built["messages"] = Extension(first.value, 2, [_message(2)], first)
     assert built.value == [*hashed, _message(2)]
     assert request_digest({"messages": built.value}, memo) == hash_value({"messages": built.value})
     first.value.append(_message(6))  # grown: no longer the list of its snapshot, which is taken anew
-    again = extend_list(first.value, 3, [_message(7)], first)
+    again = Extension(first.value, 3, [_message(7)], first)
     assert again.value == [_message(5), _message(1), _message(6), _message(7)]
     memo.built["messages"] = again
     assert request_digest({"messages": again.value}, memo) == hash_value({"messages": again.value})
@@ -137,15 +140,15 @@ def test_interleaved_conversations_built_and_changed_hash_as_plain_bodies(steps:
         keep = max(1, len(base) - dropped) if base else 0
         new = [_message(count + n) for n in range(added)]
         count += added
-        built = last[endpoint] = extend_list(base, min(keep, len(base)), new, previous)
+        built = last[endpoint] = Extension(base, min(keep, len(base)), new, previous)
         memo.built["messages"] = built
         if change == "append":
             built.value.append(_message(100))
         elif change == "replace" and built.value:
             built.value[0] = _message(200)
-            memo.built["messages"] = Extension(tuple(built.value), [])  # its proof made anew
+            memo.built["messages"] = Extension(built.value, len(built.value), [], None)  # its proof anew
         elif change == "wrong-proof":
-            memo.built["messages"] = Extension(built.items, [_message(300)])
+            memo.built["messages"] = Extension(built.value, len(built.value), [_message(300)], built)
         elif change == "no-proof":
             del memo.built["messages"]
         body = {"messages": built.value, "model": endpoint}

@@ -8,7 +8,7 @@ import json
 import jiter
 import orjson
 
-from ..core.canonical import DigestMemo, extend_list
+from ..core.canonical import DigestMemo, Extension
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
@@ -230,7 +230,7 @@ class _Decoder:
                     index, f"`extends` keeps {keep!r} items of {key!r}, whose base has {len(old)}"
                 )
             # Built with its proof that it extends ``old``: its digest need not compare the items again.
-            built = self.digests.built[key] = extend_list(old, keep, new, self.digests.built.get(key))
+            built = self.digests.built[key] = Extension(old, keep, new, self.digests.built.get(key))
             value[key] = built.value
         return {k: value[k] for k in sorted(value)}
 

@@ -252,28 +252,23 @@ class HashedList(NamedTuple):
 
 
 class Extension:
-    """A list built from a snapshot of another list's items (``base``, a tuple) and new items, with the
-    snapshot of its own (``items``). Made only here, from the snapshot: ``value`` starts with the items of
-    ``base``, so a list hashed with ``base`` as its snapshot is extended by it, as :func:`request_digest`
-    checks by identity. ``value`` is a body's list: like its items, it must not change once built."""
+    """``base[:keep]`` then ``new``, built from a snapshot of the items of ``base`` (``last``'s, when ``base``
+    is its list, the previous one built): ``items``, this list's snapshot, starts with that snapshot, kept
+    as ``base``, and ``value`` is the list of ``items``. Made only so, it is the proof, checked by identity
+    by :func:`request_digest`, that ``value`` extends a list hashed with ``base`` as its snapshot. ``value``
+    is a body's list: like its items, it must not change once built."""
 
     __slots__ = ("base", "items", "value")
 
-    def __init__(self, base: tuple[object, ...], new: Iterable[object]) -> None:
-        self.base: Final = base
-        self.items: Final = base + tuple(new)
-        self.value: Final = list(self.items)
+    def __init__(self, base: list[object], keep: int, new: Iterable[object], last: Extension | None) -> None:
+        snapshot = last.items if last is not None and last.holds(base) else tuple(base)
+        self.base: Final[tuple[object, ...]] = snapshot if keep == len(snapshot) else snapshot[:keep]
+        self.items: Final[tuple[object, ...]] = self.base + tuple(new)
+        self.value: Final[list[object]] = list(self.items)
 
     def holds(self, value: object) -> bool:
         """Whether ``value`` is this list, its length unchanged."""
         return self.value is value and len(self.value) == len(self.items)
-
-
-def extend_list(base: list[object], keep: int, new: Iterable[object], last: Extension | None) -> Extension:
-    """``base[:keep] + new``, built from ``last``'s snapshot when ``base`` is its list (the previous one
-    built), else from a snapshot of ``base``."""
-    snapshot = last.items if last is not None and last.holds(base) else tuple(base)
-    return Extension(snapshot if keep == len(snapshot) else snapshot[:keep], new)
 
 
 class DigestMemo:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from itertools import dropwhile, takewhile
 from typing import NamedTuple, TypeGuard
 
-from ..core.canonical import Extension, extend_list
+from ..core.canonical import Extension
 from ..core.documents import Document
 from .bodies import json_text
 
@@ -215,7 +215,7 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     value = _before(sent.value, sent.key)
     if sent.key in tail or any(name in tail for name in value):
         return None  # a key written twice: the full parse decides which one counts
-    built = extend_list(history, len(history), new_items, sent.built)
+    built = Extension(history, len(history), new_items, sent.built)
     value[sent.key] = built.value
     value.update(tail)
     added = b"," + listed[1:-1] if new_items else b""
@@ -250,7 +250,7 @@ def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent
     assert type(new_items) is list  # the text of a list
     history = sent.value[sent.key]
     assert type(history) is list  # remember() chose the key of a list
-    built = extend_list(history, len(history), new_items, sent.built)
+    built = Extension(history, len(history), new_items, sent.built)
     value: Document = {}
     for name, member in sent.value.items():
         value[name] = built.value if name == sent.key else member
