@@ -220,11 +220,8 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     value.update(tail)
     added = b"," + listed[1:-1] if new_items else b""
     end = len(prefix) + len(added)
-    return (
-        value,
-        Sent(value, sent.key, b"".join((prefix, added)), formats, raw[end:], None, built),
-        formats[0],
-    )
+    following = Sent(value, sent.key, b"".join((prefix, added)), formats, raw[end:], built=built)
+    return value, following, formats[0]
 
 
 def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent, str | None] | None:
