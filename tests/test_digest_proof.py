@@ -206,3 +206,20 @@ def test_a_decoded_conversation_hashes_its_extensions_without_comparing_them(com
     compared.clear()
     assert decode_events(stored, "r") == events
     assert compared == [1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=8), st.text(alphabet=st.characters(codec="utf-8"), max_size=8))
+def test_a_string_member_is_written_as_the_encoder_writes_it(key: str, text: str) -> None:
+    # The text of a string member is taken from the encoder's string function, not the encoder: the same.
+    memo = DigestMemo()
+    body = {key: text, "messages": [{"role": "user", "content": text}], "z": text}
+    assert request_digest(body, memo) == hash_value(body)
+
+
+def test_a_string_member_that_cannot_be_encoded_fails_as_the_plain_hash_does() -> None:
+    body = {"model": "\ud800", "messages": [{"role": "user"}]}
+    with pytest.raises(UnicodeEncodeError):
+        hash_value(body)
+    with pytest.raises(UnicodeEncodeError):
+        request_digest(body, DigestMemo())

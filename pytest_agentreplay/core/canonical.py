@@ -324,7 +324,8 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
             else:
                 pending.append(head + "[" + ",".join(_item_text(item, memo) for item in value) + "]")
         else:
-            pending.append(head + dumps_compact(value))
+            # A string's text is its encoding (as the encoder writes it, without a call through the encoder).
+            pending.append(head + (_encode_string(value) if type(value) is str else dumps_compact(value)))
     pending.append("}")
     if hasher is None:
         return sha256_hex("".join(pending))
