@@ -8,7 +8,7 @@ import json
 import jiter
 import orjson
 
-from ..core.canonical import DigestMemo
+from ..core.canonical import DigestMemo, Extension
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
@@ -229,7 +229,9 @@ class _Decoder:
                 raise self.fail(
                     index, f"`extends` keeps {keep!r} items of {key!r}, whose base has {len(old)}"
                 )
-            value[key] = old[:keep] + new
+            # Built with its proof that it extends ``old``: its digest need not compare the items again.
+            built = self.digests.built[key] = Extension(old, keep, new, self.digests.built.get(key))
+            value[key] = built.value
         return {k: value[k] for k in sorted(value)}
 
 

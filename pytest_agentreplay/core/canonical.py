@@ -8,7 +8,7 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from operator import is_
-from typing import Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .json_copy import copy_json
 
@@ -251,16 +251,38 @@ class HashedList(NamedTuple):
     state: hashlib._Hash
 
 
+class Extension:
+    """``base[:keep]`` then ``new``, built from a snapshot of the items of ``base`` (``last``'s, when ``base``
+    is its list, the previous one built): ``items``, this list's snapshot, starts with that snapshot, kept
+    as ``base``, and ``value`` is the list of ``items``. Made only so, it is the proof, checked by identity
+    by :func:`request_digest`, that ``value`` extends a list hashed with ``base`` as its snapshot. ``value``
+    is a body's list: like its items, it must not change once built."""
+
+    __slots__ = ("base", "items", "value")
+
+    def __init__(self, base: list[object], keep: int, new: Iterable[object], last: Extension | None) -> None:
+        snapshot = last.items if last is not None and last.holds(base) else tuple(base)
+        self.base: Final[tuple[object, ...]] = snapshot if keep == len(snapshot) else snapshot[:keep]
+        self.items: Final[tuple[object, ...]] = self.base + tuple(new)
+        self.value: Final[list[object]] = list(self.items)
+
+    def holds(self, value: object) -> bool:
+        """Whether ``value`` is this list, its length unchanged."""
+        return self.value is value and len(self.value) == len(self.items)
+
+
 class DigestMemo:
     """What :func:`request_digest` serialised and hashed before, by identity: ``items``: id(item) -> (item,
-    its canonical JSON); ``lists``: per body key, the last list hashed under it. An item must not change
-    once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
+    its canonical JSON); ``lists``: per body key, the last list hashed under it; ``built``: per body key,
+    the last list a caller built as an :class:`Extension` (its proof that the list extends another). An item
+    must not change once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
 
-    __slots__ = ("items", "lists")
+    __slots__ = ("built", "items", "lists")
 
     def __init__(self) -> None:
         self.items: dict[int, tuple[Mapping[str, object], str]] = {}
         self.lists: dict[str, HashedList] = {}
+        self.built: dict[str, Extension] = {}
 
 
 def request_digest(body: object, memo: DigestMemo | None = None) -> str:
@@ -280,10 +302,15 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
             return hash_value(body)
         head = ("," if index else "") + _encode_string(key) + ":"
         last: HashedList | None = None
+        proof: Extension | None = None
         dicts = False
         if type(value) is list and value:
             last = memo.lists.get(key) if hasher is None else None
-            if last is not None and not _extends(last.items, value):
+            built = memo.built.get(key)
+            proof = built if built is not None and built.holds(value) else None
+            # A list built as an extension of the last one (its proof, checked by identity), or found to be.
+            extends = last is not None and proof is not None and last.items is proof.base
+            if last is not None and not extends and not _extends(last.items, value):
                 last = None
             # The items the list last hashed under the key holds as the very objects: dicts, checked then.
             dicts = all(
@@ -291,12 +318,14 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
             )
         if dicts and type(value) is list:
             if hasher is None:
-                hasher = _list_hasher(key, "".join(pending) + head + "[", value, memo, last)
+                snapshot = proof.items if proof is not None else tuple(value)
+                hasher = _list_hasher(key, "".join(pending) + head + "[", snapshot, memo, last)
                 pending = ["]"]
             else:
                 pending.append(head + "[" + ",".join(_item_text(item, memo) for item in value) + "]")
         else:
-            pending.append(head + dumps_compact(value))
+            # A string's text is its encoding (as the encoder writes it, without a call through the encoder).
+            pending.append(head + (_encode_string(value) if type(value) is str else dumps_compact(value)))
     pending.append("}")
     if hasher is None:
         return sha256_hex("".join(pending))
@@ -310,10 +339,10 @@ def _extends(items: tuple[object, ...], value: list[object]) -> bool:
 
 
 def _list_hasher(
-    key: str, before: str, value: list[Mapping[str, object]], memo: DigestMemo, extended: HashedList | None
+    key: str, before: str, value: tuple[Any, ...], memo: DigestMemo, extended: HashedList | None
 ) -> hashlib._Hash:
-    """A copy of the hash state after ``before`` and the items of ``value``, the caller's to update;
-    ``extended``: the memo's list under ``key`` when ``value`` starts with its items (:func:`_extends`)."""
+    """A copy of the hash state after ``before`` and ``value`` (a snapshot of a list's items), the caller's
+    to update; ``extended``: the memo's list under ``key`` when ``value`` starts with its items."""
     # Taken out of the memo (one atomic step): no other thread can reach the state while it grows in place.
     last = memo.lists.pop(key, None)
     if last is not None and last is extended and last.before == before:
@@ -325,7 +354,7 @@ def _list_hasher(
         text = before + ",".join(_item_text(item, memo) for item in value)
         hasher = hashlib.sha256(text.encode("utf-8"))
     copy = hasher.copy()
-    memo.lists[key] = HashedList(before, tuple(value), hasher)
+    memo.lists[key] = HashedList(before, value, hasher)
     return copy
 
 

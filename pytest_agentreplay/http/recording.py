@@ -137,6 +137,9 @@ def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedMode
     memo = ctx.requests.digests
     if memo is None:
         memo = ctx.requests.digests = DigestMemo()
+    sent = ctx.rooms.of(resend.LastSent, resend.LastSent).get((request.method, request.url))
+    if sent is not None and sent.built is not None:
+        memo.built[sent.key] = sent.built  # the proof that its list extends the previous one's
     return PreparedModelRequest(request_digest(body, memo))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from itertools import dropwhile, takewhile
 from typing import NamedTuple, TypeGuard
 
+from ..core.canonical import Extension
 from ..core.documents import Document
 from .bodies import json_text
 
@@ -36,7 +37,8 @@ class Sent(NamedTuple):
     ``suffix``: the bytes after the last item, when checked to be the text of the members after the list in
     each of ``formats`` (the members of ``value`` after ``key``). ``prefix`` may be a view of the request's
     own bytes (immutable): copied at every request, a conversation's history would cost its square.
-    ``base``: the previous body, when ``value`` holds its very members, its list extended (all shared)."""
+    ``base``: the previous body, when ``value`` holds its very members, its list extended (all shared).
+    ``built``: ``value``'s list as built from the previous one's, the proof of that (``request_digest``)."""
 
     value: Mapping[str, object]
     key: str
@@ -44,6 +46,7 @@ class Sent(NamedTuple):
     formats: tuple[str | None, ...]
     suffix: bytes | None = None
     base: Mapping[str, object] | None = None
+    built: Extension | None = None
 
 
 class LastSent(dict[tuple[str, str], Sent | None]):
@@ -212,11 +215,13 @@ def extend(sent: Sent, raw: bytes) -> tuple[Document, Sent, str | None] | None:
     value = _before(sent.value, sent.key)
     if sent.key in tail or any(name in tail for name in value):
         return None  # a key written twice: the full parse decides which one counts
-    value[sent.key] = [*history, *new_items]
+    built = Extension(history, len(history), new_items, sent.built)
+    value[sent.key] = built.value
     value.update(tail)
     added = b"," + listed[1:-1] if new_items else b""
     end = len(prefix) + len(added)
-    return value, Sent(value, sent.key, b"".join((prefix, added)), formats, raw[end:]), formats[0]
+    following = Sent(value, sent.key, b"".join((prefix, added)), formats, raw[end:], built=built)
+    return value, following, formats[0]
 
 
 def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent, str | None] | None:
@@ -242,9 +247,10 @@ def _extend_items(sent: Sent, suffix: bytes, raw: bytes) -> tuple[Document, Sent
     assert type(new_items) is list  # the text of a list
     history = sent.value[sent.key]
     assert type(history) is list  # remember() chose the key of a list
+    built = Extension(history, len(history), new_items, sent.built)
     value: Document = {}
     for name, member in sent.value.items():
-        value[name] = [*history, *new_items] if name == sent.key else member
+        value[name] = built.value if name == sent.key else member
     # The new prefix, the previous one and ``middle``: ``raw``'s bytes up to the suffix, viewed (not copied).
     prefix = memoryview(raw)[:end] if type(raw) is bytes else raw[:end]
-    return value, Sent(value, sent.key, prefix, formats, suffix, sent.value), formats[0]
+    return value, Sent(value, sent.key, prefix, formats, suffix, sent.value, built), formats[0]
