@@ -185,9 +185,9 @@ class Redactor:
         ``like``: the value as a save wrote it before (a recorded event). Where the walk takes an object key
         by key, a value equal to ``like``'s under that key is that one, and an object whose every value is is
         ``like``'s: what the cassette holds already, which a replay that repeats it compares by identity."""
-        learnt = len(self.known)
+        learnt = self.known.count
         out = self._redact(value, keys, like)
-        if len(self.known) != learnt:
+        if self.known.count != learnt:
             out = self._redact(value, keys, like)
         return cast(T, out)
 
@@ -292,9 +292,9 @@ class Redactor:
             seen = memory.by_id.get((id(value), keys))
             if seen is not None and seen[0] is value:
                 return seen[1]
-            learnt = len(self.known)
+            learnt = self.known.count
             out = self._redact_whole(value, keys, body)
-            if len(self.known) == learnt:
+            if self.known.count == learnt:
                 # (One that taught a new secret may hold it in text redacted before: not reused.)
                 memory.remember_by_id(value, keys, out)
             return out
@@ -321,9 +321,9 @@ class Redactor:
         cached = by_content.get(key) if by_content is not None else None
         if cached is not None:
             return cached
-        learnt = len(self.known)
+        learnt = self.known.count
         out = Shared(redact())
-        if len(self.known) == learnt:
+        if self.known.count == learnt:
             self._memory.remember_by_content(key, out)
         return out
 
