@@ -156,3 +156,15 @@ def test_known_secrets_count_is_their_length() -> None:
     full = KnownSecrets()
     full.add([f"value-{i:06d}" for i in range(_MAX_VALUES + 5)])
     assert full.count == len(full) == _MAX_VALUES
+
+
+def test_numbers_are_taken_from_like_exactly_when_they_are_the_same_json() -> None:
+    big, same_big = 10**6, int("1000000")
+    value = {"seq": big, "n": 1, "t": True, "f": 2.5, "z": None, "password": 123456789, "x": 7}
+    like = {"seq": same_big, "n": 1.0, "t": 1, "f": 3.5, "z": None, "password": REDACTED, "x": 7}
+    out = Redactor().redact(value, like=like)
+    assert out == Redactor().redact(value) == {**value, "password": REDACTED}
+    assert out["seq"] is same_big and out["x"] is like["x"]
+    assert type(out["n"]) is int and out["t"] is True and out["f"] is value["f"]
+    alike = {"seq": same_big, "n": 1, "z": None}
+    assert Redactor().redact({"seq": big, "n": 1, "z": None}, like=alike) is alike

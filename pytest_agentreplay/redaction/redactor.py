@@ -59,6 +59,7 @@ T = TypeVar("T")
 _ABSENT = object()
 # A tuple, not ``dict | list``: that union is built anew at every call of the walk.
 _CONTAINERS = (dict, list)
+_TEXT_OR_CONTAINER = (str, dict, list)
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
@@ -225,7 +226,7 @@ class Redactor:
                 reused += 1
                 continue
             kind = type(v)
-            if kind is str and v == twin and (type(twin) is str or same_json(v, twin)):
+            if (kind is str or kind is int) and v == twin and (type(twin) is kind or same_json(v, twin)):
                 out[k] = twin
                 reused += 1
                 continue
@@ -255,6 +256,9 @@ class Redactor:
             elif kind is str:  # (``_redact``'s first case)
                 out[new_key] = text = self.redact_string(v, keys=keys)
                 reused += text is twin
+            elif not isinstance(v, _TEXT_OR_CONTAINER):  # a number, a bool, None: ``_redact`` returns it
+                out[new_key] = v
+                reused += v is twin
             else:
                 walk = self._redact_object if walked else self._redact
                 out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
