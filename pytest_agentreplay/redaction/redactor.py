@@ -260,7 +260,7 @@ class Redactor:
                 out[new_key] = v
                 reused += v is twin
             else:
-                walk = self._redact_object if walked else self._redact
+                walk: Callable[..., object] = self._redact_object if walked else self._redact
                 out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
                 reused += new is twin
         if like is not None and reused == len(value) == len(like):
