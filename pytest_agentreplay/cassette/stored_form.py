@@ -366,6 +366,5 @@ def holds_transport_headers(
     if not isinstance(events, list | tuple):  # JSON's arrays: an ABC check per event cost more than the rest
         return False
     return any(
-        (found := _request(event, resolve)) and found[2] and _dropped(tuple(found[2]), keep)
-        for event in events
+        (got := _request(event, resolve)) and got[2] and _dropped(tuple(got[2]), keep) for event in events
     )
