@@ -1,16 +1,26 @@
 """The redactor's fast paths give what the plain paths they stand for give: a URL's pre-check
 (``Redactor.redact_url``), a query parameter's decision (``Redactor.query_replacement``), an event's
 idempotency key (``keep_idempotency_key``), over URLs and events chosen to reach every branch, with
-secrets learnt on the way."""
+secrets learnt on the way; the base64 pre-check of ``redact_encoded``; ``KnownSecrets.count``."""
 
 from __future__ import annotations
 
+import base64
 import re
 from urllib.parse import unquote
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pytest_agentreplay.core.constants import REDACTED
 from pytest_agentreplay.redaction import Redactor
-from pytest_agentreplay.redaction.encoded import keep_idempotency_key
+from pytest_agentreplay.redaction.encoded import (
+    MIN_ENCODED_CHARS,
+    _redact_base64_string,
+    keep_idempotency_key,
+    redact_encoded,
+)
+from pytest_agentreplay.redaction.known import _MAX_VALUES, KnownSecrets
 from pytest_agentreplay.redaction.rules import may_hold_value
 
 TOKEN = "tok3nValue9876543210abcd"
@@ -84,3 +94,77 @@ def test_idempotency_keys_kept_as_the_plain_path_keeps_them() -> None:
         assert keep_idempotency_key(redactor, event, out) == out, event
     assert redactor.redact(events[0])["data"]["arguments"] == {"password": "idem-123"}
     assert redactor.redact(events[5])["data"]["arguments"] == {"password": REDACTED}  # a key is text
+
+
+def _skipped(text: str) -> bool:
+    """What ``redact_encoded`` skips without asking ``_redact_base64_string``."""
+    return (":" in text or " " in text) and text[:5].lower() != "data:"
+
+
+SECRET_JSON = base64.b64encode(b'{"password": "hunter2hunter2"}').decode()
+ENCODED = [
+    "2026-12-06T06:00:44.123456+00:00",
+    "see the notes at https://example.com/x",
+    "c2stcHJvai1hYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAxMjM=",
+    SECRET_JSON,
+    SECRET_JSON + " ",
+    "data:application/json;base64," + SECRET_JSON,
+    "DATA:application/json;base64," + SECRET_JSON,
+    "Data:text/plain;base64,aGVsbG8gd29ybGQgaGVsbG8gd29ybGQ=",
+    "data: application/json;base64," + SECRET_JSON,
+    "data:application/json;base64, " + SECRET_JSON,
+    "x:data:application/json;base64," + SECRET_JSON,
+    "token=abc%3Adef%20ghi%2Fjkl:mnopqrst uvwx",
+]
+
+
+def test_text_the_base64_pre_check_skips_is_no_base64() -> None:
+    redactor = Redactor()
+    for text in ENCODED:
+        skipped = _skipped(text)
+        assert not skipped or _redact_base64_string(redactor, text, True) is None, text
+        if not skipped and len(text) >= MIN_ENCODED_CHARS:
+            plain = _redact_base64_string(redactor, text, True)
+            assert plain is None or redact_encoded(redactor, text, True) == plain, text
+    assert redact_encoded(redactor, "data:application/json;base64," + SECRET_JSON, True) != (
+        "data:application/json;base64," + SECRET_JSON
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZ09+/=-_:; ,\n\rdatDAT", min_size=MIN_ENCODED_CHARS, max_size=40))
+def test_the_base64_pre_check_skips_only_text_that_is_no_base64(text: str) -> None:
+    if _skipped(text):
+        assert _redact_base64_string(Redactor(), text, True) is None
+
+
+def test_known_secrets_count_is_their_length() -> None:
+    known = KnownSecrets()
+    for value in [
+        "hunter2hunter2",
+        "hunter2hunter2",
+        "short",
+        REDACTED,
+        ["  padded-secret  ", {"k": "abcdefg"}],
+    ]:
+        known.add(value)
+        assert known.count == len(known)
+    twin = known.copy()
+    assert twin.count == len(twin) == 3
+    twin.add("another-secret")
+    assert (twin.count, known.count) == (4, 3)
+    full = KnownSecrets()
+    full.add([f"value-{i:06d}" for i in range(_MAX_VALUES + 5)])
+    assert full.count == len(full) == _MAX_VALUES
+
+
+def test_numbers_are_taken_from_like_exactly_when_they_are_the_same_json() -> None:
+    big, same_big = 10**6, int("1000000")
+    value = {"seq": big, "n": 1, "t": True, "f": 2.5, "z": None, "password": 123456789, "x": 7}
+    like = {"seq": same_big, "n": 1.0, "t": 1, "f": 3.5, "z": None, "password": REDACTED, "x": 7}
+    out = Redactor().redact(value, like=like)
+    assert out == Redactor().redact(value) == {**value, "password": REDACTED}
+    assert out["seq"] is same_big and out["x"] is like["x"]
+    assert type(out["n"]) is int and out["t"] is True and out["f"] is value["f"]
+    alike = {"seq": same_big, "n": 1, "z": None}
+    assert Redactor().redact({"seq": big, "n": 1, "z": None}, like=alike) is alike

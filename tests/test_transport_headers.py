@@ -361,3 +361,25 @@ def test_import_vcr_reads_the_setting(tmp_path: Path, monkeypatch: pytest.Monkey
     assert imported_headers() == {"user-agent": "python-requests/2.32", "x-tenant": "acme"}
     (tmp_path / "pyproject.toml").write_text('[tool.agentreplay]\ntransport_headers = "no"\n')
     assert main(["import-vcr", str(vcr.parent), "--out", str(out.parent)]) == 2
+
+
+def test_the_fast_paths_leave_out_what_the_header_walk_leaves_out() -> None:
+    # Every header a transport header (a plain GET's) gives no headers without a walk; no headers at all
+    # hold none without asking which names are transport headers.
+    media = "application/vnd.agentreplay.http-request+json"
+    keep = frozenset({"idempotency-key", "user-agent"})
+    for headers in [
+        {},
+        dict(SDK_HEADERS),
+        {**SDK_HEADERS, **AGENT_HEADERS},
+        {"Accept": "*/*", "User-Agent": "x", "X-Stainless-OS": "Linux"},
+        {"content-type": "application/json"},
+        {"user-agent": "kept", "accept": "*/*"},
+    ]:
+        for names in (frozenset(), keep):
+            event = {"type": "http", "input_ref": {"media_type": media, "inline": {"headers": headers}}}
+            walked = {k: v for k, v in headers.items() if not is_transport_header(k) or k.lower() in names}
+            out = without_transport_headers(event, names)
+            assert out["input_ref"]["inline"]["headers"] == walked
+            assert (out is event) is (walked == headers)
+            assert holds_transport_headers([event], keep=names) is (walked != headers)

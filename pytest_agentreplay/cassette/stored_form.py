@@ -351,7 +351,8 @@ def without_transport_headers(event: Document, keep: frozenset[str] = frozenset(
     if found is None or not (dropped := _dropped(tuple(found[2]), keep)):
         return event
     ref, payload, headers = found
-    kept = {k: v for k, v in headers.items() if k not in dropped}
+    # Every header left out (``dropped`` holds only names of ``headers``): none to walk for (a plain GET).
+    kept = {k: v for k, v in headers.items() if k not in dropped} if len(dropped) < len(headers) else {}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
 
 
@@ -364,4 +365,6 @@ def holds_transport_headers(
     others."""
     if not isinstance(events, list | tuple):  # JSON's arrays: an ABC check per event cost more than the rest
         return False
-    return any((found := _request(event, resolve)) and _dropped(tuple(found[2]), keep) for event in events)
+    return any(
+        (got := _request(event, resolve)) and got[2] and _dropped(tuple(got[2]), keep) for event in events
+    )

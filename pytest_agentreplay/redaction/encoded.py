@@ -67,7 +67,10 @@ FRAME_MAGICS = (_GZIP_MAGIC, _ZSTD_MAGIC)
 
 def redact_encoded(redactor: Redacting, text: str, keys: bool) -> str:
     """``text`` with secrets inside its base64 or percent-encoded forms redacted (unchanged otherwise)."""
-    if len(text) >= MIN_ENCODED_CHARS:
+    # Text holding ':' or ' ' is base64 only after a data URL's prefix (neither is in its alphabet).
+    if len(text) >= MIN_ENCODED_CHARS and (
+        (":" not in text and " " not in text) or text[:5].lower() == "data:"
+    ):
         out = _redact_base64_string(redactor, text, keys)
         if out is not None:
             return out

@@ -70,7 +70,7 @@ class RedactedEvent:
 
     def fresh(self, redactor: Redactor) -> bool:
         """Made by ``redactor`` knowing every secret it knows now."""
-        return redactor is self._redactor and len(redactor.known) == self._known
+        return redactor is self._redactor and redactor.known.count == self._known
 
     def current(self, redactor: Redactor) -> RedactedEvent:
         """This view while it is fresh for ``redactor``; else its event redacted again."""
@@ -93,13 +93,13 @@ def redact_event(event: Document, redactor: Redactor, like: Document | None = No
     save wrote it (``Redactor.redact``)."""
     if event.get("type") not in USER_NAMED_EVENTS or "data" not in event:  # (``data_keys``)
         return RedactedEvent(
-            redactor.redact(event, like=like), event, like, redactor, len(redactor.known), _MINT
+            redactor.redact(event, like=like), event, like, redactor, redactor.known.count, _MINT
         )
-    known = len(redactor.known)
+    known = redactor.known.count
     for _ in range(2):  # a secret the data taught is replaced in the rest, redacted first, too
         rest = redactor.redact({k: v for k, v in event.items() if k != "data"}, like=like)
         doc = {**rest, "data": redactor.redact(event["data"], keys=False, like=(like or {}).get("data"))}
-        if len(redactor.known) == known:
+        if redactor.known.count == known:
             break
-        known = len(redactor.known)
+        known = redactor.known.count
     return RedactedEvent(doc, event, like, redactor, known, _MINT)

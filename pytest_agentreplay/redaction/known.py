@@ -46,11 +46,13 @@ def header_credentials(value: object) -> object:
 class KnownSecrets:
     """The secret values of one run (one redactor), each with its forms; one compiled pattern of them."""
 
-    __slots__ = ("_pattern", "_values")
+    __slots__ = ("_pattern", "_values", "count")
 
     def __init__(self) -> None:
         self._values: dict[str, frozenset[str]] = {}
         self._pattern: re.Pattern[str] | None = None
+        # ``len(self)``, kept as values are added: read per value the redaction walks (``__len__`` is a call).
+        self.count = 0
 
     def __len__(self) -> int:
         return len(self._values)
@@ -82,12 +84,13 @@ class KnownSecrets:
         if len(self._values) >= _MAX_VALUES:
             return False
         self._values[value] = frozenset(_forms(value))
+        self.count = len(self._values)
         return True
 
     def copy(self) -> KnownSecrets:
         """A copy to add to; the pattern is shared until then (compiling it is most of an ``add``)."""
         twin = KnownSecrets()
-        twin._values, twin._pattern = dict(self._values), self._pattern
+        twin._values, twin._pattern, twin.count = dict(self._values), self._pattern, self.count
         return twin
 
     def replace(self, text: str) -> str:

@@ -59,6 +59,7 @@ T = TypeVar("T")
 _ABSENT = object()
 # A tuple, not ``dict | list``: that union is built anew at every call of the walk.
 _CONTAINERS = (dict, list)
+_TEXT_OR_CONTAINER = (str, dict, list)
 # Decisions (is a name, a header secret?) per name rules.
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
@@ -185,9 +186,9 @@ class Redactor:
         ``like``: the value as a save wrote it before (a recorded event). Where the walk takes an object key
         by key, a value equal to ``like``'s under that key is that one, and an object whose every value is is
         ``like``'s: what the cassette holds already, which a replay that repeats it compares by identity."""
-        learnt = len(self.known)
+        learnt = self.known.count
         out = self._redact(value, keys, like)
-        if len(self.known) != learnt:
+        if self.known.count != learnt:
             out = self._redact(value, keys, like)
         return cast(T, out)
 
@@ -225,7 +226,7 @@ class Redactor:
                 reused += 1
                 continue
             kind = type(v)
-            if kind is str and v == twin and (type(twin) is str or same_json(v, twin)):
+            if (kind is str or kind is int) and v == twin and (type(twin) is kind or same_json(v, twin)):
                 out[k] = twin
                 reused += 1
                 continue
@@ -255,8 +256,11 @@ class Redactor:
             elif kind is str:  # (``_redact``'s first case)
                 out[new_key] = text = self.redact_string(v, keys=keys)
                 reused += text is twin
+            elif not isinstance(v, _TEXT_OR_CONTAINER):  # a number, a bool, None: ``_redact`` returns it
+                out[new_key] = v
+                reused += v is twin
             else:
-                walk = self._redact_object if walked else self._redact
+                walk: Callable[..., object] = self._redact_object if walked else self._redact
                 out[new_key] = new = walk(v, keys, twin if isinstance(twin, dict) else None)
                 reused += new is twin
         if like is not None and reused == len(value) == len(like):
@@ -292,9 +296,9 @@ class Redactor:
             seen = memory.by_id.get((id(value), keys))
             if seen is not None and seen[0] is value:
                 return seen[1]
-            learnt = len(self.known)
+            learnt = self.known.count
             out = self._redact_whole(value, keys, body)
-            if len(self.known) == learnt:
+            if self.known.count == learnt:
                 # (One that taught a new secret may hold it in text redacted before: not reused.)
                 memory.remember_by_id(value, keys, out)
             return out
@@ -321,9 +325,9 @@ class Redactor:
         cached = by_content.get(key) if by_content is not None else None
         if cached is not None:
             return cached
-        learnt = len(self.known)
+        learnt = self.known.count
         out = Shared(redact())
-        if len(self.known) == learnt:
+        if self.known.count == learnt:
             self._memory.remember_by_content(key, out)
         return out
 

@@ -88,13 +88,14 @@ class ReplayedHistory:
 
     def _redacted(self, events: Sequence[Document]) -> list[RedactedEvent]:
         recorded, redactor = self._recorded, self._redactor
-        views, known = [], len(redactor.known)
+        views, known = [], redactor.known.count
         for index, replayed in enumerate(events):
-            at = recorded[index] if index < len(recorded) else None
-            like = at if at and at.get("type") == replayed["type"] else None
-            sent, like = _sent_as_recorded(replayed, like, self._by_hash)
-            views.append(redact_event(sent, redactor, like))
-        if len(redactor.known) == known:  # no secret learnt on the way: every view is fresh
+            at, kind = recorded[index] if index < len(recorded) else None, replayed["type"]
+            like = at if at and at.get("type") == kind else None
+            if kind == "model.call":
+                replayed, like = _sent_as_recorded(replayed, like, self._by_hash)
+            views.append(redact_event(replayed, redactor, like))
+        if redactor.known.count == known:  # no secret learnt on the way: every view is fresh
             return views
         return [view.current(redactor) for view in views]
 
@@ -110,9 +111,9 @@ def _json_body(event: Mapping[str, object] | None) -> Document | None:
 def _sent_as_recorded(
     event: Document, like: Document | None, by_hash: Mapping[str, Document]
 ) -> tuple[Document, Document | None]:
-    """``event`` and what it is like (the recorded event at its place); a model call that sent a recorded
+    """A model call ``event`` and what it is like (the recorded event at its place); one that sent a recorded
     body, with that body in place of its own (the same JSON; its other members, its format, compared)."""
-    digest = event.get("data", {}).get("request_hash") if event.get("type") == "model.call" else None
+    digest = event.get("data", {}).get("request_hash")
     recorded = by_hash.get(digest) if isinstance(digest, str) else None
     body = _json_body(event) if recorded is not None else None
     if body is None or recorded is None or _rest(body) != _rest(recorded):
