@@ -71,8 +71,9 @@ def _tool_fields(name: str, key: str | None) -> dict[str, object]:
     return {"name": name, "schema_version": None, "idempotency_key": key}
 
 
-def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
-    """Make a request body's repeated parts the very objects of the previous request to the same endpoint.
+def share_repeats(ctx: RunContext, request: HttpRequest) -> resend.Sent | None:
+    """Make a request body's repeated parts the very objects of the previous request to the same endpoint;
+    what the body was read as (``resend``), kept for the next request to the endpoint.
 
     A conversation resends its history on every call: parsed afresh, each call would hold its own copy of
     every earlier message (memory quadratic in the conversation). Shared, the history is held once, and the
@@ -85,12 +86,13 @@ def share_repeats(ctx: RunContext, request: HttpRequest) -> None:
     memo = ctx.requests
     body = request.json()
     if not isinstance(body, dict):
-        return
+        return sent
     previous = memo.shared.get(key)
     memo.shared[key] = body
     # Not when the body was read as the previous one's members, its list extended: all shared already.
     if previous is not None and not (sent is not None and sent.base is previous and sent.value is body):
         share_parts(previous, body)
+    return sent
 
 
 def share_parts(previous: Mapping[str, object], body: dict[str, object]) -> None:
@@ -130,14 +132,13 @@ class PreparedModelRequest(NamedTuple):
 def prepare_model_request(ctx: RunContext, request: HttpRequest) -> PreparedModelRequest:
     """The request's repeats shared with the previous request to its endpoint (:func:`share_repeats`), and
     the hash of its body (``data.request_hash``; None for a body that is not JSON)."""
-    share_repeats(ctx, request)
+    sent = share_repeats(ctx, request)
     body = request.json()
     if body is None:
         return PreparedModelRequest(None)
     memo = ctx.requests.digests
     if memo is None:
         memo = ctx.requests.digests = DigestMemo()
-    sent = ctx.rooms.of(resend.LastSent, resend.LastSent).get((request.method, request.url))
     if sent is not None and sent.built is not None:
         memo.built[sent.key] = sent.built  # the proof that its list extends the previous one's
     return PreparedModelRequest(request_digest(body, memo))
