@@ -20,9 +20,8 @@ from .constants import Mode
 from .documents import Document
 from .events import Actor, DataClass, EffectInfo, Event, EventClass, EventType, PayloadRef, RunMeta, ToolInfo
 from .failures import RunFailures
-from .rerecord import Rerecord
 from .run_settings import RunSettings
-from .run_state import ReplayState, RequestMemo, RunRedactor, RunRooms
+from .run_state import ReplayState, RequestMemo, Rerecord, RunRedactor, RunRooms
 
 # The last whole second stamped and its "YYYY-MM-DDTHH:MM:SS" text: one event per replayed call is stamped,
 # and formatting a datetime costs more than the rest of recording it; only the microseconds change. Shared
@@ -249,7 +248,7 @@ class RunContext:
         self.rooms = RunRooms()
         # Set by interop before the run starts; replay.policy asks it instead of the cassette.
         self.served_instead: ServesInstead | None = None
-        # ``--agentreplay-record=drifted``: where this replay turns live (core/rerecord.py); None otherwise.
+        # ``--agentreplay-record=drifted``: where this replay turns live (run_state.Rerecord); None otherwise.
         self.rerecord: Rerecord | None = None
         # model-comparison: recorded versus live decisions, for the report (replay/comparison.py).
         self.comparison: Document | None = None

@@ -102,7 +102,7 @@ class ToolCall:
         self.arguments = arguments
         self.info = ToolInfo(name=name, schema_version=schema_version, idempotency_key=idempotency_key)
         if rerecord is not None:
-            # Re-recording from the drift (core/rerecord.py): a call no recorded one equals turns the run
+            # Re-recording from the drift (run_state.Rerecord): a call no recorded one equals turns the run
             # live before its ``tool.call`` event, which then starts the recorded tail.
             if not found and not ctx.recording and ctx.tools is not None:
                 ctx.go_live(f"tool.call {name}")

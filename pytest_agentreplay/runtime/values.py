@@ -138,7 +138,7 @@ class RuntimeValues:
             ctx.rerecord.on_live(self._go_live)
 
     def _go_live(self) -> None:
-        """The run turned live at its first drift (core/rerecord.py): values drawn from now on are live;
+        """The run turned live at its first drift (run_state.Rerecord): values drawn from now on are live;
         those served so far stay in the history, as recorded."""
         with self._lock:
             self.replaying = False

@@ -57,7 +57,7 @@ TestPlan.__test__ = False  # type: ignore[attr-defined]
 def records(record: str, cassette: Path | None, foreign: ForeignSource | None = None) -> bool | None:
     """Whether the test records from its start: always under ``all``, under ``missing`` and ``drifted``
     when it has nothing to replay (None when its cassette is not known yet), never under ``none``. A
-    ``drifted`` test with a cassette replays until its first changed call (core/rerecord.py)."""
+    ``drifted`` test with a cassette replays until its first changed call (run_state.Rerecord)."""
     if record == "all":
         return True
     if record not in ("missing", "drifted"):

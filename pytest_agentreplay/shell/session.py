@@ -19,7 +19,7 @@ from ..core.constants import Mode
 from ..core.documents import Document
 from ..core.events import Event, RunMeta, build_validators
 from ..core.paths import remove_pending
-from ..core.rerecord import Rerecord
+from ..core.run_state import Rerecord
 from ..diff import render_drift
 from ..diff.pipeline import PayloadSource, RuleLayers, compare_run
 from ..diff.result import DriftResult
