@@ -154,13 +154,8 @@ class Encoder:
         kind = type(value)
         path = self.class_of(kind, value)
         member = self._field(value.value, depth, name=".value")
-        if self.verify:
-            try:
-                back: object = kind(value.value)
-            except Exception:
-                back = None
-            if back is not value:
-                raise Unstorable(value, f"{kind.__name__}({value.value!r}) does not give this member back")
+        if self.verify and _rebuilt(lambda: kind(value.value)) is not value:
+            raise Unstorable(value, f"{kind.__name__}({value.value!r}) does not give this member back")
         return self._tag("enum", value=member, **{"class": path})
 
     def _model(self, value: BaseModel, kind: type) -> Document:
@@ -169,17 +164,12 @@ class Encoder:
             dumped = value.model_dump(mode="json", by_alias=True, round_trip=True)
         except Exception as exc:
             raise Unstorable(value, f"model_dump(mode='json') failed: {exc}") from None
-        if self.verify:
-            try:
-                back: object = value.model_validate_json(json.dumps(dumped))
-            except Exception as exc:
-                back = exc
-            if back != value:
-                raise Unstorable(
-                    value,
-                    "model_validate of its model_dump(mode='json') does not give an equal model back (a "
-                    "field of a type JSON does not hold, a NaN, an alias that does not validate)",
-                )
+        if self.verify and _rebuilt(lambda: value.model_validate_json(json.dumps(dumped))) != value:
+            raise Unstorable(
+                value,
+                "model_validate of its model_dump(mode='json') does not give an equal model back (a "
+                "field of a type JSON does not hold, a NaN, an alias that does not validate)",
+            )
         return self._tag("pydantic", value=dumped, **{"class": path})
 
     def _dataclass(self, value: object, kind: type, depth: int) -> Document:
@@ -207,10 +197,7 @@ class Encoder:
         base = _base_value(value)
         stored = self._tag("instance", value=self._field(base, depth, name=""), **{"class": path})
         if self.verify:
-            try:
-                back: object = call_class(kind, base)
-            except Exception as exc:
-                back = exc
+            back = _rebuilt(lambda: call_class(kind, base))
             if (
                 type(back) is not kind
                 or back != value
@@ -220,6 +207,14 @@ class Encoder:
                     value, f"{kind.__name__}(its {type(base).__name__} value) does not give it back"
                 )
         return stored
+
+
+def _rebuilt(build: Callable[[], object]) -> object:
+    """What ``build()`` gives back, or the exception it raised: either way what a verify compares."""
+    try:
+        return build()
+    except Exception as exc:
+        return exc
 
 
 def _base_value(value: object) -> object:
