@@ -7,12 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from ..core.canonical import in_key_order, key_order
-
-if TYPE_CHECKING:
-    from ..core.capture import RunContext
 
 EVENT_TYPE: Final = "runtime.values"
 
@@ -72,13 +69,3 @@ def values_key_order(values: Mapping[str, Mapping[str, list[Any]]]) -> dict[str,
                 if order := key_order(value):
                     out.setdefault(name, {}).setdefault(stream, {})[str(index)] = order
     return out
-
-
-def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
-    """The data of the recorded run's ``runtime.values`` event (replay), if it has one."""
-    if ctx.recorded is None:
-        return None
-    for event in reversed(ctx.recorded.events):
-        if event.type == EVENT_TYPE:
-            return dict(event.data)
-    return None

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from ..core.capture import current_run, to_jsonable
 from ..core.constants import DEFAULT_SOURCES, SOURCES
 from ..core.json_copy import copy_json
-from .data import EVENT_TYPE, recorded_data, recorded_streams, values_key_order
+from .data import EVENT_TYPE, recorded_streams, values_key_order
 from .patches import INSTALLED, random_call, underlying_ns
 
 if TYPE_CHECKING:
@@ -357,6 +357,16 @@ def _serves(thread: threading.Thread) -> bool:
         return True
     module = str(getattr(target, "__module__", None) or "")
     return module.split(".")[0] in _SERVER_MODULES
+
+
+def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
+    """The data of the recorded run's ``runtime.values`` event (replay), if it has one."""
+    if ctx.recorded is None:
+        return None
+    for event in reversed(ctx.recorded.events):
+        if event.type == EVENT_TYPE:
+            return dict(event.data)
+    return None
 
 
 def start_run(ctx: RunContext) -> None:
