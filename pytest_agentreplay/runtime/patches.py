@@ -69,12 +69,11 @@ class ClockPatch:
     the first copy's through :attr:`real_ns` (the read comes from this package, so it is not recorded).
     """
 
-    __slots__ = ("below", "real_ns", "travel", "traveller")
+    __slots__ = ("real_ns", "travel", "traveller")
 
     def __init__(self) -> None:
         self.traveller: Any = None
         self.travel: Any = None
-        self.below: Any = None
         # What our traveller reads underneath: the traveller below ours, else the unpatched clock.
         self.real_ns: Callable[[], int] | None = None
 
@@ -87,13 +86,13 @@ class ClockPatch:
         import time_machine  # heavy (it imports pytest's machinery): paid only when a run patches the clock
 
         stack = getattr(time_machine, "traveller_stack", None)
-        self.below = stack[-1] if stack else None
+        below = stack[-1] if stack else None
         self.travel = time_machine.travel(None, tick=True)
         self.traveller = self.travel.start()
         # Every patched read asks the top traveller for ``time_ns()``: ours answers from the run.
         self.traveller.time_ns = _read_clock_ns
-        if self.below is not None:
-            self.real_ns = self.below.time_ns
+        if below is not None:
+            self.real_ns = below.time_ns
         else:
             # The C function behind time-machine's escape hatch (``escape_hatch.time.time_ns``) without the
             # Python method around it: this is read once per patched read.
@@ -112,7 +111,7 @@ class ClockPatch:
             # A traveller the test started during the run is still on top: take ours out from under it.
             stack.remove(self.traveller)
         self.real_ns = None
-        self.traveller = self.travel = self.below = None
+        self.traveller = self.travel = None
 
 
 class UuidPatch:
