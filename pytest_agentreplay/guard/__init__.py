@@ -14,7 +14,7 @@ from ..core.patching import Library, Undo, once
 from .children import ENV_VAR, SPAWN_MODULE, adopt_handover, patch_children, patch_spawn, snapshot
 from .decision import allow_list_admits, decide, resolution_is_local
 from .reports import REPORTS, child_strays, collect_child_refusals
-from .runs import BLOCK_ONLY, PATCHES, RUNS, GuardRun, guarding_runs, patch_thread_start, permitting
+from .runs import PATCHES, RUNS, GuardRun, guarding_runs, patch_thread_start, permitting
 from .sockets import patch_resolvers, patch_sockets
 
 # In the order they are applied (and undone in reverse). multiprocessing.spawn is patched once imported
@@ -68,7 +68,6 @@ def stray_refusals() -> list[str]:
 
 
 __all__ = [
-    "BLOCK_ONLY",
     "ENV_VAR",
     "GuardRun",
     "adopt",

@@ -16,8 +16,8 @@ import errno
 import os
 import struct
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable
+from typing import Final, NamedTuple
 
 from ..core.config import Settings
 from ..core.constants import NETNS_ENV_VAR
@@ -46,20 +46,16 @@ _IFREQ = struct.Struct("16sh")
 _IFREQ_SIZE = 40
 
 
-class Isolation:
-    """What ``--agentreplay-isolate`` did for this session, and why. Plain class: built at every start-up."""
+# A NamedTuple, not a dataclass: built at every start-up.
+class Isolation(NamedTuple):
+    """What ``--agentreplay-isolate`` did for this session, and why."""
 
-    __slots__ = ("reason", "setting", "state", "unreachable")
-
-    def __init__(
-        self, setting: str, state: str, reason: str | None = None, unreachable: Sequence[str] = ()
-    ) -> None:
-        self.setting = setting
-        self.state = state
-        # Why the session is not isolated (skipped, unavailable), or how it came to be (inherited).
-        self.reason = reason
-        # Allowed hosts outside loopback, which the namespace cuts off.
-        self.unreachable = tuple(unreachable)
+    setting: str
+    state: str
+    # Why the session is not isolated (skipped, unavailable), or how it came to be (inherited).
+    reason: str | None = None
+    # Allowed hosts outside loopback, which the namespace cuts off.
+    unreachable: tuple[str, ...] = ()
 
     @property
     def isolated(self) -> bool:
@@ -138,7 +134,7 @@ def isolate_session(settings: Settings, *, first_session: bool = True) -> Isolat
             raise required_error(reason, setting) from None
         return Isolation(setting, UNAVAILABLE, reason)
     os.environ[NETNS_ENV_VAR] = namespace_id() or "1"
-    return Isolation(setting, ENTERED, unreachable=outside_loopback(settings.allow_hosts))
+    return Isolation(setting, ENTERED, unreachable=tuple(outside_loopback(settings.allow_hosts)))
 
 
 def recording_reason(settings: Settings) -> str | None:
