@@ -1,4 +1,4 @@
-"""The ``agentreplay`` command line: the commands' table in ``parser``, each run by its own module.
+"""The ``agentreplay`` command line: the commands' table in ``parser``, each run by a function it names.
 
 Exit codes: 0 ok; 1 problems found (drift with regressions, verification problems, audit problems);
 2 usage error or unreadable input. Errors are this package's messages (headline, evidence, location,

@@ -1,5 +1,5 @@
 """The ``agentreplay`` argument parser, built from one table of commands: each one's help, description,
-examples and arguments, bound to the ``run`` of its module."""
+examples and arguments, bound to the function that runs it."""
 
 from __future__ import annotations
 
@@ -22,15 +22,14 @@ def _flag(*flags: str, **options: Any) -> Argument:
     return flags, {"action": "store_true", **options}
 
 
-# help, description, examples, arguments, and the (module, function) run: ``run`` of the module named like
-# the command unless given.
-_Command = tuple[str, str, tuple[str, ...], tuple[Argument, ...], tuple[str, str] | None]
+# help, description, examples, arguments, and what runs it: ``module:function`` (as entry points name one).
+_Command = tuple[str, str, tuple[str, ...], tuple[Argument, ...], str]
 
 
 def _command(
-    help: str, description: str, examples: tuple[str, ...], *arguments: Argument, function: str | None = None
+    help: str, description: str, examples: tuple[str, ...], *arguments: Argument, run: str
 ) -> _Command:
-    return help, description, examples, arguments, ("review", function) if function else None
+    return help, description, examples, arguments, run
 
 
 _PATHS = _arg("paths", nargs="+", metavar="PATH")
@@ -65,6 +64,7 @@ COMMANDS: dict[str, _Command] = {
             metavar="JSON",
             help="with --html: a drift result (JSON, e.g. from `agentreplay diff --json`)",
         ),
+        run="view:show",
     ),
     "diff": _command(
         "drift between two cassettes under the project's rules",
@@ -80,6 +80,7 @@ COMMANDS: dict[str, _Command] = {
             "--mode", choices=REPLAY_MODES, help="replay mode whose default rules apply (default regression)"
         ),
         _flag("--json", help="print the drift result as JSON"),
+        run="view:diff",
     ),
     "verify": _command(
         "check cassettes: schema, event digests, receipts, blobs, secrets",
@@ -95,6 +96,7 @@ COMMANDS: dict[str, _Command] = {
             "--strict",
             help="fail (exit 1) on advice too: committed writes without a receipt or an idempotency key",
         ),
+        run="cassettes:verify",
     ),
     "migrate": _command(
         "rewrite cassettes in the current format version",
@@ -103,6 +105,7 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay migrate cassettes/", "agentreplay migrate cassettes/ --dry-run"),
         _PATHS,
         _flag("--dry-run", help="list what would change, write nothing"),
+        run="cassettes:migrate",
     ),
     "prune": _command(
         "remove payload blobs by data class and age",
@@ -131,6 +134,7 @@ COMMANDS: dict[str, _Command] = {
         _arg("--older-than", type=float, metavar="DAYS", help="only blobs older than DAYS days"),
         _flag("--include-referenced", help="also remove blobs cassettes still reference"),
         _flag("--dry-run", help="list what would be removed, remove nothing"),
+        run="cassettes:prune",
     ),
     "import-vcr": _command(
         "convert vcrpy / pytest-recording cassettes",
@@ -159,6 +163,7 @@ COMMANDS: dict[str, _Command] = {
             help="test (default: where the plugin looks for each file's test), mirror (the input's relative "
             "paths), or a template with {module_path} {module} {cls} {test} {name} {stem} {relpath}",
         ),
+        run="cassettes:import_vcr",
     ),
     "export-otel": _command(
         "export a run as OpenTelemetry spans (gen_ai.* conventions)",
@@ -172,6 +177,7 @@ COMMANDS: dict[str, _Command] = {
         _arg("--exporter", choices=("console", "otlp"), help="export through an OpenTelemetry SDK exporter"),
         _arg("--endpoint", metavar="URL", help="with --exporter otlp: the collector endpoint"),
         _arg("--service-name", default="pytest-agentreplay", help="service.name resource attribute"),
+        run="view:export_otel",
     ),
     "textconv": _command(
         "print a cassette with its blob-stored payloads inlined (a git diff driver)",
@@ -181,6 +187,7 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay textconv cassettes/tests/test_agent/test_refund.json",),
         _CASSETTE,
         _arg("--blob-dir", metavar="DIR", help="the blob store (default: the cassette folder's .blobs)"),
+        run="git:textconv",
     ),
     "git-setup": _command(
         "route cassette diffs through textconv (git config and .gitattributes), once per clone",
@@ -195,6 +202,7 @@ COMMANDS: dict[str, _Command] = {
             metavar="DIR",
             help="the cassette folder, from the repo's top",
         ),
+        run="git:git_setup",
     ),
     "review": _command(
         "go through pending drift one test at a time: accept, reject or skip",
@@ -207,7 +215,7 @@ COMMANDS: dict[str, _Command] = {
             "agentreplay review --from ci-artifacts/  # pending files downloaded from CI",
         ),
         *_PENDING,
-        function="review",
+        run="review:review",
     ),
     "accept": _command(
         "accept pending drift without asking",
@@ -216,7 +224,7 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay accept cassettes/test_agent/test_refund.pending.json", "agentreplay accept --all"),
         *_PENDING,
         _ALL,
-        function="decide",
+        run="review:decide",
     ),
     "reject": _command(
         "reject pending drift without asking",
@@ -224,13 +232,14 @@ COMMANDS: dict[str, _Command] = {
         ("agentreplay reject cassettes/test_agent/test_refund.json", "agentreplay reject --all"),
         *_PENDING,
         _ALL,
-        function="decide",
+        run="review:decide",
     ),
     "schema": _command(
         "print the JSON Schema of the cassette format",
         "Print the JSON Schema of the current cassette format, or with --report of the JSON drift report.",
         ("agentreplay schema > cassette.schema.json", "agentreplay schema --report > report.schema.json"),
         _flag("--report", help="the schema of the JSON drift report instead"),
+        run="view:schema",
     ),
 }
 
@@ -253,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help, description, examples, arguments, function) in COMMANDS.items():
+    for name, (help, description, examples, arguments, run) in COMMANDS.items():
         one = sub.add_parser(
             name,
             help=help,
@@ -261,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
             epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        one.set_defaults(func=partial(_run, *(function or (name.replace("-", "_"), "run"))))
+        module, function = run.split(":")
+        one.set_defaults(func=partial(_run, module, function))
         group = None
         for flags, options in arguments:
             if options.get("exclusive"):
