@@ -11,7 +11,7 @@ from agno.tools.function import FunctionCall
 
 from ..core.capture import current_run, to_jsonable
 from ..core.patching import Patches, genuine_function
-from ._record import ToolExecution, as_arguments
+from . import ToolExecution, as_arguments
 
 FRAMEWORK: Final = "agno"
 

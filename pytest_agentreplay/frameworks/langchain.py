@@ -26,7 +26,7 @@ from ..core.capture import RunContext, current_run, error_text, state_hash, to_j
 from ..core.documents import Document
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution, as_arguments
+from . import ToolExecution, as_arguments
 
 if TYPE_CHECKING:
     # LangGraph's ToolNode types; LangChain without LangGraph never calls replay_tool_call.

@@ -15,7 +15,7 @@ from agents.tracing import Span, Trace, TracingProcessor, get_trace_provider
 
 from ..core.capture import RunContext, current_run, state_hash, to_jsonable
 from ..core.patching import Patches
-from ._record import ToolExecution, as_arguments, in_current_run, note_agent
+from . import ToolExecution, as_arguments, in_current_run, note_agent
 
 FRAMEWORK = "openai_agents"
 

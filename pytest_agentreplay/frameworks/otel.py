@@ -21,7 +21,7 @@ from opentelemetry.trace import StatusCode
 from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.patching import Patches
-from ._record import ToolExecution, as_arguments, in_current_run, note_agent
+from . import ToolExecution, as_arguments, in_current_run, note_agent
 
 ARGUMENT_ATTRIBUTES = ("gen_ai.tool.call.arguments", "tool_arguments")
 RESULT_ATTRIBUTES = ("gen_ai.tool.call.result", "tool_response")

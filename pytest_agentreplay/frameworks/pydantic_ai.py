@@ -19,7 +19,7 @@ from pydantic_core import to_json
 from ..core.capture import current_run, error_text, to_jsonable
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
-from ._record import ToolExecution
+from . import ToolExecution
 from .otel import private_provider
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from smolagents.tools import Tool
 from ..core.capture import current_run, error_text, to_jsonable
 from ..core.documents import Document
 from ..core.patching import Patches, genuine_function
-from ._record import ToolExecution, as_arguments
+from . import ToolExecution, as_arguments
 
 FRAMEWORK: Final = "smolagents"
 

@@ -1,4 +1,7 @@
-"""``agentreplay show``: a recorded run as a timeline, JSON or the HTML viewer, with its audit."""
+"""The commands that read cassettes to show them: ``agentreplay show`` (a recorded run as a timeline, JSON
+or the HTML viewer, with its audit), ``diff`` (the drift between two cassettes under the project's diff
+rules), ``export-otel`` (a recorded run as OpenTelemetry spans: OTLP JSON, or through an exporter) and
+``schema`` (the JSON Schema of the cassette format, or of the JSON drift report)."""
 
 from __future__ import annotations
 
@@ -10,17 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from ..cassette.chain import checked_integrity, run_to_dict
+from ..cassette.read import load_cassette
 from ..core.canonical import dumps_pretty
-from ..core.constants import FORMAT_VERSION
-from ..core.events import event_to_dict
+from ..core.constants import FORMAT_VERSION, REPLAY_MODES
+from ..core.events import PayloadRef, cassette_json_schema, event_to_dict
+from ..diff import RuleSet, compare_histories, render_drift
 from ..diff.result import DriftResult
+from ..diff.rules import is_imported
+from ..exceptions import ConfigError
+from ..interop.otel import cassette_to_otlp, export_with_sdk
 from ..replay.audit import audit_advice
+from ..report.json_report import report_json_schema
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
-from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, load_for_audit, out
+from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, err, load_for_audit, out, project_table
 
 
-def run(args: argparse.Namespace) -> int:
+def show(args: argparse.Namespace) -> int:
     path = Path(args.cassette)
     # An older format version is shown as it loads in memory, after the check its own version defines; a
     # broken seal or chain is a problem, not a failure.
@@ -78,3 +87,50 @@ def run(args: argparse.Namespace) -> int:
             out(f"format version {version} is not replayed: upgrade it with `agentreplay migrate {path}`")
     # Advice never fails show: it renders what was recorded.
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def diff(args: argparse.Namespace) -> int:
+    table = project_table()
+    mode = args.mode or str(table.get("mode") or "regression")
+    if mode not in REPLAY_MODES:
+        raise ConfigError(
+            f"invalid replay mode {mode!r} in pyproject.toml", fixes=[f"use one of {REPLAY_MODES}"]
+        )
+    recorded = load_cassette(Path(args.a), mode=mode)
+    replayed = load_cassette(Path(args.b), mode=mode)
+    rules = RuleSet.from_layers(mode, project=table.get("rules"), imported=is_imported(recorded.run.labels))
+
+    def resolve(ref: Mapping[str, object]) -> object:
+        model = PayloadRef.model_validate(dict(ref))
+        if model.sha256 is None:
+            return model.inline
+        for side in (recorded, replayed):
+            if side.blob_store.exists(model.sha256):
+                return side.payload(model)
+        return recorded.payload(model)
+
+    result = compare_histories(recorded.event_dicts(), replayed.event_dicts(), rules=rules, resolve=resolve)
+    if args.json:
+        sys.stdout.write(dumps_pretty(result.to_dict()))
+    else:
+        test = recorded.run.test or str(args.a)
+        out(render_drift(result, test=test, cassette=f"{args.a} vs {args.b}", mode=mode, update_hint=False))
+    return EXIT_PROBLEMS if result.has_regressions else EXIT_OK
+
+
+def export_otel(args: argparse.Namespace) -> int:
+    loaded = load_cassette(Path(args.cassette))
+    if args.exporter:
+        count = export_with_sdk(loaded, args.exporter, endpoint=args.endpoint)
+        err(f"exported {count} span(s) through the {args.exporter} exporter")
+        return EXIT_OK
+    sys.stdout.write(json.dumps(cassette_to_otlp(loaded, service_name=args.service_name), indent=2) + "\n")
+    return EXIT_OK
+
+
+def schema(args: argparse.Namespace) -> int:
+    if args.report:
+        sys.stdout.write(dumps_pretty(report_json_schema()))
+        return EXIT_OK
+    sys.stdout.write(dumps_pretty(cassette_json_schema()))
+    return EXIT_OK
