@@ -6,6 +6,7 @@ secrets learnt on the way; the base64 pre-check of ``redact_encoded``; ``KnownSe
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from urllib.parse import unquote
 
@@ -168,3 +169,22 @@ def test_numbers_are_taken_from_like_exactly_when_they_are_the_same_json() -> No
     assert type(out["n"]) is int and out["t"] is True and out["f"] is value["f"]
     alike = {"seq": same_big, "n": 1, "z": None}
     assert Redactor().redact({"seq": big, "n": 1, "z": None}, like=alike) is alike
+
+
+def test_patterns_compiled_on_use_are_the_patterns_compiled_at_import() -> None:
+    from pytest_agentreplay.redaction import bodies, encoded, rules
+
+    lazy = [
+        getter
+        for module in (rules, bodies, encoded)
+        for getter in vars(module).values()
+        if callable(getter) and isinstance(getattr(getter, "__wrapped__", None), functools.partial)
+    ]
+    assert len(lazy) >= 12  # USERINFO, JSON_PAIR, the multipart, base64, percent and byte-mask shapes
+    for getter in lazy:
+        made = getter.__wrapped__
+        assert getter() is getter()  # compiled once
+        assert getter() == re.compile(*made.args)  # (a Pattern equals one of the same text and flags)
+    text = 'see https://user:pw@host/x and {"password": "hunter2hunter2"} in a cut stream'
+    spans = Redactor().secret_spans(text)
+    assert [text[s:e] for s, e in spans] == ["user:pw", "hunter2hunter2"]

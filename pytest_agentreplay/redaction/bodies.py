@@ -18,11 +18,20 @@ from ..core.constants import REDACTED
 from ..core.documents import Document
 from .encoded import FRAME_MAGICS, mask_bytes, text_of
 from .protocol import Redacting
-from .rules import BODY_KINDS, NOT_JSON, QUERY_PARAM, dump_like, is_exempt, looks_like_json, try_json
+from .rules import (
+    BODY_KINDS,
+    NOT_JSON,
+    QUERY_PARAM,
+    compiled_on_use,
+    dump_like,
+    is_exempt,
+    looks_like_json,
+    try_json,
+)
 
-_BOUNDARY = re.compile(r'boundary\s*=\s*(?:"(?P<quoted>[^"]+)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
-_PART_NAME = re.compile(r'\bname\s*=\s*(?:"(?P<quoted>[^"]*)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
-_PART_TYPE = re.compile(r"^content-type\s*:\s*(?P<value>[^\r\n]*)", re.IGNORECASE | re.MULTILINE)
+_BOUNDARY = compiled_on_use(r'boundary\s*=\s*(?:"(?P<quoted>[^"]+)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
+_PART_NAME = compiled_on_use(r'\bname\s*=\s*(?:"(?P<quoted>[^"]*)"|(?P<plain>[^;\s]+))', re.IGNORECASE)
+_PART_TYPE = compiled_on_use(r"^content-type\s*:\s*(?P<value>[^\r\n]*)", re.IGNORECASE | re.MULTILINE)
 
 # A place in a JSON value: the keys and indices leading to it.
 Path = tuple[str | int, ...]
@@ -89,7 +98,7 @@ def redact_bytes(redactor: Redacting, raw: bytes, content_type: str | None, keys
 
 
 def _redact_multipart(redactor: Redacting, raw: bytes, ctype: str, keys: bool) -> bytes:
-    found = _BOUNDARY.search(ctype)
+    found = _BOUNDARY().search(ctype)
     if found is None:
         return redactor.redact_string(raw.decode("latin-1"), keys=keys).encode("latin-1")
     boundary = (found.group("quoted") or found.group("plain")).encode("latin-1")
@@ -105,9 +114,9 @@ def _redact_multipart(redactor: Redacting, raw: bytes, ctype: str, keys: bool) -
         if trail:
             content = content[:-2]
         head_text = head.decode("latin-1")
-        name_match = _PART_NAME.search(head_text)
+        name_match = _PART_NAME().search(head_text)
         name = (name_match.group("quoted") or name_match.group("plain") or "") if name_match else ""
-        type_match = _PART_TYPE.search(head_text)
+        type_match = _PART_TYPE().search(head_text)
         part_type = type_match.group("value").strip() if type_match else "text/plain"
         if keys and name and redactor.is_secret_name(name) and content and content != REDACTED.encode():
             content = REDACTED.encode()

@@ -34,7 +34,7 @@ from urllib.parse import quote, unquote
 from ..core.constants import REDACTED
 from ..core.documents import Document
 from .protocol import Redacting
-from .rules import NOT_JSON, looks_like_json, try_json
+from .rules import NOT_JSON, compiled_on_use, looks_like_json, try_json
 
 # Base64 longer than this is not decoded (about 3 MiB of text); a secret needs more than the minimum.
 MAX_ENCODED_CHARS = 4 * 1024 * 1024
@@ -42,24 +42,24 @@ MIN_ENCODED_CHARS = 24
 # Decompressed output looked at, at most: a frame is small on disk and may expand a thousandfold.
 MAX_FRAME_OUTPUT = 8 * 1024 * 1024
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/\-_\r\n]+={0,2}")
-_DATA_URL = re.compile(r"data:[^,;\s]*(?:;[^,;\s]+)*;base64,", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BASE64 = compiled_on_use(r"[A-Za-z0-9+/\-_\r\n]+={0,2}")
+_DATA_URL = compiled_on_use(r"data:[^,;\s]*(?:;[^,;\s]+)*;base64,", re.IGNORECASE)
+_CONTROL = compiled_on_use(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _URL_CHARS = r"[A-Za-z0-9\-._~!$'()*+,:@/%\[\]]*"
-_PERCENT_RUN = re.compile(_URL_CHARS + "%[0-9A-Fa-f]{2}" + _URL_CHARS)
+_PERCENT_RUN = compiled_on_use(_URL_CHARS + "%[0-9A-Fa-f]{2}" + _URL_CHARS)
 # Literal in a re-encoded percent run: what the run could already hold literally, and the marker.
 _PERCENT_SAFE = "-._~!$'()*+,:@/[]"
 # The value shapes of :data:`.rules.BUILTIN_VALUE_PATTERNS` refuse a letter or digit just before them (inside
 # a word, "task-..." is no key). In bytes that character is often a length prefix: a protobuf field holding
 # a 48-character key is ``\n0sk-proj-...`` ("0" is 48). A lone word character before one of their
 # beginnings is read as a separator in a second view of the bytes.
-_GLUED = re.compile(
+_GLUED = compiled_on_use(
     r"(?<![A-Za-z0-9_\-])[A-Za-z0-9_\-](?=sk-|sk_|rk_|AKIA|ASIA|gh[pousr]_|github_pat_|AIza|xox|eyJ)"
 )
 # A mask :func:`mask` wrote: the marker padded with "*", or cut (to two characters at least).
-_MASKED = re.compile("|".join([r"\[REDACTED\]\**", *(re.escape(REDACTED[:n]) for n in range(9, 1, -1))]))
+_MASKED = compiled_on_use("|".join([r"\[REDACTED\]\**", *(re.escape(REDACTED[:n]) for n in range(9, 1, -1))]))
 # A run of text in bytes: no control character (tab and line breaks are text) and no undecodable byte.
-_RUN = re.compile("[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\udc80-\udcff]{6,}")
+_RUN = compiled_on_use("[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\udc80-\udcff]{6,}")
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 FRAME_MAGICS = (_GZIP_MAGIC, _ZSTD_MAGIC)
@@ -75,7 +75,7 @@ def redact_encoded(redactor: Redacting, text: str, keys: bool) -> str:
         if out is not None:
             return out
     if "%" in text:
-        return _PERCENT_RUN.sub(lambda m: _redact_percent_run(redactor, m.group(0), keys), text)
+        return _PERCENT_RUN().sub(lambda m: _redact_percent_run(redactor, m.group(0), keys), text)
     return text
 
 
@@ -86,11 +86,11 @@ def _redact_base64_string(redactor: Redacting, text: str, keys: bool) -> str | N
     """The redacted string when ``text`` is base64 (or a base64 data URL) of bytes holding a secret."""
     prefix = ""
     if text[:5].lower() == "data:":
-        found = _DATA_URL.match(text)
+        found = _DATA_URL().match(text)
         if found is None:
             return None
         prefix, text = text[: found.end()], text[found.end() :]
-    if len(text) > MAX_ENCODED_CHARS or _BASE64.fullmatch(text) is None:
+    if len(text) > MAX_ENCODED_CHARS or _BASE64().fullmatch(text) is None:
         return None
     urlsafe = "-" in text or "_" in text
     if urlsafe and ("+" in text or "/" in text):
@@ -164,9 +164,9 @@ def _run_spans(redactor: Redacting, view: str, keys: bool, *, whole: bool) -> li
     """Character spans of ``view`` to mask: the secrets' spans in each run redaction would change (the
     run itself when none places the change, or always with ``whole``)."""
     spans: list[tuple[int, int]] = []
-    for run in _RUN.finditer(view):
+    for run in _RUN().finditer(view):
         text = run.group(0)
-        glued = _GLUED.sub("\x00", text)
+        glued = _GLUED().sub("\x00", text)
         changed = [v for v in dict.fromkeys((text, glued)) if _changes(redactor, v, keys)]
         if not changed:
             continue
@@ -176,7 +176,7 @@ def _run_spans(redactor: Redacting, view: str, keys: bool, *, whole: bool) -> li
             if "%" in text:
                 found.extend(
                     percent.span()
-                    for percent in _PERCENT_RUN.finditer(text)
+                    for percent in _PERCENT_RUN().finditer(text)
                     if _redact_percent_run(redactor, percent.group(0), keys) != percent.group(0)
                 )
         base = run.start()
@@ -187,7 +187,7 @@ def _run_spans(redactor: Redacting, view: str, keys: bool, *, whole: bool) -> li
 def _changes(redactor: Redacting, text: str, keys: bool) -> bool:
     """Whether redaction would change ``text``, its masks read as the marker they stand for (a masked
     ``access_token=[REDACTED]****`` is redacted already)."""
-    plain = _MASKED.sub(REDACTED, text)
+    plain = _MASKED().sub(REDACTED, text)
     return redactor.redact_string(plain, keys=keys) != plain
 
 
@@ -233,7 +233,7 @@ def _plausible(raw: bytes) -> bool:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return False
-    return len(_CONTROL.findall(text)) * 20 <= len(text)
+    return len(_CONTROL().findall(text)) * 20 <= len(text)
 
 
 def _expand_frame(raw: bytes) -> bytes | None:

@@ -92,7 +92,6 @@ class Redactor:
             tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in extra_key_patterns),
         )
         self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
-        self._values = _builtin_values()
         self._memory = Memory(sharing)
         # Whether a name or header is secret depends on the rules alone: shared by redactors of equal rules.
         self._memory.names, self._memory.headers = _DECISIONS.setdefault(self._rules, ({}, {}))
@@ -391,11 +390,11 @@ class Redactor:
                 if redacted != parsed:
                     out = dump_like(redacted, text)
         if may_hold_value(out):
-            out = self._values.sub(self._value_replacement, out)
+            out = _builtin_values().sub(self._value_replacement, out)
         for pattern in self._extra_values:
             out = pattern.sub(REDACTED, out)
         if "@" in out and "://" in out:
-            out = USERINFO.sub(self._userinfo_replacement, out)
+            out = USERINFO().sub(self._userinfo_replacement, out)
         if "=" in out and ("?" in out or "&" in out or "#" in out):
             out = QUERY_PARAM.sub(self.query_replacement, out)
         out = redact_encoded(self, out, keys)
@@ -438,7 +437,7 @@ class Redactor:
         """
         spans: list[tuple[int, int]] = []
         if may_hold_value(text):
-            for match in self._values.finditer(text):
+            for match in _builtin_values().finditer(text):
                 if match.group("bearer") is None:
                     spans.append(match.span())
                 elif bearer_token_is_secret(match.group("bearer_tok")):
@@ -446,7 +445,7 @@ class Redactor:
         for pattern in self._extra_values:
             spans.extend(m.span() for m in pattern.finditer(text))
         if "@" in text and "://" in text:
-            found = USERINFO.finditer(text)
+            found = USERINFO().finditer(text)
             spans.extend(m.span("userinfo") for m in found if m["userinfo"] != URL_REDACTED)
         if "=" in text:
             for match in QUERY_PARAM.finditer(text):
@@ -459,7 +458,7 @@ class Redactor:
                 ):
                     spans.append(match.span("value"))
         if keys and '"' in text:
-            for match in JSON_PAIR.finditer(text):
+            for match in JSON_PAIR().finditer(text):
                 group = "str" if match.group("str") is not None else "num"
                 value = match.group(group)
                 if value and value != REDACTED and self.is_secret_name(match.group("name"), value=value):

@@ -7,15 +7,23 @@ Names are compared after normalisation (:func:`normalize_name`): camelCase -> sn
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from ..core.constants import JSON_FORMATS, REDACTED
 from ..exceptions import ConfigError
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def compiled_on_use(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """``pattern`` compiled when first asked for, once: a run meets few of the shapes redaction looks into
+    (compiling them all at import cost a run that used none of them ~10 M instructions)."""
+    return functools.cache(functools.partial(re.compile, pattern, flags))
+
 
 # Names compared after normalisation: camelCase -> snake_case, lower case, "-" and " " -> "_". A base is a
 # secret name alone and as the end of a longer one ("anthropic_api_key", "x_auth_token").
@@ -108,11 +116,13 @@ BUILTIN_VALUE_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 # A URL fragment's parameters ("#access_token=...", OAuth implicit flow) are parameters too.
 QUERY_PARAM = re.compile(r"(?P<lead>[?&;#])(?P<name>[A-Za-z0-9_.\-%\[\]]+)=(?P<value>[^&#;\s\"'<>]*)")
-USERINFO = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://(?P<userinfo>[^\s/?#@\"'<>\[\]\\]+)@")
+USERINFO = compiled_on_use(
+    r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://(?P<userinfo>[^\s/?#@\"'<>\[\]\\]+)@"
+)
 # Userinfo is replaced without brackets: "http://[REDACTED]@host" would parse as an IPv6 host.
 URL_REDACTED = REDACTED.strip("[]")
 # A "name": value pair in JSON text that may be cut anywhere (streamed tool-call arguments).
-JSON_PAIR = re.compile(
+JSON_PAIR = compiled_on_use(
     r'"(?P<name>[A-Za-z0-9_\-. $]{1,64})"\s*:\s*(?:"(?P<str>(?:[^"\\]|\\.)*)"?|(?P<num>-?[0-9][0-9.eE+\-]*))'
 )
 _HEADER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
