@@ -298,6 +298,9 @@ def _depth_cases() -> list[Any]:
         _Dict(a=_nested(MAX_DEPTH)),  # a dict subclass
         _nested(300),  # deeper than orjson goes
         [{1.5: 2}, {"x": object()}],  # marshal refuses the object: walked
+        # Forms no longer than the limit (settled by their length), and just past it.
+        *(_nested(depth) for depth in (0, 5, MAX_DEPTH // 2 - 1, MAX_DEPTH // 2)),
+        {"body": None, "headers": {}, "method": "GET", "url": "http://127.0.0.1:38063/items/0?page=0"},
     ]
 
 

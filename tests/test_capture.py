@@ -211,3 +211,31 @@ def test_import_loads_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    "ns",
+    [
+        0,
+        999_999_000,
+        1_700_000_000_000_000_000,
+        1_700_000_000_000_001_000,
+        1_700_000_000_999_999_999,
+        4102444799 * 10**9,
+    ],
+)
+def test_utc_now_fills_the_kept_second_as_datetime_writes_the_instant(
+    ns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second's text is kept with the microseconds left as a printf field: each stamp, the first of its
+    second and the next ones, is what ``datetime`` writes for the instant."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from pytest_agentreplay.core import capture
+
+    for step in (ns, ns + 1_000, ns):  # a new second, then the kept one
+        monkeypatch.setattr(capture, "time", SimpleNamespace(time_ns=lambda step=step: step))
+        second, micros = divmod(step // 1000, 1_000_000)
+        instant = datetime.fromtimestamp(second, UTC).replace(microsecond=micros)
+        assert capture.utc_now() == instant.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -43,3 +43,10 @@ def test_host_and_path_agree_with_urlsplit(url: str) -> None:
 def test_a_request_splits_its_url_once_the_same_way(url: str) -> None:
     request = HttpRequest("GET", url, {})
     assert (request.host, request.path) == host_and_path(url)
+
+
+@pytest.mark.parametrize("url", TRICKY_URLS)
+def test_a_url_split_again_is_the_kept_split_the_function_gives(url: str) -> None:
+    # Kept per URL (a loaded cassette's tool names, then the calls replaying them): the same answer.
+    first = host_and_path(url)
+    assert host_and_path(url) == first == host_and_path.__wrapped__(url)

@@ -204,7 +204,8 @@ def depth_problem(value: object) -> str | None:
             form = dump(value)
         except (TypeError, ValueError):
             continue  # not writable so, or deeper than it goes: the next form, then the walk below
-        if form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
+        # (Each ``{`` or ``[`` is one byte: a form no longer than the limit holds no more of them.)
+        if len(form) <= MAX_DEPTH or form.count(b"{") + form.count(b"[") <= MAX_DEPTH:
             return None
         break
     stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 0)]

@@ -6,6 +6,7 @@ and replay are written once.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -93,6 +94,9 @@ def normalise_url(url: str) -> str:
     return f"{base}?{query}"
 
 
+# Kept per URL (a pure function of it): a loaded cassette names each exchange's tool by its URL's host and
+# path, and the call replaying it asks again for the same URL's.
+@functools.lru_cache(maxsize=4096)
 def host_and_path(url: str) -> tuple[str, str]:
     """The lower-cased host (no port, user or IPv6 brackets) and the path (``/`` when empty) of ``url``, with
     one regular-expression match: urlsplit costs more than the rest of the replay lookup."""

@@ -79,6 +79,8 @@ class HttpReplayIndex:
         self.served_keys: dict[tuple[str, str, str], RecordedExchange] = {}
         # Reads and writes in recorded order, for the error message of a call none answers.
         self._exchanges: list[RecordedExchange] = []
+        # Each recorded URL normalised, by its text: a live call's redacted URL is most often one of them.
+        self.normalised: dict[str, str] = {}
         if recorded is None:  # a run with no cassette: every lookup finds nothing
             return
         idem_header = self.idem_header
@@ -95,7 +97,8 @@ class HttpReplayIndex:
             # index is built inside every replayed run; requests are built only for error messages.
             payload = recorded.payload(event.input_ref) or {}
             method = str(payload.get("method", "GET")).upper()
-            url = normalise_url(str(payload.get("url", "")))
+            raw_url = str(payload.get("url", ""))
+            url = self.normalised[raw_url] = normalise_url(raw_url)
             headers = payload.get("headers") or {}
             if not isinstance(headers, dict):
                 headers = dict(headers)
@@ -258,7 +261,7 @@ def serve(
     else:
         # Recorded requests were redacted when saved: match on the live request redacted the same way.
         raw_url, stored = _redacted_view(ctx, request)
-        url = normalise_url(raw_url)
+        url = index.normalised.get(raw_url) or normalise_url(raw_url)
         body_key = bodies.normalise_for_match(stored)
         if cls.kind == "read":
             rec = index.take_read(request.method, url, body_key)
