@@ -11,7 +11,8 @@ from ..exceptions import AgentReplayError
 from .markdown import display_path, notable
 from .status import RED, TestStatus
 from .summary import SessionReport, differences_text, shown_counts
-from .viewer import esc, page, render_drift_html, render_run_section
+from .viewer import page, render_drift_html, render_run_section
+from .viewer.markup import esc
 
 if TYPE_CHECKING:
     from .comparison_table import Comparison
@@ -46,12 +47,7 @@ def _test_section(index: int, test: TestStatus) -> str:
             heading_level=3,
         )
         return head + run + "</section>"
-    drift = ""
-    if test.drift is not None:
-        drift = (
-            '<h3 class="drift-title">Drift: recorded vs replayed</h3>'
-            f'<div class="drift">{render_drift_html(test.drift, anchor=anchor)}</div>'
-        )
+    drift = "" if test.drift is None else render_drift_html(test.drift, anchor=anchor, h="h3")
     return head + drift + f'<p class="absent">{esc(note)}</p></section>'
 
 

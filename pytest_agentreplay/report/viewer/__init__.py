@@ -28,9 +28,6 @@ from .markup import PayloadResolver, css_token, esc, kv, pretty
 if TYPE_CHECKING:
     from ...cassette.read import LoadedCassette
 
-__all__ = ["esc", "page", "render_cassette_page", "render_drift_html", "render_run_section", "write_html"]
-
-
 LANE_WIDTH = 120
 ROW_HEIGHT = 24
 # The ``data`` field a row of the picture names its event by.
@@ -123,8 +120,10 @@ def _value_block(value: object) -> str:
     return '<span class="absent">(absent)</span>' if value is ABSENT else pretty(value, 6000)
 
 
-def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
+def render_drift_html(drift: DriftResult, *, anchor: str, h: str) -> str:
+    """The drift section: its ``h`` title, then the counts and one card per event pair."""
     head = (
+        f'<{h} class="drift-title">Drift: recorded vs replayed</{h}><div class="drift">'
         '<p class="drift-counts"><span class="badge regression">'
         f"{len(drift.regressions)} regression(s)"
         f'</span><span class="badge expected">{len(drift.expected)} expected</span>'
@@ -132,7 +131,7 @@ def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
         f'<span class="badge">{drift.ignored} ignored</span></p>'
     )
     if not drift.differences:
-        return head + "<p>No reported differences.</p>"
+        return head + "<p>No reported differences.</p></div>"
     groups: dict[tuple[int | None, int | None, str], list[Difference]] = {}
     for diff in drift.differences:
         key = (diff.seq_recorded, diff.seq_replayed, diff.label or diff.event_type)
@@ -163,7 +162,7 @@ def render_drift_html(drift: DriftResult, *, anchor: str = "") -> str:
             f'<div class="side recorded"><h4>{rec_title}</h4>{"".join(left)}</div>'
             f'<div class="side replayed"><h4>{html.escape(rep_title)}</h4>{"".join(right)}</div></div>'
         )
-    return head + "".join(cards)
+    return head + "".join(cards) + "</div>"
 
 
 def _payload_block(label: str, ref: PayloadRef | None, resolve: PayloadResolver | None) -> str:
@@ -309,7 +308,7 @@ _EXTRA_FIELDS = ("decoding", "tool_schema_versions", "policy_versions", "labels"
 
 
 @cache
-def _asset(name: str) -> str:
+def asset(name: str) -> str:
     """A file of this folder (package data), read once per process; inlined verbatim into each page."""
     return files(__name__).joinpath(name).read_text(encoding="utf-8")
 
@@ -338,8 +337,7 @@ def render_run_section(
         items = "".join(f"<li>{esc(p)}</li>" for p in problems)
         parts.append(f'<div class="problems"><b>{len(problems)} audit problem(s)</b><ul>{items}</ul></div>')
     if drift is not None:
-        parts.append(f'<{h} class="drift-title">Drift: recorded vs replayed</{h}>')
-        parts.append(f'<div class="drift">{render_drift_html(drift, anchor=anchor)}</div>')
+        parts.append(render_drift_html(drift, anchor=anchor, h=h))
     parts.append(f"<{h}>Sequence</{h}>")
     parts.append(render_sequence_svg(events, anchor=anchor))
     parts.append(f"<{h}>Timeline ({len(events)} events)</{h}>")
@@ -358,9 +356,9 @@ def page(title: str, body: str) -> str:
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; "
         "script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{html.escape(title)}</title><style>\n{_asset('viewer.css')}</style>"
-        f"<script>\n{_asset('error_probe.js')}</script></head>"
-        f"<body>{body}<script>\n{_asset('viewer.js')}</script></body></html>\n"
+        f"<title>{html.escape(title)}</title><style>\n{asset('viewer.css')}</style>"
+        f"<script>\n{asset('error_probe.js')}</script></head>"
+        f"<body>{body}<script>\n{asset('viewer.js')}</script></body></html>\n"
     )
 
 
