@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..core.canonical import dumps_pretty
-from ..report.json_report import report_json_schema
+from ..report import report_json_schema
 from .common import EXIT_OK
 
 
