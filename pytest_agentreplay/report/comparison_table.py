@@ -101,8 +101,7 @@ def html_table(rows: Sequence[Document]) -> str:
     if not rows:
         return ""
     # loaded already by the HTML report, its one caller
-    from .viewer import asset
-    from .viewer.markup import esc
+    from .viewer import asset, esc
 
     head = "".join(f'<th title="sort by {esc(name)}">{esc(name)}</th>' for name in _COLUMNS)
     body = "".join(

@@ -11,8 +11,7 @@ from ..exceptions import AgentReplayError
 from .markdown import display_path, notable
 from .status import RED, TestStatus
 from .summary import SessionReport, differences_text, shown_counts
-from .viewer import page, render_drift_html, render_run_section
-from .viewer.markup import esc
+from .viewer import esc, page, render_drift_html, render_run_section
 
 if TYPE_CHECKING:
     from .comparison_table import Comparison

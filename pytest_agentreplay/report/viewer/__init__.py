@@ -1,32 +1,67 @@
 """The HTML run viewer: one self-contained page (inline CSS and JS, no network) showing a run's timeline,
-sequence picture and drift; everything from the cassette is escaped (:mod:`.markup`): payloads are
-untrusted. A run's section holds its drift (side by side, one card per event pair, each differing field
-marked with its verdict and rule), its sequence picture (one lane per actor, one row per event, as inline
-SVG; each row links to its timeline entry) and its timeline (one entry per event, under a toolbar of
-filters the page script drives); :func:`page` wraps any body with the assets inlined (the
-Content-Security-Policy allows nothing external)."""
+sequence picture and drift. Everything from a cassette is escaped (:func:`esc`, :func:`pretty`,
+:func:`kv`): payloads are untrusted. A run's section holds its drift (side by side, one card per event
+pair, each differing field marked with its verdict and rule), its sequence picture (one lane per actor, one
+row per event, as inline SVG; each row links to its timeline entry) and its timeline (one entry per event,
+under a toolbar of filters the page script drives); :func:`page` wraps any body with the assets inlined
+(the Content-Security-Policy allows nothing external)."""
 
 from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...cassette.atomic import atomic_write_bytes
+from ...core.canonical import display_text
 from ...core.constants import ACTORS
 from ...core.events import Event, PayloadRef, RunMeta
 from ...diff.result import Difference, DriftResult
 from ...diff.text import ABSENT
 from ...replay.audit import audit_advice
 from ..timeline import describe
-from .markup import PayloadResolver, css_token, esc, kv, pretty
 
 if TYPE_CHECKING:
     from ...cassette.read import LoadedCassette
+
+PayloadResolver = Callable[[PayloadRef], Any]
+
+MAX_PAYLOAD_CHARS = 20_000
+
+
+def esc(value: Any) -> str:
+    """HTML-escape any value (strings as they are, everything else as compact JSON or repr)."""
+    return html.escape(display_text(value), quote=True)
+
+
+def pretty(value: Any, limit: int = MAX_PAYLOAD_CHARS) -> str:
+    """A ``<pre>`` block with the value as indented JSON (escaped, capped in length)."""
+    text = display_text(value, indent=2)
+    note = ""
+    if len(text) > limit:
+        note = f'\n<span class="absent">… {len(text) - limit} more characters not shown</span>'
+        text = text[:limit]
+    return f"<pre>{html.escape(text)}{note}</pre>"
+
+
+def kv(rows: Iterable[tuple[str, Any]]) -> str:
+    """A ``<dl class="kv">`` of the rows with a value (empty values are left out; no rows, no list)."""
+    cells = []
+    for key, value in rows:
+        if value is None or value == "" or value == [] or value == {}:
+            continue
+        cells.append(f"<dt>{html.escape(key)}</dt><dd class=mono>{esc(value)}</dd>")
+    return f'<dl class="kv">{"".join(cells)}</dl>' if cells else ""
+
+
+def css_token(text: str) -> str:
+    """``text`` usable in a class name: every character but letters and digits becomes ``-``."""
+    return "".join(ch if ch.isalnum() else "-" for ch in text)
+
 
 LANE_WIDTH = 120
 ROW_HEIGHT = 24
