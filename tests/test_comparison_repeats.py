@@ -17,7 +17,7 @@ import pytest
 import test_modes_regression  # noqa: F401 (imports the package and the clients before any inner session)
 from comparison_servers import ComparisonModel, RefundTools, agent_module
 
-from pytest_agentreplay.report.json_report import validate_report
+from pytest_agentreplay.report import validate_report
 
 ORDERS = ["A1", "A2", "A3", "A4", "A5"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from servers import LLMServer, ModelReply
 
-from pytest_agentreplay.report.json_report import validate_report
+from pytest_agentreplay.report import validate_report
 
 AGENT = """
 import json

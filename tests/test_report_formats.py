@@ -14,8 +14,7 @@ from test_report_session import assert_snapshot
 
 from pytest_agentreplay.diff import DriftResult, RuleSet, compare_histories
 from pytest_agentreplay.exceptions import ReportError
-from pytest_agentreplay.report import build_report, render_report, write_report
-from pytest_agentreplay.report.json_report import validate_report
+from pytest_agentreplay.report import build_report, render_report, validate_report, write_report
 from pytest_agentreplay.report.status import Cause, Status, TestStatus
 from pytest_agentreplay.report.summary import summary_lines
 

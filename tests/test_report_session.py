@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentreplay.report.json_report import report_json_schema, validate_report
+from pytest_agentreplay.report import report_json_schema, validate_report
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

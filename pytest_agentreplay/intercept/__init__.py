@@ -5,17 +5,27 @@ capture, or refuse) and the library's adapter translates it.
 An adapter module is imported only once its library is (:data:`ADAPTERS`): a session whose agent uses httpx
 alone never imports the gRPC, MCP or WebSocket adapters (each import cost memory and, under
 ``PYTHONDONTWRITEBYTECODE``, pytest's assertion rewriting at every start).
+
+What an adapter's library sends on its own behalf (:func:`internal`: the HTTP carrying an MCP session, a
+WebSocket upgrade, each recorded by its own adapter) the HTTP adapters pass through, or it would be recorded
+twice; :func:`permitted` opens the guard for a live send the mode makes on purpose.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import guard
 from ..core.patching import Library, Owner, Patches, Undo
 
-__all__ = ["ADAPTERS", "LIBRARIES", "install"]
+if TYPE_CHECKING:
+    from ..http.websocket_messages import ConversationEvents, Direction
+    from ..replay.websocket_sessions import LiveConnection
 
 # Adapter module of this package (its ``patch(patches, module)`` patches the library whose module has just
 # run) -> the modules whose import activates it, in patching order (restored in reverse). grpc imports
@@ -50,3 +60,71 @@ _INTERCEPTION = Owner(Library(lambda patches, _module: patches.add(guard.install
 def install() -> Undo:
     """Install interception and the network guard (counted); returns the uninstall callable (idempotent)."""
     return _INTERCEPTION.acquire()
+
+
+_INTERNAL: ContextVar[bool] = ContextVar("pytest_agentreplay_internal_traffic", default=False)
+# Where a live WebSocket connection keeps its events (instance dict: the libraries' connections have no
+# slots).
+EVENTS: Final = "_agentreplay_ws_events"
+# A handshake response -> what ``LiveConnection.answered`` takes (status, headers and, if any, body).
+Answer = Callable[[Any], tuple[Any, ...]]
+
+
+@contextmanager
+def internal() -> Iterator[None]:
+    """Mark the calls made in this context (and in tasks it starts) as a transport's own traffic."""
+    token = _INTERNAL.set(True)
+    try:
+        yield
+    finally:
+        _INTERNAL.reset(token)
+
+
+def is_internal() -> bool:
+    return _INTERNAL.get()
+
+
+def permitted(host: str | None) -> AbstractContextManager[None]:
+    """The guard opened for ``host``, a live call the mode sends on purpose (None: nothing to open)."""
+    return guard.permitting(host) if host else nullcontext()
+
+
+@contextmanager
+def connecting(live: LiveConnection, refused: type[BaseException], answer: Answer) -> Iterator[None]:
+    """Around a WebSocket library's own connect: the handshake's answer (of a ``refused`` error's response),
+    or its failure, goes to ``live``."""
+    with internal(), permitted(live.permit):
+        try:
+            yield
+        except refused as exc:
+            live.answered(*answer(exc.response))  # type: ignore[attr-defined]
+            raise
+        except BaseException as exc:
+            live.failed(exc)
+            raise
+
+
+def connected(live: LiveConnection, connection: Any, answer: Answer) -> Any:
+    """``connection`` opened live: its handshake's answer goes to ``live``, its messages to its events."""
+    live.answered(*answer(connection.response))
+    connection.__dict__[EVENTS] = live.events
+    return connection
+
+
+@contextmanager
+def receiving(
+    events: ConversationEvents,
+    timed_out: type[BaseException],
+    closed: type[BaseException],
+    close_of: Callable[[Any], tuple[Direction, int | None, str | None]],
+) -> Iterator[None]:
+    """Around a live WebSocket receive: a timeout, or the close it ends with (``close_of`` the ``closed``
+    error), goes to the connection's events."""
+    try:
+        yield
+    except timed_out:
+        events.timeout()
+        raise
+    except closed as exc:
+        events.close(*close_of(exc))
+        raise

@@ -18,7 +18,7 @@ from ..http import bodies, codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
-from .internal import permitted
+from . import permitted
 
 if TYPE_CHECKING:
     from aiohttp.typedefs import StrOrURL

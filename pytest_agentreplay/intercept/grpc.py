@@ -21,9 +21,9 @@ from ..core.capture import current_run
 from ..core.patching import Patches, genuine_function
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Serve, decide
+from . import permitted
 from .grpc_aio import aio_call
 from .grpc_capture import Capture, fault_outcome, forwarding, metadata_of, site_of, teed, unsupported_route
-from .internal import permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext

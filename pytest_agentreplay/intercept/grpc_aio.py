@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..http.grpc_calls import Outcome, served_outcome
 from ..replay.policy import Refuse, Send, decide
+from . import permitted
 from .grpc_capture import (
     Capture,
     Metadata,
@@ -25,7 +26,6 @@ from .grpc_capture import (
     teed,
     unsupported_route,
 )
-from .internal import permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext

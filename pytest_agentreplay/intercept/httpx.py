@@ -18,7 +18,7 @@ from ..http import codings
 from ..http.exchange import HttpRequest, HttpResponse, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, Serve, decide
-from .internal import is_internal, permitted
+from . import is_internal, permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext

@@ -1,7 +1,7 @@
 """Interception for httpx-ws, at ``WebSocketClient.connect`` and ``AsyncWebSocketClient.connect`` (which
 ``connect_ws`` and ``aconnect_ws`` call), translating what :func:`..replay.websocket_sessions.open_connection`
 decides. Live, the upgrade goes out through the agent's httpx client marked as a transport's own traffic
-(:mod:`.internal`: the handshake is recorded once, here), and the session's ``send``, ``receive`` and
+(:func:`.internal`: the handshake is recorded once, here), and the session's ``send``, ``receive`` and
 ``close`` (which every ``send_*`` / ``receive_*`` goes through) report the messages. Served, no request at
 all: a session subclass serves the recorded messages as wsproto events, ``WebSocketDisconnect`` at the
 recorded close and ``queue.Empty`` (sync) or ``TimeoutError`` (async) where the recording timed out.
@@ -25,7 +25,7 @@ from ..http.websocket_messages import (
     handshake_request,
 )
 from ..replay.websocket_sessions import LiveConnection, Received, ServedConversation, open_connection
-from .internal import EVENTS, connected, connecting, receiving
+from . import EVENTS, connected, connecting, receiving
 
 
 def _wsproto() -> Any:

@@ -5,7 +5,7 @@ is a tool call of :mod:`..replay.mcp_sessions` (recorded raw, served for the ses
 the live one). No server in replay: the transports' entry points are bound by name long before a run
 starts, so what is patched is what they look up when they run (stdio: a stand-in process that never
 answers; SSE: a stand-in event stream; streamable HTTP connects only when the session sends). Where a server
-does run, the HTTP the transports send is their own traffic (:mod:`.internal`).
+does run, the HTTP the transports send is their own traffic (:func:`.internal`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..core.json_copy import copy_json
 from ..core.patching import Patches
 from ..exceptions import RecordedToolError
 from ..replay.mcp_sessions import UNRECORDED, McpServer, error_parts, error_text, start_request
-from .internal import internal, permitted
+from . import internal, permitted
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream

@@ -20,7 +20,7 @@ from ..core.capture import current_run
 from ..core.patching import Patches
 from ..http.websocket_messages import Message, encode_message, handshake_request
 from ..replay.websocket_sessions import Received, ServedConversation, open_connection
-from .internal import EVENTS, connected, connecting, receiving
+from . import EVENTS, connected, connecting, receiving
 
 if TYPE_CHECKING:
     from ..http.websocket_messages import ConversationEvents, Direction

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 from collections.abc import Iterable, Sequence
+from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..core.documents import Document
 from ..exceptions import ReportError
 from .status import TestStatus
 from .summary import NetworkGuard, SessionReport, counts, next_steps
 
 if TYPE_CHECKING:
     from .comparison_table import Comparison
+
+SCHEMA_FILE = "schema.json"
+REPORT_FORMAT = "pytest-agentreplay-report"
+# 3: pytest's own outcomes as statuses (error, xfailed, xpassed), reruns, and the summary's differences
+# split by what they do to the run (expected differences named so).
+REPORT_VERSION = 3
 
 
 def build_report(
@@ -41,8 +51,6 @@ def render_report(suffix: str, report: SessionReport) -> str:
     # heavy: the renderers load the diff package and the viewer (~0.5 s), which every pytest start-up
     # would pay (the controller imports this package); a session renders at most a report or two.
     if suffix == ".json":
-        from .json_report import render_json
-
         return render_json(report)
     if suffix == ".html":
         from .html_report import render_html
@@ -51,6 +59,42 @@ def render_report(suffix: str, report: SessionReport) -> str:
     from .markdown import render_markdown
 
     return render_markdown(report)
+
+
+def render_json(report: SessionReport) -> str:
+    """The JSON report (:func:`report_json_schema`)."""
+    from ..core.canonical import dumps_pretty  # heavy: the canonical JSON encoder, for a JSON report only
+
+    doc: Document = {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "summary": report.summary,
+        "tests": [t.to_dict() for t in report.tests],
+        "unused": report.unused,
+        "next_steps": report.next_steps,
+    }
+    if report.network is not None:
+        doc["network"] = report.network._asdict()
+    if report.comparison is not None:
+        doc["comparison"] = report.comparison.to_dict()
+    return dumps_pretty(doc)
+
+
+def report_json_schema() -> Document:
+    """The JSON Schema (draft 2020-12) every JSON report validates against (``report/schema.json``)."""
+    text = resources.files(__package__).joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: Document = json.loads(text)
+    return schema
+
+
+def validate_report(doc: object) -> list[str]:
+    """Schema problems of a report document (empty when valid); needs ``jsonschema``."""
+    jsonschema: Any = importlib.import_module("jsonschema")
+    validator = jsonschema.Draft202012Validator(report_json_schema())
+    return [
+        f"{'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"
+        for error in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    ]
 
 
 def write_report(

@@ -97,30 +97,11 @@ def markdown_table(rows: Sequence[Document]) -> list[str]:
     return lines
 
 
-# Sorts the table by the clicked column: numbers by their data-sort value, text by its text.
-_SORT_SCRIPT: Final = """<script>
-document.querySelectorAll('table.comparison th').forEach(function (th, column) {
-  th.addEventListener('click', function () {
-    var table = th.closest('table'), body = table.tBodies[0];
-    var down = th.getAttribute('data-order') !== 'asc';
-    th.setAttribute('data-order', down ? 'asc' : 'desc');
-    var rows = Array.prototype.slice.call(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[column].getAttribute('data-sort'), y = b.cells[column].getAttribute('data-sort');
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var order = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
-      return down ? order : -order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-});
-</script>"""
-
-
 def html_table(rows: Sequence[Document]) -> str:
     if not rows:
         return ""
-    from .viewer import esc  # loaded already by the HTML report, its one caller
+    # loaded already by the HTML report, its one caller
+    from .viewer import asset, esc
 
     head = "".join(f'<th title="sort by {esc(name)}">{esc(name)}</th>' for name in _COLUMNS)
     body = "".join(
@@ -131,7 +112,9 @@ def html_table(rows: Sequence[Document]) -> str:
     )
     return (
         f"<h2>Model comparison</h2><p>prices of {esc(PRICES_DATE)}, US dollars</p>"
-        f"<table class=comparison><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + _SORT_SCRIPT
+        f"<table class=comparison><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        # Sorts the table by the clicked column: numbers by their data-sort value, text by its text.
+        f"<script>\n{asset('sort_table.js')}</script>"
     )
 
 

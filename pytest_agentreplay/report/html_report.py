@@ -46,12 +46,7 @@ def _test_section(index: int, test: TestStatus) -> str:
             heading_level=3,
         )
         return head + run + "</section>"
-    drift = ""
-    if test.drift is not None:
-        drift = (
-            '<h3 class="drift-title">Drift: recorded vs replayed</h3>'
-            f'<div class="drift">{render_drift_html(test.drift, anchor=anchor)}</div>'
-        )
+    drift = "" if test.drift is None else render_drift_html(test.drift, anchor=anchor, h="h3")
     return head + drift + f'<p class="absent">{esc(note)}</p></section>'
 
 

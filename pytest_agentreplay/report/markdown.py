@@ -71,10 +71,9 @@ def _event(diff: Difference) -> str:
     return f"{_plain(where)} {_plain(label)}".strip()
 
 
-def cassette_lines(cassette: str, status: Status, locator: Locator | None = None) -> Where:
+def cassette_lines(cassette: str, status: Status, locator: Locator) -> Where:
     """Where each difference of a test sits in its cassette (for an updated test, the value written; a
     field the stored side lacks, the object it is added to)."""
-    locator = locator if locator is not None else Locator()
     updated = status == Status.UPDATED
     shown = display_path(cassette)
 
@@ -91,13 +90,13 @@ def cassette_lines(cassette: str, status: Status, locator: Locator | None = None
     return where
 
 
-def drift_table(drift: DriftResult, where: Where | None = None) -> list[str]:
+def drift_table(drift: DriftResult, where: Where) -> list[str]:
     if not drift.differences:
         return ["No reported differences."]
     # Regressions first: they are what the reviewer must look at.
     ordered = sorted(drift.differences, key=lambda d: not d.is_regression)
     shown_rows = ordered[:MAX_ROWS_PER_TEST]
-    places = [where(d) if where is not None else None for d in shown_rows]
+    places = [where(d) for d in shown_rows]
     located = any(places)  # a column for the cassette line only when the file could be read
     rows = [
         "| event | change | field |"

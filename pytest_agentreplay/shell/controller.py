@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from os.path import join
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..cassette.unused import is_cassette_file, remove, unused_cassettes
 from ..core.config import Settings
@@ -30,19 +30,14 @@ if TYPE_CHECKING:
 WORKER_OUTPUT_KEY = "agentreplay"
 
 
-class CollectedTest:
-    """A collected test that uses agent replay, and where its cassette is.
+# A NamedTuple, not a dataclass: this module is imported at every pytest start-up.
+class CollectedTest(NamedTuple):
+    """A collected test that uses agent replay, and where its cassette is."""
 
-    Plain classes, not dataclasses: this module is imported at every pytest start-up.
-    """
-
-    __slots__ = ("cassette", "module", "nodeid")
-
-    def __init__(self, nodeid: str, module: Path, cassette: Path | None) -> None:
-        self.nodeid = nodeid
-        self.module = module
-        # None when a project's ``agentreplay_cassette_path`` fixture override decides it at run time.
-        self.cassette = cassette
+    nodeid: str
+    module: Path
+    # None when a project's ``agentreplay_cassette_path`` fixture override decides it at run time.
+    cassette: Path | None
 
 
 class CollectionFacts:
