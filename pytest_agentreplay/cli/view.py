@@ -23,7 +23,7 @@ from ..diff.rules import is_imported
 from ..exceptions import ConfigError
 from ..interop.otel import cassette_to_otlp, export_with_sdk
 from ..replay.audit import audit_advice
-from ..report.json_report import report_json_schema
+from ..report import report_json_schema
 from ..report.timeline import render_timeline
 from ..report.viewer import render_cassette_page, write_html
 from .common import EXIT_OK, EXIT_PROBLEMS, UsageError, err, load_for_audit, out, project_table
