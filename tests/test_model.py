@@ -17,9 +17,12 @@ from pydantic import BaseModel, ValidationError
 from pytest_agentreplay import exceptions
 from pytest_agentreplay.core.events import (
     CassetteDoc,
+    EffectInfo,
     Event,
     PayloadRef,
+    Record,
     RunMeta,
+    RuntimeValuesData,
     ToolInfo,
     cassette_json_schema,
     event_to_dict,
@@ -228,3 +231,18 @@ def test_a_trusted_construction_is_the_validated_record() -> None:
     assert event_to_dict(trusted) == event_to_shared_dict(trusted) == event_to_dict(validated)
     with pytest.raises(ValidationError):
         trusted.seq = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "kind", [ToolInfo, EffectInfo, PayloadRef, Event, RunMeta, RuntimeValuesData, CassetteDoc]
+)
+def test_a_trusted_record_sets_the_fields_a_validated_one_does(kind: type[Record]) -> None:
+    """A trusted record's set of fields is copied from its class's (not hashed from its values again): the
+    set a validated record of every field has, its own, and as open to ``model_copy(update=...)``."""
+    values: dict[str, object] = {name: None for name in kind.model_fields}
+    trusted = kind.construct_trusted(values)
+    assert type(trusted.model_fields_set) is set and trusted.model_fields_set == set(values)
+    assert trusted.model_fields_set is not kind.construct_trusted(dict(values)).model_fields_set
+    name = next(iter(values))
+    copied = trusted.model_copy(update={name: "x"})
+    assert copied.model_fields_set == set(values) and trusted.model_fields_set == set(values)

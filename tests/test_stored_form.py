@@ -293,6 +293,12 @@ def test_stored_responses_parse_like_json_loads_with_sorted_keys(
         '{"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7, "k8": 8, "k0": 9}',
         '"\\ud800"',  # a lone surrogate: jiter refuses, json.loads decides
         "[NaN, Infinity, -Infinity, 1e400, 12345678901234567890123, -0.0]",
+        # An infinity jiter parses, which orjson writes as a null (the null count catches it): alone, beside
+        # a null, and beside "null" in a string.
+        "[1e400]",
+        '{"a": -1e400, "b": null, "c": "null"}',
+        '{"a": 1e400, "s": "null"}',
+        '{"n": null, "s": "nullnull"}',
         "[" * 250 + "]" * 250,  # deeper than jiter goes
     ],
 )

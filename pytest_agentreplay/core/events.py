@@ -20,6 +20,10 @@ HEX64 = r"^[0-9a-f]{64}$"
 
 
 _set = object.__setattr__
+_new = object.__new__
+# The names of each record class's fields: a trusted record's set of fields is a copy (its own set: pydantic
+# adds to a copy's in ``model_copy(update=...)``), which costs less than hashing the names again.
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
 class Record(BaseModel):
@@ -28,13 +32,19 @@ class Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
     @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+
+    @classmethod
     def construct_trusted(cls, values: dict[str, object]) -> Self:
         """A record of values this package built itself, unchecked: ``values`` names every field in
         declaration order and becomes the record's own. ``model_construct`` costs five times the rest of
         recording a call (issue 28); ``tests/test_model.py`` holds the result to the validated record."""
-        record = cls.__new__(cls)
+        # ``object.__new__``, as ``model_construct``'s ``cls.__new__`` is for a record (none defines one).
+        record = _new(cls)
         _set(record, "__dict__", values)
-        _set(record, "__pydantic_fields_set__", set(values))
+        _set(record, "__pydantic_fields_set__", set(_FIELD_NAMES[cls]))
         _set(record, "__pydantic_extra__", None)
         _set(record, "__pydantic_private__", None)
         return record
