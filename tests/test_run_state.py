@@ -62,6 +62,16 @@ def test_a_mistyped_fixture_value_is_a_config_error_naming_the_fixture(key: str)
     assert "agentreplay_config" in caught.value.headline
 
 
+@pytest.mark.parametrize("key", ["openai_compatible_base_urls", "anthropic_base_urls"])
+def test_fixture_base_urls_are_read_as_the_project_file_reads_them(key: str) -> None:
+    # One URL alone counts as a list of it, as in [tool.agentreplay]; a URL without a scheme is refused.
+    settings = RunSettings().with_overrides({key: "http://gw.local/v1"})
+    assert getattr(settings, key) == ("http://gw.local/v1",)
+    with pytest.raises(ConfigError) as caught:
+        RunSettings().with_overrides({key: ["http://gw.local/v1", "gw.local/v2"]})
+    assert "'gw.local/v2' does not start with http:// or https://" in caught.value.evidence
+
+
 def test_run_state_has_one_typed_attribute_per_owner_and_no_string_keyed_bag() -> None:
     ctx = _ctx()
     assert not hasattr(ctx, "extensions")

@@ -264,6 +264,17 @@ def test_a_bad_project_setting_under_xdist_is_one_usage_error_from_the_controlle
         ),
         ('return {"allow_hosts": 5}', ["invalid allow_hosts 5 in the agentreplay_config fixture"]),
         ('return {"rules": {"::::": "ignore"}}', ["at: rules of the agentreplay_config fixture"]),
+        # Base URLs are held to the project file's check wherever they are given.
+        *(
+            (
+                f'return {{"{key}": ["gateway.local/v1"]}}',
+                [
+                    f"invalid {key} ['gateway.local/v1'] in the agentreplay_config fixture",
+                    "'gateway.local/v1' does not start with http:// or https://",
+                ],
+            )
+            for key in ("openai_compatible_base_urls", "anthropic_base_urls")
+        ),
     ],
 )
 def test_a_wrong_fixture_setting_fails_the_test_at_set_up(
@@ -272,8 +283,9 @@ def test_a_wrong_fixture_setting_fails_the_test_at_set_up(
     pytester.makeconftest(f"import pytest\n\n@pytest.fixture\ndef agentreplay_config():\n    {conftest}\n")
     pytester.makepyfile(test_flow=TEST)
     result = pytester.runpytest("-p", "no:cacheprovider", "--agentreplay-record=all")
-    # A fixture's keys are checked when the test sets up (a rule, when its run begins).
-    result.assert_outcomes(**({"failed": 1} if "rules" in conftest else {"errors": 1}))
+    # A fixture's keys are checked when the test sets up (a rule or a run's setting, when its run begins).
+    begins = "rules" in conftest or "base_urls" in conftest
+    result.assert_outcomes(**({"failed": 1} if begins else {"errors": 1}))
     out = above_short_summary(result.stdout.str())
     for needle in needles:
         assert out.count(needle) == 1, out

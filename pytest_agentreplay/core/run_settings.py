@@ -96,11 +96,8 @@ def _string_map(value: object, origin: check.Origin) -> Mapping[str, str]:
 
 
 def _urls(value: object, origin: check.Origin) -> tuple[str, ...]:
-    if not value:
-        return ()
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise check.invalid(origin, value, "a list of base URLs")
-    return tuple(str(item) for item in value)
+    # The project file's check, so a base URL is held to http(s):// wherever it is given.
+    return tuple(check.strings(value, origin, urls=True)) if value else ()
 
 
 _CONVERSIONS: Final[Mapping[str, Callable[[object, check.Origin], object]]] = MappingProxyType(
