@@ -91,7 +91,7 @@ def _stamp(event: Document, values: Mapping[str, object], data: Mapping[str, obj
 def redact_event(event: Document, redactor: Redactor, like: Document | None = None) -> RedactedEvent:
     """``event`` (read, never changed) as a cassette stores it; ``like``: the recorded event it repeats, as a
     save wrote it (``Redactor.redact``)."""
-    if event.get("type") not in USER_NAMED_EVENTS or "data" not in event:  # (``data_keys``)
+    if data_keys(event.get("type")) or "data" not in event:
         return RedactedEvent(
             redactor.redact(event, like=like), event, like, redactor, redactor.known.count, _MINT
         )

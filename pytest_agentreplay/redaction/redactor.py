@@ -42,6 +42,7 @@ from .rules import (
     NameRules,
     bearer_token_is_secret,
     compile_option,
+    compiled_on_use,
     dump_like,
     is_body,
     is_exempt,
@@ -64,10 +65,8 @@ _TEXT_OR_CONTAINER = (str, dict, list)
 _DECISIONS: dict[NameRules, tuple[dict[tuple[str, bool], int], dict[str, bool]]] = {}
 
 
-@functools.cache
-def _builtin_values() -> re.Pattern[str]:
-    # Built on first use, once: every test's run makes a redactor of its own.
-    return re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
+# Built on first use, once: every test's run makes a redactor of its own.
+_builtin_values = compiled_on_use("|".join(f"(?P<{name}>{rx})" for name, rx in BUILTIN_VALUE_PATTERNS))
 
 
 class Redactor:
