@@ -24,6 +24,7 @@ from .core.config import settings_from_pytest
 from .core.constants import NETNS_ENV_VAR
 from .core.documents import Document
 from .core.garbage import collect_test_garbage, freeze_session_objects
+from .core.placeholder_credentials import PlaceholderCredentials
 from .exceptions import ConfigError
 from .report.status import TestStatus
 from .shell import vcr_plugin
@@ -143,6 +144,8 @@ class SessionHooks:
         self.guard_notes: dict[str, str] = {}
         # Interception, installed once and held from one agentreplay test to the next.
         self.interception = HeldInterception()
+        # The placeholder credentials of replaying tests, held from one to the next the same way.
+        self.credentials = PlaceholderCredentials()
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected.extend(items)
@@ -174,12 +177,21 @@ class SessionHooks:
             self.interception.hold()
         else:
             self.interception.release()
+            self.credentials.remove()
         try:
             return (yield)
         finally:
             # After the whole protocol: pytest has dropped the test's fixture values by now.
             if replays:
                 collect_test_garbage()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        try:
+            return (yield)
+        finally:
+            # The last replaying test's placeholders go with the tests, not at the session's end.
+            self.credentials.remove()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, object, object]:
@@ -189,7 +201,7 @@ class SessionHooks:
             return (yield)
         from .shell.life import TestLife  # heavy: the recorder and the guard, only when a test uses them
 
-        life = item.stash[LIFE_KEY] = TestLife(item, self.interception, replays=replays)
+        life = item.stash[LIFE_KEY] = TestLife(item, self.interception, self.credentials, replays=replays)
         return (yield from life.setup())
 
     @pytest.hookimpl(wrapper=True)

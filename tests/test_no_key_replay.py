@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from servers import LLMServer, ModelReply
 
 from pytest_agentreplay.core.placeholder_credentials import (
@@ -103,3 +106,116 @@ def test_a_variable_the_environment_sets_is_left_alone() -> None:
     env["CO_API_KEY"] = "set-by-the-test"
     credentials.remove()
     assert env == {"OPENAI_API_KEY": "sk-real", "CO_API_KEY": "set-by-the-test"}
+
+
+HELD = """
+import json
+import os
+
+import pytest
+
+NAMES = {names!r}
+PLACEHOLDER = {placeholder!r}
+
+
+def seen(label):
+    values = {{n: "P" if os.environ.get(n) == PLACEHOLDER else os.environ.get(n) for n in NAMES}}
+    with open(os.environ["ENV_LOG"], "a") as log:
+        log.write(json.dumps([label, {{n: v for n, v in values.items() if v is not None}}]) + "\\n")
+
+
+@pytest.mark.agentreplay
+def test_a():
+    seen("a")
+    os.environ.pop("OPENAI_API_KEY", None)  # removed by the test and left removed
+    os.environ["CO_API_KEY"] = "set-by-a"  # the test's own value, left set
+
+
+@pytest.mark.agentreplay
+def test_b():
+    seen("b")
+    os.environ["MISTRAL_API_KEY"] = ""  # emptied by the test
+
+
+def test_plain():
+    seen("plain")
+
+
+@pytest.mark.agentreplay(mode="model-comparison")
+def test_live():
+    seen("live")
+
+
+@pytest.mark.agentreplay
+def test_c():
+    seen("c")
+"""
+
+
+def test_placeholders_held_between_replaying_tests_are_what_each_test_would_get_alone(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session keeps the placeholders from one replaying test to the next: each test still sees every
+    unset credential as a placeholder and every value a test left as it left it, and a test that gets none
+    (one that does not replay, a model-comparison) sees none."""
+    names = list(CREDENTIAL_VARIABLES)
+    pytester.makepyfile(test_held=HELD.format(names=names, placeholder=PLACEHOLDER))
+    _without_credentials(monkeypatch)
+    log = pytester.path / "env.log"
+    monkeypatch.setenv("ENV_LOG", str(log))
+    try:
+        pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all").assert_outcomes(passed=5)
+        os.environ.pop("CO_API_KEY", None)
+        os.environ.pop("MISTRAL_API_KEY", None)
+        log.write_text("")
+        result = pytester.runpytest("-p", "no:randomly")
+        result.assert_outcomes(passed=5)
+        after = {name: os.environ.get(name) for name in names if name in os.environ}
+    finally:
+        os.environ.pop("CO_API_KEY", None)
+        os.environ.pop("MISTRAL_API_KEY", None)
+    seen = {label: values for label, values in map(json.loads, log.read_text().splitlines())}
+    every = dict.fromkeys(names, "P")
+    assert seen["a"] == every
+    assert seen["b"] == {**every, "CO_API_KEY": "set-by-a"}
+    assert seen["plain"] == {"CO_API_KEY": "set-by-a", "MISTRAL_API_KEY": ""}
+    assert seen["live"] == {"CO_API_KEY": "set-by-a", "MISTRAL_API_KEY": ""}
+    assert seen["c"] == {**every, "CO_API_KEY": "set-by-a"}
+    # After the session, only the value a test set (c got a placeholder for the emptied one, removed).
+    assert after == {"CO_API_KEY": "set-by-a"}
+
+
+_STEPS = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from(CREDENTIAL_VARIABLES),
+            st.sampled_from([None, "", PLACEHOLDER, "sk-the-test's"]),
+        ),
+        max_size=4,
+    ),
+    max_size=6,
+)
+_START = st.dictionaries(st.sampled_from(CREDENTIAL_VARIABLES), st.sampled_from(["", "sk-real", PLACEHOLDER]))
+
+
+@given(start=_START, tests=_STEPS)
+def test_held_placeholders_match_removing_and_setting_them_at_every_test(
+    start: dict[str, str], tests: list[list[tuple[str, str | None]]]
+) -> None:
+    """One object providing test after test (the session's) leaves each test the environment a fresh one
+    would (removed after the test before, provided anew), and the same environment once removed."""
+    held_env, fresh_env = dict(start), dict(start)
+    held = PlaceholderCredentials(held_env)
+    for changes in tests:
+        fresh = PlaceholderCredentials(fresh_env)
+        assert held.provide() == fresh.provide()
+        assert held_env == fresh_env
+        for name, value in changes:  # what the test does to the environment
+            for env in (held_env, fresh_env):
+                if value is None:
+                    env.pop(name, None)
+                else:
+                    env[name] = value
+        fresh.remove()
+    held.remove()
+    assert held_env == fresh_env

@@ -1,6 +1,11 @@
 """Placeholder SDK credentials while a test replays (the SDKs refuse to build a client without one, though
 nothing is sent): an unset credential variable is set for the test's duration, then removed; one the
-environment sets is never touched. Recording and model-comparison never invent one."""
+environment sets is never touched. Recording and model-comparison never invent one.
+
+The session holds one :class:`PlaceholderCredentials` and keeps its placeholders from one replaying test to
+the next (setting and deleting nine environment variables at every test cost more than the checks that
+find them still there); they are removed before any test that does not get them sets up, and after the
+session's last test."""
 
 from __future__ import annotations
 
@@ -26,22 +31,32 @@ CREDENTIAL_VARIABLES: Final = (
 
 
 class PlaceholderCredentials:
-    """The placeholders one test set; :meth:`remove` takes them back out (those still holding ours)."""
+    """The placeholders set for the replaying tests; :meth:`remove` takes them back out (those still holding
+    ours)."""
 
     __slots__ = ("_environ", "names")
 
     def __init__(self, environ: MutableMapping[str, str] | None = None) -> None:
         self._environ = os.environ if environ is None else environ
+        # The variables holding a placeholder this object set (and has not removed since).
         self.names: tuple[str, ...] = ()
 
     def provide(self) -> tuple[str, ...]:
-        """Set every unset (or empty) credential variable to the placeholder; the names set."""
-        env = self._environ
-        names = tuple(name for name in CREDENTIAL_VARIABLES if not env.get(name))
-        for name in names:
-            env[name] = PLACEHOLDER
-        self.names = names
-        return names
+        """Set every unset (or empty) credential variable to the placeholder; the names holding ours. A
+        placeholder still set from the last call is kept as it is: the same as removing it and setting it
+        again, without changing the environment."""
+        env, held = self._environ, self.names
+        names = []
+        for name in CREDENTIAL_VARIABLES:
+            value = env.get(name)
+            if not value:
+                env[name] = PLACEHOLDER
+            elif value != PLACEHOLDER or name not in held:
+                # The environment's value, or one a test set: never ours to change.
+                continue
+            names.append(name)
+        self.names = tuple(names)
+        return self.names
 
     def remove(self) -> None:
         env = self._environ

@@ -80,7 +80,7 @@ def guard_summary(notes: dict[str, str], isolation: Isolation) -> list[str]:
 class FixtureGuard:
     """The guard over one test from the start of its set-up to the end of its teardown."""
 
-    def __init__(self, nodeid: str, ctx: RunContext) -> None:
+    def __init__(self, nodeid: str, ctx: RunContext, credentials: PlaceholderCredentials) -> None:
         self.nodeid = nodeid
         self.ctx = ctx
         # Before anything of the test runs: the children alive now were not started by it.
@@ -90,10 +90,12 @@ class FixtureGuard:
         self._reported = 0
         # In an isolated session: the kernel's count of sends the namespace stopped, from here on.
         self._no_route = watch()
-        # Fixtures build SDK clients too: the placeholders are set before the first one sets up.
-        self._credentials = PlaceholderCredentials()
+        # Fixtures build SDK clients too: the placeholders are set before the first one sets up. The
+        # session's, kept from the last replaying test (removed here for a test that gets none).
         if not ctx.settings.block_network_only and ctx.mode in PLACEHOLDER_MODES:
-            self._credentials.provide()
+            credentials.provide()
+        else:
+            credentials.remove()
 
     def new_problems(self, *, phase: str) -> list[BaseException]:
         """The problems of the guard's run since the last call: its own refusals, its children's, and the
@@ -147,7 +149,6 @@ class FixtureGuard:
         ]
         self._release()
         self._uninstall()
-        self._credentials.remove()
         return notes
 
 

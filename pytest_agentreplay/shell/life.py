@@ -17,6 +17,7 @@ from pluggy import HookRelay
 from ..core.config import Settings
 from ..core.documents import Document
 from ..core.json_copy import copy_json
+from ..core.placeholder_credentials import PlaceholderCredentials
 from ..exceptions import AgentReplayError
 from ..http.providers import ProviderSet
 from ..http.providers.registry import entry_point_providers
@@ -52,10 +53,19 @@ class TestLife:
 
     __test__ = False  # a class named Test*, not a test
 
-    def __init__(self, item: pytest.Item, interception: HeldInterception, *, replays: bool) -> None:
+    def __init__(
+        self,
+        item: pytest.Item,
+        interception: HeldInterception,
+        credentials: PlaceholderCredentials,
+        *,
+        replays: bool,
+    ) -> None:
         self.item = item
         self.settings: Settings = item.config.stash[SETTINGS_KEY]
         self.interception = interception
+        # The session's placeholder credentials (core/placeholder_credentials.py), set by the fixture guard.
+        self.credentials = credentials
         self.replays = replays  # uses agent replay (else: only guarded by --agentreplay-block-network)
         self.run: TestRun | None = None
         self.guard: FixtureGuard | None = None
@@ -86,8 +96,10 @@ class TestLife:
         plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
         ctx = guard_run(item.nodeid, plan, self.settings, cassette)
         if ctx is None:
+            # A test that records (or may) gets no placeholder: the last replaying test's go first.
+            self.credentials.remove()
             return (yield)
-        self.guard = FixtureGuard(item.nodeid, ctx)
+        self.guard = FixtureGuard(item.nodeid, ctx, self.credentials)
         try:
             result = yield
         except BaseException:
