@@ -219,3 +219,63 @@ def test_held_placeholders_match_removing_and_setting_them_at_every_test(
         fresh.remove()
     held.remove()
     assert held_env == fresh_env
+
+
+BROKEN_GUARD = """
+import json
+import os
+
+import pytest
+
+from pytest_agentreplay.shell import fixture_guard
+
+NAMES = {names!r}
+
+
+def broken():
+    raise RuntimeError("no guard today")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.name == "test_broken":
+        item.stash_live_children = fixture_guard.live_children
+        fixture_guard.live_children = broken  # the fixture guard fails as it starts
+    return (yield)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    if item.name == "test_broken":
+        fixture_guard.live_children = item.stash_live_children
+        with open(os.environ["ENV_LOG"], "w") as log:
+            json.dump([n for n in NAMES if n in os.environ], log)
+"""
+
+
+def test_a_set_up_failing_before_its_guard_keeps_no_placeholder_of_the_test_before(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeconftest(BROKEN_GUARD.format(names=list(CREDENTIAL_VARIABLES)))
+    pytester.makepyfile(
+        test_broken="""
+import pytest
+
+@pytest.mark.agentreplay
+def test_first():
+    pass
+
+@pytest.mark.agentreplay
+def test_broken():
+    pass
+"""
+    )
+    _without_credentials(monkeypatch)
+    log = pytester.path / "env.json"
+    monkeypatch.setenv("ENV_LOG", str(log))
+    pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all").assert_outcomes(passed=2)
+    # In a process of its own: the conftest patches the very module the plugin's guard runs.
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*RuntimeError: no guard today*"])
+    assert json.loads(log.read_text()) == []

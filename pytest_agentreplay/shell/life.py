@@ -91,15 +91,14 @@ class TestLife:
     # -- set-up: the guard begins before any fixture -----------------------------------------------------
 
     def setup(self) -> Generator[None, object, object]:
-        item = self.item
-        cassette = collected_test(item).cassette
-        plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
-        ctx = guard_run(item.nodeid, plan, self.settings, cassette)
-        if ctx is None:
-            # A test that records (or may) gets no placeholder: the last replaying test's go first.
+        try:
+            self.guard = self._fixture_guard()
+        except BaseException:
+            # A set-up that fails before its guard is up has no placeholder: not the last test's either.
             self.credentials.remove()
+            raise
+        if self.guard is None:
             return (yield)
-        self.guard = FixtureGuard(item.nodeid, ctx, self.credentials)
         try:
             result = yield
         except BaseException:
@@ -111,6 +110,18 @@ class TestLife:
         if message is not None:
             self.fail(Cause.NETWORK_BLOCKED, message)
         return result
+
+    def _fixture_guard(self) -> FixtureGuard | None:
+        """The guard over the test's fixtures, from its early plan; None for a test that records (or may),
+        which gets no placeholder credential either (the last replaying test's are removed)."""
+        item = self.item
+        cassette = collected_test(item).cassette
+        plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
+        ctx = guard_run(item.nodeid, plan, self.settings, cassette)
+        if ctx is None:
+            self.credentials.remove()
+            return None
+        return FixtureGuard(item.nodeid, ctx, self.credentials)
 
     def _guard_message(self, phase: str, *, hand_to_run: bool = False) -> str | None:
         """The guard's problems since it last looked that the test's run does not hold yet, as a message;
