@@ -349,3 +349,60 @@ def test_plain_body_fast_check_answers_as_the_full_check(body: dict[Any, Any]) -
         assert fast == validation.body_problem(body)
     finally:
         validation._plain_body = original
+
+
+def _reference_payload_problem(media_type: str | None, value: Any) -> str | None:
+    """The reference: the status, method and url checked as by the check itself, then the headers and the
+    body asked of whatever is there (only absent headers are not asked)."""
+    from pytest_agentreplay.cassette import validation
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+
+    if not isinstance(value, dict):
+        return validation.payload_problem(media_type, value)
+    rest = {k: v for k, v in value.items() if k not in ("headers", "body")}
+    first_line = validation.payload_problem(media_type, rest)
+    if first_line is not None or media_type not in (HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE):
+        return first_line
+    if "headers" in value and value["headers"] is not None:
+        found = validation._headers_problem(value["headers"])
+        if found is not None:
+            return found
+    return validation.body_problem(value.get("body"))
+
+
+class _Headers(dict[str, str]):
+    pass
+
+
+_PAYLOAD_PARTS = st.one_of(
+    st.none(),
+    st.sampled_from([{}, "", [], 0, False, _Headers(), _Headers(a="b")]),
+    st.text(max_size=2),
+    st.integers(99, 1000),
+    st.dictionaries(
+        st.sampled_from(["a", "json", "text", "raw"]),
+        st.one_of(st.none(), st.text(max_size=2), st.integers()),
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(["request", "response", "other", None]),
+    st.dictionaries(
+        st.sampled_from(["headers", "body", "status", "method", "url"]), _PAYLOAD_PARTS, max_size=4
+    )
+    | _PAYLOAD_PARTS,
+)
+def test_payload_problem_settles_no_headers_and_no_body_as_the_full_check(
+    kind: str | None, value: Any
+) -> None:
+    """A payload with no headers (none or ``{}``) and no body is passed without asking them one by one; any
+    other value of theirs (an empty string or list too) is checked and worded as before."""
+    from pytest_agentreplay.cassette import validation
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+
+    media = {"request": HTTP_REQUEST_MEDIA_TYPE, "response": HTTP_RESPONSE_MEDIA_TYPE, "other": "text/plain"}
+    media_type = media.get(kind) if kind is not None else None
+    assert validation.payload_problem(media_type, value) == _reference_payload_problem(media_type, value)

@@ -360,9 +360,16 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
                 return f"{key} must be a string, found {short(value[key])}"
     else:
         return None
+    # No headers (none or ``{}``) and no body, a usual request's, are settled without a call.
     headers = value.get("headers")
-    problem = _headers_problem(headers) if headers is not None else None
-    return problem or body_problem(value.get("body"))
+    if (
+        headers is not None
+        and (type(headers) is not dict or headers)
+        and (problem := _headers_problem(headers)) is not None
+    ):
+        return problem
+    body = value.get("body")
+    return None if body is None else body_problem(body)
 
 
 def short(value: object, limit: int = 60) -> str:
