@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_cli_support import put_blob
 
@@ -406,3 +406,38 @@ def test_payload_problem_settles_no_headers_and_no_body_as_the_full_check(
     media = {"request": HTTP_REQUEST_MEDIA_TYPE, "response": HTTP_RESPONSE_MEDIA_TYPE, "other": "text/plain"}
     media_type = media.get(kind) if kind is not None else None
     assert validation.payload_problem(media_type, value) == _reference_payload_problem(media_type, value)
+
+
+_RAW_JSON = st.recursive(
+    st.none() | st.integers() | st.text(alphabet="ab{[]}", max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text("ab[", max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(126, None, {})  # the deepest body that fits: its innermost list at level 127 of the payload
+@example(127, None, {})  # one level more: not told fit
+@given(
+    st.integers(0, 140),
+    _RAW_JSON,
+    st.dictionaries(st.sampled_from(["status", "headers", "x"]), _PAYLOAD_PARTS, max_size=2),
+)
+def test_a_response_told_fit_from_its_raw_text_passes_both_checks(
+    depth: int, leaf: Any, extra: dict[str, Any]
+) -> None:
+    """What :func:`parsed_response_fits` passes (a payload whose JSON body was parsed from its raw text),
+    the shape and depth checks one by one pass too, at and around the depth limit."""
+    from pytest_agentreplay.cassette.stored_decode import restore_response_payload
+    from pytest_agentreplay.cassette.validation import depth_problem, parsed_response_fits, payload_problem
+    from pytest_agentreplay.core.constants import HTTP_RESPONSE_MEDIA_TYPE
+
+    raw = "[" * depth + json.dumps(leaf) + "]" * depth
+    lean = {"status": 200, "headers": {"a": "b"}, "body": {"content_type": "x", "raw": raw}, **extra}
+    value = restore_response_payload(lean)
+    assert value is not lean and isinstance(value, dict)
+    if parsed_response_fits(value):
+        assert depth_problem(value) is None
+        assert payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is None

@@ -374,6 +374,24 @@ def payload_problem(media_type: str | None, value: object) -> str | None:
     return None if body is None else body_problem(body)
 
 
+# The members of an HTTP response payload (``http/exchange.py``).
+_RESPONSE_KEYS: Final = frozenset({"status", "headers", "body"})
+
+
+def parsed_response_fits(value: dict[str, Any]) -> bool:
+    """Whether an HTTP response payload whose body's ``json`` was parsed from its ``raw`` (a stored response
+    restored on load) has its shape (:func:`payload_problem`) and nests no deeper than ``MAX_DEPTH``, told
+    without writing it out (:func:`depth_problem` writes it whole, ``raw`` and ``json`` both). Of that
+    shape, with no member but these, it holds no object or list but itself, its headers, its body and the
+    ``json``, two levels down; each object and list of ``json`` is a ``{`` or ``[`` of ``raw`` (those in its
+    strings only count more). False says nothing: the checks one by one decide."""
+    if not value.keys() <= _RESPONSE_KEYS or payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is not None:
+        return False
+    raw = value["body"]["raw"]
+    limit = MAX_DEPTH - 2
+    return isinstance(raw, str) and (len(raw) <= limit or raw.replace("[", "{").count("{") <= limit)
+
+
 def short(value: object, limit: int = 60) -> str:
     try:
         text = repr(value)
