@@ -441,3 +441,25 @@ def test_a_response_told_fit_from_its_raw_text_passes_both_checks(
     if parsed_response_fits(value):
         assert depth_problem(value) is None
         assert payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is None
+
+
+@settings(max_examples=300, deadline=None)
+@example({"method": "GET", "url": "u", "headers": {}, "body": None})
+@example({"method": "GET", "headers": {"a": json.loads("[" * 130 + "]" * 130)}})  # headers must be strings
+@example({"method": "GET", "x": json.loads("[" * 130 + "]" * 130)})  # a member of its own, too deep
+@given(
+    st.dictionaries(
+        st.sampled_from(["method", "url", "headers", "body", "x"]),
+        _PAYLOAD_PARTS | st.recursive(st.none(), lambda inner: st.lists(inner, max_size=2), max_leaves=4),
+        max_size=4,
+    )
+)
+def test_a_request_told_fit_without_its_body_passes_both_checks(value: dict[str, Any]) -> None:
+    """What :func:`bodiless_request_fits` passes (a request payload without a body), the shape and depth
+    checks one by one pass too."""
+    from pytest_agentreplay.cassette.validation import bodiless_request_fits, depth_problem, payload_problem
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE
+
+    if bodiless_request_fits(value):
+        assert depth_problem(value) is None
+        assert payload_problem(HTTP_REQUEST_MEDIA_TYPE, value) is None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.constants import FORMAT_VERSION
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
@@ -18,7 +19,7 @@ from .chain import build_document, integrity_problems, run_to_dict, scan_documen
 from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import depth_problem, parsed_response_fits, payload_problem, relocate
+from .validation import bodiless_request_fits, depth_problem, parsed_response_fits, payload_problem, relocate
 
 _MAX_LISTED_PROBLEMS = 20
 
@@ -65,6 +66,8 @@ class LoadedCassette:
             restored = self.restored.get(id(value))
             if restored is value and restored is not None and parsed_response_fits(restored):
                 return restored
+            if ref.media_type == REQUEST_MEDIA_TYPE and bodiless_request_fits(value):
+                return value
             problem = depth_problem(value)
             stored = "stored inline"
         else:

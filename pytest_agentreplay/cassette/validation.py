@@ -392,6 +392,22 @@ def parsed_response_fits(value: dict[str, Any]) -> bool:
     return isinstance(raw, str) and (len(raw) <= limit or raw.replace("[", "{").count("{") <= limit)
 
 
+_REQUEST_KEYS: Final = frozenset({"method", "url", "headers", "body"})
+
+
+def bodiless_request_fits(value: object) -> bool:
+    """Whether an HTTP request payload without a body has its shape (:func:`payload_problem`) and nests no
+    deeper than ``MAX_DEPTH``, told without writing it out (as :func:`depth_problem` does): of that shape,
+    with no member but these, it holds no object or list but itself and its headers. False says nothing:
+    the checks one by one decide."""
+    return (
+        type(value) is dict
+        and value.get("body") is None
+        and value.keys() <= _REQUEST_KEYS
+        and payload_problem(HTTP_REQUEST_MEDIA_TYPE, value) is None
+    )
+
+
 def short(value: object, limit: int = 60) -> str:
     try:
         text = repr(value)
