@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_cli_support import put_blob
 
@@ -349,3 +349,117 @@ def test_plain_body_fast_check_answers_as_the_full_check(body: dict[Any, Any]) -
         assert fast == validation.body_problem(body)
     finally:
         validation._plain_body = original
+
+
+def _reference_payload_problem(media_type: str | None, value: Any) -> str | None:
+    """The reference: the status, method and url checked as by the check itself, then the headers and the
+    body asked of whatever is there (only absent headers are not asked)."""
+    from pytest_agentreplay.cassette import validation
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+
+    if not isinstance(value, dict):
+        return validation.payload_problem(media_type, value)
+    rest = {k: v for k, v in value.items() if k not in ("headers", "body")}
+    first_line = validation.payload_problem(media_type, rest)
+    if first_line is not None or media_type not in (HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE):
+        return first_line
+    if "headers" in value and value["headers"] is not None:
+        found = validation._headers_problem(value["headers"])
+        if found is not None:
+            return found
+    return validation.body_problem(value.get("body"))
+
+
+class _Headers(dict[str, str]):
+    pass
+
+
+_PAYLOAD_PARTS = st.one_of(
+    st.none(),
+    st.sampled_from([{}, "", [], 0, False, _Headers(), _Headers(a="b")]),
+    st.text(max_size=2),
+    st.integers(99, 1000),
+    st.dictionaries(
+        st.sampled_from(["a", "json", "text", "raw"]),
+        st.one_of(st.none(), st.text(max_size=2), st.integers()),
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.sampled_from(["request", "response", "other", None]),
+    st.dictionaries(
+        st.sampled_from(["headers", "body", "status", "method", "url"]), _PAYLOAD_PARTS, max_size=4
+    )
+    | _PAYLOAD_PARTS,
+)
+def test_payload_problem_settles_no_headers_and_no_body_as_the_full_check(
+    kind: str | None, value: Any
+) -> None:
+    """A payload with no headers (none or ``{}``) and no body is passed without asking them one by one; any
+    other value of theirs (an empty string or list too) is checked and worded as before."""
+    from pytest_agentreplay.cassette import validation
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
+
+    media = {"request": HTTP_REQUEST_MEDIA_TYPE, "response": HTTP_RESPONSE_MEDIA_TYPE, "other": "text/plain"}
+    media_type = media.get(kind) if kind is not None else None
+    assert validation.payload_problem(media_type, value) == _reference_payload_problem(media_type, value)
+
+
+_RAW_JSON = st.recursive(
+    st.none() | st.integers() | st.text(alphabet="ab{[]}", max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text("ab[", max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(126, None, {})  # the deepest body that fits: its innermost list at level 127 of the payload
+@example(127, None, {})  # one level more: not told fit
+@given(
+    st.integers(0, 140),
+    _RAW_JSON,
+    st.dictionaries(st.sampled_from(["status", "headers", "x"]), _PAYLOAD_PARTS, max_size=2),
+)
+def test_a_response_told_fit_from_its_raw_text_passes_both_checks(
+    depth: int, leaf: Any, extra: dict[str, Any]
+) -> None:
+    """What :func:`parsed_response_fits` passes (a payload whose JSON body was parsed from its raw text),
+    the shape and depth checks one by one pass too, at and around the depth limit."""
+    from pytest_agentreplay.cassette.stored_decode import restore_response_payload
+    from pytest_agentreplay.cassette.validation import depth_problem, parsed_response_fits, payload_problem
+    from pytest_agentreplay.core.constants import HTTP_RESPONSE_MEDIA_TYPE
+
+    raw = "[" * depth + json.dumps(leaf) + "]" * depth
+    lean = {"status": 200, "headers": {"a": "b"}, "body": {"content_type": "x", "raw": raw}, **extra}
+    value = restore_response_payload(lean)
+    assert value is not lean and isinstance(value, dict)
+    if parsed_response_fits(value):
+        assert depth_problem(value) is None
+        assert payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is None
+
+
+@settings(max_examples=300, deadline=None)
+@example({"method": "GET", "url": "u", "headers": {}, "body": None})
+@example({"method": "GET", "headers": {"a": json.loads("[" * 130 + "]" * 130)}})  # headers must be strings
+@example({"method": "GET", "x": json.loads("[" * 130 + "]" * 130)})  # a member of its own, too deep
+@given(
+    st.dictionaries(
+        st.sampled_from(["method", "url", "headers", "body", "x"]),
+        _PAYLOAD_PARTS | st.recursive(st.none(), lambda inner: st.lists(inner, max_size=2), max_leaves=4),
+        max_size=4,
+    )
+)
+def test_a_request_told_fit_without_its_body_passes_both_checks(value: dict[str, Any]) -> None:
+    """What :func:`bodiless_request_fits` passes (a request payload without a body), the shape and depth
+    checks one by one pass too."""
+    from pytest_agentreplay.cassette.validation import bodiless_request_fits, depth_problem, payload_problem
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE
+
+    if bodiless_request_fits(value):
+        assert depth_problem(value) is None
+        assert payload_problem(HTTP_REQUEST_MEDIA_TYPE, value) is None

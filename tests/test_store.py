@@ -650,3 +650,51 @@ def test_a_document_without_an_events_list_is_a_schema_error(cassette: Path, eve
         doc["events"] = events
     rewrite(cassette, doc)
     assert "events" in str(load_error(cassette, CassetteSchemaError))
+
+
+def _nested(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(
+    ("raw", "extra", "refused"),
+    [
+        (_nested(126), {}, False),  # the deepest JSON body a response holds: its last list at level 127
+        (_nested(127), {}, True),  # one level more
+        ('{"s": "' + "[" * 300 + '"}', {}, False),  # brackets in a string: the checks one by one decide
+        ('{"a": 1}', {"x": json.loads(_nested(130))}, True),  # a member of its own, too deep
+        ('{"a": 1}', {"x": 1}, False),
+        ('{"a": 1}', {"headers": {"h": ["not", "a", "string"]}}, True),
+        ('{"a": 1}', {"status": "200"}, True),
+    ],
+)
+def test_a_response_parsed_on_load_is_checked_as_any_payload_when_served(
+    cassette: Path, raw: str, extra: dict[str, Any], refused: bool
+) -> None:
+    """An inline response's JSON body, parsed on load from its raw text, is checked without writing the
+    payload out when it has the usual shape (its brackets counted in the raw text); refused or served, the
+    outcome and its message are the checks' one by one."""
+    from pytest_agentreplay.exceptions import PayloadShapeError
+    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
+
+    doc = json.loads(cassette.read_text(encoding="utf-8"))
+    body = {"content_type": "application/json", "raw": raw}
+    payload = {"status": 200, "headers": {"content-type": "application/json"}, "body": body, **extra}
+    doc["events"][1]["output_ref"] = {"inline": payload, "media_type": RESPONSE_MEDIA_TYPE}
+    rewrite(cassette, rechained(doc))
+    loaded = load_cassette(cassette)
+    ref = loaded.events[1].output_ref
+    assert ref is not None and loaded.restored.get(id(ref.inline)) is ref.inline  # parsed on load
+
+    def outcome() -> str | None:
+        try:
+            served = loaded.payload(ref)
+        except PayloadShapeError as exc:
+            return str(exc)
+        assert served is ref.inline
+        return None
+
+    told = outcome()
+    loaded.restored.clear()  # every payload checked one by one
+    assert outcome() == told
+    assert (told is not None) == refused

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.constants import FORMAT_VERSION
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
 from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
@@ -18,7 +19,7 @@ from .chain import build_document, integrity_problems, run_to_dict, scan_documen
 from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import depth_problem, payload_problem, relocate
+from .validation import bodiless_request_fits, depth_problem, parsed_response_fits, payload_problem, relocate
 
 _MAX_LISTED_PROBLEMS = 20
 
@@ -32,7 +33,7 @@ def verify_chain(doc: Document) -> list[str]:
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
 class LoadedCassette:
-    __slots__ = ("blob_store", "document", "events", "mode", "path", "run", "source", "version")
+    __slots__ = ("blob_store", "document", "events", "mode", "path", "restored", "run", "source", "version")
 
     def __init__(
         self,
@@ -46,10 +47,14 @@ class LoadedCassette:
         source: bytes | None = None,
         # The format version of the file (an older one is upgraded in memory when loaded with ``migrate``).
         version: int = FORMAT_VERSION,
+        # By id (each object kept beside it): the inline response payloads of ``events`` whose body's
+        # ``json`` the load parsed from its ``raw`` (``decode_events``), which :meth:`payload` checks so.
+        restored: dict[int, Document] | None = None,
     ) -> None:
         self.path, self.run, self.events, self.blob_store = path, run, events, blob_store
         self.document: Document = {} if document is None else document
         self.mode, self.source, self.version = mode, source, version
+        self.restored: dict[int, Document] = {} if restored is None else restored
 
     # Any: the payload is whatever JSON was recorded, read by callers that know its shape.
     def payload(self, ref: PayloadRef | None) -> Any:
@@ -58,6 +63,11 @@ class LoadedCassette:
             return None
         if ref.sha256 is None:
             value = ref.inline
+            restored = self.restored.get(id(value))
+            if restored is value and restored is not None and parsed_response_fits(restored):
+                return restored
+            if ref.media_type == REQUEST_MEDIA_TYPE and bodiless_request_fits(value):
+                return value
             problem = depth_problem(value)
             stored = "stored inline"
         else:

@@ -36,7 +36,7 @@ from .validation import relocate, short
 
 def _load(
     path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
-) -> tuple[Document, int, CassetteDoc, bytes]:
+) -> tuple[Document, int, CassetteDoc, bytes, dict[int, Document]]:
     """:func:`_read_checked` with the cyclic garbage collector off: every container made there survives (it
     is the cassette), so a collection finds nothing, yet each full pass walks the whole heap, which
     pydantic's import makes large (bench_load's 6 MB cassette: its parse 38 ms before the records were
@@ -54,20 +54,21 @@ def _load(
 
 def _read_checked(
     path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
-) -> tuple[Document, int, CassetteDoc, bytes]:
+) -> tuple[Document, int, CassetteDoc, bytes, dict[int, Document]]:
     """(the document as stored, the version the file had, the validated model with in-memory events, the
-    file's bytes).
+    file's bytes, the inline response payloads whose JSON body the decoding parsed from its raw text).
 
     Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
     data = read_cassette_bytes(path, mode, root=root)
     raw, version = check_header(parse_document(data, path, mode), path, mode)
     problems: list[ChainProblem] = []
     doc: CassetteDoc | None = None
+    restored: dict[int, Document] = {}
     try:
         if version != FORMAT_VERSION:
             raw = migrate_document(raw, str(path))
         try:
-            decoded = decoded_document(raw, path, store)
+            decoded = decoded_document(raw, path, store, restored)
         except CassetteError:
             # A damaged delta: say it was edited when the digests say so.
             problems = integrity_problems(raw) if _checkable(raw) else []
@@ -118,7 +119,7 @@ def _read_checked(
             ],
         )
     assert doc is not None  # validated above whenever the events could be decoded
-    return raw, version, doc, data
+    return raw, version, doc, data, restored
 
 
 def _checkable(raw: Document) -> bool:
@@ -129,16 +130,22 @@ def _checkable(raw: Document) -> bool:
     )
 
 
-def decoded_document(raw: Document, path: Path, store: BlobStore) -> Document:
+def decoded_document(
+    raw: Document, path: Path, store: BlobStore, restored: dict[int, Document] | None = None
+) -> Document:
     """The stored document with its in-memory events (request deltas applied, defaults restored), for the
     schema check. Without an events list (or a run header) it is the document as stored: the schema check
-    then names the missing or mistyped field."""
+    then names the missing or mistyped field. ``restored``: see :func:`.stored_decode.decode_events`."""
     events, run = raw.get("events"), raw.get("run")
     if not isinstance(events, list) or not isinstance(run, dict):
         return raw
     run_id = run.get("run_id")
     decoded = decode_events(
-        events, run_id if isinstance(run_id, str) else "", source=str(path), resolve=blob_resolver(store)
+        events,
+        run_id if isinstance(run_id, str) else "",
+        source=str(path),
+        resolve=blob_resolver(store),
+        restored=restored,
     )
     return {**raw, "events": decoded}
 
@@ -163,7 +170,7 @@ def load_cassette(
     path = path if isinstance(path, Path) else Path(path)
     default = default_blob_dir(path)  # its folder is the one the cassette must stay in
     store = BlobStore(blob_dir if blob_dir is not None else default)
-    raw, version, doc, data = _load(
+    raw, version, doc, data, restored = _load(
         path, default.parent, mode, migrate=migrate, store=store, check_integrity=check_integrity
     )
     # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than as
@@ -179,6 +186,7 @@ def load_cassette(
         mode=mode,
         source=data if current else None,
         version=version,
+        restored=restored,
     )
     if verify_blobs:
         for index, name, ref in loaded.iter_refs():

@@ -85,10 +85,13 @@ def _sorted_object(pairs: list[tuple[str, object]]) -> Document:
 
 
 class _Decoder:
-    def __init__(self, run_id: str, source: str, resolve: Resolver | None) -> None:
+    def __init__(
+        self, run_id: str, source: str, resolve: Resolver | None, restored: dict[int, Document] | None
+    ) -> None:
         self.run_id = run_id
         self.source = source
         self.resolve = resolve
+        self.restored = restored
         # Per (method, url): the decoded payloads of earlier requests, in order.
         self.earlier: dict[tuple[str, str], list[Document]] = {}
         self.last_headers: object = None
@@ -126,7 +129,10 @@ class _Decoder:
             if name == "input_ref" and media == REQUEST_MEDIA_TYPE:
                 request = self.request(index, new_ref)
             elif name == "output_ref" and media == RESPONSE_MEDIA_TYPE and "inline" in new_ref:
-                new_ref["inline"] = restore_response_payload(new_ref["inline"])
+                lean = new_ref["inline"]
+                new_ref["inline"] = payload = restore_response_payload(lean)
+                if payload is not lean and isinstance(payload, dict) and self.restored is not None:
+                    self.restored[id(payload)] = payload
             event[name] = new_ref
         kind = event.get("type")
         if isinstance(request, dict) and kind in HTTP_EVENTS:
@@ -236,9 +242,16 @@ class _Decoder:
 
 
 def decode_events(
-    events: list[object], run_id: str, *, source: str = "<memory>", resolve: Resolver | None = None
+    events: list[object],
+    run_id: str,
+    *,
+    source: str = "<memory>",
+    resolve: Resolver | None = None,
+    restored: dict[int, Document] | None = None,
 ) -> list[object]:
     """The in-memory event dicts of stored ones. ``resolve(ref)`` loads a base request kept in the blob
-    store (only needed when a later request is stored as a delta over it)."""
-    decoder = _Decoder(run_id, source, resolve)
+    store (only needed when a later request is stored as a delta over it). ``restored`` receives, by id,
+    each inline response payload given back its body's ``json`` parsed from its ``raw`` (the object itself
+    kept beside its id, which no other object can then take)."""
+    decoder = _Decoder(run_id, source, resolve, restored)
     return [decoder.event(index, event) for index, event in enumerate(events)]
