@@ -5,19 +5,12 @@ bad marker) it is resolved again."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from pytest_agentreplay.core.config import Settings, build_settings, resolve_test_settings
+from pytest_agentreplay.core.config import Settings, build_settings
 from pytest_agentreplay.exceptions import ConfigError
-from pytest_agentreplay.shell.plan import (
-    TestPlan,
-    early_plan,
-    fixture_plan,
-    parse_rules_of,
-    unmarked_settings,
-)
+from pytest_agentreplay.shell.plan import TestPlan, early_plan, fixture_plan, parse_rules_of
 from pytest_agentreplay.shell.session import TestRun
 
 NODEID = "test_m.py::test_a"
@@ -29,8 +22,6 @@ class _Item:
     def __init__(self, *marks: pytest.MarkDecorator) -> None:
         self.nodeid = NODEID
         self.marks = [m.mark for m in marks]
-        # The session's stash (an unmarked test's settings are resolved once per session).
-        self.config = SimpleNamespace(stash=pytest.Stash())
 
     def iter_markers(self, name: str) -> list[pytest.Mark]:
         return [m for m in self.marks if m.name == name]
@@ -151,41 +142,3 @@ def test_a_recording_run_makes_its_own_metadata(tmp_path: Path) -> None:
         assert meta.recorded_at is not None and ctx.recording
     finally:
         run.end(passed=False)
-
-
-_SESSIONS = [
-    ({}, {}, {}),
-    ({"record": "all"}, {}, {}),
-    ({"mode": "sandbox", "model": "gpt-4o"}, {}, {"allow_hosts": ["db.local"]}),
-    ({}, {"agentreplay_mode": "audit"}, {"runtime_values": "clock"}),
-    ({}, {}, {"rules": {"policy.decision:data.verdict": "regression"}, "runtime_values": False}),
-]
-
-
-@pytest.mark.parametrize(("cli", "ini", "project"), _SESSIONS)
-def test_an_unmarked_tests_settings_are_the_full_resolutions(
-    tmp_path: Path, cli: dict[str, object], ini: dict[str, object], project: dict[str, object]
-) -> None:
-    """Resolved once per session for an unmarked test, each test gets what resolving them for it gives, in
-    an object of its own; a session value changed since resolves them again."""
-    settings = build_settings(rootdir=tmp_path, cli=cli, ini=ini, project=project)
-    stash = pytest.Stash()
-    made = []
-    for name in ("a.json", "b.json", "a.json"):
-        cassette = tmp_path / name
-        fast = unmarked_settings(stash, settings, cassette)
-        full = resolve_test_settings(
-            settings, nodeid=NODEID, marker={}, overrides={}, default_cassette=cassette
-        )
-        assert vars(fast) == vars(full)
-        early = early_plan(_Item(pytest.mark.agentreplay()), settings, cassette)  # type: ignore[arg-type]
-        assert vars(early.test) == vars(full)
-        made.append(fast)
-    assert len({id(t) for t in made}) == len({id(t.extra) for t in made}) == 3
-    settings.allow_hosts = (*settings.allow_hosts, "late.local")
-    settings.mode = "sandbox"
-    changed = unmarked_settings(stash, settings, tmp_path / "a.json")
-    again = resolve_test_settings(
-        settings, nodeid=NODEID, marker={}, overrides={}, default_cassette=tmp_path / "a.json"
-    )
-    assert vars(changed) == vars(again) and "late.local" in changed.allow_hosts

@@ -79,32 +79,6 @@ def marker_of(item: pytest.Item) -> dict[str, object]:
     return marker_kwargs([m.kwargs for m in marks], item.nodeid)
 
 
-# The session's values an unmarked test's settings are resolved from (read by resolve_test_settings with
-# no marker and no fixture overrides), and the settings resolved from them, cassette aside.
-UNMARKED_KEY = pytest.StashKey[tuple[tuple[object, ...], TestSettings]]()
-
-
-def unmarked_settings(stash: pytest.Stash, settings: Settings, cassette: Path) -> TestSettings:
-    """What :func:`resolve_test_settings` gives a test with no marker keywords and no fixture overrides:
-    resolved once for the session's values (kept in ``stash``, the session's), and each test given its own
-    copy with its ``cassette``. A value that is not the very object it was resolved from resolves again."""
-    values = (
-        settings.record,
-        settings.mode,
-        settings.model,
-        settings.overriding,
-        settings.rules,
-        settings.allow_hosts,
-        settings.runtime_values,
-    )
-    found = stash.get(UNMARKED_KEY, None)
-    if found is None or any(a is not b for a, b in zip(found[0], values, strict=True)):
-        base = resolve_test_settings(settings, nodeid="", marker={}, overrides={}, default_cassette=Path())
-        found = stash[UNMARKED_KEY] = (values, base)
-    base = found[1]
-    return TestSettings(**{**vars(base), "cassette": cassette, "extra": dict(base.extra)})
-
-
 def early_plan(item: pytest.Item, settings: Settings, cassette: Path | None) -> TestPlan:
     """The plan before the test's fixtures run (``cassette``: as collected, None when a fixture places it).
     A bad marker is the fixture plan's to report: here it counts as absent."""
@@ -112,12 +86,9 @@ def early_plan(item: pytest.Item, settings: Settings, cassette: Path | None) -> 
     resolved_from: tuple[dict[str, object], Path] | None
     try:
         marker = marker_of(item)
-        if marker:
-            test = resolve_test_settings(
-                settings, nodeid=item.nodeid, marker=marker, overrides={}, default_cassette=default
-            )
-        else:  # the same for every unmarked test of the session but its cassette
-            test = unmarked_settings(item.config.stash, settings, default)
+        test = resolve_test_settings(
+            settings, nodeid=item.nodeid, marker=marker, overrides={}, default_cassette=default
+        )
         resolved_from = (marker, default)
     except AgentReplayError:
         marker, resolved_from = {}, None
