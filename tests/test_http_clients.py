@@ -367,20 +367,3 @@ def test_a_request_s_headers_are_read_as_httpx_holds_them(name: str) -> None:
     assert (
         _to_request(mod.Request("GET", "http://svc.test/", headers=pairs), b"").headers["x-tag"] == "a, b\xe9"
     )
-
-
-@pytest.mark.parametrize("name", ["httpx", "httpx2"])
-def test_headers_decoded_before_are_read_as_httpx_holds_them(name: str) -> None:
-    """A header's bytes are decoded once and kept (a client resends its headers): the same request read
-    again, and requests past the number of headers kept, read as ``lower_headers`` reads them."""
-    from pytest_agentreplay.http.exchange import lower_headers
-    from pytest_agentreplay.intercept import httpx as intercepted
-
-    mod = pytest.importorskip(name)
-    for n in range(intercepted._PAIRS_KEPT + 50):
-        value = f"v{n % 7}\xe9".encode("latin-1")
-        request = mod.Request("GET", "http://svc.test/", headers=[("X-N", str(n)), ("X-V", value)])
-        for _ in range(2):
-            read = intercepted._to_request(request, b"")
-            assert list(read.headers.items()) == list(lower_headers(request.headers.multi_items()).items())
-        assert len(intercepted._DECODED) <= intercepted._PAIRS_KEPT

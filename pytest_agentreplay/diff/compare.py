@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from itertools import compress, repeat
-from operator import is_not
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Final, TypeGuard
 
 from ..cassette.stored_form import REF_FIELDS
@@ -40,14 +38,8 @@ _SCALARS = (str, int, float, type(None), type(ABSENT))
 def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     """The keys whose values are not one object in both (a key of one side only included): most values of
     a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
-    keys = list(_not_theirs(a, b))
+    keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
-
-
-def _not_theirs(a: Mapping[str, object], b: Mapping[str, object]) -> Iterator[str]:
-    """The keys of ``a``, in its order, whose values are not the very object ``b`` holds under them (``b``
-    lacking one included), told apart at C level: a pair of events shares all but a few of its values."""
-    return compress(a, map(is_not, a.values(), map(b.get, a, repeat(ABSENT))))
 
 
 # The data fields that name a step of these types (what a person calls it), beside those worded below.
@@ -88,7 +80,7 @@ def event_label(event: Event) -> str:
 def _differing_keys(a: Event, b: Event) -> list[str]:
     """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``): of
     :func:`_unshared`'s, in its order, each asked once (a key of one side only differs)."""
-    keys = [k for k in _not_theirs(a, b) if not same_json(a[k], b.get(k, ABSENT))]
+    keys = [k for k, v in a.items() if v is not (w := b.get(k, ABSENT)) and not same_json(v, w)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from operator import itemgetter
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -34,28 +33,12 @@ SyncHandler = Callable[[object, _Request], _Response]
 AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
 
 
-class _Latin1Pairs(dict[tuple[bytes, bytes], tuple[str, str]]):
-    """A header's (lower-case name, value) as bytes -> as text: a client sends the same headers on every
-    request, so each is decoded once (a pure function of its bytes; at most ``_PAIRS_KEPT`` are kept)."""
-
-    def __missing__(self, key: tuple[bytes, bytes]) -> tuple[str, str]:
-        if len(self) >= _PAIRS_KEPT:
-            self.clear()
-        pair = self[key] = (key[0].decode("latin-1"), key[1].decode("latin-1"))
-        return pair
-
-
-_PAIRS_KEPT = 1024
-_DECODED = _Latin1Pairs()
-_LOWER_AND_VALUE = itemgetter(1, 2)
-
-
 def _to_request(request: _Request, body: bytes) -> HttpRequest:
     raw = getattr(request.headers, "_list", None)
     # ``Headers._list`` holds (raw name, lower-case name, value) as bytes; ``multi_items()`` would
     # first re-detect the encoding of every header, which costs more than the rest of this function.
     if raw is not None:
-        headers = dict(map(_DECODED.__getitem__, map(_LOWER_AND_VALUE, raw)))
+        headers = {lower.decode("latin-1"): value.decode("latin-1") for _, lower, value in raw}
         items = raw if len(headers) == len(raw) else [(lower, value) for _, lower, value in raw]
     else:
         items = request.headers.multi_items()
