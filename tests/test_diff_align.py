@@ -419,3 +419,26 @@ def test_same_identity_at_once_is_what_the_identities_say() -> None:
         want = identity(a) == identity(b)
         assert _same_identity(a["type"], a, b) is want, (a, b)
         assert _same_identity(a["type"], b, a) is want, (b, a)
+
+
+def test_same_steps_asks_for_groups_as_the_general_diff_does() -> None:
+    """``align._same_steps`` asks what an event's group is only when its data holds one: a group that is a
+    bool is none, one that is 0 or an object is one; on either side, beside data that is no object."""
+    from pytest_agentreplay.diff import align
+
+    def step(group: Any) -> dict[str, Any]:
+        data = {"arguments": {}} if group is None else {"arguments": {}, "group": group}
+        return ev("tool.call", tool={"name": "a"}, data=data)
+
+    values: list[Any] = [None, False, True, 0, "", "g", {"x": 1}, [1]]
+    for left, right in itertools.product(values, repeat=2):
+        recorded = [step(left), ev("run.end", data=None)]
+        replayed = [step(right), ev("run.end", data=[1])]
+        fast = align.align_histories(recorded, replayed)
+        original = align._same_steps
+        align._same_steps = lambda *args: False
+        try:
+            general = align.align_histories(recorded, replayed)
+        finally:
+            align._same_steps = original
+        assert fast == general, (left, right)

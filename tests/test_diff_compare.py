@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_agentreplay.core.canonical import hash_value
 from pytest_agentreplay.diff import RuleSet, compare_histories
@@ -528,3 +530,38 @@ def test_a_pair_differing_only_where_the_rules_ignore_counts_as_the_walk_does(
             patched.setattr(compare._Walker, "ignored_only", lambda *args: False)
             walked = compare_histories(recorded, replayed, rules=rule_set).to_dict(wire=True)
         assert json.dumps(quick, default=repr) == json.dumps(walked, default=repr)
+
+
+_SHARED_VALUES: list[Any] = [1, 1.0, True, "a", None, [1], {"k": 1}, {"k": 1.0}]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(0, len(_SHARED_VALUES) - 1)), max_size=6),
+    st.lists(
+        st.tuples(st.sampled_from("abcdefg"), st.sampled_from(("same", "copy", "other", "absent"))),
+        max_size=7,
+    ),
+)
+def test_keys_told_apart_at_c_level_are_the_keys_a_walk_of_the_items_finds(
+    left: list[tuple[str, int]], right: list[tuple[str, str]]
+) -> None:
+    """``_unshared`` and ``_differing_keys`` find the keys of two objects whose values are not the same
+    object (or not the same JSON value) as a walk of the first one's items does, in its order, with the
+    other's own keys after them: whatever the key orders, values shared or copied, a key on one side only."""
+    from pytest_agentreplay.core.canonical import same_json
+    from pytest_agentreplay.diff import compare
+
+    a = {key: _SHARED_VALUES[n] for key, n in left}
+    b: dict[str, Any] = {}
+    for key, how in right:
+        if how == "absent" or key not in a:
+            b[key] = _SHARED_VALUES[len(key) % len(_SHARED_VALUES)]
+        else:
+            b[key] = {"same": a[key], "copy": copy.deepcopy(a[key]), "other": "x"}[how]
+    b = dict(reversed(b.items()))  # another key order
+    tail = [*(b.keys() - a.keys())] if a.keys() != b.keys() else []
+    unshared = [k for k, v in a.items() if v is not b.get(k, ABSENT)]
+    assert compare._unshared(a, b) == unshared + tail
+    differing = [k for k, v in a.items() if v is not b.get(k, ABSENT) and not same_json(v, b.get(k, ABSENT))]
+    assert compare._differing_keys(a, b) == differing + tail

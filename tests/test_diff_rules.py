@@ -377,3 +377,44 @@ def test_presence_only_and_unrecorded_options_parse_and_validate() -> None:
         parse_rules({"*:x": {"presence_only": "yes"}}, source="project")
     assert is_imported({"source": "vcr"}) and not is_imported({}) and not is_imported(None)
     assert len(default_rules("regression", imported=True)) > len(default_rules("regression"))
+
+
+def test_built_in_rules_are_what_parsing_their_table_gives() -> None:
+    """The built-in rules of every mode (and of imported recordings) are built without the parse's checks
+    where an entry is a verdict for an ``EVENT:PATH`` selector: they are what the parse gives, rule for
+    rule, checks passed."""
+    from pytest_agentreplay.core.constants import REPLAY_MODES
+    from pytest_agentreplay.diff.rules import defaults
+
+    for mode in REPLAY_MODES:
+        for imported in (False, True):
+            table = [{selector: value} for selector, value in defaults.default_specs(mode, imported)]
+            assert default_rules(mode, imported=imported) == parse_rules(table, source="default")
+
+
+def test_event_globs_match_as_fnmatch_says_and_rank_as_before() -> None:
+    """A glob naming one event type matches it alone (its regex never compiled), any other as
+    ``fnmatchcase`` says; and a rule's precedence counts its path's tokens as the sums over them did."""
+    import fnmatch
+
+    from pytest_agentreplay.core.constants import EVENT_TYPES
+    from pytest_agentreplay.diff.rules import engine, split_path
+
+    globs = ["*", "http", "HTTP", "model.call", "model.*", "?ttp", "[hm]ttp", "[!h]ttp", "tool.*", "x[", ""]
+    for event_type in [*EVENT_TYPES, "HTTP", "model.callx", "x["]:
+        for glob in globs:
+            assert engine._event_matches(event_type, glob) is fnmatch.fnmatchcase(event_type, glob)
+
+    def summed(rule: Rule) -> tuple[int, ...]:
+        toks = split_path(rule.path)
+        literal = sum(1 for t in toks if "*" not in t)
+        partial = sum(1 for t in toks if "*" in t and t not in ("*", "**", "[*]"))
+        single = sum(1 for t in toks if t in ("*", "[*]"))
+        event = 2 if not any(c in rule.event for c in "*?[") else 0 if rule.event == "*" else 1
+        return (literal, partial, single, event)
+
+    paths = ["**", "*", "[*]", "data.*", "data.a*b", "**.latency_ms", "a[*].b*", "@order", "a.b.c"]
+    for glob in globs[:-1]:
+        for path in paths:
+            rule = Rule(event=glob, path=path, verdict="ignore", source="project", index=3)
+            assert engine._precedence(rule)[1:5] == summed(rule), rule

@@ -60,3 +60,20 @@ def test_to_payload_equals_the_steps_one_after_the_other() -> None:
         assert payload == slow_payload(request)
         assert list(payload["headers"]) == sorted(payload["headers"])
         assert all(payload["headers"][k] == REDACTED for k in SECRET_HEADERS & set(headers))
+
+
+def test_redacted_headers_are_a_pass_over_every_header_in_order() -> None:
+    """``redact_headers`` changes only the names that are secret or left out (set operations): the headers
+    it gives, in order, are those of a pass over every one, whatever the order, ``without`` and sorting."""
+    rng = random.Random(11)
+    withouts = [frozenset(), frozenset({"content-length", "content-encoding"}), frozenset({"cookie", "a"})]
+    for _ in range(300):
+        names = rng.sample(NAMES, rng.randrange(len(NAMES) + 1))
+        headers = {name: f"value {rng.randrange(9)}" for name in names}
+        without = rng.choice(withouts)
+        ordered = rng.random() < 0.5
+        items = sorted(headers.items()) if ordered else headers.items()
+        walked = {k: (REDACTED if k in SECRET_HEADERS else v) for k, v in items if k not in without}
+        found = redact_headers(headers, without=without, ordered=ordered)
+        assert list(found.items()) == list(walked.items())
+        assert found is not headers

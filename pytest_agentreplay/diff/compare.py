@@ -114,6 +114,8 @@ class _Walker:
         self.roles: RoleMap = {}
         self.ignored = 0
         self.tolerated = 0
+        # Whether the rules ignore a changed scalar, per (event type, path, absent from the recording).
+        self.ignoring: dict[tuple[str, Path, bool], bool] = {}
         # Each pair's differences, under where the pair sits in the replay (the report's order).
         self.entries: list[tuple[tuple[float, int, int], list[Difference]]] = []
 
@@ -185,29 +187,38 @@ class _Walker:
         is counted and the pair is walked."""
         found = 0
         for key in keys:
-            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
             if key in REF_FIELDS or not isinstance(key, str):
                 return False
-            leaves: list[tuple[Path, object, object]]
+            va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
             if type(va) is dict and type(vb) is dict:
-                leaves = [((key, k), va.get(k, ABSENT), vb.get(k, ABSENT)) for k in _unshared(va, vb)]
+                for name in _unshared(va, vb):
+                    x, y = va.get(name, ABSENT), vb.get(name, ABSENT)
+                    if not (isinstance(name, str) and isinstance(x, _SCALARS) and isinstance(y, _SCALARS)):
+                        return False
+                    if not _same_scalar(x, y):
+                        if not self._ignores(event_type, (key, name), x is ABSENT):
+                            return False
+                        found += 1
+            elif isinstance(va, _SCALARS) and isinstance(vb, _SCALARS):
+                if not _same_scalar(va, vb):
+                    if not self._ignores(event_type, (key,), va is ABSENT):
+                        return False
+                    found += 1
             else:
-                leaves = [((key,), va, vb)]
-            for tokens, x, y in leaves:
-                if not (isinstance(x, _SCALARS) and isinstance(y, _SCALARS) and isinstance(tokens[-1], str)):
-                    return False
-                # ``_same`` of two scalars, inlined; only text that opens a JSON document is parsed.
-                if x is y or (x == y and isinstance(x, bool) == isinstance(y, bool)):
-                    continue
-                if isinstance(x, str) and x[:1] in "{[" and isinstance(y, str) and _same_json_text(x, y):
-                    continue
-                judgement = self.rules.judge(event_type, tokens)
-                unrecorded = judgement.unrecorded if x is ABSENT else None
-                if (judgement.verdict if unrecorded is None else unrecorded) != "ignore":
-                    return False
-                found += 1
+                return False
         self.ignored += found
         return True
+
+    def _ignores(self, event_type: str, tokens: Path, unrecorded: bool) -> bool:
+        """Whether the rules ignore a scalar at ``tokens`` that changed (``unrecorded``: that the recording
+        lacks), as :meth:`leaf` judges it; asked once per comparison for each."""
+        asked = (event_type, tokens, unrecorded)
+        found = self.ignoring.get(asked)
+        if found is None:
+            judgement = self.rules.judge(event_type, tokens)
+            verdict = judgement.unrecorded if unrecorded else None
+            found = self.ignoring[asked] = (judgement.verdict if verdict is None else verdict) == "ignore"
+        return found
 
     def _load(self, ref: object) -> object:
         if ref is ABSENT or ref is None:
@@ -302,6 +313,14 @@ class _Walker:
             self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
         for j in left_b[len(left_a) :]:
             self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+
+
+def _same_scalar(x: object, y: object) -> bool:
+    """:func:`_same` of two scalars (``ABSENT`` one of them), or two texts of one JSON document: only text
+    that opens one is parsed."""
+    if x is y or (x == y and isinstance(x, bool) == isinstance(y, bool)):
+        return True
+    return isinstance(x, str) and x[:1] in "{[" and isinstance(y, str) and _same_json_text(x, y)
 
 
 def _same_json_text(a: str, b: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypeGuard
 
 from ...core.constants import (
     REPLAY_MODES,
@@ -14,8 +14,8 @@ from ...core.constants import (
     VOLATILE_PAYLOAD_KEYS,
 )
 from ...exceptions import ConfigError
-from .rule import Rule
-from .syntax import parse_rules
+from .rule import VERDICTS, Rule, Verdict
+from .syntax import parse_entry
 
 VOLATILE_HEADERS: Final = (
     "date", "request-id", "x-request-id", "set-cookie", "cookie", "cf-ray", "cf-cache-status", "age",
@@ -142,12 +142,34 @@ def default_rules(mode: str, *, imported: bool = False) -> list[Rule]:
     return list(_parsed_defaults(mode, imported))
 
 
+def default_specs(mode: str, imported: bool) -> list[tuple[str, str | dict[str, object]]]:
+    """The built-in rules of ``mode`` as selector table entries, in order: the common ones, the mode's own,
+    then (``imported``) the leniency of recordings imported from vcrpy."""
+    return [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
+
+
 @functools.cache
 def _parsed_defaults(mode: str, imported: bool) -> tuple[Rule, ...]:
-    # Parsed once per process: every replayed test compares under them, and rules are frozen. One table
-    # per rule: a selector may come twice (the imported leniency overrides a common rule).
-    specs = [*_COMMON, *_MODE_DEFAULTS[mode], *(_IMPORTED if imported else ())]
-    return tuple(parse_rules([{selector: value} for selector, value in specs], source="default"))
+    # Built once per process: every replayed test compares under them, and rules are frozen. One entry per
+    # rule: a selector may come twice (the imported leniency overrides a common rule).
+    return tuple(
+        _default_rule(selector, value, index)
+        for index, (selector, value) in enumerate(default_specs(mode, imported))
+    )
+
+
+def _default_rule(selector: str, value: str | dict[str, object], index: int) -> Rule:
+    """One built-in rule. Most are a verdict for an ``EVENT:PATH`` selector, which is the rule of those
+    fields: the parse checks what a user writes, and every built-in rule is held to what it gives by
+    ``tests/test_diff_rules.py`` (constants: checked once there, not again in every process)."""
+    event, colon, path = selector.partition(":")
+    if colon and _is_verdict(value):
+        return Rule(event=event, path=path, verdict=value, source="default", index=index)
+    return parse_entry(selector, value, source="default", index=index)
+
+
+def _is_verdict(value: object) -> TypeGuard[Verdict]:
+    return value in VERDICTS
 
 
 def check_mode(mode: str) -> None:

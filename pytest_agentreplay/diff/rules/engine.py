@@ -37,23 +37,39 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=2048)
 def _literal_words(pattern: str) -> frozenset[str]:
     """The lower-cased literal tokens of an ASCII path glob: a path its regex matches holds each one
-    (none for a non-ASCII glob: its case-insensitive match is not ``str.lower``'s)."""
+    (none for a non-ASCII glob: its case-insensitive match is not ``str.lower``'s). Kept per glob: every
+    event type's candidates ask for those of the rules of ``*``."""
     if not pattern.isascii():
         return frozenset()
     return frozenset(tok.lower() for tok in split_path(pattern) if "*" not in tok)
+
+
+def _is_literal(glob: str) -> bool:
+    """Whether an event glob names one type: it holds none of ``fnmatch``'s special characters."""
+    return not any(c in glob for c in "*?[")
+
+
+def _event_matches(event_type: str, glob: str) -> bool:
+    """``fnmatchcase(event_type, glob)``; a glob naming one type is that type (its regex never compiled)."""
+    return event_type == glob if _is_literal(glob) else fnmatch.fnmatchcase(event_type, glob)
 
 
 def _precedence(rule: Rule) -> tuple[int, int, int, int, int, int]:
     """Later layer, then more specific path (literal tokens, then partial globs, then single-token
     wildcards), then more specific event type (a name, a glob, ``*``), then later in its layer."""
     rank = LAYERS.index(rule.source) if rule.source in LAYERS else len(LAYERS)
-    toks = split_path(rule.path)
-    literal = sum(1 for t in toks if "*" not in t)
-    partial = sum(1 for t in toks if "*" in t and t not in ("*", "**", "[*]"))
-    single = sum(1 for t in toks if t in ("*", "[*]"))
-    event = 2 if not any(c in rule.event for c in "*?[") else 0 if rule.event == "*" else 1
+    literal = partial = single = 0
+    for token in split_path(rule.path):
+        if "*" not in token:
+            literal += 1
+        elif token in ("*", "[*]"):
+            single += 1
+        elif token != "**":
+            partial += 1
+    event = 2 if _is_literal(rule.event) else 0 if rule.event == "*" else 1
     return (rank, literal, partial, single, event, rule.index)
 
 
@@ -130,7 +146,7 @@ class RuleSet:
         found = self._by_type.get(event_type)
         if found is None:
             # A few distinct event globs among the rules: each matched once.
-            events = {p for p in {r.event for r in self._ordered} if fnmatch.fnmatchcase(event_type, p)}
+            events = {p for p in {r.event for r in self._ordered} if _event_matches(event_type, p)}
             found = [
                 (rule, rule.path.startswith("@"), _literal_words(rule.path))
                 for rule in self._ordered

@@ -272,6 +272,22 @@ def _increase(value: object, fail: Fail) -> float | None:
     return float(number)
 
 
+def parse_entry(selector: object, value: object, *, source: str, index: int) -> Rule:
+    """The rule of one entry of a selector table: ``selector = "VERDICT"`` or ``selector = {options}``."""
+    name = repr(selector)
+    if not isinstance(selector, str):
+        raise _config_error(name, source, "a selector must be a string")
+    if isinstance(value, str):
+        rule_dict: dict[str, object] = {"selector": selector, "verdict": value}
+    elif isinstance(value, Mapping):
+        if "selector" in value or "event" in value or "path" in value:
+            raise _config_error(name, source, "the selector is the key; drop event/path/selector")
+        rule_dict = {"selector": selector, **value}
+    else:
+        raise _config_error(name, source, f"value must be a verdict or a table of options, got {value!r}")
+    return parse_rule(rule_dict, source=source, index=index, name=name)
+
+
 def _add_rules(item: object, out: list[Rule], source: str) -> None:
     """Append the rules of ``item`` (a rule, a rule dict, a selector table, or an iterable of those) to
     ``out``. A module function, not a closure over ``out``: a closure calling itself is a reference cycle
@@ -288,20 +304,7 @@ def _add_rules(item: object, out: list[Rule], source: str) -> None:
             out.append(parse_rule(item, source=source, index=len(out)))
             return
         for selector, value in item.items():
-            name = repr(selector)
-            if not isinstance(selector, str):
-                raise _config_error(name, source, "a selector must be a string")
-            if isinstance(value, str):
-                rule_dict: dict[str, object] = {"selector": selector, "verdict": value}
-            elif isinstance(value, Mapping):
-                if "selector" in value or "event" in value or "path" in value:
-                    raise _config_error(name, source, "the selector is the key; drop event/path/selector")
-                rule_dict = {"selector": selector, **value}
-            else:
-                raise _config_error(
-                    name, source, f"value must be a verdict or a table of options, got {value!r}"
-                )
-            out.append(parse_rule(rule_dict, source=source, index=len(out), name=name))
+            out.append(parse_entry(selector, value, source=source, index=len(out)))
     elif isinstance(item, str | bytes):
         raise _config_error(repr(item), source, "a rule must be a table/dict, not a bare string")
     elif isinstance(item, Iterable):
