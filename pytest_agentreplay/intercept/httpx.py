@@ -34,17 +34,13 @@ AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
 
 
 def _to_request(request: _Request, body: bytes) -> HttpRequest:
-    raw = getattr(request.headers, "_list", None)
-    # ``Headers._list`` holds (raw name, lower-case name, value) as bytes; ``multi_items()`` would
-    # first re-detect the encoding of every header, which costs more than the rest of this function.
-    if raw is not None:
-        headers = {lower.decode("latin-1"): value.decode("latin-1") for _, lower, value in raw}
-        items = raw if len(headers) == len(raw) else [(lower, value) for _, lower, value in raw]
-    else:
-        items = request.headers.multi_items()
-        headers = dict(items)
-    if len(headers) != len(items):
-        headers = lower_headers(items)  # a repeated header: its values joined in order, as HTTP allows
+    # ``Headers.raw``: the (name, value) bytes as sent; ``multi_items()`` would first re-detect the
+    # encoding of every header, which costs more than the rest of this function.
+    raw = request.headers.raw
+    headers = {name.lower().decode("latin-1"): value.decode("latin-1") for name, value in raw}
+    if len(headers) != len(raw):
+        # A repeated header: its values joined in order, as HTTP allows.
+        headers = lower_headers(raw)
     return HttpRequest(request.method, str(request.url), headers, body)
 
 
