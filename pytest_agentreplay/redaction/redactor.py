@@ -212,7 +212,8 @@ class Redactor:
                 continue
             walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
             walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
-            if not walked and kind is not str and twin is not _ABSENT and same_json(v, twin):
+            # (``v == twin`` first, never true of the absent marker: a new float costs no call.)
+            if not walked and kind is not str and v == twin and same_json(v, twin):
                 out[k] = twin
                 reused += 1
                 continue
