@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import Final
 
 from ..exceptions import ConfigError
 from .rules import REGEX_META, NameRules, compile_option, normalize_name
@@ -20,19 +20,11 @@ _OPTIONS: Final = ("redact_headers", "redact_keys", "redact_patterns")
 _SEQUENCES: Final = (list, tuple)
 
 
-class RedactionOptions(NamedTuple):
-    """The three options, as lists of strings."""
-
-    headers: tuple[str, ...] = ()
-    keys: tuple[str, ...] = ()
-    patterns: tuple[str, ...] = ()
-
-
-class Compiled(NamedTuple):
-    """What a redactor's rules are: the name rules and the patterns of secret values a project adds."""
-
-    rules: NameRules
-    value_patterns: tuple[re.Pattern[str], ...]
+# The three options (headers, keys, patterns), each a list of strings. Plain tuples, not NamedTuples: a
+# NamedTuple class is compiled from source when the module is imported, on every start-up.
+RedactionOptions = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+# What a redactor's rules are: the name rules, and the patterns of secret values a project adds.
+Compiled = tuple[NameRules, tuple[re.Pattern[str], ...]]
 
 
 def read_options(config: Mapping[str, object]) -> RedactionOptions:
@@ -51,7 +43,8 @@ def read_options(config: Mapping[str, object]) -> RedactionOptions:
                 fixes=[f'write it as {option} = ["..."]'],
             )
         lists.append(tuple(raw))
-    return RedactionOptions(*lists)
+    headers, keys, patterns = lists
+    return headers, keys, patterns
 
 
 def compile_rules(
@@ -61,7 +54,7 @@ def compile_rules(
 ) -> Compiled:
     """The rules of secret ``names`` (headers and keys), of names matching ``name_patterns`` (regexes
     matched case-insensitively) and of values matching ``value_patterns``."""
-    return Compiled(
+    return (
         NameRules(
             frozenset(normalize_name(n) for n in names),
             tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in name_patterns),
@@ -75,9 +68,9 @@ def compiled(options: RedactionOptions) -> Compiled:
     """The rules of ``options``, compiled once: a ``redact_keys`` entry with regex metacharacters is a
     case-insensitive full-match regex; an invalid regex is a ``ConfigError`` naming it (not cached: asked
     again, it is raised again)."""
-    plain = [k for k in options.keys if not (REGEX_META & set(k))]
+    headers, keys, patterns = options
     return compile_rules(
-        (*options.headers, *plain),
-        [compile_option(k, "redact_keys", re.I) for k in options.keys if REGEX_META & set(k)],
-        [compile_option(p, "redact_patterns", 0) for p in options.patterns],
+        (*headers, *[k for k in keys if not (REGEX_META & set(k))]),
+        [compile_option(k, "redact_keys", re.I) for k in keys if REGEX_META & set(k)],
+        [compile_option(p, "redact_patterns", 0) for p in patterns],
     )
