@@ -211,6 +211,45 @@ def test_project_configured_key_and_pattern(tmp_path: Path) -> None:
     assert loaded.payload(loaded.events[0].input_ref)["note"] == f"ticket {REDACTED} resolved"
 
 
+def test_redactors_of_one_table_share_its_rules_and_learn_each_on_its_own() -> None:
+    # Every test's run makes a redactor from the same table: the rules it compiles to are built once and
+    # shared, what a run learns is its own. Each redacts as one built by hand from the same rules.
+    import re
+
+    table = {
+        "redact_keys": ["customer_pin", "^x_internal_.*$"],
+        "redact_patterns": [r"ACME-[0-9]{6}"],
+        "redact_headers": ["x-tenant-signature"],
+    }
+
+    def by_hand() -> Redactor:
+        return Redactor(
+            extra_headers=["x-tenant-signature"],
+            extra_keys=["customer_pin"],
+            extra_key_patterns=["^x_internal_.*$"],
+            extra_value_patterns=[re.compile(r"ACME-[0-9]{6}")],
+        )
+
+    payload = {
+        "customer_pin": "4711-0815",
+        "X_Internal_Ref": "internal-ref-77",
+        "note": "ticket ACME-123456 resolved, pw hunter2-Rosebud!42",
+        "headers": {"x-tenant-signature": "tenant-sig-99", "X-Internal-Ref": "7"},
+    }
+    first = Redactor.from_config(table)
+    assert first.redact(payload) == by_hand().redact(payload)
+    first.redact({"password": "hunter2-Rosebud!42"})  # learnt mid-run: this run's only
+    assert "hunter2" not in json.dumps(first.redact(payload))
+    second = Redactor.from_config(dict(table))
+    assert second.redact(payload) == by_hand().redact(payload)
+    assert "hunter2-Rosebud!42" in json.dumps(second.redact(payload))
+    # Another table is other rules; a bad one is refused every time it is asked for.
+    assert Redactor.from_config({**table, "redact_keys": []}).redact(payload)["customer_pin"] == "4711-0815"
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="unclosed"):
+            Redactor.from_config({**table, "redact_patterns": ["(unclosed"]})
+
+
 def test_final_scan_refuses_a_reintroduced_secret(tmp_path: Path) -> None:
     def hook(event: dict[str, Any]) -> dict[str, Any]:
         event["data"]["debug"] = f"Authorization: Bearer {BEARER_TOKEN}"

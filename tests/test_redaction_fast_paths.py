@@ -169,6 +169,11 @@ def test_numbers_are_taken_from_like_exactly_when_they_are_the_same_json() -> No
     assert type(out["n"]) is int and out["t"] is True and out["f"] is value["f"]
     alike = {"seq": same_big, "n": 1, "z": None}
     assert Redactor().redact({"seq": big, "n": 1, "z": None}, like=alike) is alike
+    # A float equal to the recorded one is that one; -0.0 is not 0.0, nor 1.5 the recorded 2.5.
+    floats = {"a": float("2.5"), "b": 0.0, "c": 1.5}
+    twins = {"a": 2.5, "b": -0.0, "c": 2.5}
+    out = Redactor().redact(floats, like=twins)
+    assert out["a"] is twins["a"] and out["b"] is floats["b"] and out["c"] is floats["c"]
 
 
 def test_patterns_compiled_on_use_are_the_patterns_compiled_at_import() -> None:

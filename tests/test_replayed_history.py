@@ -113,6 +113,39 @@ def test_the_replayed_side_is_what_redacting_it_whole_gives(replayed_headers: di
     assert SECRET not in repr(out)
 
 
+@pytest.mark.parametrize(
+    "replayed_headers",
+    [
+        _headers(),
+        _headers(**{"accept-encoding": "gzip, deflate, br, zstd", "user-agent": "another SDK"}),
+        _headers(authorization=f"Bearer {SECRET}"),
+        {"content-type": "application/json"},
+        {"accept-encoding": "gzip"},
+    ],
+    ids=["same", "other-transport", "secret-header", "header-dropped", "content-type-dropped"],
+)
+def test_against_a_recording_without_transport_headers_the_compared_side_is_the_stripped_one_redacted(
+    replayed_headers: dict[str, str],
+) -> None:
+    # What a save writes leaves the transport headers out (``cassette.stored_form``): the compared side is
+    # the replayed events with them left out, redacted; a request then the same as the recorded one at its
+    # place is that recorded record itself.
+    from pytest_agentreplay.cassette.stored_form import without_transport_headers
+
+    recorded = [without_transport_headers(e) for e in _whole(_history(_headers()), Redactor())]
+    replayed = _history(replayed_headers, latency=2.5)
+    out = ReplayedHistory(replayed, recorded, Redactor()).compared
+    redactor = Redactor()
+    expected = [
+        redactor.redact(without_transport_headers(copy.deepcopy(event_to_shared_dict(e)))) for e in replayed
+    ]
+    assert [same_json(got, want) for got, want in zip(out, expected, strict=True)] == [True] * len(out)
+    assert SECRET not in repr(out)
+    shared = [got["input_ref"] is rec["input_ref"] for got, rec in zip(out, recorded, strict=True)]
+    kept = {k: v for k, v in replayed_headers.items() if k in ("content-type", "authorization")}
+    assert all(shared) is (kept == {"content-type": "application/json"}), shared
+
+
 def test_a_request_sent_with_other_headers_reuses_the_recorded_body() -> None:
     redactor = Redactor()
     recorded = _whole(_history(_headers()), redactor)

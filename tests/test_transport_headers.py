@@ -383,3 +383,51 @@ def test_the_fast_paths_leave_out_what_the_header_walk_leaves_out() -> None:
             assert out["input_ref"]["inline"]["headers"] == walked
             assert (out is event) is (walked == headers)
             assert holds_transport_headers([event], keep=names) is (walked != headers)
+
+
+def test_a_request_left_the_same_as_its_twins_is_the_twins_record() -> None:
+    # ``like``: the recorded event at a replayed one's place. Where the request left is the same JSON as
+    # the twin's, the result holds the twin's record itself; else what leaving the headers out gives. Either
+    # way, the same JSON as without ``like``.
+    from pytest_agentreplay.core.canonical import same_json
+
+    media = "application/vnd.agentreplay.http-request+json"
+    body = {"content_type": "application/json", "json": {"n": 1, "flag": True}}
+
+    def event(headers: dict[str, str], **inline: object) -> dict[str, object]:
+        request = {"method": "POST", "url": "http://svc/x", "headers": headers, "body": body, **inline}
+        return {"type": "http", "ts": "t", "input_ref": {"media_type": media, "inline": request}}
+
+    kept = {"content-type": "application/json", "x-tenant": "acme"}
+    twin = event(dict(kept))
+    same = [
+        event({**SDK_HEADERS, **kept}),
+        event(dict(kept)),
+        event({**kept, "user-agent": "another SDK"}),
+        event(
+            {**SDK_HEADERS, **kept},
+            body={"json": {"flag": True, "n": 1}, "content_type": body["content_type"]},
+        ),
+    ]
+    other = [
+        event({**SDK_HEADERS, "content-type": "application/json"}),  # a header the twin holds left out
+        event({**SDK_HEADERS, **kept, "x-extra": "1"}),  # one it does not hold
+        event({**SDK_HEADERS, **kept, "x-tenant": "other"}),
+        event({**SDK_HEADERS, **kept}, url="http://svc/y"),
+        event({**SDK_HEADERS, **kept}, body={**body, "json": {"n": 1.0, "flag": True}}),  # 1.0 is not 1
+        event({**SDK_HEADERS, **kept}, body={**body, "json": {"n": 1, "flag": 1}}),  # nor 1 true
+        event({**SDK_HEADERS, **kept}, timeout=3),
+        {**event(kept), "input_ref": {**event(kept)["input_ref"], "data_class": "personal"}},
+    ]
+    for replayed in [*same, *other]:
+        plain = without_transport_headers(replayed)
+        for like in (twin, {"type": "http"}, {"input_ref": {"media_type": media, "sha256": "ab" * 32}}):
+            out = without_transport_headers(replayed, like=like)
+            assert same_json(out, plain), (out, plain)
+            shared = out["input_ref"] is twin["input_ref"]
+            assert shared is (like is twin and any(replayed is s for s in same)), replayed
+    # A name ``keep`` names stays, and counts.
+    keep = frozenset({"user-agent"})
+    agent = event({**kept, "user-agent": "x"})
+    assert without_transport_headers(agent, keep, like=twin)["input_ref"] is not twin["input_ref"]
+    assert without_transport_headers(agent, keep, like=agent) is agent

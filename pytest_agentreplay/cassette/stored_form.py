@@ -343,17 +343,55 @@ def _request(event: object, resolve: Resolver | None = None) -> tuple[Document, 
     return (ref, payload, headers) if isinstance(payload, dict) and isinstance(headers, dict) else None
 
 
-def without_transport_headers(event: Document, keep: frozenset[str] = frozenset()) -> Document:
+def without_transport_headers(
+    event: Document, keep: frozenset[str] = frozenset(), like: Document | None = None
+) -> Document:
     """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
     (lower-case: the idempotency header). A new dict where it changes: the event's containers may be shared
-    with other events."""
+    with other events. ``like``: an event whose request this one's may repeat (a replayed event's recorded
+    twin); a request left the same JSON as ``like``'s is ``like``'s own record, shared, not an equal copy."""
     found = _request(event)
-    if found is None or not (dropped := _dropped(tuple(found[2]), keep)):
+    if found is None:
+        return event
+    dropped = _dropped(tuple(found[2]), keep)
+    twin = _request(like) if like is not None else None
+    if twin is not None and _same_request(found, dropped, twin):
+        return event if event["input_ref"] is twin[0] else {**event, "input_ref": twin[0]}
+    if not dropped:
         return event
     ref, payload, headers = found
     # Every header left out (``dropped`` holds only names of ``headers``): none to walk for (a plain GET).
     kept = {k: v for k, v in headers.items() if k not in dropped} if len(dropped) < len(headers) else {}
     return {**event, "input_ref": {**ref, "inline": {**payload, "headers": kept}}}
+
+
+def _same_request(
+    found: tuple[Document, Document, Document],
+    dropped: frozenset[object],
+    twin: tuple[Document, Document, Document],
+) -> bool:
+    """Whether the request ``found`` with the headers ``dropped`` left out is the same JSON as ``twin``."""
+    (ref, payload, headers), (twin_ref, twin_payload, twin_headers) = found, twin
+    if (
+        ref.keys() != twin_ref.keys()
+        or payload.keys() != twin_payload.keys()
+        or len(headers) - len(dropped) != len(twin_headers)
+    ):
+        return False
+    # (``same_json`` asks identity first; asked here too, it saves a call for what is shared.)
+    for key, value in ref.items():
+        twin_value = twin_ref[key]
+        if value is not twin_value and key != "inline" and not same_json(value, twin_value):
+            return False
+    for key, value in payload.items():
+        twin_value = twin_payload[key]
+        if value is not twin_value and key != "headers" and not same_json(value, twin_value):
+            return False
+    # As many kept as the twin holds: the same names when each of the twin's is kept.
+    for name, value in twin_headers.items():
+        if name in dropped or not same_json(headers.get(name, _ABSENT), value):
+            return False
+    return True
 
 
 def holds_transport_headers(

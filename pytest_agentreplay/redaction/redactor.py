@@ -24,24 +24,22 @@ from urllib.parse import unquote
 from ..core.canonical import same_json
 from ..core.constants import REDACTED
 from ..core.documents import Document
-from ..exceptions import ConfigError
 from . import bodies
 from .encoded import keep_idempotency_key, redact_encoded
 from .known import EnvironmentCredentials, KnownSecrets, header_credentials
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
+from .options import Compiled, compile_rules, compiled, read_options
 from .rules import (
     BODY_KINDS,
     BUILTIN_VALUE_PATTERNS,
     JSON_PAIR,
     QUERY_PARAM,
-    REGEX_META,
     SECRET,
     SECRET_IF_SHAPED,
     URL_REDACTED,
     USERINFO,
     NameRules,
     bearer_token_is_secret,
-    compile_option,
     compiled_on_use,
     dump_like,
     is_body,
@@ -51,7 +49,6 @@ from .rules import (
     looks_like_credential,
     looks_like_json,
     may_hold_value,
-    normalize_name,
     try_json,
 )
 from .scan import changed_paths, merge_spans
@@ -86,11 +83,12 @@ class Redactor:
         sharing: Sharing = Sharing.BY_CONTENT_AND_IDENTITY,
         learns: bool = True,
     ) -> None:
-        self._rules = NameRules(
-            frozenset(normalize_name(n) for n in (*extra_headers, *extra_keys)),
-            tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in extra_key_patterns),
-        )
-        self._extra_values = tuple(re.compile(p) if isinstance(p, str) else p for p in extra_value_patterns)
+        names = (*extra_headers, *extra_keys)
+        self._start(compile_rules(names, extra_key_patterns, extra_value_patterns), sharing, learns)
+
+    def _start(self, compiled: Compiled, sharing: Sharing, learns: bool) -> None:
+        """Start with ``compiled``'s rules, remembering nothing yet."""
+        self._rules, self._extra_values = compiled
         self._memory = Memory(sharing)
         # Whether a name or header is secret depends on the rules alone: shared by redactors of equal rules.
         self._memory.names, self._memory.headers = _DECISIONS.setdefault(self._rules, ({}, {}))
@@ -103,30 +101,14 @@ class Redactor:
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> Redactor:
-        """Build from ``[tool.agentreplay]`` keys ``redact_headers``, ``redact_keys``, ``redact_patterns``.
+        """Build from ``[tool.agentreplay]`` keys ``redact_headers``, ``redact_keys``, ``redact_patterns``
+        (:mod:`.options`: compiled once per distinct options; each redactor learns on its own).
 
         A ``redact_keys`` entry with regex metacharacters is a case-insensitive full-match regex.
         """
-        lists: dict[str, list[str]] = {}
-        for option in ("redact_headers", "redact_keys", "redact_patterns"):
-            raw = config.get(option, [])
-            if isinstance(raw, str):
-                raw = [raw]
-            if not isinstance(raw, list | tuple) or not all(isinstance(item, str) for item in raw):
-                raise ConfigError(
-                    f"[tool.agentreplay] {option} must be a list of strings",
-                    evidence=[f"got: {raw!r}"],
-                    place=f"[tool.agentreplay] {option}",
-                    fixes=[f'write it as {option} = ["..."]'],
-                )
-            lists[option] = [str(item) for item in raw]
-        keys = lists["redact_keys"]
-        return cls(
-            extra_headers=lists["redact_headers"],
-            extra_keys=[k for k in keys if not (REGEX_META & set(k))],
-            extra_key_patterns=[compile_option(k, "redact_keys", re.I) for k in keys if REGEX_META & set(k)],
-            extra_value_patterns=[compile_option(p, "redact_patterns", 0) for p in lists["redact_patterns"]],
-        )
+        redactor = cls.__new__(cls)
+        redactor._start(compiled(read_options(config)), Sharing.BY_CONTENT_AND_IDENTITY, True)
+        return redactor
 
     # -- decisions -------------------------------------------------------------------------------
 
@@ -230,7 +212,8 @@ class Redactor:
                 continue
             walked = kind is dict and k != "headers"  # an object walked into (the rest compared as JSON)
             walked = walked and ("content_type" not in v or v.keys().isdisjoint(BODY_KINDS))
-            if not walked and kind is not str and twin is not _ABSENT and same_json(v, twin):
+            # (``v == twin`` first, never true of the absent marker: a new float costs no call.)
+            if not walked and kind is not str and v == twin and same_json(v, twin):
                 out[k] = twin
                 reused += 1
                 continue

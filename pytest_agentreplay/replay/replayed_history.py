@@ -76,8 +76,7 @@ class ReplayedHistory:
             self._views = self._redacted(self._events)
             self.compared = [view.doc for view in self._views]
         else:
-            stripped = [without_transport_headers(event, keep_headers) for event in self._events]
-            self.compared = [view.doc for view in self._redacted(stripped)]
+            self.compared = [view.doc for view in self._redacted(self._events, keep_headers)]
 
     @property
     def views(self) -> list[RedactedEvent]:
@@ -86,7 +85,11 @@ class ReplayedHistory:
             self._views = self._redacted(self._events)
         return self._views
 
-    def _redacted(self, events: Sequence[Document]) -> list[RedactedEvent]:
+    def _redacted(
+        self, events: Sequence[Document], strip: frozenset[str] | None = None
+    ) -> list[RedactedEvent]:
+        """``events`` redacted; ``strip``: with the transport headers it does not name left out first (a
+        request then the same as the recorded one at its place is that one's record)."""
         recorded, redactor = self._recorded, self._redactor
         views, known = [], redactor.known.count
         for index, replayed in enumerate(events):
@@ -94,6 +97,8 @@ class ReplayedHistory:
             like = at if at and at.get("type") == kind else None
             if kind == "model.call":
                 replayed, like = _sent_as_recorded(replayed, like, self._by_hash)
+            if strip is not None:
+                replayed = without_transport_headers(replayed, strip, like)
             views.append(redact_event(replayed, redactor, like))
         if redactor.known.count == known:  # no secret learnt on the way: every view is fresh
             return views
