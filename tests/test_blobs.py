@@ -463,3 +463,20 @@ def test_a_request_told_fit_without_its_body_passes_both_checks(value: dict[str,
     if bodiless_request_fits(value):
         assert depth_problem(value) is None
         assert payload_problem(HTTP_REQUEST_MEDIA_TYPE, value) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"status": 200},
+        {"status": 200, "headers": {}, "body": None},
+        {"status": 200, "body": {"content_type": "text/plain", "text": "hi"}},
+        {"status": 200, "body": {"raw": None}},
+    ],
+)
+def test_a_response_without_a_raw_text_is_not_told_fit(value: dict[str, Any]) -> None:
+    """:func:`parsed_response_fits` of a response that has no raw JSON text to count says False (the checks
+    one by one decide), whatever handed it over, rather than failing on the missing body."""
+    from pytest_agentreplay.cassette.validation import parsed_response_fits
+
+    assert parsed_response_fits(value) is False

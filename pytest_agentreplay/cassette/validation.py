@@ -387,7 +387,8 @@ def parsed_response_fits(value: dict[str, Any]) -> bool:
     strings only count more). False says nothing: the checks one by one decide."""
     if not value.keys() <= _RESPONSE_KEYS or payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is not None:
         return False
-    raw = value["body"]["raw"]
+    body = value.get("body")
+    raw = body.get("raw") if type(body) is dict else None
     limit = MAX_DEPTH - 2
     return isinstance(raw, str) and (len(raw) <= limit or raw.replace("[", "{").count("{") <= limit)
 
