@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_agentreplay.cassette.chain import head_digest
 from pytest_agentreplay.core import canonical
 from pytest_agentreplay.core.canonical import (
     DigestMemo,
@@ -133,3 +134,12 @@ def test_request_digests_and_items_hashes_are_the_plain_ones(conversations: list
         body = {"messages": grown, "model": "m", "tools": new}
         assert _outcome(partial(request_digest, body, memo)) == _outcome(partial(canonical.hash_value, body))
         assert _outcome(partial(items_hash, grown, memo)) == _outcome(partial(canonical.hash_value, grown))
+
+
+@settings(max_examples=200)
+@given(st.dictionaries(KEYS, JSON, max_size=6), st.lists(st.text(max_size=64), max_size=4), JSON)
+def test_a_head_digest_is_hash_values(run: dict[str, Any], digests: list[str], count: object) -> None:
+    head = {"version": 4, "run": run, "event_count": count, "event_digests": digests}
+    assert _outcome(partial(head_digest, run, digests, count, 4)) == _outcome(
+        partial(canonical.hash_value, head)
+    )

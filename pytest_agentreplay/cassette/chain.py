@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import orjson
 
-from ..core.canonical import hash_value
+from ..core.canonical import hash_value, plain_compact, sha256_hex
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION
 from ..core.documents import Document
 from ..core.events import RunMeta
@@ -98,7 +98,8 @@ def event_digest(event: Mapping[str, object]) -> str:
 
 def head_digest(run: object, digests: Sequence[object], count: object, version: int = FORMAT_VERSION) -> str:
     """sha256 of ``{version, run, event_count, event_digests}``: binds the header and the order of events."""
-    return hash_value({"version": version, "run": run, "event_count": count, "event_digests": list(digests)})
+    head = {"version": version, "run": run, "event_count": count, "event_digests": list(digests)}
+    return sha256_hex(plain_compact(head))  # hash_value's digest: plain_compact writes dumps_compact's text
 
 
 def _fast_digests(events: list[Document]) -> list[str | None]:
