@@ -40,25 +40,29 @@ _HEADER_TEXTS_SIZE = 512
 class _HeaderTexts(dict[tuple[bytes, bytes], tuple[str, str]]):
     """A run's header pairs as text: (name, value) as sent -> (the name lower-cased, the value), decoded as
     latin-1 (a function of the pair alone). A client sends the same headers on every call: each is decoded
-    once per run, and a request's headers are one lookup each."""
+    once per run, and a request's headers are one lookup each; a pair not seen yet (a new content length)
+    is decoded where it is looked up."""
+
+    def __missing__(self, pair: tuple[bytes, bytes]) -> tuple[str, str]:
+        name, value = pair
+        text = (name.lower().decode("latin-1"), value.decode("latin-1"))
+        if len(self) < _HEADER_TEXTS_SIZE:
+            self[pair] = text
+        return text
 
 
 def _to_request(request: _Request, body: bytes, texts: _HeaderTexts) -> HttpRequest:
     # ``Headers.raw``: the (name, value) bytes as sent; ``multi_items()`` would first re-detect the
     # encoding of every header, which costs more than the rest of this function.
     raw = request.headers.raw
-    try:
+    if texts:
         headers = dict(map(texts.__getitem__, raw))
-    except KeyError:
-        headers = {}
-        for pair in raw:
-            text = texts.get(pair)
-            if text is None:
-                name, value = pair
-                text = (name.lower().decode("latin-1"), value.decode("latin-1"))
-                if len(texts) < _HEADER_TEXTS_SIZE:
-                    texts[pair] = text
-            headers[text[0]] = text[1]
+    else:
+        # The run's first request: its pairs decoded in one pass (a lookup each would cost more), then kept.
+        pairs = [(name.lower().decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+        if len(pairs) <= _HEADER_TEXTS_SIZE:
+            texts.update(zip(raw, pairs, strict=True))
+        headers = dict(pairs)
     if len(headers) != len(raw):
         # A repeated header: its values joined in order, as HTTP allows.
         headers = lower_headers(raw)
