@@ -85,7 +85,8 @@ def test_a_run_s_stored_headers_give_the_payload_of_the_steps_one_after_the_othe
         rng.shuffle(order)
         headers = {name: headers[name] for name in order}
         host = rng.choice(["a.test", "b.test"])
-        request = HttpRequest("POST", f"https://{host}/x", headers, content)
+        method = rng.choice(["POST", "GET"])
+        request = HttpRequest(method, f"https://{host}/x", headers, content)
         payload = request.to_payload(known)
         assert payload == slow_payload(request)
         assert list(payload["headers"]) == sorted(payload["headers"])

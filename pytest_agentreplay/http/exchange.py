@@ -128,27 +128,29 @@ def _compact_json(raw: bytes) -> Document | None:
     return value if same else None
 
 
-# Bounds a run's stored headers: one entry per host a run calls.
+# Bounds a run's stored headers: one entry per method and host a run calls.
 _STORED_HEADERS_SIZE = 64
 
 
-class StoredHeaders(dict[str, tuple[dict[str, str], dict[str, str]]]):
-    """A run's request headers as stored, per host: the last headers sent there (without those never
-    stored) and their stored form (redacted, sorted). A client sends the same headers on every call: the
-    events of its requests share one stored form, made once (it is read only, as events' containers are)."""
+class StoredHeaders(dict[tuple[str, str], tuple[dict[str, str], dict[str, str]]]):
+    """A run's request headers as stored, per method and host: the last headers sent so (without those
+    never stored) and their stored form (redacted, sorted). A client sends the same headers on every call:
+    the events of its requests share one stored form, made once (it is read only, as events' containers
+    are). By method too: an agent's model client POSTs to the host its tools' client GETs from."""
 
-    def stored(self, host: str, headers: Mapping[str, str]) -> dict[str, str]:
+    def stored(self, method: str, host: str, headers: Mapping[str, str]) -> dict[str, str]:
         """``headers`` as a request's payload stores them (:meth:`HttpRequest.to_payload`)."""
         sent = dict(headers)
         for name in _UNSTORED_REQUEST_HEADERS:
             sent.pop(name, None)
-        last = self.get(host)
+        key = (method, host)
+        last = self.get(key)
         # Equal dicts hold the same pairs (in any order): their sorted, redacted forms are equal.
         if last is not None and last[0] == sent:
             return last[1]
         stored = redact_headers(sent, ordered=True)
         if last is not None or len(self) < _STORED_HEADERS_SIZE:
-            self[host] = (sent, stored)
+            self[key] = (sent, stored)
         return stored
 
 
@@ -266,7 +268,7 @@ class HttpRequest:
         if known is None:
             headers = redact_headers(self.headers, without=_UNSTORED_REQUEST_HEADERS, ordered=True)
         else:
-            headers = known.stored(self.host, self.headers)
+            headers = known.stored(self.method, self.host, self.headers)
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
             # The boundary is transport, new on every upload: stored like the body's, without it (in a
