@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import LLMServer, MemoryCassette, http_events, run_in
 
 from pytest_agentreplay.exceptions import UnmatchedRequestError
@@ -351,19 +353,58 @@ def test_a_served_response_gets_headers_of_its_own(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["httpx", "httpx2"])
 def test_a_request_s_headers_are_read_as_httpx_holds_them(name: str) -> None:
-    """Lower-case names, latin-1 values; a repeated header's values joined in order, as HTTP allows."""
+    """Lower-case names, latin-1 values; a repeated header's values joined in order, as HTTP allows. Read
+    with the run's header texts empty, then holding every pair (a later call of the same client)."""
     from pytest_agentreplay.http.exchange import lower_headers
-    from pytest_agentreplay.intercept.httpx import _to_request
+    from pytest_agentreplay.intercept.httpx import _HeaderTexts, _to_request
 
     mod = pytest.importorskip(name)
     pairs = [("X-Tag", "a"), ("Accept", "*/*"), ("x-tag", "b\xe9".encode("latin-1")), ("Host", "svc.test")]
-    for headers in (pairs, pairs[:2]):
+    texts = _HeaderTexts()
+    for headers in (pairs, pairs[:2], pairs, pairs[:2]):
         request = mod.Request("GET", "http://svc.test/items?b=1", headers=headers)
-        read = _to_request(request, b"")
+        read = _to_request(request, b"", texts)
         assert read.headers == lower_headers(request.headers.multi_items())
         assert list(read.headers) == list(lower_headers(request.headers.multi_items()))
         assert (read.method, read.url, read.body) == ("GET", "http://svc.test/items?b=1", b"")
     assert read.headers == {"x-tag": "a", "accept": "*/*", "host": "svc.test"}
-    assert (
-        _to_request(mod.Request("GET", "http://svc.test/", headers=pairs), b"").headers["x-tag"] == "a, b\xe9"
+    again = mod.Request("GET", "http://svc.test/", headers=pairs)
+    assert _to_request(again, b"", _HeaderTexts()).headers["x-tag"] == "a, b\xe9"
+    assert _to_request(again, b"", texts).headers["x-tag"] == "a, b\xe9"
+
+
+@pytest.mark.parametrize("name", ["httpx", "httpx2"])
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["Accept", "accept", "X-Key", "x-key", "Content-Length", "Host", "X-\xc9"]),
+                st.sampled_from(["1", "a b", "\xe9t\xe9", "", "application/json"]),
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=5,
     )
+)
+def test_a_run_s_header_texts_read_what_a_fresh_decoding_reads(
+    name: str, calls: list[list[tuple[str, str]]]
+) -> None:
+    """The run's header texts (filled by its earlier calls, or not at all) read each request's headers as
+    decoding them afresh does: names lower-cased as bytes, values latin-1, repeats joined in order."""
+    from pytest_agentreplay.http.exchange import lower_headers
+    from pytest_agentreplay.intercept.httpx import _HeaderTexts, _to_request
+
+    mod = pytest.importorskip(name)
+    texts = _HeaderTexts()
+    for pairs in calls:
+        sent = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
+        request = mod.Request("POST", "http://svc.test/v1", headers=sent)
+        raw = request.headers.raw
+        fresh = {k.lower().decode("latin-1"): v.decode("latin-1") for k, v in raw}
+        if len(fresh) != len(raw):
+            fresh = lower_headers(raw)
+        read = _to_request(request, b"{}", texts)
+        assert list(read.headers.items()) == list(fresh.items())
+        assert list(_to_request(request, b"{}", _HeaderTexts()).headers.items()) == list(fresh.items())

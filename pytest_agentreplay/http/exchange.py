@@ -128,6 +128,32 @@ def _compact_json(raw: bytes) -> Document | None:
     return value if same else None
 
 
+# Bounds a run's stored headers: one entry per method and host a run calls.
+_STORED_HEADERS_SIZE = 64
+
+
+class StoredHeaders(dict[tuple[str, str], tuple[dict[str, str], dict[str, str]]]):
+    """A run's request headers as stored, per method and host: the last headers sent so (without those
+    never stored) and their stored form (redacted, sorted). A client sends the same headers on every call:
+    the events of its requests share one stored form, made once (it is read only, as events' containers
+    are). By method too: an agent's model client POSTs to the host its tools' client GETs from."""
+
+    def stored(self, method: str, host: str, headers: Mapping[str, str]) -> dict[str, str]:
+        """``headers`` as a request's payload stores them (:meth:`HttpRequest.to_payload`)."""
+        sent = dict(headers)
+        for name in _UNSTORED_REQUEST_HEADERS:
+            sent.pop(name, None)
+        key = (method, host)
+        last = self.get(key)
+        # Equal dicts hold the same pairs (in any order): their sorted, redacted forms are equal.
+        if last is not None and last[0] == sent:
+            return last[1]
+        stored = redact_headers(sent, ordered=True)
+        if last is not None or len(self) < _STORED_HEADERS_SIZE:
+            self[key] = (sent, stored)
+        return stored
+
+
 # A plain class, not a dataclass: far cheaper to create at start-up.
 class HttpRequest:
     __slots__ = ("_body_ready", "_host", "_path", "_stored_body", "body", "headers", "method", "url")
@@ -233,16 +259,21 @@ class HttpRequest:
                 return None
         return None
 
-    def to_payload(self) -> Document:
+    def to_payload(self, known: StoredHeaders | None = None) -> Document:
+        """``known``: the run's stored headers of its earlier requests (:class:`StoredHeaders`)."""
         # Redacted, without the framing headers (the body's length is the body's: kept, it would change on
         # every request of a conversation whose prompt changed, and so the cassette line of each one), in
         # one pass in the order a loaded cassette has them (sorted), so comparing a replayed request with
         # its recording is one C-level pass over equal layouts rather than a canonical re-serialisation.
-        headers = redact_headers(self.headers, without=_UNSTORED_REQUEST_HEADERS, ordered=True)
+        if known is None:
+            headers = redact_headers(self.headers, without=_UNSTORED_REQUEST_HEADERS, ordered=True)
+        else:
+            headers = known.stored(self.method, self.host, self.headers)
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
-            # The boundary is transport, new on every upload: stored like the body's, without it.
-            headers["content-type"] = multipart.without_boundary(headers["content-type"])
+            # The boundary is transport, new on every upload: stored like the body's, without it (in a
+            # copy: the stored headers of ``known`` are shared).
+            headers = {**headers, "content-type": multipart.without_boundary(headers["content-type"])}
         return {"body": body, "headers": headers, "method": self.method, "url": self.url}
 
     @classmethod

@@ -28,6 +28,7 @@ from .exchange import (
     RESPONSE_MEDIA_TYPE,
     HttpRequest,
     HttpResponse,
+    StoredHeaders,
     lower_headers,
     stored_response_headers,
 )
@@ -227,6 +228,7 @@ def emit_exchange(
         if group is not None:
             data["group"] = group
         out_payload = response_payload if response_payload is not None else response.to_payload()
+        known = ctx.rooms.of(StoredHeaders, StoredHeaders)
         output = _payload_fields(out_payload, data_class, RESPONSE_MEDIA_TYPE)
         ctx.recorder.emit(
             type_,
@@ -236,7 +238,7 @@ def emit_exchange(
             data=data,
             tool=None if tool is None else served(ToolInfo, tool, recorded.tool if recorded else None),
             effect=effect,
-            input=payload_ref(request.to_payload(), data_class, REQUEST_MEDIA_TYPE),
+            input=payload_ref(request.to_payload(known), data_class, REQUEST_MEDIA_TYPE),
             output=served(PayloadRef, output, recorded.output_ref if recorded else None),
         )
     except UnicodeEncodeError:

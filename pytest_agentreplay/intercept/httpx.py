@@ -33,11 +33,36 @@ SyncHandler = Callable[[object, _Request], _Response]
 AsyncHandler = Callable[[object, _Request], Awaitable[_Response]]
 
 
-def _to_request(request: _Request, body: bytes) -> HttpRequest:
+# Bounds a run's header texts: a client sending ever new header values must not grow them forever.
+_HEADER_TEXTS_SIZE = 512
+
+
+class _HeaderTexts(dict[tuple[bytes, bytes], tuple[str, str]]):
+    """A run's header pairs as text: (name, value) as sent -> (the name lower-cased, the value), decoded as
+    latin-1 (a function of the pair alone). A client sends the same headers on every call: each is decoded
+    once per run, and a request's headers are one lookup each; a pair not seen yet (a new content length)
+    is decoded where it is looked up."""
+
+    def __missing__(self, pair: tuple[bytes, bytes]) -> tuple[str, str]:
+        name, value = pair
+        text = (name.lower().decode("latin-1"), value.decode("latin-1"))
+        if len(self) < _HEADER_TEXTS_SIZE:
+            self[pair] = text
+        return text
+
+
+def _to_request(request: _Request, body: bytes, texts: _HeaderTexts) -> HttpRequest:
     # ``Headers.raw``: the (name, value) bytes as sent; ``multi_items()`` would first re-detect the
     # encoding of every header, which costs more than the rest of this function.
     raw = request.headers.raw
-    headers = {name.lower().decode("latin-1"): value.decode("latin-1") for name, value in raw}
+    if texts:
+        headers = dict(map(texts.__getitem__, raw))
+    else:
+        # The run's first request: its pairs decoded in one pass (a lookup each would cost more), then kept.
+        pairs = [(name.lower().decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+        if len(pairs) <= _HEADER_TEXTS_SIZE:
+            texts.update(zip(raw, pairs, strict=True))
+        headers = dict(pairs)
     if len(headers) != len(raw):
         # A repeated header: its values joined in order, as HTTP allows.
         headers = lower_headers(raw)
@@ -182,7 +207,8 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         # Traffic a transport adapter owns (MCP over HTTP, a WebSocket upgrade): sent as is.
         if ctx is None or is_internal():
             return orig_sync(self, request)
-        action = decide(ctx, _to_request(request, request.read()))
+        texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
+        action = decide(ctx, _to_request(request, request.read(), texts))
         if not isinstance(action, Send):
             return _not_sent(ctx, mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
@@ -202,7 +228,8 @@ def patch(patches: Patches, mod: ModuleType) -> None:
         ctx = current_run()
         if ctx is None or is_internal():
             return await orig_async(self, request)
-        action = decide(ctx, _to_request(request, await request.aread()))
+        texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
+        action = decide(ctx, _to_request(request, await request.aread(), texts))
         if not isinstance(action, Send):
             return _not_sent(ctx, mod, replay_stream, request, action)
         request = _rewritten(mod, request, action)
