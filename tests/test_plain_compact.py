@@ -143,3 +143,35 @@ def test_a_head_digest_is_hash_values(run: dict[str, Any], digests: list[str], c
     assert _outcome(partial(head_digest, run, digests, count, 4)) == _outcome(
         partial(canonical.hash_value, head)
     )
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.dictionaries(KEYS, JSON, max_size=3), min_size=1, max_size=4),
+    st.lists(st.lists(st.integers(min_value=-1, max_value=3), max_size=5), min_size=1, max_size=6),
+)
+def test_an_items_hash_of_the_very_items_hashed_last_is_hash_values(
+    pool: list[Any], picks: list[list[int]]
+) -> None:
+    """The memo's last items: lists picked from one pool of dicts (the same objects again, reordered, shorter,
+    longer, an equal copy of a dict, a non-dict item at -1) each hash as ``hash_value`` does."""
+    memo = DigestMemo()
+    for pick in picks:
+        items = [
+            dict(pool[0]) if i == -1 and pool[0] else "tool" if i == -1 else pool[i % len(pool)] for i in pick
+        ]
+        assert _outcome(partial(items_hash, items, memo)) == _outcome(partial(canonical.hash_value, items))
+
+
+def test_the_tools_a_conversation_resends_are_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}, {"type": "web"}]
+    memo = DigestMemo()
+    first = items_hash(tools, memo)
+    hashed: list[str] = []
+    monkeypatch.setattr(canonical, "sha256_hex", lambda data: hashed.append(data) or "x")
+    assert items_hash(list(tools), memo) == first  # a new list of the very dicts: the memo's digest
+    assert hashed == []
+    items_hash([tools[1], tools[0]], memo)  # another order is hashed again
+    items_hash([*tools, "tool"], memo)  # as is a list with a value that is no dict
+    items_hash([*tools, "tool"], memo)
+    assert len(hashed) == 3

@@ -276,15 +276,17 @@ class Extension:
 class DigestMemo:
     """What :func:`request_digest` serialised and hashed before, by identity: ``items``: id(item) -> (item,
     its canonical JSON); ``lists``: per body key, the last list hashed under it; ``built``: per body key,
-    the last list a caller built as an :class:`Extension` (its proof that the list extends another). An item
-    must not change once hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
+    the last list a caller built as an :class:`Extension` (its proof that the list extends another);
+    ``items_hashed``: the items :func:`items_hash` hashed last and their digest. An item must not change once
+    hashed: they are the bodies' parsed objects, which no hook or user code is handed."""
 
-    __slots__ = ("built", "items", "lists")
+    __slots__ = ("built", "items", "items_hashed", "lists")
 
     def __init__(self) -> None:
         self.items: dict[int, tuple[Mapping[str, object], str]] = {}
         self.lists: dict[str, HashedList] = {}
         self.built: dict[str, Extension] = {}
+        self.items_hashed: tuple[tuple[object, ...], str] | None = None
 
 
 def request_digest(body: object, memo: DigestMemo | None = None) -> str:
@@ -362,9 +364,26 @@ def _list_hasher(
 
 def items_hash(items: list[object], memo: DigestMemo) -> str:
     """:func:`hash_value` of a list, the text of each of its JSON objects taken from ``memo`` (a list's
-    compact text is its items' texts joined): the tools a conversation resends are written once per run."""
+    compact text is its items' texts joined): the tools a conversation resends are written once per run, and
+    hashed once while each request holds the very dicts of the previous one (the resent body's parse hands
+    back the objects it parsed before)."""
+    last = memo.items_hashed
+    if last is not None and _same_dicts(last[0], items):
+        return last[1]
     texts = (_item_text(item, memo) if type(item) is dict else dumps_compact(item) for item in items)
-    return sha256_hex("[" + ",".join(texts) + "]")
+    digest = sha256_hex("[" + ",".join(texts) + "]")
+    memo.items_hashed = (tuple(items), digest)
+    return digest
+
+
+def _same_dicts(before: tuple[object, ...], items: list[object]) -> bool:
+    """Whether ``items`` holds the very objects ``before`` does, in order, each a dict (which must not change
+    once hashed; another value, a string say, is not known to be one the memo wrote)."""
+    return (
+        len(before) == len(items)
+        and all(map(is_, before, items))
+        and all(type(item) is dict for item in items)
+    )
 
 
 def _item_text(item: Mapping[str, object], memo: DigestMemo) -> str:
