@@ -10,8 +10,6 @@ from itertools import repeat
 from operator import is_
 from typing import Any, Final, NamedTuple, Protocol
 
-import orjson
-
 from .json_copy import copy_json
 
 
@@ -409,6 +407,10 @@ def plain_compact(value: object) -> str:
     (a key that is no string, an integer past 64 bits, a lone surrogate, nesting past 255, a circular value)
     goes there too. Its strings are escaped as ``json`` escapes them with ``ensure_ascii=False``, and its
     sorted keys are in code point order, ``sorted``'s (``tests/test_plain_compact.py`` holds both to it)."""
+    # Imported here: a child process's network guard imports this module, and must load where only the
+    # standard library is (``python -S``), as it did before this fast path.
+    import orjson
+
     try:
         text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # orjson's JSONEncodeError is one
