@@ -135,11 +135,12 @@ _STORED_HEADERS_SIZE = 64
 class StoredHeaders(dict[tuple[str, str], tuple[dict[str, str], dict[str, str]]]):
     """A run's request headers as stored, per method and host: the last headers sent so (without those
     never stored) and their stored form (redacted, sorted). A client sends the same headers on every call:
-    the events of its requests share one stored form, made once (it is read only, as events' containers
-    are). By method too: an agent's model client POSTs to the host its tools' client GETs from."""
+    their stored form is made once, and each request's payload gets a copy of it (a dict of its own, which
+    its holder may change). By method too: an agent's model client POSTs to the host its tools' client GETs
+    from."""
 
     def stored(self, method: str, host: str, headers: Mapping[str, str]) -> dict[str, str]:
-        """``headers`` as a request's payload stores them (:meth:`HttpRequest.to_payload`)."""
+        """``headers`` as a request's payload stores them (:meth:`HttpRequest.to_payload`), in a new dict."""
         sent = dict(headers)
         for name in _UNSTORED_REQUEST_HEADERS:
             sent.pop(name, None)
@@ -147,11 +148,11 @@ class StoredHeaders(dict[tuple[str, str], tuple[dict[str, str], dict[str, str]]]
         last = self.get(key)
         # Equal dicts hold the same pairs (in any order): their sorted, redacted forms are equal.
         if last is not None and last[0] == sent:
-            return last[1]
+            return dict(last[1])
         stored = redact_headers(sent, ordered=True)
         if last is not None or len(self) < _STORED_HEADERS_SIZE:
             self[key] = (sent, stored)
-        return stored
+        return dict(stored)
 
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
@@ -271,9 +272,8 @@ class HttpRequest:
             headers = known.stored(self.method, self.host, self.headers)
         body = self.stored_body()
         if body is not None and "multipart" in body and "content-type" in headers:
-            # The boundary is transport, new on every upload: stored like the body's, without it (in a
-            # copy: the stored headers of ``known`` are shared).
-            headers = {**headers, "content-type": multipart.without_boundary(headers["content-type"])}
+            # The boundary is transport, new on every upload: stored like the body's, without it.
+            headers["content-type"] = multipart.without_boundary(headers["content-type"])
         return {"body": body, "headers": headers, "method": self.method, "url": self.url}
 
     @classmethod
