@@ -491,6 +491,80 @@ def test_importing_the_diff_package_does_not_import_deepdiff() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+_LAZY_DEEPDIFF = """
+import sys
+from pytest_agentreplay.diff import compare_histories
+def ev(seq, **data):
+    return {"seq": seq, "ts": f"t{seq}", "type": "http", "data": {"method": "GET", "url": "http://a", **data}}
+recorded = [ev(0, status=200, latency_ms=1.0), ev(1, body={"a": [1, 2]})]
+replayed = [ev(5, status=200, latency_ms=9.5), ev(6, body={"a": [1, 2]})]
+result = compare_histories(recorded, replayed)
+assert not result.differences and result.ignored == 3 and result.pairs_equal == 1, result
+assert "deepdiff" not in sys.modules, "deepdiff imported for equal and ignored-only pairs"
+replayed[1]["data"]["body"]["a"][1] = 3
+assert [d.path for d in compare_histories(recorded, replayed).differences] == ["data.body.a[1]"]
+assert "deepdiff" in sys.modules
+"""
+
+
+def test_deepdiff_is_imported_by_the_first_pair_that_is_walked() -> None:
+    """A replay whose pairs are equal but for the envelope, or differ only where the rules ignore (the
+    common CI pass), never loads deepdiff; the first pair that has to be walked does."""
+    subprocess.run([sys.executable, "-c", _LAZY_DEEPDIFF], check=True)
+
+
+def test_the_descent_into_a_differing_pair_is_deepdiffs_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What differs inside a pair is what DeepDiff's tree view reports, asked with the options that make it
+    judge JSON values: it is handed the pair's values, and a report taken out of its tree is no difference
+    (a walk of the engine's own would still find it)."""
+    from deepdiff import DeepDiff
+
+    from pytest_agentreplay.diff import structural
+
+    calls: list[tuple[Any, Any, dict[str, Any]]] = []
+    dropped: list[str] = []
+
+    class Spy(DeepDiff):
+        def __init__(self, t1: Any, t2: Any, **options: Any) -> None:
+            super().__init__(t1, t2, **options)
+            calls.append((t1, t2, options))
+            for report in dropped:
+                self.pop(report, None)
+
+    monkeypatch.setattr(structural, "DeepDiff", Spy)
+    args = {"n": 1, "__k": "x", "f": 1, "b": True}
+    recorded = [ev(0, "tool.call", tool={"name": "t"}, data={"args": args})]
+    replayed = copy.deepcopy(recorded)
+    replayed[0]["data"]["args"].update(n=2, __k="y", f=1.0, b=1, new=[1])
+
+    def found() -> list[tuple[str, Any, Any]]:
+        return [(d.path, d.recorded, d.replayed) for d in compare_histories(recorded, replayed).differences]
+
+    assert found() == [
+        ("data.args.__k", "x", "y"),
+        ("data.args.b", True, 1),
+        ("data.args.n", 1, 2),
+        ("data.args.new", ABSENT, [1]),
+    ]
+    [(t1, t2, options)] = calls
+    assert (t1, t2) == (recorded[0]["data"], replayed[0]["data"])
+    assert options["view"] == "tree" and options["threshold_to_diff_deeper"] == 0
+    assert options["ignore_private_variables"] is False and options["ignore_type_subclasses"] is True
+    dropped.extend(("values_changed", "type_changes"))
+    assert found() == [("data.args.new", ABSENT, [1])]
+
+
+def test_lists_of_another_length_pair_their_items_not_their_indexes() -> None:
+    """An object put before the others and a duplicated one are one added item each, not a change of every
+    later index (DeepDiff's pairing of such lists): the engine pairs them (``list_changes``)."""
+    recorded = [ev(0, "retrieval", data={"docs": [{"id": 1}, {"id": 2}]})]
+    replayed = [ev(0, "retrieval", data={"docs": [{"id": 0}, {"id": 1}, {"id": 2}, {"id": 2}]})]
+    assert summary(compare_histories(recorded, replayed)) == [
+        ("changed", 0, "data.docs[0]", ABSENT, {"id": 0}, "regression"),
+        ("changed", 0, "data.docs[2]", ABSENT, {"id": 2}, "regression"),
+    ]
+
+
 def test_a_pair_differing_only_where_the_rules_ignore_counts_as_the_walk_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,12 +1,13 @@
-"""Compare two aligned histories under rules: pairs equal but for their volatile envelope are skipped, the
-others walked field by field (payload references resolved on demand)."""
+"""Compare two aligned histories under rules: pairs equal but for their volatile envelope are skipped, and
+so are pairs that differ only where the rules ignore; DeepDiff walks the others (``structural``), payload
+references resolved on demand, and each change it finds is judged here."""
 
 from __future__ import annotations
 
 import bisect
 import json
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Final, TypeGuard
+from typing import TYPE_CHECKING, Final, TypeGuard
 
 from ..cassette.stored_form import REF_FIELDS
 from ..core.canonical import dumps_compact, same_json
@@ -25,6 +26,9 @@ from .result import Difference, DiffKind, DriftResult
 from .rules import ORDER, PRESENCE, Judgement, Path, RuleSet, Verdict, join_path
 from .sequence import lcs_pairs, multiset_pairs
 from .text import ABSENT, similar
+
+if TYPE_CHECKING:
+    from .structural import Change
 
 Event = Mapping[str, object]
 Resolver = Callable[[Mapping[str, object]], object]
@@ -246,29 +250,28 @@ class _Walker:
         self.walk(a, b, tokens)
 
     def walk(self, a: object, b: object, tokens: Path, differ: bool = False) -> None:
-        """The differences of ``a`` and ``b`` at ``tokens``; ``differ``: known not to be :func:`_same`."""
+        """Judge what differs between ``a`` and ``b`` at ``tokens``; ``differ``: known not :func:`_same`."""
+        for x, y, where in self.changes(a, b, tokens, differ):
+            self.leaf(x, y, where)
+
+    def changes(self, a: object, b: object, tokens: Path, differ: bool = False) -> list[Change]:
+        """What differs between ``a`` and ``b``, in the report's order: DeepDiff walks two containers."""
         if not differ and _same(a, b):
-            return
+            return []
         if isinstance(a, _SCALARS) or isinstance(b, _SCALARS):
-            self.leaf(a, b, tokens)
-        elif (type(a) is dict or isinstance(a, Mapping)) and (type(b) is dict or isinstance(b, Mapping)):
-            # Names the change ("system prompt", 'part "f"'); a message or a part is 4 or 5 tokens deep.
-            if 3 < len(tokens) < 6 and (
-                is_conversation_item(tokens, self.names) or is_multipart_part(tokens)
-            ):
-                note_role(self.roles, self.seqs, tokens, a, b)
-            for key in sorted(_unshared(a, b), key=str):
-                self.walk(a.get(key, ABSENT), b.get(key, ABSENT), (*tokens, str(key)))
-        elif isinstance(a, list) and isinstance(b, list):
-            judgement = self.rules.judge(self.event_type, tokens)
-            if judgement.rule.order_insensitive:
-                self._multiset(a, b, tokens, judgement)
-            else:
-                self._sequence(a, b, tokens, judgement)
-        else:
-            self.leaf(a, b, tokens)
+            return [(a, b, tokens)]
+        from .structural import deep_changes
+
+        return deep_changes(a, b, tokens, self)
+
+    def note(self, tokens: Path, a: Mapping[str, object], b: Mapping[str, object]) -> None:
+        # Names the change ("system prompt", 'part "f"'); a message or a part is 4 or 5 tokens deep.
+        if 3 < len(tokens) < 6 and (is_conversation_item(tokens, self.names) or is_multipart_part(tokens)):
+            note_role(self.roles, self.seqs, tokens, a, b)
 
     def leaf(self, a: object, b: object, tokens: Path) -> None:
+        # DeepDiff compares texts as texts (it has no option to read them as JSON): a change it reports
+        # between two texts of one JSON document is dropped here, as is one the engine's list pairing finds.
         if isinstance(a, str) and isinstance(b, str) and _same_json_text(a, b):
             return
         judgement = self.rules.judge(self.event_type, tokens)
@@ -284,35 +287,38 @@ class _Walker:
         else:
             self.emit(a, b, tokens, judgement, verdict)
 
-    def _sequence(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
-        if len(a) == len(b):
-            for i, (va, vb) in enumerate(zip(a, b, strict=True)):
-                if not _same(va, vb):
-                    self.walk(va, vb, (*tokens, f"[{i}]"))
-            return
+    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change] | None:
+        """The engine pairs the items of a list the rules call order-insensitive (as a multiset) and of
+        lists of another length (a longest common subsequence), both by the items' JSON with the rule's
+        normalizers applied: DeepDiff pairs lists of objects by index when their lengths differ (its
+        difflib pass takes only lists of hashable items), and its ``ignore_order`` and
+        ``iterable_compare_func`` pairings ask item against item (quadratic) and lose a duplicated item
+        (DESIGN §6). None: DeepDiff zips the lists, item by item."""
+        judgement = self.rules.judge(self.event_type, tokens)
+        if not judgement.rule.order_insensitive and len(a) == len(b):
+            return None
         ka = [_item_key(x, judgement) for x in a]
         kb = [_item_key(x, judgement) for x in b]
+        if judgement.rule.order_insensitive:
+            _, left_a, left_b = multiset_pairs(ka, kb)
+            return self._unpaired(a, b, left_a, left_b, tokens)
+        out: list[Change] = []
         pa = pb = 0
         for ia, ib in [*lcs_pairs(ka, kb), (len(a), len(b))]:
-            self._unpaired(a, b, range(pa, ia), range(pb, ib), tokens)
+            out += self._unpaired(a, b, range(pa, ia), range(pb, ib), tokens)
             pa, pb = ia + 1, ib + 1
-
-    def _multiset(self, a: list[object], b: list[object], tokens: Path, judgement: Judgement) -> None:
-        _, left_a, left_b = multiset_pairs(
-            [_item_key(x, judgement) for x in a], [_item_key(x, judgement) for x in b]
-        )
-        self._unpaired(a, b, left_a, left_b, tokens)
+        return out
 
     def _unpaired(
         self, a: list[object], b: list[object], left_a: Sequence[int], left_b: Sequence[int], tokens: Path
-    ) -> None:
+    ) -> list[Change]:
         """Items no equal one paired: changed items side by side, then what one side has more."""
+        out: list[Change] = []
         for i, j in zip(left_a, left_b, strict=False):
-            self.walk(a[i], b[j], (*tokens, f"[{i}]"))
-        for i in left_a[len(left_b) :]:
-            self.leaf(a[i], ABSENT, (*tokens, f"[{i}]"))
-        for j in left_b[len(left_a) :]:
-            self.leaf(ABSENT, b[j], (*tokens, f"[{j}]"))
+            out += self.changes(a[i], b[j], (*tokens, f"[{i}]"))
+        out += [(a[i], ABSENT, (*tokens, f"[{i}]")) for i in left_a[len(left_b) :]]
+        out += [(ABSENT, b[j], (*tokens, f"[{j}]")) for j in left_b[len(left_a) :]]
+        return out
 
 
 def _same_scalar(x: object, y: object) -> bool:

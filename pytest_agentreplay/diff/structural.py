@@ -1,0 +1,118 @@
+"""The descent into one differing pair of values: DeepDiff's tree view finds what differs (DESIGN §4:
+deepdiff for the structural diffs of aligned event pairs); the engine judges each change it reports
+(``compare._Walker``).
+
+Loaded only when a pair really has to be walked: a replay whose pairs are all equal, or differ only where the
+rules ignore, never imports deepdiff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from deepdiff import DeepDiff
+from deepdiff.helper import notpresent
+from deepdiff.model import DiffLevel
+from deepdiff.operator import BaseOperator
+
+from ..core.canonical import same_json
+from .rules import Path
+from .text import ABSENT
+
+Change = tuple[object, object, Path]
+"""One differing value: the recorded side (``ABSENT`` when missing), the replayed side, where."""
+
+# DeepDiff judging JSON values as the engine does (the oracle, tests/test_diff_oracle.py, holds them to it).
+OPTIONS: Final[dict[str, Any]] = {
+    "view": "tree",
+    # Descend into every pair of objects: none is reported replaced whole for sharing few keys.
+    "threshold_to_diff_deeper": 0,
+    # Lists of one length item by item, as they line up (the others the engine pairs: ``Descent``).
+    "zip_ordered_iterables": True,
+    # A key such as "__x" is a key like any other (DeepDiff skips them by default).
+    "ignore_private_variables": False,
+    # ``1`` and ``1.0`` are one JSON number; ``true`` is none (exact types: bool subclasses int).
+    "ignore_type_in_groups": [(int, float)],
+    "ignore_type_subclasses": True,
+}
+
+
+class Descent(Protocol):
+    """What the engine decides while DeepDiff walks."""
+
+    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change] | None:
+        """The changes of two lists whose items the engine pairs, in order; None: DeepDiff zips them."""
+
+    def note(self, tokens: Path, a: Mapping[str, object], b: Mapping[str, object]) -> None:
+        """Sees each pair of objects a change sits in (what names a conversation item or part)."""
+
+
+def deep_changes(a: object, b: object, tokens: Path, descent: Descent) -> list[Change]:
+    """The changes below two differing containers at ``tokens``, in the report's order: object keys sorted
+    as text, list items by index, a list the engine pairs in the order it gives."""
+    handover = _Handover(tokens, descent)
+    tree = DeepDiff(a, b, custom_operators=[handover], **OPTIONS)
+    found = handover.lists
+    for levels in tree.values():
+        for level in levels:
+            order, where = _located(level, tokens, descent)
+            found.append((order, [(_value(level.t1), _value(level.t2), where)]))
+    found.sort(key=lambda entry: entry[0])
+    return [change for _, changes in found for change in changes]
+
+
+class _Handover(BaseOperator):
+    """Stops DeepDiff at equal containers (compared at C speed, not walked) and at the lists the engine
+    pairs, whose changes it keeps under the list's place in the report."""
+
+    def __init__(self, tokens: Path, descent: Descent) -> None:
+        super().__init__()
+        self.tokens = tokens
+        self.descent = descent
+        self.lists: list[tuple[tuple[object, ...], list[Change]]] = []
+
+    def match(self, level: DiffLevel) -> bool:
+        return isinstance(level.t1, _CONTAINERS) and isinstance(level.t2, _CONTAINERS)
+
+    def give_up_diffing(self, level: DiffLevel, diff_instance: DeepDiff) -> bool:
+        a, b = level.t1, level.t2
+        if same_json(a, b):
+            return True
+        if not (isinstance(a, list) and isinstance(b, list)):
+            return False
+        order, where = _located(level, self.tokens, self.descent)
+        changes = self.descent.list_changes(a, b, where)
+        if changes is None:
+            return False
+        self.lists.append((order, changes))
+        return True
+
+
+_CONTAINERS: Final = (Mapping, list)
+
+
+def _located(level: DiffLevel, tokens: Path, descent: Descent) -> tuple[tuple[object, ...], Path]:
+    """Where ``level`` sits: its sort key (keys as text, indexes as numbers) and its engine tokens below
+    ``tokens`` (``('data', 'a', '[0]')``); each pair of objects on the way down is noted."""
+    parents = []
+    node = level.up
+    while node is not None:
+        parents.append(node)
+        node = node.up
+    order: list[object] = []
+    where = tokens
+    for parent, step in zip(reversed(parents), level.path(output_format="list"), strict=True):
+        if isinstance(parent.t1, list):
+            order.append(step)
+            where = (*where, f"[{step}]")
+        else:
+            if isinstance(parent.t2, Mapping):
+                descent.note(where, parent.t1, parent.t2)
+            order.append(str(step))
+            where = (*where, str(step))
+    return tuple(order), where
+
+
+def _value(value: object) -> object:
+    return ABSENT if value is notpresent else value
