@@ -89,7 +89,8 @@ class _Handover(BaseOperator):
         return True
 
 
-_CONTAINERS: Final = (Mapping, list)
+# Exact types first (dict, list): an ABC's check is slow, and this is asked at every level.
+_CONTAINERS: Final = (dict, list)
 
 
 def _located(level: DiffLevel, tokens: Path, descent: Descent) -> tuple[tuple[object, ...], Path]:
