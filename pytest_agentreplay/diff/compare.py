@@ -236,6 +236,8 @@ class _Walker:
         return {"sha256": ref["sha256"]} if ref.get("sha256") else dict(ref)
 
     def payload(self, ra: object, rb: object, tokens: Path) -> None:
+        # Before DeepDiff sees the pair: walked as they stand, two refs would differ in their sha256 and
+        # size, not in the payloads they name (loaded here only when the sha256 differ).
         if isinstance(ra, Mapping) and isinstance(rb, Mapping):
             sha = ra.get("sha256")
             if sha and sha == rb.get("sha256"):
