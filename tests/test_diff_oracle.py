@@ -8,6 +8,10 @@ opcodes); its tree paths (``['data', 'a', 0]``) become engine path tokens (``('d
 One documented difference is subtracted from the oracle: the engine compares JSON values, so ``1`` and
 ``1.0`` are equal (``true`` and ``1`` are not), where DeepDiff reports a type change.
 
+The engine walks a differing pair with DeepDiff too (``diff/structural.py``); the oracle asks DeepDiff on
+its own, with its own options, so what is held to it is the engine's use of DeepDiff: its options, its
+paths, what it hands to the engine's list pairing, and the judgement of each change.
+
 Inserting an event is where the two part ways on purpose: DeepDiff by index sees every later pair
 changed, the engine aligns first and reports one inserted event.
 """
