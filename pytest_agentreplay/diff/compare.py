@@ -289,16 +289,20 @@ class _Walker:
         else:
             self.emit(a, b, tokens, judgement, verdict)
 
-    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change] | None:
-        """The engine pairs the items of a list the rules call order-insensitive (as a multiset) and of
-        lists of another length (a longest common subsequence), both by the items' JSON with the rule's
-        normalizers applied: DeepDiff pairs lists of objects by index when their lengths differ (its
-        difflib pass takes only lists of hashable items), and its ``ignore_order`` and
+    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change]:
+        """The changes of two lists, their items paired here and each differing pair walked again.
+
+        Lists of one length pair by index, and only the items that differ reach DeepDiff: it builds a level
+        (a copy of its path) for every item of a list it zips, equal or not, so a 200-call conversation
+        whose system prompt changed took 1.25 s against 0.04 s. Lists the rules call order-insensitive pair
+        as a multiset, lists of another length by a longest common subsequence, both by the items' JSON
+        with the rule's normalizers applied: DeepDiff pairs lists of objects by index when their lengths
+        differ (its difflib pass takes only lists of hashable items), and its ``ignore_order`` and
         ``iterable_compare_func`` pairings ask item against item (quadratic) and lose a duplicated item
-        (DESIGN §6). None: DeepDiff zips the lists, item by item."""
+        (DESIGN §6)."""
         judgement = self.rules.judge(self.event_type, tokens)
         if not judgement.rule.order_insensitive and len(a) == len(b):
-            return None
+            return self._unpaired(a, b, range(len(a)), range(len(b)), tokens)
         ka = [_item_key(x, judgement) for x in a]
         kb = [_item_key(x, judgement) for x in b]
         if judgement.rule.order_insensitive:

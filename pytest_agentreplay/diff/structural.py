@@ -28,8 +28,6 @@ OPTIONS: Final[dict[str, Any]] = {
     "view": "tree",
     # Descend into every pair of objects: none is reported replaced whole for sharing few keys.
     "threshold_to_diff_deeper": 0,
-    # Lists of one length item by item, as they line up (the others the engine pairs: ``Descent``).
-    "zip_ordered_iterables": True,
     # A key such as "__x" is a key like any other (DeepDiff skips them by default).
     "ignore_private_variables": False,
     # ``1`` and ``1.0`` are one JSON number; ``true`` is none (exact types: bool subclasses int).
@@ -41,8 +39,8 @@ OPTIONS: Final[dict[str, Any]] = {
 class Descent(Protocol):
     """What the engine decides while DeepDiff walks."""
 
-    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change] | None:
-        """The changes of two lists whose items the engine pairs, in order; None: DeepDiff zips them."""
+    def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change]:
+        """The changes of two lists, whose items the engine pairs, in the report's order."""
 
     def note(self, tokens: Path, a: Mapping[str, object], b: Mapping[str, object]) -> None:
         """Sees each pair of objects a change sits in (what names a conversation item or part)."""
@@ -50,27 +48,27 @@ class Descent(Protocol):
 
 def deep_changes(a: object, b: object, tokens: Path, descent: Descent) -> list[Change]:
     """The changes below two differing containers at ``tokens``, in the report's order: object keys sorted
-    as text, list items by index, a list the engine pairs in the order it gives."""
+    as text (below ``tokens`` DeepDiff walks objects only), a list's in the order the engine gives."""
     handover = _Handover(tokens, descent)
     tree = DeepDiff(a, b, custom_operators=[handover], **OPTIONS)
     found = handover.lists
     for levels in tree.values():
         for level in levels:
-            order, where = _located(level, tokens, descent)
-            found.append((order, [(_value(level.t1), _value(level.t2), where)]))
+            where = _located(level, tokens, descent)
+            found.append((where, [(_value(level.t1), _value(level.t2), where)]))
     found.sort(key=lambda entry: entry[0])
     return [change for _, changes in found for change in changes]
 
 
 class _Handover(BaseOperator):
-    """Stops DeepDiff at equal containers (compared at C speed, not walked) and at the lists the engine
-    pairs, whose changes it keeps under the list's place in the report."""
+    """Stops DeepDiff at equal containers (compared at C speed, not walked) and at lists, whose items the
+    engine pairs (``Descent.list_changes``): their changes are kept under the list's place in the report."""
 
     def __init__(self, tokens: Path, descent: Descent) -> None:
         super().__init__()
         self.tokens = tokens
         self.descent = descent
-        self.lists: list[tuple[tuple[object, ...], list[Change]]] = []
+        self.lists: list[tuple[Path, list[Change]]] = []
 
     def match(self, level: DiffLevel) -> bool:
         return isinstance(level.t1, _CONTAINERS) and isinstance(level.t2, _CONTAINERS)
@@ -81,11 +79,8 @@ class _Handover(BaseOperator):
             return True
         if not (isinstance(a, list) and isinstance(b, list)):
             return False
-        order, where = _located(level, self.tokens, self.descent)
-        changes = self.descent.list_changes(a, b, where)
-        if changes is None:
-            return False
-        self.lists.append((order, changes))
+        where = _located(level, self.tokens, self.descent)
+        self.lists.append((where, self.descent.list_changes(a, b, where)))
         return True
 
 
@@ -93,26 +88,20 @@ class _Handover(BaseOperator):
 _CONTAINERS: Final = (dict, list)
 
 
-def _located(level: DiffLevel, tokens: Path, descent: Descent) -> tuple[tuple[object, ...], Path]:
-    """Where ``level`` sits: its sort key (keys as text, indexes as numbers) and its engine tokens below
-    ``tokens`` (``('data', 'a', '[0]')``); each pair of objects on the way down is noted."""
+def _located(level: DiffLevel, tokens: Path, descent: Descent) -> Path:
+    """The engine tokens of ``level`` below ``tokens`` (``('data', 'a')``: DeepDiff's path is object keys
+    only, as the lists are the engine's); each pair of objects on the way down is noted."""
     parents = []
     node = level.up
     while node is not None:
         parents.append(node)
         node = node.up
-    order: list[object] = []
     where = tokens
     for parent, step in zip(reversed(parents), level.path(output_format="list"), strict=True):
-        if isinstance(parent.t1, list):
-            order.append(step)
-            where = (*where, f"[{step}]")
-        else:
-            if isinstance(parent.t2, Mapping):
-                descent.note(where, parent.t1, parent.t2)
-            order.append(str(step))
-            where = (*where, str(step))
-    return tuple(order), where
+        if isinstance(parent.t1, Mapping) and isinstance(parent.t2, Mapping):
+            descent.note(where, parent.t1, parent.t2)
+        where = (*where, str(step))
+    return where
 
 
 def _value(value: object) -> object:
