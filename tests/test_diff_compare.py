@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -513,25 +513,37 @@ def test_deepdiff_is_imported_by_the_first_pair_that_is_walked() -> None:
     subprocess.run([sys.executable, "-c", _LAZY_DEEPDIFF], check=True)
 
 
-def test_the_descent_into_a_differing_pair_is_deepdiffs_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What differs inside a pair is what DeepDiff's tree view reports, asked with the options that make it
-    judge JSON values: it is handed the pair's values, and a report taken out of its tree is no difference
-    (a walk of the engine's own would still find it)."""
+class DeepDiffCalls(NamedTuple):
+    """What ``diff/structural.py`` asked DeepDiff (its values and options), and the reports to take out
+    of the trees it answers."""
+
+    calls: list[tuple[Any, Any, dict[str, Any]]]
+    dropped: list[str]
+
+
+@pytest.fixture
+def deepdiff_calls(monkeypatch: pytest.MonkeyPatch) -> DeepDiffCalls:
     from deepdiff import DeepDiff
 
     from pytest_agentreplay.diff import structural
 
-    calls: list[tuple[Any, Any, dict[str, Any]]] = []
-    dropped: list[str] = []
+    seen = DeepDiffCalls([], [])
 
     class Spy(DeepDiff):
         def __init__(self, t1: Any, t2: Any, **options: Any) -> None:
+            seen.calls.append((t1, t2, options))
             super().__init__(t1, t2, **options)
-            calls.append((t1, t2, options))
-            for report in dropped:
+            for report in seen.dropped:
                 self.pop(report, None)
 
     monkeypatch.setattr(structural, "DeepDiff", Spy)
+    return seen
+
+
+def test_the_descent_into_a_differing_pair_is_deepdiffs_tree(deepdiff_calls: DeepDiffCalls) -> None:
+    """What differs inside a pair is what DeepDiff's tree view reports, asked with the options that make it
+    judge JSON values: it is handed the pair's values, and a report taken out of its tree is no difference
+    (a walk of the engine's own would still find it)."""
     args = {"n": 1, "__k": "x", "f": 1, "b": True}
     recorded = [ev(0, "tool.call", tool={"name": "t"}, data={"args": args})]
     replayed = copy.deepcopy(recorded)
@@ -546,12 +558,25 @@ def test_the_descent_into_a_differing_pair_is_deepdiffs_tree(monkeypatch: pytest
         ("data.args.n", 1, 2),
         ("data.args.new", ABSENT, [1]),
     ]
-    [(t1, t2, options)] = calls
+    [(t1, t2, options)] = deepdiff_calls.calls
     assert (t1, t2) == (recorded[0]["data"], replayed[0]["data"])
     assert options["view"] == "tree" and options["threshold_to_diff_deeper"] == 0
     assert options["ignore_private_variables"] is False and options["ignore_type_subclasses"] is True
-    dropped.extend(("values_changed", "type_changes"))
+    deepdiff_calls.dropped.extend(("values_changed", "type_changes"))
     assert found() == [("data.args.new", ABSENT, [1])]
+
+
+def test_deepdiff_is_handed_only_the_list_items_that_differ(deepdiff_calls: DeepDiffCalls) -> None:
+    """Equal items of a list are compared, not walked: of a conversation whose second message changed,
+    DeepDiff sees the request and that message, never the others (it would build a level for each)."""
+    messages = [{"role": "user", "content": f"q{i}"} for i in range(30)]
+    recorded = [ev(0, "tool.call", tool={"name": "t"}, data={"request": {"messages": messages}})]
+    replayed = copy.deepcopy(recorded)
+    replayed[0]["data"]["request"]["messages"][1]["content"] = "changed"
+    assert summary(compare_histories(recorded, replayed)) == [
+        ("changed", 0, "data.request.messages[1].content", "q1", "changed", "regression")
+    ]
+    assert [t1 for t1, _, _ in deepdiff_calls.calls] == [recorded[0]["data"], messages[1]]
 
 
 def test_lists_of_another_length_pair_their_items_not_their_indexes() -> None:
