@@ -51,7 +51,8 @@ def deep_changes(a: object, b: object, tokens: Path, descent: Descent) -> list[C
     as text (below ``tokens`` DeepDiff walks objects only), a list's in the order the engine gives."""
     handover = _Handover(tokens, descent)
     tree = DeepDiff(a, b, custom_operators=[handover], **OPTIONS)
-    found = handover.lists
+    # Lists are paired once DeepDiff has returned: a list in a list is walked a stack of frames lower.
+    found = [(where, descent.list_changes(x, y, where)) for where, x, y in handover.lists]
     for levels in tree.values():
         for level in levels:
             where = _located(level, tokens, descent)
@@ -61,14 +62,14 @@ def deep_changes(a: object, b: object, tokens: Path, descent: Descent) -> list[C
 
 
 class _Handover(BaseOperator):
-    """Stops DeepDiff at equal containers (compared at C speed, not walked) and at lists, whose items the
-    engine pairs (``Descent.list_changes``): their changes are kept under the list's place in the report."""
+    """Stops DeepDiff at equal containers (compared at C speed, not walked) and at lists, kept with their
+    place for the engine to pair their items (``Descent.list_changes``)."""
 
     def __init__(self, tokens: Path, descent: Descent) -> None:
         super().__init__()
         self.tokens = tokens
         self.descent = descent
-        self.lists: list[tuple[Path, list[Change]]] = []
+        self.lists: list[tuple[Path, list[object], list[object]]] = []
 
     def match(self, level: DiffLevel) -> bool:
         return isinstance(level.t1, _CONTAINERS) and isinstance(level.t2, _CONTAINERS)
@@ -79,8 +80,7 @@ class _Handover(BaseOperator):
             return True
         if not (isinstance(a, list) and isinstance(b, list)):
             return False
-        where = _located(level, self.tokens, self.descent)
-        self.lists.append((where, self.descent.list_changes(a, b, where)))
+        self.lists.append((_located(level, self.tokens, self.descent), a, b))
         return True
 
 
