@@ -442,3 +442,24 @@ def test_same_steps_asks_for_groups_as_the_general_diff_does() -> None:
         finally:
             align._same_steps = original
         assert fast == general, (left, right)
+
+
+def test_a_name_that_is_a_list_or_an_object_aligns_instead_of_crashing() -> None:
+    # What names a step is free-form data in a cassette: a hand-edited one may hold a list or an object there.
+    steps = [
+        ev("policy.decision", data={"policy": ["refunds", "eu"]}),
+        ev("approval", data={"subject": {"order": 7}}),
+        ev("http", data={"method": ["GET"], "url": "http://api.test/a"}),
+        ev("model.call", data={"provider": ["openai"], "endpoint": {"path": "/v1/chat"}}),
+        ev("effect", effect={"kind": ["email"], "target": ["a@b.test"]}),
+        ev("tool.call", tool={"name": ["lookup"]}),
+    ]
+    everything = RuleSet.from_layers("regression", project={"*:**": "regression"})
+    for step in steps:
+        changed = copy.deepcopy(step)
+        changed["data"] = {**changed["data"], "note": "changed"}
+        # A step before it only in the replay: the general alignment, not the same-steps shortcut.
+        result = compare_histories([step], [ev("run.start"), changed], rules=everything)
+        kinds = sorted(d.kind for d in result.differences)
+        assert kinds == ["changed", "inserted"], (step, kinds)
+        assert identity(step) == identity(changed) and hash(identity(step))
