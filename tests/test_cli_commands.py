@@ -178,6 +178,7 @@ def resealed_data(path: Path, event_type: str, **data: object) -> Path:
         ("model.call", {"decision": "stop"}, "openai gpt-4o-mini"),
         ("model.call", {"decision": {"tool_calls": [["x"], 7], "text": "hi"}}, '-> ["x"], 7 says hi'),
         ("model.call", {"decision": {"tool_calls": {"name": "a"}}}, "-> a(null)"),
+        ("model.call", {"decision": {"tool_calls": 3}}, "-> 3"),
         ("model.call", {"usage": [3, 4]}, "openai gpt-4o-mini"),
         ("retrieval", {"document_ids": 7}, "-> [7]"),
         ("retrieval", {"document_ids": None}, "-> []"),
