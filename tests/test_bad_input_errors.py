@@ -59,6 +59,52 @@ def test_a_lone_surrogate_is_named_with_its_event_and_field(
     assert not list((pytester.path / "cassettes").rglob("test_*.json"))
 
 
+REPLAYED_TOOL = """
+from pytest_agentreplay import tool
+
+QUERY = {query!r}
+
+
+@tool(name="lookup")
+def lookup(query):
+    return {{"found": query}}
+
+
+@tool(name="refund", effect="write", idempotency_key="key")
+def refund(query, key):
+    return {{"refunded": query}}
+
+
+def test_tool(agent_replay):
+    lookup(QUERY)
+
+
+def test_keyed_tool(agent_replay):
+    refund(QUERY, key="k-1")
+"""
+
+
+def test_a_lone_surrogate_in_a_replayed_tool_call_is_named(pytester: pytest.Pytester) -> None:
+    """Recorded with plain text, replayed with a lone surrogate in a tool's arguments: finding the call in
+    the cassette raised UnicodeEncodeError out of the tool index (with or without an idempotency key)."""
+    pytester.makepyfile(test_replayed=REPLAYED_TOOL.format(query="cut here"))
+    pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all").assert_outcomes(passed=2)
+    pytester.makepyfile(test_replayed=REPLAYED_TOOL.format(query="cut \ud83d here"))
+    replayed = pytester.runpytest("-p", "no:randomly")
+    replayed.assert_outcomes(failed=2)
+    cassettes = pytester.path / "cassettes" / "test_replayed"
+    for test, tool in (("test_tool", "lookup"), ("test_keyed_tool", "refund")):
+        replayed.stdout.fnmatch_lines(
+            [
+                f"*tool {tool}: the arguments at /query holds \\ud83d, a lone UTF-16 surrogate*",
+                f"cassette: {cassettes / test}.json",
+                "mode: regression",
+            ],
+            consecutive=False,
+        )
+    assert "UnicodeEncodeError" not in replayed.stdout.str()
+
+
 def test_surrogate_field_finds_keys_and_nested_values() -> None:
     assert surrogate_field({"a": ["ok", {"b": "x\udc80"}]}) == ("/a/1/b", "\\udc80")
     assert surrogate_field({"k\ud800": 1}) == ("/k\ud800", "\\ud800")
