@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from test_cli_support import build_run, read, write_rechained
 
+from pytest_agentreplay import capture_run, record_state
 from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cli import main
 from pytest_agentreplay.core.unencodable import surrogate_field
-from pytest_agentreplay.exceptions import CassetteCorruptError
+from pytest_agentreplay.exceptions import CassetteCorruptError, UnencodableValueError
 
 SURROGATE_AGENT = """
 import json
@@ -103,6 +104,28 @@ def test_a_lone_surrogate_in_a_replayed_tool_call_is_named(pytester: pytest.Pyte
             consecutive=False,
         )
     assert "UnicodeEncodeError" not in replayed.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("state", "evidence"),
+    [
+        ({"score": float("nan")}, "the state holds NaN or Infinity"),
+        ([float("-inf")], "the state holds NaN or Infinity"),
+        ({"text": "cut \ud83d"}, "the state at /text holds \\ud83d, a lone UTF-16 surrogate"),
+    ],
+)
+def test_a_state_without_json_form_is_named(tmp_path: Path, state: object, evidence: str) -> None:
+    """record_state hashes the state: a NaN raised ValueError, a lone surrogate UnicodeEncodeError, bare out
+    of the state hash."""
+    path = tmp_path / "run.json"
+    with pytest.raises(UnencodableValueError) as info, capture_run(path, intercept_http=False):
+        record_state(state)
+    text = str(info.value)
+    assert (
+        info.value.headline == "record_state: the state has no canonical JSON form, so it has no state hash"
+    )
+    assert evidence in text
+    assert f"cassette: {path}" in text and "mode: capture" in text
 
 
 def test_surrogate_field_finds_keys_and_nested_values() -> None:
