@@ -439,3 +439,26 @@ def test_show_html_with_a_drift_from_diff(tmp_path: Path, capsys: pytest.Capture
     drift_file.write_text(json.dumps({"differences": [{"path": "x"}]}), encoding="utf-8")
     code, _, err = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
     assert code == 2 and f"{drift_file} holds no drift result" in err and "agentreplay diff --json" in err
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("seq_recorded", [1]), ("seq_replayed", "2"), ("label", ["x"]), ("event_type", {"a": 1}), ("kind", [])],
+)
+def test_show_html_refuses_a_drift_whose_fields_have_other_types(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object
+) -> None:
+    """A drift file edited by hand: a list or an object where a seq or a text belongs raised TypeError
+    (unhashable type) out of the viewer, which groups differences by them."""
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", refund_amount=400)
+    assert main(["diff", str(a), str(b), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    doc["differences"][0][field] = value
+    drift_file = tmp_path / "drift.json"
+    drift_file.write_text(json.dumps(doc), encoding="utf-8")
+    out_file = tmp_path / "drift.html"
+    code, _, err = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
+    assert code == 2 and f"{drift_file} holds no drift result" in err
+    assert f"difference {field} is not" in err
