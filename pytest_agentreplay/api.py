@@ -13,7 +13,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
-from .core.capture import Recorder, RunContext, activate, current_run, payload, state_hash, utc_now
+from .core.capture import (
+    Recorder,
+    RunContext,
+    activate,
+    current_run,
+    payload,
+    state_hash,
+    to_jsonable,
+    utc_now,
+)
 from .core.constants import Mode
 from .core.documents import Document
 from .core.events import Actor, DataClass, RunMeta
@@ -143,7 +152,7 @@ def record_state(
     ctx = current_run()
     if ctx is None:
         return None
-    digest = state_hash(state)
+    digest = _state_digest(ctx, state)
     data: Document = {"label": label} if label is not None else {}
     ctx.recorder.emit(
         "state.update",
@@ -154,6 +163,27 @@ def record_state(
         data=data,
     )
     return digest
+
+
+def _state_digest(ctx: RunContext, state: object) -> str:
+    try:
+        return state_hash(state)
+    except ValueError as exc:  # a NaN or an infinity, or text no UTF-8 can hold (UnicodeEncodeError)
+        from .core.unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
+        from .exceptions import UnencodableValueError
+
+        evidence = [f"record_state: the state holds NaN or Infinity ({exc}), which JSON has no form for"]
+        fixes = ["convert the float before recording the state (str() it or drop it)", UNENCODABLE_FIXES[-1]]
+        if isinstance(exc, UnicodeEncodeError):
+            evidence = unencodable_evidence("record_state", {"the state": to_jsonable(state)})
+            fixes = list(UNENCODABLE_FIXES)
+        raise UnencodableValueError(
+            "record_state: the state has no canonical JSON form, so it has no state hash",
+            evidence=evidence,
+            cassette=ctx.cassette,
+            mode=ctx.mode,
+            fixes=fixes,
+        ) from None
 
 
 def record_retrieval(

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from test_cli_support import build_run, read, write_rechained
 
+from pytest_agentreplay import capture_run, record_state
 from pytest_agentreplay.cassette.read import load_cassette
 from pytest_agentreplay.cli import main
 from pytest_agentreplay.core.unencodable import surrogate_field
-from pytest_agentreplay.exceptions import CassetteCorruptError
+from pytest_agentreplay.exceptions import CassetteCorruptError, UnencodableValueError
 
 SURROGATE_AGENT = """
 import json
@@ -57,6 +58,74 @@ def test_a_lone_surrogate_is_named_with_its_event_and_field(
     assert "holds text that is not valid UTF-8" in out
     assert "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')" in out
     assert not list((pytester.path / "cassettes").rglob("test_*.json"))
+
+
+REPLAYED_TOOL = """
+from pytest_agentreplay import tool
+
+QUERY = {query!r}
+
+
+@tool(name="lookup")
+def lookup(query):
+    return {{"found": query}}
+
+
+@tool(name="refund", effect="write", idempotency_key="key")
+def refund(query, key):
+    return {{"refunded": query}}
+
+
+def test_tool(agent_replay):
+    lookup(QUERY)
+
+
+def test_keyed_tool(agent_replay):
+    refund(QUERY, key="k-1")
+"""
+
+
+def test_a_lone_surrogate_in_a_replayed_tool_call_is_named(pytester: pytest.Pytester) -> None:
+    """Recorded with plain text, replayed with a lone surrogate in a tool's arguments: finding the call in
+    the cassette raised UnicodeEncodeError out of the tool index (with or without an idempotency key)."""
+    pytester.makepyfile(test_replayed=REPLAYED_TOOL.format(query="cut here"))
+    pytester.runpytest("-p", "no:randomly", "--agentreplay-record=all").assert_outcomes(passed=2)
+    pytester.makepyfile(test_replayed=REPLAYED_TOOL.format(query="cut \ud83d here"))
+    replayed = pytester.runpytest("-p", "no:randomly")
+    replayed.assert_outcomes(failed=2)
+    cassettes = pytester.path / "cassettes" / "test_replayed"
+    for test, tool in (("test_tool", "lookup"), ("test_keyed_tool", "refund")):
+        replayed.stdout.fnmatch_lines(
+            [
+                f"*tool {tool}: the arguments at /query holds \\ud83d, a lone UTF-16 surrogate*",
+                f"cassette: {cassettes / test}.json",
+                "mode: regression",
+            ],
+            consecutive=False,
+        )
+    assert "UnicodeEncodeError" not in replayed.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("state", "evidence"),
+    [
+        ({"score": float("nan")}, "the state holds NaN or Infinity"),
+        ([float("-inf")], "the state holds NaN or Infinity"),
+        ({"text": "cut \ud83d"}, "the state at /text holds \\ud83d, a lone UTF-16 surrogate"),
+    ],
+)
+def test_a_state_without_json_form_is_named(tmp_path: Path, state: object, evidence: str) -> None:
+    """record_state hashes the state: a NaN raised ValueError, a lone surrogate UnicodeEncodeError, bare out
+    of the state hash."""
+    path = tmp_path / "run.json"
+    with pytest.raises(UnencodableValueError) as info, capture_run(path, intercept_http=False):
+        record_state(state)
+    text = str(info.value)
+    assert (
+        info.value.headline == "record_state: the state has no canonical JSON form, so it has no state hash"
+    )
+    assert evidence in text
+    assert f"cassette: {path}" in text and "mode: capture" in text
 
 
 def test_surrogate_field_finds_keys_and_nested_values() -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_cli_support import build_run, read, write_raw
+from test_cli_support import build_run, read, write_raw, write_rechained
 
 from pytest_agentreplay.cli import build_parser, main
 from pytest_agentreplay.core.constants import FORMAT_VERSION
@@ -159,6 +159,42 @@ def test_show_corrupt_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, _, err = run_cli(capsys, "show", str(path))
     assert code == 2
     assert "is not valid JSON" in err
+
+
+def resealed_data(path: Path, event_type: str, **data: object) -> Path:
+    """The cassette at ``path`` with ``data`` set on every event of ``event_type``, resealed (the model
+    leaves ``data`` free-form: a provider of one's own may store any shape there)."""
+    doc = read(path)
+    for event in doc["events"]:
+        if event["type"] == event_type:
+            event["data"].update(data)
+    write_rechained(path, doc)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("event_type", "data", "shown"),
+    [
+        ("model.call", {"decision": "stop"}, "openai gpt-4o-mini"),
+        ("model.call", {"decision": {"tool_calls": [["x"], 7], "text": "hi"}}, '-> ["x"], 7 says hi'),
+        ("model.call", {"decision": {"tool_calls": {"name": "a"}}}, "-> a(null)"),
+        ("model.call", {"decision": {"tool_calls": 3}}, "-> 3"),
+        ("model.call", {"usage": [3, 4]}, "openai gpt-4o-mini"),
+        ("retrieval", {"document_ids": 7}, "-> [7]"),
+        ("retrieval", {"document_ids": None}, "-> []"),
+    ],
+)
+def test_show_renders_data_of_any_shape(
+    cassette: Path, capsys: pytest.CaptureFixture[str], event_type: str, data: dict[str, object], shown: str
+) -> None:
+    """A decision or usage that is no object, tool calls or document ids that are no list: before, `show`
+    raised AttributeError or TypeError out of the timeline (its text and its HTML page)."""
+    resealed_data(cassette, event_type, **data)
+    code, out, err = run_cli(capsys, "show", str(cassette))
+    assert (code, err) == (0, "")
+    assert shown in out
+    code, _, err = run_cli(capsys, "show", str(cassette), "--html", str(cassette.with_suffix(".html")))
+    assert (code, err) == (0, "")
 
 
 # -- diff ----------------------------------------------------------------------------------------
@@ -403,3 +439,26 @@ def test_show_html_with_a_drift_from_diff(tmp_path: Path, capsys: pytest.Capture
     drift_file.write_text(json.dumps({"differences": [{"path": "x"}]}), encoding="utf-8")
     code, _, err = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
     assert code == 2 and f"{drift_file} holds no drift result" in err and "agentreplay diff --json" in err
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("seq_recorded", [1]), ("seq_replayed", "2"), ("label", ["x"]), ("event_type", {"a": 1}), ("kind", [])],
+)
+def test_show_html_refuses_a_drift_whose_fields_have_other_types(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object
+) -> None:
+    """A drift file edited by hand: a list or an object where a seq or a text belongs raised TypeError
+    (unhashable type) out of the viewer, which groups differences by them."""
+    a, b = tmp_path / "cassettes" / "a.json", tmp_path / "cassettes" / "b.json"
+    build_run(a)
+    build_run(b, run_id="run-0002", refund_amount=400)
+    assert main(["diff", str(a), str(b), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    doc["differences"][0][field] = value
+    drift_file = tmp_path / "drift.json"
+    drift_file.write_text(json.dumps(doc), encoding="utf-8")
+    out_file = tmp_path / "drift.html"
+    code, _, err = run_cli(capsys, "show", str(a), "--html", str(out_file), "--drift", str(drift_file))
+    assert code == 2 and f"{drift_file} holds no drift result" in err
+    assert f"difference {field} is not" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -228,6 +229,18 @@ def test_epsilon() -> None:
     assert summary(compare_histories(recorded, close)) == [
         ("changed", 4, "data.scores[0]", 0.9, 0.905, "regression")
     ]
+
+
+@pytest.mark.parametrize(("recorded", "replayed"), [(10**400, 0.5), (0.5, -(10**400)), (2**1100, 2.0**1000)])
+def test_epsilon_between_an_integer_past_every_float_and_a_float(recorded: int, replayed: float) -> None:
+    """JSON integers have no bound: one past every float against a float raised OverflowError (int too large
+    to convert to float) out of the tolerance. They differ by more than any finite epsilon."""
+    rules = RuleSet.from_layers("regression", project={"retrieval:data.scores": {"epsilon": 0.01}})
+    events = [[{"seq": 0, "type": "retrieval", "data": {"scores": [v]}}] for v in (recorded, replayed)]
+    result = compare_histories(*events, rules=rules)
+    assert summary(result) == [("changed", 0, "data.scores[0]", recorded, replayed, "regression")]
+    endless = RuleSet.from_layers("regression", project={"retrieval:data.scores": {"epsilon": math.inf}})
+    assert compare_histories(*events, rules=endless).tolerated == 1
 
 
 def test_similarity() -> None:

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from pytest_agentreplay.diff import RuleSet, compare_histories, render_drift
-from pytest_agentreplay.diff.text import MAX_FIELD_LINES, focused_diff, similarity
+from pytest_agentreplay.diff.text import MAX_FIELD_LINES, focused_diff, similarity, visible
 
 NODEID = "tests/test_refunds.py::test_refund_small_order"
 CASSETTE = "cassettes/tests/test_refunds/test_refund_small_order.json"
@@ -245,3 +245,20 @@ def test_similarity_is_word_based() -> None:
     assert similarity("the cat sat", "the cat sat") == 1.0
     assert 0.7 < similarity("I will look up order 42.", "I will look up the order 42.") < 1.0
     assert similarity("yes", "no") == 0.0
+
+
+def test_control_characters_reach_the_terminal_escaped() -> None:
+    """A policy named, a key spelled and a long text holding an escape sequence (ESC [2J clears the screen)
+    or a line break: the failure text printed them raw, where they acted on the terminal or broke the line."""
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    for events in (recorded, replayed):
+        events[3]["data"]["policy"] = "refund\x1b[2J-limit"
+    replayed[3]["data"]["verdict\x1b[31m"] = "deny"
+    replayed[3]["data"]["reason"] = "a" * 100 + "\x1b[2J\x07"
+    text = render_drift(compare_histories(recorded, replayed), test="t", cassette="c.json", mode="regression")
+    assert "\x1b" not in text and "\x07" not in text
+    assert "policy.decision refund\\u001b[2J-limit" in text
+    assert 'data.verdict\\u001b[31m: <absent> -> "deny"' in text
+    assert "\\u001b[2J\\u0007" in text
+    assert visible("line\nbreak\u0085") == "line\\nbreak\\u0085"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli_support import build_run
+from test_cli_support import build_run, read, write_rechained
 
 from pytest_agentreplay.cli import main
 from pytest_agentreplay.interop.otel import cassette_to_otlp, export_with_sdk
@@ -132,6 +132,34 @@ def test_export_is_deterministic(tmp_path: Path) -> None:
     build_run(path)
     loaded = load_cassette(path)
     assert cassette_to_otlp(loaded) == cassette_to_otlp(load_cassette(path))
+
+
+@pytest.mark.parametrize(
+    ("event_type", "data"),
+    [
+        ("model.call", {"decision": {"tool_calls": 3}}),
+        ("model.call", {"latency_ms": 1e308}),
+        ("model.call", {"latency_ms": 10**400}),
+        ("retrieval", {"document_ids": 7}),
+    ],
+)
+def test_export_takes_data_of_any_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], event_type: str, data: dict[str, object]
+) -> None:
+    """``data`` is free-form: tool calls or document ids that are no list, a latency past any float's
+    nanoseconds raised TypeError or OverflowError out of the export (a resealed cassette)."""
+    path = tmp_path / "cassettes" / "run.json"
+    build_run(path)
+    doc = read(path)
+    for event in doc["events"]:
+        if event["type"] == event_type:
+            event["data"].update(data)
+    write_rechained(path, doc)
+    assert main(["export-otel", str(path)]) == 0
+    spans = spans_of(json.loads(capsys.readouterr().out))
+    if event_type == "retrieval":
+        (found,) = [attrs(e) for e in spans[0]["events"] if e["name"] == "agentreplay.retrieval"]
+        assert found["agentreplay.retrieval.document_ids"] == ["7"]
 
 
 def test_sdk_exporter(tmp_path: Path) -> None:

@@ -176,3 +176,36 @@ def test_junit_xml_carries_per_test_properties(drift_session: pytest.Pytester) -
     assert str(props["agentreplay.cassette"]).endswith("test_refund.json")
     greeting = {p.get("name"): p.get("value") for p in cases["test_greeting"].iter("property")}
     assert greeting["agentreplay.expected"] == "1"
+
+
+POLICY_AGENT = """
+from pytest_agentreplay import record_policy
+
+
+def test_policy(agent_replay):
+    record_policy({name!r}, "allow")
+"""
+
+
+@pytest.mark.parametrize("suffix", [".md", ".json", ".html"])
+def test_a_report_of_text_no_utf8_can_hold_is_written_escaped(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """Replayed, the agent names its policy with a lone surrogate: the drift carries it, and writing the
+    report (and the step summary) raised UnicodeEncodeError out of pytest_sessionfinish, which crashed the
+    session; the report was never written. It is written with the character escaped (``\\ud800``)."""
+    summary_file = pytester.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
+    pytester.makepyfile(test_agent=POLICY_AGENT.format(name="refund-limit"))
+    pytester.runpytest("--agentreplay-record=all", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.makepyfile(test_agent=POLICY_AGENT.format(name="refund\ud800limit"))
+    result = pytester.runpytest(f"--agentreplay-report=report{suffix}", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    text = (pytester.path / f"report{suffix}").read_text(encoding="utf-8")
+    assert "refund\\ud800limit" in text
+    assert "refund\\ud800limit" in summary_file.read_text(encoding="utf-8")
+    if suffix == ".json":
+        doc = json.loads(text)
+        assert validate_report(doc) == []
+        # The escape reads back as the character the agent gave.
+        assert "refund\ud800limit" in json.dumps(doc["tests"][0]["drift"], ensure_ascii=False)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pexpect
@@ -185,6 +186,32 @@ def test_accept_and_reject_without_asking_and_a_passing_replay_drops_a_stale_fil
     # verify and the cassette folder never take a pending file for a cassette.
     verify = cli("verify", "cassettes", cwd=drifted.path)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda text: text[: len(text) // 2], "is not JSON"),
+        (lambda text: "5", "is not a pytest-agentreplay cassette of version 4"),
+        (lambda text: json.dumps({**json.loads(text), "head_hash": "0" * 64}), "fails its integrity check"),
+    ],
+)
+def test_a_damaged_pending_file_never_replaces_its_cassette(
+    drifted: pytest.Pytester, damage: Callable[[str], str], problem: str
+) -> None:
+    """A pending file whose cassette text is cut, not a cassette, or edited: accepting it wrote that text
+    over the good cassette (exit 0, "accepted")."""
+    drifted.runpytest("-k", "test_a").assert_outcomes(failed=1)
+    pending = folder(drifted) / "test_a.pending.json"
+    doc = json.loads(pending.read_text(encoding="utf-8"))
+    doc["cassette_text"] = damage(doc["cassette_text"])
+    pending.write_text(json.dumps(doc), encoding="utf-8")
+    before = (folder(drifted) / "test_a.json").read_bytes()
+    accepted = cli("accept", str(pending), cwd=drifted.path)
+    assert accepted.returncode == 1, accepted.stdout
+    assert f"test_a.pending.json is damaged: the cassette it holds {problem}" in accepted.stderr
+    assert (folder(drifted) / "test_a.json").read_bytes() == before
+    assert pending.exists()
 
 
 def test_in_ci_without_the_option_no_pending_file_is_written(

@@ -44,7 +44,9 @@ def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | N
     return stored, {key: to_jsonable(value) for key, value in values.items()}
 
 
-def _arguments_hash(ctx: RunContext, name: str, arguments: Document) -> str:
+def arguments_hash(ctx: RunContext, name: str, arguments: Document) -> str:
+    """The hash of a live call's arguments, a ``ToolValueError`` naming the field when they hold text no UTF-8
+    can (a lone surrogate): recording the call and finding it in a replay's cassette both hash them."""
     try:
         return hash_value(arguments)
     except UnicodeEncodeError:
@@ -107,7 +109,7 @@ class ToolCall:
             if not found and not ctx.recording and ctx.tools is not None:
                 ctx.go_live(f"tool.call {name}")
             rerecord.count(live=ctx.recording)
-        attempt_key = idempotency_key or _arguments_hash(ctx, name, arguments)
+        attempt_key = idempotency_key or arguments_hash(ctx, name, arguments)
         self.attempt = ctx.recorder.next_attempt(name, attempt_key)
         # ``may_group=False``: a library whose own background tasks always run beside the call (an MCP
         # session's reader) would make every call look concurrent; its calls keep their order.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeGuard
 
@@ -377,7 +378,7 @@ def _tolerated(judgement: Judgement, a: object, b: object) -> bool:
     if rule.presence_only:
         return True
     if rule.epsilon is not None and _is_number(a) and _is_number(b):
-        return bool(abs(a - b) <= rule.epsilon)
+        return _within(a, b, rule.epsilon)
     if isinstance(a, str) and isinstance(b, str):
         if judgement.normalizers:
             a, b = judgement.normalize(a), judgement.normalize(b)
@@ -386,6 +387,15 @@ def _tolerated(judgement: Judgement, a: object, b: object) -> bool:
         if rule.similarity is not None:
             return similar(a, b, rule.similarity)
     return False
+
+
+def _within(a: int | float, b: int | float, epsilon: float) -> bool:
+    """``|a - b| <= epsilon``. An integer past every float (JSON has no bound on one) less a float is no
+    float (``OverflowError``): the two are further apart than any finite ``epsilon``."""
+    try:
+        return bool(abs(a - b) <= epsilon)
+    except OverflowError:
+        return epsilon == math.inf
 
 
 def compare_histories(

@@ -10,7 +10,7 @@ from typing import Final
 from ..core.commands import update_command
 from .result import Difference, DriftResult
 from .rules import ORDER, PRESENCE, generalize_path
-from .text import focused_diff, format_value, is_long
+from .text import focused_diff, format_value, is_long, visible
 
 MAX_RULE_SUGGESTIONS: Final = 5
 # A whole event's difference: its title, and what it says (a moved event says where it went).
@@ -56,11 +56,12 @@ def _value_lines(diff: Difference) -> list[str]:
         elif diff.kind == "moved":
             detail = f"was seq {_seq(diff.seq_recorded)}, now seq {_seq(diff.seq_replayed)}"
         return [f"  {title}: {detail}  {tag}"]
+    path = visible(diff.path)
     if is_long(diff.recorded) or is_long(diff.replayed):
-        lines = [f"  {diff.path}:  {tag}"]
-        lines.extend(f"      {line}" for line in focused_diff(diff.recorded, diff.replayed))
+        lines = [f"  {path}:  {tag}"]
+        lines.extend(f"      {visible(line)}" for line in focused_diff(diff.recorded, diff.replayed))
         return lines
-    return [f"  {diff.path}: {format_value(diff.recorded)} -> {format_value(diff.replayed)}  {tag}"]
+    return [f"  {path}: {format_value(diff.recorded)} -> {format_value(diff.replayed)}  {tag}"]
 
 
 def _suggestion(diff: Difference) -> str:
@@ -75,7 +76,7 @@ def _suggestion(diff: Difference) -> str:
         path = diff.path
     else:
         path = generalize_path(tokens)
-    selector = f"{diff.event_type}:{path}".replace('"', '\\"')
+    selector = visible(f"{diff.event_type}:{path}".replace('"', '\\"'))
     comment = f"  # {diff.subject}" if diff.subject else ""
     return f'"{selector}" = "expected"{comment}'
 
@@ -96,11 +97,11 @@ def render_drift(
     for diff in result.differences:
         key = (diff.seq_recorded, diff.seq_replayed, diff.event_type)
         if key != current:
-            what = f"{diff.event_type} {diff.label}".rstrip()
+            what = visible(f"{diff.event_type} {diff.label}".rstrip())
             lines += ["", f"seq {_seq(diff.seq_recorded)} -> {_seq(diff.seq_replayed)}  {what}"]
             current = key
         summary = diff.summary
-        lines += [f"  {summary}"] if summary else []
+        lines += [f"  {visible(summary)}"] if summary else []
         lines += _value_lines(diff)
     if result.has_regressions:
         suggestions = list(dict.fromkeys(_suggestion(diff) for diff in result.regressions))

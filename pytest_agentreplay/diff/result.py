@@ -91,6 +91,7 @@ class Difference:
     def from_dict(cls, data: Mapping[str, Any]) -> Difference:
         """A difference from :meth:`to_dict`. The report's form names only the rule's source and selector
         and no path tokens: it reads back with a rule of that selector, the tokens parsed from the path."""
+        _check_types(data)
         rule = data["rule"]
         event, _, path = rule["selector"].partition(":")
         fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rule.items()}
@@ -111,6 +112,23 @@ class Difference:
             subject=data.get("subject"),
             carriers=tuple((c["seq_recorded"], c["seq_replayed"]) for c in data.get("carried_by", ())),
         )
+
+
+# The fields of a difference's dict form read as they are, by the type they must have (a seq is no bool).
+_TEXTS: Final = ("kind", "event_type", "label", "path", "verdict")
+_SEQS: Final = ("seq_recorded", "seq_replayed")
+
+
+def _check_types(data: Mapping[str, Any]) -> None:
+    """``TypeError`` for a field of another type than :class:`Difference` gives it (a hand-made drift file):
+    the report and the viewer group differences by them, and a list there cannot be a key."""
+    for name in _TEXTS:
+        if not isinstance(data.get(name, ""), str):
+            raise TypeError(f"difference {name} is not text: {data[name]!r:.60}")
+    for name in _SEQS:
+        seq = data.get(name)
+        if seq is not None and type(seq) is not int:
+            raise TypeError(f"difference {name} is not a seq: {seq!r:.60}")
 
 
 # A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.

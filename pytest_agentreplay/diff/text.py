@@ -47,6 +47,19 @@ def similar(a: str, b: str, threshold: float) -> bool:
     return matcher.ratio() >= threshold
 
 
+# C0 and C1 control characters, DEL included, and the short escapes JSON and TOML share.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SHORT: Final = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters escaped (``\\u001b``, ``\\n``): a step's name or a key, from a
+    cassette or from the agent, reaches the terminal, where an escape sequence would act (clear the screen,
+    recolour the log) instead of being read, and a line break would break the line. The escapes are JSON's
+    and TOML's: a suggested rule stays a string pyproject.toml reads."""
+    return _CONTROL.sub(lambda found: _SHORT.get(found.group(), f"\\u{ord(found.group()):04x}"), text)
+
+
 def format_value(value: object) -> str:
     """One-line JSON-ish form of a value; ``<absent>`` for a missing key."""
     if value is ABSENT:

@@ -10,6 +10,7 @@ from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event
+from ..core.tool_calls import arguments_hash
 from ..exceptions import ToolNotRecordedError
 from ..redaction import redact_tool_arguments
 
@@ -94,7 +95,7 @@ class ToolReplayer:
         """
         if ctx.redactor is not None:
             arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
-        queue = self._exact.get((name, hash_value(arguments)))
+        queue = self._exact.get((name, arguments_hash(ctx, name, arguments)))
         return (True, queue[0].group) if queue else (False, None)
 
     def serve(
@@ -104,7 +105,7 @@ class ToolReplayer:
             # Recorded arguments were redacted on save; compare like with like.
             arguments = redact_tool_arguments(ctx.redactor, arguments, idempotency_key)
         # A queue holds the calls not served yet: serving one takes it out.
-        queue = self._exact.get((name, hash_value(arguments)))
+        queue = self._exact.get((name, arguments_hash(ctx, name, arguments)))
         if queue:
             rec = queue.popleft()
             rec.served = True

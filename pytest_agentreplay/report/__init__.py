@@ -97,6 +97,11 @@ def validate_report(doc: object) -> list[str]:
     ]
 
 
+# A replayed value can hold text no UTF-8 can (a lone surrogate the agent passed to record_policy): the
+# report shows it escaped, as the terminal does (``\\ud800``), and stays valid UTF-8 (in JSON, the escape).
+_UNENCODABLE = "backslashreplace"
+
+
 def write_report(
     path: Path,
     statuses: Iterable[TestStatus],
@@ -116,13 +121,13 @@ def write_report(
     if not path.parent.is_dir():
         raise _not_written(path, f"its folder {path.parent} does not exist")
     try:
-        atomic_write_bytes(path, text.encode("utf-8"))
+        atomic_write_bytes(path, text.encode("utf-8", _UNENCODABLE))
     except OSError as exc:
         raise _not_written(path, f"{type(exc).__name__}: {exc}") from exc
     # GitHub Actions shows the file ``$GITHUB_STEP_SUMMARY`` names on the run's page: the Markdown goes there.
     if step_summary and (target := os.environ.get("GITHUB_STEP_SUMMARY")):
         try:
-            with open(target, "a", encoding="utf-8") as fh:
+            with open(target, "a", encoding="utf-8", errors=_UNENCODABLE) as fh:
                 fh.write(render_report(".md", report))
         except OSError as exc:
             raise _not_written(Path(target), f"{type(exc).__name__}: {exc}", "$GITHUB_STEP_SUMMARY") from exc

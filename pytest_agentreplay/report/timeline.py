@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.events import Event, RunMeta
@@ -18,18 +18,36 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _object(value: object) -> Mapping[str, Any]:
+    """``value`` when it is an object, else none: ``data`` is free-form, and a provider of one's own (or a
+    resealed edit) may store a decision or a usage of another shape, which the line then leaves out."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _items(value: object) -> list[Any]:
+    """``value``'s items when it is a list, else ``value`` as the one item (none for null)."""
+    if isinstance(value, list):
+        return value
+    return [] if value is None else [value]
+
+
+def _call(call: object) -> str:
+    if isinstance(call, Mapping):
+        return f"{call.get('name')}({_short(call.get('arguments'), 40)})"
+    return _short(call, 40)
+
+
 def describe(event: Event) -> str:
     """One-line summary of what the event says, by type."""
     data = event.data
     tool = event.tool
     if event.type == "model.call":
-        decision = data.get("decision") or {}
-        calls = decision.get("tool_calls") or []
-        what = ", ".join(f"{c.get('name')}({_short(c.get('arguments'), 40)})" for c in calls)
+        decision = _object(data.get("decision"))
+        what = ", ".join(_call(c) for c in _items(decision.get("tool_calls")))
         text = decision.get("text")
         said = f" says {_short(text, 50)!s}" if text else ""
         chose = f" -> {what}" if what else ""
-        usage = data.get("usage") or {}
+        usage = _object(data.get("usage"))
         tokens = f" [{usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')} tok]" if usage else ""
         streamed = " (stream)" if data.get("streamed") else ""
         return f"{data.get('provider', '?')} {data.get('model', '?')}{streamed}{chose}{said}{tokens}"
@@ -50,7 +68,7 @@ def describe(event: Event) -> str:
         target = f" {effect.target}" if effect.target else ""
         return f"{effect.kind}{target} {state}, receipt {_short(effect.receipt, 30)}, key {key}"
     if event.type == "retrieval":
-        docs = ", ".join(map(str, data.get("document_ids", [])))
+        docs = ", ".join(map(str, _items(data.get("document_ids"))))
         return f"{_short(data.get('query', ''), 40)!r} corpus {data.get('corpus_version')} -> [{docs}]"
     if event.type == "policy.decision":
         version = f" v{event.policy_version}" if event.policy_version else ""

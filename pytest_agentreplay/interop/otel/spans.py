@@ -20,6 +20,9 @@ STATUS_UNSET = 0
 STATUS_ERROR = 2
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX16 = re.compile(r"[0-9a-f]{16}")
+# A latency no span can start from (about 31,700 years): its nanoseconds overflow a float (1e308 ms) or name
+# no time at all; such a span starts at its event, as one without a latency does.
+_MAX_LATENCY_MS = 1e15
 _DECODING_ATTRIBUTES = {
     "temperature": "gen_ai.request.temperature",
     "top_p": "gen_ai.request.top_p",
@@ -78,6 +81,18 @@ def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _texts(value: object) -> list[str]:
+    """The items of ``value`` as text when it is a list, else ``value`` as the one item (none when empty)."""
+    if not value:
+        return []
+    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
+
+
+def _list(value: object) -> list[Any]:
+    """``value`` when it is a list, else none (``data`` is free-form: tool calls may be of any shape)."""
+    return value if isinstance(value, list) else []
+
+
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None and v != [] and v != ""}
 
@@ -105,7 +120,7 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
         value = decoding.get(key)
         if value is not None and name not in attributes:
             attributes[name] = [str(v) for v in value] if isinstance(value, list) else value
-    calls = decision.get("tool_calls") or []
+    calls = _list(decision.get("tool_calls"))
     if calls:
         attributes["agentreplay.tool_calls"] = [str(c.get("name")) for c in calls if isinstance(c, Mapping)]
     attributes["agentreplay.event.seq"] = event.seq
@@ -156,7 +171,9 @@ def _client_span(
     """The client span of one exchange, started its latency before its event; an HTTP error status marks it
     failed (``status_message``: and says the status in the span's message, as model spans do)."""
     latency = event.data.get("latency_ms")
-    start_ns = end_ns - int(float(latency) * 1_000_000) if isinstance(latency, int | float) else end_ns
+    start_ns = end_ns
+    if isinstance(latency, int | float) and abs(latency) < _MAX_LATENCY_MS:
+        start_ns -= int(float(latency) * 1_000_000)
     span = SpanData(
         name=name,
         span_id=_span_id(run_id, f"seq{event.seq}"),
@@ -188,7 +205,7 @@ def _root_event(event: Event) -> tuple[str, dict[str, Any]]:
     attributes: dict[str, Any] = {"agentreplay.event.seq": event.seq}
     if event.type in _ROOT_EVENT_FIELDS:
         prefix, names = _ROOT_EVENT_FIELDS[event.type]
-        ids = [str(d) for d in data.get("document_ids") or []]
+        ids = _texts(data.get("document_ids"))
         found = {**data, "name": data.get("policy"), "version": event.policy_version, "document_ids": ids}
         attributes.update({f"{prefix}.{name}": found.get(name) for name in names.split()})
     if event.type == "error":
@@ -234,7 +251,7 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     for event, ns in zip(events, times, strict=True):
         if event.type == "model.call":
             spans.append(_chat_span(event, run_id, root.span_id, ns))
-            for call in _mapping(event.data.get("decision")).get("tool_calls") or []:
+            for call in _list(_mapping(event.data.get("decision")).get("tool_calls")):
                 if isinstance(call, Mapping) and call.get("name") and call.get("id"):
                     pending_ids.setdefault(str(call["name"]), []).append(str(call["id"]))
         elif event.type == "tool.call":

@@ -220,8 +220,9 @@ def _payload_block(label: str, ref: PayloadRef | None, resolve: PayloadResolver 
     return f"<details><summary>{html.escape(label)} {tags}</summary>{body}</details>"
 
 
-def _tool_calls_table(calls: Sequence[Mapping[str, Any]]) -> str:
-    if not calls:
+def _tool_calls_table(calls: object) -> str:
+    # Free-form data: tool calls that are no list are shown only in the event's data below.
+    if not isinstance(calls, list) or not calls:
         return ""
     rows = "".join(
         f"<tr><td class=mono>{esc(c.get('name'))}</td><td class=mono>{esc(c.get('id') or '')}</td>"
@@ -255,7 +256,7 @@ def _details(event: Event, resolve: PayloadResolver | None) -> str:
         parts.append(kv((key.replace("_", " "), found.get(key)) for key in _DATA_FIELDS[event.type].split()))
     if decision.get("text"):
         parts.append('<div class="decision-text"><b>text</b>' + pretty(decision.get("text"), 8000) + "</div>")
-    parts.append(_tool_calls_table(decision.get("tool_calls") or []))
+    parts.append(_tool_calls_table(decision.get("tool_calls")))
     if event.type in ("tool.call", "tool.result"):
         parts.append(
             kv(
