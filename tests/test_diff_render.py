@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import tomllib
 from typing import Any
+
+import pytest
 
 from pytest_agentreplay.diff import RuleSet, compare_histories, render_drift
 from pytest_agentreplay.diff.text import MAX_FIELD_LINES, focused_diff, similarity, visible
@@ -262,3 +265,31 @@ def test_control_characters_reach_the_terminal_escaped() -> None:
     assert 'data.verdict\\u001b[31m: <absent> -> "deny"' in text
     assert "\\u001b[2J\\u0007" in text
     assert visible("line\nbreak\u0085") == "line\\nbreak\\u0085"
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["C\\temp\\new", 'say "hi"', "tab\there", "back\\slash\\u0041"],
+        ["C:\\temp", "v1.2", "a[0]", ""],
+    ],
+    ids=["escaped", "unspellable"],
+)
+def test_a_suggested_rule_is_toml_that_marks_the_change_expected(keys: list[str]) -> None:
+    """Keys with a backslash (a Windows path, a regex), a quote, a tab, or what a rule's path cannot spell
+    (``:``, ``.``, ``[``, an empty key): each suggestion is a TOML line, and pasted into
+    ``[tool.agentreplay.rules]`` it marks its change expected. A backslash went unescaped (``\\t`` read
+    back as a tab, another key) and a ``:`` made a rule the parser refuses."""
+    recorded = history()
+    replayed = copy.deepcopy(recorded)
+    for key in keys:
+        replayed[3]["data"][key] = "deny"
+    result = compare_histories(recorded, replayed)
+    text = render_drift(result, test="t", cassette="c.json", mode="regression")
+    lines = [line.strip() for line in text.splitlines() if line.strip().endswith('= "expected"')]
+    table = tomllib.loads("\n".join(lines))
+    assert len(table) == len(keys)
+    if all(key and not any(c in key for c in ".[]:") for key in keys):
+        assert set(table) == {f"policy.decision:data.{key}" for key in keys}
+    accepted = compare_histories(recorded, replayed, rules=RuleSet.from_layers("regression", project=table))
+    assert not accepted.regressions and len(accepted.differences) == len(keys)

@@ -9,7 +9,7 @@ from typing import Final
 
 from ..core.commands import update_command
 from .result import Difference, DriftResult
-from .rules import ORDER, PRESENCE, generalize_path
+from .rules import ORDER, PRESENCE, generalize_path, split_path
 from .text import focused_diff, format_value, is_long, visible
 
 MAX_RULE_SUGGESTIONS: Final = 5
@@ -71,12 +71,13 @@ def _suggestion(diff: Difference) -> str:
     ``messages[*]`` would hide a change to every message, tool results included (and ``tools[*]`` every
     tool's definition). Elsewhere an index is where a value happened to land (``tool_calls[0]``), so the
     rule covers the list. The comment names what a request path is (``# system prompt``)."""
-    tokens = diff.path_tokens or (diff.path,)
-    if diff.path in (PRESENCE, ORDER) or tokens[0] == "input_ref":
+    tokens = diff.path_tokens or split_path(diff.path)
+    if diff.path in (PRESENCE, ORDER):
         path = diff.path
     else:
-        path = generalize_path(tokens)
-    selector = visible(f"{diff.event_type}:{path}".replace('"', '\\"'))
+        path = generalize_path(tokens, keep_indexes=tokens[0] == "input_ref")
+    # A TOML basic string: a backslash and a quote escaped first, then the control characters (``visible``).
+    selector = visible(f"{diff.event_type}:{path}".replace("\\", "\\\\").replace('"', '\\"'))
     comment = f"  # {diff.subject}" if diff.subject else ""
     return f'"{selector}" = "expected"{comment}'
 

@@ -26,6 +26,8 @@ PSEUDO_PATHS: Final = (PRESENCE, ORDER, *BUDGETS)
 
 _TOKEN_RE: Final = re.compile(r"\[[^\]]*\]|[^.\[\]]+")
 _INDEX_TOKEN_RE: Final = re.compile(r"\[(?:\d+|\*)\]\Z")
+# What a key token of a rule's path cannot hold: the path's own separators, and the selector's.
+_UNSPELLABLE: Final = re.compile(r"[.\[\]:]")
 
 Path = tuple[str, ...]
 """A field path as tokens: keys, and list indexes written ``[3]``."""
@@ -49,9 +51,13 @@ def join_path(tokens: Iterable[str]) -> str:
     return "".join(out)
 
 
-def generalize_path(tokens: Iterable[str]) -> str:
-    """The display path with every list index replaced by ``[*]`` (for suggesting a rule)."""
-    return join_path("[*]" if _INDEX_TOKEN_RE.match(t) else t for t in tokens)
+def generalize_path(tokens: Iterable[str], *, keep_indexes: bool = False) -> str:
+    """The path of a rule suggested for ``tokens``: every list index ``[*]`` (unless ``keep_indexes``), and a
+    key holding what a path cannot spell (``.``, ``[``, ``]``, ``:``; an empty key) matched by ``*`` there."""
+    return join_path(
+        ("[*]" if not keep_indexes else t) if _INDEX_TOKEN_RE.match(t) else (_UNSPELLABLE.sub("*", t) or "*")
+        for t in tokens
+    )
 
 
 # --------------------------------------------------------------------------------------------- parsing
