@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from ..exceptions import AgentReplayError, CassetteSchemaError, RecordedToolError, ReplayError, ToolValueError
-from .canonical import hash_value
 from .capture import RunContext, ToolOutcome, error_text, served_payload, to_jsonable
 from .commands import rerecord_fix
 from .concurrency import concurrent_group
@@ -19,6 +18,7 @@ from .events import EffectInfo, ToolInfo
 from .tool_decode import decode, rebuild_exception, stream_parts
 from .tool_encode import Encoder, exception_doc
 from .tool_values import NotRebuilt, Stream, Unstorable, stream_doc
+from .unencodable import arguments_hash
 
 EffectKind = Literal["read", "write"]
 
@@ -42,23 +42,6 @@ def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | N
     if not encoder.tagged:
         return stored, None
     return stored, {key: to_jsonable(value) for key, value in values.items()}
-
-
-def arguments_hash(ctx: RunContext, name: str, arguments: Document) -> str:
-    """The hash of a live call's arguments, a ``ToolValueError`` naming the field when they hold text no UTF-8
-    can (a lone surrogate): recording the call and finding it in a replay's cassette both hash them."""
-    try:
-        return hash_value(arguments)
-    except UnicodeEncodeError:
-        from .unencodable import UNENCODABLE_FIXES, unencodable_evidence  # only on this error
-
-        raise ToolValueError(
-            f"tool {name}: its arguments hold text that is not valid UTF-8",
-            evidence=unencodable_evidence(f"tool {name}", {"the arguments": arguments}),
-            cassette=ctx.cassette,
-            mode=ctx.mode,
-            fixes=UNENCODABLE_FIXES,
-        ) from None
 
 
 class ToolCall:

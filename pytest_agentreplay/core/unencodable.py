@@ -1,15 +1,20 @@
 """Where a value holds text that cannot be stored: a lone UTF-16 surrogate (``"\\ud800"``).
 
 JSON can spell one (``"\\ud800"``), so a server may accept it, but no UTF-8 file can hold it: recording names
-the field it is in instead of failing inside a hash or a writer. Only called once an encode has failed.
+the field it is in instead of failing inside a hash or a writer. The search runs only once an encode failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from .canonical import pointer_token
+from ..exceptions import ToolValueError
+from .canonical import hash_value, pointer_token
 from .documents import Document
+
+if TYPE_CHECKING:
+    from .capture import RunContext
 
 
 def surrogate_field(value: object, path: str = "") -> tuple[str, str] | None:
@@ -53,3 +58,18 @@ UNENCODABLE_FIXES = (
     "text.encode('utf-16', 'surrogatepass').decode('utf-16', 'replace')",
     "or keep that value out of the run (a test input without it)",
 )
+
+
+def arguments_hash(ctx: RunContext, name: str, arguments: Document) -> str:
+    """The hash of a live call's arguments, a ``ToolValueError`` naming the field when they hold text no UTF-8
+    can (a lone surrogate): recording the call and finding it in a replay's cassette both hash them."""
+    try:
+        return hash_value(arguments)
+    except UnicodeEncodeError:
+        raise ToolValueError(
+            f"tool {name}: its arguments hold text that is not valid UTF-8",
+            evidence=unencodable_evidence(f"tool {name}", {"the arguments": arguments}),
+            cassette=ctx.cassette,
+            mode=ctx.mode,
+            fixes=UNENCODABLE_FIXES,
+        ) from None

@@ -10,7 +10,7 @@ from ..core.capture import ToolOutcome
 from ..core.commands import new_call_fix
 from ..core.documents import Document
 from ..core.events import Event
-from ..core.tool_calls import arguments_hash
+from ..core.unencodable import arguments_hash
 from ..exceptions import ToolNotRecordedError
 from ..redaction import redact_tool_arguments
 
