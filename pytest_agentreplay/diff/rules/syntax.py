@@ -137,7 +137,8 @@ def _number(
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise fail(f"{key} must be a number, got {value!r}")
-    if value < low or (high is not None and value > high):
+    # NaN compares false with every bound: an epsilon of NaN tolerated nothing, a similarity of NaN nothing.
+    if value != value or value < low or (high is not None and value > high):
         bound = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
         raise fail(f"{key} must be {bound}, got {value!r}")
     return float(value)
@@ -273,7 +274,7 @@ def _increase(value: object, fail: Fail) -> float | None:
             number = float(value.strip()[:-1]) / 100
         except ValueError:
             number = None
-    if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+    if isinstance(number, bool) or not isinstance(number, int | float) or not number >= 0:  # NaN too
         raise fail(f'max_increase must be a share such as "25%" or 0.25, got {value!r}')
     return float(number)
 
