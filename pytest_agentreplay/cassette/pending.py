@@ -21,10 +21,12 @@ from ..core.canonical import dumps_pretty, sha256_hex
 from ..core.constants import FORMAT_NAME, FORMAT_VERSION
 from ..core.paths import PENDING_SUFFIX as SUFFIX
 from ..core.paths import pending_path
-from ..exceptions import PendingDriftError
+from ..exceptions import CassetteError, PendingDriftError
 from .atomic import write_locked
 from .blobs import BlobStore, default_blob_dir
 from .chain import integrity_problems
+from .parsing import parse_document
+from .read import check_header, checkable
 
 if TYPE_CHECKING:
     from .write import RenderedCassette
@@ -85,7 +87,7 @@ class Pending:
     def accept(self) -> Path:
         """Write the cassette the update would have written (its new blobs first), then drop this file."""
         self.check_base()
-        problem = _cassette_problem(self.text)
+        problem = _cassette_problem(self.text, self.cassette)
         if problem is not None:
             # Written by a drifting replay, sealed: one that is not was damaged, and must not replace a
             # good cassette.
@@ -111,28 +113,24 @@ class Pending:
         self.path.unlink(missing_ok=True)
 
 
-def _cassette_problem(text: bytes) -> str | None:
-    """What keeps ``text`` from being a sealed cassette of the current format (None: nothing)."""
+def _cassette_problem(text: bytes, path: Path) -> str | None:
+    """What keeps ``text`` (the cassette to write at ``path``) from being a sealed cassette (None: nothing),
+    read as a cassette is read: its parse and header checks, then its integrity chain."""
     try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return f"is not JSON ({exc})"
-    if not isinstance(raw, dict) or (raw.get("format"), raw.get("version")) != (FORMAT_NAME, FORMAT_VERSION):
-        return f"is not a {FORMAT_NAME} cassette of version {FORMAT_VERSION}"
-    events = raw.get("events")
-    if not isinstance(raw.get("run"), dict) or not isinstance(events, list):
-        return "has no run header or no list of events"
-    if not all(map(_is_object, events)):
-        return "holds an event that is not an object"
+        parsed = parse_document(text, path, None)
+    except CassetteError as exc:
+        return f"is not JSON ({exc.headline})"
     try:
-        problems = integrity_problems(raw)
-    except (ValueError, RecursionError) as exc:  # a value no digest can take (a lone surrogate escape)
+        raw, version = check_header(parsed, path, None)
+    except CassetteError as exc:
+        return f"is not a {FORMAT_NAME} cassette of version {FORMAT_VERSION} ({exc.headline})"
+    if not checkable(raw):
+        return "has no run header or no list of event objects"
+    try:
+        problems = integrity_problems(raw, version)
+    except ValueError as exc:  # a value no digest can take (a lone surrogate escape)
         return f"cannot be digested ({exc})"
     return f"fails its integrity check: {problems[0].message}" if problems else None
-
-
-def _is_object(value: object) -> bool:
-    return isinstance(value, dict)
 
 
 def write_pending(

@@ -71,7 +71,7 @@ def _read_checked(
             decoded = decoded_document(raw, path, store, restored)
         except CassetteError:
             # A damaged delta: say it was edited when the digests say so.
-            problems = integrity_problems(raw) if _checkable(raw) else []
+            problems = integrity_problems(raw) if checkable(raw) else []
             if not problems:
                 raise
         else:
@@ -122,7 +122,8 @@ def _read_checked(
     return raw, version, doc, data, restored
 
 
-def _checkable(raw: Document) -> bool:
+def checkable(raw: Document) -> bool:
+    """Whether ``raw`` has a run header and a list of event objects: what the integrity check reads."""
     return (
         isinstance(raw.get("run"), dict)
         and isinstance(raw.get("events"), list)
