@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..cassette.validation import read_regular_file
 from ..core.capture import Recorder, RunContext
-from ..core.documents import Document
+from ..core.documents import Document, object_in
 from ..core.events import Event, RunMeta
 from ..core.run_settings import RunSettings
 from ..exceptions import CassetteCorruptError, CassetteError
@@ -125,8 +125,8 @@ def check_alias_expansion(text: str | bytes, loader: type) -> None:
 def load_vcr(path: str | Path) -> list[VcrInteraction]:
     out: list[VcrInteraction] = []
     for item in read_vcr_document(Path(path)).get("interactions") or []:
-        item = _mapping(item)
-        req = _mapping(item.get("request"))
+        item = object_in(item)
+        req = object_in(item.get("request"))
         headers = _header_pairs(req.get("headers"))
         request = request_from_vcr(req.get("method", "GET"), req.get("uri", ""), headers, req.get("body"))
         out.append(VcrInteraction(request, response_from_vcr(item.get("response"))))
@@ -140,12 +140,8 @@ def request_from_vcr(
     return HttpRequest(str(method).upper(), str(uri), lower_headers(headers), _raw_body(body))
 
 
-def _mapping(value: object) -> Mapping[str, object]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def response_from_vcr(given: object) -> HttpResponse:
-    resp_raw = _mapping(given)
+    resp_raw = object_in(given)
     resp_headers = lower_headers(_header_pairs(resp_raw.get("headers")))
     raw = _raw_body(resp_raw.get("body"))
     encoding = resp_headers.get("content-encoding")

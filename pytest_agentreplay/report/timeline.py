@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core.documents import items_in, object_in
 from ..core.events import Event, RunMeta
 from ..runtime.data import describe_data
 
@@ -16,19 +17,6 @@ def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _object(value: object) -> Mapping[str, Any]:
-    """``value`` when it is an object, else none: ``data`` is free-form, and a provider of one's own (or a
-    resealed edit) may store a decision or a usage of another shape, which the line then leaves out."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def _items(value: object) -> list[Any]:
-    """``value``'s items when it is a list, else ``value`` as the one item (none for null)."""
-    if isinstance(value, list):
-        return value
-    return [] if value is None else [value]
 
 
 def _call(call: object) -> str:
@@ -42,12 +30,12 @@ def describe(event: Event) -> str:
     data = event.data
     tool = event.tool
     if event.type == "model.call":
-        decision = _object(data.get("decision"))
-        what = ", ".join(_call(c) for c in _items(decision.get("tool_calls")))
+        decision = object_in(data.get("decision"))
+        what = ", ".join(_call(c) for c in items_in(decision.get("tool_calls")))
         text = decision.get("text")
         said = f" says {_short(text, 50)!s}" if text else ""
         chose = f" -> {what}" if what else ""
-        usage = _object(data.get("usage"))
+        usage = object_in(data.get("usage"))
         tokens = f" [{usage.get('input_tokens', '?')}/{usage.get('output_tokens', '?')} tok]" if usage else ""
         streamed = " (stream)" if data.get("streamed") else ""
         return f"{data.get('provider', '?')} {data.get('model', '?')}{streamed}{chose}{said}{tokens}"
@@ -68,7 +56,7 @@ def describe(event: Event) -> str:
         target = f" {effect.target}" if effect.target else ""
         return f"{effect.kind}{target} {state}, receipt {_short(effect.receipt, 30)}, key {key}"
     if event.type == "retrieval":
-        docs = ", ".join(map(str, _items(data.get("document_ids"))))
+        docs = ", ".join(map(str, items_in(data.get("document_ids"))))
         return f"{_short(data.get('query', ''), 40)!r} corpus {data.get('corpus_version')} -> [{docs}]"
     if event.type == "policy.decision":
         version = f" v{event.policy_version}" if event.policy_version else ""

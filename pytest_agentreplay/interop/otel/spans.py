@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ...core.documents import items_in, object_in
 from ...core.events import Event, RunMeta
 
 SCOPE_NAME = __name__.split(".", 1)[0]  # the instrumentation scope: the top package's name
@@ -77,30 +78,14 @@ def trace_id_for(run: RunMeta, events: Sequence[Event]) -> str:
     return hashlib.sha256(f"trace:{run.run_id}".encode()).hexdigest()[:32]
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _texts(value: object) -> list[str]:
-    """The items of ``value`` as text when it is a list, else ``value`` as the one item (none when empty)."""
-    if not value:
-        return []
-    return [str(item) for item in value] if isinstance(value, list) else [str(value)]
-
-
-def _list(value: object) -> list[Any]:
-    """``value`` when it is a list, else none (``data`` is free-form: tool calls may be of any shape)."""
-    return value if isinstance(value, list) else []
-
-
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attributes.items() if v is not None and v != [] and v != ""}
 
 
 def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     data = event.data
-    decision = _mapping(data.get("decision"))
-    usage = _mapping(data.get("usage"))
+    decision = object_in(data.get("decision"))
+    usage = object_in(data.get("usage"))
     model = data.get("model") or data.get("response_model")
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
@@ -115,12 +100,12 @@ def _chat_span(event: Event, run_id: str, parent: str, end_ns: int) -> SpanData:
     stop = decision.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = [str(stop)]
-    decoding = _mapping(data.get("decoding"))
+    decoding = object_in(data.get("decoding"))
     for key, name in _DECODING_ATTRIBUTES.items():
         value = decoding.get(key)
         if value is not None and name not in attributes:
             attributes[name] = [str(v) for v in value] if isinstance(value, list) else value
-    calls = _list(decision.get("tool_calls"))
+    calls = items_in(decision.get("tool_calls"))
     if calls:
         attributes["agentreplay.tool_calls"] = [str(c.get("name")) for c in calls if isinstance(c, Mapping)]
     attributes["agentreplay.event.seq"] = event.seq
@@ -205,7 +190,7 @@ def _root_event(event: Event) -> tuple[str, dict[str, Any]]:
     attributes: dict[str, Any] = {"agentreplay.event.seq": event.seq}
     if event.type in _ROOT_EVENT_FIELDS:
         prefix, names = _ROOT_EVENT_FIELDS[event.type]
-        ids = _texts(data.get("document_ids"))
+        ids = [str(d) for d in items_in(data.get("document_ids"))]
         found = {**data, "name": data.get("policy"), "version": event.policy_version, "document_ids": ids}
         attributes.update({f"{prefix}.{name}": found.get(name) for name in names.split()})
     if event.type == "error":
@@ -251,7 +236,7 @@ def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
     for event, ns in zip(events, times, strict=True):
         if event.type == "model.call":
             spans.append(_chat_span(event, run_id, root.span_id, ns))
-            for call in _list(_mapping(event.data.get("decision")).get("tool_calls")):
+            for call in items_in(object_in(event.data.get("decision")).get("tool_calls")):
                 if isinstance(call, Mapping) and call.get("name") and call.get("id"):
                     pending_ids.setdefault(str(call["name"]), []).append(str(call["id"]))
         elif event.type == "tool.call":
