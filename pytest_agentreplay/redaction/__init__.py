@@ -1,11 +1,6 @@
-"""Secret redaction for everything that goes into a cassette, and the final scan that proves it worked.
-
-- :mod:`.rules`: what counts as a secret (names, header words, value shapes);
-- :mod:`.event`: a run's events redacted at one boundary (:class:`RedactedEvent`, what it was redacted with);
-- :mod:`.redactor`: :class:`Redactor`, JSON values and strings; :mod:`.bodies`: HTTP bodies (JSON, text,
-  base64, multipart, SSE); :mod:`.encoded`: base64 and percent-encoded strings, idempotency keys;
-- :mod:`.scan`: the final scan (what redaction would still change);
-- :mod:`.memory`: what a redactor remembers between calls, and what of it is shared.
+"""Secret redaction for everything that goes into a cassette, and the final scan that proves it worked:
+:mod:`.rules` (what is a secret), :mod:`.redactor` (values, strings), :mod:`.bodies` and :mod:`.encoded`
+(decoded views), :mod:`.event` (a run's events), :mod:`.scan`, :mod:`.memory`, :mod:`.known`.
 """
 
 from __future__ import annotations

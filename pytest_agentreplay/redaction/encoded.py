@@ -1,25 +1,15 @@
 """Secrets hidden in an encoding: the views :mod:`.redactor` takes of a string beyond its plain text.
 
-- **base64**: a string that is wholly base64 (standard or URL-safe, padded or not, MIME line breaks) or a
-  ``data:...;base64,`` URL is decoded, and the bytes are redacted and encoded again in the same alphabet,
-  padding and line width, so no decoding of the stored value shows the secret:
+- **base64** (either alphabet, padded or not, MIME lines, ``data:`` URLs) is decoded and, redacted, encoded
+  again as it was written: a JSON document is redacted as JSON; a gzip/zstd frame holding a secret becomes
+  the marker whole (recompressed, the redaction would be hidden from the reviewer); other bytes are
+  **masked in place** (:func:`mask_bytes`; docs/cassettes.md, "Secrets in bytes"), so every length prefix
+  and offset of a binary format stays true.
+- **percent-encoding**: a run holding ``%XX`` escapes is redacted as its decoded text, then encoded again.
+- **idempotency keys**: an ``@tool`` argument carrying the call's idempotency key stays in clear, as the
+  event's ``tool.idempotency_key`` does (replay and reviewers match writes on it).
 
-  - bytes that are a JSON document (UTF-8) are redacted as that JSON, secrets becoming the marker;
-  - bytes that are a gzip or zstd frame of plausible text are looked into; a frame holding a secret is
-    replaced whole by the marker (recompressing it would hide the redaction from the reviewer);
-  - any other bytes (a gRPC message, a binary WebSocket frame, a text note, an image) are **masked in
-    place** (:func:`mask_bytes`; docs/cassettes.md, "Secrets in bytes"): nothing moves, so every length
-    prefix and offset of a binary format stays true, and a secret is found wherever it sits in their UTF-8
-    view, a value the run already knows (:mod:`.known`) too.
-
-  Strings over :data:`MAX_ENCODED_CHARS` are not decoded, so the cost stays bounded.
-- **percent-encoding**: a run of URL characters holding ``%XX`` escapes is decoded (repeatedly, for a
-  value encoded twice) and redacted as its decoded text; a changed run is encoded again around the marker.
-- **idempotency keys**: an ``@tool`` argument carrying the call's idempotency key is kept in clear as the
-  event's ``tool.idempotency_key`` is (replay and reviewers match writes on it; docs/cassettes.md).
-
-Every view goes through :meth:`Redactor.redact_string`, so the final scan and ``agentreplay verify`` (both
-"what redaction would still change") see them too.
+Every view goes through :meth:`Redactor.redact_string`, so the final scan sees them too.
 """
 
 from __future__ import annotations
@@ -139,14 +129,8 @@ def mask(length: int) -> str:
 
 def mask_bytes(redactor: Redacting, raw: bytes, *, keys: bool = True) -> bytes | None:
     """``raw`` with every secret's bytes overwritten in place by :func:`mask` of their length; None when it
-    holds none.
-
-    Read through the UTF-8 view of the bytes (an undecodable byte stands for itself), run by run: a run is
-    what lies between control characters and undecodable bytes (a field's text, a line), so the cost
-    follows the text the bytes hold, not their size. Each run is read as it is and, when it differs, with
-    a lone character glued before a key's beginning (a length prefix) read as a separator; what
-    :meth:`Redactor.redact_string` would change in a run is masked span by span. A change that no span
-    places (a secret inside a nested encoding) masks its whole run, still at the run's length.
+    holds none. Read run by run (text between control characters and undecodable bytes), so the cost follows
+    the text the bytes hold; a change no span places (a nested encoding) masks its whole run.
     """
     view = raw.decode("utf-8", "surrogateescape")
     spans = _run_spans(redactor, view, keys, whole=False)
@@ -161,8 +145,7 @@ def mask_bytes(redactor: Redacting, raw: bytes, *, keys: bool = True) -> bytes |
 
 
 def _run_spans(redactor: Redacting, view: str, keys: bool, *, whole: bool) -> list[tuple[int, int]]:
-    """Character spans of ``view`` to mask: the secrets' spans in each run redaction would change (the
-    run itself when none places the change, or always with ``whole``)."""
+    """Character spans of ``view`` to mask in the runs redaction would change (whole runs with ``whole``)."""
     spans: list[tuple[int, int]] = []
     for run in _RUN().finditer(view):
         text = run.group(0)

@@ -1,10 +1,7 @@
 """A run's events redacted at one boundary: :class:`RedactedEvent`, made only by :func:`redact_event`.
 
-The save writes views, the replay comparison compares them, and an accepted update writes the very views
-it compared. A view says what it was redacted with: the redactor, and how many secrets that redactor knew.
-A redactor learns secrets as a run goes on (``Redactor.learn``), and a view made before it learnt one may
-hold that secret in text it redacted earlier: :meth:`RedactedEvent.fresh` tells from the view alone, and
-:meth:`RedactedEvent.current` redoes it from its event.
+The save writes these views, the replay compares them, an accepted update writes the ones it compared. A
+view made before its redactor learnt a secret may hold it: :meth:`RedactedEvent.current` redoes it.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ def data_keys(event_type: object) -> bool:
 
 @final
 class RedactedEvent:
-    """An event as a cassette stores it (``doc``: read only, it shares containers with the run's other
-    views and with the recorded events it repeats), and what it was redacted with. Frozen, and made by
-    :func:`redact_event` only (a slotted class: a dataclass costs the start-up far more)."""
+    """An event as a cassette stores it (``doc``: read only, its containers are shared) and what it was
+    redacted with. Frozen; a slotted class, as a dataclass costs the start-up far more."""
 
     __slots__ = ("_event", "_known", "_like", "_redactor", "doc")
     doc: Document
@@ -77,8 +73,8 @@ class RedactedEvent:
         return self if self.fresh(redactor) else redact_event(self._event, redactor, self._like)
 
     def restamped(self, values: Mapping[str, object], data: Mapping[str, object]) -> RedactedEvent:
-        """This event with envelope ``values`` and ``data`` fields taken from the recorded event it replaces
-        (its time, ids, timings: values a save redacted when it wrote them); a value None is left out."""
+        """This event with envelope ``values`` and ``data`` fields of the recorded event it replaces (time,
+        ids, timings); a value None is left out."""
         doc, event = _stamp(self.doc, values, data), _stamp(self._event, values, data)
         return RedactedEvent(doc, event, self._like, self._redactor, self._known, _MINT)
 

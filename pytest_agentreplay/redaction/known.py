@@ -1,11 +1,7 @@
-"""Secret values a redactor has met, replaced wherever else they appear.
-
-A value redacted under a secret name (``"password": "hunter2"``), a secret header or query parameter, a
-key-shaped value, or a credential variable of the environment is a secret everywhere: in a note that repeats
-it, in a response that echoes it, in a URL, in a tool result. Each is remembered with the forms it takes in
-transit (percent-encoded, base64 in both alphabets, padded or not) and every form is replaced, byte-exact,
-in every string redacted afterwards. Values shorter than :data:`MIN_CHARS` are not remembered: replacing
-"1234" everywhere would blank unrelated text.
+"""Secret values a redactor has met (under a secret name, header or parameter, key-shaped, or an
+environment credential), replaced wherever else they appear, in every form they take in transit
+(percent-encoded, base64). Values shorter than :data:`MIN_CHARS` are not remembered: replacing "1234"
+everywhere would blank unrelated text.
 """
 
 from __future__ import annotations
@@ -106,11 +102,9 @@ class KnownSecrets:
 
 
 class EnvironmentCredentials:
-    """The credentials of an environment (``OPENAI_API_KEY``: a secret name, a credential-shaped value), for
-    one session's tests: read again only when the environment's names, the name rules, or a value under a
-    secret name changed (a test's ``monkeypatch.setenv("X_TOKEN", ...)``), not for every value that did
-    (pytest's ``PYTEST_CURRENT_TEST`` changes with every test). Each run's redactor starts from a copy of
-    :attr:`found`, its forms and pattern built once."""
+    """An environment's credentials (secret name, credential-shaped value) for one session: read again only
+    when its names, the rules or a secret-named value changed (``PYTEST_CURRENT_TEST`` changes every test).
+    Each run's redactor starts from a copy of :attr:`found`."""
 
     __slots__ = ("_names", "_rules", "_secrets", "found")
 

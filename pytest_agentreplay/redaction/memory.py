@@ -1,25 +1,13 @@
 """What a :class:`~.redactor.Redactor` remembers between calls, and what may be shared from it.
 
-A conversation resends its history with every call: the same names, strings and messages come back again and
-again, and redacting each once is what keeps recording a long conversation linear. Three memories:
-
-- **decisions**: whether a name or a header name is secret. ``bool`` values, immutable.
-- **strings**: a long string and its redacted text. ``str`` values, immutable.
-- **elements**: a list element (a message, a content part) and its redacted copy, by content (its compact
-  JSON text) and, while the element object is held, by identity; an HTTP body by identity, a request's
-  headers by content (marshal bytes). A redacted element is a JSON container:
-  it is handed out *shared* (every request resending an equal message holds the one redacted copy), because
-  copying it per request would make memory quadratic in the conversation again. :class:`Shared` says so in
-  the type: the memory hands it out only to be placed into the new containers redaction builds, and
-  nothing in this package changes it. Sharing is therefore a choice per redactor (:class:`Sharing`): a
-  redactor serving one run, whose output goes to one cassette or one comparison, shares; the process-wide
-  default redactor, whose callers (reports, scans, any caller) know nothing of each other, remembers
-  decisions and strings only, so no two of its results share a container.
-
-Identity memory holds the element object itself (its ``id`` stays unique while held) and trusts that an
-object already redacted is not changed while the run lasts: the elements it sees are the run's recorded
-bodies, parsed from bytes on the wire by this package and shared between requests by it
-(``http.recording.share_repeats``); hooks get copies (``cassette.write``).
+A conversation resends its history with every call; redacting each name, long string and message once keeps
+recording it linear. Decisions (is a name secret?) and strings are immutable. A redacted element (a message,
+a body, headers), found by content or, while the object is held, by identity, is a JSON container handed
+out *shared* (:class:`Shared`), since a copy per request would make memory quadratic again: it is only
+placed into new containers, never changed. So sharing is chosen per redactor (:class:`Sharing`): a run's
+redactor shares; the process-wide default one, whose callers know nothing of each other, does not.
+Identity memory trusts that a redacted object is not changed during the run: they are the run's recorded
+bodies, shared by ``http.recording.share_repeats``; hooks get copies (``cassette.write``).
 """
 
 from __future__ import annotations
@@ -46,10 +34,8 @@ class Sharing(enum.Enum):
 
 
 class Memory:
-    """The memories of one redactor; bounded (a full memory is emptied, not evicted entry by entry).
-
-    Read directly on the hot path (a dict lookup per element); written through the ``remember_*`` methods,
-    which keep the bounds. ``by_content``/``by_id`` are ``None`` when its :class:`Sharing` leaves them out.
+    """The memories of one redactor, read directly on the hot path, written through ``remember_*`` which
+    keep the bounds (a full memory is emptied, not evicted). ``by_content``/``by_id``: None when not shared.
     """
 
     __slots__ = ("_chars", "_element_chars", "by_content", "by_id", "headers", "names", "strings")

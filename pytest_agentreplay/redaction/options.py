@@ -1,9 +1,6 @@
 """A project's redaction options (``[tool.agentreplay]`` ``redact_headers``, ``redact_keys``,
-``redact_patterns``): read and checked from the table, then compiled once per distinct options.
-
-Every test's run makes a redactor of its own from the same table: what the options compile to (the name rules
-and the value patterns, immutable) is built for the first run and shared by the others (:func:`compiled`,
-keyed on the options themselves); what a run learns stays its own (:class:`~.redactor.Redactor`).
+``redact_patterns``): read, checked, and compiled once per distinct options, since every test's run makes a
+redactor of its own from the same table.
 """
 
 from __future__ import annotations
@@ -28,8 +25,7 @@ Compiled = tuple[NameRules, tuple[re.Pattern[str], ...]]
 
 
 def read_options(config: Mapping[str, object]) -> RedactionOptions:
-    """The options of a ``[tool.agentreplay]`` table (a string is a list of one); ``ConfigError`` for one
-    that is not a list of strings."""
+    """The options of a ``[tool.agentreplay]`` table (a string is a list of one)."""
     lists: list[tuple[str, ...]] = []
     for option in _OPTIONS:
         raw = config.get(option, ())

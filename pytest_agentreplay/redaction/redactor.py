@@ -1,14 +1,9 @@
 """The redactor: secrets replaced with ``constants.REDACTED`` in everything that goes into a cassette.
 
-Independent nets, because credentials hide in different places: secret-named JSON keys, headers whose
-name says auth/key/token/secret/signature/session/password/cookie, secret-named URL query parameters,
-URL userinfo, named multipart parts, and secret-shaped values anywhere (:mod:`.rules`).
-
-Redaction works on *decoded views*, what is on the wire rather than how it is stored: bodies (:mod:`.bodies`),
-base64 and percent-encoded strings (:mod:`.encoded`), JSON inside JSON strings (tool-call arguments). The
-final scan (:meth:`Redactor.find_secrets`, :mod:`.scan`) is "what :meth:`Redactor.redact` would still
-change": the scan before a write, ``agentreplay verify`` and the reports see the views redaction saw. What a
-redactor remembers between calls, and what of it is shared, is :mod:`.memory`'s.
+Independent nets, because credentials hide in different places: secret-named keys, headers, query
+parameters and multipart parts, URL userinfo, secret-shaped values anywhere (:mod:`.rules`); each through
+its *decoded view* (:mod:`.bodies`, :mod:`.encoded`, JSON inside JSON strings). The final scan
+(:meth:`Redactor.find_secrets`) is "what :meth:`Redactor.redact` would still change", so it sees those views.
 """
 
 from __future__ import annotations
@@ -87,25 +82,18 @@ class Redactor:
         self._start(compile_rules(names, extra_key_patterns, extra_value_patterns), sharing, learns)
 
     def _start(self, compiled: Compiled, sharing: Sharing, learns: bool) -> None:
-        """Start with ``compiled``'s rules, remembering nothing yet."""
         self._rules, self._extra_values = compiled
         self._memory = Memory(sharing)
         # Whether a name or header is secret depends on the rules alone: shared by redactors of equal rules.
         self._memory.names, self._memory.headers = _DECISIONS.setdefault(self._rules, ({}, {}))
-        # The values this redactor removed under secret names, headers and parameters (and credential
-        # variables it was told of): replaced wherever else they appear. Grows as a run goes on. A redactor
-        # whose callers know nothing of each other (``default_redactor``) learns nothing: what one caller's
-        # value taught it would blank another's text.
+        # Secrets met so far (:mod:`.known`), replaced wherever else they appear. ``default_redactor``, whose
+        # callers know nothing of each other, learns nothing: one caller's value would blank another's.
         self.known = KnownSecrets()
         self._learns = learns
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> Redactor:
-        """Build from ``[tool.agentreplay]`` keys ``redact_headers``, ``redact_keys``, ``redact_patterns``
-        (:mod:`.options`: compiled once per distinct options; each redactor learns on its own).
-
-        A ``redact_keys`` entry with regex metacharacters is a case-insensitive full-match regex.
-        """
+        """Build from ``[tool.agentreplay]`` ``redact_headers``, ``redact_keys``, ``redact_patterns``."""
         redactor = cls.__new__(cls)
         redactor._start(compiled(read_options(config)), Sharing.BY_CONTENT_AND_IDENTITY, True)
         return redactor
@@ -113,9 +101,7 @@ class Redactor:
     # -- decisions -------------------------------------------------------------------------------
 
     def is_secret_name(self, name: str, *, query: bool = False, value: object = None) -> bool:
-        """Whether a JSON key or (with ``query``) URL parameter of this name holds a secret: always for an
-        unambiguous name (``password``, ``api_key``, ``*_token``), for ``key``/``auth``/``session_id``
-        only when ``value`` looks like a credential (a Jira issue ``key`` is data)."""
+        """Whether a JSON key or (``query``) URL parameter of this name holds ``value`` as a secret."""
         kind = self._memory.names.get((name, query))
         if kind is None:
             kind = self._kind(name, query)
@@ -134,8 +120,7 @@ class Redactor:
     def learn_environment(
         self, environ: Mapping[str, str], seen: EnvironmentCredentials | None = None
     ) -> None:
-        """Learn the credentials of the environment (``OPENAI_API_KEY``: a secret name, a credential-shaped
-        value). ``seen``: the session's, which reads ``environ`` again only when it changed."""
+        """Learn the environment's credentials; ``seen``: the session's, read again only when it changed."""
         seen = EnvironmentCredentials() if seen is None else seen
         found = seen.read(environ, self._rules, self.is_secret_name)
         if self._learns and not self.known:
@@ -146,9 +131,6 @@ class Redactor:
             self.learn(found.values())
 
     def is_secret_header(self, name: str) -> bool:
-        """Whether an HTTP header of this name carries a credential. Wider than JSON keys: any word of the
-        name containing auth/key/token/secret/signature/session/password/cookie ("X-Auth-Key", "X-Api-Key"),
-        minus a short allowlist that must stay readable (``Idempotency-Key``, rate-limit token counters)."""
         cached = self._memory.headers.get(name)
         if cached is not None:
             return cached
@@ -159,13 +141,11 @@ class Redactor:
     # -- redaction -------------------------------------------------------------------------------
 
     def redact(self, value: T, *, keys: bool = True, like: Mapping[str, object] | None = None) -> T:
-        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules. A secret
-        learnt in one part of the value (a ``password`` field) is replaced in every part of it (a note
-        that repeats it before the field), and in everything redacted later.
+        """A redacted copy of a JSON value; ``keys=False`` applies only the value-shape rules. A secret learnt
+        in one part (a ``password`` field) is replaced in every part, so a second pass runs when one was.
 
-        ``like``: the value as a save wrote it before (a recorded event). Where the walk takes an object key
-        by key, a value equal to ``like``'s under that key is that one, and an object whose every value is is
-        ``like``'s: what the cassette holds already, which a replay that repeats it compares by identity."""
+        ``like``: the value as a save wrote it (a recorded event): where the walk meets a value equal to
+        ``like``'s, it returns that object, so a replay that repeats it compares by identity."""
         learnt = self.known.count
         out = self._redact(value, keys, like)
         if self.known.count != learnt:
@@ -252,12 +232,9 @@ class Redactor:
         return out
 
     def _redact_schema_properties(self, properties: Document) -> Document:
-        """A JSON Schema's ``properties``: its keys name the parameters a tool takes (``api_key``,
-        ``token``), and the schema under each one describes it. A secret-looking name with a schema
-        object under it keeps the schema, redacted inside like any value; a value that is not an object
-        (``{"properties": {"password": "hunter2"}}``, not a schema) is redacted by its name as anywhere.
-        Replacing the schema would store a tool listing its own client rejects when it is served back
-        (an MCP ``tools/list``)."""
+        """A JSON Schema's ``properties``: a secret-looking parameter name (``api_key``) keeps the schema
+        under it (redacted inside), else a tool listing served back (MCP ``tools/list``) is one its client
+        rejects; a value that is no schema is redacted by its name as anywhere."""
         out: Document = {}
         for name, schema in properties.items():
             new_name = self.redact_string(name, keys=False)
@@ -269,9 +246,7 @@ class Redactor:
         return out
 
     def _redact_element(self, value: object, keys: bool, body: bool = False) -> object:
-        """A list element, or (``body``) an HTTP body, looked up when the same object was redacted before: a
-        history shared between requests (http.recording.share_repeats), a live request's body the replay
-        matcher redacted before its event's view holds it."""
+        """A list element, or (``body``) an HTTP body, looked up when the same object was redacted before."""
         memory = self._memory
         if memory.by_id is not None:
             seen = memory.by_id.get((id(value), keys))
@@ -313,8 +288,8 @@ class Redactor:
         return out
 
     def redact_headers(self, headers: T) -> T:
-        """Headers as a mapping or as ``[name, value]`` pairs, with every credential header redacted. A
-        conversation's requests send the same headers: a mapping seen before is looked up (:mod:`.memory`)."""
+        """Headers as a mapping or ``[name, value]`` pairs, credential headers redacted; a mapping seen
+        before is looked up."""
         if not isinstance(headers, dict) or self._memory.by_content is None:
             return self._redact_headers(headers)
         try:
@@ -412,11 +387,8 @@ class Redactor:
         return f"{lead}{name}={REDACTED}"
 
     def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]:
-        """Character spans of ``text`` holding secrets, merged and sorted.
-
-        Works on text cut anywhere (a stream joined from its chunks, JSON that never closes), so the
-        name rules look at ``"name": value`` pairs and ``name=value`` parameters rather than parse.
-        """
+        """Character spans of ``text`` holding secrets, merged and sorted. For text cut anywhere (a joined
+        stream), so names are read from ``"name": value`` pairs and ``name=value`` parameters, not parsed."""
         spans: list[tuple[int, int]] = []
         if may_hold_value(text):
             for match in _builtin_values().finditer(text):
@@ -462,8 +434,7 @@ class Redactor:
 
 @functools.cache
 def default_redactor() -> Redactor:
-    """The redactor of the built-in rules, built once. Process-wide, its callers know nothing of each other:
-    it shares no redacted container between calls, and learns no secret from one to replace in another."""
+    """The redactor of the built-in rules, process-wide: it shares no container and learns no secret."""
     return Redactor(sharing=Sharing.NONE, learns=False)
 
 
