@@ -1,6 +1,6 @@
 """Secret redaction for everything that goes into a cassette, and the final scan that proves it worked:
 :mod:`.rules` (what is a secret), :mod:`.redactor` (values, strings), :mod:`.bodies` and :mod:`.encoded`
-(decoded views), :mod:`.event` (a run's events), :mod:`.scan`, :mod:`.memory`, :mod:`.known`.
+(decoded views), :mod:`.event` (a run's events), :mod:`.memory`, :mod:`.known`.
 """
 
 from __future__ import annotations

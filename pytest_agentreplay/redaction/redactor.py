@@ -23,7 +23,6 @@ from . import bodies
 from .encoded import keep_idempotency_key, redact_encoded
 from .known import EnvironmentCredentials, KnownSecrets, header_credentials
 from .memory import STRING_MIN_CHARS, Memory, Shared, Sharing
-from .options import Compiled, compile_rules, compiled, read_options
 from .rules import (
     BODY_KINDS,
     BUILTIN_VALUE_PATTERNS,
@@ -33,8 +32,12 @@ from .rules import (
     SECRET_IF_SHAPED,
     URL_REDACTED,
     USERINFO,
+    Compiled,
     NameRules,
     bearer_token_is_secret,
+    changed_paths,
+    compile_rules,
+    compiled,
     compiled_on_use,
     dump_like,
     is_body,
@@ -44,9 +47,10 @@ from .rules import (
     looks_like_credential,
     looks_like_json,
     may_hold_value,
+    merge_spans,
+    read_options,
     try_json,
 )
-from .scan import changed_paths, merge_spans
 
 T = TypeVar("T")
 _ABSENT = object()
@@ -426,7 +430,7 @@ class Redactor:
     # -- final scan ------------------------------------------------------------------------------
 
     def find_secrets(self, value: object, path: str = "", *, keys: bool = True) -> list[str]:
-        """JSON paths of everything in ``value`` that :meth:`redact` would still change (:mod:`.scan`)."""
+        """JSON paths of everything in ``value`` that :meth:`redact` would still change."""
         found: list[str] = []
         changed_paths(self, value, self._redact(value, keys), path, found)
         return found

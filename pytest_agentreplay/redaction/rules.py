@@ -1,5 +1,8 @@
-"""What counts as a secret: the names, header words and value shapes redaction looks for, and the small
-pure helpers every view shares. No state: the per-project additions are :class:`NameRules`, built once.
+"""What counts as a secret: the names, header words and value shapes redaction looks for, the small pure
+helpers every view shares, a project's additions (``[tool.agentreplay]`` ``redact_headers``, ``redact_keys``,
+``redact_patterns``: :class:`NameRules`, compiled once per distinct options, since every test's run makes a
+redactor of its own), and the final scan's paths (a value compared with its redacted form, so the scan sees
+the decoded views redaction saw).
 
 Names are compared after normalisation (:func:`normalize_name`): camelCase -> snake_case, lower case, "-" and
 " " -> "_".
@@ -10,11 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, NamedTuple
 
 from ..core.constants import JSON_FORMATS, REDACTED
 from ..exceptions import ConfigError
+from .protocol import Redacting
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -265,3 +269,110 @@ _SCHEMA_KEYWORDS = frozenset({
 
 def is_schema(value: object) -> bool:
     return isinstance(value, dict) and bool(value) and all(key in _SCHEMA_KEYWORDS for key in value)
+
+
+# -- a project's options ---------------------------------------------------------------------------
+
+_OPTIONS: Final = ("redact_headers", "redact_keys", "redact_patterns")
+_SEQUENCES: Final = (list, tuple)
+
+
+# The three options (headers, keys, patterns), each a list of strings. Plain tuples, not NamedTuples: a
+# NamedTuple class is compiled from source when the module is imported, on every start-up.
+RedactionOptions = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+# What a redactor's rules are: the name rules, and the patterns of secret values a project adds.
+Compiled = tuple[NameRules, tuple[re.Pattern[str], ...]]
+
+
+def read_options(config: Mapping[str, object]) -> RedactionOptions:
+    """The options of a ``[tool.agentreplay]`` table (a string is a list of one)."""
+    lists: list[tuple[str, ...]] = []
+    for option in _OPTIONS:
+        raw = config.get(option, ())
+        if isinstance(raw, str):
+            raw = (raw,)
+        if not isinstance(raw, _SEQUENCES) or not all(isinstance(item, str) for item in raw):
+            raise ConfigError(
+                f"[tool.agentreplay] {option} must be a list of strings",
+                evidence=[f"got: {raw!r}"],
+                place=f"[tool.agentreplay] {option}",
+                fixes=[f'write it as {option} = ["..."]'],
+            )
+        lists.append(tuple(raw))
+    headers, keys, patterns = lists
+    return headers, keys, patterns
+
+
+def compile_rules(
+    names: Iterable[str],
+    name_patterns: Iterable[str | re.Pattern[str]],
+    value_patterns: Iterable[str | re.Pattern[str]],
+) -> Compiled:
+    """The rules of secret ``names`` (headers and keys), of names matching ``name_patterns`` (regexes
+    matched case-insensitively) and of values matching ``value_patterns``."""
+    return (
+        NameRules(
+            frozenset(normalize_name(n) for n in names),
+            tuple(re.compile(p, re.IGNORECASE) if isinstance(p, str) else p for p in name_patterns),
+        ),
+        tuple(re.compile(p) if isinstance(p, str) else p for p in value_patterns),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def compiled(options: RedactionOptions) -> Compiled:
+    """The rules of ``options``, compiled once: a ``redact_keys`` entry with regex metacharacters is a
+    case-insensitive full-match regex; an invalid regex is a ``ConfigError`` naming it (not cached: asked
+    again, it is raised again)."""
+    headers, keys, patterns = options
+    return compile_rules(
+        (*headers, *[k for k in keys if not (REGEX_META & set(k))]),
+        [compile_option(k, "redact_keys", re.I) for k in keys if REGEX_META & set(k)],
+        [compile_option(p, "redact_patterns", 0) for p in patterns],
+    )
+
+
+# -- the final scan ----------------------------------------------------------------------------------
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_\-$]*")
+
+
+def changed_paths(redactor: Redacting, value: object, redacted: object, path: str, found: list[str]) -> None:
+    if value == redacted:
+        return
+    if isinstance(value, dict) and isinstance(redacted, dict):
+        if is_body(value):
+            changed = [k for k in BODY_KINDS if k in value and redacted.get(k) != value[k]]
+            found.extend(_child_path(path, k) for k in changed or ["content_type"])
+            return
+        for k, v in value.items():
+            child = _child_path(path, str(k))
+            new_key = redactor.redact_string(k, keys=False) if isinstance(k, str) else k
+            if new_key != k:
+                found.append(f"{child} (key)")
+            changed_paths(redactor, v, redacted.get(new_key), child, found)
+        return
+    if isinstance(value, list) and isinstance(redacted, list) and len(value) == len(redacted):
+        if is_header_pair(value) and redacted[1] == REDACTED:
+            found.append(f"{path or '$'}[1]")
+            return
+        for i, (v, r) in enumerate(zip(value, redacted, strict=True)):
+            changed_paths(redactor, v, r, f"{path}[{i}]", found)
+        return
+    found.append(path or "$")
+
+
+def _child_path(path: str, key: str) -> str:
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
