@@ -44,7 +44,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that readers see either the old file or the new one, never a part."""
+    """Replace ``path`` with ``data``: readers see the old file or the new one, never a part."""
     path = Path(path)
     directory = path.parent
     directory.mkdir(parents=True, exist_ok=True)
@@ -69,8 +69,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def _writer_alive(name: str) -> bool | None:
     """Whether the process that created temp file ``name`` still runs; None when that cannot be told
-    (an older name without writer, another host, or this very process, whose other threads may be
-    writing right now)."""
+    (no writer in the name, another host, or this process, whose threads may be writing now)."""
     host, _, rest = name[len(TEMP_PREFIX) :].partition("-")
     pid_text, _, _ = rest.partition("-")
     if host != _HOST_TAG or not pid_text.isdigit():
@@ -88,12 +87,8 @@ def _writer_alive(name: str) -> bool | None:
 
 
 def remove_stale_parts(directory: Path) -> list[str]:
-    """Remove temp files a killed writer left in ``directory``: those whose writer process is gone, and
-    any older than ``STALE_PART_AGE_S``. A file another live writer is writing right now is kept.
-
-    Safe without a lock (it never removes a live writer's file); writers call it under the file lock.
-    Returns the names removed.
-    """
+    """Remove (and name) the temp files a killed writer left in ``directory``: those whose writer is gone or
+    older than ``STALE_PART_AGE_S``; never a live writer's, so safe without a lock."""
     removed: list[str] = []
     try:
         entries = os.scandir(directory)
@@ -120,12 +115,8 @@ def lock_path_for(path: Path) -> Path:
 
 
 def write_locked(path: Path, content: Callable[[], bytes | None]) -> bool:
-    """Replace ``path`` atomically with ``content()``, both under its lock; whether anything was written.
-
-    ``content`` runs under the lock, so it may read the file it replaces and store the blobs the new one
-    references first (a cassette on disk never references a blob not there yet); None writes nothing.
-    An ``OSError`` becomes ``save_failed``'s error: nothing was replaced.
-    """
+    """Replace ``path`` atomically with ``content()`` (None: nothing), both under its lock, so ``content``
+    may read the file and store the new one's blobs first; whether anything was written."""
     with path_lock(path):
         try:
             data = content()
@@ -137,13 +128,13 @@ def write_locked(path: Path, content: Callable[[], bytes | None]) -> bool:
 
 
 @contextlib.contextmanager
-def path_lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+def path_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one file across threads, processes and pytest-xdist workers."""
     import filelock  # here: a replay that writes nothing does not pay its import (~10 ms)
 
     lock_file = lock_path_for(path)
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(str(lock_file), timeout=timeout):
+    with filelock.FileLock(str(lock_file), timeout=LOCK_TIMEOUT_S):
         yield
 
 
@@ -152,8 +143,7 @@ _IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST, errno.EISDIR)
 
 
 def save_failed(path: Path, exc: OSError) -> CassetteNotSavedError:
-    """A failed write of cassette ``path`` or of its blobs as this package's error: which file, the errno,
-    and the fixes, the likeliest first. The writes are atomic, so nothing was replaced."""
+    """A failed write of cassette ``path`` or its blobs as this package's error, the likeliest fix first."""
     code = exc.errno
     name = errno.errorcode.get(code, f"errno {code}") if code is not None else type(exc).__name__
     text = exc.strerror or str(exc) or type(exc).__name__

@@ -92,12 +92,8 @@ def _store(encoded: object, pending: PendingBlobs) -> str:
 def plan_externalize(
     value: object, inline_limit: int, *, split: bool = True
 ) -> tuple[Document, PendingBlobs]:
-    """Decide where a payload goes without writing: ``({"inline": v} | {"sha256", "size"}, blobs to write)``.
-
-    Planning is separate from writing so the secret scan can see the blobs before anything touches disk.
-    Without ``split`` a stored payload is one blob: its list items are not stored apart (nothing repeats
-    them, so apart they would only be more files).
-    """
+    """Where a payload goes, not written yet (the secret scan sees the blobs first): ``({"inline": v} |
+    {"sha256", "size"}, blobs to write)``. Without ``split`` a stored payload is one blob."""
     size = len(dumps_compact(value).encode("utf-8"))
     if size <= inline_limit:
         return {"inline": value}, {}
@@ -112,15 +108,9 @@ STREAM_INLINE_FACTOR = 32
 
 
 def plan_payload(value: object, inline_limit: int) -> tuple[Document, PendingBlobs]:
-    """Where a payload goes (:func:`plan_externalize`), a streamed response (its body's ``sse`` events)
-    placed whole.
-
-    A conversation's messages go to the blob store one by one because every later call resends them; a
-    stream's events are never sent again, so storing each apart shares nothing and only leaves a chain of
-    small files and a cassette that shows hashes. A stream stays in the cassette, event by event and
-    readable, while each event is within the inline limit and the whole within ``STREAM_INLINE_FACTOR``
-    times it; else it is one blob. Either way the stored events are the recorded ones (chunk boundaries,
-    ``raw`` text, arrival times), so replay serves the same bytes.
+    """Where a payload goes (:func:`plan_externalize`), a streamed response placed whole: its events are
+    never resent, so storing each apart would share nothing. It stays inline while each event is within the
+    inline limit and the whole within ``STREAM_INLINE_FACTOR`` times it; else it is one blob.
     """
     body = value.get("body") if isinstance(value, dict) else None
     events = body.get("sse") if isinstance(body, dict) else None
@@ -174,8 +164,8 @@ class BlobStore:
             atomic_write_bytes(target, data)
 
     def write_with(self, path: Path, text: bytes, blobs: Iterable[tuple[str, bytes]]) -> None:
-        """Write ``blobs`` (sha, bytes) into the store, then replace ``path`` by ``text`` (atomically, under
-        its lock): a cassette on disk never references a blob not there yet."""
+        """Write ``blobs`` (sha, bytes), then replace ``path`` by ``text`` under its lock: a cassette on disk
+        never references a blob not there yet."""
 
         def blobs_first() -> bytes:
             for sha, data in blobs:
@@ -187,7 +177,6 @@ class BlobStore:
     def _damaged(
         self, kind: type[CassetteError], sha: str, what: str, *evidence: str, fixes: Sequence[str] = ()
     ) -> CassetteError:
-        """The error ``kind`` for blob ``sha`` (``what`` is wrong with it), placed in this store."""
         return kind(
             f"payload blob {sha} {what}",
             evidence=evidence,
@@ -253,10 +242,8 @@ class BlobStore:
                     yield file.stem
 
     def load(self, sha: str) -> object:
-        """The payload stored under ``sha``, its ``{"$blob": sha}`` references and chains expanded.
-
-        Bounded: at most ``MAX_DEPTH`` levels of nesting and ``MAX_EXPANDED_BYTES`` of blobs expanded (a
-        blob referencing another twice, and so on, cannot expand exponentially)."""
+        """The payload stored under ``sha``, expanded within ``MAX_DEPTH`` and ``MAX_EXPANDED_BYTES`` (blobs
+        referencing each other twice cannot expand exponentially)."""
         return _Expansion(self).expand({BLOB_REF: sha}, 0)
 
     def referenced(self, sha: str) -> set[str]:
@@ -273,8 +260,6 @@ class BlobStore:
 
 
 class _Expansion:
-    """One payload being expanded: its depth and blob-byte budget."""
-
     __slots__ = ("budget", "store")
 
     def __init__(self, store: BlobStore) -> None:

@@ -1,10 +1,7 @@
 """The integrity chain of a cassette: one digest per stored event (without its ``seq``) and a head digest
-over the run, the event count and the ordered digests. An edit, a reordering or a truncation of the file
-shows as a named problem; one accepted change alters one event's line and the header, nothing else.
-
-And the current-format document of a run: events put in their stored form (requests as deltas over earlier
-ones, defaults left out), then sealed. Shared by saving and by migrations; the redaction of its run header
-and its secret scan are shared by saving and by ``agentreplay verify``."""
+over the run, the event count and the ordered digests, so an edit, a reordering or a truncation shows as a
+named problem while an accepted change alters one event's line and the header. Also the sealed
+current-format document of a run (saving, migrations), and its run redaction and secret scan."""
 
 from __future__ import annotations
 
@@ -29,8 +26,7 @@ class ChainProblem(NamedTuple):
 
 
 def integrity_problems(doc: Document, version: int = FORMAT_VERSION) -> list[ChainProblem]:
-    """Every integrity problem of a document of ``version`` (3 or later: one digest per stored event and a
-    head digest); the first names the first bad event."""
+    """Every integrity problem of a document of ``version`` (3 or later), the first bad event first."""
     events: list[Document] = doc["events"]
     count = doc.get("event_count")
     claimed = doc.get("event_digests")
@@ -65,8 +61,8 @@ def integrity_problems(doc: Document, version: int = FORMAT_VERSION) -> list[Cha
 
 
 def order_problems(events: list[Document], count: object, count_index: int | None) -> list[ChainProblem]:
-    """The first event out of its place (``seq`` is its index) and an ``event_count`` that is not the number
-    of events (named at ``count_index``): what every format version checks the same way."""
+    """The first event out of its place (``seq`` is its index) and a wrong ``event_count`` (named at
+    ``count_index``): what every format version checks the same way."""
     problems: list[ChainProblem] = []
     first = next((index for index, event in enumerate(events) if event.get("seq") != index), None)
     if first is not None:
@@ -80,8 +76,7 @@ def order_problems(events: list[Document], count: object, count_index: int | Non
 
 
 def checked_integrity(version: int) -> str:
-    """What loading a file of format ``version`` checked of its integrity, as ``show`` and ``verify`` say
-    it: only version 2 had a hash chain to walk; version 3 and later are sealed, version 1 has nothing."""
+    """What loading a file of format ``version`` checked of its integrity (``show``, ``verify``)."""
     if version >= 3:
         sealed = "sealed: event digests and head_hash match"
         return sealed if version == FORMAT_VERSION else f"{sealed} (version {version})"
@@ -91,8 +86,7 @@ def checked_integrity(version: int) -> str:
 
 
 def event_digest(event: Mapping[str, object]) -> str:
-    """sha256 of the compact canonical JSON of an event without its ``seq``: inserting an event before it
-    renumbers it without changing its digest (the order is bound by ``head_hash``)."""
+    """sha256 of an event's canonical JSON without its ``seq`` (the order is bound by ``head_hash``)."""
     return hash_value({k: v for k, v in event.items() if k != "seq"})
 
 
@@ -103,10 +97,9 @@ def head_digest(run: object, digests: Sequence[object], count: object, version: 
 
 
 def _fast_digests(events: list[Document]) -> list[str | None]:
-    """Each event's digest serialized by orjson, which for a parsed canonical file (keys already sorted) is
-    the canonical compact JSON, 4x faster than json.dumps. ``None`` where it cannot serialize (an integer
-    beyond 64 bits, a lone surrogate). A disagreement with the stored digest (float spelling, 1e-07 vs
-    1e-7) is decided by ``event_digest``."""
+    """Each event's digest serialized by orjson: for a parsed canonical file (keys sorted) the canonical
+    JSON, 4x faster than json.dumps; None where it cannot. A disagreement with the stored digest (float
+    spelling, 1e-07 vs 1e-7) is decided by ``event_digest``."""
     dumps = orjson.dumps
     sha256 = hashlib.sha256
     digests: list[str | None] = []
@@ -121,7 +114,7 @@ def _fast_digests(events: list[Document]) -> list[str | None]:
 
 
 def seal_document(run: Document, stored: list[Document], version: int = FORMAT_VERSION) -> Document:
-    """A document of events already in their stored form, with their digests and the head digest."""
+    """A document of events in their stored form, sealed."""
     digests = [event_digest(event) for event in stored]
     return {
         "format": FORMAT_NAME,
@@ -141,8 +134,7 @@ def run_to_dict(run: RunMeta) -> Document:
 def build_document(
     run: Document, events: list[Document], *, resolve: Callable[[Mapping[str, object]], object] | None = None
 ) -> Document:
-    """The current-format document of in-memory event dicts: stored form (request deltas, defaults left
-    out; ``resolve`` reads blob-stored requests), one digest per stored event and the head digest."""
+    """The sealed current-format document of in-memory events (``resolve`` reads blob-stored requests)."""
     run_id = run.get("run_id")
     return seal_document(
         run, encode_events(events, run_id if isinstance(run_id, str) else "", resolve=resolve)
@@ -153,7 +145,7 @@ def blob_resolver(
     store: BlobStore, source: BlobStore | None = None
 ) -> Callable[[Mapping[str, object]], object]:
     """``resolve(ref)`` for :mod:`stored_form`: the payload a ref keeps in ``store`` (or in ``source``, the
-    store a cassette being rewritten was loaded from); a missing or damaged blob is a ``CassetteError``."""
+    store a cassette being rewritten was loaded from)."""
 
     def resolve(ref: Mapping[str, object]) -> object:
         sha = ref.get("sha256")

@@ -19,16 +19,18 @@ from .chain import build_document, integrity_problems, run_to_dict, scan_documen
 from .parsing import edit_fixes, parse_document
 from .stored_decode import restore_response_payload
 from .stored_form import REF_FIELDS
-from .validation import bodiless_request_fits, depth_problem, parsed_response_fits, payload_problem, relocate
-
-_MAX_LISTED_PROBLEMS = 20
+from .validation import (
+    bodiless_request_fits,
+    capped,
+    depth_problem,
+    parsed_response_fits,
+    payload_problem,
+    relocate,
+)
 
 
 def verify_chain(doc: Document) -> list[str]:
-    messages = [problem.message for problem in integrity_problems(doc)]
-    if len(messages) > _MAX_LISTED_PROBLEMS:
-        messages = [*messages[:_MAX_LISTED_PROBLEMS], f"... and {len(messages) - _MAX_LISTED_PROBLEMS} more"]
-    return messages
+    return capped([problem.message for problem in integrity_problems(doc)], 20)
 
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
@@ -43,7 +45,7 @@ class LoadedCassette:
         blob_store: BlobStore,
         document: Document | None = None,
         mode: str | None = None,
-        # The file's bytes, when ``document`` is left empty (the file is of the current version).
+        # The file's bytes, when ``document`` is left empty (a current-version file).
         source: bytes | None = None,
         # The format version of the file (an older one is upgraded in memory when loaded with ``migrate``).
         version: int = FORMAT_VERSION,

@@ -1,6 +1,4 @@
-"""Keeping a cassette folder current: rewriting older-format cassettes in the current format (``agentreplay
-migrate``, ``--agentreplay-update``). Builds on reading (:mod:`.read`) and on the format upgrades
-(migrations), which know nothing of files."""
+"""Rewriting older-format cassettes in the current format (`agentreplay migrate`, --agentreplay-update)."""
 
 from __future__ import annotations
 
@@ -15,10 +13,7 @@ from .read import load_cassette
 
 
 def migrate_file(path: Path, dry_run: bool = False) -> bool:
-    """Rewrite an older-format cassette in the current format (atomically); True if it needed it.
-
-    The file is fully validated (schema, its own version's integrity fields) before anything is written.
-    """
+    """Rewrite an older-format cassette (validated first) in the current format; True if it needed it."""
     path = Path(path)
     if dry_run:
         return _upgraded(path) is not None

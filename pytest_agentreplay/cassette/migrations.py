@@ -21,9 +21,8 @@ def _fixes(doc: Document, source: str) -> list[str]:
 def _checked_shape(
     doc: Document, source: str, version: int, newer: tuple[str, ...], newer_in_events: tuple[str, ...] = ()
 ) -> tuple[Document, list[Document]]:
-    """The ``run`` and ``events`` of a version-``version`` document, refusing fields of a newer version
-    (``newer`` at the top, ``newer_in_events`` in an event): a newer file relabelled as older would be
-    migrated afresh and so hide an edit."""
+    """The ``run`` and ``events`` of a version-``version`` document, refusing fields of a newer version: a
+    newer file relabelled as older would be migrated afresh and so hide an edit."""
 
     def refused(headline: str, place: str, evidence: Sequence[str] = ()) -> CassetteSchemaError:
         return CassetteSchemaError(
@@ -88,7 +87,6 @@ def _v1_to_v2(doc: Document, source: str) -> Document:
 
 
 def _v2_chain_problems(run: object, events: list[Document], doc: Document) -> list[ChainProblem]:
-    """The version-2 hash chain check (``prev_hash`` per event, ``head_hash`` over the last event)."""
     order = order_problems(events, doc.get("event_count"), None)
     problems = [problem for problem in order if problem.index is not None]
     for index, event in enumerate(events):
@@ -114,9 +112,8 @@ def _v2_chain_problems(run: object, events: list[Document], doc: Document) -> li
 
 
 def _v2_to_v3(doc: Document, source: str) -> Document:
-    """Version 2 chained each event to its predecessor (``prev_hash``): one accepted change rewrote every
-    later event's line. The chain is checked as version 2 defines it, then replaced by one digest per event
-    (without its ``seq``) and a head digest over the run, the count and the ordered digests."""
+    """Version 2 chained each event to its predecessor (``prev_hash``): one change rewrote every later line.
+    Checked as version 2 defines it, then sealed per event."""
     run, events = _checked_shape(doc, source, 2, ("event_digests",))
     _refuse_broken(doc, source, 2, "hash-chain check", _v2_chain_problems(run, events, doc))
     unchained = [{k: v for k, v in event.items() if k != "prev_hash"} for event in events]
@@ -125,10 +122,8 @@ def _v2_to_v3(doc: Document, source: str) -> Document:
 
 
 def _v3_to_v4(doc: Document, source: str) -> Document:
-    """Version 3 stored every event whole: a conversation's history again in every request. Its digests are
-    checked as version 3 defines them, then the events are written in the version-4 stored form (requests
-    as deltas over earlier ones, defaults left out) and sealed again. Requests kept in the blob store stay
-    there (and end delta encoding from there on: the migration reads no blobs)."""
+    """Version 3 stored every event whole (a conversation's history in every request). Checked as version 3
+    defines it, then written in the stored form (blob-stored requests stay there, ending delta encoding)."""
     run, events = _checked_shape(doc, source, 3, ())
     _refuse_broken(doc, source, 3, "integrity check", integrity_problems(doc, version=3))
     upgraded = build_document(run, events)

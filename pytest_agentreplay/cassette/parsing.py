@@ -41,7 +41,6 @@ def rerecord_fixes(path: Path, test: str | None = None) -> list[str]:
 
 
 def edit_fixes(path: Path, test: str | None) -> list[str]:
-    """The fixes of a cassette edited by hand: undo it, re-record it, list every problem."""
     return [
         f"undo the edit or restore it: `git checkout -- {path}`",
         rerecord_fix(test, path),
@@ -128,8 +127,7 @@ def _recorded_test(text: str) -> str | None:
 
 
 def read_cassette_bytes(path: Path, mode: str | None = None, *, root: Path | None = None) -> bytes:
-    """The bytes of a cassette file: a regular file inside its cassette folder (``root``: the one holding
-    its blob store, when the caller has it), of bounded size."""
+    """The bytes of a cassette file: a regular file inside its cassette folder (``root``), of bounded size."""
     try:
         return read_regular_file(
             path,
@@ -165,8 +163,7 @@ def read_cassette_bytes(path: Path, mode: str | None = None, *, root: Path | Non
 
 
 def missing_cassette_error(nodeid: str, cassette: Path, *, record: str, mode: str) -> CassetteNotFoundError:
-    """The error for ``cassette`` (the test's path from this rootdir) being absent in replay, and not under
-    a directory above the rootdir either (:func:`cassette_elsewhere_error`)."""
+    """The error for ``cassette`` being absent in replay (and not above the rootdir either)."""
     return CassetteNotFoundError(
         f"no cassette for {nodeid}",
         evidence=[f"record mode is {record!r}: an absent cassette is not recorded"],
@@ -184,14 +181,9 @@ def cassette_elsewhere_error(
 ) -> CassetteElsewhereError | None:
     """The error naming the test's cassette under a directory above the rootdir, if it has one there.
 
-    Usually a missing cassette was never recorded: record it. But pytest run from a subdirectory without an
-    ini file takes that subdirectory as its rootdir, and every cassette path moves with it: re-recording
-    there would start a second cassette tree beside the real one. So when the test's own cassette exists
-    under a directory above the rootdir (:func:`~pytest_agentreplay.core.paths.cassette_elsewhere`), the
-    error names it and leads with making that directory the rootdir; recording comes last.
-
-    Recording (``--agentreplay-record=missing``) meets it too: the cassette is not missing, only looked
-    for from the wrong root, so its last fix re-records with ``all``, which records wherever it is run.
+    pytest run from a subdirectory without an ini file takes it as its rootdir, and every cassette path
+    moves with it: re-recording there would start a second cassette tree. So the error leads with making
+    that directory the rootdir; recording (with ``all`` in record mode, which records anywhere) comes last.
     """
     found = cassette_elsewhere(rootdir, cassette_dir, cassette, nodeid)
     if found is None:

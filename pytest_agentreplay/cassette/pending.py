@@ -1,10 +1,7 @@
-"""Pending drift: what a drifting test's run would make of its cassette, kept beside it for review.
-
-A replay that drifts can write ``<cassette stem>.pending.json`` next to the cassette: the file
-``--agentreplay-update`` would have written for that test (byte for byte, with the blobs it adds), the
-drift as the failure showed it, and the digest of the cassette it drifted from. Replay never reads it.
-``agentreplay review`` / ``accept`` / ``reject`` act on it: accepting writes exactly those bytes, and only
-while the cassette is still the one the drift was found against.
+"""Pending drift: ``<cassette stem>.pending.json`` beside a cassette a replay drifted from, holding the file
+``--agentreplay-update`` would have written (with its new blobs), the drift, and the digest of the cassette it
+drifted from. ``agentreplay review`` / ``accept`` / ``reject`` act on it (replay never reads it): accepting
+writes exactly those bytes, only while the cassette is still that one.
 """
 
 from __future__ import annotations
@@ -48,7 +45,6 @@ class Pending:
     blobs: dict[str, bytes]
 
     def current(self) -> bytes | None:
-        """The cassette's bytes now (None: it is gone)."""
         try:
             return self.cassette.read_bytes()
         except OSError:
@@ -77,7 +73,6 @@ class Pending:
         )
 
     def changes(self) -> list[str]:
-        """The cassette lines accepting would change, as a unified diff."""
         old = (self.current() or b"").decode("utf-8", "replace").splitlines()
         new = self.text.decode("utf-8").splitlines()
         return list(
@@ -87,24 +82,20 @@ class Pending:
     def accept(self) -> Path:
         """Write the cassette the update would have written (its new blobs first), then drop this file."""
         self.check_base()
+        # Written by a drifting replay, sealed: one that is not was damaged, and must not replace a cassette.
         problem = _cassette_problem(self.text, self.cassette)
         if problem is not None:
-            # Written by a drifting replay, sealed: one that is not was damaged, and must not replace a
-            # good cassette.
+            problem = f"the cassette it holds {problem}"
+        for sha, data in self.blobs.items():
+            if problem is None and sha256_hex(data) != sha:
+                problem = f"blob {sha[:12]}... does not match its digest"
+        if problem is not None:
             raise PendingDriftError(
-                f"{self.path.name} is damaged: the cassette it holds {problem}",
+                f"{self.path.name} is damaged: {problem}",
                 cassette=self.cassette,
                 mode=self.mode,
                 fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
             )
-        for sha, data in self.blobs.items():
-            if sha256_hex(data) != sha:
-                raise PendingDriftError(
-                    f"{self.path.name} is damaged: blob {sha[:12]}... does not match its digest",
-                    cassette=self.cassette,
-                    mode=self.mode,
-                    fixes=[f"reject it (agentreplay reject {self.path}) and run the test again"],
-                )
         BlobStore(default_blob_dir(self.cassette)).write_with(self.cassette, self.text, self.blobs.items())
         self.path.unlink(missing_ok=True)
         return self.cassette
@@ -114,8 +105,8 @@ class Pending:
 
 
 def _cassette_problem(text: bytes, path: Path) -> str | None:
-    """What keeps ``text`` (the cassette to write at ``path``) from being a sealed cassette (None: nothing),
-    read as a cassette is read: its parse and header checks, then its integrity chain."""
+    """What keeps ``text`` (the cassette to write at ``path``) from being a sealed cassette, read as a
+    cassette is read (None: nothing)."""
     try:
         parsed = parse_document(text, path, None)
     except CassetteError as exc:
@@ -143,7 +134,7 @@ def write_pending(
     redact: Callable[[str], str],
 ) -> Path:
     """Keep ``rendered`` (the file an update would write) as the pending drift of its cassette. ``redact``:
-    the run's string redaction, for the node id and the drift text (the cassette text already had its)."""
+    the run's string redaction, for the node id and the drift text."""
     cassette = rendered.path
     try:
         relative = cassette.resolve().relative_to(rootdir.resolve()).as_posix()
@@ -166,8 +157,7 @@ def write_pending(
 
 
 def read_pending(path: Path, *, root: Path | None = None) -> Pending:
-    """The pending drift file at ``path``. Its cassette is beside it, or, for a file downloaded from CI
-    (``root`` given), at its path under ``root``. Raises ``PendingDriftError``."""
+    """The pending drift file at ``path``; its cassette is beside it, or under ``root`` (a file from CI)."""
 
     def bad(why: str) -> PendingDriftError:
         return PendingDriftError(

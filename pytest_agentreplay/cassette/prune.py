@@ -1,12 +1,9 @@
-"""Which blobs of a blob store may be removed (``agentreplay prune``), decided from every cassette that can
-use the store.
+"""Which blobs of a blob store may be removed (``agentreplay prune``).
 
-A blob store (``<root>/.blobs``) is shared by every cassette below its root folder (``default_blob_dir``),
-so pruning one sub-folder must still read its siblings, or their blobs look unreferenced. A plan is
-therefore only built from a scan of the store's whole root (cassettes of every format version, read
-without validation), a scan that refuses when a cassette cannot be read or a blob it references cannot be
-followed, and each removal is checked again against that scan: a blob referenced by a cassette outside
-the folder given is never removed, whatever the options.
+A store (``<root>/.blobs``) is shared by every cassette below its root, so a plan is built from a scan of
+the whole root (every format version, read without validation) that refuses when a cassette or a blob it
+references cannot be read, and each removal is checked again against it: a blob a cassette outside the
+folder given references is never removed.
 """
 
 from __future__ import annotations
@@ -25,10 +22,9 @@ from .atomic import TEMP_PREFIX
 from .blobs import BlobStore, default_blob_dir
 from .parsing import read_cassette_bytes
 from .stored_form import stored_refs
-from .validation import SHA
+from .validation import SHA, capped
 
 _DEFAULT_CLASS = "internal"
-_SHOWN = 20
 
 
 class _Unreadable(Exception):
@@ -37,16 +33,12 @@ class _Unreadable(Exception):
 
 @dataclass
 class Usage:
-    """The cassettes that reference one blob (directly or through another blob) and their data classes."""
-
     classes: set[str] = field(default_factory=set)
     users: set[Path] = field(default_factory=set)
 
 
 @dataclass
 class StoreScan:
-    """One blob store and what every cassette below its root references in it."""
-
     blob_dir: Path
     root: Path
     cassettes: int
@@ -82,8 +74,7 @@ class PrunePlan:
 
 
 def stores_for(folder: Path) -> list[Path]:
-    """The blob stores cassettes in ``folder`` use: the one a cassette directly in it writes to (often in an
-    ancestor, shared with sibling folders) and every store below it."""
+    """The blob stores cassettes in ``folder`` use: its own (often an ancestor's) and every store below it."""
     found = {default_blob_dir(folder / f"_{CASSETTE_SUFFIX}").resolve()}
     for dirpath, dirnames, _ in os.walk(folder):
         if BLOB_DIR_NAME in dirnames:
@@ -93,8 +84,8 @@ def stores_for(folder: Path) -> list[Path]:
 
 
 def _cassette_files(root: Path, problems: list[str]) -> Iterator[Path]:
-    """Every cassette-named file below ``root`` (through symlinked folders too), real paths; a folder that
-    cannot be listed is a problem, since cassettes in it may use the store."""
+    """Every cassette-named file below ``root`` (symlinked folders too), real paths; a folder that cannot be
+    listed is a problem."""
     seen: set[tuple[int, int]] = set()
 
     def unlisted(exc: OSError) -> None:
@@ -119,9 +110,9 @@ def _cassette_files(root: Path, problems: list[str]) -> Iterator[Path]:
 
 
 def cassette_refs(path: Path) -> list[tuple[str, str]]:
-    """(sha256, data class) of every blob reference of a cassette file of any format version, read without
-    validation, so a damaged or old cassette still keeps its blobs. Another JSON file kept among the
-    cassettes (a report, a snapshot) references none. Raises ``_Unreadable``."""
+    """(sha256, data class) of every blob reference of a cassette file of any version, read without
+    validation (a damaged cassette still keeps its blobs; another JSON file has none). Raises
+    ``_Unreadable``."""
     try:
         data = read_cassette_bytes(path)
     except CassetteNotFoundError:
@@ -149,8 +140,8 @@ def cassette_refs(path: Path) -> list[tuple[str, str]]:
 
 
 def scan_store(blob_dir: Path) -> StoreScan:
-    """What every cassette below the store's root references in it, transitively; raises
-    ``PruneRefusedError`` (naming every problem) when that cannot be known for certain."""
+    """What every cassette below the store's root references in it, transitively; ``PruneRefusedError``
+    when that cannot be known for certain."""
     blob_dir = blob_dir.resolve()
     root = blob_dir.parent
     store = BlobStore(blob_dir)
@@ -185,13 +176,10 @@ def scan_store(blob_dir: Path) -> StoreScan:
                 use.classes.add(data_class)
                 use.users.add(cassette)
     if problems:
-        shown = problems[:_SHOWN]
-        if len(problems) > _SHOWN:
-            shown.append(f"... and {len(problems) - _SHOWN} more")
         raise PruneRefusedError(
             f"prune removed nothing: which blobs of {blob_dir} are in use cannot be told "
             f"({len(problems)} problem(s) in the cassettes that share it)",
-            evidence=shown,
+            evidence=capped(problems, 20),
             place=f"blob store {blob_dir}, shared by every cassette under {root}",
             fixes=[
                 "restore each file named from git (`git checkout -- <path>`), and a missing blob with the "
@@ -211,9 +199,8 @@ def plan_prune(
     older_than: float | None = None,
     include_referenced: bool = False,
 ) -> PrunePlan:
-    """The blobs to remove from the stores ``folder``'s cassettes use; removes nothing. Unreferenced blobs
-    go by age alone; referenced ones only with ``include_referenced`` and a matching data class, and only
-    when no cassette outside ``folder`` references them."""
+    """The blobs to remove from the stores ``folder``'s cassettes use: unreferenced ones by age alone;
+    referenced ones only with ``include_referenced``, a matching data class and no user outside ``folder``."""
     scope = folder.resolve()
     plan = PrunePlan(scope, include_referenced, [scan_store(d) for d in stores_for(folder)])
     wanted = set(data_classes)

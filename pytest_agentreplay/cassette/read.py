@@ -1,9 +1,6 @@
 """Loading a cassette: its bytes parsed (:mod:`.parsing`), the header checked, an older format version
-migrated when asked, the events decoded from their stored form and validated as the records (a schema
-failure and a bad event field replay reads named with its place: event seq, index, field path), the
-integrity chain checked. What a load gives is a :class:`~.loaded.LoadedCassette`. Also keeping a folder
-current: rewriting older-format cassettes in the current format (``agentreplay migrate``,
-``--agentreplay-update``)."""
+migrated when asked, the events decoded from their stored form and validated (a problem named with its
+event seq and field path), the integrity chain checked; it gives a :class:`~.loaded.LoadedCassette`."""
 
 from __future__ import annotations
 
@@ -31,34 +28,15 @@ from .loaded import LoadedCassette as LoadedCassette  # what a load gives, impor
 from .migrations import MIGRATIONS, migrate_document
 from .parsing import edit_fixes, parse_document, read_cassette_bytes, rerecord_fixes, test_hint
 from .stored_decode import decode_events
-from .validation import relocate, short
-
-
-def _load(
-    path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
-) -> tuple[Document, int, CassetteDoc, bytes, dict[int, Document]]:
-    """:func:`_read_checked` with the cyclic garbage collector off: every container made there survives (it
-    is the cassette), so a collection finds nothing, yet each full pass walks the whole heap, which
-    pydantic's import makes large (bench_load's 6 MB cassette: its parse 38 ms before the records were
-    pydantic's, 104 ms after with the collector on, 37 ms with it off). Left off if it was off (the caller's
-    choice); another thread loading meanwhile only shortens the pause. A plain ``try``: a
-    ``contextmanager`` decorator builds a generator and a context manager per call (~14 k instructions)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _read_checked(path, root, mode, migrate=migrate, store=store, check_integrity=check_integrity)
-    finally:
-        if enabled:
-            gc.enable()
+from .validation import capped, relocate, short
 
 
 def _read_checked(
     path: Path, root: Path, mode: str | None, *, migrate: bool, store: BlobStore, check_integrity: bool
 ) -> tuple[Document, int, CassetteDoc, bytes, dict[int, Document]]:
-    """(the document as stored, the version the file had, the validated model with in-memory events, the
-    file's bytes, the inline response payloads whose JSON body the decoding parsed from its raw text).
-
-    Without ``check_integrity`` a broken chain is let through, unless the events could not be decoded."""
+    """(the document as stored, the file's version, the validated model, the file's bytes, the inline
+    response payloads whose JSON the decoding parsed from ``raw``). Without ``check_integrity`` a broken
+    chain is let through, unless the events could not be decoded."""
     data = read_cassette_bytes(path, mode, root=root)
     raw, version = check_header(parse_document(data, path, mode), path, mode)
     problems: list[ChainProblem] = []
@@ -134,9 +112,8 @@ def checkable(raw: Document) -> bool:
 def decoded_document(
     raw: Document, path: Path, store: BlobStore, restored: dict[int, Document] | None = None
 ) -> Document:
-    """The stored document with its in-memory events (request deltas applied, defaults restored), for the
-    schema check. Without an events list (or a run header) it is the document as stored: the schema check
-    then names the missing or mistyped field. ``restored``: see :func:`.stored_decode.decode_events`."""
+    """The stored document with its in-memory events, for the schema check (as stored without an events list
+    or a run header: the schema check names it). ``restored``: see :func:`.stored_decode.decode_events`."""
     events, run = raw.get("events"), raw.get("run")
     if not isinstance(events, list) or not isinstance(run, dict):
         return raw
@@ -160,23 +137,27 @@ def load_cassette(
     migrate: bool = False,
     check_integrity: bool = True,
 ) -> LoadedCassette:
-    """Read a cassette; every failure is a ``CassetteError``.
-
-    Only a regular file inside its cassette folder is read (no FIFO, device, or symlink leading out), of
-    bounded size and nesting; an older format version is refused (``agentreplay migrate`` upgrades it)
-    unless ``migrate`` (``--agentreplay-update``, which rewrites it): then it is checked against its own
-    version's integrity fields and upgraded in memory (``LoadedCassette.version`` says the file's).
-    Payloads are resolved and shape-checked lazily, by :meth:`LoadedCassette.payload`.
+    """Read a cassette; every failure is a ``CassetteError``. An older format version is refused unless
+    ``migrate`` (``--agentreplay-update``): then it is checked against its own version's integrity fields
+    and upgraded in memory. Payloads are resolved and shape-checked lazily (:meth:`LoadedCassette.payload`).
     """
     path = path if isinstance(path, Path) else Path(path)
     default = default_blob_dir(path)  # its folder is the one the cassette must stay in
     store = BlobStore(blob_dir if blob_dir is not None else default)
-    raw, version, doc, data, restored = _load(
-        path, default.parent, mode, migrate=migrate, store=store, check_integrity=check_integrity
-    )
-    # The stored form is only read again by `verify`: kept as the file's bytes, one object, rather than as
-    # the parsed document, thousands of containers every garbage collection of the run walks. A migrated
-    # document has no such bytes.
+    # The cyclic garbage collector is off while reading: every container made survives (it is the cassette),
+    # yet each pass walks the heap pydantic's import makes large (bench_load's 6 MB cassette: 104 ms with it
+    # on, 37 ms off). Left off if it was off. A plain ``try``: a context manager costs ~14 k instructions.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        raw, version, doc, data, restored = _read_checked(
+            path, default.parent, mode, migrate=migrate, store=store, check_integrity=check_integrity
+        )
+    finally:
+        if enabled:
+            gc.enable()
+    # The stored form is only read again by `verify`: kept as the file's bytes, one object, not as thousands
+    # of containers every garbage collection walks (a migrated document has no such bytes).
     current = version == FORMAT_VERSION
     loaded = LoadedCassette(
         path,
@@ -202,8 +183,7 @@ def load_cassette(
 
 
 def load_unchecked(path: Path) -> LoadedCassette | None:
-    """A cassette whose integrity check fails, loaded so ``agentreplay verify`` and ``show`` can report the
-    broken chain and audit the rest (replay never uses it); ``None`` when it cannot be loaded even so."""
+    """A cassette failing its integrity check, loaded for ``verify`` and ``show`` (None: not even so)."""
     try:
         return load_cassette(path, migrate=True, check_integrity=False)
     except CassetteError:
@@ -268,15 +248,13 @@ def schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | No
     details = exc.errors(include_url=False)
     places = [_describe_loc(err["loc"], raw) for err in details]
     evidence = []
-    for err, place in zip(details[:8], places, strict=False):
+    for err, place in zip(details, places, strict=True):
         what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
         evidence.append(f"{place}: {what} (found {short(err.get('input'), 80)})")
-    if len(details) > 8:
-        evidence.append(f"... and {len(details) - 8} more")
     test = test_hint(raw)
     return CassetteSchemaError(
         f"cassette {path.name} does not match the cassette schema ({len(details)} problem(s))",
-        evidence=evidence,
+        evidence=capped(evidence, 8),
         cassette=path,
         mode=mode,
         place=places[0] if places else None,
@@ -302,9 +280,8 @@ def _describe_loc(loc: tuple[int | str, ...], raw: Document) -> str:
 
 
 def check_event_keys(raw: Document, path: Path) -> None:
-    """The event fields replay reads (below), checked when a cassette is loaded (replay and ``agentreplay
-    verify``): an edit that keeps the digests sealed (a re-sealed cassette) is refused with the event's seq
-    and the field, as a ``CassetteSchemaError``, before replay trips over it."""
+    """The event fields replay reads (below), checked on load: a re-sealed edit is refused with the event's
+    seq and field before replay trips over it."""
     found = event_field_problem(raw["events"])
     if found is not None:
         index, problem = found
@@ -316,9 +293,8 @@ def check_event_keys(raw: Document, path: Path) -> None:
         )
 
 
-# The cassette model leaves ``data`` free-form per event type. Replay's matching and the diff's alignment
-# use some of its fields as keys, which a JSON object or list cannot be; the tool events' fields (below) are
-# read by the tool index (``replay/tools.py``) and the diff, and both events name their tool (``tool.name``).
+# The model leaves ``data`` free-form. Replay's matching and the diff's alignment use some of its fields as
+# keys, which an object or list cannot be; the tool index (``replay/tools.py``) reads the tool events' fields.
 _TOOL_EVENTS: Final = ("tool.call", "tool.result")
 
 Field = tuple[str, str, Callable[[object], bool]]  # name under ``data``, what it must be, its check
@@ -366,8 +342,7 @@ _CHECKS: Final[dict[str, tuple[Field, ...]]] = {
 
 
 def event_field_problem(events: Sequence[object]) -> tuple[int, str] | None:
-    """The first event (its index: its seq in a cassette whose seqs are dense, as the load checks) with a
-    field that is not what replay reads, and the problem."""
+    """The first event (its index) with a field that is not what replay reads, and the problem."""
     for index, event in enumerate(events):
         if type(event) is dict and (problem := _problem(event)) is not None:
             return index, problem

@@ -1,5 +1,5 @@
-"""Decoding the stored form of events (see :mod:`.stored_form`, which writes it): request deltas applied over
-their base requests, ``@prev`` headers, parsed JSON responses and the fields left out restored."""
+"""Decoding the stored form of events (:mod:`.stored_form` writes it): deltas, ``@prev`` headers, parsed JSON
+responses and the fields left out restored."""
 
 from __future__ import annotations
 
@@ -41,9 +41,8 @@ def _restore_http_fields(event: Document, request: Document) -> None:
 
 
 def restore_response_payload(payload: object) -> object:
-    """An HTTP response payload as stored (a JSON body kept byte for byte as ``raw`` alone, its parsed
-    ``json`` left out) with its ``json`` back: inline in the cassette, or read from the blob store, where a
-    payload too large to stay inline goes in this same lean form. Anything else is returned as it is."""
+    """An HTTP response payload stored lean (its JSON body as ``raw`` alone, inline or in a blob) with its
+    ``json`` back; anything else as it is."""
     if not isinstance(payload, dict):
         return payload
     body = payload.get("body")
@@ -59,14 +58,9 @@ def restore_response_payload(payload: object) -> object:
 
 
 def parse_sorted(raw: str) -> object:
-    """``raw`` parsed with every object's keys in canonical (sorted) order, as the value had when it was
-    stored (the last of duplicate keys wins). jiter parses, orjson sorts and parses again, at half the
-    instructions of ``json.loads`` calling a hook per object. jiter keeps the last of duplicate keys, as
-    ``json.loads`` does, so they are not looked for (a third of jiter's work); its string cache stays on (a
-    key met before is reused, not built again: a fifth of its work on a small body). What they refuse (a
-    lone surrogate, NaN, an integer past 64 bits, nesting past 200) or change (1e400, whose infinity orjson
-    writes as null: a null more than ``raw`` holds) is left to ``json.loads``, which decides as it always
-    did."""
+    """``raw`` parsed with every object's keys sorted, as the value was stored (the last duplicate wins).
+    jiter parses and orjson sorts, at half the cost of ``json.loads`` with a hook per object; what they
+    refuse or change (1e400 becomes a null more than ``raw`` holds) is left to ``json.loads``."""
     try:  # a statement, not contextlib.suppress: no context manager made per response
         value = jiter.from_json(raw.encode(), allow_inf_nan=False)
         dumped = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
@@ -145,7 +139,6 @@ class _Decoder:
         return event
 
     def request(self, index: int, ref: Document) -> object:
-        """Decodes the request payload of ``ref`` (held as its ``inline``) and returns it."""
         payload = ref.get("inline")
         if ref.get("sha256") is not None and self.resolve is not None:
             # A large request kept in the blob store: a later delta may build on it (and it may itself
@@ -250,8 +243,7 @@ def decode_events(
     restored: dict[int, Document] | None = None,
 ) -> list[object]:
     """The in-memory event dicts of stored ones. ``resolve(ref)`` loads a base request kept in the blob
-    store (only needed when a later request is stored as a delta over it). ``restored`` receives, by id,
-    each inline response payload given back its body's ``json`` parsed from its ``raw`` (the object itself
-    kept beside its id, which no other object can then take)."""
+    store. ``restored`` receives, by id, each inline response payload given back its parsed ``json`` (the
+    object kept beside its id, which no other object can then take)."""
     decoder = _Decoder(run_id, source, resolve, restored)
     return [decoder.event(index, event) for index, event in enumerate(events)]

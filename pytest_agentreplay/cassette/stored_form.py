@@ -9,23 +9,16 @@ JSON body repeats an earlier request to the same method and URL is stored as a d
       "method": "POST", "url": "https://api.openai.com/v1/chat/completions"
     }
 
-``back`` counts earlier requests to the same method and URL (1: the latest one). The body's JSON is the
-base's, with each key in ``same`` copied, each list in ``extends`` taking the base's first n items and then
-the items stored here, and every other key as stored here; ``"headers": "same"`` copies the base's headers,
-``"headers": "base"`` takes them with the ones stored here changed or added (``headers_dropped`` removed).
-So an N-call conversation grows by its new messages per call, a reviewer sees each call's new messages, and
-a changed system prompt is one line (the first request's), whatever the number of calls.
+``back`` counts earlier requests to the same method and URL (1: the latest). The body's JSON is the base's
+keys in ``same``, each list in ``extends`` as the base's first n items then those stored here, and the other
+keys as stored here; ``"headers": "same"`` copies the base's headers, ``"base"`` changes or adds the ones
+stored here (``headers_dropped`` removed). So a conversation grows by its new messages per call, and a
+changed system prompt is one line.
 
-Also left out, and restored on load: each event's ``run_id`` (the run header's), ``data_class`` when it is
-the default ``internal``, a model call's ``data.request_hash`` when it is the hash of the stored body; the two
-HTTP payload media types are written ``@http-request``/``@http-response``
-(a media type of the user's starting with ``@`` gets one more ``@``).
-
-Left out and not restored: the request headers the HTTP stack or the SDK's version chooses
-(``TRANSPORT_HEADERS``), which say nothing about the agent and would make every re-recording after an SDK
-upgrade a diff of every request; the project's idempotency header stays, as replay matches writes by it.
-What is kept, and the ``transport_headers`` setting, is docs/cassettes.md's.
-
+Also left out, and restored on load: ``run_id``, ``data_class`` ``internal``, a model call's
+``data.request_hash`` when it hashes the stored body; the HTTP media types are written ``@http-request``/
+``@http-response`` (a user's media type starting with ``@`` gets one more). Left out for good: the transport
+headers (``TRANSPORT_HEADERS``, docs/cassettes.md), which would make an SDK upgrade a diff of every request.
 Digests are over the stored form: an accepted change rewrites the changed event's lines only.
 """
 
@@ -69,8 +62,7 @@ def default_tool_name(url: str) -> str:
 
 
 def stored_refs(events: object) -> Iterator[tuple[int, str, Document]]:
-    """(index, field, ref) of every blob reference (a ref with a ``sha256``) of a cassette's events as
-    stored, read without validation (a loaded cassette has ``LoadedCassette.iter_refs``)."""
+    """(index, field, ref) of every blob reference of a cassette's events as stored, not validated."""
     for index, event in enumerate(events if isinstance(events, list) else []):
         for name in REF_FIELDS:
             ref = event.get(name) if isinstance(event, dict) else None
@@ -87,8 +79,7 @@ def inline_request(event: Mapping[str, object]) -> Document | None:
 
 
 def _lean_http_fields(event: Document, out: Document) -> None:
-    """Leave out of an HTTP event what its request says: ``data.method``/``data.url`` and the default tool
-    name (host and path)."""
+    """Leave out of an HTTP event what its request says: ``data.method``/``url``, the default tool name."""
     request = inline_request(event) if event.get("type") in HTTP_EVENTS else None
     if request is None:
         return
@@ -127,8 +118,8 @@ def _lean_response(ref: Document) -> Document:
 
 
 def request_parts(payload: object) -> tuple[tuple[str, str], object, Document] | None:
-    """(method, url), headers and JSON object body of a full HTTP request payload, else None: the
-    requests a later one may be stored as a delta over (encoder and decoder count the same ones)."""
+    """(method, url), headers and JSON object body of a full HTTP request payload, else None: the requests
+    a later one may be a delta over."""
     if not isinstance(payload, dict) or DELTA in payload:
         return None
     body = payload.get("body")
@@ -174,9 +165,8 @@ def _json_delta(base: Document, current: Document) -> tuple[Document, Document, 
 
 
 def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | None = None) -> list[Document]:
-    """The stored form of in-memory event dicts (which are not modified). ``resolve(ref)`` loads a request
-    kept in the blob store; one that cannot be read ends delta encoding for the rest of the cassette
-    (its endpoint is unknown, so the count of earlier requests behind ``back`` would be too)."""
+    """The stored form of in-memory event dicts (not modified). ``resolve(ref)`` loads a request kept in the
+    blob store; one that cannot be read ends delta encoding (``back`` could no longer be counted)."""
     stored: list[Document] = []
     earlier: dict[tuple[str, str], list[tuple[object, Document]]] = {}
     blind = False
@@ -234,9 +224,8 @@ def _read(resolve: Resolver | None, ref: Mapping[str, object]) -> object:
 
 
 def stored_request_hash(event: Mapping[str, object], memo: DigestMemo) -> str | None:
-    """A model call's ``data.request_hash`` as its stored JSON body gives it (None for any other event). The
-    hash is taken over the body as sent: when it is this one, it is left out of the stored form and restored
-    on load, as a changed system prompt would otherwise change it in every call."""
+    """A model call's ``data.request_hash`` as its stored JSON body gives it (None for other events): left
+    out when it is this one, as a changed system prompt would otherwise change it in every call."""
     payload = inline_request(event) if event.get("type") == "model.call" else None
     body = payload.get("body") if payload is not None else None
     if not isinstance(body, dict) or body.get("json") is None:
@@ -248,8 +237,8 @@ def stored_request_hash(event: Mapping[str, object], memo: DigestMemo) -> str | 
 
 
 def _prev_headers(ref: Document, full: object, last: object) -> tuple[Document, object]:
-    """Headers equal to the previous request's (any endpoint: a test's GETs share them) are written
-    ``"@prev"``; returns the ref and the headers the next request compares with."""
+    """Headers equal to the previous request's (any endpoint) written ``"@prev"``; the ref and the headers
+    the next request compares with."""
     if not isinstance(full, dict) or DELTA in full:
         return ref, _ABSENT
     headers = full.get("headers")
@@ -322,23 +311,19 @@ def is_transport_header(name: str) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _dropped(names: tuple[object, ...], keep: frozenset[str]) -> frozenset[object]:
-    """The names of ``names`` (a request's header names) left out: the transport headers ``keep`` (lower-case
-    names) does not name. Cached: every request of a run sends the same few names."""
+    """The transport headers among a request's header ``names`` that ``keep`` (lower-case) does not name."""
     return frozenset(k for k in names if is_transport_header(str(k)) and str(k).lower() not in keep)
 
 
 def _request(event: object, resolve: Resolver | None = None) -> tuple[Document, Document, Document] | None:
-    """(ref, payload, headers) of an event's HTTP request with header names. One kept in the blob store is
-    read through ``resolve`` (without it, or when it cannot be read, it holds none)."""
+    """(ref, payload, headers) of an event's HTTP request with headers (one in the blob store read through
+    ``resolve``)."""
     ref = event.get("input_ref") if isinstance(event, dict) else None
     if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
         return None
     payload = ref.get("inline")
-    if payload is None and resolve is not None and isinstance(ref.get("sha256"), str):
-        try:
-            payload = resolve(ref)
-        except Exception:  # an unreadable blob: the save that follows reports it if it matters
-            payload = None
+    if payload is None and isinstance(ref.get("sha256"), str):
+        payload = _read(resolve, ref)  # unreadable: the save that follows reports it if it matters
     headers = payload.get("headers") if isinstance(payload, dict) else None
     return (ref, payload, headers) if isinstance(payload, dict) and isinstance(headers, dict) else None
 
@@ -346,10 +331,9 @@ def _request(event: object, resolve: Resolver | None = None) -> tuple[Document, 
 def without_transport_headers(
     event: Document, keep: frozenset[str] = frozenset(), like: Document | None = None
 ) -> Document:
-    """``event`` with its inline HTTP request's transport headers left out, except those ``keep`` names
-    (lower-case: the idempotency header). A new dict where it changes: the event's containers may be shared
-    with other events. ``like``: an event whose request this one's may repeat (a replayed event's recorded
-    twin); a request left the same JSON as ``like``'s is ``like``'s own record, shared, not an equal copy."""
+    """``event`` with its inline request's transport headers left out, except those ``keep`` names (a new
+    dict where it changes: containers are shared). ``like``: a recorded twin whose request, when the result
+    is the same JSON, is shared rather than copied."""
     found = _request(event)
     if found is None:
         return event
@@ -397,10 +381,8 @@ def _same_request(
 def holds_transport_headers(
     events: object, resolve: Resolver | None = None, keep: frozenset[str] = frozenset()
 ) -> bool:
-    """Whether any request of ``events`` (a cassette's event list, loaded or as stored) holds a transport
-    header other than those ``keep`` names (see :func:`_request` for one kept in the blob store); one stored
-    as a delta takes its headers from an earlier request or states them itself, so it is covered by the
-    others."""
+    """Whether any request of ``events`` (loaded or as stored) holds a transport header ``keep`` does not
+    name (a delta's headers are an earlier request's or its own, so covered by the others)."""
     if not isinstance(events, list | tuple):  # JSON's arrays: an ABC check per event cost more than the rest
         return False
     return any(

@@ -15,8 +15,7 @@ _LARGEST_PARSED = 64 * 1024 * 1024
 
 
 def is_cassette_file(path: Path) -> bool:
-    """Whether ``path`` holds a cassette of this plugin (any format version) or a vcrpy cassette stored as
-    JSON. Anything else in a cassette folder (a golden file, fixtures, notes) is the project's own."""
+    """Whether ``path`` holds a cassette of this plugin (any version) or a vcrpy cassette stored as JSON."""
     try:
         with path.open("rb") as fh:
             head = fh.read(256)
@@ -35,18 +34,14 @@ def is_cassette_file(path: Path) -> bool:
 
 
 class UnusedFiles(NamedTuple):
-    """What a cassette folder holds that no collected test maps to: cassettes, and other files kept."""
-
     cassettes: list[Path]
     not_cassettes: list[Path]
 
 
 def unused_cassettes(module_dirs: Iterable[Path], known: Iterable[Path]) -> UnusedFiles:
-    """Cassette files inside the folders of collected test modules that no collected test maps to (and,
-    apart, the other ``.json`` files found there, which are never unused cassettes).
-
-    ``known`` holds the cassette path of every collected test (selected or not, run or skipped), so a
-    ``-k`` selection never makes the cassettes of deselected tests look unused.
+    """Cassette files (and, apart, other ``.json`` files) in the folders of collected test modules that no
+    collected test maps to. ``known``: the cassette of every collected test, selected or not, so a ``-k``
+    selection never makes the deselected tests' cassettes look unused.
     """
     # Resolving a path reads every folder on its way: each folder is resolved once, and a file's own
     # resolution (a symlinked cassette) is only asked of the few files its folder and name do not settle.

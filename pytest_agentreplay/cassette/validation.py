@@ -1,8 +1,6 @@
-"""Reading hostile cassettes safely: file checks, size and depth limits, payload shapes.
-
-Everything here raises (or reports) members of the ``CassetteError`` family only. The checks are cheap
-and lazy: a file is checked when it is opened, a blob when it is first read, a payload when it is first
-resolved. Whether the exchanges can be served is :mod:`pytest_agentreplay.replay.replayability`'s question.
+"""Reading hostile cassettes safely: file checks, size and depth limits, payload shapes, raised (or
+reported) as ``CassetteError``s. Cheap and lazy: a file is checked when opened, a blob when first read, a
+payload when first resolved.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ def read_regular_file(
     fixes: Sequence[str] = (),
 ) -> bytes:
     """The bytes of ``path`` if it is a regular file (inside ``root`` once symlinks are resolved) of at most
-    ``limit`` bytes. Never blocks on a FIFO, never reads a device. ``FileNotFoundError`` passes through."""
+    ``limit`` bytes, never blocking on a FIFO. ``FileNotFoundError`` passes through."""
     if root is not None or root_real is not None:
         base = root_real if root_real is not None else os.path.realpath(root)  # type: ignore[arg-type]
         real = _below_resolved(os.fspath(path), root, base) or os.path.realpath(path)
@@ -109,9 +107,8 @@ def read_regular_file(
 
 
 def _below_resolved(path: str, root: Path | None, base: str) -> str | None:
-    """``os.path.realpath(path)`` for a path under the absolute ``root`` (resolved: ``base``), without
-    resolving ``root``'s part of it again: ``base`` joined with the names below it, when each is a plain
-    name (no ``.``, ``..`` or empty one) and none is a symlink. None otherwise (realpath decides)."""
+    """``os.path.realpath(path)`` for a path under the absolute ``root`` (resolved: ``base``) without
+    resolving ``root`` again, when each name below it is plain and no symlink; else None."""
     prefix = os.fspath(root) if root is not None else ""
     if not prefix or not os.path.isabs(prefix) or not path.startswith(prefix.rstrip(os.sep) + os.sep):
         return None
@@ -174,7 +171,6 @@ def parse_fast(data: bytes) -> object:
 
 
 def reject_constant(name: str) -> NoReturn:
-    """``parse_constant`` for ``json.loads``: NaN and Infinity are not JSON."""
     raise ValueError(f"{name} is not valid JSON")
 
 
@@ -193,20 +189,15 @@ def depth_problem(value: object) -> str | None:
     """Iteratively: why ``value`` nests deeper than ``MAX_DEPTH``; None when it does not."""
     if not isinstance(value, _CONTAINERS):
         return None  # a scalar nests no deeper than where it stands
-    # A value holds no deeper path than it holds objects and lists, and both forms below write each of
-    # them (a dict or list, subclass or not, each time it is reached) with one ``{`` or ``[``: counting
-    # those bytes (strings holding them only count more) settles a real payload in C, however long its
-    # strings are. orjson writes JSON a third faster than marshal; what it refuses (a key that is no
-    # string, an integer past 64 bits, a lone surrogate, nesting past 255, a value JSON has no form for)
-    # is marshal's, then the walk's (version 2 of marshal: no back-references).
+    # A value nests no deeper than it holds objects and lists, each written as one ``{`` or ``[`` by both
+    # forms below: counting those bytes settles a real payload in C. What orjson refuses is marshal's
+    # (version 2: no back-references), then the walk's.
     for dump in _DEPTH_FORMS:
         try:
             form = dump(value)
         except (TypeError, ValueError):
             continue  # not writable so, or deeper than it goes: the next form, then the walk below
-        # (Each ``{`` or ``[`` is one byte: a form no longer than the limit holds no more of them.) Counted
-        # as ``{`` once every ``[`` is one: a count walks every byte, the replacement jumps (memchr) to each
-        # ``[``, so the two cost two thirds of counting both.
+        # ``[`` made ``{`` then counted: the replacement jumps (memchr), two thirds of counting both.
         if len(form) <= MAX_DEPTH or form.replace(b"[", b"{").count(b"{") <= MAX_DEPTH:
             return None
         break
@@ -221,9 +212,8 @@ def depth_problem(value: object) -> str | None:
 
 
 def blob_problem(value: object, refs: list[str]) -> tuple[str, bool] | None:
-    """Why a stored blob value cannot be expanded (bad ``$blob``/``$chain``/``$lit`` marker, too deep), and
-    whether it is a limit (depth) rather than a shape problem. The blobs it references (``$blob`` and a
-    chain's ``prev``) are added to ``refs`` on the way."""
+    """Why a stored blob value cannot be expanded, and whether that is a limit (depth) rather than a shape
+    problem; the blobs it references are added to ``refs`` on the way."""
     stack: list[tuple[object, int, str]] = [(value, 0, "$")]
     inner: Any
     while stack:
@@ -278,8 +268,7 @@ def _headers_problem(headers: object) -> str | None:
 
 
 def _plain_body(body: dict[object, object]) -> bool:
-    """Whether ``body`` holds only what a JSON or text body does, every field of the right type: then
-    :func:`body_problem` finds nothing, read in one pass over the body."""
+    """Whether ``body`` is a well-typed JSON or text body (:func:`body_problem`'s fast path)."""
     kinds = 0
     for key, value in body.items():
         if key in _STRING_OR_NULL:
@@ -379,12 +368,9 @@ _RESPONSE_KEYS: Final = frozenset({"status", "headers", "body"})
 
 
 def parsed_response_fits(value: dict[str, Any]) -> bool:
-    """Whether an HTTP response payload whose body's ``json`` was parsed from its ``raw`` (a stored response
-    restored on load) has its shape (:func:`payload_problem`) and nests no deeper than ``MAX_DEPTH``, told
-    without writing it out (:func:`depth_problem` writes it whole, ``raw`` and ``json`` both). Of that
-    shape, with no member but these, it holds no object or list but itself, its headers, its body and the
-    ``json``, two levels down; each object and list of ``json`` is a ``{`` or ``[`` of ``raw`` (those in its
-    strings only count more). False says nothing: the checks one by one decide."""
+    """Whether a response payload whose ``json`` was parsed from its ``raw`` has its shape and depth, told
+    without writing it out as :func:`depth_problem` does: each object and list of ``json`` is a ``{`` or
+    ``[`` of ``raw``, two levels down. False says nothing: the checks one by one decide."""
     if not value.keys() <= _RESPONSE_KEYS or payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is not None:
         return False
     body = value.get("body")
@@ -397,16 +383,19 @@ _REQUEST_KEYS: Final = frozenset({"method", "url", "headers", "body"})
 
 
 def bodiless_request_fits(value: object) -> bool:
-    """Whether an HTTP request payload without a body has its shape (:func:`payload_problem`) and nests no
-    deeper than ``MAX_DEPTH``, told without writing it out (as :func:`depth_problem` does): of that shape,
-    with no member but these, it holds no object or list but itself and its headers. False says nothing:
-    the checks one by one decide."""
+    """Whether a request payload without a body has its shape, and so its depth (only its headers nest),
+    told without writing it out. False says nothing: the checks one by one decide."""
     return (
         type(value) is dict
         and value.get("body") is None
         and value.keys() <= _REQUEST_KEYS
         and payload_problem(HTTP_REQUEST_MEDIA_TYPE, value) is None
     )
+
+
+def capped(items: list[str], limit: int) -> list[str]:
+    """``items`` cut to ``limit``, the rest counted."""
+    return items if len(items) <= limit else [*items[:limit], f"... and {len(items) - limit} more"]
 
 
 def short(value: object, limit: int = 60) -> str:

@@ -90,8 +90,7 @@ def _apply_hook(hook: Callable[[Document], Document], event: Document, index: in
 
 def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[str, object]]) -> None:
     """Share the parts of a request body equal to the previous one to the same endpoint (what a hook's copy
-    lost), so the scans and the encoding after it see each message of a conversation once. The bodies kept
-    in ``sent`` are read only from here on: the next body takes their parts."""
+    lost), so the scans and the encoding see each message of a conversation once."""
     ref = event.get("input_ref")
     parts = request_parts(ref.get("inline") if isinstance(ref, dict) else None)
     if parts is None:
@@ -104,11 +103,8 @@ def _share_with_previous(event: Document, sent: dict[tuple[str, str], Mapping[st
 
 
 def _on_disk(path: Path, store: BlobStore, kept: frozenset[str]) -> tuple[Callable[[object], str], bool]:
-    """How to write over the file a save replaces. Its layout: the one the file has, so that an accepted
-    change stays the few lines it is instead of re-flowing the whole file once (the two-space layout of
-    files written before ``dumps_cassette``; its layout before small objects went on one line when the file
-    is exactly that, a file the same in both layouts keeping it too; else ``dumps_cassette``). Whether it
-    writes down transport headers (besides those kept whatever the setting), for the same reason."""
+    """How to write over the file a save replaces: in the layout it has (an older one too), and whether it
+    holds transport headers, so that an accepted change stays the few lines it is."""
     try:
         text = path.read_bytes()
     except OSError:
@@ -159,8 +155,6 @@ class RenderedCassette:
 
 
 class SaveOptions(TypedDict, total=False):
-    """The options of :func:`render_cassette`, which :func:`save_cassette` passes on."""
-
     blob_dir: Path | None
     redactor: Redactor | None
     inline_limit: int
@@ -173,8 +167,7 @@ class SaveOptions(TypedDict, total=False):
 def save_cassette(
     path: Path, run: RunMeta, events: Sequence[Event | RedactedEvent], **options: Unpack[SaveOptions]
 ) -> LoadedCassette:
-    """Redact, externalize large payloads, chain, scan for secrets, then write atomically (or nothing):
-    :func:`render_cassette` (its options), then :meth:`RenderedCassette.write`."""
+    """:func:`render_cassette`, then :meth:`RenderedCassette.write`."""
     return render_cassette(path, run, events, **options).write()
 
 
@@ -193,10 +186,9 @@ def render_cassette(
 ) -> RenderedCassette:
     """Redact, externalize large payloads, chain and scan for secrets: the file a save writes.
 
-    ``events``: as recorded, or redacted by ``redactor`` (an accepted update writes what it compared).
-    ``extra_redact`` post-processes each redacted event dict (the project's redaction hook).
-    ``transport_headers``: ``auto``, ``drop`` or ``keep`` (``cassette.stored_form``); ``keep_headers``:
-    request header names written even when they are transport headers (the idempotency header).
+    ``events``: as recorded, or redacted by ``redactor``. ``extra_redact``: the project's redaction hook.
+    ``transport_headers``: ``auto``, ``drop`` or ``keep``; ``keep_headers``: request header names written
+    even when they are transport headers (the idempotency header).
     """
     path = Path(path)
     if transport_headers not in TRANSPORT_HEADER_CHOICES:
