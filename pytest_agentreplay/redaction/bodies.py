@@ -17,11 +17,11 @@ from typing import Any
 from ..core.constants import REDACTED
 from ..core.documents import Document
 from .encoded import FRAME_MAGICS, mask_bytes, text_of
-from .protocol import Redacting
 from .rules import (
     BODY_KINDS,
     NOT_JSON,
     QUERY_PARAM,
+    Redacting,
     compiled_on_use,
     dump_like,
     is_exempt,

@@ -23,8 +23,7 @@ from urllib.parse import quote, unquote
 
 from ..core.constants import REDACTED
 from ..core.documents import Document
-from .protocol import Redacting
-from .rules import NOT_JSON, compiled_on_use, looks_like_json, try_json
+from .rules import NOT_JSON, Redacting, compiled_on_use, looks_like_json, try_json
 
 # Base64 longer than this is not decoded (about 3 MiB of text); a secret needs more than the minimum.
 MAX_ENCODED_CHARS = 4 * 1024 * 1024

@@ -14,11 +14,28 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Protocol, TypeVar
 
 from ..core.constants import JSON_FORMATS, REDACTED
 from ..exceptions import ConfigError
-from .protocol import Redacting
+
+T = TypeVar("T")
+
+
+class Redacting(Protocol):
+    """What the views of :mod:`.bodies` and :mod:`.encoded` ask of a redactor (declared below
+    :mod:`.redactor`, so each of those modules imports one way)."""
+
+    def redact(self, value: T, *, keys: bool = True) -> T: ...
+
+    def redact_string(self, text: str, *, keys: bool = True) -> str: ...
+
+    def is_secret_name(self, name: str, *, query: bool = False, value: object = None) -> bool: ...
+
+    def secret_spans(self, text: str, *, keys: bool = True) -> list[tuple[int, int]]: ...
+
+    def query_replacement(self, match: re.Match[str]) -> str: ...
+
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
