@@ -322,7 +322,7 @@ def _request(event: object, resolve: Resolver | None = None) -> tuple[Document, 
     if not isinstance(ref, dict) or ref.get("media_type") not in _REQUEST_MEDIA:
         return None
     payload = ref.get("inline")
-    if payload is None and isinstance(ref.get("sha256"), str):
+    if payload is None and resolve is not None and isinstance(ref.get("sha256"), str):
         payload = _read(resolve, ref)  # unreadable: the save that follows reports it if it matters
     headers = payload.get("headers") if isinstance(payload, dict) else None
     return (ref, payload, headers) if isinstance(payload, dict) and isinstance(headers, dict) else None

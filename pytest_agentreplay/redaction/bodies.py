@@ -44,11 +44,14 @@ def redact_body(redactor: Redacting, body: Document, keys: bool) -> Document:
     out = {k: redactor.redact(v, keys=keys) for k, v in body.items() if k not in BODY_KINDS}
     if "json" in body:
         out["json"] = redactor.redact(body["json"], keys=keys)
-    for kind, view in (("text", redact_text_body), ("base64", redact_base64_body)):
-        if isinstance(body.get(kind), str):
-            out.update(view(redactor, body[kind], ctype, keys))
-        elif kind in body:
-            out[kind] = redactor.redact(body[kind], keys=keys)
+    if isinstance(body.get("text"), str):
+        out.update(redact_text_body(redactor, body["text"], ctype, keys))
+    elif "text" in body:
+        out["text"] = redactor.redact(body["text"], keys=keys)
+    if isinstance(body.get("base64"), str):
+        out.update(redact_base64_body(redactor, body["base64"], ctype, keys))
+    elif "base64" in body:
+        out["base64"] = redactor.redact(body["base64"], keys=keys)
     if isinstance(body.get("sse"), list):
         out["sse"] = redact_sse(redactor, body["sse"], keys)
     elif "sse" in body:
