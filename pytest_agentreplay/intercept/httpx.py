@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 
 from ..core.capture import current_run
 from ..core.patching import Patches
-from ..http import codings
-from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http.exchange import HttpRequest, HttpResponse, decodes_all, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, Serve, decide
 from . import is_internal, permitted
@@ -153,7 +152,7 @@ def _not_sent(
     # A coding this httpx does not undo was passed through to the client live: served coded again.
     served = action.response
     if served.body and "coding" in served.body:  # (else ``for_client`` returns it: asked nothing of httpx)
-        served = codings.for_client(served, codings.supported(mod._decoders.SUPPORTED_DECODERS))
+        served = served.for_client(decodes_all(mod._decoders.SUPPORTED_DECODERS))
     headers: Any
     if request.method == "HEAD":
         headers = served.wire_headers("HEAD")
