@@ -17,7 +17,7 @@ from ..core.patching import Patches
 from ..http.exchange import HttpRequest, HttpResponse, decodes_all, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, Serve, decide
-from . import is_internal, permitted
+from . import INTERNAL, permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -204,7 +204,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
         # Traffic a transport adapter owns (MCP over HTTP, a WebSocket upgrade): sent as is.
-        if ctx is None or is_internal():
+        if ctx is None or INTERNAL.get():
             return orig_sync(self, request)
         texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
         action = decide(ctx, _to_request(request, request.read(), texts))
@@ -225,7 +225,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
 
     async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None or is_internal():
+        if ctx is None or INTERNAL.get():
             return await orig_async(self, request)
         texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
         action = decide(ctx, _to_request(request, await request.aread(), texts))
