@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 
 from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
 from ..core.documents import Document
@@ -126,6 +126,20 @@ def _compact_json(raw: bytes) -> Document | None:
     except ValueError:  # not JSON, not UTF-8, or a lone surrogate written back
         return None
     return value if same else None
+
+
+# Whether a client undoes a whole chain of content codings (given in the order they were applied).
+Decodes = Callable[[list[str]], bool]
+
+
+def decodes_all(names: Container[str]) -> Decodes:
+    """A client that undoes the codings in ``names`` and passes the others through."""
+    return lambda chain: all(name in names for name in chain)
+
+
+def aiohttp_decodes(auto_decompress: bool) -> Decodes:
+    """aiohttp undoes one coding, of those it knows, with ``auto_decompress``."""
+    return lambda chain: auto_decompress and len(chain) == 1 and chain[0] in ("gzip", "deflate", "br", "zstd")
 
 
 # Bounds a run's stored headers: one entry per method and host a run calls.
@@ -364,6 +378,27 @@ class HttpResponse:
                 yield encode(ev)
             return
         yield self.content()
+
+    def for_client(self, decodes: Decodes) -> HttpResponse:
+        """This response as a client that undoes the chains of codings ``decodes`` says must receive it:
+        itself, or its decoded body coded again with its header (not the recorded frame: only the decoded
+        body is what redaction vouches for), or decoded when the coding's library is missing here."""
+        body = self.body
+        coding = body.get("coding") if body else None
+        if not body or not isinstance(coding, str) or not coding:
+            return self
+        names = bodies.codings(coding)
+        if not names or decodes(names):
+            return self
+        try:
+            content = bodies.encode_content(self.content(), coding)
+        except (ImportError, ValueError):
+            return self
+        headers = {k: v for k, v in self.headers.items() if k != "content-length"}
+        headers["content-encoding"] = coding
+        stored = {"content_type": body.get("content_type"), "base64": ""}
+        wire = (*headers.items(), ("content-length", str(len(content))))
+        return HttpResponse(self.status, headers, stored, _content=content, _wire=wire)
 
     def content(self) -> bytes:
         if self._content is None:

@@ -133,10 +133,6 @@ def _dumps(doc: Document) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode("utf-8")
 
 
-def request_body(entries: Sequence[Document]) -> bytes:
-    return _dumps({"messages": list(entries)})
-
-
 def response_body(
     code: str, details: str | None, entries: Sequence[Document], trailing: list[list[str]]
 ) -> bytes:
@@ -146,8 +142,10 @@ def response_body(
 
 
 def request(
-    target: str, method: str, metadata: Iterable[tuple[str, str | bytes]] | None, body: bytes
+    target: str, method: str, metadata: Iterable[tuple[str, str | bytes]] | None, entries: Sequence[Document]
 ) -> HttpRequest:
+    """The call as an exchange's request: its body the request messages (:func:`message_entry` each)."""
+    body = _dumps({"messages": list(entries)})
     return HttpRequest("POST", call_url(target, method), metadata_headers(metadata), body)
 
 

@@ -1,14 +1,9 @@
 """Interception of the libraries an agent reaches the world through: outside a run a patched call is left
-untouched; in one, :func:`pytest_agentreplay.replay.policy.decide` says what happens (serve, send and
-capture, or refuse) and the library's adapter translates it.
-
-An adapter module is imported only once its library is (:data:`ADAPTERS`): a session whose agent uses httpx
-alone never imports the gRPC, MCP or WebSocket adapters (each import cost memory and, under
-``PYTHONDONTWRITEBYTECODE``, pytest's assertion rewriting at every start).
-
-What an adapter's library sends on its own behalf (:func:`internal`: the HTTP carrying an MCP session, a
-WebSocket upgrade, each recorded by its own adapter) the HTTP adapters pass through, or it would be recorded
-twice; :func:`permitted` opens the guard for a live send the mode makes on purpose.
+untouched; in one, :func:`pytest_agentreplay.replay.policy.decide` says what happens and the library's
+adapter translates it. An adapter module is imported only once its library is (:data:`ADAPTERS`): each
+import costs memory and, under ``PYTHONDONTWRITEBYTECODE``, assertion rewriting at every start. What an
+adapter's library sends on its own behalf (:func:`internal`) the HTTP adapters pass through, or it would be
+recorded twice.
 """
 
 from __future__ import annotations
@@ -62,7 +57,8 @@ def install() -> Undo:
     return _INTERCEPTION.acquire()
 
 
-_INTERNAL: ContextVar[bool] = ContextVar("pytest_agentreplay_internal_traffic", default=False)
+# Whether the calls of this context are a transport's own traffic (:func:`internal`).
+INTERNAL: ContextVar[bool] = ContextVar("pytest_agentreplay_internal_traffic", default=False)
 # Where a live WebSocket connection keeps its events (instance dict: the libraries' connections have no
 # slots).
 EVENTS: Final = "_agentreplay_ws_events"
@@ -73,15 +69,11 @@ Answer = Callable[[Any], tuple[Any, ...]]
 @contextmanager
 def internal() -> Iterator[None]:
     """Mark the calls made in this context (and in tasks it starts) as a transport's own traffic."""
-    token = _INTERNAL.set(True)
+    token = INTERNAL.set(True)
     try:
         yield
     finally:
-        _INTERNAL.reset(token)
-
-
-def is_internal() -> bool:
-    return _INTERNAL.get()
+        INTERNAL.reset(token)
 
 
 def permitted(host: str | None) -> AbstractContextManager[None]:

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 from ..core.capture import current_run
 from ..core.patching import Patches
-from ..http import bodies, codings
-from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http import bodies
+from ..http.exchange import HttpRequest, HttpResponse, aiohttp_decodes, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
 from . import permitted
@@ -104,7 +104,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
     ) -> ClientResponse:
         # The body goes straight into the reader, past aiohttp's decompression: a coding aiohttp left
         # undone live (a chain, auto_decompress off) is coded again here.
-        served = codings.for_client(served, codings.aiohttp_decodes(auto))
+        served = served.for_client(aiohttp_decodes(auto))
         loop = asyncio.get_running_loop()
         request_info = RequestInfo(url, method, CIMultiDictProxy(CIMultiDict(headers)), url)
         response = ClientResponse(
@@ -170,7 +170,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
             raise _fault_exception(action.fault)
         # aiohttp hands the reader decoded bytes only for the codings it undoes; the capture undoes the rest.
         coding = response.headers.get("content-encoding", "")
-        decoded = codings.aiohttp_decodes(bool(auto))(bodies.codings(coding))
+        decoded = aiohttp_decodes(bool(auto))(bodies.codings(coding))
         action.capture.start_response(response.status, list(response.headers.items()), decoded=decoded)
         _tee(response, action.capture)
         return response

@@ -48,7 +48,7 @@ class Site:
 
     def request(self, metadata: Metadata | None, messages: Iterable[object]) -> HttpRequest:
         entries = [grpc_calls.message_entry(self.to_bytes(m), view(m), keep_bytes=False) for m in messages]
-        return grpc_calls.request(self.target, self.method, metadata, grpc_calls.request_body(entries))
+        return grpc_calls.request(self.target, self.method, metadata, entries)
 
 
 def view(message: object) -> object | None:
@@ -135,10 +135,7 @@ class Capture:
             if self.done:
                 return
             self.done = True
-        site = self.site
-        request = grpc_calls.request(
-            site.target, site.method, self.metadata, grpc_calls.request_body(self.requests)
-        )
+        request = grpc_calls.request(self.site.target, self.site.method, self.metadata, self.requests)
         raw = grpc_calls.response_body(code, details, self.responses, grpc_calls.metadata_pairs(trailing))
         headers = stored_response_headers(grpc_calls.metadata_headers(initial), False)
         response = HttpResponse(

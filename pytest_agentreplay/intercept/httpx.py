@@ -14,11 +14,10 @@ from urllib.parse import urlsplit
 
 from ..core.capture import current_run
 from ..core.patching import Patches
-from ..http import codings
-from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http.exchange import HttpRequest, HttpResponse, decodes_all, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, Serve, decide
-from . import is_internal, permitted
+from . import INTERNAL, permitted
 
 if TYPE_CHECKING:
     from ..core.capture import RunContext
@@ -153,7 +152,7 @@ def _not_sent(
     # A coding this httpx does not undo was passed through to the client live: served coded again.
     served = action.response
     if served.body and "coding" in served.body:  # (else ``for_client`` returns it: asked nothing of httpx)
-        served = codings.for_client(served, codings.supported(mod._decoders.SUPPORTED_DECODERS))
+        served = served.for_client(decodes_all(mod._decoders.SUPPORTED_DECODERS))
     headers: Any
     if request.method == "HEAD":
         headers = served.wire_headers("HEAD")
@@ -205,7 +204,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
     def handle_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
         # Traffic a transport adapter owns (MCP over HTTP, a WebSocket upgrade): sent as is.
-        if ctx is None or is_internal():
+        if ctx is None or INTERNAL.get():
             return orig_sync(self, request)
         texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
         action = decide(ctx, _to_request(request, request.read(), texts))
@@ -226,7 +225,7 @@ def patch(patches: Patches, mod: ModuleType) -> None:
 
     async def handle_async_request(self: object, request: _Request) -> _Response:
         ctx = current_run()
-        if ctx is None or is_internal():
+        if ctx is None or INTERNAL.get():
             return await orig_async(self, request)
         texts = ctx.rooms.of(_HeaderTexts, _HeaderTexts)
         action = decide(ctx, _to_request(request, await request.aread(), texts))

@@ -18,8 +18,7 @@ from urllib.parse import urlsplit
 
 from ..core.capture import RunContext, current_run
 from ..core.patching import Patches
-from ..http import codings
-from ..http.exchange import HttpRequest, HttpResponse, lower_headers
+from ..http.exchange import HttpRequest, HttpResponse, decodes_all, lower_headers
 from ..http.recording import LiveCapture
 from ..replay.policy import Refuse, Send, decide
 from . import permitted
@@ -234,7 +233,7 @@ def patch(patches: Patches, module: ModuleType | None = None) -> None:
     ) -> urllib3.HTTPResponse:
         reason = http.client.responses.get(served.status, "")
         # A coding urllib3 does not undo was passed through to the client live: served coded again.
-        served = codings.for_client(served, codings.supported(urllib3.HTTPResponse.CONTENT_DECODERS))
+        served = served.for_client(decodes_all(urllib3.HTTPResponse.CONTENT_DECODERS))
         return urllib3.HTTPResponse(
             body=_ReplayFP(served.iter_chunks()),
             headers=urllib3.HTTPHeaderDict(served.wire_headers(req.method)),
