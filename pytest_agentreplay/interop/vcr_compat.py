@@ -171,11 +171,10 @@ def vcr_options(merged: Mapping[str, object]) -> Document:
 
 @dataclass
 class VcrMatch:
-    """A played interaction: its position (file and index) and the response to serve."""
+    """A played interaction: its index among the test's interactions and the response to serve."""
 
     response: HttpResponse
     index: int
-    cassette: Path
 
 
 def to_vcr_request(request: HttpRequest) -> Any:
@@ -276,9 +275,7 @@ class VcrReplay:
             return None
         # The interaction played is the one whose count went up (vcrpy does not say which it picked).
         index = next((int(i) for i, n in counts.items() if n != before.get(i, 0)), -1)
-        origins = self._persister.origins
-        origin = origins[index] if 0 <= index < len(origins) else self.paths[0]
-        return VcrMatch(response_from_vcr(raw), index, origin)
+        return VcrMatch(response_from_vcr(raw), index)
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""

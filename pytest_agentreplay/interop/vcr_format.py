@@ -198,17 +198,12 @@ class _AlreadyParsed:
 
 
 @dataclass
-class _ReadOnly:
-    origins: list[Path] = field(default_factory=list, kw_only=True)
-    found: list[Path] = field(default_factory=list, kw_only=True)
-
-
-@dataclass
-class Persister(_ReadOnly):
+class Persister:
     """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
     but failing on an undecodable file instead of treating it as empty."""
 
     paths: tuple[Path, ...]
+    found: list[Path] = field(default_factory=list)  # the cassette files read
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
         from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
@@ -241,7 +236,6 @@ class Persister(_ReadOnly):
             self.found.append(path)
             requests.extend(reqs)
             responses.extend(resps)
-            self.origins.extend([path] * len(reqs))
         return requests, responses
 
 
@@ -260,12 +254,13 @@ _PLACE = "persister in the vcr_config fixture, or register_persister in pytest_r
 
 
 @dataclass
-class ProjectPersister(_ReadOnly):
+class ProjectPersister:
     """A persister the project gave: it loads the test's cassette (not the markers' extra ones, as under
     pytest-recording); anything it raises but "not found" is an error, never "empty"."""
 
     persister: Any
     path: Path
+    found: list[Path] = field(default_factory=list)
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[object, ...]:
         from vcr.persisters.filesystem import CassetteNotFoundError  # heavy: vcrpy, as above
@@ -296,5 +291,4 @@ class ProjectPersister(_ReadOnly):
                 ),
             )
         self.found.append(self.path)
-        self.origins.extend([self.path] * len(loaded[0]))
         return loaded
