@@ -149,7 +149,6 @@ def test_replays_a_real_cassette_in_order_each_interaction_once() -> None:
     for n, req in enumerate(requests):
         match = replay.play(req)
         assert match is not None and match.index == n
-        assert match.cassette == CASSETTES / "test_tools.yaml"
         assert match.response.status == 200
         assert match.response.body == recorded[n].response.body  # decoded, library-neutral shape
         assert "content-encoding" not in match.response.headers
@@ -220,7 +219,7 @@ def test_extra_cassettes_are_read_after_the_primary(tmp_path: Path) -> None:
         folder / "shared.yaml",
     )
     match = replay.play(live_requests("test_tools.yaml")[0])
-    assert match is not None and match.index == 1 and match.cassette == folder / "shared.yaml"
+    assert match is not None and match.index == 1  # the first of shared.yaml's, after the primary's one
 
 
 def test_missing_cassette_serves_nothing(tmp_path: Path) -> None:

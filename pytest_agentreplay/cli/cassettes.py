@@ -1,11 +1,5 @@
-"""The commands that check and rewrite cassette files: ``agentreplay verify`` (every problem of cassettes),
-``migrate`` (cassettes of an older format version rewritten in the current one), ``prune`` (payload blobs
-removed by data class and age) and ``import-vcr`` (vcrpy / pytest-recording cassettes converted into this
-format).
-
-What prune may remove is decided in :mod:`pytest_agentreplay.cassette.prune`, from every cassette sharing the
-store, whatever folder is given; ``prune`` here only reads the options and prints.
-"""
+"""The commands that check and rewrite cassette files: ``agentreplay verify``, ``migrate``, ``prune`` (what
+it removes is decided in :mod:`pytest_agentreplay.cassette.prune`) and ``import-vcr``."""
 
 from __future__ import annotations
 
@@ -40,9 +34,7 @@ from .common import (
 
 
 def cassette_findings(path: Path) -> tuple[list[str], list[str]]:
-    """The problems of one cassette (damage: schema, event digests, blobs, secrets, and whatever replay
-    would trip on: the same load, payload resolution and decoding replay runs) and the advice on it
-    (committed effects without a receipt or an idempotency key)."""
+    """The problems of one cassette (its damage and whatever replay would trip on) and the advice on it."""
     try:
         loaded, _ = load_for_audit(path)
     except CassetteError as exc:

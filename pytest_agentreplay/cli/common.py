@@ -1,5 +1,4 @@
-"""What several commands share: exit codes, the usage error, output, finding files, the project table and
-the progress bar."""
+"""What several commands share: exit codes, errors, output, finding files, the project table, the bar."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ EXIT_USAGE = 2
 
 
 class UsageError(AgentReplayError):
-    """Bad command-line input (a path that does not exist, a bad value)."""
+    """Bad command-line input."""
 
 
 def out(text: str = "") -> None:
@@ -64,7 +63,6 @@ def iter_files(paths: Sequence[str], suffixes: tuple[str, ...], *, command: str)
 
 
 def project_table() -> Document:
-    """The ``[tool.agentreplay]`` table of ``./pyproject.toml``."""
     # heavy: the settings checks it loads are paid only by the commands that read pyproject.toml
     from ..core.config import read_pyproject_table
 
@@ -75,7 +73,7 @@ def load_for_audit(
     path: Path, *, mode: str | None = None, migrate: bool = False
 ) -> tuple[LoadedCassette, bool]:
     """The cassette at ``path`` and whether its integrity fields held: one that fails them is loaded without
-    that check, so its other problems are still shown. Raises the load's error when it cannot be loaded."""
+    that check, so its other problems are still shown."""
     # heavy: the reader is paid only by the commands that load cassettes (not git's textconv driver)
     from ..cassette.read import load_cassette, load_unchecked
     from ..exceptions import CassetteIntegrityError
@@ -94,9 +92,8 @@ _MIN_INTERVAL = 0.1
 
 
 class Progress:
-    """A minimal progress bar for long work (migrate, import, verify, prune): ``with Progress(total, "verify")
-    as bar: ... bar.advance(label)``. Drawn on stderr and only when stderr is a terminal, so pipes, CI logs
-    and tests see nothing of it."""
+    """A progress bar for long work, drawn on stderr only when it is a terminal (pipes and CI logs see
+    nothing)."""
 
     def __init__(self, total: int, label: str, *, stream: TextIO | None = None) -> None:
         self.total = total

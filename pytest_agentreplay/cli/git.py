@@ -1,10 +1,7 @@
-"""The git integration: ``agentreplay textconv`` (a cassette with its blob-stored payloads inlined, git's
-diff driver) and ``agentreplay git-setup`` (that driver, with a command that works from any shell).
+"""The git integration: ``agentreplay textconv`` (git's diff driver) and ``agentreplay git-setup``.
 
-git runs a textconv driver through the shell of whoever runs ``git diff``: a bare ``agentreplay`` is
-found only where the virtualenv is activated. The driver is written with this interpreter's absolute
-path (``/path/to/venv/bin/python -m pytest_agentreplay.cli textconv``), and ``.gitattributes`` gets the
-line that routes cassettes to it. Running git-setup again changes nothing. git runs textconv once per
+git runs a textconv driver through the shell of whoever runs ``git diff``, where a bare ``agentreplay`` may
+not be found: the driver is written with this interpreter's absolute path. git runs textconv once per
 changed cassette: this module loads neither the diff, the viewer nor replay.
 """
 

@@ -1,9 +1,6 @@
 """``agentreplay review``, ``accept`` and ``reject``: the pending drift files drifting tests left beside their
-cassettes (``cassette/pending.py``), one test at a time or all at once.
-
-``review`` shows each drift as the failure showed it, then the cassette lines accepting would change, and
-reads one key: ``a`` accept, ``r`` reject, ``s`` skip, ``q`` quit. The key is read by prompt_toolkit (the
-terminal library IPython and many REPLs are built on: raw mode on every platform, no Enter needed).
+cassettes (``cassette/pending.py``). ``review`` reads one key per test with prompt_toolkit (raw mode on every
+platform, no Enter needed).
 """
 
 from __future__ import annotations
@@ -59,8 +56,6 @@ def review(args: argparse.Namespace) -> int:
 
 
 def decide(args: argparse.Namespace) -> int:
-    """``agentreplay accept`` (write each pending drift into its cassette) and ``reject`` (drop each one,
-    leaving its cassette as it is), without asking."""
     choice = args.command
     if not (args.paths or args.all or args.from_dir):
         raise UsageError(
@@ -94,8 +89,8 @@ def _apply(pending: Pending, choice: str) -> None:
 
 
 def _selected(args: argparse.Namespace) -> list[Pending]:
-    """The pending drifts the arguments name: files, cassettes (their pending file), folders; or every one
-    under ``--from`` (files downloaded from CI, their cassettes under the current folder) or ``.``."""
+    """The pending drifts the arguments name (files, cassettes, folders), or every one under ``--from`` or
+    ``.``."""
     source = Path(args.from_dir) if args.from_dir else None
     if source is not None and not source.is_dir():
         raise UsageError(
@@ -148,7 +143,7 @@ def _keyword_filter(expression: str) -> Callable[[str], bool]:
 
 
 def _ask(message: str) -> str:
-    """One key of ``a``/``r``/``s``/``q`` (Ctrl-C or Ctrl-D: quit), no Enter."""
+    """One key of ``a``/``r``/``s``/``q`` (Ctrl-C or Ctrl-D: quit)."""
     from prompt_toolkit import PromptSession  # the terminal library, only when asking
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 

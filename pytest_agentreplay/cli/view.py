@@ -1,7 +1,5 @@
-"""The commands that read cassettes to show them: ``agentreplay show`` (a recorded run as a timeline, JSON
-or the HTML viewer, with its audit), ``diff`` (the drift between two cassettes under the project's diff
-rules), ``export-otel`` (a recorded run as OpenTelemetry spans: OTLP JSON, or through an exporter) and
-``schema`` (the JSON Schema of the cassette format, or of the JSON drift report)."""
+"""The commands that read cassettes to show them: ``agentreplay show``, ``diff``, ``export-otel`` and
+``schema``."""
 
 from __future__ import annotations
 
@@ -129,8 +127,5 @@ def export_otel(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
-    if args.report:
-        sys.stdout.write(dumps_pretty(report_json_schema()))
-        return EXIT_OK
-    sys.stdout.write(dumps_pretty(cassette_json_schema()))
+    sys.stdout.write(dumps_pretty(report_json_schema() if args.report else cassette_json_schema()))
     return EXIT_OK

@@ -1,14 +1,9 @@
 """Framework adapters: the decision history of agents built on a framework, without decorating tools.
 
-Each adapter (a module of this package, named in :data:`ADAPTERS`) hooks its framework in through the
-framework's own extension point and dispatches to the active run. They are libraries of one
-:class:`~pytest_agentreplay.core.patching.Owner`, held by every active run: a framework imported already is
-hooked in when the first run starts, one imported later (an agent importing its framework inside its
-function) the moment it has been imported, in whichever thread; nothing is imported ahead of time.
-
-What every adapter emits is here too: framework tool executions as ``tool.call``/``tool.result`` pairs, and
-agent metadata on the run header, so that all frameworks record tools in the shape ``@tool`` does
-(``replay/tools.py`` serves and the diff aligns them the same way).
+Each adapter (a module named in :data:`ADAPTERS`) hooks its framework in through the framework's own
+extension point, as a library of one :class:`~pytest_agentreplay.core.patching.Owner` held by every active
+run: hooked in when the first run starts, or the moment the framework is imported, in whichever thread.
+Every adapter records tools as ``tool.call``/``tool.result`` pairs in the shape ``@tool`` does.
 """
 
 from __future__ import annotations
@@ -73,7 +68,7 @@ OWNER = Owner(*(_library(marker, adapter) for marker, adapter in ADAPTERS))
 
 @functools.cache
 def _installed(marker: str) -> bool:
-    """Whether the framework's top-level package can be imported, found without importing anything."""
+    """Whether the framework's top-level package is installed (found without importing it)."""
     try:
         return importlib.util.find_spec(marker.partition(".")[0]) is not None
     except (ImportError, ValueError):
@@ -81,7 +76,6 @@ def _installed(marker: str) -> bool:
 
 
 def _each_adapter(step: str, ctx: RunContext) -> None:
-    """Call ``step(ctx)`` on every adapter that has been imported and defines it."""
     for _, adapter in ADAPTERS:
         call = getattr(sys.modules.get(f"{__name__}.{adapter}"), step, None)
         if call is not None:
@@ -164,9 +158,8 @@ class ToolExecution:
 
 
 def note_agent(ctx: RunContext, agent: object, *, framework: str) -> None:
-    """Agent metadata onto the run header's labels (``agent``, ``framework``; the outermost agent wins).
-
-    Labels, not ``RunMeta.agent``: that one is the test's choice and is echoed into ``run.start``."""
+    """``agent`` and ``framework`` labels on the run header (the outermost agent wins); not ``RunMeta.agent``,
+    the test's own choice, echoed into ``run.start``."""
     labels = ctx.recorder.run.labels
     if agent:
         labels.setdefault("agent", str(agent))

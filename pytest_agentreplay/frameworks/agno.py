@@ -1,6 +1,5 @@
-"""Agno: every tool execution (``FunctionCall.execute``/``aexecute``, what its agents and teams run for each
-tool call the model makes) as ``tool.call``/``tool.result``. Agno emits no OpenTelemetry spans by itself, so
-the two methods are wrapped; in replay the tools run again and their events are compared.
+"""Agno: every tool execution (``FunctionCall.execute``/``aexecute``, wrapped: Agno emits no OpenTelemetry
+spans by itself) as ``tool.call``/``tool.result``; in replay the tools run again and their events compared.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ FRAMEWORK: Final = "agno"
 
 
 def _start(call: Any) -> ToolExecution | None:
-    """The ``tool.call`` of ``call`` in the active run (None outside one)."""
     ctx = current_run()
     if ctx is None:
         return None

@@ -1,11 +1,9 @@
 """Claude Agent SDK (``claude-agent-sdk``): the ``claude`` CLI's session, captured at the SDK's transport.
 
-The SDK runs the agent loop in the CLI, a child process it talks to in stream-json. The methods of its
-``SubprocessCLITransport`` are patched; the messages both ways become events (the table in
-docs/frameworks.md): ``model.call`` per assistant turn, the CLI's own tools, permission and hook answers as
-``approval``/``policy.decision``, SDK MCP tool calls. In replay (every mode but sandbox) no CLI process
-starts: the recorded session is served (:mod:`.cli_stream`), the user's callbacks answer live and their
-answers are compared; SDK MCP tool calls are served from the cassette, as ``@tool`` calls are.
+The methods of ``SubprocessCLITransport`` are patched; the stream-json messages both ways become events
+(the table in docs/frameworks.md). In replay (every mode but sandbox) no CLI process starts: the recorded
+session is served (:mod:`.cli_stream`), the user's callbacks answer live, and SDK MCP tool calls are
+served from the cassette, as ``@tool`` calls are.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ _PATCHED: Final = ("connect", "write", "read_messages", "close", "end_input", "i
 
 
 def _text(content: object) -> str:
-    """A tool result's content as text (a string, or the text blocks of a list)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -57,8 +54,6 @@ class _Turn:
 
 
 class Session(CliSession):
-    """One transport instance's CLI session in one run."""
-
     def __init__(self, ctx: RunContext, transport: Any) -> None:
         super().__init__(
             ctx,
@@ -154,8 +149,7 @@ class Session(CliSession):
             self.mcp_calls[request_id] = self.tool_call(qualified, kind, arguments, server=server)
 
     def serves_itself(self, message: Document) -> bool:
-        """Replay: answer an SDK MCP tool call from the cassette instead of handing it to the SDK (whose
-        tool would run again). True when it did."""
+        """Replay: answer an SDK MCP tool call from the cassette instead of running its tool again."""
         call = self.mcp_calls.get(str(message.get("request_id")))
         if call is None or self.served is None:
             return False

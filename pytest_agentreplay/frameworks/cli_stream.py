@@ -1,11 +1,10 @@
 """Agents that drive a CLI over stdin/stdout in JSON lines: the protocol-neutral half of capturing them.
 
-While recording, each message both ways is noted in order, and every message the CLI sent is kept, with
-how many messages the Python side had sent before it (``after``), in the ``stream`` payload of the events
-the protocol module (:mod:`.claude_code`, :mod:`.codex`) emits: their concatenation is the transcript. In
-replay no process starts: :class:`ServedStream` hands the SDK the recorded messages in order, each once the
-Python side has sent as many messages as it had in the recording (a permission request is answered by the
-user's callback, live, before the CLI's next message is read).
+While recording, every message of the CLI is kept with how many messages the Python side had sent before
+it (``after``), in the ``stream`` payload of the events the protocol module (:mod:`.claude_code`,
+:mod:`.codex`) emits: their concatenation is the transcript. In replay no process starts:
+:class:`ServedStream` hands the SDK each recorded message once the Python side has sent as many messages
+as it had in the recording (the user's callbacks answer live).
 """
 
 from __future__ import annotations
@@ -54,9 +53,8 @@ class RecordedSessions(dict[str, Iterator[list[Document]]]):
 def _recorded_sessions(
     ctx: RunContext, transport: str, opens: Callable[[Document], bool]
 ) -> list[list[Document]]:
-    """The ``stream`` entries of the recorded events of ``transport``, in order, cut into sessions: a new one
-    starts at each outgoing summary ``opens`` accepts (a test may start several CLI sessions; each is served
-    its own part)."""
+    """The ``stream`` entries of ``transport``'s recorded events, cut into sessions where ``opens`` accepts
+    an outgoing summary (a test may start several CLI sessions)."""
     recorded = ctx.recorded
     sessions: list[list[Document]] = []
     if recorded is None:
@@ -93,9 +91,8 @@ class CliSession:
     ) -> None:
         self.ctx = ctx
         self.transport = transport
-        # The transcript since an event last took it (that event's ``stream``): each message of the CLI with
-        # how many the Python side had ``written`` before it; the Python side's as summaries (what they carry
-        # is in the events built from them: a prompt, a permission verdict).
+        # The transcript since an event last took it; the Python side's messages as summaries (what they
+        # carry is in the events built from them: a prompt, a permission verdict).
         self.pending: list[Document] = []
         self.written = 0
         self.prompts: list[object] = []
@@ -109,7 +106,6 @@ class CliSession:
 
     @classmethod
     def of(cls, owner: object) -> Self | None:
-        """The session attached to ``owner`` (the SDK's object whose methods are patched), if any."""
         found = getattr(owner, SESSION_ATTRIBUTE, None)
         return found if isinstance(found, cls) else None
 
@@ -123,8 +119,7 @@ class CliSession:
         self.pending.append({"after": self.written, "in": message})
 
     def sent(self, summary: Document, own_id: object = None) -> None:
-        """The Python side sent a message, noted as ``summary``; ``own_id``: its id when it is one of its
-        own requests."""
+        """The Python side sent a message (``own_id``: its id when it is one of its own requests)."""
         if self.served is not None:
             self.served.wrote(own_id)
         self.written += 1
@@ -135,7 +130,6 @@ class CliSession:
         return live_id if self.served is None else self.served.next_recorded_id()
 
     def tool_call(self, name: str, kind: EffectKind, arguments: Document, **extra: object) -> ToolCall:
-        """A tool call the CLI made (``extra``: more of its ``data``)."""
         data = {"transport": self.transport, **extra}
         return ToolCall(self.ctx, name, None, kind, arguments, None, extra=data, may_group=False)
 
@@ -170,17 +164,15 @@ class CliSession:
         )
 
     def _stream(self) -> PayloadRef:
-        """The transcript since an event last took it: that event's output."""
         taken, self.pending = self.pending, []
         return payload({STREAM_KEY: taken})
 
     def flush(self) -> None:
-        """Emit what the protocol gathered and has not emitted yet (a turn under way): nothing here."""
+        """Emit what the protocol gathered and has not emitted yet (a turn under way)."""
 
     def close(self) -> None:
-        """In replay, the CLI's messages not served (sent while the SDK was closing) are noted as recorded;
-        the messages no event took go into a closing ``state.update`` (none: nothing emitted). Once: the
-        SDK may close twice."""
+        """The messages no event took (in replay with those not served) go into a closing
+        ``state.update``. Once: the SDK may close twice."""
         if self.closed:
             return
         self.closed = True
@@ -195,8 +187,8 @@ class CliSession:
 
 class ServedStream:
     """One recorded CLI session served in place of the process: ``wrote`` counts the Python side's messages
-    (and maps the ids of its own requests, ``own_request``, onto the recorded ones); ``messages`` (async SDKs)
-    or ``next_message`` (threaded ones) hand over each recorded message once the Python side caught up."""
+    (mapping the ids of its own requests onto the recorded ones); ``messages`` (async SDKs) or
+    ``next_message`` (threaded ones) hand over each recorded message once the Python side caught up."""
 
     def __init__(
         self, ctx: RunContext, entries: list[Document], *, what: str, own_request: Callable[[Document], bool]
@@ -221,11 +213,9 @@ class ServedStream:
         self.position = 0
 
     def next_recorded_id(self) -> str | None:
-        """The recorded id of the own request about to be sent."""
         return self.recorded_ids[self.requests] if self.requests < len(self.recorded_ids) else None
 
     def wrote(self, live_request_id: object = None) -> None:
-        """The Python side sent a message; ``live_request_id``: its id when it is one of its own requests."""
         with self.condition:
             if live_request_id is not None and self.requests < len(self.recorded_ids):
                 self.live_ids[self.recorded_ids[self.requests]] = str(live_request_id)
@@ -248,8 +238,7 @@ class ServedStream:
             changed.set()
 
     def rest(self) -> list[Document]:
-        """The CLI's recorded messages not served when the session closed (what it sent while the SDK was
-        closing): noted as in the recording, never handed to the SDK."""
+        """The CLI's recorded messages not served when the session closed: noted, never handed over."""
         rest = self.entries[self.position :]
         self.position = len(self.entries)
         return [e["in"] for e in rest if isinstance(e.get("in"), dict)]
@@ -290,8 +279,7 @@ class ServedStream:
         return message if self._due(message, needed) else None
 
     def _due(self, message: Document, needed: int) -> bool:
-        """After the wait: whether ``message`` is handed over (not when the session closed or stalled: the
-        agent sent fewer messages than the recording waits for, which fails the run)."""
+        """After the wait: whether ``message`` is handed over (a stall fails the run)."""
         if self.closed:
             return False
         if self.sent >= needed:

@@ -1,11 +1,8 @@
 """OpenAI's Codex SDK (``openai-codex``): the ``codex app-server`` session, captured at the SDK's client.
 
-The SDK talks JSON-RPC to the ``codex`` binary over stdio. ``CodexClient``'s ``start``, ``_write_message``,
-``_read_message`` and ``close`` are patched; the messages become events (the table in docs/frameworks.md):
-a ``model.call`` per token-usage update, a tool call per item the agent runs, an ``approval`` per approval
-request, a ``state.update`` per completed turn. In replay (every mode but sandbox) no process starts: the
-recorded session is served (:mod:`.cli_stream`) to the SDK's reader thread, responses under the ids the SDK
-draws now, and the approval handler answers live.
+``CodexClient``'s JSON-RPC methods are patched; the messages become events (the table in
+docs/frameworks.md). In replay (every mode but sandbox) no process starts: the recorded session is served
+(:mod:`.cli_stream`) to the SDK's reader thread, and the approval handler answers live.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ _PATCHED: Final = ("start", "_write_message", "_read_message", "close")
 
 
 class Session(CliSession):
-    """One client's app-server session in one run (threads: the SDK's caller and its reader)."""
-
+    # Threads: the SDK's caller and its reader.
     def __init__(self, ctx: RunContext, client: object) -> None:
         super().__init__(
             ctx,
@@ -145,7 +141,6 @@ class Session(CliSession):
             super().close()
 
     def served_message(self) -> Document:
-        """Replay: the next recorded message for the SDK's reader (responses under the live ids)."""
         served = self.served
         assert served is not None
         message = served.next_message()

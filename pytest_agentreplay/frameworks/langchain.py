@@ -1,11 +1,9 @@
 """LangChain and LangGraph: a callback handler every runnable gets, through LangChain's public
-``register_configure_hook`` (the mechanism its own tracers use), so no callback has to be passed.
+``register_configure_hook``.
 
-Tools become ``tool.call``/``tool.result``; each LangGraph node execution a ``state.update`` whose
-``state_hash`` is the graph state after that step. LangGraph hands each node the state after the previous
-step, so the state after step N is read from the inputs of the step N+1 nodes (or from the graph's output
-after the last step): the event is emitted when the next step starts. Model calls are left to the HTTP
-layer. :func:`replay_tool_call` serves read-only tools from the cassette in replay.
+Tools become ``tool.call``/``tool.result``; each LangGraph node execution a ``state.update`` whose hash is
+the graph state after that step, read from the inputs of the next step's nodes (or the graph's output), so
+it is emitted when the next step starts. :func:`replay_tool_call` serves read-only tools in replay.
 """
 
 from __future__ import annotations
@@ -79,8 +77,6 @@ def canonical_state(value: object) -> object:
 
 
 class AgentReplayCallbackHandler(BaseCallbackHandler):
-    """Feeds tool executions and graph steps into the run active in this process (a no-op outside one)."""
-
     run_inline = True  # called in order, in the caller's thread and context, also from async runnables
     raise_error = False
 
@@ -214,8 +210,7 @@ def end_run(ctx: RunContext) -> None:
 
 def replay_tool_call(reads: Iterable[str]) -> ToolCallWrapper:
     """A ``ToolNode(wrap_tool_call=...)`` wrapper that serves the ``reads`` tools from the cassette in
-    regression and model-comparison replay (recorded with their arguments, as ``@tool`` reads are).
-    Everything else, and every tool outside replay, runs as usual."""
+    regression and model-comparison replay; everything else runs as usual."""
     names = frozenset(reads)
 
     def wrap(

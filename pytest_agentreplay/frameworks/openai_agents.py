@@ -1,9 +1,8 @@
 """OpenAI Agents SDK: a tracing processor (``agents.add_trace_processor``, see docs/frameworks.md).
 
 ``function`` spans become ``tool.call``/``tool.result``, both emitted when the span ends (the SDK fills the
-input in late: HTTP the tool made is recorded before its ``tool.call``); ``handoff`` spans a
-``state.update`` whose hash is the pair, so a changed hand-off fails like a changed graph transition;
-``generation``/``response`` spans are left to the HTTP layer, which records the model calls on the wire.
+input in late); ``handoff`` spans a ``state.update`` whose hash is the pair, so a changed hand-off fails
+like a changed graph transition. Model calls are left to the HTTP layer.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ def _span_error(span: Span[Any]) -> str | None:
 
 
 class AgentReplayTracingProcessor(TracingProcessor):
-    """Feeds agent, function and handoff spans into the run active in this process."""
-
     def on_trace_start(self, trace: Trace) -> None:
         return None
 
@@ -64,7 +61,6 @@ class AgentReplayTracingProcessor(TracingProcessor):
             error = _span_error(span)
             execution.finish(None if error else to_jsonable(data.output), error)
         elif data.type == "handoff":
-            # A changed hand-off fails like a changed graph transition: the state is the pair.
             source, target = data.from_agent, data.to_agent
             pair = {"from": source, "to": target}
             label = f"handoff {source} -> {target}"
@@ -91,8 +87,7 @@ _ADDED: list[bool] = []
 
 
 def _registered() -> bool:
-    """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list), read
-    without touching anything."""
+    """Whether our processor is still among the SDK's (``set_trace_processors`` replaces the list)."""
     processors = getattr(getattr(get_trace_provider(), "_multi_processor", None), "_processors", None)
     return any(p is _PROCESSOR for p in processors) if isinstance(processors, tuple | list) else bool(_ADDED)
 

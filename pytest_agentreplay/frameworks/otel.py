@@ -1,9 +1,8 @@
 """The generic bridge: OpenTelemetry GenAI spans emitted in-process become events of the active run.
 
-A span processor reads spans by ``gen_ai.operation.name`` (the table in docs/frameworks.md): tool
-executions, agent names, and model calls only when the HTTP layer recorded none during the span (a
-transport it does not see). It is added to the global SDK ``TracerProvider`` when one is set, and to the
-private provider the Pydantic AI adapter instruments agents with.
+A span processor, on the global SDK ``TracerProvider`` when one is set and on the Pydantic AI adapter's
+private one, reads spans by ``gen_ai.operation.name`` (docs/frameworks.md): tool executions, agent names,
+and model calls the HTTP layer did not see.
 """
 
 from __future__ import annotations
@@ -66,8 +65,6 @@ def _error_of(span: ReadableSpan) -> str | None:
 
 
 class GenAISpanProcessor(SpanProcessor):
-    """Feeds GenAI spans into the run active in this process (see the module docstring)."""
-
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         in_current_run(lambda ctx: self._start(ctx, span))
 
@@ -119,7 +116,6 @@ class GenAISpanProcessor(SpanProcessor):
 
 
 def _model_call(ctx: RunContext, span: ReadableSpan, attributes: Mapping[str, Any]) -> None:
-    """A model call only the span saw (no HTTP exchange was recorded during it)."""
     data: Document = {"source": "otel"}
     for key, names in _MODEL_ATTRIBUTES:
         if (value := _first(attributes, names)) is not None:
@@ -160,7 +156,6 @@ def processor() -> GenAISpanProcessor:
 
 @functools.cache
 def private_provider() -> TracerProvider:
-    """A tracer provider of our own (not the global one) whose spans only feed the run."""
     provider = TracerProvider()
     _hook(provider)
     return provider

@@ -1,8 +1,6 @@
-"""Pydantic AI: its OpenTelemetry GenAI instrumentation (``Agent.instrument_all`` with a private tracer
-provider), read by the span processor of :mod:`.otel`; left alone when the project instruments agents
-itself (the bridge then reads the global provider). Spans only observe: the :class:`ReplayTools` capability
-records its agent's tools itself (the arguments after validation) and serves the read-only ones from the
-cassette in replay.
+"""Pydantic AI: its OpenTelemetry GenAI instrumentation with a private tracer provider, read by :mod:`.otel`
+(left alone when the project instruments agents itself). The :class:`ReplayTools` capability records its
+agent's tools itself and serves the read-only ones from the cassette in replay.
 """
 
 from __future__ import annotations
@@ -98,5 +96,4 @@ def _error(exc: BaseException) -> str:
 
 
 def _model_text(result: object) -> str:
-    """The tool result as the model receives it: a string as is, anything else as pydantic's JSON."""
     return result if isinstance(result, str) else to_json(result, fallback=repr).decode()

@@ -1,7 +1,5 @@
-"""smolagents: every tool call (``Tool.__call__``, which both agent kinds go through, ``final_answer``
-included) as ``tool.call``/``tool.result``. smolagents emits no OpenTelemetry spans by itself, so the base
-class's ``__call__`` is wrapped; in replay the tools run again and their events are compared (no public hook
-answers a tool call in its place).
+"""smolagents: every tool call (``Tool.__call__``, wrapped: smolagents emits no OpenTelemetry spans by
+itself) as ``tool.call``/``tool.result``; in replay the tools run again and their events are compared.
 """
 
 from __future__ import annotations

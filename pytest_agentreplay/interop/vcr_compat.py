@@ -46,8 +46,8 @@ def default_cassette_name(test_name: str, class_name: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class VcrCassettePaths:
-    """The cassettes of one vcr-marked test: ``primary`` is the one pytest-recording records into,
-    ``extras`` the shared ones named on the markers (read, never written)."""
+    """The cassettes of one vcr-marked test: ``primary``, pytest-recording's own, and ``extras``, the shared
+    ones named on the markers."""
 
     directory: Path
     primary: Path
@@ -55,7 +55,6 @@ class VcrCassettePaths:
 
     @property
     def all(self) -> tuple[Path, ...]:
-        """Every cassette to read, in pytest-recording's order, each once."""
         return tuple(dict.fromkeys((self.primary, *self.extras)))
 
     def existing(self) -> tuple[Path, ...]:
@@ -72,8 +71,7 @@ def cassette_paths(
     default_cassette_name: str | None = None,
     config: Mapping[str, object] | None = None,
 ) -> VcrCassettePaths:
-    """pytest-recording's cassette paths for a test: ``marker_args`` are the extra cassettes of its vcr
-    markers, ``vcr_cassette_dir`` / ``default_cassette_name`` those fixtures' values when overridden."""
+    """pytest-recording's cassette paths for a test: ``marker_args`` are its vcr markers' extra cassettes."""
     directory = Path(vcr_cassette_dir) if vcr_cassette_dir is not None else default_cassette_dir(test_file)
     name = default_cassette_name
     if name is None:
@@ -131,9 +129,8 @@ def _primary(directory: Path, name: str, suffix: str, config: Mapping[str, objec
 def merge_vcr_config(
     vcr_config: Mapping[str, object] | None, marker_kwargs: Sequence[Mapping[str, object]] = ()
 ) -> Document:
-    """The ``vcr_config`` fixture's dict updated with the markers' keyword arguments, as pytest-recording
-    merges them: ``marker_kwargs`` closest marker first (``item.iter_markers("vcr")`` order), so the
-    closest one wins."""
+    """The ``vcr_config`` fixture's dict updated with the markers' keyword arguments (``marker_kwargs``
+    closest first, in ``iter_markers`` order), the closest winning, as pytest-recording merges them."""
     merged = copy.deepcopy(dict(vcr_config or {}))
     for kwargs in reversed(list(marker_kwargs)):
         merged.update(kwargs)
@@ -141,8 +138,7 @@ def merge_vcr_config(
 
 
 def resolve_record_mode(merged: Mapping[str, object], cli_record_mode: str | None = None) -> str:
-    """The vcr record mode of a test: the command line's when given (never overridden by a marker or
-    ``vcr_config``), else the merged config's, else ``none``. Raises ``ConfigError`` on an unknown mode."""
+    """The vcr record mode: the command line's, else the merged config's, else ``none``."""
     mode = cli_record_mode if cli_record_mode is not None else merged.get("record_mode", DEFAULT_RECORD_MODE)
     mode = getattr(mode, "value", mode)  # vcr.record_mode.RecordMode members
     if mode not in VCR_RECORD_MODES:
@@ -156,8 +152,7 @@ def resolve_record_mode(merged: Mapping[str, object], cli_record_mode: str | Non
 
 
 def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
-    """The ``--agentreplay-record`` equivalent of a vcr record mode: ``none`` replays only; ``once`` and
-    ``new_episodes`` record what has no cassette yet; ``all`` and ``rewrite`` re-record."""
+    """The ``--agentreplay-record`` equivalent of a vcr record mode."""
     if vcr_record_mode == "none":
         return "none"
     if vcr_record_mode in ("once", "new_episodes"):
@@ -166,7 +161,6 @@ def agentreplay_record_mode(vcr_record_mode: str) -> AgentReplayRecord:
 
 
 def allowed_hosts(merged: Mapping[str, object]) -> tuple[str, ...]:
-    """pytest-recording's ``allowed_hosts`` of the merged config, as host names."""
     return host_names(split_patterns(merged.get("allowed_hosts")), "allowed_hosts in vcr_config")
 
 
@@ -177,24 +171,21 @@ def vcr_options(merged: Mapping[str, object]) -> Document:
 
 @dataclass
 class VcrMatch:
-    """A played interaction: its position (file and index) and the response to serve."""
+    """A played interaction: its index among the test's interactions and the response to serve."""
 
     response: HttpResponse
     index: int
-    cassette: Path
 
 
 def to_vcr_request(request: HttpRequest) -> Any:
-    """A live request as vcrpy's ``vcr.request.Request`` (what its matchers and filters take)."""
     from vcr.request import Request  # heavy: vcrpy, only where one of its cassettes is served
 
     return Request(request.method, request.url, request.body or None, dict(request.headers))
 
 
 class VcrReplay:
-    """The recorded interactions of one vcr-marked test, read once and replayed with vcrpy's matching
-    semantics. ``vcr``: the session's ``vcr.VCR``, whose registered matchers, serializers and persister
-    apply (read, never changed)."""
+    """The recorded interactions of one vcr-marked test, replayed with vcrpy's matching. ``vcr``: the
+    session's ``vcr.VCR``, whose registered matchers, serializers and persister apply."""
 
     def __init__(
         self,
@@ -256,17 +247,14 @@ class VcrReplay:
 
     @property
     def found(self) -> tuple[Path, ...]:
-        """The cassette files that exist (and were read)."""
         return tuple(self._persister.found)
 
     def unplayed(self) -> list[tuple[str, str]]:
-        """(method, uri) of the recorded interactions no request used."""
         counts = self._cassette.play_counts
         return [(r.method, r.uri) for i, (r, _) in enumerate(self._cassette.data) if counts[i] == 0]
 
     def interactions(self) -> list[VcrInteraction]:
-        """The recorded interactions as vcrpy holds them after loading (``before_record_*`` applied), in
-        this project's shapes."""
+        """The recorded interactions after loading (``before_record_*`` applied), in this project's shapes."""
         return [
             VcrInteraction(request_from_vcr(r.method, r.uri, dict(r.headers), r.body), response_from_vcr(x))
             for r, x in self._cassette.data
@@ -277,7 +265,6 @@ class VcrReplay:
         return self._cassette.filter_request(to_vcr_request(request)) is None
 
     def play(self, request: HttpRequest) -> VcrMatch | None:
-        """The response to serve for ``request`` (marking it played), or None when none matches."""
         from vcr.errors import UnhandledHTTPRequestError  # heavy: vcrpy, as above
 
         counts = self._cassette.play_counts
@@ -288,9 +275,7 @@ class VcrReplay:
             return None
         # The interaction played is the one whose count went up (vcrpy does not say which it picked).
         index = next((int(i) for i, n in counts.items() if n != before.get(i, 0)), -1)
-        origins = self._persister.origins
-        origin = origins[index] if 0 <= index < len(origins) else self.paths[0]
-        return VcrMatch(response_from_vcr(raw), index, origin)
+        return VcrMatch(response_from_vcr(raw), index)
 
     def closest(self, request: HttpRequest, limit: int = 3) -> list[str]:
         """The recorded requests closest to ``request``, with the matchers that failed (for errors)."""

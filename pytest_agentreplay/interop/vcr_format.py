@@ -41,7 +41,7 @@ def _header_pairs(raw: object) -> list[tuple[str, str]]:
 
 
 def _raw_body(body: object) -> bytes:
-    """vcrpy stores a body as str, bytes (``!!binary``), None, or ``{"string": ...}``."""
+    # vcrpy stores a body as str, bytes (``!!binary``), None, or ``{"string": ...}``.
     if isinstance(body, dict):
         body = body.get("string", body.get("base64_string"))
     if body is None:
@@ -66,7 +66,7 @@ class NotVcrCassetteError(ValueError):
 
 def read_vcr_document(path: Path, fmt: VcrFormat | None = None) -> Document:
     """The one reader of vcrpy cassettes: a regular file of bounded size, YAML alias bombs refused before
-    they expand, then vcrpy's own safe loader. ``FileNotFoundError`` passes through."""
+    they expand, then vcrpy's own safe loader."""
     data = read_regular_file(path, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {path.name}", cassette=path)
     if fmt is None:
         fmt = "json" if path.suffix.lower() == ".json" or data.lstrip()[:1] == b"{" else "yaml"
@@ -85,7 +85,7 @@ def read_vcr_document(path: Path, fmt: VcrFormat | None = None) -> Document:
 
 
 def check_alias_expansion(text: str | bytes, loader: type) -> None:
-    """Refuse a YAML document whose aliases would expand beyond ``MAX_ALIAS_NODES`` nodes (from the event
+    """Refuse a YAML document whose aliases expand beyond ``MAX_ALIAS_NODES`` nodes (read from the event
     stream: nothing is built)."""
     import yaml  # heavy: PyYAML, imported only where a vcrpy cassette is read
 
@@ -136,7 +136,6 @@ def load_vcr(path: str | Path) -> list[VcrInteraction]:
 def request_from_vcr(
     method: object, uri: object, headers: Mapping[str, object] | list[tuple[str, str]], body: object
 ) -> HttpRequest:
-    """A vcrpy request (a cassette's dict or vcrpy's ``Request``'s fields) as an ``HttpRequest``."""
     return HttpRequest(str(method).upper(), str(uri), lower_headers(headers), _raw_body(body))
 
 
@@ -159,8 +158,7 @@ def response_from_vcr(given: object) -> HttpResponse:
 
 
 def vcrpy_run(run_id: str, test: str | None, cassettes: str) -> RunMeta:
-    """A run read from the vcrpy cassettes named ``cassettes``, labelled ``source: vcr``: the lenient rules
-    of imported recordings apply to it (``diff.rules.IMPORTED_SOURCES``)."""
+    """A run read from vcrpy cassettes, labelled ``source: vcr`` (``diff.rules.IMPORTED_SOURCES``)."""
     labels = {"source": "vcr", "imported_from": "vcrpy", "vcr_cassette": cassettes}
     return RunMeta(run_id=run_id, test=test, labels=labels)
 
@@ -194,30 +192,18 @@ class VcrCassetteError(CassetteCorruptError):
 
 
 class _AlreadyParsed:
-    """A vcrpy serializer for a document :func:`read_vcr_document` has already read."""
-
     @staticmethod
     def deserialize(document: Document) -> Document:
         return document
 
 
 @dataclass
-class _ReadOnly:
-    """A persister that reads: the cassette files it found, and the file of each interaction read."""
-
-    origins: list[Path] = field(default_factory=list, kw_only=True)
-    found: list[Path] = field(default_factory=list, kw_only=True)
-
-    def save_cassette(self, cassette_path: str, cassette_dict: object, serializer: object) -> None:
-        raise AssertionError("vcr_compat never writes vcrpy cassettes")  # recording writes this format
-
-
-@dataclass
-class Persister(_ReadOnly):
+class Persister:
     """vcrpy persister reading every cassette of a test, like pytest-recording's ``CombinedPersister``,
     but failing on an undecodable file instead of treating it as empty."""
 
     paths: tuple[Path, ...]
+    found: list[Path] = field(default_factory=list)  # the cassette files read
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[list[object], list[object]]:
         from vcr.serialize import deserialize  # heavy: vcrpy, only where one of its cassettes is read
@@ -250,7 +236,6 @@ class Persister(_ReadOnly):
             self.found.append(path)
             requests.extend(reqs)
             responses.extend(resps)
-            self.origins.extend([path] * len(reqs))
         return requests, responses
 
 
@@ -259,7 +244,6 @@ def first_line(exc: BaseException) -> str:
 
 
 def _builtin_format(serializer: object) -> VcrFormat | None:
-    """``yaml`` / ``json`` for vcrpy's own serializers, None for one a project registered."""
     from vcr.serializers import jsonserializer, yamlserializer  # heavy: vcrpy, as above
 
     formats: dict[object, VcrFormat] = {yamlserializer: "yaml", jsonserializer: "json"}
@@ -270,12 +254,13 @@ _PLACE = "persister in the vcr_config fixture, or register_persister in pytest_r
 
 
 @dataclass
-class ProjectPersister(_ReadOnly):
+class ProjectPersister:
     """A persister the project gave: it loads the test's cassette (not the markers' extra ones, as under
     pytest-recording); anything it raises but "not found" is an error, never "empty"."""
 
     persister: Any
     path: Path
+    found: list[Path] = field(default_factory=list)
 
     def load_cassette(self, cassette_path: str, serializer: object) -> tuple[object, ...]:
         from vcr.persisters.filesystem import CassetteNotFoundError  # heavy: vcrpy, as above
@@ -306,5 +291,4 @@ class ProjectPersister(_ReadOnly):
                 ),
             )
         self.found.append(self.path)
-        self.origins.extend([self.path] * len(loaded[0]))
         return loaded

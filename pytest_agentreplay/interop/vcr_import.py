@@ -56,8 +56,8 @@ _ROOT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setu
 
 
 def project_root(test_dir: Path, cwd: Path | None = None) -> Path:
-    """The root directory node ids are relative to: ``cwd`` when the tests lie below it, else the nearest
-    ancestor holding a pytest configuration file (as pytest finds its rootdir), else ``test_dir``'s parent."""
+    """The root directory node ids are relative to: ``cwd`` when the tests lie below it, else found as
+    pytest finds its rootdir."""
     resolved = Path(test_dir).resolve()
     if cwd is not None:
         base = Path(cwd).resolve()
@@ -111,7 +111,6 @@ def _mirror(source: Path, bases: list[Path]) -> Path:
 def import_target(
     source: Path, out_dir: Path, *, bases: list[Path], rootdir: Path, layout: str = "test"
 ) -> tuple[Path, VcrTest | None]:
-    """Where ``agentreplay import-vcr`` writes ``source``, and the test it belongs to (if known)."""
     if "{" not in layout and layout not in LAYOUTS:
         raise ValueError(f"unknown --layout {layout!r}; use one of {', '.join(LAYOUTS)} or a template")
     test = pytest_recording_test(source, rootdir)
@@ -178,9 +177,8 @@ def import_vcr_file(
     test: str | None = None,
     transport_headers: str = DEFAULT_TRANSPORT_HEADERS,
 ) -> LoadedCassette:
-    """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; returns the saved cassette.
-    ``settings`` / ``redaction``: ``[tool.agentreplay]``'s HTTP settings and ``redact_*`` keys; ``test``:
-    the node id it belongs to."""
+    """Convert one vcrpy cassette at ``source`` into a cassette at ``target``; ``settings`` / ``redaction``:
+    ``[tool.agentreplay]``'s HTTP settings and ``redact_*`` keys."""
     source = Path(source)
     interactions = _read_interactions(source)
     digest = sha256_hex(read_regular_file(source, limit=MAX_VCR_BYTES, label=f"vcrpy cassette {source.name}"))

@@ -75,7 +75,6 @@ PLACE: Final = "the vcr_config fixture or @pytest.mark.vcr(...)"
 
 
 def check_vcr_options(merged: Mapping[str, object]) -> None:
-    """Raise ``ConfigError`` when the merged ``vcr_config`` holds an option this plugin cannot honour."""
     refused = [key for key in merged if key in REFUSED]
     if not refused:
         return
@@ -95,17 +94,15 @@ _HOST_CHARS: Final = re.compile(r"[A-Za-z0-9_\-:\[\]]+")
 
 
 def _literal(pattern: str) -> str | None:
-    """The host a regular expression matches when it spells one name (dots escaped or not), else None."""
     text = pattern.replace(r"\.", ".")
     parts = text.split(".")
     return text.lower() if all(p and _HOST_CHARS.fullmatch(p) for p in parts) else None
 
 
 def host_names(patterns: Iterable[object], origin: str) -> tuple[str, ...]:
-    """pytest-recording's ``allowed_hosts`` (regular expressions matched at the start of the host) as this
-    plugin's host names: a pattern spelling one host (``localhost``, ``127\\.0\\.0\\.1``) is that host, one
-    matching a domain's subdomains (``.*\\.example\\.com``) is ``*.example.com``. Anything else is a
-    ``ConfigError``: the guard admits hosts by name, and a broader pattern would have to guess."""
+    """pytest-recording's ``allowed_hosts`` (regular expressions) as host names: a pattern spelling one host
+    is that host, one matching a domain's subdomains (``.*\\.example\\.com``) is ``*.example.com``; any other
+    is a ``ConfigError`` (the guard admits hosts by name)."""
     out: list[str] = []
     for raw in patterns:
         pattern = str(raw).strip()
@@ -136,7 +133,6 @@ def host_names(patterns: Iterable[object], origin: str) -> tuple[str, ...]:
 
 
 def split_patterns(value: object) -> list[object]:
-    """pytest-recording's ``allowed_hosts`` value: a comma-separated string or a list."""
     if value is None:
         return []
     if isinstance(value, str):

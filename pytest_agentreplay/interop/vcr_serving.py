@@ -1,7 +1,7 @@
 """Replay of a vcr-marked test from its pytest-recording cassettes, read in place (the vcrpy source of
-``replay/foreign.py``). Fail-closed: an unmatched request is refused, never sent; one vcrpy ignores
-(``ignore_hosts``, ``ignore_localhost``) is sent unrecorded, as vcrpy sends it. The recorded side is the
-played interactions, labelled ``source: vcr`` so the lenient rules of imported recordings apply.
+``replay/foreign.py``). An unmatched request is refused; one vcrpy ignores (``ignore_hosts``,
+``ignore_localhost``) is sent unrecorded. The recorded side is the played interactions, labelled
+``source: vcr`` so the lenient rules of imported recordings apply.
 """
 
 from __future__ import annotations
@@ -32,15 +32,12 @@ CONVERTED_LABEL: Final = "vcr-converted"
 
 @dataclass
 class VcrServing:
-    """The run's vcrpy replay and what it played: (index into its interactions, the live URL it
-    answered), in play order."""
+    """The run's vcrpy replay and what it played: (interaction index, live URL), in play order."""
 
     replay: VcrReplay
     played: list[tuple[int, str]] = field(default_factory=list)
 
     def decide(self, ctx: RunContext, request: HttpRequest, cls: Classification) -> Action:
-        """vcrpy's answer to ``request``: the recorded response, the request sent unrecorded where vcrpy
-        ignores it, else a refusal."""
         started = time.perf_counter()
         match = self.replay.play(request)
         if match is not None:
@@ -70,8 +67,8 @@ class VcrSource:
         return bool(self.paths.existing())
 
     def marker_defaults(self, marker: Mapping[str, object]) -> dict[str, object]:
-        """The ``agentreplay`` marker settings the vcr marker implies (its record mode, ``allowed_hosts``);
-        an explicit agentreplay marker and the command line still win."""
+        """The ``agentreplay`` marker with what the vcr marker implies (record mode, ``allowed_hosts``) where
+        it says nothing."""
         out = dict(marker)
         if out.get("record") is None and (self.record_given or "record_mode" in self.config):
             out["record"] = agentreplay_record_mode(self.record_mode)
@@ -83,8 +80,8 @@ class VcrSource:
         return out
 
     def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
-        """An empty in-memory cassette labelled imported (the played interactions become its events), even
-        without a YAML file: pytest-recording passes a test that sends nothing."""
+        """An empty in-memory cassette labelled imported, even without a YAML file (pytest-recording passes
+        a test that sends nothing)."""
         replay = VcrReplay(self.paths, self.config, vcr=self.vcr)
         self.serving = VcrServing(replay)
         run = vcrpy_run(f"vcr-{nodeid}", nodeid, ", ".join(p.name for p in replay.found))
@@ -93,14 +90,13 @@ class VcrSource:
 
     def activate(self, ctx: RunContext, recorded: LoadedCassette, *, converting: bool) -> None:
         """Serve ``ctx`` from the replay :meth:`load` made. vcrpy recorded no clock, uuid or random values:
-        none are served, unless the run is converted (which keeps the values this run drew)."""
+        none are served (a converted run keeps the values it drew)."""
         assert self.serving is not None, "activate() before load()"
         ctx.served_instead = self.serving
         if not converting:
             ctx.settings = ctx.settings._replace(runtime_values=())
 
     def recorded_side(self, ctx: RunContext) -> PlayedHistory:
-        """The played interactions in play order, recorded as a run, redacted like a saved cassette."""
         assert self.serving is not None and ctx.recorded is not None, "recorded_side() before load()"
         interactions = self.serving.replay.interactions()
         played: list[VcrInteraction] = []
@@ -114,7 +110,6 @@ class VcrSource:
         return PlayedHistory(ctx.recorded.run, events, ctx.redactor)
 
     def converted_run(self, run: RunMeta) -> RunMeta:
-        """The run metadata of a converted vcr-served run: no longer labelled imported."""
         return run.model_copy(update={"labels": {**run.labels, "source": CONVERTED_LABEL}})
 
 
@@ -128,7 +123,6 @@ class UnrecordedCapture(LiveCapture):
 
 
 def _unmatched(ctx: RunContext, serving: VcrServing, request: HttpRequest) -> UnmatchedRequestError:
-    """The refusal of a request no recorded interaction matches (as for this plugin's cassettes)."""
     url = ctx.redactor.redact_url(request.url) if ctx.redactor is not None else request.url
     replay = serving.replay
     match_on = replay.config.get("match_on") or ("method", "scheme", "host", "port", "path", "query")

@@ -67,8 +67,6 @@ _FACT_SETS = ("known", "module_dirs", "runtime_placed")
 
 
 class SessionController:
-    """Owns collection facts, statuses, unused-cassette detection and the exit status of one session."""
-
     def __init__(self, settings: Settings, rootdir: Path, *, is_worker: bool) -> None:
         self.settings = settings
         self.rootdir = rootdir
@@ -93,7 +91,6 @@ class SessionController:
         self.isolation: Isolation | None = None
 
     def collected(self, tests: Iterable[CollectedTest], partial_modules: set[Path]) -> None:
-        """Record every collected (or deselected) test that uses agent replay."""
         # A module's cassette directory, once per module (None: only some of its tests were collected).
         module_dirs: dict[Path, str | None] = {}
         for test in tests:
@@ -111,7 +108,6 @@ class SessionController:
         self.facts.collected = True
 
     def worker_output(self, output: dict[str, object]) -> None:
-        """A worker's facts into its ``workeroutput`` (read back by :meth:`merge_worker`)."""
         output[WORKER_OUTPUT_KEY] = self.facts.to_dict()
 
     def merge_worker(self, output: Mapping[str, object] | None) -> None:
@@ -130,7 +126,7 @@ class SessionController:
         return [s for s in self.statuses if s.red]
 
     def finish(self, *, session_failed: bool, exit_ok: bool) -> bool:
-        """Decide unused cassettes (controller only); whether a session that passed so far fails."""
+        """Decide unused cassettes; whether a session that passed so far fails."""
         if self.is_worker:
             return False
         self.unused = [str(p) for p in self._find_unused(session_failed=session_failed)]
@@ -217,7 +213,6 @@ class SessionController:
 
     @property
     def network_isolation(self) -> Isolation:
-        """The session's network isolation: its setting, and whether it holds the session."""
         if self.isolation is None:
             # heavy: the guard; a session with a summary ran tests that imported it already
             from ..guard.session_namespace import OFF, Isolation
@@ -226,11 +221,9 @@ class SessionController:
         return self.isolation
 
     def _guarded(self, modes: Iterable[str]) -> bool:
-        """Whether the Python guard was up: a test replayed, or every test was guarded."""
         return self.settings.block_network or any(mode != "record" for mode in modes)
 
     def network_level(self, mode: str) -> str:
-        """The level that guarded one test run in ``mode``: namespace, python guard or none."""
         return self.network_isolation.level(self._guarded([mode]))
 
     def _session_guarded(self) -> bool:
@@ -238,7 +231,6 @@ class SessionController:
         return self._guarded(modes)
 
     def network(self) -> NetworkGuard:
-        """The session's network guard for the reports: its level, and what isolation did and why."""
         isolation = self.network_isolation
         level = isolation.level(self._session_guarded())
         return NetworkGuard(
@@ -319,7 +311,6 @@ class HeldInterception:
 
 
 def _strings(values: object) -> list[str]:
-    """A list of strings from a worker's output (JSON: a list, or absent)."""
     return [str(v) for v in values] if isinstance(values, list | tuple | set) else []
 
 
@@ -333,9 +324,8 @@ _REQUEST_HEADER_PATH = r"(?:input_ref|\*\*?)\.headers\.([^.\[]+)"
 
 
 def parse_project_rules(settings: Settings, rootpath: Path) -> list[str]:
-    """Parse ``[tool.agentreplay.rules]`` once, at start-up (a bad rule stops the session, not each test),
-    into ``settings.rules``; returns the warnings it calls for: a rule comparing a transport request header,
-    which cassettes leave out unless ``transport_headers = "keep"`` (``cassette/stored_form.py``)."""
+    """Parse ``[tool.agentreplay.rules]`` once, at start-up, into ``settings.rules``; returns a warning for
+    each rule comparing a transport request header, which cassettes leave out (``stored_form.py``)."""
     if settings.rules is None:
         return []
     # heavy: the diff package, only for a project with rules

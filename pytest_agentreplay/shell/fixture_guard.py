@@ -1,19 +1,13 @@
 """The guard over a test's whole life, fixtures included.
 
 A replaying test is guarded from the start of its set-up to the end of its teardown, so every fixture it
-uses (in any order: also those listed before ``agent_replay``) sets up and tears down under the guard. That
-includes session- and module-scoped fixtures set up or torn down for it: they are shared state made before
-the test body, and a replaying test must not depend on the network through them either. Which test first
-needs such a fixture depends on the order the tests run in; a fixture that must reach the network belongs
-to a test that does not replay, or its host to ``allow_hosts``. Before ``agent_replay`` begins the run, the
-guard knows only the test's early plan (the session's and the marker's ``allow_hosts``; the
-``agentreplay_config`` fixture's are added with the run). A test that records, or may, is never guarded.
-Under ``--agentreplay-block-network`` every other test is guarded the same way, by a guard-only run.
+uses (also session- and module-scoped ones set up or torn down for it) runs under the guard, which knows
+the test's early plan until ``agent_replay`` begins the run. A test that records, or may, is never
+guarded; under ``--agentreplay-block-network`` every other test is, by a guard-only run.
 
-A refusal in set-up (also one a fixture swallowed) fails the set-up, in teardown the teardown, with cause
-``network-blocked``; during the call the test's run fails it. What the Python guard could not reach while
-the test ran (children that did not run it, children started before the test, native networking
-libraries) becomes notes for the session's summary.
+A refusal in set-up fails the set-up, in teardown the teardown (cause ``network-blocked``); during the
+call the test's run fails it. What the Python guard could not reach (children that did not run it or
+predate the test, native networking libraries) becomes notes for the session's summary.
 """
 
 from __future__ import annotations
@@ -53,9 +47,8 @@ UNREACHED_CHILD = "unreached child "
 
 
 def guard_summary(notes: dict[str, str], isolation: Isolation) -> list[str]:
-    """The session summary's lines on what the Python guard did not reach (``notes``: key -> text of the
-    tests' teardown notes). A session in its own network namespace holds its children and native code
-    there: nothing to say. Advice names only a setting not already in use."""
+    """The session summary's lines on what the Python guard did not reach (``notes``: key -> text); none in
+    an isolated session, which holds its children and native code."""
     isolate_setting = isolation.setting
     if isolation.isolated or not notes:
         return []
@@ -98,8 +91,7 @@ class FixtureGuard:
             credentials.remove()
 
     def new_problems(self, *, phase: str) -> list[BaseException]:
-        """The problems of the guard's run since the last call: its own refusals, its children's, and the
-        namespace's count of sends that found no route (``phase``: the part of the test since then)."""
+        """The problems of the guard's run since the last call (``phase``: the part of the test since)."""
         ctx = self.ctx
         for error in guard.collect_child_refusals(ctx):
             ctx.failures.add(error)
@@ -120,8 +112,7 @@ class FixtureGuard:
         return new
 
     def close(self, run: RunContext | None) -> list[tuple[str, str]]:
-        """Stop guarding; the notes (key, text) on what the guard could not reach while the test ran
-        (``run``: the test's own run, whose children count too)."""
+        """Stop guarding; the notes (key, text) on what the guard could not reach while the test ran."""
         test = self.nodeid
         runs: list[guard.GuardRun] = [self.ctx] if run is None else [self.ctx, run]
         notes = [
@@ -159,9 +150,8 @@ PLACEHOLDER_MODES = frozenset(REPLAY_MODES) - {"model-comparison"}
 def guard_run(
     nodeid: str, plan: TestPlan | None, settings: Settings, cassette: Path | None
 ) -> RunContext | None:
-    """The run guarding a test's fixtures: a replaying test's (``plan``: its early plan; ``cassette``: as
-    collected), or under ``--agentreplay-block-network`` a guard-only run for a test that replays nothing
-    (``plan`` None). None: nothing guards the test (it records, or may)."""
+    """The run guarding a test's fixtures: a replaying test's (``plan``: its early plan), or a guard-only run
+    under ``--agentreplay-block-network`` (``plan`` None). None: nothing guards the test."""
     meta = RunMeta(run_id="fixture-guard", test=nodeid, recorded_at=utc_now())
     if plan is not None:
         if plan.records is not False:

@@ -1,6 +1,5 @@
 """What the plugin keeps on pytest's items and reads off them: whether a test uses agent replay and where
-its cassette is. Plain functions over pytest's objects; the hooks that call them are in ``plugin.py``.
-"""
+its cassette is (called from ``plugin.py``'s hooks)."""
 
 from __future__ import annotations
 
@@ -38,7 +37,6 @@ def uses_agentreplay(item: pytest.Item) -> bool:
 
 
 def fixture_conftests(config: pytest.Config, name: str) -> list[Path]:
-    """The folders of the session's ``conftest.py`` files that define a fixture ``name``."""
     found = []
     for plugin in config.pluginmanager.get_plugins():
         # The name first: a Path per plugin of the session cost more than the whole check.
@@ -62,7 +60,7 @@ def overrides_fixture(item: pytest.Item, name: str, conftests: list[Path] | None
 
 def default_cassette(item: pytest.Item) -> Path:
     """The test's cassette path by default (the ``pytest_agentreplay_cassette_path`` hook's, if it answers),
-    computed once per item: collection, the guard and the fixture all ask."""
+    computed once per item."""
     known = item.stash.get(DEFAULT_CASSETTE_KEY, None)
     if known is not None:
         return known
@@ -79,8 +77,7 @@ def default_cassette(item: pytest.Item) -> Path:
 
 
 def collected_test(item: pytest.Item, conftests: list[Path] | None = None) -> CollectedTest:
-    """The item as the session's bookkeeping knows it, computed once per item (collection and the guard's
-    set-up ask); ``conftests``: see :func:`overrides_fixture`."""
+    """The item as the session's bookkeeping knows it, computed once per item."""
     known = item.stash.get(COLLECTED_KEY, None)
     if known is not None:
         return known

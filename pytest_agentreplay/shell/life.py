@@ -1,8 +1,6 @@
 """One owner of a test's life, from its first fixture's set-up to its status: :class:`TestLife`, to which
-``plugin.py``'s hooks and the ``agent_replay`` fixture each delegate in a line or two.
-
-A test's failure goes through :meth:`TestLife.fail`, which keeps the first cause: the phase pytest reports
-first (set-up, then call, then teardown) is the one whose cause explains the test.
+``plugin.py``'s hooks and the ``agent_replay`` fixture delegate. Failures go through :meth:`TestLife.fail`,
+which keeps the first cause (the phase pytest reports first explains the test).
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ ENVIRONMENT_KEY = pytest.StashKey[EnvironmentCredentials]()
 
 
 def session_providers(config: pytest.Config) -> ProviderSet:
-    """The providers of the session (built on first call). Raises ``ConfigError``."""
+    """The providers of the session (built on first call)."""
     found = config.stash.get(PROVIDERS_KEY, None)
     if found is None:
         hooks = config.hook.pytest_agentreplay_providers(config=config)
@@ -49,8 +47,6 @@ def session_providers(config: pytest.Config) -> ProviderSet:
 
 
 class TestLife:
-    """One test that replays, records or is guarded: planned, guarded, run, ended and judged."""
-
     __test__ = False  # a class named Test*, not a test
 
     def __init__(
@@ -113,7 +109,7 @@ class TestLife:
 
     def _fixture_guard(self) -> FixtureGuard | None:
         """The guard over the test's fixtures, from its early plan; None for a test that records (or may),
-        which gets no placeholder credential either (the last replaying test's are removed)."""
+        which gets no placeholder credential either."""
         item = self.item
         cassette = collected_test(item).cassette
         plan = self.early = early_plan(item, self.settings, cassette) if self.replays else None
@@ -124,8 +120,8 @@ class TestLife:
         return FixtureGuard(item.nodeid, ctx, self.credentials)
 
     def _guard_message(self, phase: str, *, hand_to_run: bool = False) -> str | None:
-        """The guard's problems since it last looked that the test's run does not hold yet, as a message;
-        with ``hand_to_run`` given to the active replay run instead (the call fails for them)."""
+        """The guard's new problems the test's run does not hold yet, as a message; with ``hand_to_run``
+        given to the active replay run instead."""
         if self.guard is None:
             return None
         new = self.guard.new_problems(phase=phase)
@@ -142,8 +138,7 @@ class TestLife:
     def start_run(
         self, request: pytest.FixtureRequest, overrides: Document, cassette: Path
     ) -> Generator[AgentReplay, None, None]:
-        """The ``agent_replay`` fixture's life: planned with the fixtures' settings, the run begun, the
-        handle yielded; a bad marker or ``agentreplay_config`` fails the test."""
+        """The ``agent_replay`` fixture's life: planned with the fixtures' settings, begun, handle yielded."""
         try:
             foreign = vcr_plugin.source(request) if vcr_plugin.claims(request.node) else None
             early, self.early = self.early, None  # taken over by the run's plan
@@ -229,12 +224,10 @@ class TestLife:
         return result
 
     def guard_to_run(self) -> None:
-        """The guard's refusals during the test's call, handed to its run (a repeated call's, each run)."""
         self._guard_message("the test's call", hand_to_run=True)
 
     def _guarded_call(self) -> Generator[None, object, object]:
-        """The call of a test with no run (``--agentreplay-block-network``, or a replaying test whose run
-        never began): a refusal the test swallowed still fails it."""
+        """The call of a test with no run: a refusal the test swallowed still fails it."""
         try:
             result = yield
         except BaseException:
@@ -267,8 +260,7 @@ class TestLife:
     # -- the reports -------------------------------------------------------------------------------------
 
     def status(self, report: pytest.TestReport) -> TestStatus | None:
-        """Keep pytest's report of a phase; at teardown, the test's one status, from pytest's reports of its
-        phases and the plugin's outcome of its run."""
+        """Keep pytest's report of a phase; at teardown, the test's one status from them and the run."""
         reports = self.reports
         reports[report.when] = report
         if report.when != "teardown":

@@ -1,11 +1,10 @@
-"""What one test will do, decided in one place: :class:`TestPlan`, from command line > marker > fixture >
-ini > ``[tool.agentreplay]`` (the precedence :func:`core.config.resolve_test_settings` applies).
+"""What one test will do, decided in one place: :class:`TestPlan` (precedence:
+:func:`core.config.resolve_test_settings`).
 
-A test's settings come in two layers of time. The session's settings, the marker and the collected
-cassette path are known before any fixture of the test sets up: :func:`early_plan` is made from them, and
-the network guard starts from it. The ``agentreplay_config`` and ``agentreplay_cassette_path`` fixtures are
-known only once they have run: :func:`fixture_plan` applies them with the same resolution and is the plan
-the run, the reports and the controller read. Record or replay is decided by :func:`records` alone.
+:func:`early_plan`, from the session's settings, the marker and the collected cassette path, is known
+before any fixture sets up: the network guard starts from it. :func:`fixture_plan` adds the
+``agentreplay_config`` and ``agentreplay_cassette_path`` fixtures: the run, the reports and the controller
+read it. Record or replay is decided by :func:`records` alone.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 
 # A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
 class TestPlan(NamedTuple):
-    """One test's resolved settings and what the run will do with them. Immutable: made once per layer."""
+    """One test's resolved settings and what the run will do with them."""
 
     nodeid: str
     test: TestSettings
@@ -68,7 +67,7 @@ def records(record: str, cassette: Path | None, foreign: ForeignSource | None = 
 
 
 def marker_of(item: pytest.Item) -> dict[str, object]:
-    """The merged ``@pytest.mark.agentreplay`` keywords of ``item`` (closest wins). Raises ConfigError."""
+    """The merged ``@pytest.mark.agentreplay`` keywords of ``item`` (closest wins)."""
     marks = list(item.iter_markers("agentreplay"))
     if any(m.args for m in marks):
         raise ConfigError(
@@ -80,8 +79,8 @@ def marker_of(item: pytest.Item) -> dict[str, object]:
 
 
 def early_plan(item: pytest.Item, settings: Settings, cassette: Path | None) -> TestPlan:
-    """The plan before the test's fixtures run (``cassette``: as collected, None when a fixture places it).
-    A bad marker is the fixture plan's to report: here it counts as absent."""
+    """The plan before the test's fixtures run (``cassette`` None: a fixture places it). A bad marker
+    counts as absent: the fixture plan reports it."""
     default = cassette or Path()
     resolved_from: tuple[dict[str, object], Path] | None
     try:
@@ -108,10 +107,9 @@ def fixture_plan(
     foreign: ForeignSource | None,
     early: TestPlan | None = None,
 ) -> TestPlan:
-    """The test's plan with its fixtures' settings applied, every value checked (its rules are parsed by
-    :func:`parse_rules_of` as the run begins). ``early``: the test's :func:`early_plan`, whose settings
-    are taken as they are when the marker (read again: a fixture may have added one) and the cassette are
-    the ones it was resolved from and the fixtures override nothing. Raises ``AgentReplayError``."""
+    """The test's plan with its fixtures' settings applied and checked. ``early``'s settings are reused
+    when the marker (read again: a fixture may have added one) and the cassette are the ones it was
+    resolved from and the fixtures override nothing."""
     marker = marker_of(item)
     if foreign is not None:
         marker = foreign.marker_defaults(marker)
@@ -132,9 +130,8 @@ def fixture_plan(
 
 
 def parse_rules_of(plan: TestPlan, settings: Settings) -> TestPlan:
-    """``plan`` with the marker's and the fixture's rules parsed, once, as the run begins: a bad one fails
-    this test once, before its body runs, also when recording (the project's were parsed at start-up). The
-    parsed rules go into new settings: ``plan.test`` may be its early plan's too (:func:`fixture_plan`)."""
+    """``plan`` with the marker's and the fixture's rules parsed as the run begins (a bad one fails the
+    test before its body, also when recording), into new settings: ``plan.test`` may be shared."""
     test, nodeid = plan.test, plan.nodeid
     if test.marker_rules is None and test.rules is settings.rules:
         return plan

@@ -1,17 +1,10 @@
-"""A model-comparison test run N times (``repeat``): one pytest item whose body runs N times, each time in
-a run of its own against the live model, then judged once on all N (``replay/repeats.py``).
+"""A model-comparison test run N times (``repeat``): one pytest item whose body runs N times, each in a
+run of its own against the live model, judged once on all N (``replay/repeats.py``).
 
-Why one item and not N (a parametrization): the verdict is the N runs' together -- a rate and its
-interval against ``min_agreement`` -- and a pytest outcome belongs to one item; N items would each pass or
-fail on one run, and under pytest-xdist would land on different workers, leaving nobody to judge them
-together. One item runs on one worker, so xdist spreads the tests, not the repeats. The test's fixtures
-are set up once and shared by its N runs (like a loop in the test body would); each run begins from the
-cassette again, so no run sees another's calls.
-
-A run's own failure (the live model called a tool the cassette holds no result for, the body raised) is
-that run's data, not the test's: it counts as a run off the recorded path. Only the verdict fails the test
-(its interval wholly below ``min_agreement``), skips it as inconclusive (the interval straddles it: more
-repeats needed; the reason names the numbers) or lets it pass; a budget rule exceeded fails it too.
+One item, not N: the verdict (a rate and its interval against ``min_agreement``) belongs to the N runs
+together, and N items could land on different xdist workers. The fixtures are shared by the N runs; each
+run begins from the cassette again. A run's own failure is its data (a run off the recorded path); only
+the verdict fails the test, skips it as inconclusive or lets it pass, and an exceeded budget fails it.
 """
 
 from __future__ import annotations
@@ -50,10 +43,8 @@ class ComparisonSettings(NamedTuple):
 
 
 def comparison_settings_of(run: TestRun) -> ComparisonSettings:
-    """The test's repeat, min_agreement and live_reads: the marker's and fixture's (``extra``) over the
-    session's (``config.py``'s precedence), each checked where it is read (here, in the call: only a
-    replayed model comparison reads them); a command-line ``repeat`` wins over the test's. Raises
-    ``ConfigError`` for a bad value."""
+    """The test's repeat, min_agreement and live_reads: the marker's and fixture's over the session's (a
+    command-line value wins), each checked here, where only a replayed model comparison reads them."""
     settings, extra = run.settings, run.plan.test.extra
     place = f"@pytest.mark.agentreplay on {run.plan.nodeid} (or its agentreplay_config fixture)"
     values = {key: getattr(settings, key) for key in ComparisonSettings._fields}
@@ -69,7 +60,6 @@ def comparison_settings_of(run: TestRun) -> ComparisonSettings:
 def repeated_call(
     life: TestLife, run: TestRun, wanted: ComparisonSettings
 ) -> Generator[None, object, object]:
-    """``pytest_runtest_call``'s wrapper for a test run ``wanted.repeat`` times."""
     comparisons = []
     result: object = None
     try:

@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False, repr=False)  # never compared nor printed: cheaper to create without them
 class TestRun:
-    """One test's run, as its plan says: begun, replayed or recorded, then compared or saved."""
-
     __test__ = False  # a class named Test*, not a test
 
     plan: TestPlan
@@ -80,7 +78,6 @@ class TestRun:
 
     @property
     def failures(self) -> Sequence[BaseException]:
-        """The refusals and checks that failed the run (``report.status.RunFailures``)."""
         return list(self.ctx.failures) if self.ctx is not None else ()
 
     def _outcome(
@@ -153,9 +150,8 @@ class TestRun:
         return ctx
 
     def _refuse_a_second_tree(self, mode: str = "record") -> None:
-        """``--agentreplay-record=missing`` from a subdirectory without an ini file: the test's cassette is
-        not missing but under the project root, and recording here would start a second cassette tree
-        (replaying, ``mode``, names where it is)."""
+        """A cassette missing here but present under the project root (a run from a subdirectory without an
+        ini file): recording would start a second cassette tree."""
         if self.rootdir is None or self.plan.foreign is not None:
             return
         error = cassette_elsewhere_error(
@@ -212,7 +208,7 @@ class TestRun:
             return str(self.plan.cassette)
 
     def enter_body(self) -> str | None:
-        """The test body starts (see :func:`runs.enter_body`); returns the run's mode, None without a run."""
+        """The test body starts; returns the run's mode, None without a run."""
         if self.ctx is None:
             return None
         runs.enter_body(self.ctx)
@@ -253,9 +249,8 @@ class TestRun:
         return outcome
 
     def located(self, error: BaseException) -> BaseException:
-        """``error`` with this run's cassette and mode where it names none: the one place a run's errors get
-        their location, shown when the message is rendered (``AgentReplayError.__str__``). A settings
-        error keeps its own place, where the fix is."""
+        """``error`` with this run's cassette and mode where it names none (a settings error keeps its own
+        place, where the fix is)."""
         # A drift's rendered report names both already, in its own layout.
         if isinstance(error, AgentReplayError) and not isinstance(error, ConfigError | DriftError):
             if error.cassette is None:
@@ -279,7 +274,6 @@ class TestRun:
         return self._outcome(Action.NOT_SAVED, "record"), refused
 
     def _rerecorded(self, ctx: RunContext, rerecord: Rerecord) -> tuple[list[RedactedEvent], Rerecorded]:
-        """What a re-recording from its first drift writes (``replay.update.rerecorded_events``)."""
         from ..replay.update import rerecorded_events
 
         recorded, at = self.recorded, rerecord.at
@@ -294,7 +288,6 @@ class TestRun:
         )
 
     def audit_view(self) -> str:
-        """The recorded run as a timeline (the audit view shown in the test report)."""
         from ..report.timeline import render_timeline  # only audit mode shows it
 
         recorded = self.recorded
@@ -328,10 +321,8 @@ class TestRun:
         written: TestOutcome,
         mode: str | None = None,
     ) -> tuple[TestOutcome, CassetteNotSavedError | None]:
-        """Write the cassette: ``written``, or ``not-saved`` (in ``mode``) and the error to fail the test with
-        when it could not be (full disk, no permission). Under a test that already failed
-        (``--agentreplay-save-on-failure``) pytest keeps reporting the test's own error, with the failed
-        write added to it as a note (no error returned)."""
+        """Write the cassette: ``written``, or ``not-saved`` and the error to fail the test with. Under a test
+        that already failed (``--agentreplay-save-on-failure``) the failed write is a note on its error."""
         try:
             self._render(run, events).write()
         except CassetteNotSavedError as exc:
@@ -343,7 +334,6 @@ class TestRun:
         return written, None
 
     def _render(self, run: RunMeta, events: Sequence[Event | RedactedEvent]) -> RenderedCassette:
-        """The cassette file this run's save writes (a drift kept pending renders the same bytes)."""
         # Only recording, accepting and drifting sessions write: a passing replay never imports the writer.
         from ..cassette.write import render_cassette
 
@@ -424,8 +414,8 @@ class TestRun:
     def _keep_pending(
         self, run: RunMeta, events: Sequence[RedactedEvent], rendered: str, error: DriftError
     ) -> str | None:
-        """Write the test's pending drift (what ``--agentreplay-update`` would write, for ``agentreplay
-        review``); a file that cannot be written is a note on the drift, never another failure."""
+        """Write the test's pending drift (for ``agentreplay review``); one that cannot be written is a note
+        on the drift, never another failure."""
         from ..cassette.pending import write_pending  # only a drifting test keeps one
 
         try:

@@ -1,17 +1,10 @@
 """``@pytest.mark.vcr`` without pytest-recording: its fixtures, markers, command-line options and its
-``pytest_recording_configure`` hook, registered only when pytest-recording is not active (a project's own
-``vcr_config``/``vcr_cassette_dir``/``default_cassette_name`` in a conftest override these as they override
-pytest-recording's).
+``pytest_recording_configure`` hook (docs/vcr-migration.md), registered only when pytest-recording is not
+active; a project's own fixtures in a conftest override these as they override pytest-recording's.
 
-This module is the pytest side of the vcrpy adapter, the one foreign format today (``replay/foreign.py``):
-:func:`register_early` (before the conftest files load), :func:`session_settings` and :func:`register` (at
-configure), :func:`claims` and :func:`source` (per test). A vcr-marked test then replays through this
-plugin: this plugin's own cassette when it exists, else the pytest-recording cassettes read in place
-(``interop/vcr_serving.py``). An MCP, gRPC or WebSocket adapter would be called beside it at those points.
-
-pytest-recording's options and its ``pytest_recording_configure`` hook, as this plugin honours them, are
-described in docs/vcr-migration.md; unlike under pytest-recording, a marker never overrides
-``--record-mode`` and the hook is called once per session.
+The pytest side of the vcrpy adapter (``replay/foreign.py``): a vcr-marked test replays its own cassette
+when it exists, else the pytest-recording cassettes read in place (``interop/vcr_serving.py``). Unlike
+under pytest-recording, a marker never overrides ``--record-mode`` and the hook is called once per session.
 """
 
 from __future__ import annotations
@@ -30,9 +23,7 @@ from ..exceptions import ConfigError
 if TYPE_CHECKING:
     from ..interop.vcr_serving import VcrSource
 
-# The interop modules are imported where they are used: every session without pytest-recording
-# registers this module, and most of them never see a vcr-marked test.
-
+# The interop modules are imported where they are used: most sessions never see a vcr-marked test.
 PLUGIN_NAME: Final = "agentreplay-vcr"
 # How pytest-recording registers (its pytest11 entry point, or ``-p pytest_recording.plugin``).
 RECORDING_PLUGINS: Final = ("recording", "pytest_recording.plugin", "pytest_recording")
@@ -54,10 +45,8 @@ def recording_active(pluginmanager: pytest.PytestPluginManager) -> bool:
 
 
 def register_early(config: pytest.Config) -> None:
-    """Before the conftest files load and the command line is parsed (``pytest_load_initial_conftests``,
-    after every installed plugin registered): unless pytest-recording is active, this module registers, so
-    that its ``pytest_addoption`` and ``pytest_addhooks`` give pytest-recording's options and hook to suites
-    (their ``addopts`` and conftest files) that name them."""
+    """Before the conftest files load and the command line is parsed: unless pytest-recording is active,
+    this module registers, so that suites naming pytest-recording's options and hook find them."""
     manager = config.pluginmanager
     if recording_active(manager) or manager.has_plugin(PLUGIN_NAME):
         return
@@ -83,7 +72,6 @@ def claims(item: pytest.Item) -> bool:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """pytest-recording's options (called when this module registers: pytest-recording is not active)."""
     group = parser.getgroup("recording", "pytest-recording's options, honoured by pytest-agentreplay")
     group.addoption(
         "--record-mode",
@@ -144,15 +132,13 @@ def session_settings(config: pytest.Config, settings: Settings) -> Settings:
 
 
 def cli_record_mode(config: pytest.Config) -> str | None:
-    """``--record-mode`` when given (pytest-recording's option, registered by this module)."""
     mode = config.getoption("record_mode", None)
     return None if mode is None else str(mode)
 
 
 def session_vcr(config: pytest.Config) -> Any:
-    """The session's ``vcr.VCR``: made on first use, then handed to the project's
-    ``pytest_recording_configure`` hooks (once). A hook that raises fails the test that asked first and
-    is asked again by the next one."""
+    """The session's ``vcr.VCR``, handed to the project's ``pytest_recording_configure`` hooks on first use
+    (a hook that raises fails the test that asked, and is asked again by the next one)."""
     found = config.stash.get(VCR_KEY, None)
     if found is not None:
         return found

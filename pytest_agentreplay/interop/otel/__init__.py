@@ -1,9 +1,6 @@
-"""Export a recorded run as OpenTelemetry spans following the GenAI semantic conventions: ``spans.py``
-builds them; here they become OTLP/JSON (:func:`cassette_to_otlp`: an ``ExportTraceServiceRequest`` in the
-protobuf JSON mapping, what ``agentreplay export-otel`` prints and any OTLP/HTTP collector accepts) or SDK
-``ReadableSpan`` objects sent through a named exporter (``console``, ``otlp``) or any ``SpanExporter``
-(:func:`export_with_sdk`). The SDK (the optional ``otel`` extra) is imported only when asked for, and its
-absence is a ``ConfigError`` saying what to install.
+"""Export a recorded run as OpenTelemetry GenAI spans (built by ``spans.py``): OTLP/JSON
+(:func:`cassette_to_otlp`, what ``agentreplay export-otel`` prints) or SDK ``ReadableSpan`` objects sent
+through an exporter (:func:`export_with_sdk`; the optional ``otel`` extra, imported only when asked for).
 """
 
 from __future__ import annotations
@@ -63,7 +60,6 @@ def _otlp_span(span: SpanData, trace_id: str) -> dict[str, Any]:
 
 
 def cassette_to_otlp(cassette: LoadedCassette, *, service_name: str = "pytest-agentreplay") -> dict[str, Any]:
-    """An OTLP/JSON ``ExportTraceServiceRequest`` holding the spans of a cassette's run."""
     trace_id = trace_id_for(cassette.run, cassette.events)
     spans = run_spans(cassette.run, cassette.events)
     return {
@@ -108,7 +104,6 @@ def make_exporter(name: str, *, endpoint: str | None = None) -> Any:
 def sdk_spans(
     run: RunMeta, events: Sequence[Event], *, service_name: str = "pytest-agentreplay"
 ) -> list[Any]:
-    """The run as SDK ``ReadableSpan`` objects, ready for any ``SpanExporter``."""
     trace_api = _sdk("opentelemetry.trace")
     sdk_trace = _sdk("opentelemetry.sdk.trace")
     resources = _sdk("opentelemetry.sdk.resources")
@@ -157,7 +152,7 @@ def export_with_sdk(
     endpoint: str | None = None,
     service_name: str = "pytest-agentreplay",
 ) -> int:
-    """Send the run's spans through an SDK exporter (a name or an exporter object); returns the span count."""
+    """Send the run's spans through an SDK exporter (a name or an object); returns the span count."""
     spans = sdk_spans(cassette.run, cassette.events, service_name=service_name)
     target = make_exporter(exporter, endpoint=endpoint) if isinstance(exporter, str) else exporter
     try:

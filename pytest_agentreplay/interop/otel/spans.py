@@ -41,8 +41,6 @@ _DECODING_ATTRIBUTES = {
 
 @dataclass
 class SpanData:
-    """A span independent of the output form (OTLP JSON or SDK ``ReadableSpan``)."""
-
     name: str
     span_id: str
     start_ns: int
@@ -56,8 +54,8 @@ class SpanData:
 
 
 def ts_to_ns(ts: str) -> int:
-    """ISO-8601 timestamp (``...Z`` or with offset; without one, UTC) to unix nanoseconds, every digit of
-    its fraction kept (``datetime`` keeps six)."""
+    """ISO-8601 timestamp (UTC without an offset) to unix nanoseconds, every digit of its fraction kept
+    (``datetime`` keeps six)."""
     text = ts.strip()
     moment = datetime.fromisoformat(text).replace(microsecond=0)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
@@ -154,7 +152,7 @@ def _client_span(
     status_message: bool,
 ) -> SpanData:
     """The client span of one exchange, started its latency before its event; an HTTP error status marks it
-    failed (``status_message``: and says the status in the span's message, as model spans do)."""
+    failed (and with ``status_message`` names it)."""
     latency = event.data.get("latency_ms")
     start_ns = end_ns
     if isinstance(latency, int | float) and abs(latency) < _MAX_LATENCY_MS:
@@ -203,7 +201,6 @@ def _root_event(event: Event) -> tuple[str, dict[str, Any]]:
 
 
 def run_spans(run: RunMeta, events: Sequence[Event]) -> list[SpanData]:
-    """The spans of one run, root first, then in the order the steps started."""
     run_id = run.run_id
     times = [ts_to_ns(e.ts) for e in events]
     agent = run.agent or (events[0].data.get("agent") if events and events[0].type == "run.start" else None)
