@@ -41,8 +41,8 @@ _SCALARS = (str, int, float, type(None), type(ABSENT))
 
 
 def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
-    """The keys whose values are not one object in both (a key of one side only included): most values of
-    a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
+    """The keys whose values are not one object in both: most values of a replayed event are the
+    recording's own (``replay.replayed_history``) and cost nothing."""
     keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
@@ -83,8 +83,7 @@ def event_label(event: Event) -> str:
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``): of
-    :func:`_unshared`'s, in its order, each asked once (a key of one side only differs)."""
+    """Of :func:`_unshared`'s keys, those whose values differ as JSON values (``true`` is not ``1``)."""
     keys = [k for k, v in a.items() if v is not (w := b.get(k, ABSENT)) and not same_json(v, w)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
@@ -109,8 +108,8 @@ def _same(a: object, b: object) -> bool:
 
 
 class _Walker:
-    """Walks the event pairs of one comparison, one at a time (:meth:`start`), emitting a ``Difference``
-    per differing leaf into the pair's sink, and counting what the rules ignore or tolerate."""
+    """Walks the event pairs of one comparison (:meth:`start` begins each), emitting a ``Difference`` per
+    differing leaf and counting what the rules ignore or tolerate."""
 
     def __init__(self, rules: RuleSet, resolve: Resolver | None, names: InputNames) -> None:
         self.rules = rules
@@ -187,9 +186,8 @@ class _Walker:
                 self.walk(va, vb, (str(key),), isinstance(va, _CONTAINERS))
 
     def ignored_only(self, event_type: str, a: Event, b: Event, keys: Sequence[str]) -> bool:
-        """Whether what differs at ``keys`` is only scalars, at the top or in an object there, that the
-        rules ignore: counted as the walk counts them (:meth:`leaf`), with nothing to walk; else nothing
-        is counted and the pair is walked."""
+        """Whether what differs at ``keys`` is only scalars (at the top or one object down) that the rules
+        ignore: then they are counted as :meth:`leaf` would, and the pair needs no walk."""
         found = 0
         for key in keys:
             if key in REF_FIELDS or not isinstance(key, str):
@@ -215,8 +213,8 @@ class _Walker:
         return True
 
     def _ignores(self, event_type: str, tokens: Path, unrecorded: bool) -> bool:
-        """Whether the rules ignore a scalar at ``tokens`` that changed (``unrecorded``: that the recording
-        lacks), as :meth:`leaf` judges it; asked once per comparison for each."""
+        """Whether :meth:`leaf` would ignore a changed scalar at ``tokens`` (``unrecorded``: absent from
+        the recording); cached per comparison."""
         asked = (event_type, tokens, unrecorded)
         found = self.ignoring.get(asked)
         if found is None:
@@ -329,8 +327,7 @@ class _Walker:
 
 
 def _same_scalar(x: object, y: object) -> bool:
-    """:func:`_same` of two scalars (``ABSENT`` one of them), or two texts of one JSON document: only text
-    that opens one is parsed."""
+    """:func:`_same` of two scalars, or two texts of one JSON document (only text opening one is parsed)."""
     if x is y or (x == y and isinstance(x, bool) == isinstance(y, bool)):
         return True
     return isinstance(x, str) and x[:1] in "{[" and isinstance(y, str) and _same_json_text(x, y)
