@@ -148,8 +148,9 @@ def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAM
     ``tool definition (tools[2])``, ``part "file" (notes.txt)``; None when the path names nothing more
     specific than itself."""
     tokens = diff.path_tokens
+    # A whole message or part added or dropped carries its name in its value.
+    whole = diff.replayed if diff.replayed is not ABSENT else diff.recorded
     if is_multipart_part(tokens[:4]):
-        whole = diff.replayed if diff.replayed is not ABSENT else diff.recorded  # a part added or dropped
         return roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:4])) or (
             part_name(whole) if len(tokens) == 4 else None
         )
@@ -163,9 +164,8 @@ def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAM
         return f"tool definition ({top}{tokens[4]})" if indexed else "tool definitions"
     if not is_conversation_item(tokens[:5], names):
         return None
-    # A whole message added or dropped carries its role in its value.
     role = roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:5])) or (
-        role_of(diff.replayed if diff.replayed is not ABSENT else diff.recorded) if len(tokens) == 5 else None
+        role_of(whole) if len(tokens) == 5 else None
     )
     if role is None:
         return None
