@@ -1,8 +1,7 @@
 """One request change, counted once: a conversation resends its history, so a reworded system prompt
-differs in every later model call. Those copies are one change, reported once with the calls that carry
-it, and named for what it is (``system prompt``, ``tool result (messages[3])``) so the report and the
-suggested rule can point at that one message rather than at every message of every call.
-"""
+differs in every later model call. Those copies are one change, reported once with the calls that carry it
+and named for what it is (``system prompt``, ``tool result (messages[3])``), for the report and the
+suggested rule to point at that one message."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from ..http.providers.interface import InputFields
 from .result import Difference
 from .text import ABSENT, format_value
 
-# (seq recorded, seq replayed, path of a conversation item) -> that item's role, and (..., path of a part of
-# a multipart request) -> the part's name in words, noted by the comparison as it walks into a differing
-# message or part (no payload is loaded again to name it).
+# (seq recorded, seq replayed, path of a conversation item or multipart part) -> its role or name in words,
+# noted as the comparison walks into it (no payload is loaded again to name it).
 RoleMap = dict[tuple[int | None, int | None, tuple[str, ...]], str]
 
 # Where a model call's request shows up in its event: the request payload, and what the recorder derives
