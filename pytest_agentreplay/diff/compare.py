@@ -291,14 +291,12 @@ class _Walker:
     def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change]:
         """The changes of two lists, their items paired here and each differing pair walked again.
 
-        Lists of one length pair by index, and only the items that differ reach DeepDiff: it builds a level
-        (a copy of its path) for every item of a list it zips, equal or not, so a 200-call conversation
-        whose system prompt changed took 1.25 s against 0.04 s. Lists the rules call order-insensitive pair
-        as a multiset, lists of another length by a longest common subsequence, both by the items' JSON
-        with the rule's normalizers applied: DeepDiff pairs lists of objects by index when their lengths
-        differ (its difflib pass takes only lists of hashable items), and its ``ignore_order`` and
-        ``iterable_compare_func`` pairings ask item against item (quadratic) and lose a duplicated item
-        (DESIGN §6)."""
+        Lists of one length pair by index and only differing items reach DeepDiff, which builds a level for
+        every item it zips (a 200-call conversation whose system prompt changed: 1.25 s against 0.04 s).
+        Order-insensitive lists pair as a multiset, lists of another length by a longest common subsequence,
+        both by the items' normalized JSON: DeepDiff pairs lists of objects by index when their lengths
+        differ, and its ``ignore_order``/``iterable_compare_func`` pairings are quadratic and lose a
+        duplicated item (DESIGN §6)."""
         judgement = self.rules.judge(self.event_type, tokens)
         if not judgement.rule.order_insensitive and len(a) == len(b):
             return self._unpaired(a, b, range(len(a)), range(len(b)), tokens)
