@@ -1,10 +1,6 @@
-"""Drift detection: align a recorded and a replayed history, judge differences with rules, render them.
-
-Entry points: ``compare_histories(recorded, replayed, *, rules, resolve) -> DriftResult`` and
-``render_drift(result, *, test, cassette, mode) -> str``; rules come from
-``RuleSet.from_layers(mode, project=..., marker=..., hook=...)`` (format: docs/rules.md).
-Importing this package does not import deepdiff.
-"""
+"""Drift detection: align a recorded and a replayed history (``compare_histories``), judge differences with
+rules (``RuleSet.from_layers``; format: docs/rules.md), render them (``render_drift``). Importing this
+package does not import deepdiff."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
@@ -22,10 +22,6 @@ from .sequence import lcs_pairs, multiset_pairs
 
 Event = Mapping[str, object]
 Key = tuple[Hashable, ...]
-
-# ------------------------------------------------------------------------------------------ identity
-
-
 _EMPTY: Final[Mapping[str, object]] = {}
 
 
@@ -129,9 +125,6 @@ def group_of(event: Event) -> Hashable | None:
     if group is None or isinstance(group, bool):
         return None
     return group if isinstance(group, Hashable) else dumps_compact(group)
-
-
-# ----------------------------------------------------------------------------------------- alignment
 
 
 class Alignment(NamedTuple):
@@ -240,12 +233,7 @@ def _pair_unordered(
     for keyfn in (content_key, identity, coarse_identity):
         if not left_a or not left_b:
             break
-        bucket_b: dict[Hashable, list[int]] = defaultdict(list)
-        for j in left_b:
-            bucket_b[keyfn(replayed[j])].append(j)
-        bucket_a: dict[Hashable, list[int]] = defaultdict(list)
-        for i in left_a:
-            bucket_a[keyfn(recorded[i])].append(i)
+        bucket_a, bucket_b = _buckets(recorded, left_a, keyfn), _buckets(replayed, left_b, keyfn)
         still_a: list[int] = []
         still_b: list[int] = []
         for key, la in bucket_a.items():
@@ -258,6 +246,15 @@ def _pair_unordered(
         left_a, left_b = sorted(still_a), sorted(still_b)
     missing.extend(left_a)
     inserted.extend(left_b)
+
+
+def _buckets(
+    events: Sequence[Event], indexes: list[int], keyfn: Callable[[Event], Hashable]
+) -> dict[Hashable, list[int]]:
+    found: dict[Hashable, list[int]] = defaultdict(list)
+    for i in indexes:
+        found[keyfn(events[i])].append(i)
+    return found
 
 
 # The ``data`` objects of two events (``_sub``'s).
@@ -285,9 +282,8 @@ def _same_steps(recorded: Sequence[Event], replayed: Sequence[Event], oi: frozen
 
 
 def _same_identity(etype: object, a: Event, b: Event, *, data: _DataPair | None = None) -> bool:
-    """Whether two events of type ``etype`` have one identity; at once when what it is made of is the same
-    objects in both (a replayed event holds its recorded twin's values where they are equal). ``data``:
-    their ``data`` objects, when the caller has them."""
+    """Whether two events of type ``etype`` have one identity; at once when it is made of the same objects
+    in both (a replayed event holds its recorded twin's values where they are equal)."""
     names = _IDENTITY_DATA.get(etype)
     if names is not None and (
         a.get("tool") is b.get("tool")  # (then its idempotency key too)

@@ -1,8 +1,7 @@
 """One request change, counted once: a conversation resends its history, so a reworded system prompt
-differs in every later model call. Those copies are one change, reported once with the calls that carry
-it, and named for what it is (``system prompt``, ``tool result (messages[3])``) so the report and the
-suggested rule can point at that one message rather than at every message of every call.
-"""
+differs in every later model call. Those copies are one change, reported once with the calls that carry it
+and named for what it is (``system prompt``, ``tool result (messages[3])``), for the report and the
+suggested rule to point at that one message."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from ..http.providers.interface import InputFields
 from .result import Difference
 from .text import ABSENT, format_value
 
-# (seq recorded, seq replayed, path of a conversation item) -> that item's role, and (..., path of a part of
-# a multipart request) -> the part's name in words, noted by the comparison as it walks into a differing
-# message or part (no payload is loaded again to name it).
+# (seq recorded, seq replayed, path of a conversation item or multipart part) -> its role or name in words,
+# noted as the comparison walks into it (no payload is loaded again to name it).
 RoleMap = dict[tuple[int | None, int | None, tuple[str, ...]], str]
 
 # Where a model call's request shows up in its event: the request payload, and what the recorder derives
@@ -148,8 +146,9 @@ def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAM
     ``tool definition (tools[2])``, ``part "file" (notes.txt)``; None when the path names nothing more
     specific than itself."""
     tokens = diff.path_tokens
+    # A whole message or part added or dropped carries its name in its value.
+    whole = diff.replayed if diff.replayed is not ABSENT else diff.recorded
     if is_multipart_part(tokens[:4]):
-        whole = diff.replayed if diff.replayed is not ABSENT else diff.recorded  # a part added or dropped
         return roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:4])) or (
             part_name(whole) if len(tokens) == 4 else None
         )
@@ -163,9 +162,8 @@ def subject_of(diff: Difference, roles: RoleMap, names: InputNames = DEFAULT_NAM
         return f"tool definition ({top}{tokens[4]})" if indexed else "tool definitions"
     if not is_conversation_item(tokens[:5], names):
         return None
-    # A whole message added or dropped carries its role in its value.
     role = roles.get((diff.seq_recorded, diff.seq_replayed, tokens[:5])) or (
-        role_of(diff.replayed if diff.replayed is not ABSENT else diff.recorded) if len(tokens) == 5 else None
+        role_of(whole) if len(tokens) == 5 else None
     )
     if role is None:
         return None

@@ -41,8 +41,8 @@ _SCALARS = (str, int, float, type(None), type(ABSENT))
 
 
 def _unshared(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
-    """The keys whose values are not one object in both (a key of one side only included): most values of
-    a replayed event are the recording's own (see ``replay.replayed_history``) and cost nothing."""
+    """The keys whose values are not one object in both: most values of a replayed event are the
+    recording's own (``replay.replayed_history``) and cost nothing."""
     keys = [key for key, value in a.items() if value is not b.get(key, ABSENT)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
@@ -83,8 +83,7 @@ def event_label(event: Event) -> str:
 
 
 def _differing_keys(a: Event, b: Event) -> list[str]:
-    """The top-level keys whose values differ as JSON values, type for type (``true`` is not ``1``): of
-    :func:`_unshared`'s, in its order, each asked once (a key of one side only differs)."""
+    """Of :func:`_unshared`'s keys, those whose values differ as JSON values (``true`` is not ``1``)."""
     keys = [k for k, v in a.items() if v is not (w := b.get(k, ABSENT)) and not same_json(v, w)]
     return keys if a.keys() == b.keys() else [*keys, *(b.keys() - a.keys())]
 
@@ -109,8 +108,8 @@ def _same(a: object, b: object) -> bool:
 
 
 class _Walker:
-    """Walks the event pairs of one comparison, one at a time (:meth:`start`), emitting a ``Difference``
-    per differing leaf into the pair's sink, and counting what the rules ignore or tolerate."""
+    """Walks the event pairs of one comparison (:meth:`start` begins each), emitting a ``Difference`` per
+    differing leaf and counting what the rules ignore or tolerate."""
 
     def __init__(self, rules: RuleSet, resolve: Resolver | None, names: InputNames) -> None:
         self.rules = rules
@@ -187,9 +186,8 @@ class _Walker:
                 self.walk(va, vb, (str(key),), isinstance(va, _CONTAINERS))
 
     def ignored_only(self, event_type: str, a: Event, b: Event, keys: Sequence[str]) -> bool:
-        """Whether what differs at ``keys`` is only scalars, at the top or in an object there, that the
-        rules ignore: counted as the walk counts them (:meth:`leaf`), with nothing to walk; else nothing
-        is counted and the pair is walked."""
+        """Whether what differs at ``keys`` is only scalars (at the top or one object down) that the rules
+        ignore: then they are counted as :meth:`leaf` would, and the pair needs no walk."""
         found = 0
         for key in keys:
             if key in REF_FIELDS or not isinstance(key, str):
@@ -215,8 +213,8 @@ class _Walker:
         return True
 
     def _ignores(self, event_type: str, tokens: Path, unrecorded: bool) -> bool:
-        """Whether the rules ignore a scalar at ``tokens`` that changed (``unrecorded``: that the recording
-        lacks), as :meth:`leaf` judges it; asked once per comparison for each."""
+        """Whether :meth:`leaf` would ignore a changed scalar at ``tokens`` (``unrecorded``: absent from
+        the recording); cached per comparison."""
         asked = (event_type, tokens, unrecorded)
         found = self.ignoring.get(asked)
         if found is None:
@@ -293,14 +291,12 @@ class _Walker:
     def list_changes(self, a: list[object], b: list[object], tokens: Path) -> list[Change]:
         """The changes of two lists, their items paired here and each differing pair walked again.
 
-        Lists of one length pair by index, and only the items that differ reach DeepDiff: it builds a level
-        (a copy of its path) for every item of a list it zips, equal or not, so a 200-call conversation
-        whose system prompt changed took 1.25 s against 0.04 s. Lists the rules call order-insensitive pair
-        as a multiset, lists of another length by a longest common subsequence, both by the items' JSON
-        with the rule's normalizers applied: DeepDiff pairs lists of objects by index when their lengths
-        differ (its difflib pass takes only lists of hashable items), and its ``ignore_order`` and
-        ``iterable_compare_func`` pairings ask item against item (quadratic) and lose a duplicated item
-        (DESIGN §6)."""
+        Lists of one length pair by index and only differing items reach DeepDiff, which builds a level for
+        every item it zips (a 200-call conversation whose system prompt changed: 1.25 s against 0.04 s).
+        Order-insensitive lists pair as a multiset, lists of another length by a longest common subsequence,
+        both by the items' normalized JSON: DeepDiff pairs lists of objects by index when their lengths
+        differ, and its ``ignore_order``/``iterable_compare_func`` pairings are quadratic and lose a
+        duplicated item (DESIGN §6)."""
         judgement = self.rules.judge(self.event_type, tokens)
         if not judgement.rule.order_insensitive and len(a) == len(b):
             return self._unpaired(a, b, range(len(a)), range(len(b)), tokens)
@@ -329,8 +325,7 @@ class _Walker:
 
 
 def _same_scalar(x: object, y: object) -> bool:
-    """:func:`_same` of two scalars (``ABSENT`` one of them), or two texts of one JSON document: only text
-    that opens one is parsed."""
+    """:func:`_same` of two scalars, or two texts of one JSON document (only text opening one is parsed)."""
     if x is y or (x == y and isinstance(x, bool) == isinstance(y, bool)):
         return True
     return isinstance(x, str) and x[:1] in "{[" and isinstance(y, str) and _same_json_text(x, y)

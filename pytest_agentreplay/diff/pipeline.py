@@ -1,9 +1,6 @@
-"""The comparison of a replayed run with its recording, in one call: the rules of every layer, payloads
-read from the recording, the alignment and the judgement (``compare_histories``).
-
-The caller hands over both histories as JSON documents, each redacted the way a saved cassette is (the
-replayed side by ``replay.replayed_history.ReplayedHistory``), and the sources of the rule layers.
-"""
+"""The comparison of a replayed run with its recording in one call: the rules of every layer, payloads read
+from the recording, then ``compare_histories``. Both histories come as JSON documents redacted the way a
+saved cassette is (the replayed side by ``replay.replayed_history.ReplayedHistory``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The failure text a developer reads: what drifted, per event and field, and how to fix it.
-
-Deterministic (no timestamps, no dict-order or set-order dependence) so it can be snapshot-tested.
-"""
+"""The failure text a developer reads: what drifted, per event and field, and how to fix it. Deterministic
+(no timestamps, no dict-order or set-order dependence) so it can be snapshot-tested."""
 
 from __future__ import annotations
 

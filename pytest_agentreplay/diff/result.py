@@ -131,8 +131,7 @@ def _check_types(data: Mapping[str, Any]) -> None:
             raise TypeError(f"difference {name} is not a seq: {seq!r:.60}")
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
-class DriftResult(NamedTuple):
+class DriftResult(NamedTuple):  # not a frozen dataclass: far cheaper to create
     """All reported differences (ignored ones are only counted), in history order."""
 
     mode: str

@@ -1,10 +1,7 @@
-"""A longest common subsequence of two sequences of hashable keys, as index pairs: what alignment
-(:mod:`.align`) pairs events by.
-
-A Myers diff (O((N+M)·D), linear for the usual small number of edits) after the common head and tail are
-cut; past ``MYERS_MAX_EDITS`` edits, patience anchoring on keys unique on both sides, and a greedy pass
-where there are none, bound the cost when the sequences differ wildly.
-"""
+"""A longest common subsequence of two key sequences, as index pairs (what :mod:`.align` pairs events by):
+a Myers diff (O((N+M)·D), linear for the usual few edits) after the common head and tail are cut; past
+``MYERS_MAX_EDITS`` edits, patience anchoring on keys unique on both sides, else a greedy pass, bound the
+cost when the sequences differ wildly."""
 
 from __future__ import annotations
 

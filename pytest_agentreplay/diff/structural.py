@@ -1,10 +1,6 @@
-"""The descent into one differing pair of values: DeepDiff's tree view finds what differs (DESIGN §4:
-deepdiff for the structural diffs of aligned event pairs); the engine judges each change it reports
-(``compare._Walker``).
-
-Loaded only when a pair really has to be walked: a replay whose pairs are all equal, or differ only where the
-rules ignore, never imports deepdiff.
-"""
+"""The descent into one differing pair of values: DeepDiff's tree view finds what differs (DESIGN §4), the
+engine (``compare._Walker``) judges each change. Loaded only when a pair really has to be walked: a replay
+whose pairs are equal, or differ only where the rules ignore, never imports deepdiff."""
 
 from __future__ import annotations
 

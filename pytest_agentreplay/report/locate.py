@@ -1,6 +1,5 @@
 """Where a drift difference sits in the cassette file: the 1-based line a reviewer looks at in the diff,
-following the stored form (inline payloads, request deltas, the blob store). One linear scan per cassette.
-"""
+following the stored form (inline payloads, request deltas, the blob store). One linear scan per cassette."""
 
 from __future__ import annotations
 

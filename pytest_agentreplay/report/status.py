@@ -144,7 +144,8 @@ class Rerecorded(NamedTuple):
         return f"drifted at seq {self.at} ({self.what}): {self.kept} events kept, {self.live} recorded live"
 
 
-class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create than a dataclass
+# NamedTuples, not frozen dataclasses: as immutable, and far cheaper to create at start-up.
+class TestOutcome(NamedTuple):
     """What happened to one test's cassette (``shell.session.TestRun``); ``action`` None: the run never
     finished (or never began)."""
 
@@ -159,7 +160,6 @@ class TestOutcome(NamedTuple):  # never changed once made: far cheaper to create
     pending: str | None = None
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
 class TestStatus(NamedTuple):
     """The status of one test, as every report shows it."""
 
@@ -185,16 +185,14 @@ class TestStatus(NamedTuple):
         return self.status in RED
 
     def label(self, *, why: bool = False) -> str:
-        """``failed (unmatched-call)`` (``why``: ``failed (unmatched-call: a live call has no recorded
-        counterpart)``), or the status alone."""
+        """``failed (unmatched-call)`` (``why``: with the cause's meaning), or the status alone."""
         cause = self.cause
         if self.status not in (Status.FAILED, Status.ERROR) or not cause:
             return self.status.value
         return f"{self.status} ({cause}: {CAUSES[cause]})" if why else f"{self.status} ({cause})"
 
     def junit_properties(self) -> list[tuple[str, str]]:
-        """``[("agentreplay.status", ...), ("agentreplay.cassette", ...), ...]``, which pytest's junitxml
-        writes for the test."""
+        """``[("agentreplay.status", ...), ...]``, which pytest's junitxml writes for the test."""
         message = self.message
         if message is not None:
             from ..redaction import default_redactor  # heavy: ~20 ms, paid once a test has a status

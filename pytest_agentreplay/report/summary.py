@@ -36,7 +36,6 @@ class NetworkGuard(NamedTuple):
         return f"{self.isolation} ({self.reason})" if self.reason else self.isolation
 
 
-# A NamedTuple, not a frozen dataclass: as immutable, and far cheaper to create at start-up.
 class SessionReport(NamedTuple):
     """What every report file renders (``report.build_report``), redacted as a file may show it."""
 
@@ -81,12 +80,12 @@ def differences_text(numbers: dict[str, int]) -> str:
         plural(numbers["regressions"], "regression"),
         plural(numbers["expected_differences"], "expected difference"),
     ]
-    if numbers.get("regressions_accepted"):
-        parts.append(
-            f"{plural(numbers['regressions_accepted'], 'regression')} accepted by --agentreplay-update"
-        )
-    if numbers.get("regressions_xfailed"):
-        parts.append(f"{plural(numbers['regressions_xfailed'], 'regression')} in xfailed tests")
+    for key, where in (
+        ("regressions_accepted", "accepted by --agentreplay-update"),
+        ("regressions_xfailed", "in xfailed tests"),
+    ):
+        if numbers.get(key):
+            parts.append(f"{plural(numbers[key], 'regression')} {where}")
     return ", ".join(parts)
 
 

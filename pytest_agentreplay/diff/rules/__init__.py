@@ -1,9 +1,6 @@
-"""Diff rules: which differences between a recorded and a replayed history are ignored, expected or
-regressions, from their text to their answers (the format users write: docs/rules.md): ``rule`` (the
-value), ``syntax`` (paths, selectors and rule dicts parsed), ``defaults`` (each mode's built-in rules, and
-imported recordings') and ``engine`` (``RuleSet``: one mode's layers compiled into a matcher whose ``judge``
-answers each event type and path). The names below are the folder's public surface.
-"""
+"""Diff rules (docs/rules.md): which differences are ignored, expected or regressions. ``rule`` (the value),
+``syntax`` (paths, selectors and rule dicts parsed), ``defaults`` (each mode's built-in rules) and
+``engine`` (``RuleSet``: a mode's layers compiled into a matcher whose ``judge`` answers each path)."""
 
 from __future__ import annotations
 

@@ -85,11 +85,9 @@ _COMMON: Final[tuple[tuple[str, str | dict[str, object]], ...]] = (
     # A write's idempotency key is behaviour (pitfall: tools that drop it as noise).
     ("*:input_ref.headers.idempotency-key", "regression"),
 )
-# Recordings imported from vcrpy / pytest-recording: vcrpy never compared request bodies and kept
-# whatever headers its filters left, so body changes are reported (not failing) and headers the recording
-# lacks are not compared. Nor did it compare the order of the calls (each request is matched on its own, a
-# library's metadata read may come earlier or later): a moved event is reported, not failing. This plugin's
-# own recordings keep the strict comparison.
+# Recordings imported from vcrpy / pytest-recording: vcrpy never compared request bodies or call order and
+# kept whatever headers its filters left, so body changes and moved events are reported (not failing) and
+# headers the recording lacks are not compared. This plugin's own recordings keep the strict comparison.
 _IMPORTED: Final[tuple[tuple[str, str | dict[str, object]], ...]] = (
     ("*:input_ref.body", "expected"),
     ("*:@order", "expected"),

@@ -37,23 +37,21 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=2048)  # every event type's candidates ask for those of the rules of ``*``
 def _literal_words(pattern: str) -> frozenset[str]:
-    """The lower-cased literal tokens of an ASCII path glob: a path its regex matches holds each one
-    (none for a non-ASCII glob: its case-insensitive match is not ``str.lower``'s). Kept per glob: every
-    event type's candidates ask for those of the rules of ``*``."""
+    """The lower-cased literal tokens of an ASCII path glob, which every path it matches holds (none for a
+    non-ASCII glob: its case-insensitive match is not ``str.lower``'s)."""
     if not pattern.isascii():
         return frozenset()
     return frozenset(tok.lower() for tok in split_path(pattern) if "*" not in tok)
 
 
 def _is_literal(glob: str) -> bool:
-    """Whether an event glob names one type: it holds none of ``fnmatch``'s special characters."""
     return not any(c in glob for c in "*?[")
 
 
 def _event_matches(event_type: str, glob: str) -> bool:
-    """``fnmatchcase(event_type, glob)``; a glob naming one type is that type (its regex never compiled)."""
+    # A glob naming one type is compared as it is: its regex is never compiled.
     return event_type == glob if _is_literal(glob) else fnmatch.fnmatchcase(event_type, glob)
 
 
@@ -91,11 +89,8 @@ class Judgement(NamedTuple):
 
 
 class RuleSet:
-    """Layered rules for one replay mode; ``judge`` answers per (event type, path), cached.
-
-    Its rules never change after construction; the tables it fills as it is asked (candidates per event
-    type, judgements, regexes) hold answers that depend on the rules alone, so one set is shared by every
-    run judged by the same rules (:func:`compiled`)."""
+    """Layered rules for one replay mode; ``judge`` answers per (event type, path), cached. The rules never
+    change, so one set (and its caches) is shared by every run judged by the same rules (:func:`compiled`)."""
 
     def __init__(self, mode: str, rules: Iterable[Rule]) -> None:
         check_mode(mode)
@@ -108,7 +103,6 @@ class RuleSet:
         self._cache: dict[tuple[str, Path], Judgement] = {}
         self._unordered: frozenset[str] | None = None
 
-    # construction -------------------------------------------------------------------------------
     @classmethod
     def defaults(cls, mode: str = "regression", *, imported: bool = False) -> RuleSet:
         return compiled(mode, imported=imported)
@@ -136,7 +130,6 @@ class RuleSet:
         )
         return compiled(mode, added, imported=imported)
 
-    # queries ----------------------------------------------------------------------------------------
     @property
     def compares(self) -> bool:
         """False in audit mode: nothing is compared."""
@@ -216,10 +209,9 @@ class RuleSet:
 
 
 def compiled(mode: str, added: tuple[Rule, ...] = (), *, imported: bool = False) -> RuleSet:
-    """The rule set of ``mode``'s defaults (``imported``: with the leniency of a recording imported from
-    vcrpy), then ``added``, built once per distinct triple (rules are frozen): the runs of a suite are
-    judged by a handful of rule sets, and each compiled its type table, sorted its rules and judged its
-    paths anew when built per run. Keyed by ``added`` alone: hashing the defaults per run cost more."""
+    """The rule set of ``mode``'s defaults (``imported``: vcrpy leniency) then ``added``, built once per
+    distinct triple: a suite's runs share a handful of sets. Keyed by ``added`` alone: hashing the defaults
+    per run cost more."""
     try:
         hash(added)
     except TypeError:  # a Rule built by hand with a list in a field: judged by a set of its own

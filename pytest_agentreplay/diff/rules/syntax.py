@@ -297,8 +297,7 @@ def parse_entry(selector: object, value: object, *, source: str, index: int) -> 
 
 def _add_rules(item: object, out: list[Rule], source: str) -> None:
     """Append the rules of ``item`` (a rule, a rule dict, a selector table, or an iterable of those) to
-    ``out``. A module function, not a closure over ``out``: a closure calling itself is a reference cycle
-    (function, cell, function) that only the garbage collector frees, for every call of ``parse_rules``."""
+    ``out``. Not a closure over ``out``: one calling itself is a reference cycle only the collector frees."""
     if item is None:
         return
     if isinstance(item, Rule):

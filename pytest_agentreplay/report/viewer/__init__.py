@@ -1,10 +1,6 @@
-"""The HTML run viewer: one self-contained page (inline CSS and JS, no network) showing a run's timeline,
-sequence picture and drift. Everything from a cassette is escaped (:func:`esc`, :func:`pretty`,
-:func:`kv`): payloads are untrusted. A run's section holds its drift (side by side, one card per event
-pair, each differing field marked with its verdict and rule), its sequence picture (one lane per actor, one
-row per event, as inline SVG; each row links to its timeline entry) and its timeline (one entry per event,
-under a toolbar of filters the page script drives); :func:`page` wraps any body with the assets inlined
-(the Content-Security-Policy allows nothing external)."""
+"""The HTML run viewer: one self-contained page (inline CSS and JS; the Content-Security-Policy allows
+nothing external) showing a run's drift side by side, its sequence picture (inline SVG) and its timeline.
+Everything from a cassette is escaped (:func:`esc`, :func:`pretty`, :func:`kv`): payloads are untrusted."""
 
 from __future__ import annotations
 
@@ -315,18 +311,13 @@ def render_timeline_html(
         buttons.append('<button data-action="drifted">drifting only</button>')
     items = []
     for event in events:
-        classes = [
-            "entry",
-            f"type-{css_token(event.type)}",
-            f"actor-{event.actor}",
-            f"class-{event.event_class}",
-        ]
+        classes = f"entry type-{css_token(event.type)} actor-{event.actor} class-{event.event_class}"
         badge = ""
         if event.seq in marked:
-            classes.append("drifted")
+            classes += " drifted"
             badge = '<span class="badge regression drift-marker">drift</span>'
         items.append(
-            f'<li id="{html.escape(anchor)}ev-{event.seq}" class="{" ".join(classes)}" '
+            f'<li id="{html.escape(anchor)}ev-{event.seq}" class="{classes}" '
             f'data-seq="{event.seq}" '
             f'data-type="{esc(event.type)}"><div class="head"><span class="seq">#{event.seq}</span>'
             f'<span class="etype">{esc(event.type)}</span><span class="badge">{esc(event.actor)}</span>'
@@ -367,19 +358,21 @@ def render_run_section(
     extra = kv((key.replace("_", " "), getattr(run, key)) for key in _EXTRA_FIELDS)
     counts = Counter(event.type for event in events)
     count_html = "".join(f'<span class="badge">{esc(t)} x {n}</span>' for t, n in sorted(counts.items()))
-    parts = [f'<section class="run" data-run="{esc(run.run_id)}">', f'<p class="meta">{meta_html}</p>', extra]
-    parts.append(f'<p class="counts">{count_html}</p>')
-    if problems:
-        items = "".join(f"<li>{esc(p)}</li>" for p in problems)
-        parts.append(f'<div class="problems"><b>{len(problems)} audit problem(s)</b><ul>{items}</ul></div>')
-    if drift is not None:
-        parts.append(render_drift_html(drift, anchor=anchor, h=h))
-    parts.append(f"<{h}>Sequence</{h}>")
-    parts.append(render_sequence_svg(events, anchor=anchor))
-    parts.append(f"<{h}>Timeline ({len(events)} events)</{h}>")
-    parts.append(render_timeline_html(events, resolve=resolve, anchor=anchor, drifted=drifted_seqs(drift)))
-    parts.append("</section>")
-    return "".join(p for p in parts if p)
+    items = "".join(f"<li>{esc(p)}</li>" for p in problems)
+    return "".join(
+        [
+            f'<section class="run" data-run="{esc(run.run_id)}"><p class="meta">{meta_html}</p>{extra}',
+            f'<p class="counts">{count_html}</p>',
+            f'<div class="problems"><b>{len(problems)} audit problem(s)</b><ul>{items}</ul></div>'
+            if items
+            else "",
+            render_drift_html(drift, anchor=anchor, h=h) if drift is not None else "",
+            f"<{h}>Sequence</{h}>{render_sequence_svg(events, anchor=anchor)}",
+            f"<{h}>Timeline ({len(events)} events)</{h}>",
+            render_timeline_html(events, resolve=resolve, anchor=anchor, drifted=drifted_seqs(drift)),
+            "</section>",
+        ]
+    )
 
 
 def page(title: str, body: str) -> str:
