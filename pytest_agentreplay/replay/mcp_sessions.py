@@ -23,8 +23,6 @@ from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.tool_calls import EffectKind, ToolCall
 
-__all__ = ["McpServer", "error_parts", "error_text", "start_request"]
-
 TRANSPORT: Final = "mcp"
 # Keep-alives: their number depends on timing, not on the agent. Never recorded; answered empty in replay.
 UNRECORDED: Final = frozenset({"ping"})

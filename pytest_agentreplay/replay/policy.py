@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from ..core.capture import RunContext
     from .faults import Fault
 
-__all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
-
 # Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
 _CLASSIFY_CACHE_SIZE = 512
 

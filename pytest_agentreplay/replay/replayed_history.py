@@ -130,6 +130,3 @@ def _sent_as_recorded(
 
 def _rest(body: Document) -> Document:
     return {k: v for k, v in body.items() if k != "json"}
-
-
-__all__ = ["RecordedSide", "ReplayedHistory"]

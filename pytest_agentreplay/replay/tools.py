@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
 
-__all__ = ["ToolOutcome", "ToolReplayer"]
-
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
 class _Recorded:

@@ -296,6 +296,3 @@ def open_connection(ctx: RunContext, request: HttpRequest) -> Opening:
         raise error
     events = ConversationEvents(ctx, request.url, state.next_number())
     return ServedConversation(ctx, response, recorded, events)
-
-
-__all__ = ["LiveConnection", "Opening", "Received", "ServedConversation", "open_connection"]
