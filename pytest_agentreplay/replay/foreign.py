@@ -23,7 +23,6 @@ class RecordedSide(Protocol):
 
     def event_dicts(self) -> list[Document]:
         """The events' JSON forms, redacted as a saved cassette is."""
-        ...
 
     def payload(self, ref: PayloadRef | None) -> object: ...
 
@@ -33,26 +32,20 @@ class ForeignSource(Protocol):
 
     def exists(self) -> bool:
         """Whether any of the recordings exists (else ``--agentreplay-record=missing`` records)."""
-        ...
 
     def marker_defaults(self, marker: Mapping[str, object]) -> dict[str, object]:
         """The ``agentreplay`` marker settings the other tool's configuration implies (the marker's own
         values and the command line still win)."""
-        ...
 
     def load(self, nodeid: str, cassette: Path) -> LoadedCassette:
         """The recorded side of the replay, in memory (``cassette``: where this plugin's would be)."""
-        ...
 
     def activate(self, ctx: RunContext, recorded: LoadedCassette, *, converting: bool) -> None:
         """Before the run starts: answer ``ctx``'s requests from ``recorded`` (a :meth:`load` result).
         ``converting``: the run will be written as this plugin's cassette if it passes."""
-        ...
 
     def recorded_side(self, ctx: RunContext) -> RecordedSide:
         """After the run: what it is compared with."""
-        ...
 
     def converted_run(self, run: RunMeta) -> RunMeta:
         """The run metadata of the replay written as this plugin's cassette."""
-        ...
