@@ -1,22 +1,14 @@
-"""Children of a replaying test in an empty network namespace: no network at all, which also covers
-programs that are not Python (curl), where the guard's start-up hook cannot reach.
+"""Children of a replaying test without network, which also covers programs that are not Python (curl).
 
-Isolated (``isolate_subprocesses``, Linux): the child unshares its network namespace between fork and exec
-(a ``preexec_fn``); where the machine cannot (no user namespaces, no ``CAP_SYS_ADMIN``, not Linux),
-starting a child fails with a :class:`~pytest_agentreplay.exceptions.ConfigError` rather than run unisolated.
+Isolated (``isolate_subprocesses``, Linux): the child unshares its network namespace between fork and exec;
+where the machine cannot, starting it fails with a ``ConfigError`` rather than run unisolated.
 
-Contained (fail-closed for programs the guard does not know, started without isolation: ``node``,
-``curl``, an agent CLI the plugin does not serve): the child joins an empty network namespace this process
-keeps, and a send it tries there fails its test. The namespace is held by a ``cat`` reading a pipe of this
-process, started under ``unshare --net`` (with ``--user --map-current-user`` where the process lacks
-``CAP_SYS_ADMIN``): it ends with this process, however that ends. No interface is up there, and the kernel
-counts each attempt in the namespace's ``OutNoRoutes`` (:mod:`.no_route`), which a run that started a
-contained child reads when its test's phases end.
-
-Not contained: Python (the guard runs in it), local-only commands
-(:func:`~.children.reaches_no_network`), multiprocessing's servers, children of runs that allow hosts or
-name sandbox services (they must reach the test's own services; the summary names them), sessions or
-children already isolated, and machines where no namespace can be made.
+Contained (programs the guard does not reach, started without isolation: ``node``, ``curl``, an agent
+CLI): the child joins an empty network namespace held by a ``cat`` reading a pipe of this process (started
+under ``unshare --net``, with ``--user --map-current-user`` without ``CAP_SYS_ADMIN``), so it ends with
+this process. The kernel counts each send tried there in ``OutNoRoutes`` (:mod:`.no_route`), which the run
+reads when its test's phases end. Not contained: Python, local-only commands, multiprocessing's servers,
+children of runs that allow hosts or name sandbox services, sessions already isolated.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What the session's network namespace stopped: the kernel's count of sends that found no route.
 
-In an isolated session (:mod:`.session_namespace`), code below Python (ctypes, grpcio's C core, uvloop)
-and children the guard does not reach (``python -S``, other programs) get ``ENETUNREACH``, which much of
-that code retries, logs or swallows. The kernel counts each attempt in the namespace's ``Ip: OutNoRoutes``
-(``/proc/net/snmp``) and ``Ip6OutNoRoutes`` (``/proc/net/snmp6``); a connection the Python guard refuses
-never reaches the kernel. A guarded test reads them when its set-up starts and at the end of each phase: a
-difference fails it with cause ``network-blocked``.
-
-The counters are the namespace's: any thread or child of the session counts in the running test's window.
-Under pytest-xdist the workers share the controller's namespace (a namespace per worker would split the
-loopback that plugins talk to the controller over), so a failure there says the send may come from
-another worker's test.
+In an isolated session (:mod:`.session_namespace`), native code and children the guard does not reach get
+``ENETUNREACH``, which such code often swallows. The kernel counts each attempt in ``Ip: OutNoRoutes``
+(``/proc/net/snmp``) and ``Ip6OutNoRoutes`` (``/proc/net/snmp6``); a guarded test reads them when its set-up
+starts and at the end of each phase, and a difference fails it. The counters are the namespace's: under
+pytest-xdist the workers share it, so a send may come from another worker's test.
 """
 
 from __future__ import annotations

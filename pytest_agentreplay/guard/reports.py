@@ -1,14 +1,8 @@
 """Refusals: what the guard says when it refuses a connection, and where a refusal is reported.
 
-A replaying test's refused call reached a socket, past the interceptors: re-recording alone cannot fix
-that, so the fixes are to let a local service through or to move the call where the cassette records and
-serves it. A test guarded only by ``--agentreplay-block-network`` has no cassette, mode or record command:
-its fixes are to make it a replaying test, to allow the host, or to drop the flag.
-
 A refusal goes to every guarding run's ``failures`` (the agent may swallow the error). A child process
-appends its refusals to a file in the report directory, which the parent reads and words (the child's own
-calls are never recorded, so no fix offers recording them). A refusal for a test that had already ended (a
-stray thread, a late child) waits for the session's end.
+appends its refusals to a file in the report directory, which the parent reads and words. A refusal for a
+test that had already ended (a stray thread, a late child) waits for the session's end.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""Socket checks: ``connect``, ``connect_ex``, ``create_connection``, ``sendto``/``sendmsg`` with an address,
-and every send on a socket connected before the guard applied (``send``, ``sendall``, ``sendto``,
-``sendmsg``, ``sendfile``, and ``ssl.SSLSocket.send``).
+"""Socket checks through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`): connects, sends with
+an address, and every send on a socket connected before the guard applied (its peer is checked like a
+connect; one connected through the guard while a run guarded, or accepted by a server here, sends freely).
 
-The calls reach :func:`gate_check` through the socket gate (:mod:`pytest_agentreplay.core.socket_gate`),
-whose trampolines are on the socket type before any method is taken; installing the guard arms it.
-
-A socket connected through the guard while a run guarded, or accepted by a server of this process, sends
-freely. Any other connected socket was connected before the guard applied (at import, in an earlier
-test's fixture, a warmed keep-alive pool): its peer is checked like a connect.
-
-Name resolution: ``getaddrinfo``, ``gethostbyname``, ``gethostbyname_ex``, ``gethostbyaddr`` and
-``getnameinfo`` are patched in both ``socket`` and ``_socket`` (``getaddrinfo`` only in ``_socket``, which
-``socket.getaddrinfo`` and asyncio use).
-Refusing at resolution names the host, not an IP, and leaks no DNS query. Lookups that stay on the machine
-(loopback, the machine's own name) pass. What an allowed name resolved to is remembered per run
-(:meth:`~.runs.GuardedRuns.remember_resolution`): the connect that follows only sees the IP.
+Name resolution is patched in ``socket`` and ``_socket`` (``getaddrinfo`` only in ``_socket``, which
+``socket.getaddrinfo`` and asyncio call): refusing there names the host and leaks no DNS query. Lookups
+that stay on the machine pass; what an allowed name resolved to is remembered per run, since the connect
+that follows only sees the IP.
 """
 
 from __future__ import annotations

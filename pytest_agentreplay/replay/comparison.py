@@ -1,15 +1,7 @@
-"""Model-comparison output: the recorded model's decisions next to the live model's, per test and
-aggregated over the session.
-
-``comparison_for(ctx)`` builds a JSON-able dict from the two histories (recorded ``model.call``
-events versus the ones the live run made): per call the tool choice and arguments of each side,
-whether they agree, then final-answer similarity, token usage, cost and latency totals, and the live tool
-calls the cassette held no result for (not executed; reported with the closest recorded call).
-``render_comparison`` turns it into the text of the test's report section; ``summary_lines``
-aggregates many of them for the terminal summary.
-
-The decision path, the answer's equivalence, the costs and the budget rules are judged under the run's
-rules (:class:`Judging`), as docs/comparison.md describes.
+"""Model-comparison output: the recorded model's decisions next to the live model's (per call: tool choice,
+arguments, agreement; then final answer, tokens, cost, latency, and live tool calls the cassette could not
+serve), judged under the run's rules (:class:`Judging`, docs/comparison.md). ``comparison_for`` builds the
+JSON-able dict, ``render_comparison`` the report section, ``summary_lines`` the session's summary.
 """
 
 from __future__ import annotations
@@ -100,9 +92,7 @@ def _path_calls(
     if rules is None or judging.judge is None:
         return sides
     for index, (r, lv) in enumerate(zip(*sides, strict=False)):
-        if r["name"] != lv["name"] or not isinstance(r["arguments"], Mapping):
-            continue
-        if not isinstance(lv["arguments"], Mapping):
+        if r["name"] != lv["name"] or not all(isinstance(s["arguments"], Mapping) for s in (r, lv)):
             continue
         for key, value in list(lv["arguments"].items()):
             rule = rules.judge("model.call", _argument_path(index, key)).rule
@@ -176,32 +166,25 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
     liv = [_decision(e, judging.prices) for e in live]
     calls: list[Document] = []
     differences: list[str] = []
-    for n, (r, lv) in enumerate(zip_longest(rec, liv)):
-        entry: Document = {"n": n + 1, "recorded": r, "live": lv}
+    for n, (r, lv) in enumerate(zip_longest(rec, liv), start=1):
         if r is None or lv is None:
-            entry["tool_choice_agrees"] = entry["arguments_equal"] = False
-            side = "live" if r is None else "recorded"
-            differences.append(f"call {n + 1}: only the {side} model made it")
+            agrees = same_args = False
+            differences.append(f"call {n}: only the {'live' if r is None else 'recorded'} model made it")
         else:
-            names_r = [c["name"] for c in r["tool_calls"]]
-            names_l = [c["name"] for c in lv["tool_calls"]]
-            agrees = names_r == names_l
+            agrees = [c["name"] for c in r["tool_calls"]] == [c["name"] for c in lv["tool_calls"]]
             same_args = agrees and [c["arguments"] for c in r["tool_calls"]] == [
                 c["arguments"] for c in lv["tool_calls"]
             ]
-            entry["tool_choice_agrees"] = agrees
-            entry["arguments_equal"] = same_args
+            shown_r, shown_l = _call_text(r["tool_calls"]), _call_text(lv["tool_calls"])
             if not agrees:
-                differences.append(
-                    f"call {n + 1}: recorded chose {_call_text(r['tool_calls'])}, "
-                    f"live chose {_call_text(lv['tool_calls'])}"
-                )
+                differences.append(f"call {n}: recorded chose {shown_r}, live chose {shown_l}")
             elif not same_args:
                 differences.append(
-                    f"call {n + 1}: same tool, other arguments: recorded {_call_text(r['tool_calls'])}, "
-                    f"live {_call_text(lv['tool_calls'])}"
+                    f"call {n}: same tool, other arguments: recorded {shown_r}, live {shown_l}"
                 )
-        calls.append(entry)
+        calls.append(
+            {"n": n, "recorded": r, "live": lv, "tool_choice_agrees": agrees, "arguments_equal": same_args}
+        )
     total = len(calls)
     choice_agree = sum(1 for c in calls if c["tool_choice_agrees"])
     args_equal = sum(1 for c in calls if c["arguments_equal"])
@@ -316,14 +299,8 @@ def render_comparison(comparison: Document) -> str:
         lines.extend(render_repeats(c))
         lines.append("  run 1 in detail:")
     for call in c["calls"]:
-        r, lv = call["recorded"], call["live"]
         mark = "==" if call["tool_choice_agrees"] and call["arguments_equal"] else "!="
-        left = _call_text(r["tool_calls"]) if r else "(none)"
-        right = _call_text(lv["tool_calls"]) if lv else "(none)"
-        if r and not r["tool_calls"] and r.get("text"):
-            left = f"answer {r['text']!r}"
-        if lv and not lv["tool_calls"] and lv.get("text"):
-            right = f"answer {lv['text']!r}"
+        left, right = _decided(call["recorded"]), _decided(call["live"])
         lines.append(f"  {call['n']:>3}. recorded {left}  {mark}  live {right}")
     if c["differences"]:
         lines.append("  where they differ:")
@@ -341,6 +318,14 @@ def render_comparison(comparison: Document) -> str:
     if not c["differences"] and not c.get("unserved_tool_calls"):
         lines.append("  the live model decided the same as the recorded one")
     return "\n".join(lines)
+
+
+def _decided(decision: Document | None) -> str:
+    if not decision:
+        return "(none)"
+    if not decision["tool_calls"] and decision.get("text"):
+        return f"answer {decision['text']!r}"
+    return _call_text(decision["tool_calls"])
 
 
 def _dollars(value: object) -> str:

@@ -1,9 +1,6 @@
 """Fault injection for sandbox mode: fail the nth call to a route with a status, a timeout or a reset
-(the ``faults`` setting; its format and what each fault does: docs/modes.md, Fault injection).
-
-The exception raised is the client's own type, so retry logic sees what it would see in production. Each
-interceptor builds its client's exception from the :class:`Fault` (:meth:`Fault.message` is the text they
-share); this module knows no client.
+(the ``faults`` setting: docs/modes.md, Fault injection). Each interceptor raises its client's own
+exception type from the :class:`Fault`, so retry logic sees what it would in production.
 """
 
 from __future__ import annotations

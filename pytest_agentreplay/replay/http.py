@@ -1,29 +1,18 @@
 """Serving recorded HTTP exchanges in replay: one index per run, built once, O(1) per call.
 
-Matching rules (the live call on the left, the cassette on the right):
+Matching (live call on the left, cassette on the right); among equal candidates the first unplayed wins:
 
-- model calls: per provider endpoint, the recorded call whose request equals the live one (its body hash,
-  ``data.request_hash``; else its body as the comparison sees it, without what the diff rules ignore at
-  any depth), first unplayed first: calls made from threads in another order each get their own answer.
-  A call no recorded one equals (its prompt drifted: that is what diffs report) gets the first unplayed
-  call to its endpoint, in recorded order, so its drift is reported against the call in its place.
-- reads (GET/HEAD/OPTIONS): method + normalised URL + normalised body; first unplayed first, repeats
-  in order; once all are played, the last one is served again (reads have no side effects).
-- writes: method + URL + idempotency key, then method + URL in order; a retry that reuses an
-  idempotency key already served gets the same recorded receipt again (that is what the key means).
-  model-comparison skips the "in order" step: a write the live model decided otherwise has no receipt.
-  Writes are never sent.
+- model calls: per provider endpoint, the recorded call whose request equals the live one (see
+  :mod:`.model_calls`); a call none equals (its prompt drifted) gets the first unplayed call to its
+  endpoint, so its drift is reported against the call in its place.
+- reads (GET/HEAD/OPTIONS): method + normalised URL + normalised body; once all are played, the last one
+  is served again (reads have no side effects).
+- writes: method + URL + idempotency key, then method + URL in order; a retry reusing a served key gets
+  the same receipt again. model-comparison skips the "in order" step (a write the live model decided
+  otherwise has no receipt). Writes are never sent.
 
-Model calls and reads wait in queues per key, one mechanism (:class:`.recorded.KeyedQueues`); an exchange
-served by another rule (a model call served in order) is passed over by its key's queue.
-
-Headers are never part of matching: SDKs add ``x-stainless-*``, retry counters and user agents. A
-served exchange keeps the recorded event's ``data.group`` (calls made concurrently while recording), so
-the grouping does not depend on which thread replays it.
-
-Whether a call is served at all is decided by :mod:`.policy`, the only caller of :func:`serve`. This
-module imports the library-neutral ``http`` modules (exchange, classify, bodies, recording), never an
-interceptor.
+Headers are never matched (SDKs add ``x-stainless-*``, retry counters, user agents). A served exchange
+keeps the recorded ``data.group``, so grouping does not depend on which thread replays it.
 """
 
 from __future__ import annotations
@@ -183,15 +172,11 @@ class HttpReplayIndex:
             # Prefer an unplayed write with the same body; else the first unplayed one (keys that
             # are random per run, e.g. uuid4, cannot match exactly).
             chosen = next((rec for rec in queue if not rec.played and rec.body_key == body_key), None)
-            if chosen is None and strict:
-                return None
-            if chosen is None:
+            if chosen is None and not strict:
                 while queue and queue[0].played:
                     queue.popleft()
                 chosen = queue[0] if queue else None
-            if chosen is None:
-                return None
-            return self._mark(chosen, method, url, idem_key)
+            return None if chosen is None else self._mark(chosen, method, url, idem_key)
 
     def _mark(self, rec: RecordedExchange, method: str, url: str, idem_key: str | None) -> RecordedExchange:
         rec.played = True

@@ -1,9 +1,6 @@
-"""Judged values of a model comparison: a ``judge`` rule on a field asks a judge model whether the live value
-passes the rubric against the recorded one (how it is asked and how verdicts are stored: docs/comparison.md,
-Judged answers).
-
-The judge is asked after the run has ended: no run is active, so the call is never part of the agent's
-history, and the network guard lets only that host through.
+"""Judged values of a model comparison: a ``judge`` rule asks a judge model whether the live value passes
+the rubric against the recorded one (docs/comparison.md, Judged answers). Asked after the run has ended,
+so the call is never in the agent's history; the network guard lets only that host through.
 """
 
 from __future__ import annotations

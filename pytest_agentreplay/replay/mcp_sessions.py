@@ -1,25 +1,15 @@
 """MCP client sessions as tool calls, without the MCP SDK: what the adapter (``intercept/mcp.py``) records
-for each JSON-RPC request a session sends, and what replay serves in its place.
+for each JSON-RPC request, and what replay serves instead (through ``replay/tools.ToolReplayer``).
 
-Every request is one :class:`~..core.tool_calls.ToolCall` (``tool.call`` then ``tool.result``, or
-``effect`` for a write), matched and served by the one index of recorded tool calls
-(``replay/tools.ToolReplayer``):
+- ``tools/call`` is the tool ``server/tool`` (two servers may both have a ``search``) with the client's
+  arguments; ``read`` when the server listed it ``readOnlyHint: true``, else ``write`` (the MCP spec's
+  default), ``mcp_effects`` overriding both. ``tool.schema_version`` digests the tool's listing, so a
+  changed description is drift where the server runs.
+- every other request is the read ``mcp:<method>`` with the server and the parameters as arguments (no
+  ``_meta``: the SDK stamps its version there); ``initialize`` and ``server/discover`` (no server yet) are
+  served in recorded order.
 
-- ``tools/call``: the tool is named ``server/tool`` (two servers may both have a ``search``), its arguments
-  are what the client sent; ``data`` says ``transport: "mcp"``, the server, the tool's annotations
-  (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``). Its effect class: ``read`` when the server
-  listed it ``readOnlyHint: true``, else ``write`` (the MCP spec's default: a tool may change the world);
-  the ``mcp_effects`` setting overrides both, by ``server/tool`` or by tool name. ``tool.schema_version``
-  is a digest of the tool as the server listed it (description, schemas, annotations): where the server
-  runs (recording, sandbox) a changed description is drift on the call naming the tool.
-- every other request (``initialize``, ``server/discover``, ``tools/list``, ``resources/read``,
-  ``prompts/get``...) is the read ``mcp:<method>`` whose arguments are the server and the request's
-  parameters (no ``_meta``: the SDK stamps its own version and client info there). ``initialize`` and
-  ``server/discover`` have no server yet and no parameters worth matching: they are served in recorded
-  order.
-
-A JSON-RPC error answer is recorded as the call's error (``MCPError <code>: <message>``) and raised again
-in replay (:func:`error_parts`).
+A JSON-RPC error answer is recorded as ``MCPError <code>: <message>`` and raised again in replay.
 """
 
 from __future__ import annotations
@@ -32,8 +22,6 @@ from ..core.canonical import hash_value
 from ..core.capture import RunContext
 from ..core.documents import Document
 from ..core.tool_calls import EffectKind, ToolCall
-
-__all__ = ["McpServer", "error_parts", "error_text", "start_request"]
 
 TRANSPORT: Final = "mcp"
 # Keep-alives: their number depends on timing, not on the agent. Never recorded; answered empty in replay.

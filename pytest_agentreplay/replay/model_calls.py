@@ -1,16 +1,10 @@
-"""Which recorded model call answers a live one: the one whose request it equals.
+"""Which recorded model call answers a live one: the one whose request it equals, found in three steps:
 
-Three steps, each cheaper than the next is rare:
-
-1. the request hash (``data.request_hash``, taken over the JSON body while recording, and over the live
-   body while it is made ready to be emitted anyway): equal bodies, found by one dict lookup;
+1. the request hash (``data.request_hash``, over the JSON body): one dict lookup;
 2. the body as the comparison sees it: redacted like the cassette, without the keys the mode's diff rules
    ignore at any depth (``created``, ``latency_ms``...), canonical. Asked only when the live body holds
-   such a key, or is not JSON (no hash); the recorded side is keyed so the first time it is asked;
-3. none equals the live call (its prompt drifted): the first call to its endpoint not yet played, in
-   recorded order, so the drift is reported against the call in its place, as before matching by request.
-
-Among equal requests, order decides (the first unplayed first), as it does for reads.
+   such a key or is not JSON (no hash); the recorded side is keyed the first time it is asked;
+3. none equals (its prompt drifted): the first unplayed call to its endpoint, in recorded order.
 """
 
 from __future__ import annotations
@@ -26,16 +20,13 @@ from ..http import bodies
 from ..http.exchange import HttpRequest
 from .recorded import KeyedQueues, RecordedExchange
 
-# The event type whose request payloads are matched here.
-_MODEL_CALL = "model.call"
-
 
 @functools.cache
 def ignored_names(mode: str) -> frozenset[str]:
     """The keys the mode's default diff rules ignore at any depth of a model call's request body (a run
     that is no replay mode is matched as a regression replay would be)."""
     mode = str(mode) if mode in REPLAY_MODES else "regression"
-    return compiled(mode).ignored_anywhere(_MODEL_CALL)
+    return compiled(mode).ignored_anywhere("model.call")
 
 
 def mentions(request: HttpRequest, names: frozenset[str]) -> bool:
@@ -62,7 +53,7 @@ def _without(value: object, names: frozenset[str]) -> object:
 
 
 def normalised_key(body: Document | None, names: frozenset[str]) -> str:
-    """The matching key of a stored request body as the comparison sees it (see the module docstring)."""
+    """The matching key of a stored request body as the comparison sees it (step 2)."""
     if body is not None and "json" in body and names:
         body = {**body, "json": _without(body["json"], names)}
     return bodies.normalise_for_match(body)
@@ -89,8 +80,7 @@ class ModelCalls:
         self._exact.built()
 
     def total(self, endpoint: str) -> int:
-        calls = self.by_endpoint.get(endpoint)
-        return len(calls) if calls else 0
+        return len(self.by_endpoint.get(endpoint, ()))
 
     def take_exact(self, endpoint: str, digest: str) -> RecordedExchange | None:
         return self._exact.take((endpoint, digest))
@@ -120,9 +110,7 @@ class ModelCalls:
 
     def take_in_order(self, endpoint: str) -> RecordedExchange | None:
         """The first call to ``endpoint`` not yet played, in recorded order."""
-        calls = self.by_endpoint.get(endpoint)
-        if not calls:
-            return None
+        calls = self.by_endpoint.get(endpoint, [])
         index = self._first.get(endpoint, 0)
         while index < len(calls) and calls[index].played:
             index += 1

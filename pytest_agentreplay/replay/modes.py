@@ -7,10 +7,8 @@
 | sandbox          | served                    | sandbox services only  | sandbox services only        |
 | audit            | nothing runs              | nothing runs           | nothing runs                 |
 
-:func:`goes_live` is the table for HTTP calls (sent or served); :mod:`.policy` applies it to each
-intercepted call (serve, send or refuse; rewritten URL, replaced model, injected fault), with
-:func:`model_override` as the model-comparison rewrite.
-:func:`finish_replay` runs the end-of-run checks of the mode. Nothing here imports an interceptor.
+:func:`goes_live` is the table for HTTP calls, which :mod:`.policy` applies; :func:`finish_replay` runs the
+mode's end-of-run checks.
 """
 
 from __future__ import annotations
@@ -34,10 +32,7 @@ if TYPE_CHECKING:
 
 
 def goes_live(ctx: RunContext, request: HttpRequest, cls: Classification) -> bool:
-    """Whether a replay mode sends this call instead of serving it from the cassette (the table above).
-
-    Regression is checked right after the allow list: it is the hot path.
-    """
+    """Whether a replay mode sends this call instead of serving it (regression first: the hot path)."""
     mode = ctx.mode
     allowed = ctx.settings.allow_hosts
     if allowed and mode is not Mode.AUDIT and allow_list_admits(request.host, allowed):
@@ -71,14 +66,9 @@ def model_override(ctx: RunContext, req: HttpRequest) -> bytes | None:
 
 
 def finish_replay(ctx: RunContext, layers: Callable[[], RuleLayers], settings: Settings) -> None:
-    """End-of-run work of the mode, before the history is compared.
-
-    sandbox: idempotency checks (violations go to ``ctx.failures``, so they fail the test even if the
-    agent itself passed); model-comparison: the recorded-versus-live comparison under the run's rules
-    (``layers``, asked only there), kept in ``ctx.comparison`` for the report, a budget rule exceeded in
-    ``ctx.failures``. In every mode, network refusals that child processes reported (they cannot raise
-    into this process) join ``ctx.failures``; ``ctx.not_spent`` says what the served model calls cost.
-    """
+    """End-of-run work of the mode, before the history is compared: child processes' network refusals
+    (they cannot raise here), sandbox idempotency checks and model-comparison's comparison and budget
+    rules join ``ctx.failures`` (the test fails even if the agent passed); ``ctx.not_spent`` is set."""
     for refusal in collect_child_refusals(ctx):
         ctx.failures.add(refusal)
     if ctx.mode is Mode.SANDBOX:
@@ -127,9 +117,8 @@ def judging(ctx: RunContext, layers: Callable[[], RuleLayers], settings: Setting
 
 
 def not_spent(ctx: RunContext, settings: Settings) -> Document:
-    """The model calls a replay served instead of sending (regression and sandbox serve them all): how many,
-    their tokens and their cost at the price table's prices; models without a price named. model-comparison
-    sends its model calls and audit runs nothing: none served."""
+    """The model calls regression and sandbox served instead of sending: how many, their tokens and cost,
+    the models without a price."""
     from ..core.prices import PriceTable, tokens_of
 
     prices = PriceTable(settings.prices)  # type: ignore[arg-type]

@@ -1,17 +1,9 @@
 """The replay policy: what happens to one intercepted HTTP call, decided without any HTTP library.
 
-:func:`decide` takes the active run and the library-neutral :class:`~..http.exchange.HttpRequest` and
-returns one action: :class:`Serve`, :class:`Send` or :class:`Refuse`. Refusals that must fail the test
-are already in ``ctx.failures`` (the agent may swallow the exception).
-
-Which calls a mode sends (model-comparison: model calls; sandbox: tool calls; every replay mode but
-audit: hosts on ``allow_hosts``) is the table in :mod:`.modes`; everything else is served.
-
-Deciding patches nothing and opens no socket; it does change run state (the index's played
-exchanges, fault counters, the recorder), which is the point of replaying.
-
-Import direction (one way): the interceptors (:mod:`pytest_agentreplay.intercept`) import this module and
-translate between their library and the action; nothing under ``replay/`` imports an interceptor.
+:func:`decide` returns one action: :class:`Serve`, :class:`Send` or :class:`Refuse` (which calls a mode
+sends is the table in :mod:`.modes`). Refusals that must fail the test are already in ``ctx.failures``
+(the agent may swallow the exception). Deciding opens no socket but changes run state (played exchanges,
+fault counters, the recorder). The interceptors import this module; nothing here imports them.
 """
 
 from __future__ import annotations
@@ -30,8 +22,6 @@ from .modes import goes_live, model_override, reads_live
 if TYPE_CHECKING:
     from ..core.capture import RunContext
     from .faults import Fault
-
-__all__ = ["Action", "Refuse", "Send", "Serve", "classify", "decide"]
 
 # Bounds the per-run classification cache: an agent calling ever new URLs must not grow it forever.
 _CLASSIFY_CACHE_SIZE = 512

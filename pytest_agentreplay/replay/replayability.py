@@ -1,12 +1,7 @@
-"""Whether a loaded cassette can be replayed: every payload resolved and shape-checked, every HTTP exchange
-decoded and rendered the way replay serves it (``agentreplay verify`` reports what replay would trip on).
-
-Every recorded response body is decoded into the bytes replay serves and checked against what the
-recording says of it: a payload kept in the blob store has the ``size`` its reference records (the
-blob's digest is checked as it is read); a body that holds content serves bytes (a stored form replay
-cannot decode serves none); a JSON body kept byte for byte (``raw``) parses to the ``json`` beside it (replay
-serves ``raw``, the diff compares ``json``); a body stored as it arrived serves the ``content-length`` its
-recorded headers announce.
+"""Whether a loaded cassette can be replayed (``agentreplay verify``): every payload resolved and
+shape-checked, every recorded response decoded into the bytes replay serves and checked against what the
+recording says of it (a blob's recorded ``size``, a ``raw`` JSON body against its ``json``, a body stored
+as it arrived against its ``content-length``).
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest
 
 
 def replay_problems(loaded: LoadedCassette) -> list[str]:
-    """What replay would trip on: every payload resolved and shape-checked, every HTTP exchange decoded
-    and rendered the way it is served. Messages are ``events[i].field: headline``."""
+    """What replay would trip on, as ``events[i].field: headline`` messages."""
     problems: list[str] = []
     for index, name, ref in loaded.iter_refs():
         where = f"events[{index}].{name}"

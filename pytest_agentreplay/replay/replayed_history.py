@@ -1,18 +1,11 @@
 """The replayed history as the comparison reads it and an accepted update writes it: each replayed event
-redacted once (``redaction.redact_event``), like the recorded event at its place.
+redacted once, like the recorded event at its place.
 
-The recorded side was redacted when it was saved. A part of a replayed event equal to the same part of its
-recorded twin is that recorded part (``Redactor.redact``'s ``like``): an unchanged response, tool result or
-header costs a comparison, not a redaction. A conversation resends its whole history on every model call:
-a call whose request body hashes like a recorded one (``data.request_hash``, taken over the body before
-redaction) sent that body, so the recorded (redacted) body stands for its own and is found by identity,
-and only the rest of the request (method, URL, headers) is redacted. A view made before the run learnt a
-secret is redone (``RedactedEvent.current``).
-
-Against a recording that left out the transport request headers (``cassette.stored_form``), the
-compared events leave them out before they are redacted: comparison ignores them, and a project rule on one
-compares only cassettes that keep them. What an accepted update writes keeps them (its save keeps or leaves
-them out by its own setting), redacted only when an update asks for them (``ReplayedHistory.views``).
+A part of a replayed event equal to the same part of its recorded twin is that recorded part
+(``Redactor.redact``'s ``like``): an unchanged part costs a comparison, not a redaction. A model call whose
+body hashes like a recorded one (``data.request_hash``, taken before redaction) sent that body, so the
+recorded (redacted) body stands for its own. Against a recording without the transport request headers
+(``cassette.stored_form``) the compared events leave them out too; what an update writes keeps them.
 """
 
 from __future__ import annotations
@@ -137,6 +130,3 @@ def _sent_as_recorded(
 
 def _rest(body: Document) -> Document:
     return {k: v for k, v in body.items() if k != "json"}
-
-
-__all__ = ["RecordedSide", "ReplayedHistory"]

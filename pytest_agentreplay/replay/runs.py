@@ -1,6 +1,5 @@
-"""A run's life: begun with the framework adapters and the runtime values it records or serves, ended in
-the order its history needs (the runtime values event before ``run.end``). The recorder itself
-(:mod:`pytest_agentreplay.core.capture`) knows neither: both sit above it."""
+"""A run's life: begun with the framework adapters and runtime values, ended in the order its history needs
+(the runtime values event before ``run.end``). The recorder (``core.capture``) knows neither."""
 
 from __future__ import annotations
 

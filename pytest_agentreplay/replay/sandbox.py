@@ -1,12 +1,7 @@
-"""Sandbox mode: tool HTTP calls go only to services the test supplies, with optional fault injection
-(where a call may go, first match wins: docs/modes.md, Sandbox).
-
-Anything else is refused with :class:`SandboxError`: a sandbox never reaches a recorded host.
-:func:`destination` answers the question for :mod:`.policy`, which turns it into an action; this
-module imports the library-neutral ``http`` modules only, never an interceptor.
-
-At the end of the run :func:`effect_problems` checks the history the sandbox produced: retries of a
-write reuse their idempotency key, and no effect is committed twice.
+"""Sandbox mode: tool HTTP calls go only to services the test supplies (docs/modes.md, Sandbox), with
+optional fault injection; anything else is refused with :class:`SandboxError`. :func:`destination` answers
+:mod:`.policy`; at the end of the run :func:`effect_problems` checks that retries of a write reuse their
+idempotency key and that no effect is committed twice.
 """
 
 from __future__ import annotations
@@ -160,19 +155,12 @@ def delivered_response(status: int, headers: Any, content: bytes) -> HttpRespons
 
 
 def emit_fault(
-    ctx: RunContext,
-    req: HttpRequest,
-    cls: Classification,
-    fault: Fault,
-    response: HttpResponse | None,
-    latency_ms: float = 0.0,
+    ctx: RunContext, req: HttpRequest, cls: Classification, fault: Fault, response: HttpResponse | None
 ) -> None:
-    """Record the faulted attempt: the injected status, or what the service answered to a lost response."""
-    extra = {"fault": fault.to_data()}
-    if response is None:
-        # Not delivered and no response: status 0 marks "no answer" (never committed).
-        response = HttpResponse(0, {}, None)
-    emit_exchange(ctx, req, response, cls, latency_ms, extra=extra)
+    """Record the faulted attempt: the injected status, what the service answered to a lost response, or
+    status 0 for no answer at all (never committed)."""
+    response = HttpResponse(0, {}, None) if response is None else response
+    emit_exchange(ctx, req, response, cls, 0.0, extra={"fault": fault.to_data()})
 
 
 # -- end-of-run checks -------------------------------------------------------------------------------

@@ -18,24 +18,14 @@ if TYPE_CHECKING:
     from ..cassette.read import LoadedCassette
     from ..core.capture import RunContext
 
-__all__ = ["ToolOutcome", "ToolReplayer"]
-
 
 # A plain class, not a dataclass: far cheaper to create at start-up.
 class _Recorded:
-    __slots__ = ("arguments", "group", "idempotency_key", "name", "outcome", "served")
+    __slots__ = ("arguments", "group", "outcome", "served")
 
-    def __init__(
-        self,
-        name: str,
-        arguments: Document,
-        idempotency_key: str | None,
-        outcome: ToolOutcome,
-        # The recorded call's order-insensitive group (``data.group``), None when it had none.
-        group: object = None,
-    ) -> None:
-        self.name, self.arguments, self.outcome, self.group = name, arguments, outcome, group
-        self.idempotency_key = idempotency_key
+    # ``group``: the recorded call's order-insensitive group (``data.group``), None when it had none.
+    def __init__(self, arguments: Document, outcome: ToolOutcome, group: object) -> None:
+        self.arguments, self.outcome, self.group = arguments, outcome, group
         self.served = False
 
 
@@ -74,13 +64,7 @@ class ToolReplayer:
                     nested=() if is_stream(result) else _nested(events[start + 1 : index]),
                     exception=event.data.get("exception"),
                 )
-                rec = _Recorded(
-                    name,
-                    arguments,
-                    call.tool.idempotency_key if call.tool else None,
-                    outcome,
-                    group=call.data.get("group"),
-                )
+                rec = _Recorded(arguments, outcome, call.data.get("group"))
                 self._exact[(name, hash_value(arguments))].append(rec)
                 self._by_name[name].append(rec)
 

@@ -1,9 +1,6 @@
-"""Accepting drift: the new expected history, written so that the cassette diff shows only the change.
-
-Replayed events take the place of the recorded ones, as the comparison read them (their redacted views),
-but each keeps the volatile values (timestamp, trace ids, latency, provider response ids) of the recorded
-event it is aligned with, so unchanged events are written byte for byte as before and a reviewer sees the
-real change (plus one digest line per changed event and ``head_hash``).
+"""Accepting drift: replayed events replace the recorded ones, each keeping the volatile values (timestamp,
+trace ids, latency, response ids) of the recorded event it is aligned with, so unchanged events are
+written byte for byte and the cassette diff shows only the change.
 """
 
 from __future__ import annotations

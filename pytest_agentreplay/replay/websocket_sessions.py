@@ -1,24 +1,12 @@
-"""WebSocket connections of a run: opened live (recording, or a mode that sends) or served from the cassette.
+"""WebSocket connections of a run, library-neutral (the adapters under ``intercept/`` translate).
 
-:func:`open_connection` decides for one connection, library-neutral: the opening handshake goes through
-:func:`.policy.decide` as the HTTP read it is (so ``allow_hosts``, sandbox routing, model-comparison and
-an unmatched handshake behave as for HTTP), then:
-
-- :class:`LiveConnection`: connect for real (to ``url``, the guard opened for ``permit``); report the
-  handshake's answer with :meth:`LiveConnection.answered` and every message, timeout and close through
-  ``events`` (:class:`~..http.websocket_messages.ConversationEvents`);
-- :class:`ServedConversation`: no connection; the nth live connection to a URL gets the nth conversation
-  recorded with it. Received messages are served in recorded order; each sent message is compared with
-  the recorded one at its index (a changed, extra or missing one is a :class:`~..exceptions.DriftError`
-  kept in ``ctx.failures``: the test fails, naming the URL and the index, while the conversation goes on
-  so that the whole drift shows).
-
-A sent message is compared as the cassette holds it: redacted by :meth:`Redactor.redact`, the very call
-that redacted the recorded one (a binary frame's secret masked in place at its length, a JSON message's
-secret replaced), so a message holding a secret compares equal to its recording. Every failure shows the
-URL and the messages redacted: error text reaches terminals, reports and JUnit files.
-
-Nothing here imports a WebSocket library; the adapters under ``intercept/`` translate.
+The opening handshake goes through :func:`.policy.decide` as the HTTP read it is, then the connection is
+a :class:`LiveConnection` (real, reported through ``events``) or a :class:`ServedConversation`: the nth
+live connection to a URL gets the nth conversation recorded with it; received messages are served in
+order and each sent message is compared with the recorded one at its index. A difference is a
+:class:`~..exceptions.DriftError` kept in ``ctx.failures`` while the conversation goes on, so the whole
+drift shows. A sent message is compared redacted by the very call that redacted the recorded one, so a
+message holding a secret equals its recording; failures show URLs and messages redacted.
 """
 
 from __future__ import annotations
@@ -308,6 +296,3 @@ def open_connection(ctx: RunContext, request: HttpRequest) -> Opening:
         raise error
     events = ConversationEvents(ctx, request.url, state.next_number())
     return ServedConversation(ctx, response, recorded, events)
-
-
-__all__ = ["LiveConnection", "Opening", "Received", "ServedConversation", "open_connection"]

@@ -1,6 +1,6 @@
 """The process-wide patches behind runtime values (:mod:`.values`): the clock (time-machine), the code of
-the ``uuid`` functions and ``random``'s reseeding functions, one patching ``Owner`` per source held by each
-run that reads it, and the runs they serve (a read is matched to its run by :func:`_state`)."""
+the ``uuid`` functions and ``random``'s reseeding functions, each held while a run reads it; a read is
+matched to its run by :func:`_state`."""
 
 from __future__ import annotations
 

@@ -1,17 +1,10 @@
-"""Runtime values: the wall clock, ``uuid`` and ``random`` values an agent reads (docs/runtime-values.md),
-recorded per *stream* (the thread or asyncio task that read them) into one ``runtime.values`` input event
-before ``run.end``, and served back in the same order in replay; :func:`record_value` for any other value.
-
-The clock past the recording keeps advancing in real time from the last recorded value. Reads made by
-pytest, logging, time-machine and this package itself (event timestamps, the guard, the HTTP replayer) get
-the real clock, unrecorded; ``time.monotonic``/``perf_counter`` are never touched, so durations, timeouts
-and event loops stay real. The ``random`` generator is seeded with a recorded seed for the run; a reseed
-between the run's start and the test body (pytest-randomly's) is undone when the body starts. The
-process-wide patches are :mod:`.patches`, the stored form :mod:`.data`.
+"""Runtime values (docs/runtime-values.md): the wall clock, ``uuid`` and ``random`` values an agent reads,
+recorded per *stream* (thread or asyncio task) into one ``runtime.values`` event before ``run.end`` and
+served back in order in replay; :func:`record_value` for any other value. Past the recording the clock
+advances in real time from the last recorded value; ``time.monotonic``/``perf_counter`` are never touched.
 
 Stream names are stable across runs: ``main`` (the thread that started the run, outside a task),
-``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered in order of
-their first read.
+``task:<coroutine qualname>#<n>`` and ``thread:<thread name, digits as N>#<n>``, numbered by first read.
 """
 
 from __future__ import annotations
@@ -138,8 +131,7 @@ class RuntimeValues:
             ctx.rerecord.on_live(self._go_live)
 
     def _go_live(self) -> None:
-        """The run turned live at its first drift (run_state.Rerecord): values drawn from now on are live;
-        those served so far stay in the history, as recorded."""
+        """The run turned live at its first drift: values drawn from now on are live."""
         with self._lock:
             self.replaying = False
             self.recorded = None
@@ -370,8 +362,7 @@ def recorded_data(ctx: RunContext) -> dict[str, Any] | None:
 
 
 def start_run(ctx: RunContext) -> None:
-    """Called when a run starts (:func:`replay.runs.start`): record or serve the sources its settings
-    name (all three by default)."""
+    """Record or serve the sources the run's settings name (all three by default)."""
     sources = ctx.settings.runtime_values
     if ctx.mode == "audit" or ctx.rooms.existing(RuntimeValues) is not None:
         return
@@ -385,8 +376,7 @@ def start_run(ctx: RunContext) -> None:
 
 
 def finish_run(ctx: RunContext) -> None:
-    """Called when a run ends (:func:`replay.runs.finish`): stop; add the ``runtime.values`` event if the
-    run read any."""
+    """Stop; add the ``runtime.values`` event if the run read any."""
     state = ctx.rooms.existing(RuntimeValues)
     if state is None or not state.active:
         return
