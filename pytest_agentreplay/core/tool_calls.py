@@ -164,7 +164,7 @@ class ToolCall:
         return result
 
     def failed(self, exc: BaseException) -> None:
-        """Record that a ``@tool`` raised ``exc`` (its type and arguments too, when they rebuild it)."""
+        """Record that a ``@tool`` raised ``exc`` (typed: its type and arguments, when they rebuild it)."""
         self.finished(None, error_text(exc), exception=exception_doc(exc) if self.typed else None)
 
     def store(self, value: object, root: str) -> object:
