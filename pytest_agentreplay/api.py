@@ -37,17 +37,13 @@ R = TypeVar("R")
 def _bound_arguments(
     fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
 ) -> dict[str, object]:
-    """The call's arguments by parameter name (as given, not converted)."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError:
         return {"args": list(args), **kwargs}
     bound.apply_defaults()
-    arguments = dict(bound.arguments)
     # A method's receiver is not an argument the model chose.
-    for receiver in ("self", "cls"):
-        arguments.pop(receiver, None)
-    return arguments
+    return {name: value for name, value in bound.arguments.items() if name not in ("self", "cls")}
 
 
 @overload

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from pytest_agentreplay.core.commands import record_command
-from pytest_agentreplay.core.paths import default_cassette_path
+from pytest_agentreplay.core.paths import item_cassette_path
 
 
 def test_layout_follows_the_module_path(tmp_path: Path) -> None:
     module = tmp_path / "tests" / "agents" / "test_support.py"
-    path = default_cassette_path(tmp_path / "cassettes", tmp_path, module, "test_refund[openai-stream]")
+    nodeid = "tests/agents/test_support.py::test_refund[openai-stream]"
+    path = item_cassette_path(tmp_path / "cassettes", tmp_path, module, nodeid)
     assert (
         path
         == tmp_path / "cassettes" / "tests" / "agents" / "test_support" / "test_refund[openai-stream].json"
@@ -22,7 +23,7 @@ def test_layout_follows_the_module_path(tmp_path: Path) -> None:
 def test_ids_that_clean_to_the_same_name_stay_apart(tmp_path: Path) -> None:
     module = tmp_path / "test_x.py"
     names = ["test_c[a/b]", "test_c[a_b]", "test_c[a b]", "test_c[é]", "test_c[☕]"]
-    paths = {default_cassette_path(tmp_path, tmp_path, module, n) for n in names}
+    paths = {item_cassette_path(tmp_path, tmp_path, module, f"test_x.py::{n}") for n in names}
     assert len(paths) == len(names)
     for path in paths:
         assert "/" not in path.name and " " not in path.name
@@ -30,8 +31,8 @@ def test_ids_that_clean_to_the_same_name_stay_apart(tmp_path: Path) -> None:
 
 def test_very_long_ids_are_shortened_but_distinct(tmp_path: Path) -> None:
     module = tmp_path / "test_x.py"
-    a = default_cassette_path(tmp_path, tmp_path, module, "test_" + "a" * 300)
-    b = default_cassette_path(tmp_path, tmp_path, module, "test_" + "a" * 299 + "b")
+    a = item_cassette_path(tmp_path, tmp_path, module, "test_x.py::test_" + "a" * 300)
+    b = item_cassette_path(tmp_path, tmp_path, module, "test_x.py::test_" + "a" * 299 + "b")
     assert a != b and len(a.name) < 200 and len(b.name) < 200
 
 

@@ -538,14 +538,18 @@ def test_final_scan_and_verify_see_joined_streams(tmp_path: Path) -> None:
 
 
 def test_cassette_file_names_never_hold_a_key(tmp_path: Path) -> None:
-    from pytest_agentreplay.core.paths import default_cassette_path
+    from pytest_agentreplay.core.paths import item_cassette_path
 
     module = tmp_path / "tests" / "test_m.py"
-    path = default_cassette_path(tmp_path / "cassettes", tmp_path, module, f"test_x[{OPENAI_KEY}]")
+    path = item_cassette_path(
+        tmp_path / "cassettes", tmp_path, module, f"tests/test_m.py::test_x[{OPENAI_KEY}]"
+    )
     assert OPENAI_KEY not in str(path) and path.name.startswith(f"test_x[{REDACTED}]-")
-    other = default_cassette_path(tmp_path / "cassettes", tmp_path, module, f"test_x[{ANTHROPIC_KEY}]")
+    other = item_cassette_path(
+        tmp_path / "cassettes", tmp_path, module, f"tests/test_m.py::test_x[{ANTHROPIC_KEY}]"
+    )
     assert other != path, "two keys still get two cassettes"
-    plain = default_cassette_path(tmp_path / "cassettes", tmp_path, module, "test_x[case-1]")
+    plain = item_cassette_path(tmp_path / "cassettes", tmp_path, module, "tests/test_m.py::test_x[case-1]")
     assert plain.name == "test_x[case-1].json"
     with pytest.raises(SecretLeakError, match="file name"):
         save_cassette(tmp_path / f"test_y[{OPENAI_KEY}].json", RunMeta(run_id="r"), [])

@@ -1,9 +1,6 @@
-"""Who made a refused call: the thread it came from and the code (module, library) that made it.
-
-Libraries call out for themselves (telemetry, version checks, a cost map fetched at import), often from a
-thread of their own: naming the thread, the library and the known fix ends a search a bare URL starts.
-The caller is the first frame of the refusing thread's stack outside the HTTP stack and this plugin.
-"""
+"""Who made a refused call: its thread and the first frame's module outside the HTTP stack and this plugin.
+Libraries call out for themselves (telemetry, a cost map fetched at import), often from a thread of their
+own: naming the thread, the library and the known fix ends a search a bare URL starts."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from .json_copy import copy_json
 
 
 def dumps_pretty(value: object) -> str:
-    """Reviewable canonical form used for cassette files (sorted keys, 2-space indent, final newline)."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
@@ -26,10 +25,9 @@ _encode_string = json.encoder.encode_basestring
 
 
 def dumps_cassette(value: object, *, inline_objects: bool = True) -> str:
-    """The canonical text of a cassette file: sorted keys, a member per line (a changed field is one changed
-    line) unless it fits on one line within :data:`CASSETTE_WIDTH`, one space of indentation per level.
-    ``inline_objects=False``: the older layout (only lists of plain values inline), kept for files written
-    in it so that an update does not re-flow them."""
+    """A cassette file's text: a member per line (a changed field is one changed line) unless it fits within
+    :data:`CASSETTE_WIDTH`. ``inline_objects=False``: the older layout (only lists of plain values inline),
+    kept for files written in it so that an update does not re-flow them."""
     out: list[str] = []
     _write(value, 0, 0, out, inline_objects)
     out.append("\n")
@@ -141,9 +139,7 @@ def _flat_list(value: list[object] | tuple[object, ...], budget: int) -> str | N
 
 
 def _members(value: dict[object, object] | list[object] | tuple[object, ...]) -> list[tuple[str, object]]:
-    """(what precedes each member, the member): ``"key": `` in key order as ``json.dumps(sort_keys=True)``
-    writes keys (a number key as its text; keys of mixed types raise ``TypeError`` there too), nothing
-    before a list's items."""
+    """(``"key": `` or nothing, the member), keys as ``json.dumps(sort_keys=True)`` writes them."""
     if not isinstance(value, dict):
         return [("", item) for item in value]
     keys: list[object] = sorted(value)  # type: ignore[type-var]
@@ -162,10 +158,9 @@ _SCALAR_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
 def _compact_encoder() -> Callable[[object, int], Iterable[str]] | None:
-    """The C encoder of :func:`dumps_compact`'s ``json.dumps`` options, made once (``json.dumps`` with
-    options makes one per call, which costs more than encoding a message). Without a markers dict, which
-    concurrent threads would share: a circular value recurses to ``RecursionError``, then ``json.dumps``
-    names it."""
+    """:func:`dumps_compact`'s C encoder, made once (``json.dumps`` makes one per call, which costs more than
+    encoding a message). No markers dict, which threads would share: a circular value recurses to
+    ``RecursionError``, then ``json.dumps`` names it."""
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
@@ -180,7 +175,6 @@ _COMPACT: Final = _compact_encoder()
 
 
 def dumps_compact(value: object) -> str:
-    """Compact canonical form used for hashing."""
     if _COMPACT is not None:
         try:
             return "".join(_COMPACT(value, 0))
@@ -201,9 +195,7 @@ def display_text(value: object, *, indent: int | None = None) -> str:
 
 
 def sha256_hex(data: bytes | str) -> str:
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
 # Types whose ``==`` between two values of the same type is JSON equality (not float: 0.0 == -0.0).
@@ -237,7 +229,6 @@ def same_json(a: object, b: object) -> bool:
 
 
 def hash_value(value: object) -> str:
-    """sha256 of the compact canonical JSON of ``value``; used for state hashes and blob addresses."""
     return sha256_hex(dumps_compact(value))
 
 
@@ -336,7 +327,7 @@ def request_digest(body: object, memo: DigestMemo | None = None) -> str:
 
 
 def _extends(items: tuple[object, ...], value: list[object]) -> bool:
-    """Whether the list ``value`` starts with ``items``, the very objects."""
+    """Whether the list ``value`` starts with the very objects ``items``."""
     return len(items) <= len(value) and all(map(is_, items, value))
 
 
@@ -375,8 +366,8 @@ def items_hash(items: list[object], memo: DigestMemo) -> str:
 
 
 def _same_dicts(before: tuple[object, ...], items: list[object]) -> bool:
-    """Whether ``items`` holds the very objects ``before`` does, in order, each a dict (which must not change
-    once hashed; another value, a string say, is not known to be one the memo wrote)."""
+    """Whether ``items`` holds the very dicts ``before`` does, in order (a dict must not change once hashed;
+    another value is not known to be one the memo wrote)."""
     return (
         len(before) == len(items)
         and all(map(is_, before, items))
@@ -398,17 +389,11 @@ _PLAIN_TYPES: Final = frozenset({str, int, bool, type(None)})
 
 
 def plain_compact(value: object) -> str:
-    """:func:`dumps_compact` of ``value``, written by orjson when that is the same text: for a value of exact
-    dicts, lists, strings, integers, booleans and None. The C ``json`` encoder escapes each string in two
-    passes and sorts each object's keys as Python objects: with the walk below, a long system prompt costs a
-    third of its instructions, a tool definition or a tool call message five sixths (callgrind). orjson spells
-    floats its own way (``1e-7``, and NaN as ``null``) and writes what ``json`` refuses (dataclasses,
-    datetimes), so a value holding anything else is written by :func:`dumps_compact`; what orjson refuses
-    (a key that is no string, an integer past 64 bits, a lone surrogate, nesting past 255, a circular value)
-    goes there too. Its strings are escaped as ``json`` escapes them with ``ensure_ascii=False``, and its
-    sorted keys are in code point order, ``sorted``'s (``tests/test_plain_compact.py`` holds both to it)."""
-    # Imported here: a child process's network guard imports this module, and must load where only the
-    # standard library is (``python -S``), as it did before this fast path.
+    """:func:`dumps_compact` of ``value``, by orjson (a third of the cost) when that is the same text: for
+    exact dicts, lists, strings, integers, booleans and None. orjson spells floats its own way and writes
+    what ``json`` refuses (dataclasses), so anything else, and what orjson refuses, goes to
+    :func:`dumps_compact` (``tests/test_plain_compact.py`` holds escaping and key order to ``json``'s)."""
+    # Imported here: a child's network guard imports this module where only the stdlib is (``python -S``).
     import orjson
 
     try:
@@ -480,7 +465,7 @@ def in_key_order(value: object, order: object) -> object:
 
 
 def _at(value: object, pointer: str) -> object:
-    """What the JSON pointer names in ``value``; None when it names nothing there."""
+    """What the JSON pointer names in ``value``, else None."""
     for token in pointer.split("/")[1:]:
         token = token.replace("~1", "/").replace("~0", "~")
         if isinstance(value, dict) and token in value:

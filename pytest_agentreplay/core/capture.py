@@ -31,7 +31,7 @@ _STAMP: list[tuple[int, str]] = [(-1, "")]
 
 
 def utc_now() -> str:
-    """The current UTC time, ISO 8601 with microseconds and ``Z``: ``2025-01-31T12:00:00.123456Z``."""
+    """``2025-01-31T12:00:00.123456Z``."""
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
     cached = _STAMP[0]
     if cached[0] != second:
@@ -65,7 +65,7 @@ def to_jsonable(value: object) -> Any:
 
 
 def error_text(exc: BaseException) -> str:
-    """How a failed call's error is recorded (``data.error``): ``TypeName: message``."""
+    """A failed call's ``data.error``."""
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -80,7 +80,7 @@ def served_payload(value: object) -> PayloadRef:
 
 
 class Recorder:
-    """Collects the ordered events of one run. Thread-safe: ``seq`` is assigned under a lock."""
+    """The ordered events of one run; ``seq`` is assigned under a lock (threads share a run)."""
 
     def __init__(self, run: RunMeta) -> None:
         self.run = run
@@ -272,7 +272,7 @@ class RunContext:
             self.mode = Mode.RECORD
 
     def executes_tool(self) -> bool:
-        """Whether a ``@tool`` function body runs in this mode (else its recorded result is served)."""
+        """Whether a ``@tool`` body runs (else its recorded result is served)."""
         return self.recording or self.mode is Mode.SANDBOX
 
     def start(self) -> None:
@@ -309,7 +309,7 @@ _RUNS_LOCK = threading.Lock()
 
 
 def active_runs() -> list[RunContext]:
-    """Every run active in this process (for process-wide guards such as the network guard)."""
+    """Every run active in this process (for process-wide guards)."""
     with _RUNS_LOCK:
         return list(_RUNS)
 

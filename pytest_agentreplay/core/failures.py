@@ -5,14 +5,14 @@ the cause the test reports; what follows is most often its consequence."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from typing import overload
+from collections.abc import Iterator
 
 from ..exceptions import AgentReplayError
 
 
-class RunFailures(Sequence[BaseException]):
-    """The problems of one run, in order found (thread-safe); a sequence to read, :meth:`add` the way in."""
+class RunFailures:
+    """The problems of one run, in order found (thread-safe): read by index or iteration, :meth:`add` the
+    way in."""
 
     __slots__ = ("_errors", "_keys", "_lock")
 
@@ -46,13 +46,7 @@ class RunFailures(Sequence[BaseException]):
     def __iter__(self) -> Iterator[BaseException]:
         return iter(list(self._errors))
 
-    @overload
-    def __getitem__(self, index: int) -> BaseException: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[BaseException]: ...
-
-    def __getitem__(self, index: int | slice) -> BaseException | list[BaseException]:
+    def __getitem__(self, index: int) -> BaseException:
         return self._errors[index]
 
     def __len__(self) -> int:

@@ -1,13 +1,9 @@
-"""Every patch the package puts on a library: a declaration (:class:`Library`) per library, one
-:class:`Owner` per set installing, counting and restoring it. A library may wait for its trigger modules'
-import; a replacement names what it replaced (:func:`genuine`), so a second copy of the package (pytester)
-patching over a stale one calls and restores the genuine functions beneath.
-
-Libraries wait for their trigger modules through :class:`AfterImport`: code run the moment a module has
-been imported, without importing it ahead of time (patching a library a test may never use would otherwise
-import it: ~0.2 s for aiohttp). The module gets its genuine loader back before it runs, so a removed finder
-leaves nothing behind. No ``importlib.abc`` base: the guard installs one in every Python child, which should
-not import more."""
+"""Every patch the package puts on a library: a :class:`Library` declaration each, one :class:`Owner` per
+set installing, counting and restoring it. A replacement names what it replaced (:func:`genuine`), so a
+second copy of the package (pytester) calls and restores the genuine functions beneath. A library may wait
+for its trigger modules' import (:class:`AfterImport`) rather than import one a test may never use (~0.2 s
+for aiohttp). No ``importlib.abc`` base: the guard installs one in every Python child, which should not
+import more."""
 
 from __future__ import annotations
 

@@ -46,11 +46,6 @@ def cassette_file_name(test_name: str) -> str:
     return f"{name}.json"
 
 
-def default_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, test_name: str) -> Path:
-    """``<cassette dir>/<test module path without .py>/<test name>.json``."""
-    return module_cassette_dir(cassette_dir, rootdir, module_path) / cassette_file_name(test_name)
-
-
 def item_name(nodeid: str) -> str:
     """A collected test's name in its module: the node id after the module, classes joined by dots
     (``TestA.test_x[case]``): same-named methods of two classes in one module differ."""
@@ -59,8 +54,8 @@ def item_name(nodeid: str) -> str:
 
 
 def item_cassette_path(cassette_dir: Path, rootdir: Path, module_path: Path, nodeid: str) -> Path:
-    """The default cassette path of a collected test item, named by :func:`item_name`."""
-    return default_cassette_path(cassette_dir, rootdir, module_path, item_name(nodeid))
+    """``<cassette dir>/<test module path without .py>/<item name>.json``."""
+    return module_cassette_dir(cassette_dir, rootdir, module_path) / cassette_file_name(item_name(nodeid))
 
 
 def recorded_nodeid(path: Path) -> str | None:

@@ -1,11 +1,8 @@
 """Placeholder SDK credentials while a test replays (the SDKs refuse to build a client without one, though
-nothing is sent): an unset credential variable is set for the test's duration, then removed; one the
-environment sets is never touched. Recording and model-comparison never invent one.
-
-The session holds one :class:`PlaceholderCredentials` and keeps its placeholders from one replaying test to
-the next (setting and deleting nine environment variables at every test cost more than the checks that
-find them still there); they are removed before any test that does not get them sets up, and after the
-session's last test."""
+nothing is sent): an unset credential variable is set, then removed; one the environment sets is never
+touched. Recording and model-comparison never invent one. The session keeps them from one replaying test to
+the next (cheaper than setting nine variables per test), and removes them before a test that does not get
+them and after the last test."""
 
 from __future__ import annotations
 

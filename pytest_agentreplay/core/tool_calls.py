@@ -45,8 +45,7 @@ def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | N
 
 
 class ToolCall:
-    """The bookkeeping of one tool call: the sync and async forms of a ``@tool`` call, and the transport
-    adapters whose calls are tool calls (an MCP ``tools/call``) record and serve through it."""
+    """One tool call, recorded or served: ``@tool`` (sync and async) and MCP's ``tools/call`` use it."""
 
     def __init__(
         self,
@@ -155,7 +154,7 @@ class ToolCall:
         return value
 
     def returned(self, result: object) -> object:
-        """Record what a ``@tool`` returned (a generator item by item); what its caller gets."""
+        """Record what a ``@tool`` returned (a generator item by item); returns what its caller gets."""
         if inspect.isgenerator(result):
             return _RecordedStream(self, "generator").generator(result)
         if inspect.isasyncgen(result):
@@ -165,7 +164,7 @@ class ToolCall:
         return result
 
     def failed(self, exc: BaseException) -> None:
-        """Record that a ``@tool`` raised ``exc`` (its type and arguments too, when they rebuild it)."""
+        """Record that a ``@tool`` raised ``exc`` (typed: its type and arguments, when they rebuild it)."""
         self.finished(None, error_text(exc), exception=exception_doc(exc) if self.typed else None)
 
     def store(self, value: object, root: str) -> object:
@@ -186,7 +185,7 @@ class ToolCall:
             raise error from None
 
     def recorded_exception(self, outcome: ToolOutcome) -> BaseException:
-        """The exception the tool raised while recording, rebuilt, else a :class:`RecordedToolError`."""
+        """The recorded exception rebuilt, else a :class:`RecordedToolError`."""
         doc = _exception_of(outcome)
         exc = rebuild_exception(doc) if doc is not None else None
         if exc is None:
@@ -328,8 +327,8 @@ class _RecordedStream:
 
 
 class _ServedStream:
-    """A served generator ``@tool``'s result: the recorded items, rebuilt one by one as they are asked for,
-    and the end the recording had (returned, raised, or closed early)."""
+    """A served generator ``@tool``'s result: the recorded items, rebuilt as they are asked for, then the
+    recorded end."""
 
     def __init__(self, call: ToolCall, outcome: ToolOutcome, stream: Stream) -> None:
         self.call = call

@@ -299,6 +299,6 @@ def rebuild_exception(doc: object) -> BaseException | None:
             return None
         args = decode(doc["args"], "exception args")
         exc = cls(*args)  # type: ignore[misc]
-    except (LookupError, NotRebuilt, Exception):
+    except Exception:  # a class gone (LookupError), args that do not rebuild (NotRebuilt), a raising init
         return None
     return exc if isinstance(exc, cls) else None

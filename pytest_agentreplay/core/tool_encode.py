@@ -217,18 +217,17 @@ def _rebuilt(build: Callable[[], object]) -> object:
         return exc
 
 
+# The base's own conversion, which a subclass's ``__str__``/``__int__``/``__float__`` does not change.
+_EXACT: Final[dict[type, Callable[[Any], object]]] = {
+    str: str.__str__,
+    int: int.__int__,
+    float: float.__float__,
+}
+
+
 def _base_value(value: object) -> object:
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    bases: tuple[Callable[[Any], object], ...] = (bytes, bytearray, list, tuple, dict, set, frozenset)
-    for base in bases:
-        if isinstance(value, base):  # type: ignore[arg-type]
-            return base(value)
-    raise TypeError(type(value).__name__)
+    base = next(base for base in BUILTIN_BASES if isinstance(value, base))
+    return _EXACT.get(base, base)(value)
 
 
 def _standard(value: object) -> Document | None:
