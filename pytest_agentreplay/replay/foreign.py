@@ -1,7 +1,7 @@
 """What an adapter for another tool's recordings (vcrpy today: ``interop/vcr_serving.py``) provides, so
 the session (``session.TestRun``) can serve a test from them: at set-up :meth:`ForeignSource.exists`,
 :meth:`~ForeignSource.load` and :meth:`~ForeignSource.activate`; per request the installed
-:class:`~pytest_agentreplay.replay.policy.ServesInstead` decides; at teardown
+:class:`~pytest_agentreplay.core.capture.ServesInstead` decides; at teardown
 :meth:`~ForeignSource.recorded_side` and :meth:`~ForeignSource.converted_run`. The pytest side registers
 the adapter (``shell/vcr_plugin.py``).
 """
