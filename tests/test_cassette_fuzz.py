@@ -34,10 +34,11 @@ from pytest_agentreplay import api
 from pytest_agentreplay.cli import main as cli_main
 from pytest_agentreplay.core.canonical import dumps_compact, dumps_pretty, hash_value, sha256_hex
 from pytest_agentreplay.core.capture import Recorder, RunContext, activate
+from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE
 from pytest_agentreplay.exceptions import CassetteError, DriftError, ReplayError
 from pytest_agentreplay.http import bodies
 from pytest_agentreplay.http.classify import classify_exchange
-from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse
+from pytest_agentreplay.http.exchange import HttpRequest, HttpResponse
 from pytest_agentreplay.http.recording import emit_exchange
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs, /dev/zero and signals")
@@ -223,7 +224,7 @@ def run_replay(path: Path) -> str:
         drift = False
         for event in recorded.events:
             ref = event.input_ref
-            if ref is not None and ref.media_type == REQUEST_MEDIA_TYPE:
+            if ref is not None and ref.media_type == HTTP_REQUEST_MEDIA_TYPE:
                 # The "live" call the agent would make: the recorded request itself.
                 payload = recorded.payload(ref)
                 request = HttpRequest(

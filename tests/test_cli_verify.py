@@ -219,11 +219,11 @@ def test_console_script_exit_codes_without_traceback(cassette: Path) -> None:
 
 def _response_refs(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Output refs relabelled as HTTP responses (the edit controls the media type as well)."""
-    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
+    from pytest_agentreplay.core.constants import HTTP_RESPONSE_MEDIA_TYPE
 
     refs = [e["output_ref"] for e in doc["events"] if isinstance(e.get("output_ref"), dict)]
     for ref in refs:
-        ref["media_type"] = RESPONSE_MEDIA_TYPE
+        ref["media_type"] = HTTP_RESPONSE_MEDIA_TYPE
     return refs
 
 

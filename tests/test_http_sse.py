@@ -91,8 +91,8 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
     with run_in("record") as rec_ctx:
         pass
     # Build a recorded read event by hand, the way the recorder would.
+    from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
     from pytest_agentreplay.core.events import PayloadRef
-    from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
 
     rec_ctx.recorder.emit(
         "http",
@@ -101,7 +101,7 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
         data={"method": "GET", "url": "https://s.example/ticks"},
         input=PayloadRef(
             inline={"method": "GET", "url": "https://s.example/ticks", "headers": {}, "body": None},
-            media_type=REQUEST_MEDIA_TYPE,
+            media_type=HTTP_REQUEST_MEDIA_TYPE,
         ),
         output=PayloadRef(
             inline=HttpResponse(
@@ -109,7 +109,7 @@ def test_replayed_stream_yields_first_event_before_producing_the_last(
                 {"content-type": "text/event-stream"},
                 {"sse": events, "content_type": "text/event-stream"},
             ).to_payload(),
-            media_type=RESPONSE_MEDIA_TYPE,
+            media_type=HTTP_RESPONSE_MEDIA_TYPE,
         ),
     )
     recorded = MemoryCassette(rec_ctx.recorder.events)

@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE
 from pytest_agentreplay.core.events import Event, PayloadRef
-from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, normalise_url
+from pytest_agentreplay.http.exchange import normalise_url
 from pytest_agentreplay.replay.http import HttpReplayIndex
 
 URLS = [
@@ -35,7 +36,7 @@ class _Recorded:
                     **stamp,
                     "seq": seq,
                     "class": "input",
-                    "input_ref": {"inline": {**request, "url": url}, "media_type": REQUEST_MEDIA_TYPE},
+                    "input_ref": {"inline": {**request, "url": url}, "media_type": HTTP_REQUEST_MEDIA_TYPE},
                 }
             )
             for seq, url in enumerate(urls)

@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_agentreplay.core.canonical import request_digest, same_json
-from pytest_agentreplay.core.constants import REDACTED
+from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, REDACTED
 from pytest_agentreplay.core.events import Event, ToolInfo, event_to_shared_dict
-from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE
 from pytest_agentreplay.http.recording import served
 from pytest_agentreplay.redaction import Redactor
 from pytest_agentreplay.replay.replayed_history import RecordedSide, ReplayedHistory
@@ -42,7 +41,7 @@ def _model_call(seq: int, turns: int, headers: dict[str, str], latency: float = 
             "data": {"provider": "openai", "request_hash": request_digest(body), "latency_ms": latency},
             "input_ref": {
                 "data_class": "personal",
-                "media_type": REQUEST_MEDIA_TYPE,
+                "media_type": HTTP_REQUEST_MEDIA_TYPE,
                 "inline": {
                     "method": "POST",
                     "url": "https://api.openai.com/v1/chat/completions",
@@ -65,7 +64,7 @@ def _read(seq: int, headers: dict[str, str], latency: float = 1.0) -> Event:
             "class": "input",
             "data": {"method": "GET", "status": 200, "latency_ms": latency},
             "input_ref": {
-                "media_type": REQUEST_MEDIA_TYPE,
+                "media_type": HTTP_REQUEST_MEDIA_TYPE,
                 "inline": {
                     "method": "GET",
                     "url": f"http://svc/items/{seq}",

@@ -15,8 +15,8 @@ from pytest_agentreplay.cassette.read import LoadedCassette, load_cassette
 from pytest_agentreplay.cassette.write import save_cassette
 from pytest_agentreplay.core import canonical
 from pytest_agentreplay.core.canonical import request_digest
+from pytest_agentreplay.core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from pytest_agentreplay.core.events import Event, RunMeta
-from pytest_agentreplay.http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
 from pytest_agentreplay.redaction import Redactor
 
 URL = "https://api.example.com/v1/chat/completions"
@@ -41,7 +41,7 @@ def _conversation(calls: int) -> list[Event]:
                     "data": {"provider": "openai", "request_hash": request_digest(body), "status": 200},
                     "input_ref": {
                         "data_class": "personal",
-                        "media_type": REQUEST_MEDIA_TYPE,
+                        "media_type": HTTP_REQUEST_MEDIA_TYPE,
                         "inline": {
                             "method": "POST",
                             "url": URL,
@@ -50,7 +50,7 @@ def _conversation(calls: int) -> list[Event]:
                         },
                     },
                     "output_ref": {
-                        "media_type": RESPONSE_MEDIA_TYPE,
+                        "media_type": HTTP_RESPONSE_MEDIA_TYPE,
                         "inline": {
                             "status": 200,
                             "headers": {},

@@ -573,11 +573,14 @@ def test_relabelled_v1_with_stripped_chain_does_not_load(cassette: Path) -> None
 
 
 def test_rechained_wrong_shape_payload_is_a_shape_error(cassette: Path) -> None:
+    from pytest_agentreplay.core.constants import HTTP_RESPONSE_MEDIA_TYPE
     from pytest_agentreplay.exceptions import PayloadShapeError
-    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
 
     doc = json.loads(cassette.read_text(encoding="utf-8"))
-    doc["events"][1]["output_ref"] = {"inline": ["not", "a", "response"], "media_type": RESPONSE_MEDIA_TYPE}
+    doc["events"][1]["output_ref"] = {
+        "inline": ["not", "a", "response"],
+        "media_type": HTTP_RESPONSE_MEDIA_TYPE,
+    }
     rewrite(cassette, rechained(doc))
     loaded = load_cassette(cassette)  # the chain is valid: the payload is checked when it is resolved
     with pytest.raises(PayloadShapeError) as info:
@@ -674,13 +677,13 @@ def test_a_response_parsed_on_load_is_checked_as_any_payload_when_served(
     """An inline response's JSON body, parsed on load from its raw text, is checked without writing the
     payload out when it has the usual shape (its brackets counted in the raw text); refused or served, the
     outcome and its message are the checks' one by one."""
+    from pytest_agentreplay.core.constants import HTTP_RESPONSE_MEDIA_TYPE
     from pytest_agentreplay.exceptions import PayloadShapeError
-    from pytest_agentreplay.http.exchange import RESPONSE_MEDIA_TYPE
 
     doc = json.loads(cassette.read_text(encoding="utf-8"))
     body = {"content_type": "application/json", "raw": raw}
     payload = {"status": 200, "headers": {"content-type": "application/json"}, "body": body, **extra}
-    doc["events"][1]["output_ref"] = {"inline": payload, "media_type": RESPONSE_MEDIA_TYPE}
+    doc["events"][1]["output_ref"] = {"inline": payload, "media_type": HTTP_RESPONSE_MEDIA_TYPE}
     rewrite(cassette, rechained(doc))
     loaded = load_cassette(cassette)
     ref = loaded.events[1].output_ref

@@ -7,9 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.constants import FORMAT_VERSION
-from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
-from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
+from ..core.constants import FORMAT_VERSION, HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import Event, PayloadRef, RunMeta, event_to_dict
 from ..exceptions import CassetteError, PayloadShapeError
@@ -68,7 +66,7 @@ class LoadedCassette:
             restored = self.restored.get(id(value))
             if restored is value and restored is not None and parsed_response_fits(restored):
                 return restored
-            if ref.media_type == REQUEST_MEDIA_TYPE and bodiless_request_fits(value):
+            if ref.media_type == HTTP_REQUEST_MEDIA_TYPE and bodiless_request_fits(value):
                 return value
             problem = depth_problem(value)
             stored = "stored inline"
@@ -78,7 +76,7 @@ class LoadedCassette:
             except CassetteError as exc:
                 place = f"{self._ref_place(ref)}, payload {ref.sha256}"
                 raise relocate(exc, self.path, self.mode, place) from None
-            if ref.media_type == RESPONSE_MEDIA_TYPE:
+            if ref.media_type == HTTP_RESPONSE_MEDIA_TYPE:
                 # Stored in the lean form of an inline response (stored_form): its parsed JSON left out.
                 value = restore_response_payload(value)
             problem = None

@@ -9,8 +9,7 @@ import jiter
 import orjson
 
 from ..core.canonical import DigestMemo, Extension
-from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
-from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..exceptions import CassetteError, CassetteSchemaError
 from .stored_form import (
@@ -120,9 +119,9 @@ class _Decoder:
             media = new_ref.get("media_type")
             if isinstance(media, str) and media[:1] == "@":
                 new_ref["media_type"] = media = MEDIA_FULL.get(media) or media[1:]
-            if name == "input_ref" and media == REQUEST_MEDIA_TYPE:
+            if name == "input_ref" and media == HTTP_REQUEST_MEDIA_TYPE:
                 request = self.request(index, new_ref)
-            elif name == "output_ref" and media == RESPONSE_MEDIA_TYPE and "inline" in new_ref:
+            elif name == "output_ref" and media == HTTP_RESPONSE_MEDIA_TYPE and "inline" in new_ref:
                 lean = new_ref["inline"]
                 new_ref["inline"] = payload = restore_response_payload(lean)
                 if payload is not lean and isinstance(payload, dict) and self.restored is not None:

@@ -31,16 +31,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from ..core.canonical import DigestMemo, request_digest, same_json
-from ..core.constants import HTTP_REQUEST_MEDIA_TYPE as REQUEST_MEDIA_TYPE
-from ..core.constants import HTTP_RESPONSE_MEDIA_TYPE as RESPONSE_MEDIA_TYPE
-from ..core.constants import TRANSPORT_HEADERS
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, TRANSPORT_HEADERS
 from ..core.documents import Document
 from ..http.exchange import host_and_path
 
 # The stored BODY of an earlier request, by ref (``resolve(ref)`` loads one kept in the blob store).
 Resolver = Callable[[Mapping[str, object]], object]
 
-_MEDIA_ALIASES = {REQUEST_MEDIA_TYPE: "@http-request", RESPONSE_MEDIA_TYPE: "@http-response"}
+_MEDIA_ALIASES = {HTTP_REQUEST_MEDIA_TYPE: "@http-request", HTTP_RESPONSE_MEDIA_TYPE: "@http-response"}
 MEDIA_FULL = {alias: full for full, alias in _MEDIA_ALIASES.items()}
 REF_FIELDS = ("input_ref", "output_ref")
 DELTA = "delta"
@@ -72,7 +70,7 @@ def stored_refs(events: object) -> Iterator[tuple[int, str, Document]]:
 
 def inline_request(event: Mapping[str, object]) -> Document | None:
     ref = event.get("input_ref")
-    if not isinstance(ref, dict) or ref.get("media_type") != REQUEST_MEDIA_TYPE:
+    if not isinstance(ref, dict) or ref.get("media_type") != HTTP_REQUEST_MEDIA_TYPE:
         return None
     payload = ref.get("inline")
     return payload if isinstance(payload, dict) else None
@@ -187,7 +185,7 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
             if not isinstance(ref, dict):
                 continue
             new_ref = dict(ref)
-            if name == "input_ref" and ref.get("media_type") == REQUEST_MEDIA_TYPE:
+            if name == "input_ref" and ref.get("media_type") == HTTP_REQUEST_MEDIA_TYPE:
                 payload = ref.get("inline")
                 # A request kept in the blob store stays there; read, it still counts as a base.
                 full = _read(resolve, ref) if payload is None and ref.get("sha256") is not None else payload
@@ -199,7 +197,7 @@ def encode_events(events: list[Document], run_id: str, *, resolve: Resolver | No
                     if parts is not None:
                         new_ref = _delta_ref(new_ref, payload, parts, earlier)
                     new_ref, last_headers = _prev_headers(new_ref, full, last_headers)
-            elif name == "output_ref" and ref.get("media_type") == RESPONSE_MEDIA_TYPE:
+            elif name == "output_ref" and ref.get("media_type") == HTTP_RESPONSE_MEDIA_TYPE:
                 new_ref = _lean_response(new_ref)
             if new_ref.get("data_class") == "internal":
                 del new_ref["data_class"]
@@ -299,7 +297,7 @@ def _delta_ref(
 
 
 # In memory and in formats 1-3 the full media type; in format 4's stored form its alias.
-_REQUEST_MEDIA: Final = frozenset({REQUEST_MEDIA_TYPE, _MEDIA_ALIASES[REQUEST_MEDIA_TYPE]})
+_REQUEST_MEDIA: Final = frozenset({HTTP_REQUEST_MEDIA_TYPE, _MEDIA_ALIASES[HTTP_REQUEST_MEDIA_TYPE]})
 _TRANSPORT: Final = re.compile(
     "|".join(re.escape(name).replace(r"\*", ".*") for name in TRANSPORT_HEADERS), re.IGNORECASE
 )

@@ -11,12 +11,9 @@ import json
 import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 
-from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
+from ..core.constants import REDACTED
 from ..core.documents import Document
 from . import bodies, multipart, resend
-
-REQUEST_MEDIA_TYPE = HTTP_REQUEST_MEDIA_TYPE
-RESPONSE_MEDIA_TYPE = HTTP_RESPONSE_MEDIA_TYPE
 
 # Headers whose values are credentials: never stored (the cassette is committed to a repository).
 SECRET_HEADERS = frozenset(

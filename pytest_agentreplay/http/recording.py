@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeGuard, TypeVar
 
 from ..core.canonical import DigestMemo, request_digest, same_json
 from ..core.concurrency import concurrent_group
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE
 from ..core.documents import Document
 from ..core.events import Actor, EffectInfo, Event, EventClass, EventType, PayloadRef, ToolInfo
 from ..exceptions import ContentCodingError, EventStreamError, UnencodableValueError
@@ -24,8 +25,6 @@ from .bodies import Decoder, format_for
 from .classify import Classification, extract_receipt
 from .eventstream import EventStreamParser
 from .exchange import (
-    REQUEST_MEDIA_TYPE,
-    RESPONSE_MEDIA_TYPE,
     HttpRequest,
     HttpResponse,
     StoredHeaders,
@@ -229,7 +228,7 @@ def emit_exchange(
             data["group"] = group
         out_payload = response_payload if response_payload is not None else response.to_payload()
         known = ctx.rooms.of(StoredHeaders, StoredHeaders)
-        output = _payload_fields(out_payload, data_class, RESPONSE_MEDIA_TYPE)
+        output = _payload_fields(out_payload, data_class, HTTP_RESPONSE_MEDIA_TYPE)
         ctx.recorder.emit(
             type_,
             trusted=True,
@@ -238,7 +237,7 @@ def emit_exchange(
             data=data,
             tool=None if tool is None else served(ToolInfo, tool, recorded.tool if recorded else None),
             effect=effect,
-            input=payload_ref(request.to_payload(known), data_class, REQUEST_MEDIA_TYPE),
+            input=payload_ref(request.to_payload(known), data_class, HTTP_REQUEST_MEDIA_TYPE),
             output=served(PayloadRef, output, recorded.output_ref if recorded else None),
         )
     except UnicodeEncodeError:

@@ -23,13 +23,13 @@ import time
 from collections import defaultdict, deque
 from typing import TYPE_CHECKING, Final
 
-from ..core.constants import Mode
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, Mode
 from ..core.documents import Document
 from ..core.events import Event
 from ..exceptions import UnmatchedRequestError
 from ..http import bodies
 from ..http.classify import Classification, classify_exchange
-from ..http.exchange import REQUEST_MEDIA_TYPE, HttpRequest, HttpResponse, normalise_url
+from ..http.exchange import HttpRequest, HttpResponse, normalise_url
 from ..http.recording import PreparedModelRequest, emit_exchange, prepare_model_request
 from ..http.unmatched import unmatched_refusal
 from .model_calls import ModelCalls, ignored_names, mentions, normalised_key
@@ -46,7 +46,7 @@ _RECORDED_KINDS: Final = {"model.call": "model", "http": "read", "effect": "writ
 
 def _recorded_kind(event: Event) -> str | None:
     ref = event.input_ref
-    if ref is None or ref.media_type != REQUEST_MEDIA_TYPE:
+    if ref is None or ref.media_type != HTTP_REQUEST_MEDIA_TYPE:
         return None
     return _RECORDED_KINDS.get(event.type)
 

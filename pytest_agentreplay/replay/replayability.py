@@ -11,10 +11,10 @@ from collections.abc import Mapping
 
 from ..cassette.read import LoadedCassette
 from ..core.canonical import dumps_compact
-from ..core.constants import REDACTED
+from ..core.constants import HTTP_REQUEST_MEDIA_TYPE, HTTP_RESPONSE_MEDIA_TYPE, REDACTED
 from ..core.events import PayloadRef
 from ..exceptions import CassetteError
-from ..http.exchange import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE, HttpRequest, HttpResponse
+from ..http.exchange import HttpRequest, HttpResponse
 
 
 def replay_problems(loaded: LoadedCassette) -> list[str]:
@@ -28,13 +28,13 @@ def replay_problems(loaded: LoadedCassette) -> list[str]:
             problems.append(f"{where}: {exc.headline}")
             continue
         try:
-            if ref.media_type == RESPONSE_MEDIA_TYPE and value is not None:
+            if ref.media_type == HTTP_RESPONSE_MEDIA_TYPE and value is not None:
                 response = HttpResponse.from_payload(value)
                 response.wire_tuple()
                 served = b"".join(response.iter_chunks())
                 problems.extend(f"{where}: {p}" for p in body_problems(value, served))
                 problems.extend(f"{where}: {p}" for p in _size_problems(loaded, ref))
-            elif ref.media_type == REQUEST_MEDIA_TYPE and value is not None:
+            elif ref.media_type == HTTP_REQUEST_MEDIA_TYPE and value is not None:
                 request = HttpRequest.from_payload(value)
                 request.excerpt(80)
                 _ = request.host
