@@ -288,6 +288,17 @@ def test_wrong_type(cassette: Path) -> None:
     assert "event seq 2 (events[2]), field output_ref.size" in message
 
 
+def test_many_schema_problems_show_eight_and_count_the_rest(cassette: Path) -> None:
+    doc = json.loads(cassette.read_text())
+    doc["run"]["labels"] = {f"label{n:02d}": n for n in range(30)}
+    rewrite(cassette, doc)
+    message = str(load_error(cassette, CassetteSchemaError))
+    assert "(30 problem(s))" in message
+    assert "field run.labels.label07" in message
+    assert "field run.labels.label08" not in message
+    assert "... and 22 more" in message
+
+
 def test_wrong_type_in_run(cassette: Path) -> None:
     doc = json.loads(cassette.read_text())
     doc["run"]["labels"] = {"a": 1}

@@ -146,7 +146,8 @@ def load_cassette(
     store = BlobStore(blob_dir if blob_dir is not None else default)
     # The cyclic garbage collector is off while reading: every container made survives (it is the cassette),
     # yet each pass walks the heap pydantic's import makes large (bench_load's 6 MB cassette: 104 ms with it
-    # on, 37 ms off). Left off if it was off. A plain ``try``: a context manager costs ~14 k instructions.
+    # on, 37 ms off). Left off if it was off; another thread loading meanwhile only shortens the pause.
+    # A plain ``try``: a context manager costs ~14 k instructions.
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -248,13 +249,14 @@ def schema_error(exc: ValidationError, raw: Document, path: Path, mode: str | No
     details = exc.errors(include_url=False)
     places = [_describe_loc(err["loc"], raw) for err in details]
     evidence = []
-    for err, place in zip(details, places, strict=True):
+    # Only the shown problems are described: a broken cassette can hold thousands.
+    for err, place in zip(details[:8], places, strict=False):
         what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
         evidence.append(f"{place}: {what} (found {short(err.get('input'), 80)})")
     test = test_hint(raw)
     return CassetteSchemaError(
         f"cassette {path.name} does not match the cassette schema ({len(details)} problem(s))",
-        evidence=capped(evidence, 8),
+        evidence=capped(evidence, 8, total=len(details)),
         cassette=path,
         mode=mode,
         place=places[0] if places else None,

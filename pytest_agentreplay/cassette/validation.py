@@ -190,7 +190,8 @@ def depth_problem(value: object) -> str | None:
     if not isinstance(value, _CONTAINERS):
         return None  # a scalar nests no deeper than where it stands
     # A value nests no deeper than it holds objects and lists, each written as one ``{`` or ``[`` by both
-    # forms below: counting those bytes settles a real payload in C. What orjson refuses is marshal's
+    # forms below: counting those bytes (strings holding them only count more) settles a real payload in C,
+    # and a form no longer than the limit holds no more of them. What orjson refuses is marshal's
     # (version 2: no back-references), then the walk's.
     for dump in _DEPTH_FORMS:
         try:
@@ -370,7 +371,8 @@ _RESPONSE_KEYS: Final = frozenset({"status", "headers", "body"})
 def parsed_response_fits(value: dict[str, Any]) -> bool:
     """Whether a response payload whose ``json`` was parsed from its ``raw`` has its shape and depth, told
     without writing it out as :func:`depth_problem` does: each object and list of ``json`` is a ``{`` or
-    ``[`` of ``raw``, two levels down. False says nothing: the checks one by one decide."""
+    ``[`` of ``raw`` (those in its strings only count more), two levels down. False says nothing: the checks
+    one by one decide."""
     if not value.keys() <= _RESPONSE_KEYS or payload_problem(HTTP_RESPONSE_MEDIA_TYPE, value) is not None:
         return False
     body = value.get("body")
@@ -393,9 +395,10 @@ def bodiless_request_fits(value: object) -> bool:
     )
 
 
-def capped(items: list[str], limit: int) -> list[str]:
-    """``items`` cut to ``limit``, the rest counted."""
-    return items if len(items) <= limit else [*items[:limit], f"... and {len(items) - limit} more"]
+def capped(items: list[str], limit: int, total: int | None = None) -> list[str]:
+    """``items`` cut to ``limit``, the rest counted: of ``total`` when only the first few were built."""
+    count = len(items) if total is None else total
+    return items if count <= limit else [*items[:limit], f"... and {count - limit} more"]
 
 
 def short(value: object, limit: int = 60) -> str:
