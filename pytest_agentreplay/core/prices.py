@@ -6,19 +6,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import Final
 
 from . import settings_check as check
 
 PRICES_DATE: Final = "2025-09-01"
 
 
-class Price(NamedTuple):
-    """US dollars per million tokens of one model (cached input: at the input price unless given)."""
+class Price:
+    """US dollars per million tokens of one model."""
 
-    input: float
-    output: float
-    cached: float
+    __slots__ = ("cached", "input", "output")
+
+    def __init__(self, input: float, output: float, cached: float | None = None) -> None:
+        self.input = input
+        self.output = output
+        self.cached = input if cached is None else cached
 
 
 # fmt: off
@@ -45,9 +48,7 @@ _ROWS: Final[dict[str, tuple[float, float, float | None]]] = {
     "codestral": (0.3, 0.9, None), "mistral.mistral-large": (2.0, 6.0, None),
 }
 # fmt: on
-BUILT_IN: Final = MappingProxyType(
-    {name: Price(i, o, i if c is None else c) for name, (i, o, c) in _ROWS.items()}
-)
+BUILT_IN: Final = MappingProxyType({name: Price(*row) for name, row in _ROWS.items()})
 
 # Bedrock model ids: an inference profile's region, then the vendor.
 _REGIONS: Final = ("us.", "eu.", "apac.", "global.")
@@ -73,7 +74,7 @@ def parse_prices(value: object, origin: check.Origin) -> Mapping[str, Price]:
             if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
                 raise check.invalid(where, row, f"{key}: US dollars per million tokens, a number >= 0")
             numbers[key] = float(number)
-        out[str(model)] = Price(numbers["input"], numbers["output"], numbers.get("cached", numbers["input"]))
+        out[str(model)] = Price(numbers["input"], numbers["output"], numbers.get("cached"))
     return MappingProxyType(out)
 
 
