@@ -175,12 +175,13 @@ def compare_decisions(recorded: list[Event], live: list[Event], judging: Judging
             same_args = agrees and [c["arguments"] for c in r["tool_calls"]] == [
                 c["arguments"] for c in lv["tool_calls"]
             ]
-            shown_r, shown_l = _call_text(r["tool_calls"]), _call_text(lv["tool_calls"])
-            if not agrees:
-                differences.append(f"call {n}: recorded chose {shown_r}, live chose {shown_l}")
-            elif not same_args:
+            if not same_args:
+                # Shown only where the calls differ: a long run's arguments are costly to render.
+                shown_r, shown_l = _call_text(r["tool_calls"]), _call_text(lv["tool_calls"])
                 differences.append(
-                    f"call {n}: same tool, other arguments: recorded {shown_r}, live {shown_l}"
+                    f"call {n}: recorded chose {shown_r}, live chose {shown_l}"
+                    if not agrees
+                    else f"call {n}: same tool, other arguments: recorded {shown_r}, live {shown_l}"
                 )
         calls.append(
             {"n": n, "recorded": r, "live": lv, "tool_choice_agrees": agrees, "arguments_equal": same_args}
