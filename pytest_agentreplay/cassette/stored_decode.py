@@ -58,8 +58,10 @@ def restore_response_payload(payload: object) -> object:
 
 def parse_sorted(raw: str) -> object:
     """``raw`` parsed with every object's keys sorted, as the value was stored (the last duplicate wins).
-    jiter parses and orjson sorts, at half the cost of ``json.loads`` with a hook per object; what they
-    refuse or change (1e400 becomes a null more than ``raw`` holds) is left to ``json.loads``."""
+    jiter parses and orjson sorts, at half the cost of ``json.loads`` with a hook per object. jiter keeps the
+    last duplicate as ``json.loads`` does, so its duplicate check (a third of its work) stays off; its string
+    cache stays on (a key met before is reused: a fifth of its work on a small body). What they refuse or
+    change (1e400 becomes a null more than ``raw`` holds) is left to ``json.loads``."""
     try:  # a statement, not contextlib.suppress: no context manager made per response
         value = jiter.from_json(raw.encode(), allow_inf_nan=False)
         dumped = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -300,6 +300,7 @@ class _ThenCallBack:
         return getattr(self.loader, name)
 
     def exec_module(self, module: ModuleType) -> None:
+        # The genuine loader back before the module runs: a removed finder leaves nothing behind.
         module.__loader__ = self.loader
         if module.__spec__ is not None:
             module.__spec__.loader = self.loader

@@ -45,7 +45,8 @@ def tool_arguments(values: Mapping[str, object]) -> tuple[Document, Document | N
 
 
 class ToolCall:
-    """One tool call, recorded or served: ``@tool`` (sync and async) and MCP's ``tools/call`` use it."""
+    """One tool call, recorded or served: ``@tool`` (sync and async), and the transport adapters whose calls
+    are tool calls (MCP requests, the agent CLIs' sessions) use it."""
 
     def __init__(
         self,
