@@ -214,6 +214,13 @@ def test_invalid_faults_are_reported_with_the_valid_keys(lab: Lab, sandbox: Any)
     )
 
 
+def test_invalid_faults_still_count_what_replay_did_not_spend(lab: Lab, sandbox: Any) -> None:
+    result = run_sandbox(lab, sandbox, faults=[{"when": 1}])
+    result.assert_outcomes(failed=1)
+    # The first model call was served before the first tool call parsed the faults and failed the test.
+    result.stdout.fnmatch_lines(["*not spent: 1 model call(s) served from cassettes*"])
+
+
 # -- faults against an agent with retry logic -------------------------------------------------------
 
 FAULTS: dict[str, dict[str, Any]] = {

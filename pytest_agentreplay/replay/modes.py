@@ -77,10 +77,11 @@ def finish_replay(ctx: RunContext, layers: Callable[[], RuleLayers], settings: S
         try:
             state_for(ctx)  # a bad faults= setting fails even when no call was made
         except Exception:
-            return
-        problems = effect_problems(ctx)
-        if problems:
-            ctx.failures.add(violations_error(ctx, problems))
+            pass  # among the run's failures already; what was served is still counted below
+        else:
+            problems = effect_problems(ctx)
+            if problems:
+                ctx.failures.add(violations_error(ctx, problems))
     elif ctx.mode is Mode.MODEL_COMPARISON:
         from .comparison import budget_error, comparison_for  # only model-comparison runs build one
         from .repeats import aggregate
